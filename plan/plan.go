@@ -1,0 +1,138 @@
+// Package plan is the compiled artifact that dic writes and divm runs: a versioned,
+// checksummed msgpack file holding everything the VM needs except weight bytes.
+//
+// A plan names its model (type, config hash, per-layer structure), where its weights
+// come from (a checkpoint directory, or a seed for the embedded default), the weight
+// manifest by checkpoint name, the per-sequence KV layout, and one kernel-call program
+// per phase. Instructions are "call kernel K on these buffers": operands are weights,
+// program parameters, or arena slots whose sizes the compiler's memory plan fixed.
+// encode.go documents the byte layout; decode.go validates all of it.
+package plan
+
+import (
+	"deepinfer/ir"
+	"deepinfer/vm/kvcache"
+)
+
+// Magic starts every plan file.
+const Magic = "DIPLAN\r\n"
+
+// Version is the format version this build writes and reads.
+const Version uint32 = 1
+
+// Plan is a decoded plan.
+type Plan struct {
+	ModelType  string
+	ConfigHash string
+	Target     string
+	Compiler   string
+	Model      Model
+	Source     WeightSource
+	Weights    []Weight
+	KV         kvcache.Layout
+	Programs   []Program
+}
+
+// Model summarizes the model's structure for the VM and for inspection.
+type Model struct {
+	Vocab        int
+	Hidden       int
+	BOS, EOS     int
+	MaxPositions int
+	MTPLayers    int
+	Layers       []Layer
+}
+
+// Layer is one layer's structure.
+type Layer struct {
+	Attn  int // 0 sliding, 1 CSA, 2 HCA (compiler.AttnKind)
+	Ratio int
+	MLP   int // 0 moe, 1 hash_moe
+}
+
+// Weight sources.
+const (
+	SourceCheckpoint = "checkpoint" // safetensors in a model directory given at run time
+	SourceSeeded     = "seeded"     // generated from Seed with each weight's Init
+)
+
+// WeightSource says where the weights come from.
+type WeightSource struct {
+	Kind string
+	Seed uint64
+}
+
+// Init is how a seeded weight is generated.
+type Init struct {
+	Kind string  // "normal", "const", or "expert_table" (distinct random experts per row)
+	Mean float64 // normal mean, or the constant
+	Std  float64
+}
+
+// Weight is one manifest entry: the checkpoint name and the runtime type the program
+// expects (a checkpoint may store another dtype that converts to it).
+type Weight struct {
+	Name  string
+	DType ir.DType
+	Shape []int64
+	Init  Init
+}
+
+// Elems is the element count.
+func (w *Weight) Elems() int64 {
+	n := int64(1)
+	for _, d := range w.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Operand kinds.
+const (
+	OpWeight uint8 = iota
+	OpParam
+	OpSlot
+	OpNone // an ordering edge (ir.State): no buffer
+)
+
+// Operand refers to a buffer.
+type Operand struct {
+	Kind  uint8
+	Index int
+}
+
+// Param is a program input the VM fills each step.
+type Param struct {
+	Name string
+	Type ir.Type
+}
+
+// Instr is one kernel call.
+type Instr struct {
+	Op          string
+	Kernel      string
+	Args        []Operand
+	ArgTypes    []ir.Type
+	Results     []Operand
+	ResultTypes []ir.Type
+	Attrs       ir.Attrs
+}
+
+// Program is one phase.
+type Program struct {
+	Phase   string
+	Params  []Param
+	Slots   []ir.Type
+	Instrs  []Instr
+	Returns []Operand
+}
+
+// Program returns the program for a phase, or nil.
+func (p *Plan) Program(phase string) *Program {
+	for i := range p.Programs {
+		if p.Programs[i].Phase == phase {
+			return &p.Programs[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"deepinfer/ir"
+	"deepinfer/targets"
+)
+
+// kfunc adapts a function to targets.Kernel.
+type kfunc func(s *targets.Step, args, res []targets.Tensor) error
+
+func (f kfunc) Run(s *targets.Step, args, res []targets.Tensor) error { return f(s, args, res) }
+
+// parallelFor splits [0,n) over the cores when the work is worth it. work is the
+// approximate cost of one index in multiply-adds.
+func parallelFor(n int, work int, fn func(lo, hi int)) {
+	p := runtime.GOMAXPROCS(0)
+	if p > n {
+		p = n
+	}
+	if p <= 1 || n*work < 1<<15 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + p - 1) / p
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// errOnce keeps the first error reported by parallel workers.
+type errOnce struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (e *errOnce) set(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+}
+
+func (e *errOnce) get() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// gemmNT computes c[m,n] = a[m,k]·b[n,k]ᵀ with row strides lda, ldb, ldc.
+func gemmNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+		blas32.General{Rows: m, Cols: k, Stride: lda, Data: a},
+		blas32.General{Rows: n, Cols: k, Stride: ldb, Data: b},
+		0, blas32.General{Rows: m, Cols: n, Stride: ldc, Data: c})
+}
+
+func newLinear(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+	out, in := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		gemmNT(a[0].Rows(), out, in, a[0].F32, in, a[1].F32, in, r[0].F32, out)
+		return nil
+	}), nil
+}
+
+func newGroupedLinear(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+	g := attrInt(at, "groups")
+	rowsW, in := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
+	out := rowsW / g
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		t := a[0].Rows()
+		for j := 0; j < g; j++ {
+			gemmNT(t, out, in, a[0].F32[j*in:], g*in, a[1].F32[j*out*in:], in, r[0].F32[j*out:], g*out)
+		}
+		return nil
+	}), nil
+}
+
+func newEmbed(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+	v, d := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		for i, tok := range a[0].I32 {
+			if tok < 0 || int(tok) >= v {
+				return fmt.Errorf("token id %d at row %d is outside the vocabulary [0,%d)", tok, i, v)
+			}
+			copy(r[0].F32[i*d:(i+1)*d], a[1].F32[int(tok)*d:(int(tok)+1)*d])
+		}
+		return nil
+	}), nil
+}
+
+func newLMHead(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+	v, d := int(args[2].Shape[0].N), int(args[2].Shape[1].N)
+	var gathered []float32
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		rows := a[1].I32
+		if cap(gathered) < len(rows)*d {
+			gathered = make([]float32, len(rows)*d)
+		}
+		g := gathered[:len(rows)*d]
+		t := a[0].Rows()
+		for i, row := range rows {
+			if row < 0 || int(row) >= t {
+				return fmt.Errorf("logit row %d is outside the step's %d rows", row, t)
+			}
+			copy(g[i*d:(i+1)*d], a[0].F32[int(row)*d:(int(row)+1)*d])
+		}
+		gemmNT(len(rows), v, d, g, d, a[2].F32, d, r[0].F32, v)
+		return nil
+	}), nil
+}
+
+// rmsnorm: y = x / sqrt(mean(x²) + eps) (· w), per chunk of `group` elements.
+func newRMSNorm(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+	g := int(args[0].Last())
+	if v, ok := at.Int("group"); ok {
+		g = int(v)
+	}
+	eps := attrFloat(at, "eps")
+	weighted := len(args) == 2
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		x, y := a[0].F32, r[0].F32
+		var w []float32
+		if weighted {
+			w = a[1].F32
+		}
+		for c := 0; c+g <= len(x); c += g {
+			var ss float64
+			for _, v := range x[c : c+g] {
+				ss += float64(v) * float64(v)
+			}
+			inv := 1 / math.Sqrt(ss/float64(g)+eps)
+			if weighted {
+				for i := 0; i < g; i++ {
+					y[c+i] = float32(float64(x[c+i])*inv) * w[i]
+				}
+			} else {
+				for i := 0; i < g; i++ {
+					y[c+i] = float32(float64(x[c+i]) * inv)
+				}
+			}
+		}
+		return nil
+	}), nil
+}
+
+func newAdd(_, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		x, y, z := a[0].F32, a[1].F32, r[0].F32
+		for i := range z {
+			z[i] = x[i] + y[i]
+		}
+		return nil
+	}), nil
+}
+
+func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
+
+// swiglu is the clamped SwiGLU of MODEL.md §1: silu(min(gate, limit)) · clamp(up, ±limit).
+func swiglu(g, u, out []float32, limit float32) {
+	for i := range out {
+		gv, uv := g[i], u[i]
+		if limit > 0 {
+			gv = min(gv, limit)
+			uv = max(min(uv, limit), -limit)
+		}
+		out[i] = silu(gv) * uv
+	}
+}
+
+func newSwiGLU(_, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+	limit := float32(attrFloat(at, "limit"))
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		swiglu(a[0].F32, a[1].F32, r[0].F32, limit)
+		return nil
+	}), nil
+}

@@ -1,0 +1,222 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"deepinfer/ir"
+	"deepinfer/targets"
+)
+
+// Mixture of experts (MODEL.md §1, "MoE").
+
+// routeKernel scores the experts (sqrtsoftplus, sigmoid or softmax of the gate logits),
+// selects k of them — top-k of score + correction bias, or the frozen tid2eid row of
+// the token for hash layers — and weights them by their normalized, scaled scores.
+type routeKernel struct {
+	experts, dim, topk int
+	hash, norm         bool
+	scoring            string
+	scale              float64
+}
+
+func newMoERoute(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+	mode, _ := a.Str("mode")
+	scoring, _ := a.Str("scoring")
+	norm, _ := a.Bool("norm")
+	return &routeKernel{experts: int(args[1].Shape[0].N), dim: int(args[1].Shape[1].N), topk: attrInt(a, "topk"),
+		hash: mode == "hash", norm: norm, scoring: scoring, scale: attrFloat(a, "scale")}, nil
+}
+
+func softplus(x float64) float64 {
+	if x > 20 {
+		return x
+	}
+	return math.Log1p(math.Exp(x))
+}
+
+func (k *routeKernel) score(logits []float64) {
+	switch k.scoring {
+	case "sqrtsoftplus":
+		for i, v := range logits {
+			logits[i] = math.Sqrt(softplus(v))
+		}
+	case "sigmoid":
+		for i, v := range logits {
+			logits[i] = sigmoid(v)
+		}
+	case "softmax":
+		mx := math.Inf(-1)
+		for _, v := range logits {
+			mx = max(mx, v)
+		}
+		var sum float64
+		for i, v := range logits {
+			logits[i] = math.Exp(v - mx)
+			sum += logits[i]
+		}
+		for i := range logits {
+			logits[i] /= sum
+		}
+	}
+}
+
+func (k *routeKernel) Run(s *targets.Step, a, r []targets.Tensor) error {
+	x, gate := a[0].F32, a[1].F32
+	wOut, idOut := r[0].F32, r[1].I32
+	var errs errOnce
+	parallelFor(a[0].Rows(), k.experts*k.dim, func(lo, hi int) {
+		scores := make([]float64, k.experts)
+		pick := make([]int, k.topk)
+		for t := lo; t < hi; t++ {
+			xt := x[t*k.dim : (t+1)*k.dim]
+			for e := range scores {
+				w := gate[e*k.dim : (e+1)*k.dim]
+				var acc float64
+				for i, v := range xt {
+					acc += float64(w[i]) * float64(v)
+				}
+				scores[e] = acc
+			}
+			k.score(scores)
+			if k.hash {
+				tok := a[2].I32[t]
+				row := a[3].I32[int(tok)*k.topk : (int(tok)+1)*k.topk]
+				for j, e := range row {
+					if e < 0 || int(e) >= k.experts {
+						errs.set(fmt.Errorf("tid2eid[%d] names expert %d of %d", tok, e, k.experts))
+						return
+					}
+					pick[j] = int(e)
+				}
+			} else {
+				var bias []float32
+				if len(a) == 3 {
+					bias = a[2].F32
+				}
+				topExperts(scores, bias, pick)
+			}
+			var sum float64
+			for _, e := range pick {
+				sum += scores[e]
+			}
+			for j, e := range pick {
+				w := scores[e]
+				if k.norm {
+					w /= sum + 1e-20
+				}
+				wOut[t*k.topk+j] = float32(w * k.scale)
+				idOut[t*k.topk+j] = int32(e)
+			}
+		}
+	})
+	return errs.get()
+}
+
+// topExperts picks the len(pick) experts with the highest score+bias (lower id on ties).
+func topExperts(scores []float64, bias []float32, pick []int) {
+	sel := func(e int) float64 {
+		if bias != nil {
+			return scores[e] + float64(bias[e])
+		}
+		return scores[e]
+	}
+	for j := range pick {
+		pick[j] = -1
+	}
+	for e := range scores {
+		v := sel(e)
+		// insertion into the descending list pick
+		j := len(pick)
+		for j > 0 && (pick[j-1] < 0 || sel(pick[j-1]) < v) {
+			j--
+		}
+		if j == len(pick) {
+			continue
+		}
+		copy(pick[j+1:], pick[j:len(pick)-1])
+		pick[j] = e
+	}
+}
+
+// expertsKernel runs each routed expert on the tokens routed to it:
+// y_t += w_{t,j} · W2·(silu(min(W1·x_t, limit)) · clamp(W3·x_t, ±limit)).
+// Each (token, slot) product lands in its own row, and the rows are summed in slot
+// order, so the result does not depend on how experts are spread over goroutines.
+type expertsKernel struct {
+	experts, dim, inter int
+	limit               float32
+	slotOut             []float32
+}
+
+func newMoEExperts(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+	return &expertsKernel{experts: attrInt(a, "experts"), dim: int(args[0].Last()),
+		inter: int(args[3].Shape[0].N), limit: float32(attrFloat(a, "limit"))}, nil
+}
+
+func (k *expertsKernel) Run(s *targets.Step, a, r []targets.Tensor) error {
+	x, wts, ids := a[0].F32, a[1].F32, a[2].I32
+	t, topk := a[0].Rows(), a[1].Shape[1]
+	d, in := k.dim, k.inter
+	if cap(k.slotOut) < t*topk*d {
+		k.slotOut = make([]float32, t*topk*d)
+	}
+	slotOut := k.slotOut[:t*topk*d]
+	// rows routed to each expert, as indices into the flattened [T, k] slots
+	routed := make([][]int, k.experts)
+	for i, e := range ids {
+		if e < 0 || int(e) >= k.experts {
+			return fmt.Errorf("router chose expert %d of %d", e, k.experts)
+		}
+		routed[e] = append(routed[e], i)
+	}
+	active := make([]int, 0, k.experts)
+	for e, rows := range routed {
+		if len(rows) > 0 {
+			active = append(active, e)
+		}
+	}
+	parallelFor(len(active), t*topk*d*in/max(len(active), 1), func(lo, hi int) {
+		var xe, g, u, h, y []float32
+		for _, e := range active[lo:hi] {
+			rows := routed[e]
+			n := len(rows)
+			xe = grow(xe, n*d)
+			for i, slot := range rows {
+				tok := slot / topk
+				copy(xe[i*d:(i+1)*d], x[tok*d:(tok+1)*d])
+			}
+			g, u, h, y = grow(g, n*in), grow(u, n*in), grow(h, n*in), grow(y, n*d)
+			gemmNT(n, in, d, xe, d, a[3+e].F32, d, g, in)
+			gemmNT(n, in, d, xe, d, a[3+2*k.experts+e].F32, d, u, in)
+			swiglu(g, u, h, k.limit)
+			gemmNT(n, d, in, h, in, a[3+k.experts+e].F32, in, y, d)
+			for i, slot := range rows {
+				w := wts[slot]
+				dst := slotOut[slot*d : (slot+1)*d]
+				for j, v := range y[i*d : (i+1)*d] {
+					dst[j] = w * v
+				}
+			}
+		}
+	})
+	out := r[0].F32
+	for tok := 0; tok < t; tok++ {
+		dst := out[tok*d : (tok+1)*d]
+		copy(dst, slotOut[tok*topk*d:(tok*topk+1)*d])
+		for j := 1; j < topk; j++ {
+			src := slotOut[(tok*topk+j)*d : (tok*topk+j+1)*d]
+			for i := range dst {
+				dst[i] += src[i]
+			}
+		}
+	}
+	return nil
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}

@@ -1,0 +1,141 @@
+// Package targets is the boundary between the compiler core and the hardware targets.
+//
+// A Target tells the compiler how to lower each IR op (which kernel, per phase); the
+// core never switches on a target's name. A target that can also execute plans here
+// implements Executor: it prepares a Kernel for each kernel call of a plan, once, and
+// the VM then calls Run every step. Only the cpu target executes today; sm100 and
+// ascend950 are descriptions used for planning, and say so.
+package targets
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"deepinfer/ir"
+	"deepinfer/vm/kvcache"
+)
+
+// Mode says how divm runs a target's plans on this machine.
+type Mode string
+
+// Modes.
+const (
+	Executed  Mode = "executed"  // real kernels on this machine
+	Simulated Mode = "simulated" // no numerics: predicted times only
+)
+
+// Target is what the compiler needs from a hardware target.
+type Target interface {
+	Name() string
+	// Mode says how plans for this target run here.
+	Mode() Mode
+	// Kernel names the kernel that implements op in phase, or false if the target has none.
+	Kernel(op, phase string) (string, bool)
+	// Hardware is the target's published hardware description.
+	Hardware() Hardware
+}
+
+// Hardware holds the published numbers a cost model starts from (MODEL.md §3).
+type Hardware struct {
+	Device          string
+	DenseTFLOPS     map[string]float64 // by dtype: bf16, fp8, fp4
+	HBMGiB          float64
+	HBMTBps         float64
+	ScaleUpTBps     float64 // per device
+	ScaleUpDomain   int     // devices in one scale-up domain
+	ComputeUnits    int     // SMs or cores
+	Source          string  // where the numbers come from
+	MeasuredOnHand  bool    // true only if this team can run on the device
+	NumericsEmulate string  // how numerics would be reproduced here, if at all
+}
+
+// Tensor is a kernel operand: one of F32 or I32 is set, with its concrete shape.
+type Tensor struct {
+	F32   []float32
+	I32   []int32
+	Shape []int
+}
+
+// Rows is the leading dim; Cols the product of the rest.
+func (t *Tensor) Rows() int { return t.Shape[0] }
+
+// Cols is the product of all but the leading dim.
+func (t *Tensor) Cols() int {
+	n := 1
+	for _, d := range t.Shape[1:] {
+		n *= d
+	}
+	return n
+}
+
+// Seq is one sequence's slice of a step.
+type Seq struct {
+	Row   int // first row of the step that belongs to it
+	N     int // number of its rows (new tokens)
+	Pos   int // position of its first new token
+	State *kvcache.Seq
+}
+
+// Step is the batch a program runs on: all sequences' new tokens packed row-wise.
+type Step struct {
+	T, R      int
+	Seqs      []Seq
+	Tokens    []int32
+	Positions []int32
+}
+
+// Kernel is one prepared kernel call.
+type Kernel interface {
+	Run(s *Step, args, results []Tensor) error
+}
+
+// Executor is a target that runs kernels on this machine.
+type Executor interface {
+	Target
+	// Prepare checks a kernel call's operand types and attributes and returns the
+	// kernel to run every step.
+	Prepare(kernel string, args, results []ir.Type, attrs ir.Attrs) (Kernel, error)
+}
+
+var (
+	mu       sync.Mutex
+	registry = map[string]Target{}
+)
+
+// Register adds a target; targets call it from init.
+func Register(t Target) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[t.Name()]; dup {
+		panic("targets: registered twice: " + t.Name())
+	}
+	registry[t.Name()] = t
+}
+
+// Lookup finds a registered target.
+func Lookup(name string) (Target, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	t, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown target %q (known: %v)", name, namesLocked())
+	}
+	return t, nil
+}
+
+// Names lists the registered targets.
+func Names() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	return namesLocked()
+}
+
+func namesLocked() []string {
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,215 @@
+package vm
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Request is one sequence to run.
+type Request struct {
+	ID        string
+	Prompt    []int32
+	MaxTokens int      // tokens to generate (ignored when Forced is set)
+	Sampling  Sampling // temperature 0: greedy
+	Stop      []int32  // token ids that end generation; not included in the output
+	// Forced, when set, is fed token by token after the prompt instead of sampling
+	// (teacher forcing); the request ends after the last one.
+	Forced []int32
+	// PromptLogits records the logits of every prompt row; otherwise, with KeepLogits,
+	// only the last prompt row's.
+	PromptLogits bool
+	// KeepLogits records the logits row of every step after the prompt.
+	KeepLogits bool
+	// Arrival is the first engine step at which the request may start.
+	Arrival int
+}
+
+// Result is a finished request.
+type Result struct {
+	Index        int // position in the Run input
+	ID           string
+	Tokens       []int32 // generated tokens
+	Finish       string  // "stop", "length" or "forced"
+	PromptTokens int
+	Logits       [][]float32
+	FirstStep    int
+	LastStep     int
+	Err          error
+}
+
+// Engine runs requests with continuous batching: every step carries one token for each
+// decoding sequence plus prompt chunks of waiting sequences, up to a token budget
+// (chunked prefill); sequences join when there is room and leave when they finish.
+type Engine struct {
+	M              *Machine
+	MaxBatchTokens int // per step; default 2048
+	MaxSeqs        int // running at once; default 64
+	// OnStep, when set, is called after every step with the number of tokens it ran.
+	OnStep func(step, tokens int)
+}
+
+type active struct {
+	idx     int
+	req     *Request
+	seq     *Sequence
+	fed     int // prompt tokens fed so far
+	pending int32
+	forced  int
+	smp     *Sampler
+	res     Result
+}
+
+func (e *Engine) validate(i int, r *Request) error {
+	V := e.M.Plan.Model.Vocab
+	if len(r.Prompt) == 0 {
+		return fmt.Errorf("request %q: empty prompt", r.ID)
+	}
+	for j, t := range r.Prompt {
+		if t < 0 || int(t) >= V {
+			return fmt.Errorf("request %q: prompt token %d at index %d is outside the vocabulary [0,%d)", r.ID, t, j, V)
+		}
+	}
+	for j, t := range r.Forced {
+		if t < 0 || int(t) >= V {
+			return fmt.Errorf("request %q: forced token %d at index %d is outside the vocabulary [0,%d)", r.ID, t, j, V)
+		}
+	}
+	if r.Forced == nil && r.MaxTokens < 1 {
+		return fmt.Errorf("request %q: max_tokens must be at least 1", r.ID)
+	}
+	n := len(r.Prompt) + len(r.Forced) + r.MaxTokens
+	if n > e.M.Plan.Model.MaxPositions {
+		return fmt.Errorf("request %q: prompt plus output (%d tokens) exceeds the model's %d positions", r.ID, n, e.M.Plan.Model.MaxPositions)
+	}
+	return r.Sampling.Validate()
+}
+
+// Run executes reqs and calls emit once per request, as each finishes (errors
+// included). It returns only when every request has been emitted.
+func (e *Engine) Run(reqs []Request, emit func(Result)) {
+	budget := e.MaxBatchTokens
+	if budget <= 0 {
+		budget = 2048
+	}
+	maxSeqs := e.MaxSeqs
+	if maxSeqs <= 0 {
+		maxSeqs = 64
+	}
+	var waiting []int
+	for i := range reqs {
+		if err := e.validate(i, &reqs[i]); err != nil {
+			emit(Result{Index: i, ID: reqs[i].ID, Err: err})
+			continue
+		}
+		waiting = append(waiting, i)
+	}
+	slices.SortStableFunc(waiting, func(a, b int) int { return reqs[a].Arrival - reqs[b].Arrival })
+	var running []*active
+	for step := 0; len(waiting) > 0 || len(running) > 0; step++ {
+		for len(running) < maxSeqs && len(waiting) > 0 && reqs[waiting[0]].Arrival <= step {
+			i := waiting[0]
+			waiting = waiting[1:]
+			r := &reqs[i]
+			running = append(running, &active{idx: i, req: r, seq: e.M.NewSequence(),
+				res: Result{Index: i, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}})
+		}
+		var chunks []Chunk
+		var owners []*active
+		left := budget
+		for _, a := range running {
+			if a.fed == len(a.req.Prompt) {
+				chunks = append(chunks, Chunk{Seq: a.seq, Tokens: []int32{a.pending}})
+				owners = append(owners, a)
+				left--
+			}
+		}
+		for _, a := range running {
+			if a.fed < len(a.req.Prompt) && left > 0 {
+				n := min(len(a.req.Prompt)-a.fed, left)
+				chunks = append(chunks, Chunk{Seq: a.seq, Tokens: a.req.Prompt[a.fed : a.fed+n], AllLogits: a.req.PromptLogits})
+				owners = append(owners, a)
+				left -= n
+			}
+		}
+		if len(chunks) == 0 {
+			continue // nothing has arrived yet
+		}
+		logits, err := e.M.Forward(chunks)
+		if e.OnStep != nil {
+			e.OnStep(step, budget-left)
+		}
+		done := map[*active]bool{}
+		for ci, a := range owners {
+			if err != nil {
+				a.res.Err = err
+				done[a] = true
+				continue
+			}
+			if done[a] = e.advance(a, chunks[ci], logits[ci]); done[a] {
+				a.res.LastStep = step
+			}
+		}
+		kept := running[:0]
+		for _, a := range running {
+			if done[a] {
+				emit(a.res)
+			} else {
+				kept = append(kept, a)
+			}
+		}
+		running = kept
+	}
+}
+
+// advance takes a step's logits for one sequence and decides its next token; it
+// reports whether the request is finished.
+func (e *Engine) advance(a *active, c Chunk, rows []float32) bool {
+	V := e.M.Plan.Model.Vocab
+	r := a.req
+	last := rows[len(rows)-V:]
+	if a.fed < len(r.Prompt) {
+		a.fed += len(c.Tokens)
+		if r.PromptLogits {
+			for i := 0; i+V <= len(rows); i += V {
+				a.res.Logits = append(a.res.Logits, rows[i:i+V])
+			}
+		}
+		if a.fed < len(r.Prompt) {
+			return false
+		}
+		if !r.PromptLogits && r.KeepLogits {
+			a.res.Logits = append(a.res.Logits, last)
+		}
+	} else if r.KeepLogits {
+		a.res.Logits = append(a.res.Logits, last)
+	}
+	if r.Forced != nil {
+		if a.forced == len(r.Forced) {
+			a.res.Finish = "forced"
+			return true
+		}
+		a.pending = r.Forced[a.forced]
+		a.forced++
+		return false
+	}
+	sp := a.sampler()
+	tok := int32(sp.Next(last, nil))
+	if slices.Contains(r.Stop, tok) {
+		a.res.Finish = "stop"
+		return true
+	}
+	a.res.Tokens = append(a.res.Tokens, tok)
+	if len(a.res.Tokens) >= r.MaxTokens {
+		a.res.Finish = "length"
+		return true
+	}
+	a.pending = tok
+	return false
+}
+
+func (a *active) sampler() *Sampler {
+	if a.smp == nil {
+		a.smp = NewSampler(a.req.Sampling)
+	}
+	return a.smp
+}

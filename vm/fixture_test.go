@@ -1,0 +1,110 @@
+package vm_test
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/safetensors"
+	_ "deepinfer/targets/cpu"
+	"deepinfer/vm"
+)
+
+const fixtureDir = "../testdata/tiny-v4-dev"
+
+func loadFixture(t *testing.T) (*vm.Machine, *vm.Cases) {
+	t.Helper()
+	out, err := compiler.Compile(compiler.Options{ModelDir: fixtureDir, Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.WeightsChecked {
+		t.Fatal("fixture weights were not checked at compile time")
+	}
+	w, err := vm.LoadWeights(out.Plan, fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.Load(out.Plan, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := vm.ReadCases(filepath.Join(fixtureDir, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, cases
+}
+
+// relErr is max|a−b| / max|b| over one row.
+func relErr(a, b []float32) float64 {
+	var num, den float64
+	for i := range b {
+		num = math.Max(num, math.Abs(float64(a[i])-float64(b[i])))
+		den = math.Max(den, math.Abs(float64(b[i])))
+	}
+	return num / den
+}
+
+func f32(t *testing.T, tn safetensors.Tensor) []float32 {
+	t.Helper()
+	v := make([]float32, len(tn.Data)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(uint32(tn.Data[4*i]) | uint32(tn.Data[4*i+1])<<8 | uint32(tn.Data[4*i+2])<<16 | uint32(tn.Data[4*i+3])<<24)
+	}
+	return v
+}
+
+// TestFixtureLogits checks every prefill and incremental row against transformers'
+// float64 logits (rel err ≤ 1e-4) and the greedy continuation token for token.
+func TestFixtureLogits(t *testing.T) {
+	m, cases := loadFixture(t)
+	got, err := vm.RunCases(&vm.Engine{M: m}, cases, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := safetensors.OpenFile(filepath.Join(fixtureDir, "expected_logits.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close()
+	V := m.Plan.Model.Vocab
+	for _, name := range exp.Names() {
+		want, shape, err := exp.ReadFloat32(name, safetensors.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("%s: not produced", name)
+			continue
+		}
+		have := f32(t, g)
+		if len(have) != len(want) {
+			t.Errorf("%s: %d values, want %d (%v)", name, len(have), len(want), shape)
+			continue
+		}
+		worst := 0.0
+		for r := 0; r < len(want)/V; r++ {
+			e := relErr(have[r*V:(r+1)*V], want[r*V:(r+1)*V])
+			worst = math.Max(worst, e)
+			if e > 1e-4 {
+				t.Errorf("%s row %d: rel err %.3g > 1e-4", name, r, e)
+			}
+		}
+		t.Logf("%-22s rows %3d  worst rel err %.3g", name, len(want)/V, worst)
+	}
+	want := cases.Cases["greedy"].Generated
+	g := got["greedy"]
+	n := len(g.Data) / 8
+	if n != len(want) {
+		t.Fatalf("greedy: %d tokens, want %d", n, len(want))
+	}
+	for i := 0; i < n; i++ {
+		v := int32(g.Data[8*i]) | int32(g.Data[8*i+1])<<8
+		if v != want[i] {
+			t.Fatalf("greedy token %d: %d, want %d", i, v, want[i])
+		}
+	}
+}
