@@ -237,6 +237,9 @@ func WriteFile(path string, p *Plan) error {
 	return writeAtomic(path, data)
 }
 
+// WriteBytes writes an encoded plan atomically.
+func WriteBytes(path string, data []byte) error { return writeAtomic(path, data) }
+
 func writeAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -244,9 +247,6 @@ func writeAtomic(path string, data []byte) error {
 	}
 	tmp := f.Name()
 	_, err = io.Copy(f, bytes.NewReader(data))
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -68,99 +68,65 @@ func E8M0ToFloat32(b byte) float32 {
 	return math.Float32frombits(uint32(b) << 23)
 }
 
-// toFloat32 converts little-endian raw data of dtype dt; len(b) is a
-// multiple of dt.Size().
+var le = binary.LittleEndian
+
+// floatDecoders decode one little-endian element of a float dtype.
+var floatDecoders = map[DType]func([]byte) float32{
+	F64:     func(p []byte) float32 { return float32(math.Float64frombits(le.Uint64(p))) },
+	F32:     func(p []byte) float32 { return math.Float32frombits(le.Uint32(p)) },
+	F16:     func(p []byte) float32 { return F16ToFloat32(le.Uint16(p)) },
+	BF16:    func(p []byte) float32 { return BF16ToFloat32(le.Uint16(p)) },
+	F8_E4M3: func(p []byte) float32 { return E4M3ToFloat32(p[0]) },
+	F8_E5M2: func(p []byte) float32 { return E5M2ToFloat32(p[0]) },
+	F8_E8M0: func(p []byte) float32 { return E8M0ToFloat32(p[0]) },
+	U64:     func(p []byte) float32 { return float32(le.Uint64(p)) },
+}
+
+// intDecoders decode one little-endian element of an integer dtype.
+var intDecoders = map[DType]func([]byte) int64{
+	I64:  func(p []byte) int64 { return int64(le.Uint64(p)) },
+	I32:  func(p []byte) int64 { return int64(int32(le.Uint32(p))) },
+	I16:  func(p []byte) int64 { return int64(int16(le.Uint16(p))) },
+	I8:   func(p []byte) int64 { return int64(int8(p[0])) },
+	U32:  func(p []byte) int64 { return int64(le.Uint32(p)) },
+	U16:  func(p []byte) int64 { return int64(le.Uint16(p)) },
+	U8:   func(p []byte) int64 { return int64(p[0]) },
+	BOOL: func(p []byte) int64 { return int64(min(p[0], 1)) },
+}
+
+// decodeAll applies dec to each size-byte element of b.
+func decodeAll[T any](b []byte, size int, dec func([]byte) T) []T {
+	out := make([]T, len(b)/size)
+	for i := range out {
+		out[i] = dec(b[i*size:])
+	}
+	return out
+}
+
+// toFloat32 converts raw data of dtype dt; len(b) is a multiple of dt.Size().
 func toFloat32(dt DType, b []byte) ([]float32, error) {
-	le := binary.LittleEndian
-	out := make([]float32, len(b)/max(dt.Size(), 1))
-	switch dt {
-	case F64:
-		for i := range out {
-			out[i] = float32(math.Float64frombits(le.Uint64(b[8*i:])))
-		}
-	case F32:
+	if dt == F32 { // fast path for the common case
+		out := make([]float32, len(b)/4)
 		for i := range out {
 			out[i] = math.Float32frombits(le.Uint32(b[4*i:]))
 		}
-	case F16:
-		for i := range out {
-			out[i] = F16ToFloat32(le.Uint16(b[2*i:]))
-		}
-	case BF16:
-		for i := range out {
-			out[i] = BF16ToFloat32(le.Uint16(b[2*i:]))
-		}
-	case F8_E4M3:
-		for i := range out {
-			out[i] = E4M3ToFloat32(b[i])
-		}
-	case F8_E5M2:
-		for i := range out {
-			out[i] = E5M2ToFloat32(b[i])
-		}
-	case F8_E8M0:
-		for i := range out {
-			out[i] = E8M0ToFloat32(b[i])
-		}
-	case BOOL:
-		for i := range out {
-			if b[i] != 0 {
-				out[i] = 1
-			}
-		}
-	case U64:
-		for i := range out {
-			out[i] = float32(le.Uint64(b[8*i:]))
-		}
-	default:
-		ints, err := toInt64(dt, b)
-		if err != nil {
-			return nil, fmt.Errorf("cannot convert %s to float32", dt)
-		}
-		for i, v := range ints {
-			out[i] = float32(v)
-		}
+		return out, nil
 	}
-	return out, nil
+	if dec := floatDecoders[dt]; dec != nil {
+		return decodeAll(b, dt.Size(), dec), nil
+	}
+	if dec := intDecoders[dt]; dec != nil {
+		return decodeAll(b, dt.Size(), func(p []byte) float32 { return float32(dec(p)) }), nil
+	}
+	return nil, fmt.Errorf("cannot convert %s to float32", dt)
 }
 
-// toInt64 converts little-endian raw integer data of dtype dt.
+// toInt64 converts raw data of integer dtype dt; len(b) is a multiple of dt.Size().
 func toInt64(dt DType, b []byte) ([]int64, error) {
-	le := binary.LittleEndian
-	out := make([]int64, len(b)/max(dt.Size(), 1))
-	switch dt {
-	case I64:
-		for i := range out {
-			out[i] = int64(le.Uint64(b[8*i:]))
-		}
-	case I32:
-		for i := range out {
-			out[i] = int64(int32(le.Uint32(b[4*i:])))
-		}
-	case U32:
-		for i := range out {
-			out[i] = int64(le.Uint32(b[4*i:]))
-		}
-	case I16:
-		for i := range out {
-			out[i] = int64(int16(le.Uint16(b[2*i:])))
-		}
-	case U16:
-		for i := range out {
-			out[i] = int64(le.Uint16(b[2*i:]))
-		}
-	case I8:
-		for i := range out {
-			out[i] = int64(int8(b[i]))
-		}
-	case U8, BOOL:
-		for i := range out {
-			out[i] = int64(b[i])
-		}
-	default:
-		return nil, fmt.Errorf("cannot convert %s to int64", dt)
+	if dec := intDecoders[dt]; dec != nil {
+		return decodeAll(b, dt.Size(), dec), nil
 	}
-	return out, nil
+	return nil, fmt.Errorf("cannot convert %s to int64", dt)
 }
 
 // ReadOptions adjusts ReadFloat32.
@@ -224,7 +190,13 @@ func (c *Checkpoint) scaleFor(name string) (TensorInfo, bool) {
 	return TensorInfo{}, false
 }
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0 and b ≥ 1 without overflowing.
+func ceilDiv(a, b int64) int64 {
+	if a == 0 {
+		return 0
+	}
+	return (a-1)/b + 1
+}
 
 // dequantize multiplies the decoded FP8 weight w in place by its block scales.
 func (c *Checkpoint) dequantize(w []float32, t, s TensorInfo, block [2]int) error {

@@ -86,9 +86,10 @@ func (f *File) Path() string { return f.path }
 // Names returns the tensor names in sorted order.
 func (f *File) Names() []string { return slices.Sorted(maps.Keys(f.tensors)) }
 
-// Info returns the description of the named tensor.
+// Info returns the description of the named tensor (Shape is a copy).
 func (f *File) Info(name string) (TensorInfo, bool) {
 	t, ok := f.tensors[name]
+	t.Shape = slices.Clone(t.Shape)
 	return t, ok
 }
 
@@ -248,9 +249,10 @@ func (c *Checkpoint) Close() error {
 	return errors.Join(errs...)
 }
 
-// Info returns the description of the named tensor.
+// Info returns the description of the named tensor (Shape is a copy).
 func (c *Checkpoint) Info(name string) (TensorInfo, bool) {
 	t, ok := c.tensors[name]
+	t.Shape = slices.Clone(t.Shape)
 	return t, ok
 }
 

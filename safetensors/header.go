@@ -206,6 +206,7 @@ func ParseHeader(header []byte, dataStart, fileSize int64) (map[string]TensorInf
 	return tensors, meta, nil
 }
 
+// parseMetadata validates the __metadata__ value as a string→string object.
 func parseMetadata(raw json.RawMessage) (map[string]string, error) {
 	var fields map[string]json.RawMessage
 	if jsonKind(raw) != '{' || json.Unmarshal(raw, &fields) != nil {

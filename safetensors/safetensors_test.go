@@ -532,3 +532,36 @@ func TestIndexErrors(t *testing.T) {
 		wantErr(t, err, dir, IndexFileName, SingleFileName)
 	})
 }
+
+func TestReadDTypes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dtypes.safetensors")
+	mustWrite(t, path, []Tensor{
+		rawTensor("f64", F64, []int64{1}, 0, 0, 0, 0, 0, 0, 0xf8, 0xbf), // -1.5
+		rawTensor("f16", F16, []int64{2}, 0x00, 0x3c, 0x00, 0xc0),       // 1, -2
+		rawTensor("bf16", BF16, []int64{1}, 0x49, 0x40),                 // 3.140625
+		rawTensor("i8", I8, []int64{2}, 0xff, 0x7f),                     // -1, 127
+		rawTensor("i16", I16, []int64{1}, 0x00, 0x80),                   // -32768
+		rawTensor("u16", U16, []int64{1}, 0x00, 0x80),                   // 32768
+		rawTensor("u32", U32, []int64{1}, 0xff, 0xff, 0xff, 0xff),       // 4294967295
+		rawTensor("u8", U8, []int64{1}, 200),
+		rawTensor("bool", BOOL, []int64{3}, 0, 1, 7),
+	}, nil)
+	c := mustOpen(t, OpenFile, path)
+	for name, want := range map[string][]float32{
+		"f64": {-1.5}, "f16": {1, -2}, "bf16": {3.140625}, "i8": {-1, 127}, "i16": {-32768},
+		"u16": {32768}, "u32": {4294967295}, "u8": {200}, "bool": {0, 1, 1},
+	} {
+		if got, _, err := c.ReadFloat32(name, ReadOptions{}); err != nil || !slices.Equal(got, want) {
+			t.Errorf("ReadFloat32(%s) = %v %v, want %v", name, got, err, want)
+		}
+	}
+	for name, want := range map[string][]int64{
+		"i8": {-1, 127}, "i16": {-32768}, "u16": {32768}, "u32": {4294967295}, "u8": {200}, "bool": {0, 1, 1},
+	} {
+		if got, _, err := c.ReadInt64(name); err != nil || !slices.Equal(got, want) {
+			t.Errorf("ReadInt64(%s) = %v %v, want %v", name, got, err, want)
+		}
+	}
+	_, _, err := c.ReadInt64("f16")
+	wantErr(t, err, path, `tensor "f16"`, "cannot convert F16 to int64")
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"deepinfer/compiler"
+	"deepinfer/plan"
 	"deepinfer/safetensors"
 	_ "deepinfer/targets/cpu"
 	"deepinfer/vm"
@@ -22,11 +23,20 @@ func loadFixture(t *testing.T) (*vm.Machine, *vm.Cases) {
 	if !out.WeightsChecked {
 		t.Fatal("fixture weights were not checked at compile time")
 	}
-	w, err := vm.LoadWeights(out.Plan, fixtureDir)
+	// go through the plan file format, as dic compile and divm run do
+	data, err := plan.Encode(out.Plan)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := vm.Load(out.Plan, w)
+	p, err := plan.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := vm.LoadWeights(p, fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.Load(p, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +116,56 @@ func TestFixtureLogits(t *testing.T) {
 		if v != want[i] {
 			t.Fatalf("greedy token %d: %d, want %d", i, v, want[i])
 		}
+	}
+}
+
+// TestContinuousBatch runs all cases together — staggered arrivals, chunked prefill
+// under a small token budget, sequences of different lengths joining and leaving — and
+// checks each sequence's logits against its solo run.
+func TestContinuousBatch(t *testing.T) {
+	m, cases := loadFixture(t)
+	solo, err := vm.RunCases(&vm.Engine{M: m, MaxSeqs: 1}, cases, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []struct {
+		name         string
+		budget, seqs int
+		stagger      int
+	}{
+		{"all-at-once", 4096, 64, 0},
+		{"staggered", 4096, 64, 3},
+		{"chunked-prefill", 7, 64, 1},
+		{"few-slots", 16, 3, 2},
+	} {
+		t.Run(cfg.name, func(t *testing.T) {
+			steps, maxBatch := 0, 0
+			e := &vm.Engine{M: m, MaxBatchTokens: cfg.budget, MaxSeqs: cfg.seqs,
+				OnStep: func(_, n int) { steps++; maxBatch = max(maxBatch, n) }}
+			got, err := vm.RunCases(e, cases, cfg.stagger)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(solo) {
+				t.Fatalf("%d outputs, solo has %d", len(got), len(solo))
+			}
+			for k, want := range solo {
+				if want.DType == safetensors.I64 {
+					if string(got[k].Data) != string(want.Data) {
+						t.Errorf("%s: greedy ids differ from the solo run", k)
+					}
+					continue
+				}
+				a, b := f32(t, got[k]), f32(t, want)
+				var worst float64
+				for i := range b {
+					worst = math.Max(worst, math.Abs(float64(a[i])-float64(b[i])))
+				}
+				if worst > 1e-5 {
+					t.Errorf("%s: max |batch - solo| = %.3g > 1e-5", k, worst)
+				}
+			}
+			t.Logf("%d steps, largest step %d tokens", steps, maxBatch)
+		})
 	}
 }

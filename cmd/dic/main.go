@@ -1,0 +1,147 @@
+// Command dic is the DeepInfer plan compiler.
+//
+//	dic compile [--model DIR] [--target cpu] [-o plan.dip] [--dump-ir DIR] [--verify] [-v]
+//	dic inspect plan.dip [--ir]
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"deepinfer/compiler"
+	"deepinfer/plan"
+	_ "deepinfer/targets/all"
+)
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  dic compile [--model DIR] [--target cpu|sm100|ascend950] [-o plan.dip] [--dump-ir DIR] [--verify] [-v]
+      Lower a DeepSeek-V4 model dir (config.json, optional safetensors) to a plan.
+      Without --model (and without DEEPINFER_HF_MODEL_DIR) it compiles the embedded
+      default model, whose weights are generated from a seed when the plan runs.
+  dic inspect plan.dip
+      Print a plan's model, phases, kernel counts, buffers and weights.
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "compile":
+		err = compileCmd(os.Args[2:], os.Stdout)
+	case "inspect":
+		err = inspectCmd(os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "dic: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		var u usageError
+		if errors.As(err, &u) {
+			fmt.Fprintln(os.Stderr, "dic:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "dic:", err)
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	// accept flags before and after positional arguments
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{err}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func compileCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("compile", flag.ContinueOnError)
+	model := fs.String("model", os.Getenv("DEEPINFER_HF_MODEL_DIR"), "model directory (default: the embedded default model)")
+	target := fs.String("target", "cpu", "target: cpu, sm100 or ascend950")
+	out := fs.String("o", "plan.dip", "output plan file")
+	dump := fs.String("dump-ir", "", "write the IR after each pass into this directory")
+	verify := fs.Bool("verify", false, "run the IR verifier after every pass")
+	verbose := fs.Bool("v", false, "print the time of every pass")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Errorf("compile takes no positional arguments (got %q); use --model DIR", pos[0])}
+	}
+	start := time.Now()
+	opts := compiler.Options{ModelDir: *model, Target: *target, Verify: *verify, DumpDir: *dump}
+	if *verbose {
+		opts.Log = os.Stderr
+	}
+	res, err := compiler.Compile(opts)
+	if err != nil {
+		return err
+	}
+	data, err := plan.Encode(res.Plan)
+	if err != nil {
+		return err
+	}
+	if err := plan.WriteBytes(*out, data); err != nil {
+		return err
+	}
+	p := res.Plan
+	name := "embedded default model"
+	if *model != "" {
+		name = *model
+	}
+	weights := "weights: seeded"
+	if p.Source.Kind == plan.SourceCheckpoint {
+		weights = "weights: checkpoint headers checked"
+		if !res.WeightsChecked {
+			weights = "weights: none in the model dir (shapes only; divm run needs them)"
+		}
+	}
+	fmt.Fprintf(stdout, "compiled %s (%s, %d layers) for %s: %d kernel calls in %d phases, %d weights, %s; wrote %s (%s) in %s\n",
+		name, p.ModelType, len(p.Model.Layers), p.Target, countCalls(p), len(p.Programs), len(p.Weights), weights,
+		*out, humanBytes(int64(len(data))), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func countCalls(p *plan.Plan) int {
+	n := 0
+	for _, pr := range p.Programs {
+		n += len(pr.Instrs)
+	}
+	return n
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

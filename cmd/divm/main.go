@@ -1,0 +1,217 @@
+// Command divm is the DeepInfer VM: it runs compiled plans.
+//
+//	divm run plan.dip [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) [sampling flags]
+//	divm eval --model DIR --cases cases.json --out logits.safetensors
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"deepinfer/plan"
+	"deepinfer/safetensors"
+	_ "deepinfer/targets/all"
+	"deepinfer/tokenizer"
+	"deepinfer/vm"
+)
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  divm run plan.dip [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3)
+           [--max-tokens 32] [--temperature 0] [--top-p 1] [--top-k 0] [--seed 0]
+      Generate from one prompt. Text prompts use the embedded default model's
+      byte-level tokenizer; checkpoint models take token ids.
+  divm eval --model DIR --cases cases.json --out logits.safetensors [--target cpu] [--solo]
+      Compile DIR, run every reference case (prefill_N, incremental_L_S, greedy) as one
+      continuous batch, and write the logits and greedy ids under the cases' keys.
+`)
+}
+
+type usageError struct{ error }
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = runCmd(os.Args[2:], os.Stdout)
+	case "eval":
+		err = evalCmd(os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "divm: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "divm:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{err}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func parseIDs(s string) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.ParseInt(f, 10, 32)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--prompt-ids: %q is not a token id", f)}
+		}
+		ids = append(ids, int32(n))
+	}
+	if len(ids) == 0 {
+		return nil, usageError{fmt.Errorf("--prompt-ids: no ids")}
+	}
+	return ids, nil
+}
+
+func loadMachine(planPath, modelDir string) (*vm.Machine, error) {
+	p, err := plan.ReadFile(planPath)
+	if err != nil {
+		return nil, err
+	}
+	w, err := vm.LoadWeights(p, modelDir)
+	if err != nil {
+		return nil, err
+	}
+	return vm.Load(p, w)
+}
+
+func runCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	model := fs.String("model", "", "model directory with the checkpoint (for plans compiled from one; default $DEEPINFER_HF_MODEL_DIR)")
+	prompt := fs.String("prompt", "", "prompt text (embedded default model)")
+	promptIDs := fs.String("prompt-ids", "", "prompt token ids, comma separated")
+	maxTokens := fs.Int("max-tokens", 32, "tokens to generate")
+	temp := fs.Float64("temperature", 0, "sampling temperature (0: greedy)")
+	topP := fs.Float64("top-p", 1, "nucleus sampling mass")
+	topK := fs.Int("top-k", 0, "keep the k most likely tokens (0: all)")
+	seed := fs.Uint64("seed", 0, "sampling seed")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{fmt.Errorf("run takes one plan file")}
+	}
+	if (*prompt == "") == (*promptIDs == "") {
+		return usageError{fmt.Errorf("give exactly one of --prompt and --prompt-ids")}
+	}
+	p, err := plan.ReadFile(pos[0])
+	if err != nil {
+		return err
+	}
+	dir := *model
+	if dir == "" && p.Source.Kind == plan.SourceCheckpoint {
+		dir = os.Getenv("DEEPINFER_HF_MODEL_DIR")
+	}
+	w, err := vm.LoadWeights(p, dir)
+	if err != nil {
+		return err
+	}
+	m, err := vm.Load(p, w)
+	if err != nil {
+		return err
+	}
+	tok := tokenizer.Bytes{BOS: int32(p.Model.BOS), EOS: int32(p.Model.EOS)}
+	var ids []int32
+	if *prompt != "" {
+		if p.Source.Kind != plan.SourceSeeded {
+			return usageError{fmt.Errorf("--prompt needs the embedded default model's byte tokenizer; this build has no tokenizer for checkpoint models yet, so pass --prompt-ids")}
+		}
+		ids = tok.Encode(*prompt)
+	} else if ids, err = parseIDs(*promptIDs); err != nil {
+		return err
+	}
+	req := vm.Request{ID: "prompt", Prompt: ids, MaxTokens: *maxTokens, Stop: []int32{int32(p.Model.EOS)},
+		Sampling: vm.Sampling{Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
+	start := time.Now()
+	var res vm.Result
+	(&vm.Engine{M: m}).Run([]vm.Request{req}, func(r vm.Result) { res = r })
+	if res.Err != nil {
+		return res.Err
+	}
+	el := time.Since(start)
+	fmt.Fprintf(stdout, "prompt ids: %v\n", ids)
+	fmt.Fprintf(stdout, "output ids: %v\n", res.Tokens)
+	if p.Source.Kind == plan.SourceSeeded {
+		fmt.Fprintf(stdout, "output text: %s\n", tokenizer.Printable(tok.Decode(res.Tokens)))
+	}
+	fmt.Fprintf(stdout, "finish: %s; %d prompt + %d generated tokens in %s (%.1f tokens/s)\n",
+		res.Finish, len(ids), len(res.Tokens), el.Round(time.Microsecond), float64(len(ids)+len(res.Tokens))/el.Seconds())
+	return nil
+}
+
+func evalCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	model := fs.String("model", os.Getenv("DEEPINFER_HF_MODEL_DIR"), "model directory")
+	casesPath := fs.String("cases", "", "cases.json")
+	out := fs.String("out", "", "output safetensors file")
+	target := fs.String("target", "cpu", "target to compile for")
+	solo := fs.Bool("solo", false, "run the cases one at a time instead of as one continuous batch")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || *model == "" || *casesPath == "" || *out == "" {
+		return usageError{fmt.Errorf("eval needs --model DIR --cases FILE --out FILE")}
+	}
+	start := time.Now()
+	m, err := compileAndLoad(*model, *target)
+	if err != nil {
+		return err
+	}
+	cases, err := vm.ReadCases(*casesPath)
+	if err != nil {
+		return err
+	}
+	e := &vm.Engine{M: m}
+	stagger := 1
+	if *solo {
+		e.MaxSeqs = 1
+		stagger = 0
+	}
+	res, err := vm.RunCases(e, cases, stagger)
+	if err != nil {
+		return err
+	}
+	tensors := make([]safetensors.Tensor, 0, len(res))
+	for _, t := range res {
+		tensors = append(tensors, t)
+	}
+	if err := safetensors.Write(*out, tensors, map[string]string{"producer": "divm eval", "target": *target}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %d tensors for %d cases to %s in %s\n", len(tensors), len(cases.Cases), *out, time.Since(start).Round(time.Millisecond))
+	return nil
+}

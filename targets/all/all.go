@@ -1,0 +1,8 @@
+// Package all registers every target; commands import it for its side effect.
+package all
+
+import (
+	_ "deepinfer/targets/ascend950" // planning description
+	_ "deepinfer/targets/cpu"       // executing target
+	_ "deepinfer/targets/sm100"     // planning description
+)

@@ -1,0 +1,46 @@
+// Package ascend950 describes Huawei Ascend 950DT for planning.
+//
+// No Ascend 950 exists on this machine: the numbers are published peaks (MODEL.md §3),
+// not measurements, and plans for this target are compiled and inspected, never
+// executed here. The catalog names the CANN operator each op maps to (this project's
+// labels for them).
+package ascend950
+
+import "deepinfer/targets"
+
+// Target is the ascend950 description.
+var Target = &targets.Described{
+	TargetName: "ascend950",
+	HW: targets.Hardware{
+		Device:        "Huawei Ascend 950DT",
+		DenseTFLOPS:   map[string]float64{"fp8": 1000, "fp4": 2000},
+		HBMGiB:        144 * 1e9 / (1 << 30),
+		HBMTBps:       4,
+		ScaleUpTBps:   2,
+		ScaleUpDomain: 8192,
+		Source:        "vendor-published peaks (MODEL.md §3); not measured",
+	},
+	Catalog: map[string]string{
+		"embed":            "aclnn.Embedding",
+		"hc_init":          "aclnn.Repeat",
+		"hc_mix":           "custom.MhcMixSinkhorn",
+		"hc_collapse":      "custom.MhcPre",
+		"hc_expand":        "custom.MhcPost",
+		"hc_head":          "custom.MhcHead",
+		"rmsnorm":          "aclnn.RmsNorm",
+		"linear":           "aclnn.QuantMatmul",
+		"grouped_linear":   "aclnn.GroupedMatmul",
+		"rope":             "aclnn.RotaryPositionEmbedding",
+		"compress":         "custom.KvCompress",
+		"index_topk":       "custom.LightningIndexerTopK",
+		"window_attention": "aclnn.FusedInferAttentionScore",
+		"sparse_attention": "custom.SparseFlashAttention",
+		"moe_route":        "aclnn.MoeGatingTopK",
+		"moe_experts":      "aclnn.GroupedMatmulSwigluQuant",
+		"swiglu":           "aclnn.Swiglu",
+		"add":              "aclnn.Add",
+		"lm_head":          "aclnn.Matmul",
+	},
+}
+
+func init() { targets.Register(Target) }
