@@ -215,6 +215,18 @@ func ParseConfig(data []byte, file string) (*ModelConfig, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	if c.VocabSize > 1<<24 || c.Hidden > 1<<16 || c.NumLayers > 4096 || c.NRouted > 1<<16 || c.HeadDim > 1<<14 {
+		return nil, &ConfigError{File: file, Msg: "dimensions are beyond what any DeepSeek-V4 model uses (vocab ≤ 2^24, hidden ≤ 65536, layers ≤ 4096, experts ≤ 65536, head_dim ≤ 16384)"}
+	}
+	for name, v := range map[string]int{"num_attention_heads": c.NumHeads, "q_lora_rank": c.QLoraRank,
+		"o_lora_rank": c.OLoraRank, "o_groups": c.OGroups, "moe_intermediate_size": c.MoEInter,
+		"num_experts_per_tok": c.TopK, "n_shared_experts": c.NShared, "hc_mult": c.HCMult,
+		"hc_sinkhorn_iters": c.HCSinkhornIters, "sliding_window": c.SlidingWindow, "index_n_heads": c.IndexHeads,
+		"index_head_dim": c.IndexHeadDim, "index_topk": c.IndexTopK, "num_nextn_predict_layers": c.NumMTP} {
+		if v > 1<<20 {
+			return nil, r.fail(name, fmt.Sprintf("%d is beyond any DeepSeek-V4 model (limit 2^20)", v))
+		}
+	}
 	if c.NumKVHeads != 1 {
 		return nil, r.fail("num_key_value_heads", fmt.Sprintf("%d: DeepSeek-V4 attention is shared-KV MQA with exactly one KV head", c.NumKVHeads))
 	}
@@ -247,9 +259,6 @@ func ParseConfig(data []byte, file string) (*ModelConfig, error) {
 	}
 	if c.IndexHeadDim < c.RopeDim {
 		return nil, r.fail("index_head_dim", fmt.Sprintf("%d is smaller than the rope dim %d", c.IndexHeadDim, c.RopeDim))
-	}
-	if c.VocabSize > 1<<24 || c.Hidden > 1<<16 || c.NumLayers > 4096 || c.NRouted > 1<<16 || c.HeadDim > 1<<14 {
-		return nil, &ConfigError{File: file, Msg: "dimensions are beyond what any DeepSeek-V4 model uses (vocab ≤ 2^24, hidden ≤ 65536, layers ≤ 4096, experts ≤ 65536, head_dim ≤ 16384)"}
 	}
 	c.Hash = canonicalHash(raw)
 	return c, nil
@@ -290,6 +299,10 @@ func (r *reader) fail(field, msg string) error {
 func (r *reader) get(field string, v any) bool {
 	m, ok := r.raw[field]
 	if !ok || string(m) == "null" {
+		return false
+	}
+	if _, isNum := v.(*json.Number); isNum && !isJSONNumber(m) {
+		r.fail(field, "wrong type: want a number, have "+string(m))
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(m))
@@ -580,4 +593,9 @@ func (r *reader) quant() *Quant {
 		return nil
 	}
 	return out
+}
+
+func isJSONNumber(m json.RawMessage) bool {
+	m = bytes.TrimSpace(m)
+	return len(m) > 0 && (m[0] == '-' || (m[0] >= '0' && m[0] <= '9'))
 }

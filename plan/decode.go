@@ -200,7 +200,10 @@ func (d *decoder) typ() ir.Type {
 		d.fail("%d dims", n)
 		return ir.Type{}
 	}
-	t := ir.Type{DType: dt, Shape: make(ir.Shape, 0, n)}
+	t := ir.Type{DType: dt}
+	if n > 0 {
+		t.Shape = make(ir.Shape, 0, n)
+	}
 	for i := 0; i < n && d.err == nil; i++ {
 		c, err := d.d.PeekCode()
 		if err != nil {

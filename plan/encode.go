@@ -217,13 +217,18 @@ func Encode(p *Plan) ([]byte, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	sum := sha256.Sum256(body.Bytes())
-	out := make([]byte, 0, headerSize+body.Len())
+	return Frame(body.Bytes()), nil
+}
+
+// Frame puts the fixed header (magic, version, length, checksum) in front of a body.
+func Frame(body []byte) []byte {
+	sum := sha256.Sum256(body)
+	out := make([]byte, 0, headerSize+len(body))
 	out = append(out, Magic...)
 	out = binary.LittleEndian.AppendUint32(out, Version)
-	out = binary.LittleEndian.AppendUint64(out, uint64(body.Len()))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(body)))
 	out = append(out, sum[:]...)
-	return append(out, body.Bytes()...), nil
+	return append(out, body...)
 }
 
 const headerSize = len(Magic) + 4 + 8 + sha256.Size

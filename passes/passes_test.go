@@ -1,0 +1,131 @@
+package passes_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/ir"
+	"deepinfer/passes"
+	"deepinfer/targets/cpu"
+)
+
+func lowered(t *testing.T) *ir.Module {
+	m, err := compiler.Lower(compiler.EmbeddedConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestMemplanNoLiveOverlap replays every function after memory planning and checks that
+// a slot is never handed to a new value while the value it held is still needed, and
+// never shared between a result and an operand of one instruction.
+func TestMemplanNoLiveOverlap(t *testing.T) {
+	m := lowered(t)
+	if _, err := passes.Run(m, &passes.Config{Target: cpu.Target{}, Verify: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Funcs {
+		last := map[*ir.Value]int{}
+		for i, in := range f.Body {
+			for _, a := range in.Args {
+				last[a] = i
+			}
+		}
+		for _, r := range f.Returns {
+			last[r] = len(f.Body)
+		}
+		holder := map[int64]*ir.Value{}
+		slotOf := map[*ir.Value]int64{}
+		var total, naive int64
+		for i, in := range f.Body {
+			slots, _ := in.Attrs.Ints("slots")
+			for j, r := range in.Results {
+				s := slots[j]
+				if s < 0 {
+					continue
+				}
+				if prev := holder[s]; prev != nil && last[prev] >= i {
+					t.Fatalf("%s instr %d (%s): slot %d still holds %s (last used at %d)", f.Name, i, in.Op, s, prev.Ref(), last[prev])
+				}
+				for _, a := range in.Args {
+					if as, ok := slotOf[a]; ok && as == s {
+						t.Fatalf("%s instr %d (%s): result shares slot %d with an operand", f.Name, i, in.Op, s)
+					}
+				}
+				holder[s] = r
+				slotOf[r] = s
+				c, _, _ := r.Type.Elems()
+				naive += c
+			}
+		}
+		for _, s := range f.Slots {
+			c, _, _ := s.Elems()
+			total += c
+		}
+		if total*4 > naive {
+			t.Errorf("%s: arena of %d elements per token is not much smaller than one buffer per value (%d)", f.Name, total, naive)
+		}
+		t.Logf("%s: %d slots, %d elements per token (one buffer per value: %d)", f.Name, len(f.Slots), total, naive)
+	}
+}
+
+func TestDeadCodeKeepsState(t *testing.T) {
+	m := lowered(t)
+	f := m.Funcs[0]
+	before := len(f.Body)
+	// drop the logits: everything but the stateful ops (and what they need) is dead
+	f.Returns = []*ir.Value{f.Params[0]}
+	res, err := passes.Run(m, &passes.Config{Target: cpu.Target{}, Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Changed || len(f.Body) >= before {
+		t.Fatalf("dce removed nothing (%d → %d)", before, len(f.Body))
+	}
+	stateful := 0
+	for _, in := range f.Body {
+		if ir.Lookup(in.Op).Effect == ir.Stateful {
+			stateful++
+		}
+		if in.Op == "lm_head" || in.Op == "hc_head" {
+			t.Fatalf("dce kept %s", in.Op)
+		}
+	}
+	if stateful == 0 {
+		t.Fatal("dce removed the KV updates")
+	}
+}
+
+func TestDumpAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	m := lowered(t)
+	var log strings.Builder
+	if _, err := passes.Run(m, &passes.Config{Target: cpu.Target{}, DumpDir: dir, Log: &log}); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*.ir"))
+	if len(names) != len(passes.Table)+1 {
+		t.Fatalf("dumps %v, want one per pass plus the input", names)
+	}
+	last, _ := os.ReadFile(names[len(names)-1])
+	back, err := ir.Parse(string(last))
+	if err != nil || ir.Verify(back) != nil {
+		t.Fatalf("the last dump does not parse and verify: %v", err)
+	}
+	if strings.Count(log.String(), "\n") != len(passes.Table) {
+		t.Fatalf("want one log line per pass:\n%s", log.String())
+	}
+	// a target without a kernel for some op
+	_, err = passes.Run(lowered(t), &passes.Config{Target: noKernels{}})
+	if err == nil || !strings.Contains(err.Error(), "no kernel for op") {
+		t.Fatalf("missing-kernel error: %v", err)
+	}
+}
+
+type noKernels struct{ cpu.Target }
+
+func (noKernels) Kernel(op, phase string) (string, bool) { return "", op != "rope" }
