@@ -7,11 +7,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"deepinfer/safetensors"
 )
@@ -271,4 +273,83 @@ func withVersion(b []byte, v uint32) []byte {
 	c := append([]byte(nil), b...)
 	binary.LittleEndian.PutUint32(c[8:], v)
 	return c
+}
+
+// TestBatchKill9 kills a batch run with SIGKILL while it writes results, checks that the
+// file holds only whole lines, and that a rerun completes it with every custom_id
+// exactly once.
+func TestBatchKill9(t *testing.T) {
+	dir := t.TempDir()
+	if o := run(t, dir, "dic", "compile", "-o", "plan.dip"); o.code != 0 {
+		t.Fatal(o.stderr)
+	}
+	var in strings.Builder
+	const n = 60
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&in, `{"custom_id":"req-%02d","method":"POST","url":"/v1/completions","body":{"prompt":"request %d says","max_tokens":40,"temperature":0.9,"seed":%d}}`+"\n", i, i, i)
+	}
+	os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(in.String()), 0o644)
+	outPath := filepath.Join(dir, "out.jsonl")
+	cmd := exec.Command(filepath.Join(binDir, "divm"), "run", "plan.dip", "--input", "in.jsonl", "--output", "out.jsonl", "--max-seqs", "2")
+	cmd.Dir = dir
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		data, _ := os.ReadFile(outPath)
+		if bytes.Count(data, []byte("\n")) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no results after 60 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	data, _ := os.ReadFile(outPath)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if !strings.HasSuffix(string(data), "\n") {
+		t.Fatalf("killed run left a torn last line: %q", lines[len(lines)-1])
+	}
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("killed run left an invalid line %q", l)
+		}
+	}
+	if len(lines) >= n {
+		t.Fatalf("the run finished before the kill (%d lines); make the batch longer", len(lines))
+	}
+	t.Logf("killed after %d of %d results", len(lines), n)
+	if o := run(t, dir, "divm", "run", "plan.dip", "--input", "in.jsonl", "--output", "out.jsonl"); o.code != 0 {
+		t.Fatalf("rerun: %s", o.stderr)
+	} else if !strings.Contains(o.stderr, fmt.Sprintf("%d already done", len(lines))) {
+		t.Errorf("rerun summary does not report the %d done lines: %s", len(lines), o.stderr)
+	}
+	data, _ = os.ReadFile(outPath)
+	count := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		var ol struct {
+			CustomID string `json:"custom_id"`
+			Response *struct {
+				StatusCode int `json:"status_code"`
+			} `json:"response"`
+		}
+		if err := json.Unmarshal([]byte(l), &ol); err != nil || ol.Response == nil || ol.Response.StatusCode != 200 {
+			t.Fatalf("bad line after rerun: %q", l)
+		}
+		count[ol.CustomID]++
+	}
+	for i := 0; i < n; i++ {
+		if id := fmt.Sprintf("req-%02d", i); count[id] != 1 {
+			t.Errorf("%s appears %d times", id, count[id])
+		}
+	}
+	if len(count) != n {
+		t.Errorf("%d distinct custom_ids, want %d", len(count), n)
+	}
 }

@@ -22,6 +22,9 @@ type Request struct {
 	KeepLogits bool
 	// Arrival is the first engine step at which the request may start.
 	Arrival int
+	// Check, when set, sees every generated token after it is appended; returning true
+	// ends the request with finish "stop" (a stop string completed, say).
+	Check func(tok int32) bool
 }
 
 // Result is a finished request.
@@ -199,6 +202,10 @@ func (e *Engine) advance(a *active, c Chunk, rows []float32) bool {
 		return true
 	}
 	a.res.Tokens = append(a.res.Tokens, tok)
+	if r.Check != nil && r.Check(tok) {
+		a.res.Finish = "stop"
+		return true
+	}
 	if len(a.res.Tokens) >= r.MaxTokens {
 		a.res.Finish = "length"
 		return true

@@ -27,6 +27,10 @@ func usage() {
            [--max-tokens 32] [--temperature 0] [--top-p 1] [--top-k 0] [--seed 0]
       Generate from one prompt. Text prompts use the embedded default model's
       byte-level tokenizer; checkpoint models take token ids.
+  divm run plan.dip --input batch.jsonl --output results.jsonl [--model DIR]
+           [--max-tokens 256] [--max-batch-tokens 2048] [--max-seqs 64]
+      Run an OpenAI Batch API file: one result or error line per input line, resumable
+      (a rerun skips what the output file already holds).
   divm eval --model DIR --cases cases.json --out logits.safetensors [--target cpu] [--solo]
       Compile DIR, run every reference case (prefill_N, incremental_L_S, greedy) as one
       continuous batch, and write the logits and greedy ids under the cases' keys.
@@ -80,6 +84,12 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func parseIDs(s string) ([]int32, error) {
 	var ids []int32
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
@@ -117,6 +127,11 @@ func runCmd(args []string, stdout io.Writer) error {
 	topP := fs.Float64("top-p", 1, "nucleus sampling mass")
 	topK := fs.Int("top-k", 0, "keep the k most likely tokens (0: all)")
 	seed := fs.Uint64("seed", 0, "sampling seed")
+	input := fs.String("input", "", "batch input file (OpenAI Batch API JSONL)")
+	output := fs.String("output", "", "batch results file (appended; reruns resume)")
+	tokDir := fs.String("tokenizer", "", "directory with tokenizer.json (default: the model dir's, then the fetched one)")
+	batchTokens := fs.Int("max-batch-tokens", 2048, "tokens per engine step (chunked prefill budget)")
+	seqs := fs.Int("max-seqs", 64, "sequences running at once")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -124,8 +139,17 @@ func runCmd(args []string, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usageError{fmt.Errorf("run takes one plan file")}
 	}
-	if (*prompt == "") == (*promptIDs == "") {
-		return usageError{fmt.Errorf("give exactly one of --prompt and --prompt-ids")}
+	batchMode := *input != "" || *output != ""
+	switch {
+	case batchMode && (*input == "" || *output == ""):
+		return usageError{fmt.Errorf("batch mode needs both --input and --output")}
+	case batchMode && (*prompt != "" || *promptIDs != ""):
+		return usageError{fmt.Errorf("--input/--output and --prompt/--prompt-ids exclude each other")}
+	case !batchMode && (*prompt == "") == (*promptIDs == ""):
+		return usageError{fmt.Errorf("give exactly one of --prompt and --prompt-ids (or --input and --output)")}
+	}
+	if *maxTokens < 1 || *batchTokens < 1 || *seqs < 1 {
+		return usageError{fmt.Errorf("--max-tokens, --max-batch-tokens and --max-seqs must be positive")}
 	}
 	p, err := plan.ReadFile(pos[0])
 	if err != nil {
@@ -143,13 +167,24 @@ func runCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tok := tokenizer.Bytes{BOS: int32(p.Model.BOS), EOS: int32(p.Model.EOS)}
+	if batchMode {
+		tk, err := chooseTokenizer(p, dir, *tokDir)
+		if err != nil {
+			return err
+		}
+		mt := *maxTokens
+		if !flagSet(fs, "max-tokens") {
+			mt = 256
+		}
+		return runBatch(m, tk, *input, *output, mt, *batchTokens, *seqs, os.Stderr)
+	}
+	tok := tokenizer.Bytes{BOSID: int32(p.Model.BOS), EOSID: int32(p.Model.EOS)}
 	var ids []int32
 	if *prompt != "" {
 		if p.Source.Kind != plan.SourceSeeded {
 			return usageError{fmt.Errorf("--prompt needs the embedded default model's byte tokenizer; this build has no tokenizer for checkpoint models yet, so pass --prompt-ids")}
 		}
-		ids = tok.Encode(*prompt)
+		ids = tok.Encode(*prompt, true)
 	} else if ids, err = parseIDs(*promptIDs); err != nil {
 		return err
 	}
@@ -165,7 +200,7 @@ func runCmd(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "prompt ids: %v\n", ids)
 	fmt.Fprintf(stdout, "output ids: %v\n", res.Tokens)
 	if p.Source.Kind == plan.SourceSeeded {
-		fmt.Fprintf(stdout, "output text: %s\n", tokenizer.Printable(tok.Decode(res.Tokens)))
+		fmt.Fprintf(stdout, "output text: %s\n", tokenizer.Printable(tok.DecodeBytes(res.Tokens)))
 	}
 	fmt.Fprintf(stdout, "finish: %s; %d prompt + %d generated tokens in %s (%.1f tokens/s)\n",
 		res.Finish, len(ids), len(res.Tokens), el.Round(time.Microsecond), float64(len(ids)+len(res.Tokens))/el.Seconds())
