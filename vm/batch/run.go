@@ -302,7 +302,7 @@ func (j *job) result(res vm.Result, opts Options) *OutputLine {
 		body = map[string]any{
 			"id": requestID("cmpl-", j.req.CustomID, j.req.Line), "object": "text_completion", "created": created, "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": res.Finish, "logprobs": nil, "text": text}},
-			"usage": usage,
+			"usage":   usage,
 		}
 	}
 	id := j.req.CustomID
