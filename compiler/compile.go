@@ -110,7 +110,7 @@ func Emit(m *ir.Module, cfg *ModelConfig, target string, embedded bool) (*plan.P
 	p.Model = plan.Model{Vocab: cfg.VocabSize, Hidden: cfg.Hidden, BOS: cfg.BOS, EOS: cfg.EOS,
 		MaxPositions: cfg.MaxPositions, MTPLayers: cfg.NumMTP}
 	for _, l := range cfg.Layers {
-		p.Model.Layers = append(p.Model.Layers, plan.Layer{Attn: int(l.Attn), Ratio: l.CompressRatio, MLP: int(l.MLP)})
+		p.Model.Layers = append(p.Model.Layers, plan.Layer{Attn: l.Attn.String(), Ratio: l.CompressRatio, MLP: l.MLP.String()})
 	}
 	p.Source = plan.WeightSource{Kind: plan.SourceCheckpoint}
 	if embedded {

@@ -298,7 +298,7 @@ func decodeBody(body []byte) (*Plan, error) {
 	nl := d.arr(-1)
 	for i := 0; i < nl && d.err == nil; i++ {
 		d.arr(3)
-		m.Layers = append(m.Layers, Layer{Attn: int(d.int(0, 2)), Ratio: int(d.int(0, 1<<20)), MLP: int(d.int(0, 1))})
+		m.Layers = append(m.Layers, Layer{Attn: d.str(), Ratio: int(d.int(0, 1<<20)), MLP: d.str()})
 	}
 	d.at = "source"
 	d.arr(2)

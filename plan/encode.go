@@ -11,7 +11,7 @@ package plan
 //	            [ model_type:str, config_hash:str, target:str, compiler:str,
 //	              model, source, [weight...], kv, [program...] ]
 //	model     = [ vocab:int, hidden:int, bos:int, eos:int, max_positions:int, mtp_layers:int,
-//	              [ [attn:int, ratio:int, mlp:int] ... ] ]
+//	              [ [attn:str, ratio:int, mlp:str] ... ] ]
 //	source    = [ kind:str, seed:uint ]
 //	weight    = [ name:str, type, init ]
 //	init      = [ kind:str, mean:float, std:float ]
@@ -156,9 +156,9 @@ func Encode(p *Plan) ([]byte, error) {
 	w.arr(len(m.Layers))
 	for _, l := range m.Layers {
 		w.arr(3)
-		w.int(int64(l.Attn))
+		w.str(l.Attn)
 		w.int(int64(l.Ratio))
-		w.int(int64(l.MLP))
+		w.str(l.MLP)
 	}
 	w.arr(2)
 	w.str(p.Source.Kind)

@@ -43,11 +43,11 @@ type Model struct {
 	Layers       []Layer
 }
 
-// Layer is one layer's structure.
+// Layer is one layer's structure, in the names the model's config uses.
 type Layer struct {
-	Attn  int // 0 sliding, 1 CSA, 2 HCA (compiler.AttnKind)
-	Ratio int
-	MLP   int // 0 moe, 1 hash_moe
+	Attn  string // e.g. sliding_attention, compressed_sparse_attention, heavily_compressed_attention
+	Ratio int    // compress ratio (0: window only)
+	MLP   string // e.g. moe, hash_moe
 }
 
 // Weight sources.

@@ -41,31 +41,65 @@ func inspectCmd(args []string, w io.Writer) error {
 	return nil
 }
 
-var attnNames = []string{"sliding", "CSA", "HCA"}
+// shortNames abbreviates the config's layer type names for the layer line.
+var shortNames = map[string]string{
+	"sliding_attention":            "sliding",
+	"compressed_sparse_attention":  "CSA",
+	"heavily_compressed_attention": "HCA",
+	"hash_moe":                     "hash",
+}
+
+func short(s string) string {
+	if v, ok := shortNames[s]; ok {
+		return v
+	}
+	return s
+}
 
 func writeModel(w io.Writer, p *plan.Plan) {
 	m := p.Model
-	var kinds [3]int
-	hash := 0
+	attn := map[string]int{}
+	mlp := map[string]int{}
+	var attnOrder, mlpOrder []string
 	for _, l := range m.Layers {
-		kinds[l.Attn]++
-		if l.MLP == 1 {
-			hash++
+		if attn[l.Attn] == 0 {
+			attnOrder = append(attnOrder, l.Attn)
 		}
+		attn[l.Attn]++
+		if mlp[l.MLP] == 0 {
+			mlpOrder = append(mlpOrder, l.MLP)
+		}
+		mlp[l.MLP]++
 	}
-	fmt.Fprintf(w, "model: vocab %d, hidden %d, %d layers (%d sliding, %d CSA, %d HCA), %d hash-routed MoE layers, %d top-k MoE layers, %d MTP layers (not lowered)\n",
-		m.Vocab, m.Hidden, len(m.Layers), kinds[0], kinds[1], kinds[2], hash, len(m.Layers)-hash, m.MTPLayers)
+	rank := map[string]int{"sliding_attention": -3, "compressed_sparse_attention": -2, "heavily_compressed_attention": -1}
+	sort.SliceStable(attnOrder, func(i, j int) bool { return rank[attnOrder[i]] < rank[attnOrder[j]] })
+	var parts []string
+	for _, k := range attnOrder {
+		parts = append(parts, fmt.Sprintf("%d %s", attn[k], short(k)))
+	}
+	var mparts []string
+	for _, k := range mlpOrder {
+		name := "top-k MoE"
+		if k == "hash_moe" {
+			name = "hash-routed MoE"
+		} else if k != "moe" {
+			name = k
+		}
+		mparts = append(mparts, fmt.Sprintf("%d %s layers", mlp[k], name))
+	}
+	fmt.Fprintf(w, "model: vocab %d, hidden %d, %d layers (%s), %s, %d MTP layers (not lowered)\n",
+		m.Vocab, m.Hidden, len(m.Layers), strings.Join(parts, ", "), strings.Join(mparts, ", "), m.MTPLayers)
 	var sb strings.Builder
 	for i, l := range m.Layers {
 		if i > 0 {
 			sb.WriteString(" ")
 		}
-		s := attnNames[l.Attn]
+		s := short(l.Attn)
 		if l.Ratio > 0 {
 			s += fmt.Sprintf("/%d", l.Ratio)
 		}
-		if l.MLP == 1 {
-			s += "+hash"
+		if l.MLP != "moe" {
+			s += "+" + short(l.MLP)
 		}
 		sb.WriteString(s)
 	}
