@@ -4,12 +4,14 @@
 package compiler
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"deepinfer/deploy"
 	"deepinfer/ir"
 	"deepinfer/passes"
 	"deepinfer/plan"
@@ -30,6 +32,8 @@ type Options struct {
 	Verify   bool
 	DumpDir  string
 	Log      io.Writer
+	// Spec is the deployment to plan for; nil plans both phases for one device.
+	Spec *deploy.Spec
 }
 
 // Output is a compilation's result.
@@ -44,6 +48,12 @@ type Output struct {
 
 // Compile runs the whole pipeline.
 func Compile(opts Options) (*Output, error) {
+	if opts.Spec != nil {
+		if opts.Target != "" && opts.Target != opts.Spec.Target {
+			return nil, fmt.Errorf("--target %s contradicts the spec's target %s", opts.Target, opts.Spec.Target)
+		}
+		opts.Target = opts.Spec.Target
+	}
 	if opts.Target == "" {
 		opts.Target = "cpu"
 	}
@@ -67,13 +77,19 @@ func Compile(opts Options) (*Output, error) {
 			return nil, fmt.Errorf("verifier after lowering: %w", err)
 		}
 	}
-	out.Passes, err = passes.Run(m, &passes.Config{Target: tgt, Verify: opts.Verify, DumpDir: opts.DumpDir, Log: opts.Log})
+	out.Passes, err = passes.Run(m, &passes.Config{Target: tgt, Verify: opts.Verify, DumpDir: opts.DumpDir, Log: opts.Log, Spec: opts.Spec})
 	if err != nil {
-		return nil, err
+		return out, err // the module shows how far planning got (dic explain prints it)
 	}
 	out.Plan, err = Emit(m, cfg, tgt.Name(), opts.ModelDir == "")
 	if err != nil {
 		return nil, err
+	}
+	if opts.Spec != nil {
+		out.Plan.Deployment = DeploymentOf(m, opts.Spec)
+		if err := plan.Validate(out.Plan); err != nil {
+			return nil, fmt.Errorf("compiler bug: emitted plan is invalid: %w", err)
+		}
 	}
 	if opts.ModelDir != "" {
 		if out.WeightsChecked, err = checkCheckpoint(opts.ModelDir, out.Plan); err != nil {
@@ -124,6 +140,7 @@ func Emit(m *ir.Module, cfg *ModelConfig, target string, embedded bool) (*plan.P
 		if embedded {
 			pw.Init = embeddedInit(w.Name, pw.Shape)
 		}
+		pw.Storage = w.Storage
 		p.Weights = append(p.Weights, pw)
 	}
 	p.KV = kvLayout(m, cfg)
@@ -226,4 +243,27 @@ func emitFunc(f *ir.Func) (plan.Program, error) {
 		pr.Returns = append(pr.Returns, o)
 	}
 	return pr, nil
+}
+
+// DeploymentOf collects what the planning passes recorded for each role (also when
+// planning stopped early, for dic explain).
+func DeploymentOf(m *ir.Module, s *deploy.Spec) *plan.Deployment {
+	js, _ := json.Marshal(s)
+	d := &plan.Deployment{Spec: string(js)}
+	for _, name := range s.RoleNames() {
+		if m.Func(name) == nil {
+			continue
+		}
+		r := s.Role(name)
+		pr := plan.Role{Name: name, DP: r.DP, EP: r.EP, CP: r.CP, TP: r.TP, MaxNumSeqs: r.MaxNumSeqs,
+			MaxModelLen: r.MaxModelLen, MaxNumBatchedTokens: r.MaxNumBatchedTokens}
+		for _, k := range passes.MemoryItems {
+			if v, ok := m.Attrs.Int("mem." + name + "." + k); ok {
+				pr.Memory = append(pr.Memory, plan.MemoryItem{Name: k, Bytes: v})
+			}
+		}
+		pr.Placement, pr.Balancedness = passes.PlacementOf(m, name)
+		d.Roles = append(d.Roles, pr)
+	}
+	return d
 }

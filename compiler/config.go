@@ -257,6 +257,9 @@ func ParseConfig(data []byte, file string) (*ModelConfig, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	if c.Quant != nil && c.Quant.ExpertDType == "" {
+		c.Quant.ExpertDType = r.str("expert_dtype", "") // V4-Flash states it at the top level
+	}
 	if c.IndexHeadDim < c.RopeDim {
 		return nil, r.fail("index_head_dim", fmt.Sprintf("%d is smaller than the rope dim %d", c.IndexHeadDim, c.RopeDim))
 	}

@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"deepinfer/ir"
 )
@@ -53,7 +54,38 @@ func (l *lowering) w(name string, dt ir.DType, dims ...int) *ir.Value {
 	for i, d := range dims {
 		args[i] = d
 	}
-	return l.b.M.Weight(name, ir.T(dt, args...))
+	v := l.b.M.Weight(name, ir.T(dt, args...))
+	v.Storage = storageV4(l.c, name)
+	return v
+}
+
+// storageV4 gives the checkpoint format of a V4 weight. Without a quantization config
+// the checkpoint holds the runtime type. With FP8 (the released V4-Flash): the dense
+// projections are FP8 in 128×128 blocks, routed experts FP4 when expert_dtype says so;
+// the compressor and indexer projections, the output LoRA, the router and the
+// embeddings stay BF16 (transformers keeps them out of FP8), norms BF16, and the mHC
+// parameters, sinks, biases and position biases F32.
+func storageV4(c *ModelConfig, name string) string {
+	q := c.Quant
+	if q == nil || q.Method != "fp8" {
+		return ""
+	}
+	has := func(s string) bool { return strings.Contains(name, s) }
+	switch {
+	case strings.HasSuffix(name, "tid2eid"):
+		return "i64"
+	case has("hc_"), has("attn_sink"), has("gate.bias"), strings.HasSuffix(name, ".ape"):
+		return "f32"
+	case has("norm.weight"), has("compressor."), has("weights_proj"), has("wo_a"), has("gate.weight"),
+		has("embed_tokens"), name == "head.weight":
+		return "bf16"
+	case has(".experts.") && q.ExpertDType == "fp4":
+		return "fp4_g32_ue8m0"
+	}
+	if q.ScaleFmt == "ue8m0" {
+		return "fp8_b128_ue8m0"
+	}
+	return "fp8_b128_f32"
 }
 
 func (l *lowering) f32(name string, dims ...int) *ir.Value { return l.w(name, ir.F32, dims...) }

@@ -12,6 +12,9 @@ type Value struct {
 	Def    *Instr // defining instruction; nil for params and weights
 	Name   string // parameter name, or checkpoint name for a weight
 	Weight bool   // a module-level weight (printed @ID)
+	// Storage is a weight's checkpoint storage format (see storage.go); "" means its
+	// runtime type.
+	Storage string
 }
 
 // Ref is the short form of a value: %12 or @3.

@@ -434,8 +434,8 @@ func init() {
 			return []Type{T(F32, t, int(k)), T(I32, t, int(k))}, nil
 		}})
 	declare(&OpInfo{Name: "moe_experts", MinArgs: 6, MaxArgs: -1, Results: 1,
-		Attrs: []AttrSpec{{"experts", AInt, true}, {"limit", AFloat, true}},
-		Doc:   "routed experts: moe_experts(x, weights, ids, w1[E]..., w2[E]..., w3[E]...) -> Σ_k weight_k · w2·(silu(clamp(w1·x))·clamp(w3·x))",
+		Attrs: []AttrSpec{{"experts", AInt, true}, {"limit", AFloat, true}, {"ranks", AInt, false}, {"local_slots", AInt, false}},
+		Doc:   "routed experts (with ranks > 1, each rank runs local_slots expert replicas chosen by the plan's expert map): moe_experts(x, weights, ids, w1[E]..., w2[E]..., w3[E]...) -> Σ_k weight_k · w2·(silu(clamp(w1·x))·clamp(w3·x))",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			e := intAttr(at, "experts")
 			if e <= 0 || int64(len(a)) != 3+3*e {

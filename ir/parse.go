@@ -308,7 +308,17 @@ func (p *parser) statement(line string) error {
 		if _, dup := p.m.LookupWeight(name); dup {
 			return p.errf("weight %q declared twice", name)
 		}
-		p.m.Weight(name, t)
+		w := p.m.Weight(name, t)
+		if !p.eol() {
+			st, err := p.ident()
+			if err != nil {
+				return err
+			}
+			if _, ok := LookupStorage(st); !ok {
+				return p.errf("unknown storage format %q", st)
+			}
+			w.Storage = st
+		}
 	case "func":
 		if p.m == nil {
 			return p.errf("func before module header")

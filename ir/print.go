@@ -20,7 +20,11 @@ func Print(w io.Writer, m *Module) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "module %s%s\n", strconv.Quote(m.Name), fmtAttrs(m.Attrs))
 	for _, wv := range m.Weights {
-		fmt.Fprintf(&b, "weight %s <%s> %s\n", wv.Ref(), wv.Type, strconv.Quote(wv.Name))
+		fmt.Fprintf(&b, "weight %s <%s> %s", wv.Ref(), wv.Type, strconv.Quote(wv.Name))
+		if wv.Storage != "" {
+			b.WriteString(" " + wv.Storage)
+		}
+		b.WriteByte('\n')
 	}
 	for _, f := range m.Funcs {
 		printFunc(&b, f)

@@ -28,6 +28,11 @@ func Verify(m *Module) error {
 		if !w.Weight || w.ID != i {
 			return fmt.Errorf("weight %d (%s) is malformed", i, w.Name)
 		}
+		if w.Storage != "" {
+			if _, ok := LookupStorage(w.Storage); !ok {
+				return fmt.Errorf("weight @%d %q: unknown storage format %q", i, w.Name, w.Storage)
+			}
+		}
 		if _, _, ok := w.Type.Elems(); !ok || w.Type.DType == State {
 			return fmt.Errorf("weight @%d %q: bad type %s", i, w.Name, w.Type)
 		}

@@ -4,12 +4,12 @@ import (
 	"deepinfer/ir"
 )
 
-// memoryPlan assigns every tensor value of a function to an arena slot. A value's slot
+// arenaPlan assigns every tensor value of a function to an arena slot. A value's slot
 // is free again after its last use; a result never shares a slot with an operand of the
 // same instruction, so kernels need not handle aliasing. Among free slots of the same
 // dtype and symbolic dim, it takes the smallest that fits, else grows the largest, else
 // opens a new one. Returned values stay live to the end.
-func memoryPlan(m *ir.Module, _ *Config) (bool, error) {
+func arenaPlan(m *ir.Module, _ *Config) (bool, error) {
 	for _, f := range m.Funcs {
 		planFunc(f)
 	}

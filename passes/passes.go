@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"deepinfer/deploy"
 	"deepinfer/ir"
 	"deepinfer/targets"
 )
@@ -28,6 +29,8 @@ type Config struct {
 	DumpDir string
 	// Log, when set, receives one line per pass with its time.
 	Log io.Writer
+	// Spec is the deployment; nil compiles both phases for one device.
+	Spec *deploy.Spec
 }
 
 // Pass is one table entry.
@@ -39,9 +42,11 @@ type Pass struct {
 
 // Table is the pipeline, in order.
 var Table = []Pass{
+	{"shard", shard, "rewrite each phase for its deployment role: expert-parallel dispatch/combine, context-parallel gathers"},
 	{"dce", deadCode, "remove pure instructions whose results are never used"},
 	{"lower", lowerToKernels, "pick the target kernel of every instruction, per phase"},
-	{"memplan", memoryPlan, "assign every value to an arena slot by liveness"},
+	{"memplan", arenaPlan, "assign every value to an arena slot by liveness"},
+	{"memory", memoryPlan, "prove each role fits its devices: weights, arena, workspaces, KV capacity"},
 }
 
 // Result records what one pass did.

@@ -83,7 +83,13 @@ func TestDeadCodeKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res[0].Changed || len(f.Body) >= before {
+	var dce passes.Result
+	for _, r := range res {
+		if r.Name == "dce" {
+			dce = r
+		}
+	}
+	if !dce.Changed || len(f.Body) >= before {
 		t.Fatalf("dce removed nothing (%d → %d)", before, len(f.Body))
 	}
 	stateful := 0

@@ -286,7 +286,7 @@ func decodeBody(body []byte) (*Plan, error) {
 	r := bytes.NewReader(body)
 	d := &decoder{r: r, d: msgpack.NewDecoder(r), at: "body"}
 	p := &Plan{}
-	d.arr(9)
+	d.arr(10)
 	d.at = "header"
 	p.ModelType, p.ConfigHash, p.Target, p.Compiler = d.str(), d.str(), d.str(), d.str()
 	d.at = "model"
@@ -306,7 +306,7 @@ func decodeBody(body []byte) (*Plan, error) {
 	nw := d.arr(-1)
 	for i := 0; i < nw && d.err == nil; i++ {
 		d.at = fmt.Sprintf("weight %d", i)
-		d.arr(3)
+		d.arr(4)
 		w := Weight{Name: d.str()}
 		t := d.typ()
 		w.DType = t.DType
@@ -318,6 +318,7 @@ func decodeBody(body []byte) (*Plan, error) {
 		}
 		d.arr(3)
 		w.Init = Init{Kind: d.str(), Mean: d.float(), Std: d.float()}
+		w.Storage = d.str()
 		p.Weights = append(p.Weights, w)
 	}
 	d.at = "kv layout"
@@ -351,9 +352,50 @@ func decodeBody(body []byte) (*Plan, error) {
 		pr.Returns = d.operands()
 		p.Programs = append(p.Programs, pr)
 	}
+	d.at = "deployment"
+	p.Deployment = decodeDeployment(d)
 	if d.err == nil && r.Len() != 0 {
 		d.at = "body"
 		d.fail("%d trailing bytes", r.Len())
 	}
 	return p, d.err
+}
+
+func decodeDeployment(d *decoder) *Deployment {
+	if d.err != nil {
+		return nil
+	}
+	if c, err := d.d.PeekCode(); err == nil && c == msgpcode.Nil {
+		_ = d.d.DecodeNil()
+		return nil
+	}
+	d.arr(2)
+	dep := &Deployment{Spec: d.str()}
+	n := d.arr(-1)
+	for i := 0; i < n && d.err == nil; i++ {
+		d.arr(11)
+		r := Role{Name: d.str()}
+		for _, f := range []*int{&r.DP, &r.EP, &r.CP, &r.TP, &r.MaxNumSeqs, &r.MaxModelLen, &r.MaxNumBatchedTokens} {
+			*f = int(d.int(1, 1<<24))
+		}
+		nm := d.arr(-1)
+		for j := 0; j < nm && d.err == nil; j++ {
+			d.arr(2)
+			r.Memory = append(r.Memory, MemoryItem{Name: d.str(), Bytes: d.int(math.MinInt64/2, math.MaxInt64/2)})
+		}
+		np := d.arr(-1)
+		for j := 0; j < np && d.err == nil; j++ {
+			d.arr(2)
+			lp := LayerPlacement{Layer: int(d.int(0, 1<<16))}
+			ne := d.arr(-1)
+			lp.Phy2Log = make([]int, 0, ne)
+			for k := 0; k < ne && d.err == nil; k++ {
+				lp.Phy2Log = append(lp.Phy2Log, int(d.int(0, 1<<20)))
+			}
+			r.Placement = append(r.Placement, lp)
+		}
+		r.Balancedness = d.float()
+		dep.Roles = append(dep.Roles, r)
+	}
+	return dep
 }

@@ -9,11 +9,15 @@ package plan
 //	checksum  = [32]byte                          SHA-256 of body
 //	body      = msgpack array:
 //	            [ model_type:str, config_hash:str, target:str, compiler:str,
-//	              model, source, [weight...], kv, [program...] ]
+//	              model, source, [weight...], kv, [program...], deployment ]
+//	deployment = nil | [ spec:str, [role ...] ]
+//	role      = [ name:str, dp:int, ep:int, cp:int, tp:int, max_num_seqs:int, max_model_len:int,
+//	              max_num_batched_tokens:int, [ [item:str, bytes:int] ... ],
+//	              [ [layer:int, [logical:int ...]] ... ] (phy2log per MoE layer), balancedness:float ]
 //	model     = [ vocab:int, hidden:int, bos:int, eos:int, max_positions:int, mtp_layers:int,
 //	              [ [attn:str, ratio:int, mlp:str] ... ] ]
 //	source    = [ kind:str, seed:uint ]
-//	weight    = [ name:str, type, init ]
+//	weight    = [ name:str, type, init, storage:str ]
 //	init      = [ kind:str, mean:float, std:float ]
 //	kv        = [ [ window:int, dim:int, [ [ratio:int, dim:int, overlap:bool] ... ] ] ... ]
 //	program   = [ phase:str, [ [name:str, type] ... ], [type ...] (slots),
@@ -143,7 +147,7 @@ func (w *encoder) attrs(a ir.Attrs) {
 func Encode(p *Plan) ([]byte, error) {
 	var body bytes.Buffer
 	w := &encoder{e: msgpack.NewEncoder(&body)}
-	w.arr(9)
+	w.arr(10)
 	w.str(p.ModelType)
 	w.str(p.ConfigHash)
 	w.str(p.Target)
@@ -165,7 +169,7 @@ func Encode(p *Plan) ([]byte, error) {
 	w.uint(p.Source.Seed)
 	w.arr(len(p.Weights))
 	for _, wt := range p.Weights {
-		w.arr(3)
+		w.arr(4)
 		w.str(wt.Name)
 		shape := make([]any, len(wt.Shape))
 		for i, d := range wt.Shape {
@@ -176,6 +180,7 @@ func Encode(p *Plan) ([]byte, error) {
 		w.str(wt.Init.Kind)
 		w.float(wt.Init.Mean)
 		w.float(wt.Init.Std)
+		w.str(wt.Storage)
 	}
 	w.arr(len(p.KV.Layers))
 	for _, l := range p.KV.Layers {
@@ -214,6 +219,7 @@ func Encode(p *Plan) ([]byte, error) {
 		}
 		w.operands(pr.Returns)
 	}
+	w.deployment(p.Deployment)
 	if w.err != nil {
 		return nil, w.err
 	}
@@ -262,4 +268,39 @@ func writeAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 	}
 	return err
+}
+
+func (w *encoder) deployment(d *Deployment) {
+	if d == nil {
+		if w.err == nil {
+			w.err = w.e.EncodeNil()
+		}
+		return
+	}
+	w.arr(2)
+	w.str(d.Spec)
+	w.arr(len(d.Roles))
+	for _, r := range d.Roles {
+		w.arr(11)
+		w.str(r.Name)
+		for _, n := range []int{r.DP, r.EP, r.CP, r.TP, r.MaxNumSeqs, r.MaxModelLen, r.MaxNumBatchedTokens} {
+			w.int(int64(n))
+		}
+		w.arr(len(r.Memory))
+		for _, m := range r.Memory {
+			w.arr(2)
+			w.str(m.Name)
+			w.int(m.Bytes)
+		}
+		w.arr(len(r.Placement))
+		for _, lp := range r.Placement {
+			w.arr(2)
+			w.int(int64(lp.Layer))
+			w.arr(len(lp.Phy2Log))
+			for _, e := range lp.Phy2Log {
+				w.int(int64(e))
+			}
+		}
+		w.float(r.Balancedness)
+	}
 }

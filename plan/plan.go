@@ -31,6 +31,7 @@ type Plan struct {
 	Weights    []Weight
 	KV         kvcache.Layout
 	Programs   []Program
+	Deployment *Deployment
 }
 
 // Model summarizes the model's structure for the VM and for inspection.
@@ -69,13 +70,15 @@ type Init struct {
 	Std  float64
 }
 
-// Weight is one manifest entry: the checkpoint name and the runtime type the program
-// expects (a checkpoint may store another dtype that converts to it).
+// Weight is one manifest entry: the checkpoint name, the runtime type the program
+// expects (a checkpoint may store another dtype that converts to it), and the
+// checkpoint's storage format (ir.StorageBytes), "" when it is the runtime type.
 type Weight struct {
-	Name  string
-	DType ir.DType
-	Shape []int64
-	Init  Init
+	Name    string
+	DType   ir.DType
+	Shape   []int64
+	Init    Init
+	Storage string
 }
 
 // Elems is the element count.
@@ -125,6 +128,47 @@ type Program struct {
 	Slots   []ir.Type
 	Instrs  []Instr
 	Returns []Operand
+}
+
+// Deployment is what the planner decided for a deploy spec (absent without one).
+type Deployment struct {
+	Spec  string // the spec as compiled, canonical JSON
+	Roles []Role
+}
+
+// Role is one serving role: its parallel layout, its per-rank memory plan and the
+// expert placement its ranks share (rank r holds Placement[l][r*slots:(r+1)*slots]).
+type Role struct {
+	Name                string
+	DP, EP, CP, TP      int
+	MaxNumSeqs          int
+	MaxModelLen         int
+	MaxNumBatchedTokens int
+	Memory              []MemoryItem
+	Placement           []LayerPlacement
+	Balancedness        float64
+}
+
+// MemoryItem is one line of a rank's memory plan.
+type MemoryItem struct {
+	Name  string
+	Bytes int64
+}
+
+// LayerPlacement maps a MoE layer's physical expert slots to logical experts.
+type LayerPlacement struct {
+	Layer   int
+	Phy2Log []int
+}
+
+// Mem returns a memory item by name (0 if absent).
+func (r *Role) Mem(name string) int64 {
+	for _, m := range r.Memory {
+		if m.Name == name {
+			return m.Bytes
+		}
+	}
+	return 0
 }
 
 // Program returns the program for a phase, or nil.

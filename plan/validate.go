@@ -77,6 +77,18 @@ func Validate(p *Plan) error {
 		}
 		wtypes[i] = t
 	}
+	if d := p.Deployment; d != nil {
+		for _, r := range d.Roles {
+			if p.Program(r.Name) == nil {
+				return fmt.Errorf("deployment role %q has no program", r.Name)
+			}
+			for _, lp := range r.Placement {
+				if r.EP < 1 || len(lp.Phy2Log)%r.EP != 0 {
+					return fmt.Errorf("role %s layer %d: %d expert slots do not split over ep %d", r.Name, lp.Layer, len(lp.Phy2Log), r.EP)
+				}
+			}
+		}
+	}
 	phases := map[string]bool{}
 	for i := range p.Programs {
 		pr := &p.Programs[i]

@@ -48,6 +48,9 @@ type Hardware struct {
 	Source          string  // where the numbers come from
 	MeasuredOnHand  bool    // true only if this team can run on the device
 	NumericsEmulate string  // how numerics would be reproduced here, if at all
+	// ActivationBytes is the element size the target keeps activations in (bf16 on
+	// accelerators, f32 on the cpu target).
+	ActivationBytes int
 }
 
 // Tensor is a kernel operand: one of F32 or I32 is set, with its concrete shape.

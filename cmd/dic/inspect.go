@@ -32,6 +32,7 @@ func inspectCmd(args []string, w io.Writer) error {
 	writeModel(w, p)
 	writeWeights(w, p, *weights)
 	writeKV(w, p)
+	writeDeployment(w, p)
 	for i := range p.Programs {
 		writeProgram(w, &p.Programs[i], *program == p.Programs[i].Phase)
 	}

@@ -13,18 +13,24 @@ import (
 	"time"
 
 	"deepinfer/compiler"
+	"deepinfer/deploy"
 	"deepinfer/plan"
 	_ "deepinfer/targets/all"
 )
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
-  dic compile [--model DIR] [--target cpu|sm100|ascend950] [-o plan.dip] [--dump-ir DIR] [--verify] [-v]
+  dic compile [--model DIR] [--spec deploy.yaml] [--target cpu|sm100|ascend950] [-o plan.dip] [--dump-ir DIR] [--verify] [-v]
       Lower a DeepSeek-V4 model dir (config.json, optional safetensors) to a plan.
       Without --model (and without DEEPINFER_HF_MODEL_DIR) it compiles the embedded
       default model, whose weights are generated from a seed when the plan runs.
   dic inspect plan.dip
       Print a plan's model, phases, kernel counts, buffers and weights.
+  dic schema deploy
+      Print the deployment spec's JSON Schema.
+  dic explain SPEC [--model DIR]
+      Plan SPEC and show, per role, what each rank holds, what is left for KV,
+      and whether it fits (and if not, by how much and what would).
 `)
 }
 
@@ -39,6 +45,10 @@ func main() {
 		err = compileCmd(os.Args[2:], os.Stdout)
 	case "inspect":
 		err = inspectCmd(os.Args[2:], os.Stdout)
+	case "schema":
+		err = schemaCmd(os.Args[2:], os.Stdout)
+	case "explain":
+		err = explainCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 		return
@@ -80,7 +90,8 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 func compileCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compile", flag.ContinueOnError)
 	model := fs.String("model", os.Getenv("DEEPINFER_HF_MODEL_DIR"), "model directory (default: the embedded default model)")
-	target := fs.String("target", "cpu", "target: cpu, sm100 or ascend950")
+	target := fs.String("target", "", "target: cpu, sm100 or ascend950 (default: the spec's, else cpu)")
+	specPath := fs.String("spec", "", "deployment spec (YAML or JSON); see dic schema deploy")
 	out := fs.String("o", "plan.dip", "output plan file")
 	dump := fs.String("dump-ir", "", "write the IR after each pass into this directory")
 	verify := fs.Bool("verify", false, "run the IR verifier after every pass")
@@ -94,6 +105,13 @@ func compileCmd(args []string, stdout io.Writer) error {
 	}
 	start := time.Now()
 	opts := compiler.Options{ModelDir: *model, Target: *target, Verify: *verify, DumpDir: *dump}
+	if *specPath != "" {
+		s, err := deploy.Load(*specPath)
+		if err != nil {
+			return err
+		}
+		opts.Spec = s
+	}
 	if *verbose {
 		opts.Log = os.Stderr
 	}

@@ -12,13 +12,14 @@ import "deepinfer/targets"
 var Target = &targets.Described{
 	TargetName: "ascend950",
 	HW: targets.Hardware{
-		Device:        "Huawei Ascend 950DT",
-		DenseTFLOPS:   map[string]float64{"fp8": 1000, "fp4": 2000},
-		HBMGiB:        144 * 1e9 / (1 << 30),
-		HBMTBps:       4,
-		ScaleUpTBps:   2,
-		ScaleUpDomain: 8192,
-		Source:        "vendor-published peaks (MODEL.md §3); not measured",
+		Device:          "Huawei Ascend 950DT",
+		DenseTFLOPS:     map[string]float64{"fp8": 1000, "fp4": 2000},
+		HBMGiB:          144 * 1e9 / (1 << 30),
+		HBMTBps:         4,
+		ScaleUpTBps:     2,
+		ScaleUpDomain:   8192,
+		Source:          "vendor-published peaks (MODEL.md §3); not measured",
+		ActivationBytes: 2,
 	},
 	Catalog: map[string]string{
 		"embed":            "aclnn.Embedding",
@@ -40,6 +41,9 @@ var Target = &targets.Described{
 		"swiglu":           "aclnn.Swiglu",
 		"add":              "aclnn.Add",
 		"lm_head":          "aclnn.Matmul",
+		"moe_dispatch":     "aclnn.MoeDistributeDispatch",
+		"moe_combine":      "aclnn.MoeDistributeCombine",
+		"cp_gather":        "hccl.AllGather",
 	},
 }
 

@@ -28,7 +28,7 @@ func (Target) Mode() targets.Mode { return targets.Executed }
 // Hardware implements targets.Target: the machine's cores, no published peak.
 func (Target) Hardware() targets.Hardware {
 	return targets.Hardware{Device: "host CPU (float32 Go kernels)", Source: "this machine", MeasuredOnHand: true,
-		NumericsEmulate: "native float32"}
+		NumericsEmulate: "native float32", ActivationBytes: 4}
 }
 
 type factory func(args, results []ir.Type, a ir.Attrs) (targets.Kernel, error)
@@ -57,6 +57,9 @@ var kernels = map[string]factory{
 	"cpu.swiglu":                  newSwiGLU,
 	"cpu.add":                     newAdd,
 	"cpu.lm_head":                 newLMHead,
+	"cpu.moe_dispatch":            newSingleRank,
+	"cpu.moe_combine":             newSingleRank,
+	"cpu.cp_gather":               newSingleRank,
 }
 
 // Kernel implements targets.Target.

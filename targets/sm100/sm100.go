@@ -13,14 +13,15 @@ import "deepinfer/targets"
 var Target = &targets.Described{
 	TargetName: "sm100",
 	HW: targets.Hardware{
-		Device:        "NVIDIA B200 (SM100)",
-		DenseTFLOPS:   map[string]float64{"bf16": 2250, "fp8": 4500, "fp4": 9000},
-		HBMGiB:        192 * 1e9 / (1 << 30),
-		HBMTBps:       8,
-		ScaleUpTBps:   1.8,
-		ScaleUpDomain: 72,
-		ComputeUnits:  148,
-		Source:        "vendor-published peaks (MODEL.md §3); not measured",
+		Device:          "NVIDIA B200 (SM100)",
+		DenseTFLOPS:     map[string]float64{"bf16": 2250, "fp8": 4500, "fp4": 9000},
+		HBMGiB:          192 * 1e9 / (1 << 30),
+		HBMTBps:         8,
+		ScaleUpTBps:     1.8,
+		ScaleUpDomain:   72,
+		ComputeUnits:    148,
+		Source:          "vendor-published peaks (MODEL.md §3); not measured",
+		ActivationBytes: 2,
 	},
 	Catalog: map[string]string{
 		"embed":            "tilekernels.embedding",
@@ -42,11 +43,16 @@ var Target = &targets.Described{
 		"swiglu":           "tilekernels.swiglu",
 		"add":              "tilekernels.add",
 		"lm_head":          "deepgemm.bf16_gemm_nt",
+		"moe_dispatch":     "deepep.dispatch",
+		"moe_combine":      "deepep.combine",
+		"cp_gather":        "nccl.all_gather",
 	},
 	DecodeCatalog: map[string]string{
 		"window_attention": "flashmla.sparse_decode",
 		"sparse_attention": "flashmla.sparse_decode",
 		"moe_experts":      "deepgemm.m_grouped_fp4_gemm_masked",
+		"moe_dispatch":     "deepep.low_latency_dispatch",
+		"moe_combine":      "deepep.low_latency_combine",
 	},
 }
 

@@ -1,0 +1,34 @@
+package ir
+
+// Collectives inserted by the sharding pass. Each is typed as an identity on the
+// sending rank's view of the data: the planner reasons about the bytes each moves
+// (bytes_per_token × T), and a single-rank executor may run them as copies.
+
+func identityRows(a []Type, _ Attrs) ([]Type, error) {
+	if err := rows(a[0], F32, 2, "x"); err != nil {
+		return nil, err
+	}
+	if len(a) == 2 {
+		if err := rows(a[1], I32, 2, "ids"); err != nil {
+			return nil, err
+		}
+		if err := sameTokens(a[0], a[1], "collective"); err != nil {
+			return nil, err
+		}
+	}
+	return one(a[0])
+}
+
+var collectiveAttrs = []AttrSpec{{"ranks", AInt, true}, {"bytes_per_token", AInt, true}, {"mode", AStr, false}}
+
+func init() {
+	declare(&OpInfo{Name: "moe_dispatch", MinArgs: 2, MaxArgs: 2, Results: 1, Attrs: collectiveAttrs,
+		Doc:   "expert-parallel all-to-all: send each token's activations (x[T,D], routed by ids[T,k]) to the ranks holding its experts; mode low_latency or normal (DeepEP)",
+		Infer: identityRows})
+	declare(&OpInfo{Name: "moe_combine", MinArgs: 2, MaxArgs: 2, Results: 1, Attrs: collectiveAttrs,
+		Doc:   "expert-parallel all-to-all back: gather the weighted expert outputs of each token (y[T,D]) from the ranks that computed them",
+		Infer: identityRows})
+	declare(&OpInfo{Name: "cp_gather", MinArgs: 1, MaxArgs: 1, Results: 1, Attrs: collectiveAttrs,
+		Doc:   "context-parallel all-gather of K=V rows so each rank's queries see the keys its causal window and the compressed entries need",
+		Infer: identityRows})
+}
