@@ -43,6 +43,7 @@ type Pass struct {
 // Table is the pipeline, in order.
 var Table = []Pass{
 	{"shard", shard, "rewrite each phase for its deployment role: expert-parallel dispatch/combine, context-parallel gathers"},
+	{"place", placeExperts, "place each MoE layer's experts (and redundant replicas) on the expert-parallel ranks"},
 	{"dce", deadCode, "remove pure instructions whose results are never used"},
 	{"lower", lowerToKernels, "pick the target kernel of every instruction, per phase"},
 	{"memplan", arenaPlan, "assign every value to an arena slot by liveness"},
