@@ -1,0 +1,45 @@
+// Package placement decides where the experts of a mixture-of-experts model live under
+// expert parallelism (EP): how many physical replicas each logical expert gets and which
+// GPU slot holds each replica, fed by per-layer expert-load statistics.
+//
+// # The problem
+//
+// A layer has E logical experts with loads w_e (tokens routed to e over some window).
+// There are R physical slots (Problem.Replicas), spread over P GPUs (Problem.GPUs) with
+// exactly S = R/P slots each, and the GPUs sit in Problem.Nodes nodes. A placement gives
+// every slot one logical expert (Phy2Log); every expert needs at least one slot. Slot r
+// lives on GPU r/S, and GPU g on node g/(P/Nodes). When an expert has c replicas, its
+// tokens split evenly, so each replica carries w_e/c and a GPU's load is the sum over its
+// slots. A layer runs as fast as its most loaded GPU, so the figure of merit is the
+// balancedness mean(GPU load)/max(GPU load), averaged over layers (1 is perfect).
+//
+// # Policies
+//
+// "eplb" is DeepSeek's Expert Parallelism Load Balancer (github.com/deepseek-ai/EPLB,
+// eplb.py, rebalance_experts), reimplemented so that it gives the same bits: it must
+// reproduce the published README example exactly (testdata/eplb_readme_vector.json).
+// When Groups is divisible by Nodes it runs the hierarchical policy of the DeepSeek-V3
+// report (§3.4, "redundant experts" with group-limited routing): pack the expert groups
+// onto nodes, replicate the hottest experts inside each node, then pack the node's
+// replicas onto its GPUs; otherwise it runs the same steps with one group and one node
+// (the global policy). The reference computes in float32 and relies on three tie rules
+// of PyTorch on CPU, which eplb.go follows and explains.
+//
+// "default" is ours. It keeps every constraint eplb keeps, so it is a drop-in
+// replacement with the same network locality: in the hierarchical case all the experts
+// of a group, and all their replicas, stay inside one node, and each node has the same
+// number of slots as in eplb. Within those constraints it chooses replica counts and
+// slots to minimise the most loaded GPU instead of following eplb's one-pass greedy
+// (see default.go): water-filling replica counts, longest-processing-time packing with
+// exactly S slots per GPU, then a local search of swaps and replica re-assignments
+// around the most loaded GPU. It also improves eplb's own answer with the same search
+// and keeps the better of the two per layer, so it is never worse than eplb on any
+// layer.
+//
+// "default-global" is the same search without the node constraint (one node, one
+// group). It balances best but gives up group-limited routing's locality; it is there
+// for decode-style deployments where eplb itself would use the global policy anyway,
+// and to show what the constraint costs.
+//
+// Everything is deterministic: the same loads and problem give the same placement.
+package placement
