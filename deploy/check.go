@@ -24,9 +24,6 @@ func (s *Spec) Check() *Error {
 		if role.EP > n || n%role.EP != 0 {
 			return &Error{Pointer: ptr + "/ep", Msg: fmt.Sprintf("%d does not divide the role's %d devices (dp %d × cp %d × tp %d)", role.EP, n, role.DP, role.CP, role.TP)}
 		}
-		if role.EP > t.ScaleUpDomain {
-			return &Error{Pointer: ptr + "/ep", Msg: fmt.Sprintf("%d is larger than the scale-up domain (%d devices): the expert all-to-all must stay inside one domain", role.EP, t.ScaleUpDomain)}
-		}
 		if role.MaxNumBatchedTokens < role.MaxNumSeqs && r.name == "decode" {
 			return &Error{Pointer: ptr + "/max_num_batched_tokens", Msg: fmt.Sprintf("%d is less than max_num_seqs (%d): a decode step carries at least one token per running sequence", role.MaxNumBatchedTokens, role.MaxNumSeqs)}
 		}

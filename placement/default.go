@@ -12,29 +12,37 @@ import (
 // Default is our placement policy. It keeps eplb's constraints (in the hierarchical
 // case: whole groups per node, R/N slots per node, replicas of an expert only in its
 // group's node; always: S = R/P slots per GPU and every expert at least once) and
-// minimises the most loaded GPU of every layer within them.
+// minimises the most loaded GPU of every layer within them, which is what balancedness
+// (mean/max) rewards.
 //
-// Per layer it builds two candidates and keeps the one whose most loaded GPU is lighter
-// (ties go to the first), so no layer is ever worse than under eplb:
+// Groups go onto nodes by longest-processing-time (LPT, as eplb's step 1, optimal for
+// two groups per node) followed by pairwise group swaps that lower the heaviest node.
+// Each node ("unit") is then solved on its own (solve):
 //
-//   - ours: groups onto nodes by longest-processing-time (LPT) then pairwise group swaps
-//     that lower the heaviest node; inside each node, replica counts by water-filling
-//     (the count vector minimising the largest per-replica load, Graham/EPLB's greedy),
-//     replicas onto GPUs by LPT with exactly S slots per GPU, then local search;
-//   - eplb's placement, improved by the same local search node by node.
+//  1. Several replica-count vectors. Water-filling (EPLB's replicate_experts) minimises
+//     the largest replica, but on skewed loads it leaves more mid-sized replicas than
+//     there are GPUs, and by pigeonhole two of them then share a GPU. So we also try
+//     capped counts: every expert gets the fewest replicas no larger than θ, for θ a
+//     few fractions of the unit's lower bound, spare slots going to the coldest
+//     experts: hot replicas then sit just under the target with cold experts beside.
+//  2. Each count vector is packed by LPT with exactly S slots per GPU (heaviest replica
+//     to the lightest GPU with a free slot, avoiding a second replica of the same
+//     expert on one GPU).
+//  3. The best few packings are improved by local search (improve) and the best kept.
 //
-// The local search (improve) looks at the most loaded GPU g and applies the best of:
+// The local search looks at the most loaded GPU g and applies the best improving swap
+// of a replica on g with a lighter one elsewhere; only when no swap helps does it try
+// re-assigning a slot from an expert with ≥ 2 replicas to another expert (changing
+// two replica counts), for slots on g and for slots anywhere when the receiving expert
+// has a replica on g (variable-neighbourhood descent: swaps are cheap, re-assignments
+// are not). A move is taken only if every GPU it touches ends strictly below g's load,
+// so the sorted vector of GPU loads falls lexicographically and the search ends; it
+// also stops within nearOptimal of the lower bound max(mean load, largest replica
+// under water-filling). Moves never put a second replica of an expert on a GPU.
 //
-//   - swap a replica on g with a lighter replica on another GPU h;
-//   - re-assign a slot: take a slot from an expert a with ≥ 2 replicas and give it to
-//     an expert b, which lowers the per-replica load of every replica of b and raises
-//     a's. It is tried for slots on g, and for slots anywhere when b has a replica on g.
-//
-// A move is taken only if every GPU it touches ends strictly below g's old load, so the
-// sorted vector of GPU loads falls lexicographically and the search terminates; it
-// stops when g has no such move. Moves never put two replicas of one expert on the same
-// GPU (that would only cost memory), though LPT may have to when an expert has more
-// replicas than its node has GPUs.
+// Finally, if eplb's own placement of a layer has a lighter most loaded GPU, it is
+// improved by the same local search and used instead, so no layer is ever worse than
+// under eplb. Layers run in parallel; the result does not depend on scheduling.
 func Default(loads Loads, p Problem) (*Placement, error) { return placeOurs(loads, p, false) }
 
 // DefaultGlobal is Default with a single node and a single group: every expert may go
@@ -319,12 +327,22 @@ func (u *unit) lpt() {
 			reps = append(reps, replica{e, per[e]})
 		}
 	}
-	slices.SortStableFunc(reps, func(a, b replica) int { return cmp.Compare(b.load, a.load) })
+	// Heaviest first; replicas of one expert are interchangeable, so ordering equal
+	// loads by expert id makes the order total and the result deterministic.
+	slices.SortFunc(reps, func(a, b replica) int {
+		if c := cmp.Compare(b.load, a.load); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.e, b.e)
+	})
 	fill := make([]int, u.gpus)
 	for i := range u.owner {
 		u.owner[i] = -1
 	}
 	clear(u.load)
+	// has[g] == e+1 marks that GPU g got a replica of e; an expert's replicas are
+	// consecutive in reps, so the marks of the previous expert never mislead.
+	has := make([]int, u.gpus)
 	for _, r := range reps {
 		// The lightest GPU with a free slot, preferring one without this expert.
 		best, bestDup := -1, -1
@@ -332,7 +350,7 @@ func (u *unit) lpt() {
 			if fill[g] == u.s {
 				continue
 			}
-			if u.holds(g, r.e) {
+			if has[g] == r.e+1 {
 				if bestDup < 0 || u.load[g] < u.load[bestDup] {
 					bestDup = g
 				}
@@ -343,6 +361,7 @@ func (u *unit) lpt() {
 		if best < 0 {
 			best = bestDup
 		}
+		has[best] = r.e + 1
 		u.owner[best*u.s+fill[best]] = r.e
 		fill[best]++
 		u.load[best] += r.load
@@ -367,10 +386,9 @@ const (
 	moveReassign
 )
 
-// improve is the local search described on Default.
-func (u *unit) improve(lb float64) { u.improveCount(lb) }
-
-func (u *unit) improveCount(lb float64) int {
+// improve is the local search described on Default. It stops at a local optimum, within nearOptimal of lb, or after a generous cap on
+// moves, and returns the number of moves made.
+func (u *unit) improve(lb float64) int {
 	if u.gpus < 2 {
 		return 0
 	}
@@ -392,7 +410,7 @@ func (u *unit) improveCount(lb float64) int {
 		// Swaps: slot i on g with slot j on h.
 		for i := g * u.s; i < (g+1)*u.s; i++ {
 			a := u.owner[i]
-			la := u.share(a)
+			sa := u.share(a)
 			for h := range u.gpus {
 				if h == g || u.load[h] >= bestScore { // h must end below bestScore
 					continue
@@ -402,11 +420,11 @@ func (u *unit) improveCount(lb float64) int {
 					if b == a {
 						continue
 					}
-					lb := u.share(b)
-					if lb >= la {
+					sb := u.share(b)
+					if sb >= sa {
 						continue
 					}
-					sc := max(top-la+lb, u.load[h]+la-lb)
+					sc := max(top-sa+sb, u.load[h]+sa-sb)
 					if sc < bestScore && !u.holds(h, a) && !u.holds(g, b) {
 						bestScore, kind, mi, mj = sc, moveSwap, i, j
 					}
@@ -421,10 +439,10 @@ func (u *unit) improveCount(lb float64) int {
 			if u.cnt[a] < 2 {
 				continue
 			}
-			la := u.share(a)
+			sa := u.share(a)
 			for b := range u.cnt {
-				// g's new load is top - la + b's new share (b is not on g).
-				if b == a || top-la+u.w[b]/float64(u.cnt[b]+1) >= bestScore || u.afterShrink(b) >= bestScore {
+				// g's new load is top - sa + b's new share (b is not on g).
+				if b == a || top-sa+u.w[b]/float64(u.cnt[b]+1) >= bestScore || u.afterShrink(b) >= bestScore {
 					continue
 				}
 				if sc, ok := u.reassignScore(j, b, g, bestScore); ok && !u.holds(g, b) {
@@ -483,6 +501,7 @@ func (u *unit) improveCount(lb float64) int {
 	return limit
 }
 
+// gpuLoad sums GPU g's replica shares afresh.
 func (u *unit) gpuLoad(g int) float64 {
 	sum := 0.0
 	for _, e := range u.owner[g*u.s : (g+1)*u.s] {
@@ -491,10 +510,11 @@ func (u *unit) gpuLoad(g int) float64 {
 	return sum
 }
 
-func replace(xs []int, old, new int) {
+// replace changes the first from in xs to to.
+func replace(xs []int, from, to int) {
 	for i, x := range xs {
-		if x == old {
-			xs[i] = new
+		if x == from {
+			xs[i] = to
 			return
 		}
 	}
@@ -564,11 +584,10 @@ func (u *unit) emit(dst []int) {
 	}
 }
 
-
 // Construction parameters. thetas are the replica-size caps tried by buildCapped, as
 // fractions of the unit's lower bound; tryLS is how many of the best constructions the
 // local search polishes; nearOptimal stops the search within that relative distance
-// of the lower bound (balancedness to ~5 digits), where more moves buy nothing.
+// of the lower bound (balancedness to ~4 digits), where more moves buy nothing.
 var thetas = []float64{0.7, 0.8, 0.9, 0.95, 1, 1.25}
 
 const (

@@ -16,30 +16,32 @@
 // # Policies
 //
 // "eplb" is DeepSeek's Expert Parallelism Load Balancer (github.com/deepseek-ai/EPLB,
-// eplb.py, rebalance_experts), reimplemented so that it gives the same bits: it must
-// reproduce the published README example exactly (testdata/eplb_readme_vector.json).
-// When Groups is divisible by Nodes it runs the hierarchical policy of the DeepSeek-V3
-// report (§3.4, "redundant experts" with group-limited routing): pack the expert groups
+// eplb.py, rebalance_experts), reimplemented so that it gives the same bits. When
+// Groups is divisible by Nodes it runs the hierarchical policy of the DeepSeek-V3
+// report (§3.4, redundant experts under group-limited routing): pack the expert groups
 // onto nodes, replicate the hottest experts inside each node, then pack the node's
-// replicas onto its GPUs; otherwise it runs the same steps with one group and one node
-// (the global policy). The reference computes in float32 and relies on three tie rules
-// of PyTorch on CPU, which eplb.go follows and explains.
+// replicas onto its GPUs; otherwise the same steps with one group and one node (the
+// global policy). Exactness takes the reference's float32 arithmetic, torch.max's
+// first-index ties, and the tie order of PyTorch's unstable CPU sort, which is
+// libstdc++'s std::sort and is emulated step by step (stdsort.go). The README example
+// and 400 random tie-heavy problems run through eplb.py under PyTorch are reproduced
+// exactly (phy2log, logcnt and log2phy).
 //
 // "default" is ours. It keeps every constraint eplb keeps, so it is a drop-in
 // replacement with the same network locality: in the hierarchical case all the experts
 // of a group, and all their replicas, stay inside one node, and each node has the same
-// number of slots as in eplb. Within those constraints it chooses replica counts and
-// slots to minimise the most loaded GPU instead of following eplb's one-pass greedy
-// (see default.go): water-filling replica counts, longest-processing-time packing with
-// exactly S slots per GPU, then a local search of swaps and replica re-assignments
-// around the most loaded GPU. It also improves eplb's own answer with the same search
-// and keeps the better of the two per layer, so it is never worse than eplb on any
-// layer.
+// number of slots as in eplb. Within those constraints it minimises the most loaded GPU
+// instead of following eplb's one-pass greedy (default.go): several replica-count
+// vectors (water-filling, and counts capped near the target load, which water-filling
+// misses on skewed loads), LPT packing with exactly S slots per GPU, then a local search
+// of swaps and replica re-assignments around the most loaded GPU. A layer where eplb's
+// answer is still better gets eplb's answer, improved, so no layer is ever worse.
 //
 // "default-global" is the same search without the node constraint (one node, one
 // group). It balances best but gives up group-limited routing's locality; it is there
-// for decode-style deployments where eplb itself would use the global policy anyway,
-// and to show what the constraint costs.
+// for decode-style deployments, where eplb itself would use its global policy, and to
+// show what the constraint costs: on skewed loads most of the imbalance eplb leaves in
+// the hierarchical case is between nodes, which no placement inside them can fix.
 //
 // Everything is deterministic: the same loads and problem give the same placement.
 package placement

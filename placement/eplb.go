@@ -20,11 +20,19 @@ package placement
 //     the loads are integer token counts below 2^24, and is within an ulp otherwise.
 //   - torch.max(dim).indices returns the first index of the maximum (the CPU kernel
 //     replaces the running maximum only on a strictly greater value).
-//   - balanced_packing visits items in sort(descending=True) order. PyTorch's CPU sort
-//     with stable=False is std::sort in the builds EPLB was published with, and for the
-//     few items per row in practice (≤ 16 is insertion sort in libstdc++) that keeps
-//     equal loads in index order; we use a stable sort, i.e. ties by ascending index.
+//   - balanced_packing visits items in sort(descending=True) order, an unstable sort:
+//     PyTorch's CPU kernel hands it to libstdc++'s std::sort, whose order of equal
+//     loads torchSortDesc reproduces step by step (stdsort.go). It matters more than it
+//     seems: all replicas of an expert tie, so it decides log2phy's rank order, and
+//     equal loads of different experts (zeros, small counts) decide phy2log. Up to 16
+//     items it happens to be index order; beyond, it is not.
 //   - Python's min(..., key=pack_weights) returns the first lightest non-full pack.
+//   - log2phy lists an expert's slots by replica rank: the original slot is rank 0 and
+//     redundant slots follow in the order replicate_experts created them.
+//
+// Checked against eplb.py itself: the README example (testdata/eplb_readme_vector.json)
+// and 400 random tie-heavy problems run under PyTorch (testdata/eplb_torch_oracle.json.gz,
+// made by testdata/eplb_oracle.py) agree exactly on phy2log, logcnt and log2phy.
 func EPLB(loads Loads, p Problem) (*Placement, error) {
 	if err := check(loads, p); err != nil {
 		return nil, err

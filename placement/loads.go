@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -29,8 +28,12 @@ func (l Loads) Experts() int {
 	return len(l[0])
 }
 
+// MaxLoad bounds a single load. No routing statistic comes near it, and it keeps every
+// sum the policies form finite, in float32 (eplb's arithmetic) as in float64.
+const MaxLoad = 1e15
+
 // Validate checks that the matrix is non-empty and rectangular and that every load is
-// finite and non-negative: a negative or NaN load has no meaning, and eplb's argmax
+// a number in [0, MaxLoad]: a negative or NaN load has no meaning, and eplb's argmax
 // would treat NaN as larger than everything.
 func (l Loads) Validate() error {
 	if len(l) == 0 {
@@ -44,13 +47,15 @@ func (l Loads) Validate() error {
 			return fmt.Errorf("loads: layer %d has %d experts, layer 0 has %d", i, len(row), len(l[0]))
 		}
 		for j, v := range row {
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				return fmt.Errorf("loads: layer %d expert %d: load %v is not a finite non-negative number", i, j, v)
+			if !validLoad(v) {
+				return fmt.Errorf("loads: layer %d expert %d: load %v is not a number in [0, %g]", i, j, v, MaxLoad)
 			}
 		}
 	}
 	return nil
 }
+
+func validLoad(v float64) bool { return v >= 0 && v <= MaxLoad } // false for NaN
 
 // MaxInputBytes bounds what the readers accept, so a hostile or mistaken file cannot
 // make them allocate without limit: the parsed matrix is never larger than a small
@@ -131,8 +136,8 @@ func decodeJSON(data []byte) (Loads, Problem, error) {
 			return nil, prob, fmt.Errorf("loads: %s/%d: %d experts, but layer 0 has %d", prefix, i, len(row), len(rows[0]))
 		}
 		for j, v := range row {
-			if v < 0 {
-				return nil, prob, fmt.Errorf("loads: %s/%d/%d: negative load %v", prefix, i, j, v)
+			if !validLoad(v) {
+				return nil, prob, fmt.Errorf("loads: %s/%d/%d: load %v is not a number in [0, %g]", prefix, i, j, v, MaxLoad)
 			}
 		}
 	}
@@ -204,8 +209,8 @@ func ReadCSV(r io.Reader) (Loads, error) {
 			if err != nil {
 				return nil, fmt.Errorf("loads: CSV line %d column %d: %q is not a number", line, j+1, f)
 			}
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				return nil, fmt.Errorf("loads: CSV line %d column %d: load %q is not a finite non-negative number", line, j+1, f)
+			if !validLoad(v) {
+				return nil, fmt.Errorf("loads: CSV line %d column %d: load %q is not a number in [0, %g]", line, j+1, f, MaxLoad)
 			}
 			row[j] = v
 		}

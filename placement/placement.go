@@ -193,13 +193,26 @@ type Policy struct {
 	Name  string
 	Doc   string
 	Place func(Loads, Problem) (*Placement, error)
+	// Flat policies ignore groups and nodes: they never keep a group inside a node.
+	Flat bool
 }
 
 // Policies lists the policies by name; the first is the reference, "default" is ours.
 var Policies = []Policy{
-	{"eplb", "DeepSeek's EPLB, bit for bit (hierarchical when groups%nodes == 0, else global)", EPLB},
-	{"default", "ours: eplb's constraints, minimum of the most loaded GPU by local search; never worse than eplb", Default},
-	{"default-global", "ours without the node constraint (one node, one group): best balance, no group locality", DefaultGlobal},
+	{"eplb", "DeepSeek's EPLB, bit for bit (hierarchical when groups%nodes == 0, else global)", EPLB, false},
+	{"default", "ours: eplb's constraints, minimum of the most loaded GPU by local search; never worse than eplb", Default, false},
+	{"default-global", "ours without the node constraint (one node, one group): best balance, no group locality", DefaultGlobal, true},
+}
+
+// KeepsGroupsInNodes reports whether the named policy's placements for p keep every
+// group, with all its replicas, inside one node (the hierarchical policy).
+func KeepsGroupsInNodes(policy string, p Problem) bool {
+	for _, pol := range Policies {
+		if pol.Name == policy {
+			return !pol.Flat && p.Hierarchical()
+		}
+	}
+	return false
 }
 
 // PolicyNames lists the names in Policies.

@@ -31,6 +31,8 @@ func usage() {
   dic explain SPEC [--model DIR]
       Plan SPEC and show, per role, what each rank holds, what is left for KV,
       and whether it fits (and if not, by how much and what would).
+  dic place (--loads F | --synthetic zipf:S:E:L [--seed N]) --replicas R --gpus P [--groups G] [--nodes N] [--policy eplb|default|default-global]
+      Place experts (EPLB) from expert loads; print phy2log, log2phy, logcnt and balancedness as JSON.
 `)
 }
 
@@ -49,6 +51,8 @@ func main() {
 		err = schemaCmd(os.Args[2:], os.Stdout)
 	case "explain":
 		err = explainCmd(os.Args[2:], os.Stdout)
+	case "place":
+		err = placeCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 		return
