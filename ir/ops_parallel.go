@@ -32,3 +32,17 @@ func init() {
 		Doc:   "context-parallel all-gather of K=V rows so each rank's queries see the keys its causal window and the compressed entries need",
 		Infer: identityRows})
 }
+
+func init() {
+	declare(&OpInfo{Name: "sample", MinArgs: 2, MaxArgs: 2, Results: 1,
+		Doc: "one token per logits row: sample(logits f32[R,V], params f32[R,4]) with params (temperature, top_p, top_k, u) per row: greedy at temperature 0, else the token where the kept probability mass passes u (vm/sampling)",
+		Infer: func(a []Type, _ Attrs) ([]Type, error) {
+			if err := rows(a[0], F32, 2, "logits"); err != nil {
+				return nil, err
+			}
+			if !a[1].Equal(T(F32, a[0].Shape[0], 4)) {
+				return fail("params: want f32[%s,4], have %s", a[0].Shape[0], a[1])
+			}
+			return one(T(I32, a[0].Shape[0]))
+		}})
+}

@@ -2,7 +2,10 @@ package vm
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+
+	"deepinfer/vm/sampling"
 )
 
 // Request is one sequence to run.
@@ -58,7 +61,7 @@ type active struct {
 	fed     int // prompt tokens fed so far
 	pending int32
 	forced  int
-	smp     *Sampler
+	random  *rand.Rand
 	res     Result
 }
 
@@ -121,7 +124,7 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 		left := budget
 		for _, a := range running {
 			if a.fed == len(a.req.Prompt) {
-				chunks = append(chunks, Chunk{Seq: a.seq, Tokens: []int32{a.pending}})
+				chunks = append(chunks, a.chunk([]int32{a.pending}, true))
 				owners = append(owners, a)
 				left--
 			}
@@ -129,7 +132,9 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 		for _, a := range running {
 			if a.fed < len(a.req.Prompt) && left > 0 {
 				n := min(len(a.req.Prompt)-a.fed, left)
-				chunks = append(chunks, Chunk{Seq: a.seq, Tokens: a.req.Prompt[a.fed : a.fed+n], AllLogits: a.req.PromptLogits})
+				c := a.chunk(a.req.Prompt[a.fed:a.fed+n], a.fed+n == len(a.req.Prompt))
+				c.AllLogits = a.req.PromptLogits
+				chunks = append(chunks, c)
 				owners = append(owners, a)
 				left -= n
 			}
@@ -137,7 +142,7 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 		if len(chunks) == 0 {
 			continue // nothing has arrived yet
 		}
-		logits, err := e.M.Forward(chunks)
+		outs, err := e.M.Forward(chunks)
 		if e.OnStep != nil {
 			e.OnStep(step, budget-left)
 		}
@@ -148,7 +153,7 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 				done[a] = true
 				continue
 			}
-			if done[a] = e.advance(a, chunks[ci], logits[ci]); done[a] {
+			if done[a] = e.advance(a, chunks[ci], outs[ci]); done[a] {
 				a.res.LastStep = step
 			}
 		}
@@ -164,27 +169,42 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 	}
 }
 
-// advance takes a step's logits for one sequence and decides its next token; it
-// reports whether the request is finished.
-func (e *Engine) advance(a *active, c Chunk, rows []float32) bool {
-	V := e.M.Plan.Model.Vocab
+// chunk builds a step chunk for this request; produces says whether the step's last
+// row yields the request's next token (then it draws the row's random number).
+func (a *active) chunk(tokens []int32, produces bool) Chunk {
+	c := Chunk{Seq: a.seq, Tokens: tokens, WantLogits: a.req.KeepLogits}
+	s := a.req.Sampling
+	c.Sample = sampling.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK}
+	if produces && a.req.Forced == nil {
+		c.Sample.U = a.rng().Float64()
+	}
+	return c
+}
+
+func (a *active) rng() *rand.Rand {
+	if a.random == nil {
+		a.random = rand.New(rand.NewPCG(a.req.Sampling.Seed, 0x9e3779b97f4a7c15))
+	}
+	return a.random
+}
+
+// advance takes a step's output for one sequence and decides its next token; it reports
+// whether the request is finished.
+func (e *Engine) advance(a *active, c Chunk, o Output) bool {
 	r := a.req
-	last := rows[len(rows)-V:]
 	if a.fed < len(r.Prompt) {
 		a.fed += len(c.Tokens)
 		if r.PromptLogits {
-			for i := 0; i+V <= len(rows); i += V {
-				a.res.Logits = append(a.res.Logits, rows[i:i+V])
-			}
+			a.res.Logits = append(a.res.Logits, o.Logits...)
 		}
 		if a.fed < len(r.Prompt) {
 			return false
 		}
 		if !r.PromptLogits && r.KeepLogits {
-			a.res.Logits = append(a.res.Logits, last)
+			a.res.Logits = append(a.res.Logits, o.Logits[len(o.Logits)-1])
 		}
 	} else if r.KeepLogits {
-		a.res.Logits = append(a.res.Logits, last)
+		a.res.Logits = append(a.res.Logits, o.Logits[len(o.Logits)-1])
 	}
 	if r.Forced != nil {
 		if a.forced == len(r.Forced) {
@@ -195,8 +215,7 @@ func (e *Engine) advance(a *active, c Chunk, rows []float32) bool {
 		a.forced++
 		return false
 	}
-	sp := a.sampler()
-	tok := int32(sp.Next(last, nil))
+	tok := o.Token
 	if slices.Contains(r.Stop, tok) {
 		a.res.Finish = "stop"
 		return true
@@ -214,9 +233,3 @@ func (e *Engine) advance(a *active, c Chunk, rows []float32) bool {
 	return false
 }
 
-func (a *active) sampler() *Sampler {
-	if a.smp == nil {
-		a.smp = NewSampler(a.req.Sampling)
-	}
-	return a.smp
-}

@@ -15,6 +15,7 @@ import (
 	"deepinfer/plan"
 	"deepinfer/targets"
 	"deepinfer/vm/kvcache"
+	"deepinfer/vm/sampling"
 )
 
 // Hook wraps one kernel call. It must call run exactly once and return its error.
@@ -54,6 +55,7 @@ type program struct {
 	tokens  int // param indices
 	pos     int
 	rows    int
+	sample  int
 }
 
 // Load prepares a plan on its target with the given weights.
@@ -93,7 +95,7 @@ func Load(p *plan.Plan, w Weights) (*Machine, error) {
 }
 
 func (m *Machine) prepare(p *plan.Program) (*program, error) {
-	pr := &program{p: p, tokens: -1, pos: -1, rows: -1}
+	pr := &program{p: p, tokens: -1, pos: -1, rows: -1, sample: -1}
 	for i, pa := range p.Params {
 		switch pa.Name {
 		case "tokens":
@@ -102,12 +104,17 @@ func (m *Machine) prepare(p *plan.Program) (*program, error) {
 			pr.pos = i
 		case "logit_rows":
 			pr.rows = i
+		case "sample_params":
+			pr.sample = i
 		default:
 			return nil, fmt.Errorf("program %s: unknown parameter %q", p.Phase, pa.Name)
 		}
 	}
-	if pr.tokens < 0 || pr.pos < 0 || pr.rows < 0 {
-		return nil, fmt.Errorf("program %s: needs tokens, positions and logit_rows parameters", p.Phase)
+	if pr.tokens < 0 || pr.pos < 0 || pr.rows < 0 || pr.sample < 0 {
+		return nil, fmt.Errorf("program %s: needs tokens, positions, logit_rows and sample_params parameters", p.Phase)
+	}
+	if len(p.Returns) != 2 {
+		return nil, fmt.Errorf("program %s: returns %d values; want logits and sampled tokens", p.Phase, len(p.Returns))
 	}
 	pr.params = make([]targets.Tensor, len(p.Params))
 	pr.slotF32 = make([][]float32, len(p.Slots))
@@ -227,19 +234,29 @@ func (m *Machine) NewSequence() *Sequence {
 // Len is the number of tokens the sequence holds.
 func (s *Sequence) Len() int { return s.state.Len }
 
-// Chunk is one sequence's part of a step: new tokens, and whether to return the logits
-// of every new token (else only the last).
+// Chunk is one sequence's part of a step: new tokens; whether to return logits (of every
+// new token with AllLogits, else of the last with WantLogits); and how to sample the
+// token that follows the last one.
 type Chunk struct {
-	Seq       *Sequence
-	Tokens    []int32
-	AllLogits bool
+	Seq        *Sequence
+	Tokens     []int32
+	AllLogits  bool
+	WantLogits bool
+	Sample     sampling.Params
+}
+
+// Output is what a step returns for one chunk.
+type Output struct {
+	Token  int32       // sampled after the chunk's last token
+	Logits [][]float32 // rows requested by the chunk (nil when none)
 }
 
 // Forward runs one step over the chunks, with the decode program when every chunk is a
-// single token and the prefill program otherwise. It returns, per chunk, its logits rows
-// (V floats each). If a kernel fails, the sequences of the step are left broken: their
-// state is partly updated, so later steps on them fail too.
-func (m *Machine) Forward(chunks []Chunk) ([][]float32, error) {
+// single token and the prefill program otherwise. It returns, per chunk, the sampled
+// next token and the logits it asked for. Logits stay in the arena unless asked for. If
+// a kernel fails, the sequences of the step are left broken: their state is partly
+// updated, so later steps on them fail too.
+func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	if len(chunks) == 0 {
 		return nil, nil
 	}
@@ -283,6 +300,7 @@ func (m *Machine) Forward(chunks []Chunk) ([][]float32, error) {
 	st.Tokens = st.Tokens[:0]
 	st.Positions = st.Positions[:0]
 	rows := make([]int32, 0, R)
+	params := make([]float32, 0, 4*R)
 	for _, c := range chunks {
 		row := len(st.Tokens)
 		st.Seqs = append(st.Seqs, targets.Seq{Row: row, N: len(c.Tokens), Pos: c.Seq.Len(), State: c.Seq.state})
@@ -291,12 +309,15 @@ func (m *Machine) Forward(chunks []Chunk) ([][]float32, error) {
 			st.Positions = append(st.Positions, int32(c.Seq.Len()+j))
 			if c.AllLogits || j == len(c.Tokens)-1 {
 				rows = append(rows, int32(row+j))
+				sp := c.Sample
+				params = append(params, float32(sp.Temperature), float32(sp.TopP), float32(sp.TopK), float32(sp.U))
 			}
 		}
 	}
 	pr.params[pr.tokens] = targets.Tensor{I32: st.Tokens, Shape: []int{T}}
 	pr.params[pr.pos] = targets.Tensor{I32: st.Positions, Shape: []int{T}}
 	pr.params[pr.rows] = targets.Tensor{I32: rows, Shape: []int{R}}
+	pr.params[pr.sample] = targets.Tensor{F32: params, Shape: []int{R, 4}}
 	pr.bind(T, R)
 	if err := m.run(pr, st); err != nil {
 		for _, c := range chunks {
@@ -307,16 +328,21 @@ func (m *Machine) Forward(chunks []Chunk) ([][]float32, error) {
 	for _, c := range chunks {
 		c.Seq.state.Len += len(c.Tokens)
 	}
-	ret := pr.p.Returns[0]
-	logits := pr.slotF32[ret.Index][:R*V]
-	out := make([][]float32, len(chunks))
+	logits := pr.slotF32[pr.p.Returns[0].Index][:R*V]
+	sampled := pr.slotI32[pr.p.Returns[1].Index][:R]
+	out := make([]Output, len(chunks))
 	r := 0
 	for i, c := range chunks {
 		n := 1
 		if c.AllLogits {
 			n = len(c.Tokens)
 		}
-		out[i] = append([]float32(nil), logits[r*V:(r+n)*V]...)
+		out[i].Token = sampled[r+n-1]
+		if c.AllLogits || c.WantLogits {
+			for k := 0; k < n; k++ {
+				out[i].Logits = append(out[i].Logits, append([]float32(nil), logits[(r+k)*V:(r+k+1)*V]...))
+			}
+		}
 		r += n
 	}
 	return out, nil

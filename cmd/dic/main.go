@@ -33,6 +33,8 @@ func usage() {
       and whether it fits (and if not, by how much and what would).
   dic place (--loads F | --synthetic zipf:S:E:L [--seed N]) --replicas R --gpus P [--groups G] [--nodes N] [--policy eplb|default|default-global]
       Place experts (EPLB) from expert loads; print phy2log, log2phy, logcnt and balancedness as JSON.
+  dic cost --csv IN [--target h200|sm100|ascend950] [--out OUT] [--launch eager|device]
+      Add the target cost model's predicted_us column to a kernel table (op,dtype,m,n,k,groups,extra[,median_us]).
 `)
 }
 
@@ -53,6 +55,8 @@ func main() {
 		err = explainCmd(os.Args[2:], os.Stdout)
 	case "place":
 		err = placeCmd(os.Args[2:], os.Stdout)
+	case "cost":
+		err = costCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		usage()
 		return

@@ -34,6 +34,10 @@ func usage() {
   divm eval --model DIR --cases cases.json --out logits.safetensors [--target cpu] [--solo]
       Compile DIR, run every reference case (prefill_N, incremental_L_S, greedy) as one
       continuous batch, and write the logits and greedy ids under the cases' keys.
+  divm simulate plan.dip --workload W [--trace FILE] [--plots DIR]
+      Predict how a deployed plan (dic compile --spec) serves a workload on its target,
+      rank by rank and step by step, with the target's cost model. Every figure is a
+      prediction, labelled with the model that made it.
 `)
 }
 
@@ -50,6 +54,8 @@ func main() {
 		err = runCmd(os.Args[2:], os.Stdout)
 	case "eval":
 		err = evalCmd(os.Args[2:], os.Stdout)
+	case "simulate":
+		err = simulateCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 		return

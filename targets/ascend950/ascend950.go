@@ -43,6 +43,7 @@ var Target = &targets.Described{
 		"lm_head":          "aclnn.Matmul",
 		"moe_dispatch":     "aclnn.MoeDistributeDispatch",
 		"moe_combine":      "aclnn.MoeDistributeCombine",
+		"sample":           "aclnn.TopKTopPSample",
 		"cp_gather":        "hccl.AllGather",
 	},
 }

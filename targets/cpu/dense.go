@@ -11,6 +11,7 @@ import (
 
 	"deepinfer/ir"
 	"deepinfer/targets"
+	"deepinfer/vm/sampling"
 )
 
 // kfunc adapts a function to targets.Kernel.
@@ -190,6 +191,23 @@ func newSwiGLU(_, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
 	limit := float32(attrFloat(at, "limit"))
 	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
 		swiglu(a[0].F32, a[1].F32, r[0].F32, limit)
+		return nil
+	}), nil
+}
+
+// newSample draws one token per logits row (vm/sampling.Row, the VM's host sampler too).
+func newSample(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+	v := int(args[0].Last())
+	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		logits, params, out := a[0].F32, a[1].F32, r[0].I32
+		parallelFor(len(out), v, func(lo, hi int) {
+			var sc sampling.Scratch
+			for i := lo; i < hi; i++ {
+				p := params[4*i : 4*i+4]
+				out[i] = int32(sampling.Row(logits[i*v:(i+1)*v], sampling.Params{Temperature: float64(p[0]),
+					TopP: float64(p[1]), TopK: int(p[2]), U: float64(p[3])}, nil, &sc))
+			}
+		})
 		return nil
 	}), nil
 }

@@ -60,6 +60,7 @@ var kernels = map[string]factory{
 	"cpu.moe_dispatch":            newSingleRank,
 	"cpu.moe_combine":             newSingleRank,
 	"cpu.cp_gather":               newSingleRank,
+	"cpu.sample":                  newSample,
 }
 
 // Kernel implements targets.Target.

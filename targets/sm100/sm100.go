@@ -45,6 +45,7 @@ var Target = &targets.Described{
 		"lm_head":          "deepgemm.bf16_gemm_nt",
 		"moe_dispatch":     "deepep.dispatch",
 		"moe_combine":      "deepep.combine",
+		"sample":           "tilekernels.sampling",
 		"cp_gather":        "nccl.all_gather",
 	},
 	DecodeCatalog: map[string]string{

@@ -1,0 +1,116 @@
+// Package h200 is the calibration target: the NVIDIA H200 (SM90) this team can borrow.
+//
+// It is the one target whose cost model is fitted to measurements: kernels timed with
+// torch on an H200 (testdata/cost/h200_kernels_dev.csv) fix the efficiency parameters
+// in params.go, and shapes measured on the lent H200 that the fit never saw
+// (testdata/cost/h200_kernels_heldout*.csv) check it. The sm100 and ascend950 models
+// borrow these efficiencies (docs/cost-model.md). Plans for h200 are compiled and
+// simulated here, not executed: the GPU is lent for measuring sessions only.
+//
+// The catalog names the Hopper builds of DeepSeek's kernels. Hopper has no FP4 tensor
+// cores, so FP4 experts run through the FP8 grouped GEMM (weights upcast on load).
+package h200
+
+import (
+	"deepinfer/ir"
+	"deepinfer/targets"
+	"deepinfer/targets/cost"
+)
+
+// Target is the h200 description.
+var Target = &Hopper{Described: targets.Described{
+	TargetName: "h200",
+	HW: targets.Hardware{
+		Device:         "NVIDIA H200 SXM (SM90)",
+		DenseTFLOPS:    map[string]float64{"bf16": 989.4, "fp8": 1978.9},
+		HBMGiB:         141 * 1e9 / (1 << 30),
+		HBMTBps:        4.8,
+		ScaleUpTBps:    0.9,
+		ScaleUpDomain:  8,
+		ComputeUnits:   132,
+		Source:         "vendor-published peaks (MODEL.md §3); efficiencies fitted to H200 measurements (testdata/cost)",
+		MeasuredOnHand: true,
+	},
+	Catalog: map[string]string{
+		"embed":            "tilekernels.embedding",
+		"hc_init":          "tilekernels.mhc_init",
+		"hc_mix":           "tilekernels.mhc_mix_sinkhorn",
+		"hc_collapse":      "tilekernels.mhc_pre",
+		"hc_expand":        "tilekernels.mhc_post",
+		"hc_head":          "tilekernels.mhc_head",
+		"rmsnorm":          "tilekernels.rmsnorm",
+		"linear":           "deepgemm.fp8_gemm_nt",
+		"grouped_linear":   "deepgemm.fp8_gemm_nt_grouped",
+		"rope":             "tilekernels.rope",
+		"compress":         "tilekernels.kv_compress",
+		"index_topk":       "deepselect.indexer_topk",
+		"window_attention": "flashmla.sparse_prefill",
+		"sparse_attention": "flashmla.sparse_prefill",
+		"moe_route":        "tilekernels.moe_gate_topk",
+		"moe_experts":      "deepgemm.m_grouped_fp8_gemm_nt_contiguous",
+		"swiglu":           "tilekernels.swiglu",
+		"add":              "tilekernels.add",
+		"lm_head":          "deepgemm.bf16_gemm_nt",
+		"moe_dispatch":     "deepep.dispatch",
+		"moe_combine":      "deepep.combine",
+		"sample":           "tilekernels.sampling",
+		"cp_gather":        "nccl.all_gather",
+	},
+	DecodeCatalog: map[string]string{
+		"window_attention": "flashmla.sparse_decode",
+		"sparse_attention": "flashmla.sparse_decode",
+		"moe_experts":      "deepgemm.m_grouped_fp8_gemm_nt_masked",
+		"moe_dispatch":     "deepep.low_latency_dispatch",
+		"moe_combine":      "deepep.low_latency_combine",
+	},
+}}
+
+// Hopper is a Described target whose catalog falls back to a generic label,
+// "sm90.<op>", for IR ops that have no Hopper library kernel named yet (new V4.1 ops
+// arrive faster than their kernels): this target exists to be measured and simulated,
+// and its cost model prices ops by shape, not by kernel name.
+type Hopper struct{ targets.Described }
+
+// Kernel implements targets.Target.
+func (h *Hopper) Kernel(op, phase string) (string, bool) {
+	if k, ok := h.Described.Kernel(op, phase); ok {
+		return k, true
+	}
+	if ir.Lookup(op) != nil {
+		return "sm90." + op, true
+	}
+	return "", false
+}
+
+// Version names the cost model's equations (bump it when they change) for h200 and the
+// targets that borrow its efficiencies.
+const Version = "roofline-v1"
+
+// Rates are the published numbers the h200 cost model scales down.
+func Rates() cost.Rates {
+	hw := Target.HW
+	return cost.Rates{
+		Device:        hw.Device,
+		TFLOPS:        hw.DenseTFLOPS,
+		HBMTBps:       hw.HBMTBps,
+		ComputeUnits:  hw.ComputeUnits,
+		ScaleUpTBps:   hw.ScaleUpTBps,
+		ScaleUpDomain: hw.ScaleUpDomain,
+		ScaleOutGBps:  50,
+		Assumptions: []string{
+			"scale-out: one 400 Gb/s RDMA NIC per GPU (~50 GB/s), as in DeepEP's H800 tests",
+			"communication efficiencies from DeepEP's H800 numbers (same Hopper kernels), not measured on H200",
+		},
+	}
+}
+
+// Model returns the calibrated h200 cost model; it predicts eager times (the dev
+// table's method) until WithLaunch(cost.Device) asks for device time.
+func Model() *cost.Model {
+	return cost.NewModel("h200", Version, Rates(), Fitted, cost.HopperDeepEP())
+}
+
+func init() {
+	targets.Register(Target)
+	cost.Register("h200", Model)
+}
