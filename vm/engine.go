@@ -232,4 +232,3 @@ func (e *Engine) advance(a *active, c Chunk, o Output) bool {
 	a.pending = tok
 	return false
 }
-
