@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 for spec in \
   safetensors:FuzzParseHeader safetensors:FuzzOpen \
+  tokenizer:FuzzEncode tokenizer:FuzzDecode \
+  placement:FuzzReadLoads deploy:FuzzParse vm/batch:FuzzParseLine \
   compiler:FuzzParseConfig \
   plan:FuzzDecode plan:FuzzDecodeBody \
   ir:FuzzParse; do

@@ -1,11 +1,18 @@
 package main
 
 import (
-	"fmt"
-
 	"deepinfer/tokenizer"
 )
 
+// loadBPE loads DeepSeek's tokenizer: --tokenizer DIR when given, else the model dir's
+// tokenizer.json, else the copy scripts/fetch-tokenizer.sh fetched.
 func loadBPE(modelDir, tokDir string) (tokenizer.Tokenizer, error) {
-	return nil, fmt.Errorf("checkpoint models need DeepSeek's tokenizer, which this build does not have yet; use --prompt-ids")
+	dir := tokDir
+	if dir == "" {
+		var err error
+		if dir, err = tokenizer.ResolveDir(modelDir); err != nil {
+			return nil, err
+		}
+	}
+	return tokenizer.LoadBPE(dir)
 }

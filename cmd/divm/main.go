@@ -25,8 +25,9 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   divm run plan.dip [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3)
            [--max-tokens 32] [--temperature 0] [--top-p 1] [--top-k 0] [--seed 0]
-      Generate from one prompt. Text prompts use the embedded default model's
-      byte-level tokenizer; checkpoint models take token ids.
+      Generate from one prompt. Text is tokenized with the plan's tokenizer: bytes
+      for the embedded default, DeepSeek's BPE for checkpoints (--tokenizer DIR, the
+      model dir's tokenizer.json, or the copy scripts/fetch-tokenizer.sh fetched).
   divm run plan.dip --input batch.jsonl --output results.jsonl [--model DIR]
            [--max-tokens 256] [--max-batch-tokens 2048] [--max-seqs 64]
       Run an OpenAI Batch API file: one result or error line per input line, resumable
@@ -38,6 +39,8 @@ func usage() {
       Predict how a deployed plan (dic compile --spec) serves a workload on its target,
       rank by rank and step by step, with the target's cost model. Every figure is a
       prediction, labelled with the model that made it.
+  divm tokenize [--tokenizer DIR] [--decode]
+      JSON strings, one per line, to {"ids":[...]} lines (or back with --decode).
 `)
 }
 
@@ -56,6 +59,8 @@ func main() {
 		err = evalCmd(os.Args[2:], os.Stdout)
 	case "simulate":
 		err = simulateCmd(os.Args[2:], os.Stdout)
+	case "tokenize":
+		err = tokenizeCmd(os.Args[2:], os.Stdin, os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 		return
@@ -184,12 +189,12 @@ func runCmd(args []string, stdout io.Writer) error {
 		}
 		return runBatch(m, tk, *input, *output, mt, *batchTokens, *seqs, os.Stderr)
 	}
-	tok := tokenizer.Bytes{BOSID: int32(p.Model.BOS), EOSID: int32(p.Model.EOS)}
+	tok, err := chooseTokenizer(p, dir, *tokDir)
+	if err != nil && *prompt != "" {
+		return err
+	}
 	var ids []int32
 	if *prompt != "" {
-		if p.Source.Kind != plan.SourceSeeded {
-			return usageError{fmt.Errorf("--prompt needs the embedded default model's byte tokenizer; this build has no tokenizer for checkpoint models yet, so pass --prompt-ids")}
-		}
 		ids = tok.Encode(*prompt, true)
 	} else if ids, err = parseIDs(*promptIDs); err != nil {
 		return err
@@ -205,8 +210,10 @@ func runCmd(args []string, stdout io.Writer) error {
 	el := time.Since(start)
 	fmt.Fprintf(stdout, "prompt ids: %v\n", ids)
 	fmt.Fprintf(stdout, "output ids: %v\n", res.Tokens)
-	if p.Source.Kind == plan.SourceSeeded {
-		fmt.Fprintf(stdout, "output text: %s\n", tokenizer.Printable(tok.DecodeBytes(res.Tokens)))
+	if b, ok := tok.(tokenizer.Bytes); ok {
+		fmt.Fprintf(stdout, "output text: %s\n", tokenizer.Printable(b.DecodeBytes(res.Tokens)))
+	} else if tok != nil {
+		fmt.Fprintf(stdout, "output text: %q\n", tok.Decode(res.Tokens, true))
 	}
 	fmt.Fprintf(stdout, "finish: %s; %d prompt + %d generated tokens in %s (%.1f tokens/s)\n",
 		res.Finish, len(ids), len(res.Tokens), el.Round(time.Microsecond), float64(len(ids)+len(res.Tokens))/el.Seconds())
