@@ -29,6 +29,10 @@ type Machine struct {
 	progs   map[string]*program
 	// Hook, when set, wraps every kernel call.
 	Hook Hook
+	// per-step scratch, reused
+	stepNo   uint64
+	rowBuf   []int32
+	paramBuf []float32
 	step targets.Step
 }
 
@@ -46,7 +50,16 @@ type call struct {
 	args, results []targets.Tensor
 }
 
+// paramUse is an operand that holds a program parameter, refreshed every step.
+type paramUse struct {
+	t     *targets.Tensor
+	index int
+}
+
 type program struct {
+	bound     bool
+	boundDims [2]int // T, R of the last bind
+	paramUses []paramUse
 	p       *plan.Program
 	calls   []call
 	slotF32 [][]float32
@@ -178,6 +191,15 @@ func elems(shape []int) int {
 
 // bind points every non-weight operand at its buffer for a step of T tokens and R rows.
 func (pr *program) bind(T, R int) {
+	if pr.bound && pr.boundDims == [2]int{T, R} {
+		// same shapes as the last step: only the parameters' buffers are new
+		for _, u := range pr.paramUses {
+			*u.t = pr.params[u.index]
+		}
+		return
+	}
+	pr.bound, pr.boundDims = true, [2]int{T, R}
+	pr.paramUses = pr.paramUses[:0]
 	for i, s := range pr.p.Slots {
 		n := elems(concrete(s, T, R, nil))
 		switch s.DType {
@@ -205,6 +227,7 @@ func (pr *program) bind(T, R int) {
 			}
 		case plan.OpParam:
 			*t = pr.params[r.index]
+			pr.paramUses = append(pr.paramUses, paramUse{t, r.index})
 		}
 	}
 	for ci := range pr.calls {
@@ -224,6 +247,7 @@ func (pr *program) bind(T, R int) {
 type Sequence struct {
 	state  *kvcache.Seq
 	broken error
+	stamp  uint64 // the step that last carried it, to refuse a sequence twice in one step
 }
 
 // NewSequence starts an empty sequence.
@@ -263,7 +287,7 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	V := m.Plan.Model.Vocab
 	T, R := 0, 0
 	phase := "decode"
-	seen := map[*Sequence]bool{}
+	m.stepNo++
 	for i, c := range chunks {
 		if c.Seq == nil || len(c.Tokens) == 0 {
 			return nil, fmt.Errorf("chunk %d: no sequence or no tokens", i)
@@ -271,10 +295,10 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 		if c.Seq.broken != nil {
 			return nil, fmt.Errorf("chunk %d: sequence is unusable after an earlier failure: %w", i, c.Seq.broken)
 		}
-		if seen[c.Seq] {
+		if c.Seq.stamp == m.stepNo {
 			return nil, fmt.Errorf("chunk %d: a sequence appears twice in one step", i)
 		}
-		seen[c.Seq] = true
+		c.Seq.stamp = m.stepNo
 		if end := c.Seq.Len() + len(c.Tokens); end > m.Plan.Model.MaxPositions {
 			return nil, fmt.Errorf("chunk %d: sequence would reach %d tokens, past the model's %d positions", i, end, m.Plan.Model.MaxPositions)
 		}
@@ -299,8 +323,8 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	st.Seqs = st.Seqs[:0]
 	st.Tokens = st.Tokens[:0]
 	st.Positions = st.Positions[:0]
-	rows := make([]int32, 0, R)
-	params := make([]float32, 0, 4*R)
+	rows := m.rowBuf[:0]
+	params := m.paramBuf[:0]
 	for _, c := range chunks {
 		row := len(st.Tokens)
 		st.Seqs = append(st.Seqs, targets.Seq{Row: row, N: len(c.Tokens), Pos: c.Seq.Len(), State: c.Seq.state})
@@ -316,6 +340,7 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	}
 	pr.params[pr.tokens] = targets.Tensor{I32: st.Tokens, Shape: []int{T}}
 	pr.params[pr.pos] = targets.Tensor{I32: st.Positions, Shape: []int{T}}
+	m.rowBuf, m.paramBuf = rows, params
 	pr.params[pr.rows] = targets.Tensor{I32: rows, Shape: []int{R}}
 	pr.params[pr.sample] = targets.Tensor{F32: params, Shape: []int{R, 4}}
 	pr.bind(T, R)

@@ -39,6 +39,9 @@ func usage() {
       Predict how a deployed plan (dic compile --spec) serves a workload on its target,
       rank by rank and step by step, with the target's cost model. Every figure is a
       prediction, labelled with the model that made it.
+  divm overhead plan.dip [--batch 256] [--steps 300]
+      Measure the VM's own time per decode step (scheduling, batch preparation,
+      sampling randoms, outputs) with every kernel replaced by a no-op.
   divm tokenize [--tokenizer DIR] [--decode]
       JSON strings, one per line, to {"ids":[...]} lines (or back with --decode).
 `)
@@ -59,6 +62,8 @@ func main() {
 		err = evalCmd(os.Args[2:], os.Stdout)
 	case "simulate":
 		err = simulateCmd(os.Args[2:], os.Stdout)
+	case "overhead":
+		err = overheadCmd(os.Args[2:], os.Stdout)
 	case "tokenize":
 		err = tokenizeCmd(os.Args[2:], os.Stdin, os.Stdout)
 	case "-h", "--help", "help":
