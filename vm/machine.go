@@ -33,7 +33,7 @@ type Machine struct {
 	stepNo   uint64
 	rowBuf   []int32
 	paramBuf []float32
-	step targets.Step
+	step     targets.Step
 }
 
 type operandRef struct {
@@ -60,15 +60,15 @@ type program struct {
 	bound     bool
 	boundDims [2]int // T, R of the last bind
 	paramUses []paramUse
-	p       *plan.Program
-	calls   []call
-	slotF32 [][]float32
-	slotI32 [][]int32
-	params  []targets.Tensor
-	tokens  int // param indices
-	pos     int
-	rows    int
-	sample  int
+	p         *plan.Program
+	calls     []call
+	slotF32   [][]float32
+	slotI32   [][]int32
+	params    []targets.Tensor
+	tokens    int // param indices
+	pos       int
+	rows      int
+	sample    int
 }
 
 // Load prepares a plan on its target with the given weights.
