@@ -16,6 +16,7 @@ func inspectCmd(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	weights := fs.Bool("weights", false, "list every weight of the manifest")
 	program := fs.String("program", "", "print the kernel calls of one phase (prefill or decode)")
+	heatmap := fs.String("heatmap", "", "draw the expert map of each role into this .png or .svg file")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -38,6 +39,15 @@ func inspectCmd(args []string, w io.Writer) error {
 	}
 	if *program != "" && p.Program(*program) == nil {
 		return fmt.Errorf("plan has no %q program", *program)
+	}
+	if *heatmap != "" {
+		files, err := writeHeatmaps(*heatmap, p)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			fmt.Fprintf(w, "expert map: %s\n", f)
+		}
 	}
 	return nil
 }
