@@ -52,16 +52,22 @@ func writeRole(w io.Writer, rr *RoleResult, model string) {
 	}
 	sort.Strings(bounds)
 	fmt.Fprintf(w, "  compute time by bound: %s\n", strings.Join(bounds, ", "))
-	fmt.Fprintf(w, "  kernels (share of compute time, or of communication time for collectives):\n")
-	for i, k := range rr.Kernels {
-		if i == 14 {
-			fmt.Fprintf(w, "    … %d more\n", len(rr.Kernels)-i)
+	fmt.Fprintf(w, "  compute kernels (share of compute time):\n")
+	shown := 0
+	for _, k := range rr.Kernels {
+		if k.Comm {
+			continue
+		}
+		if shown == 12 {
+			fmt.Fprintf(w, "    …\n")
 			break
 		}
-		kind := string(k.Bound) + "-bound"
+		fmt.Fprintf(w, "    %-40s %6.1f%%  %s-bound\n", k.Kernel, 100*k.Share, k.Bound)
+		shown++
+	}
+	for _, k := range rr.Kernels {
 		if k.Comm {
-			kind = "communication"
+			fmt.Fprintf(w, "  collective %-29s %6.1f%% of communication time\n", k.Kernel, 100*k.Share)
 		}
-		fmt.Fprintf(w, "    %-40s %6.1f%%  %s\n", k.Kernel, 100*k.Share, kind)
 	}
 }
