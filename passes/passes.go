@@ -58,14 +58,22 @@ type Result struct {
 }
 
 // Run runs the table over m.
-func Run(m *ir.Module, cfg *Config) ([]Result, error) {
+func Run(m *ir.Module, cfg *Config) (res []Result, err error) {
+	var dumps []dumped
 	if cfg.DumpDir != "" {
 		if err := os.MkdirAll(cfg.DumpDir, 0o755); err != nil {
 			return nil, err
 		}
-		if err := dump(cfg.DumpDir, 0, "input", m); err != nil {
+		d, err := dump(cfg.DumpDir, 0, "input", m)
+		if err != nil {
 			return nil, err
 		}
+		dumps = append(dumps, d)
+		defer func() {
+			if herr := writeHTML(cfg.DumpDir, dumps); err == nil {
+				err = herr
+			}
+		}()
 	}
 	var out []Result
 	for i, p := range Table {
@@ -85,9 +93,11 @@ func Run(m *ir.Module, cfg *Config) ([]Result, error) {
 			}
 		}
 		if cfg.DumpDir != "" {
-			if err := dump(cfg.DumpDir, i+1, p.Name, m); err != nil {
+			d, err := dump(cfg.DumpDir, i+1, p.Name, m)
+			if err != nil {
 				return out, err
 			}
+			dumps = append(dumps, d)
 		}
 	}
 	return out, nil
@@ -107,6 +117,9 @@ func runOne(p Pass, m *ir.Module, cfg *Config) (changed bool, err error) {
 	return changed, err
 }
 
-func dump(dir string, i int, name string, m *ir.Module) error {
-	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("%02d-%s.ir", i, name)), []byte(m.String()), 0o644)
+type dumped struct{ name, text string }
+
+func dump(dir string, i int, name string, m *ir.Module) (dumped, error) {
+	d := dumped{name: fmt.Sprintf("%02d-%s", i, name), text: m.String()}
+	return d, os.WriteFile(filepath.Join(dir, d.name+".ir"), []byte(d.text), 0o644)
 }

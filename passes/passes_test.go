@@ -117,6 +117,10 @@ func TestDumpAndErrors(t *testing.T) {
 	if len(names) != len(passes.Table)+1 {
 		t.Fatalf("dumps %v, want one per pass plus the input", names)
 	}
+	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil || !strings.Contains(string(page), "04-lower") || !strings.Contains(string(page), "no change") {
+		t.Fatalf("index.html missing or without its columns: %v", err)
+	}
 	last, _ := os.ReadFile(names[len(names)-1])
 	back, err := ir.Parse(string(last))
 	if err != nil || ir.Verify(back) != nil {
