@@ -9,8 +9,9 @@ import (
 )
 
 // Phases lowered for every model. Both take the same parameters:
-// tokens i32[T], positions i32[T], logit_rows i32[R] and sample_params f32[R,4], and
-// return logits f32[R,V] and one sampled token per row, i32[R].
+// tokens i32[T], positions i32[T], logit_rows i32[R], sample_params f32[R,4] and
+// sample_mask (grammar masks), and return logits f32[R,V] and one sampled token per
+// row, i32[R].
 // prefill takes any number of new tokens per sequence on top of its cache (chunked
 // prefill); decode takes exactly one token per sequence, which lets the target pick
 // single-query kernels.
@@ -98,6 +99,7 @@ func lowerPhase(m *ir.Module, c *ModelConfig, phase string) error {
 	l.pos = b.Param("positions", ir.T(ir.I32, ir.SymTokens))
 	rowsIn := b.Param("logit_rows", ir.T(ir.I32, ir.SymRows))
 	sampleIn := b.Param("sample_params", ir.T(ir.F32, ir.SymRows, 4))
+	maskIn := b.Param("sample_mask", ir.T(ir.I32, ir.SymRows, int(ir.MaskCols(int64(c.VocabSize)))))
 
 	emb := l.f32("model.embed_tokens.weight", c.VocabSize, c.Hidden)
 	x := b.Op1("embed", nil, l.tok, emb)
@@ -114,7 +116,7 @@ func lowerPhase(m *ir.Module, c *ModelConfig, phase string) error {
 		head = "model.embed_tokens.weight"
 	}
 	logits := b.Op1("lm_head", nil, h, rowsIn, l.f32(head, c.VocabSize, c.Hidden))
-	b.Return(logits, b.Op1("sample", nil, logits, sampleIn))
+	b.Return(logits, b.Op1("sample", nil, logits, sampleIn, maskIn))
 	return nil
 }
 

@@ -34,8 +34,8 @@ func init() {
 }
 
 func init() {
-	declare(&OpInfo{Name: "sample", MinArgs: 2, MaxArgs: 2, Results: 1,
-		Doc: "one token per logits row: sample(logits f32[R,V], params f32[R,4]) with params (temperature, top_p, top_k, u) per row: greedy at temperature 0, else the token where the kept probability mass passes u (vm/sampling)",
+	declare(&OpInfo{Name: "sample", MinArgs: 2, MaxArgs: 3, Results: 1,
+		Doc: "one token per logits row: sample(logits f32[R,V], params f32[R,4][, mask i32[R,1+2⌈V/64⌉]]) with params (temperature, top_p, top_k, u) per row: greedy at temperature 0, else the token where the kept probability mass passes u (vm/sampling); a mask row whose first word is non-zero restricts the row to the ids whose bits are set in the 64-bit words that follow (little-endian halves)",
 		Infer: func(a []Type, _ Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 2, "logits"); err != nil {
 				return nil, err
@@ -43,6 +43,15 @@ func init() {
 			if !a[1].Equal(T(F32, a[0].Shape[0], 4)) {
 				return fail("params: want f32[%s,4], have %s", a[0].Shape[0], a[1])
 			}
+			if len(a) == 3 {
+				if !a[2].Equal(T(I32, a[0].Shape[0], int(MaskCols(a[0].Last())))) {
+					return fail("mask: want i32[%s,%d], have %s", a[0].Shape[0], MaskCols(a[0].Last()), a[2])
+				}
+			}
 			return one(T(I32, a[0].Shape[0]))
 		}})
 }
+
+// MaskCols is the width of a sample mask row for a vocabulary of v ids: a flag word and
+// two int32 halves per 64-bit mask word.
+func MaskCols(v int64) int64 { return 1 + 2*((v+63)/64) }

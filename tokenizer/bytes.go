@@ -132,6 +132,17 @@ func (b Bytes) EncodeChat(msgs []Message, addGenerationPrompt bool) ([]int32, er
 	return b.Encode(sb.String(), true), nil
 }
 
+// TokenBytes is the byte an id stands for (nil for BOS and EOS).
+func (b Bytes) TokenBytes(id int32) []byte {
+	if id >= 0 && id < 256 {
+		return []byte{byte(id)}
+	}
+	return nil
+}
+
+// IsSpecial reports whether id is BOS or EOS.
+func (b Bytes) IsSpecial(id int32) bool { return id == b.BOSID || id == b.EOSID }
+
 // BOS implements Tokenizer.
 func (b Bytes) BOS() int32 { return b.BOSID }
 

@@ -28,6 +28,17 @@ type Request struct {
 	// Check, when set, sees every generated token after it is appended; returning true
 	// ends the request with finish "stop" (a stop string completed, say).
 	Check func(tok int32) bool
+	// Constraint, when set, restricts every sampled token (a grammar's matcher). Its
+	// mask must allow the stop token only where the output may end.
+	Constraint Constraint
+}
+
+// Constraint restricts the tokens a request may produce.
+type Constraint interface {
+	// FillMask sets the bits of the ids allowed next (⌈V/64⌉ words).
+	FillMask(mask []uint64) error
+	// Accept advances past a produced token.
+	Accept(tok int32) error
 }
 
 // Result is a finished request.
@@ -62,6 +73,9 @@ type active struct {
 	pending int32
 	forced  int
 	random  *rand.Rand
+	mask    []uint64
+	maskErr error
+	vocab   int
 	res     Result
 }
 
@@ -116,7 +130,7 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 			i := waiting[0]
 			waiting = waiting[1:]
 			r := &reqs[i]
-			running = append(running, &active{idx: i, req: r, seq: e.M.NewSequence(),
+			running = append(running, &active{idx: i, req: r, seq: e.M.NewSequence(), vocab: e.M.Plan.Model.Vocab,
 				res: Result{Index: i, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}})
 		}
 		var chunks []Chunk
@@ -177,6 +191,18 @@ func (a *active) chunk(tokens []int32, produces bool) Chunk {
 	c.Sample = sampling.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK}
 	if produces && a.req.Forced == nil {
 		c.Sample.U = a.rng().Float64()
+		if a.req.Constraint != nil {
+			if a.mask == nil {
+				a.mask = make([]uint64, (a.vocab+63)/64)
+			}
+			clear(a.mask)
+			if err := a.req.Constraint.FillMask(a.mask); err != nil {
+				a.maskErr = err
+			} else if !slices.ContainsFunc(a.mask, func(w uint64) bool { return w != 0 }) {
+				a.maskErr = fmt.Errorf("the grammar allows no token after %d generated (a dead end in the grammar)", len(a.res.Tokens))
+			}
+			c.Mask = a.mask
+		}
 	}
 	return c
 }
@@ -216,11 +242,21 @@ func (e *Engine) advance(a *active, c Chunk, o Output) bool {
 		return false
 	}
 	tok := o.Token
+	if a.maskErr != nil {
+		a.res.Err = fmt.Errorf("grammar: %w", a.maskErr)
+		return true
+	}
 	if slices.Contains(r.Stop, tok) {
 		a.res.Finish = "stop"
 		return true
 	}
 	a.res.Tokens = append(a.res.Tokens, tok)
+	if r.Constraint != nil {
+		if err := r.Constraint.Accept(tok); err != nil {
+			a.res.Err = fmt.Errorf("grammar refused token %d: %w", tok, err)
+			return true
+		}
+	}
 	if r.Check != nil && r.Check(tok) {
 		a.res.Finish = "stop"
 		return true

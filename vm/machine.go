@@ -33,6 +33,7 @@ type Machine struct {
 	stepNo   uint64
 	rowBuf   []int32
 	paramBuf []float32
+	maskBuf  []int32
 	step     targets.Step
 }
 
@@ -69,6 +70,7 @@ type program struct {
 	pos       int
 	rows      int
 	sample    int
+	mask      int // -1 when the program takes no grammar masks
 }
 
 // Load prepares a plan on its target with the given weights.
@@ -108,7 +110,7 @@ func Load(p *plan.Plan, w Weights) (*Machine, error) {
 }
 
 func (m *Machine) prepare(p *plan.Program) (*program, error) {
-	pr := &program{p: p, tokens: -1, pos: -1, rows: -1, sample: -1}
+	pr := &program{p: p, tokens: -1, pos: -1, rows: -1, sample: -1, mask: -1}
 	for i, pa := range p.Params {
 		switch pa.Name {
 		case "tokens":
@@ -119,6 +121,8 @@ func (m *Machine) prepare(p *plan.Program) (*program, error) {
 			pr.rows = i
 		case "sample_params":
 			pr.sample = i
+		case "sample_mask":
+			pr.mask = i
 		default:
 			return nil, fmt.Errorf("program %s: unknown parameter %q", p.Phase, pa.Name)
 		}
@@ -267,6 +271,9 @@ type Chunk struct {
 	AllLogits  bool
 	WantLogits bool
 	Sample     sampling.Params
+	// Mask, when set, restricts the sampled token to the ids whose bits are set (a
+	// grammar's mask: ⌈V/64⌉ words, bit i%64 of word i/64).
+	Mask []uint64
 }
 
 // Output is what a step returns for one chunk.
@@ -343,6 +350,17 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	m.rowBuf, m.paramBuf = rows, params
 	pr.params[pr.rows] = targets.Tensor{I32: rows, Shape: []int{R}}
 	pr.params[pr.sample] = targets.Tensor{F32: params, Shape: []int{R, 4}}
+	if pr.mask >= 0 {
+		if err := m.fillMasks(pr, chunks, R); err != nil {
+			return nil, err
+		}
+	} else {
+		for i, c := range chunks {
+			if c.Mask != nil {
+				return nil, fmt.Errorf("chunk %d: this plan's %s program cannot apply grammar masks", i, phase)
+			}
+		}
+	}
 	pr.bind(T, R)
 	if err := m.run(pr, st); err != nil {
 		for _, c := range chunks {
@@ -390,5 +408,39 @@ func (m *Machine) run(pr *program, st *targets.Step) error {
 			return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Kernel, err)
 		}
 	}
+	return nil
+}
+
+// fillMasks writes the mask parameter: per logits row a flag word, then the chunk's mask
+// as int32 halves. Only flags are rewritten for unmasked rows, so a step without masks
+// costs O(R).
+func (m *Machine) fillMasks(pr *program, chunks []Chunk, R int) error {
+	cols := int(ir.MaskCols(int64(m.Plan.Model.Vocab)))
+	if cap(m.maskBuf) < R*cols {
+		m.maskBuf = make([]int32, R*cols, 2*R*cols)
+	}
+	buf := m.maskBuf[:R*cols]
+	r := 0
+	for i, c := range chunks {
+		n := 1
+		if c.AllLogits {
+			n = len(c.Tokens)
+		}
+		for k := 0; k < n; k++ {
+			row := buf[(r+k)*cols : (r+k+1)*cols]
+			row[0] = 0
+			if c.Mask != nil && k == n-1 {
+				if len(c.Mask)*2 != cols-1 {
+					return fmt.Errorf("chunk %d: a mask of %d words for a vocabulary of %d", i, len(c.Mask), m.Plan.Model.Vocab)
+				}
+				row[0] = 1
+				for j, w := range c.Mask {
+					row[1+2*j], row[2+2*j] = int32(uint32(w)), int32(uint32(w>>32))
+				}
+			}
+		}
+		r += n
+	}
+	pr.params[pr.mask] = targets.Tensor{I32: buf, Shape: []int{R, cols}}
 	return nil
 }

@@ -198,14 +198,27 @@ func newSwiGLU(_, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
 // newSample draws one token per logits row (vm/sampling.Row, the VM's host sampler too).
 func newSample(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
 	v := int(args[0].Last())
+	cols := int(ir.MaskCols(int64(v)))
 	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
 		logits, params, out := a[0].F32, a[1].F32, r[0].I32
+		var mask []int32
+		if len(a) == 3 {
+			mask = a[2].I32
+		}
 		parallelFor(len(out), v, func(lo, hi int) {
 			var sc sampling.Scratch
 			for i := lo; i < hi; i++ {
 				p := params[4*i : 4*i+4]
+				var allowed func(int) bool
+				if mask != nil && mask[i*cols] != 0 {
+					words := mask[i*cols+1 : (i+1)*cols]
+					allowed = func(id int) bool {
+						w := uint32(words[2*(id>>6)+(id>>5&1)])
+						return w>>(id&31)&1 != 0
+					}
+				}
 				out[i] = int32(sampling.Row(logits[i*v:(i+1)*v], sampling.Params{Temperature: float64(p[0]),
-					TopP: float64(p[1]), TopK: int(p[2]), U: float64(p[3])}, nil, &sc))
+					TopP: float64(p[1]), TopK: int(p[2]), U: float64(p[3])}, allowed, &sc))
 			}
 		})
 		return nil
