@@ -129,3 +129,33 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 	})
 }
+
+// TestAccount checks the checkpoint accounting: without a deployment the manifest's
+// storage bytes; with one, a role whose placement drops an expert holds that much less.
+func TestAccount(t *testing.T) {
+	p := embeddedPlan(t)
+	h := p.Account()
+	var want int64
+	for i := range p.Weights {
+		b, _ := p.Weights[i].StorageBytes()
+		want += b
+	}
+	if h.Bytes != want || h.Tensors != len(p.Weights) || len(h.Roles) != 0 {
+		t.Fatalf("account %+v, want %d bytes in %d tensors", h, want, len(p.Weights))
+	}
+	// every expert of layer 1 placed but expert 3, on 2 ranks
+	phy := []int{0, 1, 2, 4, 5, 6, 7, 0}
+	p.Deployment = &plan.Deployment{Roles: []plan.Role{{Name: "decode", DP: 2, EP: 2, CP: 1, TP: 1,
+		Placement: []plan.LayerPlacement{{Layer: 1, Phy2Log: phy}}}}}
+	r := p.Account().Roles[0]
+	var expert3 int64
+	for i := range p.Weights {
+		if strings.HasPrefix(p.Weights[i].Name, "model.layers.1.ffn.experts.3.") {
+			b, _ := p.Weights[i].StorageBytes()
+			expert3 += b
+		}
+	}
+	if r.Missing != 1 || r.Bytes() != want-expert3 || expert3 == 0 {
+		t.Fatalf("role holdings %+v (%d bytes), want %d missing expert and %d bytes", r, r.Bytes(), 1, want-expert3)
+	}
+}

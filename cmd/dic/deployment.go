@@ -18,9 +18,15 @@ var memoryLines = []struct{ item, label string }{
 }
 
 func writeDeployment(w io.Writer, p *plan.Plan) {
+	h := p.Account()
+	fmt.Fprintf(w, "checkpoint: %d tensors, %s at storage formats\n", h.Tensors, humanBytes(h.Bytes))
 	d := p.Deployment
 	if d == nil {
 		return
+	}
+	for _, r := range h.Roles {
+		fmt.Fprintf(w, "  held by role %s's ranks, each tensor once: %s (%.2f%% of the checkpoint; replicated %s, experts %s, sharded tables %s); %d tensors; %d routed experts unplaced\n",
+			r.Role, humanBytes(r.Bytes()), 100*float64(r.Bytes())/float64(max(h.Bytes, 1)), humanBytes(r.Shared), humanBytes(r.Experts), humanBytes(r.Sharded), r.Tensors, r.Missing)
 	}
 	for i := range d.Roles {
 		writeRole(w, &d.Roles[i])
