@@ -41,9 +41,7 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			return nil, fmt.Errorf("stopped after %d steps with %d of %d requests finished", step, finished, w.Requests)
 		}
 		refill()
-		var worst, worstCompute float64
-		var worstStatic, worstDynamic *stepPrice
-		var bsum, tsum, busy int
+		var slow slowest
 		for _, st := range ranks {
 			// admit while the batch and the KV (the prompt already prefilled) allow
 			for len(st.waiting) > 0 && len(st.running) < role.MaxNumSeqs {
@@ -61,33 +59,24 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			if b == 0 {
 				continue
 			}
-			busy++
 			var ctx float64
 			for _, r := range st.running {
 				ctx += float64(r.ctx)
 			}
 			T := b * (1 + gamma)
-			static, dynamic, err := pr.price(stepShape{T: T, R: T, Ctx: ctx / float64(b)})
-			if err != nil {
+			if err := slow.rank(pr, stepShape{T: T, R: T, Ctx: ctx / float64(b)}, w.overlap(), b); err != nil {
 				return nil, err
 			}
-			compute := static.ComputeUS + dynamic.ComputeUS
-			t := stepTime(compute, static.CommUS+dynamic.CommUS, w.overlap(), static.MoELayers)
-			if t > worst {
-				worst, worstCompute, worstStatic, worstDynamic = t, compute, static, dynamic
-			}
-			bsum += b
-			tsum += T
 		}
-		if busy == 0 {
+		if slow.busy == 0 {
 			if w.Rate > 0 && g.made < w.Requests {
 				clock = g.next // idle until the next arrival
 				continue
 			}
 			return nil, fmt.Errorf("no request could start: a single prompt needs more KV than a rank has")
 		}
-		acc.add(role.Name, clock, worstStatic, worstDynamic, worst, worstCompute, bsum/busy, tsum/busy)
-		clock += worst / 1e6
+		slow.record(acc, role.Name, clock)
+		clock += slow.us / 1e6
 		for _, st := range ranks {
 			kept := st.running[:0]
 			for _, r := range st.running {
@@ -209,9 +198,7 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 				}
 			}
 		}
-		var worst, worstCompute float64
-		var worstStatic, worstDynamic *stepPrice
-		var bsum, tsum, busy int
+		var slow slowest
 		type chunk struct {
 			r *request
 			n int
@@ -235,28 +222,19 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			if T == 0 {
 				continue
 			}
-			busy++
-			static, dynamic, err := pr.price(stepShape{T: T, R: seqs, Ctx: pos / float64(T)})
-			if err != nil {
+			if err := slow.rank(pr, stepShape{T: T, R: seqs, Ctx: pos / float64(T)}, w.overlap(), seqs); err != nil {
 				return nil, err
 			}
-			compute := static.ComputeUS + dynamic.ComputeUS
-			t := stepTime(compute, static.CommUS+dynamic.CommUS, w.overlap(), static.MoELayers)
-			if t > worst {
-				worst, worstCompute, worstStatic, worstDynamic = t, compute, static, dynamic
-			}
-			bsum += seqs
-			tsum += T
 		}
-		if busy == 0 {
+		if slow.busy == 0 {
 			if w.Rate > 0 && g.made < w.Requests {
 				clock = g.next
 				continue
 			}
 			return nil, fmt.Errorf("no prompt could be scheduled")
 		}
-		acc.add(role.Name, clock, worstStatic, worstDynamic, worst, worstCompute, bsum/busy, tsum/busy)
-		clock += worst / 1e6
+		slow.record(acc, role.Name, clock)
+		clock += slow.us / 1e6
 		for i, st := range ranks {
 			for _, c := range plans[i] {
 				c.r.fed += c.n
@@ -285,4 +263,32 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 		return nil, err
 	}
 	return rr, nil
+}
+
+// slowest tracks a lockstep step's slowest rank and the ranks' mean batch.
+type slowest struct {
+	us, compute          float64
+	static, dynamic      *stepPrice
+	busy, seqSum, tokSum int
+}
+
+// rank prices one rank's step and keeps it if it is the slowest so far.
+func (s *slowest) rank(pr *pricer, shape stepShape, overlap bool, seqs int) error {
+	static, dynamic, err := pr.price(shape)
+	if err != nil {
+		return err
+	}
+	compute := static.ComputeUS + dynamic.ComputeUS
+	t := stepTime(compute, static.CommUS+dynamic.CommUS, overlap, static.MoELayers)
+	if t > s.us {
+		s.us, s.compute, s.static, s.dynamic = t, compute, static, dynamic
+	}
+	s.busy++
+	s.seqSum += seqs
+	s.tokSum += shape.T
+	return nil
+}
+
+func (s *slowest) record(acc *accumulator, role string, clock float64) {
+	acc.add(role, clock, s.static, s.dynamic, s.us, s.compute, s.seqSum/s.busy, s.tokSum/s.busy)
 }

@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/deploy"
+	_ "deepinfer/targets/all"
+	"deepinfer/targets/cost"
+)
+
+const spec = `target: sm100
+topology: {nodes: 1, devices_per_node: 4}
+roles:
+  prefill: {dp: 2, ep: 2, max_num_seqs: 8, max_model_len: 8192, max_num_batched_tokens: 2048}
+  decode: {dp: 2, ep: 2, max_num_seqs: 32, max_model_len: 8192, max_num_batched_tokens: 64}
+experts: {num_redundant: 2, policy: default, synthetic: "zipf:1.2"}
+`
+
+func simulate(t *testing.T, workload string) *Result {
+	t.Helper()
+	w, err := ReadWorkload(workload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return simulateW(t, w)
+}
+
+func simulateW(t *testing.T, w *Workload) *Result {
+	t.Helper()
+	s, err := deploy.Parse([]byte(spec), "spec.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := compiler.Compile(compiler.Options{Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.For("sm100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(Options{Plan: out.Plan, Workload: w, Model: m.WithLaunch(cost.Device)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func role(r *Result, name string) *RoleResult {
+	for i := range r.Roles {
+		if r.Roles[i].Role == name {
+			return &r.Roles[i]
+		}
+	}
+	return nil
+}
+
+func TestConservationAndLatency(t *testing.T) {
+	r := simulate(t, "concurrency_per_rank=8,requests=64,input_len=fixed:300,output_len=fixed:20,seed=3")
+	d, p := role(r, "decode"), role(r, "prefill")
+	if d.Requests != 64 || d.TokensOut != 64*20 || d.TokensIn != 64*300 {
+		t.Fatalf("decode served %d requests, %d out, %d in", d.Requests, d.TokensOut, d.TokensIn)
+	}
+	if p.Requests != 64 || p.TokensIn != 64*300 {
+		t.Fatalf("prefill served %d requests, %d tokens", p.Requests, p.TokensIn)
+	}
+	// with fixed lengths every step of a full batch costs the same: TPOT is the step time
+	if math.Abs(d.TPOT.P50-d.StepMS.P50) > 0.05*d.StepMS.P50 {
+		t.Errorf("TPOT p50 %.3f ms is not the step time %.3f ms", d.TPOT.P50, d.StepMS.P50)
+	}
+	if p.TTFT.P50 <= 0 || p.TTFT.Max < p.TTFT.P50 {
+		t.Errorf("TTFT %+v", p.TTFT)
+	}
+	var buf bytes.Buffer
+	WriteReport(&buf, r)
+	if !strings.Contains(buf.String(), "SIMULATED with cost model sm100") || !strings.Contains(buf.String(), "predictions, not measurements") {
+		t.Errorf("report is not labelled as a simulation:\n%s", buf.String())
+	}
+}
+
+func TestBatchingRaisesThroughput(t *testing.T) {
+	small := role(simulate(t, "concurrency_per_rank=2,requests=32,input_len=fixed:256,output_len=fixed:32"), "decode")
+	large := role(simulate(t, "concurrency_per_rank=16,requests=32,input_len=fixed:256,output_len=fixed:32"), "decode")
+	if !(large.TokensPerSecPerDevice > 2*small.TokensPerSecPerDevice) {
+		t.Errorf("8× the batch gives %.0f vs %.0f tokens/s per device", large.TokensPerSecPerDevice, small.TokensPerSecPerDevice)
+	}
+	if !(large.StepMS.P50 > small.StepMS.P50) {
+		t.Errorf("a larger batch should take longer per step: %.3f vs %.3f ms", large.StepMS.P50, small.StepMS.P50)
+	}
+}
+
+func TestOverlapAndSpeculation(t *testing.T) {
+	if got := stepTime(10, 4, false, 4); got != 14 {
+		t.Errorf("serial step %g", got)
+	}
+	if got := stepTime(10, 4, true, 4); got != 10.5 {
+		t.Errorf("overlapped step %g, want max + fill (10 + 4/8)", got)
+	}
+	base := role(simulate(t, "concurrency_per_rank=8,requests=32,input_len=fixed:256,output_len=fixed:64"), "decode")
+	if base.Speedup != 0 {
+		t.Errorf("speedup reported without speculation")
+	}
+	// every step accepts both drafts: three tokens per step for the price of verifying three
+	w, err := ReadWorkload("concurrency_per_rank=8,requests=32,input_len=fixed:256,output_len=fixed:64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Acceptance = []float64{0, 0, 1}
+	spec := role(simulateW(t, w), "decode")
+	if !(spec.Speedup > 1 && spec.Speedup < 3) {
+		t.Errorf("speedup %.2f with two drafts always accepted; want between 1 and 3", spec.Speedup)
+	}
+	if spec.Steps >= base.Steps || spec.TokensOut != base.TokensOut {
+		t.Errorf("speculation: %d steps for %d tokens, plain: %d steps for %d", spec.Steps, spec.TokensOut, base.Steps, base.TokensOut)
+	}
+}
+
+func TestWorkloadErrors(t *testing.T) {
+	for _, bad := range []string{
+		"requests=4,input_len=fixed:1,output_len=fixed:1",
+		"concurrency_per_rank=2,rate=3,requests=4,input_len=fixed:1,output_len=fixed:1",
+		"concurrency_per_rank=2,requests=4,input_len=poisson:3,output_len=fixed:1",
+		"concurrency_per_rank=2,requests=4,input_len=uniform:9:3,output_len=fixed:1",
+		"concurrency_per_rank=2,requests=4,input_len=fixed:1,output_len=fixed:1,colour=red",
+	} {
+		if _, err := ReadWorkload(bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
