@@ -15,6 +15,9 @@ func lowerToKernels(m *ir.Module, cfg *Config) (bool, error) {
 	changed := false
 	for _, f := range m.Funcs {
 		for _, in := range f.Body {
+			if _, fused := in.Attrs.Int("fusion"); fused {
+				continue // the fusion pass named the group's kernel
+			}
 			k, ok := cfg.Target.Kernel(in.Op, f.Name)
 			if !ok {
 				return false, fmt.Errorf("target %s has no kernel for op %s in phase %s", cfg.Target.Name(), in.Op, f.Name)

@@ -45,6 +45,7 @@ var Table = []Pass{
 	{"shard", shard, "rewrite each phase for its deployment role: expert-parallel dispatch/combine, context-parallel gathers"},
 	{"place", placeExperts, "place each MoE layer's experts (and redundant replicas) on the expert-parallel ranks"},
 	{"dce", deadCode, "remove pure instructions whose results are never used"},
+	{"fuse", fuse, "group single-use chains the target runs as one kernel (rules from the target)"},
 	{"lower", lowerToKernels, "pick the target kernel of every instruction, per phase"},
 	{"memplan", arenaPlan, "assign every value to an arena slot by liveness"},
 	{"memory", memoryPlan, "prove each role fits its devices: weights, arena, workspaces, KV capacity"},

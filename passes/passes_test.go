@@ -2,6 +2,7 @@ package passes_test
 
 import (
 	"os"
+	"slices"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,7 +10,9 @@ import (
 	"deepinfer/compiler"
 	"deepinfer/ir"
 	"deepinfer/passes"
+	"deepinfer/targets"
 	"deepinfer/targets/cpu"
+	"deepinfer/targets/sm100"
 )
 
 func lowered(t *testing.T) *ir.Module {
@@ -118,7 +121,7 @@ func TestDumpAndErrors(t *testing.T) {
 		t.Fatalf("dumps %v, want one per pass plus the input", names)
 	}
 	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
-	if err != nil || !strings.Contains(string(page), "04-lower") || !strings.Contains(string(page), "no change") {
+	if err != nil || !strings.Contains(string(page), "-lower") || !strings.Contains(string(page), "no change") {
 		t.Fatalf("index.html missing or without its columns: %v", err)
 	}
 	last, _ := os.ReadFile(names[len(names)-1])
@@ -139,3 +142,60 @@ func TestDumpAndErrors(t *testing.T) {
 type noKernels struct{ cpu.Target }
 
 func (noKernels) Kernel(op, phase string) (string, bool) { return "", op != "rope" }
+
+// TestFuseGroupsChains runs the pipeline for a target with fusion rules and checks every
+// group: a chain of the rule's ops, each link's result used only by the next, all members
+// lowered to the rule's kernel.
+func TestFuseGroupsChains(t *testing.T) {
+	m := lowered(t)
+	if _, err := passes.Run(m, &passes.Config{Target: sm100.Target, Verify: true}); err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]targets.Fusion{}
+	for _, r := range targets.DeepSeekFusions {
+		rules[r.Kernel] = r
+	}
+	for _, f := range m.Funcs {
+		uses := f.Uses()
+		groups := map[int64][]*ir.Instr{}
+		for _, in := range f.Body {
+			if g, ok := in.Attrs.Int("fusion"); ok {
+				groups[g] = append(groups[g], in)
+			}
+		}
+		if len(groups) == 0 {
+			t.Fatalf("%s: no fusion groups", f.Name)
+		}
+		for g, members := range groups {
+			k, _ := members[0].Attrs.Str("kernel")
+			rule, ok := rules[k]
+			if !ok || len(rule.Ops) != len(members) {
+				t.Fatalf("group %d: kernel %q with %d members", g, k, len(members))
+			}
+			for i, in := range members {
+				if in.Op != rule.Ops[i] {
+					t.Fatalf("group %d member %d is %s, rule wants %s", g, i, in.Op, rule.Ops[i])
+				}
+				if kk, _ := in.Attrs.Str("kernel"); kk != k {
+					t.Fatalf("group %d member %d lowered to %s, not %s", g, i, kk, k)
+				}
+				if i+1 < len(members) {
+					r := in.Results[0]
+					if uses[r] != 1 || !slices.Contains(members[i+1].Args, r) {
+						t.Fatalf("group %d: link %d's result is not used once, by the next link", g, i)
+					}
+				}
+			}
+		}
+	}
+	// the cpu target has no rules: nothing changes
+	res, err := passes.Run(lowered(t), &passes.Config{Target: cpu.Target{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Name == "fuse" && r.Changed {
+			t.Fatal("fuse changed a module for a target without rules")
+		}
+	}
+}

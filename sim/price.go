@@ -46,6 +46,7 @@ type pricer struct {
 	prog       *plan.Program
 	imbalance  float64 // max/mean expert load over ranks
 	layer      []int   // per instruction: the model layer it belongs to (-1: embedding or head)
+	groupSize  map[int64]int // fusion group → its elementwise members
 	static     map[[2]int]*stepPrice
 	dynamic    map[[2]int]*stepPrice
 	activation int // bytes per activation element on the device
@@ -58,6 +59,12 @@ func newPricer(m *cost.Model, p *plan.Plan, prog *plan.Program, balancedness flo
 	}
 	pr := &pricer{m: m, p: p, prog: prog, imbalance: imb, static: map[[2]int]*stepPrice{},
 		dynamic: map[[2]int]*stepPrice{}, activation: 2}
+	pr.groupSize = map[int64]int{}
+	for i := range prog.Instrs {
+		if g, ok := prog.Instrs[i].Attrs.Int("fusion"); ok && fusedAway(prog.Instrs[i].Op) {
+			pr.groupSize[g]++
+		}
+	}
 	cur := -1
 	for i := range prog.Instrs {
 		in := &prog.Instrs[i]
@@ -147,12 +154,38 @@ func (pr *pricer) price(s stepShape) (static, dynamic *stepPrice, err error) {
 
 func (pr *pricer) priceSome(s stepShape, dyn bool) (*stepPrice, error) {
 	sp := &stepPrice{}
+	type pending struct {
+		bytes int64
+		seen  int
+	}
+	groups := map[int64]*pending{}
 	for i := range pr.prog.Instrs {
 		in := &pr.prog.Instrs[i]
 		if ctxDependent(in.Op) != dyn {
 			continue
 		}
-		calls, err := pr.instr(in, s)
+		var calls []kernelCall
+		var err error
+		if g, ok := in.Attrs.Int("fusion"); ok && fusedAway(in.Op) {
+			// a fused chain's elementwise links move only the chain's own inputs and
+			// output: priced once, as one kernel, when its last link is reached
+			p := groups[g]
+			if p == nil {
+				p = &pending{}
+				groups[g] = p
+				p.bytes += int64(pr.elems(in.ArgTypes[:1], s) * pr.activation)
+			}
+			p.seen++
+			if p.seen < pr.groupSize[g] {
+				continue
+			}
+			p.bytes += int64(pr.elems(in.ResultTypes, s) * pr.activation)
+			var c kernelCall
+			c, err = pr.predict(in, cost.Kernel{Op: "elementwise", DType: "bf16", M: int(p.bytes) / pr.activation, Bytes: p.bytes})
+			calls = []kernelCall{c}
+		} else {
+			calls, err = pr.instr(in, s)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("instr %d (%s): %w", i, in.Op, err)
 		}
@@ -210,6 +243,27 @@ func colsOf(t ir.Type) int {
 	n := 1
 	for _, d := range t.Shape[1:] {
 		n *= int(d.N)
+	}
+	return n
+}
+
+// fusedAway reports whether an op, inside a fusion group, costs no memory traffic of its
+// own (a memory-bound epilogue or prologue).
+func fusedAway(op string) bool {
+	switch op {
+	case "rmsnorm", "rope", "hc_collapse", "hc_expand", "hc_init", "add", "swiglu":
+		return true
+	}
+	return false
+}
+
+// elems counts the elements of the step-shaped tensors among ts.
+func (pr *pricer) elems(ts []ir.Type, s stepShape) int {
+	n := 0
+	for _, t := range ts {
+		if t.DType != ir.State && len(t.Shape) > 0 && t.Shape[0].Sym != "" {
+			n += rowsOf(t, s) * colsOf(t)
+		}
 	}
 	return n
 }

@@ -11,6 +11,8 @@ type Described struct {
 	// DecodeCatalog.
 	Catalog       map[string]string
 	DecodeCatalog map[string]string
+	// FusionRules are the chains the target runs as one kernel.
+	FusionRules []Fusion
 }
 
 // Name implements Target.

@@ -1,0 +1,9 @@
+package ir
+
+// The fusion pass groups single-use chains of instructions that a target runs as one
+// kernel. A group keeps its instructions (so the IR stays verifiable and a target
+// without the fused kernel can still run them one by one); each member carries the
+// group's number in "fusion", and lowering names the fused kernel on every member.
+func init() {
+	passAttrs = append(passAttrs, AttrSpec{"fusion", AInt, false})
+}
