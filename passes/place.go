@@ -17,8 +17,8 @@ const placeSeed = 20261130
 // each physical slot of each MoE layer holds (placement.Place with the spec's policy:
 // DeepSeek's eplb, or ours), from the spec's expert loads — a file of per-layer token
 // counts, a synthetic distribution, or uniform. Slot s of a layer lives on rank
-// s / (replicas / ep). Groups default to the node count, which makes the placement
-// hierarchical (a group's experts stay in one node) when the experts split evenly.
+// s / (replicas / ep). Without experts.groups in the spec placement is global (V4 routes
+// without expert groups); with it, hierarchical when the groups split over the nodes.
 func placeExperts(m *ir.Module, cfg *Config) (bool, error) {
 	if cfg.Spec == nil {
 		return false, nil
@@ -73,12 +73,12 @@ func problem(s *deploy.Spec, role *deploy.Role, experts int) placement.Problem {
 	if role.EP > per && role.EP%per == 0 {
 		nodes = role.EP / per
 	}
+	// DeepSeek-V4 and V4.1 route without expert groups (no n_group in their configs),
+	// so the default is one group: the global policy. A spec sets groups for
+	// hierarchical placement.
 	groups := s.Experts.Groups
 	if groups == 0 {
 		groups = 1
-		if experts%nodes == 0 {
-			groups = nodes
-		}
 	}
 	return placement.Problem{Replicas: experts + s.Experts.NumRedundant, Groups: groups, Nodes: nodes, GPUs: role.EP}
 }
