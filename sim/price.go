@@ -44,8 +44,8 @@ type pricer struct {
 	m          *cost.Model
 	p          *plan.Plan
 	prog       *plan.Program
-	imbalance  float64 // max/mean expert load over ranks
-	layer      []int   // per instruction: the model layer it belongs to (-1: embedding or head)
+	imbalance  float64       // max/mean expert load over ranks
+	layer      []int         // per instruction: the model layer it belongs to (-1: embedding or head)
 	groupSize  map[int64]int // fusion group → its elementwise members
 	static     map[[2]int]*stepPrice
 	dynamic    map[[2]int]*stepPrice
