@@ -34,6 +34,8 @@ type Options struct {
 	Log      io.Writer
 	// Spec is the deployment to plan for; nil plans both phases for one device.
 	Spec *deploy.Spec
+	// Replay overrides the SWA bounded-replay settings (passes.Config.Replay).
+	Replay *passes.Replay
 }
 
 // Output is a compilation's result.
@@ -77,7 +79,8 @@ func Compile(opts Options) (*Output, error) {
 			return nil, fmt.Errorf("verifier after lowering: %w", err)
 		}
 	}
-	out.Passes, err = passes.Run(m, &passes.Config{Target: tgt, Verify: opts.Verify, DumpDir: opts.DumpDir, Log: opts.Log, Spec: opts.Spec})
+	kv := KVLayoutFor(m, cfg)
+	out.Passes, err = passes.Run(m, &passes.Config{Target: tgt, Verify: opts.Verify, DumpDir: opts.DumpDir, Log: opts.Log, Spec: opts.Spec, Replay: opts.Replay, KV: &kv})
 	if err != nil {
 		return out, err // the module shows how far planning got (dic explain prints it)
 	}
@@ -113,7 +116,10 @@ func checkCheckpoint(dir string, p *plan.Plan) (bool, error) {
 	}
 	defer ck.Close()
 	for i := range p.Weights {
-		if _, err := p.Weights[i].Locate(ck, dir); err != nil {
+		if p.Weights[i].Init.Kind == plan.InitTokenMap {
+			continue // derived from tokenizer.json at load time
+		}
+		if _, err := p.Weights[i].LocateStored(ck, dir); err != nil {
 			return false, err
 		}
 	}
@@ -128,6 +134,9 @@ func Emit(m *ir.Module, cfg *ModelConfig, target string, embedded bool) (*plan.P
 	for _, l := range cfg.Layers {
 		p.Model.Layers = append(p.Model.Layers, plan.Layer{Attn: l.Attn.String(), Ratio: l.CompressRatio, MLP: l.MLP.String()})
 	}
+	if cfg.V41 != nil {
+		p.Model.Layers, p.Model.DSpark, p.Model.Vision = modelV41(cfg) // emit_v41.go
+	}
 	p.Source = plan.WeightSource{Kind: plan.SourceCheckpoint}
 	if embedded {
 		p.Source = plan.WeightSource{Kind: plan.SourceSeeded, Seed: EmbeddedSeed}
@@ -141,9 +150,15 @@ func Emit(m *ir.Module, cfg *ModelConfig, target string, embedded bool) (*plan.P
 			pw.Init = embeddedInit(w.Name, pw.Shape)
 		}
 		pw.Storage = w.Storage
+		if w.Name == EngramTokenMap {
+			pw.Init = plan.Init{Kind: plan.InitTokenMap}
+		}
 		p.Weights = append(p.Weights, pw)
 	}
 	p.KV = kvLayout(m, cfg)
+	if cfg.V41 != nil {
+		p.KV = kvLayoutV41(cfg)
+	}
 	for _, f := range m.Funcs {
 		pr, err := emitFunc(f)
 		if err != nil {

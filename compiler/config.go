@@ -119,6 +119,9 @@ type ModelConfig struct {
 	NumMTP          int
 	Layers          []LayerSpec
 	Quant           *Quant
+	// V41 holds what only deepseek_v41 has (CED/CSA2 roles, Engram, DSpark, vision);
+	// nil for deepseek_v4.
+	V41 *V41Config
 
 	// Hash is the sha256 of the canonical (key-sorted) JSON the config was read from.
 	Hash string
@@ -175,9 +178,9 @@ func ParseConfig(data []byte, file string) (*ModelConfig, error) {
 	case "":
 		return nil, &ConfigError{File: file, Field: "model_type", Msg: "missing"}
 	case "deepseek_v41":
-		return nil, &ConfigError{File: file, Field: "model_type", Msg: `"deepseek_v41" is not supported by this build yet (only "deepseek_v4")`}
+		return parseV41(raw, file) // config_v41.go
 	default:
-		return nil, &ConfigError{File: file, Field: "model_type", Msg: fmt.Sprintf("%q is not a DeepSeek-V4 model (want \"deepseek_v4\")", mt)}
+		return nil, &ConfigError{File: file, Field: "model_type", Msg: fmt.Sprintf("%q is not a DeepSeek-V4 model (want \"deepseek_v4\" or \"deepseek_v41\")", mt)}
 	}
 	c := &ModelConfig{ModelType: mt, Path: file}
 	c.VocabSize = r.posInt("vocab_size", 129280)

@@ -23,6 +23,9 @@ const (
 // Lower builds the IR module of a deepseek_v4 model: one function per phase.
 // Weight names are the checkpoint names transformers writes (MODEL.md §1).
 func Lower(c *ModelConfig) (*ir.Module, error) {
+	if c.V41 != nil {
+		return lowerV41(c) // lower_v41.go
+	}
 	m := ir.NewModule(c.ModelType)
 	attn := make([]int64, len(c.Layers))
 	ratio := make([]int64, len(c.Layers))

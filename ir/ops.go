@@ -150,8 +150,10 @@ func init() {
 			return one(T(F32, a[0].Shape[0], Dim{N: n}, a[0].Shape[1]))
 		}})
 	declare(&OpInfo{Name: "hc_mix", MinArgs: 4, MaxArgs: 4, Results: 3,
-		Attrs: []AttrSpec{{"norm_eps", AFloat, true}, {"eps", AFloat, true}, {"iters", AInt, true}},
-		Doc:   "mHC mixes: hc_mix(streams[T,n,D], fn[(2+n)n,nD], base[(2+n)n], scale[3]) -> pre[T,n], post[T,n], comb[T,n,n] (Sinkhorn-projected)",
+		Attrs: []AttrSpec{{"norm_eps", AFloat, true}, {"eps", AFloat, true}, {"iters", AInt, true},
+			{"numerics", AStr, false}, {"keep", AInt, false}},
+		Doc: "mHC mixes: hc_mix(streams[T,n,D], fn[(2+n)n,nD], base[(2+n)n], scale[3]) -> pre[T,n], post[T,n], comb[T,n,n] (Sinkhorn-projected); " +
+			"numerics \"v41\" in the V4.1 reference's fp32 order (keep: the rows are each sequence's replay tail)",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 3, "streams"); err != nil {
 				return nil, err
@@ -185,7 +187,8 @@ func init() {
 			return one(T(F32, a[0].Shape[0], a[0].Shape[2]))
 		}})
 	declare(&OpInfo{Name: "hc_expand", MinArgs: 4, MaxArgs: 4, Results: 1,
-		Doc: "mHC post+comb: hc_expand(streams[T,n,D], out[T,D], post[T,n], comb[T,n,n]) -> post⊗out + combᵀ·streams",
+		Attrs: []AttrSpec{{"numerics", AStr, false}},
+		Doc:   "mHC post+comb: hc_expand(streams[T,n,D], out[T,D], post[T,n], comb[T,n,n]) -> post⊗out + combᵀ·streams (numerics \"v41\": combᵀ·streams summed first, in fp32)",
 		Infer: func(a []Type, _ Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 3, "streams"); err != nil {
 				return nil, err
@@ -216,8 +219,8 @@ func init() {
 			return one(T(F32, a[0].Shape[0], a[0].Shape[2]))
 		}})
 	declare(&OpInfo{Name: "rmsnorm", MinArgs: 1, MaxArgs: 2, Results: 1,
-		Attrs: []AttrSpec{{"eps", AFloat, true}, {"group", AInt, false}},
-		Doc:   "RMSNorm over chunks of `group` elements (default: the last dim), weighted when a weight is given",
+		Attrs: []AttrSpec{{"eps", AFloat, true}, {"group", AInt, false}, {"numerics", AStr, false}},
+		Doc:   "RMSNorm over chunks of `group` elements (default: the last dim), weighted when a weight is given (numerics \"v41\": fp32 statistics in the V4.1 reference's order)",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 2, "x"); err != nil {
 				return nil, err
@@ -434,8 +437,10 @@ func init() {
 			return []Type{T(F32, t, int(k)), T(I32, t, int(k))}, nil
 		}})
 	declare(&OpInfo{Name: "moe_experts", MinArgs: 6, MaxArgs: -1, Results: 1,
-		Attrs: []AttrSpec{{"experts", AInt, true}, {"limit", AFloat, true}, {"ranks", AInt, false}, {"local_slots", AInt, false}},
-		Doc:   "routed experts (with ranks > 1, each rank runs local_slots expert replicas chosen by the plan's expert map): moe_experts(x, weights, ids, w1[E]..., w2[E]..., w3[E]...) -> Σ_k weight_k · w2·(silu(clamp(w1·x))·clamp(w3·x))",
+		Attrs: []AttrSpec{{"experts", AInt, true}, {"limit", AFloat, true}, {"ranks", AInt, false}, {"local_slots", AInt, false},
+			{"numerics", AStr, false}},
+		Doc: "routed experts (with ranks > 1, each rank runs local_slots expert replicas chosen by the plan's expert map): moe_experts(x, weights, ids, w1[E]..., w2[E]..., w3[E]...) -> Σ_k weight_k · w2·(silu(clamp(w1·x))·clamp(w3·x)); " +
+			"numerics \"v41\" computes as the V4.1 reference does (MXFP8 activations, bf16 results, the weight applied before w2, experts summed in id order)",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			e := intAttr(at, "experts")
 			if e <= 0 || int64(len(a)) != 3+3*e {

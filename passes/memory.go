@@ -7,6 +7,7 @@ import (
 
 	"deepinfer/deploy"
 	"deepinfer/ir"
+	"deepinfer/vm/kvcache"
 )
 
 // MemoryItems are the per-rank quantities the memory pass records, in bytes unless
@@ -63,7 +64,7 @@ func memoryPlan(m *ir.Module, cfg *Config) (bool, error) {
 		if role == nil {
 			continue
 		}
-		r, err := rankMemory(m, f, role, cfg.Spec, hw.HBMGiB*(1<<30), hw.ActivationBytes)
+		r, err := rankMemory(m, f, role, cfg.Spec, cfg.KV, hw.HBMGiB*(1<<30), hw.ActivationBytes)
 		if err != nil {
 			return false, err
 		}
@@ -82,7 +83,7 @@ func memoryPlan(m *ir.Module, cfg *Config) (bool, error) {
 
 type memory map[string]int64
 
-func rankMemory(m *ir.Module, f *ir.Func, role *deploy.Role, spec *deploy.Spec, deviceBytes float64, actBytes int) (memory, error) {
+func rankMemory(m *ir.Module, f *ir.Func, role *deploy.Role, spec *deploy.Spec, kv *kvcache.Layout, deviceBytes float64, actBytes int) (memory, error) {
 	r := memory{}
 	r["device"] = int64(deviceBytes)
 	r["usable"] = int64(deviceBytes * spec.KVCache.MemoryFraction)
@@ -177,7 +178,13 @@ func rankMemory(m *ir.Module, f *ir.Func, role *deploy.Role, spec *deploy.Spec, 
 	// KV: compressed caches grow per token; window rings and compressor buffers are a
 	// fixed cost per request.
 	window, entry, index := kvFormats(spec.KVCache.DType, m.Name)
+	if kv != nil {
+		r["kv_per_mtok"], r["kv_per_request_fixed"] = kvFromLayout(kv, spec.KVCache.DType, m.Name)
+	}
 	for _, in := range f.Body {
+		if kv != nil {
+			break
+		}
 		switch in.Op {
 		case "window_attention", "sparse_attention":
 			w, _ := in.Attrs.Int("window")

@@ -18,6 +18,7 @@ import (
 	"deepinfer/deploy"
 	"deepinfer/ir"
 	"deepinfer/targets"
+	"deepinfer/vm/kvcache"
 )
 
 // Config is what passes may read.
@@ -31,6 +32,12 @@ type Config struct {
 	Log io.Writer
 	// Spec is the deployment; nil compiles both phases for one device.
 	Spec *deploy.Spec
+	// KV is the model's per-sequence state layout, which the memory pass sizes; nil
+	// sizes it from the IR's stateful ops.
+	KV *kvcache.Layout
+	// Replay, when set, configures the SWA bounded-replay pass (swa_replay.go) and
+	// overrides Spec.SWAReplay and the environment.
+	Replay *Replay
 }
 
 // Pass is one table entry.
@@ -45,6 +52,7 @@ var Table = []Pass{
 	{"shard", shard, "rewrite each phase for its deployment role: expert-parallel dispatch/combine, context-parallel gathers"},
 	{"place", placeExperts, "place each MoE layer's experts (and redundant replicas) on the expert-parallel ranks"},
 	{"dce", deadCode, "remove pure instructions whose results are never used"},
+	{"swa_replay", swaReplay, "SWA bounded replay (YOCO prefill truncation): prefill runs the layers after the last KV source on each sequence's last keep rows"},
 	{"fuse", fuse, "group single-use chains the target runs as one kernel (rules from the target)"},
 	{"lower", lowerToKernels, "pick the target kernel of every instruction, per phase"},
 	{"memplan", arenaPlan, "assign every value to an arena slot by liveness"},

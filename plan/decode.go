@@ -212,7 +212,7 @@ func (d *decoder) typ() ir.Type {
 		}
 		if msgpcode.IsString(c) {
 			s := d.str()
-			if s != ir.SymTokens && s != ir.SymRows {
+			if s != ir.SymTokens && s != ir.SymRows && s != ir.SymKept {
 				d.fail("unknown symbolic dim %q", s)
 			}
 			t.Shape = append(t.Shape, ir.S(s))
@@ -290,16 +290,19 @@ func decodeBody(body []byte) (*Plan, error) {
 	d.at = "header"
 	p.ModelType, p.ConfigHash, p.Target, p.Compiler = d.str(), d.str(), d.str(), d.str()
 	d.at = "model"
-	d.arr(7)
+	d.arr(9)
 	m := &p.Model
 	m.Vocab, m.Hidden = int(d.int(1, 1<<24)), int(d.int(1, 1<<20))
 	m.BOS, m.EOS = int(d.int(0, 1<<24)), int(d.int(0, 1<<24))
 	m.MaxPositions, m.MTPLayers = int(d.int(1, 1<<40)), int(d.int(0, 64))
 	nl := d.arr(-1)
 	for i := 0; i < nl && d.err == nil; i++ {
-		d.arr(3)
-		m.Layers = append(m.Layers, Layer{Attn: d.str(), Ratio: int(d.int(0, 1<<20)), MLP: d.str()})
+		d.arr(9)
+		m.Layers = append(m.Layers, Layer{Attn: d.str(), Ratio: int(d.int(0, 1<<20)), MLP: d.str(), Role: d.str(),
+			KVSource: int(d.int(-1, 1<<16)), IndexSource: int(d.int(-1, 1<<16)), Candidate: d.str(), Engram: d.bool(), DSparkTarget: d.bool()})
 	}
+	m.DSpark = decodeDSpark(d)
+	m.Vision = decodeVision(d)
 	d.at = "source"
 	d.arr(2)
 	p.Source.Kind, p.Source.Seed = d.str(), d.uint()
@@ -322,12 +325,14 @@ func decodeBody(body []byte) (*Plan, error) {
 		p.Weights = append(p.Weights, w)
 	}
 	d.at = "kv layout"
+	d.arr(2)
 	nk := d.arr(-1)
 	for i := 0; i < nk && d.err == nil; i++ {
-		d.arr(3)
+		d.arr(5)
 		l := kvLayer(d)
 		p.KV.Layers = append(p.KV.Layers, l)
 	}
+	p.KV.EngramContext = int(d.int(0, 64))
 	np := d.arr(-1)
 	for i := 0; i < np && d.err == nil; i++ {
 		d.at = fmt.Sprintf("program %d", i)

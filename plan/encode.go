@@ -1,6 +1,6 @@
 package plan
 
-// Plan file layout, version 1. All integers in the fixed header are little-endian.
+// Plan file layout, version 2. All integers in the fixed header are little-endian.
 //
 //	file      = magic version length checksum body
 //	magic     = "DIPLAN\r\n"                      8 bytes
@@ -15,11 +15,18 @@ package plan
 //	              max_num_batched_tokens:int, [ [item:str, bytes:int] ... ],
 //	              [ [layer:int, [logical:int ...]] ... ] (phy2log per MoE layer), balancedness:float ]
 //	model     = [ vocab:int, hidden:int, bos:int, eos:int, max_positions:int, mtp_layers:int,
-//	              [ [attn:str, ratio:int, mlp:str] ... ] ]
+//	              [ layer ... ], dspark, vision ]
+//	layer     = [ attn:str, ratio:int, mlp:str, role:str, kv_source:int, index_source:int,
+//	              candidate:str, engram:bool, dspark_target:bool ]
+//	dspark    = nil | [ block:int, noise:int, stages:int, markov_rank:int, [target:int ...] ]
+//	vision    = nil | [ layers:int, hidden:int, heads:int, intermediate:int, patch:int,
+//	              max_image_tokens:int ]
 //	source    = [ kind:str, seed:uint ]
 //	weight    = [ name:str, type, init, storage:str ]
 //	init      = [ kind:str, mean:float, std:float ]
-//	kv        = [ [ window:int, dim:int, [ [ratio:int, dim:int, overlap:bool] ... ] ] ... ]
+//	kv        = [ [ kvlayer ... ], engram_context:int ]
+//	kvlayer   = [ window:int, dim:int, ring_cap:int, ring_fmt:str, [ cache ... ] ]
+//	cache     = [ ratio:int, dim:int, overlap:bool, kind:str, fmt:str, group:int ]
 //	program   = [ phase:str, [ [name:str, type] ... ], [type ...] (slots),
 //	              [instr ...], [operand ...] (returns) ]
 //	instr     = [ op:str, kernel:str, [operand ...], [type ...], [operand ...], [type ...], attrs ]
@@ -153,17 +160,25 @@ func Encode(p *Plan) ([]byte, error) {
 	w.str(p.Target)
 	w.str(p.Compiler)
 	m := p.Model
-	w.arr(7)
+	w.arr(9)
 	for _, n := range []int{m.Vocab, m.Hidden, m.BOS, m.EOS, m.MaxPositions, m.MTPLayers} {
 		w.int(int64(n))
 	}
 	w.arr(len(m.Layers))
 	for _, l := range m.Layers {
-		w.arr(3)
+		w.arr(9)
 		w.str(l.Attn)
 		w.int(int64(l.Ratio))
 		w.str(l.MLP)
+		w.str(l.Role)
+		w.int(int64(l.KVSource))
+		w.int(int64(l.IndexSource))
+		w.str(l.Candidate)
+		w.bool(l.Engram)
+		w.bool(l.DSparkTarget)
 	}
+	w.dspark(m.DSpark)
+	w.vision(m.Vision)
 	w.arr(2)
 	w.str(p.Source.Kind)
 	w.uint(p.Source.Seed)
@@ -182,19 +197,26 @@ func Encode(p *Plan) ([]byte, error) {
 		w.float(wt.Init.Std)
 		w.str(wt.Storage)
 	}
+	w.arr(2)
 	w.arr(len(p.KV.Layers))
 	for _, l := range p.KV.Layers {
-		w.arr(3)
+		w.arr(5)
 		w.int(int64(l.Window))
 		w.int(int64(l.Dim))
+		w.int(int64(l.RingCap))
+		w.str(l.RingFmt)
 		w.arr(len(l.Caches))
 		for _, c := range l.Caches {
-			w.arr(3)
+			w.arr(6)
 			w.int(int64(c.Ratio))
 			w.int(int64(c.Dim))
 			w.bool(c.Overlap)
+			w.str(c.Kind)
+			w.str(c.Fmt)
+			w.int(int64(c.Group))
 		}
 	}
+	w.int(int64(p.KV.EngramContext))
 	w.arr(len(p.Programs))
 	for _, pr := range p.Programs {
 		w.arr(5)

@@ -18,7 +18,7 @@ import (
 const Magic = "DIPLAN\r\n"
 
 // Version is the format version this build writes and reads.
-const Version uint32 = 1
+const Version uint32 = 2 // 2: V4.1 layer roles, DSpark, vision, KV ring/cache formats, Engram context
 
 // Plan is a decoded plan.
 type Plan struct {
@@ -41,7 +41,24 @@ type Model struct {
 	BOS, EOS     int
 	MaxPositions int
 	MTPLayers    int
-	Layers       []Layer
+	// Layers are the backbone's, then (V4.1) the DSpark stages', which have KV state.
+	Layers []Layer
+	DSpark *DSpark // V4.1 drafter, nil without one
+	Vision *Vision // V4.1 vision tower (shapes only: image inputs are not served), nil without one
+}
+
+// DSpark describes V4.1's drafter: Stages draft stages (Model.Layers after the
+// backbone), proposing Block tokens per step after the sampled anchor, with Noise as
+// the token id of the block's other rows.
+type DSpark struct {
+	Block, Noise, Stages, MarkovRank int
+	Targets                          []int // layers whose input streams the drafter reads
+}
+
+// Vision is a vision tower's configuration. It is carried so that inspection can say
+// what the checkpoint holds; DeepInfer (Go) does not serve image inputs yet.
+type Vision struct {
+	Layers, Hidden, Heads, Intermediate, PatchSize, MaxImageTokens int
 }
 
 // Layer is one layer's structure, in the names the model's config uses.
@@ -49,6 +66,14 @@ type Layer struct {
 	Attn  string // e.g. sliding_attention, compressed_sparse_attention, heavily_compressed_attention
 	Ratio int    // compress ratio (0: window only)
 	MLP   string // e.g. moe, hash_moe
+	// V4.1 (MODEL.md §2): Role is window, full (KV source), reuse, reindex or dspark;
+	// KVSource the layer whose compressed cache it reads and IndexSource the layer whose
+	// top-k it uses (-1: none); Candidate "source" or "restricted" for the two-level
+	// indexer; Engram and DSparkTarget mark the layers those features touch.
+	Role                  string
+	KVSource, IndexSource int
+	Candidate             string
+	Engram, DSparkTarget  bool
 }
 
 // Weight sources.
@@ -63,9 +88,13 @@ type WeightSource struct {
 	Seed uint64
 }
 
-// Init is how a seeded weight is generated.
+// InitTokenMap marks a derived weight: the Engram compressed id of every token id, which
+// divm builds from the model's tokenizer.json instead of reading the checkpoint.
+const InitTokenMap = "engram_token_map"
+
+// Init is how a seeded weight is generated (or, InitTokenMap, derived).
 type Init struct {
-	Kind string  // "normal", "const", or "expert_table" (distinct random experts per row)
+	Kind string  // "normal", "const", "expert_table" (distinct random experts per row), or InitTokenMap
 	Mean float64 // normal mean, or the constant
 	Std  float64
 }

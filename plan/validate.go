@@ -8,15 +8,16 @@ import (
 )
 
 func kvLayer(d *decoder) kvcache.LayerLayout {
-	l := kvcache.LayerLayout{Window: int(d.int(1, 1<<20)), Dim: int(d.int(1, 1<<16))}
+	l := kvcache.LayerLayout{Window: int(d.int(1, 1<<20)), Dim: int(d.int(1, 1<<16)), RingCap: int(d.int(0, 1<<20)), RingFmt: d.str()}
 	nc := d.arr(-1)
 	if nc > 2 {
 		d.fail("%d compressor caches in one layer", nc)
 		return l
 	}
 	for j := 0; j < nc && d.err == nil; j++ {
-		d.arr(3)
-		l.Caches = append(l.Caches, kvcache.CacheLayout{Ratio: int(d.int(1, 1<<16)), Dim: int(d.int(1, 1<<16)), Overlap: d.bool()})
+		d.arr(6)
+		l.Caches = append(l.Caches, kvcache.CacheLayout{Ratio: int(d.int(1, 1<<16)), Dim: int(d.int(1, 1<<16)), Overlap: d.bool(),
+			Kind: d.str(), Fmt: d.str(), Group: int(d.int(0, 1<<16))})
 	}
 	return l
 }
@@ -43,6 +44,9 @@ func Validate(p *Plan) error {
 	if len(p.KV.Layers) != len(p.Model.Layers) {
 		return fmt.Errorf("kv layout has %d layers, the model %d", len(p.KV.Layers), len(p.Model.Layers))
 	}
+	if err := validateV41Model(&p.Model); err != nil {
+		return err
+	}
 	names := make(map[string]bool, len(p.Weights))
 	wtypes := make([]ir.Type, len(p.Weights))
 	for i := range p.Weights {
@@ -64,9 +68,13 @@ func Validate(p *Plan) error {
 			}
 			n *= d
 		}
-		if p.Source.Kind == SourceSeeded {
+		if p.Source.Kind == SourceSeeded || w.Init.Kind == InitTokenMap {
 			switch w.Init.Kind {
 			case "normal", "const", "expert_table":
+			case InitTokenMap:
+				if w.DType != ir.I32 || len(w.Shape) != 1 || w.Shape[0] != int64(p.Model.Vocab) {
+					return fmt.Errorf("weight %q: a token map is i32[%d], have %s%v", w.Name, p.Model.Vocab, w.DType, w.Shape)
+				}
 			default:
 				return fmt.Errorf("weight %q: unknown init %q", w.Name, w.Init.Kind)
 			}

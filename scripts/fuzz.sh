@@ -11,7 +11,9 @@ for spec in \
   placement:FuzzReadLoads deploy:FuzzParse vm/batch:FuzzParseLine \
   compiler:FuzzParseConfig \
   plan:FuzzDecode plan:FuzzDecodeBody \
-  ir:FuzzParse; do
+  ir:FuzzParse \
+  quant:FuzzE4M3 quant:FuzzE2M1 quant:FuzzDequantFP4 quant:FuzzPackUnpack \
+  engram:FuzzHash; do
   pkg=${spec%%:*}; fn=${spec##*:}
   echo "== $pkg $fn (${secs}s)"
   go test "./$pkg/" -run='^$' -fuzz="^$fn\$" -fuzztime="${secs}s" -fuzzminimizetime=50x 2>&1 | tail -n 3

@@ -26,6 +26,11 @@ type Case struct {
 	Split        *int    `json:"split"`
 	Generated    []int32 `json:"generated"`
 	MaxNewTokens int     `json:"max_new_tokens"`
+	// V4.1 fixture (testdata/tiny-v41-dev): the reference's argmax after each row, its
+	// DSpark drafts (anchor first) after each decode step, and a prefill's next token.
+	NextToken    *int32    `json:"next_token"`
+	ArgmaxTokens []int32   `json:"argmax_tokens"`
+	DraftTokens  [][]int32 `json:"draft_tokens"`
 }
 
 // ReadCases parses a cases file.
@@ -104,6 +109,9 @@ func (c *Cases) Requests(eos int32, stagger int) ([]Request, []caseOutput) {
 // RunCases runs every case through the engine as one continuous batch and returns the
 // output tensors under the fixture's keys: logits as F32 [rows, V], greedy ids as I64.
 func RunCases(e *Engine, c *Cases, stagger int) (map[string]safetensors.Tensor, error) {
+	if e.M.CanDraft() {
+		return RunCasesV41(e.M, c) // v41_cases.go
+	}
 	reqs, outs := c.Requests(int32(e.M.Plan.Model.EOS), stagger)
 	V := e.M.Plan.Model.Vocab
 	res := map[string]safetensors.Tensor{}

@@ -59,7 +59,7 @@ type paramUse struct {
 
 type program struct {
 	bound     bool
-	boundDims [2]int // T, R of the last bind
+	boundDims [3]int // T, R, K of the last bind
 	paramUses []paramUse
 	p         *plan.Program
 	calls     []call
@@ -71,6 +71,9 @@ type program struct {
 	rows      int
 	sample    int
 	mask      int // -1 when the program takes no grammar masks
+	// keep is the SWA bounded-replay tail (the tail_rows keep), 0 without one: the
+	// symbolic dim K is then Σ min(rows of a sequence, keep).
+	keep int
 }
 
 // Load prepares a plan on its target with the given weights.
@@ -130,7 +133,7 @@ func (m *Machine) prepare(p *plan.Program) (*program, error) {
 	if pr.tokens < 0 || pr.pos < 0 || pr.rows < 0 || pr.sample < 0 {
 		return nil, fmt.Errorf("program %s: needs tokens, positions, logit_rows and sample_params parameters", p.Phase)
 	}
-	if len(p.Returns) != 2 {
+	if len(p.Returns) != 2 && p.Phase != phaseDraft { // the DSpark draft program: v41_draft.go
 		return nil, fmt.Errorf("program %s: returns %d values; want logits and sampled tokens", p.Phase, len(p.Returns))
 	}
 	pr.params = make([]targets.Tensor, len(p.Params))
@@ -152,6 +155,11 @@ func (m *Machine) prepare(p *plan.Program) (*program, error) {
 				resT = append(resT, in.ResultTypes[j])
 			}
 		}
+		if in.Op == "tail_rows" {
+			if v, ok := in.Attrs.Int("keep"); ok {
+				pr.keep = int(v)
+			}
+		}
 		k, err := m.exec.Prepare(in.Kernel, argT, resT, in.Attrs)
 		if err != nil {
 			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
@@ -170,7 +178,7 @@ func (m *Machine) prepare(p *plan.Program) (*program, error) {
 }
 
 // concrete resolves a type's shape for this step.
-func concrete(t ir.Type, T, R int, dst []int) []int {
+func concrete(t ir.Type, T, R, K int, dst []int) []int {
 	dst = dst[:0]
 	for _, d := range t.Shape {
 		switch d.Sym {
@@ -180,6 +188,8 @@ func concrete(t ir.Type, T, R int, dst []int) []int {
 			dst = append(dst, T)
 		case ir.SymRows:
 			dst = append(dst, R)
+		case ir.SymKept:
+			dst = append(dst, K)
 		}
 	}
 	return dst
@@ -194,18 +204,18 @@ func elems(shape []int) int {
 }
 
 // bind points every non-weight operand at its buffer for a step of T tokens and R rows.
-func (pr *program) bind(T, R int) {
-	if pr.bound && pr.boundDims == [2]int{T, R} {
+func (pr *program) bind(T, R, K int) {
+	if pr.bound && pr.boundDims == [3]int{T, R, K} {
 		// same shapes as the last step: only the parameters' buffers are new
 		for _, u := range pr.paramUses {
 			*u.t = pr.params[u.index]
 		}
 		return
 	}
-	pr.bound, pr.boundDims = true, [2]int{T, R}
+	pr.bound, pr.boundDims = true, [3]int{T, R, K}
 	pr.paramUses = pr.paramUses[:0]
 	for i, s := range pr.p.Slots {
-		n := elems(concrete(s, T, R, nil))
+		n := elems(concrete(s, T, R, K, nil))
 		switch s.DType {
 		case ir.F32:
 			if cap(pr.slotF32[i]) < n {
@@ -220,7 +230,7 @@ func (pr *program) bind(T, R int) {
 		}
 	}
 	view := func(r operandRef, t *targets.Tensor) {
-		t.Shape = concrete(r.typ, T, R, t.Shape)
+		t.Shape = concrete(r.typ, T, R, K, t.Shape)
 		n := elems(t.Shape)
 		switch r.kind {
 		case plan.OpSlot:
@@ -361,7 +371,7 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 			}
 		}
 	}
-	pr.bind(T, R)
+	pr.bind(T, R, pr.kept(chunks))
 	if err := m.run(pr, st); err != nil {
 		for _, c := range chunks {
 			c.Seq.broken = err

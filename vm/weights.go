@@ -51,6 +51,12 @@ func checkpointWeights(p *plan.Plan, dir string) (Weights, error) {
 	ws := make(Weights, len(p.Weights))
 	for i := range p.Weights {
 		w := &p.Weights[i]
+		if w.Init.Kind == plan.InitTokenMap || w.Storage == "fp4_g32_ue8m0" {
+			if ws[i], err = v41Weight(p, w, ck, dir); err != nil { // v41_weights.go
+				return nil, err
+			}
+			continue
+		}
 		info, err := w.Locate(ck, dir)
 		if err != nil {
 			return nil, err

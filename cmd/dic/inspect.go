@@ -31,6 +31,7 @@ func inspectCmd(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "%s: plan format v%d, %s for target %s, compiled by %s\n", pos[0], plan.Version, p.ModelType, p.Target, p.Compiler)
 	fmt.Fprintf(w, "config sha256 %s\n", p.ConfigHash)
 	writeModel(w, p)
+	writeV41(w, p)
 	writeWeights(w, p, *weights)
 	writeKV(w, p)
 	writeDeployment(w, p)
@@ -98,8 +99,12 @@ func writeModel(w io.Writer, p *plan.Plan) {
 		}
 		mparts = append(mparts, fmt.Sprintf("%d %s layers", mlp[k], name))
 	}
-	fmt.Fprintf(w, "model: vocab %d, hidden %d, %d layers (%s), %s, %d MTP layers (not lowered)\n",
-		m.Vocab, m.Hidden, len(m.Layers), strings.Join(parts, ", "), strings.Join(mparts, ", "), m.MTPLayers)
+	mtp := "not lowered"
+	if m.DSpark != nil {
+		mtp = "the DSpark drafter"
+	}
+	fmt.Fprintf(w, "model: vocab %d, hidden %d, %d layers (%s), %s, %d MTP layers (%s)\n",
+		m.Vocab, m.Hidden, len(m.Layers), strings.Join(parts, ", "), strings.Join(mparts, ", "), m.MTPLayers, mtp)
 	var sb strings.Builder
 	for i, l := range m.Layers {
 		if i > 0 {

@@ -6,15 +6,32 @@
 // closed yet, the previous window's Ca slice for the overlapping CSA series, and the
 // compressed entries emitted so far. The layout is computed by the compiler and carried
 // in the plan; this package only allocates and updates it.
+//
+// DeepSeek-V4.1 (MODEL.md §2) adds, in v41.go: window rings stored as MXFP8 (E4M3
+// values with a power-of-two scale per 32: 528 B per 512-wide row); compressed caches
+// that only KV source layers own and every consumer layer reads, stored as FP4 pages
+// (E2M1 with an E4M3 scale per 16: 288 B per 512-wide entry); the index keys beside
+// them (FP4 with a UE8M0 scale per 32: 68 B per 128-wide key); the compressor's partial
+// group; the Engram n-gram history; and the DSpark stages' window rings.
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+
+	"deepinfer/quant"
+)
 
 // CacheLayout describes one compressor cache.
 type CacheLayout struct {
 	Ratio   int  // source tokens per entry
 	Dim     int  // entry width
 	Overlap bool // CSA: two series, width 2·Dim per source row
+	// V4.1: Kind is CacheKV (a KV source's compressed entries) or CacheIndexKeys ("" for
+	// V4's caches); Fmt is the entry storage ("" float32, or a quant block format name)
+	// in groups of Group values.
+	Kind  string
+	Fmt   string
+	Group int
 }
 
 // LayerLayout describes one layer's state.
@@ -22,11 +39,18 @@ type LayerLayout struct {
 	Window int // window size in tokens (the ring keeps Window-1 rows)
 	Dim    int // K=V row width
 	Caches []CacheLayout
+	// RingCap is the rows the ring keeps when it is not Window-1 (a DSpark stage keeps
+	// a whole window); RingFmt is the row storage: "" float32, "mxfp8" packed.
+	RingCap int
+	RingFmt string
 }
 
 // Layout is the state layout of a whole model.
 type Layout struct {
 	Layers []LayerLayout
+	// EngramContext is how many previous compressed token ids a sequence keeps for the
+	// Engram n-gram hashes (max_ngram-1); 0 without Engram.
+	EngramContext int
 }
 
 // Ring keeps the last Cap rows of a layer's K=V stream with their positions.
@@ -35,18 +59,50 @@ type Ring struct {
 	data     []float32
 	pos      []int32
 	head, n  int
+	// packed rows (a RingFmt): rowBytes each
+	fmt      quant.Format
+	q        []byte
+	rowBytes int
+}
+
+func newRing(dim, capRows int, format string) Ring {
+	r := Ring{Dim: dim, Cap: capRows, pos: make([]int32, capRows)}
+	if f, ok := quant.ParseFormat(format); ok {
+		r.fmt, r.rowBytes = f, f.RowBytes(dim, ringGroup)
+		r.q = make([]byte, capRows*r.rowBytes)
+	} else {
+		r.data = make([]float32, capRows*dim)
+	}
+	return r
 }
 
 // Len is the number of rows held.
 func (r *Ring) Len() int { return r.n }
 
-// Row returns the i-th oldest row and its position.
+// Row returns the i-th oldest row and its position. It is for float32 rings; a packed
+// ring's rows come from RowInto.
 func (r *Ring) Row(i int) ([]float32, int32) {
+	if r.fmt != 0 {
+		panic("kvcache: Row on a packed ring")
+	}
 	j := (r.head + i) % r.Cap
 	return r.data[j*r.Dim : (j+1)*r.Dim], r.pos[j]
 }
 
-// Push appends rows (n×Dim) at consecutive positions starting at pos0, dropping the oldest.
+// RowInto decodes the i-th oldest row into dst (len Dim) and returns its position.
+func (r *Ring) RowInto(i int, dst []float32) int32 {
+	j := (r.head + i) % r.Cap
+	if r.fmt != 0 {
+		r.fmt.Unpack(r.q[j*r.rowBytes:(j+1)*r.rowBytes], ringGroup, dst)
+	} else {
+		copy(dst, r.data[j*r.Dim:(j+1)*r.Dim])
+	}
+	return r.pos[j]
+}
+
+// Push appends rows (n×Dim) at consecutive positions starting at pos0, dropping the
+// oldest. A packed ring quantizes each row (lossless for rows already rounded to its
+// format, which is what V4.1 pushes).
 func (r *Ring) Push(rows []float32, pos0 int) {
 	if r.Cap == 0 {
 		return
@@ -65,7 +121,12 @@ func (r *Ring) Push(rows []float32, pos0 int) {
 			j = r.head
 			r.head = (r.head + 1) % r.Cap
 		}
-		copy(r.data[j*r.Dim:(j+1)*r.Dim], rows[i*r.Dim:(i+1)*r.Dim])
+		src := rows[i*r.Dim : (i+1)*r.Dim]
+		if r.fmt != 0 {
+			r.fmt.Pack(src, ringGroup, r.q[j*r.rowBytes:(j+1)*r.rowBytes])
+		} else {
+			copy(r.data[j*r.Dim:(j+1)*r.Dim], src)
+		}
 		r.pos[j] = int32(pos0 + i)
 	}
 }
@@ -78,9 +139,10 @@ type Compressed struct {
 	// Previous closed window's Ca slice (gate includes the position bias), Ratio×Dim.
 	PrevKV, PrevGate []float32
 	HasPrev          bool
-	// Entries emitted so far, N×Dim.
+	// Entries emitted so far, N×Dim (float32 caches; packed ones use pages).
 	Entries []float32
 	N       int
+	pages   pages
 }
 
 // Width is the projected row width: 2·Dim with overlap, else Dim.
@@ -94,7 +156,7 @@ func (c *Compressed) Width() int {
 // Pending is the number of buffered rows of the open window.
 func (c *Compressed) Pending() int { return len(c.PendKV) / c.Width() }
 
-// Entry returns entry i.
+// Entry returns entry i of a float32 cache.
 func (c *Compressed) Entry(i int) []float32 { return c.Entries[i*c.Dim : (i+1)*c.Dim] }
 
 // Layer is one layer's state.
@@ -107,6 +169,8 @@ type Layer struct {
 type Seq struct {
 	Layers []Layer
 	Len    int
+	// Engram is the compressed ids of the last EngramContext tokens, oldest first.
+	Engram []int32
 }
 
 // New allocates an empty state for layout l.
@@ -114,13 +178,17 @@ func New(l *Layout) *Seq {
 	s := &Seq{Layers: make([]Layer, len(l.Layers))}
 	for i, ll := range l.Layers {
 		capRows := ll.Window - 1
+		if ll.RingCap > 0 {
+			capRows = ll.RingCap
+		}
 		if capRows < 0 {
 			capRows = 0
 		}
-		s.Layers[i].Ring = Ring{Dim: ll.Dim, Cap: capRows, data: make([]float32, capRows*ll.Dim), pos: make([]int32, capRows)}
+		s.Layers[i].Ring = newRing(ll.Dim, capRows, ll.RingFmt)
 		s.Layers[i].Caches = make([]Compressed, len(ll.Caches))
 		for j, cl := range ll.Caches {
 			s.Layers[i].Caches[j] = Compressed{CacheLayout: cl}
+			s.Layers[i].Caches[j].init()
 		}
 	}
 	return s
@@ -131,27 +199,40 @@ func (l *Layout) Validate() error {
 	if len(l.Layers) > 1<<16 {
 		return fmt.Errorf("kv layout: %d layers", len(l.Layers))
 	}
+	if l.EngramContext < 0 || l.EngramContext > 64 {
+		return fmt.Errorf("kv layout: engram context %d out of range", l.EngramContext)
+	}
 	for i, ll := range l.Layers {
-		if ll.Window < 1 || ll.Window > 1<<20 || ll.Dim < 1 || ll.Dim > 1<<16 || len(ll.Caches) > 2 {
-			return fmt.Errorf("kv layout: layer %d: window %d, dim %d, %d caches out of range", i, ll.Window, ll.Dim, len(ll.Caches))
+		if ll.Window < 1 || ll.Window > 1<<20 || ll.Dim < 1 || ll.Dim > 1<<16 || len(ll.Caches) > 2 || ll.RingCap < 0 || ll.RingCap > 1<<20 {
+			return fmt.Errorf("kv layout: layer %d: window %d, dim %d, ring %d, %d caches out of range", i, ll.Window, ll.Dim, ll.RingCap, len(ll.Caches))
+		}
+		if err := checkFmt(ll.RingFmt, ringGroup, ll.Dim); err != nil {
+			return fmt.Errorf("kv layout: layer %d ring: %v", i, err)
 		}
 		for j, c := range ll.Caches {
 			if c.Ratio < 1 || c.Ratio > 1<<16 || c.Dim < 1 || c.Dim > 1<<16 {
 				return fmt.Errorf("kv layout: layer %d cache %d: ratio %d, dim %d out of range", i, j, c.Ratio, c.Dim)
+			}
+			if c.Kind != "" && c.Kind != CacheKV && c.Kind != CacheIndexKeys {
+				return fmt.Errorf("kv layout: layer %d cache %d: unknown kind %q", i, j, c.Kind)
+			}
+			if err := checkFmt(c.Fmt, c.Group, c.Dim); err != nil {
+				return fmt.Errorf("kv layout: layer %d cache %d: %v", i, j, err)
 			}
 		}
 	}
 	return nil
 }
 
-// Bytes is the state's current float32 footprint.
+// Bytes is the state's current footprint.
 func (s *Seq) Bytes() int {
 	n := 0
 	for _, l := range s.Layers {
-		n += len(l.Ring.data) * 4
+		n += len(l.Ring.data)*4 + len(l.Ring.q)
 		for _, c := range l.Caches {
 			n += 4 * (cap(c.PendKV) + cap(c.PendGate) + cap(c.PrevKV) + cap(c.PrevGate) + cap(c.Entries))
+			n += c.pages.bytes()
 		}
 	}
-	return n
+	return n + 4*cap(s.Engram)
 }

@@ -1,0 +1,15 @@
+package compiler
+
+import (
+	"deepinfer/ir"
+	"deepinfer/vm/kvcache"
+)
+
+// KVLayoutFor is the per-sequence state a lowered model keeps: what the plan carries and
+// what the memory pass sizes.
+func KVLayoutFor(m *ir.Module, c *ModelConfig) kvcache.Layout {
+	if c.V41 != nil {
+		return kvLayoutV41(c)
+	}
+	return kvLayout(m, c)
+}

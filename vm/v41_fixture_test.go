@@ -1,0 +1,263 @@
+package vm_test
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/plan"
+	"deepinfer/safetensors"
+	"deepinfer/vm"
+)
+
+const fixtureV41 = "../testdata/tiny-v41-dev"
+
+// v41RowTol is the per-row bound on max|a−b|/max|b| against the fixture.
+const v41RowTol = 2e-3
+
+var (
+	tokOnce sync.Once
+	tokDir  string
+	tokErr  error
+)
+
+// v41Tokenizer makes DeepSeek's tokenizer.json available for the Engram token map
+// (scripts/fetch-tokenizer.sh, once). Without it the fixture's own engram_token_map
+// stands in, and the test says so.
+func v41Tokenizer(t *testing.T) bool {
+	t.Helper()
+	tokOnce.Do(func() {
+		var stderr bytes.Buffer
+		cmd := exec.Command("bash", "../scripts/fetch-tokenizer.sh")
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			tokErr = err
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		tokDir = lines[len(lines)-1]
+	})
+	if tokErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("tokenizer unavailable: %v", tokErr)
+		}
+		return false
+	}
+	t.Setenv(vm.TokenizerDirEnv, tokDir)
+	return true
+}
+
+// loadV41 compiles the V4.1 fixture (with any compile options), round-trips the plan
+// through its file format and loads it with its weights.
+func loadV41(t *testing.T, opts compiler.Options) *vm.Machine {
+	t.Helper()
+	if !v41Tokenizer(t) {
+		t.Skip("DeepSeek tokenizer unavailable (scripts/fetch-tokenizer.sh): the Engram token map needs it")
+	}
+	opts.ModelDir = fixtureV41
+	opts.Verify = true
+	out, err := compiler.Compile(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := plan.Encode(out.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := vm.LoadWeights(p, fixtureV41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.Load(p, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func readExpected(t *testing.T) map[string][]float32 {
+	t.Helper()
+	ck, err := safetensors.OpenFile(filepath.Join(fixtureV41, "expected.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	out := map[string][]float32{}
+	for _, n := range ck.Names() {
+		v, _, err := ck.ReadFloat32(n, safetensors.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = v
+	}
+	return out
+}
+
+func i64s(tn safetensors.Tensor) []int64 {
+	v := make([]int64, len(tn.Data)/8)
+	for i := range v {
+		for b := 0; b < 8; b++ {
+			v[i] |= int64(tn.Data[8*i+b]) << (8 * b)
+		}
+	}
+	return v
+}
+
+func argmaxMargin(row []float32) (int, float64) {
+	best, second := 0, -1
+	for i, v := range row {
+		if v > row[best] {
+			best, second = i, best
+		} else if i != best && (second < 0 || v > row[second]) {
+			second = i
+		}
+	}
+	var mx float64
+	for _, v := range row {
+		mx = math.Max(mx, math.Abs(float64(v)))
+	}
+	return best, float64(row[best]-row[second]) / mx
+}
+
+// TestFixtureV41 checks every logits row of the V4.1 fixture — prefill, decode trace,
+// greedy, DSpark drafts — against DeepSeek's reference code: rel err ≤ 2e-3 per row (the
+// issue's goal; its bar is 1e-2, and this target measures ~3e-7),
+// the reference's argmax wherever its top-2 margin exceeds 1% of its largest logit,
+// confidences within 1e-2; greedy tokens identical; and the Engram token map exact.
+func TestFixtureV41(t *testing.T) {
+	m := loadV41(t, compiler.Options{})
+	cases, err := vm.ReadCases(filepath.Join(fixtureV41, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := vm.RunCasesV41(m, cases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := readExpected(t)
+	V := m.Plan.Model.Vocab
+	names := make([]string, 0, len(exp))
+	for n := range exp {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		want := exp[name]
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("%s: not produced", name)
+			continue
+		}
+		if name == "engram_token_map" {
+			have := i64s(g)
+			for i := range want {
+				if have[i] != int64(want[i]) {
+					t.Fatalf("engram_token_map[%d] = %d, want %v", i, have[i], want[i])
+				}
+			}
+			t.Logf("%-32s %d ids identical (built from tokenizer.json)", name, len(want))
+			continue
+		}
+		have := f32(t, g)
+		if len(have) != len(want) {
+			t.Errorf("%s: %d values, want %d", name, len(have), len(want))
+			continue
+		}
+		if strings.HasSuffix(name, "_confidence") {
+			var worst float64
+			for i := range want {
+				worst = math.Max(worst, math.Abs(float64(have[i]-want[i])))
+			}
+			if worst > 1e-2 {
+				t.Errorf("%s: max |Δ| %.3g > 1e-2", name, worst)
+			}
+			t.Logf("%-32s max abs err %.3g", name, worst)
+			continue
+		}
+		worst, argOK, argN := 0.0, 0, 0
+		for r := 0; r < len(want)/V; r++ {
+			a, b := have[r*V:(r+1)*V], want[r*V:(r+1)*V]
+			e := relErr(a, b)
+			worst = math.Max(worst, e)
+			if e > v41RowTol {
+				t.Errorf("%s row %d: rel err %.3g > %g", name, r, e, v41RowTol)
+			}
+			wa, margin := argmaxMargin(b)
+			ga, _ := argmaxMargin(a)
+			if margin > 0.01 {
+				argN++
+				if wa == ga {
+					argOK++
+				} else {
+					t.Errorf("%s row %d: argmax %d, reference %d (margin %.3g of max)", name, r, ga, wa, margin)
+				}
+			}
+		}
+		t.Logf("%-32s rows %3d  worst rel err %.3g  argmax %d/%d where margin > 1%%", name, len(want)/V, worst, argOK, argN)
+	}
+	for name, cs := range cases.Cases {
+		switch {
+		case cs.Generated != nil:
+			checkTokens(t, name+"_generated", i64s(got[name+"_generated"]), cs.Generated, exp[name+"_logits"], V)
+		case cs.ArgmaxTokens != nil:
+			checkTokens(t, name+"_argmax_tokens", i64s(got[name+"_argmax_tokens"]), cs.ArgmaxTokens, exp[name], V)
+		}
+		if cs.DraftTokens != nil {
+			have := i64s(got[name+"_draft_tokens"])
+			w := len(cs.DraftTokens[0])
+			same, n := 0, 0
+			for i, row := range cs.DraftTokens {
+				for j, tok := range row {
+					n++
+					if have[i*w+j] == int64(tok) {
+						same++
+					}
+				}
+			}
+			t.Logf("%s draft tokens: %d/%d identical", name, same, n)
+			// a differing draft is an error where the reference's own choice was clear
+			dl := exp[name+"_draft_logits"]
+			for i, row := range cs.DraftTokens {
+				for j := 1; j < len(row); j++ {
+					if have[i*w+j] == int64(row[j]) {
+						continue
+					}
+					r := i*(w-1) + j - 1
+					if dl == nil { // the fixture keeps no draft logits for this case
+						t.Errorf("%s draft %d token %d: %d, reference %d", name, i, j, have[i*w+j], row[j])
+						continue
+					}
+					if _, margin := argmaxMargin(dl[r*V : (r+1)*V]); margin > 0.01 {
+						t.Errorf("%s draft %d token %d: %d, reference %d (margin %.3g)", name, i, j, have[i*w+j], row[j], margin)
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkTokens compares token lists; a difference is reported with the reference's
+// top-2 margin at that row.
+func checkTokens(t *testing.T, what string, have []int64, want []int32, logits []float32, V int) {
+	t.Helper()
+	for i := range want {
+		if i >= len(have) || have[i] != int64(want[i]) {
+			_, margin := argmaxMargin(logits[i*V : (i+1)*V])
+			t.Errorf("%s: first divergence at %d: %d, reference %d (reference top-2 margin %.3g of max)", what, i, have[i], want[i], margin)
+			return
+		}
+	}
+	t.Logf("%s: %d tokens identical", what, len(want))
+}

@@ -1,0 +1,108 @@
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"deepinfer/engram"
+	"deepinfer/plan"
+	"deepinfer/quant"
+	"deepinfer/safetensors"
+	"deepinfer/targets"
+	"deepinfer/tokenizer"
+)
+
+// v41Weight loads the V4.1 weights the generic loader cannot: FP4 routed experts
+// (I8 [out, in/2], the even element in the low nibble, a UE8M0 scale per 32 values)
+// and the Engram token map, which is derived from the tokenizer.
+func v41Weight(p *plan.Plan, w *plan.Weight, ck *safetensors.Checkpoint, dir string) (targets.Tensor, error) {
+	t := targets.Tensor{Shape: shapeInts(w.Shape)}
+	if w.Init.Kind == plan.InitTokenMap {
+		m, err := EngramTokenMap(p, dir)
+		t.I32 = m
+		return t, err
+	}
+	infos, err := w.LocateStored(ck, dir)
+	if err != nil {
+		return t, err
+	}
+	codes, err := ck.ReadRaw(infos[0].Name)
+	if err != nil {
+		return t, err
+	}
+	scales, err := ck.ReadRaw(infos[1].Name)
+	if err != nil {
+		return t, err
+	}
+	if infos[1].DType != safetensors.F8_E8M0 && infos[1].DType != safetensors.U8 {
+		return t, fmt.Errorf("%s: scale %q is %s, an FP4 weight's scales are F8_E8M0", filepath.Base(infos[1].File), infos[1].Name, infos[1].DType)
+	}
+	t.F32, err = quant.DequantFP4(codes, scales, int(w.Shape[0]), int(w.Shape[1]), 32)
+	if err != nil {
+		return t, fmt.Errorf("%s: tensor %q: %w", filepath.Base(infos[0].File), infos[0].Name, err)
+	}
+	return t, nil
+}
+
+// TokenizerDirEnv names a directory holding tokenizer.json, for a model directory
+// without one (the V4.1 fixture is one: its Engram token map comes from DeepSeek's
+// tokenizer, which scripts/fetch-tokenizer.sh fetches).
+const TokenizerDirEnv = "DEEPINFER_TOKENIZER_DIR"
+
+// tokenizerDir finds the tokenizer for a model: DIR/tokenizer.json, else
+// $DEEPINFER_TOKENIZER_DIR, else the cache scripts/fetch-tokenizer.sh fills.
+func tokenizerDir(modelDir string) (string, error) {
+	cands := []string{modelDir}
+	if d := os.Getenv(TokenizerDirEnv); d != "" {
+		cands = append(cands, d)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		cands = append(cands, filepath.Join(home, ".cache", "deepinfer", "tokenizer-deepseek_v3-3.7.2"))
+	}
+	for _, d := range cands {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "tokenizer.json")); err == nil {
+			return d, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%s: no tokenizer.json for the Engram token map: put one in the model directory, set %s, or run scripts/fetch-tokenizer.sh", modelDir, TokenizerDirEnv)
+}
+
+// EngramTokenMap builds a V4.1 plan's Engram token map (engram.py's compressed token
+// map over the tokenizer's ids within the model vocabulary) from the model's tokenizer,
+// and checks it yields the compressed vocabulary size the plan's hashes were derived
+// from. Ids past the tokenizer map to -1: they take no part in an n-gram.
+func EngramTokenMap(p *plan.Plan, modelDir string) ([]int32, error) {
+	want := int64(-1)
+	for _, pr := range p.Programs {
+		for _, in := range pr.Instrs {
+			if in.Op == "engram_hash" {
+				want, _ = in.Attrs.Int("compressed_vocab")
+			}
+		}
+	}
+	dir, err := tokenizerDir(modelDir)
+	if err != nil {
+		return nil, err
+	}
+	bpe, err := tokenizer.LoadBPE(dir)
+	if err != nil {
+		return nil, err
+	}
+	V := p.Model.Vocab
+	m, n := engram.BuildTokenMap(bpe, V)
+	if want > 0 && int64(n) != want {
+		return nil, fmt.Errorf("%s: the tokenizer's first %d ids compress to %d Engram ids, the model's config says %d (engram_compressed_vocab_size): a different tokenizer",
+			filepath.Join(dir, "tokenizer.json"), min(V, bpe.NumTokens()), n, want)
+	}
+	for len(m) < V {
+		m = append(m, -1)
+	}
+	return m, nil
+}
