@@ -1,4 +1,90 @@
-// Package grammars will hold structured output: regex, JSON Schema and EBNF compiled to
-// token automata over the model vocabulary (FillMask, Accept, Rollback, ForcedTokens).
-// Nothing is built here yet; the directory exists because the package layout is fixed.
+// Package grammars is structured output: regular expressions, JSON Schemas and EBNF
+// (GBNF) grammars compiled to token automata over the model vocabulary, with masks
+// computed fast enough for every decoding step.
+//
+// # Use
+//
+//	vocab := grammars.VocabFrom(bpe, 129280)        // token bytes, specials, EOS, logits width
+//	c := grammars.NewCompiler(vocab, grammars.Options{})
+//	g, err := c.JSONSchema(schema)                  // or c.Regex(pattern), c.EBNF(src)
+//	m := g.NewMatcher()                             // one per sequence; g is shared
+//	mask := make([]uint64, vocab.MaskWords())
+//	for {
+//		m.FillMask(mask)                            // allowed ids of the next token
+//		tok := sample(logits, mask)
+//		m.Accept(tok)                               // *RejectError if not allowed
+//		if m.IsTerminated() { break }               // EOS accepted
+//	}
+//
+// A Matcher also has Rollback(n) (undo tokens, for speculative decoding),
+// ForcedBytes/ForcedTokens (jump-forward: the continuation when only one is possible)
+// and IsAccepting (EOS allowed). Masks: bit i of word i/64 is id i; ids at or above the
+// tokenizer's NumTokens and special tokens are 0; EOS is 1 only where the output may
+// end. A compiled Grammar is immutable from the outside and safe to share between
+// goroutines and any number of matchers; its caches grow lazily under bounds. A
+// Compiler keeps an LRU cache of grammars keyed by the canonical schema or grammar text.
+//
+// # Front ends
+//
+// Regex: RE2 syntax (regexp/syntax), \d \w \s included; the whole output must match.
+// Lookarounds, backreferences, word boundaries and anchors inside the pattern get an
+// error that names the construct.
+//
+// JSON Schema: loaded and validated by santhosh-tekuri/jsonschema (any draft; 2020-12
+// by default). Types, properties, required, additionalProperties, patternProperties,
+// items, prefixItems (and draft-4..7 tuple items/additionalItems), min/maxItems,
+// min/maxProperties, enum, const, anyOf, oneOf (disjoint alternatives exactly), allOf
+// (merged), $ref with recursion, $defs, minLength, maxLength (code points), pattern
+// (ECMA escapes \uXXXX rewritten), formats (date, time, date-time, email, uuid, uri,
+// ipv4, ipv6, hostname), integer bounds (exact digit ranges) are grammar. Object
+// members may come in any order, each at most once, required ones tracked exactly.
+// Keywords no grammar expresses — uniqueItems, not, if/then/else, contains,
+// dependentRequired/dependentSchemas/dependencies, unevaluated*, propertyNames,
+// multipleOf, bounds of non-integer numbers, non-disjoint oneOf, $dynamicRef — make the
+// grammar accept a superset, and the full schema is then enforced by a semantic check
+// (the jsonschema validator) inside the matcher: at the token that completes the
+// document and before EOS. Grammar.Warnings names each such keyword and its JSON
+// pointer. Options.GrammarOnly turns them into compile errors naming the keyword and
+// pointer instead; with Options.Lenient as well they become warnings (and are ignored).
+//
+// Whitespace: the default policy (WhitespacePython) accepts exactly the one-line form of
+// Python's json.dumps: ", " between items and members, ": " after keys, no other
+// whitespace. That is the form MaskBench serializes and the form models usually write
+// on one line. WhitespaceCompact has "," and ":"; WhitespaceFlexible allows any JSON
+// whitespace between tokens (bounded runs). Strings use the canonical escapes of
+// json.dumps(ensure_ascii=False): non-ASCII raw, \" \\ \n \r \t \b \f, \u00XX for
+// other control characters.
+//
+// EBNF: the GBNF dialect of llama.cpp and XGrammar, parsed with participle: rules
+// "name ::= ...", start rule root, literals, character classes, ".", groups, |, * + ?
+// {m} {m,} {m,n} {,n}, # comments. Errors carry line:col; left recursion is refused
+// with the cycle named (rewrite with repetition).
+//
+// # Engine
+//
+// Every rule compiles (Thompson) to an NFA over bytes whose edges are byte sets,
+// epsilon moves and calls of other rules; nodes can guard or change a small item
+// register (object member bitsets and counts, array counts, string lengths, a position
+// in a trie of keys a string must not spell). Rules without calls are leaf automata
+// shared by every grammar of a Compiler; one parameterized automaton serves all JSON
+// strings (length bounds and excluded keys live in its start register). Automata are
+// determinized lazily into lock-free transition tables. A parse is a set of stacks of
+// DFA states (a pushdown automaton with tail calls elided).
+//
+// FillMask walks the vocabulary's byte trie (preorder, a dead subtree skipped in one
+// step) from each stack's top state: the result of that walk — allowed tokens and the
+// trie nodes where the top rule can return — is cached per DFA state, and the returns
+// are continued in the parent's context ("levels"), also cached. JSON string states
+// are walked once, "abstractly" (counts and excluded keys erased), recording how many
+// characters each token needs; each concrete state filters that shared result by its
+// remaining length and excluded keys. So most masks are a cached bitset plus a few
+// small lists. Compile time is bounded by Options.MaxCompileTime (10 s), automata,
+// configurations, stacks and caches by the other Options; adversarial inputs get a
+// result within those bounds or a clear error.
+//
+// # Benchmarks
+//
+// RunMaskBench implements the MaskBench method (see `dic grammar bench`); Check shows
+// the first token a grammar refuses (`dic grammar check`). Measured figures and the
+// commands that produced them are in README.md.
 package grammars

@@ -35,6 +35,9 @@ func usage() {
       Place experts (EPLB) from expert loads; print phy2log, log2phy, logcnt and balancedness as JSON.
   dic cost --csv IN [--target h200|sm100|ascend950] [--out OUT] [--launch eager|device]
       Add the target cost model's predicted_us column to a kernel table (op,dtype,m,n,k,groups,extra[,median_us]).
+  dic grammar bench --maskbench DIR [--tokenizer PATH] [--threads 1] [--out DIR]
+  dic grammar check (--schema S | --regex R | --ebnf E) --instance X [--tokenizer PATH]
+      Structured output: MaskBench over a directory, or the first rejected token of an instance.
 `)
 }
 
@@ -57,6 +60,8 @@ func main() {
 		err = placeCmd(os.Args[2:], os.Stdout)
 	case "cost":
 		err = costCmd(os.Args[2:], os.Stdout, os.Stderr)
+	case "grammar":
+		err = grammarCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"deepinfer/grammars"
 	"deepinfer/plan"
 	"deepinfer/tokenizer"
 	"deepinfer/vm"
@@ -30,6 +31,9 @@ func runBatch(m *vm.Machine, tok tokenizer.Tokenizer, input, output string, maxT
 		DefaultMaxTokens: maxTokens, MaxBatchTokens: batchTokens, MaxSeqs: seqs}
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = &bar{w: stderr}
+	}
+	if src, ok := tok.(grammars.TokenSource); ok {
+		opts.Grammars = grammars.NewCompiler(grammars.VocabFrom(src, m.Plan.Model.Vocab), grammars.Options{})
 	}
 	sum, err := batch.Run(opts)
 	if err != nil {

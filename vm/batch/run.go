@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"deepinfer/grammars"
 	"deepinfer/tokenizer"
 	"deepinfer/vm"
 )
@@ -28,6 +29,8 @@ type Options struct {
 	MaxSeqs          int
 	// Progress, when set, is told about every finished request and every step.
 	Progress Progress
+	// Grammars compiles response_format constraints; nil refuses them.
+	Grammars *grammars.Compiler
 }
 
 // Progress receives updates while the batch runs.
@@ -229,8 +232,13 @@ func prepare(r *Request, opts Options, maxPos int) (*job, vm.Request, *LineError
 	fail := func(code, format string, args ...any) (*job, vm.Request, *LineError) {
 		return nil, vm.Request{}, &LineError{Line: r.Line, CustomID: r.CustomID, Code: code, Msg: fmt.Sprintf(format, args...)}
 	}
+	var constraint vm.Constraint
 	if r.Format != nil {
-		return fail("unsupported", "response_format %q: structured output is not built into this version yet", r.Format.Type)
+		m, lerr := matcherFor(r.Format, opts.Grammars)
+		if lerr != "" {
+			return fail("invalid_response_format", "body.response_format: %s", lerr)
+		}
+		constraint = m
 	}
 	tok := opts.Tokenizer
 	var prompt []int32
@@ -260,6 +268,7 @@ func prepare(r *Request, opts Options, maxPos int) (*job, vm.Request, *LineError
 	if len(r.Stop) > 0 {
 		vr.Check = j.checkStop
 	}
+	vr.Constraint = constraint
 	return j, vr, nil
 }
 

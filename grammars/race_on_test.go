@@ -1,0 +1,5 @@
+//go:build race
+
+package grammars
+
+const raceEnabled = true

@@ -1,0 +1,662 @@
+package grammars
+
+import (
+	"hash/maphash"
+	"slices"
+	"sync/atomic"
+)
+
+// Mask computation walks the vocabulary trie. A walk starts from one parse context
+// (the top frame of a stack, "level 1") and yields the tokens allowed without leaving
+// that frame plus the trie nodes where the frame's rule can return ("pops"); the
+// parent frame's context continues from those nodes ("level 2", ...). Level-1 results
+// are cached per DFA state. For JSON strings (length bounds and excluded keys are
+// parameters of one shared automaton) the walk runs once from the "abstract" state
+// and records, per token, how many characters it needs; each concrete state filters
+// that shared result.
+
+// walkRes is the cached result of a walk.
+type walkRes struct {
+	toks []int32  // allowed tokens (sparse form)
+	bits []uint64 // allowed tokens (dense form), nil when sparse
+	pops []int32  // trie nodes, in preorder
+	mem  int64
+	idx  atomic.Pointer[popIndex]
+}
+
+// absRes is the walk from an abstract string state.
+type absRes struct {
+	toks       []int32 // sorted by need
+	needs      []uint8
+	all        []uint64 // all toks as a bitset (dense results only)
+	maxNeed    int
+	cum        []atomic.Pointer[[]uint64] // cum[R]: toks with need <= R (dense results)
+	pops       []int32                    // preorder
+	popNeed    []uint8
+	popK       []uint16
+	popMaxNeed int
+	popMinK    int
+	idx        atomic.Pointer[popIndex]
+	mem        int64
+}
+
+// popIndex speeds up continuing many pops in a parent context: the token at each
+// pop, and the pops' children grouped by byte.
+type popIndex struct {
+	popTok      []int32
+	tokBits     []uint64
+	child       [256][]int32
+	childParent [256][]int32
+}
+
+// denseAbove is the token count past which a result is stored as a bitset.
+const denseAbove = 2048
+
+// walkScratch is a walker's reusable memory (one per matcher).
+type walkScratch struct {
+	cfg   [258]int32
+	row   [258][]int32
+	comp  [258]uint16
+	need  [258]uint8
+	toks  []int32
+	needs []uint8
+	pops  []int32
+	pneed []uint8
+	pk    []uint16
+	path  []byte
+	excl  []int32
+	next  []int32
+	hbuf  []int32
+}
+
+func (sc *walkScratch) finish(words int) *walkRes {
+	r := &walkRes{}
+	if len(sc.toks) > denseAbove {
+		r.bits = make([]uint64, words)
+		for _, t := range sc.toks {
+			r.bits[t>>6] |= 1 << (uint(t) & 63)
+		}
+		r.mem = int64(words) * 8
+	} else if len(sc.toks) > 0 {
+		r.toks = append([]int32(nil), sc.toks...)
+		r.mem = int64(len(r.toks)) * 4
+	}
+	if len(sc.pops) > 0 {
+		r.pops = append([]int32(nil), sc.pops...)
+		r.mem += int64(len(r.pops)) * 4
+	}
+	r.mem += 64
+	return r
+}
+
+// tableView is a snapshot of a lazy table's chunk directory for fast row access.
+type tableView struct {
+	t   *lazyTable
+	dir [][]int32
+	w   int
+}
+
+func viewOf(t *lazyTable) tableView { return tableView{t, *t.dir.Load(), t.width} }
+
+func (v *tableView) row(id int32) []int32 {
+	c := int(id >> chunkBits)
+	off := int(id&(chunkRows-1)) * v.w
+	if c >= len(v.dir) || off+v.w > len(v.dir[c]) {
+		v.dir = *v.t.dir.Load()
+	}
+	return v.dir[c][off : off+v.w : off+v.w]
+}
+
+// walkLeaf walks the whole trie from state s of leaf automaton a.
+func walkLeaf(a *automaton, s int32, t *trie, words int, sc *walkScratch) *walkRes {
+	sc.toks = sc.toks[:0]
+	sc.pops = sc.pops[:0]
+	ds := a.state(s)
+	if ds.accept {
+		sc.pops = append(sc.pops, 0)
+	}
+	cls := &a.cls
+	tv := viewOf(a.trans)
+	sc.row[0] = tv.row(s)
+	sc.cfg[0] = s
+	n := int32(len(t.b))
+	tb, tdepth, tnext, ttok := t.b, t.depth, t.next, t.tok
+	for i := int32(1); i < n; {
+		d := tdepth[i]
+		col := int(cls[tb[i]])
+		v := atomic.LoadInt32(&sc.row[d-1][col])
+		if v == tUnknown {
+			v = a.stepSlow(sc.cfg[d-1], col)
+		}
+		if v < 0 {
+			i = tnext[i]
+			continue
+		}
+		if v&pfCont != 0 && ttok[i] >= 0 {
+			sc.toks = append(sc.toks, ttok[i])
+		}
+		if v&pfAccept != 0 {
+			sc.pops = append(sc.pops, i)
+		}
+		if tnext[i] > i+1 {
+			sc.cfg[d] = v >> pfShift
+			sc.row[d] = tv.row(v >> pfShift)
+		}
+		i++
+	}
+	return sc.finish(words)
+}
+
+// walkAbstract walks the trie from abstract string state s, recording per token the
+// characters it needs (1 + the characters completed before its last character start)
+// and per pop the need and the characters completed before the closing quote.
+func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *absRes {
+	sc.toks, sc.needs = sc.toks[:0], sc.needs[:0]
+	sc.pops, sc.pneed, sc.pk = sc.pops[:0], sc.pneed[:0], sc.pk[:0]
+	ds := a.state(s)
+	if ds.accept {
+		sc.pops = append(sc.pops, 0)
+		sc.pneed = append(sc.pneed, 0)
+		sc.pk = append(sc.pk, 0)
+	}
+	cls := &a.cls
+	tv := viewOf(a.trans)
+	sc.row[0] = tv.row(s)
+	sc.cfg[0] = s
+	sc.comp[0] = 0
+	sc.need[0] = 0
+	// per depth: at a character boundary (the next content byte starts a character),
+	// in the string's content
+	var bnd [258]bool
+	var inContent [258]bool
+	inContent[0] = !ds.accept && !isStringStart(a, ds)
+	bnd[0] = ds.boundary || !inContent[0]
+	n := int32(len(t.b))
+	tb, tdepth, tnext, ttok := t.b, t.depth, t.next, t.tok
+	for i := int32(1); i < n; {
+		d := tdepth[i]
+		col := int(cls[tb[i]])
+		v := atomic.LoadInt32(&sc.row[d-1][col])
+		if v == tUnknown {
+			v = a.stepSlow(sc.cfg[d-1], col)
+		}
+		if v < 0 {
+			i = tnext[i]
+			continue
+		}
+		acc := v&pfAccept != 0
+		comp := sc.comp[d-1]
+		need := sc.need[d-1]
+		content := !acc && inContent[d-1]
+		if content && bnd[d-1] {
+			// this byte starts a character: count+comp < max must hold
+			need = satU8(int(comp) + 1)
+		}
+		if v&pfInc != 0 {
+			comp++
+		}
+		// at a boundary now: the character count may be exhausted, and then only the
+		// closing quote remains; a state that cannot take it needs one more unit
+		atBnd := v&pfInc != 0 || (!inContent[d-1] && !acc)
+		if v&pfCont != 0 && ttok[i] >= 0 {
+			tneed := need
+			if atBnd && v&pfClosable == 0 {
+				tneed = max(tneed, satU8(int(comp)+1))
+			}
+			sc.toks = append(sc.toks, ttok[i])
+			sc.needs = append(sc.needs, tneed)
+		}
+		if acc {
+			sc.pops = append(sc.pops, i)
+			sc.pneed = append(sc.pneed, need)
+			sc.pk = append(sc.pk, sc.comp[d-1])
+		}
+		if tnext[i] > i+1 {
+			sc.cfg[d] = v >> pfShift
+			sc.row[d] = tv.row(v >> pfShift)
+			sc.comp[d] = comp
+			sc.need[d] = need
+			bnd[d] = atBnd
+			inContent[d] = !acc
+		}
+		i++
+	}
+	r := &absRes{popMinK: 1 << 30}
+	// counting sort by need
+	var cnt [257]int
+	for _, nd := range sc.needs {
+		cnt[int(nd)+1]++
+		r.maxNeed = max(r.maxNeed, int(nd))
+	}
+	for i := 1; i < 257; i++ {
+		cnt[i] += cnt[i-1]
+	}
+	r.toks = make([]int32, len(sc.toks))
+	r.needs = make([]uint8, len(sc.toks))
+	for i, tk := range sc.toks {
+		nd := sc.needs[i]
+		j := cnt[nd]
+		cnt[nd]++
+		r.toks[j] = tk
+		r.needs[j] = nd
+	}
+	if len(r.toks) > denseAbove {
+		r.all = make([]uint64, words)
+		for _, tk := range r.toks {
+			r.all[tk>>6] |= 1 << (uint(tk) & 63)
+		}
+		r.cum = make([]atomic.Pointer[[]uint64], r.maxNeed+1)
+		r.mem += int64(words) * 8
+	}
+	r.pops = slices.Clone(sc.pops)
+	r.popNeed = slices.Clone(sc.pneed)
+	r.popK = slices.Clone(sc.pk)
+	for i := range r.pops {
+		r.popMaxNeed = max(r.popMaxNeed, int(r.popNeed[i]))
+		r.popMinK = min(r.popMinK, int(r.popK[i]))
+	}
+	r.mem += int64(len(r.toks))*5 + int64(len(r.pops))*7 + 128
+	return r
+}
+
+func satU8(x int) uint8 {
+	if x > 255 {
+		return 255
+	}
+	return uint8(x)
+}
+
+// isStringStart: the state still expects the opening quote.
+func isStringStart(a *automaton, ds *dstate) bool {
+	for _, it := range ds.items {
+		for _, e := range a.nfa[it.node].edges {
+			if e.set.has('"') && !e.track {
+				// only the opening quote edge is untracked among a string's edges
+				// before the content starts
+				if !ds.boundary {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// orNeed adds the tokens whose need is at most R.
+func (r *absRes) orNeed(mask []uint64, R int) {
+	if R >= r.maxNeed {
+		if r.all != nil {
+			for i, w := range r.all[:len(mask)] {
+				mask[i] |= w
+			}
+			return
+		}
+		for _, t := range r.toks {
+			mask[t>>6] |= 1 << (uint(t) & 63)
+		}
+		return
+	}
+	if R < 0 {
+		return
+	}
+	if r.all != nil {
+		p := r.cum[R].Load()
+		if p == nil {
+			b := make([]uint64, len(r.all))
+			for i, t := range r.toks {
+				if int(r.needs[i]) > R {
+					break
+				}
+				b[t>>6] |= 1 << (uint(t) & 63)
+			}
+			r.cum[R].CompareAndSwap(nil, &b)
+			p = r.cum[R].Load()
+		}
+		for i, w := range (*p)[:len(mask)] {
+			mask[i] |= w
+		}
+		return
+	}
+	for i, t := range r.toks {
+		if int(r.needs[i]) > R {
+			break
+		}
+		mask[t>>6] |= 1 << (uint(t) & 63)
+	}
+}
+
+func buildPopIndex(pops []int32, t *trie, words int) *popIndex {
+	ix := &popIndex{popTok: make([]int32, len(pops))}
+	ntok := 0
+	for i, p := range pops {
+		ix.popTok[i] = t.tok[p]
+		if t.tok[p] >= 0 {
+			ntok++
+		}
+		for c := p + 1; c < t.next[p]; c = t.next[c] {
+			b := t.b[c]
+			ix.child[b] = append(ix.child[b], c)
+			ix.childParent[b] = append(ix.childParent[b], int32(i))
+		}
+	}
+	if ntok > denseAbove {
+		ix.tokBits = make([]uint64, words)
+		for _, tk := range ix.popTok {
+			if tk >= 0 {
+				ix.tokBits[tk>>6] |= 1 << (uint(tk) & 63)
+			}
+		}
+	}
+	return ix
+}
+
+// walkFrom walks the subtree below node st (st itself already consumed) from packed
+// configuration c, appending allowed tokens and pops to sc.
+func (g *Grammar) walkFrom(st int32, c int32, sc *walkScratch, tv *tableView, t *trie) {
+	cls := &g.cls
+	tb, tdepth, tnext, ttok := t.b, t.depth, t.next, t.tok
+	d0 := tdepth[st]
+	sc.cfg[d0] = c >> pfShift
+	sc.row[d0] = tv.row(c >> pfShift)
+	end := tnext[st]
+	for i := st + 1; i < end; {
+		d := tdepth[i]
+		col := int(cls[tb[i]])
+		v := atomic.LoadInt32(&sc.row[d-1][col])
+		if v == tUnknown {
+			v = g.cfgStepSlow(sc.cfg[d-1], col)
+		}
+		if v < 0 {
+			i = tnext[i]
+			continue
+		}
+		if v&pfCont != 0 && ttok[i] >= 0 {
+			sc.toks = append(sc.toks, ttok[i])
+		}
+		if v&pfAccept != 0 {
+			sc.pops = append(sc.pops, i)
+		}
+		if tnext[i] > i+1 {
+			sc.cfg[d] = v >> pfShift
+			sc.row[d] = tv.row(v >> pfShift)
+		}
+		i++
+	}
+}
+
+// walkCfg walks the subtrees of the start nodes from configuration c0 (packed). A
+// start node other than the root is itself a position: its token is allowed when c0
+// can continue, and it is a pop when c0 can pop.
+func (g *Grammar) walkCfg(c0 int32, starts []int32, sc *walkScratch) *walkRes {
+	t := g.vocab.getTrie()
+	sc.toks = sc.toks[:0]
+	sc.pops = sc.pops[:0]
+	tv := viewOf(g.ctrans)
+	for _, st := range starts {
+		if st != 0 && c0&pfCont != 0 && t.tok[st] >= 0 {
+			sc.toks = append(sc.toks, t.tok[st])
+		}
+		if c0&pfAccept != 0 {
+			sc.pops = append(sc.pops, st)
+		}
+		g.walkFrom(st, c0, sc, &tv, t)
+	}
+	return sc.finish(g.vocab.MaskWords())
+}
+
+// level1 returns the cached walk from a (non-abstract) frame state.
+func (g *Grammar) level1(ref int32, sc *walkScratch) *walkRes {
+	a, s := g.autOf(ref)
+	ds := a.state(s)
+	if r := ds.walk.Load(); r != nil {
+		return r
+	}
+	var r *walkRes
+	if a.leaf {
+		r = walkLeaf(a, s, g.vocab.getTrie(), g.vocab.MaskWords(), sc)
+	} else {
+		c := g.cfgSingle(ref)
+		if c < 0 {
+			return &walkRes{}
+		}
+		r = g.walkCfg(c, []int32{0}, sc)
+	}
+	if g.walkMem.Load()+r.mem > g.opts.maxCacheBytes() {
+		return r
+	}
+	if ds.walk.CompareAndSwap(nil, r) {
+		g.walkMem.Add(r.mem)
+		return r
+	}
+	return ds.walk.Load()
+}
+
+// levelAbstract fills the level-1 tokens of a string state from its abstract walk and
+// returns the pops that pass the state's filters (with the index to continue them).
+type popFilter struct {
+	R, minK int
+	excl    []int32 // sorted excluded pop nodes
+	all     bool    // nothing filtered
+}
+
+func (g *Grammar) abstractWalk(a *automaton, s int32, sc *walkScratch) *absRes {
+	as := a.abstractOf(s)
+	if as < 0 {
+		return &absRes{}
+	}
+	ads := a.state(as)
+	if r := ads.absWalk.Load(); r != nil {
+		return r
+	}
+	r := walkAbstract(a, as, g.vocab.getTrie(), g.vocab.MaskWords(), sc)
+	if a.memBytes.Load()+r.mem < g.opts.maxCacheBytes() {
+		if ads.absWalk.CompareAndSwap(nil, r) {
+			a.memBytes.Add(r.mem)
+		}
+		if x := ads.absWalk.Load(); x != nil {
+			return x
+		}
+	}
+	return r
+}
+
+// stringFilter computes the filter of concrete string state s.
+func (g *Grammar) stringFilter(a *automaton, s int32, r *absRes, sc *walkScratch) popFilter {
+	p, kt := a.params(s)
+	f := popFilter{R: 1 << 30, minK: -1 << 30}
+	if p.max >= 0 {
+		f.R = int(p.max - p.count)
+	}
+	if p.min > 0 {
+		f.minK = int(p.min - p.count)
+	}
+	if kt != nil {
+		f.excl = g.excludedPops(kt, p.trie-1, r.pops, sc)
+	}
+	f.all = f.R >= r.popMaxNeed && f.minK <= r.popMinK && len(f.excl) == 0
+	return f
+}
+
+// excludedPops lists the pop nodes that would close the string on an excluded key:
+// for each excluded key below trie node n, the vocabulary node spelling the rest of
+// the key and the closing quote.
+func (g *Grammar) excludedPops(kt *keyTrie, n int32, pops []int32, sc *walkScratch) []int32 {
+	t := g.vocab.getTrie()
+	out := sc.excl[:0]
+	var rec func(kn int32, vn int32)
+	rec = func(kn int32, vn int32) {
+		if kt.nodes[kn].term {
+			// the closing quote after vn
+			if q := t.child(vn, '"'); q >= 0 {
+				out = append(out, q)
+			}
+		}
+		for i, b := range kt.nodes[kn].bytes {
+			if c := t.child(vn, b); c >= 0 {
+				rec(kt.nodes[kn].to[i], c)
+			}
+		}
+	}
+	rec(n, 0)
+	slices.Sort(out)
+	sc.excl = out
+	return out
+}
+
+func (f *popFilter) pass(r *absRes, i int) bool {
+	if f.all {
+		return true
+	}
+	if int(r.popNeed[i]) > f.R || int(r.popK[i]) < f.minK {
+		return false
+	}
+	if len(f.excl) > 0 {
+		if _, found := slices.BinarySearch(f.excl, r.pops[i]); found {
+			return false
+		}
+	}
+	return true
+}
+
+// levelIndexed continues pops (with their index) in the context of parent state r,
+// adding tokens to mask; it returns the next level's pops (in sc.next).
+func (g *Grammar) levelIndexed(pops []int32, ix *popIndex, pass func(int) bool, all bool, r int32, mask []uint64, sc *walkScratch) []int32 {
+	t := g.vocab.getTrie()
+	c := g.cfgSingle(r)
+	next := sc.next[:0]
+	if c < 0 {
+		sc.next = next
+		return next
+	}
+	if c&pfCont != 0 {
+		if all && ix.tokBits != nil {
+			for i, w := range ix.tokBits[:len(mask)] {
+				mask[i] |= w
+			}
+		} else {
+			for i, tk := range ix.popTok {
+				if tk >= 0 && (all || pass(i)) {
+					mask[tk>>6] |= 1 << (uint(tk) & 63)
+				}
+			}
+		}
+	}
+	if c&pfAccept != 0 {
+		for i, p := range pops {
+			if all || pass(i) {
+				next = append(next, p)
+			}
+		}
+	}
+	tv := viewOf(g.ctrans)
+	row := tv.row(c >> pfShift)
+	sc.toks = sc.toks[:0]
+	sc.pops = sc.pops[:0]
+	for b := 0; b < 256; b++ {
+		ch := ix.child[b]
+		if len(ch) == 0 {
+			continue
+		}
+		col := int(g.cls[b])
+		v := atomic.LoadInt32(&row[col])
+		if v == tUnknown {
+			v = g.cfgStepSlow(c>>pfShift, col)
+		}
+		if v < 0 {
+			continue
+		}
+		par := ix.childParent[b]
+		for j, n := range ch {
+			if !all && !pass(int(par[j])) {
+				continue
+			}
+			if v&pfCont != 0 && t.tok[n] >= 0 {
+				sc.toks = append(sc.toks, t.tok[n])
+			}
+			if v&pfAccept != 0 {
+				sc.pops = append(sc.pops, n)
+			}
+			if t.next[n] > n+1 {
+				g.walkFrom(n, v, sc, &tv, t)
+			}
+		}
+	}
+	for _, tk := range sc.toks {
+		mask[tk>>6] |= 1 << (uint(tk) & 63)
+	}
+	next = append(next, sc.pops...)
+	slices.Sort(next)
+	sc.next = next
+	return next
+}
+
+type levelKey struct {
+	h   uint64
+	n   int
+	r   int32
+	res *walkRes
+}
+
+var hashSeed = maphash.MakeSeed()
+
+// levelNext continues pops in the context of parent state r (cached by the pop list).
+func (g *Grammar) levelNext(pops []int32, owner *walkRes, r int32, sc *walkScratch) *walkRes {
+	var k levelKey
+	if owner != nil {
+		k = levelKey{res: owner, r: r}
+	} else {
+		var h maphash.Hash
+		h.SetSeed(hashSeed)
+		for _, p := range pops {
+			var b [4]byte
+			b[0], b[1], b[2], b[3] = byte(p), byte(p>>8), byte(p>>16), byte(p>>24)
+			h.Write(b[:])
+		}
+		k = levelKey{h: h.Sum64(), n: len(pops), r: r}
+	}
+	if v, ok := g.levels.Load(k); ok {
+		return v.(*walkRes)
+	}
+	c := g.cfgSingle(r)
+	var nr *walkRes
+	if c < 0 {
+		nr = &walkRes{}
+	} else {
+		nr = g.walkCfg(c, pops, sc)
+	}
+	if g.walkMem.Load()+nr.mem > g.opts.maxCacheBytes() {
+		return nr
+	}
+	v, loaded := g.levels.LoadOrStore(k, nr)
+	if !loaded {
+		g.walkMem.Add(nr.mem)
+	}
+	return v.(*walkRes)
+}
+
+// orInto adds a result's tokens to mask.
+func (r *walkRes) orInto(mask []uint64) {
+	if r.bits != nil {
+		b := r.bits[:len(mask)]
+		for i, w := range b {
+			mask[i] |= w
+		}
+		return
+	}
+	for _, t := range r.toks {
+		mask[t>>6] |= 1 << (uint(t) & 63)
+	}
+}
+
+// child returns the child of trie node n with byte b, or -1.
+func (t *trie) child(n int32, b byte) int32 {
+	for c := n + 1; c < t.next[n]; c = t.next[c] {
+		if t.b[c] == b {
+			return c
+		}
+		if t.b[c] > b {
+			return -1
+		}
+	}
+	return -1
+}
