@@ -2,10 +2,10 @@
 //
 // It is the one target whose cost model is fitted to measurements: kernels timed with
 // torch on an H200 (testdata/cost/h200_kernels_dev.csv) fix the efficiency parameters
-// in params.go, and shapes measured on the lent H200 that the fit never saw
+// in params.go, and shapes measured on our H200 that the fit never saw
 // (testdata/cost/h200_kernels_heldout*.csv) check it. The sm100 and ascend950 models
 // borrow these efficiencies (docs/cost-model.md). Plans for h200 are compiled and
-// simulated here, not executed: the GPU is lent for measuring sessions only.
+// simulated here, not executed: we have an H200 for measuring sessions only.
 //
 // The catalog names the Hopper builds of DeepSeek's kernels. Hopper has no FP4 tensor
 // cores, so FP4 experts run through the FP8 grouped GEMM (weights upcast on load).

@@ -57,7 +57,7 @@ func TestDevTableAccuracy(t *testing.T) {
 	}
 }
 
-// Held-out shapes measured on the lent H200 (device timing), never fitted. The bars are
+// Held-out shapes measured on our H200 (device timing), never fitted. The bars are
 // a regression guard a little wider than the committed fit's numbers
 // (docs/cost-model.md has the table).
 func TestHeldOutDeviceAccuracy(t *testing.T) {

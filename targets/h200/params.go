@@ -9,7 +9,7 @@ import "deepinfer/targets/cost"
 // h200_kernels_dev_device.csv (the same shapes, device time). docs/cost-model.md explains
 // each parameter.
 var Fitted = cost.Params{
-	Fit:               "fitted on the dev table and its shapes device-timed on the lent H200",
+	Fit:               "fitted on the dev table and its shapes device-timed on our H200",
 	ComputeEff:        map[string]float64{"bf16": 0.8139, "fp8": 0.7269},
 	StreamEff:         0.8804,
 	TileKnee:          64.63,

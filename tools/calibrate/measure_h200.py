@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure kernel times on the lent H200 for the DeepInfer cost model (target h200).
+"""Measure kernel times on our H200 for the DeepInfer cost model (target h200).
 
 The output has the columns of shared/data/h200_kernels_dev.csv:
 
@@ -27,7 +27,7 @@ Two timings per row:
   eager   CUDA events around each call, GPU idle before each call (synchronize after
           each repetition): the launch and torch dispatch cost of a lone eager call is
           included, as in the dev table. That host cost belongs to the machine running
-          python, not to the GPU: on the lent (Firecracker) machine it is 3-4x the dev
+          python, not to the GPU: on that (Firecracker) machine it is 3-4x the dev
           table's (about 40 us per cuBLAS call instead of 10).
   device  the same events, but the GPU is first given a long torch.cuda._sleep so the
           CPU queues all repetitions before the GPU reaches them: the events then time
@@ -43,7 +43,7 @@ Files written under --out, all in the dev table's columns:
   h200_kernels_dev_device.csv      the dev shapes re-measured here, device timing
   h200_measure_meta.json           device, driver, torch, variants, run time
 
-Usage (on the device machine):
+Usage (on the H200 machine):
     PYTHONUNBUFFERED=1 python3 tools/calibrate/measure_h200.py --out $OUT \
         --dev testdata/cost/h200_kernels_dev.csv [--method-check]
 """

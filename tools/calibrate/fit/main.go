@@ -4,7 +4,7 @@
 //	go run ./tools/calibrate/fit -eval    # accuracy of the committed fit, per table and op
 //
 // The fit sees the dev table (eager times, as measured) and, unless -dev-device "", the
-// same dev shapes re-measured in device timing on the lent H200 (they pin the device-side
+// same dev shapes re-measured in device timing on our H200 (they pin the device-side
 // floors that the dev table's host-bound small rows hide). Held-out shapes are evaluated,
 // never fitted: -eval prints them next to the dev table.
 package main
@@ -24,7 +24,7 @@ import (
 func main() {
 	dev := flag.String("dev", "testdata/cost/h200_kernels_dev.csv", "the dev table (eager times)")
 	devDevice := flag.String("dev-device", "testdata/cost/h200_kernels_dev_device.csv",
-		"the dev table's shapes re-measured in device timing on the lent H200 (\"\" to fit on the dev table alone)")
+		"the dev table's shapes re-measured in device timing on our H200 (\"\" to fit on the dev table alone)")
 	out := flag.String("o", "", "write the fitted parameters as Go source to this file")
 	eval := flag.Bool("eval", false, "only evaluate the committed fit (targets/h200/params.go)")
 	verbose := flag.Bool("v", false, "print every row")
@@ -63,7 +63,7 @@ func run(devPath, devDevicePath, out string, evalOnly, verbose bool) error {
 		p := fitted.P.Clone()
 		p.Fit = "fitted on the dev table"
 		if devDevicePath != "" {
-			p.Fit += " and its shapes device-timed on the lent H200"
+			p.Fit += " and its shapes device-timed on our H200"
 		}
 		m = fitted.WithParams(p)
 		fmt.Printf("fit: loss %.4f after %d evaluations\n", rep.Loss, rep.Evals)
@@ -90,14 +90,14 @@ func run(devPath, devDevicePath, out string, evalOnly, verbose bool) error {
 		note   string
 	}{
 		{devPath, cost.Eager, "dev table (fit data), eager"},
-		{"testdata/cost/h200_kernels_heldout_device.csv", cost.Device, "held-out shapes, device time, lent H200"},
-		{"testdata/cost/h200_kernels_heldout.csv", cost.Eager, "held-out shapes, eager, lent H200, with the lent host's constants"},
-		{devDevicePath, cost.Device, "dev shapes re-measured, device time, lent H200"},
+		{"testdata/cost/h200_kernels_heldout_device.csv", cost.Device, "held-out shapes, device time, our H200"},
+		{"testdata/cost/h200_kernels_heldout.csv", cost.Eager, "held-out shapes, eager, our H200, with that host's constants"},
+		{devDevicePath, cost.Device, "dev shapes re-measured, device time, our H200"},
 	}
-	// The lent machine's host (a Firecracker VM) dispatches 3-4x slower than the dev
+	// The H200 machine's host (a Firecracker VM) dispatches 3-4x slower than the dev
 	// table's. Its eager times are judged with its own host constants, fitted on the dev
 	// shapes it measured eagerly (h200_kernels_dev_eager.csv); the device side is untouched.
-	lent := m
+	h200host := m
 	if t, err := cost.ReadTableFile("testdata/cost/h200_kernels_dev_eager.csv"); err == nil {
 		var host []string
 		for _, q := range m.P.Free() {
@@ -105,12 +105,12 @@ func run(devPath, devDevicePath, out string, evalOnly, verbose bool) error {
 				host = append(host, q.Name)
 			}
 		}
-		lent, _, err = cost.Fit(m, []cost.FitData{{T: t, Launch: cost.Eager}}, cost.FitOptions{Free: host})
+		h200host, _, err = cost.Fit(m, []cost.FitData{{T: t, Launch: cost.Eager}}, cost.FitOptions{Free: host})
 		if err != nil {
 			return err
 		}
-		fmt.Println("\nlent H200 host constants (fitted on its eager dev-shape re-measurement):")
-		for _, q := range lent.P.Free() {
+		fmt.Println("\nour H200 host constants (fitted on its eager dev-shape re-measurement):")
+		for _, q := range h200host.P.Free() {
 			if strings.HasPrefix(q.Name, "Host") {
 				fmt.Printf("  %-28s %10.4g %s\n", q.Name, q.Value, q.Unit)
 			}
@@ -126,7 +126,7 @@ func run(devPath, devDevicePath, out string, evalOnly, verbose bool) error {
 		}
 		mm := m.WithLaunch(tb.launch)
 		if strings.HasSuffix(tb.path, "h200_kernels_heldout.csv") {
-			mm = lent.WithLaunch(tb.launch)
+			mm = h200host.WithLaunch(tb.launch)
 		}
 		pred, acc, err := mm.Evaluate(t)
 		if err != nil {
