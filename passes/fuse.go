@@ -7,7 +7,8 @@ import (
 
 // fuse applies the target's fusion rules (targets.Fuser): it finds chains of
 // instructions matching a rule's ops, where each link's result has exactly one use —
-// the next link — and marks them as one group. Rules are tried in the target's order and
+// the next link, or a bf16 fake_quant whose one use is the next link — and marks them as
+// one group. Rules are tried in the target's order and
 // an instruction joins at most one group. Lowering then gives every member the rule's
 // kernel (lowering keeps it); a cost model charges the group's elementwise links no memory traffic of their
 // own (their intermediates never leave the chip).
@@ -63,6 +64,18 @@ func matchChain(start *ir.Instr, ops []string, uses map[*ir.Value]int, users map
 			return nil
 		}
 		in = users[in.Results[0]]
+		// a bf16 rounding between two links is the earlier link's output dtype on a
+		// device: it joins the chain
+		for in != nil && roundsToBF16(in) && !taken[in] && uses[in.Results[0]] == 1 {
+			chain = append(chain, in)
+			in = users[in.Results[0]]
+		}
 	}
 	return chain
+}
+
+// roundsToBF16 reports a fake_quant to bf16 (V4.1's reference numerics).
+func roundsToBF16(in *ir.Instr) bool {
+	f, _ := in.Attrs.Str("format")
+	return in.Op == "fake_quant" && f == "bf16"
 }

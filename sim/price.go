@@ -14,6 +14,7 @@ import (
 type stepShape struct {
 	T   int     // tokens in the step on this rank
 	R   int     // logit rows
+	K   int     // rows kept by SWA bounded replay (Σ min(n_i, keep)); 0 means T
 	Ctx float64 // mean position of the step's tokens (keys visible to a query ≈ this)
 }
 
@@ -47,22 +48,32 @@ type pricer struct {
 	imbalance  float64       // max/mean expert load over ranks
 	layer      []int         // per instruction: the model layer it belongs to (-1: embedding or head)
 	groupSize  map[int64]int // fusion group → its elementwise members
-	static     map[[2]int]*stepPrice
-	dynamic    map[[2]int]*stepPrice
+	static     map[[3]int]*stepPrice
+	dynamic    map[[3]int]*stepPrice
 	activation int // bytes per activation element on the device
+	keep       int // SWA bounded replay's rows kept per sequence (0: the program has no cut)
+	tableRanks int // ranks a sharded Engram table is split over
+	commMode   string
 }
 
-func newPricer(m *cost.Model, p *plan.Plan, prog *plan.Program, balancedness float64) *pricer {
+func newPricer(m *cost.Model, p *plan.Plan, prog *plan.Program, role *plan.Role) *pricer {
 	imb := 1.0
-	if balancedness > 0 {
-		imb = 1 / balancedness
+	if role.Balancedness > 0 {
+		imb = 1 / role.Balancedness
 	}
-	pr := &pricer{m: m, p: p, prog: prog, imbalance: imb, static: map[[2]int]*stepPrice{},
-		dynamic: map[[2]int]*stepPrice{}, activation: 2}
+	pr := &pricer{m: m, p: p, prog: prog, imbalance: imb, static: map[[3]int]*stepPrice{},
+		dynamic: map[[3]int]*stepPrice{}, activation: 2, tableRanks: max(1, role.EP), commMode: "normal"}
 	pr.groupSize = map[int64]int{}
 	for i := range prog.Instrs {
-		if g, ok := prog.Instrs[i].Attrs.Int("fusion"); ok && fusedAway(prog.Instrs[i].Op) {
+		in := &prog.Instrs[i]
+		if g, ok := in.Attrs.Int("fusion"); ok && fusedAway(in) && !free(in) {
 			pr.groupSize[g]++
+		}
+		switch in.Op {
+		case "tail_rows":
+			pr.keep = attrI(in, "keep")
+		case "moe_dispatch":
+			pr.commMode, _ = in.Attrs.Str("mode")
 		}
 	}
 	cur := -1
@@ -103,7 +114,24 @@ func layerIndex(name string) (int, bool) {
 
 // ctxDependent reports whether an op's cost depends on the context length.
 func ctxDependent(op string) bool {
-	return op == "window_attention" || op == "sparse_attention" || op == "index_topk"
+	switch op {
+	case "window_attention", "sparse_attention", "index_topk", "csa_attention", "csa_index", "csa_index_candidates":
+		return true
+	}
+	return false
+}
+
+// kept is the rows SWA bounded replay keeps of a step whose sequences bring n_i rows each:
+// Σ min(n_i, keep), or every row when the program has no cut.
+func (pr *pricer) kept(chunks []int) int {
+	k := 0
+	for _, n := range chunks {
+		if pr.keep > 0 {
+			n = min(n, pr.keep)
+		}
+		k += n
+	}
+	return k
 }
 
 // ctxBucket rounds a context length to about 2% so that the cache stays small.
@@ -135,7 +163,10 @@ func (pr *pricer) weight(o plan.Operand) *plan.Weight {
 // price returns a step's two parts: the token-only calls and the context-dependent ones.
 func (pr *pricer) price(s stepShape) (static, dynamic *stepPrice, err error) {
 	s.Ctx = float64(ctxBucket(s.Ctx))
-	sk, dk := [2]int{s.T, s.R}, [2]int{s.T, int(s.Ctx)}
+	if s.K == 0 {
+		s.K = s.T
+	}
+	sk, dk := [3]int{s.T, s.R, s.K}, [3]int{s.T, s.K, int(s.Ctx)}
 	static, dynamic = pr.static[sk], pr.dynamic[dk]
 	if static == nil {
 		if static, err = pr.priceSome(s, false); err != nil {
@@ -166,7 +197,10 @@ func (pr *pricer) priceSome(s stepShape, dyn bool) (*stepPrice, error) {
 		}
 		var calls []kernelCall
 		var err error
-		if g, ok := in.Attrs.Int("fusion"); ok && fusedAway(in.Op) {
+		if free(in) {
+			continue
+		}
+		if g, ok := in.Attrs.Int("fusion"); ok && fusedAway(in) {
 			// a fused chain's elementwise links move only the chain's own inputs and
 			// output: priced once, as one kernel, when its last link is reached
 			p := groups[g]
@@ -235,6 +269,8 @@ func rowsOf(t ir.Type, s stepShape) int {
 		return s.T
 	case ir.SymRows:
 		return s.R
+	case ir.SymKept:
+		return s.K
 	}
 	return int(t.Shape[0].N)
 }
@@ -247,14 +283,22 @@ func colsOf(t ir.Type) int {
 	return n
 }
 
-// fusedAway reports whether an op, inside a fusion group, costs no memory traffic of its
-// own (a memory-bound epilogue or prologue).
-func fusedAway(op string) bool {
-	switch op {
-	case "rmsnorm", "rope", "hc_collapse", "hc_expand", "hc_init", "add", "swiglu":
+// fusedAway reports whether an instruction, inside a fusion group, costs no memory
+// traffic of its own (a memory-bound epilogue or prologue).
+func fusedAway(in *plan.Instr) bool {
+	switch in.Op {
+	case "rmsnorm", "rope", "hc_collapse", "hc_expand", "hc_init", "add", "swiglu", "fake_quant":
 		return true
 	}
 	return false
+}
+
+// free reports instructions no device kernel runs: a bf16 fake_quant is the reference's
+// rounding of an activation to bf16, which on the device is the dtype its producer
+// already writes.
+func free(in *plan.Instr) bool {
+	f, _ := in.Attrs.Str("format")
+	return in.Op == "fake_quant" && f == "bf16"
 }
 
 // elems counts the elements of the step-shaped tensors among ts.
@@ -288,11 +332,22 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		}
 		return one(cost.Kernel{Op: "elementwise", DType: "bf16", M: elems, Bytes: int64(elems * pr.activation)})
 	}
+	// T: the rows of the instruction's first operand (the step's tokens, or the rows
+	// SWA bounded replay kept)
 	T := s.T
+	if len(in.ArgTypes) > 0 {
+		T = rowsOf(in.ArgTypes[0], s)
+	}
+	gemm := func(x ir.Type, w *plan.Weight, n int) (kernelCall, error) {
+		return pr.predict(in, cost.Kernel{Op: "gemm", DType: gemmDType(w.Storage), M: rowsOf(x, s), N: n, K: int(w.Shape[1])})
+	}
 	switch in.Op {
-	case "linear":
+	case "linear", "qlinear":
+		// qlinear's activation quantization (MXFP8 for an FP8 or FP4 weight) runs in its
+		// producer's epilogue on the device, as DeepSeek's fused kernels do
 		w := pr.weight(in.Args[1])
-		return one(cost.Kernel{Op: "gemm", DType: gemmDType(w.Storage), M: rowsOf(in.ArgTypes[0], s), N: int(w.Shape[0]), K: int(w.Shape[1])})
+		c, err := gemm(in.ArgTypes[0], w, int(w.Shape[0]))
+		return []kernelCall{c}, err
 	case "lm_head":
 		w := pr.weight(in.Args[2])
 		return one(cost.Kernel{Op: "gemm", DType: gemmDType(w.Storage), M: s.R, N: int(w.Shape[0]), K: int(w.Shape[1])})
@@ -302,11 +357,7 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		return one(cost.Kernel{Op: "grouped_gemm", DType: gemmDType(w.Storage), M: T, N: int(w.Shape[0]) / g, K: int(w.Shape[1]), Groups: g})
 	case "rmsnorm":
 		return one(cost.Kernel{Op: "rmsnorm", DType: "bf16", M: T * colsOf(in.ArgTypes[0]) / max(1, int(in.ArgTypes[0].Last())), N: int(in.ArgTypes[0].Last())})
-	case "hc_mix", "hc_head":
-		w := pr.weight(in.Args[1])
-		calls, err := one(cost.Kernel{Op: "gemm", DType: "bf16", M: T, N: int(w.Shape[0]), K: int(w.Shape[1])})
-		return calls, err
-	case "moe_route":
+	case "hc_mix", "hc_head", "moe_route":
 		w := pr.weight(in.Args[1])
 		return one(cost.Kernel{Op: "gemm", DType: "bf16", M: T, N: int(w.Shape[0]), K: int(w.Shape[1])})
 	case "moe_experts":
@@ -328,13 +379,29 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		}
 		down, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: hidden, K: inter, Groups: slots})
 		return []kernelCall{up, down}, err
-	case "window_attention", "sparse_attention":
+	case "rope":
+		// in place, on the rope_dim slice of each head only
+		x := in.ArgTypes[0]
+		hd, rd := attrI(in, "head_dim"), attrI(in, "rope_dim")
+		if hd <= 0 || rd <= 0 || int(x.Last())%hd != 0 {
+			return elementwise()
+		}
+		elems := rowsOf(x, s) * colsOf(x) / hd * rd * 2
+		return one(cost.Kernel{Op: "elementwise", DType: "bf16", M: elems, Bytes: int64(elems * pr.activation)})
+	case "dspark_attention":
+		// a draft block attends to the stage's window ring and the block itself
+		heads, dim, window := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "window")
+		return one(cost.Kernel{Op: "flash_mqa_decode", DType: "bf16", M: T, N: window + attrI(in, "block"), K: dim, Groups: heads})
+	case "dspark_head":
+		// the vocabulary head over every draft row (the Markov bias is a gather)
+		w := pr.weight(in.Args[3])
+		return one(cost.Kernel{Op: "gemm", DType: gemmDType(w.Storage), M: T, N: int(w.Shape[0]), K: int(w.Shape[1])})
+	case "window_attention", "sparse_attention", "csa_attention":
 		heads, dim, window := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "window")
 		keys := math.Min(s.Ctx+1, float64(window))
-		if in.Op == "sparse_attention" {
-			ratio := float64(attrI(in, "ratio"))
+		if ratio := float64(attrI(in, "ratio")); ratio > 0 && in.Op != "window_attention" {
 			visible := s.Ctx / ratio
-			if len(in.ArgTypes) == 6 { // CSA: the indexer's top-k
+			if len(in.ArgTypes) == 6 { // the indexer's top-k
 				visible = math.Min(visible, float64(in.ArgTypes[5].Last()))
 			}
 			keys += visible
@@ -344,13 +411,51 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		heads, dim, ratio := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "ratio")
 		entries := max(1, int(s.Ctx)/ratio)
 		return one(cost.Kernel{Op: "gemm", DType: "fp8e4m3", M: T * heads, N: entries, K: dim})
+	case "csa_index", "csa_index_candidates":
+		// V4.1's index keys are FP4; with candidate blocks only their keys are scored
+		heads, dim, ratio := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "ratio")
+		entries := max(1, int(s.Ctx)/ratio)
+		if len(in.ArgTypes) == 5 {
+			entries = min(entries, attrI(in, "cand_blocks")*attrI(in, "cand_block_size"))
+		}
+		return one(cost.Kernel{Op: "gemm", DType: "fp4", M: T * heads, N: entries, K: dim})
 	case "compress":
 		wkv := pr.weight(in.Args[2])
-		g, err := pr.predict(in, cost.Kernel{Op: "gemm", DType: gemmDType(wkv.Storage), M: T, N: 2 * int(wkv.Shape[0]), K: int(wkv.Shape[1])})
+		c, err := gemm(in.ArgTypes[0], wkv, 2*int(wkv.Shape[0]))
+		return []kernelCall{c}, err
+	case "csa_compress":
+		// the KV (and gate) projections of the source's rows, then its index keys
+		var calls []kernelCall
+		for _, a := range in.Args[2:] {
+			w := pr.weight(a)
+			if w == nil || len(w.Shape) != 2 {
+				continue
+			}
+			x := in.ArgTypes[0]
+			if int(w.Shape[1]) != int(x.Last()) { // wk reads the pooled entry
+				x = ir.T(ir.F32, x.Shape[0], int(w.Shape[1]))
+			}
+			c, err := gemm(x, w, int(w.Shape[0]))
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, c)
+		}
+		return calls, nil
+	case "engram_lookup":
+		// the table is split by rows over the role's ranks: each row is fetched from the
+		// rank holding it (an all-to-all), then gathered
+		out := in.ResultTypes[0]
+		bytes := int64(rowsOf(out, s) * colsOf(out) * pr.activation)
+		calls, err := elementwise()
+		if err != nil || pr.tableRanks <= 1 {
+			return calls, err
+		}
+		us, b, err := pr.m.PredictComm("all_to_all", bytes, pr.tableRanks, pr.commMode)
 		if err != nil {
 			return nil, err
 		}
-		return []kernelCall{g}, nil
+		return append(calls, kernelCall{Kernel: in.Kernel, Op: in.Op, US: us, Comm: true, Bound: b.Bound, Bytes: b.Bytes}), nil
 	case "moe_dispatch", "moe_combine", "cp_gather":
 		kind := map[string]string{"moe_dispatch": "dispatch", "moe_combine": "combine", "cp_gather": "all_gather"}[in.Op]
 		bpt, _ := in.Attrs.Int("bytes_per_token")
@@ -362,5 +467,16 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		}
 		return []kernelCall{{Kernel: in.Kernel, Op: in.Op, Layer: -1, US: us, Comm: true, Bound: b.Bound, Bytes: b.Bytes}}, nil
 	}
+	if !elementwiseOps[in.Op] {
+		return nil, fmt.Errorf("the simulator has no cost mapping for op %s", in.Op)
+	}
 	return elementwise()
+}
+
+// elementwiseOps are priced as one memory-bound pass over their step-shaped operands
+// and results: gathers, pointwise math, small per-row reductions, the sampler.
+var elementwiseOps = map[string]bool{
+	"embed": true, "hc_init": true, "hc_collapse": true, "hc_expand": true, "hc_select": true, "hc_mean": true,
+	"rope": true, "swiglu": true, "add": true, "concat": true, "fake_quant": true, "sample": true,
+	"engram_hash": true, "engram_mix": true, "dspark_push": true, "tail_rows": true, "tail_index": true,
 }

@@ -208,12 +208,14 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			left := role.MaxNumBatchedTokens
 			var pos float64
 			seqs := 0
+			var ns []int
 			for _, r := range st.waiting {
 				if left == 0 || seqs == role.MaxNumSeqs {
 					break
 				}
 				n := min(r.in-r.fed, left)
 				plans[i] = append(plans[i], chunk{r, n})
+				ns = append(ns, n)
 				pos += float64(n) * (float64(r.fed) + float64(n)/2)
 				left -= n
 				seqs++
@@ -222,7 +224,7 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			if T == 0 {
 				continue
 			}
-			if err := slow.rank(pr, stepShape{T: T, R: seqs, Ctx: pos / float64(T)}, w.overlap(), seqs); err != nil {
+			if err := slow.rank(pr, stepShape{T: T, R: seqs, K: pr.kept(ns), Ctx: pos / float64(T)}, w.overlap(), seqs); err != nil {
 				return nil, err
 			}
 		}
@@ -259,7 +261,11 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 		rr.TokensPerSecPerDevice = float64(rr.TokensIn) / clock / float64(role.DP*role.CP*role.TP)
 	}
 	acc.finish(rr)
-	if err := representative(rr, pr, stepShape{T: max(1, int(rr.MeanTokens)), R: max(1, int(rr.MeanBatch)), Ctx: w.in.Mean() / 2}); err != nil {
+	rep := stepShape{T: max(1, int(rr.MeanTokens)), R: max(1, int(rr.MeanBatch)), Ctx: w.in.Mean() / 2}
+	if pr.keep > 0 {
+		rep.K = min(rep.T, rep.R*pr.keep)
+	}
+	if err := representative(rr, pr, rep); err != nil {
 		return nil, err
 	}
 	return rr, nil

@@ -114,7 +114,7 @@ func Run(o Options) (*Result, error) {
 	for i := range p.Deployment.Roles {
 		role := &p.Deployment.Roles[i]
 		prog := p.Program(role.Name)
-		pr := newPricer(o.Model, p, prog, role.Balancedness)
+		pr := newPricer(o.Model, p, prog, role)
 		var rr *RoleResult
 		var err error
 		if role.Name == "prefill" {
