@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"deepinfer/deploy"
 	"fmt"
 	"strings"
 	"testing"
@@ -167,4 +168,44 @@ func TestV41FullKVLayout(t *testing.T) {
 			t.Errorf("layer %d: ring slot %d B, want 528", i, ll.RingRowBytes())
 		}
 	}
+}
+
+// TestV41ReplayArena: the prefill arena counts the replay's kept rows as Σ min(n, keep)
+// rows at the largest step (16 sequences × 140 of a 16,384-token step), so compact replay
+// needs less arena than off, which holds every row through every layer.
+func TestV41ReplayArena(t *testing.T) {
+	arena := func(mode string) int64 {
+		src := "target: sm100\ntopology: {nodes: 1, devices_per_node: 4}\nroles:\n" +
+			"  prefill: {dp: 4, ep: 4, max_num_seqs: 16, max_model_len: 131072, max_num_batched_tokens: 16384}\n" +
+			"swa_replay: {mode: " + mode + ", keep_tokens: 140}\n"
+		s, err := deploy.Parse([]byte(src), "spec.yaml", func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Compile(Options{ModelDir: fullV41, Spec: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the slots at the largest step: T = 16,384 tokens, R = 16 logit rows,
+		// K = min(T, 16 × 140) kept rows; activations are bf16 on sm100
+		var want int64
+		for _, sl := range out.Plan.Program("prefill").Slots {
+			c, sym, _ := sl.Elems()
+			switch sym {
+			case ir.SymTokens:
+				c *= 16384
+			case ir.SymRows:
+				c *= 16
+			case ir.SymKept:
+				c *= 16 * 140
+			}
+			want += c * 2
+		}
+		if got := out.Plan.Deployment.Roles[0].Mem("arena"); got != want {
+			t.Errorf("%s: arena %d bytes, the slots at the largest step hold %d", mode, got, want)
+		}
+		return want
+	}
+	off, compact := arena("off"), arena("compact")
+	t.Logf("prefill arena: off %.2f GiB, compact %.2f GiB", float64(off)/(1<<30), float64(compact)/(1<<30))
 }

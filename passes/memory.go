@@ -159,6 +159,10 @@ func rankMemory(m *ir.Module, f *ir.Func, role *deploy.Role, spec *deploy.Spec, 
 			c *= tokens
 		case ir.SymRows:
 			c *= rows
+		case ir.SymKept:
+			// SWA bounded replay keeps each sequence's last `keep` rows of the step
+			keep, _ := m.Attrs.Int(AttrReplayKeep)
+			c *= min(tokens, int64(role.MaxNumSeqs)*max(keep, 1))
 		}
 		r["arena"] += c * int64(actBytes)
 	}

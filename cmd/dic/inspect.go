@@ -186,7 +186,7 @@ func writeProgram(w io.Writer, pr *plan.Program, full bool) {
 		}
 		return names[i] < names[j]
 	})
-	var perT, perR, fixed int64
+	var perT, perR, perK, fixed int64
 	for _, s := range pr.Slots {
 		c, sym, _ := s.Elems()
 		c *= int64(s.DType.Size())
@@ -195,12 +195,18 @@ func writeProgram(w io.Writer, pr *plan.Program, full bool) {
 			perT += c
 		case ir.SymRows:
 			perR += c
+		case ir.SymKept:
+			perK += c
 		default:
 			fixed += c
 		}
 	}
-	fmt.Fprintf(w, "phase %s: %d kernel calls, %d arena slots (%s per token + %s per logit row + %s)\n",
-		pr.Phase, len(pr.Instrs), len(pr.Slots), humanBytes(perT), humanBytes(perR), humanBytes(fixed))
+	kept := ""
+	if perK > 0 {
+		kept = fmt.Sprintf(" + %s per row kept by SWA replay", humanBytes(perK))
+	}
+	fmt.Fprintf(w, "phase %s: %d kernel calls, %d arena slots (%s per token + %s per logit row%s + %s)\n",
+		pr.Phase, len(pr.Instrs), len(pr.Slots), humanBytes(perT), humanBytes(perR), kept, humanBytes(fixed))
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("%s×%d", n, counts[n])
