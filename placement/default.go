@@ -317,24 +317,29 @@ func (u *unit) lpt() {
 	for e := range n {
 		per[e] = u.share(e)
 	}
+	// Heaviest first; replicas of one expert are interchangeable, so ordering equal
+	// loads by expert id makes the order total and the result deterministic. All of an
+	// expert's replicas weigh the same, so sorting the experts orders the replicas.
 	type replica struct {
 		e    int
 		load float64
 	}
-	reps := make([]replica, 0, len(u.owner))
+	experts := make([]int, n)
 	for e := range n {
+		experts[e] = e
+	}
+	slices.SortFunc(experts, func(a, b int) int {
+		if c := cmp.Compare(per[b], per[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	reps := make([]replica, 0, len(u.owner))
+	for _, e := range experts {
 		for range u.cnt[e] {
 			reps = append(reps, replica{e, per[e]})
 		}
 	}
-	// Heaviest first; replicas of one expert are interchangeable, so ordering equal
-	// loads by expert id makes the order total and the result deterministic.
-	slices.SortFunc(reps, func(a, b replica) int {
-		if c := cmp.Compare(b.load, a.load); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.e, b.e)
-	})
 	fill := make([]int, u.gpus)
 	for i := range u.owner {
 		u.owner[i] = -1
