@@ -13,7 +13,9 @@ for spec in \
   plan:FuzzDecode plan:FuzzDecodeBody \
   ir:FuzzParse \
   quant:FuzzE4M3 quant:FuzzE2M1 quant:FuzzDequantFP4 quant:FuzzPackUnpack \
-  engram:FuzzHash; do
+  engram:FuzzHash \
+  grammars:FuzzRegex grammars:FuzzEBNF grammars:FuzzJSONSchema \
+  sim:FuzzWorkload targets/cost:FuzzReadTable; do
   pkg=${spec%%:*}; fn=${spec##*:}
   echo "== $pkg $fn (${secs}s)"
   go test "./$pkg/" -run='^$' -fuzz="^$fn\$" -fuzztime="${secs}s" -fuzzminimizetime=50x 2>&1 | tail -n 3

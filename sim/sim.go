@@ -113,6 +113,10 @@ func Run(o Options) (*Result, error) {
 	res := &Result{Model: o.Model.ID(), Target: p.Target, Workload: o.Workload}
 	for i := range p.Deployment.Roles {
 		role := &p.Deployment.Roles[i]
+		if hi := o.Workload.in.upper() + o.Workload.out.upper(); hi > float64(role.MaxModelLen) {
+			return nil, fmt.Errorf("role %s: the workload's requests reach %g tokens (input %s + output %s), beyond max_model_len %d",
+				role.Name, hi, o.Workload.in, o.Workload.out, role.MaxModelLen)
+		}
 		prog := p.Program(role.Name)
 		pr := newPricer(o.Model, p, prog, role)
 		var rr *RoleResult

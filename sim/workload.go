@@ -33,8 +33,8 @@ func ParseDist(s string) (Dist, error) {
 			return 0, fmt.Errorf("distribution %q: missing parameter", s)
 		}
 		v, err := strconv.ParseFloat(parts[i], 64)
-		if err != nil || v < 0 || math.IsInf(v, 0) {
-			return 0, fmt.Errorf("distribution %q: %q is not a non-negative number", s, parts[i])
+		if err != nil || v < 0 || math.IsInf(v, 0) || v > 1<<24 {
+			return 0, fmt.Errorf("distribution %q: %q is not a number of tokens in [0, 2^24]", s, parts[i])
 		}
 		return v, nil
 	}
@@ -71,9 +71,20 @@ func (d Dist) Sample(r *rand.Rand) int {
 	case "uniform":
 		v = d.A + r.Float64()*(d.B-d.A)
 	case "normal":
-		v = d.A + d.B*r.NormFloat64()
+		v = min(d.A+d.B*r.NormFloat64(), d.upper())
 	}
 	return max(1, int(math.Round(v)))
+}
+
+// upper is the largest length the distribution draws (a normal one: mean + 4σ).
+func (d Dist) upper() float64 {
+	switch d.Kind {
+	case "uniform":
+		return d.B
+	case "normal":
+		return d.A + 4*d.B
+	}
+	return d.A
 }
 
 // Mean is the distribution's mean (before clamping).
@@ -112,7 +123,7 @@ type Workload struct {
 }
 
 // ReadWorkload reads a workload file (YAML or JSON), or an inline spec such as
-// "concurrency_per_rank=256,requests=4096,input_len=fixed:131072,output_len=fixed:512".
+// "concurrency_per_rank=256,requests=4096,input_len=fixed:130560,output_len=fixed:512".
 func ReadWorkload(arg string) (*Workload, error) {
 	var w Workload
 	if strings.Contains(arg, "=") && !strings.ContainsAny(arg, "/{") {
@@ -144,19 +155,26 @@ func ReadWorkload(arg string) (*Workload, error) {
 		if err != nil {
 			return nil, err
 		}
-		var doc any
-		if err := yaml.Unmarshal(data, &doc); err != nil {
-			return nil, fmt.Errorf("%s: %v", arg, err)
-		}
-		js, err := json.Marshal(doc)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", arg, err)
-		}
-		dec := json.NewDecoder(bytes.NewReader(js))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&w); err != nil {
-			return nil, fmt.Errorf("%s: %v", arg, err)
-		}
+		return ParseWorkload(data, arg)
+	}
+	return &w, w.check()
+}
+
+// ParseWorkload reads a workload file's contents (YAML or JSON); name labels errors.
+func ParseWorkload(data []byte, name string) (*Workload, error) {
+	var w Workload
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	js, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	return &w, w.check()
 }
@@ -165,6 +183,15 @@ func (w *Workload) check() error {
 	var err error
 	if (w.ConcurrencyPerRank > 0) == (w.Rate > 0) {
 		return fmt.Errorf("workload: give exactly one of concurrency_per_rank and rate")
+	}
+	if w.ConcurrencyPerRank < 0 || w.ConcurrencyPerRank > 1<<20 {
+		return fmt.Errorf("workload: concurrency_per_rank %d is outside [1, 2^20]", w.ConcurrencyPerRank)
+	}
+	if w.Rate < 0 || math.IsInf(w.Rate, 0) || math.IsNaN(w.Rate) {
+		return fmt.Errorf("workload: rate %g must be a positive number of requests per second", w.Rate)
+	}
+	if len(w.Acceptance) > 33 {
+		return fmt.Errorf("workload: acceptance has %d entries: at most 33 (γ ≤ 32 drafts)", len(w.Acceptance))
 	}
 	if w.Requests < 1 || w.Requests > 1<<24 {
 		return fmt.Errorf("workload: requests %d is outside [1, 2^24]", w.Requests)
@@ -177,8 +204,8 @@ func (w *Workload) check() error {
 	}
 	sum := 0.0
 	for _, p := range w.Acceptance {
-		if p < 0 {
-			return fmt.Errorf("workload: negative acceptance probability")
+		if p < 0 || math.IsNaN(p) {
+			return fmt.Errorf("workload: acceptance probability %g is not in [0, 1]", p)
 		}
 		sum += p
 	}
