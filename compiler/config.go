@@ -183,52 +183,8 @@ func ParseConfig(data []byte, file string) (*ModelConfig, error) {
 		return nil, &ConfigError{File: file, Field: "model_type", Msg: fmt.Sprintf("%q is not a DeepSeek-V4 model (want \"deepseek_v4\" or \"deepseek_v41\")", mt)}
 	}
 	c := &ModelConfig{ModelType: mt, Path: file}
-	c.VocabSize = r.posInt("vocab_size", 129280)
-	c.Hidden = r.posInt("hidden_size", 4096)
-	c.NumLayers = r.posInt("num_hidden_layers", 43)
-	c.NumHeads = r.posInt("num_attention_heads", 64)
-	c.NumKVHeads = r.posInt("num_key_value_heads", 1)
-	c.HeadDim = r.posInt("head_dim", 512)
-	c.QLoraRank = r.posInt("q_lora_rank", 1024)
-	c.OLoraRank = r.posInt("o_lora_rank", 1024)
-	c.OGroups = r.posInt("o_groups", 8)
-	c.MoEInter = r.posInt("moe_intermediate_size", 2048)
-	c.NRouted = r.posInt("n_routed_experts", 256)
-	c.NShared = r.nonNegInt("n_shared_experts", 1)
-	c.TopK = r.posInt("num_experts_per_tok", 6)
-	c.ScoringFunc = r.str("scoring_func", "sqrtsoftplus")
-	c.NormTopK = r.boolean("norm_topk_prob", true)
-	c.RoutedScale = r.float("routed_scaling_factor", 1.5)
-	c.SwigluLimit = r.float("swiglu_limit", 10)
-	c.RMSEps = r.float("rms_norm_eps", 1e-6)
-	c.HCEps = r.float("hc_eps", 1e-6)
-	c.HCMult = r.posInt("hc_mult", 4)
-	c.HCSinkhornIters = r.posInt("hc_sinkhorn_iters", 20)
-	c.SlidingWindow = r.posInt("sliding_window", 128)
-	c.IndexHeads = r.posInt("index_n_heads", 64)
-	c.IndexHeadDim = r.posInt("index_head_dim", 128)
-	c.IndexTopK = r.posInt("index_topk", 512)
-	c.RopeTheta = r.float("rope_theta", 10000)
-	c.CompressTheta = r.float("compress_rope_theta", 160000)
-	c.MaxPositions = r.posInt("max_position_embeddings", 1048576)
-	c.TieEmbeddings = r.boolean("tie_word_embeddings", false)
-	c.BOS = r.nonNegInt("bos_token_id", 0)
-	c.EOS = r.nonNegInt("eos_token_id", 1)
-	c.NumMTP = r.nonNegInt("num_nextn_predict_layers", 0)
-	if r.err != nil {
-		return nil, r.err
-	}
-	if c.VocabSize > 1<<24 || c.Hidden > 1<<16 || c.NumLayers > 4096 || c.NRouted > 1<<16 || c.HeadDim > 1<<14 {
-		return nil, &ConfigError{File: file, Msg: "dimensions are beyond what any DeepSeek-V4 model uses (vocab ≤ 2^24, hidden ≤ 65536, layers ≤ 4096, experts ≤ 65536, head_dim ≤ 16384)"}
-	}
-	for name, v := range map[string]int{"num_attention_heads": c.NumHeads, "q_lora_rank": c.QLoraRank,
-		"o_lora_rank": c.OLoraRank, "o_groups": c.OGroups, "moe_intermediate_size": c.MoEInter,
-		"num_experts_per_tok": c.TopK, "n_shared_experts": c.NShared, "hc_mult": c.HCMult,
-		"hc_sinkhorn_iters": c.HCSinkhornIters, "sliding_window": c.SlidingWindow, "index_n_heads": c.IndexHeads,
-		"index_head_dim": c.IndexHeadDim, "index_topk": c.IndexTopK, "num_nextn_predict_layers": c.NumMTP} {
-		if v > 1<<20 {
-			return nil, r.fail(name, fmt.Sprintf("%d is beyond any DeepSeek-V4 model (limit 2^20)", v))
-		}
+	if err := readCommon(r, c, file, v4Defaults); err != nil {
+		return nil, err
 	}
 	if c.NumKVHeads != 1 {
 		return nil, r.fail("num_key_value_heads", fmt.Sprintf("%d: DeepSeek-V4 attention is shared-KV MQA with exactly one KV head", c.NumKVHeads))
@@ -604,4 +560,68 @@ func (r *reader) quant() *Quant {
 func isJSONNumber(m json.RawMessage) bool {
 	m = bytes.TrimSpace(m)
 	return len(m) > 0 && (m[0] == '-' || (m[0] >= '0' && m[0] <= '9'))
+}
+
+// commonDefaults are the defaults of the fields V4 and V4.1 configs share that differ
+// between the two models.
+type commonDefaults struct {
+	hidden, layers, qLoraRank, moeInter, routed, indexHeads int
+	rmsEps                                                  float64
+}
+
+var (
+	v4Defaults  = commonDefaults{hidden: 4096, layers: 43, qLoraRank: 1024, moeInter: 2048, routed: 256, indexHeads: 64, rmsEps: 1e-6}
+	v41Defaults = commonDefaults{hidden: 5120, layers: 40, qLoraRank: 1280, moeInter: 2304, routed: 384, indexHeads: 32, rmsEps: 1e-20}
+)
+
+// readCommon reads the fields V4 and V4.1 configs share and bounds them.
+func readCommon(r *reader, c *ModelConfig, file string, d commonDefaults) error {
+	c.VocabSize = r.posInt("vocab_size", 129280)
+	c.Hidden = r.posInt("hidden_size", d.hidden)
+	c.NumLayers = r.posInt("num_hidden_layers", d.layers)
+	c.NumHeads = r.posInt("num_attention_heads", 64)
+	c.NumKVHeads = r.posInt("num_key_value_heads", 1)
+	c.HeadDim = r.posInt("head_dim", 512)
+	c.QLoraRank = r.posInt("q_lora_rank", d.qLoraRank)
+	c.OLoraRank = r.posInt("o_lora_rank", 1024)
+	c.OGroups = r.posInt("o_groups", 8)
+	c.MoEInter = r.posInt("moe_intermediate_size", d.moeInter)
+	c.NRouted = r.posInt("n_routed_experts", d.routed)
+	c.NShared = r.nonNegInt("n_shared_experts", 1)
+	c.TopK = r.posInt("num_experts_per_tok", 6)
+	c.ScoringFunc = r.str("scoring_func", "sqrtsoftplus")
+	c.NormTopK = r.boolean("norm_topk_prob", true)
+	c.RoutedScale = r.float("routed_scaling_factor", 1.5)
+	c.SwigluLimit = r.float("swiglu_limit", 10)
+	c.RMSEps = r.float("rms_norm_eps", d.rmsEps)
+	c.HCEps = r.float("hc_eps", 1e-6)
+	c.HCMult = r.posInt("hc_mult", 4)
+	c.HCSinkhornIters = r.posInt("hc_sinkhorn_iters", 20)
+	c.SlidingWindow = r.posInt("sliding_window", 128)
+	c.IndexHeads = r.posInt("index_n_heads", d.indexHeads)
+	c.IndexHeadDim = r.posInt("index_head_dim", 128)
+	c.IndexTopK = r.posInt("index_topk", 512)
+	c.RopeTheta = r.float("rope_theta", 10000)
+	c.CompressTheta = r.float("compress_rope_theta", 160000)
+	c.MaxPositions = r.posInt("max_position_embeddings", 1048576)
+	c.TieEmbeddings = r.boolean("tie_word_embeddings", false)
+	c.BOS = r.nonNegInt("bos_token_id", 0)
+	c.EOS = r.nonNegInt("eos_token_id", 1)
+	c.NumMTP = r.nonNegInt("num_nextn_predict_layers", 0)
+	if r.err != nil {
+		return r.err
+	}
+	if c.VocabSize > 1<<24 || c.Hidden > 1<<16 || c.NumLayers > 4096 || c.NRouted > 1<<16 || c.HeadDim > 1<<14 || c.NumMTP > 64 {
+		return &ConfigError{File: file, Msg: "dimensions are beyond what any DeepSeek-V4 model uses (vocab ≤ 2^24, hidden ≤ 65536, layers ≤ 4096, experts ≤ 65536, head_dim ≤ 16384, MTP stages ≤ 64)"}
+	}
+	for name, v := range map[string]int{"num_attention_heads": c.NumHeads, "q_lora_rank": c.QLoraRank,
+		"o_lora_rank": c.OLoraRank, "o_groups": c.OGroups, "moe_intermediate_size": c.MoEInter,
+		"num_experts_per_tok": c.TopK, "n_shared_experts": c.NShared, "hc_mult": c.HCMult,
+		"hc_sinkhorn_iters": c.HCSinkhornIters, "sliding_window": c.SlidingWindow, "index_n_heads": c.IndexHeads,
+		"index_head_dim": c.IndexHeadDim, "index_topk": c.IndexTopK} {
+		if v > 1<<20 {
+			return r.fail(name, fmt.Sprintf("%d is beyond any DeepSeek-V4 model (limit 2^20)", v))
+		}
+	}
+	return nil
 }

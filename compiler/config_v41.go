@@ -183,52 +183,8 @@ func (r *reader) ints(field string, lo, hi int) []int {
 func readV41Text(r *reader, file string) (*ModelConfig, error) {
 	c := &ModelConfig{Path: file, V41: &V41Config{}}
 	v := c.V41
-	c.VocabSize = r.posInt("vocab_size", 129280)
-	c.Hidden = r.posInt("hidden_size", 5120)
-	c.NumLayers = r.posInt("num_hidden_layers", 40)
-	c.NumHeads = r.posInt("num_attention_heads", 64)
-	c.NumKVHeads = r.posInt("num_key_value_heads", 1)
-	c.HeadDim = r.posInt("head_dim", 512)
-	c.QLoraRank = r.posInt("q_lora_rank", 1280)
-	c.OLoraRank = r.posInt("o_lora_rank", 1024)
-	c.OGroups = r.posInt("o_groups", 8)
-	c.MoEInter = r.posInt("moe_intermediate_size", 2304)
-	c.NRouted = r.posInt("n_routed_experts", 384)
-	c.NShared = r.nonNegInt("n_shared_experts", 1)
-	c.TopK = r.posInt("num_experts_per_tok", 6)
-	c.ScoringFunc = r.str("scoring_func", "sqrtsoftplus")
-	c.NormTopK = r.boolean("norm_topk_prob", true)
-	c.RoutedScale = r.float("routed_scaling_factor", 1.5)
-	c.SwigluLimit = r.float("swiglu_limit", 10)
-	c.RMSEps = r.float("rms_norm_eps", 1e-20)
-	c.HCEps = r.float("hc_eps", 1e-6)
-	c.HCMult = r.posInt("hc_mult", 4)
-	c.HCSinkhornIters = r.posInt("hc_sinkhorn_iters", 20)
-	c.SlidingWindow = r.posInt("sliding_window", 128)
-	c.IndexHeads = r.posInt("index_n_heads", 32)
-	c.IndexHeadDim = r.posInt("index_head_dim", 128)
-	c.IndexTopK = r.posInt("index_topk", 512)
-	c.RopeTheta = r.float("rope_theta", 10000)
-	c.CompressTheta = r.float("compress_rope_theta", 160000)
-	c.MaxPositions = r.posInt("max_position_embeddings", 1048576)
-	c.TieEmbeddings = r.boolean("tie_word_embeddings", false)
-	c.BOS = r.nonNegInt("bos_token_id", 0)
-	c.EOS = r.nonNegInt("eos_token_id", 1)
-	c.NumMTP = r.nonNegInt("num_nextn_predict_layers", 0)
-	if r.err != nil {
-		return nil, r.err
-	}
-	if c.VocabSize > 1<<24 || c.Hidden > 1<<16 || c.NumLayers > 4096 || c.NRouted > 1<<16 || c.HeadDim > 1<<14 || c.NumMTP > 64 {
-		return nil, &ConfigError{File: file, Msg: "dimensions are beyond what any DeepSeek-V4 model uses (vocab ≤ 2^24, hidden ≤ 65536, layers ≤ 4096, experts ≤ 65536, head_dim ≤ 16384, MTP stages ≤ 64)"}
-	}
-	for name, x := range map[string]int{"num_attention_heads": c.NumHeads, "q_lora_rank": c.QLoraRank,
-		"o_lora_rank": c.OLoraRank, "o_groups": c.OGroups, "moe_intermediate_size": c.MoEInter,
-		"num_experts_per_tok": c.TopK, "n_shared_experts": c.NShared, "hc_mult": c.HCMult,
-		"hc_sinkhorn_iters": c.HCSinkhornIters, "sliding_window": c.SlidingWindow, "index_n_heads": c.IndexHeads,
-		"index_head_dim": c.IndexHeadDim, "index_topk": c.IndexTopK} {
-		if x > 1<<20 {
-			return nil, r.fail(name, fmt.Sprintf("%d is beyond any DeepSeek-V4 model (limit 2^20)", x))
-		}
+	if err := readCommon(r, c, file, v41Defaults); err != nil {
+		return nil, err
 	}
 	switch {
 	case c.NumKVHeads != 1:
