@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"deepinfer/quant"
 )
 
 // BF16ToFloat32 converts a bfloat16 bit pattern to float32 (exact).
@@ -28,31 +30,9 @@ func F16ToFloat32(v uint16) float32 {
 	}
 }
 
-var e4m3Table = func() (t [256]float32) {
-	for i := range t {
-		t[i] = decodeE4M3(byte(i))
-	}
-	return t
-}()
-
-func decodeE4M3(b byte) float32 {
-	sign := uint32(b>>7) << 31
-	exp := uint32(b>>3) & 0xf
-	mant := uint32(b) & 7
-	switch {
-	case exp == 0xf && mant == 7: // E4M3FN has no infinities; S.1111.111 is NaN
-		return float32(math.NaN())
-	case exp == 0: // zero or subnormal: mant × 2^-9
-		f := float32(mant) * (1.0 / 512)
-		return math.Float32frombits(math.Float32bits(f) | sign)
-	default:
-		return math.Float32frombits(sign | (exp+127-7)<<23 | mant<<20)
-	}
-}
-
 // E4M3ToFloat32 converts an OCP FP8 E4M3FN byte (bias 7, subnormals, no
 // infinities, 0x7F and 0xFF are NaN) to float32.
-func E4M3ToFloat32(b byte) float32 { return e4m3Table[b] }
+func E4M3ToFloat32(b byte) float32 { return quant.DecodeE4M3(b) }
 
 // E5M2ToFloat32 converts an OCP FP8 E5M2 byte, which is the high byte of a binary16, to float32.
 func E5M2ToFloat32(b byte) float32 { return F16ToFloat32(uint16(b) << 8) }
