@@ -27,18 +27,18 @@ func costCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("cost takes no positional arguments (got %q); use --csv FILE", pos[0])}
+		return usageError{Err: fmt.Errorf("cost takes no positional arguments (got %q); use --csv FILE", pos[0])}
 	}
 	if *in == "" {
-		return usageError{fmt.Errorf("cost needs --csv FILE")}
+		return usageError{Err: fmt.Errorf("cost needs --csv FILE")}
 	}
 	mode := cost.Launch(*launch)
 	if mode != cost.Eager && mode != cost.Device {
-		return usageError{fmt.Errorf("--launch %q: want eager or device", *launch)}
+		return usageError{Err: fmt.Errorf("--launch %q: want eager or device", *launch)}
 	}
 	model, err := cost.For(*target)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	model = model.WithLaunch(mode)
 	t, err := cost.ReadTableFile(*in)

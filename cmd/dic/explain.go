@@ -22,7 +22,7 @@ func explainCmd(args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{fmt.Errorf("usage: dic explain SPEC [--model DIR]")}
+		return usageError{Err: fmt.Errorf("usage: dic explain SPEC [--model DIR]")}
 	}
 	spec, err := deploy.Load(pos[0])
 	if err != nil {

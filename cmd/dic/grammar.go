@@ -36,7 +36,7 @@ const grammarUsage = `usage:
 // grammarCmd runs "dic grammar ...".
 func grammarCmd(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError{errors.New("grammar needs a subcommand: bench or check\n" + grammarUsage)}
+		return usageError{Err: errors.New("grammar needs a subcommand: bench or check\n" + grammarUsage)}
 	}
 	switch args[0] {
 	case "bench":
@@ -47,7 +47,7 @@ func grammarCmd(args []string, stdout io.Writer) error {
 		fmt.Fprint(stdout, grammarUsage)
 		return nil
 	}
-	return usageError{fmt.Errorf("unknown grammar subcommand %q\n%s", args[0], grammarUsage)}
+	return usageError{Err: fmt.Errorf("unknown grammar subcommand %q\n%s", args[0], grammarUsage)}
 }
 
 // loadGrammarTokenizer loads DeepSeek's tokenizer from PATH (a directory or its
@@ -80,10 +80,10 @@ func grammarBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("grammar bench takes no positional arguments (got %q)", pos[0])}
+		return usageError{Err: fmt.Errorf("grammar bench takes no positional arguments (got %q)", pos[0])}
 	}
 	if *dir == "" {
-		return usageError{errors.New("grammar bench needs --maskbench DIR (a directory of MaskBench-format files, e.g. shared/data/maskbench-dev)")}
+		return usageError{Err: errors.New("grammar bench needs --maskbench DIR (a directory of MaskBench-format files, e.g. shared/data/maskbench-dev)")}
 	}
 	files, err := grammars.MaskBenchFiles(*dir)
 	if err != nil {
@@ -94,7 +94,7 @@ func grammarBench(args []string, stdout, stderr io.Writer) error {
 	}
 	policy, err := grammars.ParseWhitespace(*ws)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	bpe, err := loadGrammarTokenizer(*tokPath)
 	if err != nil {
@@ -159,7 +159,7 @@ func grammarCheck(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("grammar check takes no positional arguments (got %q)", pos[0])}
+		return usageError{Err: fmt.Errorf("grammar check takes no positional arguments (got %q)", pos[0])}
 	}
 	n := 0
 	for _, s := range []string{*schema, *regex, *ebnf} {
@@ -168,14 +168,14 @@ func grammarCheck(args []string, stdout io.Writer) error {
 		}
 	}
 	if n != 1 {
-		return usageError{errors.New("grammar check needs exactly one of --schema, --regex, --ebnf")}
+		return usageError{Err: errors.New("grammar check needs exactly one of --schema, --regex, --ebnf")}
 	}
 	if *instance == "" {
-		return usageError{errors.New("grammar check needs --instance X")}
+		return usageError{Err: errors.New("grammar check needs --instance X")}
 	}
 	policy, err := grammars.ParseWhitespace(*ws)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	bpe, err := loadGrammarTokenizer(*tokPath)
 	if err != nil {

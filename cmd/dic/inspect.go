@@ -22,7 +22,7 @@ func inspectCmd(args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{fmt.Errorf("inspect takes one plan file")}
+		return usageError{Err: fmt.Errorf("inspect takes one plan file")}
 	}
 	p, err := plan.ReadFile(pos[0])
 	if err != nil {

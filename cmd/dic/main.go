@@ -5,7 +5,7 @@
 package main
 
 import (
-	"errors"
+	"deepinfer/internal/cli"
 	"flag"
 	"fmt"
 	"io"
@@ -42,63 +42,21 @@ func usage() {
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "compile":
-		err = compileCmd(os.Args[2:], os.Stdout)
-	case "inspect":
-		err = inspectCmd(os.Args[2:], os.Stdout)
-	case "schema":
-		err = schemaCmd(os.Args[2:], os.Stdout)
-	case "explain":
-		err = explainCmd(os.Args[2:], os.Stdout)
-	case "place":
-		err = placeCmd(os.Args[2:], os.Stdout)
-	case "cost":
-		err = costCmd(os.Args[2:], os.Stdout, os.Stderr)
-	case "grammar":
-		err = grammarCmd(os.Args[2:], os.Stdout)
-	case "-h", "--help", "help":
-		usage()
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "dic: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		var u usageError
-		if errors.As(err, &u) {
-			fmt.Fprintln(os.Stderr, "dic:", err)
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "dic:", err)
-		os.Exit(1)
-	}
+	cli.Main("dic", usage, map[string]func([]string) error{
+		"compile": func(a []string) error { return compileCmd(a, os.Stdout) },
+		"inspect": func(a []string) error { return inspectCmd(a, os.Stdout) },
+		"schema":  func(a []string) error { return schemaCmd(a, os.Stdout) },
+		"explain": func(a []string) error { return explainCmd(a, os.Stdout) },
+		"place":   func(a []string) error { return placeCmd(a, os.Stdout) },
+		"cost":    func(a []string) error { return costCmd(a, os.Stdout, os.Stderr) },
+		"grammar": func(a []string) error { return grammarCmd(a, os.Stdout) },
+	})
 }
 
-type usageError struct{ error }
+// usageError is a command-line mistake (exit code 2).
+type usageError = cli.UsageError
 
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	// accept flags before and after positional arguments
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
+func parse(fs *flag.FlagSet, args []string) ([]string, error) { return cli.Parse(fs, args) }
 
 func compileCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("compile", flag.ContinueOnError)
@@ -114,7 +72,7 @@ func compileCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("compile takes no positional arguments (got %q); use --model DIR", pos[0])}
+		return usageError{Err: fmt.Errorf("compile takes no positional arguments (got %q); use --model DIR", pos[0])}
 	}
 	start := time.Now()
 	opts := compiler.Options{ModelDir: *model, Target: *target, Verify: *verify, DumpDir: *dump}

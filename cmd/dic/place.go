@@ -27,17 +27,17 @@ func placeCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError{fmt.Errorf("place takes no positional arguments (got %q); use --loads FILE", pos[0])}
+		return usageError{Err: fmt.Errorf("place takes no positional arguments (got %q); use --loads FILE", pos[0])}
 	}
 	if (*loadsPath == "") == (*synth == "") {
-		return usageError{fmt.Errorf("place needs exactly one of --loads FILE and --synthetic SPEC")}
+		return usageError{Err: fmt.Errorf("place needs exactly one of --loads FILE and --synthetic SPEC")}
 	}
 	known := false
 	for _, name := range placement.PolicyNames() {
 		known = known || name == *policy
 	}
 	if !known {
-		return usageError{fmt.Errorf("unknown --policy %q (have %s)", *policy, strings.Join(placement.PolicyNames(), ", "))}
+		return usageError{Err: fmt.Errorf("unknown --policy %q (have %s)", *policy, strings.Join(placement.PolicyNames(), ", "))}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -47,7 +47,7 @@ func placeCmd(args []string, stdout io.Writer) error {
 	if *synth != "" {
 		spec, err := placement.ParseSynthetic(*synth)
 		if err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		loads = spec.Generate(*seed)
 	} else {
@@ -66,10 +66,10 @@ func placeCmd(args []string, stdout io.Writer) error {
 		}
 	}
 	if !set["replicas"] && p.Replicas == 0 {
-		return usageError{fmt.Errorf("--replicas is required (the loads carry no num_replicas)")}
+		return usageError{Err: fmt.Errorf("--replicas is required (the loads carry no num_replicas)")}
 	}
 	if !set["gpus"] && p.GPUs == 0 {
-		return usageError{fmt.Errorf("--gpus is required (the loads carry no num_gpus)")}
+		return usageError{Err: fmt.Errorf("--gpus is required (the loads carry no num_gpus)")}
 	}
 
 	start := time.Now()

@@ -5,7 +5,7 @@
 package main
 
 import (
-	"errors"
+	"deepinfer/internal/cli"
 	"flag"
 	"fmt"
 	"io"
@@ -47,58 +47,20 @@ func usage() {
 `)
 }
 
-type usageError struct{ error }
+// usageError is a command-line mistake (exit code 2).
+type usageError = cli.UsageError
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "run":
-		err = runCmd(os.Args[2:], os.Stdout)
-	case "eval":
-		err = evalCmd(os.Args[2:], os.Stdout)
-	case "simulate":
-		err = simulateCmd(os.Args[2:], os.Stdout)
-	case "overhead":
-		err = overheadCmd(os.Args[2:], os.Stdout)
-	case "tokenize":
-		err = tokenizeCmd(os.Args[2:], os.Stdin, os.Stdout)
-	case "-h", "--help", "help":
-		usage()
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "divm: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "divm:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	cli.Main("divm", usage, map[string]func([]string) error{
+		"run":      func(a []string) error { return runCmd(a, os.Stdout) },
+		"eval":     func(a []string) error { return evalCmd(a, os.Stdout) },
+		"simulate": func(a []string) error { return simulateCmd(a, os.Stdout) },
+		"overhead": func(a []string) error { return overheadCmd(a, os.Stdout) },
+		"tokenize": func(a []string) error { return tokenizeCmd(a, os.Stdin, os.Stdout) },
+	})
 }
 
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
+func parse(fs *flag.FlagSet, args []string) ([]string, error) { return cli.Parse(fs, args) }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
@@ -111,12 +73,12 @@ func parseIDs(s string) ([]int32, error) {
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
 		n, err := strconv.ParseInt(f, 10, 32)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--prompt-ids: %q is not a token id", f)}
+			return nil, usageError{Err: fmt.Errorf("--prompt-ids: %q is not a token id", f)}
 		}
 		ids = append(ids, int32(n))
 	}
 	if len(ids) == 0 {
-		return nil, usageError{fmt.Errorf("--prompt-ids: no ids")}
+		return nil, usageError{Err: fmt.Errorf("--prompt-ids: no ids")}
 	}
 	return ids, nil
 }
@@ -153,19 +115,19 @@ func runCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{fmt.Errorf("run takes one plan file")}
+		return usageError{Err: fmt.Errorf("run takes one plan file")}
 	}
 	batchMode := *input != "" || *output != ""
 	switch {
 	case batchMode && (*input == "" || *output == ""):
-		return usageError{fmt.Errorf("batch mode needs both --input and --output")}
+		return usageError{Err: fmt.Errorf("batch mode needs both --input and --output")}
 	case batchMode && (*prompt != "" || *promptIDs != ""):
-		return usageError{fmt.Errorf("--input/--output and --prompt/--prompt-ids exclude each other")}
+		return usageError{Err: fmt.Errorf("--input/--output and --prompt/--prompt-ids exclude each other")}
 	case !batchMode && (*prompt == "") == (*promptIDs == ""):
-		return usageError{fmt.Errorf("give exactly one of --prompt and --prompt-ids (or --input and --output)")}
+		return usageError{Err: fmt.Errorf("give exactly one of --prompt and --prompt-ids (or --input and --output)")}
 	}
 	if *maxTokens < 1 || *batchTokens < 1 || *seqs < 1 {
-		return usageError{fmt.Errorf("--max-tokens, --max-batch-tokens and --max-seqs must be positive")}
+		return usageError{Err: fmt.Errorf("--max-tokens, --max-batch-tokens and --max-seqs must be positive")}
 	}
 	p, err := plan.ReadFile(pos[0])
 	if err != nil {
@@ -237,7 +199,7 @@ func evalCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) != 0 || *model == "" || *casesPath == "" || *out == "" {
-		return usageError{fmt.Errorf("eval needs --model DIR --cases FILE --out FILE")}
+		return usageError{Err: fmt.Errorf("eval needs --model DIR --cases FILE --out FILE")}
 	}
 	start := time.Now()
 	m, err := compileAndLoad(*model, *target)

@@ -19,7 +19,7 @@ func overheadCmd(args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 || *batch < 1 || *steps < 2 {
-		return usageError{fmt.Errorf("usage: divm overhead plan.dip [--batch 256] [--steps 300]")}
+		return usageError{Err: fmt.Errorf("usage: divm overhead plan.dip [--batch 256] [--steps 300]")}
 	}
 	p, err := plan.ReadFile(pos[0])
 	if err != nil {

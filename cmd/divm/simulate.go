@@ -23,7 +23,7 @@ func simulateCmd(args []string, w io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 || *workload == "" {
-		return usageError{fmt.Errorf("usage: divm simulate plan.dip --workload W [--trace FILE] [--plots DIR]")}
+		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--trace FILE] [--plots DIR]")}
 	}
 	start := time.Now()
 	p, err := plan.ReadFile(pos[0])

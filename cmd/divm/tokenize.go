@@ -33,7 +33,7 @@ func tokenizeCmd(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return usageError{fmt.Errorf("tokenize takes no arguments (lines come on stdin)")}
+		return usageError{Err: fmt.Errorf("tokenize takes no arguments (lines come on stdin)")}
 	}
 	d := *dir
 	if d == "" {
