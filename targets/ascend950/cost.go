@@ -40,11 +40,7 @@ func CostModel() *cost.Model {
 			"communication efficiencies: DeepEP on Hopper, transferred",
 		},
 	}
-	p := h200.Fitted.Clone()
-	p.Fit = "efficiencies from the h200 fit; not measured on this device"
-	if _, ok := p.ComputeEff["fp4"]; !ok {
-		p.ComputeEff["fp4"] = p.ComputeEff["fp8"]
-	}
+	p := h200.Transferred()
 	return cost.NewModel("ascend950", h200.Version+" transferred from h200", r, p, cost.HopperDeepEP())
 }
 

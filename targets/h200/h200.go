@@ -84,3 +84,15 @@ func init() {
 	targets.Register(Target)
 	cost.Register("h200", Model)
 }
+
+// Transferred returns the fitted efficiencies for another device to borrow: a copy of
+// Fitted, labelled as not measured there, with FP4 GEMMs at FP8's efficiency when the
+// fit has no FP4 of its own.
+func Transferred() cost.Params {
+	p := Fitted.Clone()
+	p.Fit = "efficiencies from the h200 fit; not measured on this device"
+	if _, ok := p.ComputeEff["fp4"]; !ok {
+		p.ComputeEff["fp4"] = p.ComputeEff["fp8"]
+	}
+	return p
+}

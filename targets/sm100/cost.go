@@ -33,11 +33,7 @@ func CostModel() *cost.Model {
 			"scale-out: one 800 Gb/s RDMA NIC per GPU (~100 GB/s)",
 		},
 	}
-	p := h200.Fitted.Clone()
-	p.Fit = "efficiencies from the h200 fit; not measured on this device"
-	if _, ok := p.ComputeEff["fp4"]; !ok {
-		p.ComputeEff["fp4"] = p.ComputeEff["fp8"]
-	}
+	p := h200.Transferred()
 	c := cost.HopperDeepEP()
 	c.ScaleUpEff = 726.0 / 900 // DeepEP V2, SM100 EP8 NVLink (MODEL.md §3)
 	c.Source += "; SM100 scale-up efficiency from DeepEP V2 EP8 ~726 GB/s"
