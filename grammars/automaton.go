@@ -160,6 +160,8 @@ type dstate struct {
 	boundary  bool         // an item sits at a character boundary (charStart)
 	edgeBytes byteSet      // bytes some item has an edge on
 	closable  bool         // an item can take an unescaped quote (a string's closing quote)
+	tracked   bool         // an item has a tracked edge (string content can go on)
+	dist      int32        // string automata: the fewest characters to acceptance over the items
 	absState  atomic.Int32 // the abstract version of this state (tUnknown until computed)
 	calls     []dcall      // sorted by symbol
 	// lazily computed: the bytes with a live transition
@@ -176,6 +178,56 @@ type dcall struct {
 }
 
 const maxAuxValues = 1 << 20
+
+// distInf marks an NFA node from which acceptance is unreachable.
+const distInf = 1 << 30
+
+// computeDist fills a.dist: for every NFA node, the fewest fCharInc nodes entered on a
+// path from it to an accepting node (a 0-1 BFS over the reversed graph; entering an
+// fCharInc node costs one).
+func (a *automaton) computeDist() {
+	n := len(a.nfa)
+	rev := make([][]int32, n)
+	for i := range a.nfa {
+		nd := &a.nfa[i]
+		for _, e := range nd.edges {
+			rev[e.to] = append(rev[e.to], int32(i))
+		}
+		for _, t := range nd.eps {
+			rev[t] = append(rev[t], int32(i))
+		}
+		if nd.call >= 0 {
+			rev[nd.ret] = append(rev[nd.ret], int32(i))
+		}
+	}
+	dist := make([]int32, n)
+	var dq []int32 // deque: front at head
+	head := 0
+	for i := range dist {
+		dist[i] = distInf
+		if a.nfa[i].accept {
+			dist[i] = 0
+			dq = append(dq, int32(i))
+		}
+	}
+	// label-correcting search: a node goes back on the queue whenever its distance
+	// improves, so the distances are exact when the queue runs dry
+	for head < len(dq) {
+		v := dq[head]
+		head++
+		w := int32(0)
+		if a.nfa[v].op.kind == fCharInc {
+			w = 1
+		}
+		for _, u := range rev[v] {
+			if d := dist[v] + w; d < dist[u] {
+				dist[u] = d
+				dq = append(dq, u)
+			}
+		}
+	}
+	a.dist = dist
+}
 
 // errLimit reports a lazily-grown structure that hit its configured bound.
 var errLimit = errors.New("grammar state limit exceeded")
@@ -206,7 +258,10 @@ type automaton struct {
 	trieIdx  map[string]int32
 	// abstractable automata (JSON strings) take their mask walks from abstract states
 	abstractable bool
-	incSeen      bool // a.mu: an fCharInc node was entered (during stepSlow)
+	// dist (abstractable automata): per NFA node, the fewest characters (fCharInc
+	// effects) on a path to acceptance; distInf where there is none
+	dist    []int32
+	incSeen bool // a.mu: an fCharInc node was entered (during stepSlow)
 	// lazy is set for a grammar's main automaton: rule NFAs are built on first use
 	lazy *lazyRules
 }
@@ -376,9 +431,23 @@ func (a *automaton) internAux(v auxVal) int32 {
 	return id
 }
 
-// enter applies node n's guard or effect to aux; ok is false when a guard fails.
-// Caller holds a.mu.
+// enter applies node n's guard or effect to aux; ok is false when a guard fails, or
+// when the item could no longer finish its string within the length bound (a string
+// automaton: count + the characters still needed at n exceed max). Pruning such
+// items keeps a bounded string from walking into a dead end: a pattern that still
+// needs k characters is refused k characters before the bound, not at it. Caller
+// holds a.mu.
 func (a *automaton) enter(n int32, aux int32) (int32, bool) {
+	r, ok := a.enterOp(n, aux)
+	if ok && a.dist != nil {
+		if v := &a.auxVals[r]; !v.abstract && v.max >= 0 && int64(v.count)+int64(a.dist[n]) > int64(v.max) {
+			return r, false
+		}
+	}
+	return r, ok
+}
+
+func (a *automaton) enterOp(n int32, aux int32) (int32, bool) {
 	op := a.nfa[n].op
 	if op.kind == auxNone {
 		return aux, true
@@ -548,6 +617,17 @@ func (a *automaton) intern(items []item) int32 {
 		ds.calls[i].ret.Store(tUnknown)
 	}
 	ds.finalOnly = ds.accept && !ds.hasEdges && len(ds.calls) == 0
+	ds.dist = distInf
+	for _, it := range items {
+		if a.dist != nil {
+			ds.dist = min(ds.dist, a.dist[it.node])
+		}
+		for _, e := range a.nfa[it.node].edges {
+			if e.track {
+				ds.tracked = true
+			}
+		}
+	}
 	ds.absState.Store(tUnknown)
 	for _, it := range items {
 		for _, e := range a.nfa[it.node].edges {

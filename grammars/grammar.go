@@ -826,6 +826,9 @@ func (c *Compiler) leafAutomatonKeyed(name, key string, body *expr, tries []*key
 	trimNFA(b.nodes, func(int32) bool { return false })
 	a := newAutomaton(name, b.nodes, sets, tries, true, c.opts.maxStates())
 	a.abstractable = abstractable
+	if abstractable {
+		a.computeDist()
+	}
 	return c.leaves.put(key, a), nil
 }
 

@@ -377,6 +377,7 @@ func (m *Matcher) FillMask(mask []uint64) error {
 			ar := g.abstractWalk(a, s, sc)
 			flt := g.stringFilter(a, s, ar, sc)
 			ar.orNeed(mask, flt.R)
+			ar.orEnds(mask, &flt)
 			pass := func(i int) bool { return flt.pass(ar, i) }
 			if len(ar.pops) == 0 {
 				continue

@@ -3,6 +3,7 @@ package grammars
 import (
 	"hash/maphash"
 	"slices"
+	"sync"
 	"sync/atomic"
 )
 
@@ -26,12 +27,18 @@ type walkRes struct {
 
 // absRes is the walk from an abstract string state.
 type absRes struct {
-	toks       []int32 // sorted by need
-	needs      []uint8
-	all        []uint64 // all toks as a bitset (dense results only)
-	maxNeed    int
-	cum        []atomic.Pointer[[]uint64] // cum[R]: toks with need <= R (dense results)
-	pops       []int32                    // preorder
+	toks    []int32 // sorted by need
+	needs   []uint16
+	all     []uint64 // all toks as a bitset (dense results only)
+	maxNeed int
+	cum     sync.Map // R -> *[]uint64: toks with need <= R (dense results)
+	// ends: tokens after which the string can only close (a pattern or format that
+	// ends there). Whether the closing quote is then allowed depends on the concrete
+	// state (minimum length, excluded keys), so each is filtered like a pop.
+	ends       []int32
+	endNeed    []uint16
+	endK       []uint16 // characters the token completes
+	pops       []int32  // preorder
 	popNeed    []uint8
 	popK       []uint16
 	popMaxNeed int
@@ -54,19 +61,23 @@ const denseAbove = 2048
 
 // walkScratch is a walker's reusable memory (one per matcher).
 type walkScratch struct {
-	cfg   [258]int32
-	row   [258][]int32
-	comp  [258]uint16
-	need  [258]uint8
-	toks  []int32
-	needs []uint8
-	pops  []int32
-	pneed []uint8
-	pk    []uint16
-	path  []byte
-	excl  []int32
-	next  []int32
-	hbuf  []int32
+	cfg     [258]int32
+	row     [258][]int32
+	comp    [258]uint16
+	need    [258]uint8
+	toks    []int32
+	needs   []uint16
+	ends    []int32
+	endN    []uint16
+	endK    []uint16
+	pops    []int32
+	pneed   []uint8
+	pk      []uint16
+	path    []byte
+	excl    []int32
+	exclEnd []int32
+	next    []int32
+	hbuf    []int32
 }
 
 func (sc *walkScratch) finish(words int) *walkRes {
@@ -152,6 +163,7 @@ func walkLeaf(a *automaton, s int32, t *trie, words int, sc *walkScratch) *walkR
 // and per pop the need and the characters completed before the closing quote.
 func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *absRes {
 	sc.toks, sc.needs = sc.toks[:0], sc.needs[:0]
+	sc.ends, sc.endN, sc.endK = sc.ends[:0], sc.endN[:0], sc.endK[:0]
 	sc.pops, sc.pneed, sc.pk = sc.pops[:0], sc.pneed[:0], sc.pk[:0]
 	ds := a.state(s)
 	if ds.accept {
@@ -196,15 +208,27 @@ func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *a
 			comp++
 		}
 		// at a boundary now: the character count may be exhausted, and then only the
-		// closing quote remains; a state that cannot take it needs one more unit
+		// closing quote remains; a state that cannot take it needs one more unit, and
+		// in general the state needs its distance (in characters) to the end
 		atBnd := v&pfInc != 0 || (!inContent[d-1] && !acc)
 		if v&pfCont != 0 && ttok[i] >= 0 {
-			tneed := need
+			tneed := int(need)
 			if atBnd && v&pfClosable == 0 {
-				tneed = max(tneed, satU8(int(comp)+1))
+				tneed = max(tneed, int(comp)+1)
 			}
-			sc.toks = append(sc.toks, ttok[i])
-			sc.needs = append(sc.needs, tneed)
+			ts := a.state(v >> pfShift)
+			if a.dist != nil && !acc {
+				tneed = max(tneed, int(comp)+int(ts.dist))
+			}
+			if atBnd && v&pfClosable != 0 && !ts.tracked {
+				// only the closing quote can follow
+				sc.ends = append(sc.ends, ttok[i])
+				sc.endN = append(sc.endN, satU16(tneed))
+				sc.endK = append(sc.endK, uint16(comp))
+			} else {
+				sc.toks = append(sc.toks, ttok[i])
+				sc.needs = append(sc.needs, satU16(tneed))
+			}
 		}
 		if acc {
 			sc.pops = append(sc.pops, i)
@@ -223,16 +247,18 @@ func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *a
 	}
 	r := &absRes{popMinK: 1 << 30}
 	// counting sort by need
-	var cnt [257]int
 	for _, nd := range sc.needs {
-		cnt[int(nd)+1]++
 		r.maxNeed = max(r.maxNeed, int(nd))
 	}
-	for i := 1; i < 257; i++ {
+	cnt := make([]int, r.maxNeed+2)
+	for _, nd := range sc.needs {
+		cnt[int(nd)+1]++
+	}
+	for i := 1; i < len(cnt); i++ {
 		cnt[i] += cnt[i-1]
 	}
 	r.toks = make([]int32, len(sc.toks))
-	r.needs = make([]uint8, len(sc.toks))
+	r.needs = make([]uint16, len(sc.toks))
 	for i, tk := range sc.toks {
 		nd := sc.needs[i]
 		j := cnt[nd]
@@ -245,9 +271,11 @@ func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *a
 		for _, tk := range r.toks {
 			r.all[tk>>6] |= 1 << (uint(tk) & 63)
 		}
-		r.cum = make([]atomic.Pointer[[]uint64], r.maxNeed+1)
 		r.mem += int64(words) * 8
 	}
+	r.ends = slices.Clone(sc.ends)
+	r.endNeed = slices.Clone(sc.endN)
+	r.endK = slices.Clone(sc.endK)
 	r.pops = slices.Clone(sc.pops)
 	r.popNeed = slices.Clone(sc.pneed)
 	r.popK = slices.Clone(sc.pk)
@@ -255,7 +283,7 @@ func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *a
 		r.popMaxNeed = max(r.popMaxNeed, int(r.popNeed[i]))
 		r.popMinK = min(r.popMinK, int(r.popK[i]))
 	}
-	r.mem += int64(len(r.toks))*5 + int64(len(r.pops))*7 + 128
+	r.mem += int64(len(r.toks))*6 + int64(len(r.ends))*8 + int64(len(r.pops))*7 + 128
 	return r
 }
 
@@ -264,6 +292,13 @@ func satU8(x int) uint8 {
 		return 255
 	}
 	return uint8(x)
+}
+
+func satU16(x int) uint16 {
+	if x > 65535 {
+		return 65535
+	}
+	return uint16(x)
 }
 
 // isStringStart: the state still expects the opening quote.
@@ -300,8 +335,10 @@ func (r *absRes) orNeed(mask []uint64, R int) {
 		return
 	}
 	if r.all != nil {
-		p := r.cum[R].Load()
-		if p == nil {
+		var p *[]uint64
+		if x, ok := r.cum.Load(R); ok {
+			p = x.(*[]uint64)
+		} else {
 			b := make([]uint64, len(r.all))
 			for i, t := range r.toks {
 				if int(r.needs[i]) > R {
@@ -309,8 +346,8 @@ func (r *absRes) orNeed(mask []uint64, R int) {
 				}
 				b[t>>6] |= 1 << (uint(t) & 63)
 			}
-			r.cum[R].CompareAndSwap(nil, &b)
-			p = r.cum[R].Load()
+			x, _ := r.cum.LoadOrStore(R, &b)
+			p = x.(*[]uint64)
 		}
 		for i, w := range (*p)[:len(mask)] {
 			mask[i] |= w
@@ -431,12 +468,29 @@ func (g *Grammar) level1(ref int32, sc *walkScratch) *walkRes {
 	return ds.walk.Load()
 }
 
-// levelAbstract fills the level-1 tokens of a string state from its abstract walk and
-// returns the pops that pass the state's filters (with the index to continue them).
+// popFilter is a concrete string state's filter of an abstract walk's pops and ends:
+// at most R more characters, at least minK, and no excluded key.
 type popFilter struct {
 	R, minK int
 	excl    []int32 // sorted excluded pop nodes
+	exclEnd []int32 // sorted tokens that spell the rest of an excluded key
 	all     bool    // nothing filtered
+}
+
+// orEnds adds the tokens after which only the closing quote can follow, where this
+// state can take it then: within the length bounds and not on an excluded key.
+func (r *absRes) orEnds(mask []uint64, f *popFilter) {
+	for i, t := range r.ends {
+		if int(r.endNeed[i]) > f.R || int(r.endK[i]) < f.minK {
+			continue
+		}
+		if len(f.exclEnd) > 0 {
+			if _, found := slices.BinarySearch(f.exclEnd, t); found {
+				continue
+			}
+		}
+		mask[t>>6] |= 1 << (uint(t) & 63)
+	}
 }
 
 func (g *Grammar) abstractWalk(a *automaton, s int32, sc *walkScratch) *absRes {
@@ -471,7 +525,7 @@ func (g *Grammar) stringFilter(a *automaton, s int32, r *absRes, sc *walkScratch
 		f.minK = int(p.min - p.count)
 	}
 	if kt != nil {
-		f.excl = g.excludedPops(kt, p.trie-1, r.pops, sc)
+		f.excl, f.exclEnd = g.excludedPops(kt, p.trie-1, sc)
 	}
 	f.all = f.R >= r.popMaxNeed && f.minK <= r.popMinK && len(f.excl) == 0
 	return f
@@ -479,16 +533,21 @@ func (g *Grammar) stringFilter(a *automaton, s int32, r *absRes, sc *walkScratch
 
 // excludedPops lists the pop nodes that would close the string on an excluded key:
 // for each excluded key below trie node n, the vocabulary node spelling the rest of
-// the key and the closing quote.
-func (g *Grammar) excludedPops(kt *keyTrie, n int32, pops []int32, sc *walkScratch) []int32 {
+// the key and the closing quote. ends lists the tokens that spell the rest of an
+// excluded key without the quote.
+func (g *Grammar) excludedPops(kt *keyTrie, n int32, sc *walkScratch) (pops, ends []int32) {
 	t := g.vocab.getTrie()
 	out := sc.excl[:0]
+	ends = sc.exclEnd[:0]
 	var rec func(kn int32, vn int32)
 	rec = func(kn int32, vn int32) {
 		if kt.nodes[kn].term {
 			// the closing quote after vn
 			if q := t.child(vn, '"'); q >= 0 {
 				out = append(out, q)
+			}
+			if vn != 0 && t.tok[vn] >= 0 {
+				ends = append(ends, t.tok[vn])
 			}
 		}
 		for i, b := range kt.nodes[kn].bytes {
@@ -499,8 +558,9 @@ func (g *Grammar) excludedPops(kt *keyTrie, n int32, pops []int32, sc *walkScrat
 	}
 	rec(n, 0)
 	slices.Sort(out)
-	sc.excl = out
-	return out
+	slices.Sort(ends)
+	sc.excl, sc.exclEnd = out, ends
+	return out, ends
 }
 
 func (f *popFilter) pass(r *absRes, i int) bool {
