@@ -469,6 +469,20 @@ func (a *automaton) enterOp(n int32, aux int32) (int32, bool) {
 		return aux, true
 	case gCountLT:
 		return aux, v.total() < op.arg
+	case gUnionLT:
+		n := v.count
+		set := a.sets[op.arg]
+		for i := 0; i < max(len(set), len(v.bits)); i++ {
+			var w uint64
+			if i < len(set) {
+				w = set[i]
+			}
+			if i < len(v.bits) {
+				w |= v.bits[i]
+			}
+			n += int32(bits.OnesCount64(w))
+		}
+		return aux, n < op.arg2
 	case gCountGE:
 		return aux, v.total() >= op.arg
 	case gTrieOK:

@@ -1,12 +1,26 @@
 package grammars
 
 import (
+	"encoding/json"
+	"math/rand"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
 // Regression tests for mask soundness (FillMask must allow exactly what Accept
 // takes) and for dead ends (a state with no allowed token, EOS included, although
 // the schema is satisfiable and nothing was left to the semantic check).
+
+// acceptPrefix feeds text byte by byte (the byte vocabulary has one token per byte).
+func acceptPrefix(tb testing.TB, m *Matcher, text string) {
+	tb.Helper()
+	for i := 0; i < len(text); i++ {
+		if err := m.Accept(int32(text[i])); err != nil {
+			tb.Fatalf("prefix %q refused at byte %d: %v", text, i, err)
+		}
+	}
+}
 
 // TestMaskAgreesAtStringEnds: a token after which a string can only close must be
 // allowed only where the concrete state can close there. The abstract string walk
@@ -41,6 +55,178 @@ func TestMaskAgreesAtStringEnds(t *testing.T) {
 				if string(v.TokenBytes(tk)) == tc.refused {
 					t.Fatalf("%s after %q: %q allowed", tc.schema, tc.prefix, tc.refused)
 				}
+			}
+		}
+	}
+}
+
+// deadEndSchemas are satisfiable schemas that the grammar expresses exactly (no
+// semantic check): a generation must never reach a state without an allowed token.
+var deadEndSchemas = []string{
+	// MaskBench Snowplow/sp_219: after both members only "}" may follow
+	`{"additionalProperties":false,"properties":{"index":{"maximum":2147483647,"minimum":0,"type":"integer"},"isVisible":{"type":"boolean"}},"required":["isVisible"],"type":"object"}`,
+	// MaskBench Github_trivial/o78476
+	`{"type":"object","additionalProperties":false,"properties":{"jasmineConfigFile":{"type":"string"}}}`,
+	`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"},"c":{"type":"null"}},"required":["a","b","c"],"additionalProperties":false}`,
+	`{"enum":[{"a":"bar","b":[1,2]},{"c":{}}]}`,
+	`{"type":"array","items":{"type":"integer"},"maxItems":2}`,
+	`{"type":"array","prefixItems":[{"type":"boolean"},{"type":"null"}],"items":false}`,
+	`{"type":"array","prefixItems":[{"type":"boolean"}],"items":{"type":"integer"},"minItems":2,"maxItems":3}`,
+	// maxProperties leaves room for the required members only
+	`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"maxProperties":1}`,
+	`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"null"},"c":{"type":"null"}},"required":["a","c"],"maxProperties":2,"additionalProperties":{"type":"boolean"}}`,
+	`{"type":"object","patternProperties":{"^x[0-9]$":{"type":"integer"}},"additionalProperties":false,"minProperties":1,"maxProperties":2}`,
+	// a pattern that needs more characters than the length bound leaves
+	`{"type":"string","pattern":"^a+bcd$","maxLength":6}`,
+	`{"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+-[0-9]{3}$","maxLength":8}},"required":["id"],"additionalProperties":false}`,
+	`{"type":"array","items":{"type":"string","format":"uuid","maxLength":36},"maxItems":2}`,
+}
+
+func TestNoDeadEnds(t *testing.T) {
+	walks := 40
+	if testing.Short() || raceEnabled {
+		walks = 8
+	}
+	for _, ws := range []Whitespace{WhitespacePython, WhitespaceCompact, WhitespaceFlexible} {
+		for vi, v := range []*Vocab{byteVocab(t), toyVocab(t)} {
+			c := NewCompiler(v, Options{Whitespace: ws})
+			for _, s := range deadEndSchemas {
+				g, err := c.JSONSchema([]byte(s))
+				if err != nil {
+					t.Fatalf("%s: %v", s, err)
+				}
+				if g.check != nil && g.checkOn.Load() {
+					t.Fatalf("%s: has a semantic check (%v); the test needs exact grammars", s, g.Warnings())
+				}
+				sch, err := c.loadSchema(mustDoc(t, []byte(s)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rng := rand.New(rand.NewSource(int64(vi)))
+				for w := 0; w < walks; w++ {
+					m := g.NewMatcher()
+					out, ended := randomWalk(t, m, rng, 300, w%4 == 0) // fails on a dead end
+					if !ended {
+						continue
+					}
+					if err := sch.Validate(mustDoc(t, out)); err != nil {
+						t.Fatalf("%s (%v): generated %s, invalid: %v", s, ws, out, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestNoSeparatorWithoutMember: the item separator is offered only when a member or
+// item can follow it.
+func TestNoSeparatorWithoutMember(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	cases := []struct{ schema, prefix string }{
+		{deadEndSchemas[0], `{"index": 3, "isVisible": true`},
+		{deadEndSchemas[1], `{"jasmineConfigFile": "x"`},
+		{`{"enum":[{"a":"bar"}]}`, `{"a": "bar"`},
+		{`{"type":"array","maxItems":2}`, `[1, 2`},
+		{`{"type":"object","maxProperties":1}`, `{"x": 1`},
+	}
+	for _, tc := range cases {
+		g, err := c.JSONSchema([]byte(tc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := g.NewMatcher()
+		acceptPrefix(t, m, tc.prefix)
+		mask := checkMask(t, m, tc.prefix)
+		if mask[','>>6]&(1<<(uint(',')&63)) != 0 {
+			t.Errorf("%s after %q: ',' allowed", tc.schema, tc.prefix)
+		}
+		if len(allowedTokens(mask)) == 0 {
+			t.Errorf("%s after %q: dead end", tc.schema, tc.prefix)
+		}
+	}
+	// an optional member may not take the place the required one needs
+	g, err := c.JSONSchema([]byte(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"maxProperties":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	acceptPrefix(t, m, `{"b": 1, "`)
+	if al := allowedTokens(checkMask(t, m, "")); len(al) != 1 || al[0] != 'a' {
+		t.Errorf(`after {"b": 1, " allowed %v, want only 'a'`, al)
+	}
+	g, err = c.JSONSchema([]byte(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"maxProperties":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := runDoc(t, g, `{"b": 1}`, true); ok {
+		t.Error(`{"b": 1} accepted although "a" is required and maxProperties is 1`)
+	}
+}
+
+// TestMaskBenchSampleNoSilentDeadEnds walks the MaskBench sample schemas with the
+// byte vocabulary (the embedded default model's), comparing the mask with Accept at
+// every step. A dead end is allowed only where the grammar leaves keywords to the
+// semantic check (and then only at a point where the check refused the completion).
+func TestMaskBenchSampleNoSilentDeadEnds(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	files, err := filepath.Glob("testdata/maskbench/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatal("no MaskBench sample", err)
+	}
+	seeds := 6
+	if testing.Short() || raceEnabled {
+		seeds = 2
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct{ Schema json.RawMessage }
+		if err := json.Unmarshal(data, &d); err != nil {
+			t.Fatal(err)
+		}
+		g, err := c.JSONSchema(d.Schema)
+		if err != nil {
+			continue // compile errors are covered elsewhere
+		}
+		for seed := 0; seed < seeds; seed++ {
+			rng := rand.New(rand.NewSource(int64(seed)))
+			m := g.NewMatcher()
+			mask := make([]uint64, v.MaskWords())
+			var out []byte
+			for step := 0; step < 400; step++ {
+				if err := m.FillMask(mask); err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				al := allowedTokens(mask)
+				for _, tk := range al {
+					if err := m.Accept(tk); err != nil {
+						t.Fatalf("%s seed %d after %q: %q in the mask but refused: %v", filepath.Base(f), seed, out, v.TokenBytes(tk), err)
+					}
+					if err := m.Rollback(1); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if len(al) == 0 {
+					if g.check == nil || !g.checkOn.Load() {
+						t.Fatalf("%s seed %d: dead end after %q without a semantic check", filepath.Base(f), seed, out)
+					}
+					break
+				}
+				tk := al[rng.Intn(len(al))]
+				if eos := v.EOS(); mask[eos>>6]&(1<<(uint(eos)&63)) != 0 && rng.Intn(3) == 0 {
+					tk = eos
+				}
+				if err := m.Accept(tk); err != nil {
+					t.Fatal(err)
+				}
+				if tk == v.EOS() {
+					break
+				}
+				out = append(out, v.TokenBytes(tk)...)
 			}
 		}
 	}

@@ -77,11 +77,13 @@ const (
 	gCharLT             // guard (char start): count < aux max (if any); marks a character boundary
 	gCharGE             // guard: count >= aux min
 	fCharInc            // effect: count++ when the string is length-bounded
+	gUnionLT            // guard: bits of (set arg | item bits) + count < arg2 (room for an optional member)
 )
 
 type auxOp struct {
 	kind auxKind
 	arg  int32
+	arg2 int32
 }
 
 // expr is the grammar expression tree that every front end produces. Leaves are bytes,
@@ -200,8 +202,8 @@ func eStar(sub *expr) *expr { return eRepOf(sub, 0, -1) }
 func eCallOf(sym int32) *expr {
 	return &expr{op: eCall, ref: sym}
 }
-func eGuardOf(k auxKind, arg int32) *expr  { return &expr{op: eGuard, aux: auxOp{k, arg}} }
-func eEffectOf(k auxKind, arg int32) *expr { return &expr{op: eEffect, aux: auxOp{k, arg}} }
+func eGuardOf(k auxKind, arg int32) *expr  { return &expr{op: eGuard, aux: auxOp{kind: k, arg: arg}} }
+func eEffectOf(k auxKind, arg int32) *expr { return &expr{op: eEffect, aux: auxOp{kind: k, arg: arg}} }
 func eTrackOf(sub *expr) *expr             { return &expr{op: eTrack, subs: []*expr{sub}} }
 
 // size estimates the NFA nodes an expression needs (for limits), saturating at limit.

@@ -387,7 +387,7 @@ func exprKey(e *expr, sb *strings.Builder) {
 		exprKey(e.subs[0], sb)
 		sb.WriteByte(')')
 	case eGuard, eEffect:
-		fmt.Fprintf(sb, "a%d.%d", e.aux.kind, e.aux.arg)
+		fmt.Fprintf(sb, "a%d.%d.%d", e.aux.kind, e.aux.arg, e.aux.arg2)
 	case eCall:
 		fmt.Fprintf(sb, "c%d", e.ref)
 	}
@@ -763,16 +763,16 @@ func localize(e *expr, tries []*keyTrie, sets [][]uint64) (*expr, []*keyTrie, []
 					idx[e.aux.arg] = id
 					local = append(local, tries[e.aux.arg])
 				}
-				return &expr{op: e.op, aux: auxOp{gTrieStart, id}}
+				return &expr{op: e.op, aux: auxOp{kind: gTrieStart, arg: id}}
 			}
-			if e.aux.kind == gHasBits {
+			if e.aux.kind == gHasBits || e.aux.kind == gUnionLT {
 				id, ok := sidx[e.aux.arg]
 				if !ok {
 					id = int32(len(lsets))
 					sidx[e.aux.arg] = id
 					lsets = append(lsets, sets[e.aux.arg])
 				}
-				return &expr{op: e.op, aux: auxOp{gHasBits, id}}
+				return &expr{op: e.op, aux: auxOp{kind: e.aux.kind, arg: id, arg2: e.aux.arg2}}
 			}
 		case eSeq, eAlt, eRep, eTrack:
 			subs := make([]*expr, len(e.subs))

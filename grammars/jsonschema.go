@@ -1794,15 +1794,17 @@ func (j *jsc) arrayExpr(conj []part) *expr {
 		item := valOf(restParts)
 		counted := restMin > 0 || restMax >= 0
 		capv := int32(max(restMin, restMax))
-		mk := func() *expr {
+		// one more item, after sep: the maxItems guard comes before the separator,
+		// so that ", " is offered only when an item may follow
+		mk := func(sep *expr) *expr {
 			if !counted {
-				return item
+				return eSeqOf(sep, item)
 			}
 			parts := []*expr{}
 			if restMax >= 0 {
 				parts = append(parts, eGuardOf(gCountLT, int32(restMax)))
 			}
-			parts = append(parts, item, eEffectOf(fInc, capv))
+			parts = append(parts, sep, item, eEffectOf(fInc, capv))
 			return eSeqOf(parts...)
 		}
 		closeG := eSeqOf(j.inner(), eLit("]"))
@@ -1811,9 +1813,9 @@ func (j *jsc) arrayExpr(conj []part) *expr {
 		}
 		if plen == 0 {
 			empty := closeAt(0)
-			tail = eAltOf(empty, eSeqOf(mk(), eStar(eSeqOf(j.itemSep(), mk())), closeG))
+			tail = eAltOf(empty, eSeqOf(mk(exprEmptyV), eStar(mk(j.itemSep())), closeG))
 		} else {
-			tail = eSeqOf(eStar(eSeqOf(j.itemSep(), mk())), closeG)
+			tail = eSeqOf(eStar(mk(j.itemSep())), closeG)
 		}
 	}
 	// build the prefix from the end
@@ -1844,6 +1846,13 @@ type keyPattern struct {
 // objectBody builds an object automaton: known members in any order, each at most
 // once, required ones tracked in the item register; pattern and additional members
 // with keys that spell no known key.
+//
+// Every guard that decides whether one more member may come sits before the item
+// separator, so the separator is offered only when a member can follow it: a known
+// member not yet present, or an extra (pattern or additional) member, within
+// maxProperties, and an optional member only while maxProperties leaves room for the
+// required members still missing. Otherwise a generation could write ", " after the
+// last possible member and find no continuation (a dead end).
 func (j *jsc) objectBody(members []objMember, patterns []keyPattern, additional *expr, minP, maxP int) *expr {
 	var known []objMember
 	for _, mb := range members {
@@ -1854,10 +1863,15 @@ func (j *jsc) objectBody(members []objMember, patterns []keyPattern, additional 
 		}
 	}
 	req := make([]uint64, (len(known)+63)/64)
+	nreq := 0
 	for i, mb := range known {
 		if mb.required {
 			req[i>>6] |= 1 << (uint(i) & 63)
+			nreq++
 		}
+	}
+	if maxP >= 0 && nreq > maxP {
+		return exprNoneV
 	}
 	counted := minP > 0 || maxP >= 0
 	capv := int32(max(minP, maxP))
@@ -1871,35 +1885,55 @@ func (j *jsc) objectBody(members []objMember, patterns []keyPattern, additional 
 		}
 		trie = newKeyTrie(keys)
 	}
-	var alts []*expr
-	for i, mb := range known {
-		alts = append(alts, eSeqOf(eGuardOf(gNotBit, int32(i)), eLitBytes(appendJSONString(nil, mb.key)), eEffectOf(fSetBit, int32(i)), j.keySep(), mb.value))
+	setIdx := int32(-1)
+	if len(known) > 0 {
+		j.sets = append(j.sets, req)
+		setIdx = int32(len(j.sets) - 1)
+	}
+	// guards of one more member: within maxProperties, and an optional member only
+	// while the required ones still missing fit
+	room := func(optional bool) []*expr {
+		if maxP < 0 {
+			return nil
+		}
+		if optional && nreq > 0 {
+			return []*expr{eGuardOf(gCountLT, int32(maxP)), &expr{op: eGuard, aux: auxOp{kind: gUnionLT, arg: setIdx, arg2: int32(maxP)}}}
+		}
+		return []*expr{eGuardOf(gCountLT, int32(maxP))}
 	}
 	inc := exprEmptyV
 	if counted {
 		inc = eEffectOf(fInc, capv)
 	}
-	for _, kp := range patterns {
-		alts = append(alts, eSeqOf(eCallOf(j.stringSym(0, -1, kp.src, "patternProperties", "", trie)), j.keySep(), kp.value, inc))
-	}
-	if additional != nil {
-		alts = append(alts, eSeqOf(eCallOf(j.stringSym(0, -1, "", "", "", trie)), j.keySep(), additional, inc))
-	}
-	member := eAltOf(alts...)
-	if maxP >= 0 {
-		member = eSeqOf(eGuardOf(gCountLT, int32(maxP)), member)
+	// member alternatives, each with its guards first and then sep (the separator
+	// before it, empty for the first member)
+	members1 := func(sep *expr) *expr {
+		var alts []*expr
+		for i, mb := range known {
+			parts := append([]*expr{eGuardOf(gNotBit, int32(i))}, room(!mb.required)...)
+			parts = append(parts, sep, eLitBytes(appendJSONString(nil, mb.key)), eEffectOf(fSetBit, int32(i)), j.keySep(), mb.value)
+			alts = append(alts, eSeqOf(parts...))
+		}
+		for _, kp := range patterns {
+			parts := append(room(true), sep, eCallOf(j.stringSym(0, -1, kp.src, "patternProperties", "", trie)), j.keySep(), kp.value, inc)
+			alts = append(alts, eSeqOf(parts...))
+		}
+		if additional != nil {
+			parts := append(room(true), sep, eCallOf(j.stringSym(0, -1, "", "", "", trie)), j.keySep(), additional, inc)
+			alts = append(alts, eSeqOf(parts...))
+		}
+		return eAltOf(alts...)
 	}
 	var closeParts []*expr
-	if len(known) > 0 {
-		j.sets = append(j.sets, req)
-		closeParts = append(closeParts, eGuardOf(gHasBits, int32(len(j.sets)-1)))
+	if len(known) > 0 && nreq > 0 {
+		closeParts = append(closeParts, eGuardOf(gHasBits, setIdx))
 	}
 	if minP > 0 {
 		closeParts = append(closeParts, eGuardOf(gCountGE, int32(minP)))
 	}
 	closeParts = append(closeParts, j.inner(), eLit("}"))
 	closeE := eSeqOf(closeParts...)
-	return eSeqOf(eLit("{"), j.inner(), eAltOf(closeE, eSeqOf(member, eStar(eSeqOf(j.itemSep(), member)), closeE)))
+	return eSeqOf(eLit("{"), j.inner(), eAltOf(closeE, eSeqOf(members1(exprEmptyV), eStar(members1(j.itemSep())), closeE)))
 }
 
 func (j *jsc) objectExpr(conj []part) *expr {
