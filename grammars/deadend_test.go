@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -228,6 +229,61 @@ func TestMaskBenchSampleNoSilentDeadEnds(t *testing.T) {
 				}
 				out = append(out, v.TokenBytes(tk)...)
 			}
+		}
+	}
+}
+
+// TestNumbersAreFiniteFloats: every number a schema grammar allows parses as a finite
+// float64 (|value| < 1e308); 84e784 is a valid JSON Schema number (and even an
+// integer) for the validator, but Go's encoding/json, JavaScript and Python's float
+// cannot hold it.
+func TestNumbersAreFiniteFloats(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	big309 := "1" + strings.Repeat("0", 308)
+	big308 := "9" + strings.Repeat("9", 307)
+	cases := []struct {
+		schema string
+		ok     []string
+		refuse []string
+	}{
+		{`{"type":"number"}`,
+			[]string{"0", "-0.5", "1e307", "9.99e307", "12e299", "123456789e299", "0.5e307", "-1.5E+10", "1e-999", "7e-05", big308, big308 + ".5", "1e0", "1e007"},
+			[]string{"84e784", "1e308", "12e307", "0.5e308", "1e999", big309, big309 + ".0", "1e0307"}},
+		{`{"type":"number","minimum":0}`, []string{"0", "1e307", "2.5"}, []string{"1e308", "-1"}},
+		{`{"type":"integer"}`, []string{"0", "-7", big308, "-" + big308}, []string{big309, "-" + big309, "1e5"}},
+		{`{"type":"integer","maximum":1e400}`, []string{big308}, []string{big309}},
+	}
+	for _, tc := range cases {
+		g, err := c.JSONSchema([]byte(tc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range tc.ok {
+			if ok, why := runDoc(t, g, d, false); !ok {
+				t.Errorf("%s: %.40s refused: %s", tc.schema, d, why)
+			}
+		}
+		for _, d := range tc.refuse {
+			if ok, _ := runDoc(t, g, d, false); ok {
+				t.Errorf("%s: %.40s accepted", tc.schema, d)
+			}
+		}
+	}
+	// random numbers parse as finite float64s
+	g, err := c.JSONSchema([]byte(`{"type":"array","items":{"type":"number"},"maxItems":40}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	for w := 0; w < 30; w++ {
+		out, ended := randomWalk(t, g.NewMatcher(), rng, 2000, false)
+		if !ended {
+			continue
+		}
+		var xs []float64
+		if err := json.Unmarshal(out, &xs); err != nil {
+			t.Fatalf("%s: %v", out, err)
 		}
 	}
 }

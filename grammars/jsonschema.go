@@ -1282,6 +1282,12 @@ func isUnconstrained(conj []part) bool {
 
 // ---- numbers ----------------------------------------------------------------
 
+// maxNumDigits bounds the numbers a schema grammar writes: |value| < 10^308 (integer
+// digits plus exponent at most 308), so that every number it allows parses as a finite
+// float64 (in Go's encoding/json, JavaScript, Python's float), not only as a big
+// number. Integer bounds beyond it are clamped to it.
+const maxNumDigits = 308
+
 func (j *jsc) numberSym(types uint8, lo *big.Rat, loEx bool, hi *big.Rat, hiEx bool) int32 {
 	if types&tyFrac == 0 {
 		// integers: exact ranges
@@ -1298,23 +1304,49 @@ func (j *jsc) numberSym(types uint8, lo *big.Rat, loEx bool, hi *big.Rat, hiEx b
 	}
 	nonneg := lo != nil && lo.Sign() >= 0
 	key := fmt.Sprintf("num:%v", nonneg)
-	digits := eRepOf(eByteRange('0', '9'), 1, -1)
-	intPart := eAltOf(eLit("0"), eSeqOf(eByteRange('1', '9'), eStar(eByteRange('0', '9'))))
-	frac := eOpt(eSeqOf(eLit("."), digits))
-	var es byteSet
-	es.add('e')
-	es.add('E')
-	var sg byteSet
-	sg.add('+')
-	sg.add('-')
-	// exponents of at most 3 digits: every float64 fits, and a validator never has
-	// to expand 1e999999999
-	exp := eOpt(eSeqOf(eByteSet(es), eOpt(eByteSet(sg)), eRepOf(eByteRange('0', '9'), 1, 3)))
 	sign := eOpt(eLit("-"))
 	if nonneg {
 		sign = exprEmptyV
 	}
-	return j.leaf(key, "number", eSeqOf(sign, intPart, frac, exp))
+	return j.leaf(key, "number", eSeqOf(sign, boundedNumber()))
+}
+
+// boundedNumber is a JSON number without its sign whose magnitude is below 10^308.
+// With n integer digits ("0" counts as one) a positive exponent E needs n+E <= 308;
+// the grammar takes that in bands (n <= 1 with E <= 307, n <= 9 with E <= 299,
+// n <= 209 with E <= 99, n <= 299 with E <= 9, and n <= 308 without a positive
+// exponent), which holds every number Python's repr or JavaScript writes and keeps the
+// automaton small. Negative exponents have at most 3 digits (small values underflow
+// to zero, which every parser accepts, and a validator never expands 1e-999999999).
+func boundedNumber() *expr {
+	digit := eByteRange('0', '9')
+	frac := eOpt(eSeqOf(eLit("."), eRepOf(digit, 1, -1)))
+	var es byteSet
+	es.add('e')
+	es.add('E')
+	intPart := func(n int) *expr { // 1 to n integer digits
+		return eAltOf(eLit("0"), eSeqOf(eByteRange('1', '9'), eRepOf(digit, 0, n-1)))
+	}
+	neg := eSeqOf(eByteSet(es), eLit("-"), eRepOf(digit, 1, 3))
+	alts := []*expr{eSeqOf(intPart(maxNumDigits), frac, eOpt(neg))}
+	for _, b := range [][2]int{{1, 307}, {9, 299}, {209, 99}, {299, 9}} {
+		pos := eSeqOf(eByteSet(es), eOpt(eLit("+")), expDigitsUpTo(b[1]))
+		alts = append(alts, eSeqOf(intPart(b[0]), frac, pos))
+	}
+	return eAltOf(alts...)
+}
+
+// expDigitsUpTo matches exponent digits (1 to 3, leading zeros allowed) of value <= k.
+func expDigitsUpTo(k int) *expr {
+	var alts []*expr
+	for l := 1; l <= 3; l++ {
+		top := strings.Repeat("9", l)
+		if v, _ := strconv.Atoi(top); k < v {
+			top = fmt.Sprintf("%0*d", l, k)
+		}
+		alts = append(alts, sameLenRange(strings.Repeat("0", l), top))
+	}
+	return eAltOf(alts...)
 }
 
 func ceilRat(r *big.Rat, ex bool) *big.Int {
@@ -1345,8 +1377,8 @@ func floorRat(r *big.Rat, ex bool) *big.Int {
 	return q
 }
 
-// intRange matches the decimal integers in [lo, hi] (nil: unbounded), no leading
-// zeros, "-" for negatives (never "-0").
+// intRange matches the decimal integers in [lo, hi] (nil: unbounded, which is at most
+// maxNumDigits digits), no leading zeros, "-" for negatives (never "-0").
 func intRange(lo, hi *big.Int) *expr {
 	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
 		return exprNoneV
@@ -1375,20 +1407,31 @@ func intRange(lo, hi *big.Int) *expr {
 	return eAltOf(alts...)
 }
 
-// natRange matches naturals in [lo, hi] (hi nil: unbounded) without leading zeros.
+// natRange matches naturals in [lo, hi] without leading zeros and with at most
+// maxNumDigits digits (hi nil: no other upper bound).
 func natRange(lo, hi *big.Int) *expr {
+	if hi != nil && len(hi.String()) > maxNumDigits {
+		hi = nil
+	}
 	if hi != nil && lo.Cmp(hi) > 0 {
 		return exprNoneV
 	}
 	ls := lo.String()
+	if len(ls) > maxNumDigits {
+		return exprNoneV
+	}
+	digit := eByteRange('0', '9')
 	if hi == nil {
 		// all numbers with more digits than lo, plus those with len(lo) digits >= lo
 		n := len(ls)
-		longer := eSeqOf(eByteRange('1', '9'), eRepOf(eByteRange('0', '9'), n, -1))
 		if lo.Sign() == 0 {
-			return eAltOf(eLit("0"), eSeqOf(eByteRange('1', '9'), eStar(eByteRange('0', '9'))))
+			return eAltOf(eLit("0"), eSeqOf(eByteRange('1', '9'), eRepOf(digit, 0, maxNumDigits-1)))
 		}
 		top := strings.Repeat("9", n)
+		longer := exprNoneV
+		if n < maxNumDigits {
+			longer = eSeqOf(eByteRange('1', '9'), eRepOf(digit, n, maxNumDigits-1))
+		}
 		return eAltOf(sameLenRange(ls, top), longer)
 	}
 	hs := hi.String()
