@@ -36,12 +36,14 @@
 // min/maxProperties, enum, const, anyOf, oneOf (disjoint alternatives exactly), allOf
 // (merged), $ref with recursion, $defs, minLength, maxLength (code points), pattern
 // (ECMA escapes \uXXXX rewritten), formats (date, time, date-time, email, uuid, uri,
-// ipv4, ipv6, hostname), integer bounds (exact digit ranges) are grammar. Object
+// ipv4, ipv6, hostname), minimum/maximum (exact digit ranges; for non-integers over
+// plain decimals, plus the exponent forms the range holds whole) are grammar. Numbers
+// stay below 1e308 in magnitude, so that they parse as finite float64s. Object
 // members may come in any order, each at most once, required ones tracked exactly.
 // Keywords no grammar expresses — uniqueItems, not, if/then/else, contains,
 // dependentRequired/dependentSchemas/dependencies, unevaluated*, propertyNames,
-// multipleOf, bounds of non-integer numbers, non-disjoint oneOf, $dynamicRef — make the
-// grammar accept a superset, and the full schema is then enforced by a semantic check
+// multipleOf, bounds with more than 40 decimals, non-disjoint oneOf, $dynamicRef —
+// make the grammar accept a superset, and the full schema is then enforced by a semantic check
 // (the jsonschema validator) inside the matcher: at the token that completes the
 // document and before EOS. Grammar.Warnings names each such keyword and its JSON
 // pointer. Options.GrammarOnly turns them into compile errors naming the keyword and

@@ -1,0 +1,114 @@
+package grammars
+
+import (
+	"fmt"
+	"math/big"
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// TestDecimalRangeExact: a number with minimum/maximum (non-integer type) is a
+// grammar, not a semantic check: every text it allows is in range (checked with exact
+// rationals), every plain decimal in range is allowed, and a random generation always
+// finishes in range.
+func TestDecimalRangeExact(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	bounds := []string{"", "0", "1", "-1", "0.5", "-2.25", "90", "-90", "100.001", "3", "0.001", "-0.75", "2147483647", "1e-3"}
+	cands := []string{"0", "1", "-1", "0.5", "-0.5", "0.0", "1.0", "1.00", "0.001", "0.0010", "0.0009", "0.0011", "-2.25", "-2.2500", "-2.26",
+		"-2.249", "90", "90.0", "90.000001", "-90", "-90.5", "89.99999", "100.001", "100.0011", "100.0009", "3", "2.999", "3.0001", "-0.75",
+		"-0.7499", "-0.7501", "2147483647", "2147483647.5", "2147483646.9", "1e-3", "5e-1", "9.99e-1", "1e-05", "1.5e+16", "1e0", "2E3", "-1e-05",
+		"-1.5e+16", "7", "-7", "45.25", "-45.25", "12345678901234567890", "0.99999999999", "1.000000001"}
+	rng := rand.New(rand.NewSource(3))
+	for i := 0; i < 120; i++ {
+		var sb strings.Builder
+		if rng.Intn(2) == 0 {
+			sb.WriteByte('-')
+		}
+		fmt.Fprintf(&sb, "%d", rng.Intn([]int{2, 10, 200, 5000}[rng.Intn(4)]))
+		if rng.Intn(2) == 0 {
+			sb.WriteByte('.')
+			for k := 0; k <= rng.Intn(4); k++ {
+				sb.WriteByte(byte('0' + rng.Intn(10)))
+			}
+		}
+		cands = append(cands, sb.String())
+	}
+	rat := func(s string) *big.Rat {
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			t.Fatalf("bad number %q", s)
+		}
+		return r
+	}
+	// plain decimals (no exponent, no negative zero) in range must all be allowed
+	plain := func(s string) bool { return !strings.ContainsAny(s, "eE") && !(s[0] == '-' && rat(s).Sign() == 0) }
+	checked := 0
+	for _, lo := range bounds {
+		for _, hi := range bounds {
+			for ex := 0; ex < 4; ex++ {
+				loEx, hiEx := ex&1 != 0, ex&2 != 0
+				var parts []string
+				if lo != "" {
+					kw := "minimum"
+					if loEx {
+						kw = "exclusiveMinimum"
+					}
+					parts = append(parts, fmt.Sprintf("%q:%s", kw, lo))
+				} else if loEx {
+					continue
+				}
+				if hi != "" {
+					kw := "maximum"
+					if hiEx {
+						kw = "exclusiveMaximum"
+					}
+					parts = append(parts, fmt.Sprintf("%q:%s", kw, hi))
+				} else if hiEx {
+					continue
+				}
+				schema := fmt.Sprintf(`{"type":"number"%s}`, strings.Join(append([]string{""}, parts...), ","))
+				g, err := c.JSONSchema([]byte(schema))
+				if err != nil {
+					if lo != "" && hi != "" && (rat(lo).Cmp(rat(hi)) > 0 || rat(lo).Cmp(rat(hi)) == 0 && (loEx || hiEx)) {
+						continue // an empty range
+					}
+					t.Fatalf("%s: %v", schema, err)
+				}
+				if w := g.Warnings(); len(w) > 0 {
+					t.Fatalf("%s: not exact: %v", schema, w)
+				}
+				in := func(x *big.Rat) bool {
+					if lo != "" {
+						if cmp := x.Cmp(rat(lo)); cmp < 0 || cmp == 0 && loEx {
+							return false
+						}
+					}
+					if hi != "" {
+						if cmp := x.Cmp(rat(hi)); cmp > 0 || cmp == 0 && hiEx {
+							return false
+						}
+					}
+					return true
+				}
+				for _, s := range cands {
+					ok, why := runDoc(t, g, s, false)
+					want := in(rat(s))
+					if ok && !want {
+						t.Fatalf("%s: %s accepted, out of range", schema, s)
+					}
+					if !ok && want && plain(s) {
+						t.Fatalf("%s: %s refused, in range: %s", schema, s, why)
+					}
+					checked++
+				}
+				m := g.NewMatcher()
+				if out, ended := randomWalk(t, m, rng, 60, false); ended && !in(rat(string(out))) {
+					t.Fatalf("%s: generated %s, out of range", schema, out)
+				}
+			}
+		}
+	}
+	t.Logf("%d decisions", checked)
+}
