@@ -1885,7 +1885,11 @@ func (j *jsc) stringExpr(m *merged) *expr {
 			format = f
 		}
 	}
-	return eCallOf(j.stringSym(m.minLen, m.maxLen, patSrc, patPtr, format, nil))
+	maxLen := m.maxLen
+	if fm := formatMaxLen(format); fm >= 0 && (maxLen < 0 || fm < maxLen) {
+		maxLen = fm
+	}
+	return eCallOf(j.stringSym(m.minLen, maxLen, patSrc, patPtr, format, nil))
 }
 
 // ---- constants ----------------------------------------------------------------

@@ -112,3 +112,65 @@ func TestDecimalRangeExact(t *testing.T) {
 	}
 	t.Logf("%d decisions", checked)
 }
+
+// TestFormatsExact: the formats marked exact need no semantic check, so everything
+// their grammar allows must pass the validator: random walks (and listed strings)
+// are validated; strings that the validator takes and the grammar should too are
+// accepted.
+func TestFormatsExact(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	cases := map[string]struct{ ok, bad []string }{
+		"date":      {[]string{"2024-02-29", "2000-02-29", "1900-02-28", "0000-02-29", "2023-12-31", "2023-04-30"}, []string{"2023-02-29", "1900-02-29", "2023-04-31", "2023-02-30", "2023-13-01"}},
+		"date-time": {[]string{"2024-02-29T23:59:60Z", "1999-12-31t23:59:59.5+01:00", "2021-06-30T00:00:00-00:00"}, []string{"2023-02-29T00:00:00Z", "2024-01-01T12:00:60Z", "2024-01-01T23:59:60+01:00"}},
+		"time":      {[]string{"23:59:60z", "00:00:00Z", "12:34:56.789+05:30"}, []string{"24:00:00Z", "12:00:60Z"}},
+		"ipv4":      {[]string{"0.0.0.0", "255.255.255.255", "10.1.2.3"}, []string{"256.1.1.1", "01.1.1.1", "1.2.3"}},
+		"ipv6":      {[]string{"::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::ffff:1.2.3.4", "1:2:3:4:5:6:1.2.3.4", "fe80::1:2", "1::2:3:4:5:6:7"}, []string{"1:2:3:4:5:6:7:8::", "1::2::3", ":1::", "12345::", "::1.2.3", "1:2:3:4:5:6:7:1.2.3.4", "fe80::1%eth0"}},
+		"hostname":  {[]string{"example.com", "a", "x-y.z.", strings.Repeat("a", 63) + ".b"}, []string{"-a.com", "a-.com", "a..b", strings.Repeat("a", 64) + ".b"}},
+		"uri":       {[]string{"http://example.com/a/b?c=d#e", "mailto:x@y.z", "urn:isbn:0451450523", "https://user:pw@host:8080/p%20q", "http://[::1]:80/", "file:///etc/hosts", "x:", "http://h/a b"}, []string{"example.com", "http://a b/", "http://h/%zz", "http://h:x/", "1http://h"}},
+	}
+	for f, tc := range cases {
+		schema := fmt.Sprintf(`{"type":"string","format":%q}`, f)
+		g, err := c.JSONSchema([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := g.Warnings(); len(w) > 0 {
+			t.Fatalf("%s: not exact: %v", f, w)
+		}
+		sch, err := c.loadSchema(mustDoc(t, []byte(schema)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tc.ok {
+			doc := string(appendJSONString(nil, s))
+			if err := sch.Validate(mustDoc(t, []byte(doc))); err != nil {
+				t.Fatalf("%s: test string %s is not valid: %v", f, doc, err)
+			}
+			if ok, why := runDoc(t, g, doc, false); !ok {
+				t.Errorf("%s: %s refused: %s", f, doc, why)
+			}
+		}
+		for _, s := range tc.bad {
+			doc := string(appendJSONString(nil, s))
+			if ok, _ := runDoc(t, g, doc, false); ok {
+				t.Errorf("%s: %s accepted", f, doc)
+			}
+		}
+		rng := rand.New(rand.NewSource(int64(len(f))))
+		n := 0
+		for w := 0; w < 300 && n < 60; w++ {
+			out, ended := randomWalk(t, g.NewMatcher(), rng, 120, false)
+			if !ended {
+				continue
+			}
+			n++
+			if err := sch.Validate(mustDoc(t, out)); err != nil {
+				t.Fatalf("%s: generated %s, invalid: %v", f, out, err)
+			}
+		}
+		if n < 20 {
+			t.Errorf("%s: only %d random strings finished", f, n)
+		}
+	}
+}
