@@ -9,8 +9,8 @@ import (
 // characters), checked against what santhosh-tekuri/jsonschema asserts. exact is true
 // when every string the regex matches passes the validator: the regex is then the
 // whole check (it may still refuse a few valid strings, as noted). Where exact is
-// false the validator checks more than the regex (lengths of an email's parts), and
-// the document check enforces the rest.
+// false the validator checks more than the regex, and the document check enforces
+// the rest.
 var formatRegexes = map[string]struct {
 	re    string
 	exact bool
@@ -29,8 +29,12 @@ var formatRegexes = map[string]struct {
 	// labels of 1-63 characters; stringExpr caps the length at 253 (the validator's
 	// limit without the trailing dot)
 	"hostname": {hostLabel + `(\.` + hostLabel + `)*\.?`, true},
-	"email": {"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|\"[^\"\\\\]*\")@" +
-		`([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.?|\[[0-9A-Fa-f:.IPv]+\])`, false},
+	// an unquoted local part (atoms and single dots) or a quoted one (printable
+	// ASCII without '"' and '\\'), then a host name or an IP literal; stringExpr
+	// caps the length at 64 characters, which keeps the validator's limits on the
+	// whole address (254), the local part (64) and a label (63)
+	"email": {"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|\"[ !#-\\[\\]-~]*\")@" +
+		`([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.?|\[(IPv6:` + ipv6RE + `|` + ipv4RE + `)\])`, true},
 	// url.Parse with a scheme (Go's net/url): a subset that parses, see uriRE
 	"uri": {uriRE, true},
 }
@@ -101,8 +105,11 @@ var ipv6RE = func() string {
 
 // formatMaxLen is a length bound some formats carry (in characters; -1: none).
 func formatMaxLen(name string) int {
-	if name == "hostname" {
+	switch name {
+	case "hostname":
 		return 253
+	case "email":
+		return 64
 	}
 	return -1
 }

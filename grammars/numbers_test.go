@@ -127,6 +127,7 @@ func TestFormatsExact(t *testing.T) {
 		"ipv4":      {[]string{"0.0.0.0", "255.255.255.255", "10.1.2.3"}, []string{"256.1.1.1", "01.1.1.1", "1.2.3"}},
 		"ipv6":      {[]string{"::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::ffff:1.2.3.4", "1:2:3:4:5:6:1.2.3.4", "fe80::1:2", "1::2:3:4:5:6:7"}, []string{"1:2:3:4:5:6:7:8::", "1::2::3", ":1::", "12345::", "::1.2.3", "1:2:3:4:5:6:7:1.2.3.4", "fe80::1%eth0"}},
 		"hostname":  {[]string{"example.com", "a", "x-y.z.", strings.Repeat("a", 63) + ".b"}, []string{"-a.com", "a-.com", "a..b", strings.Repeat("a", 64) + ".b"}},
+		"email":     {[]string{"a@b.c", "john.doe@example.com", "\"x y\"@h", "u@[IPv6:::1]", "u@[10.0.0.1]", "x@host."}, []string{"a..b@c", ".a@b", "a@b..c", "@b", "a@-b", strings.Repeat("a", 65) + "@b", "u@[1.2.3]"}},
 		"uri":       {[]string{"http://example.com/a/b?c=d#e", "mailto:x@y.z", "urn:isbn:0451450523", "https://user:pw@host:8080/p%20q", "http://[::1]:80/", "file:///etc/hosts", "x:", "http://h/a b"}, []string{"example.com", "http://a b/", "http://h/%zz", "http://h:x/", "1http://h"}},
 	}
 	for f, tc := range cases {
