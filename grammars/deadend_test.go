@@ -287,3 +287,82 @@ func TestNumbersAreFiniteFloats(t *testing.T) {
 		}
 	}
 }
+
+// TestDevSetDeadEnds runs the walks of TestMaskBenchSampleNoSilentDeadEnds over a
+// whole MaskBench directory (4 walks per schema), when GRAMMARS_MASKBENCH_DIR names
+// one:
+//
+//	GRAMMARS_MASKBENCH_DIR=path/to/maskbench-dev go test ./grammars -run TestDevSetDeadEnds -v -timeout 30m
+//
+// It fails on a mask/Accept disagreement or a dead end without a semantic check, and
+// logs the dead ends at a check and the errors FillMask returned.
+func TestDevSetDeadEnds(t *testing.T) {
+	dir := os.Getenv("GRAMMARS_MASKBENCH_DIR")
+	if dir == "" {
+		t.Skip("GRAMMARS_MASKBENCH_DIR is not set")
+	}
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	walks, checked, fillErrs := 0, 0, 0
+	checkedBy := map[string]int{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct{ Schema json.RawMessage }
+		if json.Unmarshal(data, &d) != nil || len(d.Schema) == 0 {
+			continue
+		}
+		g, err := c.JSONSchema(d.Schema)
+		if err != nil {
+			continue
+		}
+		for seed := 0; seed < 4; seed++ {
+			walks++
+			rng := rand.New(rand.NewSource(int64(seed)))
+			m := g.NewMatcher()
+			mask := make([]uint64, v.MaskWords())
+			var out []byte
+			for step := 0; step < 600; step++ {
+				if err := m.FillMask(mask); err != nil {
+					fillErrs++
+					t.Logf("%s seed %d: FillMask: %v", filepath.Base(f), seed, err)
+					break
+				}
+				al := allowedTokens(mask)
+				for _, tk := range al {
+					if err := m.Accept(tk); err != nil {
+						t.Fatalf("%s seed %d after %q: %q in the mask but refused: %v", filepath.Base(f), seed, out, v.TokenBytes(tk), err)
+					}
+					_ = m.Rollback(1)
+				}
+				if len(al) == 0 {
+					if g.check == nil || !g.checkOn.Load() {
+						t.Fatalf("%s seed %d: dead end after %q without a semantic check", filepath.Base(f), seed, out)
+					}
+					checked++
+					checkedBy[filepath.Base(f)]++
+					break
+				}
+				tk := al[rng.Intn(len(al))]
+				if eos := v.EOS(); mask[eos>>6]&(1<<(uint(eos)&63)) != 0 && rng.Intn(3) == 0 {
+					tk = eos
+				}
+				if err := m.Accept(tk); err != nil {
+					t.Fatal(err)
+				}
+				if tk == v.EOS() {
+					break
+				}
+				out = append(out, v.TokenBytes(tk)...)
+			}
+		}
+	}
+	t.Logf("%d walks: 0 disagreements, 0 dead ends without a check, %d dead ends at a semantic check (%d schemas), %d FillMask errors",
+		walks, checked, len(checkedBy), fillErrs)
+}

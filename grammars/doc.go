@@ -49,6 +49,23 @@
 // pointer. Options.GrammarOnly turns them into compile errors naming the keyword and
 // pointer instead; with Options.Lenient as well they become warnings (and are ignored).
 //
+// Dead ends: a state where FillMask allows no token, EOS included. The grammar offers a
+// separator only where a member or item can follow it (maxProperties, maxItems, known
+// members all present, room for the required members still missing), keeps a bounded
+// string's distance to its end (a pattern that needs k more characters is refused k
+// characters before maxLength), and allows a token after which a string can only close
+// only where it may close (minimum length, excluded keys). A generation can still reach
+// a dead end (1) when a schema's semantic check refuses every completion: a value
+// already written breaks a keyword the grammar leaves to the check (an object matching
+// two oneOf alternatives, a repeated item under uniqueItems, a failed dependency,
+// multipleOf, not, ...), and nothing but completions remains; (2) in parts of a schema
+// no value satisfies although the schema does: an optional property whose value
+// schema is empty in a way only the automaton sees (a pattern that cannot meet its
+// length bounds), an object type whose minProperties exceeds the members it can have
+// next to another type, pattern properties that can only spell known keys; (3) under
+// minLength with a pattern that can end short of it (only the upper bound is tracked
+// ahead). The sampler must treat an empty mask as an error.
+//
 // Whitespace: the default policy (WhitespacePython) accepts exactly the one-line form of
 // Python's json.dumps: ", " between items and members, ": " after keys, no other
 // whitespace. That is the form MaskBench serializes and the form models usually write
