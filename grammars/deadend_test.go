@@ -86,7 +86,7 @@ var deadEndSchemas = []string{
 func TestNoDeadEnds(t *testing.T) {
 	walks := 40
 	if testing.Short() || raceEnabled {
-		walks = 8
+		walks = 3
 	}
 	for _, ws := range []Whitespace{WhitespacePython, WhitespaceCompact, WhitespaceFlexible} {
 		for vi, v := range []*Vocab{byteVocab(t), toyVocab(t)} {
@@ -178,7 +178,7 @@ func TestMaskBenchSampleNoSilentDeadEnds(t *testing.T) {
 	}
 	seeds := 6
 	if testing.Short() || raceEnabled {
-		seeds = 2
+		seeds = 1
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
