@@ -77,6 +77,8 @@ type active struct {
 	maskErr error
 	vocab   int
 	res     Result
+	done    bool     // finished in the current step
+	next    [1]int32 // the decode step's one token (reused: a chunk is not kept past its step)
 }
 
 func (e *Engine) validate(i int, r *Request) error {
@@ -125,6 +127,9 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 	}
 	slices.SortStableFunc(waiting, func(a, b int) int { return reqs[a].Arrival - reqs[b].Arrival })
 	var running []*active
+	// the step's chunks and their owners, reused step after step
+	var chunks []Chunk
+	var owners []*active
 	for step := 0; len(waiting) > 0 || len(running) > 0; step++ {
 		for len(running) < maxSeqs && len(waiting) > 0 && reqs[waiting[0]].Arrival <= step {
 			i := waiting[0]
@@ -133,12 +138,12 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 			running = append(running, &active{idx: i, req: r, seq: e.M.NewSequence(), vocab: e.M.Plan.Model.Vocab,
 				res: Result{Index: i, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}})
 		}
-		var chunks []Chunk
-		var owners []*active
+		chunks, owners = chunks[:0], owners[:0]
 		left := budget
 		for _, a := range running {
 			if a.fed == len(a.req.Prompt) {
-				chunks = append(chunks, a.chunk([]int32{a.pending}, true))
+				a.next[0] = a.pending
+				chunks = append(chunks, a.chunk(a.next[:], true))
 				owners = append(owners, a)
 				left--
 			}
@@ -160,20 +165,19 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 		if e.OnStep != nil {
 			e.OnStep(step, budget-left)
 		}
-		done := map[*active]bool{}
 		for ci, a := range owners {
 			if err != nil {
 				a.res.Err = err
-				done[a] = true
+				a.done = true
 				continue
 			}
-			if done[a] = e.advance(a, chunks[ci], outs[ci]); done[a] {
+			if a.done = e.advance(a, chunks[ci], outs[ci]); a.done {
 				a.res.LastStep = step
 			}
 		}
 		kept := running[:0]
 		for _, a := range running {
-			if done[a] {
+			if a.done {
 				emit(a.res)
 			} else {
 				kept = append(kept, a)
