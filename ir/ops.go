@@ -101,6 +101,22 @@ func matrix(t Type, what string) (int64, int64, error) {
 	return t.Shape[0].N, t.Shape[1].N, nil
 }
 
+// linearShape checks x is f32[T,in] and w (named what) a constant [out,in] weight that
+// takes it, and returns out.
+func linearShape(x, w Type, what string) (int64, error) {
+	if err := rows(x, F32, 2, "x"); err != nil {
+		return 0, err
+	}
+	o, i, err := matrix(w, what)
+	if err != nil {
+		return 0, err
+	}
+	if i != x.Last() {
+		return 0, fmt.Errorf("%s %s does not take x %s", what, w, x)
+	}
+	return o, nil
+}
+
 func vector(t Type, n int64, what string) error {
 	if t.Rank() != 1 || t.Shape[0].Sym != "" || (n >= 0 && t.Shape[0].N != n) {
 		return fmt.Errorf("%s: want f32[%d], have %s", what, n, t)
@@ -242,15 +258,9 @@ func init() {
 	declare(&OpInfo{Name: "linear", MinArgs: 2, MaxArgs: 2, Results: 1,
 		Doc: "y = x·Wᵀ: linear(x[T,in], W[out,in]) -> [T,out]",
 		Infer: func(a []Type, _ Attrs) ([]Type, error) {
-			if err := rows(a[0], F32, 2, "x"); err != nil {
-				return nil, err
-			}
-			o, i, err := matrix(a[1], "W")
+			o, err := linearShape(a[0], a[1], "W")
 			if err != nil {
 				return nil, err
-			}
-			if i != a[0].Last() {
-				return fail("W %s does not take x %s", a[1], a[0])
 			}
 			return one(T(F32, a[0].Shape[0], Dim{N: o}))
 		}})
