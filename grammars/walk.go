@@ -126,35 +126,8 @@ func walkLeaf(a *automaton, s int32, t *trie, words int, sc *walkScratch) *walkR
 	if ds.accept {
 		sc.pops = append(sc.pops, 0)
 	}
-	cls := &a.cls
 	tv := viewOf(a.trans)
-	sc.row[0] = tv.row(s)
-	sc.cfg[0] = s
-	n := int32(len(t.b))
-	tb, tdepth, tnext, ttok := t.b, t.depth, t.next, t.tok
-	for i := int32(1); i < n; {
-		d := tdepth[i]
-		col := int(cls[tb[i]])
-		v := atomic.LoadInt32(&sc.row[d-1][col])
-		if v == tUnknown {
-			v = a.stepSlow(sc.cfg[d-1], col)
-		}
-		if v < 0 {
-			i = tnext[i]
-			continue
-		}
-		if v&pfCont != 0 && ttok[i] >= 0 {
-			sc.toks = append(sc.toks, ttok[i])
-		}
-		if v&pfAccept != 0 {
-			sc.pops = append(sc.pops, i)
-		}
-		if tnext[i] > i+1 {
-			sc.cfg[d] = v >> pfShift
-			sc.row[d] = tv.row(v >> pfShift)
-		}
-		i++
-	}
+	sc.walkSubtree(t, 0, 0, s, &a.cls, &tv, a)
 	return sc.finish(words)
 }
 
@@ -390,18 +363,30 @@ func buildPopIndex(pops []int32, t *trie, words int) *popIndex {
 // walkFrom walks the subtree below node st (st itself already consumed) from packed
 // configuration c, appending allowed tokens and pops to sc.
 func (g *Grammar) walkFrom(st int32, c int32, sc *walkScratch, tv *tableView, t *trie) {
-	cls := &g.cls
+	sc.walkSubtree(t, st, t.depth[st], c>>pfShift, &g.cls, tv, g)
+}
+
+// slowStepper computes a transition its table does not hold yet.
+type slowStepper interface {
+	slowStep(cfg int32, col int) int32
+}
+
+func (a *automaton) slowStep(s int32, col int) int32 { return a.stepSlow(s, col) }
+func (g *Grammar) slowStep(c int32, col int) int32   { return g.cfgStepSlow(c, col) }
+
+// walkSubtree walks the trie nodes below st (st itself consumed, at depth d0) from
+// configuration cfg, appending allowed tokens and pops to sc. Rows come from tv; a
+// transition the table does not hold yet comes from slow.
+func (sc *walkScratch) walkSubtree(t *trie, st int32, d0 uint16, cfg int32, cls *[256]uint8, tv *tableView, slow slowStepper) {
 	tb, tdepth, tnext, ttok := t.b, t.depth, t.next, t.tok
-	d0 := tdepth[st]
-	sc.cfg[d0] = c >> pfShift
-	sc.row[d0] = tv.row(c >> pfShift)
-	end := tnext[st]
-	for i := st + 1; i < end; {
+	sc.cfg[d0] = cfg
+	sc.row[d0] = tv.row(cfg)
+	for i, end := st+1, tnext[st]; i < end; {
 		d := tdepth[i]
 		col := int(cls[tb[i]])
 		v := atomic.LoadInt32(&sc.row[d-1][col])
 		if v == tUnknown {
-			v = g.cfgStepSlow(sc.cfg[d-1], col)
+			v = slow.slowStep(sc.cfg[d-1], col)
 		}
 		if v < 0 {
 			i = tnext[i]
