@@ -123,10 +123,19 @@ func lowerPhase(m *ir.Module, c *ModelConfig, phase string) error {
 	return nil
 }
 
-// ropeAttrs gives the rotary attributes of a layer: sliding layers use rope_theta,
-// compressed layers compress_rope_theta with YaRN when configured.
+// ropeAttrs gives the rotary attributes of a V4 layer: those of ropeAttrsOf, plus YaRN's
+// attention factor on compressed layers.
 func (l *lowering) ropeAttrs(compressed bool, headDim int) ir.Attrs {
-	c := l.c
+	a := ropeAttrsOf(l.c, compressed, headDim)
+	if y := l.c.CompressYarn; compressed && y != nil {
+		a["attn_factor"] = y.AttnFactor
+	}
+	return a
+}
+
+// ropeAttrsOf gives a layer's rotary attributes: sliding (window-only) layers rotate at
+// rope_theta, compressed layers at compress_rope_theta with YaRN when configured.
+func ropeAttrsOf(c *ModelConfig, compressed bool, headDim int) ir.Attrs {
 	a := ir.Attrs{"head_dim": int64(headDim), "rope_dim": int64(c.RopeDim), "theta": c.RopeTheta}
 	if compressed {
 		a["theta"] = c.CompressTheta
@@ -135,7 +144,6 @@ func (l *lowering) ropeAttrs(compressed bool, headDim int) ir.Attrs {
 			a["yarn_original"] = int64(y.OriginalMax)
 			a["yarn_beta_fast"] = y.BetaFast
 			a["yarn_beta_slow"] = y.BetaSlow
-			a["attn_factor"] = y.AttnFactor
 		}
 	}
 	return a

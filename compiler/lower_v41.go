@@ -163,18 +163,7 @@ func (l *lowering41) norm(x *ir.Value, name string, dim int) *ir.Value {
 // ropeAttrs: compressed layers rotate at compress_rope_theta with YaRN, window-only
 // layers (and the DSpark stages) at rope_theta without.
 func (l *lowering41) ropeAttrs(compressed bool, headDim int) ir.Attrs {
-	c := l.c
-	a := ir.Attrs{"head_dim": int64(headDim), "rope_dim": int64(c.RopeDim), "theta": c.RopeTheta}
-	if compressed {
-		a["theta"] = c.CompressTheta
-		if y := c.CompressYarn; y != nil {
-			a["yarn_factor"] = y.Factor
-			a["yarn_original"] = int64(y.OriginalMax)
-			a["yarn_beta_fast"] = y.BetaFast
-			a["yarn_beta_slow"] = y.BetaSlow
-		}
-	}
-	return a
+	return ropeAttrsOf(l.c, compressed, headDim)
 }
 
 func (l *lowering41) rope(x *ir.Value, a ir.Attrs, inverse bool) *ir.Value {
