@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"deepinfer/internal/testtok"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -85,18 +86,7 @@ func TestPlanningCommands(t *testing.T) {
 // project's script.
 func TestTokenizeCommand(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command("bash", abs(t, "../scripts/fetch-tokenizer.sh"))
-	out, err := cmd.Output()
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("fetch-tokenizer.sh: %v", err)
-		}
-		t.Skipf("DeepSeek tokenizer unavailable (no network?): %v", err)
-	}
-	tokDir := strings.TrimSpace(string(out))
-	if i := strings.LastIndexByte(tokDir, '\n'); i >= 0 {
-		tokDir = tokDir[i+1:]
-	}
+	tokDir := testtok.Need(t)
 	c := exec.Command(filepath.Join(binDir, "divm"), "tokenize", "--tokenizer", tokDir)
 	c.Dir = dir
 	c.Stdin = strings.NewReader("\"Hello, world!\"\nnot json\n\"你好\"\n")

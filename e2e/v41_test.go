@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"deepinfer/internal/testtok"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,10 +54,7 @@ func TestInspectV41FullSize(t *testing.T) {
 // of expected.safetensors (the numbers themselves are vm's TestFixtureV41) plus the
 // token lists as I64.
 func TestEvalV41Fixture(t *testing.T) {
-	home, _ := os.UserHomeDir()
-	if _, err := os.Stat(filepath.Join(home, ".cache/deepinfer/tokenizer-deepseek_v3-3.7.2/tokenizer.json")); err != nil && os.Getenv("DEEPINFER_TOKENIZER_DIR") == "" {
-		t.Skip("DeepSeek tokenizer not fetched (scripts/fetch-tokenizer.sh): the Engram token map needs it")
-	}
+	t.Setenv("DEEPINFER_TOKENIZER_DIR", testtok.Need(t)) // the Engram token map needs it
 	dir := t.TempDir()
 	fix, _ := filepath.Abs(fixtureV41)
 	o := run(t, dir, "divm", "eval", "--model", fix, "--cases", filepath.Join(fix, "cases.json"), "--out", "out.safetensors")

@@ -1,10 +1,7 @@
 package engram
 
 import (
-	"bytes"
-	"os"
-	"os/exec"
-	"strings"
+	"deepinfer/internal/testtok"
 	"sync"
 	"testing"
 
@@ -18,28 +15,13 @@ var (
 	tokErr  error
 )
 
-// realTokenizer fetches DeepSeek's tokenizer.json with scripts/fetch-tokenizer.sh (once)
-// and loads it; without network the test is skipped, or fails when CI is set.
+// realTokenizer loads DeepSeek's tokenizer.json (fetched by internal/testtok) once.
 func realTokenizer(tb testing.TB) *tokenizer.BPE {
 	tb.Helper()
-	tokOnce.Do(func() {
-		var stderr bytes.Buffer
-		cmd := exec.Command("bash", "../scripts/fetch-tokenizer.sh")
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			tokErr = err
-			return
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		tok, tokErr = tokenizer.LoadBPE(lines[len(lines)-1])
-	})
+	dir := testtok.Need(tb)
+	tokOnce.Do(func() { tok, tokErr = tokenizer.LoadBPE(dir) })
 	if tokErr != nil {
-		msg := "DeepSeek-V3 tokenizer unavailable: " + tokErr.Error()
-		if os.Getenv("CI") != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
+		tb.Fatal(tokErr)
 	}
 	return tok
 }

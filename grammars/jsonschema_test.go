@@ -11,31 +11,12 @@ func greedyTokens(v *Vocab, b []byte) []int32 {
 	t := v.getTrie()
 	var out []int32
 	for p := 0; p < len(b); {
-		n := int32(0)
-		best, bl := int32(-1), 0
-		for i := p; i < len(b); i++ {
-			c := n + 1
-			found := int32(-1)
-			for c < t.next[n] {
-				if t.b[c] == b[i] {
-					found = c
-					break
-				}
-				c = t.next[c]
-			}
-			if found < 0 {
-				break
-			}
-			n = found
-			if t.tok[n] >= 0 {
-				best, bl = t.tok[n], i-p+1
-			}
-		}
+		best, n, _ := t.longestToken(b[p:])
 		if best < 0 {
 			return nil
 		}
 		out = append(out, best)
-		p += bl
+		p += n
 	}
 	return out
 }

@@ -490,29 +490,7 @@ func (m *Matcher) ForcedTokens() []int32 {
 	t := m.g.vocab.getTrie()
 	var out []int32
 	for p := 0; p < len(fb); {
-		n := int32(0)
-		best, bestLen := int32(-1), 0
-		extends := false
-		for i := p; i < len(fb); i++ {
-			// find child of n with byte fb[i]
-			c := n + 1
-			found := int32(-1)
-			for c < t.next[n] {
-				if t.b[c] == fb[i] {
-					found = c
-					break
-				}
-				c = t.next[c]
-			}
-			if found < 0 {
-				break
-			}
-			n = found
-			if t.tok[n] >= 0 {
-				best, bestLen = t.tok[n], i-p+1
-				extends = t.next[n] > n+1
-			}
-		}
+		best, bestLen, extends := t.longestToken(fb[p:])
 		if best < 0 || (p+bestLen == len(fb) && extends) {
 			break
 		}

@@ -114,6 +114,26 @@ type trie struct {
 	maxDepth int
 }
 
+// longestToken finds the longest token that b starts with: its id (-1 if none), its
+// length, and whether a longer token extends it (the trie continues below it).
+func (t *trie) longestToken(b []byte) (tok int32, n int, extends bool) {
+	tok, node := -1, int32(0)
+	for i := range b {
+		c := node + 1
+		for c < t.next[node] && t.b[c] != b[i] {
+			c = t.next[c]
+		}
+		if c >= t.next[node] {
+			break
+		}
+		node = c
+		if t.tok[node] >= 0 {
+			tok, n, extends = t.tok[node], i+1, t.next[node] > node+1
+		}
+	}
+	return tok, n, extends
+}
+
 // Warm builds the vocabulary's token trie now rather than at the first mask.
 func (v *Vocab) Warm() { v.getTrie() }
 

