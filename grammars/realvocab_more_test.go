@@ -335,9 +335,6 @@ func TestRealVocabRandomWalks(t *testing.T) {
 // vocabulary at a few states chosen to stress the shared string walks: near a length
 // bound, inside keys that must not spell known keys, after a number.
 func TestRealVocabExhaustive(t *testing.T) {
-	if raceEnabled {
-		t.Skip("exhaustive over 129k ids: too slow under the race detector")
-	}
 	v := needRealVocab(t)
 	enc := realEncode(t)
 	c := NewCompiler(v, Options{})

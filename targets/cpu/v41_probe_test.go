@@ -31,7 +31,7 @@ func genProbe(rows, cols, seed int, kind string) []float32 {
 func TestProbeM(t *testing.T) {
 	p := os.Getenv("V41PROBE")
 	if p == "" {
-		t.Skip()
+		t.Skip("V41PROBE not set: run tools/v41/probe_gemm.py on the reference's machine type first")
 	}
 	f, err := safetensors.OpenFile(p)
 	if err != nil {
@@ -62,6 +62,11 @@ func TestProbeM(t *testing.T) {
 			}
 			if bad > 0 {
 				line += fmt.Sprintf(" M%d:%d/%d", M, bad, len(y))
+				// the mHC mixes' shape is claimed exact (v41_order.go) up to 128 rows
+				// but for the row counts listed there
+				if K == 1024 && N == 24 && M <= 128 && M != 16 && M != 65 && M != 66 && M != 69 {
+					t.Errorf("K=%d N=%d M=%d: %d of %d outputs differ from torch's", K, N, M, bad, len(y))
+				}
 			}
 		}
 		t.Logf("K=%d N=%d mismatches:%s", K, N, line)
