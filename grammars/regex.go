@@ -307,7 +307,7 @@ func regexToExpr(re *syntax.Regexp, enc charEncoder, pattern string, budget *int
 			return eRepOf(sub, 0, 1), nil
 		}
 		return eRepOf(sub, re.Min, re.Max), nil
-	case syntax.OpConcat:
+	case syntax.OpConcat, syntax.OpAlternate:
 		parts := make([]*expr, 0, len(re.Sub))
 		for _, s := range re.Sub {
 			e, err := regexToExpr(s, enc, pattern, budget)
@@ -316,15 +316,8 @@ func regexToExpr(re *syntax.Regexp, enc charEncoder, pattern string, budget *int
 			}
 			parts = append(parts, e)
 		}
-		return eSeqOf(parts...), nil
-	case syntax.OpAlternate:
-		parts := make([]*expr, 0, len(re.Sub))
-		for _, s := range re.Sub {
-			e, err := regexToExpr(s, enc, pattern, budget)
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, e)
+		if re.Op == syntax.OpConcat {
+			return eSeqOf(parts...), nil
 		}
 		return eAltOf(parts...), nil
 	}

@@ -14,16 +14,18 @@ import (
 
 const fixtureDir = "../testdata/tiny-v4-dev"
 
-func loadFixture(t *testing.T) (*vm.Machine, *vm.Cases) {
+// compileAndLoad compiles a fixture directory, round-trips the plan through its file
+// format (as dic compile and divm run do) and loads it with the fixture's weights.
+func compileAndLoad(t *testing.T, opts compiler.Options) *vm.Machine {
 	t.Helper()
-	out, err := compiler.Compile(compiler.Options{ModelDir: fixtureDir, Verify: true})
+	opts.Verify = true
+	out, err := compiler.Compile(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !out.WeightsChecked {
 		t.Fatal("fixture weights were not checked at compile time")
 	}
-	// go through the plan file format, as dic compile and divm run do
 	data, err := plan.Encode(out.Plan)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +34,7 @@ func loadFixture(t *testing.T) (*vm.Machine, *vm.Cases) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := vm.LoadWeights(p, fixtureDir)
+	w, err := vm.LoadWeights(p, opts.ModelDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,6 +42,12 @@ func loadFixture(t *testing.T) (*vm.Machine, *vm.Cases) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+func loadFixture(t *testing.T) (*vm.Machine, *vm.Cases) {
+	t.Helper()
+	m := compileAndLoad(t, compiler.Options{ModelDir: fixtureDir})
 	cases, err := vm.ReadCases(filepath.Join(fixtureDir, "cases.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"deepinfer/compiler"
-	"deepinfer/plan"
 	"deepinfer/safetensors"
 	"deepinfer/vm"
 )
@@ -32,28 +31,7 @@ func loadV41(t *testing.T, opts compiler.Options) *vm.Machine {
 	t.Helper()
 	v41Tokenizer(t)
 	opts.ModelDir = fixtureV41
-	opts.Verify = true
-	out, err := compiler.Compile(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := plan.Encode(out.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := plan.Decode(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := vm.LoadWeights(p, fixtureV41)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := vm.Load(p, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return compileAndLoad(t, opts)
 }
 
 func readExpected(t *testing.T) map[string][]float32 {
