@@ -8,7 +8,7 @@
 // There are R physical slots (Problem.Replicas), spread over P GPUs (Problem.GPUs) with
 // exactly S = R/P slots each, and the GPUs sit in Problem.Nodes nodes. A placement gives
 // every slot one logical expert (Phy2Log); every expert needs at least one slot. Slot r
-// lives on GPU r/S, and GPU g on node g/(P/Nodes). When an expert has c replicas, its
+// lives on GPU r/S, and, in the hierarchical case, GPU g on node g/(P/Nodes). When an expert has c replicas, its
 // tokens split evenly, so each replica carries w_e/c and a GPU's load is the sum over its
 // slots. A layer runs as fast as its most loaded GPU, so the figure of merit is the
 // balancedness mean(GPU load)/max(GPU load), averaged over layers (1 is perfect).
@@ -21,11 +21,14 @@
 // report (§3.4, redundant experts under group-limited routing): pack the expert groups
 // onto nodes, replicate the hottest experts inside each node, then pack the node's
 // replicas onto its GPUs; otherwise the same steps with one group and one node (the
-// global policy). Exactness takes the reference's float32 arithmetic, torch.max's
+// global policy), which is why a problem whose groups do not divide over its nodes is
+// valid whatever its GPU and expert counts (Problem.Validate asks what eplb.py asserts,
+// no more). Exactness takes the reference's float32 arithmetic, torch.max's
 // first-index ties, and the tie order of PyTorch's unstable CPU sort, which is
 // libstdc++'s std::sort and is emulated step by step (stdsort.go). The README example
-// and 400 random tie-heavy problems run through eplb.py under PyTorch are reproduced
-// exactly (phy2log, logcnt and log2phy).
+// and 800 random tie-heavy problems run through eplb.py under PyTorch (400 of them
+// global-policy problems with GPUs that do not split over the nodes or experts that do
+// not split into the groups) are reproduced exactly (phy2log, logcnt and log2phy).
 //
 // "default" is ours. It keeps every constraint eplb keeps, so it is a drop-in
 // replacement with the same network locality: in the hierarchical case all the experts

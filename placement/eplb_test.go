@@ -65,11 +65,19 @@ func TestEPLBReadmeVector(t *testing.T) {
 }
 
 // TestEPLBTorchOracle compares against DeepSeek's eplb.py itself, run under PyTorch on
-// random problems built to be full of ties (testdata/eplb_oracle.py made the file):
+// random problems built to be full of ties (testdata/eplb_oracle.py made the files):
 // phy2log, logcnt and the padded log2phy must all match exactly, hierarchical and
-// global, integer and real-valued loads.
+// global, integer and real-valued loads. The second file holds only problems EPLB
+// answers with its global policy although their GPUs do not split evenly over the
+// nodes or their experts over the groups (torch 2.11).
 func TestEPLBTorchOracle(t *testing.T) {
-	f, err := os.Open("testdata/eplb_torch_oracle.json.gz")
+	for _, name := range []string{"testdata/eplb_torch_oracle.json.gz", "testdata/eplb_torch_oracle_global.json.gz"} {
+		t.Run(name, func(t *testing.T) { checkEPLBOracle(t, name) })
+	}
+}
+
+func checkEPLBOracle(t *testing.T, name string) {
+	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,4 +210,45 @@ func cmpDesc(a, b float32) int {
 		return 1
 	}
 	return 0
+}
+
+// TestEPLBGlobalWhenNodesDoNotDivide is `dic place --loads testdata/global_loads_64.json
+// --replicas 80 --groups 8 --nodes 3 --gpus 16`: 16 GPUs do not split over 3 nodes, yet
+// 8 groups % 3 nodes != 0 sends EPLB to its global policy, which answers it
+// (testdata/eplb_place.py made eplb_place_80_8_3_16.json with eplb.py under torch 2.11).
+// eplb must return that answer, and default must accept the problem too.
+func TestEPLBGlobalWhenNodesDoNotDivide(t *testing.T) {
+	loads, _, err := ReadFile("testdata/global_loads_64.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("testdata/eplb_place_80_8_3_16.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Phy2Log [][]int   `json:"phy2log"`
+		LogCnt  [][]int   `json:"logcnt"`
+		Log2Phy [][][]int `json:"log2phy"`
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	p := Problem{Replicas: 80, Groups: 8, Nodes: 3, GPUs: 16}
+	pl, err := EPLB(loads, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(pl.Phy2Log, want.Phy2Log) || !reflect.DeepEqual(pl.LogCnt, want.LogCnt) || !reflect.DeepEqual(pl.Log2PhyPadded(), want.Log2Phy) {
+		t.Fatalf("eplb differs from eplb.py on %+v", p)
+	}
+	def, err := Default(loads, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, db := Balancedness(loads, pl, p), Balancedness(loads, def, p)
+	if db < eb {
+		t.Errorf("default balancedness %.6f below eplb's %.6f", db, eb)
+	}
+	t.Logf("eplb balancedness %.6f, default %.6f", eb, db)
 }

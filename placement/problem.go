@@ -24,8 +24,11 @@ type Problem struct {
 // unbounded allocation; it is far above any EP deployment.
 const MaxReplicas = 1 << 20
 
-// Validate checks the problem against the number of logical experts per layer. It asks
-// what EPLB asserts, and names the field at fault in EPLB's flag spelling.
+// Validate checks the problem against the number of logical experts per layer. It
+// asks exactly what EPLB's rebalance_experts asserts, and names the field at fault in
+// EPLB's flag spelling. EPLB takes its global policy whenever groups%nodes != 0 and
+// then runs with one group and one node, so the group and node checks apply only to
+// the hierarchical policy: 16 GPUs on 3 nodes with 8 groups is a valid problem.
 func (p Problem) Validate(experts int) error {
 	switch {
 	case experts <= 0:
@@ -40,17 +43,22 @@ func (p Problem) Validate(experts int) error {
 		return fmt.Errorf("placement: gpus must be positive, got %d", p.GPUs)
 	case p.Replicas > MaxReplicas:
 		return fmt.Errorf("placement: replicas (%d) is more than %d", p.Replicas, MaxReplicas)
-	case p.GPUs%p.Nodes != 0:
-		return fmt.Errorf("placement: gpus (%d) must be a multiple of nodes (%d): every node holds the same number of GPUs", p.GPUs, p.Nodes)
 	case p.Replicas%p.GPUs != 0:
 		return fmt.Errorf("placement: replicas (%d) must be a multiple of gpus (%d): every GPU holds the same number of expert slots", p.Replicas, p.GPUs)
 	case p.Replicas < experts:
 		return fmt.Errorf("placement: replicas (%d) must be at least the number of experts (%d): every expert needs a slot", p.Replicas, experts)
-	case experts%p.Groups != 0:
-		return fmt.Errorf("placement: the number of experts (%d) must be divisible by groups (%d): groups are equal-sized runs of experts", experts, p.Groups)
 	}
-	// With Groups%Nodes == 0 the hierarchical policy also needs Experts%Nodes == 0 and
-	// (Replicas/Nodes)%(GPUs/Nodes) == 0; both follow from the checks above.
+	if !p.Hierarchical() {
+		return nil
+	}
+	switch {
+	case p.GPUs%p.Nodes != 0:
+		return fmt.Errorf("placement: gpus (%d) must be a multiple of nodes (%d): the hierarchical policy (groups %% nodes == 0) puts the same number of GPUs on every node", p.GPUs, p.Nodes)
+	case experts%p.Groups != 0:
+		return fmt.Errorf("placement: the number of experts (%d) must be divisible by groups (%d): the hierarchical policy packs equal-sized runs of experts", experts, p.Groups)
+	}
+	// The hierarchical policy also needs experts%nodes == 0 and
+	// (replicas/nodes)%(gpus/nodes) == 0; both follow from the checks above.
 	return nil
 }
 

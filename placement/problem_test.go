@@ -19,10 +19,13 @@ func TestProblemValidate(t *testing.T) {
 		{Problem{16, 0, 2, 8}, 12, "groups must be positive"},
 		{Problem{16, 4, -1, 8}, 12, "nodes must be positive"},
 		{Problem{16, 4, 2, 0}, 12, "gpus must be positive"},
-		{Problem{16, 4, 3, 8}, 12, "gpus (8) must be a multiple of nodes (3)"},
+		{Problem{16, 4, 3, 8}, 12, ""},  // global policy: gpus need not split over nodes (EPLB accepts it)
+		{Problem{80, 8, 3, 16}, 64, ""}, // the example, answered by EPLB's global policy
+		{Problem{16, 5, 2, 8}, 12, ""},  // global policy: experts need not split into groups
+		{Problem{14, 4, 2, 7}, 12, "gpus (7) must be a multiple of nodes (2)"},
 		{Problem{18, 4, 2, 8}, 12, "replicas (18) must be a multiple of gpus (8)"},
 		{Problem{8, 4, 2, 8}, 12, "replicas (8) must be at least the number of experts (12)"},
-		{Problem{16, 5, 2, 8}, 12, "the number of experts (12) must be divisible by groups (5)"},
+		{Problem{20, 8, 2, 4}, 12, "the number of experts (12) must be divisible by groups (8)"},
 		{Problem{MaxReplicas + 8, 4, 2, 8}, 12, "replicas (1048584) is more than"},
 	} {
 		err := c.p.Validate(c.experts)

@@ -2,6 +2,11 @@
 tie-heavy problems, as the outside oracle for placement's eplb policy.
 
     PYTHONPATH=/path/to/deepseek-ai/EPLB python3 eplb_oracle.py SEED COUNT | gzip -9 > eplb_torch_oracle.json.gz
+    PYTHONPATH=/path/to/deepseek-ai/EPLB python3 eplb_oracle.py SEED COUNT global | gzip -9 > eplb_torch_oracle_global.json.gz
+
+The second form draws only problems where num_groups % num_nodes != 0, which EPLB
+answers with its global policy whatever else the node count says: num_gpus need not be
+a multiple of num_nodes there, nor the expert count a multiple of num_groups.
 
 It needs PyTorch (the checked-in file was made with Debian 12's python3-torch,
 1.13, CPU) and eplb.py from github.com/deepseek-ai/EPLB (commit d52c72d). Nothing of
@@ -26,6 +31,19 @@ def problem(rng):
             return replicas, groups, nodes, gpus, experts
 
 
+def global_problem(rng):
+    while True:
+        nodes = rng.choice([2, 3, 4, 5, 6, 8])
+        groups = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 12, 16])
+        if groups % nodes == 0:
+            continue
+        gpus = rng.choice([1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24])
+        experts = rng.randint(1, 300)
+        replicas = gpus * rng.randint(1, 12)
+        if experts <= replicas <= 1024:
+            return replicas, groups, nodes, gpus, experts
+
+
 def loads(rng, kind, layers, experts):
     if kind == "ties":  # tiny integer counts: many equal loads, zeros
         hi = rng.choice([0, 1, 2, 3, 5, 10])
@@ -44,8 +62,8 @@ def loads(rng, kind, layers, experts):
     return [[round(rng.random() * 1000, 3) for _ in range(experts)] for _ in range(layers)]
 
 
-def case(rng, kind):
-    replicas, groups, nodes, gpus, experts = problem(rng)
+def case(rng, kind, draw=problem):
+    replicas, groups, nodes, gpus, experts = draw(rng)
     w = loads(rng, kind, rng.randint(1, 4), experts)
     t = torch.tensor(w, dtype=torch.float64 if kind == "real" else torch.int64)
     phy2log, log2phy, logcnt = eplb.rebalance_experts(t, replicas, groups, nodes, gpus)
@@ -58,7 +76,8 @@ def main():
     seed, count = int(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)
     kinds = ["ties", "ties", "zipf", "real"]
-    cases = [case(rng, kinds[i % len(kinds)]) for i in range(count)]
+    draw = global_problem if sys.argv[3:] == ["global"] else problem
+    cases = [case(rng, kinds[i % len(kinds)], draw) for i in range(count)]
     src = "deepseek-ai/EPLB eplb.py rebalance_experts, torch %s on CPU, seed %d" % (torch.__version__, seed)
     json.dump({"source": src, "cases": cases}, sys.stdout, separators=(",", ":"))
 
