@@ -162,8 +162,12 @@ func (l *lowering41) norm(x *ir.Value, name string, dim int) *ir.Value {
 
 // ropeAttrs: compressed layers rotate at compress_rope_theta with YaRN, window-only
 // layers (and the DSpark stages) at rope_theta without.
+// ropeAttrs are the rotary attributes of a V4.1 layer: V4's, computed in fp32 as the
+// reference's precompute_freqs_cis and apply_rotary_emb do (rope_fp32).
 func (l *lowering41) ropeAttrs(compressed bool, headDim int) ir.Attrs {
-	return ropeAttrsOf(l.c, compressed, headDim)
+	a := ropeAttrsOf(l.c, compressed, headDim)
+	a["rope_fp32"] = true
+	return a
 }
 
 func (l *lowering41) rope(x *ir.Value, a ir.Attrs, inverse bool) *ir.Value {
@@ -295,7 +299,7 @@ func (l *lowering41) output(p string, o *ir.Value, rope ir.Attrs) *ir.Value {
 	c := l.c
 	o = l.rope(o, rope, true)
 	G := c.OGroups
-	o = l.bf16(l.op("grouped_linear", ir.Attrs{"groups": int64(G)}, o, l.f32(p+"wo_a.weight", G*c.OLoraRank, c.NumHeads*c.HeadDim/G)))
+	o = l.bf16(l.op("grouped_linear", ir.Attrs{"groups": int64(G), "numerics": "v41"}, o, l.f32(p+"wo_a.weight", G*c.OLoraRank, c.NumHeads*c.HeadDim/G)))
 	return l.linear(o, l.f32(p+"wo_b.weight", c.Hidden, G*c.OLoraRank))
 }
 
@@ -381,7 +385,7 @@ func (l *lowering41) moe(p string, h *ir.Value, experts, topk int) *ir.Value {
 	c := l.c
 	I, D := c.MoEInter, c.Hidden
 	route := ir.Attrs{"mode": "topk", "scoring": c.ScoringFunc, "topk": int64(topk), "scale": c.RoutedScale,
-		"norm": c.NormTopK && topk > 1}
+		"norm": c.NormTopK && topk > 1, "numerics": "v41"}
 	r := l.b.Op("moe_route", route, h, l.f32(p+"gate.weight", experts, D), l.f32(p+"gate.bias", experts))
 	args := []*ir.Value{h, r[0], r[1]}
 	for _, wn := range []string{"w1", "w2", "w3"} {

@@ -137,6 +137,7 @@ var ropeAttrs = []AttrSpec{
 	{"rope_dim", AInt, true}, {"theta", AFloat, true},
 	{"yarn_factor", AFloat, false}, {"yarn_original", AInt, false},
 	{"yarn_beta_fast", AFloat, false}, {"yarn_beta_slow", AFloat, false}, {"attn_factor", AFloat, false},
+	{"rope_fp32", ABool, false},
 }
 
 func init() {
@@ -265,7 +266,7 @@ func init() {
 			return one(T(F32, a[0].Shape[0], Dim{N: o}))
 		}})
 	declare(&OpInfo{Name: "grouped_linear", MinArgs: 2, MaxArgs: 2, Results: 1,
-		Attrs: []AttrSpec{{"groups", AInt, true}},
+		Attrs: []AttrSpec{{"groups", AInt, true}, {"numerics", AStr, false}, {"keep", AInt, false}},
 		Doc:   "block-diagonal projection: group g of x[T,G·in] times rows g·out..(g+1)·out of W[G·out,in]",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 2, "x"); err != nil {
@@ -399,8 +400,9 @@ func init() {
 		}})
 	declare(&OpInfo{Name: "moe_route", MinArgs: 2, MaxArgs: 4, Results: 2,
 		Attrs: []AttrSpec{{"mode", AStr, true}, {"scoring", AStr, true}, {"topk", AInt, true},
-			{"scale", AFloat, true}, {"norm", ABool, true}},
-		Doc: "router: mode topk: moe_route(x, gate[E,D][, bias[E]]); mode hash: moe_route(x, gate, tokens, tid2eid[V,k]) -> weights f32[T,k], experts i32[T,k]",
+			{"scale", AFloat, true}, {"norm", ABool, true}, {"numerics", AStr, false}, {"keep", AInt, false}},
+		Doc: "router: mode topk: moe_route(x, gate[E,D][, bias[E]]); mode hash: moe_route(x, gate, tokens, tid2eid[V,k]) -> weights f32[T,k], experts i32[T,k]; " +
+			"numerics \"v41\" scores, selects and weights in float32 as the V4.1 reference does",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 2, "x"); err != nil {
 				return nil, err

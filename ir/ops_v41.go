@@ -104,7 +104,7 @@ func init() {
 			return one(a[0])
 		}})
 	declare(&OpInfo{Name: "qlinear", MinArgs: 2, MaxArgs: 2, Results: 1,
-		Attrs: []AttrSpec{{"act", AStr, true}, {"out", AStr, true}, {"block", AInt, false}},
+		Attrs: []AttrSpec{{"act", AStr, true}, {"out", AStr, true}, {"block", AInt, false}, {"keep", AInt, false}},
 		Doc: "y = x·Wᵀ as the V4.1 reference computes it: qlinear(x[T,in], W[out,in]); act mxfp8 quantizes bf16(x) per `block` values " +
 			"(an FP8 or FP4 weight), bf16 rounds x (a bf16 weight), f32 keeps it; out bf16 rounds the result",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {

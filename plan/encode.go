@@ -1,6 +1,6 @@
 package plan
 
-// Plan file layout, version 2. All integers in the fixed header are little-endian.
+// Plan file layout, version 3. All integers in the fixed header are little-endian.
 //
 //	file      = magic version length checksum body
 //	magic     = "DIPLAN\r\n"                      8 bytes

@@ -18,7 +18,11 @@ import (
 const Magic = "DIPLAN\r\n"
 
 // Version is the format version this build writes and reads.
-const Version uint32 = 2 // 2: V4.1 layer roles, DSpark, vision, KV ring/cache formats, Engram context
+// Version is the plan format version: 2 added V4.1 layer roles, DSpark, vision, KV
+// ring/cache formats and the Engram context; 3 the V4.1 numerics attributes (a float32
+// router, float32 RoPE angles, oneDNN-ordered bf16 matmuls, swa_replay keeps on them),
+// so that a plan compiled before them is refused rather than run with older numerics.
+const Version uint32 = 3
 
 // Plan is a decoded plan.
 type Plan struct {

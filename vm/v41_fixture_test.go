@@ -15,8 +15,17 @@ import (
 
 const fixtureV41 = "../testdata/tiny-v41-dev"
 
-// v41RowTol is the per-row bound on max|a−b|/max|b| against the fixture.
-const v41RowTol = 2e-3
+// fixturesV41 are the two V4.1 oracles from DeepSeek's reference code: tiny-v41-dev and
+// tiny-v41-dev2, a second shape family (README of ../shared/fixtures).
+var fixturesV41 = []string{fixtureV41, "../testdata/tiny-v41-dev2"}
+
+// v41RowTol is the per-row bound on max|a−b|/max|b| against the fixtures, and
+// v41ConfTol the bound on each DSpark confidence's absolute error. Both fixtures are
+// matched to about 7e-7 (docs/v41.md), so a regression of any one rounding fails.
+const (
+	v41RowTol  = 1e-5
+	v41ConfTol = 1e-5
+)
 
 // v41Tokenizer makes DeepSeek's tokenizer.json available for the Engram token map
 // (internal/testtok: fails under CI, skips otherwise).
@@ -30,13 +39,15 @@ func v41Tokenizer(t *testing.T) {
 func loadV41(t *testing.T, opts compiler.Options) *vm.Machine {
 	t.Helper()
 	v41Tokenizer(t)
-	opts.ModelDir = fixtureV41
+	if opts.ModelDir == "" {
+		opts.ModelDir = fixtureV41
+	}
 	return compileAndLoad(t, opts)
 }
 
-func readExpected(t *testing.T) map[string][]float32 {
+func readExpected(t *testing.T, dir string) map[string][]float32 {
 	t.Helper()
-	ck, err := safetensors.OpenFile(filepath.Join(fixtureV41, "expected.safetensors"))
+	ck, err := safetensors.OpenFile(filepath.Join(dir, "expected.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +89,19 @@ func argmaxMargin(row []float32) (int, float64) {
 	return best, float64(row[best]-row[second]) / mx
 }
 
-// TestFixtureV41 checks every logits row of the V4.1 fixture — prefill, decode trace,
-// greedy, DSpark drafts — against DeepSeek's reference code: rel err ≤ 2e-3 per row (the
-// issue's goal; its bar is 1e-2, and this target measures ~3e-7),
-// the reference's argmax wherever its top-2 margin exceeds 1% of its largest logit,
-// confidences within 1e-2; greedy tokens identical; and the Engram token map exact.
+// TestFixtureV41 checks every logits row of both V4.1 fixtures — prefill, decode trace,
+// greedy, DSpark drafts — against DeepSeek's reference code: rel err ≤ 1e-5 per row,
+// the reference's argmax in every row, confidences within 1e-5, greedy, argmax and
+// draft tokens identical, and the Engram token map exact.
 func TestFixtureV41(t *testing.T) {
-	m := loadV41(t, compiler.Options{})
-	cases, err := vm.ReadCases(filepath.Join(fixtureV41, "cases.json"))
+	for _, dir := range fixturesV41 {
+		t.Run(filepath.Base(dir), func(t *testing.T) { checkFixtureV41(t, dir) })
+	}
+}
+
+func checkFixtureV41(t *testing.T, dir string) {
+	m := loadV41(t, compiler.Options{ModelDir: dir})
+	cases, err := vm.ReadCases(filepath.Join(dir, "cases.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +109,7 @@ func TestFixtureV41(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp := readExpected(t)
+	exp := readExpected(t, dir)
 	V := m.Plan.Model.Vocab
 	names := make([]string, 0, len(exp))
 	for n := range exp {
@@ -127,8 +143,8 @@ func TestFixtureV41(t *testing.T) {
 			for i := range want {
 				worst = math.Max(worst, math.Abs(float64(have[i]-want[i])))
 			}
-			if worst > 1e-2 {
-				t.Errorf("%s: max |Δ| %.3g > 1e-2", name, worst)
+			if worst > v41ConfTol {
+				t.Errorf("%s: max |Δ| %.3g > %g", name, worst, v41ConfTol)
 			}
 			t.Logf("%-32s max abs err %.3g", name, worst)
 			continue
@@ -143,16 +159,14 @@ func TestFixtureV41(t *testing.T) {
 			}
 			wa, margin := argmaxMargin(b)
 			ga, _ := argmaxMargin(a)
-			if margin > 0.01 {
-				argN++
-				if wa == ga {
-					argOK++
-				} else {
-					t.Errorf("%s row %d: argmax %d, reference %d (margin %.3g of max)", name, r, ga, wa, margin)
-				}
+			argN++
+			if wa == ga {
+				argOK++
+			} else {
+				t.Errorf("%s row %d: argmax %d, reference %d (margin %.3g of max)", name, r, ga, wa, margin)
 			}
 		}
-		t.Logf("%-32s rows %3d  worst rel err %.3g  argmax %d/%d where margin > 1%%", name, len(want)/V, worst, argOK, argN)
+		t.Logf("%-32s rows %3d  worst rel err %.3g  argmax %d/%d", name, len(want)/V, worst, argOK, argN)
 	}
 	for name, cs := range cases.Cases {
 		switch {
@@ -174,22 +188,8 @@ func TestFixtureV41(t *testing.T) {
 				}
 			}
 			t.Logf("%s draft tokens: %d/%d identical", name, same, n)
-			// a differing draft is an error where the reference's own choice was clear
-			dl := exp[name+"_draft_logits"]
-			for i, row := range cs.DraftTokens {
-				for j := 1; j < len(row); j++ {
-					if have[i*w+j] == int64(row[j]) {
-						continue
-					}
-					r := i*(w-1) + j - 1
-					if dl == nil { // the fixture keeps no draft logits for this case
-						t.Errorf("%s draft %d token %d: %d, reference %d", name, i, j, have[i*w+j], row[j])
-						continue
-					}
-					if _, margin := argmaxMargin(dl[r*V : (r+1)*V]); margin > 0.01 {
-						t.Errorf("%s draft %d token %d: %d, reference %d (margin %.3g)", name, i, j, have[i*w+j], row[j], margin)
-					}
-				}
+			if same != n {
+				t.Errorf("%s: %d of %d draft tokens differ from the reference's", name, n-same, n)
 			}
 		}
 	}

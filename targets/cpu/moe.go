@@ -24,8 +24,70 @@ func newMoERoute(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	mode, _ := a.Str("mode")
 	scoring, _ := a.Str("scoring")
 	norm, _ := a.Bool("norm")
-	return &routeKernel{experts: int(args[1].Shape[0].N), dim: int(args[1].Shape[1].N), topk: attrInt(a, "topk"),
-		hash: mode == "hash", norm: norm, scoring: scoring, scale: attrFloat(a, "scale")}, nil
+	k := &routeKernel{experts: int(args[1].Shape[0].N), dim: int(args[1].Shape[1].N), topk: attrInt(a, "topk"),
+		hash: mode == "hash", norm: norm, scoring: scoring, scale: attrFloat(a, "scale")}
+	if isV41(a) {
+		if k.hash || scoring != "sqrtsoftplus" {
+			return nil, fmt.Errorf("moe_route: V4.1 numerics route top-k by sqrtsoftplus, not %s/%s", mode, scoring)
+		}
+		return &route41{routeKernel: k, keep: attrInt(a, "keep")}, nil
+	}
+	return k, nil
+}
+
+// route41 is the V4.1 reference's Gate in float32: scores = sqrt(softplus(x·Wᵀ)) with
+// the product in MKL's order for the sequence's row count (fp32Linear), the top-k of
+// score + bias, weights = scores / (Σ + 1e-20) · scale, summed in top-k order. The
+// routing weights are rounded where the reference rounds them; a float64 router moves
+// a weight by an ulp now and then, which flips a bf16 rounding of an expert's output
+// (tiny-v41-dev2 prefill_23, layer 0, row 4).
+type route41 struct {
+	*routeKernel
+	keep   int // swa_replay's keep: the rows are each sequence's last keep
+	scores []float32
+}
+
+func (k *route41) Run(s *targets.Step, a, r []targets.Tensor) error {
+	x, gate := a[0].F32, a[1].F32
+	var bias []float32
+	if len(a) == 3 {
+		bias = a[2].F32
+	}
+	T, E, D := a[0].Rows(), k.experts, k.dim
+	k.scores = grow(k.scores, T*E)
+	for _, v := range views(s, k.keep) {
+		fp32Linear(v.n, D, E, x[v.row*D:(v.row+v.n)*D], gate, k.scores[v.row*E:(v.row+v.n)*E])
+	}
+	wOut, idOut := r[0].F32, r[1].I32
+	sel := make([]float64, E)
+	pick := make([]int, k.topk)
+	for t := 0; t < T; t++ {
+		sc := k.scores[t*E : (t+1)*E]
+		for e, v := range sc {
+			if v <= 20 { // F.softplus's threshold
+				v = float32(math.Log1p(math.Exp(float64(v))))
+			}
+			sc[e] = float32(math.Sqrt(float64(v)))
+			sel[e] = float64(sc[e])
+			if bias != nil {
+				sel[e] = float64(sc[e] + bias[e])
+			}
+		}
+		topExperts(sel, nil, pick)
+		var sum float32
+		for _, e := range pick {
+			sum += sc[e]
+		}
+		for j, e := range pick {
+			w := sc[e]
+			if k.norm {
+				w /= sum + 1e-20
+			}
+			wOut[t*k.topk+j] = w * float32(k.scale)
+			idOut[t*k.topk+j] = int32(e)
+		}
+	}
+	return nil
 }
 
 func softplus(x float64) float64 {

@@ -13,6 +13,15 @@ type ropeSpec struct {
 	headDim, ropeDim int
 	invFreq          []float64
 	attnFactor       float64
+	// fp32 follows DeepSeek-V4.1's reference (rope_fp32): its precompute_freqs_cis
+	// works in float32, so the frequencies (inverseFrequencies32) and each angle
+	// pos·θ_i are rounded to float32 as there. cos, sin and the rotation stay float64,
+	// rounded once: that agrees with the reference's complex64 arithmetic after the bf16
+	// rounding that follows every rotation in V4.1 (both tiny-v41 fixtures, every case);
+	// rounding cos/sin to float32 here instead does not (tiny-v41-dev2 prefill_90 moves
+	// by 1.3e-2).
+	fp32      bool
+	invFreq32 []float32
 }
 
 // inverseFrequencies gives θ_i = base^(-2i/dim), blended with θ_i/factor by YaRN's ramp
@@ -44,17 +53,61 @@ func inverseFrequencies(dim int, base float64, a ir.Attrs) []float64 {
 	return inv
 }
 
+// inverseFrequencies32 is precompute_freqs_cis's frequency vector as DeepSeek-V4.1's
+// reference computes it, in float32: 1/base^(2i/dim) (correctly rounded, as torch's
+// float32 pow and reciprocal give for these exponents), then YaRN's blend
+// freqs/factor·(1-smooth) + freqs·smooth in float32 with the ramp over [low, high]
+// (a width below 1e-3 taken as 1e-3).
+func inverseFrequencies32(dim int, base float32, a ir.Attrs) []float32 {
+	inv := make([]float32, dim/2)
+	for i := range inv {
+		inv[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(dim)))
+	}
+	factor, ok := a.Float("yarn_factor")
+	if !ok {
+		return inv
+	}
+	orig := float64(attrInt(a, "yarn_original"))
+	fast, slow := attrFloat(a, "yarn_beta_fast"), attrFloat(a, "yarn_beta_slow")
+	corr := func(rot float64) float64 {
+		return float64(dim) * math.Log(orig/(rot*2*math.Pi)) / (2 * math.Log(float64(base)))
+	}
+	low := max(math.Floor(corr(fast)), 0)
+	high := min(math.Ceil(corr(slow)), float64(dim-1))
+	width := float32(max(high-low, 1e-3))
+	f32 := float32(factor)
+	for i := range inv {
+		ramp := min(max((float32(i)-float32(low))/width, 0), 1)
+		smooth := 1 - ramp
+		inv[i] = inv[i]/f32*(1-smooth) + inv[i]*smooth
+	}
+	return inv
+}
+
 func newRopeSpec(a ir.Attrs, headDim int) ropeSpec {
 	rd := attrInt(a, "rope_dim")
 	af := 1.0
 	if v, ok := a.Float("attn_factor"); ok {
 		af = v
 	}
-	return ropeSpec{headDim: headDim, ropeDim: rd, invFreq: inverseFrequencies(rd, attrFloat(a, "theta"), a), attnFactor: af}
+	r := ropeSpec{headDim: headDim, ropeDim: rd, invFreq: inverseFrequencies(rd, attrFloat(a, "theta"), a), attnFactor: af}
+	if attrBool(a, "rope_fp32") {
+		r.fp32 = true
+		r.invFreq32 = inverseFrequencies32(rd, float32(attrFloat(a, "theta")), a)
+	}
+	return r
 }
 
 // tables fills cos/sin (len ropeDim/2) for one position; sign -1 gives the inverse rotation.
 func (r *ropeSpec) tables(pos int, sign float64, cos, sin []float64) {
+	if r.fp32 {
+		for i, f := range r.invFreq32 {
+			ang := float32(pos) * f // torch.outer(arange, freqs) in float32
+			s, c := math.Sincos(float64(ang))
+			cos[i], sin[i] = c, sign*s
+		}
+		return
+	}
 	for i, f := range r.invFreq {
 		s, c := math.Sincos(float64(pos) * f)
 		cos[i], sin[i] = c*r.attnFactor, sign*s*r.attnFactor

@@ -74,8 +74,8 @@ func (k *csaCompress) Run(s *targets.Step, a, r []targets.Tensor) error {
 			// fp32 projections; a group closes at positions ≡ ratio-1, pooled by a softmax
 			// over its rows per channel
 			gate := make([]float32, v.n*d)
-			gemmRows(v.n, d, D, xs, wkv, proj)
-			gemmRows(v.n, d, D, xs, wgate, gate)
+			fp32Linear(v.n, D, d, xs, wkv, proj)
+			fp32Linear(v.n, D, d, xs, wgate, gate)
 			for t := 0; t < v.n; t++ {
 				p := v.pos + t
 				if len(cache.PendKV) != (p%k.ratio)*d {

@@ -92,13 +92,24 @@ func newQLinear(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	act, _ := a.Str("act")
 	o, _ := a.Str("out")
 	block := attrInt(a, "block")
+	keep := attrInt(a, "keep")
 	var xq []float32
 	return kfunc(func(s *targets.Step, x, r []targets.Tensor) error {
 		t := x[0].Rows()
 		xq = grow(xq, t*in)
 		quantizeActs(act, block, in, x[0].F32, xq)
 		y := r[0].F32
-		gemmRows(t, out, in, xq, x[1].F32, y)
+		if act == "f32" {
+			for _, v := range views(s, keep) {
+				fp32Linear(v.n, in, out, xq[v.row*in:(v.row+v.n)*in], x[1].F32, y[v.row*out:(v.row+v.n)*out])
+			}
+		} else if act == "bf16" {
+			for _, v := range views(s, keep) {
+				bf16Matmul(v.row, v.n, 1, in, out, xq, x[1].F32, y)
+			}
+		} else {
+			gemmRows(t, out, in, xq, x[1].F32, y)
+		}
 		if o == "bf16" {
 			quant.BF16Slice(y)
 		}

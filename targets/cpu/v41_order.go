@@ -98,46 +98,100 @@ func ceilLog2(n int) int {
 func fma32(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
 
 // fp32Linear computes y[m,n] = x[m,K]·w[n,K]ᵀ for one sequence's m rows in the order
-// MKL's sgemm sums them for F.linear on that stack (all with FMA):
+// MKL's sgemm sums them for F.linear on the reference's machine (16 threads, AVX-512;
+// every product fused into its sum). MKL picks a kernel and a thread split by shape;
+// these are the ones measured (mklOrder):
 //
-//	m = 1       GEMV: the first product starts lane 0, then 16 lanes over k = 1.., the
-//	            lanes reduced by halving (i, i+8, i+4, …), then the leftover (K-1) % 16
-//	            products as a second vector whose lane 0 starts from that sum, reduced the
-//	            same way;
-//	2 ≤ m ≤ 15  4 accumulators × 4 lanes (lane k%4, accumulator (k/4)%4), accumulators
-//	            summed in order per lane, lanes as (l0+l1)+(l2+l3);
-//	17 ≤ m ≤ 128 K split in 4 quarter chunks summed from zero; rows split into 2 (m ≤ 64)
-//	            or 4 groups and each group into 4 quarters (larger ones first); the
-//	            chunks combine as ((c0+c1)+c2)+c3 in a group's first two quarters,
-//	            ((c0+c2)+c1)+c3 in its third and ((c0+c3)+c1)+c2 in its fourth;
-//	otherwise   sequential (m = 16 and m > 128 use kernels this does not reproduce).
+//	gemv        m = 1 with N ≥ 8: the first product starts lane 0, then 16 lanes over
+//	            k = 1.., the lanes reduced by halving (i, i+8, i+4, …), then the
+//	            leftover (K-1) % 16 products as a second vector whose lane 0 starts from
+//	            that sum, reduced the same way;
+//	small       m ≤ smallRows(K, N): 4 accumulators × 4 lanes (lane k%4, accumulator
+//	            (k/4)%4), accumulators summed in order per lane, lanes as (l0+l1)+(l2+l3);
+//	split       17 ≤ m ≤ 128, N < 32 and m·N·K ≥ 294,912 (the work above which MKL
+//	            splits the sum over threads): K in P chunks summed from zero, P = 4 for
+//	            K ≥ 1024 and 2 below; with 4 chunks the rows go to 2 (m ≤ 64) or 4 groups
+//	            in runs of ⌈m/groups⌉, each group's rows to four quarters (larger first),
+//	            and the chunks combine as ((c0+c1)+c2)+c3 in a group's first two
+//	            quarters, ((c0+c2)+c1)+c3 in its third and ((c0+c3)+c1)+c2 in its fourth;
+//	sequential  otherwise: one running sum over k.
 //
-// Measured against torch 2.11 / MKL on the fixture's machine type (TestProbeM,
-// tools/v41/probe_gemm.py): exact for the mHC mixes' shape (K = 4·hidden, 24 outputs)
-// at every m from 1 to 128 except 16, 65, 66 and 69; for K = 256 with 64 or 512
-// outputs only up to m = 10. The V4.1 lowering uses it for the mixes alone, so prompts
-// of those lengths (and past 128 tokens) see fp32-order differences there.
+// Measured against torch 2.11 / MKL 2024.2 (TestProbeM, testdata/v41/probe_m.json,
+// made by tools/v41/probe_gemm.py on that machine): exact for every shape probed — the
+// mHC mixes (K, N) = (1024, 24) and (384, 8), the ratio-2 compressors (256, 64) and
+// (192, 64), the routers (192, 5), the heads (256, 512) and (192, 448) — at every m
+// probed (1–130) except (1024, 24) at m = 16 and m > 128, which use kernels this does
+// not reproduce. Other shapes follow the same rules unmeasured; docs/v41.md says so.
 func fp32Linear(m, K, N int, x, w, y []float32) {
+	kind := mklOrder(m, K, N)
 	for r := 0; r < m; r++ {
 		xr := x[r*K : (r+1)*K]
+		var order [4]int
+		if kind == orderSplit4 {
+			order = chunkOrder(m, r)
+		}
 		for n := 0; n < N; n++ {
 			wn := w[n*K : (n+1)*K]
 			var v float32
-			switch {
-			case m == 1:
+			switch kind {
+			case orderGEMV:
 				v = dotGEMV(xr, wn)
-			case m <= 15:
+			case orderSmall:
 				v = dotSmall(xr, wn)
-			case m >= 17 && m <= 128 && K%4 == 0:
-				v = dotSplitK(xr, wn, chunkOrder(m, r))
+			case orderSplit4:
+				v = dotSplitK(xr, wn, order)
+			case orderSplit2:
+				h := K / 2
+				v = dotSeq(xr[:h], wn[:h]) + dotSeq(xr[h:], wn[h:])
 			default:
-				for k := range xr {
-					v = fma32(xr[k], wn[k], v)
-				}
+				v = dotSeq(xr, wn)
 			}
 			y[r*N+n] = v
 		}
 	}
+}
+
+const (
+	orderSeq = iota
+	orderGEMV
+	orderSmall
+	orderSplit2
+	orderSplit4
+)
+
+// mklOrder is the summation order fp32Linear uses for an m-row product of shape (K, N).
+func mklOrder(m, K, N int) int {
+	switch {
+	case m == 1 && N >= 8:
+		return orderGEMV
+	case m <= smallRows(K, N):
+		return orderSmall
+	case m >= 17 && m <= 128 && N < 32 && m*N*K >= 294912:
+		if K >= 1024 && K%4 == 0 {
+			return orderSplit4
+		}
+		if K%2 == 0 {
+			return orderSplit2
+		}
+	}
+	return orderSeq
+}
+
+// smallRows is the largest m MKL gives its small-matrix kernel: ⌊K/24⌋ up to 15, but 3
+// for the (192, 448) head (measured; wide outputs leave it sooner).
+func smallRows(K, N int) int {
+	if N >= 448 && K < 256 {
+		return 3
+	}
+	return min(15, K/24)
+}
+
+func dotSeq(x, w []float32) float32 {
+	var v float32
+	for k := range x {
+		v = fma32(x[k], w[k], v)
+	}
+	return v
 }
 
 func halving(v []float32) float32 {
@@ -198,7 +252,10 @@ func chunkOrder(m, r int) [4]int {
 	if m > 64 {
 		groups = 4
 	}
-	_, off, size := piece(m, groups, r)
+	// the rows go to the groups in runs of ⌈m/groups⌉ (the last run shorter), each
+	// group's rows to four quarters as evenly as possible, larger ones first
+	per := (m + groups - 1) / groups
+	off, size := r%per, min(per, m-r/per*per)
 	q, _, _ := piece(size, 4, off)
 	switch q {
 	case 2:
