@@ -74,18 +74,7 @@ func (k *route41) Run(s *targets.Step, a, r []targets.Tensor) error {
 			}
 		}
 		topExperts(sel, nil, pick)
-		var sum float32
-		for _, e := range pick {
-			sum += sc[e]
-		}
-		for j, e := range pick {
-			w := sc[e]
-			if k.norm {
-				w /= sum + 1e-20
-			}
-			wOut[t*k.topk+j] = w * float32(k.scale)
-			idOut[t*k.topk+j] = int32(e)
-		}
+		routeWeights(sc, pick, k.norm, float32(k.scale), wOut[t*k.topk:], idOut[t*k.topk:])
 	}
 	return nil
 }
@@ -158,18 +147,7 @@ func (k *routeKernel) Run(s *targets.Step, a, r []targets.Tensor) error {
 				}
 				topExperts(scores, bias, pick)
 			}
-			var sum float64
-			for _, e := range pick {
-				sum += scores[e]
-			}
-			for j, e := range pick {
-				w := scores[e]
-				if k.norm {
-					w /= sum + 1e-20
-				}
-				wOut[t*k.topk+j] = float32(w * k.scale)
-				idOut[t*k.topk+j] = int32(e)
-			}
+			routeWeights(scores, pick, k.norm, k.scale, wOut[t*k.topk:], idOut[t*k.topk:])
 		}
 	})
 	return errs.get()
@@ -281,4 +259,21 @@ func grow(b []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return b[:n]
+}
+
+// routeWeights writes one token's picks and their weights: the picked scores, over their
+// sum (taken in pick order) when norm is set, times scale, in the router's precision.
+func routeWeights[F float32 | float64](scores []F, pick []int, norm bool, scale F, wOut []float32, idOut []int32) {
+	var sum F
+	for _, e := range pick {
+		sum += scores[e]
+	}
+	for j, e := range pick {
+		w := scores[e]
+		if norm {
+			w /= sum + 1e-20
+		}
+		wOut[j] = float32(w * scale)
+		idOut[j] = int32(e)
+	}
 }

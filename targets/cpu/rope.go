@@ -24,16 +24,13 @@ type ropeSpec struct {
 	invFreq32 []float32
 }
 
-// inverseFrequencies gives θ_i = base^(-2i/dim), blended with θ_i/factor by YaRN's ramp
-// when a YaRN factor is set (the DeepSeek reference's precompute_freqs_cis).
-func inverseFrequencies(dim int, base float64, a ir.Attrs) []float64 {
-	inv := make([]float64, dim/2)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(base, float64(2*i)/float64(dim))
-	}
-	factor, ok := a.Float("yarn_factor")
+// yarnRamp gives YaRN's blend weight per frequency index: ramp(i) = clamp((i-low)/
+// (high-low), 0, 1) over the correction range [low, high] of precompute_freqs_cis
+// (a width below 1e-3 taken as 1e-3), and the factor; ok is false without YaRN.
+func yarnRamp(dim int, base float64, a ir.Attrs) (ramp []float64, factor float64, ok bool) {
+	factor, ok = a.Float("yarn_factor")
 	if !ok {
-		return inv
+		return nil, 0, false
 	}
 	orig := float64(attrInt(a, "yarn_original"))
 	fast, slow := attrFloat(a, "yarn_beta_fast"), attrFloat(a, "yarn_beta_slow")
@@ -42,13 +39,26 @@ func inverseFrequencies(dim int, base float64, a ir.Attrs) []float64 {
 	}
 	low := max(math.Floor(corr(fast)), 0)
 	high := min(math.Ceil(corr(slow)), float64(dim-1))
-	if low == high {
-		high += 0.001
+	width := max(high-low, 1e-3)
+	ramp = make([]float64, dim/2)
+	for i := range ramp {
+		ramp[i] = min(max((float64(i)-low)/width, 0), 1)
 	}
+	return ramp, factor, true
+}
+
+// inverseFrequencies gives θ_i = base^(-2i/dim), blended with θ_i/factor by YaRN's ramp
+// when a YaRN factor is set (the DeepSeek reference's precompute_freqs_cis).
+func inverseFrequencies(dim int, base float64, a ir.Attrs) []float64 {
+	inv := make([]float64, dim/2)
 	for i := range inv {
-		ramp := min(max((float64(i)-low)/(high-low), 0), 1)
-		smooth := 1 - ramp
-		inv[i] = inv[i]/factor*(1-smooth) + inv[i]*smooth
+		inv[i] = 1 / math.Pow(base, float64(2*i)/float64(dim))
+	}
+	if ramp, factor, ok := yarnRamp(dim, base, a); ok {
+		for i, r := range ramp {
+			smooth := 1 - r
+			inv[i] = inv[i]/factor*(1-smooth) + inv[i]*smooth
+		}
 	}
 	return inv
 }
@@ -56,30 +66,18 @@ func inverseFrequencies(dim int, base float64, a ir.Attrs) []float64 {
 // inverseFrequencies32 is precompute_freqs_cis's frequency vector as DeepSeek-V4.1's
 // reference computes it, in float32: 1/base^(2i/dim) (correctly rounded, as torch's
 // float32 pow and reciprocal give for these exponents), then YaRN's blend
-// freqs/factor·(1-smooth) + freqs·smooth in float32 with the ramp over [low, high]
-// (a width below 1e-3 taken as 1e-3).
+// freqs/factor·(1-smooth) + freqs·smooth in float32.
 func inverseFrequencies32(dim int, base float32, a ir.Attrs) []float32 {
 	inv := make([]float32, dim/2)
 	for i := range inv {
 		inv[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(dim)))
 	}
-	factor, ok := a.Float("yarn_factor")
-	if !ok {
-		return inv
-	}
-	orig := float64(attrInt(a, "yarn_original"))
-	fast, slow := attrFloat(a, "yarn_beta_fast"), attrFloat(a, "yarn_beta_slow")
-	corr := func(rot float64) float64 {
-		return float64(dim) * math.Log(orig/(rot*2*math.Pi)) / (2 * math.Log(float64(base)))
-	}
-	low := max(math.Floor(corr(fast)), 0)
-	high := min(math.Ceil(corr(slow)), float64(dim-1))
-	width := float32(max(high-low, 1e-3))
-	f32 := float32(factor)
-	for i := range inv {
-		ramp := min(max((float32(i)-float32(low))/width, 0), 1)
-		smooth := 1 - ramp
-		inv[i] = inv[i]/f32*(1-smooth) + inv[i]*smooth
+	if ramp, factor, ok := yarnRamp(dim, float64(base), a); ok {
+		f32 := float32(factor)
+		for i, r := range ramp {
+			smooth := 1 - float32(r)
+			inv[i] = inv[i]/f32*(1-smooth) + inv[i]*smooth
+		}
 	}
 	return inv
 }

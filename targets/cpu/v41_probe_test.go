@@ -2,9 +2,6 @@ package cpu
 
 import (
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,37 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"deepinfer/internal/probedata"
 )
 
 // The tests in this file check the V4.1 numerics emulations against what PyTorch did on
 // the reference's machine type (16 threads, AVX-512, MKL 2024.2), recorded by
 // tools/v41/probe_*.py and condensed into testdata by tools/v41/probesum.
-
-// genProbe regenerates probe_gemm.py's inputs.
-func genProbe(rows, cols, seed int, kind string) []float32 {
-	out := make([]float32, rows*cols)
-	for i := 0; i < rows; i++ {
-		for j := 0; j < cols; j++ {
-			h := (int64(i)*1000003 + int64(j)*7919 + int64(seed)*15485863) % 2147483647
-			h = (h * 48271) % 2147483647
-			if kind == "x" {
-				out[i*cols+j] = float32(h%255-127) / 32
-			} else {
-				out[i*cols+j] = float32(h%65537-32768) * 0x1p-20
-			}
-		}
-	}
-	return out
-}
-
-func digest(v []float32) string {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:16])
-}
 
 func readJSON(t *testing.T, path string, v any) {
 	t.Helper()
@@ -77,12 +50,12 @@ func TestProbeM(t *testing.T) {
 		}
 		in, ok := inputs[[2]int{K, N}]
 		if !ok {
-			in = [2][]float32{genProbe(130, K, K+N, "x"), genProbe(N, K, K*3+N, "w")}
+			in = [2][]float32{probedata.Matrix(130, K, K+N, "x"), probedata.Matrix(N, K, K*3+N, "w")}
 			inputs[[2]int{K, N}] = in
 		}
 		y := make([]float32, M*N)
 		fp32Linear(M, K, N, in[0][:M*K], in[1], y)
-		if digest(y) != want {
+		if probedata.Digest(y) != want {
 			differ = append(differ, key)
 			if !known[key] {
 				t.Errorf("K=%d N=%d M=%d (%s order): differs from torch", K, N, M, []string{"seq", "gemv", "small", "split2", "split4"}[mklOrder(M, K, N)])
@@ -163,23 +136,14 @@ func TestElementwiseProbe(t *testing.T) {
 		} `json:"exp_not_correctly_rounded"`
 	}
 	readJSON(t, "testdata/v41_probe_ew.json", &f)
-	gen := func(n int) []float32 {
-		out := make([]float32, n)
-		for i := range out {
-			h := (int64(i)*1000003 + int64(n)*15485863) % 2147483647
-			h = (h * 48271) % 2147483647
-			out[i] = float32(h%65537-32768) * 0x1p-12
-		}
-		return out
-	}
 	differ, total := 0, 0
 	for n := 1; n <= 200; n++ {
-		x := gen(n)
+		x := probedata.Elementwise(n)
 		y := make([]float32, n)
 		for i := range x {
 			y[i] = sigmoidAt(x[i], i, n)
 		}
-		if digest(y) != f.Sig[strconv.Itoa(n)] {
+		if probedata.Digest(y) != f.Sig[strconv.Itoa(n)] {
 			t.Errorf("sigmoid over %d elements differs from torch", n)
 		}
 		total += n

@@ -13,9 +13,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -25,6 +22,7 @@ import (
 	"sort"
 	"strings"
 
+	"deepinfer/internal/probedata"
 	"deepinfer/safetensors"
 )
 
@@ -36,15 +34,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "probesum:", err)
 		os.Exit(1)
 	}
-}
-
-func digest(v []float32) string {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:16])
 }
 
 func writeJSON(path string, v any) error {
@@ -72,7 +61,7 @@ func run(dir, out string) error {
 		if err != nil {
 			return err
 		}
-		sums[strings.TrimPrefix(k, "y.")] = digest(v)
+		sums[strings.TrimPrefix(k, "y.")] = probedata.Digest(v)
 	}
 	if err := writeJSON(filepath.Join(out, "v41_probe_m.json"), map[string]any{"source": "tools/v41/probe_gemm.py, torch 2.11.0+cu130 (MKL 2024.2), 16 threads, Intel Xeon (AVX-512)", "sha256_128": sums}); err != nil {
 		return err
@@ -92,12 +81,12 @@ func run(dir, out string) error {
 		if err != nil {
 			return err
 		}
-		sig[fmt.Sprint(n)] = digest(s)
+		sig[fmt.Sprint(n)] = probedata.Digest(s)
 		e, _, err := ew.ReadFloat32(fmt.Sprintf("exp.%d", n), safetensors.ReadOptions{})
 		if err != nil {
 			return err
 		}
-		x := genEW(n)
+		x := probedata.Elementwise(n)
 		var d []diff
 		for i := range e {
 			if float32(math.Exp(float64(x[i]))) != e[i] {
@@ -119,15 +108,4 @@ func run(dir, out string) error {
 	zw.Write(tk)
 	zw.Close()
 	return os.WriteFile(filepath.Join(out, "v41_torch_topk.json.gz"), buf.Bytes(), 0o644)
-}
-
-// genEW regenerates probe_elementwise.py's inputs for length n.
-func genEW(n int) []float32 {
-	out := make([]float32, n)
-	for i := range out {
-		h := (int64(i)*1000003 + int64(n)*15485863) % 2147483647
-		h = (h * 48271) % 2147483647
-		out[i] = float32(h%65537-32768) * 0x1p-12
-	}
-	return out
 }
