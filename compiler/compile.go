@@ -13,11 +13,11 @@ import (
 
 	"deepinfer/deploy"
 	"deepinfer/ir"
+	"deepinfer/kvlayout"
 	"deepinfer/passes"
 	"deepinfer/plan"
 	"deepinfer/safetensors"
 	"deepinfer/targets"
-	"deepinfer/vm/kvcache"
 )
 
 // Version names this compiler in the plans it writes.
@@ -174,10 +174,10 @@ func Emit(m *ir.Module, cfg *ModelConfig, target string, embedded bool) (*plan.P
 
 // kvLayout derives the per-sequence state from the stateful instructions of the first
 // function (every phase touches the same state).
-func kvLayout(m *ir.Module, cfg *ModelConfig) kvcache.Layout {
-	l := kvcache.Layout{Layers: make([]kvcache.LayerLayout, len(cfg.Layers))}
+func kvLayout(m *ir.Module, cfg *ModelConfig) kvlayout.Layout {
+	l := kvlayout.Layout{Layers: make([]kvlayout.LayerLayout, len(cfg.Layers))}
 	for i := range l.Layers {
-		l.Layers[i] = kvcache.LayerLayout{Window: cfg.SlidingWindow, Dim: cfg.HeadDim}
+		l.Layers[i] = kvlayout.LayerLayout{Window: cfg.SlidingWindow, Dim: cfg.HeadDim}
 	}
 	for _, in := range m.Funcs[0].Body {
 		if in.Op != "compress" {
@@ -190,9 +190,9 @@ func kvLayout(m *ir.Module, cfg *ModelConfig) kvcache.Layout {
 		ov, _ := in.Attrs.Bool("overlap")
 		ll := &l.Layers[layer]
 		for len(ll.Caches) <= int(cache) {
-			ll.Caches = append(ll.Caches, kvcache.CacheLayout{})
+			ll.Caches = append(ll.Caches, kvlayout.CacheLayout{})
 		}
-		ll.Caches[cache] = kvcache.CacheLayout{Ratio: int(ratio), Dim: int(dim), Overlap: ov}
+		ll.Caches[cache] = kvlayout.CacheLayout{Ratio: int(ratio), Dim: int(dim), Overlap: ov}
 	}
 	return l
 }

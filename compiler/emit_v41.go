@@ -1,8 +1,8 @@
 package compiler
 
 import (
+	"deepinfer/kvlayout"
 	"deepinfer/plan"
-	"deepinfer/vm/kvcache"
 )
 
 // modelV41 is the plan's model section for deepseek_v41: the backbone layers with their
@@ -55,23 +55,23 @@ const (
 // layer (a whole window in the DSpark stages, which write the current position before
 // attending), a compressed cache and its index keys in each KV source only, and the
 // Engram n-gram history.
-func kvLayoutV41(c *ModelConfig) kvcache.Layout {
+func kvLayoutV41(c *ModelConfig) kvlayout.Layout {
 	v := c.V41
-	var l kvcache.Layout
+	var l kvlayout.Layout
 	for i, ly := range v.Layers {
-		ll := kvcache.LayerLayout{Window: c.SlidingWindow, Dim: c.HeadDim, RingFmt: ringFormatV41}
+		ll := kvlayout.LayerLayout{Window: c.SlidingWindow, Dim: c.HeadDim, RingFmt: ringFormatV41}
 		if ly.OwnsKV(i) {
-			ll.Caches = append(ll.Caches, kvcache.CacheLayout{Kind: kvcache.CacheKV, Ratio: ly.Ratio, Dim: c.HeadDim,
+			ll.Caches = append(ll.Caches, kvlayout.CacheLayout{Kind: kvlayout.CacheKV, Ratio: ly.Ratio, Dim: c.HeadDim,
 				Fmt: entryFormatV41, Group: entryGroupV41})
 			if ly.Indexer(i) {
-				ll.Caches = append(ll.Caches, kvcache.CacheLayout{Kind: kvcache.CacheIndexKeys, Ratio: ly.Ratio,
+				ll.Caches = append(ll.Caches, kvlayout.CacheLayout{Kind: kvlayout.CacheIndexKeys, Ratio: ly.Ratio,
 					Dim: c.IndexHeadDim, Fmt: keyFormatV41, Group: keyGroupV41})
 			}
 		}
 		l.Layers = append(l.Layers, ll)
 	}
 	for range v.StageRatios {
-		l.Layers = append(l.Layers, kvcache.LayerLayout{Window: c.SlidingWindow, Dim: c.HeadDim, RingCap: c.SlidingWindow,
+		l.Layers = append(l.Layers, kvlayout.LayerLayout{Window: c.SlidingWindow, Dim: c.HeadDim, RingCap: c.SlidingWindow,
 			RingFmt: ringFormatV41})
 	}
 	if v.Engram != nil {

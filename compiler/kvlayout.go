@@ -2,12 +2,12 @@ package compiler
 
 import (
 	"deepinfer/ir"
-	"deepinfer/vm/kvcache"
+	"deepinfer/kvlayout"
 )
 
 // KVLayoutFor is the per-sequence state a lowered model keeps: what the plan carries and
 // what the memory pass sizes.
-func KVLayoutFor(m *ir.Module, c *ModelConfig) kvcache.Layout {
+func KVLayoutFor(m *ir.Module, c *ModelConfig) kvlayout.Layout {
 	if c.V41 != nil {
 		return kvLayoutV41(c)
 	}

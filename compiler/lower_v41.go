@@ -1,12 +1,13 @@
 package compiler
 
 import (
-	"deepinfer/passes"
 	"fmt"
 	"math"
 	"strings"
 
 	"deepinfer/ir"
+	"deepinfer/passes"
+	"deepinfer/plan"
 )
 
 // PhaseDraft is DSpark's draft step: after a decode step, every sequence's block of
@@ -15,7 +16,7 @@ import (
 // sequences, positions are the block's (the anchor at the position after the last
 // decoded token), logit_rows and sample_params are unused (drafts are greedy). It
 // returns logits f32[T,V], draft ids i32[T] and confidences f32[T].
-const PhaseDraft = "draft"
+const PhaseDraft = plan.PhaseDraft
 
 // EngramTokenMap names the derived i32[V] weight holding the Engram compressed id of
 // every token id. It is not in the checkpoint: divm builds it from tokenizer.json.

@@ -1,8 +1,8 @@
 package passes
 
 import (
+	"deepinfer/kvlayout"
 	"deepinfer/quant"
-	"deepinfer/vm/kvcache"
 )
 
 // kvFromLayout sizes a sequence's state from the model's KV layout: bytes per million
@@ -11,7 +11,7 @@ import (
 // dtype is the spec's kv_cache.dtype: "auto" keeps the layout's own formats (a layout
 // format of "" — V4's float32 CPU layout — counts as FP8 entries and keys, see
 // kvFormats), anything else sizes every entry in that format.
-func kvFromLayout(l *kvcache.Layout, dtype string, modelType string) (perMTok, fixed int64) {
+func kvFromLayout(l *kvlayout.Layout, dtype string, modelType string) (perMTok, fixed int64) {
 	window, entry, index := kvFormats(dtype, modelType)
 	for _, ll := range l.Layers {
 		rows := ll.RingCap
@@ -24,7 +24,7 @@ func kvFromLayout(l *kvcache.Layout, dtype string, modelType string) (perMTok, f
 		}
 		fixed += int64(rows+1) * rowBytes
 		for _, c := range ll.Caches {
-			isIndex := c.Kind == kvcache.CacheIndexKeys
+			isIndex := c.Kind == kvlayout.CacheIndexKeys
 			b := kvBytes(entry, int64(c.Dim), isIndex)
 			if isIndex {
 				b = kvBytes(index, int64(c.Dim), true)

@@ -7,7 +7,7 @@ import (
 
 	"deepinfer/deploy"
 	"deepinfer/ir"
-	"deepinfer/vm/kvcache"
+	"deepinfer/kvlayout"
 )
 
 // MemoryItems are the per-rank quantities the memory pass records, in bytes unless
@@ -83,7 +83,7 @@ func memoryPlan(m *ir.Module, cfg *Config) (bool, error) {
 
 type memory map[string]int64
 
-func rankMemory(m *ir.Module, f *ir.Func, role *deploy.Role, spec *deploy.Spec, kv *kvcache.Layout, deviceBytes float64, actBytes int) (memory, error) {
+func rankMemory(m *ir.Module, f *ir.Func, role *deploy.Role, spec *deploy.Spec, kv *kvlayout.Layout, deviceBytes float64, actBytes int) (memory, error) {
 	r := memory{}
 	r["device"] = int64(deviceBytes)
 	r["usable"] = int64(deviceBytes * spec.KVCache.MemoryFraction)

@@ -17,8 +17,8 @@ import (
 
 	"deepinfer/deploy"
 	"deepinfer/ir"
+	"deepinfer/kvlayout"
 	"deepinfer/targets"
-	"deepinfer/vm/kvcache"
 )
 
 // Config is what passes may read.
@@ -34,7 +34,7 @@ type Config struct {
 	Spec *deploy.Spec
 	// KV is the model's per-sequence state layout, which the memory pass sizes; nil
 	// sizes it from the IR's stateful ops.
-	KV *kvcache.Layout
+	KV *kvlayout.Layout
 	// Replay, when set, configures the SWA bounded-replay pass (swa_replay.go) and
 	// overrides Spec.SWAReplay and the environment.
 	Replay *Replay

@@ -11,7 +11,7 @@ package plan
 
 import (
 	"deepinfer/ir"
-	"deepinfer/vm/kvcache"
+	"deepinfer/kvlayout"
 )
 
 // Magic starts every plan file.
@@ -33,7 +33,7 @@ type Plan struct {
 	Model      Model
 	Source     WeightSource
 	Weights    []Weight
-	KV         kvcache.Layout
+	KV         kvlayout.Layout
 	Programs   []Program
 	Deployment *Deployment
 }
@@ -204,7 +204,17 @@ func (r *Role) Mem(name string) int64 {
 	return 0
 }
 
-// Program returns the program for a phase, or nil.
+// The programs' phases. PhaseDraft is DeepSeek-V4.1's DSpark draft step: after a decode
+// step, every sequence's block of dspark_block_size rows (the sampled anchor, then noise
+// tokens) runs the stages and the head; it returns logits f32[T,V], draft ids i32[T] and
+// confidences f32[T], and leaves the sequences' lengths as they were.
+const (
+	PhasePrefill = "prefill"
+	PhaseDecode  = "decode"
+	PhaseDraft   = "draft"
+)
+
+// Program returns the program of a phase, or nil.
 func (p *Plan) Program(phase string) *Program {
 	for i := range p.Programs {
 		if p.Programs[i].Phase == phase {

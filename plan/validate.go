@@ -4,11 +4,11 @@ import (
 	"fmt"
 
 	"deepinfer/ir"
-	"deepinfer/vm/kvcache"
+	"deepinfer/kvlayout"
 )
 
-func kvLayer(d *decoder) kvcache.LayerLayout {
-	l := kvcache.LayerLayout{Window: int(d.int(1, 1<<20)), Dim: int(d.int(1, 1<<16)), RingCap: int(d.int(0, 1<<20)), RingFmt: d.str()}
+func kvLayer(d *decoder) kvlayout.LayerLayout {
+	l := kvlayout.LayerLayout{Window: int(d.int(1, 1<<20)), Dim: int(d.int(1, 1<<16)), RingCap: int(d.int(0, 1<<20)), RingFmt: d.str()}
 	nc := d.arr(-1)
 	if nc > 2 {
 		d.fail("%d compressor caches in one layer", nc)
@@ -16,7 +16,7 @@ func kvLayer(d *decoder) kvcache.LayerLayout {
 	}
 	for j := 0; j < nc && d.err == nil; j++ {
 		d.arr(6)
-		l.Caches = append(l.Caches, kvcache.CacheLayout{Ratio: int(d.int(1, 1<<16)), Dim: int(d.int(1, 1<<16)), Overlap: d.bool(),
+		l.Caches = append(l.Caches, kvlayout.CacheLayout{Ratio: int(d.int(1, 1<<16)), Dim: int(d.int(1, 1<<16)), Overlap: d.bool(),
 			Kind: d.str(), Fmt: d.str(), Group: int(d.int(0, 1<<16))})
 	}
 	return l

@@ -2,18 +2,16 @@
 //
 // A Target tells the compiler how to lower each IR op (which kernel, per phase); the
 // core never switches on a target's name. A target that can also execute plans here
-// implements Executor: it prepares a Kernel for each kernel call of a plan, once, and
-// the VM then calls Run every step. Only the cpu target executes today; sm100 and
-// ascend950 are descriptions used for planning, and say so.
+// implements Executor (runtime.go): it opens a plan with its weights and owns the
+// device memory from then on, and the VM drives steps through the Runtime it returns.
+// The cpu target executes everywhere; sm100, ascend950 and h200 are descriptions used
+// for planning and simulation, and say so.
 package targets
 
 import (
 	"fmt"
 	"sort"
 	"sync"
-
-	"deepinfer/ir"
-	"deepinfer/vm/kvcache"
 )
 
 // Mode says how divm runs a target's plans on this machine.
@@ -51,54 +49,6 @@ type Hardware struct {
 	// ActivationBytes is the element size the target keeps activations in (bf16 on
 	// accelerators, f32 on the cpu target).
 	ActivationBytes int
-}
-
-// Tensor is a kernel operand: one of F32 or I32 is set, with its concrete shape.
-type Tensor struct {
-	F32   []float32
-	I32   []int32
-	Shape []int
-}
-
-// Rows is the leading dim; Cols the product of the rest.
-func (t *Tensor) Rows() int { return t.Shape[0] }
-
-// Cols is the product of all but the leading dim.
-func (t *Tensor) Cols() int {
-	n := 1
-	for _, d := range t.Shape[1:] {
-		n *= d
-	}
-	return n
-}
-
-// Seq is one sequence's slice of a step.
-type Seq struct {
-	Row   int // first row of the step that belongs to it
-	N     int // number of its rows (new tokens)
-	Pos   int // position of its first new token
-	State *kvcache.Seq
-}
-
-// Step is the batch a program runs on: all sequences' new tokens packed row-wise.
-type Step struct {
-	T, R      int
-	Seqs      []Seq
-	Tokens    []int32
-	Positions []int32
-}
-
-// Kernel is one prepared kernel call.
-type Kernel interface {
-	Run(s *Step, args, results []Tensor) error
-}
-
-// Executor is a target that runs kernels on this machine.
-type Executor interface {
-	Target
-	// Prepare checks a kernel call's operand types and attributes and returns the
-	// kernel to run every step.
-	Prepare(kernel string, args, results []ir.Type, attrs ir.Attrs) (Kernel, error)
 }
 
 var (

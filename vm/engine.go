@@ -135,8 +135,16 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 			i := waiting[0]
 			waiting = waiting[1:]
 			r := &reqs[i]
-			running = append(running, &active{idx: i, req: r, seq: e.M.NewSequence(), vocab: e.M.Plan.Model.Vocab,
-				res: Result{Index: i, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}})
+			a := &active{idx: i, req: r, vocab: e.M.Plan.Model.Vocab,
+				res: Result{Index: i, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}}
+			var err error
+			if a.seq, err = e.M.NewSequence(); err != nil {
+				a.res.Err = fmt.Errorf("request %s: no sequence state: %w", r.ID, err)
+				a.res.LastStep = step
+				emit(a.res)
+				continue
+			}
+			running = append(running, a)
 		}
 		chunks, owners = chunks[:0], owners[:0]
 		left := budget
@@ -178,6 +186,7 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 		kept := running[:0]
 		for _, a := range running {
 			if a.done {
+				a.seq.Release()
 				emit(a.res)
 			} else {
 				kept = append(kept, a)

@@ -5,46 +5,22 @@ import (
 	"sort"
 	"time"
 
-	"deepinfer/ir"
 	"deepinfer/plan"
-	"deepinfer/targets"
+	"deepinfer/targets/cpu"
 )
 
-// nullExec prepares kernels that do nothing, so that running a plan costs only what the
-// VM itself does: scheduling, batch preparation, binding the arena, dispatching calls,
-// drawing sampling randoms and handling outputs. This is how the VM's step overhead is
-// measured for targets whose kernels run elsewhere (a real device, or the simulator).
-type nullExec struct{ targets.Target }
-
-type nullKernel struct{}
-
-func (nullKernel) Run(*targets.Step, []targets.Tensor, []targets.Tensor) error { return nil }
-
-func (nullExec) Prepare(string, []ir.Type, []ir.Type, ir.Attrs) (targets.Kernel, error) {
-	return nullKernel{}, nil
-}
-
-// LoadOverheadProbe loads a plan of any target with no-op kernels, no weights and no
-// per-sequence state.
+// LoadOverheadProbe opens a plan of any target on a probe runtime (kernels that do
+// nothing, no weights, no per-sequence state), so that running it costs only what the
+// VM and a runtime do around the kernels: scheduling, batch preparation, binding the
+// arena, dispatching calls, drawing sampling randoms and handling outputs. This is how
+// the VM's step overhead is measured for targets whose kernels run elsewhere (a real
+// device, or the simulator).
 func LoadOverheadProbe(p *plan.Plan) (*Machine, error) {
-	t, err := targets.Lookup(p.Target)
+	rt, err := cpu.OpenProbe(p)
 	if err != nil {
 		return nil, err
 	}
-	light := *p
-	light.KV.Layers = nil // kernels do nothing, so sequences need no state
-	m := &Machine{Plan: &light, exec: nullExec{t}, weights: make(Weights, len(p.Weights)), progs: map[string]*program{}}
-	for i := range p.Programs {
-		pr, err := m.prepare(&p.Programs[i])
-		if err != nil {
-			return nil, err
-		}
-		m.progs[pr.p.Phase] = pr
-	}
-	if m.progs["decode"] == nil {
-		return nil, fmt.Errorf("plan has no decode program")
-	}
-	return m, nil
+	return open(p, rt, &Machine{})
 }
 
 // StepOverhead is the distribution of a decode step's wall time with no-op kernels.
@@ -83,6 +59,6 @@ func MeasureStepOverhead(m *Machine, batch, steps int) (*StepOverhead, error) {
 		return nil, fmt.Errorf("no full decode steps measured")
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	return &StepOverhead{Batch: batch, Steps: len(times), Calls: len(m.progs["decode"].calls),
+	return &StepOverhead{Batch: batch, Steps: len(times), Calls: len(m.Plan.Program(plan.PhaseDecode).Instrs),
 		P50: times[len(times)/2], P90: times[len(times)*9/10], Max: times[len(times)-1]}, nil
 }

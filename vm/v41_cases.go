@@ -26,7 +26,7 @@ import (
 func RunCasesV41(m *Machine, c *Cases) (map[string]safetensors.Tensor, error) {
 	res := map[string]safetensors.Tensor{}
 	V := m.Plan.Model.Vocab
-	if tm := m.weightI32("engram.token_map"); tm != nil {
+	if tm := m.tokenMap; tm != nil {
 		ids := make([]int64, len(tm))
 		for i, v := range tm {
 			ids[i] = int64(v)
@@ -54,9 +54,12 @@ func RunCasesV41(m *Machine, c *Cases) (map[string]safetensors.Tensor, error) {
 			}
 			err = runDecodeCase(m, name, cs.InputIDs, make([]int32, steps-1), true, res)
 		default:
-			seq := m.NewSequence()
+			var seq *Sequence
 			var out []Output
-			out, err = m.Forward([]Chunk{{Seq: seq, Tokens: cs.InputIDs, WantLogits: true}})
+			if seq, err = m.NewSequence(); err == nil {
+				out, err = m.Forward([]Chunk{{Seq: seq, Tokens: cs.InputIDs, WantLogits: true}})
+				seq.Release()
+			}
 			if err == nil {
 				res[name] = safetensors.F32Tensor(name, []int64{1, int64(V)}, out[0].Logits[0])
 			}
@@ -72,7 +75,11 @@ func RunCasesV41(m *Machine, c *Cases) (map[string]safetensors.Tensor, error) {
 // teacher token, or with greedy the previous step's argmax), drafting after each.
 func runDecodeCase(m *Machine, name string, prompt, next []int32, greedy bool, res map[string]safetensors.Tensor) error {
 	V := int64(m.Plan.Model.Vocab)
-	seq := m.NewSequence()
+	seq, err := m.NewSequence()
+	if err != nil {
+		return err
+	}
+	defer seq.Release()
 	out, err := m.Forward([]Chunk{{Seq: seq, Tokens: prompt, WantLogits: true}})
 	if err != nil {
 		return err
@@ -121,16 +128,6 @@ func runDecodeCase(m *Machine, name string, prompt, next []int32, greedy bool, r
 		res[name+"_draft_logits"] = safetensors.F32Tensor(name+"_draft_logits", []int64{n, int64(B), V}, draftLogits)
 		res[name+"_draft_confidence"] = safetensors.F32Tensor(name+"_draft_confidence", []int64{n, int64(B)}, draftConf)
 		res[name+"_draft_tokens"] = safetensors.I64Tensor(name+"_draft_tokens", []int64{n, int64(B + 1)}, draftToks)
-	}
-	return nil
-}
-
-// weightI32 returns the loaded i32 weight with a manifest name, or nil.
-func (m *Machine) weightI32(name string) []int32 {
-	for i := range m.Plan.Weights {
-		if m.Plan.Weights[i].Name == name {
-			return m.weights[i].I32
-		}
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 // the decode rows and the tokens decode chose.
 func replayRun(t *testing.T, m *vm.Machine, prompt, forced []int32, steps int) (pre []float32, rows [][]float32, toks []int32) {
 	t.Helper()
-	seq := m.NewSequence()
+	seq := newSequence(t, m)
 	out, err := m.Forward([]vm.Chunk{{Seq: seq, Tokens: prompt, WantLogits: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestV41BatchedEqualsSolo(t *testing.T) {
 	seqs := make([]*vm.Sequence, len(prompts))
 	chunks := make([]vm.Chunk, len(prompts))
 	for i, p := range prompts {
-		seqs[i] = m.NewSequence()
+		seqs[i] = newSequence(t, m)
 		chunks[i] = vm.Chunk{Seq: seqs[i], Tokens: p, WantLogits: true}
 	}
 	for step := 0; step <= steps; step++ {
@@ -165,4 +165,13 @@ func TestV41BatchedEqualsSolo(t *testing.T) {
 			chunks[i].Tokens = []int32{out[i].Token}
 		}
 	}
+}
+
+func newSequence(t *testing.T, m *vm.Machine) *vm.Sequence {
+	t.Helper()
+	s, err := m.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

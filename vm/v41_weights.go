@@ -8,39 +8,30 @@ import (
 
 	"deepinfer/engram"
 	"deepinfer/plan"
-	"deepinfer/quant"
 	"deepinfer/safetensors"
 	"deepinfer/targets"
 	"deepinfer/tokenizer"
 )
 
-// v41Weight loads the V4.1 weights the generic loader cannot: FP4 routed experts
-// (I8 [out, in/2], the even element in the low nibble, a UE8M0 scale per 32 values)
-// and the Engram token map, which is derived from the tokenizer.
-func v41Weight(p *plan.Plan, w *plan.Weight, ck *safetensors.Checkpoint, dir string) (targets.Tensor, error) {
-	t := targets.Tensor{Shape: shapeInts(w.Shape)}
-	if w.Init.Kind == plan.InitTokenMap {
-		m, err := EngramTokenMap(p, dir)
-		t.I32 = m
-		return t, err
-	}
+// packedWeight reads a V4.1 weight in its packed checkpoint format: FP8 e4m3 codes
+// with UE8M0 scales per 32×32 block (fp8_b32_ue8m0) or per 32 values of a row
+// (fp8_g32_ue8m0), or FP4 e2m1 codes two a byte (I8 [out, in/2], the even element in
+// the low nibble) with a UE8M0 scale per 32 values (fp4_g32_ue8m0).
+func packedWeight(t targets.Weight, w *plan.Weight, ck *safetensors.Checkpoint, dir string) (targets.Weight, error) {
 	infos, err := w.LocateStored(ck, dir)
 	if err != nil {
 		return t, err
 	}
-	codes, err := ck.ReadRaw(infos[0].Name)
-	if err != nil {
-		return t, err
-	}
-	scales, err := ck.ReadRaw(infos[1].Name)
-	if err != nil {
+	if t.Codes, err = ck.ReadRaw(infos[0].Name); err != nil {
 		return t, err
 	}
 	if infos[1].DType != safetensors.F8_E8M0 && infos[1].DType != safetensors.U8 {
-		return t, fmt.Errorf("%s: scale %q is %s, an FP4 weight's scales are F8_E8M0", filepath.Base(infos[1].File), infos[1].Name, infos[1].DType)
+		return t, fmt.Errorf("%s: scale %q is %s, a %s weight's scales are F8_E8M0", filepath.Base(infos[1].File), infos[1].Name, infos[1].DType, w.Storage)
 	}
-	t.F32, err = quant.DequantFP4(codes, scales, int(w.Shape[0]), int(w.Shape[1]), 32)
-	if err != nil {
+	if t.Scales, err = ck.ReadRaw(infos[1].Name); err != nil {
+		return t, err
+	}
+	if err := t.Check(); err != nil {
 		return t, fmt.Errorf("%s: tensor %q: %w", filepath.Base(infos[0].File), infos[0].Name, err)
 	}
 	return t, nil

@@ -12,8 +12,9 @@ import (
 	"deepinfer/targets"
 )
 
-// Weights are the manifest's tensors in manifest order, in their runtime dtype.
-type Weights []targets.Tensor
+// Weights are the manifest's tensors in manifest order, each in its checkpoint storage
+// format (FP8 and FP4 stay packed; the executor decides what it keeps).
+type Weights []targets.Weight
 
 // LoadWeights produces the weights a plan needs: read from the checkpoint in modelDir
 // (checking every tensor against the manifest), or generated from the plan's seed.
@@ -47,43 +48,59 @@ func checkpointWeights(p *plan.Plan, dir string) (Weights, error) {
 		return nil, err
 	}
 	defer ck.Close()
-	var block [2]int
 	ws := make(Weights, len(p.Weights))
 	for i := range p.Weights {
 		w := &p.Weights[i]
-		if w.Init.Kind == plan.InitTokenMap || w.Storage == "fp4_g32_ue8m0" {
-			if ws[i], err = v41Weight(p, w, ck, dir); err != nil { // v41_weights.go
-				return nil, err
-			}
-			continue
-		}
-		info, err := w.Locate(ck, dir)
-		if err != nil {
+		if ws[i], err = readWeight(p, w, ck, dir); err != nil {
 			return nil, err
 		}
-		t := targets.Tensor{Shape: shapeInts(w.Shape)}
-		switch w.DType {
-		case ir.F32:
-			t.F32, _, err = ck.ReadFloat32(info.Name, safetensors.ReadOptions{Block: block})
-		case ir.I32:
-			var v []int64
-			v, _, err = ck.ReadInt64(info.Name)
-			if err == nil {
-				t.I32 = make([]int32, len(v))
-				for j, x := range v {
-					if x < math.MinInt32 || x > math.MaxInt32 {
-						return nil, fmt.Errorf("tensor %q: value %d does not fit int32", info.Name, x)
-					}
-					t.I32[j] = int32(x)
-				}
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		ws[i] = t
 	}
 	return ws, nil
+}
+
+// readWeight reads one manifest weight: FP8 (32×32 blocks or 32-value groups with UE8M0
+// scales) and FP4 weights as their packed bytes, bf16 tensors as their bytes, and the
+// rest widened to the runtime dtype (V4's FP8 with float block scales is dequantized:
+// its storage is not one an executor keeps).
+func readWeight(p *plan.Plan, w *plan.Weight, ck *safetensors.Checkpoint, dir string) (targets.Weight, error) {
+	t := targets.Weight{Name: w.Name, Storage: w.Storage, Shape: shapeInts(w.Shape)}
+	if w.Init.Kind == plan.InitTokenMap {
+		m, err := EngramTokenMap(p, dir)
+		t.I32, t.Storage = m, "i32"
+		return t, err
+	}
+	switch w.Storage {
+	case "fp4_g32_ue8m0", "fp8_b32_ue8m0", "fp8_g32_ue8m0":
+		return packedWeight(t, w, ck, dir) // v41_weights.go
+	}
+	info, err := w.Locate(ck, dir)
+	if err != nil {
+		return t, err
+	}
+	switch w.DType {
+	case ir.F32:
+		if info.DType == safetensors.BF16 {
+			t.Storage = "bf16"
+			t.Codes, err = ck.ReadRaw(info.Name)
+			return t, err
+		}
+		t.Storage = "f32"
+		t.F32, _, err = ck.ReadFloat32(info.Name, safetensors.ReadOptions{})
+	case ir.I32:
+		t.Storage = "i32"
+		var v []int64
+		v, _, err = ck.ReadInt64(info.Name)
+		if err == nil {
+			t.I32 = make([]int32, len(v))
+			for j, x := range v {
+				if x < math.MinInt32 || x > math.MaxInt32 {
+					return t, fmt.Errorf("tensor %q: value %d does not fit int32", info.Name, x)
+				}
+				t.I32[j] = int32(x)
+			}
+		}
+	}
+	return t, err
 }
 
 // seededWeights generates each weight from a stream keyed by the plan seed and the
@@ -96,10 +113,11 @@ func seededWeights(p *plan.Plan) Weights {
 		h.Write([]byte(w.Name))
 		rng := rand.New(rand.NewPCG(p.Source.Seed, h.Sum64()))
 		n := int(w.Elems())
-		t := targets.Tensor{Shape: shapeInts(w.Shape)}
+		t := targets.Weight{Name: w.Name, Storage: "f32", Shape: shapeInts(w.Shape)}
 		switch w.Init.Kind {
 		case "expert_table":
 			// rows of distinct experts, as a hash router's tid2eid table holds
+			t.Storage = "i32"
 			t.I32 = make([]int32, n)
 			k := t.Shape[len(t.Shape)-1]
 			experts := expertCount(p, w.Name)

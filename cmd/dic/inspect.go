@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"deepinfer/ir"
+	"deepinfer/kvlayout"
 	"deepinfer/plan"
-	"deepinfer/vm/kvcache"
 )
 
 func inspectCmd(args []string, w io.Writer) error {
@@ -143,7 +143,7 @@ func writeWeights(w io.Writer, p *plan.Plan, list bool) {
 func writeKV(w io.Writer, p *plan.Plan) {
 	type key struct {
 		cache int
-		c     kvcache.CacheLayout
+		c     kvlayout.CacheLayout
 	}
 	counts := map[key]int{}
 	var order []key

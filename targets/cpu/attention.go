@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 )
 
 // attnKernel is DeepSeek-V4's shared-KV multi-query attention with sinks (MODEL.md §1).
@@ -20,7 +19,7 @@ type attnKernel struct {
 }
 
 func newAttention(sparse, decode bool) factory {
-	return func(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+	return func(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 		k := &attnKernel{layer: attrInt(a, "layer"), heads: attrInt(a, "heads"), dim: attrInt(a, "head_dim"),
 			window: attrInt(a, "window"), ratio: attrInt(a, "ratio"), scale: attrFloat(a, "scale"),
 			sparse: sparse, decode: decode}
@@ -39,7 +38,7 @@ type keySet struct {
 	entry []int32 // compressed: entry index; window keys: -1
 }
 
-func (k *attnKernel) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *attnKernel) Run(s *Step, a, r []Tensor) error {
 	q, kv, pos, sink, out := a[0].F32, a[1].F32, a[2].I32, a[3].F32, r[0].F32
 	var idx []int32
 	topk := 0

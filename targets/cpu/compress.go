@@ -5,8 +5,7 @@ import (
 	"math"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
-	"deepinfer/vm/kvcache"
+	"deepinfer/targets/cpu/kvstate"
 )
 
 // compressKernel is the KV compressor of HCA and CSA (MODEL.md §1, "Compressors").
@@ -25,7 +24,7 @@ type compressKernel struct {
 	kv, gate                            []float32 // scratch [T, width]
 }
 
-func newCompress(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newCompress(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	k := &compressKernel{layer: attrInt(a, "layer"), cache: attrInt(a, "cache"), ratio: attrInt(a, "ratio"),
 		dim: attrInt(a, "head_dim"), overlap: attrBool(a, "overlap"), eps: attrFloat(a, "eps"),
 		in: int(args[0].Last())}
@@ -37,14 +36,14 @@ func newCompress(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	return k, nil
 }
 
-func stateCache(seq *targets.Seq, layer, cache int) (*kvcache.Compressed, error) {
+func stateCache(seq *Seq, layer, cache int) (*kvstate.Compressed, error) {
 	if layer >= len(seq.State.Layers) || cache >= len(seq.State.Layers[layer].Caches) {
 		return nil, fmt.Errorf("layer %d has no compressor cache %d in the sequence state", layer, cache)
 	}
 	return &seq.State.Layers[layer].Caches[cache], nil
 }
 
-func (k *compressKernel) Run(s *targets.Step, a, _ []targets.Tensor) error {
+func (k *compressKernel) Run(s *Step, a, _ []Tensor) error {
 	t := a[0].Rows()
 	if cap(k.kv) < t*k.width {
 		k.kv = make([]float32, t*k.width)
@@ -75,7 +74,7 @@ func (k *compressKernel) Run(s *targets.Step, a, _ []targets.Tensor) error {
 }
 
 // absorb appends a sequence's new rows and emits every window they close.
-func (k *compressKernel) absorb(c *kvcache.Compressed, kv, gate, ape, norm []float32) {
+func (k *compressKernel) absorb(c *kvstate.Compressed, kv, gate, ape, norm []float32) {
 	c.PendKV = append(c.PendKV, kv...)
 	c.PendGate = append(c.PendGate, gate...)
 	win := k.ratio * k.width
@@ -111,7 +110,7 @@ func (k *compressKernel) absorb(c *kvcache.Compressed, kv, gate, ape, norm []flo
 
 // pool computes the softmax-gated sum of one window into entry, and for CSA saves the
 // window's Ca slice for the next one.
-func (k *compressKernel) pool(c *kvcache.Compressed, kv, gate, ape []float32, entry []float64) {
+func (k *compressKernel) pool(c *kvstate.Compressed, kv, gate, ape []float32, entry []float64) {
 	r, w, dim := k.ratio, k.width, k.dim
 	off := 0 // the series this window contributes to its own entry: Cb with overlap
 	if k.overlap {

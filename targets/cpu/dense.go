@@ -10,14 +10,13 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 	"deepinfer/vm/sampling"
 )
 
-// kfunc adapts a function to targets.Kernel.
-type kfunc func(s *targets.Step, args, res []targets.Tensor) error
+// kfunc adapts a function to Kernel.
+type kfunc func(s *Step, args, res []Tensor) error
 
-func (f kfunc) Run(s *targets.Step, args, res []targets.Tensor) error { return f(s, args, res) }
+func (f kfunc) Run(s *Step, args, res []Tensor) error { return f(s, args, res) }
 
 // parallelFor splits [0,n) over the cores when the work is worth it. work is the
 // approximate cost of one index in multiply-adds.
@@ -74,28 +73,28 @@ func gemmNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32
 		0, blas32.General{Rows: m, Cols: n, Stride: ldc, Data: c})
 }
 
-func newLinear(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newLinear(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	out, in := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		gemmNT(a[0].Rows(), out, in, a[0].F32, in, a[1].F32, in, r[0].F32, out)
 		return nil
 	}), nil
 }
 
-func newGroupedLinear(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+func newGroupedLinear(args, _ []ir.Type, at ir.Attrs) (Kernel, error) {
 	g := attrInt(at, "groups")
 	rowsW, in := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
 	out := rowsW / g
 	if isV41(at) {
 		keep := attrInt(at, "keep")
-		return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+		return kfunc(func(s *Step, a, r []Tensor) error {
 			for _, v := range views(s, keep) {
 				bf16Matmul(v.row, v.n, g, in, out, a[0].F32, a[1].F32, r[0].F32)
 			}
 			return nil
 		}), nil
 	}
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		t := a[0].Rows()
 		for j := 0; j < g; j++ {
 			gemmNT(t, out, in, a[0].F32[j*in:], g*in, a[1].F32[j*out*in:], in, r[0].F32[j*out:], g*out)
@@ -104,9 +103,9 @@ func newGroupedLinear(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
 	}), nil
 }
 
-func newEmbed(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newEmbed(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	v, d := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		for i, tok := range a[0].I32 {
 			if tok < 0 || int(tok) >= v {
 				return fmt.Errorf("token id %d at row %d is outside the vocabulary [0,%d)", tok, i, v)
@@ -117,10 +116,10 @@ func newEmbed(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
 	}), nil
 }
 
-func newLMHead(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newLMHead(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	v, d := int(args[2].Shape[0].N), int(args[2].Shape[1].N)
 	var gathered []float32
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		rows := a[1].I32
 		if cap(gathered) < len(rows)*d {
 			gathered = make([]float32, len(rows)*d)
@@ -139,14 +138,14 @@ func newLMHead(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
 }
 
 // rmsnorm: y = x / sqrt(mean(x²) + eps) (· w), per chunk of `group` elements.
-func newRMSNorm(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+func newRMSNorm(args, _ []ir.Type, at ir.Attrs) (Kernel, error) {
 	g := int(args[0].Last())
 	if v, ok := at.Int("group"); ok {
 		g = int(v)
 	}
 	eps := attrFloat(at, "eps")
 	weighted := len(args) == 2
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		x, y := a[0].F32, r[0].F32
 		var w []float32
 		if weighted {
@@ -172,8 +171,8 @@ func newRMSNorm(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
 	}), nil
 }
 
-func newAdd(_, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+func newAdd(_, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		x, y, z := a[0].F32, a[1].F32, r[0].F32
 		for i := range z {
 			z[i] = x[i] + y[i]
@@ -196,19 +195,19 @@ func swiglu(g, u, out []float32, limit float32) {
 	}
 }
 
-func newSwiGLU(_, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+func newSwiGLU(_, _ []ir.Type, at ir.Attrs) (Kernel, error) {
 	limit := float32(attrFloat(at, "limit"))
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		swiglu(a[0].F32, a[1].F32, r[0].F32, limit)
 		return nil
 	}), nil
 }
 
 // newSample draws one token per logits row (vm/sampling.Row, the VM's host sampler too).
-func newSample(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newSample(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	v := int(args[0].Last())
 	cols := int(ir.MaskCols(int64(v)))
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		logits, params, out := a[0].F32, a[1].F32, r[0].I32
 		var mask []int32
 		if len(a) == 3 {

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 )
 
 // indexKernel is the lightning indexer's selection (MODEL.md §1): query t scores every
@@ -18,7 +17,7 @@ type indexKernel struct {
 	scale                          float64
 }
 
-func newIndexTopK(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newIndexTopK(_, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	return &indexKernel{layer: attrInt(a, "layer"), ratio: attrInt(a, "ratio"), topk: attrInt(a, "topk"),
 		heads: attrInt(a, "heads"), dim: attrInt(a, "head_dim"), scale: attrFloat(a, "scale")}, nil
 }
@@ -47,7 +46,7 @@ func (h *minHeap) Pop() any {
 	return x
 }
 
-func (k *indexKernel) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *indexKernel) Run(s *Step, a, r []Tensor) error {
 	q, w, pos, out := a[0].F32, a[1].F32, a[2].I32, r[0].I32
 	hd := k.heads * k.dim
 	for si := range s.Seqs {

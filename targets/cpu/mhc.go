@@ -4,16 +4,15 @@ import (
 	"math"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 )
 
 // Manifold-constrained hyper-connections (MODEL.md §1, "Residual: mHC"). The mixes are
 // small per-token products, computed in float64 so the Sinkhorn projection is stable.
 
-func newHCInit(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+func newHCInit(args, _ []ir.Type, at ir.Attrs) (Kernel, error) {
 	n := attrInt(at, "mult")
 	d := int(args[0].Last())
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		x, y := a[0].F32, r[0].F32
 		for t := 0; t < a[0].Rows(); t++ {
 			for j := 0; j < n; j++ {
@@ -44,11 +43,11 @@ func mixRow(fn []float32, x []float32, normEps float64, out []float64) {
 	}
 }
 
-func newHCMix(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+func newHCMix(args, _ []ir.Type, at ir.Attrs) (Kernel, error) {
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
 	normEps, eps, iters := attrFloat(at, "norm_eps"), attrFloat(at, "eps"), attrInt(at, "iters")
 	m := (2 + n) * n
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		streams, fn, base, scale := a[0].F32, a[1].F32, a[2].F32, a[3].F32
 		pre, post, comb := r[0].F32, r[1].F32, r[2].F32
 		parallelFor(a[0].Rows(), m*n*d, func(lo, hi int) {
@@ -130,9 +129,9 @@ func collapse(streams []float32, w []float32, out []float32) {
 	}
 }
 
-func newHCCollapse(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newHCCollapse(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		for t := 0; t < a[0].Rows(); t++ {
 			collapse(a[0].F32[t*n*d:(t+1)*n*d], a[1].F32[t*n:(t+1)*n], r[0].F32[t*d:(t+1)*d])
 		}
@@ -141,9 +140,9 @@ func newHCCollapse(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
 }
 
 // hc_expand: new_k = post_k·out + Σ_j comb[j,k]·stream_j (combᵀ applied to the streams).
-func newHCExpand(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newHCExpand(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		streams, out, post, comb, y := a[0].F32, a[1].F32, a[2].F32, a[3].F32, r[0].F32
 		for t := 0; t < a[0].Rows(); t++ {
 			o := out[t*d : (t+1)*d]
@@ -167,10 +166,10 @@ func newHCExpand(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
 }
 
 // hc_head: pre = sigmoid(fn·x/rms(x)·scale + base) + eps, then collapse.
-func newHCHead(args, _ []ir.Type, at ir.Attrs) (targets.Kernel, error) {
+func newHCHead(args, _ []ir.Type, at ir.Attrs) (Kernel, error) {
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
 	normEps, eps := attrFloat(at, "norm_eps"), attrFloat(at, "eps")
-	return kfunc(func(s *targets.Step, a, r []targets.Tensor) error {
+	return kfunc(func(s *Step, a, r []Tensor) error {
 		streams, fn, base, scale := a[0].F32, a[1].F32, a[2].F32, a[3].F32
 		mix := make([]float64, n)
 		w := make([]float32, n)

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 )
 
 // Mixture of experts (MODEL.md §1, "MoE").
@@ -20,7 +19,7 @@ type routeKernel struct {
 	scale              float64
 }
 
-func newMoERoute(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newMoERoute(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	mode, _ := a.Str("mode")
 	scoring, _ := a.Str("scoring")
 	norm, _ := a.Bool("norm")
@@ -47,7 +46,7 @@ type route41 struct {
 	scores []float32
 }
 
-func (k *route41) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *route41) Run(s *Step, a, r []Tensor) error {
 	x, gate := a[0].F32, a[1].F32
 	var bias []float32
 	if len(a) == 3 {
@@ -112,7 +111,7 @@ func (k *routeKernel) score(logits []float64) {
 	}
 }
 
-func (k *routeKernel) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *routeKernel) Run(s *Step, a, r []Tensor) error {
 	x, gate := a[0].F32, a[1].F32
 	wOut, idOut := r[0].F32, r[1].I32
 	var errs errOnce
@@ -189,12 +188,12 @@ type expertsKernel struct {
 	slotOut             []float32
 }
 
-func newMoEExperts(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newMoEExperts(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	return &expertsKernel{experts: attrInt(a, "experts"), dim: int(args[0].Last()),
 		inter: int(args[3].Shape[0].N), limit: float32(attrFloat(a, "limit"))}, nil
 }
 
-func (k *expertsKernel) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *expertsKernel) Run(s *Step, a, r []Tensor) error {
 	x, wts, ids := a[0].F32, a[1].F32, a[2].I32
 	t, topk := a[0].Rows(), a[1].Shape[1]
 	d, in := k.dim, k.inter

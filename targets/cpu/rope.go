@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 )
 
 // ropeSpec is the interleaved partial RoPE of DeepSeek-V4: channel pairs (2i, 2i+1) of
@@ -125,14 +124,14 @@ func (r *ropeSpec) apply(row []float32, cos, sin []float64) {
 	}
 }
 
-func newRope(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newRope(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	spec := newRopeSpec(a, attrInt(a, "head_dim"))
 	sign := 1.0
 	if attrBool(a, "inverse") {
 		sign = -1
 	}
 	w := int(args[0].Last())
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		cos := make([]float64, spec.ropeDim/2)
 		sin := make([]float64, spec.ropeDim/2)
 		x, y := in[0].F32, r[0].F32

@@ -31,7 +31,7 @@ func (Target) Hardware() targets.Hardware {
 		NumericsEmulate: "native float32", ActivationBytes: 4}
 }
 
-type factory func(args, results []ir.Type, a ir.Attrs) (targets.Kernel, error)
+type factory func(args, results []ir.Type, a ir.Attrs) (Kernel, error)
 
 // kernels maps kernel names to their factories. Decode variants assume one new
 // token per sequence.
@@ -94,7 +94,7 @@ func (Target) Kernel(op, phase string) (string, bool) {
 }
 
 // Prepare implements targets.Executor.
-func (Target) Prepare(kernel string, args, results []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func (Target) Prepare(kernel string, args, results []ir.Type, a ir.Attrs) (Kernel, error) {
 	f, ok := kernels[kernel]
 	if !ok {
 		return nil, fmt.Errorf("cpu: unknown kernel %q", kernel)

@@ -5,9 +5,9 @@ import (
 	"math"
 
 	"deepinfer/ir"
+	"deepinfer/kvlayout"
 	"deepinfer/quant"
-	"deepinfer/targets"
-	"deepinfer/vm/kvcache"
+	"deepinfer/targets/cpu/kvstate"
 )
 
 // blockSoftmax is the V4.1 reference's sparse attention kernel for one query: the keys
@@ -74,7 +74,7 @@ type ringReader struct {
 	rows  [][]float32
 }
 
-func newRingReader(r *kvcache.Ring) *ringReader {
+func newRingReader(r *kvstate.Ring) *ringReader {
 	rr := &ringReader{rows: make([][]float32, r.Len())}
 	for i := range rr.rows {
 		rr.rows[i] = make([]float32, r.Dim)
@@ -103,7 +103,7 @@ type csaAttention struct {
 	scale                                                 float32
 }
 
-func newCSAAttention(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newCSAAttention(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	k := &csaAttention{layer: attrInt(a, "layer"), source: attrInt(a, "source"), ratio: attrInt(a, "ratio"),
 		heads: attrInt(a, "heads"), dim: attrInt(a, "head_dim"), window: attrInt(a, "window"), block: attrInt(a, "block"),
 		keep: attrInt(a, "keep"), scale: float32(attrFloat(a, "scale"))}
@@ -152,7 +152,7 @@ func compressedWidth(v seqView, p, ratio int) int {
 	return (p + 1) / ratio
 }
 
-func (k *csaAttention) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *csaAttention) Run(s *Step, a, r []Tensor) error {
 	q, kv, sink, out := a[0].F32, a[1].F32, a[3].F32, r[0].F32
 	var idx []int32
 	topk := 0
@@ -167,11 +167,11 @@ func (k *csaAttention) Run(s *targets.Step, a, r []targets.Tensor) error {
 		ring := &v.st.Layers[k.layer].Ring
 		rr := newRingReader(ring)
 		chunk := func(i int) []float32 { return kv[(v.row+i)*k.dim : (v.row+i+1)*k.dim] }
-		var cache *kvcache.Compressed
+		var cache *kvstate.Compressed
 		entries := map[int32][]float32{}
 		if k.ratio > 0 {
 			st := &v.st.Layers[k.source]
-			if len(st.Caches) == 0 || st.Caches[0].Kind != kvcache.CacheKV {
+			if len(st.Caches) == 0 || st.Caches[0].Kind != kvlayout.CacheKV {
 				return fmt.Errorf("layer %d reads KV source %d, which has no compressed cache", k.layer, k.source)
 			}
 			cache = &st.Caches[0]

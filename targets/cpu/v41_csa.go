@@ -7,9 +7,9 @@ import (
 	"slices"
 
 	"deepinfer/ir"
+	"deepinfer/kvlayout"
 	"deepinfer/quant"
-	"deepinfer/targets"
-	"deepinfer/vm/kvcache"
+	"deepinfer/targets/cpu/kvstate"
 )
 
 // CSA2 (MODEL.md §2): a KV source pools every group of `ratio` tokens into one
@@ -23,7 +23,7 @@ type csaCompress struct {
 	rope, krope                   ropeSpec
 }
 
-func newCSACompress(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newCSACompress(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	k := &csaCompress{layer: attrInt(a, "layer"), ratio: attrInt(a, "ratio"), dim: attrInt(a, "head_dim"),
 		idim: attrInt(a, "index_head_dim"), eps: attrFloat(a, "eps")}
 	k.rope = newRopeSpec(a, k.dim)
@@ -33,7 +33,7 @@ func newCSACompress(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	return k, nil
 }
 
-func (k *csaCompress) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *csaCompress) Run(s *Step, a, r []Tensor) error {
 	x := a[0].F32
 	D := a[0].Cols()
 	wkv := a[2].F32
@@ -51,7 +51,7 @@ func (k *csaCompress) Run(s *targets.Step, a, r []targets.Tensor) error {
 	d := k.dim
 	for _, v := range views(s, k.keep) {
 		st := &v.st.Layers[k.layer]
-		if len(st.Caches) == 0 || st.Caches[0].Kind != kvcache.CacheKV || (k.idim > 0 && (len(st.Caches) < 2 || st.Caches[1].Kind != kvcache.CacheIndexKeys)) {
+		if len(st.Caches) == 0 || st.Caches[0].Kind != kvlayout.CacheKV || (k.idim > 0 && (len(st.Caches) < 2 || st.Caches[1].Kind != kvlayout.CacheIndexKeys)) {
 			return fmt.Errorf("layer %d has no compressed cache (and index keys) in the sequence state", k.layer)
 		}
 		cache := &st.Caches[0]
@@ -139,7 +139,7 @@ type csaIndex struct {
 }
 
 func newCSAIndex(publish bool) factory {
-	return func(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+	return func(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 		return &csaIndex{layer: attrInt(a, "layer"), source: attrInt(a, "source"), ratio: attrInt(a, "ratio"),
 			topk: attrInt(a, "topk"), heads: attrInt(a, "heads"), dim: attrInt(a, "head_dim"), keep: attrInt(a, "keep"),
 			candBlocks: attrInt(a, "cand_blocks"), candSize: attrInt(a, "cand_block_size"),
@@ -158,7 +158,7 @@ func topByScore(scores []float32, k int, idx []int) []int {
 	return idx[:min(k, len(idx))]
 }
 
-func (k *csaIndex) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *csaIndex) Run(s *Step, a, r []Tensor) error {
 	q, w := a[0].F32, a[1].F32
 	var candIn []int32
 	if len(a) == 4 { // q, w, pos[, cand]: the state operand passes no buffer
@@ -176,7 +176,7 @@ func (k *csaIndex) Run(s *targets.Step, a, r []targets.Tensor) error {
 			src = publishedKeys(v.st, k.layer, v.pos)
 		}
 		st := &v.st.Layers[src]
-		if len(st.Caches) < 2 || st.Caches[1].Kind != kvcache.CacheIndexKeys {
+		if len(st.Caches) < 2 || st.Caches[1].Kind != kvlayout.CacheIndexKeys {
 			return fmt.Errorf("layer %d indexes KV source %d, which holds no index keys", k.layer, src)
 		}
 		keys := &st.Caches[1]
@@ -253,9 +253,9 @@ func (k *csaIndex) Run(s *targets.Step, a, r []targets.Tensor) error {
 // DeepSeek-V4.1's layouts, the ratio-1 owner: tiny-v41-dev's layer 3, the full model's
 // layer 20). The fixture's decode traces are computed this way; prefill (start_pos 0)
 // always publishes before reading, so there every layer reads its own source's keys.
-func publishedKeys(st *kvcache.Seq, layer, p int) int {
+func publishedKeys(st *kvstate.Seq, layer, p int) int {
 	emits := func(j, p int) bool {
-		if j >= len(st.Layers) || len(st.Layers[j].Caches) < 2 || st.Layers[j].Caches[1].Kind != kvcache.CacheIndexKeys {
+		if j >= len(st.Layers) || len(st.Layers[j].Caches) < 2 || st.Layers[j].Caches[1].Kind != kvlayout.CacheIndexKeys {
 			return false
 		}
 		r := st.Layers[j].Caches[1].Ratio

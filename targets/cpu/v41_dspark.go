@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 )
 
 // DSpark (MODEL.md §2): the drafter's stages keep a window ring of K=V rows projected
@@ -14,9 +13,9 @@ import (
 // (dspark_attention); the last stage's head adds the Markov head's bias of the previous
 // token, picks each draft greedily, and scores a confidence per row (dspark_head).
 
-func newDSparkPush(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newDSparkPush(_, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	layer, keep := attrInt(a, "layer"), attrInt(a, "keep")
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		d := in[0].Cols()
 		for _, v := range views(s, keep) {
 			if layer >= len(v.st.Layers) {
@@ -33,7 +32,7 @@ type dsparkAttention struct {
 	scale                            float32
 }
 
-func newDSparkAttention(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newDSparkAttention(_, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	return &dsparkAttention{layer: attrInt(a, "layer"), heads: attrInt(a, "heads"), dim: attrInt(a, "head_dim"),
 		window: attrInt(a, "window"), block: attrInt(a, "block"), scale: float32(attrFloat(a, "scale"))}, nil
 }
@@ -41,7 +40,7 @@ func newDSparkAttention(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 // Run: a sequence's block starts at the position after its last decoded token p; its
 // keys are the ring's slots 0..min(window, p+1)-1 in slot order (slot j holds the
 // latest position ≡ j mod window), as get_dspark_topk_idxs lists them, then the block.
-func (k *dsparkAttention) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *dsparkAttention) Run(s *Step, a, r []Tensor) error {
 	q, kv, sink, out := a[0].F32, a[1].F32, a[3].F32, r[0].F32
 	hd := k.heads * k.dim
 	for _, v := range views(s, 0) {
@@ -78,14 +77,14 @@ type dsparkHead struct {
 	block int
 }
 
-func newDSparkHead(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newDSparkHead(_, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	return &dsparkHead{block: attrInt(a, "block")}, nil
 }
 
 // Run is DSparkBlock.forward_head: logits = head·hn (fp32); row i adds the Markov head
 // of the block's token i (the anchor, then each greedy draft) and drafts argmax; the
 // confidence of row i is conf·[x_i, markov_embed(token i)].
-func (k *dsparkHead) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *dsparkHead) Run(s *Step, a, r []Tensor) error {
 	hn, x, tokens := a[0].F32, a[1].F32, a[2].I32
 	head, membed, mhead, conf := a[3].F32, a[4].F32, a[5].F32, a[6].F32
 	logits, ids, confOut := r[0].F32, r[1].I32, r[2].F32

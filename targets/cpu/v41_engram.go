@@ -7,7 +7,6 @@ import (
 	"deepinfer/engram"
 	"deepinfer/ir"
 	"deepinfer/quant"
-	"deepinfer/targets"
 )
 
 // Engram (MODEL.md §2): engram.py's NgramHashState (the n-gram hashes of each position,
@@ -20,7 +19,7 @@ type engramHash struct {
 	keep int
 }
 
-func newEngramHash(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newEngramHash(_, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	layers, _ := a.Ints("layers")
 	primes, _ := a.Ints("primes")
 	mult, _ := a.Ints("multipliers")
@@ -53,7 +52,7 @@ func newEngramHash(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 // here token ids past the tokenizer).
 const dead = -1
 
-func (k *engramHash) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *engramHash) Run(s *Step, a, r []Tensor) error {
 	tokens, tmap, out := a[0].I32, a[1].I32, r[0].I32
 	lay := k.lay
 	ctx := lay.MaxNgram - 1
@@ -104,11 +103,11 @@ func (k *engramHash) Run(s *targets.Step, a, r []targets.Tensor) error {
 	return nil
 }
 
-func newEngramLookup(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newEngramLookup(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	idx, cols := attrInt(a, "index"), attrInt(a, "cols")
 	rows, d := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
 	w := int(args[0].Last())
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		h, table, out := in[0].I32, in[1].F32, r[0].F32
 		for t := 0; t < in[0].Rows(); t++ {
 			for c := 0; c < cols; c++ {
@@ -126,11 +125,11 @@ func newEngramLookup(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 // newEngramMix is Engram.forward after the projection: per (token, stream), the gate
 // is σ(ssqrt(Σ h·q_w·k_w·key · rstd(h)·rstd(key) / √D)) with ssqrt the signed square
 // root of |dot| clamped at 1e-6, and the stream becomes bf16(h + gate·value).
-func newEngramMix(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newEngramMix(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
 	eps32 := float32(attrFloat(a, "eps"))
 	hh, kk, pp := make([]float32, d), make([]float32, d), make([]float32, d)
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		x, kv, qw, kw, y := in[0].F32, in[1].F32, in[2].F32, in[3].F32, r[0].F32
 		first, rows := seqRows(s, in[0].Rows())
 		for t := 0; t < in[0].Rows(); t++ {

@@ -2,8 +2,6 @@ package cpu
 
 import (
 	"math"
-
-	"deepinfer/targets"
 )
 
 // The reference runs its fp32 elementwise math through ATen's CPU kernels. torch.exp
@@ -75,7 +73,7 @@ func sigmoidAt(x float32, i, n int) float32 {
 // sequence's row count — so that an elementwise op's vector/tail split follows each
 // sequence alone, as the reference (one sequence per call) has it. Rows that are not
 // the step's tokens (n ≠ T) count as one sequence.
-func seqRows(s *targets.Step, n int) (first, rows []int) {
+func seqRows(s *Step, n int) (first, rows []int) {
 	first, rows = make([]int, n), make([]int, n)
 	total := 0
 	for _, q := range s.Seqs {

@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"deepinfer/ir"
-	"deepinfer/targets"
 )
 
 // The single-pass mHC of V4.1 in the reference's fp32 order (v41_order.go says why the
@@ -12,7 +11,7 @@ import (
 
 func isV41(a ir.Attrs) bool { n, _ := a.Str("numerics"); return n == "v41" }
 
-func newHCMixAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newHCMixAny(args, res []ir.Type, a ir.Attrs) (Kernel, error) {
 	if !isV41(a) {
 		return newHCMix(args, res, a)
 	}
@@ -21,7 +20,7 @@ func newHCMixAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	iters, keep := attrInt(a, "iters"), attrInt(a, "keep")
 	m := (2 + n) * n
 	var mixes, sq []float32
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		streams, fn, base, scale := in[0].F32, in[1].F32, in[2].F32, in[3].F32
 		pre, post, comb := r[0].F32, r[1].F32, r[2].F32
 		T := in[0].Rows()
@@ -115,12 +114,12 @@ func splitSinkhorn(mx, scale, base []float32, n, iters int, eps float32, pre, po
 	}
 }
 
-func newHCExpandAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newHCExpandAny(args, res []ir.Type, a ir.Attrs) (Kernel, error) {
 	if !isV41(a) {
 		return newHCExpand(args, res, a)
 	}
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		streams, out, post, comb, y := in[0].F32, in[1].F32, in[2].F32, in[3].F32, r[0].F32
 		for t := 0; t < in[0].Rows(); t++ {
 			o := out[t*d : (t+1)*d]
@@ -140,7 +139,7 @@ func newHCExpandAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	}), nil
 }
 
-func newRMSNormAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newRMSNormAny(args, res []ir.Type, a ir.Attrs) (Kernel, error) {
 	if !isV41(a) {
 		return newRMSNorm(args, res, a)
 	}
@@ -151,7 +150,7 @@ func newRMSNormAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	eps := float32(attrFloat(a, "eps"))
 	weighted := len(args) == 2
 	var sq []float32
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		x, y := in[0].F32, r[0].F32
 		sq = grow(sq, g)
 		for c := 0; c+g <= len(x); c += g {

@@ -7,8 +7,7 @@ import (
 
 	"deepinfer/ir"
 	"deepinfer/quant"
-	"deepinfer/targets"
-	"deepinfer/vm/kvcache"
+	"deepinfer/targets/cpu/kvstate"
 )
 
 // DeepSeek-V4.1's numerics (MODEL.md §2, "Quantization"). The reference runs in bf16
@@ -24,13 +23,13 @@ type seqView struct {
 	row, n, pos int // first row (in T, or K for a tail), rows, position of the first
 	full        int // rows of the sequence in the step (n ≤ full)
 	fromZero    bool
-	st          *kvcache.Seq
+	st          *kvstate.Seq
 }
 
 // views lists the step's sequences; keep > 0 restricts each to its last keep rows. A
 // view is fromZero when it is a whole prefill starting at position 0 (the reference's
 // start_pos == 0 path, whose index lists this target reproduces exactly).
-func views(s *targets.Step, keep int) []seqView {
+func views(s *Step, keep int) []seqView {
 	out := make([]seqView, len(s.Seqs))
 	row := 0
 	for i, q := range s.Seqs {
@@ -47,7 +46,7 @@ func views(s *targets.Step, keep int) []seqView {
 	return out
 }
 
-func newFakeQuant(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newFakeQuant(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	format, _ := a.Str("format")
 	g := attrInt(a, "group")
 	last := int(args[0].Last())
@@ -58,7 +57,7 @@ func newFakeQuant(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 			return nil, fmt.Errorf("fake_quant: unknown format %q", format)
 		}
 	}
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		x, y := in[0].F32, r[0].F32
 		copy(y, x)
 		if f == 0 {
@@ -87,14 +86,14 @@ func quantizeActs(act string, block, in int, x, dst []float32) {
 	}
 }
 
-func newQLinear(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newQLinear(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	out, in := int(args[1].Shape[0].N), int(args[1].Shape[1].N)
 	act, _ := a.Str("act")
 	o, _ := a.Str("out")
 	block := attrInt(a, "block")
 	keep := attrInt(a, "keep")
 	var xq []float32
-	return kfunc(func(s *targets.Step, x, r []targets.Tensor) error {
+	return kfunc(func(s *Step, x, r []Tensor) error {
 		t := x[0].Rows()
 		xq = grow(xq, t*in)
 		quantizeActs(act, block, in, x[0].F32, xq)
@@ -124,10 +123,10 @@ func gemmRows(t, out, in int, x, w, y []float32) {
 	})
 }
 
-func newHCSelect(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newHCSelect(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
 	j := attrInt(a, "index")
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		for t := 0; t < in[0].Rows(); t++ {
 			copy(r[0].F32[t*d:(t+1)*d], in[0].F32[(t*n+j)*d:(t*n+j+1)*d])
 		}
@@ -135,9 +134,9 @@ func newHCSelect(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	}), nil
 }
 
-func newHCMean(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newHCMean(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	n, d := int(args[0].Shape[1].N), int(args[0].Shape[2].N)
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		x, y := in[0].F32, r[0].F32
 		for t := 0; t < in[0].Rows(); t++ {
 			for i := 0; i < d; i++ {
@@ -152,14 +151,14 @@ func newHCMean(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
 	}), nil
 }
 
-func newConcat(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
+func newConcat(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	widths := make([]int, len(args))
 	total := 0
 	for i, t := range args {
 		widths[i] = int(t.Last())
 		total += widths[i]
 	}
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		y := r[0].F32
 		for t := 0; t < r[0].Rows(); t++ {
 			off := t * total
@@ -173,14 +172,14 @@ func newConcat(args, _ []ir.Type, _ ir.Attrs) (targets.Kernel, error) {
 }
 
 // newTailRows copies each sequence's last keep rows (SWA bounded replay).
-func newTailRows(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newTailRows(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	keep := attrInt(a, "keep")
 	w := 1
 	for _, d := range args[0].Shape[1:] {
 		w *= int(d.N)
 	}
 	isInt := args[0].DType == ir.I32
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		for j, v := range views(s, keep) {
 			q := s.Seqs[j]
 			from := q.Row + q.N - v.n
@@ -195,9 +194,9 @@ func newTailRows(args, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 }
 
 // newTailIndex renumbers logit rows from step rows to tail rows.
-func newTailIndex(_, _ []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newTailIndex(_, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 	keep := attrInt(a, "keep")
-	return kfunc(func(s *targets.Step, in, r []targets.Tensor) error {
+	return kfunc(func(s *Step, in, r []Tensor) error {
 		vs := views(s, keep)
 		for i, row := range in[0].I32 {
 			found := false
@@ -232,7 +231,7 @@ type v41Experts struct {
 	slotOut                    []float32
 }
 
-func newMoEExpertsAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
+func newMoEExpertsAny(args, res []ir.Type, a ir.Attrs) (Kernel, error) {
 	if n, _ := a.Str("numerics"); n == "v41" {
 		return &v41Experts{experts: attrInt(a, "experts"), dim: int(args[0].Last()), inter: int(args[3].Shape[0].N),
 			block: 32, limit: float32(attrFloat(a, "limit"))}, nil
@@ -240,7 +239,7 @@ func newMoEExpertsAny(args, res []ir.Type, a ir.Attrs) (targets.Kernel, error) {
 	return newMoEExperts(args, res, a)
 }
 
-func (k *v41Experts) Run(s *targets.Step, a, r []targets.Tensor) error {
+func (k *v41Experts) Run(s *Step, a, r []Tensor) error {
 	x, wts, ids := a[0].F32, a[1].F32, a[2].I32
 	t, topk := a[0].Rows(), a[1].Shape[1]
 	d, in := k.dim, k.inter

@@ -1,40 +1,13 @@
-package kvcache
+package kvstate
 
 import (
-	"fmt"
-
+	"deepinfer/kvlayout"
 	"deepinfer/quant"
 )
-
-// Cache kinds of DeepSeek-V4.1's KV source layers.
-const (
-	// CacheKV is a KV source's compressed entries (RoPE'd, FP4), which every layer that
-	// reads this source attends over; its PendKV/PendGate hold the open group.
-	CacheKV = "kv"
-	// CacheIndexKeys is the source's index keys, which every indexer reading this
-	// source scores.
-	CacheIndexKeys = "index_keys"
-)
-
-// ringGroup is the MXFP8 group of a packed window ring row.
-const ringGroup = 32
 
 // pageEntries is how many entries one page of a packed cache holds: caches grow a page
 // at a time and never move the entries they hold.
 const pageEntries = 64
-
-func checkFmt(format string, group, dim int) error {
-	if format == "" {
-		return nil
-	}
-	if _, ok := quant.ParseFormat(format); !ok {
-		return fmt.Errorf("unknown storage format %q", format)
-	}
-	if group < 1 || dim%group != 0 || (format != "mxfp8" && group%2 != 0) {
-		return fmt.Errorf("group %d does not split rows of %d", group, dim)
-	}
-	return nil
-}
 
 // pages is a growable store of packed entries.
 type pages struct {
@@ -54,7 +27,7 @@ func (c *Compressed) init() {
 	}
 	g := c.Group
 	if f == quant.MXFP8 && g == 0 {
-		g = ringGroup
+		g = kvlayout.RingGroup
 	}
 	c.pages = pages{fmt: f, group: g, dim: c.Dim, rowBytes: f.RowBytes(c.Dim, g)}
 }
@@ -98,36 +71,6 @@ func (c *Compressed) EntryBytes() int {
 		return 4 * c.Dim
 	}
 	return c.pages.rowBytes
-}
-
-// RingRowBytes is the stored size of one window ring row of l.
-func (l *LayerLayout) RingRowBytes() int {
-	if f, ok := quant.ParseFormat(l.RingFmt); ok {
-		return f.RowBytes(l.Dim, ringGroup)
-	}
-	return 4 * l.Dim
-}
-
-// RingRows is the rows l's ring keeps.
-func (l *LayerLayout) RingRows() int {
-	if l.RingCap > 0 {
-		return l.RingCap
-	}
-	return max(l.Window-1, 0)
-}
-
-// EntryBytesPerToken is the compressed-cache bytes one more token adds to a sequence
-// of layout l: each cache's entry size over its ratio.
-func (l *Layout) EntryBytesPerToken() float64 {
-	var b float64
-	for _, ll := range l.Layers {
-		for _, c := range ll.Caches {
-			cc := Compressed{CacheLayout: c}
-			cc.init()
-			b += float64(cc.EntryBytes()) / float64(c.Ratio)
-		}
-	}
-	return b
 }
 
 // PushEngram appends compressed ids to the sequence's Engram history, keeping the last

@@ -1,10 +1,11 @@
-package kvcache
+package kvstate
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"deepinfer/kvlayout"
 	"deepinfer/quant"
 )
 
@@ -12,11 +13,11 @@ import (
 // window ring's MXFP8 rows and the compressed caches' FP4 entries, across page
 // boundaries, are the fake-quantized rows that were pushed.
 func TestV41PackedState(t *testing.T) {
-	l := &Layout{Layers: []LayerLayout{{
+	l := &kvlayout.Layout{Layers: []kvlayout.LayerLayout{{
 		Window: 16, Dim: 64, RingFmt: "mxfp8",
-		Caches: []CacheLayout{
-			{Ratio: 2, Dim: 64, Kind: CacheKV, Fmt: "fp4_e4m3", Group: 16},
-			{Ratio: 2, Dim: 32, Kind: CacheIndexKeys, Fmt: "fp4_ue8m0", Group: 32},
+		Caches: []kvlayout.CacheLayout{
+			{Ratio: 2, Dim: 64, Kind: kvlayout.CacheKV, Fmt: "fp4_e4m3", Group: 16},
+			{Ratio: 2, Dim: 32, Kind: kvlayout.CacheIndexKeys, Fmt: "fp4_ue8m0", Group: 32},
 		},
 	}}, EngramContext: 3}
 	if err := l.Validate(); err != nil {

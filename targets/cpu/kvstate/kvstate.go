@@ -1,11 +1,12 @@
-// Package kvcache holds the per-sequence decode state of a DeepSeek-V4 model.
+// Package kvstate is the cpu target's per-sequence decode state of a DeepSeek-V4 model,
+// in Go slices, allocated from a kvlayout.Layout.
 //
 // Every layer keeps a window ring of the last window-1 K=V rows (the current step's rows
 // complete the window). Compressed layers add one or two compressor caches (the
 // attention's, and for CSA the lightning indexer's): the rows of a window that has not
 // closed yet, the previous window's Ca slice for the overlapping CSA series, and the
 // compressed entries emitted so far. The layout is computed by the compiler and carried
-// in the plan; this package only allocates and updates it.
+// in the plan (package kvlayout); this package only allocates and updates it.
 //
 // DeepSeek-V4.1 (MODEL.md §2) adds, in v41.go: window rings stored as MXFP8 (E4M3
 // values with a power-of-two scale per 32: 528 B per 512-wide row); compressed caches
@@ -13,45 +14,12 @@
 // (E2M1 with an E4M3 scale per 16: 288 B per 512-wide entry); the index keys beside
 // them (FP4 with a UE8M0 scale per 32: 68 B per 128-wide key); the compressor's partial
 // group; the Engram n-gram history; and the DSpark stages' window rings.
-package kvcache
+package kvstate
 
 import (
-	"fmt"
-
+	"deepinfer/kvlayout"
 	"deepinfer/quant"
 )
-
-// CacheLayout describes one compressor cache.
-type CacheLayout struct {
-	Ratio   int  // source tokens per entry
-	Dim     int  // entry width
-	Overlap bool // CSA: two series, width 2·Dim per source row
-	// V4.1: Kind is CacheKV (a KV source's compressed entries) or CacheIndexKeys ("" for
-	// V4's caches); Fmt is the entry storage ("" float32, or a quant block format name)
-	// in groups of Group values.
-	Kind  string
-	Fmt   string
-	Group int
-}
-
-// LayerLayout describes one layer's state.
-type LayerLayout struct {
-	Window int // window size in tokens (the ring keeps Window-1 rows)
-	Dim    int // K=V row width
-	Caches []CacheLayout
-	// RingCap is the rows the ring keeps when it is not Window-1 (a DSpark stage keeps
-	// a whole window); RingFmt is the row storage: "" float32, "mxfp8" packed.
-	RingCap int
-	RingFmt string
-}
-
-// Layout is the state layout of a whole model.
-type Layout struct {
-	Layers []LayerLayout
-	// EngramContext is how many previous compressed token ids a sequence keeps for the
-	// Engram n-gram hashes (max_ngram-1); 0 without Engram.
-	EngramContext int
-}
 
 // Ring keeps the last Cap rows of a layer's K=V stream with their positions.
 type Ring struct {
@@ -68,7 +36,7 @@ type Ring struct {
 func newRing(dim, capRows int, format string) Ring {
 	r := Ring{Dim: dim, Cap: capRows, pos: make([]int32, capRows)}
 	if f, ok := quant.ParseFormat(format); ok {
-		r.fmt, r.rowBytes = f, f.RowBytes(dim, ringGroup)
+		r.fmt, r.rowBytes = f, f.RowBytes(dim, kvlayout.RingGroup)
 		r.q = make([]byte, capRows*r.rowBytes)
 	} else {
 		r.data = make([]float32, capRows*dim)
@@ -83,7 +51,7 @@ func (r *Ring) Len() int { return r.n }
 // ring's rows come from RowInto.
 func (r *Ring) Row(i int) ([]float32, int32) {
 	if r.fmt != 0 {
-		panic("kvcache: Row on a packed ring")
+		panic("kvstate: Row on a packed ring")
 	}
 	j := (r.head + i) % r.Cap
 	return r.data[j*r.Dim : (j+1)*r.Dim], r.pos[j]
@@ -93,7 +61,7 @@ func (r *Ring) Row(i int) ([]float32, int32) {
 func (r *Ring) RowInto(i int, dst []float32) int32 {
 	j := (r.head + i) % r.Cap
 	if r.fmt != 0 {
-		r.fmt.Unpack(r.q[j*r.rowBytes:(j+1)*r.rowBytes], ringGroup, dst)
+		r.fmt.Unpack(r.q[j*r.rowBytes:(j+1)*r.rowBytes], kvlayout.RingGroup, dst)
 	} else {
 		copy(dst, r.data[j*r.Dim:(j+1)*r.Dim])
 	}
@@ -123,7 +91,7 @@ func (r *Ring) Push(rows []float32, pos0 int) {
 		}
 		src := rows[i*r.Dim : (i+1)*r.Dim]
 		if r.fmt != 0 {
-			r.fmt.Pack(src, ringGroup, r.q[j*r.rowBytes:(j+1)*r.rowBytes])
+			r.fmt.Pack(src, kvlayout.RingGroup, r.q[j*r.rowBytes:(j+1)*r.rowBytes])
 		} else {
 			copy(r.data[j*r.Dim:(j+1)*r.Dim], src)
 		}
@@ -133,7 +101,7 @@ func (r *Ring) Push(rows []float32, pos0 int) {
 
 // Compressed is one compressor cache.
 type Compressed struct {
-	CacheLayout
+	kvlayout.CacheLayout
 	// Pending rows of the open window: raw projections, Width() floats per row.
 	PendKV, PendGate []float32
 	// Previous closed window's Ca slice (gate includes the position bias), Ratio×Dim.
@@ -174,7 +142,7 @@ type Seq struct {
 }
 
 // New allocates an empty state for layout l.
-func New(l *Layout) *Seq {
+func New(l *kvlayout.Layout) *Seq {
 	s := &Seq{Layers: make([]Layer, len(l.Layers))}
 	for i, ll := range l.Layers {
 		capRows := ll.Window - 1
@@ -192,36 +160,6 @@ func New(l *Layout) *Seq {
 		}
 	}
 	return s
-}
-
-// Validate checks a layout's numbers before anything is allocated from it.
-func (l *Layout) Validate() error {
-	if len(l.Layers) > 1<<16 {
-		return fmt.Errorf("kv layout: %d layers", len(l.Layers))
-	}
-	if l.EngramContext < 0 || l.EngramContext > 64 {
-		return fmt.Errorf("kv layout: engram context %d out of range", l.EngramContext)
-	}
-	for i, ll := range l.Layers {
-		if ll.Window < 1 || ll.Window > 1<<20 || ll.Dim < 1 || ll.Dim > 1<<16 || len(ll.Caches) > 2 || ll.RingCap < 0 || ll.RingCap > 1<<20 {
-			return fmt.Errorf("kv layout: layer %d: window %d, dim %d, ring %d, %d caches out of range", i, ll.Window, ll.Dim, ll.RingCap, len(ll.Caches))
-		}
-		if err := checkFmt(ll.RingFmt, ringGroup, ll.Dim); err != nil {
-			return fmt.Errorf("kv layout: layer %d ring: %v", i, err)
-		}
-		for j, c := range ll.Caches {
-			if c.Ratio < 1 || c.Ratio > 1<<16 || c.Dim < 1 || c.Dim > 1<<16 {
-				return fmt.Errorf("kv layout: layer %d cache %d: ratio %d, dim %d out of range", i, j, c.Ratio, c.Dim)
-			}
-			if c.Kind != "" && c.Kind != CacheKV && c.Kind != CacheIndexKeys {
-				return fmt.Errorf("kv layout: layer %d cache %d: unknown kind %q", i, j, c.Kind)
-			}
-			if err := checkFmt(c.Fmt, c.Group, c.Dim); err != nil {
-				return fmt.Errorf("kv layout: layer %d cache %d: %v", i, j, err)
-			}
-		}
-	}
-	return nil
 }
 
 // Bytes is the state's current footprint.

@@ -1,9 +1,13 @@
-package kvcache
+package kvstate
 
-import "testing"
+import (
+	"testing"
+
+	"deepinfer/kvlayout"
+)
 
 func TestRingKeepsLastRows(t *testing.T) {
-	l := &Layout{Layers: []LayerLayout{{Window: 4, Dim: 2}}}
+	l := &kvlayout.Layout{Layers: []kvlayout.LayerLayout{{Window: 4, Dim: 2}}}
 	s := New(l)
 	r := &s.Layers[0].Ring
 	rows := func(n, start int) []float32 {
@@ -27,18 +31,5 @@ func TestRingKeepsLastRows(t *testing.T) {
 	r.Push(rows(1, 7), 7)
 	if _, p := r.Row(0); p != 5 {
 		t.Fatalf("oldest position %d after one more push, want 5", p)
-	}
-}
-
-func TestLayoutValidate(t *testing.T) {
-	bad := []Layout{
-		{Layers: []LayerLayout{{Window: 0, Dim: 8}}},
-		{Layers: []LayerLayout{{Window: 8, Dim: 8, Caches: []CacheLayout{{Ratio: 0, Dim: 8}}}}},
-		{Layers: []LayerLayout{{Window: 8, Dim: 8, Caches: make([]CacheLayout, 3)}}},
-	}
-	for i, l := range bad {
-		if l.Validate() == nil {
-			t.Errorf("layout %d accepted", i)
-		}
 	}
 }

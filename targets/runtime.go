@@ -1,0 +1,195 @@
+package targets
+
+import (
+	"fmt"
+
+	"deepinfer/plan"
+	"deepinfer/quant"
+	"deepinfer/safetensors"
+)
+
+// The executing side of a target. divm hands an Executor a plan and its weights in their
+// checkpoint storage formats; the executor owns everything from then on — the weights
+// (widened or kept packed, as it likes), the arena, every sequence's state — and the VM
+// only drives steps: it says which sequences advance by which tokens and which logits
+// rows it wants back, and reads back the sampled tokens, and logits only for the rows
+// that asked. Sampling and grammar masks run where the logits are.
+
+// Executor is a target that runs plans on this machine.
+type Executor interface {
+	Target
+	// Open takes a plan and its weights (manifest order) and prepares every program.
+	// The runtime owns the weights' memory afterwards.
+	Open(p *plan.Plan, w []Weight, o Options) (Runtime, error)
+}
+
+// Hook wraps one kernel call (tracing, profiling). It must call run exactly once and
+// return its error. index is the instruction's index in its program.
+type Hook func(phase string, index int, in *plan.Instr, run func() error) error
+
+// Options are the VM's requests to a runtime.
+type Options struct {
+	Hook Hook
+}
+
+// Runtime is an opened plan.
+type Runtime interface {
+	// NewState allocates an empty sequence state (window rings, compressed caches,
+	// index keys, Engram history, DSpark rings) wherever the runtime keeps it.
+	NewState() (State, error)
+	// HasPhase reports whether the plan has a program for phase.
+	HasPhase(phase string) bool
+	// Step runs one program over a batch: it uploads the step's inputs, runs the
+	// program, and fills out with the sampled token of every logits row, the logits
+	// of the rows that asked, and the program's extra outputs (the DSpark draft's).
+	// A failed step leaves the states of its sequences unusable.
+	Step(in *StepIn, out *StepOut) error
+	// Close releases everything the runtime holds.
+	Close() error
+}
+
+// State is one sequence's state, owned by the runtime that made it.
+type State interface {
+	// Release frees the state's memory; the state must not be used again.
+	Release()
+}
+
+// StepIn is one step's batch, laid out as the arrays a device uploads: sequences advance
+// by their tokens, packed row-wise in Seqs order; logits rows are named by their token
+// row.
+type StepIn struct {
+	Phase  string
+	Seqs   []SeqIn
+	Tokens []int32 // the step's tokens, packed: Seqs[i]'s are the next Seqs[i].N
+	// Rows are the token rows whose logits are computed and sampled from, in order.
+	Rows []int32
+	// Sample is, per logits row, (temperature, top-p, top-k, uniform draw).
+	Sample []float32
+	// Masks is nil when no row is constrained, else one entry per row: nil, or the
+	// row's grammar mask (⌈V/64⌉ words, bit i%64 of word i/64 set for allowed ids).
+	Masks [][]uint64
+	// Want is nil when no row's logits are read back, else one flag per row.
+	Want []bool
+}
+
+// SeqIn is one sequence's part of a step.
+type SeqIn struct {
+	State State
+	N     int // tokens this step
+	Pos   int // position of the sequence's first token this step
+}
+
+// StepOut is what a step returns.
+type StepOut struct {
+	Tokens []int32     // the sampled token of each logits row
+	Logits [][]float32 // per logits row, its logits when StepIn.Want asked (else nil)
+	// The DSpark draft program's outputs, one per token row: the greedy draft token
+	// and its confidence.
+	Drafts      []int32
+	Confidences []float32
+}
+
+// Weight is one manifest tensor in its checkpoint storage format.
+type Weight struct {
+	Name    string
+	Storage string // plan.Weight.Storage: "f32", "bf16", "i32", "fp8_b32_ue8m0", "fp8_g32_ue8m0", "fp4_g32_ue8m0"
+	Shape   []int
+	// Host values, for f32 and i32 storage (and weights widened at load: V4's FP8
+	// checkpoints, seeded and derived weights).
+	F32 []float32
+	I32 []int32
+	// Packed values for the other formats: bf16 (2 bytes a value), FP8 e4m3 codes (1)
+	// or FP4 e2m1 codes (two a byte, the even element low); Scales are UE8M0 bytes, one
+	// per 32×32 block (fp8_b32), per 32 values of a row (fp8_g32, fp4_g32).
+	Codes, Scales []byte
+}
+
+// Elems is the value count.
+func (w *Weight) Elems() int {
+	n := 1
+	for _, d := range w.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Bytes is what the weight occupies in its storage format.
+func (w *Weight) Bytes() int {
+	return 4*len(w.F32) + 4*len(w.I32) + len(w.Codes) + len(w.Scales)
+}
+
+// Packed reports whether the values are held in a packed format (Codes).
+func (w *Weight) Packed() bool { return w.Codes != nil }
+
+// Check verifies that the weight's values fill its shape in its storage format.
+func (w *Weight) Check() error {
+	n := w.Elems()
+	want := func(what string, have, need int) error {
+		if have != need {
+			return fmt.Errorf("weight %q (%s %v): %d %s, want %d", w.Name, w.Storage, w.Shape, have, what, need)
+		}
+		return nil
+	}
+	switch {
+	case w.F32 != nil:
+		return want("values", len(w.F32), n)
+	case w.I32 != nil:
+		return want("values", len(w.I32), n)
+	case w.Storage == "bf16":
+		return want("bf16 bytes", len(w.Codes), 2*n)
+	case w.Storage == "fp4_g32_ue8m0", w.Storage == "fp8_b32_ue8m0", w.Storage == "fp8_g32_ue8m0":
+		if len(w.Shape) != 2 {
+			return fmt.Errorf("weight %q: %s needs a matrix, not %v", w.Name, w.Storage, w.Shape)
+		}
+		rows, cols := w.Shape[0], w.Shape[1]
+		codes, scales := n, rows*((cols+31)/32)
+		switch w.Storage {
+		case "fp4_g32_ue8m0":
+			codes = (n + 1) / 2
+		case "fp8_b32_ue8m0":
+			scales = ((rows + 31) / 32) * ((cols + 31) / 32)
+		}
+		if err := want("code bytes", len(w.Codes), codes); err != nil {
+			return err
+		}
+		return want("scale bytes", len(w.Scales), scales)
+	}
+	return fmt.Errorf("weight %q: no values for storage %q", w.Name, w.Storage)
+}
+
+// Float32 widens the weight to float32 values (the cpu target's view of it).
+func (w *Weight) Float32() ([]float32, error) {
+	if err := w.Check(); err != nil {
+		return nil, err
+	}
+	n := w.Elems()
+	switch {
+	case w.F32 != nil:
+		return w.F32, nil
+	case w.I32 != nil:
+		return nil, fmt.Errorf("weight %q is integer", w.Name)
+	case w.Storage == "bf16":
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = safetensors.BF16ToFloat32(uint16(w.Codes[2*i]) | uint16(w.Codes[2*i+1])<<8)
+		}
+		return out, nil
+	case w.Storage == "fp4_g32_ue8m0":
+		return quant.DequantFP4(w.Codes, w.Scales, w.Shape[0], w.Shape[1], 32)
+	case w.Storage == "fp8_b32_ue8m0" || w.Storage == "fp8_g32_ue8m0":
+		rows, cols := w.Shape[0], w.Shape[1]
+		sc := (cols + 31) / 32
+		out := make([]float32, n)
+		for r := 0; r < rows; r++ {
+			for c := 0; c < cols; c++ {
+				si := r*sc + c/32
+				if w.Storage == "fp8_b32_ue8m0" {
+					si = r/32*sc + c/32
+				}
+				out[r*cols+c] = quant.DecodeE4M3(w.Codes[r*cols+c]) * quant.DecodeUE8M0(w.Scales[si])
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("weight %q: no values for storage %q", w.Name, w.Storage)
+}
