@@ -30,6 +30,9 @@ type Hook func(phase string, index int, in *plan.Instr, run func() error) error
 // Options are the VM's requests to a runtime.
 type Options struct {
 	Hook Hook
+	// MaxTokens is the largest step (packed tokens) the VM will send; a device runtime
+	// sizes its arena for it when the plan is opened (0: the runtime's default).
+	MaxTokens int
 }
 
 // Runtime is an opened plan.

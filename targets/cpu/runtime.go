@@ -44,6 +44,52 @@ func (t Target) Open(p *plan.Plan, ws []targets.Weight, o targets.Options) (targ
 	return rt, nil
 }
 
+// OpenAny opens a plan compiled for any target with this target's kernels, chosen by
+// each instruction's op and phase: the reference a device runtime is checked against,
+// instruction by instruction, on the device's own plan.
+func OpenAny(p *plan.Plan, ws []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	if p.Target == "cpu" {
+		return Target{}.Open(p, ws, o)
+	}
+	cp := *p
+	cp.Programs = make([]plan.Program, len(p.Programs))
+	for i, pr := range p.Programs {
+		cp.Programs[i] = pr
+		cp.Programs[i].Instrs = append([]plan.Instr(nil), pr.Instrs...)
+		for j := range cp.Programs[i].Instrs {
+			in := &cp.Programs[i].Instrs[j]
+			k, ok := Target{}.Kernel(in.Op, pr.Phase)
+			if !ok {
+				return nil, fmt.Errorf("cpu: no kernel for op %s", in.Op)
+			}
+			in.Kernel = k
+		}
+	}
+	return Target{}.Open(&cp, ws, o)
+}
+
+// Arg copies argument j (counting present operands) of instruction index of phase as
+// it is now (from a Hook, before run: the values the instruction will read).
+func (rt *hostRuntime) Arg(phase string, index, j int) ([]float32, []int32, error) {
+	pr := rt.progs[phase]
+	if pr == nil || index < 0 || index >= len(pr.calls) || j < 0 || j >= len(pr.calls[index].args) {
+		return nil, nil, fmt.Errorf("no argument %d of %s instr %d", j, phase, index)
+	}
+	t := pr.calls[index].args[j]
+	return append([]float32(nil), t.F32...), append([]int32(nil), t.I32...), nil
+}
+
+// Result copies result j of instruction index of phase as the last step left it (from
+// a Hook, right after run, for a value the program overwrites later).
+func (rt *hostRuntime) Result(phase string, index, j int) ([]float32, []int32, error) {
+	pr := rt.progs[phase]
+	if pr == nil || index < 0 || index >= len(pr.calls) || j < 0 || j >= len(pr.calls[index].results) {
+		return nil, nil, fmt.Errorf("no result %d of %s instr %d", j, phase, index)
+	}
+	t := pr.calls[index].results[j]
+	return append([]float32(nil), t.F32...), append([]int32(nil), t.I32...), nil
+}
+
 // OpenProbe opens a plan of any target with kernels that do nothing, no weights and no
 // sequence state, so that a step costs only what the VM and this runtime do around the
 // kernels (divm overhead).

@@ -1,0 +1,289 @@
+package cuda_test
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/plan"
+	"deepinfer/targets"
+	_ "deepinfer/targets/all"
+	"deepinfer/targets/cpu"
+	"deepinfer/targets/cuda"
+	"deepinfer/vm"
+)
+
+// The instruction-by-instruction check: the same plan, the same steps, on the cpu
+// target's kernels and on this target's (the emulated device in CI, the GPU with
+// -device gpu), every instruction's results compared as they are produced.
+
+var device = flag.String("device", "emulated", "run the cuda runtime on the emulated device or the gpu")
+
+var fixtures = []string{"tiny-v4-dev", "tiny-v41-dev", "tiny-v41-dev2"}
+
+type recorder struct {
+	get    func(phase string, index, j int) ([]float32, []int32, error)
+	getArg func(phase string, index, j int) ([]float32, []int32, error)
+	setArg func(phase string, index, j int, f []float32, i []int32) error
+	vals   map[string][][]float32
+	ints   map[string][][]int32
+	// the reference's inputs, recorded (ref) or fed to each instruction (device, -force)
+	args  map[string][][]float32
+	iargs map[string][][]int32
+	ref   *recorder
+	step  int
+}
+
+func (r *recorder) hook(phase string, index int, in *plan.Instr, run func() error) error {
+	k := fmt.Sprintf("%d/%s/%d", r.step, phase, index)
+	n := 0
+	for j := range in.Args {
+		if in.Args[j].Kind == plan.OpNone {
+			continue
+		}
+		if in.Args[j].Kind == plan.OpSlot {
+			switch {
+			case r.getArg != nil:
+				f, i, err := r.getArg(phase, index, n)
+				if err != nil {
+					return err
+				}
+				r.args[k] = append(r.args[k], f)
+				r.iargs[k] = append(r.iargs[k], i)
+			case r.ref != nil && *force:
+				m := 0
+				for jj := 0; jj < j; jj++ {
+					if in.Args[jj].Kind == plan.OpSlot {
+						m++
+					}
+				}
+				if err := r.setArg(phase, index, n, r.ref.args[k][m], r.ref.iargs[k][m]); err != nil {
+					return err
+				}
+			}
+		}
+		n++
+	}
+	if err := run(); err != nil {
+		return err
+	}
+	for j := range in.Results {
+		if in.Results[j].Kind == plan.OpNone {
+			continue
+		}
+		f, i, err := r.get(phase, index, j)
+		if err != nil {
+			return err
+		}
+		r.vals[k] = append(r.vals[k], f)
+		r.ints[k] = append(r.ints[k], i)
+	}
+	return nil
+}
+
+func openPair(t *testing.T, model string) (*plan.Plan, targets.Runtime, targets.Runtime, *recorder, *recorder) {
+	t.Helper()
+	out, err := compiler.Compile(compiler.Options{ModelDir: "../../testdata/" + model, Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := out.Plan
+	ws, err := vm.LoadWeights(p, "../../testdata/"+model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &recorder{vals: map[string][][]float32{}, ints: map[string][][]int32{}, args: map[string][][]float32{}, iargs: map[string][][]int32{}}
+	dev := &recorder{vals: map[string][][]float32{}, ints: map[string][][]int32{}, ref: ref}
+	c, err := cpu.OpenAny(p, ws, targets.Options{Hook: ref.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := c.(interface {
+		Result(string, int, int) ([]float32, []int32, error)
+		Arg(string, int, int) ([]float32, []int32, error)
+	})
+	ref.get, ref.getArg = acc.Result, acc.Arg
+	var g *cuda.Runtime
+	switch *device {
+	case "gpu":
+		r, err := cuda.Open(p, ws, targets.Options{Hook: dev.hook, MaxTokens: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g = r.(*cuda.Runtime)
+	default:
+		g, err = cuda.OpenEmulated(p, ws, targets.Options{Hook: dev.hook, MaxTokens: 64}, 4<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev.get, dev.setArg = g.Result, g.SetArg
+	t.Logf("%s on %s: %+v", model, *device, g.Info())
+	return p, c, g, ref, dev
+}
+
+// relErr is max|a-b| / max|b|.
+func relErr(a, b []float32) float64 {
+	var d, m float64
+	for i := range b {
+		if math.IsNaN(float64(a[i])) != math.IsNaN(float64(b[i])) {
+			return math.Inf(1)
+		}
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+		m = max(m, math.Abs(float64(b[i])))
+	}
+	if m == 0 {
+		return d
+	}
+	return d / m
+}
+
+// steps drives both runtimes through the same batch: two prompts prefilled together,
+// decode steps fed with the reference's tokens, and a DSpark draft step when the plan
+// has one.
+func TestInstructionsMatchCPU(t *testing.T) {
+	for _, model := range fixtures {
+		t.Run(model, func(t *testing.T) {
+			p, ref, dev, rr, dr := openPair(t, model)
+			defer ref.Close()
+			defer dev.Close()
+			V := p.Model.Vocab
+			prompts := [][]int32{make([]int32, 13), make([]int32, 6)}
+			for i := range prompts {
+				for j := range prompts[i] {
+					prompts[i][j] = int32((j*131 + i*17 + 7) % V)
+				}
+			}
+			type pair struct{ r, d targets.State }
+			var seqs []pair
+			for range prompts {
+				a, err := ref.NewState()
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := dev.NewState()
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs = append(seqs, pair{a, b})
+			}
+			pos := make([]int, len(prompts))
+			next := make([][]int32, len(prompts))
+			copy(next, prompts)
+			worst := 0.0
+			var refTokens []int32
+			failed := map[string]bool{}
+			run := func(step int, phase string) []int32 {
+				for _, side := range []int{0, 1} {
+					in := &targets.StepIn{Phase: phase}
+					for i := range prompts {
+						st := seqs[i].r
+						if side == 1 {
+							st = seqs[i].d
+						}
+						in.Seqs = append(in.Seqs, targets.SeqIn{State: st, N: len(next[i]), Pos: pos[i]})
+						in.Tokens = append(in.Tokens, next[i]...)
+					}
+					rows := 0
+					for i := range prompts {
+						rows += len(next[i])
+						if phase == plan.PhaseDraft {
+							for j := rows - len(next[i]); j < rows; j++ {
+								in.Rows = append(in.Rows, int32(j))
+								in.Sample = append(in.Sample, 0, 0, 0, 0)
+							}
+						} else {
+							in.Rows = append(in.Rows, int32(rows-1))
+							in.Sample = append(in.Sample, 0, 0, 0, 0)
+						}
+					}
+					rr.step, dr.step = step, step
+					var out targets.StepOut
+					var err error
+					if side == 0 {
+						err = ref.Step(in, &out)
+					} else {
+						err = dev.Step(in, &out)
+					}
+					if err != nil {
+						t.Fatalf("step %d (%s) on side %d: %v", step, phase, side, err)
+					}
+					if side == 0 {
+						refTokens = out.Tokens
+					}
+				}
+				if phase != plan.PhaseDraft {
+					for i := range prompts {
+						pos[i] += len(next[i])
+						next[i] = []int32{refTokens[i]}
+					}
+				}
+				// compare every instruction of the step, in program order
+				pr := p.Program(phase)
+				for idx := range pr.Instrs {
+					k := fmt.Sprintf("%d/%s/%d", step, phase, idx)
+					for j := range rr.vals[k] {
+						a, b := dr.vals[k][j], rr.vals[k][j]
+						ai, bi := dr.ints[k][j], rr.ints[k][j]
+						if len(a) != len(b) || len(ai) != len(bi) {
+							t.Fatalf("step %d %s instr %d (%s) result %d: %d/%d values on the device, %d/%d on the cpu", step, phase, idx, pr.Instrs[idx].Op, j, len(a), len(ai), len(b), len(bi))
+						}
+						e := relErr(a, b)
+						for x := range bi {
+							if ai[x] != bi[x] {
+								e = math.Inf(1)
+							}
+						}
+						if *only != "" && !strings.Contains(","+*only+",", ","+pr.Instrs[idx].Op+",") {
+							continue
+						}
+						worst = max(worst, e)
+						if e > *tol && *keepGoing {
+							if !failed[pr.Instrs[idx].Op] {
+								t.Errorf("step %d %s instr %d (%s, %s) result %d: relative error %.3g", step, phase, idx, pr.Instrs[idx].Op, pr.Instrs[idx].Kernel, j, e)
+							}
+							failed[pr.Instrs[idx].Op] = true
+						} else if e > *tol {
+							t.Fatalf("step %d %s instr %d (%s, %s) result %d: relative error %.3g", step, phase, idx, pr.Instrs[idx].Op, pr.Instrs[idx].Kernel, j, e)
+						}
+					}
+				}
+				return nil
+			}
+			run(0, plan.PhasePrefill)
+			for s := 1; s <= 3; s++ {
+				run(s, plan.PhaseDecode)
+			}
+			if p.Program(plan.PhaseDraft) != nil {
+				B := p.Model.DSpark.Block
+				for i := range next {
+					anchor := next[i][0]
+					next[i] = make([]int32, B)
+					for j := range next[i] {
+						next[i][j] = int32(p.Model.DSpark.Noise)
+					}
+					next[i][0] = anchor
+				}
+				run(4, plan.PhaseDraft)
+			}
+			t.Logf("%s: every instruction within %.3g of the cpu target (worst %.3g)", model, *tol, worst)
+		})
+	}
+}
+
+var (
+	tol       = flag.Float64("tol", 1e-5, "largest relative error an instruction may show")
+	keepGoing = flag.Bool("keepgoing", false, "report the first failure of every op instead of stopping at the first")
+	only      = flag.String("ops", "", "check only these ops (comma-separated)")
+	force     = flag.Bool("force", false, "feed every device instruction the cpu target's inputs, so that each is checked alone")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	cuda.SetPartial()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,322 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// The emulated device: a driver whose memory is Go memory and whose kernels are the
+// same CUDA C sources compiled by the host's C++ compiler (prelude.h, DI_EMULATE). It
+// runs the runtime's whole path — buffers, arena, uploads, launches, read-backs, the
+// kernel cache — on a machine without a GPU, and computes what the device computes
+// wherever a kernel follows the conventions in prelude.h.
+
+// fakeDriver implements driver in Go.
+type fakeDriver struct {
+	mu      sync.Mutex
+	allocs  []fakeAlloc // sorted by base
+	live    uint64
+	total   uint64
+	stats   FakeStats
+	modules []fakeModule
+	failAt  map[string]int // call name → fail on its n-th use (tests of error paths)
+	calls   map[string]int
+}
+
+// FakeStats counts what the runtime asked of the fake driver.
+type FakeStats struct {
+	Allocs, Frees, Launches, Syncs, Streams, Modules, Uploads, Downloads int
+	PeakBytes                                                            uint64
+}
+
+type fakeAlloc struct {
+	base uintptr
+	mem  []byte
+}
+
+type fakeModule struct {
+	handle uintptr
+	file   string
+}
+
+func newFakeDriver(total uint64) *fakeDriver {
+	return &fakeDriver{total: total, calls: map[string]int{}, failAt: map[string]int{}}
+}
+
+func (d *fakeDriver) fail(call string) error {
+	d.calls[call]++
+	if n, ok := d.failAt[call]; ok && d.calls[call] == n {
+		return &cuError{call: call, code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY (injected)"}
+	}
+	return nil
+}
+
+func (d *fakeDriver) Version() int              { return 13000 }
+func (d *fakeDriver) DeviceCount() (int, error) { return 1, nil }
+func (d *fakeDriver) DeviceName(int) string     { return "emulated device (host C++ kernels)" }
+func (d *fakeDriver) Capability(int) (int, int, error) {
+	return 9, 0, nil
+}
+func (d *fakeDriver) TotalMem(int) uint64 { return d.total }
+func (d *fakeDriver) Context(int) error   { return nil }
+func (d *fakeDriver) Release(int)         {}
+func (d *fakeDriver) MemInfo() (uint64, uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.total - d.live, d.total, nil
+}
+
+func (d *fakeDriver) Alloc(n uint64) (devptr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.fail("cuMemAlloc"); err != nil {
+		return 0, err
+	}
+	if n == 0 || d.live+n > d.total {
+		return 0, &cuError{call: "cuMemAlloc", code: 2, name: "CUDA_ERROR_OUT_OF_MEMORY"}
+	}
+	mem := make([]byte, n+256)
+	base := uintptr(unsafe.Pointer(&mem[0]))
+	off := (256 - base%256) % 256
+	mem = mem[off : off+uintptr(n)]
+	base += off
+	i := sort.Search(len(d.allocs), func(i int) bool { return d.allocs[i].base > base })
+	d.allocs = append(d.allocs, fakeAlloc{})
+	copy(d.allocs[i+1:], d.allocs[i:])
+	d.allocs[i] = fakeAlloc{base, mem}
+	d.live += n
+	d.stats.Allocs++
+	d.stats.PeakBytes = max(d.stats.PeakBytes, d.live)
+	return devptr(base), nil
+}
+
+func (d *fakeDriver) find(p devptr, n uint64) ([]byte, error) {
+	i := sort.Search(len(d.allocs), func(i int) bool { return d.allocs[i].base > uintptr(p) }) - 1
+	if i < 0 {
+		return nil, fmt.Errorf("address %#x is not device memory", p)
+	}
+	a := d.allocs[i]
+	off := uintptr(p) - a.base
+	if off+uintptr(n) > uintptr(len(a.mem)) {
+		return nil, fmt.Errorf("%d bytes at %#x overrun an allocation of %d", n, p, len(a.mem))
+	}
+	return a.mem[off : off+uintptr(n)], nil
+}
+
+func (d *fakeDriver) Free(p devptr) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, a := range d.allocs {
+		if a.base == uintptr(p) {
+			d.live -= uint64(len(a.mem))
+			d.allocs = append(d.allocs[:i], d.allocs[i+1:]...)
+			d.stats.Frees++
+			return nil
+		}
+	}
+	return &cuError{call: "cuMemFree", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
+}
+
+// Live is the device memory allocated and not freed.
+func (d *fakeDriver) Live() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.live
+}
+
+func (d *fakeDriver) HtoD(dst devptr, src unsafe.Pointer, n uint64, _ stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	m, err := d.find(dst, n)
+	if err != nil {
+		return &cuError{call: "cuMemcpyHtoDAsync", code: 1, name: err.Error()}
+	}
+	copy(m, unsafe.Slice((*byte)(src), n))
+	d.stats.Uploads++
+	return nil
+}
+
+func (d *fakeDriver) DtoH(dst unsafe.Pointer, src devptr, n uint64, _ stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	m, err := d.find(src, n)
+	if err != nil {
+		return &cuError{call: "cuMemcpyDtoHAsync", code: 1, name: err.Error()}
+	}
+	copy(unsafe.Slice((*byte)(dst), n), m)
+	d.stats.Downloads++
+	return nil
+}
+
+func (d *fakeDriver) Memset(dst devptr, v byte, n uint64, _ stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, err := d.find(dst, n)
+	if err != nil {
+		return &cuError{call: "cuMemsetD8Async", code: 1, name: err.Error()}
+	}
+	for i := range m {
+		m[i] = v
+	}
+	return nil
+}
+
+// emuMagic starts an emulated module image (a host shared library).
+var emuMagic = []byte("\x7fELF")
+
+func (d *fakeDriver) LoadModule(image []byte) (module, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stats.Modules++
+	if !strings.HasPrefix(string(image), string(emuMagic)) {
+		// not an emulated image: a module whose functions only count launches
+		d.modules = append(d.modules, fakeModule{})
+		return module(len(d.modules)), nil
+	}
+	f, err := os.CreateTemp("", "deepinfer-emu-*.so")
+	if err != nil {
+		return 0, err
+	}
+	_, werr := f.Write(image)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	h, err := purego.Dlopen(f.Name(), purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		os.Remove(f.Name())
+		return 0, &cuError{call: "cuModuleLoadData", code: 200, name: "CUDA_ERROR_INVALID_IMAGE: " + err.Error()}
+	}
+	d.modules = append(d.modules, fakeModule{handle: h, file: f.Name()})
+	return module(len(d.modules)), nil
+}
+
+// fakeFunction is a function of an emulated module: its host symbol (0 for a module
+// that only counts).
+type fakeFunction struct{ sym uintptr }
+
+var (
+	fakeFuncMu sync.Mutex
+	fakeFuncs  []fakeFunction
+)
+
+func (d *fakeDriver) Function(m module, name string) (function, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m == 0 || int(m) > len(d.modules) {
+		return 0, &cuError{call: "cuModuleGetFunction", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	var sym uintptr
+	if h := d.modules[m-1].handle; h != 0 {
+		s, err := purego.Dlsym(h, "emu_"+name)
+		if err != nil {
+			return 0, &cuError{call: "cuModuleGetFunction", code: 500, name: "CUDA_ERROR_NOT_FOUND: " + name}
+		}
+		sym = s
+	}
+	fakeFuncMu.Lock()
+	defer fakeFuncMu.Unlock()
+	fakeFuncs = append(fakeFuncs, fakeFunction{sym})
+	return function(len(fakeFuncs)), nil
+}
+
+func (d *fakeDriver) Launch(f function, grid, block uint32, _ stream, arg unsafe.Pointer) error {
+	d.mu.Lock()
+	if err := d.fail("cuLaunchKernel"); err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	d.stats.Launches++
+	d.mu.Unlock()
+	if grid == 0 || block == 0 {
+		return &cuError{call: "cuLaunchKernel", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
+	}
+	fakeFuncMu.Lock()
+	fn := fakeFuncs[f-1]
+	fakeFuncMu.Unlock()
+	if fn.sym != 0 {
+		purego.SyscallN(fn.sym, uintptr(arg), uintptr(grid)*uintptr(block))
+	}
+	return nil
+}
+
+func (d *fakeDriver) NewStream() (stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stats.Streams++
+	return stream(d.stats.Streams), nil
+}
+
+func (d *fakeDriver) Sync(stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stats.Syncs++
+	return nil
+}
+
+func (d *fakeDriver) NewEvent() (event, error)   { return 1, nil }
+func (d *fakeDriver) Record(event, stream) error { return nil }
+func (d *fakeDriver) Elapsed(event, event) (float32, error) {
+	return 0, nil
+}
+
+func (d *fakeDriver) close() {
+	for _, m := range d.modules {
+		if m.file != "" {
+			os.Remove(m.file)
+		}
+	}
+}
+
+// hostCompiler compiles the kernel sources for the emulated device with the host's
+// C++ compiler ($CXX, else c++).
+type hostCompiler struct{ cxx, version string }
+
+func newHostCompiler() (*hostCompiler, error) {
+	cxx := os.Getenv("CXX")
+	if cxx == "" {
+		cxx = "c++"
+	}
+	out, err := exec.Command(cxx, "-dumpfullversion", "-dumpversion").Output()
+	if err != nil {
+		return nil, fmt.Errorf("the emulated device needs a host C++ compiler (%s): %v", cxx, err)
+	}
+	return &hostCompiler{cxx: cxx, version: cxx + " " + strings.TrimSpace(string(out))}, nil
+}
+
+func (h *hostCompiler) Version() string { return "emulated " + h.version }
+
+func (h *hostCompiler) Compile(src, name string, _ []string) ([]byte, string, error) {
+	dir, err := os.MkdirTemp("", "deepinfer-emu-build-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(dir)
+	in, out := dir+"/"+name+".cc", dir+"/"+name+".so"
+	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(h.cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-fno-fast-math",
+		"-DDI_EMULATE", "-o", out, in)
+	log, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, string(log), fmt.Errorf("%s: %v", h.cxx, err)
+	}
+	img, err := os.ReadFile(out)
+	return img, string(log), err
+}

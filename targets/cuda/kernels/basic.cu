@@ -1,0 +1,159 @@
+// basic.cu: embedding, elementwise ops, RMSNorm (V4), the dense float32 GEMMs of V4
+// (linear, lm_head) and the sampler. Each is a port of the cpu target's kernel with the
+// same arithmetic in the same order (targets/cpu/dense.go, vm/sampling).
+
+struct EmbedArgs { const int* tokens; Weight table; float* out; i64 T; i64 V; i64 D; i64* err; };
+KERNEL(embed, EmbedArgs) {
+  for (i64 i = GIDX; i < a.T * a.D; i += GSTRIDE) {
+    i64 t = i / a.D, d = i % a.D;
+    int tok = a.tokens[t];
+    if (tok < 0 || tok >= a.V) { *a.err = 1; continue; }
+    a.out[i] = wval(a.table, tok, d);
+  }
+}
+
+struct AddArgs { const float* x; const float* y; float* z; i64 n; };
+KERNEL(add, AddArgs) {
+  for (i64 i = GIDX; i < a.n; i += GSTRIDE) a.z[i] = a.x[i] + a.y[i];
+}
+
+DEV float silu32(float x) { return x / (1.0f + (float)exp((double)(-x))); }
+
+struct SwiGLUArgs { const float* g; const float* u; float* out; i64 n; double limit; };
+KERNEL(swiglu, SwiGLUArgs) {
+  float limit = (float)a.limit;
+  for (i64 i = GIDX; i < a.n; i += GSTRIDE) {
+    float gv = a.g[i], uv = a.u[i];
+    if (limit > 0) {
+      gv = fmin32(gv, limit);
+      uv = fmax32(fmin32(uv, limit), -limit);
+    }
+    a.out[i] = silu32(gv) * uv;
+  }
+}
+
+// rmsnorm (V4): per chunk of g values, y = x / sqrt(mean(x²) + eps) (· w), the sum of
+// squares in float64.
+struct RMSNormArgs { const float* x; Weight w; float* y; i64 chunks; i64 g; double eps; i64 weighted; };
+KERNEL(rmsnorm, RMSNormArgs) {
+  for (i64 c = GIDX; c < a.chunks; c += GSTRIDE) {
+    const float* x = a.x + c * a.g;
+    float* y = a.y + c * a.g;
+    double ss = 0;
+    for (i64 i = 0; i < a.g; i++) ss += (double)x[i] * (double)x[i];
+    double inv = 1.0 / sqrt(ss / (double)a.g + a.eps);
+    for (i64 i = 0; i < a.g; i++) {
+      float v = (float)((double)x[i] * inv);
+      y[i] = a.weighted ? v * wval(a.w, 0, i) : v;
+    }
+  }
+}
+
+// gemm_nt: c[m, n] = Σ_k a[m, k]·w[n, k] in float32, k in order. rows (when set) picks
+// a's rows (lm_head's logit rows), checked against arows.
+struct GemmArgs { const float* x; const int* rows; Weight w; float* c; i64 M; i64 N; i64 K; i64 arows; i64* err; };
+KERNEL(gemm_nt, GemmArgs) {
+  for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {
+    i64 m = i / a.N, n = i % a.N;
+    i64 r = m;
+    if (a.rows) {
+      r = a.rows[m];
+      if (r < 0 || r >= a.arows) { *a.err = 2; continue; }
+    }
+    const float* x = a.x + r * a.K;
+    float acc = 0;
+    for (i64 k = 0; k < a.K; k++) acc += x[k] * wval(a.w, n, k);
+    a.c[i] = acc;
+  }
+}
+
+// sample: one token per logits row, vm/sampling.Row. scratch holds, per row, V doubles
+// (probabilities) and V ints (the candidate order).
+DEV bool sample_allowed(const int* words, i64 id) {
+  u32 w = (u32)words[2 * (id >> 6) + ((id >> 5) & 1)];
+  return ((w >> (id & 31)) & 1) != 0;
+}
+
+// before reports whether candidate x sorts before y: higher probability, then lower id.
+DEV bool sample_before(const double* prob, int x, int y) {
+  if (prob[x] != prob[y]) return prob[x] > prob[y];
+  return x < y;
+}
+
+DEV void sample_sift(int* order, const double* prob, i64 root, i64 n) {
+  // a max-heap on "sorts after", so that popping yields the sorted order at the end
+  for (;;) {
+    i64 child = 2 * root + 1;
+    if (child >= n) return;
+    if (child + 1 < n && sample_before(prob, order[child], order[child + 1])) child++;
+    if (!sample_before(prob, order[root], order[child])) return;
+    int t = order[root]; order[root] = order[child]; order[child] = t;
+    root = child;
+  }
+}
+
+struct SampleArgs { const float* logits; const float* params; const int* mask; int* out; i64 R; i64 V; i64 cols; char* scratch; };
+KERNEL(sample, SampleArgs) {
+  for (i64 r = GIDX; r < a.R; r += GSTRIDE) {
+    const float* lg = a.logits + r * a.V;
+    const float* p = a.params + 4 * r;
+    double temp = (double)p[0], topP = (double)p[1], U = (double)p[3];
+    i64 topK = (i64)p[2];
+    const int* words = 0;
+    if (a.mask && a.mask[r * a.cols] != 0) words = a.mask + r * a.cols + 1;
+    if (temp == 0) {
+      i64 best = -1;
+      for (i64 i = 0; i < a.V; i++)
+        if ((!words || sample_allowed(words, i)) && (best < 0 || lg[i] > lg[best])) best = i;
+      a.out[r] = (int)(best < 0 ? 0 : best);
+      continue;
+    }
+    double* prob = (double*)(a.scratch + r * a.V * 12);
+    int* order = (int*)(a.scratch + r * a.V * 12 + a.V * 8);
+    double mx = -F64_INF;
+    for (i64 i = 0; i < a.V; i++)
+      if (!words || sample_allowed(words, i)) mx = fmax64(mx, (double)lg[i]);
+    double sum = 0;
+    i64 n = 0;
+    for (i64 i = 0; i < a.V; i++) {
+      if (words && !sample_allowed(words, i)) continue;
+      prob[i] = exp(((double)lg[i] - mx) / temp);
+      sum += prob[i];
+      order[n++] = (int)i;
+    }
+    if (n == 0) { a.out[r] = 0; continue; }
+    if (topK == 0 && (topP <= 0 || topP >= 1)) {
+      double u = U * sum;
+      int pick = order[n - 1];
+      for (i64 j = 0; j < n; j++) {
+        u -= prob[order[j]];
+        if (u < 0) { pick = order[j]; break; }
+      }
+      a.out[r] = pick;
+      continue;
+    }
+    // heap sort into the order sampling.Row sorts by
+    for (i64 j = n / 2 - 1; j >= 0; j--) sample_sift(order, prob, j, n);
+    for (i64 end = n - 1; end > 0; end--) {
+      int t = order[0]; order[0] = order[end]; order[end] = t;
+      sample_sift(order, prob, 0, end);
+    }
+    if (topK > 0 && topK < n) n = topK;
+    if (topP > 0 && topP < 1) {
+      double acc = 0;
+      for (i64 j = 0; j < n; j++) {
+        acc += prob[order[j]] / sum;
+        if (acc >= topP) { n = j + 1; break; }
+      }
+    }
+    double kept = 0;
+    for (i64 j = 0; j < n; j++) kept += prob[order[j]];
+    double u = U * kept;
+    int pick = order[n - 1];
+    for (i64 j = 0; j < n; j++) {
+      u -= prob[order[j]];
+      if (u < 0) { pick = order[j]; break; }
+    }
+    a.out[r] = pick;
+  }
+}

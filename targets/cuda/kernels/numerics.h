@@ -1,0 +1,255 @@
+// numerics.h: DeepSeek-V4.1's fp32 summation orders and elementwise paths, ported from
+// the cpu target (targets/cpu/v41_order.go, v41_exp.go) operation for operation, so
+// that a kernel built on them rounds exactly where the cpu target (and the V4.1
+// reference it reproduces) rounds. Every fused multiply-add is the cpu target's fma32:
+// an exact double FMA rounded to float32.
+#ifdef DI_EMULATE
+#define DEVM inline
+#else
+#define DEVM __device__ __forceinline__
+#endif
+
+DEV float fma32(float a, float b, float c) { return (float)fma((double)a, (double)b, (double)c); }
+
+// Row accessors for the dot products: a float32 row, or a weight matrix row in any
+// storage format (widened exactly as the cpu target widens it).
+struct FRow {
+  const float* p;
+  DEVM float operator()(i64 k) const { return p[k]; }
+};
+struct WRow {
+  Weight w;
+  i64 r;
+  DEVM float operator()(i64 k) const { return wval(w, r, k); }
+};
+
+DEV int ceil_log2(i64 n) {
+  int l = 0;
+  while ((1ll << l) < n) l++;
+  return l;
+}
+
+// cascade_sum is ATen's vectorized inner sum of a contiguous fp32 row (cpu: cascadeSum).
+template <class X>
+DEVM float cascade_sum(X x, i64 n) {
+  const int lanes = 8, ilp = 4, levels = 4;
+  i64 nvec = n / lanes;
+  i64 sizeILP = nvec / ilp;
+  int power = 4;
+  if (sizeILP > 1) {
+    int p = ceil_log2(sizeILP) / levels;
+    power = p > 4 ? p : 4;
+  }
+  i64 step = 1ll << power;
+  i64 mask = step - 1;
+  float acc[levels][ilp][lanes];
+  for (int a0 = 0; a0 < levels; a0++)
+    for (int a1 = 0; a1 < ilp; a1++)
+      for (int a2 = 0; a2 < lanes; a2++) acc[a0][a1][a2] = 0;
+  i64 i = 0;
+  while (i + step <= sizeILP) {
+    for (i64 j = 0; j < step; j++) {
+      for (int k = 0; k < ilp; k++)
+        for (int l = 0; l < lanes; l++) acc[0][k][l] += x((i * ilp + k) * lanes + l);
+      i++;
+    }
+    for (int j = 1; j < levels; j++) {
+      for (int k = 0; k < ilp; k++) {
+        for (int l = 0; l < lanes; l++) {
+          acc[j][k][l] += acc[j - 1][k][l];
+          acc[j - 1][k][l] = 0;
+        }
+      }
+      if ((i & (mask << (j * power))) != 0) break;
+    }
+  }
+  for (; i < sizeILP; i++)
+    for (int k = 0; k < ilp; k++)
+      for (int l = 0; l < lanes; l++) acc[0][k][l] += x((i * ilp + k) * lanes + l);
+  for (int j = 1; j < levels; j++)
+    for (int k = 0; k < ilp; k++)
+      for (int l = 0; l < lanes; l++) acc[0][k][l] += acc[j][k][l];
+  float ps[ilp][lanes];
+  for (int k = 0; k < ilp; k++)
+    for (int l = 0; l < lanes; l++) ps[k][l] = acc[0][k][l];
+  for (i64 t = sizeILP * ilp; t < nvec; t++)
+    for (int l = 0; l < lanes; l++) ps[0][l] += x(t * lanes + l);
+  for (int k = 1; k < ilp; k++)
+    for (int l = 0; l < lanes; l++) ps[0][l] += ps[k][l];
+  float fin = 0;
+  for (i64 t = nvec * lanes; t < n; t++) fin += x(t);
+  for (int l = 0; l < lanes; l++) fin += ps[0][l];
+  return fin;
+}
+
+// MKL's sgemm orders for F.linear (cpu: fp32Linear, mklOrder).
+enum { ORDER_SEQ = 0, ORDER_GEMV = 1, ORDER_SMALL = 2, ORDER_SPLIT2 = 3, ORDER_SPLIT4 = 4 };
+
+DEV i64 small_rows(i64 K, i64 N) {
+  if (N >= 448 && K < 256) return 3;
+  return imin(15, K / 24);
+}
+
+DEV int mkl_order(i64 m, i64 K, i64 N) {
+  if (m == 1 && N >= 8) return ORDER_GEMV;
+  if (m <= small_rows(K, N)) return ORDER_SMALL;
+  if (m >= 17 && m <= 128 && N < 32 && m * N * K >= 294912) {
+    if (K >= 1024 && K % 4 == 0) return ORDER_SPLIT4;
+    if (K % 2 == 0) return ORDER_SPLIT2;
+  }
+  return ORDER_SEQ;
+}
+
+template <class X, class W>
+DEVM float dot_seq(X x, W w, i64 k0, i64 k1) {
+  float v = 0;
+  for (i64 k = k0; k < k1; k++) v = fma32(x(k), w(k), v);
+  return v;
+}
+
+DEV float halving16(float* v) {
+  for (int len = 16; len > 1; len /= 2) {
+    int h = len / 2;
+    for (int i = 0; i < h; i++) v[i] += v[i + h];
+  }
+  return v[0];
+}
+
+template <class X, class W>
+DEVM float dot_gemv(X x, W w, i64 K) {
+  float lanes[16];
+  for (int l = 0; l < 16; l++) lanes[l] = 0;
+  lanes[0] = x(0) * w(0);
+  i64 nvec = (K - 1) / 16;
+  for (i64 t = 0; t < nvec; t++)
+    for (int l = 0; l < 16; l++) {
+      i64 k = 1 + 16 * t + l;
+      lanes[l] = fma32(x(k), w(k), lanes[l]);
+    }
+  float s = halving16(lanes);
+  if (1 + 16 * nvec == K) return s;
+  float tail[16];
+  for (int l = 0; l < 16; l++) tail[l] = 0;
+  tail[0] = s;
+  for (i64 k = 1 + 16 * nvec; k < K; k++) {
+    i64 l = k - (1 + 16 * nvec);
+    tail[l] = fma32(x(k), w(k), tail[l]);
+  }
+  return halving16(tail);
+}
+
+template <class X, class W>
+DEVM float dot_small(X x, W w, i64 K) {
+  float acc[4][4];
+  for (int u = 0; u < 4; u++)
+    for (int l = 0; l < 4; l++) acc[u][l] = 0;
+  for (i64 k = 0; k < K; k++) {
+    int u = (int)((k / 4) % 4), l = (int)(k % 4);
+    acc[u][l] = fma32(x(k), w(k), acc[u][l]);
+  }
+  float v[4];
+  for (int l = 0; l < 4; l++) {
+    float s = acc[0][l];
+    for (int u = 1; u < 4; u++) s += acc[u][l];
+    v[l] = s;
+  }
+  return (v[0] + v[1]) + (v[2] + v[3]);
+}
+
+// piece_index is which of parts pieces (as even as possible, larger first) index i of
+// n falls in.
+DEV int piece_index(i64 n, int parts, i64 i) {
+  i64 base = n / parts, extra = n % parts, start = 0;
+  for (int p = 0; p < parts; p++) {
+    i64 size = base + (p < extra ? 1 : 0);
+    if (i < start + size) return p;
+    start += size;
+  }
+  return parts - 1;
+}
+
+DEV void chunk_order(i64 m, i64 r, int* order) {
+  i64 groups = m > 64 ? 4 : 2;
+  i64 per = (m + groups - 1) / groups;
+  i64 off = r % per, size = imin(per, m - r / per * per);
+  int q = piece_index(size, 4, off);
+  order[0] = 0;
+  if (q == 2) { order[1] = 2; order[2] = 1; order[3] = 3; }
+  else if (q == 3) { order[1] = 3; order[2] = 1; order[3] = 2; }
+  else { order[1] = 1; order[2] = 2; order[3] = 3; }
+}
+
+template <class X, class W>
+DEVM float dot_split4(X x, W w, i64 K, const int* order) {
+  i64 c = K / 4;
+  float part[4];
+  for (int p = 0; p < 4; p++) part[p] = dot_seq(x, w, p * c, (p + 1) * c);
+  float v = part[order[0]];
+  for (int j = 1; j < 4; j++) v += part[order[j]];
+  return v;
+}
+
+// mkl_dot is y[r, n] of an m-row fp32 F.linear of shape (K, N): row r of x against row
+// n of w, in the order MKL sums it (cpu: fp32Linear).
+template <class X, class W>
+DEVM float mkl_dot(X x, W w, i64 m, i64 r, i64 K, i64 N) {
+  switch (mkl_order(m, K, N)) {
+    case ORDER_GEMV: return dot_gemv(x, w, K);
+    case ORDER_SMALL: return dot_small(x, w, K);
+    case ORDER_SPLIT4: {
+      int order[4];
+      chunk_order(m, r, order);
+      return dot_split4(x, w, K, order);
+    }
+    case ORDER_SPLIT2: {
+      i64 h = K / 2;
+      return dot_seq(x, w, 0, h) + dot_seq(x, w, h, K);
+    }
+  }
+  return dot_seq(x, w, 0, K);
+}
+
+// ATen's elementwise paths (cpu: v41_exp.go).
+DEV i64 vec_tail(i64 n) { return n - n % 32; }
+
+DEV float pow2f(int e) { return f32_bits((u32)(e + 0x7f) << 23); }
+
+DEV float exp_sleef(float d) {
+  const float rln2 = 1.442695040888963407359924681001892137426645954152985934135449406931f;
+  const float l2u = 0.693145751953125f;
+  const float l2l = 1.428606765330187045e-06f;
+  int q = (int)rint((double)(d * rln2));
+  float qf = (float)q;
+  float s = fma32(qf, -l2u, d);
+  s = fma32(qf, -l2l, s);
+  float u = 0.000198527617612853646278381f;
+  u = fma32(u, s, 0.00139304355252534151077271f);
+  u = fma32(u, s, 0.00833336077630519866943359f);
+  u = fma32(u, s, 0.0416664853692054748535156f);
+  u = fma32(u, s, 0.166666671633720397949219f);
+  u = fma32(u, s, 0.5f);
+  u = 1 + fma32(s * s, u, s);
+  int h = q >> 1;
+  u = u * pow2f(h) * pow2f(q - h);
+  if (d < -104) u = 0;
+  if (d > 100) u = F32_INF;
+  return u;
+}
+
+DEV float exp_scalar(float x) { return (float)exp((double)x); }
+DEV float sigmoid_vec(float x) { return 1 / (exp_sleef(0 - x) + 1); }
+DEV float sigmoid_scalar(float x) { return 1 / (1 + exp_scalar(-x)); }
+DEV float sigmoid_at(float x, i64 i, i64 n) { return i < vec_tail(n) ? sigmoid_vec(x) : sigmoid_scalar(x); }
+
+// seq_rows: for row i of a step's n rows, the first row of its sequence and the
+// sequence's row count; rows that are not the step's tokens (n != T) count as one
+// sequence (cpu: seqRows).
+DEV void seq_rows(const SeqRec* seqs, i64 nseq, i64 n, i64 i, i64* first, i64* rows) {
+  i64 total = 0;
+  for (i64 q = 0; q < nseq; q++) total += seqs[q].n;
+  if (total != n) { *first = 0; *rows = n; return; }
+  for (i64 q = 0; q < nseq; q++) {
+    if (i >= seqs[q].row && i < seqs[q].row + seqs[q].n) { *first = seqs[q].row; *rows = seqs[q].n; return; }
+  }
+  *first = 0; *rows = n;
+}

@@ -1,0 +1,126 @@
+// prelude.h: what every kernel source in this directory may use. The same sources
+// compile with NVRTC for the device and with a host C++ compiler (-DDI_EMULATE) for
+// the emulated device the tests run on a machine without a GPU.
+//
+// Conventions (docs/cuda.md):
+//   - a kernel takes one argument, a struct of 8-byte fields (pointers, long long,
+//     double) that the Go binder fills in the same order;
+//   - its body is a grid-stride loop over independent work items:
+//         for (long long i = GIDX; i < n; i += GSTRIDE) { ... }
+//     no shared memory, no barriers, no atomics, so that one host thread running the
+//     loop from 0 to n computes exactly what the device computes;
+//   - floating point as the cpu target computes it: the sources compile without
+//     contraction (--fmad=false, -ffp-contract=off), so a*b+c rounds twice, as Go does.
+#ifdef DI_EMULATE
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#define DEV static inline
+#define KERNEL(name, Args)                                                   \
+  static void name##_body(const Args a, long long GIDX, long long GSTRIDE);  \
+  extern "C" void emu_##name(const void* p, long long threads) {            \
+    (void)threads;                                                           \
+    name##_body(*(const Args*)p, 0, 1);                                      \
+  }                                                                          \
+  static void name##_body(const Args a, long long GIDX, long long GSTRIDE)
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+DEV float f32_bits(u32 u) { float f; memcpy(&f, &u, 4); return f; }
+DEV u32 bits_f32(float f) { u32 u; memcpy(&u, &f, 4); return u; }
+DEV double f64_bits(u64 u) { double f; memcpy(&f, &u, 8); return f; }
+DEV u64 bits_f64(double f) { u64 u; memcpy(&u, &f, 8); return u; }
+#else
+#define DEV static __device__ __forceinline__
+#define KERNEL(name, Args)                                                    \
+  static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE); \
+  extern "C" __global__ void name(const Args a) {                             \
+    name##_body(a, (long long)blockIdx.x * blockDim.x + threadIdx.x,          \
+                (long long)gridDim.x * blockDim.x);                           \
+  }                                                                           \
+  static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE)
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+DEV float f32_bits(u32 u) { return __uint_as_float(u); }
+DEV u32 bits_f32(float f) { return __float_as_uint(f); }
+DEV double f64_bits(u64 u) { return __longlong_as_double((long long)u); }
+DEV u64 bits_f64(double f) { return (u64)__double_as_longlong(f); }
+#endif
+
+#define F32_INF f32_bits(0x7f800000u)
+#define F64_INF f64_bits(0x7ff0000000000000ull)
+
+DEV float fmax32(float a, float b) { return a > b ? a : b; }
+DEV float fmin32(float a, float b) { return a < b ? a : b; }
+DEV double fmax64(double a, double b) { return a > b ? a : b; }
+DEV i64 imin(i64 a, i64 b) { return a < b ? a : b; }
+DEV i64 imax(i64 a, i64 b) { return a > b ? a : b; }
+DEV bool isnan32(float x) { return x != x; }
+
+// Weight storage formats (targets.Weight): bf16 bytes, FP8 e4m3 codes with UE8M0
+// scales per 32×32 block (fp8_b32) or per 32 values of a row (fp8_g32), FP4 e2m1 codes
+// (two a byte, the even element in the low nibble) with UE8M0 scales per 32 of a row.
+DEV float bf16_f32(unsigned short h) { return f32_bits(((u32)h) << 16); }
+DEV float ue8m0_f32(unsigned char e) {
+  if (e == 0xff) return f32_bits(0x7fc00000u);
+  if (e == 0) return f32_bits(0x00400000u);  // 2^-127
+  return f32_bits(((u32)e) << 23);
+}
+DEV float e4m3_f32(unsigned char c) {
+  u32 s = (c >> 7) & 1, e = (c >> 3) & 15, m = c & 7;
+  float v;
+  if (e == 15 && m == 7) return f32_bits(0x7fc00000u);
+  if (e == 0) v = (float)m * f32_bits(0x3b000000u);  // m · 2^-9
+  else v = f32_bits(((e + 120) << 23) | (m << 20));
+  return s ? -v : v;
+}
+DEV float e2m1_f32(unsigned char c) {
+  // 0, 0.5, 1, 1.5, 2, 3, 4, 6
+  const u32 tbl[8] = {0x00000000u, 0x3f000000u, 0x3f800000u, 0x3fc00000u,
+                      0x40000000u, 0x40400000u, 0x40800000u, 0x40c00000u};
+  float v = f32_bits(tbl[c & 7]);
+  return (c & 8) ? -v : v;
+}
+
+// Weight is one weight operand as the binder passes it: its codes (or float32 values)
+// and, for the block formats, its scales. fmt: 0 f32, 1 bf16, 2 fp8_b32, 3 fp8_g32,
+// 4 fp4_g32.
+struct Weight {
+  const void* p;
+  const unsigned char* s;
+  i64 fmt;
+  i64 cols;  // row length (values)
+};
+
+// wval is value [r, c] of a weight matrix, widened to float32 exactly as the cpu target
+// widens it at load (code × scale, one rounding).
+DEV float wval(const Weight& w, i64 r, i64 c) {
+  i64 i = r * w.cols + c;
+  switch (w.fmt) {
+    case 0: return ((const float*)w.p)[i];
+    case 1: return bf16_f32(((const unsigned short*)w.p)[i]);
+    case 2: {
+      i64 sc = (w.cols + 31) / 32;
+      return e4m3_f32(((const unsigned char*)w.p)[i]) * ue8m0_f32(w.s[(r / 32) * sc + c / 32]);
+    }
+    case 3: {
+      i64 sc = (w.cols + 31) / 32;
+      return e4m3_f32(((const unsigned char*)w.p)[i]) * ue8m0_f32(w.s[r * sc + c / 32]);
+    }
+    default: {
+      i64 sc = (w.cols + 31) / 32;
+      unsigned char b = ((const unsigned char*)w.p)[i / 2];
+      unsigned char code = (i & 1) ? (b >> 4) : (b & 15);
+      return e2m1_f32(code) * ue8m0_f32(w.s[r * sc + c / 32]);
+    }
+  }
+}
+
+// SeqRec is one sequence of the step, as the runtime uploads it.
+struct SeqRec {
+  i64 row;    // first token row of the step
+  i64 n;      // tokens this step
+  i64 pos;    // position of the first
+  i64 state;  // device address of the sequence's state block
+};

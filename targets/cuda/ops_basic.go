@@ -1,0 +1,113 @@
+package cuda
+
+import "deepinfer/ir"
+
+// Binders of basic.cu's kernels.
+
+func init() {
+	registerError(1, "a token id is outside the vocabulary")
+	registerError(2, "a logits row is outside the step's rows")
+	register("embed", bindEmbed)
+	register("add", bindAdd)
+	register("swiglu", bindSwiGLU)
+	register("linear", bindLinear)
+	register("lm_head", bindLMHead)
+	register("sample", bindSample)
+}
+
+func bindEmbed(b *Bind) error {
+	V, D := Dim(b.Args[1], 0), Dim(b.Args[1], 1)
+	b.Launch("embed", func(s *Step, a *ArgBuf) int64 {
+		a.P(s.Arg(0).Ptr)
+		a.W(s.Arg(1))
+		a.P(s.Result(0).Ptr)
+		a.I(s.T)
+		a.I(V)
+		a.I(D)
+		a.P(s.Err)
+		return s.T * D
+	})
+	return nil
+}
+
+func bindAdd(b *Bind) error {
+	b.Launch("add", func(s *Step, a *ArgBuf) int64 {
+		n := s.Result(0).Elems()
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(n)
+		return n
+	})
+	return nil
+}
+
+func bindSwiGLU(b *Bind) error {
+	limit := b.Float("limit")
+	b.Launch("swiglu", func(s *Step, a *ArgBuf) int64 {
+		n := s.Result(0).Elems()
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(n)
+		a.F(limit)
+		return n
+	})
+	return nil
+}
+
+// gemm launches c = x·wᵀ over x's rows (or the rows a rows operand picks).
+func gemm(b *Bind, x, rows, w, c int, N, K int64) {
+	b.Launch("gemm_nt", func(s *Step, a *ArgBuf) int64 {
+		xo := s.Arg(x)
+		M := xo.Rows()
+		a.P(xo.Ptr)
+		if rows >= 0 {
+			M = s.Arg(rows).Elems()
+			a.P(s.Arg(rows).Ptr)
+		} else {
+			a.P(0)
+		}
+		a.W(s.Arg(w))
+		a.P(s.Result(c).Ptr)
+		a.I(M)
+		a.I(N)
+		a.I(K)
+		a.I(xo.Rows())
+		a.P(s.Err)
+		return M * N
+	})
+}
+
+func bindLinear(b *Bind) error {
+	gemm(b, 0, -1, 1, 0, Dim(b.Args[1], 0), Dim(b.Args[1], 1))
+	return nil
+}
+
+func bindLMHead(b *Bind) error {
+	gemm(b, 0, 1, 2, 0, Dim(b.Args[2], 0), Dim(b.Args[2], 1))
+	return nil
+}
+
+func bindSample(b *Bind) error {
+	V := b.Args[0].Last()
+	cols := ir.MaskCols(V)
+	scratch := b.Scratch(12*V, 0)
+	masked := len(b.Args) == 3
+	b.Launch("sample", func(s *Step, a *ArgBuf) int64 {
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		if masked {
+			a.P(s.Arg(2).Ptr)
+		} else {
+			a.P(0)
+		}
+		a.P(s.Result(0).Ptr)
+		a.I(s.R)
+		a.I(V)
+		a.I(cols)
+		a.P(s.Scratch(scratch))
+		return s.R
+	})
+	return nil
+}

@@ -1,0 +1,926 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"deepinfer/ir"
+	"deepinfer/plan"
+	"deepinfer/targets"
+)
+
+// Runtime is a plan opened on one CUDA device (or on the emulated device). One OS
+// thread, locked, makes every driver call; the weights are uploaded once in their
+// storage formats; one arena holds every program's slots, the step's parameters, the
+// sequence table and the scratch, allocated when the plan is opened and again only if
+// a step brings more tokens than any before it; each sequence's state is one block.
+type Runtime struct {
+	plan   *plan.Plan
+	drv    driver
+	fake   *fakeDriver // nil on a real device
+	dev    int
+	w      *worker
+	stream stream
+	mod    module
+	funcs  map[string]function
+	hook   targets.Hook
+
+	weights     []Operand // manifest order
+	weightMem   devptr
+	weightBytes int64 // the weights' bytes in storage format
+
+	progs map[string]*prog
+	state stateLayout
+
+	maxT       int64
+	arena      devptr
+	arenaBytes int64
+	params     paramBufs
+	seqTab     devptr
+	errFlag    devptr
+	scratch    devptr
+
+	info     Info
+	stepping bool
+	host     hostStage
+	closed   bool
+}
+
+// Info describes an opened runtime.
+type Info struct {
+	Device      string
+	Arch        string
+	Driver      int
+	Compile     CompileStats
+	WeightBytes int64 // device bytes of the weights, in storage format
+	ArenaBytes  int64
+	StateBytes  int64 // per sequence
+	Emulated    bool
+}
+
+type paramBufs struct {
+	tokens, positions, rows, sample, mask devptr
+	maskCols                              int64
+}
+
+type prog struct {
+	p     *plan.Program
+	calls []*call
+	// param indices (-1: absent)
+	tokens, pos, rows, sample, mask int
+	keep                            int64
+	slotOff                         []int64 // byte offsets in the arena at maxT
+	slotBytes                       int64
+}
+
+type call struct {
+	in       *plan.Instr
+	argRefs  []plan.Operand
+	resRefs  []plan.Operand
+	argT     []ir.Type
+	resT     []ir.Type
+	launches []launch
+	scratch  []scratchReq
+	step     Step // reused: operands for the current step
+}
+
+type hostStage struct {
+	positions []int32
+	rows      []int32
+	mask      []int32
+	seqs      []int64
+	tokens    []int32
+}
+
+// worker runs functions on one locked OS thread.
+type worker struct{ ch chan func() }
+
+func newWorker() *worker {
+	w := &worker{ch: make(chan func())}
+	go func() {
+		runtime.LockOSThread()
+		for f := range w.ch {
+			f()
+		}
+	}()
+	return w
+}
+
+func (w *worker) do(f func()) {
+	done := make(chan struct{})
+	w.ch <- func() { f(); close(done) }
+	<-done
+}
+
+// Open opens p on the first CUDA device of this machine.
+func Open(p *plan.Plan, ws []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	drv, cc, err := discover(osFS{})
+	if err != nil {
+		return nil, err
+	}
+	return open(drv, cc, p, ws, o)
+}
+
+// OpenEmulated opens p on the emulated device: device memory in Go, the kernels built
+// by the host C++ compiler from the same sources. total is the device memory it lends.
+func OpenEmulated(p *plan.Plan, ws []targets.Weight, o targets.Options, total uint64) (*Runtime, error) {
+	cc, err := newHostCompiler()
+	if err != nil {
+		return nil, err
+	}
+	return open(newFakeDriver(total), cc, p, ws, o)
+}
+
+// discover loads the driver and NVRTC.
+func discover(fs fsys) (driver, compiler, error) {
+	drv, _, err := load(fs, libCUDA, func(path string) (*realDriver, error) { return openDriver(path) })
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := drv.DeviceCount()
+	if err != nil || n == 0 {
+		return nil, nil, fmt.Errorf("no GPU: the CUDA driver (%s) reports no device", drv.lib)
+	}
+	cc, _, err := load(fs, libNVRTC, func(path string) (*nvrtc, error) { return openNVRTC(path) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return drv, cc, nil
+}
+
+// allowUnbound lets instructions without a binder run as no-ops (tests of a
+// partial port only: diff_test.go's -partial).
+var allowUnbound bool
+
+// Options beyond targets.Options.
+const (
+	defaultMaxTokens = 2048
+	launchBlock      = 128
+)
+
+func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.Options) (*Runtime, error) {
+	if len(ws) != len(p.Weights) {
+		return nil, fmt.Errorf("%d weights for a manifest of %d", len(ws), len(p.Weights))
+	}
+	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook}
+	rt.fake, _ = drv.(*fakeDriver)
+	rt.maxT = int64(o.MaxTokens)
+	if rt.maxT <= 0 {
+		rt.maxT = int64(min(p.Model.MaxPositions, defaultMaxTokens))
+	}
+	rt.maxT = max(rt.maxT, 1)
+	var err error
+	rt.w.do(func() { err = rt.openOnThread(cc, ws) })
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	return rt, nil
+}
+
+func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
+	d := rt.drv
+	if err := d.Context(rt.dev); err != nil {
+		return err
+	}
+	maj, min, err := d.Capability(rt.dev)
+	if err != nil {
+		return err
+	}
+	a := arch(maj, min)
+	rt.info = Info{Device: d.DeviceName(rt.dev), Arch: a, Driver: d.Version(), Emulated: rt.fake != nil}
+	if rt.stream, err = d.NewStream(); err != nil {
+		return err
+	}
+	// bind every instruction first: it checks the plan before anything is uploaded
+	for i := range rt.plan.Programs {
+		pr, err := rt.bindProgram(&rt.plan.Programs[i])
+		if err != nil {
+			return err
+		}
+		rt.progs[pr.p.Phase] = pr
+	}
+	for _, ph := range []string{plan.PhasePrefill, plan.PhaseDecode} {
+		if rt.progs[ph] == nil {
+			return fmt.Errorf("plan has no %s program", ph)
+		}
+	}
+	src := Source()
+	img, st, err := (&kernelCache{dir: defaultCacheDir()}).build(cc, src, "deepinfer", compileOptions(a), a)
+	if err != nil {
+		return err
+	}
+	rt.info.Compile = st
+	if rt.mod, err = d.LoadModule(img); err != nil {
+		return err
+	}
+	for _, pr := range rt.progs {
+		for _, c := range pr.calls {
+			for li := range c.launches {
+				l := &c.launches[li]
+				f, ok := rt.funcs[l.kernel]
+				if !ok {
+					if f, err = d.Function(rt.mod, l.kernel); err != nil {
+						return fmt.Errorf("kernel %s (for %s): %w", l.kernel, c.in.Op, err)
+					}
+					rt.funcs[l.kernel] = f
+				}
+				l.fn = f
+			}
+		}
+	}
+	if err := rt.uploadWeights(ws); err != nil {
+		return err
+	}
+	if err := rt.allocArena(rt.maxT); err != nil {
+		return err
+	}
+	rt.info.StateBytes = rt.state.size
+	return d.Sync(rt.stream)
+}
+
+func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
+	pr := &prog{p: p, tokens: -1, pos: -1, rows: -1, sample: -1, mask: -1}
+	for i, pa := range p.Params {
+		switch pa.Name {
+		case "tokens":
+			pr.tokens = i
+		case "positions":
+			pr.pos = i
+		case "logit_rows":
+			pr.rows = i
+		case "sample_params":
+			pr.sample = i
+		case "sample_mask":
+			pr.mask = i
+		default:
+			return nil, fmt.Errorf("program %s: unknown parameter %q", p.Phase, pa.Name)
+		}
+	}
+	if pr.tokens < 0 || pr.pos < 0 || pr.rows < 0 || pr.sample < 0 {
+		return nil, fmt.Errorf("program %s: needs tokens, positions, logit_rows and sample_params parameters", p.Phase)
+	}
+	want := 2
+	if p.Phase == plan.PhaseDraft {
+		want = 3
+	}
+	if len(p.Returns) != want {
+		return nil, fmt.Errorf("program %s: returns %d values, want %d", p.Phase, len(p.Returns), want)
+	}
+	for i := range p.Instrs {
+		in := &p.Instrs[i]
+		c := &call{in: in}
+		b := &Bind{rt: rt, Phase: p.Phase, In: in, Attrs: in.Attrs}
+		for j, o := range in.Args {
+			if o.Kind == plan.OpNone {
+				continue
+			}
+			c.argRefs = append(c.argRefs, o)
+			c.argT = append(c.argT, in.ArgTypes[j])
+			var w *plan.Weight
+			if o.Kind == plan.OpWeight {
+				w = &rt.plan.Weights[o.Index]
+			}
+			b.weights = append(b.weights, w)
+		}
+		for j, o := range in.Results {
+			if o.Kind != plan.OpNone {
+				c.resRefs = append(c.resRefs, o)
+				c.resT = append(c.resT, in.ResultTypes[j])
+			}
+		}
+		b.Args, b.Results = c.argT, c.resT
+		if in.Op == "tail_rows" {
+			pr.keep = b.Int("keep")
+		}
+		bf, ok := binders[in.Op]
+		if !ok && !allowUnbound {
+			return nil, fmt.Errorf("program %s instr %d: the cuda target has no kernel for op %s", p.Phase, i, in.Op)
+		}
+		if !ok {
+			bf = func(*Bind) error { return nil }
+		}
+		if err := bf(b); err != nil {
+			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
+		}
+		c.launches, c.scratch = b.launches, b.scratch
+		c.step.args = make([]Operand, len(c.argRefs))
+		c.step.results = make([]Operand, len(c.resRefs))
+		c.step.scratch = make([]devptr, len(c.scratch))
+		for j := range c.step.args {
+			c.step.args[j].Shape = make([]int64, len(c.argT[j].Shape))
+		}
+		for j := range c.step.results {
+			c.step.results[j].Shape = make([]int64, len(c.resT[j].Shape))
+		}
+		pr.calls = append(pr.calls, c)
+	}
+	return pr, nil
+}
+
+// storageFmt maps a weight's storage to prelude.h's Weight.fmt.
+func storageFmt(w *targets.Weight) (int64, error) {
+	switch {
+	case w.F32 != nil || w.I32 != nil:
+		return 0, nil
+	case w.Storage == "bf16":
+		return 1, nil
+	case w.Storage == "fp8_b32_ue8m0":
+		return 2, nil
+	case w.Storage == "fp8_g32_ue8m0":
+		return 3, nil
+	case w.Storage == "fp4_g32_ue8m0":
+		return 4, nil
+	}
+	return 0, fmt.Errorf("weight %q: the cuda target does not hold storage %q", w.Name, w.Storage)
+}
+
+func align(n int64) int64 { return (n + 255) &^ 255 }
+
+func (rt *Runtime) uploadWeights(ws []targets.Weight) error {
+	type part struct {
+		off   int64
+		bytes []byte
+	}
+	var total int64
+	parts := make([][2]part, len(ws))
+	rt.weights = make([]Operand, len(ws))
+	for i := range ws {
+		w := &ws[i]
+		if err := w.Check(); err != nil {
+			return err
+		}
+		f, err := storageFmt(w)
+		if err != nil {
+			return err
+		}
+		var codes []byte
+		switch {
+		case w.F32 != nil:
+			codes = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.F32))), 4*len(w.F32))
+		case w.I32 != nil:
+			codes = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.I32))), 4*len(w.I32))
+		default:
+			codes = w.Codes
+		}
+		parts[i][0] = part{total, codes}
+		total += align(int64(len(codes)))
+		parts[i][1] = part{total, w.Scales}
+		total += align(int64(len(w.Scales)))
+		rt.weightBytes += int64(len(codes) + len(w.Scales))
+		op := Operand{Fmt: f, Shape: make([]int64, len(w.Shape))}
+		for d, n := range w.Shape {
+			op.Shape[d] = int64(n)
+		}
+		if len(w.Shape) > 0 {
+			op.Cols = int64(w.Shape[len(w.Shape)-1])
+		}
+		rt.weights[i] = op
+	}
+	rt.info.WeightBytes = rt.weightBytes
+	if total == 0 {
+		return nil
+	}
+	mem, err := rt.drv.Alloc(uint64(total))
+	if err != nil {
+		return fmt.Errorf("weights (%d bytes): %w", total, err)
+	}
+	rt.weightMem = mem
+	for i := range parts {
+		rt.weights[i].Ptr = mem + devptr(parts[i][0].off)
+		if len(parts[i][1].bytes) > 0 {
+			rt.weights[i].Scales = mem + devptr(parts[i][1].off)
+		}
+		for _, pt := range parts[i] {
+			if len(pt.bytes) > 0 {
+				if err := rt.drv.HtoD(mem+devptr(pt.off), unsafe.Pointer(&pt.bytes[0]), uint64(len(pt.bytes)), rt.stream); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	// the copies read Go memory: it must stay alive until they are done
+	err = rt.drv.Sync(rt.stream)
+	runtime.KeepAlive(ws)
+	return err
+}
+
+// concreteBytes is a type's byte size for a step of T tokens (R, K ≤ T).
+func concrete(t ir.Type, T, R, K int64, dst []int64) {
+	for i, d := range t.Shape {
+		switch d.Sym {
+		case "":
+			dst[i] = d.N
+		case ir.SymTokens:
+			dst[i] = T
+		case ir.SymRows:
+			dst[i] = R
+		case ir.SymKept:
+			dst[i] = K
+		}
+	}
+}
+
+func typeBytes(t ir.Type, T int64) int64 {
+	n := int64(4)
+	for _, d := range t.Shape {
+		if d.Sym != "" {
+			n *= T
+		} else {
+			n *= d.N
+		}
+	}
+	return n
+}
+
+// allocArena lays out and allocates the arena for steps of up to maxT tokens.
+func (rt *Runtime) allocArena(maxT int64) error {
+	if rt.arena != 0 {
+		if err := rt.drv.Free(rt.arena); err != nil {
+			return err
+		}
+		rt.arena = 0
+	}
+	V := int64(rt.plan.Model.Vocab)
+	cols := ir.MaskCols(V)
+	var off int64
+	take := func(n int64) int64 {
+		o := off
+		off += align(n)
+		return o
+	}
+	pTok, pPos, pRows := take(4*maxT), take(4*maxT), take(4*maxT)
+	pSample, pMask := take(16*maxT), take(4*maxT*cols)
+	pSeq, pErr := take(32*maxT), take(8)
+	var slots, scratch int64
+	for _, pr := range rt.progs {
+		pr.slotOff = make([]int64, len(pr.p.Slots))
+		var so int64
+		for i, s := range pr.p.Slots {
+			pr.slotOff[i] = so
+			so += align(typeBytes(s, maxT))
+		}
+		pr.slotBytes = so
+		slots = max(slots, so)
+		for _, c := range pr.calls {
+			var need int64
+			for _, r := range c.scratch {
+				need += align(r.perToken*maxT + r.fixed)
+			}
+			scratch = max(scratch, need)
+		}
+	}
+	pSlots := take(slots)
+	pScratch := take(scratch)
+	mem, err := rt.drv.Alloc(uint64(max(off, 256)))
+	if err != nil {
+		return fmt.Errorf("arena for %d tokens (%d bytes): %w", maxT, off, err)
+	}
+	rt.arena, rt.arenaBytes, rt.maxT = mem, off, maxT
+	rt.info.ArenaBytes = off
+	rt.params = paramBufs{tokens: mem + devptr(pTok), positions: mem + devptr(pPos), rows: mem + devptr(pRows),
+		sample: mem + devptr(pSample), mask: mem + devptr(pMask), maskCols: cols}
+	rt.seqTab, rt.errFlag, rt.scratch = mem+devptr(pSeq), mem+devptr(pErr), mem+devptr(pScratch)
+	base := mem + devptr(pSlots)
+	// operand addresses are fixed from here on; only shapes change step to step
+	for _, pr := range rt.progs {
+		for _, c := range pr.calls {
+			rt.resolve(pr, base, c)
+		}
+	}
+	return rt.drv.Memset(rt.errFlag, 0, 8, rt.stream)
+}
+
+func (rt *Runtime) resolve(pr *prog, slotBase devptr, c *call) {
+	opnd := func(o plan.Operand) Operand {
+		switch o.Kind {
+		case plan.OpWeight:
+			return rt.weights[o.Index]
+		case plan.OpSlot:
+			return Operand{Ptr: slotBase + devptr(pr.slotOff[o.Index])}
+		case plan.OpParam:
+			switch o.Index {
+			case pr.tokens:
+				return Operand{Ptr: rt.params.tokens}
+			case pr.pos:
+				return Operand{Ptr: rt.params.positions}
+			case pr.rows:
+				return Operand{Ptr: rt.params.rows}
+			case pr.sample:
+				return Operand{Ptr: rt.params.sample}
+			case pr.mask:
+				return Operand{Ptr: rt.params.mask}
+			}
+		}
+		return Operand{}
+	}
+	for j, o := range c.argRefs {
+		sh := c.step.args[j].Shape
+		c.step.args[j] = opnd(o)
+		if o.Kind != plan.OpWeight {
+			c.step.args[j].Shape = sh
+		}
+	}
+	for j, o := range c.resRefs {
+		sh := c.step.results[j].Shape
+		c.step.results[j] = opnd(o)
+		c.step.results[j].Shape = sh
+	}
+	off := rt.scratch
+	for i, r := range c.scratch {
+		c.step.scratch[i] = off
+		off += devptr(align(r.perToken*rt.maxT + r.fixed))
+	}
+}
+
+// Info describes the runtime.
+func (rt *Runtime) Info() Info { return rt.info }
+
+// HasPhase implements targets.Runtime.
+func (rt *Runtime) HasPhase(phase string) bool { return rt.progs[phase] != nil }
+
+// devState is one sequence's state block.
+type devState struct {
+	rt  *Runtime
+	mem devptr
+}
+
+// NewState implements targets.Runtime: one zeroed block of the state layout.
+func (rt *Runtime) NewState() (targets.State, error) {
+	s := &devState{rt: rt}
+	if rt.state.size == 0 {
+		return s, nil
+	}
+	var err error
+	rt.w.do(func() {
+		if s.mem, err = rt.drv.Alloc(uint64(rt.state.size)); err != nil {
+			return
+		}
+		if err = rt.drv.Memset(s.mem, 0, uint64(rt.state.size), rt.stream); err == nil {
+			err = rt.drv.Sync(rt.stream)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sequence state (%d bytes): %w", rt.state.size, err)
+	}
+	return s, nil
+}
+
+// Release implements targets.State.
+func (s *devState) Release() {
+	if s.mem == 0 || s.rt.closed {
+		return
+	}
+	m := s.mem
+	s.mem = 0
+	s.rt.w.do(func() { _ = s.rt.drv.Free(m) })
+}
+
+// Close implements targets.Runtime.
+func (rt *Runtime) Close() error {
+	if rt.closed {
+		return nil
+	}
+	rt.closed = true
+	rt.w.do(func() {
+		if rt.arena != 0 {
+			_ = rt.drv.Free(rt.arena)
+		}
+		if rt.weightMem != 0 {
+			_ = rt.drv.Free(rt.weightMem)
+		}
+		rt.drv.Release(rt.dev)
+		if rt.fake != nil {
+			rt.fake.close()
+		}
+	})
+	close(rt.w.ch)
+	return nil
+}
+
+// Step implements targets.Runtime.
+func (rt *Runtime) Step(in *targets.StepIn, out *targets.StepOut) error {
+	if rt.closed {
+		return fmt.Errorf("runtime is closed")
+	}
+	var err error
+	rt.w.do(func() { err = rt.step(in, out) })
+	return err
+}
+
+func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
+	pr := rt.progs[in.Phase]
+	if pr == nil {
+		return fmt.Errorf("plan has no %s program", in.Phase)
+	}
+	T, R := int64(len(in.Tokens)), int64(len(in.Rows))
+	if int64(len(in.Sample)) != 4*R || (in.Masks != nil && int64(len(in.Masks)) != R) || (in.Want != nil && int64(len(in.Want)) != R) {
+		return fmt.Errorf("step of %d logits rows with %d sampling values, %d masks and %d logits flags", R, len(in.Sample), len(in.Masks), len(in.Want))
+	}
+	if T == 0 {
+		return fmt.Errorf("a step with no tokens")
+	}
+	if T > rt.maxT {
+		if err := rt.allocArena(T); err != nil {
+			return err
+		}
+	}
+	h := &rt.host
+	h.positions, h.seqs = h.positions[:0], h.seqs[:0]
+	var K, row int64
+	for i, s := range in.Seqs {
+		ds, ok := s.State.(*devState)
+		if !ok || ds.rt != rt || (ds.mem == 0 && rt.state.size > 0) {
+			return fmt.Errorf("sequence %d: not a live state of this runtime", i)
+		}
+		for j := 0; j < s.N; j++ {
+			h.positions = append(h.positions, int32(s.Pos+j))
+		}
+		h.seqs = append(h.seqs, row, int64(s.N), int64(s.Pos), int64(ds.mem))
+		row += int64(s.N)
+		if pr.keep > 0 {
+			K += min(int64(s.N), pr.keep)
+		} else {
+			K += int64(s.N)
+		}
+	}
+	if row != T {
+		return fmt.Errorf("sequences of %d tokens, %d tokens given", row, T)
+	}
+	for _, r := range in.Rows {
+		if r < 0 || int64(r) >= T {
+			return fmt.Errorf("logits row %d is outside the step's %d tokens", r, T)
+		}
+	}
+	d, s := rt.drv, rt.stream
+	up := func(dst devptr, p unsafe.Pointer, n int) error {
+		if n == 0 {
+			return nil
+		}
+		return d.HtoD(dst, p, uint64(n), s)
+	}
+	if err := up(rt.params.tokens, unsafe.Pointer(unsafe.SliceData(in.Tokens)), 4*len(in.Tokens)); err != nil {
+		return err
+	}
+	if err := up(rt.params.positions, unsafe.Pointer(unsafe.SliceData(h.positions)), 4*len(h.positions)); err != nil {
+		return err
+	}
+	if err := up(rt.params.rows, unsafe.Pointer(unsafe.SliceData(in.Rows)), 4*len(in.Rows)); err != nil {
+		return err
+	}
+	if err := up(rt.params.sample, unsafe.Pointer(unsafe.SliceData(in.Sample)), 4*len(in.Sample)); err != nil {
+		return err
+	}
+	if err := up(rt.seqTab, unsafe.Pointer(unsafe.SliceData(h.seqs)), 8*len(h.seqs)); err != nil {
+		return err
+	}
+	if pr.mask >= 0 {
+		if err := rt.uploadMasks(in, R); err != nil {
+			return err
+		}
+	} else if in.Masks != nil {
+		for i, m := range in.Masks {
+			if m != nil {
+				return fmt.Errorf("row %d: this plan's %s program cannot apply grammar masks", i, in.Phase)
+			}
+		}
+	}
+	st := Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase, Seqs: rt.seqTab, Err: rt.errFlag}
+	rt.stepping = true
+	defer func() { rt.stepping = false }()
+	for i, c := range pr.calls {
+		c.step.T, c.step.R, c.step.K, c.step.NSeq, c.step.Phase, c.step.Seqs, c.step.Err = st.T, st.R, st.K, st.NSeq, st.Phase, st.Seqs, st.Err
+		for j := range c.step.args {
+			if c.argRefs[j].Kind != plan.OpWeight {
+				concrete(c.argT[j], T, R, K, c.step.args[j].Shape)
+				c.step.args[j].Cols = lastDim(c.step.args[j].Shape)
+			}
+		}
+		for j := range c.step.results {
+			concrete(c.resT[j], T, R, K, c.step.results[j].Shape)
+			c.step.results[j].Cols = lastDim(c.step.results[j].Shape)
+		}
+		var err error
+		if rt.hook != nil {
+			err = rt.hook(pr.p.Phase, i, c.in, func() error { return rt.launch(c) })
+		} else {
+			err = rt.launch(c)
+		}
+		if err != nil {
+			return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Op, err)
+		}
+	}
+	return rt.readBack(pr, in, out, R)
+}
+
+func lastDim(s []int64) int64 {
+	if len(s) == 0 {
+		return 1
+	}
+	return s[len(s)-1]
+}
+
+func (rt *Runtime) launch(c *call) error {
+	for li := range c.launches {
+		l := &c.launches[li]
+		l.buf.reset()
+		n := l.fill(&c.step, &l.buf)
+		if n <= 0 {
+			continue
+		}
+		grid := (n + launchBlock - 1) / launchBlock
+		if grid > 1<<31-1 {
+			return fmt.Errorf("kernel %s: %d work items", l.kernel, n)
+		}
+		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, unsafe.Pointer(&l.buf.w[0])); err != nil {
+			return fmt.Errorf("kernel %s: %w", l.kernel, err)
+		}
+	}
+	return nil
+}
+
+// uploadMasks writes the mask parameter as the cpu target lays it out: per logits row
+// a flag word, then the row's mask as int32 halves.
+func (rt *Runtime) uploadMasks(in *targets.StepIn, R int64) error {
+	cols := rt.params.maskCols
+	h := &rt.host
+	if int64(cap(h.mask)) < R*cols {
+		h.mask = make([]int32, R*cols)
+	}
+	buf := h.mask[:R*cols]
+	for i := int64(0); i < R; i++ {
+		row := buf[i*cols : (i+1)*cols]
+		row[0] = 0
+		if in.Masks == nil || in.Masks[i] == nil {
+			continue
+		}
+		m := in.Masks[i]
+		if int64(len(m))*2 != cols-1 {
+			return fmt.Errorf("row %d: a mask of %d words for a vocabulary of %d", i, len(m), rt.plan.Model.Vocab)
+		}
+		row[0] = 1
+		for j, w := range m {
+			row[1+2*j], row[2+2*j] = int32(uint32(w)), int32(uint32(w>>32))
+		}
+	}
+	return rt.drv.HtoD(rt.params.mask, unsafe.Pointer(&buf[0]), uint64(4*len(buf)), rt.stream)
+}
+
+// readBack copies the step's outputs the VM asked for and checks the error flag.
+func (rt *Runtime) readBack(pr *prog, in *targets.StepIn, out *targets.StepOut, R int64) error {
+	d, s := rt.drv, rt.stream
+	slot := func(i int) devptr {
+		ret := pr.p.Returns[i]
+		return rt.arenaSlot(pr, ret.Index)
+	}
+	V := int64(rt.plan.Model.Vocab)
+	var flag int64
+	if err := d.DtoH(unsafe.Pointer(&flag), rt.errFlag, 8, s); err != nil {
+		return err
+	}
+	ids := make([]int32, R)
+	if R > 0 {
+		if err := d.DtoH(unsafe.Pointer(&ids[0]), slot(1), uint64(4*R), s); err != nil {
+			return err
+		}
+	}
+	out.Logits = out.Logits[:0]
+	if in.Want != nil {
+		for i, w := range in.Want {
+			var row []float32
+			if w {
+				row = make([]float32, V)
+				if err := d.DtoH(unsafe.Pointer(&row[0]), slot(0)+devptr(int64(i)*V*4), uint64(4*V), s); err != nil {
+					return err
+				}
+			}
+			out.Logits = append(out.Logits, row)
+		}
+	}
+	var conf []float32
+	if in.Phase == plan.PhaseDraft && R > 0 {
+		conf = make([]float32, R)
+		if err := d.DtoH(unsafe.Pointer(&conf[0]), slot(2), uint64(4*R), s); err != nil {
+			return err
+		}
+	}
+	if err := d.Sync(s); err != nil {
+		return err
+	}
+	if flag != 0 {
+		_ = d.Memset(rt.errFlag, 0, 8, s)
+		return kernelError(flag)
+	}
+	if in.Phase == plan.PhaseDraft {
+		out.Tokens = out.Tokens[:0]
+		out.Drafts = append(out.Drafts[:0], ids...)
+		out.Confidences = append(out.Confidences[:0], conf...)
+		return nil
+	}
+	out.Tokens = append(out.Tokens[:0], ids...)
+	return nil
+}
+
+func (rt *Runtime) arenaSlot(pr *prog, slot int) devptr {
+	// slots start after the fixed parameter region; resolve() put every slot operand
+	// at the same base, so any call's view of the slot gives it
+	for _, c := range pr.calls {
+		for j, o := range c.resRefs {
+			if o.Kind == plan.OpSlot && o.Index == slot {
+				return c.step.results[j].Ptr
+			}
+		}
+	}
+	return 0
+}
+
+// Result copies result j of the instruction being run by a Hook (call it from the Hook,
+// after run): float32 or int32 values, by the result's type.
+func (rt *Runtime) Result(phase string, index, j int) ([]float32, []int32, error) {
+	if !rt.stepping {
+		return nil, nil, fmt.Errorf("Result is for Hooks, during a step")
+	}
+	pr := rt.progs[phase]
+	if pr == nil || index < 0 || index >= len(pr.calls) || j < 0 || j >= len(pr.calls[index].resRefs) {
+		return nil, nil, fmt.Errorf("no result %d of %s instr %d", j, phase, index)
+	}
+	c := pr.calls[index]
+	o := c.step.results[j]
+	n := o.Elems()
+	if n == 0 || c.resT[j].DType == ir.State {
+		return nil, nil, nil
+	}
+	var f []float32
+	var i []int32
+	var p unsafe.Pointer
+	if c.resT[j].DType == ir.I32 {
+		i = make([]int32, n)
+		p = unsafe.Pointer(&i[0])
+	} else {
+		f = make([]float32, n)
+		p = unsafe.Pointer(&f[0])
+	}
+	if err := rt.drv.DtoH(p, o.Ptr, uint64(4*n), rt.stream); err != nil {
+		return nil, nil, err
+	}
+	return f, i, rt.drv.Sync(rt.stream)
+}
+
+// SetArg overwrites argument j of the instruction a Hook is about to run (call it from
+// the Hook, before run) with the given values: how a test feeds each instruction the
+// reference's inputs. Weights cannot be set.
+func (rt *Runtime) SetArg(phase string, index, j int, f []float32, i []int32) error {
+	if !rt.stepping {
+		return fmt.Errorf("SetArg is for Hooks, during a step")
+	}
+	pr := rt.progs[phase]
+	if pr == nil || index < 0 || index >= len(pr.calls) || j < 0 || j >= len(pr.calls[index].argRefs) {
+		return fmt.Errorf("no argument %d of %s instr %d", j, phase, index)
+	}
+	c := pr.calls[index]
+	if c.argRefs[j].Kind == plan.OpWeight {
+		return fmt.Errorf("argument %d of %s instr %d is a weight", j, phase, index)
+	}
+	o := c.step.args[j]
+	n := o.Elems()
+	var p unsafe.Pointer
+	switch {
+	case c.argT[j].DType == ir.State:
+		return nil
+	case c.argT[j].DType == ir.I32 && int64(len(i)) == n:
+		if n == 0 {
+			return nil
+		}
+		p = unsafe.Pointer(&i[0])
+	case c.argT[j].DType != ir.I32 && int64(len(f)) == n:
+		if n == 0 {
+			return nil
+		}
+		p = unsafe.Pointer(&f[0])
+	default:
+		return fmt.Errorf("argument %d of %s instr %d holds %d values; %d/%d given", j, phase, index, n, len(f), len(i))
+	}
+	if err := rt.drv.HtoD(o.Ptr, p, uint64(4*n), rt.stream); err != nil {
+		return err
+	}
+	return rt.drv.Sync(rt.stream)
+}
+
+// kernelError turns the device error flag into an error (errors.go lists the codes).
+func kernelError(code int64) error {
+	if msg, ok := kernelErrors[code]; ok {
+		return fmt.Errorf("kernel check failed: %s", msg)
+	}
+	return fmt.Errorf("kernel check failed (code %d)", code)
+}
+
+var kernelErrors = map[int64]string{}
+
+// registerError names a kernel error code; ops_*.go call it from init.
+func registerError(code int64, msg string) {
+	if _, dup := kernelErrors[code]; dup {
+		panic(fmt.Sprintf("cuda: error code %d registered twice", code))
+	}
+	kernelErrors[code] = msg
+}
