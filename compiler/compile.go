@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"deepinfer/deploy"
 	"deepinfer/ir"
@@ -79,6 +80,11 @@ func Compile(opts Options) (*Output, error) {
 			return nil, fmt.Errorf("verifier after lowering: %w", err)
 		}
 	}
+	if opts.ModelDir != "" {
+		if err := storageFromCheckpoint(opts.ModelDir, m); err != nil {
+			return nil, err
+		}
+	}
 	kv := KVLayoutFor(m, cfg)
 	out.Passes, err = passes.Run(m, &passes.Config{Target: tgt, Verify: opts.Verify, DumpDir: opts.DumpDir, Log: opts.Log, Spec: opts.Spec, Replay: opts.Replay, KV: &kv})
 	if err != nil {
@@ -100,6 +106,36 @@ func Compile(opts Options) (*Output, error) {
 		}
 	}
 	return out, nil
+}
+
+// storageFromCheckpoint corrects the storage the lowering assumed for a weight when the
+// checkpoint holds it in float32 instead of bf16 (V4.1's reference keeps the heads, the
+// compressors' projections and DSpark's Markov and confidence heads in float32): the
+// memory plan, the plan's manifest and the executors then agree with what is loaded.
+func storageFromCheckpoint(dir string, m *ir.Module) error {
+	_, errIdx := os.Stat(filepath.Join(dir, "model.safetensors.index.json"))
+	_, errOne := os.Stat(filepath.Join(dir, "model.safetensors"))
+	if errors.Is(errIdx, os.ErrNotExist) && errors.Is(errOne, os.ErrNotExist) {
+		return nil
+	}
+	ck, err := safetensors.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	for _, w := range m.Weights {
+		if w.Storage != "bf16" {
+			continue
+		}
+		info, ok := ck.Info(w.Name)
+		if !ok {
+			info, ok = ck.Info(strings.TrimPrefix(w.Name, "model."))
+		}
+		if ok && info.DType == safetensors.F32 {
+			w.Storage = "f32"
+		}
+	}
+	return nil
 }
 
 // checkCheckpoint compares the manifest with the safetensors headers of dir, when the

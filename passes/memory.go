@@ -102,11 +102,23 @@ func rankMemory(m *ir.Module, f *ir.Func, role *deploy.Role, spec *deploy.Spec, 
 		}
 	}
 	perExpert := map[string]int64{}
+	// the weights this role's ranks hold: its program's, and on decode ranks the DSpark
+	// drafter's too (its draft program runs there after every decode step)
 	used := map[*ir.Value]bool{}
-	for _, in := range f.Body {
-		for _, a := range in.Args {
-			if a.Weight {
-				used[a] = true
+	bodies := [][]*ir.Instr{f.Body}
+	if f.Name == "decode" {
+		for _, g := range m.Funcs {
+			if g.Name == "draft" {
+				bodies = append(bodies, g.Body)
+			}
+		}
+	}
+	for _, body := range bodies {
+		for _, in := range body {
+			for _, a := range in.Args {
+				if a.Weight {
+					used[a] = true
+				}
 			}
 		}
 	}

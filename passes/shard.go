@@ -23,6 +23,9 @@ func shard(m *ir.Module, cfg *Config) (bool, error) {
 	var kept []*ir.Func
 	for _, f := range m.Funcs {
 		role := cfg.Spec.Role(f.Name)
+		if f.Name == "draft" {
+			role = cfg.Spec.Role("decode") // DSpark drafts on the decode ranks, after each decode step
+		}
 		if role == nil {
 			changed = true
 			continue

@@ -4,8 +4,9 @@
 // core never switches on a target's name. A target that can also execute plans here
 // implements Executor (runtime.go): it opens a plan with its weights and owns the
 // device memory from then on, and the VM drives steps through the Runtime it returns.
-// The cpu target executes everywhere; sm100, ascend950 and h200 are descriptions used
-// for planning and simulation, and say so.
+// The cpu target executes everywhere; h200 and sm100 execute on a CUDA device where one
+// is present (the cuda runtime) and are simulated everywhere; ascend950 is a description
+// used for planning and simulation only.
 package targets
 
 import (
@@ -21,6 +22,9 @@ type Mode string
 const (
 	Executed  Mode = "executed"  // real kernels on this machine
 	Simulated Mode = "simulated" // no numerics: predicted times only
+	// Device: executed on a CUDA device when this machine has one (targets/cuda),
+	// simulated everywhere.
+	Device Mode = "device"
 )
 
 // Target is what the compiler needs from a hardware target.

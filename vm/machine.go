@@ -80,6 +80,15 @@ func open(p *plan.Plan, rt targets.Runtime, m *Machine) (*Machine, error) {
 	return m, nil
 }
 
+// Describe says where the plan runs, when the target's runtime says (a device runtime:
+// the device, its kernels' build or cache, its memory); "" otherwise.
+func (m *Machine) Describe() string {
+	if d, ok := m.rt.(interface{ Describe() string }); ok {
+		return d.Describe()
+	}
+	return ""
+}
+
 // Close releases what the target's runtime holds.
 func (m *Machine) Close() error {
 	if m.rt == nil {

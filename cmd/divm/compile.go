@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"deepinfer/compiler"
 	"deepinfer/vm"
 )
@@ -15,5 +18,12 @@ func compileAndLoad(dir, target string) (*vm.Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return vm.Load(out.Plan, w)
+	m, err := vm.Load(out.Plan, w)
+	if err != nil {
+		return nil, err
+	}
+	if d := m.Describe(); d != "" {
+		fmt.Fprintf(os.Stderr, "divm: %s\n", d)
+	}
+	return m, nil
 }

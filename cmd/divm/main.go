@@ -16,6 +16,7 @@ import (
 
 	"deepinfer/plan"
 	"deepinfer/safetensors"
+	"deepinfer/targets"
 	_ "deepinfer/targets/all"
 	"deepinfer/tokenizer"
 	"deepinfer/vm"
@@ -141,9 +142,14 @@ func runCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := vm.Load(p, w)
+	loadStart := time.Now()
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: *batchTokens})
 	if err != nil {
 		return err
+	}
+	defer m.Close()
+	if d := m.Describe(); d != "" {
+		fmt.Fprintf(os.Stderr, "divm: %s; start-up %s\n", d, time.Since(loadStart).Round(time.Millisecond))
 	}
 	if batchMode {
 		tk, err := chooseTokenizer(p, dir, *tokDir)

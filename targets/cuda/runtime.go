@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"deepinfer/ir"
@@ -536,6 +537,29 @@ func (rt *Runtime) resolve(pr *prog, slotBase devptr, c *call) {
 
 // Info describes the runtime.
 func (rt *Runtime) Info() Info { return rt.info }
+
+// Describe is Info in one line.
+func (rt *Runtime) Describe() string {
+	i := rt.info
+	k := fmt.Sprintf("kernels compiled by %s in %s (%d bytes, now in the kernel cache)", i.Compile.Compiler, i.Compile.Took.Round(time.Millisecond), i.Compile.Bytes)
+	if i.Compile.Cached {
+		k = fmt.Sprintf("kernels loaded from the kernel cache in %s (nothing compiled)", i.Compile.Took.Round(time.Microsecond))
+	}
+	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence",
+		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes))
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
 
 // HasPhase implements targets.Runtime.
 func (rt *Runtime) HasPhase(phase string) bool { return rt.progs[phase] != nil }

@@ -5,7 +5,8 @@
 // in params.go, and shapes measured on our H200 that the fit never saw
 // (testdata/cost/h200_kernels_heldout*.csv) check it. The sm100 and ascend950 models
 // borrow these efficiencies (docs/cost-model.md). Plans for h200 are compiled and
-// simulated here, not executed: we have an H200 for measuring sessions only.
+// simulated anywhere, and executed by the cuda runtime (targets/cuda) on a machine
+// with a CUDA device.
 //
 // The catalog names the Hopper builds of DeepSeek's kernels. Hopper has no FP4 tensor
 // cores, so FP4 experts run through the FP8 grouped GEMM (weights upcast on load).
@@ -13,8 +14,10 @@ package h200
 
 import (
 	"deepinfer/ir"
+	"deepinfer/plan"
 	"deepinfer/targets"
 	"deepinfer/targets/cost"
+	"deepinfer/targets/cuda"
 )
 
 // Target is the h200 description.
@@ -40,6 +43,14 @@ var Target = &Hopper{Described: targets.Described{
 // arrive faster than their kernels): this target exists to be measured and simulated,
 // and its cost model prices ops by shape, not by kernel name.
 type Hopper struct{ targets.Described }
+
+// Mode implements targets.Target.
+func (*Hopper) Mode() targets.Mode { return targets.Device }
+
+// Open implements targets.Executor: the plan on this machine's CUDA device.
+func (*Hopper) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	return cuda.Open(p, w, o)
+}
 
 // Kernel implements targets.Target.
 func (h *Hopper) Kernel(op, phase string) (string, bool) {

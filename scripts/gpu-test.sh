@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# GPU tests of the cuda target, in two halves:
+#
+#   scripts/gpu-test.sh build    on any machine with Go (no GPU, no CUDA needed): builds
+#                                the test binaries and the CLIs into build/gpu/ (cgo off:
+#                                the CUDA libraries are loaded at run time) and copies
+#                                DeepSeek's tokenizer there for the V4.1 fixtures
+#   scripts/gpu-test.sh run      on the GPU machine, from the repository root (only
+#                                build/gpu/ and the repository's testdata/ are read):
+#                                needs an NVIDIA driver and the CUDA 13 NVRTC library
+#                                (pip's nvidia-cuda-nvrtc wheel, or the toolkit)
+#
+# `run` prints each check's output and ends with a summary table; it exits non-zero if
+# any check failed. KERNEL_CACHE (default: a fresh directory under build/gpu) is the
+# kernel cache it times start-up with.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=build/gpu
+
+build() {
+	mkdir -p "$out"
+	export CGO_ENABLED=0
+	go test -c -tags gpu -o "$out/cuda.test" ./targets/cuda
+	go test -c -o "$out/vm.test" ./vm
+	go build -o "$out/" ./cmd/dic ./cmd/divm
+	tok=$(bash scripts/fetch-tokenizer.sh | tail -1)
+	mkdir -p "$out/tokenizer"
+	cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$out/tokenizer/"
+	echo "built: $(ls "$out" | tr '\n' ' ')"
+}
+
+declare -a names results
+check() { # name dir command...: runs command in dir
+	local name=$1 dir=$2
+	shift 2
+	echo "==== $name: (in $dir) $*"
+	local t0=$SECONDS
+	(cd "$dir" && "$@")
+	local rc=$?
+	names+=("$name")
+	results+=("$([ $rc = 0 ] && echo PASS || echo "FAIL (exit $rc)") $((SECONDS - t0))s")
+}
+
+run() {
+	[ -x "$out/cuda.test" ] || { echo "no $out/cuda.test: run scripts/gpu-test.sh build first" >&2; exit 2; }
+	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
+	export DEEPINFER_TOKENIZER_DIR=$PWD/$out/tokenizer
+	export DEEPINFER_KERNEL_CACHE=${KERNEL_CACHE:-$PWD/$out/kernel-cache}
+	rm -rf "$DEEPINFER_KERNEL_CACHE"
+	root=$PWD
+	# kernel cache: the first start-up compiles, the second loads
+	check "start-up, empty kernel cache" . "$out/divm" eval --target h200 --model testdata/tiny-v4-dev \
+		--cases testdata/tiny-v4-dev/cases.json --out "$out/v4-eval.safetensors"
+	check "start-up, warm kernel cache" . "$out/divm" eval --target h200 --model testdata/tiny-v4-dev \
+		--cases testdata/tiny-v4-dev/cases.json --out "$out/v4-eval.safetensors"
+	# every kernel builds for Blackwell too (NVRTC only: it cannot run here)
+	check "kernels compile for sm_90a and sm_100a" targets/cuda "$root/$out/cuda.test" -test.run 'TestGPUCompileArchs' -test.v
+	# instruction by instruction against the cpu target on the same plan
+	check "every instruction vs cpu (fed the cpu's inputs)" targets/cuda "$root/$out/cuda.test" -test.run 'TestInstructionsMatchCPU' -device gpu -force -keepgoing -tol 1e-4 -test.v
+	check "every instruction vs cpu (free-running)" targets/cuda "$root/$out/cuda.test" -test.run 'TestInstructionsMatchCPU' -device gpu -keepgoing -tol 1e-3 -test.v
+	check "weights on the device vs the planner" targets/cuda "$root/$out/cuda.test" -test.run 'TestGPUWeightBytes' -test.v
+	# the fixtures against DeepSeek's reference logits, and batching, on the GPU
+	check "fixtures vs reference, continuous batching (V4, V4.1)" vm "$root/$out/vm.test" \
+		-test.run 'TestFixtureLogits|TestContinuousBatch|TestFixtureV41|TestV41BatchedEqualsSolo' -target h200 -test.v
+	echo
+	echo "==== summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+	local fail=0
+	for i in "${!names[@]}"; do
+		printf '%-60s %s\n' "${names[$i]}" "${results[$i]}"
+		[[ ${results[$i]} == PASS* ]] || fail=1
+	done
+	return $fail
+}
+
+case "${1:-}" in
+build) build ;;
+run) run ;;
+*)
+	echo "usage: scripts/gpu-test.sh build|run" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,398 @@
+package cuda
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	dic "deepinfer/compiler"
+	"deepinfer/deploy"
+	"deepinfer/ir"
+	"deepinfer/plan"
+	"deepinfer/targets"
+	"deepinfer/vm"
+)
+
+// The runtime's bookkeeping on the fake driver: what is allocated when, what a step
+// uploads, launches and reads back, what Close frees, the kernel cache, and the error
+// paths. (diff_test.go checks what the kernels compute.)
+
+// countingCompiler compiles nothing: its images only count launches on the fake driver.
+type countingCompiler struct{ calls int }
+
+func (c *countingCompiler) Version() string { return "counting 1" }
+func (c *countingCompiler) Compile(src, name string, opts []string) ([]byte, string, error) {
+	c.calls++
+	if !strings.Contains(src, "KERNEL(embed") {
+		return nil, "", os.ErrInvalid
+	}
+	return []byte("fake image " + opts[0]), "", nil
+}
+
+func defaultPlan(t *testing.T) (*plan.Plan, []targets.Weight) {
+	t.Helper()
+	out, err := dic.Compile(dic.Options{Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := out.Plan
+	ws := make([]targets.Weight, len(p.Weights))
+	for i, w := range p.Weights {
+		ws[i] = targets.Weight{Name: w.Name, Storage: "f32", Shape: make([]int, len(w.Shape))}
+		n := 1
+		for d, s := range w.Shape {
+			ws[i].Shape[d] = int(s)
+			n *= int(s)
+		}
+		if w.DType.String() == "i32" {
+			ws[i].I32 = make([]int32, n)
+		} else {
+			ws[i].F32 = make([]float32, n)
+		}
+	}
+	return p, ws
+}
+
+func withCache(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv(EnvCache, dir)
+	return dir
+}
+
+func greedyStep(in *targets.StepIn, st targets.State, toks []int32, pos int) {
+	*in = targets.StepIn{Phase: plan.PhaseDecode, Tokens: toks, Rows: []int32{int32(len(toks) - 1)}, Sample: []float32{0, 0, 0, 0},
+		Seqs: []targets.SeqIn{{State: st, N: len(toks), Pos: pos}}}
+	if len(toks) > 1 {
+		in.Phase = plan.PhasePrefill
+	}
+}
+
+func TestRuntimeBookkeeping(t *testing.T) {
+	withCache(t)
+	p, ws := defaultPlan(t)
+	d := newFakeDriver(1 << 30)
+	cc := &countingCompiler{}
+	rt, err := open(d, cc, p, ws, targets.Options{MaxTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// at open: the weights and the arena, nothing else
+	var want int64
+	for i := range ws {
+		want += int64(ws[i].Bytes())
+	}
+	if rt.info.WeightBytes != want {
+		t.Errorf("device weights %d bytes, storage %d", rt.info.WeightBytes, want)
+	}
+	if d.stats.Allocs != 2 || d.stats.Streams != 1 || d.stats.Modules != 1 || cc.calls != 1 {
+		t.Errorf("open: %+v, %d compiles; want 2 allocations, 1 stream, 1 module, 1 compile", d.stats, cc.calls)
+	}
+	live := d.Live()
+	st, err := rt.NewState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.state.size > 0 && d.Live() != live+uint64(rt.state.size) {
+		t.Errorf("a state of %d bytes moved live memory from %d to %d", rt.state.size, live, d.Live())
+	}
+	// steps allocate nothing; each launches every kernel of its program once
+	allocs := d.stats.Allocs
+	var in targets.StepIn
+	var out targets.StepOut
+	launches := func(phase string) int {
+		n := 0
+		for _, c := range rt.progs[phase].calls {
+			n += len(c.launches)
+		}
+		return n
+	}
+	before := d.stats.Launches
+	greedyStep(&in, st, []int32{1, 2, 3, 4, 5}, 0)
+	if err := rt.Step(&in, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.stats.Launches - before; got > launches(plan.PhasePrefill) || got == 0 {
+		t.Errorf("prefill launched %d kernels; its program has %d launches", got, launches(plan.PhasePrefill))
+	}
+	for i := 0; i < 3; i++ {
+		greedyStep(&in, st, []int32{out.Tokens[0]}, 5+i)
+		if err := rt.Step(&in, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.stats.Allocs != allocs || len(out.Tokens) != 1 || out.Logits != nil {
+		t.Errorf("steps allocated %d times, returned %d tokens and logits %v", d.stats.Allocs-allocs, len(out.Tokens), out.Logits != nil)
+	}
+	// logits come back only for the rows that ask
+	in.Want = []bool{true}
+	if err := rt.Step(&in, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Logits) != 1 || len(out.Logits[0]) != p.Model.Vocab {
+		t.Errorf("asked for one row of logits, got %d rows", len(out.Logits))
+	}
+	// a step larger than the arena grows it once, before the step
+	big := make([]int32, 40)
+	st2, _ := rt.NewState()
+	greedyStep(&in, st2, big, 0)
+	arena := rt.arenaBytes
+	if err := rt.Step(&in, &out); err != nil {
+		t.Fatal(err)
+	}
+	stateAllocs := 0
+	if rt.state.size > 0 {
+		stateAllocs = 1
+	}
+	if rt.maxT != 40 || rt.arenaBytes <= arena || d.stats.Allocs != allocs+1+stateAllocs || d.stats.Frees != 1 {
+		t.Errorf("after a 40-token step: arena for %d tokens (%d bytes, was %d), %d allocations, %d frees", rt.maxT, rt.arenaBytes, arena, d.stats.Allocs-allocs, d.stats.Frees)
+	}
+	// bad steps are refused before anything runs
+	before = d.stats.Launches
+	for _, bad := range []targets.StepIn{
+		{Phase: "nope", Tokens: []int32{1}, Rows: []int32{0}, Sample: make([]float32, 4), Seqs: []targets.SeqIn{{State: st, N: 1, Pos: 9}}},
+		{Phase: plan.PhaseDecode, Tokens: []int32{1}, Rows: []int32{3}, Sample: make([]float32, 4), Seqs: []targets.SeqIn{{State: st, N: 1, Pos: 9}}},
+		{Phase: plan.PhaseDecode, Tokens: []int32{1}, Rows: []int32{0}, Sample: make([]float32, 3), Seqs: []targets.SeqIn{{State: st, N: 1, Pos: 9}}},
+		{Phase: plan.PhaseDecode, Tokens: []int32{1, 2}, Rows: []int32{0}, Sample: make([]float32, 4), Seqs: []targets.SeqIn{{State: st, N: 1, Pos: 9}}},
+		{Phase: plan.PhaseDecode, Tokens: []int32{1}, Rows: []int32{0}, Sample: make([]float32, 4), Seqs: []targets.SeqIn{{State: nil, N: 1, Pos: 9}}},
+	} {
+		if err := rt.Step(&bad, &out); err == nil {
+			t.Errorf("step %+v accepted", bad)
+		}
+	}
+	if d.stats.Launches != before {
+		t.Errorf("refused steps launched %d kernels", d.stats.Launches-before)
+	}
+	st.Release()
+	st2.Release()
+	st.Release() // twice is harmless
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Live() != 0 {
+		t.Errorf("%d bytes still allocated after Close", d.Live())
+	}
+	if err := rt.Step(&in, &out); err == nil {
+		t.Error("a step on a closed runtime ran")
+	}
+}
+
+func TestKernelCache(t *testing.T) {
+	dir := withCache(t)
+	p, ws := defaultPlan(t)
+	cc := &countingCompiler{}
+	for i, wantCached := range []bool{false, true} {
+		rt, err := open(newFakeDriver(1<<30), cc, p, ws, targets.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rt.info.Compile.Cached != wantCached || cc.calls != 1 {
+			t.Errorf("open %d: cached %v after %d compiles", i, rt.info.Compile.Cached, cc.calls)
+		}
+		if !strings.Contains(rt.Describe(), map[bool]string{false: "compiled by counting 1", true: "nothing compiled"}[wantCached]) {
+			t.Errorf("open %d: %s", i, rt.Describe())
+		}
+		rt.Close()
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.bin"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v", files)
+	}
+	// another architecture, options or compiler version is another entry
+	k := cacheKey(Source(), compileOptions("sm_90a"), "counting 1")
+	for _, other := range []string{cacheKey(Source(), compileOptions("sm_100a"), "counting 1"), cacheKey(Source(), compileOptions("sm_90a"), "counting 2"), cacheKey(Source()+" ", compileOptions("sm_90a"), "counting 1")} {
+		if other == k {
+			t.Error("cache key ignores an input")
+		}
+	}
+	// a damaged (empty) entry is rebuilt, an unwritable cache is not an error
+	os.WriteFile(files[0], nil, 0o644)
+	if _, err := open(newFakeDriver(1<<30), cc, p, ws, targets.Options{}); err != nil || cc.calls != 2 {
+		t.Errorf("empty cache entry: %v, %d compiles", err, cc.calls)
+	}
+	t.Setenv(EnvCache, filepath.Join(files[0], "not-a-dir"))
+	if _, err := open(newFakeDriver(1<<30), cc, p, ws, targets.Options{}); err != nil {
+		t.Errorf("unwritable cache: %v", err)
+	}
+}
+
+func TestOpenFailuresFreeEverything(t *testing.T) {
+	withCache(t)
+	p, ws := defaultPlan(t)
+	for _, c := range []struct {
+		call string
+		n    int
+		want string
+	}{{"cuMemAlloc", 1, "weights"}, {"cuMemAlloc", 2, "arena"}} {
+		d := newFakeDriver(1 << 30)
+		d.failAt[c.call] = c.n
+		_, err := open(d, &countingCompiler{}, p, ws, targets.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "OUT_OF_MEMORY") {
+			t.Errorf("%s #%d failing: %v", c.call, c.n, err)
+		}
+		if d.Live() != 0 {
+			t.Errorf("%s #%d failing: %d bytes left allocated", c.call, c.n, d.Live())
+		}
+	}
+	// too little device memory for the weights
+	d := newFakeDriver(1000)
+	if _, err := open(d, &countingCompiler{}, p, ws, targets.Options{}); err == nil || !strings.Contains(err.Error(), "weights") {
+		t.Errorf("1000-byte device: %v", err)
+	}
+	// a kernel launch failing mid-step fails the step, and the runtime stays usable
+	d = newFakeDriver(1 << 30)
+	rt, err := open(d, &countingCompiler{}, p, ws, targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	st, _ := rt.NewState()
+	var in targets.StepIn
+	var out targets.StepOut
+	greedyStep(&in, st, []int32{1, 2, 3}, 0)
+	d.failAt["cuLaunchKernel"] = d.calls["cuLaunchKernel"] + 3
+	if err := rt.Step(&in, &out); err == nil || !strings.Contains(err.Error(), "instr") {
+		t.Errorf("failed launch: %v", err)
+	}
+	st2, _ := rt.NewState()
+	greedyStep(&in, st2, []int32{1, 2, 3}, 0)
+	if err := rt.Step(&in, &out); err != nil {
+		t.Errorf("after a failed step: %v", err)
+	}
+	// a plan with an op nobody bound is refused at open, naming the op
+	bad := *p
+	bad.Programs = append([]plan.Program(nil), p.Programs...)
+	bad.Programs[0].Instrs = append([]plan.Instr(nil), p.Programs[0].Instrs...)
+	bad.Programs[0].Instrs[1].Op = "no_such_op"
+	if !allowUnbound {
+		if _, err := open(newFakeDriver(1<<30), &countingCompiler{}, &bad, ws, targets.Options{}); err == nil || !strings.Contains(err.Error(), "no_such_op") {
+			t.Errorf("unknown op: %v", err)
+		}
+	}
+}
+
+// Discovery order and the no-GPU error, on a fake file system.
+type fakeFS struct {
+	env   map[string]string
+	files map[string]bool
+}
+
+func (f fakeFS) Getenv(k string) string { return f.env[k] }
+func (f fakeFS) Exists(p string) bool   { return f.files[p] }
+func (f fakeFS) Glob(pat string) []string {
+	var out []string
+	for p := range f.files {
+		if ok, _ := filepath.Match(pat, p); ok {
+			out = append(out, p)
+		}
+		if d := filepath.Dir(p); d != p {
+			if ok, _ := filepath.Match(pat, d); ok {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+func TestDiscoveryOrder(t *testing.T) {
+	fs := fakeFS{
+		env: map[string]string{EnvLibs: "/opt/mine", "PATH": "/opt/venv/bin:/usr/bin", "CUDA_HOME": "/opt/cuda"},
+		files: map[string]bool{
+			"/opt/mine/libnvrtc.so.13": true,
+			"/opt/venv/bin/python3":    true,
+			"/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so.13": true,
+			"/opt/cuda/lib64/libnvrtc.so.13":                                         true,
+			"/usr/local/nvidia/lib64/libcuda.so.1":                                   true,
+		},
+	}
+	paths, _ := candidates(fs, libNVRTC)
+	want := []string{"/opt/mine/libnvrtc.so.13", "/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so.13",
+		"/opt/cuda/lib64/libnvrtc.so.13", "libnvrtc.so.13", "libnvrtc.so"}
+	if strings.Join(paths, " ") != strings.Join(want, " ") {
+		t.Errorf("nvrtc candidates\n%v\nwant\n%v", paths, want)
+	}
+	paths, _ = candidates(fs, libCUDA)
+	if len(paths) < 2 || paths[0] != "/usr/local/nvidia/lib64/libcuda.so.1" || paths[len(paths)-1] != "libcuda.so" {
+		t.Errorf("driver candidates %v", paths)
+	}
+	// a file named in the variable comes first, as is
+	fs.env[EnvLibs] = "/x/libcuda.so.1"
+	fs.files["/x/libcuda.so.1"] = true
+	if paths, _ = candidates(fs, libCUDA); paths[0] != "/x/libcuda.so.1" {
+		t.Errorf("a file in %s: %v", EnvLibs, paths)
+	}
+	// nothing loads: one line naming the library and where it looked
+	_, _, err := load(fs, libCUDA, func(string) (int, error) { return 0, os.ErrNotExist })
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "libcuda.so.1") || !strings.HasPrefix(err.Error(), "no GPU:") {
+		t.Errorf("error: %v", err)
+	}
+}
+
+// On this machine: either a GPU is found, or Open says in one line what was not.
+func TestOpenWithoutGPU(t *testing.T) {
+	p, ws := defaultPlan(t)
+	rt, err := Open(p, ws, targets.Options{})
+	if err == nil {
+		rt.Close()
+		t.Logf("a GPU is present: %s", rt.(*Runtime).Describe())
+		return
+	}
+	if !strings.HasPrefix(err.Error(), "no GPU:") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("no-GPU error: %q", err)
+	}
+}
+
+// plannedWeightBytes is the planner's per-rank weight bytes for model on one H200
+// (the memory pass of a one-device deployment).
+func plannedWeightBytes(t *testing.T, model string) int64 {
+	t.Helper()
+	spec := "target: h200\ntopology: {nodes: 1, devices_per_node: 1}\nroles:\n  decode: {dp: 1, ep: 1, max_num_seqs: 8, max_model_len: 128, max_num_batched_tokens: 64}\n"
+	s, err := deploy.Parse([]byte(spec), "spec.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := dic.Compile(dic.Options{ModelDir: "../../testdata/" + model, Spec: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Plan.Deployment.Roles[0].Mem("weights")
+}
+
+// The weights stay in their storage formats on the device: its bytes are the planner's
+// per-rank weight bytes (acceptance: within 2%).
+func TestWeightBytesMatchPlanner(t *testing.T) {
+	withCache(t)
+	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev", "tiny-v41-dev2"} {
+		out, err := dic.Compile(dic.Options{ModelDir: "../../testdata/" + model, Target: "h200"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := vm.LoadWeights(out.Plan, "../../testdata/"+model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := newFakeDriver(1 << 30)
+		rt, err := open(d, &countingCompiler{}, out.Plan, ws, targets.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev, planned := rt.Info().WeightBytes, plannedWeightBytes(t, model)
+		rt.Close()
+		ratio := float64(dev) / float64(planned)
+		t.Logf("%s: %d bytes on the device, planner %d (ratio %.4f)", model, dev, planned, ratio)
+		if ratio < 0.98 || ratio > 1.02 {
+			t.Errorf("%s: device weights %d bytes, planner %d", model, dev, planned)
+		}
+	}
+}
+
+// Every IR op has a binder (ops_*.go): an op added to ir/ops.go without a CUDA kernel
+// fails here.
+func TestEveryOpHasABinder(t *testing.T) {
+	for _, op := range ir.Ops() {
+		if binders[op] == nil {
+			t.Errorf("op %s has no cuda kernel", op)
+		}
+	}
+}
