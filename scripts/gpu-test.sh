@@ -2,11 +2,12 @@
 # GPU tests of the cuda target, in two halves:
 #
 #   scripts/gpu-test.sh build    on any machine with Go (no GPU, no CUDA needed): builds
-#                                the test binaries and the CLIs into build/gpu/ (cgo off:
-#                                the CUDA libraries are loaded at run time) and copies
-#                                DeepSeek's tokenizer there for the V4.1 fixtures
-#   scripts/gpu-test.sh run      on the GPU machine, from the repository root (only
-#                                build/gpu/ and the repository's testdata/ are read):
+#                                the test binaries and divm into build/gpu/ (cgo off: the
+#                                CUDA libraries are loaded at run time), copies DeepSeek's
+#                                tokenizer there for the V4.1 fixtures, and packs it all
+#                                into build/gpu.tgz
+#   scripts/gpu-test.sh run      on the GPU machine, from the repository root (reads
+#                                build/gpu/ or build/gpu.tgz, and the repository's testdata/):
 #                                needs an NVIDIA driver and the CUDA 13 NVRTC library
 #                                (pip's nvidia-cuda-nvrtc wheel, or the toolkit)
 #
@@ -20,13 +21,14 @@ out=build/gpu
 build() {
 	mkdir -p "$out"
 	export CGO_ENABLED=0
-	go test -c -tags gpu -o "$out/cuda.test" ./targets/cuda
-	go test -c -o "$out/vm.test" ./vm
-	go build -o "$out/" ./cmd/dic ./cmd/divm
+	go test -c -tags gpu -ldflags="-s -w" -o "$out/cuda.test" ./targets/cuda
+	go test -c -ldflags="-s -w" -o "$out/vm.test" ./vm
+	go build -ldflags="-s -w" -o "$out/" ./cmd/divm
 	tok=$(bash scripts/fetch-tokenizer.sh | tail -1)
 	mkdir -p "$out/tokenizer"
 	cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$out/tokenizer/"
-	echo "built: $(ls "$out" | tr '\n' ' ')"
+	tar czf build/gpu.tgz -C build gpu # one file to copy to the GPU machine
+	echo "built: $(ls "$out" | tr '\n' ' ')(and build/gpu.tgz, $(du -h build/gpu.tgz | cut -f1))"
 }
 
 declare -a names results
@@ -42,9 +44,10 @@ check() { # name dir command...: runs command in dir
 }
 
 run() {
+	[ -x "$out/cuda.test" ] || [ ! -f build/gpu.tgz ] || tar xzf build/gpu.tgz -C build
 	[ -x "$out/cuda.test" ] || { echo "no $out/cuda.test: run scripts/gpu-test.sh build first" >&2; exit 2; }
 	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
-	export DEEPINFER_TOKENIZER_DIR=$PWD/$out/tokenizer
+	export DEEPINFER_TOKENIZER_DIR=$PWD/$out/tokenizer DEEPINFER_TOKENIZER_CACHE=$PWD/$out/tokenizer
 	export DEEPINFER_KERNEL_CACHE=${KERNEL_CACHE:-$PWD/$out/kernel-cache}
 	rm -rf "$DEEPINFER_KERNEL_CACHE"
 	root=$PWD

@@ -112,6 +112,12 @@ func RunCases(e *Engine, c *Cases, stagger int) (map[string]safetensors.Tensor, 
 	if e.M.CanDraft() {
 		return RunCasesV41(e.M, c) // v41_cases.go
 	}
+	return RunCasesBatched(e, c, stagger)
+}
+
+// RunCasesBatched is RunCases through the engine whatever the model: a DSpark model's
+// cases run as plain requests (no drafts), so that batching can be checked on it too.
+func RunCasesBatched(e *Engine, c *Cases, stagger int) (map[string]safetensors.Tensor, error) {
 	reqs, outs := c.Requests(int32(e.M.Plan.Model.EOS), stagger)
 	V := e.M.Plan.Model.Vocab
 	res := map[string]safetensors.Tensor{}

@@ -1,0 +1,293 @@
+// dspark41.cu: DeepSeek-V4.1's DSpark drafter (cpu: targets/cpu/v41_dspark.go).
+//
+// A DSpark stage's window ring lives in each sequence's state block (ops_dspark41.go
+// claims it as "dspark.ring.<layer>"): cap i64 position tags (position + 1 of the row a
+// slot holds, 0 for an empty slot), then cap rows of dim float32 values. Position p
+// sits in slot p % cap. The cpu stores the rows as MXFP8; the ring here keeps the
+// values the cpu would unpack (quantized, then dequantized on store).
+//
+// dspark_push writes the ring at prefill and decode; the draft phase only reads it
+// (dspark_attention), and dspark_head touches no state, so a draft step changes nothing
+// that later steps see.
+
+// Go's min and max on float32: NaN wins.
+DEV float dspark_gomax(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+DEV float dspark_gomin(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? a : b;
+}
+
+// dspark_bf16 is quant.BF16: round to nearest even, NaN kept.
+DEV float dspark_bf16(float x) {
+  u32 b = bits_f32(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return f32_bits(b & ~0xffffu);
+}
+
+// dspark_pow2ceil is quant.Pow2Ceil.
+DEV float dspark_pow2ceil(float x) {
+  u32 b = bits_f32(x);
+  int e = (int)((b >> 23) & 0xff) - 127;
+  if ((b & 0x7fffffu) != 0) e++;
+  if (e < -126) e = -126;
+  if (e > 127) e = 127;
+  return f32_bits((u32)(e + 127) << 23);
+}
+
+// dspark_e4m3 is quant.EncodeE4M3: nearest E4M3 code, ties to even, saturating.
+DEV unsigned char dspark_e4m3(float x) {
+  if (x != x) return 0x7f;
+  unsigned char sign = (bits_f32(x) >> 31) ? 0x80 : 0;
+  double a = fabs((double)x);
+  if (a >= 448) return sign | 0x7e;
+  if (a < 1.0 / 64) return sign | (unsigned char)rint(a * 512);
+  int ex;
+  double frac = frexp(a, &ex);
+  int e = ex - 1;
+  double m = rint((2 * frac - 1) * 8);
+  if (m == 8) {
+    m = 0;
+    e++;
+  }
+  if (e + 7 > 15 || (e + 7 == 15 && m == 7)) return sign | 0x7e;
+  return sign | (unsigned char)((e + 7) << 3) | (unsigned char)m;
+}
+
+// dspark_mxfp8 is one value of a row packed and unpacked as MXFP8 with scale s
+// (quant.Format.Pack, then Unpack).
+DEV float dspark_mxfp8(float v, float s) {
+  float c = dspark_gomin(dspark_gomax(v / s, -448.0f), 448.0f);
+  return e4m3_f32(dspark_e4m3(c)) * s;
+}
+
+// dspark_push: one work item per pushed row. rows of kv are the step's tokens, or with
+// keep > 0 each sequence's last keep rows, packed; a sequence keeps only its last cap.
+struct DSparkPushArgs { const float* kv; const SeqRec* seqs; i64 nseq; i64 rows; i64 dim; i64 cap; i64 keep; i64 off; i64 mxfp8; };
+KERNEL(dspark_push, DSparkPushArgs) {
+  for (i64 r = GIDX; r < a.rows; r += GSTRIDE) {
+    i64 base = 0;
+    for (i64 q = 0; q < a.nseq; q++) {
+      const SeqRec sq = a.seqs[q];
+      i64 n = sq.n;
+      if (a.keep > 0 && n > a.keep) n = a.keep;
+      i64 start = a.keep > 0 ? base : sq.row;
+      base += n;
+      if (r < start || r >= start + n) continue;
+      i64 i = r - start;
+      if (i < n - a.cap) break;  // dropped: later rows of the push fill its slot
+      i64 pos = sq.pos + sq.n - n + i;
+      char* st = (char*)sq.state + a.off;
+      i64* tags = (i64*)st;
+      float* dst = (float*)(st + 8 * a.cap) + (pos % a.cap) * a.dim;
+      const float* src = a.kv + r * a.dim;
+      if (!a.mxfp8) {
+        for (i64 d = 0; d < a.dim; d++) dst[d] = src[d];
+      } else {
+        for (i64 g = 0; g < a.dim; g += 32) {
+          float amax = 0;
+          for (i64 d = g; d < g + 32; d++) amax = dspark_gomax(amax, fabsf(src[d]));
+          float s = dspark_pow2ceil(dspark_gomax(amax, 1e-4f) * (float)(1.0 / 448));
+          for (i64 d = g; d < g + 32; d++) dst[d] = dspark_mxfp8(src[d], s);
+        }
+      }
+      tags[pos % a.cap] = pos + 1;
+      break;
+    }
+  }
+}
+
+// dspark_attention: one work item per (token, head). A sequence's block starts at the
+// position after its last decoded token p; its keys are the ring's rows at positions
+// p - (p-j) % window for j < min(window, p+1), then the block's own rows (not causal),
+// through the V4.1 block online softmax (cpu: blockSoftmax). scratch holds, per item,
+// block scores then dim accumulators.
+struct DSparkAttnArgs {
+  const float* q; const float* kv; Weight sink; float* out; const SeqRec* seqs; i64 nseq; i64 T;
+  i64 heads; i64 dim; i64 window; i64 block; double scale; i64 off; i64 cap; float* scratch; i64* err;
+};
+KERNEL(dspark_attention, DSparkAttnArgs) {
+  for (i64 it = GIDX; it < a.T * a.heads; it += GSTRIDE) {
+    i64 t = it / a.heads, h = it % a.heads;
+    i64 qi = -1;
+    for (i64 k = 0; k < a.nseq; k++)
+      if (t >= a.seqs[k].row && t < a.seqs[k].row + a.seqs[k].n) qi = k;
+    if (qi < 0) continue;
+    const SeqRec sq = a.seqs[qi];
+    i64 p = sq.pos - 1;
+    if (p < 0) { *a.err = 501; continue; }
+    const char* st = (const char*)sq.state + a.off;
+    const i64* tags = (const i64*)st;
+    const float* ring = (const float*)(st + 8 * a.cap);
+    i64 nring = imin(a.window, p + 1);
+    bool ok = a.cap > 0;
+    for (i64 j = 0; ok && j < nring; j++) {
+      i64 qp = p - (p - j) % a.window;
+      if (tags[qp % a.cap] != qp + 1) ok = false;
+    }
+    if (!ok) { *a.err = 502; continue; }
+    i64 nk = nring + sq.n;
+    float scale = (float)a.scale;
+    const float* qh = a.q + (t * a.heads + h) * a.dim;
+    float* s = a.scratch + it * (a.block + a.dim);
+    float* acc = s + a.block;
+    float m = -F32_INF, sum = 0;
+    for (i64 d = 0; d < a.dim; d++) acc[d] = 0;
+    for (i64 b0 = 0; b0 < nk; b0 += a.block) {
+      i64 b1 = imin(b0 + a.block, nk);
+      float bm = m;
+      for (i64 e = b0; e < b1; e++) {
+        const float* k;
+        if (e < nring) {
+          i64 qp = p - (p - e) % a.window;
+          k = ring + (qp % a.cap) * a.dim;
+        } else {
+          k = a.kv + (sq.row + e - nring) * a.dim;
+        }
+        float dot = 0;
+        for (i64 d = 0; d < a.dim; d++) dot += qh[d] * k[d];
+        s[e - b0] = dot * scale;
+        bm = dspark_gomax(bm, s[e - b0]);
+      }
+      if (bm == -F32_INF) continue;
+      float sc = (float)exp((double)(m - bm));
+      m = bm;
+      for (i64 d = 0; d < a.dim; d++) acc[d] *= sc;
+      for (i64 e = b0; e < b1; e++) {
+        const float* k;
+        if (e < nring) {
+          i64 qp = p - (p - e) % a.window;
+          k = ring + (qp % a.cap) * a.dim;
+        } else {
+          k = a.kv + (sq.row + e - nring) * a.dim;
+        }
+        float pr = (float)exp((double)(s[e - b0] - m));
+        s[e - b0] = pr;
+        float pb = dspark_bf16(pr);
+        for (i64 d = 0; d < a.dim; d++) acc[d] += pb * k[d];
+      }
+      FRow sr = {s};
+      float bsum = cascade_sum(sr, b1 - b0);
+      sum = sum * sc + bsum;
+    }
+    sum += (float)exp((double)(wval(a.sink, 0, h) - m));
+    float* o = a.out + (t * a.heads + h) * a.dim;
+    for (i64 d = 0; d < a.dim; d++) o[d] = dspark_bf16(acc[d] / sum);
+  }
+}
+
+// dspark_dot_unitary is gonum's f32.DotUnitary (amd64 SSE) of x[k0:k0+n] and
+// y[k0:k0+n]: `trim` leading products into lane 0 while y is not 16-byte aligned, then
+// 16 at a time into two 4-lane sums, 4 at a time, one at a time into lane 0, and the
+// lanes added pairwise (HADDPS twice).
+template <class X, class Y>
+DEVM float dspark_dot_unitary(X x, Y y, i64 k0, i64 n, i64 trim) {
+  float sum[4] = {0, 0, 0, 0}, ps[4] = {0, 0, 0, 0};
+  i64 i = k0, len = n;
+  if (len == 0) return 0;
+  for (i64 j = 0; j < trim && len > 0; j++, i++, len--) sum[0] += x(i) * y(i);
+  if (len == 0) return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+  i64 tail = len % 16;
+  i64 loops = len / 16;
+  if (loops > 0) {
+    for (i64 l = 0; l < loops; l++, i += 16) {
+      for (int c = 0; c < 4; c++) sum[c] += x(i + c) * y(i + c);
+      for (int c = 0; c < 4; c++) ps[c] += x(i + 4 + c) * y(i + 4 + c);
+      for (int c = 0; c < 4; c++) sum[c] += x(i + 8 + c) * y(i + 8 + c);
+      for (int c = 0; c < 4; c++) ps[c] += x(i + 12 + c) * y(i + 12 + c);
+    }
+    for (int c = 0; c < 4; c++) sum[c] += ps[c];
+  }
+  for (i64 l = 0; l < tail / 4; l++, i += 4)
+    for (int c = 0; c < 4; c++) sum[c] += x(i + c) * y(i + c);
+  for (i64 l = 0; l < tail % 4; l++, i++) sum[0] += x(i) * y(i);
+  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+}
+
+// dspark_gemm_nt is element [·, row] of the cpu's gemmNT (gonum Sgemm, A·Bᵀ, alpha 1,
+// beta 0) for an x row against weight row `row` of K values: in 64-wide k blocks when
+// gonum goes parallel (at least 4 blocks of 64×64 in m×n), else one dot. y's alignment
+// assumes the weight's base is 16-byte aligned, as Go allocates the widened weights.
+template <class X, class Y>
+DEVM float dspark_gemm_nt(X x, Y y, i64 row, i64 K, bool parallel) {
+  float c = 0;
+  i64 step = parallel ? 64 : K;
+  if (step <= 0) return c;
+  for (i64 k0 = 0; k0 < K; k0 += step) {
+    i64 n = imin(step, K - k0);
+    i64 mis = ((row * K + k0) * 4) & 15;
+    i64 trim = mis ? (16 - mis) / 4 : 0;
+    c += dspark_dot_unitary(x, y, k0, n, trim);
+  }
+  return c;
+}
+
+DEV bool dspark_gonum_parallel(i64 m, i64 n) { return ((m + 63) / 64) * ((n + 63) / 64) >= 4; }
+
+// dspark_head_logits: logits[t, v] = head[v]·hn[t] (cpu: gemmRows).
+struct DSparkLogitsArgs { const float* hn; Weight head; float* logits; i64 T; i64 V; i64 D; i64 block; i64* err; };
+KERNEL(dspark_head_logits, DSparkLogitsArgs) {
+  for (i64 i = GIDX; i < a.T * a.V; i += GSTRIDE) {
+    if (a.T % a.block != 0) {
+      if (i == 0) *a.err = 503;
+      continue;
+    }
+    i64 t = i / a.V, v = i % a.V;
+    FRow x = {a.hn + t * a.D};
+    WRow y = {a.head, v};
+    a.logits[i] = dspark_gemm_nt(x, y, v, a.D, dspark_gonum_parallel(a.T, a.V));
+  }
+}
+
+// dspark_head_tok is the token before row i of block b: the anchor, then each draft.
+DEV int dspark_head_tok(const int* tokens, const int* ids, i64 b, i64 i, i64 block) {
+  return i == 0 ? tokens[b * block] : ids[b * block + i - 1];
+}
+
+// dspark_head_bias: for row i of every block, logits += markov_head·markov_embed[tok].
+struct DSparkBiasArgs { const int* tokens; const int* ids; Weight membed; Weight mhead; float* logits; i64 T; i64 V; i64 R; i64 block; i64 i; i64* err; };
+KERNEL(dspark_head_bias, DSparkBiasArgs) {
+  i64 nb = a.T % a.block == 0 ? a.T / a.block : 0;
+  for (i64 it = GIDX; it < nb * a.V; it += GSTRIDE) {
+    i64 b = it / a.V, v = it % a.V;
+    int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);
+    if (tok < 0 || tok >= a.V) {
+      if (v == 0) *a.err = 504;
+      continue;
+    }
+    WRow x = {a.membed, tok};
+    WRow y = {a.mhead, v};
+    float bias = dspark_gemm_nt(x, y, v, a.R, dspark_gonum_parallel(1, a.V));
+    a.logits[(b * a.block + a.i) * a.V + v] += bias;
+  }
+}
+
+// dspark_head_pick: row i of every block drafts its argmax (NaN over numbers, the first
+// of equals) and scores conf·[x, markov_embed(tok)] in float64.
+struct DSparkPickArgs {
+  const float* x; const int* tokens; Weight membed; Weight conf; const float* logits; int* ids; float* confOut;
+  i64 T; i64 V; i64 D; i64 R; i64 block; i64 i;
+};
+KERNEL(dspark_head_pick, DSparkPickArgs) {
+  i64 nb = a.T % a.block == 0 ? a.T / a.block : 0;
+  for (i64 b = GIDX; b < nb; b += GSTRIDE) {
+    int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);
+    if (tok < 0 || tok >= a.V) continue;
+    i64 r = b * a.block + a.i;
+    const float* row = a.logits + r * a.V;
+    i64 best = 0;
+    for (i64 j = 0; j < a.V; j++)
+      if (row[j] > row[best] || (isnan32(row[j]) && !isnan32(row[best]))) best = j;
+    double c = 0;
+    const float* xi = a.x + r * a.D;
+    for (i64 j = 0; j < a.D; j++) c += (double)xi[j] * (double)wval(a.conf, 0, j);
+    for (i64 j = 0; j < a.R; j++) c += (double)wval(a.membed, tok, j) * (double)wval(a.conf, 0, a.D + j);
+    a.confOut[r] = (float)c;
+    a.ids[r] = (int)best;
+  }
+}

@@ -1,0 +1,278 @@
+// mhc.cu: manifold-constrained hyper-connections (hc_init, hc_mix, hc_collapse,
+// hc_expand, hc_head) in V4's float64 mixes (targets/cpu/mhc.go) and V4.1's fp32
+// reference order (targets/cpu/v41_mhc.go), and V4.1's RMSNorm.
+
+// Go's min and max of two float32s: NaN wins, and +0 is above -0.
+DEV float mhc_gomax(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return (bits_f32(a) >> 31) ? b : a;
+  return a > b ? a : b;
+}
+DEV float mhc_gomin(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return (bits_f32(a) >> 31) ? a : b;
+  return a < b ? a : b;
+}
+DEV double mhc_gomax64(double a, double b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return (bits_f64(a) >> 63) ? b : a;
+  return a > b ? a : b;
+}
+
+DEV double mhc_sigmoid64(double x) { return 1 / (1 + exp(-x)); }
+
+// mhc_view is the cpu's views(s, keep) for row t: the first row of t's sequence (in
+// the step's rows, or in the kept tails when keep > 0) and that sequence's row count.
+DEV void mhc_view(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, i64* first, i64* n) {
+  i64 row = 0;
+  for (i64 q = 0; q < nseq; q++) {
+    i64 vn = seqs[q].n;
+    if (keep > 0 && vn > keep) vn = keep;
+    i64 vr = keep > 0 ? row : seqs[q].row;
+    if (t >= vr && t < vr + vn) {
+      *first = vr;
+      *n = vn;
+      return;
+    }
+    row += vn;
+  }
+  *first = t;
+  *n = 1;
+}
+
+// mhc_sq is x[k]² of a float32 row, for cascade_sum.
+struct mhc_Sq {
+  const float* p;
+  DEVM float operator()(i64 k) const { return p[k] * p[k]; }
+};
+
+// mhc_rms41 is 1/sqrt(mean(x²) + eps) in the reference's fp32 order.
+DEV float mhc_rms41(const float* x, i64 k, float eps) {
+  mhc_Sq sq;
+  sq.p = x;
+  float mean = cascade_sum(sq, k) / (float)k;
+  return 1 / (float)sqrt((double)(mean + eps));
+}
+
+struct mhc_InitArgs { const float* x; float* y; i64 T; i64 n; i64 d; };
+KERNEL(mhc_init, mhc_InitArgs) {
+  for (i64 i = GIDX; i < a.T * a.n * a.d; i += GSTRIDE) {
+    i64 t = i / (a.n * a.d), c = i % a.d;
+    a.y[i] = a.x[t * a.d + c];
+  }
+}
+
+// mhc_mix_dot (V4): mix[t, r] = fn[r]·x_t / rms(x_t), in float64 (cpu: mixRow).
+struct mhc_MixDotArgs { const float* x; Weight fn; double* mix; i64 T; i64 m; i64 K; double norm_eps; };
+KERNEL(mhc_mix_dot, mhc_MixDotArgs) {
+  for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) {
+    i64 t = i / a.m, r = i % a.m;
+    const float* x = a.x + t * a.K;
+    double ss = 0;
+    for (i64 k = 0; k < a.K; k++) ss += (double)x[k] * (double)x[k];
+    double inv = 1 / sqrt(ss / (double)a.K + a.norm_eps);
+    double acc = 0;
+    for (i64 k = 0; k < a.K; k++) acc += (double)wval(a.fn, r, k) * (double)x[k];
+    a.mix[i] = acc * inv;
+  }
+}
+
+DEV void mhc_cols64(double* c, i64 n, double eps) {
+  for (i64 j = 0; j < n; j++) {
+    double s = 0;
+    for (i64 i = 0; i < n; i++) s += c[i * n + j];
+    for (i64 i = 0; i < n; i++) c[i * n + j] /= s + eps;
+  }
+}
+
+DEV void mhc_rows64(double* c, i64 n, double eps) {
+  for (i64 i = 0; i < n; i++) {
+    double s = 0;
+    for (i64 j = 0; j < n; j++) s += c[i * n + j];
+    for (i64 j = 0; j < n; j++) c[i * n + j] /= s + eps;
+  }
+}
+
+// mhc_mix_split (V4): pre, post and the Sinkhorn-projected comb of one token, in
+// float64 (cpu: newHCMix). c is the token's n×n working matrix.
+struct mhc_MixSplitArgs {
+  const double* mix; Weight base; Weight scale; float* pre; float* post; float* comb; double* c;
+  i64 T; i64 n; double eps; i64 iters;
+};
+KERNEL(mhc_mix_split, mhc_MixSplitArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    i64 n = a.n, m = (2 + n) * n;
+    const double* mix = a.mix + t * m;
+    double* c = a.c + t * n * n;
+    double s0 = (double)wval(a.scale, 0, 0), s1 = (double)wval(a.scale, 0, 1), s2 = (double)wval(a.scale, 0, 2);
+    for (i64 j = 0; j < n; j++) {
+      a.pre[t * n + j] = (float)(mhc_sigmoid64(mix[j] * s0 + (double)wval(a.base, 0, j)) + a.eps);
+      a.post[t * n + j] = (float)(2 * mhc_sigmoid64(mix[n + j] * s1 + (double)wval(a.base, 0, n + j)));
+    }
+    for (i64 i = 0; i < n; i++) {
+      double* row = c + i * n;
+      double mx = -F64_INF;
+      for (i64 j = 0; j < n; j++) {
+        row[j] = mix[2 * n + i * n + j] * s2 + (double)wval(a.base, 0, 2 * n + i * n + j);
+        mx = mhc_gomax64(mx, row[j]);
+      }
+      double sum = 0;
+      for (i64 j = 0; j < n; j++) {
+        row[j] = exp(row[j] - mx);
+        sum += row[j];
+      }
+      for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + a.eps;
+    }
+    mhc_cols64(c, n, a.eps);
+    for (i64 it = 1; it < a.iters; it++) {
+      mhc_rows64(c, n, a.eps);
+      mhc_cols64(c, n, a.eps);
+    }
+    for (i64 i = 0; i < n * n; i++) a.comb[t * n * n + i] = (float)c[i];
+  }
+}
+
+// mhc_mix41_dot (V4.1): mixes = F.linear(x, hc_fn) per sequence, in MKL's order for the
+// sequence's row count (cpu: fp32Linear in newHCMixAny).
+struct mhc_Mix41DotArgs { const float* x; Weight fn; float* mix; i64 T; i64 m; i64 K; const SeqRec* seqs; i64 nseq; i64 keep; };
+KERNEL(mhc_mix41_dot, mhc_Mix41DotArgs) {
+  for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) {
+    i64 t = i / a.m, r = i % a.m, first, rows;
+    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
+    FRow x;
+    x.p = a.x + t * a.K;
+    WRow w;
+    w.w = a.fn;
+    w.r = r;
+    a.mix[i] = mkl_dot(x, w, rows, t - first, a.K, a.m);
+  }
+}
+
+DEV void mhc_cols32(float* c, i64 n, float eps) {
+  for (i64 j = 0; j < n; j++) {
+    float s = 0;
+    for (i64 i = 0; i < n; i++) s += c[i * n + j];
+    for (i64 i = 0; i < n; i++) c[i * n + j] /= s + eps;
+  }
+}
+
+DEV void mhc_rows32(float* c, i64 n, float eps) {
+  for (i64 i = 0; i < n; i++) {
+    float s = 0;
+    for (i64 j = 0; j < n; j++) s += c[i * n + j];
+    for (i64 j = 0; j < n; j++) c[i * n + j] /= s + eps;
+  }
+}
+
+// mhc_mix41_split (V4.1): the RMS scaling of one token's mixes, then hc_split_sinkhorn
+// in fp32 (cpu: mixRow41, splitSinkhorn).
+struct mhc_Mix41SplitArgs {
+  const float* x; float* mix; Weight base; Weight scale; float* pre; float* post; float* comb;
+  i64 T; i64 n; i64 K; double norm_eps; double eps; i64 iters; const SeqRec* seqs; i64 nseq; i64 keep;
+};
+KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    i64 n = a.n, m = (2 + n) * n, first, rows;
+    float eps = (float)a.eps;
+    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
+    bool vec = (t - first) * n < vec_tail(rows * n);
+    float* mx = a.mix + t * m;
+    float rs = mhc_rms41(a.x + t * a.K, a.K, (float)a.norm_eps);
+    for (i64 i = 0; i < m; i++) mx[i] *= rs;
+    float s0 = wval(a.scale, 0, 0), s1 = wval(a.scale, 0, 1), s2 = wval(a.scale, 0, 2);
+    float* pre = a.pre + t * n;
+    float* post = a.post + t * n;
+    for (i64 j = 0; j < n; j++) {
+      float u = mx[j] * s0 + wval(a.base, 0, j);
+      float v = mx[n + j] * s1 + wval(a.base, 0, n + j);
+      pre[j] = (vec ? sigmoid_vec(u) : sigmoid_scalar(u)) + eps;
+      post[j] = 2 * (vec ? sigmoid_vec(v) : sigmoid_scalar(v));
+    }
+    float* c = a.comb + t * n * n;
+    for (i64 i = 0; i < n; i++) {
+      float* row = c + i * n;
+      float mxv = -F32_INF;
+      for (i64 j = 0; j < n; j++) {
+        row[j] = mx[2 * n + i * n + j] * s2 + wval(a.base, 0, 2 * n + i * n + j);
+        mxv = mhc_gomax(mxv, row[j]);
+      }
+      float sum = 0;
+      for (i64 j = 0; j < n; j++) {
+        row[j] = exp_scalar(row[j] - mxv);
+        sum += row[j];
+      }
+      for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + eps;
+    }
+    mhc_cols32(c, n, eps);
+    for (i64 it = 1; it < a.iters; it++) {
+      mhc_rows32(c, n, eps);
+      mhc_cols32(c, n, eps);
+    }
+  }
+}
+
+// mhc_collapse: y_t = Σ_j w_j·stream_j (cpu: collapse).
+struct mhc_CollapseArgs { const float* x; const float* w; float* y; i64 T; i64 n; i64 d; };
+KERNEL(mhc_collapse, mhc_CollapseArgs) {
+  for (i64 i = GIDX; i < a.T * a.d; i += GSTRIDE) {
+    i64 t = i / a.d, c = i % a.d;
+    float acc = 0;
+    for (i64 j = 0; j < a.n; j++) acc += a.w[t * a.n + j] * a.x[(t * a.n + j) * a.d + c];
+    a.y[i] = acc;
+  }
+}
+
+// mhc_expand: new_k = post_k·out + Σ_j comb[j,k]·stream_j; V4 adds the terms to
+// post_k·out one by one, V4.1 sums them first (cpu: newHCExpand, newHCExpandAny).
+struct mhc_ExpandArgs { const float* x; const float* out; const float* post; const float* comb; float* y; i64 T; i64 n; i64 d; i64 v41; };
+KERNEL(mhc_expand, mhc_ExpandArgs) {
+  for (i64 i = GIDX; i < a.T * a.n * a.d; i += GSTRIDE) {
+    i64 n = a.n, d = a.d;
+    i64 t = i / (n * d), k = (i / d) % n, c = i % d;
+    float pk = a.post[t * n + k], o = a.out[t * d + c];
+    if (a.v41) {
+      float sum = 0;
+      for (i64 j = 0; j < n; j++) sum += a.comb[t * n * n + j * n + k] * a.x[(t * n + j) * d + c];
+      a.y[i] = pk * o + sum;
+    } else {
+      float v = pk * o;
+      for (i64 j = 0; j < n; j++) v += a.comb[t * n * n + j * n + k] * a.x[(t * n + j) * d + c];
+      a.y[i] = v;
+    }
+  }
+}
+
+// mhc_head (V4): the streams collapsed with pre = sigmoid(mix·scale + base) + eps, mix
+// from mhc_mix_dot (cpu: newHCHead).
+struct mhc_HeadArgs { const float* x; const double* mix; Weight base; Weight scale; float* y; i64 T; i64 n; i64 d; double eps; };
+KERNEL(mhc_head, mhc_HeadArgs) {
+  for (i64 i = GIDX; i < a.T * a.d; i += GSTRIDE) {
+    i64 t = i / a.d, c = i % a.d;
+    double s0 = (double)wval(a.scale, 0, 0);
+    float acc = 0;
+    for (i64 j = 0; j < a.n; j++) {
+      float w = (float)(mhc_sigmoid64(a.mix[t * a.n + j] * s0 + (double)wval(a.base, 0, j)) + a.eps);
+      acc += w * a.x[(t * a.n + j) * a.d + c];
+    }
+    a.y[i] = acc;
+  }
+}
+
+// mhc_rmsnorm41: V4.1's RMSNorm per chunk of g values, the statistics in ATen's fp32
+// order (cpu: newRMSNormAny).
+struct mhc_RMSNorm41Args { const float* x; Weight w; float* y; i64 chunks; i64 g; double eps; i64 weighted; };
+KERNEL(mhc_rmsnorm41, mhc_RMSNorm41Args) {
+  for (i64 c = GIDX; c < a.chunks; c += GSTRIDE) {
+    const float* x = a.x + c * a.g;
+    float* y = a.y + c * a.g;
+    float rs = mhc_rms41(x, a.g, (float)a.eps);
+    for (i64 i = 0; i < a.g; i++) {
+      float v = x[i] * rs;
+      if (a.weighted) v *= wval(a.w, 0, i);
+      y[i] = v;
+    }
+  }
+}

@@ -1,0 +1,236 @@
+// moe.cu: the router (moe_route: V4's float64 router, V4.1's float32 route41, hash
+// routing), the routed experts (moe_experts: V4 and V4.1 numerics) and the single-rank
+// collectives (moe_dispatch, moe_combine, cp_gather: copies). Ports of
+// targets/cpu/moe.go, v41_numerics.go and collective.go; the GEMM orders and the
+// quantization helpers are dense41.cu's.
+
+// moe_topk is the cpu's topExperts: the k highest sel values (lower id on ties), by
+// insertion into a descending list.
+DEV void moe_topk(const double* sel, i64 E, i64* pick, i64 k) {
+  for (i64 j = 0; j < k; j++) pick[j] = -1;
+  for (i64 e = 0; e < E; e++) {
+    double v = sel[e];
+    i64 j = k;
+    while (j > 0 && (pick[j - 1] < 0 || sel[pick[j - 1]] < v)) j--;
+    if (j == k) continue;
+    for (i64 q = k - 1; q > j; q--) pick[q] = pick[q - 1];
+    pick[j] = e;
+  }
+}
+
+DEV double moe_gomax64(double a, double b) {
+  if (a != a || b != b) return f64_bits(0x7ff8000000000001ull);
+  if (a == b) return (bits_f64(a) >> 63) ? b : a;
+  return a > b ? a : b;
+}
+
+// moe_route_v4: one token a work item. scores (float64 gate logits, scored), sel (score
+// + bias) and pick live in scratch. scoring: 0 sqrtsoftplus, 1 sigmoid, 2 softmax.
+struct MoERouteArgs {
+  const float* x; Weight gate; Weight bias; i64 has_bias; const int* tokens; const int* tid2eid;
+  float* wout; int* idout; i64 T; i64 E; i64 D; i64 k; i64 V; i64 hash; i64 norm; i64 scoring;
+  double scale; char* scratch; i64* err;
+};
+KERNEL(moe_route_v4, MoERouteArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    double* scores = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
+    double* sel = scores + a.E;
+    i64* pick = (i64*)(sel + a.E);
+    const float* xt = a.x + t * a.D;
+    for (i64 e = 0; e < a.E; e++) {
+      double acc = 0;
+      for (i64 i = 0; i < a.D; i++) acc += (double)wval(a.gate, e, i) * (double)xt[i];
+      scores[e] = acc;
+    }
+    if (a.scoring == 0) {
+      for (i64 e = 0; e < a.E; e++) {
+        double v = scores[e];
+        scores[e] = sqrt(v > 20 ? v : log1p(exp(v)));
+      }
+    } else if (a.scoring == 1) {
+      for (i64 e = 0; e < a.E; e++) scores[e] = 1 / (1 + exp(-scores[e]));
+    } else {
+      double mx = -F64_INF;
+      for (i64 e = 0; e < a.E; e++) mx = moe_gomax64(mx, scores[e]);
+      double sum = 0;
+      for (i64 e = 0; e < a.E; e++) {
+        scores[e] = exp(scores[e] - mx);
+        sum += scores[e];
+      }
+      for (i64 e = 0; e < a.E; e++) scores[e] /= sum;
+    }
+    if (a.hash) {
+      int tok = a.tokens[t];
+      if (tok < 0 || tok >= a.V) { *a.err = 201; continue; }
+      bool bad = false;
+      for (i64 j = 0; j < a.k; j++) {
+        int e = a.tid2eid[tok * a.k + j];
+        if (e < 0 || e >= a.E) bad = true;
+        pick[j] = e;
+      }
+      if (bad) { *a.err = 200; continue; }
+    } else {
+      for (i64 e = 0; e < a.E; e++) sel[e] = a.has_bias ? scores[e] + (double)wval(a.bias, 0, e) : scores[e];
+      moe_topk(sel, a.E, pick, a.k);
+    }
+    double sum = 0;
+    for (i64 j = 0; j < a.k; j++) sum += scores[pick[j]];
+    for (i64 j = 0; j < a.k; j++) {
+      double w = scores[pick[j]];
+      if (a.norm) w /= sum + 1e-20;
+      a.wout[t * a.k + j] = (float)(w * a.scale);
+      a.idout[t * a.k + j] = (int)pick[j];
+    }
+  }
+}
+
+// moe_route_v41: route41, one token a work item: the gate logits in MKL's order for the
+// token's sequence view, sqrt(softplus) in float32, top-k of score + bias, weights
+// summed and scaled in float32.
+struct MoERoute41Args {
+  const float* x; Weight gate; Weight bias; i64 has_bias; float* wout; int* idout;
+  i64 T; i64 E; i64 D; i64 k; i64 norm; double scale; const SeqRec* seqs; i64 nseq; i64 keep;
+  char* scratch;
+};
+KERNEL(moe_route_v41, MoERoute41Args) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    double* sel = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
+    float* sc = (float*)(sel + a.E);
+    i64* pick = (i64*)(sel + 2 * a.E);
+    i64 first, rows;
+    if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
+    FRow x = {a.x + t * a.D};
+    for (i64 e = 0; e < a.E; e++) {
+      WRow w = {a.gate, e};
+      float v = mkl_dot(x, w, rows, t - first, a.D, a.E);
+      if (v <= 20) v = (float)log1p(exp((double)v));
+      sc[e] = (float)sqrt((double)v);
+      sel[e] = a.has_bias ? (double)(sc[e] + wval(a.bias, 0, e)) : (double)sc[e];
+    }
+    moe_topk(sel, a.E, pick, a.k);
+    float sum = 0;
+    for (i64 j = 0; j < a.k; j++) sum += sc[pick[j]];
+    float scale = (float)a.scale;
+    for (i64 j = 0; j < a.k; j++) {
+      float w = sc[pick[j]];
+      if (a.norm) w /= sum + f32_bits(0x1e3ce508u);  // float32(1e-20)
+      a.wout[t * a.k + j] = w * scale;
+      a.idout[t * a.k + j] = (int)pick[j];
+    }
+  }
+}
+
+// moe_wtab copies up to 16 weight descriptors into a device table (the experts' 3·E
+// weights do not fit one kernel's arguments).
+struct MoEWTabArgs { Weight w[16]; Weight* dst; i64 first; i64 n; };
+KERNEL(moe_wtab, MoEWTabArgs) {
+  for (i64 i = GIDX; i < a.n; i += GSTRIDE) a.dst[a.first + i] = a.w[i];
+}
+
+// moe_count: how many (token, slot) pairs each expert serves (the row count of the
+// cpu's per-expert GEMMs); item 0 also checks the ids.
+struct MoECountArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* err; };
+KERNEL(moe_count, MoECountArgs) {
+  for (i64 e = GIDX; e < a.E; e += GSTRIDE) {
+    i64 c = 0;
+    for (i64 s = 0; s < a.slots; s++) {
+      if (a.ids[s] == e) c++;
+      if (e == 0 && (a.ids[s] < 0 || a.ids[s] >= a.E)) *a.err = 202;
+    }
+    a.counts[e] = c;
+  }
+}
+
+DEV float moe_silu(float x) { return x / (1 + (float)exp((double)(-x))); }
+
+// moe_swiglu is the cpu's clamped SwiGLU of one value.
+DEV float moe_swiglu(float g, float u, float limit) {
+  if (limit > 0) {
+    g = dense_gomin(g, limit);
+    u = dense_gomax(dense_gomin(u, limit), -limit);
+  }
+  return moe_silu(g) * u;
+}
+
+// moe_hidden: h[slot, i] = swiglu(w1·x, w3·x) of the slot's token and expert, in gonum's
+// order for the expert's row count. V4.1: x is the MXFP8 activations, w1·x and w3·x are
+// rounded to bf16 and h is scaled by the routing weight.
+struct MoEHiddenArgs {
+  const float* x; const float* wts; const int* ids; const Weight* tab; const i64* counts; float* h;
+  i64 slots; i64 k; i64 E; i64 D; i64 I; double limit; i64 v41;
+};
+KERNEL(moe_hidden, MoEHiddenArgs) {
+  float limit = (float)a.limit;
+  for (i64 i = GIDX; i < a.slots * a.I; i += GSTRIDE) {
+    i64 s = i / a.I, r = i % a.I;
+    int e = a.ids[s];
+    if (e < 0 || e >= a.E) continue;
+    bool par = dense_gonum_par(a.counts[e], a.I);
+    DenseXRow x = {a.x + (s / a.k) * a.D};
+    DenseWRow w1 = {a.tab[e], r, 0}, w3 = {a.tab[2 * a.E + e], r, 0};
+    float g = dense_gonum(x, w1, a.D, r * a.D, par);
+    float u = dense_gonum(x, w3, a.D, r * a.D, par);
+    if (a.v41) {
+      g = dense_bf16(g);
+      u = dense_bf16(u);
+    }
+    float v = moe_swiglu(g, u, limit);
+    if (a.v41) v *= a.wts[s];
+    a.h[i] = v;
+  }
+}
+
+// moe_out: out[t, o] = the token's experts' w2·h summed: V4 weighted in fp32 and summed
+// in slot order; V4.1 rounded to bf16 and summed from zero in ascending expert id.
+struct MoEOutArgs {
+  const float* h; const float* wts; const int* ids; const Weight* tab; const i64* counts; float* out;
+  i64 T; i64 k; i64 E; i64 D; i64 I; i64 v41;
+};
+KERNEL(moe_out, MoEOutArgs) {
+  for (i64 i = GIDX; i < a.T * a.D; i += GSTRIDE) {
+    i64 t = i / a.D, o = i % a.D;
+    bool bad = false;
+    for (i64 j = 0; j < a.k; j++) {
+      int e = a.ids[t * a.k + j];
+      if (e < 0 || e >= a.E) bad = true;
+    }
+    if (bad) continue;
+    float acc = 0;
+    if (!a.v41) {
+      for (i64 j = 0; j < a.k; j++) {
+        i64 s = t * a.k + j;
+        int e = a.ids[s];
+        DenseXRow x = {a.h + s * a.I};
+        DenseWRow w2 = {a.tab[a.E + e], o, 0};
+        float y = a.wts[s] * dense_gonum(x, w2, a.I, o * a.I, dense_gonum_par(a.counts[e], a.D));
+        if (j == 0) acc = y;
+        else acc += y;
+      }
+      a.out[i] = acc;
+      continue;
+    }
+    // slots in ascending expert id, ties in slot order (the cpu's sort of ≤ 12 slots
+    // is an insertion sort)
+    i64 done = 0;  // slots taken so far, as a bit set over j < 64
+    for (i64 n = 0; n < a.k; n++) {
+      i64 best = -1;
+      for (i64 j = 0; j < a.k; j++) {
+        if ((done >> j) & 1) continue;
+        if (best < 0 || a.ids[t * a.k + j] < a.ids[t * a.k + best]) best = j;
+      }
+      done |= 1ll << best;
+      i64 s = t * a.k + best;
+      int e = a.ids[s];
+      DenseXRow x = {a.h + s * a.I};
+      DenseWRow w2 = {a.tab[a.E + e], o, 0};
+      acc += dense_bf16(dense_gonum(x, w2, a.I, o * a.I, dense_gonum_par(a.counts[e], a.D)));
+    }
+    a.out[i] = acc;
+  }
+}
+
+// moe_copy: a collective on one rank.
+struct MoECopyArgs { const float* x; float* y; i64 n; };
+KERNEL(moe_copy, MoECopyArgs) {
+  for (i64 i = GIDX; i < a.n; i += GSTRIDE) a.y[i] = a.x[i];
+}

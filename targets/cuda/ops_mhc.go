@@ -1,0 +1,189 @@
+package cuda
+
+// Binders of mhc.cu's kernels: the mHC ops in V4's float64 mixes and, by the numerics
+// attribute, V4.1's fp32 reference order (targets/cpu/mhc.go, v41_mhc.go).
+
+func init() {
+	register("hc_init", bindHCInit)
+	register("hc_mix", bindHCMix)
+	register("hc_collapse", bindHCCollapse)
+	register("hc_expand", bindHCExpand)
+	register("hc_head", bindHCHead)
+}
+
+// streamDims is the streams operand's n and D (streams[T, n, D]).
+func streamDims(b *Bind) (n, d int64, err error) {
+	n, d = Dim(b.Args[0], 1), Dim(b.Args[0], 2)
+	if n <= 0 || d <= 0 {
+		return 0, 0, b.Errorf("streams %s: want [T, n, D]", b.Args[0])
+	}
+	return n, d, nil
+}
+
+func bindHCInit(b *Bind) error {
+	n := b.Int("mult")
+	d := b.Args[0].Last()
+	if n < 1 {
+		return b.Errorf("mult %d", n)
+	}
+	b.Launch("mhc_init", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(T)
+		a.I(n)
+		a.I(d)
+		return T * n * d
+	})
+	return nil
+}
+
+func bindHCMix(b *Bind) error {
+	n, d, err := streamDims(b)
+	if err != nil {
+		return err
+	}
+	m, K := (2+n)*n, n*d
+	normEps, eps, iters := b.Float("norm_eps"), b.Float("eps"), b.Int("iters")
+	if isV41(b) {
+		keep := b.Int("keep")
+		mix := b.Scratch(4*m, 0)
+		b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
+			T := s.Arg(0).Shape[0]
+			a.P(s.Arg(0).Ptr)
+			a.W(s.Arg(1))
+			a.P(s.Scratch(mix))
+			a.I(T)
+			a.I(m)
+			a.I(K)
+			a.P(s.Seqs)
+			a.I(s.NSeq)
+			a.I(keep)
+			return T * m
+		})
+		b.Launch("mhc_mix41_split", func(s *Step, a *ArgBuf) int64 {
+			T := s.Arg(0).Shape[0]
+			a.P(s.Arg(0).Ptr)
+			a.P(s.Scratch(mix))
+			a.W(s.Arg(2))
+			a.W(s.Arg(3))
+			a.P(s.Result(0).Ptr)
+			a.P(s.Result(1).Ptr)
+			a.P(s.Result(2).Ptr)
+			a.I(T)
+			a.I(n)
+			a.I(K)
+			a.F(normEps)
+			a.F(eps)
+			a.I(iters)
+			a.P(s.Seqs)
+			a.I(s.NSeq)
+			a.I(keep)
+			return T
+		})
+		return nil
+	}
+	mix := b.Scratch(8*m, 0)
+	work := b.Scratch(8*n*n, 0)
+	mixDot(b, mix, m, K, normEps)
+	b.Launch("mhc_mix_split", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Scratch(mix))
+		a.W(s.Arg(2))
+		a.W(s.Arg(3))
+		a.P(s.Result(0).Ptr)
+		a.P(s.Result(1).Ptr)
+		a.P(s.Result(2).Ptr)
+		a.P(s.Scratch(work))
+		a.I(T)
+		a.I(n)
+		a.F(eps)
+		a.I(iters)
+		return T
+	})
+	return nil
+}
+
+// mixDot launches V4's float64 mixes of the streams (argument 0) against fn (argument
+// 1, m rows of K) into scratch mix.
+func mixDot(b *Bind, mix int, m, K int64, normEps float64) {
+	b.Launch("mhc_mix_dot", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.W(s.Arg(1))
+		a.P(s.Scratch(mix))
+		a.I(T)
+		a.I(m)
+		a.I(K)
+		a.F(normEps)
+		return T * m
+	})
+}
+
+func bindHCCollapse(b *Bind) error {
+	n, d, err := streamDims(b)
+	if err != nil {
+		return err
+	}
+	b.Launch("mhc_collapse", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(T)
+		a.I(n)
+		a.I(d)
+		return T * d
+	})
+	return nil
+}
+
+func bindHCExpand(b *Bind) error {
+	n, d, err := streamDims(b)
+	if err != nil {
+		return err
+	}
+	v41 := int64(0)
+	if isV41(b) {
+		v41 = 1
+	}
+	b.Launch("mhc_expand", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Arg(2).Ptr)
+		a.P(s.Arg(3).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(T)
+		a.I(n)
+		a.I(d)
+		a.I(v41)
+		return T * n * d
+	})
+	return nil
+}
+
+// bindHCHead: the cpu target computes hc_head in V4's float64 for both numerics.
+func bindHCHead(b *Bind) error {
+	n, d, err := streamDims(b)
+	if err != nil {
+		return err
+	}
+	normEps, eps := b.Float("norm_eps"), b.Float("eps")
+	mix := b.Scratch(8*n, 0)
+	mixDot(b, mix, n, n*d, normEps)
+	b.Launch("mhc_head", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Scratch(mix))
+		a.W(s.Arg(2))
+		a.W(s.Arg(3))
+		a.P(s.Result(0).Ptr)
+		a.I(T)
+		a.I(n)
+		a.I(d)
+		a.F(eps)
+		return T * d
+	})
+	return nil
+}

@@ -1,0 +1,252 @@
+package cuda
+
+// Binders of moe.cu's kernels: the router, the routed experts and the single-rank
+// collectives.
+
+func init() {
+	registerError(200, "moe_route: tid2eid names an expert outside the layer")
+	registerError(201, "moe_route: a token id is outside tid2eid")
+	registerError(202, "moe_experts: the router chose an expert outside the layer")
+	register("moe_route", bindMoERoute)
+	register("moe_experts", bindMoEExperts)
+	register("moe_dispatch", bindSingleRank)
+	register("moe_combine", bindSingleRank)
+	register("cp_gather", bindSingleRank)
+}
+
+// bindMoERoute: one work item per token (cpu: newMoERoute, route41 with numerics v41).
+func bindMoERoute(b *Bind) error {
+	E, D := Dim(b.Args[1], 0), Dim(b.Args[1], 1)
+	k := b.Int("topk")
+	if k <= 0 || k > E {
+		return b.Errorf("topk %d out of range for %d experts", k, E)
+	}
+	mode, scoring := b.Str("mode"), b.Str("scoring")
+	hash := mode == "hash"
+	if !hash && mode != "topk" {
+		return b.Errorf("unknown mode %q", mode)
+	}
+	sc := map[string]int64{"sqrtsoftplus": 0, "sigmoid": 1, "softmax": 2}
+	scoreKind, ok := sc[scoring]
+	if !ok {
+		return b.Errorf("unknown scoring %q", scoring)
+	}
+	norm := int64(0)
+	if b.Bool("norm") {
+		norm = 1
+	}
+	scale := b.Float("scale")
+	hasBias := int64(0)
+	if !hash && len(b.Args) == 3 {
+		hasBias = 1
+	}
+	scratch := b.Scratch((2*E+k)*8, 0)
+	if isV41(b) {
+		if hash || scoring != "sqrtsoftplus" {
+			return b.Errorf("V4.1 numerics route top-k by sqrtsoftplus, not %s/%s", mode, scoring)
+		}
+		keep := b.Int("keep")
+		b.Launch("moe_route_v41", func(s *Step, a *ArgBuf) int64 {
+			T := s.Arg(0).Rows()
+			a.P(s.Arg(0).Ptr)
+			a.W(s.Arg(1))
+			if hasBias == 1 {
+				a.W(s.Arg(2))
+			} else {
+				a.W(Operand{})
+			}
+			a.I(hasBias)
+			a.P(s.Result(0).Ptr)
+			a.P(s.Result(1).Ptr)
+			a.I(T)
+			a.I(E)
+			a.I(D)
+			a.I(k)
+			a.I(norm)
+			a.F(scale)
+			a.P(s.Seqs)
+			a.I(s.NSeq)
+			a.I(keep)
+			a.P(s.Scratch(scratch))
+			return T
+		})
+		return nil
+	}
+	var V int64
+	if hash {
+		V = Dim(b.Args[3], 0)
+	}
+	b.Launch("moe_route_v4", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Rows()
+		a.P(s.Arg(0).Ptr)
+		a.W(s.Arg(1))
+		if hasBias == 1 {
+			a.W(s.Arg(2))
+		} else {
+			a.W(Operand{})
+		}
+		a.I(hasBias)
+		if hash {
+			a.P(s.Arg(2).Ptr)
+			a.P(s.Arg(3).Ptr)
+		} else {
+			a.P(0)
+			a.P(0)
+		}
+		a.P(s.Result(0).Ptr)
+		a.P(s.Result(1).Ptr)
+		a.I(T)
+		a.I(E)
+		a.I(D)
+		a.I(k)
+		a.I(V)
+		h := int64(0)
+		if hash {
+			h = 1
+		}
+		a.I(h)
+		a.I(norm)
+		a.I(scoreKind)
+		a.F(scale)
+		a.P(s.Scratch(scratch))
+		a.P(s.Err)
+		return T
+	})
+	return nil
+}
+
+// wtabChunk is how many weight descriptors one moe_wtab launch carries.
+const wtabChunk = 16
+
+// bindMoEExperts: the experts' weight table, per-expert row counts, (V4.1: the MXFP8
+// activations,) the hidden rows of every (token, slot), (V4.1: their MXFP8 values,)
+// then one work item per output summing the token's experts (cpu: newMoEExpertsAny).
+func bindMoEExperts(b *Bind) error {
+	E := b.Int("experts")
+	if E <= 0 || int64(len(b.Args)) != 3+3*E {
+		return b.Errorf("want x, weights, ids and 3×%d expert weights, have %d operands", E, len(b.Args))
+	}
+	D := Dim(b.Args[0], 1)
+	I := Dim(b.Args[3], 0)
+	k := Dim(b.Args[1], 1)
+	if D <= 0 || I <= 0 || k <= 0 || Dim(b.Args[3], 1) != D {
+		return b.Errorf("x %s and w1 %s", b.Args[0], b.Args[3])
+	}
+	v41 := int64(0)
+	if isV41(b) {
+		v41 = 1
+		if k > 64 {
+			return b.Errorf("%d experts a token (at most 64)", k)
+		}
+	}
+	limit := b.Float("limit")
+	const block = 32 // the V4.1 reference's MXFP8 activation block
+	tab := b.Scratch(0, 3*E*32)
+	counts := b.Scratch(0, E*8)
+	hid := b.Scratch(k*I*4, 0)
+	xq := -1
+	if v41 == 1 {
+		xq = b.Scratch(D*4, 0)
+	}
+	for c := int64(0); c < 3*E; c += wtabChunk {
+		b.Launch("moe_wtab", func(s *Step, a *ArgBuf) int64 {
+			n := min(wtabChunk, 3*E-c)
+			for j := int64(0); j < wtabChunk; j++ {
+				if j < n {
+					a.W(s.Arg(int(3 + c + j)))
+				} else {
+					a.W(Operand{})
+				}
+			}
+			a.P(s.Scratch(tab))
+			a.I(c)
+			a.I(n)
+			return n
+		})
+	}
+	b.Launch("moe_count", func(s *Step, a *ArgBuf) int64 {
+		a.P(s.Arg(2).Ptr)
+		a.I(s.Arg(2).Elems())
+		a.I(E)
+		a.P(s.Scratch(counts))
+		a.P(s.Err)
+		return E
+	})
+	if v41 == 1 {
+		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
+			rows := s.Arg(0).Rows()
+			a.P(s.Arg(0).Ptr)
+			a.P(s.Scratch(xq))
+			a.I(rows)
+			a.I(D)
+			a.I(block)
+			a.I(2)
+			return rows * ((D + block - 1) / block)
+		})
+	}
+	b.Launch("moe_hidden", func(s *Step, a *ArgBuf) int64 {
+		slots := s.Arg(2).Elems()
+		if v41 == 1 {
+			a.P(s.Scratch(xq))
+		} else {
+			a.P(s.Arg(0).Ptr)
+		}
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Arg(2).Ptr)
+		a.P(s.Scratch(tab))
+		a.P(s.Scratch(counts))
+		a.P(s.Scratch(hid))
+		a.I(slots)
+		a.I(k)
+		a.I(E)
+		a.I(D)
+		a.I(I)
+		a.F(limit)
+		a.I(v41)
+		return slots * I
+	})
+	if v41 == 1 {
+		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
+			rows := s.Arg(2).Elems()
+			a.P(s.Scratch(hid))
+			a.P(s.Scratch(hid))
+			a.I(rows)
+			a.I(I)
+			a.I(block)
+			a.I(2)
+			return rows * ((I + block - 1) / block)
+		})
+	}
+	b.Launch("moe_out", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Rows()
+		a.P(s.Scratch(hid))
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Arg(2).Ptr)
+		a.P(s.Scratch(tab))
+		a.P(s.Scratch(counts))
+		a.P(s.Result(0).Ptr)
+		a.I(T)
+		a.I(k)
+		a.I(E)
+		a.I(D)
+		a.I(I)
+		a.I(v41)
+		return T * D
+	})
+	return nil
+}
+
+// bindSingleRank: a collective on one rank is a copy (cpu: newSingleRank).
+func bindSingleRank(b *Bind) error {
+	if n := b.Int("ranks"); n != 1 {
+		return b.Errorf("the cuda target runs one rank; this collective spans %d", n)
+	}
+	b.Launch("moe_copy", func(s *Step, a *ArgBuf) int64 {
+		n := s.Result(0).Elems()
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(n)
+		return n
+	})
+	return nil
+}
