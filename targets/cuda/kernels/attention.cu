@@ -1,0 +1,436 @@
+// attention.cu: DeepSeek-V4's attention path, ported from the cpu target: the KV
+// compressor (targets/cpu/compress.go), the lightning indexer (indexer.go), window and
+// sparse attention with sinks (attention.go), and the RoPE helpers rope.cu uses too
+// (rope.go; this file sorts before rope.cu).
+//
+// Per-sequence state (docs in ops_attention.go): every layer's window ring keeps position
+// p at row p % cap (cap = window-1, the ring holds positions [pos-min(pos,cap), pos));
+// a compressor cache holds the open window's raw projections at slot p % ratio, the
+// previous closed window's Ca slice (CSA), and entry w (window w closed) at row w. The
+// number of closed entries before position p is p / ratio.
+
+// ---- Go's float64 math, as the cpu target evaluates it ----
+
+// rope_sincos is Go's math.Sincos (pure Go on amd64) operation for operation, for
+// |x| < 2^29 (Cody-Waite reduction); past that Go reduces with Payne-Hanek and this
+// falls back to the C library.
+DEV void rope_sincos(double x, double* sp, double* cp) {
+  const double PI4A = 7.85398125648498535156e-1;
+  const double PI4B = 3.77489470793079817668e-8;
+  const double PI4C = 2.69515142907905952645e-15;
+  const double FOUR_OVER_PI = 0x1.45f306dc9c883p+0;  // Go's constant 4/Pi, rounded
+  if (x == 0) { *sp = x; *cp = 1; return; }
+  if (x != x || x == F64_INF || x == -F64_INF) {
+    *sp = f64_bits(0x7ff8000000000001ull);
+    *cp = *sp;
+    return;
+  }
+  bool sinSign = false, cosSign = false;
+  double ax = x;
+  if (ax < 0) { ax = -ax; sinSign = true; }
+  if (ax >= 536870912.0) { *sp = sin(x); *cp = cos(x); return; }
+  u64 j = (u64)(ax * FOUR_OVER_PI);
+  double y = (double)j;
+  if (j & 1) { j++; y++; }
+  j &= 7;
+  double z = ((ax - y * PI4A) - y * PI4B) - y * PI4C;
+  if (j > 3) { j -= 4; sinSign = !sinSign; cosSign = !cosSign; }
+  if (j > 1) cosSign = !cosSign;
+  double zz = z * z;
+  double c = 1.0 - 0.5 * zz + zz * zz * ((((((-1.13585365213876817300e-11 * zz) + 2.08757008419747316778e-9) * zz +
+      -2.75573141792967388112e-7) * zz + 2.48015872888517045348e-5) * zz + -1.38888888888730564116e-3) * zz +
+      4.16666666666665929218e-2);
+  double s = z + z * zz * ((((((1.58962301576546568060e-10 * zz) + -2.50507477628578072866e-8) * zz +
+      2.75573136213857245213e-6) * zz + -1.98412698295895385996e-4) * zz + 8.33333333332211858878e-3) * zz +
+      -1.66666666666666307295e-1);
+  if (j == 1 || j == 2) { double t = s; s = c; c = t; }
+  if (cosSign) c = -c;
+  if (sinSign) s = -s;
+  *sp = s;
+  *cp = c;
+}
+
+// att_exp is Go's math.Exp as the cpu target runs it on amd64 (math/exp_amd64.s, its
+// path for CPUs with AVX and FMA), operation for operation.
+DEV double att_exp(double x) {
+  const double LOG2E = 1.4426950408889634073599246810018920;
+  const double LN2U = 0.69314718055966295651160180568695068359375;
+  const double LN2L = 0.28235290563031577122588448175013436025525412068e-12;
+  const double OVERFLOW = 7.09782712893384e+02;
+  u64 bx = bits_f64(x);
+  if ((bx & ~(1ull << 63)) >= 0x7ff0000000000000ull) {
+    if (bx == 0xfff0000000000000ull) return 0;
+    return x;  // NaN, +Inf
+  }
+  if (x > OVERFLOW) return F64_INF;
+  double t = LOG2E * x;
+  double rt = rint(t);  // CVTSD2SL rounds to nearest even; out of range: 0x80000000
+  int e = (rt >= 2147483648.0 || rt < -2147483648.0) ? (-2147483647 - 1) : (int)rt;
+  double fx = (double)e;
+  double y = fma(-fx, LN2U, x);
+  y = fma(-fx, LN2L, y);
+  y = y * 0.0625;
+  double p = 2.4801587301587301587e-5;
+  p = fma(p, y, 1.9841269841269841270e-4);
+  p = fma(p, y, 1.3888888888888888889e-3);
+  p = fma(p, y, 8.3333333333333333333e-3);
+  p = fma(p, y, 4.1666666666666666667e-2);
+  p = fma(p, y, 1.6666666666666666667e-1);
+  p = fma(p, y, 0.5);
+  p = fma(p, y, 1.0);
+  y = y * p;
+  y = y * (y + 2.0);
+  y = y * (y + 2.0);
+  y = y * (y + 2.0);
+  y = fma(y, y + 2.0, 1.0);
+  long long be = (long long)e + 0x3FF;
+  if (be <= 0) {
+    if (be < -52) return 0;
+    be += 0x3FE;
+    y = y * f64_bits((u64)be << 52);
+    be = 1;
+  } else if (be >= 0x7FF) {
+    return F64_INF;
+  }
+  return y * f64_bits((u64)be << 52);
+}
+
+// ---- RoPE (cpu: ropeSpec) ----
+
+#define ROPE_MAXF 64
+
+// RopeSpec is the binder's ropeSpec (ops_rope.go): the inverse frequencies, computed on
+// the host as the cpu target computes them (float32 values under fp32).
+struct RopeSpec {
+  i64 head_dim;
+  i64 rope_dim;
+  i64 fp32;
+  double attn;
+  double inv[ROPE_MAXF];
+};
+
+// rope_rotate writes the rotated trailing rope_dim channels of one head (x may be y):
+// ropeSpec.tables then ropeSpec.apply.
+DEV void rope_rotate(const RopeSpec& r, const float* x, float* y, i64 pos, double sign) {
+  i64 off = r.head_dim - r.rope_dim;
+  for (i64 i = 0; i < r.rope_dim / 2; i++) {
+    double c, s;
+    if (r.fp32) {
+      float ang = (float)pos * (float)r.inv[i];
+      rope_sincos((double)ang, &s, &c);
+      s = sign * s;
+    } else {
+      rope_sincos((double)pos * r.inv[i], &s, &c);
+      c = c * r.attn;
+      s = sign * s * r.attn;
+    }
+    double x0 = (double)x[off + 2 * i], x1 = (double)x[off + 2 * i + 1];
+    y[off + 2 * i] = (float)(x0 * c - x1 * s);
+    y[off + 2 * i + 1] = (float)(x1 * c + x0 * s);
+  }
+}
+
+// ---- state ----
+
+// att_seq_of is the index of the sequence holding token row t, or -1.
+DEV i64 att_seq_of(const SeqRec* seqs, i64 nseq, i64 t) {
+  for (i64 q = 0; q < nseq; q++)
+    if (t >= seqs[q].row && t < seqs[q].row + seqs[q].n) return q;
+  return -1;
+}
+
+// AttCache is one compressor cache of a sequence (floats): the open window's raw kv and
+// gate projections (ratio × width, row p % ratio), the previous closed window's Ca slice
+// (ratio × dim: kv, and gate + ape rounded to float32), then the entries (row w).
+struct AttCache {
+  float* pkv;
+  float* pgate;
+  float* vkv;
+  float* vgate;
+  float* ent;
+};
+
+DEV AttCache att_cache(const SeqRec& s, i64 off, i64 ratio, i64 width, i64 dim) {
+  float* b = (float*)((char*)(u64)s.state + off);
+  AttCache c;
+  c.pkv = b;
+  c.pgate = b + ratio * width;
+  c.vkv = b + 2 * ratio * width;
+  c.vgate = c.vkv + ratio * dim;
+  c.ent = c.vgate + ratio * dim;
+  return c;
+}
+
+DEV float* att_ring(const SeqRec& s, i64 off) { return (float*)((char*)(u64)s.state + off); }
+
+// ---- compress (cpu: compressKernel) ----
+
+// att_gonum_dot is gonum's float32 DotUnitary on amd64 (internal/asm/f32/dotunitary_
+// amd64.s) for a 16-byte aligned weight row: lanes SUM and P_SUM of four, 16 values a
+// round, SUM += P_SUM, then blocks of four into SUM, single values into SUM[0], and
+// (s0+s1)+(s2+s3).
+DEV float att_gonum_dot(const float* x, const Weight& w, i64 r, i64 k0, i64 n) {
+  float s[4] = {0, 0, 0, 0}, p[4] = {0, 0, 0, 0};
+  i64 n16 = n / 16, i = 0;
+  for (i64 b = 0; b < n16; b++, i += 16) {
+    for (int l = 0; l < 4; l++) s[l] += x[i + l] * wval(w, r, k0 + i + l);
+    for (int l = 0; l < 4; l++) p[l] += x[i + 4 + l] * wval(w, r, k0 + i + 4 + l);
+    for (int l = 0; l < 4; l++) s[l] += x[i + 8 + l] * wval(w, r, k0 + i + 8 + l);
+    for (int l = 0; l < 4; l++) p[l] += x[i + 12 + l] * wval(w, r, k0 + i + 12 + l);
+  }
+  if (n16 > 0)
+    for (int l = 0; l < 4; l++) s[l] += p[l];
+  for (; i + 4 <= n; i += 4)
+    for (int l = 0; l < 4; l++) s[l] += x[i + l] * wval(w, r, k0 + i + l);
+  for (; i < n; i++) s[0] += x[i] * wval(w, r, k0 + i);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// att_cmp_proj: kv and gate projections of every token row, as the cpu's gemmNT (gonum
+// Sgemm: one dot per output, or, when blocked, sums of dots over 64-wide k blocks).
+struct AttProjArgs { const float* x; Weight wkv; Weight wgate; float* kv; float* gate; i64 T; i64 width; i64 in; i64 blocked; };
+KERNEL(att_cmp_proj, AttProjArgs) {
+  i64 per = a.T * a.width;
+  for (i64 i = GIDX; i < 2 * per; i += GSTRIDE) {
+    i64 which = i / per, rem = i % per, t = rem / a.width, c = rem % a.width;
+    const float* x = a.x + t * a.in;
+    float acc = 0;
+    if (a.blocked) {
+      for (i64 k = 0; k < a.in; k += 64)
+        acc += att_gonum_dot(x + k, which ? a.wgate : a.wkv, c, k, imin(64, a.in - k));
+    } else {
+      acc += att_gonum_dot(x, which ? a.wgate : a.wkv, c, 0, a.in);
+    }
+    (which ? a.gate : a.kv)[rem] = acc;
+  }
+}
+
+// att_cmp_pool: one work item per (sequence, channel d): for every window this step
+// closes, the softmax-gated sum of channel d (with the previous window's Ca slice under
+// overlap) into pooled[last row of the window]; then the Ca slice of channel d saved, and
+// the rows left open stored in the pending slots. An item touches only its own channels
+// (d, and dim+d under overlap).
+struct AttPoolArgs {
+  const SeqRec* seqs; i64 nseq; const float* kv; const float* gate; Weight ape; double* pooled;
+  i64 off; i64 ratio; i64 dim; i64 overlap;
+};
+KERNEL(att_cmp_pool, AttPoolArgs) {
+  const i64 r = a.ratio, dim = a.dim, w = a.overlap ? 2 * a.dim : a.dim, off = a.overlap ? a.dim : 0;
+  for (i64 i = GIDX; i < a.nseq * dim; i += GSTRIDE) {
+    const SeqRec s = a.seqs[i / dim];
+    const i64 d = i % dim;
+    AttCache c = att_cache(s, a.off, r, w, dim);
+    const i64 end = s.pos + s.n;
+    for (i64 win = s.pos / r; (win + 1) * r <= end; win++) {
+      const bool prev = a.overlap && win >= 1;
+      double mx = -F64_INF;
+      for (i64 j = 0; j < r; j++) {
+        i64 P = win * r + j;
+        const float* g = P < s.pos ? c.pgate + j * w : a.gate + (s.row + P - s.pos) * w;
+        mx = fmax64(mx, (double)g[off + d] + (double)wval(a.ape, j, off + d));
+        if (prev) mx = fmax64(mx, (double)c.vgate[j * dim + d]);
+      }
+      double num = 0, den = 0;
+      for (i64 j = 0; j < r; j++) {
+        i64 P = win * r + j;
+        const float* g = P < s.pos ? c.pgate + j * w : a.gate + (s.row + P - s.pos) * w;
+        const float* v = P < s.pos ? c.pkv + j * w : a.kv + (s.row + P - s.pos) * w;
+        double e = att_exp((double)g[off + d] + (double)wval(a.ape, j, off + d) - mx);
+        num += e * (double)v[off + d];
+        den += e;
+        if (prev) {
+          e = att_exp((double)c.vgate[j * dim + d] - mx);
+          num += e * (double)c.vkv[j * dim + d];
+          den += e;
+        }
+      }
+      a.pooled[(s.row + (win + 1) * r - 1 - s.pos) * dim + d] = num / den;
+      if (a.overlap) {
+        for (i64 j = 0; j < r; j++) {
+          i64 P = win * r + j;
+          const float* g = P < s.pos ? c.pgate + j * w : a.gate + (s.row + P - s.pos) * w;
+          const float* v = P < s.pos ? c.pkv + j * w : a.kv + (s.row + P - s.pos) * w;
+          c.vkv[j * dim + d] = v[d];
+          c.vgate[j * dim + d] = g[d] + wval(a.ape, j, d);
+        }
+      }
+    }
+    for (i64 P = imax(s.pos, end / r * r); P < end; P++) {
+      i64 j = P % r, t = s.row + P - s.pos;
+      c.pkv[j * w + d] = a.kv[t * w + d];
+      c.pgate[j * w + d] = a.gate[t * w + d];
+      if (a.overlap) {
+        c.pkv[j * w + dim + d] = a.kv[t * w + dim + d];
+        c.pgate[j * w + dim + d] = a.gate[t * w + dim + d];
+      }
+    }
+  }
+}
+
+// att_cmp_emit: one work item per token row that closes a window: RMSNorm of the pooled
+// entry (sum of squares in float64), the norm weight, RoPE at the window's first
+// position, stored as entry w.
+struct AttEmitArgs {
+  const SeqRec* seqs; i64 nseq; i64 T; const double* pooled; Weight norm; i64 off; i64 ratio; i64 dim; i64 width;
+  i64 maxe; double eps; i64* err; RopeSpec rope;
+};
+KERNEL(att_cmp_emit, AttEmitArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0) continue;
+    const SeqRec s = a.seqs[q];
+    i64 P = s.pos + t - s.row;
+    if ((P + 1) % a.ratio != 0) continue;
+    i64 win = (P + 1) / a.ratio - 1;
+    if (win >= a.maxe) { *a.err = 301; continue; }
+    const double* v = a.pooled + t * a.dim;
+    double ss = 0;
+    for (i64 d = 0; d < a.dim; d++) ss += v[d] * v[d];
+    double inv = 1 / sqrt(ss / (double)a.dim + a.eps);
+    float* out = att_cache(s, a.off, a.ratio, a.width, a.dim).ent + win * a.dim;
+    for (i64 d = 0; d < a.dim; d++) out[d] = (float)(v[d] * inv) * wval(a.norm, 0, d);
+    rope_rotate(a.rope, out, out, win * a.ratio, 1.0);
+  }
+}
+
+// ---- index_topk (cpu: indexKernel) ----
+
+// att_index_topk: one work item per token: the indexer score of every visible entry of
+// the layer's indexer cache, the top k by (score desc, entry asc) best first, -1 pads.
+// best is per-token scratch of topk doubles.
+struct AttIndexArgs {
+  const float* q; const float* w; const int* pos; int* out; double* best; const SeqRec* seqs; i64 nseq; i64 T;
+  i64 off; i64 ratio; i64 width; i64 cdim; i64 heads; i64 dim; i64 topk; double scale;
+};
+KERNEL(att_index_topk, AttIndexArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    int* row = a.out + t * a.topk;
+    for (i64 i = 0; i < a.topk; i++) row[i] = -1;
+    i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0) continue;
+    const SeqRec s = a.seqs[q];
+    const float* ent = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent;
+    i64 visible = imin((s.pos + s.n) / a.ratio, ((i64)a.pos[t] + 1) / a.ratio);
+    double* best = a.best + t * a.topk;
+    const float* qt = a.q + t * a.heads * a.dim;
+    const float* wt = a.w + t * a.heads;
+    i64 cnt = 0;
+    for (i64 e = 0; e < visible; e++) {
+      const float* key = ent + e * a.cdim;
+      double sc = 0;
+      for (i64 h = 0; h < a.heads; h++) {
+        const float* qh = qt + h * a.dim;
+        double dot = 0;
+        for (i64 i = 0; i < a.cdim; i++) dot += (double)qh[i] * (double)key[i];
+        if (dot > 0) sc += (double)wt[h] * dot;
+      }
+      double v = sc * a.scale;
+      // entries come in increasing order: e ranks above exactly the kept ones it outscores
+      i64 p = cnt;
+      while (p > 0 && v > best[p - 1]) p--;
+      if (p >= a.topk) continue;
+      i64 last = imin(cnt, a.topk - 1);
+      for (i64 k = last; k > p; k--) {
+        best[k] = best[k - 1];
+        row[k] = row[k - 1];
+      }
+      best[p] = v;
+      row[p] = (int)e;
+      cnt = imin(cnt + 1, a.topk);
+    }
+  }
+}
+
+// ---- window / sparse attention (cpu: attnKernel) ----
+
+// AttArgs: q[T, heads·dim], kv[T, dim], pos[T], sink[heads], idx[T, topk] (or null);
+// acc is per-(token, head) scratch of dim doubles.
+struct AttArgs {
+  const float* q; const float* kv; const int* pos; Weight sink; const int* idx; float* out; double* acc;
+  const SeqRec* seqs; i64 nseq; i64 T; i64 heads; i64 dim; i64 window; double scale;
+  i64 ring_off; i64 cap; i64 decode; i64 sparse; i64 topk;
+  i64 cache_off; i64 ratio; i64 cwidth; i64* err;
+};
+
+// att_key is key k of query row t (at position p) of sequence s, in the cpu's order
+// (window ring oldest first, the step's rows, then the compressed entries), or null when
+// the query does not attend to it (attnKernel.visible).
+DEV const float* att_key(const AttArgs& a, const SeqRec& s, i64 ringLen, i64 k, i64 t, i64 p) {
+  const bool dec = a.decode != 0;
+  if (k < ringLen) {
+    i64 kp = s.pos - ringLen + k;
+    if (!dec && !(kp <= p && kp > p - a.window)) return 0;
+    return att_ring(s, a.ring_off) + (kp % a.cap) * a.dim;
+  }
+  k -= ringLen;
+  if (k < s.n) {
+    i64 kp = a.pos[s.row + k];
+    if (!dec && !(kp <= p && kp > p - a.window)) return 0;
+    return a.kv + (s.row + k) * a.dim;
+  }
+  i64 e = k - s.n;
+  if (a.idx) {
+    bool use = false;
+    for (i64 i = 0; i < a.topk; i++)
+      if (a.idx[t * a.topk + i] == e) use = true;
+    if (!use) return 0;
+  } else if (!dec && !(e < (p + 1) / a.ratio)) {
+    return 0;
+  }
+  return att_cache(s, a.cache_off, a.ratio, a.cwidth, a.dim).ent + e * a.dim;
+}
+
+// att_attention: one work item per (token, head): softmax over the visible keys and the
+// head's sink (whose logit joins the denominator only), float64 throughout. The logits
+// are recomputed in the second pass (the same operations, the same values).
+KERNEL(att_attention, AttArgs) {
+  for (i64 i = GIDX; i < a.T * a.heads; i += GSTRIDE) {
+    i64 t = i / a.heads, h = i % a.heads;
+    i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0) continue;
+    const SeqRec s = a.seqs[q];
+    if (a.decode && s.n != 1) { *a.err = 302; continue; }
+    i64 ringLen = imin(s.pos, a.cap);
+    i64 nkeys = ringLen + s.n + (a.sparse ? (s.pos + s.n) / a.ratio : 0);
+    i64 p = a.pos[t];
+    const float* qh = a.q + t * a.heads * a.dim + h * a.dim;
+    double sink = (double)wval(a.sink, 0, h);
+    double mx = sink;
+    for (i64 k = 0; k < nkeys; k++) {
+      const float* row = att_key(a, s, ringLen, k, t, p);
+      if (!row) continue;
+      double dot = 0;
+      for (i64 d = 0; d < a.dim; d++) dot += (double)qh[d] * (double)row[d];
+      mx = fmax64(mx, dot * a.scale);
+    }
+    double den = att_exp(sink - mx);
+    double* acc = a.acc + i * a.dim;
+    for (i64 d = 0; d < a.dim; d++) acc[d] = 0;
+    for (i64 k = 0; k < nkeys; k++) {
+      const float* row = att_key(a, s, ringLen, k, t, p);
+      if (!row) continue;
+      double dot = 0;
+      for (i64 d = 0; d < a.dim; d++) dot += (double)qh[d] * (double)row[d];
+      double e = att_exp(dot * a.scale - mx);
+      den += e;
+      for (i64 d = 0; d < a.dim; d++) acc[d] += e * (double)row[d];
+    }
+    float* o = a.out + t * a.heads * a.dim + h * a.dim;
+    for (i64 d = 0; d < a.dim; d++) o[d] = (float)(acc[d] / den);
+  }
+}
+
+// att_ring_push: one work item per token row: the last cap rows of each sequence's step
+// go to the window ring (after att_attention has read it).
+struct AttPushArgs { const float* kv; const SeqRec* seqs; i64 nseq; i64 T; i64 ring_off; i64 cap; i64 dim; };
+KERNEL(att_ring_push, AttPushArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0) continue;
+    const SeqRec s = a.seqs[q];
+    i64 j = t - s.row;
+    if (j < s.n - a.cap) continue;
+    float* dst = att_ring(s, a.ring_off) + ((s.pos + j) % a.cap) * a.dim;
+    for (i64 d = 0; d < a.dim; d++) dst[d] = a.kv[t * a.dim + d];
+  }
+}

@@ -1,0 +1,292 @@
+package cuda
+
+import (
+	"fmt"
+
+	"deepinfer/kvlayout"
+	"deepinfer/plan"
+)
+
+// Binders of attention.cu's kernels: DeepSeek-V4's KV compressor, lightning indexer, and
+// window / sparse attention with sinks.
+//
+// Per-sequence state, fixed-size and derived from positions (the cpu's targets/cpu/
+// kvstate grows slices and counts instead):
+//
+//	att.ring.L      layer L's window ring: cap = RingRows() rows of Dim floats; position
+//	                p lives at row p % cap; before a step at position pos the ring holds
+//	                positions [pos - min(pos, cap), pos)
+//	att.cmp.L.C     layer L's compressor cache C (0 attention, 1 indexer), floats:
+//	                pending kv, pending gate   ratio × width each (width = 2·dim with
+//	                                           overlap), row p % ratio: the open window's
+//	                                           raw projections
+//	                prev kv, prev gate         ratio × dim each: the last closed window's
+//	                                           Ca slice (gate + ape, rounded to float32)
+//	                entries                    MaxPositions/ratio × dim: entry w (the
+//	                                           window of positions [w·ratio, (w+1)·ratio))
+//	                                           at row w; (pos+n)/ratio of them after a step
+//
+// Only V4 plans use these ops; V4.1's attention is csa_* (other files).
+
+func init() {
+	registerError(301, "a compressor cache is full: the sequence is longer than the plan's max_positions")
+	registerError(302, "decode attention got more than one token for a sequence")
+	register("compress", bindCompress)
+	register("index_topk", bindIndexTopK)
+	register("window_attention", func(b *Bind) error { return bindAttention(b, false) })
+	register("sparse_attention", func(b *Bind) error { return bindAttention(b, true) })
+}
+
+// attLayer is the plan's state layout of layer l.
+func attLayer(b *Bind, l int64) (*kvlayout.LayerLayout, error) {
+	kv := &b.Plan().KV
+	if l < 0 || l >= int64(len(kv.Layers)) {
+		return nil, b.Errorf("layer %d is not in the plan's KV layout (%d layers)", l, len(kv.Layers))
+	}
+	return &kv.Layers[l], nil
+}
+
+// attCache claims layer l's compressor cache c and returns its offset and layout.
+func attCache(b *Bind, l, c int64) (int64, kvlayout.CacheLayout, error) {
+	ll, err := attLayer(b, l)
+	if err != nil {
+		return 0, kvlayout.CacheLayout{}, err
+	}
+	if c < 0 || c >= int64(len(ll.Caches)) {
+		return 0, kvlayout.CacheLayout{}, b.Errorf("layer %d has no compressor cache %d", l, c)
+	}
+	cl := ll.Caches[c]
+	if cl.Fmt != "" {
+		return 0, cl, b.Errorf("layer %d cache %d: packed (%s) caches are V4.1's", l, c, cl.Fmt)
+	}
+	r, d := int64(cl.Ratio), int64(cl.Dim)
+	w := d
+	if cl.Overlap {
+		w = 2 * d
+	}
+	maxE := b.MaxPositions() / r
+	off, err := b.State(fmt.Sprintf("att.cmp.%d.%d", l, c), 4*(2*r*w+2*r*d+maxE*d))
+	return off, cl, err
+}
+
+// attRing claims layer l's window ring and returns its offset and rows.
+func attRing(b *Bind, l, dim int64) (int64, int64, error) {
+	ll, err := attLayer(b, l)
+	if err != nil {
+		return 0, 0, err
+	}
+	if int64(ll.Dim) != dim {
+		return 0, 0, b.Errorf("layer %d rows are %d wide in the KV layout, %d here", l, ll.Dim, dim)
+	}
+	if ll.RingFmt != "" {
+		return 0, 0, b.Errorf("layer %d: packed (%s) rings are V4.1's", l, ll.RingFmt)
+	}
+	capRows := int64(ll.RingRows())
+	off, err := b.State(fmt.Sprintf("att.ring.%d", l), 4*capRows*dim)
+	return off, capRows, err
+}
+
+func boolInt(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// bindCompress: compress(x[T, in], pos, wkv[width, in], wgate[width, in], ape[ratio,
+// width], norm[dim]) appends an entry per window closed to the layer's cache.
+func bindCompress(b *Bind) error {
+	layer, cache, ratio, dim := b.Int("layer"), b.Int("cache"), b.Int("ratio"), b.Int("head_dim")
+	overlap := b.Bool("overlap")
+	eps := b.Float("eps")
+	off, cl, err := attCache(b, layer, cache)
+	if err != nil {
+		return err
+	}
+	if int64(cl.Ratio) != ratio || int64(cl.Dim) != dim || cl.Overlap != overlap {
+		return b.Errorf("ratio %d, dim %d, overlap %v differ from the KV layout's %d, %d, %v", ratio, dim, overlap, cl.Ratio, cl.Dim, cl.Overlap)
+	}
+	width := dim
+	if overlap {
+		width = 2 * dim
+	}
+	in := b.Args[0].Last()
+	if Dim(b.Args[2], 0) != width || Dim(b.Args[2], 1) != in || Dim(b.Args[3], 0) != width || Dim(b.Args[3], 1) != in ||
+		Dim(b.Args[4], 0) != ratio || Dim(b.Args[4], 1) != width {
+		return b.Errorf("projections %v, %v and ape %v do not fit width %d, ratio %d, input %d", b.Args[2], b.Args[3], b.Args[4], width, ratio, in)
+	}
+	rope, err := newRopeSpec(b, dim)
+	if err != nil {
+		return err
+	}
+	maxE := b.MaxPositions() / ratio
+	kvS, gateS, poolS := b.Scratch(4*width, 0), b.Scratch(4*width, 0), b.Scratch(8*dim, 0)
+	b.Launch("att_cmp_proj", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Rows()
+		blocks := func(n int64) int64 { return (n + 63) / 64 }
+		a.P(s.Arg(0).Ptr)
+		a.W(s.Arg(2))
+		a.W(s.Arg(3))
+		a.P(s.Scratch(kvS))
+		a.P(s.Scratch(gateS))
+		a.I(T)
+		a.I(width)
+		a.I(in)
+		a.I(boolInt(blocks(T)*blocks(width) >= 4)) // gonum's minParBlock
+		return 2 * T * width
+	})
+	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 {
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.P(s.Scratch(kvS))
+		a.P(s.Scratch(gateS))
+		a.W(s.Arg(4))
+		a.P(s.Scratch(poolS))
+		a.I(off)
+		a.I(ratio)
+		a.I(dim)
+		a.I(boolInt(overlap))
+		return s.NSeq * dim
+	})
+	b.Launch("att_cmp_emit", func(s *Step, a *ArgBuf) int64 {
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(s.T)
+		a.P(s.Scratch(poolS))
+		a.W(s.Arg(5))
+		a.I(off)
+		a.I(ratio)
+		a.I(dim)
+		a.I(width)
+		a.I(maxE)
+		a.F(eps)
+		a.P(s.Err)
+		rope.put(a)
+		return s.T
+	})
+	return nil
+}
+
+// bindIndexTopK: index_topk(q[T, heads·head_dim], w[T, heads], pos) over the layer's
+// indexer cache (cache 1).
+func bindIndexTopK(b *Bind) error {
+	layer, ratio, topk, heads, dim := b.Int("layer"), b.Int("ratio"), b.Int("topk"), b.Int("heads"), b.Int("head_dim")
+	scale := b.Float("scale")
+	off, cl, err := attCache(b, layer, 1)
+	if err != nil {
+		return err
+	}
+	if int64(cl.Ratio) != ratio || int64(cl.Dim) != dim {
+		return b.Errorf("ratio %d, head_dim %d differ from the indexer cache's %d, %d", ratio, dim, cl.Ratio, cl.Dim)
+	}
+	width := dim
+	if cl.Overlap {
+		width = 2 * dim
+	}
+	best := b.Scratch(8*topk, 0)
+	b.Launch("att_index_topk", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Rows()
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Arg(2).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.P(s.Scratch(best))
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(T)
+		a.I(off)
+		a.I(ratio)
+		a.I(width)
+		a.I(dim)
+		a.I(heads)
+		a.I(dim)
+		a.I(topk)
+		a.F(scale)
+		return T
+	})
+	return nil
+}
+
+// bindAttention: window_attention(q, kv, pos, sink) and sparse_attention(q, kv, pos, sink,
+// state[, idx]); the state operand carries no buffer. In the decode phase the cpu target
+// runs the .decode kernels, which attend to every held key; so does this.
+func bindAttention(b *Bind, sparse bool) error {
+	layer, heads, dim, window := b.Int("layer"), b.Int("heads"), b.Int("head_dim"), b.Int("window")
+	ratio := b.Int("ratio")
+	scale := b.Float("scale")
+	if sparse && ratio < 1 {
+		return b.Errorf("sparse attention needs a positive ratio")
+	}
+	if len(b.Args) < 4 || b.Args[0].Last() != heads*dim || b.Args[1].Last() != dim {
+		return b.Errorf("operands %v do not fit %d heads of %d", b.Args, heads, dim)
+	}
+	ringOff, capRows, err := attRing(b, layer, dim)
+	if err != nil {
+		return err
+	}
+	var cacheOff, cwidth, topk int64
+	hasIdx := sparse && len(b.Args) == 5
+	if sparse {
+		off, cl, err := attCache(b, layer, 0)
+		if err != nil {
+			return err
+		}
+		if int64(cl.Ratio) != ratio || int64(cl.Dim) != dim {
+			return b.Errorf("ratio %d, head_dim %d differ from the attention cache's %d, %d", ratio, dim, cl.Ratio, cl.Dim)
+		}
+		cacheOff, cwidth = off, dim
+		if cl.Overlap {
+			cwidth = 2 * dim
+		}
+		if hasIdx {
+			topk = Dim(b.Args[4], 1)
+		}
+	}
+	decode := b.Phase == plan.PhaseDecode
+	acc := b.Scratch(8*heads*dim, 0)
+	b.Launch("att_attention", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Rows()
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Arg(2).Ptr)
+		a.W(s.Arg(3))
+		if hasIdx {
+			a.P(s.Arg(4).Ptr)
+		} else {
+			a.P(0)
+		}
+		a.P(s.Result(0).Ptr)
+		a.P(s.Scratch(acc))
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(T)
+		a.I(heads)
+		a.I(dim)
+		a.I(window)
+		a.F(scale)
+		a.I(ringOff)
+		a.I(capRows)
+		a.I(boolInt(decode))
+		a.I(boolInt(sparse))
+		a.I(topk)
+		a.I(cacheOff)
+		a.I(max(ratio, 1))
+		a.I(cwidth)
+		a.P(s.Err)
+		return T * heads
+	})
+	b.Launch("att_ring_push", func(s *Step, a *ArgBuf) int64 {
+		if capRows == 0 {
+			return 0
+		}
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(s.T)
+		a.I(ringOff)
+		a.I(capRows)
+		a.I(dim)
+		return s.T
+	})
+	return nil
+}

@@ -1,0 +1,150 @@
+package cuda
+
+import (
+	"math"
+
+	"deepinfer/ir"
+)
+
+// Binder of rope.cu's kernel, and the RoPE tables every rotating kernel takes (the
+// compressor rotates its entries too).
+
+func init() { register("rope", bindRope) }
+
+// ropeMaxFreqs is the most frequencies a RopeSpec (attention.cu) carries: rope_dim ≤ 128.
+const ropeMaxFreqs = 64
+
+// ropeSpec is attention.cu's struct RopeSpec: the inverse frequencies of the interleaved
+// partial RoPE, computed here exactly as the cpu target computes them (targets/cpu/rope.go:
+// inverseFrequencies, or inverseFrequencies32 under rope_fp32), so that the kernels only
+// evaluate the angles.
+type ropeSpec struct {
+	headDim, ropeDim int64
+	fp32             bool
+	attnFactor       float64
+	inv              []float64 // rope_fp32: float32 values, widened
+}
+
+func newRopeSpec(b *Bind, headDim int64) (ropeSpec, error) {
+	rd := b.Int("rope_dim")
+	if rd <= 0 || rd%2 != 0 || rd > headDim || rd/2 > ropeMaxFreqs {
+		return ropeSpec{}, b.Errorf("rope_dim %d for heads of %d (at most %d)", rd, headDim, 2*ropeMaxFreqs)
+	}
+	r := ropeSpec{headDim: headDim, ropeDim: rd, attnFactor: 1}
+	if v, ok := b.Attrs.Float("attn_factor"); ok {
+		r.attnFactor = v
+	}
+	theta := b.Float("theta")
+	if b.Bool("rope_fp32") {
+		r.fp32 = true
+		for _, f := range ropeInverseFrequencies32(int(rd), float32(theta), b.Attrs) {
+			r.inv = append(r.inv, float64(f))
+		}
+	} else {
+		r.inv = ropeInverseFrequencies(int(rd), theta, b.Attrs)
+	}
+	return r, nil
+}
+
+// put appends struct RopeSpec {head_dim, rope_dim, fp32, attn, inv[ropeMaxFreqs]}.
+func (r *ropeSpec) put(a *ArgBuf) {
+	a.I(r.headDim)
+	a.I(r.ropeDim)
+	if r.fp32 {
+		a.I(1)
+	} else {
+		a.I(0)
+	}
+	a.F(r.attnFactor)
+	for i := 0; i < ropeMaxFreqs; i++ {
+		if i < len(r.inv) {
+			a.F(r.inv[i])
+		} else {
+			a.F(0)
+		}
+	}
+}
+
+// ropeYarnRamp is the cpu target's yarnRamp.
+func ropeYarnRamp(dim int, base float64, a ir.Attrs) (ramp []float64, factor float64, ok bool) {
+	factor, ok = a.Float("yarn_factor")
+	if !ok {
+		return nil, 0, false
+	}
+	o, _ := a.Int("yarn_original")
+	orig := float64(int(o))
+	fast, _ := a.Float("yarn_beta_fast")
+	slow, _ := a.Float("yarn_beta_slow")
+	corr := func(rot float64) float64 {
+		return float64(dim) * math.Log(orig/(rot*2*math.Pi)) / (2 * math.Log(base))
+	}
+	low := max(math.Floor(corr(fast)), 0)
+	high := min(math.Ceil(corr(slow)), float64(dim-1))
+	width := max(high-low, 1e-3)
+	ramp = make([]float64, dim/2)
+	for i := range ramp {
+		ramp[i] = min(max((float64(i)-low)/width, 0), 1)
+	}
+	return ramp, factor, true
+}
+
+// ropeInverseFrequencies is the cpu target's inverseFrequencies.
+func ropeInverseFrequencies(dim int, base float64, a ir.Attrs) []float64 {
+	inv := make([]float64, dim/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(base, float64(2*i)/float64(dim))
+	}
+	if ramp, factor, ok := ropeYarnRamp(dim, base, a); ok {
+		for i, r := range ramp {
+			smooth := 1 - r
+			inv[i] = inv[i]/factor*(1-smooth) + inv[i]*smooth
+		}
+	}
+	return inv
+}
+
+// ropeInverseFrequencies32 is the cpu target's inverseFrequencies32.
+func ropeInverseFrequencies32(dim int, base float32, a ir.Attrs) []float32 {
+	inv := make([]float32, dim/2)
+	for i := range inv {
+		inv[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(dim)))
+	}
+	if ramp, factor, ok := ropeYarnRamp(dim, float64(base), a); ok {
+		f32 := float32(factor)
+		for i, r := range ramp {
+			smooth := 1 - float32(r)
+			inv[i] = inv[i]/f32*(1-smooth) + inv[i]*smooth
+		}
+	}
+	return inv
+}
+
+// bindRope: rope(x[T, H·head_dim], pos[T]), every head of every row rotated at its
+// token's position (inverse: by -θ).
+func bindRope(b *Bind) error {
+	hd := b.Int("head_dim")
+	W := b.Args[0].Last()
+	if hd <= 0 || W%hd != 0 {
+		return b.Errorf("head_dim %d does not split rows of %d", hd, W)
+	}
+	spec, err := newRopeSpec(b, hd)
+	if err != nil {
+		return err
+	}
+	sign := 1.0
+	if b.Bool("inverse") {
+		sign = -1
+	}
+	b.Launch("rope_apply", func(s *Step, a *ArgBuf) int64 {
+		n := s.Arg(0).Rows() * (W / hd)
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(n)
+		a.I(W / hd)
+		a.F(sign)
+		spec.put(a)
+		return n
+	})
+	return nil
+}
