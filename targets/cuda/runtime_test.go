@@ -302,8 +302,8 @@ func TestDiscoveryOrder(t *testing.T) {
 			"/opt/mine/libnvrtc.so.13": true,
 			"/opt/venv/bin/python3":    true,
 			"/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so.13": true,
-			"/opt/cuda/lib64/libnvrtc.so.13":                                         true,
-			"/usr/local/nvidia/lib64/libcuda.so.1":                                   true,
+			"/opt/cuda/lib64/libnvrtc.so.13":                                        true,
+			"/usr/local/nvidia/lib64/libcuda.so.1":                                  true,
 		},
 	}
 	paths, _ := candidates(fs, libNVRTC)

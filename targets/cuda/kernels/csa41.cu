@@ -1,0 +1,866 @@
+// csa41.cu: DeepSeek-V4.1's attention path (CSA2): the KV source's compressor
+// (csa_compress), the lightning indexer (csa_index, csa_index_candidates) and the
+// shared-KV sparse attention with its window ring (csa_attention). Ports of the cpu
+// target's targets/cpu/v41_csa.go, v41_topk.go and v41_attention.go, operation for
+// operation.
+//
+// Per-sequence state (claimed by ops_csa41.go, keys "csa.*"), stored in the cpu
+// target's packed formats (targets/cpu/kvstate, quant.Pack), rows by position:
+//   - a window ring of `rows` rows (MXFP8, or float32): position q at row q % rows,
+//     holding the positions [max(0, P-rows), P) where P is the sequence's first position
+//     of the step;
+//   - a KV source's compressed entries (FP4 with E4M3 scales) and index keys (FP4 with
+//     UE8M0 scales): entry e (the group of positions e·ratio .. e·ratio+ratio-1) at row
+//     e; a sequence at position P holds P / ratio of them;
+//   - the compressor's open group (ratio > 1): the raw fp32 projections kv and gate of
+//     position q at slot q % ratio.
+
+#define CSA_MAX_PAIRS 64
+#define CSA_MAX_OWNERS 64
+
+// ---- scalar formats (quant package) ----
+
+// Go's max and min builtins on floats: NaN wins, max(-0, 0) = 0, min(-0, 0) = -0.
+DEV float csa_gomax(float x, float y) {
+  if (x != x) return x;
+  if (y != y) return y;
+  if (x == 0 && y == 0) return (bits_f32(x) >> 31) ? y : x;
+  return x > y ? x : y;
+}
+DEV float csa_gomin(float x, float y) {
+  if (x != x) return x;
+  if (y != y) return y;
+  if (x == 0 && y == 0) return (bits_f32(x) >> 31) ? x : y;
+  return x < y ? x : y;
+}
+DEV double csa_gomax64(double x, double y) {
+  if (x != x) return x;
+  if (y != y) return y;
+  if (x == 0 && y == 0) return (bits_f64(x) >> 63) ? y : x;
+  return x > y ? x : y;
+}
+
+// csa_bf16 is quant.BF16: round to the nearest bfloat16, ties to even.
+DEV float csa_bf16(float x) {
+  u32 b = bits_f32(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return f32_bits(b & ~0xffffu);
+}
+
+// csa_enc_e4m3 is quant.EncodeE4M3.
+DEV unsigned char csa_enc_e4m3(float x) {
+  if (x != x) return 0x7f;
+  unsigned char sign = (bits_f32(x) >> 31) ? 0x80 : 0;
+  double a = fabs((double)x);
+  if (a >= 448) return sign | 0x7e;
+  if (a < 1.0 / 64) return sign | (unsigned char)rint(a * 512);
+  int ex;
+  double frac = frexp(a, &ex);
+  int e = ex - 1;
+  double m = rint((2 * frac - 1) * 8);
+  if (m == 8) {
+    m = 0;
+    e++;
+  }
+  if (e + 7 > 15 || (e + 7 == 15 && m == 7)) return sign | 0x7e;
+  return sign | (unsigned char)((e + 7) << 3) | (unsigned char)m;
+}
+
+// csa_enc_e2m1 is quant.EncodeE2M1 (a nibble).
+DEV unsigned char csa_enc_e2m1(float x) {
+  unsigned char sign = (bits_f32(x) >> 31) ? 8 : 0;
+  double a = fabs((double)x);
+  double code;
+  if (a != a) return sign | 7;
+  if (a >= 6) code = 7;
+  else if (a < 2) code = rint(a * 2);
+  else if (a < 4) code = 4 + rint(a - 2);
+  else code = 6 + rint((a - 4) / 2);
+  return sign | (unsigned char)code;
+}
+
+// csa_pow2ceil is quant.Pow2Ceil.
+DEV float csa_pow2ceil(float x) {
+  u32 b = bits_f32(x);
+  int e = (int)((b >> 23) & 0xff) - 127;
+  if (b & 0x7fffffu) e++;
+  if (e < -126) e = -126;
+  if (e > 127) e = 127;
+  return f32_bits((u32)(e + 127) << 23);
+}
+
+// Storage formats of state rows, as quant.Format: 0 float32, 1 MXFP8, 2 FP4 with UE8M0
+// scales, 3 FP4 with E4M3 scales. A packed row is its codes (FP4: two a byte, the even
+// element in the low nibble), then one scale byte per group.
+DEV i64 csa_code_bytes(i64 fmt, i64 dim) { return fmt == 1 ? dim : dim / 2; }
+
+// csa_fmt_scale is quant.Format.Scale.
+DEV float csa_fmt_scale(i64 fmt, float amax) {
+  if (fmt == 1) return csa_pow2ceil(csa_gomax(amax, 1e-4f) * (float)(1.0 / 448));
+  if (fmt == 2) return csa_pow2ceil(csa_gomax(amax, 6 * f32_bits(0x00800000u)) * (float)(1.0 / 6));
+  return e4m3_f32(csa_enc_e4m3(csa_gomax(amax, 6 * f32_bits(0x3b000000u)) / 6));
+}
+
+// csa_pack_group packs group gi (g values) of row x (dim values) into the packed row dst
+// (quant.Format.Pack, one group).
+DEV void csa_pack_group(const float* x, i64 fmt, i64 g, i64 dim, i64 gi, unsigned char* dst) {
+  const float* grp = x + gi * g;
+  if (fmt == 0) {
+    float* o = (float*)dst;
+    for (i64 j = 0; j < g; j++) o[gi * g + j] = grp[j];
+    return;
+  }
+  float amax = 0;
+  for (i64 j = 0; j < g; j++) amax = csa_gomax(amax, fabsf(grp[j]));
+  float s = csa_fmt_scale(fmt, amax);
+  i64 cb = csa_code_bytes(fmt, dim);
+  dst[cb + gi] = fmt == 3 ? csa_enc_e4m3(s) : (unsigned char)(bits_f32(s) >> 23);
+  for (i64 j = 0; j < g; j++) {
+    i64 k = gi * g + j;
+    float v = grp[j];
+    if (fmt == 1) {
+      dst[k] = csa_enc_e4m3(csa_gomin(csa_gomax(v / s, -448.0f), 448.0f));
+      continue;
+    }
+    unsigned char c = csa_enc_e2m1(csa_gomin(csa_gomax(v / s, -6.0f), 6.0f));
+    if (k % 2 == 0) dst[k / 2] = (unsigned char)((dst[k / 2] & 0xf0) | c);
+    else dst[k / 2] = (unsigned char)((dst[k / 2] & 0x0f) | (c << 4));
+  }
+}
+
+DEV void csa_pack_row(const float* x, i64 fmt, i64 g, i64 dim, unsigned char* dst) {
+  if (fmt == 0) g = dim;
+  for (i64 gi = 0; gi * g < dim; gi++) csa_pack_group(x, fmt, g, dim, gi, dst);
+}
+
+// csa_row_val is value j of a stored row (quant.Format.Unpack: code × scale).
+DEV float csa_row_val(const unsigned char* row, i64 fmt, i64 g, i64 dim, i64 j) {
+  if (fmt == 0) return ((const float*)row)[j];
+  const unsigned char* sc = row + csa_code_bytes(fmt, dim);
+  float s = fmt == 3 ? e4m3_f32(sc[j / g]) : ue8m0_f32(sc[j / g]);
+  if (fmt == 1) return e4m3_f32(row[j]) * s;
+  unsigned char c = row[j / 2];
+  if (j & 1) c >>= 4;
+  return e2m1_f32(c & 15) * s;
+}
+
+// ---- the step's sequences (cpu: views) ----
+
+struct csa_View {
+  i64 row, n, pos;  // the view's first row, rows and first position
+  i64 fromZero;     // a whole prefill from position 0
+  i64 spos, sn;     // the sequence's first position and rows in the step
+  unsigned char* state;
+};
+
+// csa_view_at finds the view holding row t of the step's rows (keep > 0: each
+// sequence's last keep rows, packed).
+DEV bool csa_view_at(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, csa_View* v) {
+  i64 row = 0;
+  for (i64 q = 0; q < nseq; q++) {
+    i64 n = seqs[q].n;
+    if (keep > 0 && n > keep) n = keep;
+    i64 r = keep > 0 ? row : seqs[q].row;
+    row += n;
+    if (t >= r && t < r + n) {
+      v->row = r;
+      v->n = n;
+      v->pos = seqs[q].pos + seqs[q].n - n;
+      v->fromZero = seqs[q].pos == 0 && n == seqs[q].n;
+      v->spos = seqs[q].pos;
+      v->sn = seqs[q].n;
+      v->state = (unsigned char*)(u64)seqs[q].state;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- RMSNorm, RoPE, gonum's sgemm dot ----
+
+struct csa_SqRow {
+  const float* p;
+  DEVM float operator()(i64 k) const { return p[k] * p[k]; }
+};
+struct csa_BF16Row {
+  const float* p;
+  DEVM float operator()(i64 k) const { return csa_bf16(p[k]); }
+};
+
+// csa_rms_row is the cpu's rmsRow: fp32 statistics in ATen's order, the weight, bf16.
+// y may be x.
+DEV void csa_rms_row(const float* x, const Weight& w, float* y, i64 n, double eps) {
+  csa_SqRow sq = {x};
+  float rs = 1.0f / (float)sqrt((double)(cascade_sum(sq, n) / (float)n + (float)eps));
+  for (i64 i = 0; i < n; i++) y[i] = csa_bf16(x[i] * rs * wval(w, 0, i));
+}
+
+// csa_rope_tables is ropeSpec.tables for one position (the forward rotation); inv holds
+// the frequencies (float32 values when fp32).
+DEV void csa_rope_tables(i64 rope_dim, i64 fp32, double af, const double* inv, i64 pos, double* cs, double* sn) {
+  for (i64 i = 0; i < rope_dim / 2; i++) {
+    if (fp32) {
+      float ang = (float)pos * (float)inv[i];
+      cs[i] = cos((double)ang);
+      sn[i] = sin((double)ang);
+    } else {
+      double ang = (double)pos * inv[i];
+      cs[i] = cos(ang) * af;
+      sn[i] = sin(ang) * af;
+    }
+  }
+}
+
+// csa_rope_apply is ropeSpec.apply: every head of a row of n values.
+DEV void csa_rope_apply(float* row, i64 n, i64 head_dim, i64 rope_dim, const double* cs, const double* sn) {
+  i64 off = head_dim - rope_dim;
+  for (i64 h = 0; h + head_dim <= n; h += head_dim) {
+    float* x = row + h + off;
+    for (i64 i = 0; i < rope_dim / 2; i++) {
+      double x0 = (double)x[2 * i], x1 = (double)x[2 * i + 1];
+      x[2 * i] = (float)(x0 * cs[i] - x1 * sn[i]);
+      x[2 * i + 1] = (float)(x1 * cs[i] + x0 * sn[i]);
+    }
+  }
+}
+
+// csa_gonum_dot is gonum's f32.DotUnitary (amd64 SSE) over n values from k0: 4-lane
+// SUM and P_SUM vectors over 16-value chunks, SUM += P_SUM, 4-value then 1-value tails
+// into SUM, then two horizontal adds. y0 is the element offset of y's first value from
+// a 16-byte aligned base (the leading values up to alignment go to lane 0 first).
+template <class X, class W>
+DEVM float csa_gonum_dot(X x, W y, i64 k0, i64 n, i64 y0) {
+  float s[4] = {0, 0, 0, 0}, ps[4] = {0, 0, 0, 0};
+  i64 i = k0, len = n;
+  i64 mis = (y0 * 4) & 15;
+  if (mis != 0) {
+    for (i64 t = 0; t < (16 - mis) / 4 && len > 0; t++) {
+      s[0] += x(i) * y(i);
+      i++;
+      len--;
+    }
+    if (len == 0) return (s[0] + s[1]) + (s[2] + s[3]);
+  }
+  i64 tail = len % 16, blocks = len / 16;
+  for (i64 b = 0; b < blocks; b++) {
+    for (int l = 0; l < 4; l++) s[l] += x(i + l) * y(i + l);
+    for (int l = 0; l < 4; l++) ps[l] += x(i + 4 + l) * y(i + 4 + l);
+    for (int l = 0; l < 4; l++) s[l] += x(i + 8 + l) * y(i + 8 + l);
+    for (int l = 0; l < 4; l++) ps[l] += x(i + 12 + l) * y(i + 12 + l);
+    i += 16;
+  }
+  if (blocks > 0)
+    for (int l = 0; l < 4; l++) s[l] += ps[l];
+  for (i64 b = 0; b < tail / 4; b++) {
+    for (int l = 0; l < 4; l++) s[l] += x(i + l) * y(i + l);
+    i += 4;
+  }
+  for (i64 b = 0; b < tail % 4; b++) {
+    s[0] += x(i) * y(i);
+    i++;
+  }
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// csa_gonum_par: gonum's Sgemm goes parallel (and splits K in blocks of 64) when the
+// output has at least 4 blocks of 64×64.
+DEV bool csa_gonum_par(i64 m, i64 n) { return ((m + 63) / 64) * ((n + 63) / 64) >= 4; }
+
+// csa_gonum_nt is c[r, j] of gonum's Sgemm(NoTrans, Trans) with alpha 1, beta 0: x is row
+// r of a, y row j of b (of K values; yrow0 the element offset of the row in b).
+template <class X, class W>
+DEVM float csa_gonum_nt(X x, W y, i64 K, i64 yrow0, bool par) {
+  float c = 0;
+  if (!par) return c + csa_gonum_dot(x, y, 0, K, yrow0);
+  for (i64 k0 = 0; k0 < K; k0 += 64) c += csa_gonum_dot(x, y, k0, imin(64, K - k0), yrow0 + k0);
+  return c;
+}
+
+// csa_chunk_rows is how many rows parallelFor gives the chunk holding row i of an n-row
+// gemmRows (procs cores, work multiply-adds a row).
+DEV i64 csa_chunk_rows(i64 n, i64 work, i64 procs, i64 i) {
+  i64 p = procs < n ? procs : n;
+  if (p <= 1 || n * work < (1 << 15)) return n;
+  i64 chunk = (n + p - 1) / p;
+  i64 lo = i / chunk * chunk;
+  return imin(lo + chunk, n) - lo;
+}
+
+// ---- csa_compress ----
+
+struct csa_CompressArgs {
+  const float* x;
+  Weight wkv, wgate, norm, wk, knorm;
+  const SeqRec* seqs;
+  i64 nseq, T;
+  i64 D, d, idim, ratio;
+  double eps;
+  float* P;  // [T, d] projections
+  float* G;  // [T, d] gates (ratio > 1)
+  float* L;  // [T, d] pooled rows, then latents
+  float* K;  // [T, idim] index keys
+  i64 kv_off, kv_fmt, kv_group, kv_rows, kv_rowbytes;
+  i64 ik_off, ik_fmt, ik_group, ik_rowbytes;
+  i64 pend_off;
+  i64 procs;
+  i64 rope_dim, rope_fp32;
+  double attn_factor;
+  double inv[CSA_MAX_PAIRS];
+  i64* err;
+};
+
+// csa_compress_proj: the projections of every row (ratio 1: bf16(x)·wkv in gonum's
+// order, then bf16; else fp32 wkv·x and wgate·x in MKL's order).
+KERNEL(csa_compress_proj, csa_CompressArgs) {
+  for (i64 it = GIDX; it < a.T * a.d; it += GSTRIDE) {
+    i64 t = it / a.d, c = it % a.d;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    i64 i = t - v.row;
+    const float* xt = a.x + t * a.D;
+    WRow w = {a.wkv, c};
+    if (a.ratio == 1) {
+      csa_BF16Row xb = {xt};
+      bool par = csa_gonum_par(csa_chunk_rows(v.n, a.d * a.D, a.procs, i), a.d);
+      a.P[it] = csa_bf16(csa_gonum_nt(xb, w, a.D, c * a.D, par));
+    } else {
+      FRow xr = {xt};
+      WRow g = {a.wgate, c};
+      a.P[it] = mkl_dot(xr, w, v.n, i, a.D, a.d);
+      a.G[it] = mkl_dot(xr, g, v.n, i, a.D, a.d);
+    }
+  }
+}
+
+// csa_group_row is channel c of the kv projection and gate of position q of the group
+// closing at row v.row+i: from this step's rows, or the open group kept in the state.
+DEV void csa_group_row(const csa_CompressArgs& a, const csa_View& v, i64 q, i64 c, float* kv, float* gate) {
+  if (q >= v.pos) {
+    i64 t = v.row + (q - v.pos);
+    *kv = a.P[t * a.d + c];
+    *gate = a.G[t * a.d + c];
+    return;
+  }
+  const float* pend = (const float*)(v.state + a.pend_off);
+  i64 s = q % a.ratio;
+  *kv = pend[s * a.d + c];
+  *gate = pend[(a.ratio + s) * a.d + c];
+}
+
+// csa_compress_pool (ratio > 1): at each row closing a group, channel c pooled by a
+// softmax of the gates over the group's rows (float64), bf16.
+KERNEL(csa_compress_pool, csa_CompressArgs) {
+  for (i64 it = GIDX; it < a.T * a.d; it += GSTRIDE) {
+    i64 t = it / a.d, c = it % a.d;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    i64 p = v.pos + (t - v.row);
+    if ((p + 1) % a.ratio != 0) continue;
+    i64 g0 = p + 1 - a.ratio;
+    double mx = -F64_INF;
+    float kv, gate;
+    for (i64 j = 0; j < a.ratio; j++) {
+      csa_group_row(a, v, g0 + j, c, &kv, &gate);
+      mx = csa_gomax64(mx, (double)gate);
+    }
+    double den = 0, num = 0;
+    for (i64 j = 0; j < a.ratio; j++) {
+      csa_group_row(a, v, g0 + j, c, &kv, &gate);
+      double e = exp((double)gate - mx);
+      den += e;
+      num += e * (double)kv;
+    }
+    a.L[it] = csa_bf16((float)(num / den));
+  }
+}
+
+// csa_compress_entry: each closed group's latent (RMSNorm), its index key (k_norm of
+// wk·latent in gonum's order, RoPE'd, bf16) and the RoPE'd latent, stored packed.
+KERNEL(csa_compress_entry, csa_CompressArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    i64 p = v.pos + (t - v.row);
+    if ((p + 1) % a.ratio != 0) continue;
+    i64 gpos = p + 1 - a.ratio, e = gpos / a.ratio;
+    if (e >= a.kv_rows) {
+      *a.err = 401;
+      continue;
+    }
+    float* lat = a.L + t * a.d;
+    csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
+    double cs[CSA_MAX_PAIRS], sn[CSA_MAX_PAIRS];
+    csa_rope_tables(a.rope_dim, a.rope_fp32, a.attn_factor, a.inv, gpos, cs, sn);
+    if (a.idim > 0) {
+      float* key = a.K + t * a.idim;
+      FRow lr = {lat};
+      bool par = csa_gonum_par(1, a.idim);
+      for (i64 j = 0; j < a.idim; j++) {
+        WRow w = {a.wk, j};
+        key[j] = csa_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
+      }
+      csa_rms_row(key, a.knorm, key, a.idim, a.eps);
+      csa_rope_apply(key, a.idim, a.idim, a.rope_dim, cs, sn);
+      for (i64 j = 0; j < a.idim; j++) key[j] = csa_bf16(key[j]);
+      csa_pack_row(key, a.ik_fmt, a.ik_group, a.idim, v.state + a.ik_off + e * a.ik_rowbytes);
+    }
+    csa_rope_apply(lat, a.d, a.d, a.rope_dim, cs, sn);
+    for (i64 j = 0; j < a.d; j++) lat[j] = csa_bf16(lat[j]);
+    csa_pack_row(lat, a.kv_fmt, a.kv_group, a.d, v.state + a.kv_off + e * a.kv_rowbytes);
+  }
+}
+
+// csa_compress_pend (ratio > 1): the rows of the group still open after the step go to
+// the state.
+KERNEL(csa_compress_pend, csa_CompressArgs) {
+  for (i64 it = GIDX; it < a.T * a.d; it += GSTRIDE) {
+    i64 t = it / a.d, c = it % a.d;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    i64 p = v.pos + (t - v.row), end = v.pos + v.n;
+    if (p < end / a.ratio * a.ratio) continue;
+    float* pend = (float*)(v.state + a.pend_off);
+    i64 s = p % a.ratio;
+    pend[s * a.d + c] = a.P[it];
+    pend[(a.ratio + s) * a.d + c] = a.G[it];
+  }
+}
+
+// ---- torch.topk on the CPU (cpu: torchTopK, libstdc++'s introselect / heap select) ----
+
+struct csa_TopkElem {
+  float v;
+  int i;
+};
+
+DEV bool csa_before(csa_TopkElem a, csa_TopkElem b) {
+  bool an = isnan32(a.v), bn = isnan32(b.v);
+  return (an && !bn) || a.v > b.v;
+}
+
+DEV int csa_floor_log2(i64 n) {
+  int l = 0;
+  while (n > 1) {
+    n >>= 1;
+    l++;
+  }
+  return l;
+}
+
+DEV void csa_adjust_heap(csa_TopkElem* q, i64 hole, i64 n, csa_TopkElem v) {
+  i64 top = hole, child = hole;
+  while (child < (n - 1) / 2) {
+    child = 2 * (child + 1);
+    if (csa_before(q[child], q[child - 1])) child--;
+    q[hole] = q[child];
+    hole = child;
+  }
+  if ((n & 1) == 0 && child == (n - 2) / 2) {
+    child = 2 * (child + 1);
+    q[hole] = q[child - 1];
+    hole = child - 1;
+  }
+  i64 parent = (hole - 1) / 2;
+  while (hole > top && csa_before(q[parent], v)) {
+    q[hole] = q[parent];
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  q[hole] = v;
+}
+
+DEV void csa_make_heap(csa_TopkElem* q, i64 n) {
+  if (n < 2) return;
+  for (i64 parent = (n - 2) / 2;; parent--) {
+    csa_adjust_heap(q, parent, n, q[parent]);
+    if (parent == 0) return;
+  }
+}
+
+DEV void csa_heap_select(csa_TopkElem* q, i64 len, i64 mid) {
+  csa_make_heap(q, mid);
+  for (i64 i = mid; i < len; i++) {
+    if (csa_before(q[i], q[0])) {
+      csa_TopkElem v = q[i];
+      q[i] = q[0];
+      csa_adjust_heap(q, 0, mid, v);
+    }
+  }
+}
+
+DEV void csa_sort_heap(csa_TopkElem* q, i64 n) {
+  for (; n > 1; n--) {
+    csa_TopkElem v = q[n - 1];
+    q[n - 1] = q[0];
+    csa_adjust_heap(q, 0, n - 1, v);
+  }
+}
+
+DEV void csa_insertion_sort(csa_TopkElem* q, i64 len) {
+  for (i64 i = 1; i < len; i++) {
+    csa_TopkElem v = q[i];
+    if (csa_before(v, q[0])) {
+      for (i64 j = i; j > 0; j--) q[j] = q[j - 1];
+      q[0] = v;
+      continue;
+    }
+    i64 j = i;
+    while (csa_before(v, q[j - 1])) {
+      q[j] = q[j - 1];
+      j--;
+    }
+    q[j] = v;
+  }
+}
+
+DEV void csa_swap(csa_TopkElem* q, i64 a, i64 b) {
+  csa_TopkElem t = q[a];
+  q[a] = q[b];
+  q[b] = t;
+}
+
+DEV void csa_move_median_to_first(csa_TopkElem* q, i64 result, i64 a, i64 b, i64 c) {
+  if (csa_before(q[a], q[b])) {
+    if (csa_before(q[b], q[c])) csa_swap(q, result, b);
+    else if (csa_before(q[a], q[c])) csa_swap(q, result, c);
+    else csa_swap(q, result, a);
+  } else if (csa_before(q[a], q[c])) csa_swap(q, result, a);
+  else if (csa_before(q[b], q[c])) csa_swap(q, result, c);
+  else csa_swap(q, result, b);
+}
+
+DEV i64 csa_unguarded_partition(csa_TopkElem* q, i64 first, i64 last, i64 pivot) {
+  for (;;) {
+    while (csa_before(q[first], q[pivot])) first++;
+    last--;
+    while (csa_before(q[pivot], q[last])) last--;
+    if (first >= last) return first;
+    csa_swap(q, first, last);
+    first++;
+  }
+}
+
+DEV void csa_introselect(csa_TopkElem* q, i64 first, i64 nth, i64 last, int depth) {
+  while (last - first > 3) {
+    if (depth == 0) {
+      csa_heap_select(q + first, last - first, nth + 1 - first);
+      csa_swap(q, first, nth);
+      return;
+    }
+    depth--;
+    i64 mid = first + (last - first) / 2;
+    csa_move_median_to_first(q, first, first + 1, mid, last - 1);
+    i64 cut = csa_unguarded_partition(q, first + 1, last, first);
+    if (cut <= nth) first = cut;
+    else last = cut;
+  }
+  csa_insertion_sort(q + first, last - first);
+}
+
+// csa_topk leaves in q[0:k) the elements torch.topk(vals, k) keeps, in its order; q
+// holds the n (value, index) pairs. It returns min(k, n).
+DEV i64 csa_topk(csa_TopkElem* q, i64 n, i64 k) {
+  if (k > n) k = n;
+  if (k == 0) return 0;
+  if (k * 64 <= n) {
+    csa_heap_select(q, n, k);
+    csa_sort_heap(q, k);
+  } else {
+    csa_introselect(q, 0, k - 1, n, 2 * csa_floor_log2(n));
+  }
+  return k;
+}
+
+// ---- csa_index, csa_index_candidates ----
+
+struct csa_IndexArgs {
+  const float* q;
+  const float* w;
+  const int* cand_in;
+  int* idx_out;
+  int* cand_out;
+  const SeqRec* seqs;
+  i64 nseq, rows, keep;
+  i64 layer, source, ratio, topk, heads, dim;
+  double scale;
+  i64 cand_blocks, cand_size, publish;
+  csa_TopkElem* work;   // [rows, ecap]: (score, key) pairs
+  csa_TopkElem* bwork;  // [rows, nbcap]
+  i64 ecap, nbcap;
+  i64 ik_fmt, ik_group, ik_rowbytes;
+  i64 nowners;
+  i64 owners[3 * CSA_MAX_OWNERS];  // (layer, ratio, state offset) of each index-key owner, by layer
+  i64* err;
+};
+
+DEV bool csa_emits(const csa_IndexArgs& a, i64 k, i64 p) {
+  i64 r = a.owners[3 * k + 1];
+  return r > 0 && (p + 1) % r == 0;
+}
+
+// csa_index_owner is the owner (index into owners, -1 for none) whose keys row p of view
+// v scores: the layer's source, or on a decode step the keys last published
+// (cpu: publishedKeys).
+DEV i64 csa_index_owner(const csa_IndexArgs& a, const csa_View& v, i64 p) {
+  i64 src = a.source;
+  if (!v.fromZero && v.n == 1) {
+    src = -1;
+    for (i64 k = a.nowners - 1; k >= 0 && src < 0; k--)
+      if (a.owners[3 * k] <= a.layer && csa_emits(a, k, p)) src = a.owners[3 * k];
+    for (i64 k = a.nowners - 1; k >= 0 && src < 0; k--)
+      if (csa_emits(a, k, p - 1)) src = a.owners[3 * k];
+    if (src < 0) src = a.layer;
+  }
+  for (i64 k = 0; k < a.nowners; k++)
+    if (a.owners[3 * k] == src) return k;
+  return -1;
+}
+
+// csa_owner_entries is how many index keys owner k holds when this layer's indexer runs:
+// an owner up to this layer has compressed the step's rows.
+DEV i64 csa_owner_entries(const csa_IndexArgs& a, i64 k, const csa_View& v) {
+  i64 end = a.owners[3 * k] <= a.layer ? v.spos + v.sn : v.spos;
+  return end / a.owners[3 * k + 1];
+}
+
+DEV void csa_index_widths(const csa_IndexArgs& a, const csa_View& v, i64 p, i64* width, i64* clen) {
+  *width = v.fromZero ? (v.pos + v.n) / a.ratio : (p + 1) / a.ratio;
+  *clen = (p + 1) / a.ratio;
+}
+
+// csa_index_score: score of key e for row t: Σ_h bf16(max(bf16(q_h·k), 0)·bf16(w_h·scale)),
+// bf16; keys past what the position closed score -inf.
+KERNEL(csa_index_score, csa_IndexArgs) {
+  for (i64 it = GIDX; it < a.rows * a.ecap; it += GSTRIDE) {
+    i64 t = it / a.ecap, e = it % a.ecap;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
+    i64 p = v.pos + (t - v.row), width, clen;
+    csa_index_widths(a, v, p, &width, &clen);
+    if (e >= width) continue;
+    i64 k = csa_index_owner(a, v, p);
+    if (k < 0 || width > csa_owner_entries(a, k, v) || width > a.ecap) continue;  // csa_index_select reports it
+    csa_TopkElem* sc = a.work + t * a.ecap;
+    sc[e].i = (int)e;
+    if (e >= clen) {
+      sc[e].v = -F32_INF;
+      continue;
+    }
+    const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
+    const float* qt = a.q + t * a.heads * a.dim;
+    float scale = (float)a.scale, sum = 0;
+    for (i64 h = 0; h < a.heads; h++) {
+      float wt = csa_bf16(a.w[t * a.heads + h] * scale);
+      float dot = 0;
+      for (i64 d = 0; d < a.dim; d++) dot += qt[h * a.dim + d] * csa_row_val(key, a.ik_fmt, a.ik_group, a.dim, d);
+      sum += csa_bf16(csa_gomax(csa_bf16(dot), 0.0f) * wt);
+    }
+    sc[e].v = csa_bf16(sum);
+  }
+}
+
+// csa_index_select: per row, the candidate blocks (publish) or the restriction to the
+// given ones, then the top k keys in position order (-1 pads).
+KERNEL(csa_index_select, csa_IndexArgs) {
+  for (i64 t = GIDX; t < a.rows; t += GSTRIDE) {
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
+    i64 p = v.pos + (t - v.row), width, clen;
+    csa_index_widths(a, v, p, &width, &clen);
+    i64 k = csa_index_owner(a, v, p);
+    if (k < 0) {
+      *a.err = 403;
+      continue;
+    }
+    if (width > csa_owner_entries(a, k, v) || width > a.ecap) {
+      *a.err = 402;
+      continue;
+    }
+    csa_TopkElem* q = a.work + t * a.ecap;
+    if (a.publish) {
+      // select_candidate_blocks: blocks scored by their best key, the newest visible
+      // block always kept
+      i64 nb = (width + a.cand_size - 1) / a.cand_size;
+      csa_TopkElem* bq = a.bwork + t * a.nbcap;
+      for (i64 b = 0; b < nb; b++) {
+        float m = -F32_INF;
+        for (i64 e = b * a.cand_size; e < imin((b + 1) * a.cand_size, width); e++) m = csa_gomax(m, q[e].v);
+        bq[b].v = m;
+        bq[b].i = (int)b;
+      }
+      i64 c1 = clen - 1;
+      i64 last = c1 / a.cand_size;
+      if (c1 % a.cand_size != 0 && c1 < 0) last--;
+      if (last >= 0 && last < nb) bq[last].v = F32_INF;
+      int* out = a.cand_out + t * a.cand_blocks;
+      for (i64 j = 0; j < a.cand_blocks; j++) out[j] = -1;
+      i64 kk = csa_topk(bq, nb, a.cand_blocks), n = 0;
+      for (i64 j = 0; j < kk; j++)
+        if (bq[j].v != -F32_INF) out[n++] = bq[j].i;
+    } else if (a.cand_in) {
+      const int* cand = a.cand_in + t * a.cand_blocks;
+      for (i64 e = 0; e < width; e++) {
+        bool in = false;
+        for (i64 j = 0; j < a.cand_blocks; j++)
+          if (cand[j] >= 0 && e / a.cand_size == cand[j]) {
+            in = true;
+            break;
+          }
+        if (!in) q[e].v = -F32_INF;
+      }
+    }
+    i64 kk = csa_topk(q, width, a.topk);
+    // the kept indices in position order
+    for (i64 i = 1; i < kk; i++) {
+      csa_TopkElem x = q[i];
+      i64 j = i;
+      while (j > 0 && q[j - 1].i > x.i) {
+        q[j] = q[j - 1];
+        j--;
+      }
+      q[j] = x;
+    }
+    int* out = a.idx_out + t * a.topk;
+    for (i64 j = 0; j < a.topk; j++) out[j] = -1;
+    i64 n = 0;
+    for (i64 j = 0; j < kk; j++)
+      if (q[j].i < clen) out[n++] = q[j].i;
+  }
+}
+
+// ---- csa_attention ----
+
+struct csa_AttnArgs {
+  const float* q;
+  const float* kv;
+  Weight sink;
+  const int* idx;
+  float* out;
+  const SeqRec* seqs;
+  i64 nseq, rows, keep;
+  i64 heads, dim, window, block;
+  double scale;
+  i64 ratio, topk;
+  i64 ring_off, ring_rows, ring_fmt, ring_group, ring_rowbytes;
+  i64 kv_off, kv_fmt, kv_group, kv_rowbytes, kv_ratio;
+  float* work;  // [rows, heads, dim + block]
+  i64* err;
+};
+
+struct csa_Key {
+  const unsigned char* p;  // 0: an empty slot
+  i64 fmt, g;
+};
+
+// csa_attn_key is key j of the list of the query at position p, row t (cpu: windowList,
+// then the compressed entries idx selects).
+DEV csa_Key csa_attn_key(const csa_AttnArgs& a, const csa_View& v, i64 t, i64 p, i64 W, i64 j) {
+  csa_Key k = {0, 0, 1};
+  if (j < W) {
+    i64 q;
+    if (v.fromZero) {
+      q = imax(0, p - a.window + 1) + j;
+      if (q > p) return k;
+    } else {
+      q = p - a.window + 1 + j;
+      if (q < 0) return k;
+    }
+    if (q >= v.pos) {
+      k.p = (const unsigned char*)(a.kv + (v.row + q - v.pos) * a.dim);
+      return k;
+    }
+    if (a.ring_rows > 0 && q < v.spos && q >= v.spos - a.ring_rows) {
+      k.p = v.state + a.ring_off + (q % a.ring_rows) * a.ring_rowbytes;
+      k.fmt = a.ring_fmt;
+      k.g = a.ring_group;
+    }
+    return k;
+  }
+  i64 e = a.idx[t * a.topk + (j - W)];
+  if (e < 0 || e >= (v.spos + v.sn) / a.kv_ratio) return k;
+  k.p = v.state + a.kv_off + e * a.kv_rowbytes;
+  k.fmt = a.kv_fmt;
+  k.g = a.kv_group;
+  return k;
+}
+
+// csa_attention: one query row and head, the reference's blocked online softmax with
+// bf16 probabilities and the sink (cpu: blockSoftmax).
+KERNEL(csa_attention, csa_AttnArgs) {
+  for (i64 it = GIDX; it < a.rows * a.heads; it += GSTRIDE) {
+    i64 t = it / a.heads, h = it % a.heads;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
+    i64 p = v.pos + (t - v.row);
+    i64 W = v.fromZero ? imin(v.n, a.window) : a.window, C = 0;
+    if (a.ratio > 0) {
+      i64 width = v.fromZero ? (v.pos + v.n) / a.ratio : (p + 1) / a.ratio;
+      C = imin(a.topk, width);
+      if (h == 0) {
+        i64 N = (v.spos + v.sn) / a.kv_ratio;
+        for (i64 j = 0; j < a.topk; j++)
+          if (a.idx[t * a.topk + j] >= N) *a.err = 404;
+      }
+    }
+    i64 L = W + C, dim = a.dim;
+    float* acc = a.work + it * (dim + a.block);
+    float* s = acc + dim;
+    const float* qh = a.q + t * a.heads * dim + h * dim;
+    float scale = (float)a.scale;
+    float m = -F32_INF, sum = 0;
+    for (i64 d = 0; d < dim; d++) acc[d] = 0;
+    for (i64 b = 0; b < L; b += a.block) {
+      i64 bl = imin(a.block, L - b);
+      float bm = m;
+      for (i64 e = 0; e < bl; e++) {
+        csa_Key k = csa_attn_key(a, v, t, p, W, b + e);
+        if (!k.p) {
+          s[e] = -F32_INF;
+          continue;
+        }
+        float dot = 0;
+        for (i64 d = 0; d < dim; d++) dot += qh[d] * csa_row_val(k.p, k.fmt, k.g, dim, d);
+        s[e] = dot * scale;
+        bm = csa_gomax(bm, s[e]);
+      }
+      if (bm == -F32_INF) continue;
+      float sc = (float)exp((double)(m - bm));
+      m = bm;
+      for (i64 d = 0; d < dim; d++) acc[d] *= sc;
+      for (i64 e = 0; e < bl; e++) {
+        csa_Key k = csa_attn_key(a, v, t, p, W, b + e);
+        if (!k.p) {
+          s[e] = 0;
+          continue;
+        }
+        float pe = (float)exp((double)(s[e] - m));
+        s[e] = pe;
+        float pb = csa_bf16(pe);
+        for (i64 d = 0; d < dim; d++) acc[d] += pb * csa_row_val(k.p, k.fmt, k.g, dim, d);
+      }
+      FRow sr = {s};
+      float bsum = cascade_sum(sr, bl);
+      sum = sum * sc + bsum;
+    }
+    sum += (float)exp((double)(wval(a.sink, 0, h) - m));
+    float* o = a.out + t * a.heads * dim + h * dim;
+    for (i64 d = 0; d < dim; d++) o[d] = csa_bf16(acc[d] / sum);
+  }
+}
+
+// csa_ring_push: the step's rows into the window ring (the last ring_rows of them), one
+// group of a row per item.
+KERNEL(csa_ring_push, csa_AttnArgs) {
+  i64 ng = a.dim / a.ring_group;
+  for (i64 it = GIDX; it < a.rows * ng; it += GSTRIDE) {
+    i64 t = it / ng, gi = it % ng;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
+    i64 i = t - v.row;
+    if (i < v.n - a.ring_rows) continue;
+    i64 q = v.pos + i;
+    csa_pack_group(a.kv + t * a.dim, a.ring_fmt, a.ring_group, a.dim, gi,
+                   v.state + a.ring_off + (q % a.ring_rows) * a.ring_rowbytes);
+  }
+}

@@ -1,0 +1,526 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+
+	"deepinfer/kvlayout"
+	"deepinfer/plan"
+	"deepinfer/quant"
+)
+
+// Binders of csa41.cu's kernels: DeepSeek-V4.1's compressor, indexer and attention
+// (the cpu target's v41_csa.go, v41_topk.go, v41_attention.go).
+//
+// State (keys "csa.*"), in the cpu target's storage formats, by position (csa41.cu's
+// header says how):
+//
+//	csa.ring.L   layer L's window ring: RingRows rows of RingRowBytes
+//	csa.kv.L     KV source L's compressed entries: max_positions/ratio packed rows
+//	csa.ik.L     KV source L's index keys: max_positions/ratio packed rows
+//	csa.pend.L   KV source L's open group (ratio > 1): ratio rows of kv, then of gate
+//
+// The draft phase leaves them alone: csa_attention reads its ring there without
+// appending to it, and a draft program cannot hold a csa_compress (the cpu target's
+// draft programs hold none of these ops).
+
+const (
+	csaMaxPairs  = 64 // csa41.cu's CSA_MAX_PAIRS
+	csaMaxOwners = 64 // CSA_MAX_OWNERS
+)
+
+func init() {
+	registerError(401, "csa_compress: a compressed entry past the sequence state's capacity (a position beyond max_positions)")
+	registerError(402, "csa_index: a position needs more index keys than its KV source holds")
+	registerError(403, "csa_index: the KV source an indexer reads holds no index keys")
+	registerError(404, "csa_attention: an index names a compressed entry the KV source does not hold")
+	register("csa_compress", csaBindCompress)
+	register("csa_index", func(b *Bind) error { return csaBindIndex(b, false) })
+	register("csa_index_candidates", func(b *Bind) error { return csaBindIndex(b, true) })
+	register("csa_attention", csaBindAttention)
+}
+
+// csaStore is one state region of packed rows.
+type csaStore struct {
+	off, fmt, group, dim, ratio, rowBytes, rows int64
+}
+
+// csaFormat maps a storage format name to csa41.cu's (quant.Format; 0 float32).
+func csaFormat(name string) (int64, error) {
+	if name == "" {
+		return 0, nil
+	}
+	f, ok := quant.ParseFormat(name)
+	if !ok {
+		return 0, fmt.Errorf("unknown storage format %q", name)
+	}
+	return int64(f), nil
+}
+
+func csaRowBytes(f, dim, group int64) int64 {
+	if f == 0 {
+		return 4 * dim
+	}
+	return int64(quant.Format(f).RowBytes(int(dim), int(group)))
+}
+
+// csaCache claims KV source layer's compressed cache of kind (kvlayout.CacheKV or
+// kvlayout.CacheIndexKeys): an entry for every ratio positions up to max_positions.
+func csaCache(b *Bind, layer int64, kind string) (csaStore, error) {
+	kv := &b.Plan().KV
+	if layer < 0 || layer >= int64(len(kv.Layers)) {
+		return csaStore{}, b.Errorf("layer %d is not in the KV layout", layer)
+	}
+	for _, c := range kv.Layers[layer].Caches {
+		if c.Kind != kind {
+			continue
+		}
+		f, err := csaFormat(c.Fmt)
+		if err != nil {
+			return csaStore{}, b.Errorf("layer %d %s cache: %v", layer, kind, err)
+		}
+		g := int64(c.Group)
+		if f == int64(quant.MXFP8) && g == 0 {
+			g = kvlayout.RingGroup
+		}
+		if f == 0 {
+			g = int64(c.Dim)
+		}
+		if g <= 0 || int64(c.Dim)%g != 0 || c.Ratio < 1 {
+			return csaStore{}, b.Errorf("layer %d %s cache: dim %d in groups of %d, ratio %d", layer, kind, c.Dim, g, c.Ratio)
+		}
+		s := csaStore{fmt: f, group: g, dim: int64(c.Dim), ratio: int64(c.Ratio)}
+		s.rowBytes = csaRowBytes(f, s.dim, g)
+		s.rows = b.MaxPositions() / s.ratio
+		name := "csa.kv."
+		if kind == kvlayout.CacheIndexKeys {
+			name = "csa.ik."
+		}
+		s.off, err = b.State(fmt.Sprintf("%s%d", name, layer), s.rows*s.rowBytes)
+		return s, err
+	}
+	return csaStore{}, b.Errorf("layer %d has no %s cache in the KV layout", layer, kind)
+}
+
+// csaRing claims layer's window ring.
+func csaRing(b *Bind, layer int64) (csaStore, error) {
+	kv := &b.Plan().KV
+	if layer < 0 || layer >= int64(len(kv.Layers)) {
+		return csaStore{}, b.Errorf("layer %d is not in the KV layout", layer)
+	}
+	ll := &kv.Layers[layer]
+	if ll.RingCap > 0 {
+		return csaStore{}, b.Errorf("layer %d is a DSpark stage (its ring is dspark_*'s)", layer)
+	}
+	f, err := csaFormat(ll.RingFmt)
+	if err != nil {
+		return csaStore{}, b.Errorf("layer %d ring: %v", layer, err)
+	}
+	s := csaStore{fmt: f, group: kvlayout.RingGroup, dim: int64(ll.Dim), rows: int64(ll.RingRows())}
+	if f == 0 {
+		s.group = s.dim
+	}
+	if s.dim%s.group != 0 {
+		return csaStore{}, b.Errorf("layer %d ring: rows of %d in groups of %d", layer, s.dim, s.group)
+	}
+	s.rowBytes = int64(ll.RingRowBytes())
+	s.off, err = b.State(fmt.Sprintf("csa.ring.%d", layer), s.rows*s.rowBytes)
+	return s, err
+}
+
+// csaRope is an instruction's RoPE (the cpu target's ropeSpec): the frequencies as the
+// cpu computes them, passed in the kernel's arguments.
+type csaRope struct {
+	dim, fp32 int64
+	af        float64
+	inv       []float64
+}
+
+func csaRopeOf(b *Bind, headDims ...int64) (csaRope, error) {
+	r := csaRope{dim: b.Int("rope_dim"), af: 1}
+	if v, ok := b.Attrs.Float("attn_factor"); ok {
+		r.af = v
+	}
+	if r.dim < 0 || r.dim/2 > csaMaxPairs {
+		return r, b.Errorf("rope_dim %d (at most %d)", r.dim, 2*csaMaxPairs)
+	}
+	for _, hd := range headDims {
+		if r.dim > hd {
+			return r, b.Errorf("rope_dim %d exceeds head_dim %d", r.dim, hd)
+		}
+	}
+	theta := b.Float("theta")
+	rd := int(r.dim)
+	if b.Bool("rope_fp32") {
+		r.fp32 = 1
+		for _, f := range csaInvFreq32(b, rd, float32(theta)) {
+			r.inv = append(r.inv, float64(f))
+		}
+	} else {
+		r.inv = csaInvFreq(b, rd, theta)
+	}
+	return r, nil
+}
+
+func (r *csaRope) put(a *ArgBuf) {
+	a.I(r.dim)
+	a.I(r.fp32)
+	a.F(r.af)
+	for i := 0; i < csaMaxPairs; i++ {
+		if i < len(r.inv) {
+			a.F(r.inv[i])
+		} else {
+			a.F(0)
+		}
+	}
+}
+
+// csaYarnRamp, csaInvFreq and csaInvFreq32 are the cpu target's yarnRamp,
+// inverseFrequencies and inverseFrequencies32 (targets/cpu/rope.go).
+func csaYarnRamp(b *Bind, dim int, base float64) (ramp []float64, factor float64, ok bool) {
+	factor, ok = b.Attrs.Float("yarn_factor")
+	if !ok {
+		return nil, 0, false
+	}
+	orig := float64(b.Int("yarn_original"))
+	fast, slow := b.Float("yarn_beta_fast"), b.Float("yarn_beta_slow")
+	corr := func(rot float64) float64 {
+		return float64(dim) * math.Log(orig/(rot*2*math.Pi)) / (2 * math.Log(base))
+	}
+	low := max(math.Floor(corr(fast)), 0)
+	high := min(math.Ceil(corr(slow)), float64(dim-1))
+	width := max(high-low, 1e-3)
+	ramp = make([]float64, dim/2)
+	for i := range ramp {
+		ramp[i] = min(max((float64(i)-low)/width, 0), 1)
+	}
+	return ramp, factor, true
+}
+
+func csaInvFreq(b *Bind, dim int, base float64) []float64 {
+	inv := make([]float64, dim/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(base, float64(2*i)/float64(dim))
+	}
+	if ramp, factor, ok := csaYarnRamp(b, dim, base); ok {
+		for i, r := range ramp {
+			smooth := 1 - r
+			inv[i] = inv[i]/factor*(1-smooth) + inv[i]*smooth
+		}
+	}
+	return inv
+}
+
+func csaInvFreq32(b *Bind, dim int, base float32) []float32 {
+	inv := make([]float32, dim/2)
+	for i := range inv {
+		inv[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(dim)))
+	}
+	if ramp, factor, ok := csaYarnRamp(b, dim, float64(base)); ok {
+		f32 := float32(factor)
+		for i, r := range ramp {
+			smooth := 1 - float32(r)
+			inv[i] = inv[i]/f32*(1-smooth) + inv[i]*smooth
+		}
+	}
+	return inv
+}
+
+// csaBindCompress: csa_compress(x, pos, wkv, [wgate], norm, [wk, k_norm]) in four
+// launches: the projections, the pooling of each closed group (ratio > 1), each closed
+// group's entry and index key, and the open group kept for the next step (ratio > 1).
+func csaBindCompress(b *Bind) error {
+	if b.Phase == plan.PhaseDraft {
+		return b.Errorf("a draft program must not append to the compressed caches (the cpu target's draft programs hold no csa_compress)")
+	}
+	layer, ratio, d, idim, eps := b.Int("layer"), b.Int("ratio"), b.Int("head_dim"), b.Int("index_head_dim"), b.Float("eps")
+	want := 4
+	if ratio > 1 {
+		want++
+	}
+	if idim > 0 {
+		want += 2
+	}
+	if ratio < 1 || d < 1 || idim < 0 || len(b.Args) != want {
+		return b.Errorf("ratio %d, head_dim %d, index_head_dim %d with %d operands", ratio, d, idim, len(b.Args))
+	}
+	D := b.Args[0].Last()
+	kv, err := csaCache(b, layer, kvlayout.CacheKV)
+	if err != nil {
+		return err
+	}
+	if kv.dim != d || kv.ratio != ratio {
+		return b.Errorf("layer %d's compressed cache holds entries of %d every %d tokens, not %d every %d", layer, kv.dim, kv.ratio, d, ratio)
+	}
+	var ik csaStore
+	if idim > 0 {
+		if ik, err = csaCache(b, layer, kvlayout.CacheIndexKeys); err != nil {
+			return err
+		}
+		if ik.dim != idim || ik.rows != kv.rows {
+			return b.Errorf("layer %d's index keys hold %d values every %d tokens, not %d every %d", layer, ik.dim, ik.ratio, idim, ratio)
+		}
+	}
+	var pend int64
+	if ratio > 1 {
+		if pend, err = b.State(fmt.Sprintf("csa.pend.%d", layer), 2*ratio*d*4); err != nil {
+			return err
+		}
+	}
+	heads := []int64{d}
+	if idim > 0 {
+		heads = append(heads, idim)
+	}
+	rope, err := csaRopeOf(b, heads...)
+	if err != nil {
+		return err
+	}
+	iNorm := 3
+	if ratio > 1 {
+		iNorm = 4
+	}
+	sc := b.Scratch((3*d+idim)*4, 0)
+	fill := func(s *Step, a *ArgBuf) {
+		a.P(s.Arg(0).Ptr)
+		a.W(s.Arg(2))
+		if ratio > 1 {
+			a.W(s.Arg(3))
+		} else {
+			a.W(Operand{})
+		}
+		a.W(s.Arg(iNorm))
+		if idim > 0 {
+			a.W(s.Arg(iNorm + 1))
+			a.W(s.Arg(iNorm + 2))
+		} else {
+			a.W(Operand{})
+			a.W(Operand{})
+		}
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(s.T)
+		a.I(D)
+		a.I(d)
+		a.I(idim)
+		a.I(ratio)
+		a.F(eps)
+		base := s.Scratch(sc)
+		a.P(base)
+		a.P(base + devptr(s.T*d*4))
+		a.P(base + devptr(2*s.T*d*4))
+		a.P(base + devptr(3*s.T*d*4))
+		a.I(kv.off)
+		a.I(kv.fmt)
+		a.I(kv.group)
+		a.I(kv.rows)
+		a.I(kv.rowBytes)
+		a.I(ik.off)
+		a.I(ik.fmt)
+		a.I(ik.group)
+		a.I(ik.rowBytes)
+		a.I(pend)
+		a.I(int64(runtime.GOMAXPROCS(0)))
+		rope.put(a)
+		a.P(s.Err)
+	}
+	b.Launch("csa_compress_proj", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+	if ratio > 1 {
+		b.Launch("csa_compress_pool", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+	}
+	b.Launch("csa_compress_entry", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T })
+	if ratio > 1 {
+		b.Launch("csa_compress_pend", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+	}
+	return nil
+}
+
+// csaBindIndex: csa_index(q, w, pos, [cand]) and csa_index_candidates(q, w, pos) in two
+// launches: every (row, key) score, then per row the selection.
+func csaBindIndex(b *Bind, publish bool) error {
+	layer, source, ratio, topk := b.Int("layer"), b.Int("source"), b.Int("ratio"), b.Int("topk")
+	heads, dim, keep := b.Int("heads"), b.Int("head_dim"), b.Int("keep")
+	candBlocks, candSize := b.Int("cand_blocks"), b.Int("cand_block_size")
+	scale := float64(float32(b.Float("scale")))
+	withCand := len(b.Args) == 4
+	if ratio < 1 || topk < 1 || heads < 1 || dim < 1 || len(b.Args) < 3 || len(b.Args) > 4 || b.Args[0].Last() != heads*dim {
+		return b.Errorf("ratio %d, topk %d, %d heads of %d, %d operands", ratio, topk, heads, dim, len(b.Args))
+	}
+	if (publish || withCand) && (candBlocks < 1 || candSize < 1) {
+		return b.Errorf("cand_blocks %d, cand_block_size %d", candBlocks, candSize)
+	}
+	// every index-key owner: a decode step's indexer reads the keys last published
+	type owner struct{ layer, ratio, off int64 }
+	var owners []owner
+	var ik csaStore
+	for j, ll := range b.Plan().KV.Layers {
+		for _, c := range ll.Caches {
+			if c.Kind != kvlayout.CacheIndexKeys {
+				continue
+			}
+			s, err := csaCache(b, int64(j), kvlayout.CacheIndexKeys)
+			if err != nil {
+				return err
+			}
+			if len(owners) > 0 && (s.fmt != ik.fmt || s.group != ik.group) || s.dim != dim {
+				return b.Errorf("layer %d's index keys (%d values, format %d in groups of %d) differ from the indexer's or the others'", j, s.dim, s.fmt, s.group)
+			}
+			ik = s
+			owners = append(owners, owner{int64(j), s.ratio, s.off})
+		}
+	}
+	if len(owners) > csaMaxOwners {
+		return b.Errorf("%d layers own index keys (at most %d)", len(owners), csaMaxOwners)
+	}
+	found := false
+	for _, o := range owners {
+		found = found || o.layer == source
+	}
+	if !found {
+		return b.Errorf("layer %d indexes KV source %d, which holds no index keys", layer, source)
+	}
+	ecap := b.MaxPositions()/ratio + 1
+	var nbcap int64
+	if candSize > 0 {
+		nbcap = (ecap + candSize - 1) / candSize
+	}
+	sc := b.Scratch(ecap*8+nbcap*8, 0)
+	fill := func(s *Step, a *ArgBuf) int64 {
+		rows := s.Arg(0).Rows()
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		if withCand {
+			a.P(s.Arg(3).Ptr)
+		} else {
+			a.P(0)
+		}
+		a.P(s.Result(0).Ptr)
+		if publish {
+			a.P(s.Result(1).Ptr)
+		} else {
+			a.P(0)
+		}
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(rows)
+		a.I(keep)
+		a.I(layer)
+		a.I(source)
+		a.I(ratio)
+		a.I(topk)
+		a.I(heads)
+		a.I(dim)
+		a.F(scale)
+		a.I(candBlocks)
+		a.I(candSize)
+		if publish {
+			a.I(1)
+		} else {
+			a.I(0)
+		}
+		base := s.Scratch(sc)
+		a.P(base)
+		a.P(base + devptr(rows*ecap*8))
+		a.I(ecap)
+		a.I(nbcap)
+		a.I(ik.fmt)
+		a.I(ik.group)
+		a.I(ik.rowBytes)
+		a.I(int64(len(owners)))
+		for i := 0; i < csaMaxOwners; i++ {
+			if i < len(owners) {
+				a.I(owners[i].layer)
+				a.I(owners[i].ratio)
+				a.I(owners[i].off)
+			} else {
+				a.I(0)
+				a.I(0)
+				a.I(0)
+			}
+		}
+		a.P(s.Err)
+		return rows
+	}
+	b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })
+	b.Launch("csa_index_select", fill)
+	return nil
+}
+
+// csaBindAttention: csa_attention(q, kv, pos, sink, [idx]): every (row, head), then
+// (outside the draft phase) the step's rows into the window ring.
+func csaBindAttention(b *Bind) error {
+	layer, source, ratio := b.Int("layer"), b.Int("source"), b.Int("ratio")
+	heads, dim, window, block, keep := b.Int("heads"), b.Int("head_dim"), b.Int("window"), b.Int("block"), b.Int("keep")
+	scale := float64(float32(b.Float("scale")))
+	if heads < 1 || dim < 1 || window < 1 || block < 1 || b.Args[0].Last() != heads*dim || b.Args[1].Last() != dim {
+		return b.Errorf("%d heads of %d, window %d, block %d for q %s and kv %s", heads, dim, window, block, b.Args[0], b.Args[1])
+	}
+	if (ratio == 0) != (len(b.Args) == 4) || (ratio > 0 && len(b.Args) != 5) {
+		return b.Errorf("ratio %d with %d operands", ratio, len(b.Args))
+	}
+	if ratio > 0 && source < 0 {
+		return b.Errorf("a compressed layer needs its KV source")
+	}
+	ring, err := csaRing(b, layer)
+	if err != nil {
+		return err
+	}
+	if ring.dim != dim {
+		return b.Errorf("layer %d's ring holds rows of %d, not %d", layer, ring.dim, dim)
+	}
+	var kv csaStore
+	var topk int64
+	if ratio > 0 {
+		if kv, err = csaCache(b, source, kvlayout.CacheKV); err != nil {
+			return err
+		}
+		if kv.dim != dim {
+			return b.Errorf("KV source %d's entries hold %d values, not %d", source, kv.dim, dim)
+		}
+		if topk = Dim(b.Args[4], 1); topk < 0 {
+			return b.Errorf("idx %s", b.Args[4])
+		}
+	}
+	sc := b.Scratch(heads*(dim+block)*4, 0)
+	fill := func(s *Step, a *ArgBuf) int64 {
+		rows := s.Arg(0).Rows()
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.W(s.Arg(3))
+		if ratio > 0 {
+			a.P(s.Arg(4).Ptr)
+		} else {
+			a.P(0)
+		}
+		a.P(s.Result(0).Ptr)
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(rows)
+		a.I(keep)
+		a.I(heads)
+		a.I(dim)
+		a.I(window)
+		a.I(block)
+		a.F(scale)
+		a.I(ratio)
+		a.I(topk)
+		a.I(ring.off)
+		a.I(ring.rows)
+		a.I(ring.fmt)
+		a.I(ring.group)
+		a.I(ring.rowBytes)
+		a.I(kv.off)
+		a.I(kv.fmt)
+		a.I(kv.group)
+		a.I(kv.rowBytes)
+		a.I(max(kv.ratio, 1))
+		a.P(s.Scratch(sc))
+		a.P(s.Err)
+		return rows
+	}
+	b.Launch("csa_attention", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+	if b.Phase != plan.PhaseDraft && ring.rows > 0 {
+		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) })
+	}
+	return nil
+}
