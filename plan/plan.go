@@ -10,6 +10,8 @@
 package plan
 
 import (
+	"fmt"
+
 	"deepinfer/ir"
 	"deepinfer/kvlayout"
 )
@@ -213,6 +215,43 @@ const (
 	PhaseDecode  = "decode"
 	PhaseDraft   = "draft"
 )
+
+// ParamIndex is where a program's parameters are among its Params (-1: absent; only
+// the grammar mask may be).
+type ParamIndex struct{ Tokens, Positions, Rows, Sample, Mask int }
+
+// Layout locates a program's parameters and checks its returns: logits and sampled
+// tokens, and for the draft program the confidences too.
+func (p *Program) Layout() (ParamIndex, error) {
+	ix := ParamIndex{-1, -1, -1, -1, -1}
+	for i, pa := range p.Params {
+		switch pa.Name {
+		case "tokens":
+			ix.Tokens = i
+		case "positions":
+			ix.Positions = i
+		case "logit_rows":
+			ix.Rows = i
+		case "sample_params":
+			ix.Sample = i
+		case "sample_mask":
+			ix.Mask = i
+		default:
+			return ix, fmt.Errorf("program %s: unknown parameter %q", p.Phase, pa.Name)
+		}
+	}
+	if ix.Tokens < 0 || ix.Positions < 0 || ix.Rows < 0 || ix.Sample < 0 {
+		return ix, fmt.Errorf("program %s: needs tokens, positions, logit_rows and sample_params parameters", p.Phase)
+	}
+	want := 2
+	if p.Phase == PhaseDraft {
+		want = 3
+	}
+	if len(p.Returns) != want {
+		return ix, fmt.Errorf("program %s: returns %d values, want %d", p.Phase, len(p.Returns), want)
+	}
+	return ix, nil
+}
 
 // Program returns the program of a phase, or nil.
 func (p *Plan) Program(phase string) *Program {

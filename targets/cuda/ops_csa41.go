@@ -2,12 +2,12 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 
 	"deepinfer/kvlayout"
 	"deepinfer/plan"
 	"deepinfer/quant"
+	"deepinfer/targets/ropefreq"
 )
 
 // Binders of csa41.cu's kernels: DeepSeek-V4.1's compressor, indexer and attention
@@ -154,11 +154,11 @@ func csaRopeOf(b *Bind, headDims ...int64) (csaRope, error) {
 	rd := int(r.dim)
 	if b.Bool("rope_fp32") {
 		r.fp32 = 1
-		for _, f := range csaInvFreq32(b, rd, float32(theta)) {
+		for _, f := range ropefreq.Inverse32(rd, float32(theta), b.Attrs) {
 			r.inv = append(r.inv, float64(f))
 		}
 	} else {
-		r.inv = csaInvFreq(b, rd, theta)
+		r.inv = ropefreq.Inverse(rd, theta, b.Attrs)
 	}
 	return r, nil
 }
@@ -174,57 +174,6 @@ func (r *csaRope) put(a *ArgBuf) {
 			a.F(0)
 		}
 	}
-}
-
-// csaYarnRamp, csaInvFreq and csaInvFreq32 are the cpu target's yarnRamp,
-// inverseFrequencies and inverseFrequencies32 (targets/cpu/rope.go).
-func csaYarnRamp(b *Bind, dim int, base float64) (ramp []float64, factor float64, ok bool) {
-	factor, ok = b.Attrs.Float("yarn_factor")
-	if !ok {
-		return nil, 0, false
-	}
-	orig := float64(b.Int("yarn_original"))
-	fast, slow := b.Float("yarn_beta_fast"), b.Float("yarn_beta_slow")
-	corr := func(rot float64) float64 {
-		return float64(dim) * math.Log(orig/(rot*2*math.Pi)) / (2 * math.Log(base))
-	}
-	low := max(math.Floor(corr(fast)), 0)
-	high := min(math.Ceil(corr(slow)), float64(dim-1))
-	width := max(high-low, 1e-3)
-	ramp = make([]float64, dim/2)
-	for i := range ramp {
-		ramp[i] = min(max((float64(i)-low)/width, 0), 1)
-	}
-	return ramp, factor, true
-}
-
-func csaInvFreq(b *Bind, dim int, base float64) []float64 {
-	inv := make([]float64, dim/2)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(base, float64(2*i)/float64(dim))
-	}
-	if ramp, factor, ok := csaYarnRamp(b, dim, base); ok {
-		for i, r := range ramp {
-			smooth := 1 - r
-			inv[i] = inv[i]/factor*(1-smooth) + inv[i]*smooth
-		}
-	}
-	return inv
-}
-
-func csaInvFreq32(b *Bind, dim int, base float32) []float32 {
-	inv := make([]float32, dim/2)
-	for i := range inv {
-		inv[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(dim)))
-	}
-	if ramp, factor, ok := csaYarnRamp(b, dim, float64(base)); ok {
-		f32 := float32(factor)
-		for i, r := range ramp {
-			smooth := 1 - float32(r)
-			inv[i] = inv[i]/f32*(1-smooth) + inv[i]*smooth
-		}
-	}
-	return inv
 }
 
 // csaBindCompress: csa_compress(x, pos, wkv, [wgate], norm, [wk, k_norm]) in four

@@ -125,17 +125,30 @@ func bindHCCollapse(b *Bind) error {
 	if err != nil {
 		return err
 	}
-	b.Launch("mhc_collapse", func(s *Step, a *ArgBuf) int64 {
+	launchStreams(b, "mhc_collapse", n, d)
+	return nil
+}
+
+// launchStreams launches a kernel over T·d work items whose arguments are the
+// instruction's operand addresses (every argument, then every result), then T, n, d
+// and extra.
+func launchStreams(b *Bind, kernel string, n, d int64, extra ...int64) {
+	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Shape[0]
-		a.P(s.Arg(0).Ptr)
-		a.P(s.Arg(1).Ptr)
-		a.P(s.Result(0).Ptr)
+		for j := range s.args {
+			a.P(s.Arg(j).Ptr)
+		}
+		for j := range s.results {
+			a.P(s.Result(j).Ptr)
+		}
 		a.I(T)
 		a.I(n)
 		a.I(d)
+		for _, v := range extra {
+			a.I(v)
+		}
 		return T * d
 	})
-	return nil
 }
 
 func bindHCExpand(b *Bind) error {

@@ -24,16 +24,7 @@ func bindHCSelect(b *Bind) error {
 	if j < 0 || j >= n {
 		return b.Errorf("index %d of %d streams", j, n)
 	}
-	b.Launch("mhc_select", func(s *Step, a *ArgBuf) int64 {
-		T := s.Arg(0).Shape[0]
-		a.P(s.Arg(0).Ptr)
-		a.P(s.Result(0).Ptr)
-		a.I(T)
-		a.I(n)
-		a.I(d)
-		a.I(j)
-		return T * d
-	})
+	launchStreams(b, "mhc_select", n, d, j)
 	return nil
 }
 
@@ -42,15 +33,7 @@ func bindHCMean(b *Bind) error {
 	if err != nil {
 		return err
 	}
-	b.Launch("mhc_mean", func(s *Step, a *ArgBuf) int64 {
-		T := s.Arg(0).Shape[0]
-		a.P(s.Arg(0).Ptr)
-		a.P(s.Result(0).Ptr)
-		a.I(T)
-		a.I(n)
-		a.I(d)
-		return T * d
-	})
+	launchStreams(b, "mhc_mean", n, d)
 	return nil
 }
 

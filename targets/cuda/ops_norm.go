@@ -17,10 +17,13 @@ func bindRMSNorm(b *Bind) error {
 		weighted = 1
 	}
 	eps := b.Float("eps")
+	// V4.1 (the cpu target's newRMSNormAny): the mean of squares in fp32, summed in
+	// ATen's order (mhc.cu); V4: in float64 (basic.cu). The arguments are the same.
+	kernel := "rmsnorm"
 	if isV41(b) {
-		return bindRMSNorm41(b, g, weighted)
+		kernel = "mhc_rmsnorm41"
 	}
-	b.Launch("rmsnorm", func(s *Step, a *ArgBuf) int64 {
+	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g
 		a.P(s.Arg(0).Ptr)
 		if weighted == 1 {

@@ -1,10 +1,6 @@
 package cuda
 
-import (
-	"math"
-
-	"deepinfer/ir"
-)
+import "deepinfer/targets/ropefreq"
 
 // Binder of rope.cu's kernel, and the RoPE tables every rotating kernel takes (the
 // compressor rotates its entries too).
@@ -37,11 +33,11 @@ func newRopeSpec(b *Bind, headDim int64) (ropeSpec, error) {
 	theta := b.Float("theta")
 	if b.Bool("rope_fp32") {
 		r.fp32 = true
-		for _, f := range ropeInverseFrequencies32(int(rd), float32(theta), b.Attrs) {
+		for _, f := range ropefreq.Inverse32(int(rd), float32(theta), b.Attrs) {
 			r.inv = append(r.inv, float64(f))
 		}
 	} else {
-		r.inv = ropeInverseFrequencies(int(rd), theta, b.Attrs)
+		r.inv = ropefreq.Inverse(int(rd), theta, b.Attrs)
 	}
 	return r, nil
 }
@@ -63,60 +59,6 @@ func (r *ropeSpec) put(a *ArgBuf) {
 			a.F(0)
 		}
 	}
-}
-
-// ropeYarnRamp is the cpu target's yarnRamp.
-func ropeYarnRamp(dim int, base float64, a ir.Attrs) (ramp []float64, factor float64, ok bool) {
-	factor, ok = a.Float("yarn_factor")
-	if !ok {
-		return nil, 0, false
-	}
-	o, _ := a.Int("yarn_original")
-	orig := float64(int(o))
-	fast, _ := a.Float("yarn_beta_fast")
-	slow, _ := a.Float("yarn_beta_slow")
-	corr := func(rot float64) float64 {
-		return float64(dim) * math.Log(orig/(rot*2*math.Pi)) / (2 * math.Log(base))
-	}
-	low := max(math.Floor(corr(fast)), 0)
-	high := min(math.Ceil(corr(slow)), float64(dim-1))
-	width := max(high-low, 1e-3)
-	ramp = make([]float64, dim/2)
-	for i := range ramp {
-		ramp[i] = min(max((float64(i)-low)/width, 0), 1)
-	}
-	return ramp, factor, true
-}
-
-// ropeInverseFrequencies is the cpu target's inverseFrequencies.
-func ropeInverseFrequencies(dim int, base float64, a ir.Attrs) []float64 {
-	inv := make([]float64, dim/2)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(base, float64(2*i)/float64(dim))
-	}
-	if ramp, factor, ok := ropeYarnRamp(dim, base, a); ok {
-		for i, r := range ramp {
-			smooth := 1 - r
-			inv[i] = inv[i]/factor*(1-smooth) + inv[i]*smooth
-		}
-	}
-	return inv
-}
-
-// ropeInverseFrequencies32 is the cpu target's inverseFrequencies32.
-func ropeInverseFrequencies32(dim int, base float32, a ir.Attrs) []float32 {
-	inv := make([]float32, dim/2)
-	for i := range inv {
-		inv[i] = float32(1 / math.Pow(float64(base), float64(2*i)/float64(dim)))
-	}
-	if ramp, factor, ok := ropeYarnRamp(dim, float64(base), a); ok {
-		f32 := float32(factor)
-		for i, r := range ramp {
-			smooth := 1 - float32(r)
-			inv[i] = inv[i]/f32*(1-smooth) + inv[i]*smooth
-		}
-	}
-	return inv
 }
 
 // bindRope: rope(x[T, H·head_dim], pos[T]), every head of every row rotated at its

@@ -242,33 +242,11 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 }
 
 func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
-	pr := &prog{p: p, tokens: -1, pos: -1, rows: -1, sample: -1, mask: -1}
-	for i, pa := range p.Params {
-		switch pa.Name {
-		case "tokens":
-			pr.tokens = i
-		case "positions":
-			pr.pos = i
-		case "logit_rows":
-			pr.rows = i
-		case "sample_params":
-			pr.sample = i
-		case "sample_mask":
-			pr.mask = i
-		default:
-			return nil, fmt.Errorf("program %s: unknown parameter %q", p.Phase, pa.Name)
-		}
+	ix, err := p.Layout()
+	if err != nil {
+		return nil, err
 	}
-	if pr.tokens < 0 || pr.pos < 0 || pr.rows < 0 || pr.sample < 0 {
-		return nil, fmt.Errorf("program %s: needs tokens, positions, logit_rows and sample_params parameters", p.Phase)
-	}
-	want := 2
-	if p.Phase == plan.PhaseDraft {
-		want = 3
-	}
-	if len(p.Returns) != want {
-		return nil, fmt.Errorf("program %s: returns %d values, want %d", p.Phase, len(p.Returns), want)
-	}
+	pr := &prog{p: p, tokens: ix.Tokens, pos: ix.Positions, rows: ix.Rows, sample: ix.Sample, mask: ix.Mask}
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
 		c := &call{in: in}

@@ -20,76 +20,6 @@
 
 // ---- scalar formats (quant package) ----
 
-// Go's max and min builtins on floats: NaN wins, max(-0, 0) = 0, min(-0, 0) = -0.
-DEV float csa_gomax(float x, float y) {
-  if (x != x) return x;
-  if (y != y) return y;
-  if (x == 0 && y == 0) return (bits_f32(x) >> 31) ? y : x;
-  return x > y ? x : y;
-}
-DEV float csa_gomin(float x, float y) {
-  if (x != x) return x;
-  if (y != y) return y;
-  if (x == 0 && y == 0) return (bits_f32(x) >> 31) ? x : y;
-  return x < y ? x : y;
-}
-DEV double csa_gomax64(double x, double y) {
-  if (x != x) return x;
-  if (y != y) return y;
-  if (x == 0 && y == 0) return (bits_f64(x) >> 63) ? y : x;
-  return x > y ? x : y;
-}
-
-// csa_bf16 is quant.BF16: round to the nearest bfloat16, ties to even.
-DEV float csa_bf16(float x) {
-  u32 b = bits_f32(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
-  b += 0x7fffu + ((b >> 16) & 1u);
-  return f32_bits(b & ~0xffffu);
-}
-
-// csa_enc_e4m3 is quant.EncodeE4M3.
-DEV unsigned char csa_enc_e4m3(float x) {
-  if (x != x) return 0x7f;
-  unsigned char sign = (bits_f32(x) >> 31) ? 0x80 : 0;
-  double a = fabs((double)x);
-  if (a >= 448) return sign | 0x7e;
-  if (a < 1.0 / 64) return sign | (unsigned char)rint(a * 512);
-  int ex;
-  double frac = frexp(a, &ex);
-  int e = ex - 1;
-  double m = rint((2 * frac - 1) * 8);
-  if (m == 8) {
-    m = 0;
-    e++;
-  }
-  if (e + 7 > 15 || (e + 7 == 15 && m == 7)) return sign | 0x7e;
-  return sign | (unsigned char)((e + 7) << 3) | (unsigned char)m;
-}
-
-// csa_enc_e2m1 is quant.EncodeE2M1 (a nibble).
-DEV unsigned char csa_enc_e2m1(float x) {
-  unsigned char sign = (bits_f32(x) >> 31) ? 8 : 0;
-  double a = fabs((double)x);
-  double code;
-  if (a != a) return sign | 7;
-  if (a >= 6) code = 7;
-  else if (a < 2) code = rint(a * 2);
-  else if (a < 4) code = 4 + rint(a - 2);
-  else code = 6 + rint((a - 4) / 2);
-  return sign | (unsigned char)code;
-}
-
-// csa_pow2ceil is quant.Pow2Ceil.
-DEV float csa_pow2ceil(float x) {
-  u32 b = bits_f32(x);
-  int e = (int)((b >> 23) & 0xff) - 127;
-  if (b & 0x7fffffu) e++;
-  if (e < -126) e = -126;
-  if (e > 127) e = 127;
-  return f32_bits((u32)(e + 127) << 23);
-}
-
 // Storage formats of state rows, as quant.Format: 0 float32, 1 MXFP8, 2 FP4 with UE8M0
 // scales, 3 FP4 with E4M3 scales. A packed row is its codes (FP4: two a byte, the even
 // element in the low nibble), then one scale byte per group.
@@ -97,9 +27,9 @@ DEV i64 csa_code_bytes(i64 fmt, i64 dim) { return fmt == 1 ? dim : dim / 2; }
 
 // csa_fmt_scale is quant.Format.Scale.
 DEV float csa_fmt_scale(i64 fmt, float amax) {
-  if (fmt == 1) return csa_pow2ceil(csa_gomax(amax, 1e-4f) * (float)(1.0 / 448));
-  if (fmt == 2) return csa_pow2ceil(csa_gomax(amax, 6 * f32_bits(0x00800000u)) * (float)(1.0 / 6));
-  return e4m3_f32(csa_enc_e4m3(csa_gomax(amax, 6 * f32_bits(0x3b000000u)) / 6));
+  if (fmt == 1) return q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
+  if (fmt == 2) return q_pow2ceil(go_max32(amax, 6 * f32_bits(0x00800000u)) * (float)(1.0 / 6));
+  return e4m3_f32(q_enc_e4m3(go_max32(amax, 6 * f32_bits(0x3b000000u)) / 6));
 }
 
 // csa_pack_group packs group gi (g values) of row x (dim values) into the packed row dst
@@ -112,18 +42,18 @@ DEV void csa_pack_group(const float* x, i64 fmt, i64 g, i64 dim, i64 gi, unsigne
     return;
   }
   float amax = 0;
-  for (i64 j = 0; j < g; j++) amax = csa_gomax(amax, fabsf(grp[j]));
+  for (i64 j = 0; j < g; j++) amax = go_max32(amax, fabsf(grp[j]));
   float s = csa_fmt_scale(fmt, amax);
   i64 cb = csa_code_bytes(fmt, dim);
-  dst[cb + gi] = fmt == 3 ? csa_enc_e4m3(s) : (unsigned char)(bits_f32(s) >> 23);
+  dst[cb + gi] = fmt == 3 ? q_enc_e4m3(s) : (unsigned char)(bits_f32(s) >> 23);
   for (i64 j = 0; j < g; j++) {
     i64 k = gi * g + j;
     float v = grp[j];
     if (fmt == 1) {
-      dst[k] = csa_enc_e4m3(csa_gomin(csa_gomax(v / s, -448.0f), 448.0f));
+      dst[k] = q_enc_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f));
       continue;
     }
-    unsigned char c = csa_enc_e2m1(csa_gomin(csa_gomax(v / s, -6.0f), 6.0f));
+    unsigned char c = q_enc_e2m1(go_min32(go_max32(v / s, -6.0f), 6.0f));
     if (k % 2 == 0) dst[k / 2] = (unsigned char)((dst[k / 2] & 0xf0) | c);
     else dst[k / 2] = (unsigned char)((dst[k / 2] & 0x0f) | (c << 4));
   }
@@ -185,7 +115,7 @@ struct csa_SqRow {
 };
 struct csa_BF16Row {
   const float* p;
-  DEVM float operator()(i64 k) const { return csa_bf16(p[k]); }
+  DEVM float operator()(i64 k) const { return q_bf16(p[k]); }
 };
 
 // csa_rms_row is the cpu's rmsRow: fp32 statistics in ATen's order, the weight, bf16.
@@ -193,7 +123,7 @@ struct csa_BF16Row {
 DEV void csa_rms_row(const float* x, const Weight& w, float* y, i64 n, double eps) {
   csa_SqRow sq = {x};
   float rs = 1.0f / (float)sqrt((double)(cascade_sum(sq, n) / (float)n + (float)eps));
-  for (i64 i = 0; i < n; i++) y[i] = csa_bf16(x[i] * rs * wval(w, 0, i));
+  for (i64 i = 0; i < n; i++) y[i] = q_bf16(x[i] * rs * wval(w, 0, i));
 }
 
 // csa_rope_tables is ropeSpec.tables for one position (the forward rotation); inv holds
@@ -323,7 +253,7 @@ KERNEL(csa_compress_proj, csa_CompressArgs) {
     if (a.ratio == 1) {
       csa_BF16Row xb = {xt};
       bool par = csa_gonum_par(csa_chunk_rows(v.n, a.d * a.D, a.procs, i), a.d);
-      a.P[it] = csa_bf16(csa_gonum_nt(xb, w, a.D, c * a.D, par));
+      a.P[it] = q_bf16(csa_gonum_nt(xb, w, a.D, c * a.D, par));
     } else {
       FRow xr = {xt};
       WRow g = {a.wgate, c};
@@ -362,7 +292,7 @@ KERNEL(csa_compress_pool, csa_CompressArgs) {
     float kv, gate;
     for (i64 j = 0; j < a.ratio; j++) {
       csa_group_row(a, v, g0 + j, c, &kv, &gate);
-      mx = csa_gomax64(mx, (double)gate);
+      mx = go_max64(mx, (double)gate);
     }
     double den = 0, num = 0;
     for (i64 j = 0; j < a.ratio; j++) {
@@ -371,7 +301,7 @@ KERNEL(csa_compress_pool, csa_CompressArgs) {
       den += e;
       num += e * (double)kv;
     }
-    a.L[it] = csa_bf16((float)(num / den));
+    a.L[it] = q_bf16((float)(num / den));
   }
 }
 
@@ -398,15 +328,15 @@ KERNEL(csa_compress_entry, csa_CompressArgs) {
       bool par = csa_gonum_par(1, a.idim);
       for (i64 j = 0; j < a.idim; j++) {
         WRow w = {a.wk, j};
-        key[j] = csa_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
+        key[j] = q_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
       }
       csa_rms_row(key, a.knorm, key, a.idim, a.eps);
       csa_rope_apply(key, a.idim, a.idim, a.rope_dim, cs, sn);
-      for (i64 j = 0; j < a.idim; j++) key[j] = csa_bf16(key[j]);
+      for (i64 j = 0; j < a.idim; j++) key[j] = q_bf16(key[j]);
       csa_pack_row(key, a.ik_fmt, a.ik_group, a.idim, v.state + a.ik_off + e * a.ik_rowbytes);
     }
     csa_rope_apply(lat, a.d, a.d, a.rope_dim, cs, sn);
-    for (i64 j = 0; j < a.d; j++) lat[j] = csa_bf16(lat[j]);
+    for (i64 j = 0; j < a.d; j++) lat[j] = q_bf16(lat[j]);
     csa_pack_row(lat, a.kv_fmt, a.kv_group, a.d, v.state + a.kv_off + e * a.kv_rowbytes);
   }
 }
@@ -651,12 +581,12 @@ KERNEL(csa_index_score, csa_IndexArgs) {
     const float* qt = a.q + t * a.heads * a.dim;
     float scale = (float)a.scale, sum = 0;
     for (i64 h = 0; h < a.heads; h++) {
-      float wt = csa_bf16(a.w[t * a.heads + h] * scale);
+      float wt = q_bf16(a.w[t * a.heads + h] * scale);
       float dot = 0;
       for (i64 d = 0; d < a.dim; d++) dot += qt[h * a.dim + d] * csa_row_val(key, a.ik_fmt, a.ik_group, a.dim, d);
-      sum += csa_bf16(csa_gomax(csa_bf16(dot), 0.0f) * wt);
+      sum += q_bf16(go_max32(q_bf16(dot), 0.0f) * wt);
     }
-    sc[e].v = csa_bf16(sum);
+    sc[e].v = q_bf16(sum);
   }
 }
 
@@ -685,7 +615,7 @@ KERNEL(csa_index_select, csa_IndexArgs) {
       csa_TopkElem* bq = a.bwork + t * a.nbcap;
       for (i64 b = 0; b < nb; b++) {
         float m = -F32_INF;
-        for (i64 e = b * a.cand_size; e < imin((b + 1) * a.cand_size, width); e++) m = csa_gomax(m, q[e].v);
+        for (i64 e = b * a.cand_size; e < imin((b + 1) * a.cand_size, width); e++) m = go_max32(m, q[e].v);
         bq[b].v = m;
         bq[b].i = (int)b;
       }
@@ -822,7 +752,7 @@ KERNEL(csa_attention, csa_AttnArgs) {
         float dot = 0;
         for (i64 d = 0; d < dim; d++) dot += qh[d] * csa_row_val(k.p, k.fmt, k.g, dim, d);
         s[e] = dot * scale;
-        bm = csa_gomax(bm, s[e]);
+        bm = go_max32(bm, s[e]);
       }
       if (bm == -F32_INF) continue;
       float sc = (float)exp((double)(m - bm));
@@ -836,7 +766,7 @@ KERNEL(csa_attention, csa_AttnArgs) {
         }
         float pe = (float)exp((double)(s[e] - m));
         s[e] = pe;
-        float pb = csa_bf16(pe);
+        float pb = q_bf16(pe);
         for (i64 d = 0; d < dim; d++) acc[d] += pb * csa_row_val(k.p, k.fmt, k.g, dim, d);
       }
       FRow sr = {s};
@@ -845,7 +775,7 @@ KERNEL(csa_attention, csa_AttnArgs) {
     }
     sum += (float)exp((double)(wval(a.sink, 0, h) - m));
     float* o = a.out + t * a.heads * dim + h * dim;
-    for (i64 d = 0; d < dim; d++) o[d] = csa_bf16(acc[d] / sum);
+    for (i64 d = 0; d < dim; d++) o[d] = q_bf16(acc[d] / sum);
   }
 }
 

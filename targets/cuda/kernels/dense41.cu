@@ -11,55 +11,14 @@
 // output in order. The widened weights of the cpu target start 16-byte aligned (Go's
 // allocator), so a weight row's alignment is its element offset mod 4.
 
-// Go's builtin min and max on float32: NaN wins, min(-0, +0) = -0, max(-0, +0) = +0.
-DEV float dense_gomin(float a, float b) {
-  if (isnan32(a) || isnan32(b)) return f32_bits(0x7fc00000u);
-  if (a == b) return (bits_f32(a) & 0x80000000u) ? a : b;
-  return a < b ? a : b;
-}
-DEV float dense_gomax(float a, float b) {
-  if (isnan32(a) || isnan32(b)) return f32_bits(0x7fc00000u);
-  if (a == b) return (bits_f32(a) & 0x80000000u) ? b : a;
-  return a > b ? a : b;
-}
-
-// dense_bf16 is quant.BF16: round to the nearest bfloat16, ties to even (NaN kept).
-DEV float dense_bf16(float x) {
-  u32 b = bits_f32(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
-  b += 0x7fffu + ((b >> 16) & 1u);
-  return f32_bits(b & ~0xffffu);
-}
-
-// dense_round_e4m3 is quant.RoundE4M3.
-DEV float dense_round_e4m3(float v) {
-  u32 b = bits_f32(v);
-  u32 a = b & 0x7fffffffu;
-  if (a < 0x3c800000u) return (float)(rint((double)v * 512) / 512);
-  a += 0x7ffffu + ((a >> 20) & 1u);
-  a &= ~0xfffffu;
-  if (a > 0x43e00000u) a = 0x43e00000u;
-  return f32_bits((b & 0x80000000u) | a);
-}
-
-// dense_pow2ceil is quant.Pow2Ceil.
-DEV float dense_pow2ceil(float x) {
-  u32 b = bits_f32(x);
-  int e = (int)((b >> 23) & 0xffu) - 127;
-  if (b & 0x7fffffu) e++;
-  if (e < -126) e = -126;
-  if (e > 127) e = 127;
-  return f32_bits((u32)(e + 127) << 23);
-}
-
 // dense_mxfp8_group fake-quantizes g values in place to MXFP8 (quant.MXFP8.FakeQuant of
 // one group): scale 2^⌈log2(max(amax, 1e-4)/448)⌉, codes E4M3.
 DEV void dense_mxfp8_group(float* v, i64 g) {
   float amax = 0;
-  for (i64 i = 0; i < g; i++) amax = dense_gomax(amax, (float)fabs((double)v[i]));
-  float s = dense_pow2ceil(dense_gomax(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+  for (i64 i = 0; i < g; i++) amax = go_max32(amax, (float)fabs((double)v[i]));
+  float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
   for (i64 i = 0; i < g; i++)
-    v[i] = dense_round_e4m3(dense_gomin(dense_gomax(v[i] / s, -448.0f), 448.0f)) * s;
+    v[i] = q_round_e4m3(go_min32(go_max32(v[i] / s, -448.0f), 448.0f)) * s;
 }
 
 // dense_quant_piece writes piece p of a row of n values (chunk values a piece) into dst:
@@ -67,7 +26,7 @@ DEV void dense_mxfp8_group(float* v, i64 g) {
 // copies (cpu: quantizeActs).
 DEV void dense_quant_piece(const float* x, float* dst, i64 n, i64 chunk, i64 p, i64 mode) {
   i64 lo = p * chunk, hi = imin(lo + chunk, n);
-  for (i64 i = lo; i < hi; i++) dst[i] = mode == 0 ? x[i] : dense_bf16(x[i]);
+  for (i64 i = lo; i < hi; i++) dst[i] = mode == 0 ? x[i] : q_bf16(x[i]);
   if (mode == 2 && hi - lo == chunk) dense_mxfp8_group(dst + lo, chunk);
 }
 
@@ -225,7 +184,7 @@ KERNEL(dense_qlinear, DenseQLinearArgs) {
         v = dense_bf16_dot(x, w, a.K, blk);
       }
     }
-    a.y[i] = a.out_bf16 ? dense_bf16(v) : v;
+    a.y[i] = a.out_bf16 ? q_bf16(v) : v;
   }
 }
 

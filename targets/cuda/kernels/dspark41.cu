@@ -10,60 +10,11 @@
 // (dspark_attention), and dspark_head touches no state, so a draft step changes nothing
 // that later steps see.
 
-// Go's min and max on float32: NaN wins.
-DEV float dspark_gomax(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-DEV float dspark_gomin(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
-
-// dspark_bf16 is quant.BF16: round to nearest even, NaN kept.
-DEV float dspark_bf16(float x) {
-  u32 b = bits_f32(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
-  b += 0x7fffu + ((b >> 16) & 1u);
-  return f32_bits(b & ~0xffffu);
-}
-
-// dspark_pow2ceil is quant.Pow2Ceil.
-DEV float dspark_pow2ceil(float x) {
-  u32 b = bits_f32(x);
-  int e = (int)((b >> 23) & 0xff) - 127;
-  if ((b & 0x7fffffu) != 0) e++;
-  if (e < -126) e = -126;
-  if (e > 127) e = 127;
-  return f32_bits((u32)(e + 127) << 23);
-}
-
-// dspark_e4m3 is quant.EncodeE4M3: nearest E4M3 code, ties to even, saturating.
-DEV unsigned char dspark_e4m3(float x) {
-  if (x != x) return 0x7f;
-  unsigned char sign = (bits_f32(x) >> 31) ? 0x80 : 0;
-  double a = fabs((double)x);
-  if (a >= 448) return sign | 0x7e;
-  if (a < 1.0 / 64) return sign | (unsigned char)rint(a * 512);
-  int ex;
-  double frac = frexp(a, &ex);
-  int e = ex - 1;
-  double m = rint((2 * frac - 1) * 8);
-  if (m == 8) {
-    m = 0;
-    e++;
-  }
-  if (e + 7 > 15 || (e + 7 == 15 && m == 7)) return sign | 0x7e;
-  return sign | (unsigned char)((e + 7) << 3) | (unsigned char)m;
-}
-
 // dspark_mxfp8 is one value of a row packed and unpacked as MXFP8 with scale s
 // (quant.Format.Pack, then Unpack).
 DEV float dspark_mxfp8(float v, float s) {
-  float c = dspark_gomin(dspark_gomax(v / s, -448.0f), 448.0f);
-  return e4m3_f32(dspark_e4m3(c)) * s;
+  float c = go_min32(go_max32(v / s, -448.0f), 448.0f);
+  return e4m3_f32(q_enc_e4m3(c)) * s;
 }
 
 // dspark_push: one work item per pushed row. rows of kv are the step's tokens, or with
@@ -91,8 +42,8 @@ KERNEL(dspark_push, DSparkPushArgs) {
       } else {
         for (i64 g = 0; g < a.dim; g += 32) {
           float amax = 0;
-          for (i64 d = g; d < g + 32; d++) amax = dspark_gomax(amax, fabsf(src[d]));
-          float s = dspark_pow2ceil(dspark_gomax(amax, 1e-4f) * (float)(1.0 / 448));
+          for (i64 d = g; d < g + 32; d++) amax = go_max32(amax, fabsf(src[d]));
+          float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
           for (i64 d = g; d < g + 32; d++) dst[d] = dspark_mxfp8(src[d], s);
         }
       }
@@ -152,7 +103,7 @@ KERNEL(dspark_attention, DSparkAttnArgs) {
         float dot = 0;
         for (i64 d = 0; d < a.dim; d++) dot += qh[d] * k[d];
         s[e - b0] = dot * scale;
-        bm = dspark_gomax(bm, s[e - b0]);
+        bm = go_max32(bm, s[e - b0]);
       }
       if (bm == -F32_INF) continue;
       float sc = (float)exp((double)(m - bm));
@@ -168,7 +119,7 @@ KERNEL(dspark_attention, DSparkAttnArgs) {
         }
         float pr = (float)exp((double)(s[e - b0] - m));
         s[e - b0] = pr;
-        float pb = dspark_bf16(pr);
+        float pb = q_bf16(pr);
         for (i64 d = 0; d < a.dim; d++) acc[d] += pb * k[d];
       }
       FRow sr = {s};
@@ -177,7 +128,7 @@ KERNEL(dspark_attention, DSparkAttnArgs) {
     }
     sum += (float)exp((double)(wval(a.sink, 0, h) - m));
     float* o = a.out + (t * a.heads + h) * a.dim;
-    for (i64 d = 0; d < a.dim; d++) o[d] = dspark_bf16(acc[d] / sum);
+    for (i64 d = 0; d < a.dim; d++) o[d] = q_bf16(acc[d] / sum);
   }
 }
 

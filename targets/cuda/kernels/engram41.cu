@@ -9,13 +9,6 @@
 // per layer, cols (prime | offset << 32) words, then max_ngram multipliers.
 #define ENGRAM_TAB 448
 
-DEV float engram_bf16(float x) {
-  u32 b = bits_f32(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
-  b += 0x7fffu + ((b >> 16) & 1u);
-  return f32_bits(b & ~0xffffu);
-}
-
 // engram_comp is the compressed id at position q of sequence sq (-2: a bad token).
 DEV int engram_comp(const int* tokens, const int* tmap, i64 V, const int* hist, i64 ctx, const SeqRec& sq, i64 q) {
   if (q >= sq.pos) {
@@ -117,12 +110,6 @@ struct engram_ProdRow {
   DEVM float operator()(i64 i) const { return h[i] * (wval(qw, j, i) * wval(kw, j, i)) * key[i]; }
 };
 
-DEV float engram_gomax(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-
 // engram_mix: one work item per (token, stream).
 struct EngramMixArgs { const float* x; const float* kv; Weight qw; Weight kw; float* y; const SeqRec* seqs; i64 nseq; i64 T; i64 n; i64 d; double eps; };
 KERNEL(engram_mix, EngramMixArgs) {
@@ -138,11 +125,11 @@ KERNEL(engram_mix, EngramMixArgs) {
     float rh = 1 / (float)sqrt((double)(cascade_sum(hh, a.d) / fd + eps));
     float rk = 1 / (float)sqrt((double)(cascade_sum(kk, a.d) / fd + eps));
     float g = cascade_sum(pp, a.d) * (rh * rk) * (float)(1 / sqrt((double)a.d));
-    float ag = (float)sqrt((double)engram_gomax(fabsf(g), 1e-6f));
+    float ag = (float)sqrt((double)go_max32(fabsf(g), 1e-6f));
     i64 first, rows;
     seq_rows(a.seqs, a.nseq, a.T, t, &first, &rows);
     float gate = sigmoid_at(copysignf(ag, g), (t - first) * a.n + j, rows * a.n);
     float* dst = a.y + (t * a.n + j) * a.d;
-    for (i64 i = 0; i < a.d; i++) dst[i] = engram_bf16(h[i] + gate * val[i]);
+    for (i64 i = 0; i < a.d; i++) dst[i] = q_bf16(h[i] + gate * val[i]);
   }
 }

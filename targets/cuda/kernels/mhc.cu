@@ -2,26 +2,6 @@
 // hc_expand, hc_head) in V4's float64 mixes (targets/cpu/mhc.go) and V4.1's fp32
 // reference order (targets/cpu/v41_mhc.go), and V4.1's RMSNorm.
 
-// Go's min and max of two float32s: NaN wins, and +0 is above -0.
-DEV float mhc_gomax(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  if (a == b) return (bits_f32(a) >> 31) ? b : a;
-  return a > b ? a : b;
-}
-DEV float mhc_gomin(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  if (a == b) return (bits_f32(a) >> 31) ? a : b;
-  return a < b ? a : b;
-}
-DEV double mhc_gomax64(double a, double b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  if (a == b) return (bits_f64(a) >> 63) ? b : a;
-  return a > b ? a : b;
-}
-
 DEV double mhc_sigmoid64(double x) { return 1 / (1 + exp(-x)); }
 
 // mhc_view is the cpu's views(s, keep) for row t: the first row of t's sequence (in
@@ -117,7 +97,7 @@ KERNEL(mhc_mix_split, mhc_MixSplitArgs) {
       double mx = -F64_INF;
       for (i64 j = 0; j < n; j++) {
         row[j] = mix[2 * n + i * n + j] * s2 + (double)wval(a.base, 0, 2 * n + i * n + j);
-        mx = mhc_gomax64(mx, row[j]);
+        mx = go_max64(mx, row[j]);
       }
       double sum = 0;
       for (i64 j = 0; j < n; j++) {
@@ -197,7 +177,7 @@ KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) {
       float mxv = -F32_INF;
       for (i64 j = 0; j < n; j++) {
         row[j] = mx[2 * n + i * n + j] * s2 + wval(a.base, 0, 2 * n + i * n + j);
-        mxv = mhc_gomax(mxv, row[j]);
+        mxv = go_max32(mxv, row[j]);
       }
       float sum = 0;
       for (i64 j = 0; j < n; j++) {

@@ -2,79 +2,18 @@
 // fake_quant (the quant package's codecs, ported bit for bit), concat, and SWA bounded
 // replay's tail_rows and tail_index.
 
-// mhc_bf16 is quant.BF16: round to the nearest bfloat16, ties to even; NaN stays.
-DEV float mhc_bf16(float x) {
-  u32 b = bits_f32(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
-  b += 0x7fffu + ((b >> 16) & 1u);
-  return f32_bits(b & ~0xffffu);
-}
-
-// mhc_round_e4m3 is quant.RoundE4M3 (|v| ≤ 448 after the caller's clamp).
-DEV float mhc_round_e4m3(float v) {
-  u32 b = bits_f32(v);
-  u32 a = b & 0x7fffffffu;
-  if (a < 0x3c800000u) return (float)(rint((double)v * 512) / 512);
-  a += 0x7ffffu + ((a >> 20) & 1u);
-  a &= ~0xfffffu;
-  if (a > 0x43e00000u) a = 0x43e00000u;
-  return f32_bits((b & 0x80000000u) | a);
-}
-
-// mhc_encode_e4m3 is quant.EncodeE4M3.
-DEV unsigned char mhc_encode_e4m3(float x) {
-  if (x != x) return 0x7f;
-  unsigned char sign = (bits_f32(x) >> 31) ? 0x80 : 0;
-  double a = fabs((double)x);
-  if (a >= 448) return sign | 0x7e;
-  if (a < 1.0 / 64) return sign | (unsigned char)rint(a * 512);
-  int ex;
-  double frac = frexp(a, &ex);
-  int e = ex - 1;
-  double m = rint((2 * frac - 1) * 8);
-  if (m == 8) {
-    m = 0;
-    e++;
-  }
-  if (e + 7 > 15 || (e + 7 == 15 && m == 7)) return sign | 0x7e;
-  return sign | (unsigned char)((e + 7) << 3) | (unsigned char)m;
-}
-
-// mhc_encode_e2m1 is quant.EncodeE2M1 (a nibble).
-DEV unsigned char mhc_encode_e2m1(float x) {
-  unsigned char sign = (bits_f32(x) >> 31) ? 8 : 0;
-  double a = fabs((double)x);
-  double code;
-  if (a != a) return sign | 7;
-  if (a >= 6) code = 7;
-  else if (a < 2) code = rint(a * 2);
-  else if (a < 4) code = 4 + rint(a - 2);
-  else code = 6 + rint((a - 4) / 2);
-  return sign | (unsigned char)code;
-}
-
-// mhc_pow2ceil is quant.Pow2Ceil.
-DEV float mhc_pow2ceil(float x) {
-  u32 b = bits_f32(x);
-  int e = (int)((b >> 23) & 0xffu) - 127;
-  if (b & 0x7fffffu) e++;
-  if (e < -126) e = -126;
-  if (e > 127) e = 127;
-  return f32_bits((u32)(e + 127) << 23);
-}
-
 // mhc_fq_scale is quant.Format.Scale; fmt as quant.Format: 1 MXFP8, 2 FP4UE8M0,
 // 3 FP4E4M3.
 DEV float mhc_fq_scale(i64 fmt, float amax) {
-  if (fmt == 1) return mhc_pow2ceil(mhc_gomax(amax, 1e-4f) * f32_bits(0x3b124925u));    // · float32(1/448)
-  if (fmt == 2) return mhc_pow2ceil(mhc_gomax(amax, f32_bits(0x01c00000u)) * f32_bits(0x3e2aaaabu));  // 6·2^-126, · float32(1/6)
-  return e4m3_f32(mhc_encode_e4m3(mhc_gomax(amax, f32_bits(0x3c400000u)) / 6));  // 6·2^-9
+  if (fmt == 1) return q_pow2ceil(go_max32(amax, 1e-4f) * f32_bits(0x3b124925u));    // · float32(1/448)
+  if (fmt == 2) return q_pow2ceil(go_max32(amax, f32_bits(0x01c00000u)) * f32_bits(0x3e2aaaabu));  // 6·2^-126, · float32(1/6)
+  return e4m3_f32(q_enc_e4m3(go_max32(amax, f32_bits(0x3c400000u)) / 6));  // 6·2^-9
 }
 
 // mhc_fq_round is quant.Format.roundScaled: v's code value in units of s.
 DEV float mhc_fq_round(i64 fmt, float v, float s) {
-  if (fmt == 1) return mhc_round_e4m3(mhc_gomin(mhc_gomax(v / s, -448.0f), 448.0f));
-  return e2m1_f32(mhc_encode_e2m1(mhc_gomin(mhc_gomax(v / s, -6.0f), 6.0f)));
+  if (fmt == 1) return q_round_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f));
+  return e2m1_f32(q_enc_e2m1(go_min32(go_max32(v / s, -6.0f), 6.0f)));
 }
 
 // mhc_fake_quant: fmt 0 rounds each value to bf16 (g = 1); otherwise each group of g
@@ -85,11 +24,11 @@ KERNEL(mhc_fake_quant, mhc_FakeQuantArgs) {
     const float* x = a.x + gi * a.g;
     float* y = a.y + gi * a.g;
     if (a.fmt == 0) {
-      for (i64 i = 0; i < a.g; i++) y[i] = mhc_bf16(x[i]);
+      for (i64 i = 0; i < a.g; i++) y[i] = q_bf16(x[i]);
       continue;
     }
     float amax = 0;
-    for (i64 i = 0; i < a.g; i++) amax = mhc_gomax(amax, fabsf(x[i]));
+    for (i64 i = 0; i < a.g; i++) amax = go_max32(amax, fabsf(x[i]));
     float s = mhc_fq_scale(a.fmt, amax);
     for (i64 i = 0; i < a.g; i++) y[i] = mhc_fq_round(a.fmt, x[i], s) * s;
   }
@@ -110,7 +49,7 @@ KERNEL(mhc_mean, mhc_MeanArgs) {
     i64 t = i / a.d, c = i % a.d;
     float sum = 0;
     for (i64 j = 0; j < a.n; j++) sum += a.x[(t * a.n + j) * a.d + c];
-    a.y[i] = mhc_bf16(sum / (float)a.n);
+    a.y[i] = q_bf16(sum / (float)a.n);
   }
 }
 

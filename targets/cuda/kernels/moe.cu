@@ -18,12 +18,6 @@ DEV void moe_topk(const double* sel, i64 E, i64* pick, i64 k) {
   }
 }
 
-DEV double moe_gomax64(double a, double b) {
-  if (a != a || b != b) return f64_bits(0x7ff8000000000001ull);
-  if (a == b) return (bits_f64(a) >> 63) ? b : a;
-  return a > b ? a : b;
-}
-
 // moe_route_v4: one token a work item. scores (float64 gate logits, scored), sel (score
 // + bias) and pick live in scratch. scoring: 0 sqrtsoftplus, 1 sigmoid, 2 softmax.
 struct MoERouteArgs {
@@ -51,7 +45,7 @@ KERNEL(moe_route_v4, MoERouteArgs) {
       for (i64 e = 0; e < a.E; e++) scores[e] = 1 / (1 + exp(-scores[e]));
     } else {
       double mx = -F64_INF;
-      for (i64 e = 0; e < a.E; e++) mx = moe_gomax64(mx, scores[e]);
+      for (i64 e = 0; e < a.E; e++) mx = go_max64(mx, scores[e]);
       double sum = 0;
       for (i64 e = 0; e < a.E; e++) {
         scores[e] = exp(scores[e] - mx);
@@ -146,8 +140,8 @@ DEV float moe_silu(float x) { return x / (1 + (float)exp((double)(-x))); }
 // moe_swiglu is the cpu's clamped SwiGLU of one value.
 DEV float moe_swiglu(float g, float u, float limit) {
   if (limit > 0) {
-    g = dense_gomin(g, limit);
-    u = dense_gomax(dense_gomin(u, limit), -limit);
+    g = go_min32(g, limit);
+    u = go_max32(go_min32(u, limit), -limit);
   }
   return moe_silu(g) * u;
 }
@@ -171,8 +165,8 @@ KERNEL(moe_hidden, MoEHiddenArgs) {
     float g = dense_gonum(x, w1, a.D, r * a.D, par);
     float u = dense_gonum(x, w3, a.D, r * a.D, par);
     if (a.v41) {
-      g = dense_bf16(g);
-      u = dense_bf16(u);
+      g = q_bf16(g);
+      u = q_bf16(u);
     }
     float v = moe_swiglu(g, u, limit);
     if (a.v41) v *= a.wts[s];
@@ -223,7 +217,7 @@ KERNEL(moe_out, MoEOutArgs) {
       int e = a.ids[s];
       DenseXRow x = {a.h + s * a.I};
       DenseWRow w2 = {a.tab[a.E + e], o, 0};
-      acc += dense_bf16(dense_gonum(x, w2, a.I, o * a.I, dense_gonum_par(a.counts[e], a.D)));
+      acc += q_bf16(dense_gonum(x, w2, a.I, o * a.I, dense_gonum_par(a.counts[e], a.D)));
     }
     a.out[i] = acc;
   }

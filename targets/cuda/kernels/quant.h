@@ -1,0 +1,85 @@
+// quant.h: the quant package's scalar codecs (bf16 rounding, E4M3/E2M1 encoding, the
+// power-of-two scale) and Go's min/max builtins on floats, ported bit for bit for every
+// kernel file that quantizes as the cpu target does.
+
+// go_max32/go_min32/go_max64 are Go's max and min on floats: a NaN argument wins, and
+// max(-0, 0) = 0, min(-0, 0) = -0.
+DEV float go_max32(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return (bits_f32(a) >> 31) ? b : a;
+  return a > b ? a : b;
+}
+DEV float go_min32(float a, float b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return (bits_f32(a) >> 31) ? a : b;
+  return a < b ? a : b;
+}
+DEV double go_max64(double a, double b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  if (a == b) return (bits_f64(a) >> 63) ? b : a;
+  return a > b ? a : b;
+}
+
+// q_bf16 is quant.BF16: round to the nearest bfloat16, ties to even; NaN stays.
+DEV float q_bf16(float x) {
+  u32 b = bits_f32(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return x;
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return f32_bits(b & ~0xffffu);
+}
+
+// q_round_e4m3 is quant.RoundE4M3 (|v| <= 448 after the caller's clamp).
+DEV float q_round_e4m3(float v) {
+  u32 b = bits_f32(v);
+  u32 a = b & 0x7fffffffu;
+  if (a < 0x3c800000u) return (float)(rint((double)v * 512) / 512);
+  a += 0x7ffffu + ((a >> 20) & 1u);
+  a &= ~0xfffffu;
+  if (a > 0x43e00000u) a = 0x43e00000u;
+  return f32_bits((b & 0x80000000u) | a);
+}
+
+// q_enc_e4m3 is quant.EncodeE4M3.
+DEV unsigned char q_enc_e4m3(float x) {
+  if (x != x) return 0x7f;
+  unsigned char sign = (bits_f32(x) >> 31) ? 0x80 : 0;
+  double a = fabs((double)x);
+  if (a >= 448) return sign | 0x7e;
+  if (a < 1.0 / 64) return sign | (unsigned char)rint(a * 512);
+  int ex;
+  double frac = frexp(a, &ex);
+  int e = ex - 1;
+  double m = rint((2 * frac - 1) * 8);
+  if (m == 8) {
+    m = 0;
+    e++;
+  }
+  if (e + 7 > 15 || (e + 7 == 15 && m == 7)) return sign | 0x7e;
+  return sign | (unsigned char)((e + 7) << 3) | (unsigned char)m;
+}
+
+// q_enc_e2m1 is quant.EncodeE2M1 (a nibble).
+DEV unsigned char q_enc_e2m1(float x) {
+  unsigned char sign = (bits_f32(x) >> 31) ? 8 : 0;
+  double a = fabs((double)x);
+  double code;
+  if (a != a) return sign | 7;
+  if (a >= 6) code = 7;
+  else if (a < 2) code = rint(a * 2);
+  else if (a < 4) code = 4 + rint(a - 2);
+  else code = 6 + rint((a - 4) / 2);
+  return sign | (unsigned char)code;
+}
+
+// q_pow2ceil is quant.Pow2Ceil.
+DEV float q_pow2ceil(float x) {
+  u32 b = bits_f32(x);
+  int e = (int)((b >> 23) & 0xff) - 127;
+  if (b & 0x7fffffu) e++;
+  if (e < -126) e = -126;
+  if (e > 127) e = 127;
+  return f32_bits((u32)(e + 127) << 23);
+}
