@@ -12,7 +12,7 @@
 #                                (pip's nvidia-cuda-nvrtc wheel, or the toolkit)
 #
 # `run` prints each check's output and ends with a summary table; it exits non-zero if
-# any check failed. KERNEL_CACHE (default: a fresh directory under build/gpu) is the
+# any check failed. The two `divm run`s time start-up with an empty and a warm cache. KERNEL_CACHE (default: a fresh directory under build/gpu) is the
 # kernel cache it times start-up with.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +24,7 @@ build() {
 	go test -c -tags gpu -ldflags="-s -w" -o "$out/cuda.test" ./targets/cuda
 	go test -c -ldflags="-s -w" -o "$out/vm.test" ./vm
 	go build -ldflags="-s -w" -o "$out/" ./cmd/divm
+	go run ./cmd/dic compile --target h200 -o "$out/default.h200.dip" # the embedded default model
 	tok=$(bash scripts/fetch-tokenizer.sh | tail -1)
 	mkdir -p "$out/tokenizer"
 	cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$out/tokenizer/"
@@ -52,10 +53,10 @@ run() {
 	rm -rf "$DEEPINFER_KERNEL_CACHE"
 	root=$PWD
 	# kernel cache: the first start-up compiles, the second loads
-	check "start-up, empty kernel cache" . "$out/divm" eval --target h200 --model testdata/tiny-v4-dev \
-		--cases testdata/tiny-v4-dev/cases.json --out "$out/v4-eval.safetensors"
-	check "start-up, warm kernel cache" . "$out/divm" eval --target h200 --model testdata/tiny-v4-dev \
-		--cases testdata/tiny-v4-dev/cases.json --out "$out/v4-eval.safetensors"
+	check "divm run, empty kernel cache" . "$out/divm" run "$out/default.h200.dip" --prompt "Hello, DeepInfer" --max-tokens 16
+	check "divm run, warm kernel cache" . "$out/divm" run "$out/default.h200.dip" --prompt "Hello, DeepInfer" --max-tokens 16
+	check "divm eval tiny-v41-dev2" . "$out/divm" eval --target h200 --model testdata/tiny-v41-dev2 \
+		--cases testdata/tiny-v41-dev2/cases.json --out "$out/v41-dev2.safetensors"
 	# every kernel builds for Blackwell too (NVRTC only: it cannot run here)
 	check "kernels compile for sm_90a and sm_100a" targets/cuda "$root/$out/cuda.test" -test.run 'TestGPUCompileArchs' -test.v
 	# instruction by instruction against the cpu target on the same plan
