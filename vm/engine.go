@@ -1,9 +1,15 @@
 package vm
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"deepinfer/vm/sampling"
 )
@@ -31,6 +37,30 @@ type Request struct {
 	// Constraint, when set, restricts every sampled token (a grammar's matcher). Its
 	// mask must allow the stop token only where the output may end.
 	Constraint Constraint
+	// Logprobs asks for the log-probability of every generated token, and of the
+	// TopLogprobs most likely tokens at its step (Result.Logprobs, OnToken).
+	Logprobs    bool
+	TopLogprobs int
+	// OnToken, when set, is called from the engine's loop with every generated token as
+	// it is appended (and its log-probabilities when asked for).
+	OnToken func(tok int32, lp *TokenLogprob)
+	// Ctx, when set, cancels the request: within one step of Ctx ending, the request
+	// finishes with Ctx's error and its sequence is released.
+	Ctx context.Context
+}
+
+// TokenLogprob is a generated token's log-probability under the model's distribution
+// (before temperature and cuts) and the most likely tokens at that step.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float64
+	Top     []TokenProb
+}
+
+// TokenProb is one candidate token and its log-probability.
+type TokenProb struct {
+	Token   int32
+	Logprob float64
 }
 
 // Constraint restricts the tokens a request may produce.
@@ -46,7 +76,8 @@ type Result struct {
 	Index        int // position in the Run input
 	ID           string
 	Tokens       []int32 // generated tokens
-	Finish       string  // "stop", "length" or "forced"
+	Logprobs     []TokenLogprob
+	Finish       string // "stop", "length", "forced" or "cancelled"
 	PromptTokens int
 	Logits       [][]float32
 	FirstStep    int
@@ -57,17 +88,45 @@ type Result struct {
 // Engine runs requests with continuous batching: every step carries one token for each
 // decoding sequence plus prompt chunks of waiting sequences, up to a token budget
 // (chunked prefill); sequences join when there is room and leave when they finish.
+// Run executes a fixed list of requests; Start runs the same loop for requests that
+// keep arriving (a server's).
 type Engine struct {
 	M              *Machine
 	MaxBatchTokens int // per step; default 2048
 	MaxSeqs        int // running at once; default 64
 	// OnStep, when set, is called after every step with the number of tokens it ran.
 	OnStep func(step, tokens int)
+
+	stats engineStats
+}
+
+// engineStats are read by other goroutines while the loop runs.
+type engineStats struct {
+	running, queued atomic.Int64
+	heldTokens      atomic.Int64 // positions held by running sequences
+	maskNanos       atomic.Int64 // time spent filling grammar masks
+	steps, tokens   atomic.Int64
+}
+
+// Stats is a snapshot of the engine's counters.
+type Stats struct {
+	Running, Queued int   // sequences running, requests waiting to start
+	HeldTokens      int64 // positions the running sequences hold in their state
+	MaskTime        time.Duration
+	Steps, Tokens   int64 // steps run and tokens they carried, since the engine began
+}
+
+// Stats reads the engine's counters (safe while it runs).
+func (e *Engine) Stats() Stats {
+	return Stats{Running: int(e.stats.running.Load()), Queued: int(e.stats.queued.Load()),
+		HeldTokens: e.stats.heldTokens.Load(), MaskTime: time.Duration(e.stats.maskNanos.Load()),
+		Steps: e.stats.steps.Load(), Tokens: e.stats.tokens.Load()}
 }
 
 type active struct {
 	idx     int
 	req     *Request
+	emit    func(Result)
 	seq     *Sequence
 	fed     int // prompt tokens fed so far
 	pending int32
@@ -79,9 +138,10 @@ type active struct {
 	res     Result
 	done    bool     // finished in the current step
 	next    [1]int32 // the decode step's one token (reused: a chunk is not kept past its step)
+	stats   *engineStats
 }
 
-func (e *Engine) validate(i int, r *Request) error {
+func (e *Engine) validate(r *Request) error {
 	V := e.M.Plan.Model.Vocab
 	if len(r.Prompt) == 0 {
 		return fmt.Errorf("request %q: empty prompt", r.ID)
@@ -103,12 +163,48 @@ func (e *Engine) validate(i int, r *Request) error {
 	if n > e.M.Plan.Model.MaxPositions {
 		return fmt.Errorf("request %q: prompt plus output (%d tokens) exceeds the model's %d positions", r.ID, n, e.M.Plan.Model.MaxPositions)
 	}
+	if r.TopLogprobs < 0 || r.TopLogprobs > 20 {
+		return fmt.Errorf("request %q: top logprobs %d is outside [0, 20]", r.ID, r.TopLogprobs)
+	}
 	return r.Sampling.Validate()
+}
+
+// queued is a request waiting to start.
+type queued struct {
+	idx  int
+	req  *Request
+	emit func(Result) // the request's own, or the loop's
+}
+
+// source gives the loop its requests. pull adds the requests available now to q; when
+// idle is set (nothing runs and nothing in q may start yet) it may block until one
+// arrives. It returns false when no request will arrive any more.
+type source interface {
+	pull(q *[]queued, idle bool) bool
 }
 
 // Run executes reqs and calls emit once per request, as each finishes (errors
 // included). It returns only when every request has been emitted.
 func (e *Engine) Run(reqs []Request, emit func(Result)) {
+	var q []queued
+	for i := range reqs {
+		if err := e.validate(&reqs[i]); err != nil {
+			emit(Result{Index: i, ID: reqs[i].ID, Err: err})
+			continue
+		}
+		q = append(q, queued{idx: i, req: &reqs[i], emit: emit})
+	}
+	slices.SortStableFunc(q, func(a, b queued) int { return a.req.Arrival - b.req.Arrival })
+	e.loop(fixedSource{}, q)
+}
+
+type fixedSource struct{}
+
+func (fixedSource) pull(*[]queued, bool) bool { return false }
+
+// loop is the scheduler: it runs steps until the source is exhausted and every request
+// has finished.
+func (e *Engine) loop(src source, q []queued) {
 	budget := e.MaxBatchTokens
 	if budget <= 0 {
 		budget = 2048
@@ -117,35 +213,57 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 	if maxSeqs <= 0 {
 		maxSeqs = 64
 	}
-	var waiting []int
-	for i := range reqs {
-		if err := e.validate(i, &reqs[i]); err != nil {
-			emit(Result{Index: i, ID: reqs[i].ID, Err: err})
-			continue
-		}
-		waiting = append(waiting, i)
-	}
-	slices.SortStableFunc(waiting, func(a, b int) int { return reqs[a].Arrival - reqs[b].Arrival })
 	var running []*active
 	// the step's chunks and their owners, reused step after step
 	var chunks []Chunk
 	var owners []*active
-	for step := 0; len(waiting) > 0 || len(running) > 0; step++ {
-		for len(running) < maxSeqs && len(waiting) > 0 && reqs[waiting[0]].Arrival <= step {
-			i := waiting[0]
-			waiting = waiting[1:]
-			r := &reqs[i]
-			a := &active{idx: i, req: r, vocab: e.M.Plan.Model.Vocab,
-				res: Result{Index: i, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}}
+	more := true
+	finish := func(a *active) {
+		a.seq.Release()
+		e.stats.heldTokens.Add(-int64(a.seq.Len()))
+		a.emit(a.res)
+	}
+	for step := 0; ; step++ {
+		idle := len(running) == 0 && (len(q) == 0 || q[0].req.Arrival > step)
+		if more {
+			more = src.pull(&q, idle && len(q) == 0)
+		}
+		if !more && len(q) == 0 && len(running) == 0 {
+			return
+		}
+		// cancelled requests leave before the step
+		q = slices.DeleteFunc(q, func(w queued) bool {
+			if err := ctxErr(w.req.Ctx); err != nil {
+				w.emit(Result{Index: w.idx, ID: w.req.ID, PromptTokens: len(w.req.Prompt), Finish: "cancelled", Err: err, FirstStep: step, LastStep: step})
+				return true
+			}
+			return false
+		})
+		running = slices.DeleteFunc(running, func(a *active) bool {
+			if err := ctxErr(a.req.Ctx); err != nil {
+				a.res.Err, a.res.Finish, a.res.LastStep = err, "cancelled", step
+				finish(a)
+				return true
+			}
+			return false
+		})
+		for len(running) < maxSeqs && len(q) > 0 && q[0].req.Arrival <= step {
+			w := q[0]
+			q = q[1:]
+			r := w.req
+			a := &active{idx: w.idx, req: r, emit: w.emit, vocab: e.M.Plan.Model.Vocab, stats: &e.stats,
+				res: Result{Index: w.idx, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}}
 			var err error
 			if a.seq, err = e.M.NewSequence(); err != nil {
 				a.res.Err = fmt.Errorf("request %s: no sequence state: %w", r.ID, err)
 				a.res.LastStep = step
-				emit(a.res)
+				a.emit(a.res)
 				continue
 			}
 			running = append(running, a)
 		}
+		e.stats.running.Store(int64(len(running)))
+		e.stats.queued.Store(int64(len(q)))
 		chunks, owners = chunks[:0], owners[:0]
 		left := budget
 		for _, a := range running {
@@ -170,6 +288,11 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 			continue // nothing has arrived yet
 		}
 		outs, err := e.M.Forward(chunks)
+		e.stats.steps.Add(1)
+		e.stats.tokens.Add(int64(budget - left))
+		if err == nil {
+			e.stats.heldTokens.Add(int64(budget - left))
+		}
 		if e.OnStep != nil {
 			e.OnStep(step, budget-left)
 		}
@@ -186,20 +309,27 @@ func (e *Engine) Run(reqs []Request, emit func(Result)) {
 		kept := running[:0]
 		for _, a := range running {
 			if a.done {
-				a.seq.Release()
-				emit(a.res)
+				finish(a)
 			} else {
 				kept = append(kept, a)
 			}
 		}
 		running = kept
+		e.stats.running.Store(int64(len(running)))
 	}
+}
+
+func ctxErr(c context.Context) error {
+	if c == nil {
+		return nil
+	}
+	return c.Err()
 }
 
 // chunk builds a step chunk for this request; produces says whether the step's last
 // row yields the request's next token (then it draws the row's random number).
 func (a *active) chunk(tokens []int32, produces bool) Chunk {
-	c := Chunk{Seq: a.seq, Tokens: tokens, WantLogits: a.req.KeepLogits}
+	c := Chunk{Seq: a.seq, Tokens: tokens, WantLogits: a.req.KeepLogits || (produces && a.req.Logprobs)}
 	s := a.req.Sampling
 	c.Sample = sampling.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK}
 	if produces && a.req.Forced == nil {
@@ -209,7 +339,10 @@ func (a *active) chunk(tokens []int32, produces bool) Chunk {
 				a.mask = make([]uint64, (a.vocab+63)/64)
 			}
 			clear(a.mask)
-			if err := a.req.Constraint.FillMask(a.mask); err != nil {
+			t0 := time.Now()
+			err := a.req.Constraint.FillMask(a.mask)
+			a.stats.maskNanos.Add(int64(time.Since(t0)))
+			if err != nil {
 				a.maskErr = err
 			} else if !slices.ContainsFunc(a.mask, func(w uint64) bool { return w != 0 }) {
 				a.maskErr = fmt.Errorf("the grammar allows no token after %d generated (a dead end in the grammar)", len(a.res.Tokens))
@@ -264,6 +397,15 @@ func (e *Engine) advance(a *active, c Chunk, o Output) bool {
 		return true
 	}
 	a.res.Tokens = append(a.res.Tokens, tok)
+	var lp *TokenLogprob
+	if r.Logprobs && len(o.Logits) > 0 {
+		l := logprobOf(o.Logits[len(o.Logits)-1], tok, r.TopLogprobs)
+		a.res.Logprobs = append(a.res.Logprobs, l)
+		lp = &a.res.Logprobs[len(a.res.Logprobs)-1]
+	}
+	if r.OnToken != nil {
+		r.OnToken(tok, lp)
+	}
 	if r.Constraint != nil {
 		if err := r.Constraint.Accept(tok); err != nil {
 			a.res.Err = fmt.Errorf("grammar refused token %d: %w", tok, err)
@@ -280,4 +422,135 @@ func (e *Engine) advance(a *active, c Chunk, o Output) bool {
 	}
 	a.pending = tok
 	return false
+}
+
+// logprobOf is token tok's log-probability in a logits row (log-softmax in float64) and
+// the top most likely tokens, most likely first (ties: lower id first).
+func logprobOf(row []float32, tok int32, top int) TokenLogprob {
+	mx := math.Inf(-1)
+	for _, v := range row {
+		mx = max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	l := TokenLogprob{Token: tok, Logprob: float64(row[tok]) - lse}
+	if top > 0 {
+		idx := make([]int32, 0, top+1)
+		for i, v := range row {
+			pos := len(idx)
+			for pos > 0 && v > row[idx[pos-1]] {
+				pos--
+			}
+			if pos < top {
+				idx = slices.Insert(idx, pos, int32(i))
+				if len(idx) > top {
+					idx = idx[:top]
+				}
+			}
+		}
+		for _, i := range idx {
+			l.Top = append(l.Top, TokenProb{Token: i, Logprob: float64(row[i]) - lse})
+		}
+	}
+	return l
+}
+
+// Errors of a live engine's Submit.
+var (
+	ErrQueueFull = errors.New("the engine's queue is full")
+	ErrStopped   = errors.New("the engine is stopping")
+)
+
+// Live is an engine whose loop runs on its own goroutine for requests that keep
+// arriving (Start): a server's. Submitted requests join the same continuous batch.
+type Live struct {
+	e        *Engine
+	in       chan queued
+	stop     chan struct{}
+	done     chan struct{}
+	maxQueue int
+	mu       sync.Mutex
+	stopped  bool
+	next     int
+}
+
+// Start runs the engine's loop for requests submitted later. maxQueue bounds the
+// requests waiting to start: beyond it Submit answers ErrQueueFull.
+func (e *Engine) Start(maxQueue int) *Live {
+	maxQueue = max(maxQueue, 1)
+	l := &Live{e: e, in: make(chan queued, maxQueue), stop: make(chan struct{}), done: make(chan struct{}), maxQueue: maxQueue}
+	go func() {
+		defer close(l.done)
+		e.loop(l, nil)
+	}()
+	return l
+}
+
+// Submit validates r and queues it. done is called once, from the engine's loop, when
+// the request finishes (cancelled, failed or complete); it must not block.
+func (l *Live) Submit(r Request, done func(Result)) error {
+	if err := l.e.validate(&r); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return ErrStopped
+	}
+	if int(l.e.stats.queued.Load())+len(l.in) >= l.maxQueue {
+		return ErrQueueFull
+	}
+	l.next++
+	select {
+	case l.in <- queued{idx: l.next, req: &r, emit: done}:
+		return nil
+	default:
+		return ErrQueueFull
+	}
+}
+
+// pull implements source.
+func (l *Live) pull(q *[]queued, idle bool) bool {
+	for {
+		select {
+		case w := <-l.in:
+			*q = append(*q, w)
+			idle = false
+			continue
+		default:
+		}
+		if !idle {
+			return true
+		}
+		select {
+		case w := <-l.in:
+			*q = append(*q, w)
+			idle = false
+		case <-l.stop:
+			// drain what was submitted before the stop
+			for {
+				select {
+				case w := <-l.in:
+					*q = append(*q, w)
+				default:
+					return false
+				}
+			}
+		}
+	}
+}
+
+// Stop refuses new requests and returns once every submitted one has finished (cancel
+// their contexts to hurry them).
+func (l *Live) Stop() {
+	l.mu.Lock()
+	if !l.stopped {
+		l.stopped = true
+		close(l.stop)
+	}
+	l.mu.Unlock()
+	<-l.done
 }

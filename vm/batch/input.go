@@ -11,42 +11,23 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
-	"deepinfer/tokenizer"
+	"deepinfer/api/openai"
 )
 
 // Endpoints a line may target.
 const (
-	ChatURL       = "/v1/chat/completions"
-	CompletionURL = "/v1/completions"
+	ChatURL       = openai.ChatURL
+	CompletionURL = openai.CompletionURL
 )
 
-// Request is one validated input line.
+// Request is one validated input line: its id and its body.
 type Request struct {
 	Line     int
 	CustomID string
 	URL      string
-	Model    string
-	Messages []tokenizer.Message
-	Prompt   string
-	// MaxTokens is 0 when the line does not set it.
-	MaxTokens   int
-	Temperature float64
-	TopP        float64
-	TopK        int
-	Seed        uint64
-	Stop        []string
-	Format      *ResponseFormat
-}
-
-// ResponseFormat is the body's response_format.
-type ResponseFormat struct {
-	Type       string          `json:"type"`
-	JSONSchema json.RawMessage `json:"json_schema,omitempty"`
-	Regex      string          `json:"regex,omitempty"`
-	EBNF       string          `json:"ebnf,omitempty"`
+	Body     *openai.Request
 }
 
 type rawLine struct {
@@ -54,29 +35,6 @@ type rawLine struct {
 	Method   string          `json:"method"`
 	URL      string          `json:"url"`
 	Body     json.RawMessage `json:"body"`
-}
-
-type rawMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name,omitempty"`
-}
-
-type rawBody struct {
-	Model               string          `json:"model"`
-	Messages            []rawMessage    `json:"messages"`
-	Prompt              json.RawMessage `json:"prompt"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	TopK                *int            `json:"top_k"`
-	Seed                *int64          `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	ResponseFormat      *ResponseFormat `json:"response_format"`
-	N                   *int            `json:"n"`
-	Stream              *bool           `json:"stream"`
-	User                string          `json:"user"`
 }
 
 // LineError is a line that cannot run; it becomes an error line in the output.
@@ -130,147 +88,19 @@ func ParseLine(data []byte, lineNo int) (*Request, error) {
 	if len(raw.Body) == 0 || string(raw.Body) == "null" {
 		return nil, bad(id, "missing body")
 	}
-	var body rawBody
-	bdec := json.NewDecoder(bytes.NewReader(raw.Body))
-	bdec.DisallowUnknownFields()
-	if err := bdec.Decode(&body); err != nil {
-		return nil, bad(id, "body: %s", jsonErr(err))
+	body, berr := openai.ParseBody(raw.URL, raw.Body, openai.ParseOptions{})
+	if berr != nil {
+		return nil, bad(id, "%s", bodyMsg(berr))
 	}
-	r := &Request{Line: lineNo, CustomID: id, URL: raw.URL, Model: body.Model, TopP: 1}
-	if raw.URL == ChatURL {
-		if len(body.Messages) == 0 {
-			return nil, bad(id, "body.messages: missing or empty (required for %s)", ChatURL)
-		}
-		if len(body.Prompt) != 0 {
-			return nil, bad(id, "body.prompt: not allowed on %s (use messages)", ChatURL)
-		}
-		for i, m := range body.Messages {
-			switch m.Role {
-			case "system", "user", "assistant":
-			default:
-				return nil, bad(id, "body.messages[%d].role: %q is not supported (system, user, assistant)", i, m.Role)
-			}
-			text, err := contentText(m.Content)
-			if err != nil {
-				return nil, bad(id, "body.messages[%d].content: %v", i, err)
-			}
-			r.Messages = append(r.Messages, tokenizer.Message{Role: m.Role, Content: text})
-		}
-	} else {
-		if len(body.Messages) != 0 {
-			return nil, bad(id, "body.messages: not allowed on %s (use prompt)", CompletionURL)
-		}
-		if err := json.Unmarshal(body.Prompt, &r.Prompt); err != nil || len(body.Prompt) == 0 {
-			return nil, bad(id, "body.prompt: want a string")
-		}
-	}
-	if body.MaxTokens != nil && body.MaxCompletionTokens != nil {
-		return nil, bad(id, "body: give max_tokens or max_completion_tokens, not both")
-	}
-	for name, v := range map[string]*int{"max_tokens": body.MaxTokens, "max_completion_tokens": body.MaxCompletionTokens} {
-		if v != nil {
-			if *v < 1 {
-				return nil, bad(id, "body.%s: %d must be at least 1", name, *v)
-			}
-			r.MaxTokens = *v
-		}
-	}
-	if v := body.Temperature; v != nil {
-		if *v < 0 || *v > 2 || math.IsNaN(*v) {
-			return nil, bad(id, "body.temperature: %g is outside [0, 2]", *v)
-		}
-		r.Temperature = *v
-	} else {
-		r.Temperature = 1 // OpenAI's default
-	}
-	if v := body.TopP; v != nil {
-		if *v <= 0 || *v > 1 {
-			return nil, bad(id, "body.top_p: %g is outside (0, 1]", *v)
-		}
-		r.TopP = *v
-	}
-	if v := body.TopK; v != nil {
-		if *v < 0 {
-			return nil, bad(id, "body.top_k: %d is negative", *v)
-		}
-		r.TopK = *v
-	}
-	if v := body.Seed; v != nil {
-		r.Seed = uint64(*v)
-	}
-	if v := body.N; v != nil && *v != 1 {
-		return nil, bad(id, "body.n: %d choices are not supported (only 1)", *v)
-	}
-	if v := body.Stream; v != nil && *v {
-		return nil, bad(id, "body.stream: streaming does not apply to batch requests")
-	}
-	stop, err := stopStrings(body.Stop)
-	if err != nil {
-		return nil, bad(id, "body.stop: %v", err)
-	}
-	r.Stop = stop
-	if f := body.ResponseFormat; f != nil {
-		switch f.Type {
-		case "text", "":
-		case "json_object", "json_schema", "regex", "ebnf":
-			r.Format = f
-		default:
-			return nil, bad(id, "body.response_format.type: %q is not one of text, json_object, json_schema, regex, ebnf", f.Type)
-		}
-	}
-	return r, nil
+	return &Request{Line: lineNo, CustomID: id, URL: raw.URL, Body: body}, nil
 }
 
-// contentText accepts a string or an array of {"type":"text","text":...} parts.
-func contentText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+// bodyMsg prefixes a body error with "body." and the field it names.
+func bodyMsg(e *openai.Error) string {
+	if e.Param != "" {
+		return "body." + e.Message
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("want a string or a list of text parts")
-	}
-	var sb strings.Builder
-	for i, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("part %d has type %q; only text parts are supported (no image input yet)", i, p.Type)
-		}
-		sb.WriteString(p.Text)
-	}
-	return sb.String(), nil
-}
-
-func stopStrings(raw json.RawMessage) ([]string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		if one == "" {
-			return nil, fmt.Errorf("empty stop string")
-		}
-		return []string{one}, nil
-	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, fmt.Errorf("want a string or a list of up to 4 strings")
-	}
-	if len(list) > 4 {
-		return nil, fmt.Errorf("%d stop strings (at most 4)", len(list))
-	}
-	for i, s := range list {
-		if s == "" {
-			return nil, fmt.Errorf("stop[%d] is empty", i)
-		}
-	}
-	return list, nil
+	return "body: " + e.Message
 }
 
 func jsonErr(err error) string {

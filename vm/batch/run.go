@@ -8,9 +8,9 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
-	"strings"
 	"time"
 
+	"deepinfer/api/openai"
 	"deepinfer/grammars"
 	"deepinfer/tokenizer"
 	"deepinfer/vm"
@@ -51,13 +51,12 @@ type Summary struct {
 	Wall      time.Duration
 }
 
-// job is a request on its way through the engine.
+// job is a line on its way through the engine: its choices' results as they finish.
 type job struct {
-	req    *Request
-	prompt []int32
-	stream tokenizer.Stream
-	text   strings.Builder
-	cut    int // text length at the stop string, -1 if none
+	req     *Request
+	j       *openai.Job
+	results []vm.Result
+	left    int
 }
 
 // Run executes a batch file.
@@ -76,7 +75,8 @@ func Run(opts Options) (Summary, error) {
 	defer in.Close()
 
 	model := opts.Machine.Plan.Model
-	var jobs []*job
+	var jobs []*job // per engine request: its line's job
+	var choice []int
 	var reqs []vm.Request
 	firstLine := map[string]int{}
 	writeErr := func(e *LineError) error {
@@ -136,15 +136,18 @@ func Run(opts Options) (Summary, error) {
 			sum.Skipped++
 			continue
 		}
-		j, vr, lerr := prepare(req, opts, model.MaxPositions)
+		j, vrs, lerr := prepare(req, opts, model.MaxPositions)
 		if lerr != nil {
 			if err := writeErr(lerr); err != nil {
 				return sum, err
 			}
 			continue
 		}
-		jobs = append(jobs, j)
-		reqs = append(reqs, vr)
+		for c := range vrs {
+			jobs = append(jobs, j)
+			choice = append(choice, c)
+		}
+		reqs = append(reqs, vrs...)
 	}
 
 	if opts.Progress != nil {
@@ -155,15 +158,27 @@ func Run(opts Options) (Summary, error) {
 	var werr error
 	eng.Run(reqs, func(res vm.Result) {
 		j := jobs[res.Index]
+		j.results[choice[res.Index]] = res
+		if j.left--; j.left > 0 {
+			return // the line's other choices are still running
+		}
 		var line *OutputLine
-		if res.Err != nil {
+		var failed error
+		for _, r := range j.results {
+			if r.Err != nil && failed == nil {
+				failed = r.Err
+			}
+		}
+		if failed != nil {
 			sum.Errors++
-			line = errorLine(&LineError{Line: j.req.Line, CustomID: j.req.CustomID, Code: "server_error", Msg: res.Err.Error()})
+			line = errorLine(&LineError{Line: j.req.Line, CustomID: j.req.CustomID, Code: "server_error", Msg: failed.Error()})
 		} else {
 			sum.OK++
-			sum.TokensIn += res.PromptTokens
-			sum.TokensOut += len(res.Tokens)
-			line = j.result(res, opts)
+			for _, r := range j.results {
+				sum.TokensIn += r.PromptTokens
+				sum.TokensOut += len(r.Tokens)
+			}
+			line = j.result(opts)
 		}
 		if err := out.Write(line); err != nil && werr == nil {
 			werr = err
@@ -218,103 +233,32 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func seedFor(r *Request, set bool) uint64 {
-	if set {
-		return r.Seed
+// prepare tokenizes a line's body into one engine request per choice. A line without a
+// seed gets one derived from its custom_id (and the choice), so reruns draw the same.
+func prepare(r *Request, opts Options, maxPos int) (*job, []vm.Request, *LineError) {
+	env := openai.Env{Tokenizer: opts.Tokenizer, Grammars: opts.Grammars, MaxPositions: maxPos,
+		DefaultMaxTokens: opts.DefaultMaxTokens, DefaultSeed: func(choice int) uint64 {
+			h := fnv.New64a()
+			h.Write([]byte(r.CustomID))
+			return h.Sum64() + uint64(choice)
+		}}
+	oj, vrs, err := openai.Prepare(r.Body, env)
+	if err != nil {
+		return nil, nil, &LineError{Line: r.Line, CustomID: r.CustomID, Code: err.Code, Msg: bodyMsg(err)}
 	}
-	h := fnv.New64a()
-	h.Write([]byte(r.CustomID))
-	return h.Sum64()
+	for i := range vrs {
+		vrs[i].ID = r.CustomID
+	}
+	return &job{req: r, j: oj, results: make([]vm.Result, len(vrs)), left: len(vrs)}, vrs, nil
 }
 
-// prepare tokenizes a request and turns it into an engine request.
-func prepare(r *Request, opts Options, maxPos int) (*job, vm.Request, *LineError) {
-	fail := func(code, format string, args ...any) (*job, vm.Request, *LineError) {
-		return nil, vm.Request{}, &LineError{Line: r.Line, CustomID: r.CustomID, Code: code, Msg: fmt.Sprintf(format, args...)}
-	}
-	var constraint vm.Constraint
-	if r.Format != nil {
-		m, lerr := matcherFor(r.Format, opts.Grammars)
-		if lerr != "" {
-			return fail("invalid_response_format", "body.response_format: %s", lerr)
-		}
-		constraint = m
-	}
-	tok := opts.Tokenizer
-	var prompt []int32
-	if r.URL == ChatURL {
-		ids, err := tok.EncodeChat(r.Messages, true)
-		if err != nil {
-			return fail("invalid_request", "body.messages: %v", err)
-		}
-		prompt = ids
-	} else {
-		prompt = tok.Encode(r.Prompt, true)
-	}
-	if len(prompt) == 0 {
-		return fail("invalid_request", "the prompt encodes to no tokens")
-	}
-	room := maxPos - len(prompt)
-	maxTokens := r.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = min(max(opts.DefaultMaxTokens, 1), room)
-	}
-	if maxTokens > room || room < 1 {
-		return fail("context_length_exceeded", "prompt (%d tokens) plus max_tokens (%d) exceeds the model's %d positions", len(prompt), maxTokens, maxPos)
-	}
-	j := &job{req: r, prompt: prompt, cut: -1, stream: tok.NewStream(true)}
-	vr := vm.Request{ID: r.CustomID, Prompt: prompt, MaxTokens: maxTokens, Stop: []int32{tok.EOS()},
-		Sampling: vm.Sampling{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Seed: seedFor(r, r.Seed != 0)}}
-	if len(r.Stop) > 0 {
-		vr.Check = j.checkStop
-	}
-	vr.Constraint = constraint
-	return j, vr, nil
-}
-
-// checkStop appends a token's text and reports whether a stop string has appeared.
-func (j *job) checkStop(tok int32) bool {
-	j.text.WriteString(j.stream.Push(tok))
-	s := j.text.String()
-	for _, stop := range j.req.Stop {
-		if i := strings.Index(s, stop); i >= 0 {
-			j.cut = i
-			return true
-		}
-	}
-	return false
-}
-
-func (j *job) result(res vm.Result, opts Options) *OutputLine {
-	var text string
-	if j.cut >= 0 {
-		text = j.text.String()[:j.cut]
-	} else {
-		text = opts.Tokenizer.Decode(res.Tokens, true)
-	}
-	model := j.req.Model
+func (j *job) result(opts Options) *OutputLine {
+	model := j.req.Body.Model
 	if model == "" {
 		model = opts.ModelName
 	}
-	usage := map[string]int{"prompt_tokens": res.PromptTokens, "completion_tokens": len(res.Tokens),
-		"total_tokens": res.PromptTokens + len(res.Tokens)}
-	created := time.Now().Unix()
-	var body map[string]any
-	if j.req.URL == ChatURL {
-		body = map[string]any{
-			"id": requestID("chatcmpl-", j.req.CustomID, j.req.Line), "object": "chat.completion", "created": created, "model": model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": res.Finish, "logprobs": nil,
-				"message": map[string]any{"role": "assistant", "content": text}}},
-			"usage": usage,
-		}
-	} else {
-		body = map[string]any{
-			"id": requestID("cmpl-", j.req.CustomID, j.req.Line), "object": "text_completion", "created": created, "model": model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": res.Finish, "logprobs": nil, "text": text}},
-			"usage":   usage,
-		}
-	}
 	id := j.req.CustomID
+	body := j.j.Body(requestID(j.j.IDPrefix(), id, j.req.Line), model, j.results)
 	return &OutputLine{ID: requestID("batch_req_", id, j.req.Line), CustomID: &id,
 		Response: &Response{StatusCode: 200, RequestID: requestID("req_", id, j.req.Line), Body: body}}
 }

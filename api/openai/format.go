@@ -1,4 +1,4 @@
-package batch
+package openai
 
 import (
 	"encoding/json"
