@@ -99,7 +99,11 @@ func Prepare(r *Request, env Env) (*Job, []vm.Request, *Error) {
 		if !r.SeedSet && env.DefaultSeed != nil {
 			seed = env.DefaultSeed(i)
 		}
-		vr := vm.Request{Prompt: prompt, MaxTokens: maxTokens, Stop: []int32{tok.EOS()},
+		stop := []int32{tok.EOS()}
+		if r.IgnoreEOS {
+			stop = nil
+		}
+		vr := vm.Request{Prompt: prompt, MaxTokens: maxTokens, Stop: stop,
 			Sampling: vm.Sampling{Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Seed: seed},
 			Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs}
 		vr.Check = c.push

@@ -48,6 +48,9 @@ type Request struct {
 	// alternatives (chat: logprobs + top_logprobs; completions: logprobs = n).
 	Logprobs    bool
 	TopLogprobs int
+	// IgnoreEOS keeps generating past the end-of-sequence token until max_tokens (vLLM's
+	// extension, for benchmarks).
+	IgnoreEOS bool
 }
 
 // Prompt is one completions prompt.
@@ -91,6 +94,7 @@ type rawBody struct {
 	Logprobs    json.RawMessage `json:"logprobs"`
 	TopLogprobs *int            `json:"top_logprobs"`
 	User        string          `json:"user"`
+	IgnoreEOS   *bool           `json:"ignore_eos"`
 }
 
 // Error is a request OpenAI's API would refuse: the HTTP status, the error type and
@@ -133,6 +137,10 @@ func ParseBody(url string, data []byte, o ParseOptions) (*Request, *Error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, Invalid(te.Field, "want %s, not a JSON %s", kindName(te.Type.Kind().String()), te.Value)
+		}
 		return nil, Invalid(jsonField(err), "%s", jsonErr(err))
 	}
 	if dec.More() {
@@ -216,6 +224,7 @@ func ParseBody(url string, data []byte, o ParseOptions) (*Request, *Error) {
 		}
 		r.IncludeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 	}
+	r.IgnoreEOS = body.IgnoreEOS != nil && *body.IgnoreEOS
 	if err := r.logprobs(body); err != nil {
 		return nil, err
 	}
@@ -357,6 +366,25 @@ func stopStrings(raw json.RawMessage) ([]string, error) {
 		}
 	}
 	return list, nil
+}
+
+// kindName says what a Go kind holds, for messages about JSON values.
+func kindName(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
+		return "an integer"
+	case strings.HasPrefix(k, "float"):
+		return "a number"
+	case k == "string":
+		return "a string"
+	case k == "bool":
+		return "a boolean"
+	case k == "slice":
+		return "a list"
+	case k == "struct", k == "map":
+		return "an object"
+	}
+	return "another type"
 }
 
 func jsonErr(err error) string {

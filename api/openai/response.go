@@ -72,13 +72,19 @@ func (j *Job) Chunk(id, model string, choice int, delta string, first bool, lps 
 	if finish != "" {
 		fin = finish
 	}
-	ch := map[string]any{"index": choice, "finish_reason": fin, "logprobs": j.logprobs(j.Choices[choice], lps, textOffset)}
+	var lp any
+	if len(lps) > 0 {
+		lp = j.logprobs(j.Choices[choice], lps, textOffset)
+	}
+	ch := map[string]any{"index": choice, "finish_reason": fin, "logprobs": lp}
 	if j.Req.URL == ChatURL {
+		// every token's chunk carries content (maybe ""), so a client counts tokens;
+		// the finish chunk carries only what was held back
 		d := map[string]any{}
 		if first {
 			d["role"] = "assistant"
 		}
-		if delta != "" || first {
+		if finish == "" || delta != "" {
 			d["content"] = delta
 		}
 		ch["delta"] = d

@@ -33,6 +33,11 @@ func usage() {
            [--max-tokens 256] [--max-batch-tokens 2048] [--max-seqs 64]
       Run an OpenAI Batch API file: one result or error line per input line, resumable
       (a rerun skips what the output file already holds).
+  divm serve plan.dip [--model DIR] [--tokenizer DIR] [--host 127.0.0.1] [--port 8000]
+           [--served-model-name NAME] [--max-num-seqs 64] [--max-num-batched-tokens 2048]
+           [--max-model-len N] [--max-queue N] [--default-max-tokens 256] [--shutdown-grace 30s]
+      Serve the OpenAI API (/v1/chat/completions, /v1/completions, streamed or not;
+      /v1/models, /health, /metrics) on one continuously batched engine, until SIGTERM.
   divm eval --model DIR --cases cases.json --out logits.safetensors [--target cpu] [--solo]
       Compile DIR, run every reference case (prefill_N, incremental_L_S, greedy) as one
       continuous batch, and write the logits and greedy ids under the cases' keys.
@@ -55,6 +60,7 @@ func main() {
 	cli.Main("divm", usage, map[string]func([]string) error{
 		"run":      func(a []string) error { return runCmd(a, os.Stdout) },
 		"eval":     func(a []string) error { return evalCmd(a, os.Stdout) },
+		"serve":    func(a []string) error { return serveCmd(a, os.Stdout) },
 		"simulate": func(a []string) error { return simulateCmd(a, os.Stdout) },
 		"overhead": func(a []string) error { return overheadCmd(a, os.Stdout) },
 		"tokenize": func(a []string) error { return tokenizeCmd(a, os.Stdin, os.Stdout) },
