@@ -9,6 +9,7 @@ for spec in \
   safetensors:FuzzParseHeader safetensors:FuzzOpen \
   tokenizer:FuzzEncode tokenizer:FuzzDecode \
   placement:FuzzReadLoads deploy:FuzzParse vm/batch:FuzzParseLine \
+  api/openai:FuzzParseBody serve:FuzzHandler \
   compiler:FuzzParseConfig \
   plan:FuzzDecode plan:FuzzDecodeBody \
   ir:FuzzParse \

@@ -95,7 +95,8 @@ func New(o Options) (*Server, error) {
 	s.mux.HandleFunc("/health", s.health)
 	s.mux.Handle("/metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r.URL.Path, &openai.Error{Status: 404, Type: "invalid_request_error", Code: "unknown_url",
+		// the label is fixed: a client's path can be anything, invalid UTF-8 included
+		s.fail(w, "other", &openai.Error{Status: 404, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 	})
 	return s, nil

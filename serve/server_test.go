@@ -291,3 +291,48 @@ func TestModelsHealthMetrics(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHandler sends arbitrary bodies and headers to every endpoint: the server answers
+// each with a status and, for errors, OpenAI's error shape; it never panics, and memory
+// stays bounded (bodies over the limit are refused, generation is capped).
+func FuzzHandler(f *testing.F) {
+	s, _ := newTestServer(f, Options{MaxBodyBytes: 64 << 10, DefaultMaxTokens: 2, MaxModelLen: 64})
+	h := s.Handler()
+	for _, c := range []struct{ path, body, ct string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, "application/json"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream":true}`, ""},
+		{"/v1/completions", `{"prompt":[1,2,3],"max_tokens":1,"logprobs":2}`, "text/plain"},
+		{"/v1/completions", `{"prompt":"a","response_format":{"type":"regex","regex":"[0-9]"}}`, "application/json"},
+		{"/v1/models", ``, ""}, {"/metrics", ``, ""}, {"/health", ``, ""}, {"/x", `{}`, ""},
+	} {
+		f.Add(c.path, c.body, c.ct, "POST")
+	}
+	f.Fuzz(func(t *testing.T, path, body, ct, method string) {
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " ?#%") || len(path) > 200 ||
+			strings.ContainsFunc(path, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return // not a path a client can send
+		}
+		req := httptest.NewRequest(http.MethodPost, "http://x"+path, strings.NewReader(body))
+		if method == "GET" {
+			req.Method = http.MethodGet
+		}
+		if ct != "" && !strings.ContainsAny(ct, "\r\n") {
+			req.Header.Set("Content-Type", ct)
+		}
+		// generation is capped so an accepted body runs a few steps at most
+		if strings.Contains(body, "max_tokens") || strings.Contains(body, "max_completion_tokens") {
+			return
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code == 0 || w.Code >= 500 && w.Code != 503 {
+			t.Fatalf("%s %s %q: status %d: %s", method, path, body, w.Code, w.Body.String())
+		}
+		if w.Code >= 400 && strings.HasPrefix(path, "/v1/") {
+			var m map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m["error"] == nil {
+				t.Fatalf("%s %q: %d with body %q", path, body, w.Code, w.Body.String())
+			}
+		}
+	})
+}
