@@ -102,6 +102,33 @@ func loadMachine(planPath, modelDir string) (*vm.Machine, error) {
 	return vm.Load(p, w)
 }
 
+// openPlan reads a plan, loads its weights (from modelDir, else $DEEPINFER_HF_MODEL_DIR
+// for checkpoint plans) and opens it on its target for steps of up to maxTokens tokens.
+// It says on stderr where a device runtime runs it.
+func openPlan(path, modelDir string, maxTokens int) (*plan.Plan, *vm.Machine, string, error) {
+	p, err := plan.ReadFile(path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	dir := modelDir
+	if dir == "" && p.Source.Kind == plan.SourceCheckpoint {
+		dir = os.Getenv("DEEPINFER_HF_MODEL_DIR")
+	}
+	w, err := vm.LoadWeights(p, dir)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	start := time.Now()
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: maxTokens})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if d := m.Describe(); d != "" {
+		fmt.Fprintf(os.Stderr, "divm: %s; start-up %s\n", d, time.Since(start).Round(time.Millisecond))
+	}
+	return p, m, dir, nil
+}
+
 func runCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	model := fs.String("model", "", "model directory with the checkpoint (for plans compiled from one; default $DEEPINFER_HF_MODEL_DIR)")
@@ -136,27 +163,11 @@ func runCmd(args []string, stdout io.Writer) error {
 	if *maxTokens < 1 || *batchTokens < 1 || *seqs < 1 {
 		return usageError{Err: fmt.Errorf("--max-tokens, --max-batch-tokens and --max-seqs must be positive")}
 	}
-	p, err := plan.ReadFile(pos[0])
-	if err != nil {
-		return err
-	}
-	dir := *model
-	if dir == "" && p.Source.Kind == plan.SourceCheckpoint {
-		dir = os.Getenv("DEEPINFER_HF_MODEL_DIR")
-	}
-	w, err := vm.LoadWeights(p, dir)
-	if err != nil {
-		return err
-	}
-	loadStart := time.Now()
-	m, err := vm.Load(p, w, targets.Options{MaxTokens: *batchTokens})
+	p, m, dir, err := openPlan(pos[0], *model, *batchTokens)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if d := m.Describe(); d != "" {
-		fmt.Fprintf(os.Stderr, "divm: %s; start-up %s\n", d, time.Since(loadStart).Round(time.Millisecond))
-	}
 	if batchMode {
 		tk, err := chooseTokenizer(p, dir, *tokDir)
 		if err != nil {

@@ -14,10 +14,7 @@ import (
 	"time"
 
 	"deepinfer/grammars"
-	"deepinfer/plan"
 	"deepinfer/serve"
-	"deepinfer/targets"
-	"deepinfer/vm"
 )
 
 // serveCmd runs the OpenAI-compatible server until SIGTERM or SIGINT, then drains it.
@@ -45,26 +42,11 @@ func serveCmd(args []string, stdout io.Writer) error {
 	if *seqs < 1 || *batchTokens < 1 || *maxLen < 0 || *queue < 0 || *defMax < 1 || *port < 0 || *port > 65535 {
 		return usageError{Err: fmt.Errorf("--max-num-seqs, --max-num-batched-tokens and --default-max-tokens must be positive, --port in [0, 65535]")}
 	}
-	p, err := plan.ReadFile(pos[0])
-	if err != nil {
-		return err
-	}
-	dir := *model
-	if dir == "" && p.Source.Kind == plan.SourceCheckpoint {
-		dir = os.Getenv("DEEPINFER_HF_MODEL_DIR")
-	}
-	w, err := vm.LoadWeights(p, dir)
-	if err != nil {
-		return err
-	}
-	m, err := vm.Load(p, w, targets.Options{MaxTokens: *batchTokens})
+	p, m, dir, err := openPlan(pos[0], *model, *batchTokens)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if d := m.Describe(); d != "" {
-		fmt.Fprintf(os.Stderr, "divm: %s\n", d)
-	}
 	tok, err := chooseTokenizer(p, dir, *tokDir)
 	if err != nil {
 		return err
