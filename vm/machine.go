@@ -17,13 +17,6 @@ import (
 	"deepinfer/vm/sampling"
 )
 
-// engramTokenMapName is the manifest name of V4.1's derived Engram token map
-// (compiler.EngramTokenMap).
-const engramTokenMapName = "engram.token_map"
-
-// Hook wraps one kernel call. It must call run exactly once and return its error.
-type Hook = targets.Hook
-
 // Machine is an opened plan, ready to run steps.
 type Machine struct {
 	Plan *plan.Plan
@@ -54,7 +47,7 @@ func Load(p *plan.Plan, w Weights, opts ...targets.Options) (*Machine, error) {
 	}
 	m := &Machine{Plan: p}
 	for i := range p.Weights {
-		if p.Weights[i].Name == engramTokenMapName {
+		if p.Weights[i].Init.Kind == plan.InitTokenMap {
 			m.tokenMap = w[i].I32
 		}
 	}

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"deepinfer/ir"
 	"deepinfer/plan"
@@ -194,14 +193,4 @@ func (l *stateLayout) claim(key string, bytes int64) (int64, error) {
 	l.regions[key] = [2]int64{off, bytes}
 	l.size += (bytes + 255) &^ 255
 	return off, nil
-}
-
-// Regions lists the state regions, by offset (for docs and tests).
-func (l *stateLayout) list() []string {
-	var ks []string
-	for k := range l.regions {
-		ks = append(ks, k)
-	}
-	sort.Slice(ks, func(i, j int) bool { return l.regions[ks[i]][0] < l.regions[ks[j]][0] })
-	return ks
 }

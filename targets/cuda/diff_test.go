@@ -276,7 +276,7 @@ func TestInstructionsMatchCPU(t *testing.T) {
 }
 
 var (
-	tol       = flag.Float64("tol", 1e-5, "largest relative error an instruction may show")
+	tol       = flag.Float64("tol", 2e-6, "largest relative error an instruction may show")
 	keepGoing = flag.Bool("keepgoing", false, "report the first failure of every op instead of stopping at the first")
 	only      = flag.String("ops", "", "check only these ops (comma-separated)")
 	force     = flag.Bool("force", false, "feed every device instruction the cpu target's inputs, so that each is checked alone")
