@@ -1,8 +1,12 @@
 package grammars
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Grammars for JSON Schema "format" values (whole-string regexes over the decoded
@@ -37,6 +41,9 @@ var formatRegexes = map[string]struct {
 		`([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.?|\[(IPv6:` + ipv6RE + `|` + ipv4RE + `)\])`, true},
 	// url.Parse with a scheme (Go's net/url): a subset that parses, see uriRE
 	"uri": {uriRE, true},
+	// RFC 3986 URI-reference (ASCII only, as rfc3987 reads it; also what url.Parse
+	// takes): a URI or a relative reference, see uriRefRE
+	"uri-reference": {uriRefRE, true},
 }
 
 const (
@@ -71,6 +78,32 @@ var (
 		`|(` + uriSegStart + uriPathChar + `*)?)` +
 		`(\?[^\x00-\x1f\x7f#]*)?(#([^\x00-\x1f\x7f%]|` + uriPct + `)*)?`
 )
+
+// uriRefRE is RFC 3986's URI-reference: a URI (scheme ":" hier-part) or a relative
+// reference ("//" authority path, an absolute path, a path whose first segment has no
+// ':', or nothing), then an optional query and fragment. Characters outside the RFC's
+// sets (spaces, non-ASCII, '\\', '%' without two hex digits) are refused. Host names
+// take no percent escapes and IPvFuture literals are left out (url.Parse refuses
+// some of those).
+var uriRefRE = func() string {
+	const (
+		pct     = `%[0-9A-Fa-f]{2}`
+		pchar   = `([A-Za-z0-9._~!$&'()*+,;=:@-]|` + pct + `)`
+		pcharNC = `([A-Za-z0-9._~!$&'()*+,;=@-]|` + pct + `)`
+		qchar   = `([A-Za-z0-9._~!$&'()*+,;=:@/?-]|` + pct + `)`
+	)
+	seg := pchar + `*`
+	authority := `(([A-Za-z0-9._~!$&'()*+,;=:-]|` + pct + `)*@)?` +
+		`(\[` + ipv6RE + `\]|[A-Za-z0-9._~!$&'()*+,;=-]*)(:[0-9]*)?`
+	abempty := `(/` + seg + `)*`
+	absolute := `/(` + pchar + `+(/` + seg + `)*)?`
+	rootless := pchar + `+(/` + seg + `)*`
+	noscheme := pcharNC + `+(/` + seg + `)*`
+	tail := `(\?` + qchar + `*)?(#` + qchar + `*)?`
+	uri := `[A-Za-z][A-Za-z0-9+.-]*:(//` + authority + abempty + `|` + absolute + `|` + rootless + `|)`
+	rel := `(//` + authority + abempty + `|` + absolute + `|` + noscheme + `|)`
+	return `(` + uri + `|` + rel + `)` + tail
+}()
 
 // ipv6RE enumerates the IPv6 text forms netip.ParseAddr takes (without a zone).
 var ipv6RE = func() string {
@@ -129,3 +162,17 @@ func knownFormat(name string) bool {
 	}
 	return false
 }
+
+// strictFormats replace the validator's own check of formats whose grammar is
+// stricter than it, so that the document check and the grammar agree where a string
+// meets both a format and a pattern (the grammar then leaves the format to the check):
+// uri-reference is RFC 3986 (url.Parse alone takes spaces).
+var strictFormats = func() []*jsonschema.Format {
+	uriRef := regexp.MustCompile(`^(?:` + uriRefRE + `)$`)
+	return []*jsonschema.Format{{Name: "uri-reference", Validate: func(v any) error {
+		if s, ok := v.(string); ok && !uriRef.MatchString(s) {
+			return errors.New("not an RFC 3986 URI reference")
+		}
+		return nil
+	}}}
+}()

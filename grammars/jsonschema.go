@@ -47,7 +47,7 @@ func (c *Compiler) JSONSchema(schema []byte) (*Grammar, error) {
 	if err != nil {
 		return nil, &CompileError{Reason: ReasonInvalidSchema, Err: err}
 	}
-	key := fmt.Sprintf("json\x00%d,%d,%v,%v,%v,%v\x00%s", c.opts.Whitespace, c.opts.maxWS(), c.opts.Lenient, c.opts.FormatAnnotation, c.opts.AlwaysCheck, c.opts.GrammarOnly, canon)
+	key := fmt.Sprintf("json\x00%d,%d,%v,%v,%v,%v,%v\x00%s", c.opts.Whitespace, c.opts.maxWS(), c.opts.Lenient, c.opts.FormatAnnotation, c.opts.AlwaysCheck, c.opts.GrammarOnly, c.opts.ZeroFractionIntegers, canon)
 	return c.cached(key, func() (*Grammar, error) {
 		dl := newDeadline(c.opts.compileTime())
 		g, err := c.compileSchema(doc, dl)
@@ -145,6 +145,9 @@ func (c *Compiler) loadSchema(doc any) (sch *jsonschema.Schema, err error) {
 		jc.AssertFormat()
 	}
 	jc.UseRegexpEngine(c.regexpEngine(c.opts.Lenient))
+	for _, f := range strictFormats {
+		jc.RegisterFormat(f)
+	}
 	jc.UseLoader(schemaLoader{c.opts.SchemaLoader})
 	if err := jc.AddResource(schemaURL, doc); err != nil {
 		return nil, &CompileError{Reason: ReasonInvalidSchema, Err: err}
@@ -274,6 +277,11 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 				Err: errors.New("reference cycle: the schema reaches itself without consuming input")}
 		}
 		j.semantic("reference cycle through "+through, bad)
+	}
+	if !j.opts.Lenient {
+		if err := j.checkPatterns(sch); err != nil {
+			return nil, err
+		}
 	}
 	check := func(doc []byte) (err error) {
 		defer func() {
@@ -834,6 +842,7 @@ type merged struct {
 	lo, hi     *big.Rat
 	loEx, hiEx bool
 	numInexact bool
+	integral   bool // multipleOf 1: integral values, which "number" may write as 6000.0
 	// arrays and objects are built from the members themselves
 	members []part
 }
@@ -1003,7 +1012,7 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 		}
 		if s.MultipleOf != nil {
 			if s.MultipleOf.IsInt() && s.MultipleOf.Num().Cmp(big.NewInt(1)) == 0 {
-				m.types &^= tyFrac
+				m.integral = true
 			} else {
 				j.semantic("multipleOf", s)
 			}
@@ -1205,7 +1214,7 @@ func (j *jsc) anyValue() int32 {
 	anyV := j.gb.sym("any")
 	j.anySym = anyV
 	str := j.stringSym(0, -1, "", "", "", nil)
-	num, _ := j.numberSym(tyInt|tyFrac, nil, false, nil, false)
+	num, _ := j.numberSym(tyInt|tyFrac, false, nil, false, nil, false)
 	arr := j.gb.add("any-array", eSeqOf(eLit("["), j.inner(),
 		eOpt(eSeqOf(eCallOf(anyV), eStar(eSeqOf(j.itemSep(), eCallOf(anyV))), j.inner())), eLit("]")))
 	obj := j.gb.add("any-object", eSeqOf(eLit("{"), j.inner(),
@@ -1238,7 +1247,14 @@ func (j *jsc) build(m *merged, conj []part) *expr {
 		alts = append(alts, eLit("true"), eLit("false"))
 	}
 	if m.types&(tyInt|tyFrac) != 0 {
-		num, exact := j.numberSym(m.types&(tyInt|tyFrac), m.lo, m.loEx, m.hi, m.hiEx)
+		types, zeroFrac := m.types&(tyInt|tyFrac), false
+		if m.integral {
+			types, zeroFrac = tyInt, types&tyFrac != 0
+		}
+		if types == tyInt && j.opts.ZeroFractionIntegers && j.root.DraftVersion >= 6 {
+			zeroFrac = true
+		}
+		num, exact := j.numberSym(types, zeroFrac, m.lo, m.loEx, m.hi, m.hiEx)
 		alts = append(alts, eCallOf(num))
 		if !exact {
 			for _, p := range conj {
@@ -1291,7 +1307,7 @@ const maxNumDigits = 308
 
 // numberSym returns the number rule for a type set and bounds; exact is false when
 // the bounds are left to the semantic check.
-func (j *jsc) numberSym(types uint8, lo *big.Rat, loEx bool, hi *big.Rat, hiEx bool) (sym int32, exact bool) {
+func (j *jsc) numberSym(types uint8, zeroFrac bool, lo *big.Rat, loEx bool, hi *big.Rat, hiEx bool) (sym int32, exact bool) {
 	if types&tyFrac == 0 {
 		// integers: exact ranges
 		var ilo, ihi *big.Int
@@ -1301,8 +1317,14 @@ func (j *jsc) numberSym(types uint8, lo *big.Rat, loEx bool, hi *big.Rat, hiEx b
 		if hi != nil {
 			ihi = floorRat(hi, hiEx)
 		}
-		key := fmt.Sprintf("int:%v:%v", ilo, ihi)
-		body := eSeqOf(intRange(ilo, ihi), eOpt(eSeqOf(eLit("."), eRepOf(eLit("0"), 1, -1))))
+		// integers as users write them: no fraction, no exponent (96, not 96.0; draft 4
+		// counts 96.0 as a number that is not an integer)
+		key := fmt.Sprintf("int:%v:%v:%v", ilo, ihi, zeroFrac)
+		body := intRange(ilo, ihi)
+		if zeroFrac {
+			// a "number" with multipleOf 1 may also be written with a zero fraction
+			body = eSeqOf(body, eOpt(eSeqOf(eLit("."), eRepOf(eLit("0"), 1, -1))))
+		}
 		return j.leaf(key, "integer", body), true
 	}
 	nonneg := lo != nil && lo.Sign() >= 0
@@ -1776,7 +1798,7 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 	var content *expr
 	switch {
 	case patSrc != "":
-		e, err := regexSearch(patSrc, stringEncoder, anyc, j.opts.maxNFANodes())
+		cb, err := patternBody(patSrc, j.opts.maxNFANodes())
 		if err != nil {
 			var re *RegexError
 			feature := ""
@@ -1797,7 +1819,7 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 			}
 			return j.gb.add("error", exprNoneV)
 		}
-		content = e
+		return j.stringLeaf(key, name, cb, minLen, maxLen, trie)
 	case format != "":
 		fr, _, _ := formatRegex(format)
 		e, err := regexWhole(fr, stringEncoder, j.opts.maxNFANodes())
@@ -1808,6 +1830,12 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 	default:
 		content = eStar(anyc)
 	}
+	return j.stringLeaf(key, name, storeStringBody(kind, content), minLen, maxLen, trie)
+}
+
+// storeStringBody wraps string content (characters in stringEncoder form) in the quotes
+// and guards of a string leaf, and keeps it for every grammar of the process (bounded).
+func storeStringBody(kind string, content *expr) *cachedBody {
 	body := eSeqOf(eLit(`"`), eTrackOf(content), eGuardOf(gCharGE, 0), eGuardOf(gTrieOK, 0), eLit(`"`))
 	var sb strings.Builder
 	sb.WriteString("abs:")
@@ -1816,7 +1844,67 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 	if stringBodyCount.Add(1) < 10000 {
 		stringBodies.Store(kind, cb)
 	}
-	return j.stringLeaf(key, name, cb, minLen, maxLen, trie)
+	return cb
+}
+
+// patternBody is the string leaf body of a JSON Schema pattern (search semantics),
+// built once per process.
+func patternBody(src string, budget int) (*cachedBody, error) {
+	kind := "pattern:" + src
+	if cb, ok := stringBodies.Load(kind); ok {
+		return cb.(*cachedBody), nil
+	}
+	e, err := regexSearch(src, stringEncoder, anyStringChar(), budget)
+	if err != nil {
+		return nil, err
+	}
+	return storeStringBody(kind, e), nil
+}
+
+// checkPatterns translates every pattern and patternProperties regex of the schema, so
+// that an unsupported construct is a compile error naming it and its JSON pointer,
+// and not an error of a later mask when a generation first enters that subschema.
+// The translations are kept for the lazy rules.
+func (j *jsc) checkPatterns(root *jsonschema.Schema) error {
+	seen := map[*jsonschema.Schema]bool{}
+	for stack := []*jsonschema.Schema{root}; len(stack) > 0; {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if s == nil || seen[s] {
+			continue
+		}
+		seen[s] = true
+		if err := j.dl.check(); err != nil {
+			return err
+		}
+		stack = append(stack, schemaChildren(s)...)
+		if s.Pattern != nil {
+			if _, ignored := s.Pattern.(ignoredRegexp); !ignored {
+				if _, err := patternBody(s.Pattern.String(), j.opts.maxNFANodes()); err != nil {
+					return regexCompileError("pattern", pointerOf(s)+"/pattern", err)
+				}
+			}
+		}
+		for re := range s.PatternProperties {
+			if _, ignored := re.(ignoredRegexp); ignored {
+				continue
+			}
+			if _, err := patternBody(re.String(), j.opts.maxNFANodes()); err != nil {
+				return regexCompileError("patternProperties", pointerOf(s)+"/patternProperties", err)
+			}
+		}
+	}
+	return nil
+}
+
+// regexCompileError names the keyword (and the unsupported construct) of a regex
+// error.
+func regexCompileError(kw, ptr string, err error) error {
+	var re *RegexError
+	if errors.As(err, &re) && re.Feature != "" {
+		kw += " (" + re.Feature + ")"
+	}
+	return &CompileError{Reason: ReasonRegex, Keyword: kw, Pointer: ptr, Err: err}
 }
 
 // String bodies are the same for every grammar: built once per process (bounded).

@@ -132,6 +132,9 @@ func TestFormatsExact(t *testing.T) {
 		"hostname":  {[]string{"example.com", "a", "x-y.z.", strings.Repeat("a", 63) + ".b"}, []string{"-a.com", "a-.com", "a..b", strings.Repeat("a", 64) + ".b"}},
 		"email":     {[]string{"a@b.c", "john.doe@example.com", "\"x y\"@h", "u@[IPv6:::1]", "u@[10.0.0.1]", "x@host."}, []string{"a..b@c", ".a@b", "a@b..c", "@b", "a@-b", strings.Repeat("a", 65) + "@b", "u@[1.2.3]"}},
 		"uri":       {[]string{"http://example.com/a/b?c=d#e", "mailto:x@y.z", "urn:isbn:0451450523", "https://user:pw@host:8080/p%20q", "http://[::1]:80/", "file:///etc/hosts", "x:", "http://h/a b"}, []string{"example.com", "http://a b/", "http://h/%zz", "http://h:x/", "1http://h"}},
+		// the MaskBench meta-schemas' "$id"/"$ref" values: Python's rfc3987 (the labels'
+		// validator) refuses spaces where url.Parse takes them
+		"uri-reference": {[]string{"", "#", "#/definitions/a", "../a/b?c=d#e", "//host:8/p", "http://example.com/x", "a/b:c", "?q", "/abs", "mailto:a@b", "urn:x:y", "//[::1]/", "https://example.com/schema"}, []string{"!not a uri-reference!", "invalid Id", "invalid uri", "a b", `a\b`, "%zz", ":a", "http://h/é", "a:b c", "//h:x/"}},
 	}
 	for f, tc := range cases {
 		schema := fmt.Sprintf(`{"type":"string","format":%q}`, f)

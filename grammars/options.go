@@ -81,6 +81,11 @@ type Options struct {
 	// become compile errors that name the keyword and its JSON pointer, or, with
 	// Lenient, warnings (and the keyword is ignored).
 	GrammarOnly bool
+	// ZeroFractionIntegers lets "type": "integer" take integral values written with a
+	// zero fraction (96.0), which drafts 6 and later count as integers. Off by default:
+	// integer-typed output is written as users expect it (96), and draft 4 never takes
+	// 96.0 as an integer. ("type": "number" with multipleOf 1 always takes 96.0.)
+	ZeroFractionIntegers bool
 	// SchemaLoader loads remote $ref targets (nil: remote refs are errors).
 	SchemaLoader func(url string) ([]byte, error)
 	// AlwaysCheck runs the full JSON Schema validation whenever a document completes,

@@ -253,8 +253,8 @@ func utf8Split(lo, hi rune, emit func([][2]byte)) {
 	emit(seq)
 }
 
-// regexToExpr converts a parsed regex. enc encodes character sets. Anchors are only
-// allowed where the caller strips them (see anchoredParts).
+// regexToExpr converts a parsed regex. enc encodes character sets. Anchors are
+// taken out before (see anchorBranches).
 func regexToExpr(re *syntax.Regexp, enc charEncoder, pattern string, budget *int) (*expr, error) {
 	*budget--
 	if *budget < 0 {
@@ -288,7 +288,8 @@ func regexToExpr(re *syntax.Regexp, enc charEncoder, pattern string, budget *int
 	case syntax.OpAnyChar:
 		return enc([]rune{0, unicode.MaxRune}), nil
 	case syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText:
-		return nil, &RegexError{Pattern: pattern, Feature: "an anchor (^, $, \\A, \\z) inside the pattern", Msg: "anchors are supported only at the start and end"}
+		// anchorBranches takes every anchor out first
+		return nil, &RegexError{Pattern: pattern, Feature: "an anchor (^, $, \\A, \\z) in an unexpected place", Msg: "internal: anchors are taken out before conversion"}
 	case syntax.OpWordBoundary, syntax.OpNoWordBoundary:
 		return nil, &RegexError{Pattern: pattern, Feature: "word boundary \\b", Msg: "assertions between characters are not supported"}
 	case syntax.OpCapture:
@@ -350,94 +351,198 @@ func normRanges(rs []rune) []rune {
 	return out
 }
 
-// anchoredParts splits a regex into top-level alternatives, each with whether it is
-// anchored at the start and at the end; it strips those anchors.
-func anchoredParts(re *syntax.Regexp) (parts []*syntax.Regexp, begin, end []bool) {
-	for re.Op == syntax.OpCapture && len(re.Sub) == 1 {
-		re = re.Sub[0]
-	}
-	alts := []*syntax.Regexp{re}
-	if re.Op == syntax.OpAlternate {
-		alts = re.Sub
-	}
-	for _, a := range alts {
-		for a.Op == syntax.OpCapture && len(a.Sub) == 1 && a.Sub[0].Op == syntax.OpConcat {
-			a = a.Sub[0]
-		}
-		b, e := false, false
-		if a.Op == syntax.OpConcat {
-			subs := a.Sub
-			for len(subs) > 0 && (subs[0].Op == syntax.OpBeginText || subs[0].Op == syntax.OpBeginLine) {
-				b = true
-				subs = subs[1:]
-			}
-			for len(subs) > 0 && (subs[len(subs)-1].Op == syntax.OpEndText || subs[len(subs)-1].Op == syntax.OpEndLine) {
-				e = true
-				subs = subs[:len(subs)-1]
-			}
-			na := &syntax.Regexp{Op: syntax.OpConcat, Sub: subs, Flags: a.Flags}
-			if len(subs) == 0 {
-				na = &syntax.Regexp{Op: syntax.OpEmptyMatch}
-			} else if len(subs) == 1 {
-				na = subs[0]
-			}
-			a = na
-		} else if a.Op == syntax.OpBeginText || a.Op == syntax.OpBeginLine {
-			b = true
-			a = &syntax.Regexp{Op: syntax.OpEmptyMatch}
-		} else if a.Op == syntax.OpEndText || a.Op == syntax.OpEndLine {
-			e = true
-			a = &syntax.Regexp{Op: syntax.OpEmptyMatch}
-		}
-		parts = append(parts, a)
-		begin = append(begin, b)
-		end = append(end, e)
-	}
-	return
+// anchorBranch is one alternative of a regex with its anchors taken out: begin when it
+// matches only at the start of the text, end when only at its end, and the anchor-free
+// pieces to match in order.
+type anchorBranch struct {
+	begin, end bool
+	items      []*syntax.Regexp
 }
 
-// regexWhole compiles p for whole-output matching: the output must match p entirely
-// (anchors at the ends are accepted and redundant).
-func regexWhole(p string, enc charEncoder, budget int) (*expr, error) {
-	re, err := parseRegex(p, false)
-	if err != nil {
-		return nil, err
+// maxAnchorBranches bounds the alternatives anchorBranches distributes.
+const maxAnchorBranches = 256
+
+// anchorBranches rewrites a regex as alternatives without anchors, the way RE2 reads
+// them: ^ (\A) holds only at the start of the text and $ (\z) only at its end, wherever
+// they stand. An alternative whose ^ follows input that cannot be empty, or whose $
+// precedes such input, matches nothing and is dropped. Anchors inside a repetition that
+// may run more than once get an error naming the construct. (?m) line anchors are read
+// as text anchors.
+func anchorBranches(re *syntax.Regexp, pattern string) ([]anchorBranch, error) {
+	if !hasAnchor(re) {
+		return []anchorBranch{{items: []*syntax.Regexp{re}}}, nil
 	}
-	parts, _, _ := anchoredParts(re)
-	var alts []*expr
-	for _, a := range parts {
-		e, err := regexToExpr(a, enc, p, &budget)
+	switch re.Op {
+	case syntax.OpBeginText, syntax.OpBeginLine:
+		return []anchorBranch{{begin: true}}, nil
+	case syntax.OpEndText, syntax.OpEndLine:
+		return []anchorBranch{{end: true}}, nil
+	case syntax.OpCapture:
+		return anchorBranches(re.Sub[0], pattern)
+	case syntax.OpAlternate:
+		var out []anchorBranch
+		for _, s := range re.Sub {
+			bs, err := anchorBranches(s, pattern)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, bs...)
+		}
+		return out, nil
+	case syntax.OpConcat:
+		acc := []anchorBranch{{}}
+		for _, s := range re.Sub {
+			bs, err := anchorBranches(s, pattern)
+			if err != nil {
+				return nil, err
+			}
+			var next []anchorBranch
+			for _, a := range acc {
+				for _, b := range bs {
+					if j, ok := joinBranches(a, b); ok {
+						next = append(next, j)
+					}
+				}
+			}
+			if len(next) > maxAnchorBranches {
+				return nil, &RegexError{Pattern: pattern, Feature: "anchors in more than 256 combined alternatives", Msg: "too many anchored alternatives"}
+			}
+			acc = next
+		}
+		return acc, nil
+	case syntax.OpQuest:
+		bs, err := anchorBranches(re.Sub[0], pattern)
 		if err != nil {
 			return nil, err
 		}
-		alts = append(alts, e)
+		return append(bs, anchorBranch{}), nil
+	case syntax.OpRepeat:
+		if re.Max == 1 {
+			bs, err := anchorBranches(re.Sub[0], pattern)
+			if err != nil {
+				return nil, err
+			}
+			if re.Min == 0 {
+				bs = append(bs, anchorBranch{})
+			}
+			return bs, nil
+		}
+		if re.Max == 0 {
+			return []anchorBranch{{}}, nil
+		}
+	}
+	return nil, &RegexError{Pattern: pattern, Feature: "an anchor (^, $, \\A, \\z) inside a repetition", Msg: "an anchor may stand anywhere except in a group repeated more than once"}
+}
+
+// joinBranches is a followed by b; false when no string matches it.
+func joinBranches(a, b anchorBranch) (anchorBranch, bool) {
+	ai, bi := a.items, b.items
+	if b.begin {
+		// the start of the text: a must have matched the empty string
+		if !allNullable(ai) {
+			return anchorBranch{}, false
+		}
+		ai = nil
+	}
+	if a.end {
+		// the end of the text: b may only match the empty string
+		if !allNullable(bi) {
+			return anchorBranch{}, false
+		}
+		bi = nil
+	}
+	items := make([]*syntax.Regexp, 0, len(ai)+len(bi))
+	items = append(append(items, ai...), bi...)
+	return anchorBranch{begin: a.begin || b.begin, end: a.end || b.end, items: items}, true
+}
+
+func allNullable(rs []*syntax.Regexp) bool {
+	for _, r := range rs {
+		if !nullable(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// nullable reports whether an anchor-free regex matches the empty string.
+func nullable(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpStar, syntax.OpQuest, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	case syntax.OpLiteral:
+		return len(re.Rune) == 0
+	case syntax.OpCapture, syntax.OpPlus:
+		return nullable(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min == 0 || nullable(re.Sub[0])
+	case syntax.OpConcat:
+		return allNullable(re.Sub)
+	case syntax.OpAlternate:
+		for _, s := range re.Sub {
+			if nullable(s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasAnchor reports whether re contains a text or line anchor.
+func hasAnchor(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginText, syntax.OpEndText, syntax.OpBeginLine, syntax.OpEndLine:
+		return true
+	}
+	for _, s := range re.Sub {
+		if hasAnchor(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// branchExprs converts the alternatives of p; around sets the expression for any
+// characters before an alternative not anchored at the start and after one not
+// anchored at the end (nil: whole-output matching, where the anchors are redundant).
+func branchExprs(p string, ecma bool, enc charEncoder, around *expr, budget int) (*expr, error) {
+	re, err := parseRegex(p, ecma)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := anchorBranches(re, p)
+	if err != nil {
+		return nil, err
+	}
+	var alts []*expr
+	for _, b := range bs {
+		var seq []*expr
+		if around != nil && !b.begin {
+			seq = append(seq, eStar(around))
+		}
+		for _, it := range b.items {
+			e, err := regexToExpr(it, enc, p, &budget)
+			if err != nil {
+				return nil, err
+			}
+			seq = append(seq, e)
+		}
+		if around != nil && !b.end {
+			seq = append(seq, eStar(around))
+		}
+		alts = append(alts, eSeqOf(seq...))
 	}
 	return eAltOf(alts...), nil
+}
+
+// regexWhole compiles p for whole-output matching: the output must match p entirely
+// (anchors at the ends are redundant; inside, they hold as in RE2).
+func regexWhole(p string, enc charEncoder, budget int) (*expr, error) {
+	return branchExprs(p, false, enc, nil, budget)
 }
 
 // regexSearch compiles p with search semantics (JSON Schema "pattern": the string
 // contains a match): unanchored sides get any characters.
 func regexSearch(p string, enc charEncoder, anyChar *expr, budget int) (*expr, error) {
-	re, err := parseRegex(p, true)
-	if err != nil {
-		return nil, err
-	}
-	parts, begin, end := anchoredParts(re)
-	var alts []*expr
-	for i, a := range parts {
-		e, err := regexToExpr(a, enc, p, &budget)
-		if err != nil {
-			return nil, err
-		}
-		var seq []*expr
-		if !begin[i] {
-			seq = append(seq, eStar(anyChar))
-		}
-		seq = append(seq, e)
-		if !end[i] {
-			seq = append(seq, eStar(anyChar))
-		}
-		alts = append(alts, eSeqOf(seq...))
-	}
-	return eAltOf(alts...), nil
+	return branchExprs(p, true, enc, anyChar, budget)
 }

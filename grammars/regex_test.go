@@ -1,6 +1,7 @@
 package grammars
 
 import (
+	"encoding/json"
 	"math/rand"
 	"regexp"
 	"strings"
@@ -41,7 +42,7 @@ func TestRegexErrorsNameTheConstruct(t *testing.T) {
 		`(?<!a)b`: "negative lookbehind",
 		`(a)\1`:   "backreference",
 		`\bword`:  "word boundary",
-		`a^b`:     "anchor",
+		`(^a)*b`:  "anchor (^, $, \\A, \\z) inside a repetition",
 		`a[`:      "missing closing ]",
 	} {
 		_, err := c.Regex(p)
@@ -84,5 +85,53 @@ func TestRegexForcedAndRollback(t *testing.T) {
 	}
 	if m.IsAccepting() {
 		t.Fatal("accepting at start")
+	}
+}
+
+// TestRegexAnchorsAsRE2 compares anchors inside alternations and groups with Go's
+// regexp (RE2): whole-output regexes (Compiler.Regex) and JSON Schema patterns (search
+// semantics), on every string up to 4 characters over the pattern's alphabet.
+func TestRegexAnchorsAsRE2(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	for _, p := range []string{
+		`^[Ee][Ss]5|[Ee][Ss]6|[Ee][Ss]7$`, `^a|b$`, `(^a|b)c`, `a(b$|c)`, `x*^y`, `a^b`, `(a$)?b`, `^(a|^b)$`,
+		`(^|,)x($|,)`, `a$|^b`, `$^`, `^$`, `(?:^)?a`, `(a|^)(b|$)`, `a?^b`, `b$c?`, `^(ab|a$)`, `(x^|y)z`,
+	} {
+		alphabet := "abcxyzEeSs5,"
+		var strs []string
+		var gen func(s string)
+		gen = func(s string) {
+			strs = append(strs, s)
+			if len(s) < 4 {
+				for i := 0; i < len(alphabet); i++ {
+					if strings.IndexByte(p, alphabet[i]) >= 0 || alphabet[i] == 'z' {
+						gen(s + alphabet[i:i+1])
+					}
+				}
+			}
+		}
+		gen("")
+		whole := regexp.MustCompile(`^(?:` + p + `)$`)
+		search := regexp.MustCompile(p)
+		gw, werr := c.Regex(p)
+		if werr != nil && !strings.Contains(werr.Error(), "matches nothing") {
+			t.Fatalf("%s: %v", p, werr)
+		}
+		schema, _ := json.Marshal(map[string]any{"type": "string", "pattern": p})
+		gs, err := c.JSONSchema(schema)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, s := range strs {
+			wantW := whole.MatchString(s)
+			gotW := werr == nil && decide(t, gw, []byte(s))
+			if gotW != wantW {
+				t.Errorf("whole %s on %q: grammar %v, regexp %v", p, s, gotW, wantW)
+			}
+			if got, want := decide(t, gs, appendJSONString(nil, s)), search.MatchString(s); got != want {
+				t.Errorf("pattern %s on %q: grammar %v, regexp %v", p, s, got, want)
+			}
+		}
 	}
 }

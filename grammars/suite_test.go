@@ -95,7 +95,8 @@ func runSuite(t *testing.T, opts Options) *suiteStats {
 		t.Fatalf("no suite files in %s (%v)", suiteDir, err)
 	}
 	sort.Strings(files)
-	opts.FormatAnnotation = true // draft 2020-12: format is an annotation by default
+	opts.FormatAnnotation = true     // draft 2020-12: format is an annotation by default
+	opts.ZeroFractionIntegers = true // draft 2020-12: 1.0 is an integer
 	opts.SchemaLoader = suiteLoader
 	c := NewCompiler(byteVocab(t), opts)
 	st := &suiteStats{skipReasons: map[string]int{}}

@@ -1,0 +1,145 @@
+package grammars
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand"
+	"os"
+	"regexp"
+	"testing"
+)
+
+// TestMaskBenchWrongDecisions replays the seven wrong decisions of the full MaskBench
+// run (testdata/regress, the two small files whole, the others reduced to the member
+// that decided): draft-4 integers written 12345.0 (Github_easy o24544, Github_trivial
+// o14485), uri-reference values with spaces (Github_hard o53084, o90924, o90925), and
+// a pattern with an anchor in each alternative (JsonSchemaStore jsconfig), which was
+// refused in the middle of a generation.
+func TestMaskBenchWrongDecisions(t *testing.T) {
+	data, err := os.ReadFile("testdata/regress/maskbench-wrong-decisions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Tests  []struct {
+			Data  json.RawMessage `json:"data"`
+			Valid bool            `json:"valid"`
+		} `json:"tests"`
+	}
+	if err := json.Unmarshal(data, &files); err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 6 {
+		t.Fatalf("%d files, want the 6 of the 7 wrong decisions", len(files))
+	}
+	c := NewCompiler(byteVocab(t), Options{})
+	for _, f := range files {
+		g, err := c.JSONSchema(f.Schema)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Name, err)
+		}
+		for i, tc := range f.Tests {
+			doc, err := PythonJSON(tc.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := decide(t, g, doc); got != tc.Valid {
+				t.Errorf("%s: test %d %s: accepted %v, want %v", f.Name, i, doc, got, tc.Valid)
+			}
+		}
+	}
+}
+
+// TestUnsupportedPatternAtCompileTime: a regex the engine cannot express, deep in a
+// subschema no generation has entered yet, is a compile error naming the construct
+// and the JSON pointer (before, the lazily translated rule found it in a later mask).
+func TestUnsupportedPatternAtCompileTime(t *testing.T) {
+	c := NewCompiler(toyVocab(t), Options{})
+	for _, tc := range []struct{ schema, kw, ptr string }{
+		{`{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string","pattern":"^(x$|y)+$"}}}}}`,
+			"pattern (an anchor (^, $, \\A, \\z) inside a repetition)", "/properties/a/properties/b/pattern"},
+		{`{"anyOf":[{"type":"integer"},{"$ref":"#/$defs/s"}],"$defs":{"s":{"type":"object","patternProperties":{"(^a)*b":{}}}}}`,
+			"patternProperties (an anchor (^, $, \\A, \\z) inside a repetition)", "/$defs/s/patternProperties"},
+	} {
+		_, err := c.JSONSchema([]byte(tc.schema))
+		var ce *CompileError
+		if !errors.As(err, &ce) || ce.Reason != ReasonRegex || ce.Keyword != tc.kw || ce.Pointer != tc.ptr {
+			t.Errorf("%s: got %#v (%v), want %s at %s", tc.schema, ce, err, tc.kw, tc.ptr)
+		}
+	}
+}
+
+// TestIntegersWithoutFraction: "type": "integer" values are written as users expect
+// (96, never 96.0 or 9.6e1): after the digits the mask offers no '.', 'e' or 'E', and
+// random generations only write plain integers; a "number" with multipleOf 1 still
+// takes 96.0.
+func TestIntegersWithoutFraction(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	g, err := c.JSONSchema([]byte(`{"type":"object","properties":{"n":{"type":"integer"},"m":{"type":"integer","minimum":-5,"maximum":1000}},"required":["n","m"],"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	for _, b := range []byte(`{"m": 96`) {
+		if err := m.Accept(int32(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mask := make([]uint64, v.MaskWords())
+	if err := m.FillMask(mask); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []byte(".eE") {
+		if mask[b>>6]&(1<<(b&63)) != 0 {
+			t.Errorf("after 96 the mask allows %q", b)
+		}
+	}
+	rng := rand.New(rand.NewSource(3))
+	plain := regexp.MustCompile(`^\{"(n|m)": -?(0|[1-9][0-9]*), "(n|m)": -?(0|[1-9][0-9]*)\}$`)
+	done := 0
+	for w := 0; w < 400 && done < 50; w++ {
+		out, ended := randomWalk(t, g.NewMatcher(), rng, 700, false)
+		if !ended {
+			continue
+		}
+		done++
+		if !plain.Match(out) {
+			t.Errorf("generated %s", out)
+		}
+	}
+	if done < 20 {
+		t.Fatalf("only %d generations finished", done)
+	}
+	for schema, doc := range map[string]string{
+		`{"type":"number","multipleOf":1}`: `6000.0`,
+		`{"type":"integer"}`:               `96`,
+	} {
+		g, err := c.JSONSchema([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !decide(t, g, []byte(doc)) {
+			t.Errorf("%s refuses %s", schema, doc)
+		}
+	}
+	for _, doc := range []string{`96.0`, `9.6e1`, `1e2`} {
+		g, _ := c.JSONSchema([]byte(`{"type":"integer"}`))
+		if decide(t, g, []byte(doc)) {
+			t.Errorf("integer accepts %s", doc)
+		}
+	}
+	// draft 6 and later count 96.0 as an integer: ZeroFractionIntegers takes it
+	cz := NewCompiler(v, Options{ZeroFractionIntegers: true})
+	for schema, want := range map[string]bool{`{"type":"integer"}`: true, `{"$schema":"http://json-schema.org/draft-04/schema#","type":"integer"}`: false} {
+		g, err := cz.JSONSchema([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decide(t, g, []byte(`96.0`)); got != want {
+			t.Errorf("ZeroFractionIntegers %s on 96.0: %v, want %v", schema, got, want)
+		}
+	}
+}
