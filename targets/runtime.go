@@ -33,6 +33,11 @@ type Options struct {
 	// MaxTokens is the largest step (packed tokens) the VM will send; a device runtime
 	// sizes its arena for it when the plan is opened (0: the runtime's default).
 	MaxTokens int
+	// Invariant is batch-invariant mode (DEEPINFER_BATCH_INVARIANT=1): every row is
+	// computed with the reduction orders of a one-row step, so a row's result does not
+	// depend on how many rows its sequence or the batch brings to the step (chunked
+	// prefill, speculation, batch size). Prompt rows keep prefill's semantics.
+	Invariant bool
 }
 
 // Runtime is an opened plan.
@@ -55,6 +60,18 @@ type Runtime interface {
 type State interface {
 	// Release frees the state's memory; the state must not be used again.
 	Release()
+}
+
+// SavableState is a State that can be rolled back (speculative decoding): Save records
+// its content, and the returned function puts it back — every row a later step wrote
+// undone, whatever kind of state it wrote (rings, compressor groups, compressed
+// entries, index keys, Engram history, DSpark rings). The restore function may be
+// called more than once.
+type SavableState interface {
+	State
+	Save() (restore func(), err error)
+	// Digest hashes the state's logical content: equal digests, equal values bit for bit.
+	Digest() [32]byte
 }
 
 // StepIn is one step's batch, laid out as the arrays a device uploads: sequences advance
@@ -80,6 +97,12 @@ type SeqIn struct {
 	State State
 	N     int // tokens this step
 	Pos   int // position of the sequence's first token this step
+	// Decode marks generated tokens (a decode step's one token, or a speculative
+	// verify group): each row is computed as a one-row decode step would compute it,
+	// whatever the number of rows — the summation orders of one row and the decode
+	// path's semantics (V4.1's published index keys). Without it a one-row step after
+	// position 0 is a decode row and a longer one a prefill chunk.
+	Decode bool
 }
 
 // StepOut is what a step returns.

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"deepinfer/targets"
 	"deepinfer/vm/sampling"
 )
 
@@ -96,8 +96,12 @@ type Engine struct {
 	MaxSeqs        int // running at once; default 64
 	// OnStep, when set, is called after every step with the number of tokens it ran.
 	OnStep func(step, tokens int)
+	// Spec turns on DSpark speculative decoding for the requests that can use it
+	// (plans with a draft program; requests without a grammar or forced tokens).
+	Spec *Speculation
 
 	stats engineStats
+	spec  specCounters
 }
 
 // engineStats are read by other goroutines while the loop runs.
@@ -131,7 +135,6 @@ type active struct {
 	fed     int // prompt tokens fed so far
 	pending int32
 	forced  int
-	random  *rand.Rand
 	mask    []uint64
 	maskErr error
 	vocab   int
@@ -139,6 +142,14 @@ type active struct {
 	done    bool     // finished in the current step
 	next    [1]int32 // the decode step's one token (reused: a chunk is not kept past its step)
 	stats   *engineStats
+	// speculation: spec says the request drafts; prop is its drafts for the next step;
+	// group and restore are the verify group in flight and its state's saved copy
+	spec    bool
+	prop    *proposal
+	group   []int32
+	restore func()
+	// the group verified in this step: drafts and accepted (drafted 0: none)
+	drafted, accepted int
 }
 
 func (e *Engine) validate(r *Request) error {
@@ -260,6 +271,10 @@ func (e *Engine) loop(src source, q []queued) {
 				a.emit(a.res)
 				continue
 			}
+			a.spec = e.Spec != nil && e.Spec.MaxDraft > 0 && e.M.CanDraft() && r.Forced == nil && r.Constraint == nil
+			if _, ok := a.seq.state.(targets.SavableState); !ok {
+				a.spec = false
+			}
 			running = append(running, a)
 		}
 		e.stats.running.Store(int64(len(running)))
@@ -269,9 +284,24 @@ func (e *Engine) loop(src source, q []queued) {
 		for _, a := range running {
 			if a.fed == len(a.req.Prompt) {
 				a.next[0] = a.pending
-				chunks = append(chunks, a.chunk(a.next[:], true))
+				toks := a.next[:]
+				if a.prop != nil && left > 1 {
+					d := a.prop.drafts[:min(len(a.prop.drafts), left-1)]
+					if restore, err := a.seq.Save(); err == nil {
+						a.restore = restore
+						a.group = append(append(a.group[:0], a.pending), d...)
+						toks = a.group
+					}
+				}
+				c := a.chunk(toks, true)
+				c.Decode = true
+				if len(toks) > 1 {
+					c.AllRows = true
+					c.WantLogits = c.WantLogits || a.req.KeepLogits || a.req.Sampling.Temperature > 0
+				}
+				chunks = append(chunks, c)
 				owners = append(owners, a)
-				left--
+				left -= len(toks)
 			}
 		}
 		for _, a := range running {
@@ -296,16 +326,49 @@ func (e *Engine) loop(src source, q []queued) {
 		if e.OnStep != nil {
 			e.OnStep(step, budget-left)
 		}
+		var replays []Chunk
+		var replayOwners []*active
 		for ci, a := range owners {
 			if err != nil {
 				a.res.Err = err
 				a.done = true
 				continue
 			}
-			if a.done = e.advance(a, chunks[ci], outs[ci]); a.done {
+			a.drafted = 0
+			if c := chunks[ci]; c.AllRows {
+				var keep int
+				a.done, keep = e.verify(a, c, outs[ci])
+				if !a.done && keep < len(c.Tokens) {
+					replays = append(replays, Chunk{Seq: a.seq, Tokens: c.Tokens[:keep], Decode: true})
+					replayOwners = append(replayOwners, a)
+				}
+			} else {
+				a.done = e.advance(a, chunks[ci], outs[ci])
+			}
+			if a.done {
 				a.res.LastStep = step
 			}
 		}
+		if len(replays) > 0 {
+			// rebuild the accepted rows' state after the rollback
+			_, rerr := e.M.Forward(replays)
+			rows := 0
+			for i, a := range replayOwners {
+				rows += len(replays[i].Tokens)
+				if rerr != nil {
+					a.res.Err, a.done, a.res.LastStep = rerr, true, step
+				}
+			}
+			e.spec.add(func(s *SpecStats) { s.ReplayRows += int64(rows) })
+		}
+		if e.Spec != nil && e.Spec.OnGroup != nil {
+			for _, a := range owners {
+				if a.drafted > 0 && !a.done {
+					e.Spec.OnGroup(a.req, a.drafted, a.accepted, a.seq)
+				}
+			}
+		}
+		e.propose(running)
 		kept := running[:0]
 		for _, a := range running {
 			if a.done {
@@ -333,7 +396,7 @@ func (a *active) chunk(tokens []int32, produces bool) Chunk {
 	s := a.req.Sampling
 	c.Sample = sampling.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK}
 	if produces && a.req.Forced == nil {
-		c.Sample.U = a.rng().Float64()
+		c.Sample.U = sampling.Uniform(s.Seed, len(a.res.Tokens), sampling.StreamSample)
 		if a.req.Constraint != nil {
 			if a.mask == nil {
 				a.mask = make([]uint64, (a.vocab+63)/64)
@@ -351,13 +414,6 @@ func (a *active) chunk(tokens []int32, produces bool) Chunk {
 		}
 	}
 	return c
-}
-
-func (a *active) rng() *rand.Rand {
-	if a.random == nil {
-		a.random = rand.New(rand.NewPCG(a.req.Sampling.Seed, 0x9e3779b97f4a7c15))
-	}
-	return a.random
 }
 
 // advance takes a step's output for one sequence and decides its next token; it reports
@@ -387,19 +443,29 @@ func (e *Engine) advance(a *active, c Chunk, o Output) bool {
 		a.forced++
 		return false
 	}
-	tok := o.Token
 	if a.maskErr != nil {
 		a.res.Err = fmt.Errorf("grammar: %w", a.maskErr)
 		return true
 	}
+	var row []float32
+	if len(o.Logits) > 0 {
+		row = o.Logits[len(o.Logits)-1]
+	}
+	return a.commit(o.Token, row)
+}
+
+// commit takes one generated token (row: the logits it was sampled from, when the
+// step returned them) and reports whether the request is finished.
+func (a *active) commit(tok int32, row []float32) bool {
+	r := a.req
 	if slices.Contains(r.Stop, tok) {
 		a.res.Finish = "stop"
 		return true
 	}
 	a.res.Tokens = append(a.res.Tokens, tok)
 	var lp *TokenLogprob
-	if r.Logprobs && len(o.Logits) > 0 {
-		l := logprobOf(o.Logits[len(o.Logits)-1], tok, r.TopLogprobs)
+	if r.Logprobs && row != nil {
+		l := logprobOf(row, tok, r.TopLogprobs)
 		a.res.Logprobs = append(a.res.Logprobs, l)
 		lp = &a.res.Logprobs[len(a.res.Logprobs)-1]
 	}

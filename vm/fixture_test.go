@@ -9,6 +9,7 @@ import (
 	"deepinfer/compiler"
 	"deepinfer/plan"
 	"deepinfer/safetensors"
+	"deepinfer/targets"
 	_ "deepinfer/targets/cpu"
 	"deepinfer/vm"
 )
@@ -26,6 +27,12 @@ var (
 // compileAndLoad compiles a fixture directory, round-trips the plan through its file
 // format (as dic compile and divm run do) and loads it with the fixture's weights.
 func compileAndLoad(t *testing.T, opts compiler.Options) *vm.Machine {
+	t.Helper()
+	return compileAndLoadWith(t, opts, targets.Options{})
+}
+
+// compileAndLoadWith is compileAndLoad with runtime options (batch-invariant mode).
+func compileAndLoadWith(t *testing.T, opts compiler.Options, ro targets.Options) *vm.Machine {
 	t.Helper()
 	opts.Verify = true
 	if opts.Target == "" {
@@ -50,10 +57,11 @@ func compileAndLoad(t *testing.T, opts compiler.Options) *vm.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := vm.Load(p, w)
+	m, err := vm.Load(p, w, ro)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
 	return m
 }
 

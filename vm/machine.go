@@ -133,11 +133,27 @@ type Chunk struct {
 	// Mask, when set, restricts the sampled token to the ids whose bits are set (a
 	// grammar's mask: ⌈V/64⌉ words, bit i%64 of word i/64).
 	Mask []uint64
+	// Decode marks generated tokens: every row is computed as a one-row decode step
+	// would compute it (targets.SeqIn.Decode) — a decode step's token, or a speculative
+	// verify group.
+	Decode bool
+	// AllRows samples after every token, not only the last (Output.Tokens), with
+	// Sample's parameters; WantLogits then returns every row's logits.
+	AllRows bool
+}
+
+// rows is the number of logits rows the chunk asks for.
+func (c *Chunk) rows() int {
+	if c.AllLogits || c.AllRows {
+		return len(c.Tokens)
+	}
+	return 1
 }
 
 // Output is what a step returns for one chunk.
 type Output struct {
 	Token  int32       // sampled after the chunk's last token
+	Tokens []int32     // with AllRows, sampled after each token
 	Logits [][]float32 // rows requested by the chunk (nil when none)
 }
 
@@ -182,15 +198,15 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 			masked = true
 		}
 		n := len(c.Tokens)
-		if n > 1 {
+		if n > 1 && !c.Decode {
 			phase = plan.PhasePrefill
 		}
 		want = want || c.AllLogits || c.WantLogits
 		T := len(in.Tokens)
-		in.Seqs = append(in.Seqs, targets.SeqIn{State: c.Seq.state, N: n, Pos: c.Seq.Len()})
+		in.Seqs = append(in.Seqs, targets.SeqIn{State: c.Seq.state, N: n, Pos: c.Seq.Len(), Decode: c.Decode})
 		in.Tokens = append(in.Tokens, c.Tokens...)
 		first := n - 1
-		if c.AllLogits {
+		if c.AllLogits || c.AllRows {
 			first = 0
 		}
 		sp := c.Sample
@@ -205,10 +221,7 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 		// per-row masks and logits flags, only when some chunk asks
 		masks, wants := m.maskRows[:0], m.wantRows[:0]
 		for _, c := range chunks {
-			n := 1
-			if c.AllLogits {
-				n = len(c.Tokens)
-			}
+			n := c.rows()
 			for k := 0; k < n; k++ {
 				var mk []uint64
 				if k == n-1 {
@@ -245,11 +258,11 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	r := 0
 	for i, c := range chunks {
 		c.Seq.len += len(c.Tokens)
-		n := 1
-		if c.AllLogits {
-			n = len(c.Tokens)
-		}
+		n := c.rows()
 		res[i].Token = out.Tokens[r+n-1]
+		if c.AllRows {
+			res[i].Tokens = append([]int32(nil), out.Tokens[r:r+n]...)
+		}
 		if c.AllLogits || c.WantLogits {
 			res[i].Logits = append([][]float32(nil), out.Logits[r:r+n]...)
 		}
@@ -257,3 +270,38 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	}
 	return res, nil
 }
+
+// Save records the sequence's state and length for a rollback (speculative decoding):
+// the returned function puts both back. It fails on a runtime whose states cannot be
+// saved.
+func (s *Sequence) Save() (func(), error) {
+	if s.broken != nil {
+		return nil, s.broken
+	}
+	sv, ok := s.state.(targets.SavableState)
+	if !ok {
+		return nil, fmt.Errorf("this target's sequence state cannot be rolled back")
+	}
+	restore, err := sv.Save()
+	if err != nil {
+		return nil, err
+	}
+	n := s.len
+	return func() {
+		restore()
+		s.len = n
+	}, nil
+}
+
+// Digest hashes the sequence's state (targets.SavableState.Digest): equal digests,
+// equal state bit for bit.
+func (s *Sequence) Digest() ([32]byte, error) {
+	sv, ok := s.state.(targets.SavableState)
+	if !ok {
+		return [32]byte{}, fmt.Errorf("this target's sequence state has no digest")
+	}
+	return sv.Digest(), nil
+}
+
+// State is the sequence's state on its runtime (for tests and diagnostics).
+func (s *Sequence) State() targets.State { return s.state }

@@ -89,7 +89,7 @@ func newGroupedLinear(args, _ []ir.Type, at ir.Attrs) (Kernel, error) {
 		keep := attrInt(at, "keep")
 		return kfunc(func(s *Step, a, r []Tensor) error {
 			for _, v := range views(s, keep) {
-				bf16Matmul(v.row, v.n, g, in, out, a[0].F32, a[1].F32, r[0].F32)
+				v.bf16Rows(g, in, out, a[0].F32, a[1].F32, r[0].F32)
 			}
 			return nil
 		}), nil

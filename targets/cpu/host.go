@@ -31,6 +31,9 @@ type Seq struct {
 	N     int // number of its rows (new tokens)
 	Pos   int // position of its first new token
 	State *kvstate.Seq
+	// Decode: every row is a decode row (targets.SeqIn.Decode); RowOrders: every row
+	// is summed in a one-row step's order (Decode, or batch-invariant mode).
+	Decode, RowOrders bool
 }
 
 // Step is the batch a program runs on: all sequences' new tokens packed row-wise.

@@ -55,7 +55,7 @@ func (k *route41) Run(s *Step, a, r []Tensor) error {
 	T, E, D := a[0].Rows(), k.experts, k.dim
 	k.scores = grow(k.scores, T*E)
 	for _, v := range views(s, k.keep) {
-		fp32Linear(v.n, D, E, x[v.row*D:(v.row+v.n)*D], gate, k.scores[v.row*E:(v.row+v.n)*E])
+		v.linearRows(D, E, x[v.row*D:(v.row+v.n)*D], gate, k.scores[v.row*E:(v.row+v.n)*E])
 	}
 	wOut, idOut := r[0].F32, r[1].I32
 	sel := make([]float64, E)

@@ -19,7 +19,7 @@ func (t Target) Open(p *plan.Plan, ws []targets.Weight, o targets.Options) (targ
 	if len(ws) != len(p.Weights) {
 		return nil, fmt.Errorf("%d weights for a manifest of %d", len(ws), len(p.Weights))
 	}
-	rt := &hostRuntime{p: p, hook: o.Hook, weights: make([]Tensor, len(ws)), progs: map[string]*program{}}
+	rt := &hostRuntime{p: p, hook: o.Hook, invariant: o.Invariant, weights: make([]Tensor, len(ws)), progs: map[string]*program{}}
 	for i := range p.Weights {
 		pw, w := &p.Weights[i], &ws[i]
 		n := int(pw.Elems())
@@ -111,6 +111,8 @@ type hostRuntime struct {
 	hook    targets.Hook
 	weights []Tensor
 	progs   map[string]*program
+	// invariant: batch-invariant mode (targets.Options.Invariant)
+	invariant bool
 	// per-step scratch, reused
 	step    Step
 	maskBuf []int32
@@ -119,6 +121,12 @@ type hostRuntime struct {
 type state struct{ seq *kvstate.Seq }
 
 func (*state) Release() {}
+
+// Save implements targets.SavableState.
+func (s *state) Save() (func(), error) { return s.seq.Save().Restore, nil }
+
+// Digest implements targets.SavableState.
+func (s *state) Digest() [32]byte { return s.seq.Digest() }
 
 func (rt *hostRuntime) NewState() (targets.State, error) { return &state{kvstate.New(&rt.p.KV)}, nil }
 
@@ -332,7 +340,10 @@ func (rt *hostRuntime) Step(in *targets.StepIn, out *targets.StepOut) error {
 		if !ok || cs.seq == nil {
 			return fmt.Errorf("sequence %d: not a live state of this runtime", i)
 		}
-		st.Seqs = append(st.Seqs, Seq{Row: row, N: s.N, Pos: s.Pos, State: cs.seq})
+		// a one-row step after position 0 is a decode row unless the VM says what it is
+		// (batch-invariant mode never guesses: a one-row prompt chunk stays a prompt row)
+		decode := s.Decode || (!rt.invariant && s.N == 1 && s.Pos > 0)
+		st.Seqs = append(st.Seqs, Seq{Row: row, N: s.N, Pos: s.Pos, State: cs.seq, Decode: decode, RowOrders: decode || rt.invariant})
 		for j := 0; j < s.N; j++ {
 			st.Positions = append(st.Positions, int32(s.Pos+j))
 		}
@@ -441,5 +452,14 @@ func (rt *hostRuntime) fillMasks(pr *program, R int, masks [][]uint64) error {
 		}
 	}
 	pr.params[pr.mask] = Tensor{I32: buf, Shape: []int{R, cols}}
+	return nil
+}
+
+// StateSeq is the kvstate behind a state of this target (nil for another target's):
+// for tests that say which part of two states differs (kvstate.Diff).
+func StateSeq(s targets.State) *kvstate.Seq {
+	if cs, ok := s.(*state); ok {
+		return cs.seq
+	}
 	return nil
 }

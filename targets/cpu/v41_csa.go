@@ -74,8 +74,8 @@ func (k *csaCompress) Run(s *Step, a, r []Tensor) error {
 			// fp32 projections; a group closes at positions ≡ ratio-1, pooled by a softmax
 			// over its rows per channel
 			gate := make([]float32, v.n*d)
-			fp32Linear(v.n, D, d, xs, wkv, proj)
-			fp32Linear(v.n, D, d, xs, wgate, gate)
+			v.linearRows(D, d, xs, wkv, proj)
+			v.linearRows(D, d, xs, wgate, gate)
 			for t := 0; t < v.n; t++ {
 				p := v.pos + t
 				if len(cache.PendKV) != (p%k.ratio)*d {
@@ -171,29 +171,45 @@ func (k *csaIndex) Run(s *Step, a, r []Tensor) error {
 	}
 	hd := k.heads * k.dim
 	for _, v := range views(s, k.keep) {
-		src := k.source
-		if !v.fromZero && v.n == 1 {
-			src = publishedKeys(v.st, k.layer, v.pos)
+		// the keys each row scores: its own source's, or in a decode row the layer
+		// publishedKeys names for its position (rows of one group can differ)
+		srcs := make([]int, v.n)
+		keyOf := map[int][]float32{}
+		for i := range srcs {
+			src := k.source
+			if v.decode {
+				src = publishedKeys(v.st, k.layer, v.pos+i)
+			}
+			srcs[i] = src
+			if keyOf[src] != nil {
+				continue
+			}
+			st := &v.st.Layers[src]
+			if len(st.Caches) < 2 || st.Caches[1].Kind != kvlayout.CacheIndexKeys {
+				return fmt.Errorf("layer %d indexes KV source %d, which holds no index keys", k.layer, src)
+			}
+			keys := &st.Caches[1]
+			kv := make([]float32, keys.N*k.dim, keys.N*k.dim+1) // never nil, even empty
+			for e := 0; e < keys.N; e++ {
+				keys.EntryInto(e, kv[e*k.dim:(e+1)*k.dim])
+			}
+			keyOf[src] = kv
 		}
-		st := &v.st.Layers[src]
-		if len(st.Caches) < 2 || st.Caches[1].Kind != kvlayout.CacheIndexKeys {
-			return fmt.Errorf("layer %d indexes KV source %d, which holds no index keys", k.layer, src)
-		}
-		keys := &st.Caches[1]
-		kv := make([]float32, keys.N*k.dim)
-		for e := 0; e < keys.N; e++ {
-			keys.EntryInto(e, kv[e*k.dim:(e+1)*k.dim])
+		nkeys := 0
+		for _, kv := range keyOf {
+			nkeys = max(nkeys, len(kv)/k.dim)
 		}
 		var errs errOnce
-		parallelFor(v.n, keys.N*hd, func(lo, hi int) {
+		parallelFor(v.n, nkeys*hd, func(lo, hi int) {
 			var order []int
-			scores := make([]float32, keys.N)
+			scores := make([]float32, nkeys)
 			wts := make([]float32, k.heads)
 			for i := lo; i < hi; i++ {
 				t, p := v.row+i, v.pos+i
+				kv := keyOf[srcs[i]]
 				width, clen := compressedWidth(v, p, k.ratio), (p+1)/k.ratio
-				if width > keys.N {
-					errs.set(fmt.Errorf("layer %d: position %d needs %d index keys, the source holds %d", k.layer, p, width, keys.N))
+				if width > len(kv)/k.dim {
+					errs.set(fmt.Errorf("layer %d: position %d needs %d index keys, the source holds %d", k.layer, p, width, len(kv)/k.dim))
 					return
 				}
 				for h := range wts {

@@ -29,7 +29,7 @@ func newHCMixAny(args, res []ir.Type, a ir.Attrs) (Kernel, error) {
 		sq = grow(sq, K)
 		for _, v := range views(s, keep) {
 			// mixes = F.linear(x, hc_fn) for this sequence's rows, in MKL's order for its m
-			fp32Linear(v.n, K, m, streams[v.row*K:(v.row+v.n)*K], fn, mixes[v.row*m:(v.row+v.n)*m])
+			v.linearRows(K, m, streams[v.row*K:(v.row+v.n)*K], fn, mixes[v.row*m:(v.row+v.n)*m])
 		}
 		for _, v := range views(s, keep) {
 			for t := v.row; t < v.row+v.n; t++ {

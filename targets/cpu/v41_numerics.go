@@ -23,7 +23,35 @@ type seqView struct {
 	row, n, pos int // first row (in T, or K for a tail), rows, position of the first
 	full        int // rows of the sequence in the step (n ≤ full)
 	fromZero    bool
+	decode      bool // every row is a decode row (Seq.Decode)
+	rowOrders   bool // every row summed as in a one-row step (Seq.RowOrders)
 	st          *kvstate.Seq
+}
+
+// orderRows is how many rows a product over the view's rows is summed as at once:
+// each row alone in row-order mode, else all of them.
+func (v *seqView) orderRows() int {
+	if v.rowOrders {
+		return 1
+	}
+	return v.n
+}
+
+// linearRows is fp32Linear over the view's rows (x and y start at its first row),
+// in blocks of orderRows rows.
+func (v *seqView) linearRows(K, N int, x, w, y []float32) {
+	m := v.orderRows()
+	for r := 0; r < v.n; r += m {
+		fp32Linear(m, K, N, x[r*K:(r+m)*K], w, y[r*N:(r+m)*N])
+	}
+}
+
+// bf16Rows is bf16Matmul over the view's rows, in blocks of orderRows rows.
+func (v *seqView) bf16Rows(g, in, out int, x, w, y []float32) {
+	m := v.orderRows()
+	for r := 0; r < v.n; r += m {
+		bf16Matmul(v.row+r, m, g, in, out, x, w, y)
+	}
 }
 
 // views lists the step's sequences; keep > 0 restricts each to its last keep rows. A
@@ -37,7 +65,7 @@ func views(s *Step, keep int) []seqView {
 		if keep > 0 && n > keep {
 			n = keep
 		}
-		out[i] = seqView{row: row, n: n, pos: q.Pos + q.N - n, full: q.N, fromZero: q.Pos == 0 && n == q.N, st: q.State}
+		out[i] = seqView{row: row, n: n, pos: q.Pos + q.N - n, full: q.N, fromZero: q.Pos == 0 && n == q.N, decode: q.Decode, rowOrders: q.RowOrders, st: q.State}
 		if keep <= 0 {
 			out[i].row = q.Row
 		}
@@ -100,11 +128,11 @@ func newQLinear(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 		y := r[0].F32
 		if act == "f32" {
 			for _, v := range views(s, keep) {
-				fp32Linear(v.n, in, out, xq[v.row*in:(v.row+v.n)*in], x[1].F32, y[v.row*out:(v.row+v.n)*out])
+				v.linearRows(in, out, xq[v.row*in:(v.row+v.n)*in], x[1].F32, y[v.row*out:(v.row+v.n)*out])
 			}
 		} else if act == "bf16" {
 			for _, v := range views(s, keep) {
-				bf16Matmul(v.row, v.n, 1, in, out, xq, x[1].F32, y)
+				v.bf16Rows(1, in, out, xq, x[1].F32, y)
 			}
 		} else {
 			gemmRows(t, out, in, xq, x[1].F32, y)
