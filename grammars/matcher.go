@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Matcher tracks one generation against a compiled Grammar. It is not safe for
@@ -23,6 +24,11 @@ type Matcher struct {
 	text   []byte // accepted bytes (kept when the grammar has a semantic check)
 	done   bool   // EOS accepted
 	sc     walkScratch
+
+	// JSON Schema grammars: the keys of open objects, so that none repeats (dupkeys.go)
+	track   bool
+	keys    keyScan
+	keysTmp keyScan
 
 	mark    []uint32
 	markGen uint32
@@ -44,7 +50,7 @@ type histEntry struct {
 
 // NewMatcher starts a matcher at the beginning of the grammar.
 func (g *Grammar) NewMatcher() *Matcher {
-	m := &Matcher{g: g, fidx: map[uint64]int32{}}
+	m := &Matcher{g: g, fidx: map[uint64]int32{}, track: g.kind == "json-schema"}
 	m.Reset()
 	return m
 }
@@ -56,6 +62,7 @@ func (m *Matcher) Reset() {
 	m.hist = m.hist[:0]
 	m.text = m.text[:0]
 	m.done = false
+	m.keys.reset()
 	st := m.g.symStart(m.g.root)
 	m.tops = []int32{m.newFrame(st, -1)}
 }
@@ -216,6 +223,10 @@ func (m *Matcher) Accept(tok int32) error {
 	if err != nil {
 		return err
 	}
+	if m.track && m.keys.wouldRepeat(bs, &m.keysTmp) {
+		return &RejectError{tok, -1, "the token repeats a key of its object"}
+	}
+
 	alive := false
 	for _, f := range closed {
 		a, s := g.autOf(m.frames[f].state)
@@ -235,10 +246,17 @@ func (m *Matcher) Accept(tok int32) error {
 			}
 		}
 	}
+	// (after the closure above is used: this walk reuses its buffers)
+	if m.track && m.keyOnlyRepeats(bs) {
+		return &RejectError{tok, -1, "the token leaves a key that can only repeat a key of its object"}
+	}
 	m.push()
 	m.tops = tops
-	if g.check != nil {
+	if g.check != nil || m.track {
 		m.text = append(m.text, bs...)
+	}
+	if m.track {
+		m.keys.feed(bs)
 	}
 	return nil
 }
@@ -323,6 +341,10 @@ func (m *Matcher) Rollback(n int) error {
 	m.text = m.text[:h.textLen]
 	m.done = h.done
 	m.hist = m.hist[:len(m.hist)-n]
+	if m.track {
+		m.keys.reset()
+		m.keys.feed(m.text)
+	}
 	return nil
 }
 
@@ -347,6 +369,17 @@ func (m *Matcher) IsAccepting() bool {
 // IsTerminated reports whether EOS has been accepted.
 func (m *Matcher) IsTerminated() bool { return m.done }
 
+// MaskTimeoutError is a mask that ran past Options.MaxMaskTime while building the
+// grammar's lazily grown parts (automaton states, schema rules, walks). The mask is
+// left empty; what was built is kept, so calling FillMask again continues the work.
+type MaskTimeoutError struct {
+	Limit, Spent time.Duration
+}
+
+func (e *MaskTimeoutError) Error() string {
+	return fmt.Sprintf("grammars: mask time budget exceeded (%s, spent %s); the work is kept, FillMask again continues it", e.Limit, e.Spent.Round(time.Microsecond))
+}
+
 // ErrMaskSize is returned by FillMask for a mask of the wrong size.
 var ErrMaskSize = errors.New("grammars: mask has the wrong number of words")
 
@@ -367,6 +400,9 @@ func (m *Matcher) FillMask(mask []uint64) error {
 	}
 	t := g.vocab.getTrie()
 	sc := &m.sc
+	start := time.Now()
+	sc.stopAt, sc.nslow, sc.over = start.Add(g.opts.maxMaskTime()), 0, false
+	defer func() { sc.stopAt, sc.over = time.Time{}, false }()
 	for _, f := range m.tops {
 		fr := m.frames[f]
 		a, s := g.autOf(fr.state)
@@ -411,10 +447,17 @@ func (m *Matcher) FillMask(mask []uint64) error {
 			parent = pf.parent
 		}
 	}
+	if sc.over {
+		clear(mask)
+		return &MaskTimeoutError{Limit: g.opts.maxMaskTime(), Spent: time.Since(start)}
+	}
 	for _, d := range t.dups {
 		if mask[d[0]>>6]&(1<<(uint(d[0])&63)) != 0 {
 			mask[d[1]>>6] |= 1 << (uint(d[1]) & 63)
 		}
+	}
+	if m.track {
+		m.clearRepeats(mask)
 	}
 	if eos := g.vocab.eos; eos >= 0 && m.IsAccepting() {
 		mask[eos>>6] |= 1 << (uint(eos) & 63)

@@ -58,6 +58,10 @@ type Options struct {
 	MaxConfigs int
 	// MaxStacks bounds the parallel parses a matcher tracks (default 10,000).
 	MaxStacks int
+	// MaxMaskTime bounds the work of one FillMask (default 1s): past it, FillMask
+	// stops with a *MaskTimeoutError instead of stalling the decoding step. The
+	// lazily built parts it made are kept, so a retry continues from there.
+	MaxMaskTime time.Duration
 	// MaxCacheBytes bounds a grammar's mask caches (default 256 MiB); past it,
 	// masks are computed without caching.
 	MaxCacheBytes int64
@@ -110,6 +114,12 @@ func (o Options) compileTime() time.Duration {
 		return o.MaxCompileTime
 	}
 	return 10 * time.Second
+}
+func (o Options) maxMaskTime() time.Duration {
+	if o.MaxMaskTime > 0 {
+		return o.MaxMaskTime
+	}
+	return time.Second
 }
 func (o Options) maxNFANodes() int    { return def(o.MaxNFANodes, 2_000_000) }
 func (o Options) maxStates() int      { return def(o.MaxStates, 200_000) }

@@ -6,7 +6,9 @@ import (
 	"math/rand"
 	"os"
 	"regexp"
+	"slices"
 	"testing"
+	"time"
 )
 
 // TestMaskBenchWrongDecisions replays the seven wrong decisions of the full MaskBench
@@ -142,4 +144,60 @@ func TestIntegersWithoutFraction(t *testing.T) {
 			t.Errorf("ZeroFractionIntegers %s on 96.0: %v, want %v", schema, got, want)
 		}
 	}
+}
+
+// TestMaskTimeBudget: past MaxMaskTime FillMask returns a *MaskTimeoutError (an empty
+// mask, not a stall); the work it did is kept, so retries finish, with the mask a
+// grammar without a budget computes.
+func TestMaskTimeBudget(t *testing.T) {
+	v := toyVocab(t)
+	schema := []byte(`{"type":"object","properties":{"a":{"type":"string","pattern":"^[a-z]{3,9}(-[0-9]+)?$"},"b":{"type":"array","items":{"type":"integer","minimum":-70,"maximum":12345}}},"required":["a","b"]}`)
+	ref, err := NewCompiler(v, Options{}).JSONSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewCompiler(v, Options{MaxMaskTime: time.Nanosecond}).JSONSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, mr := g.NewMatcher(), ref.NewMatcher()
+	mask, want := make([]uint64, v.MaskWords()), make([]uint64, v.MaskWords())
+	timeouts := 0
+	for _, tok := range greedyTokens(v, []byte(`{"a": "abc-12", "b": [5, -3]}`)) {
+		for tries := 0; ; tries++ {
+			err := m.FillMask(mask)
+			if err == nil {
+				break
+			}
+			var te *MaskTimeoutError
+			if !errors.As(err, &te) || te.Limit != time.Nanosecond {
+				t.Fatalf("FillMask: %v", err)
+			}
+			for _, w := range mask {
+				if w != 0 {
+					t.Fatal("a timed-out mask is not empty")
+				}
+			}
+			timeouts++
+			if tries > 100000 {
+				t.Fatal("retries make no progress")
+			}
+		}
+		if err := mr.FillMask(want); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(mask, want) {
+			t.Fatalf("the mask after timeouts differs from the mask without a budget")
+		}
+		if err := m.Accept(tok); err != nil {
+			t.Fatal(err)
+		}
+		if err := mr.Accept(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if timeouts == 0 {
+		t.Fatal("no mask ran past a 1ns budget")
+	}
+	t.Logf("%d timeouts before the masks were built", timeouts)
 }

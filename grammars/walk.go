@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Mask computation walks the vocabulary trie. A walk starts from one parse context
@@ -61,6 +62,13 @@ const denseAbove = 2048
 
 // walkScratch is a walker's reusable memory (one per matcher).
 type walkScratch struct {
+	// the per-mask budget (Options.MaxMaskTime): the clock is read every 32 lazily
+	// built transitions; past stopAt the walk stops with over set, and nothing it
+	// found is cached (the transitions it built are kept, so a retry goes further)
+	stopAt time.Time
+	nslow  int
+	over   bool
+
 	cfg     [258]int32
 	row     [258][]int32
 	comp    [258]uint16
@@ -163,6 +171,9 @@ func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *a
 		col := int(cls[tb[i]])
 		v := atomic.LoadInt32(&sc.row[d-1][col])
 		if v == tUnknown {
+			if sc.overBudget() {
+				break
+			}
 			v = a.stepSlow(sc.cfg[d-1], col)
 		}
 		if v < 0 {
@@ -386,6 +397,9 @@ func (sc *walkScratch) walkSubtree(t *trie, st int32, d0 uint16, cfg int32, cls 
 		col := int(cls[tb[i]])
 		v := atomic.LoadInt32(&sc.row[d-1][col])
 		if v == tUnknown {
+			if sc.overBudget() {
+				return
+			}
 			v = slow.slowStep(sc.cfg[d-1], col)
 		}
 		if v < 0 {
@@ -404,6 +418,22 @@ func (sc *walkScratch) walkSubtree(t *trie, st int32, d0 uint16, cfg int32, cls 
 		}
 		i++
 	}
+}
+
+// overBudget reports (every 32 calls, and from then on) that the mask's time budget
+// is spent.
+func (sc *walkScratch) overBudget() bool {
+	if sc.over {
+		return true
+	}
+	if sc.stopAt.IsZero() {
+		return false
+	}
+	sc.nslow++
+	if sc.nslow&31 == 0 && time.Now().After(sc.stopAt) {
+		sc.over = true
+	}
+	return sc.over
 }
 
 // walkCfg walks the subtrees of the start nodes from configuration c0 (packed). A
@@ -443,7 +473,7 @@ func (g *Grammar) level1(ref int32, sc *walkScratch) *walkRes {
 		}
 		r = g.walkCfg(c, []int32{0}, sc)
 	}
-	if g.walkMem.Load()+r.mem > g.opts.maxCacheBytes() {
+	if sc.over || g.walkMem.Load()+r.mem > g.opts.maxCacheBytes() {
 		return r
 	}
 	if ds.walk.CompareAndSwap(nil, r) {
@@ -488,7 +518,7 @@ func (g *Grammar) abstractWalk(a *automaton, s int32, sc *walkScratch) *absRes {
 		return r
 	}
 	r := walkAbstract(a, as, g.vocab.getTrie(), g.vocab.MaskWords(), sc)
-	if a.memBytes.Load()+r.mem < g.opts.maxCacheBytes() {
+	if !sc.over && a.memBytes.Load()+r.mem < g.opts.maxCacheBytes() {
 		if ads.absWalk.CompareAndSwap(nil, r) {
 			a.memBytes.Add(r.mem)
 		}
@@ -605,6 +635,9 @@ func (g *Grammar) levelIndexed(pops []int32, ix *popIndex, pass func(int) bool, 
 		col := int(g.cls[b])
 		v := atomic.LoadInt32(&row[col])
 		if v == tUnknown {
+			if sc.overBudget() {
+				break
+			}
 			v = g.cfgStepSlow(c>>pfShift, col)
 		}
 		if v < 0 {
@@ -669,7 +702,7 @@ func (g *Grammar) levelNext(pops []int32, owner *walkRes, r int32, sc *walkScrat
 	} else {
 		nr = g.walkCfg(c, pops, sc)
 	}
-	if g.walkMem.Load()+nr.mem > g.opts.maxCacheBytes() {
+	if sc.over || g.walkMem.Load()+nr.mem > g.opts.maxCacheBytes() {
 		return nr
 	}
 	v, loaded := g.levels.LoadOrStore(k, nr)

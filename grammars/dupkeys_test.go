@@ -1,0 +1,134 @@
+package grammars
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand"
+	"testing"
+)
+
+// repeatedKey returns a key that an object of doc holds twice, or "".
+func repeatedKey(tb testing.TB, doc []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	type level struct {
+		obj    bool
+		keys   map[string]bool
+		expect bool
+	}
+	var st []*level
+	for {
+		tk, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if n := len(st); n > 0 && st[n-1].obj && st[n-1].expect {
+			if k, ok := tk.(string); ok {
+				if st[n-1].keys[k] {
+					return k
+				}
+				st[n-1].keys[k] = true
+				st[n-1].expect = false
+				continue
+			}
+		}
+		if n := len(st); n > 0 && st[n-1].obj {
+			st[n-1].expect = true
+		}
+		switch tk {
+		case json.Delim('{'):
+			st = append(st, &level{obj: true, keys: map[string]bool{}, expect: true})
+		case json.Delim('['):
+			st = append(st, &level{})
+		case json.Delim('}'), json.Delim(']'):
+			st = st[:len(st)-1]
+			if n := len(st); n > 0 && st[n-1].obj {
+				st[n-1].expect = true
+			}
+		}
+	}
+}
+
+// dupVocab: single bytes and tokens that close keys, spell whole keys or two of them.
+func dupVocab(tb testing.TB) *Vocab {
+	var toks [][]byte
+	for b := 0; b < 256; b++ {
+		toks = append(toks, []byte{byte(b)})
+	}
+	for _, s := range []string{`"a"`, `"ab"`, `a"`, `b": `, `", "`, `"}`, `{"a": 1, "a"`, `, "a": `, `"a": 2, "a": `, `{"b": {"a": 1}, "a"`, `""`, `"": `, `1, "`, `}, "a"`} {
+		toks = append(toks, []byte(s))
+	}
+	special := make([]bool, len(toks)+1)
+	toks = append(toks, nil)
+	special[len(toks)-1] = true
+	v, err := NewVocab(toks, special, int32(len(toks)-1), len(toks)+10)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
+}
+
+// TestNoDuplicateKeys: under patternProperties and additionalProperties no generation
+// writes a key twice in one object; the mask agrees with Accept at every step
+// (checkMask), also for tokens that close a key, spell one whole or spell two.
+func TestNoDuplicateKeys(t *testing.T) {
+	v := dupVocab(t)
+	c := NewCompiler(v, Options{})
+	for _, schema := range []string{
+		`{"type":"object","patternProperties":{"^[ab]*$":{"type":"integer","minimum":1,"maximum":2}},"additionalProperties":false}`,
+		`{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"enum":[1,2]},"maxProperties":3}}`,
+		`{"type":"object","properties":{"b":{"type":"object"}},"patternProperties":{"^a":{"enum":[1,2]}},"additionalProperties":{"type":"integer"}}`,
+	} {
+		g, err := c.JSONSchema([]byte(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewSource(7))
+		finished := 0
+		for w := 0; w < 40; w++ {
+			m := g.NewMatcher()
+			out, ended := randomWalk(t, m, rng, 60, true)
+			if k := repeatedKey(t, out); k != "" {
+				t.Fatalf("%s: generated %s, key %q twice", schema, out, k)
+			}
+			if ended {
+				finished++
+			}
+		}
+		if finished < 5 {
+			t.Errorf("%s: %d of 40 walks finished", schema, finished)
+		}
+		// a document with a repeated extra key is refused at the token that repeats it
+		doc := `{"a": 1, "a": 2}`
+		if ok, why := runDoc(t, g, doc, true); ok {
+			t.Errorf("%s: %s accepted", schema, doc)
+		} else if why == "" {
+			t.Errorf("no reason")
+		}
+	}
+	// rollback restores the key sets
+	g, _ := c.JSONSchema([]byte(`{"type":"object","additionalProperties":{"enum":[1,2]}}`))
+	m := g.NewMatcher()
+	feed := func(s string) error {
+		for _, b := range []byte(s) {
+			if err := m.Accept(int32(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := feed(`{"a": 1, "a`); err != nil {
+		t.Fatal(err)
+	}
+	if feed(`"`) == nil {
+		t.Fatal(`repeated key "a" accepted`)
+	}
+	if err := m.Rollback(9); err != nil { // back to `{"`
+		t.Fatal(err)
+	}
+	if err := feed(`b": 1, "a": 2, "`); err != nil {
+		t.Fatal(err)
+	}
+	if feed(`b"`) == nil {
+		t.Fatal(`repeated key "b" accepted after rollback`)
+	}
+}
