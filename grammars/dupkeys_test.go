@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand"
+	"strconv"
 	"testing"
 )
 
-// repeatedKey returns a key that an object of doc holds twice, or "".
+// repeatedKey returns a key that an object of doc holds twice (quoted), or "".
 func repeatedKey(tb testing.TB, doc []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	type level struct {
@@ -24,7 +25,7 @@ func repeatedKey(tb testing.TB, doc []byte) string {
 		if n := len(st); n > 0 && st[n-1].obj && st[n-1].expect {
 			if k, ok := tk.(string); ok {
 				if st[n-1].keys[k] {
-					return k
+					return strconv.Quote(k)
 				}
 				st[n-1].keys[k] = true
 				st[n-1].expect = false
@@ -88,7 +89,7 @@ func TestNoDuplicateKeys(t *testing.T) {
 			m := g.NewMatcher()
 			out, ended := randomWalk(t, m, rng, 60, true)
 			if k := repeatedKey(t, out); k != "" {
-				t.Fatalf("%s: generated %s, key %q twice", schema, out, k)
+				t.Fatalf("%s: generated %s, key %s twice", schema, out, k)
 			}
 			if ended {
 				finished++
@@ -131,4 +132,42 @@ func TestNoDuplicateKeys(t *testing.T) {
 	if feed(`b"`) == nil {
 		t.Fatal(`repeated key "b" accepted after rollback`)
 	}
+}
+
+// FuzzKeyScan: feeding a JSON document in chunks, keyScan finds a repeated key (in the
+// chunk that completes it, without changing its state) exactly when encoding/json's
+// token stream shows one.
+func FuzzKeyScan(f *testing.F) {
+	for _, s := range []string{`{"a": 1, "a": 2}`, `{"a": {"a": 1}, "b": [{"a": 1, "b": 2}], "c": "\"a\""}`, `[{"": 1, "": 2}]`,
+		`{"a\"b": 1, "a\\"b": 2, "a\"b": 3}`, `{"x": {}, "y": [], "x": null}`, `{"k": "}", "k": 0}`} {
+		f.Add([]byte(s), uint64(0x1234567))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte, cuts uint64) {
+		if !json.Valid(doc) {
+			return
+		}
+		want := repeatedKey(t, doc) != ""
+		var k, tmp keyScan
+		got := false
+		for p := 0; p < len(doc); {
+			n := 1 + int(cuts%7)
+			cuts = cuts/7 + cuts<<59
+			chunk := doc[p:min(p+n, len(doc))]
+			before := len(k.objs)
+			if k.wouldRepeat(chunk, &tmp) {
+				if len(k.objs) != before {
+					t.Fatal("wouldRepeat changed the state")
+				}
+				got = true
+				break
+			}
+			if !k.feed(chunk) {
+				t.Fatalf("feed found a repeat wouldRepeat missed in %q", chunk)
+			}
+			p += len(chunk)
+		}
+		if got != want {
+			t.Fatalf("%s: keyScan repeat %v, encoding/json %v", doc, got, want)
+		}
+	})
 }

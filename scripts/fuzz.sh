@@ -15,7 +15,7 @@ for spec in \
   ir:FuzzParse \
   quant:FuzzE4M3 quant:FuzzE2M1 quant:FuzzDequantFP4 quant:FuzzPackUnpack \
   engram:FuzzHash \
-  grammars:FuzzRegex grammars:FuzzEBNF grammars:FuzzJSONSchema \
+  grammars:FuzzRegex grammars:FuzzEBNF grammars:FuzzJSONSchema grammars:FuzzKeyScan \
   sim:FuzzWorkload targets/cost:FuzzReadTable; do
   pkg=${spec%%:*}; fn=${spec##*:}
   echo "== $pkg $fn (${secs}s)"
