@@ -27,8 +27,11 @@
 // # Front ends
 //
 // Regex: RE2 syntax (regexp/syntax), \d \w \s included; the whole output must match.
-// Lookarounds, backreferences, word boundaries and anchors inside the pattern get an
-// error that names the construct.
+// Anchors anywhere hold as in RE2 (an alternative whose ^ follows input, or whose $
+// precedes it, matches nothing). Lookarounds, backreferences, word boundaries and an
+// anchor inside a group repeated more than once get an error that names the construct;
+// in a JSON Schema every pattern is translated when the schema compiles, so the error
+// comes from the compiler, never from a later mask.
 //
 // JSON Schema: loaded and validated by santhosh-tekuri/jsonschema (any draft; 2020-12
 // by default). Types, properties, required, additionalProperties, patternProperties,
