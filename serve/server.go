@@ -46,6 +46,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// Log receives one line per request (nil: none).
 	Log io.Writer
+	// Spec turns on speculative decoding (vm.Engine.Spec).
+	Spec *vm.Speculation
 }
 
 // Server is an OpenAI-compatible server on one engine.
@@ -84,7 +86,7 @@ func New(o Options) (*Server, error) {
 		o.MaxModelLen = pos
 	}
 	s := &Server{o: o, created: time.Now().Unix()}
-	s.eng = &vm.Engine{M: o.Machine, MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxNumSeqs}
+	s.eng = &vm.Engine{M: o.Machine, MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxNumSeqs, Spec: o.Spec}
 	s.live = s.eng.Start(o.MaxQueue)
 	s.m = newMetrics(s.eng, float64(o.MaxNumSeqs)*float64(o.MaxModelLen))
 	s.stopCtx, s.stopAll = context.WithCancel(context.Background())

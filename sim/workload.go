@@ -226,3 +226,6 @@ func (w *Workload) MeanAccepted() float64 {
 	}
 	return m
 }
+
+// Check validates a workload changed after it was read (a measured acceptance put in).
+func (w *Workload) Check() error { return w.check() }

@@ -28,6 +28,12 @@ type Speculation struct {
 	Varlen bool
 	// Threshold is varlen's cut (DEEPINFER_MTP_CONFIDENCE_THRESHOLD, default 0.5).
 	Threshold float64
+	// Exact makes sampled requests accept a draft only when it is the token plain
+	// sampling draws at its position (the same row, parameters and uniform), so their
+	// output is plain decoding's seed for seed; otherwise they use rejection sampling,
+	// which accepts more often and keeps only the distribution. Batch-invariant mode
+	// sets it.
+	Exact bool
 	// Override, when set, replaces the drafter's proposal for a request (tests drive
 	// the verifier with known continuations): it gets the request, its generated
 	// tokens so far (the last one is the group's first row) and the drafter's tokens,
@@ -90,15 +96,15 @@ func (s *Speculation) draftLength(conf []float32, cap int) int {
 
 // SpecStats are the engine's speculation counters.
 type SpecStats struct {
-	Groups     int64   // verify groups (one request's drafts in one step)
-	Drafted    int64   // drafts verified
-	Accepted   int64   // drafts accepted
-	Committed  int64   // tokens the groups committed (accepted drafts plus one each)
-	Hist       []int64 // Hist[k]: groups that accepted exactly k drafts
-	VerifyRows int64   // rows the verify groups ran
-	ReplayRows int64   // rows run again to rebuild state after a partial acceptance
-	DraftRows  int64   // rows the drafter ran
-	DraftSteps int64
+	Groups     int64   `json:"groups"`      // verify groups (one request's drafts in one step)
+	Drafted    int64   `json:"drafted"`     // drafts verified
+	Accepted   int64   `json:"accepted"`    // drafts accepted
+	Committed  int64   `json:"committed"`   // tokens the groups committed (accepted drafts plus one each)
+	Hist       []int64 `json:"histogram"`   // Hist[k]: groups that accepted exactly k drafts
+	VerifyRows int64   `json:"verify_rows"` // rows the verify groups ran
+	ReplayRows int64   `json:"replay_rows"` // rows run again to rebuild state after a partial acceptance
+	DraftRows  int64   `json:"draft_rows"`  // rows the drafter ran
+	DraftSteps int64   `json:"draft_steps"`
 }
 
 // TokensPerGroup is the tokens a verify group commits on average.
@@ -167,12 +173,27 @@ func (e *Engine) verify(a *active, c Chunk, o Output) (bool, int) {
 	n := len(drafts)
 	var k int
 	var committed []int32
-	if r.Sampling.Temperature == 0 {
+	switch {
+	case r.Sampling.Temperature == 0:
 		for k < n && drafts[k] == o.Tokens[k] {
 			k++
 		}
 		committed = o.Tokens[:k+1]
-	} else {
+	case e.Spec.Exact:
+		// each row's token drawn as plain sampling draws it at that index
+		p := sampling.Params{Temperature: r.Sampling.Temperature, TopP: r.Sampling.TopP, TopK: r.Sampling.TopK}
+		var sc sampling.Scratch
+		base := len(a.res.Tokens)
+		for i := 0; i <= n; i++ {
+			p.U = sampling.Uniform(r.Sampling.Seed, base+i, sampling.StreamSample)
+			tok := int32(sampling.Row(o.Logits[i], p, nil, &sc))
+			committed = append(committed, tok)
+			if i == n || drafts[i] != tok {
+				break
+			}
+			k++
+		}
+	default:
 		p := sampling.Params{Temperature: r.Sampling.Temperature, TopP: r.Sampling.TopP, TopK: r.Sampling.TopK}
 		var sc sampling.Scratch
 		target := make([][]float64, n+1)

@@ -26,9 +26,9 @@ func chooseTokenizer(p *plan.Plan, modelDir, tokDir string) (tokenizer.Tokenizer
 	return loadBPE(modelDir, tokDir)
 }
 
-func runBatch(m *vm.Machine, tok tokenizer.Tokenizer, input, output string, maxTokens, batchTokens, seqs int, stderr io.Writer) error {
+func runBatch(m *vm.Machine, tok tokenizer.Tokenizer, input, output string, maxTokens, batchTokens, seqs int, spec *vm.Speculation, specStats string, stderr io.Writer) error {
 	opts := batch.Options{Input: input, Output: output, Machine: m, Tokenizer: tok, ModelName: m.Plan.ModelType,
-		DefaultMaxTokens: maxTokens, MaxBatchTokens: batchTokens, MaxSeqs: seqs}
+		DefaultMaxTokens: maxTokens, MaxBatchTokens: batchTokens, MaxSeqs: seqs, Spec: spec}
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.Progress = &bar{w: stderr}
 	}
@@ -42,6 +42,12 @@ func runBatch(m *vm.Machine, tok tokenizer.Tokenizer, input, output string, maxT
 	fmt.Fprintf(stderr, "batch: %d lines: %d ok, %d errors, %d already done; %d tokens in, %d out; %.1f output tokens/s; wall %s\n",
 		sum.Lines, sum.OK, sum.Errors, sum.Skipped, sum.TokensIn, sum.TokensOut,
 		float64(sum.TokensOut)/sum.Wall.Seconds(), sum.Wall.Round(time.Millisecond))
+	if line := specSummary(sum.Spec); line != "" {
+		fmt.Fprintln(stderr, "batch: "+line)
+	}
+	if err := writeSpecStats(specStats, sum.Spec); err != nil {
+		return err
+	}
 	if sum.Errors > 0 {
 		return fmt.Errorf("%d of %d lines failed; their error lines are in %s", sum.Errors, sum.Lines, output)
 	}

@@ -6,6 +6,7 @@ package main
 
 import (
 	"deepinfer/internal/cli"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -105,10 +106,71 @@ func loadMachine(planPath, modelDir string) (*vm.Machine, error) {
 // openPlan reads a plan, loads its weights (from modelDir, else $DEEPINFER_HF_MODEL_DIR
 // for checkpoint plans) and opens it on its target for steps of up to maxTokens tokens.
 // It says on stderr where a device runtime runs it.
-func openPlan(path, modelDir string, maxTokens int) (*plan.Plan, *vm.Machine, string, error) {
+// serving is how the engine runs a plan: batch-invariant mode and speculation, from
+// the plan's deploy spec with the environment over it.
+type serving struct {
+	invariant bool
+	spec      *vm.Speculation
+}
+
+// servingConfig reads DEEPINFER_BATCH_INVARIANT and the speculation variables
+// (vm.SpeculationFromEnv) over the plan's deploy spec (batch_invariant, speculative).
+// Speculation runs only on plans with a DSpark draft program.
+func servingConfig(p *plan.Plan, getenv func(string) string) (serving, error) {
+	var sc serving
+	var dep struct {
+		BatchInvariant bool `json:"batch_invariant"`
+		Speculative    struct {
+			NumSpeculativeTokens *int `json:"num_speculative_tokens"`
+			Varlen               bool `json:"varlen"`
+		} `json:"speculative"`
+	}
+	if p.Deployment != nil && p.Deployment.Spec != "" {
+		if err := json.Unmarshal([]byte(p.Deployment.Spec), &dep); err != nil {
+			return sc, fmt.Errorf("plan's deploy spec: %w", err)
+		}
+	}
+	sc.invariant = dep.BatchInvariant
+	switch v := getenv("DEEPINFER_BATCH_INVARIANT"); v {
+	case "":
+	case "1", "true":
+		sc.invariant = true
+	case "0", "false":
+		sc.invariant = false
+	default:
+		return sc, fmt.Errorf("DEEPINFER_BATCH_INVARIANT=%q: want 0 or 1", v)
+	}
+	env := func(k string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		switch {
+		case k == "DEEPINFER_USE_NEXTN_DECODE" && dep.Speculative.NumSpeculativeTokens != nil:
+			return strconv.Itoa(*dep.Speculative.NumSpeculativeTokens)
+		case k == "DEEPINFER_ENABLE_MTP_VARLEN" && dep.Speculative.Varlen:
+			return "1"
+		}
+		return ""
+	}
+	spec, err := vm.SpeculationFromEnv(env)
+	if err != nil {
+		return sc, err
+	}
+	if p.Model.DSpark != nil && spec != nil {
+		spec.Exact = sc.invariant
+		sc.spec = spec
+	}
+	return sc, nil
+}
+
+func openPlan(path, modelDir string, maxTokens int) (*plan.Plan, *vm.Machine, string, serving, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", serving{}, err
+	}
+	sc, err := servingConfig(p, os.Getenv)
+	if err != nil {
+		return nil, nil, "", serving{}, err
 	}
 	dir := modelDir
 	if dir == "" && p.Source.Kind == plan.SourceCheckpoint {
@@ -116,17 +178,44 @@ func openPlan(path, modelDir string, maxTokens int) (*plan.Plan, *vm.Machine, st
 	}
 	w, err := vm.LoadWeights(p, dir)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", sc, err
 	}
 	start := time.Now()
-	m, err := vm.Load(p, w, targets.Options{MaxTokens: maxTokens})
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: maxTokens, Invariant: sc.invariant})
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", sc, err
 	}
 	if d := m.Describe(); d != "" {
 		fmt.Fprintf(os.Stderr, "divm: %s; start-up %s\n", d, time.Since(start).Round(time.Millisecond))
 	}
-	return p, m, dir, nil
+	return p, m, dir, sc, nil
+}
+
+// specSummary is the speculation line of a run's summary ("" without speculation).
+func specSummary(s vm.SpecStats) string {
+	if s.Groups == 0 {
+		return ""
+	}
+	return fmt.Sprintf("speculation: %d verify groups, %d of %d drafts accepted, accepted-length histogram %v, %.2f tokens per group, %.2f target rows per committed token (verify + rebuild; plain decoding: 1), %d draft steps",
+		s.Groups, s.Accepted, s.Drafted, s.Hist, s.TokensPerGroup(), s.RowsPerToken(), s.DraftSteps)
+}
+
+// writeSpecStats writes the speculation counters as JSON, with the accepted-length
+// distribution under "acceptance" (divm simulate --acceptance reads it).
+func writeSpecStats(path string, s vm.SpecStats) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(struct {
+		Acceptance []float64 `json:"acceptance"`
+		vm.SpecStats
+		TokensPerGroup float64 `json:"tokens_per_group"`
+		RowsPerToken   float64 `json:"rows_per_token"`
+	}{s.Acceptance(), s, s.TokensPerGroup(), s.RowsPerToken()}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 func runCmd(args []string, stdout io.Writer) error {
@@ -144,6 +233,7 @@ func runCmd(args []string, stdout io.Writer) error {
 	tokDir := fs.String("tokenizer", "", "directory with tokenizer.json (default: the model dir's, then the fetched one)")
 	batchTokens := fs.Int("max-batch-tokens", 2048, "tokens per engine step (chunked prefill budget)")
 	seqs := fs.Int("max-seqs", 64, "sequences running at once")
+	specStats := fs.String("spec-stats", "", "write the speculation counters (and the accepted-length distribution for divm simulate --acceptance) as JSON here")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -163,7 +253,7 @@ func runCmd(args []string, stdout io.Writer) error {
 	if *maxTokens < 1 || *batchTokens < 1 || *seqs < 1 {
 		return usageError{Err: fmt.Errorf("--max-tokens, --max-batch-tokens and --max-seqs must be positive")}
 	}
-	p, m, dir, err := openPlan(pos[0], *model, *batchTokens)
+	p, m, dir, sc, err := openPlan(pos[0], *model, *batchTokens)
 	if err != nil {
 		return err
 	}
@@ -177,7 +267,7 @@ func runCmd(args []string, stdout io.Writer) error {
 		if !flagSet(fs, "max-tokens") {
 			mt = 256
 		}
-		return runBatch(m, tk, *input, *output, mt, *batchTokens, *seqs, os.Stderr)
+		return runBatch(m, tk, *input, *output, mt, *batchTokens, *seqs, sc.spec, *specStats, os.Stderr)
 	}
 	tok, err := chooseTokenizer(p, dir, *tokDir)
 	if err != nil && *prompt != "" {
@@ -193,7 +283,8 @@ func runCmd(args []string, stdout io.Writer) error {
 		Sampling: vm.Sampling{Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
 	start := time.Now()
 	var res vm.Result
-	(&vm.Engine{M: m}).Run([]vm.Request{req}, func(r vm.Result) { res = r })
+	eng := &vm.Engine{M: m, Spec: sc.spec}
+	eng.Run([]vm.Request{req}, func(r vm.Result) { res = r })
 	if res.Err != nil {
 		return res.Err
 	}
@@ -207,7 +298,10 @@ func runCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "finish: %s; %d prompt + %d generated tokens in %s (%.1f tokens/s)\n",
 		res.Finish, len(ids), len(res.Tokens), el.Round(time.Microsecond), float64(len(ids)+len(res.Tokens))/el.Seconds())
-	return nil
+	if line := specSummary(eng.SpecStats()); line != "" {
+		fmt.Fprintln(stdout, line)
+	}
+	return writeSpecStats(*specStats, eng.SpecStats())
 }
 
 func evalCmd(args []string, stdout io.Writer) error {

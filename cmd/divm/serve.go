@@ -42,7 +42,7 @@ func serveCmd(args []string, stdout io.Writer) error {
 	if *seqs < 1 || *batchTokens < 1 || *maxLen < 0 || *queue < 0 || *defMax < 1 || *port < 0 || *port > 65535 {
 		return usageError{Err: fmt.Errorf("--max-num-seqs, --max-num-batched-tokens and --default-max-tokens must be positive, --port in [0, 65535]")}
 	}
-	p, m, dir, err := openPlan(pos[0], *model, *batchTokens)
+	p, m, dir, sc, err := openPlan(pos[0], *model, *batchTokens)
 	if err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func serveCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	o := serve.Options{Machine: m, Tokenizer: tok, ModelName: *name, MaxNumSeqs: *seqs, MaxBatchTokens: *batchTokens,
-		MaxQueue: *queue, MaxModelLen: *maxLen, DefaultMaxTokens: *defMax}
+		MaxQueue: *queue, MaxModelLen: *maxLen, DefaultMaxTokens: *defMax, Spec: sc.spec}
 	if o.ModelName == "" {
 		o.ModelName = p.ModelType
 	}

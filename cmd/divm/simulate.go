@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -18,12 +19,13 @@ func simulateCmd(args []string, w io.Writer) error {
 	workload := fs.String("workload", "", "workload file (YAML/JSON) or inline key=value,... (see docs/simulate.md)")
 	trace := fs.String("trace", "", "write a Chrome/Perfetto trace here")
 	plots := fs.String("plots", "", "write time-per-layer and roofline plots (PNG and SVG) into this directory")
+	acceptance := fs.String("acceptance", "", "speculation counters written by divm run --spec-stats: their measured accepted-length distribution replaces the workload's acceptance")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || *workload == "" {
-		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--trace FILE] [--plots DIR]")}
+		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--acceptance STATS] [--trace FILE] [--plots DIR]")}
 	}
 	start := time.Now()
 	p, err := plan.ReadFile(pos[0])
@@ -33,6 +35,14 @@ func simulateCmd(args []string, w io.Writer) error {
 	wl, err := sim.ReadWorkload(*workload)
 	if err != nil {
 		return err
+	}
+	if *acceptance != "" {
+		if wl.Acceptance, err = readAcceptance(*acceptance); err != nil {
+			return err
+		}
+		if err := wl.Check(); err != nil {
+			return fmt.Errorf("%s: %w", *acceptance, err)
+		}
 	}
 	m, err := cost.For(p.Target)
 	if err != nil {
@@ -63,4 +73,23 @@ func simulateCmd(args []string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "(simulation took %s of wall time)\n", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// readAcceptance reads the accepted-length distribution from a divm run --spec-stats
+// file.
+func readAcceptance(path string) ([]float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st struct {
+		Acceptance []float64 `json:"acceptance"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(st.Acceptance) == 0 {
+		return nil, fmt.Errorf("%s: no accepted-length distribution (no verify group ran)", path)
+	}
+	return st.Acceptance, nil
 }

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 
-	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"deepinfer/ir"
@@ -62,16 +61,41 @@ func (e *errOnce) get() error {
 	return e.err
 }
 
-// gemmNT computes c[m,n] = a[m,k]·b[n,k]ᵀ with row strides lda, ldb, ldc.
+// gemmNT computes c[m,n] = a[m,k]·b[n,k]ᵀ with row strides lda, ldb, ldc. Every
+// output is summed in one order whatever m and n are, so a row's result does not
+// depend on the rows beside it (batch invariance): the reduction in blocks of
+// gemmBlock, each a vectorized dot product (gonum's), added in order from zero — the
+// order gonum's own parallel sgemm uses, which it would switch for a single running
+// dot product on small shapes.
 func gemmNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
-	blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-		blas32.General{Rows: m, Cols: k, Stride: lda, Data: a},
-		blas32.General{Rows: n, Cols: k, Stride: ldb, Data: b},
-		0, blas32.General{Rows: m, Cols: n, Stride: ldc, Data: c})
+	row := func(i int, lo, hi int) {
+		ai := a[i*lda : i*lda+k]
+		for j := lo; j < hi; j++ {
+			bj := b[j*ldb : j*ldb+k]
+			var s float32
+			for l := 0; l < k; l += gemmBlock {
+				e := min(l+gemmBlock, k)
+				s += blas32.Dot(blas32.Vector{N: e - l, Inc: 1, Data: ai[l:e]}, blas32.Vector{N: e - l, Inc: 1, Data: bj[l:e]})
+			}
+			c[i*ldc+j] = s
+		}
+	}
+	if m == 1 {
+		parallelFor(n, k, func(lo, hi int) { row(0, lo, hi) })
+		return
+	}
+	parallelFor(m, n*k, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row(i, 0, n)
+		}
+	})
 }
+
+// gemmBlock is gemmNT's reduction block (gonum's sgemm block size).
+const gemmBlock = 64
 
 func newLinear(args, _ []ir.Type, _ ir.Attrs) (Kernel, error) {
 	out, in := int(args[1].Shape[0].N), int(args[1].Shape[1].N)

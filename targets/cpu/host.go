@@ -32,8 +32,10 @@ type Seq struct {
 	Pos   int // position of its first new token
 	State *kvstate.Seq
 	// Decode: every row is a decode row (targets.SeqIn.Decode); RowOrders: every row
-	// is summed in a one-row step's order (Decode, or batch-invariant mode).
-	Decode, RowOrders bool
+	// is summed in a one-row step's order (Decode, or batch-invariant mode);
+	// Invariant: batch-invariant mode, where a prompt from position 0 in one step is
+	// computed as the same prompt in chunks would be.
+	Decode, RowOrders, Invariant bool
 }
 
 // Step is the batch a program runs on: all sequences' new tokens packed row-wise.

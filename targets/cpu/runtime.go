@@ -343,7 +343,7 @@ func (rt *hostRuntime) Step(in *targets.StepIn, out *targets.StepOut) error {
 		// a one-row step after position 0 is a decode row unless the VM says what it is
 		// (batch-invariant mode never guesses: a one-row prompt chunk stays a prompt row)
 		decode := s.Decode || (!rt.invariant && s.N == 1 && s.Pos > 0)
-		st.Seqs = append(st.Seqs, Seq{Row: row, N: s.N, Pos: s.Pos, State: cs.seq, Decode: decode, RowOrders: decode || rt.invariant})
+		st.Seqs = append(st.Seqs, Seq{Row: row, N: s.N, Pos: s.Pos, State: cs.seq, Decode: decode, RowOrders: decode || rt.invariant, Invariant: rt.invariant})
 		for j := 0; j < s.N; j++ {
 			st.Positions = append(st.Positions, int32(s.Pos+j))
 		}

@@ -71,7 +71,8 @@ func sigmoidAt(x float32, i, n int) float32 {
 
 // seqRows gives, for each of a step's n rows, the first row of its sequence and that
 // sequence's row count — so that an elementwise op's vector/tail split follows each
-// sequence alone, as the reference (one sequence per call) has it. Rows that are not
+// sequence alone, as the reference (one sequence per call) has it, or each row alone in
+// row-order mode (Seq.RowOrders). Rows that are not
 // the step's tokens (n ≠ T) count as one sequence.
 func seqRows(s *Step, n int) (first, rows []int) {
 	first, rows = make([]int, n), make([]int, n)
@@ -88,6 +89,9 @@ func seqRows(s *Step, n int) (first, rows []int) {
 	for _, q := range s.Seqs {
 		for i := q.Row; i < q.Row+q.N; i++ {
 			first[i], rows[i] = q.Row, q.N
+			if q.RowOrders { // each row as in a one-row step
+				first[i], rows[i] = i, 1
+			}
 		}
 	}
 	return first, rows

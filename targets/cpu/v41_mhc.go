@@ -32,9 +32,10 @@ func newHCMixAny(args, res []ir.Type, a ir.Attrs) (Kernel, error) {
 			v.linearRows(K, m, streams[v.row*K:(v.row+v.n)*K], fn, mixes[v.row*m:(v.row+v.n)*m])
 		}
 		for _, v := range views(s, keep) {
+			rows := v.orderRows() // the sigmoid's vector/tail split follows them
 			for t := v.row; t < v.row+v.n; t++ {
 				mixRow41(streams[t*K:(t+1)*K], mixes[t*m:(t+1)*m], sq, normEps, scale, base, n, iters, eps,
-					pre[t*n:(t+1)*n], post[t*n:(t+1)*n], comb[t*n*n:(t+1)*n*n], (t-v.row)*n < vecTail(v.n*n))
+					pre[t*n:(t+1)*n], post[t*n:(t+1)*n], comb[t*n*n:(t+1)*n*n], (t-v.row)%rows*n < vecTail(rows*n))
 			}
 		}
 		return nil

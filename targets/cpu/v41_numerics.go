@@ -56,7 +56,9 @@ func (v *seqView) bf16Rows(g, in, out int, x, w, y []float32) {
 
 // views lists the step's sequences; keep > 0 restricts each to its last keep rows. A
 // view is fromZero when it is a whole prefill starting at position 0 (the reference's
-// start_pos == 0 path, whose index lists this target reproduces exactly).
+// start_pos == 0 path, whose index lists this target reproduces exactly) — never in
+// batch-invariant mode, where a prompt is computed the same whether it comes whole or
+// in chunks.
 func views(s *Step, keep int) []seqView {
 	out := make([]seqView, len(s.Seqs))
 	row := 0
@@ -65,7 +67,7 @@ func views(s *Step, keep int) []seqView {
 		if keep > 0 && n > keep {
 			n = keep
 		}
-		out[i] = seqView{row: row, n: n, pos: q.Pos + q.N - n, full: q.N, fromZero: q.Pos == 0 && n == q.N, decode: q.Decode, rowOrders: q.RowOrders, st: q.State}
+		out[i] = seqView{row: row, n: n, pos: q.Pos + q.N - n, full: q.N, fromZero: q.Pos == 0 && n == q.N && !q.Invariant, decode: q.Decode, rowOrders: q.RowOrders, st: q.State}
 		if keep <= 0 {
 			out[i].row = q.Row
 		}

@@ -31,6 +31,8 @@ type Options struct {
 	Progress Progress
 	// Grammars compiles response_format constraints; nil refuses them.
 	Grammars *grammars.Compiler
+	// Spec turns on speculative decoding (vm.Engine.Spec).
+	Spec *vm.Speculation
 }
 
 // Progress receives updates while the batch runs.
@@ -49,6 +51,8 @@ type Summary struct {
 	TokensIn  int
 	TokensOut int
 	Wall      time.Duration
+	// Spec is the engine's speculation counters (zero without speculation).
+	Spec vm.SpecStats
 }
 
 // job is a line on its way through the engine: its choices' results as they finish.
@@ -153,7 +157,7 @@ func Run(opts Options) (Summary, error) {
 	if opts.Progress != nil {
 		opts.Progress.Start(len(reqs))
 	}
-	eng := &vm.Engine{M: opts.Machine, MaxBatchTokens: opts.MaxBatchTokens, MaxSeqs: opts.MaxSeqs}
+	eng := &vm.Engine{M: opts.Machine, MaxBatchTokens: opts.MaxBatchTokens, MaxSeqs: opts.MaxSeqs, Spec: opts.Spec}
 	finished := 0
 	var werr error
 	eng.Run(reqs, func(res vm.Result) {
@@ -192,6 +196,7 @@ func Run(opts Options) (Summary, error) {
 		opts.Progress.Finish()
 	}
 	sum.Wall = time.Since(start)
+	sum.Spec = eng.SpecStats()
 	return sum, werr
 }
 

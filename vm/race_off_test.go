@@ -1,0 +1,5 @@
+//go:build !race
+
+package vm_test
+
+const raceOn = false
