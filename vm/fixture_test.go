@@ -32,7 +32,7 @@ func compileAndLoad(t *testing.T, opts compiler.Options) *vm.Machine {
 }
 
 // compileAndLoadWith is compileAndLoad with runtime options (batch-invariant mode).
-func compileAndLoadWith(t *testing.T, opts compiler.Options, ro targets.Options) *vm.Machine {
+func compileAndLoadWith(t testing.TB, opts compiler.Options, ro targets.Options) *vm.Machine {
 	t.Helper()
 	opts.Verify = true
 	if opts.Target == "" {

@@ -14,7 +14,7 @@ import (
 
 // invariantPool is a mix of requests over a fixture's prompts: whole prompts and
 // prefixes of them, greedy and sampled (each with its own seed and cuts).
-func invariantPool(t *testing.T, dir string, n, maxPrompt int) []vm.Request {
+func invariantPool(t testing.TB, dir string, n, maxPrompt int) []vm.Request {
 	t.Helper()
 	base := specRequests(t, dir, 8)
 	var pool []vm.Request

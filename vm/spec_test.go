@@ -12,7 +12,7 @@ import (
 )
 
 // specRequests are the fixture's prompts as greedy requests that keep every logits row.
-func specRequests(t *testing.T, dir string, maxTokens int) []vm.Request {
+func specRequests(t testing.TB, dir string, maxTokens int) []vm.Request {
 	t.Helper()
 	cases, err := vm.ReadCases(filepath.Join(dir, "cases.json"))
 	if err != nil {
