@@ -66,6 +66,12 @@ run() {
 	# the fixtures against DeepSeek's reference logits, and batching, on the GPU
 	check "fixtures vs reference, continuous batching (V4, V4.1)" vm "$root/$out/vm.test" \
 		-test.run 'TestFixtureLogits|TestContinuousBatch|TestFixtureV41|TestV41BatchedEqualsSolo' -target h200 -test.v
+	# DSpark speculation (forced drafts, rollback) and batch-invariant mode on the device
+	check "speculation and batch invariance (cuda runtime)" targets/cuda "$root/$out/cuda.test" -test.run 'TestDevice' -device gpu -test.v
+	check "speculative == plain, batch invariance over 22 schedules" vm "$root/$out/vm.test" \
+		-test.run 'TestSpeculativeGreedyEqualsPlain|TestBatchInvariance' -target h200 -test.v -test.timeout 20m
+	check "cost of batch-invariant mode (medians of 3)" vm "$root/$out/vm.test" \
+		-test.run '^$' -test.bench 'BatchInvariant' -test.count 3 -target h200
 	echo
 	echo "==== summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
 	local fail=0

@@ -66,10 +66,10 @@ type State interface {
 // its content, and the returned function puts it back — every row a later step wrote
 // undone, whatever kind of state it wrote (rings, compressor groups, compressed
 // entries, index keys, Engram history, DSpark rings). The restore function may be
-// called more than once.
+// called more than once; when it fails the state is unusable.
 type SavableState interface {
 	State
-	Save() (restore func(), err error)
+	Save() (restore func() error, err error)
 	// Digest hashes the state's logical content: equal digests, equal values bit for bit.
 	Digest() [32]byte
 }

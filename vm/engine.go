@@ -147,7 +147,7 @@ type active struct {
 	spec    bool
 	prop    *proposal
 	group   []int32
-	restore func()
+	restore func() error
 	// the group verified in this step: drafts and accepted (drafted 0: none)
 	drafted, accepted int
 }

@@ -42,6 +42,12 @@ func Load(p *plan.Plan, w Weights, opts ...targets.Options) (*Machine, error) {
 	if !ok {
 		return nil, fmt.Errorf("plan targets %s, which is %s on this machine, not executed: divm run needs a plan for a target that executes here (compile with --target cpu)", t.Name(), t.Mode())
 	}
+	return LoadOn(p, w, exec, opts...)
+}
+
+// LoadOn is Load on a given executor (a test's emulated device, say) instead of the
+// plan's registered target.
+func LoadOn(p *plan.Plan, w Weights, exec targets.Executor, opts ...targets.Options) (*Machine, error) {
 	if len(w) != len(p.Weights) {
 		return nil, fmt.Errorf("%d weights for a manifest of %d", len(w), len(p.Weights))
 	}
@@ -272,9 +278,9 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 }
 
 // Save records the sequence's state and length for a rollback (speculative decoding):
-// the returned function puts both back. It fails on a runtime whose states cannot be
-// saved.
-func (s *Sequence) Save() (func(), error) {
+// the returned function puts both back (a failed restore leaves the sequence broken).
+// It fails on a runtime whose states cannot be saved.
+func (s *Sequence) Save() (func() error, error) {
 	if s.broken != nil {
 		return nil, s.broken
 	}
@@ -287,9 +293,13 @@ func (s *Sequence) Save() (func(), error) {
 		return nil, err
 	}
 	n := s.len
-	return func() {
-		restore()
+	return func() error {
+		if err := restore(); err != nil {
+			s.broken = fmt.Errorf("rolling back the state: %w", err)
+			return s.broken
+		}
 		s.len = n
+		return nil
 	}, nil
 }
 

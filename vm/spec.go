@@ -234,7 +234,10 @@ func (e *Engine) verify(a *active, c Chunk, o Output) (bool, int) {
 	if k == n {
 		return false, len(c.Tokens)
 	}
-	restore()
+	if err := restore(); err != nil {
+		a.res.Err = fmt.Errorf("speculation: %w", err)
+		return true, len(c.Tokens)
+	}
 	a.stats.heldTokens.Add(-int64(n + 1))
 	return false, k + 1
 }

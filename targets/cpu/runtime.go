@@ -123,7 +123,10 @@ type state struct{ seq *kvstate.Seq }
 func (*state) Release() {}
 
 // Save implements targets.SavableState.
-func (s *state) Save() (func(), error) { return s.seq.Save().Restore, nil }
+func (s *state) Save() (func() error, error) {
+	sv := s.seq.Save()
+	return func() error { sv.Restore(); return nil }, nil
+}
 
 // Digest implements targets.SavableState.
 func (s *state) Digest() [32]byte { return s.seq.Digest() }

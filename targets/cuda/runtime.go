@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"runtime"
 	"time"
@@ -39,6 +40,7 @@ type Runtime struct {
 	arenaBytes int64
 	params     paramBufs
 	seqTab     devptr
+	invariant  bool // batch-invariant mode (targets.Options.Invariant)
 	errFlag    devptr
 	scratch    devptr
 
@@ -164,7 +166,7 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	if len(ws) != len(p.Weights) {
 		return nil, fmt.Errorf("%d weights for a manifest of %d", len(ws), len(p.Weights))
 	}
-	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook}
+	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant}
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -431,7 +433,7 @@ func (rt *Runtime) allocArena(maxT int64) error {
 	}
 	pTok, pPos, pRows := take(4*maxT), take(4*maxT), take(4*maxT)
 	pSample, pMask := take(16*maxT), take(4*maxT*cols)
-	pSeq, pErr := take(32*maxT), take(8)
+	pSeq, pErr := take(40*maxT), take(8) // SeqRec: 5 × i64
 	var slots, scratch int64
 	for _, pr := range rt.progs {
 		pr.slotOff = make([]int64, len(pr.p.Slots))
@@ -569,6 +571,64 @@ func (rt *Runtime) NewState() (targets.State, error) {
 	return s, nil
 }
 
+// SeqRec flags (kernels/prelude.h).
+const (
+	seqDecode    = 1
+	seqRows      = 2
+	seqInvariant = 4
+)
+
+// Save implements targets.SavableState: the whole state block is copied to the host,
+// and the restore copies it back — O(block), where the cpu target copies only the
+// bounded parts (rings, open groups) and truncates the append-only ones.
+func (s *devState) Save() (func() error, error) {
+	rt := s.rt
+	buf, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		if s.mem == 0 || len(buf) == 0 {
+			return nil
+		}
+		var err error
+		rt.w.do(func() {
+			if err = rt.drv.HtoD(s.mem, unsafe.Pointer(unsafe.SliceData(buf)), uint64(len(buf)), rt.stream); err == nil {
+				err = rt.drv.Sync(rt.stream)
+			}
+		})
+		return err
+	}, nil
+}
+
+// Digest implements targets.SavableState: a hash of the state block's raw bytes, so
+// equal digests mean equal states. The converse holds only for states built by steps
+// of the same shapes: a multi-row step leaves dead bytes (open-group slots it did not
+// need) that one-row steps write. A read failure hashes as an empty block.
+func (s *devState) Digest() [32]byte {
+	buf, _ := s.read()
+	return sha256.Sum256(buf)
+}
+
+// read copies the state block to the host.
+func (s *devState) read() ([]byte, error) {
+	rt := s.rt
+	if s.mem == 0 || rt.state.size == 0 {
+		return nil, nil
+	}
+	buf := make([]byte, rt.state.size)
+	var err error
+	rt.w.do(func() {
+		if err = rt.drv.DtoH(unsafe.Pointer(unsafe.SliceData(buf)), s.mem, uint64(len(buf)), rt.stream); err == nil {
+			err = rt.drv.Sync(rt.stream)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the sequence state: %w", err)
+	}
+	return buf, nil
+}
+
 // Release implements targets.State.
 func (s *devState) Release() {
 	if s.mem == 0 || s.rt.closed {
@@ -639,7 +699,19 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 		for j := 0; j < s.N; j++ {
 			h.positions = append(h.positions, int32(s.Pos+j))
 		}
-		h.seqs = append(h.seqs, row, int64(s.N), int64(s.Pos), int64(ds.mem))
+		// the cpu target's rule (targets/cpu Seq.Decode, RowOrders, Invariant)
+		var flags int64
+		decode := s.Decode || (!rt.invariant && s.N == 1 && s.Pos > 0)
+		if decode {
+			flags |= seqDecode
+		}
+		if decode || rt.invariant {
+			flags |= seqRows
+		}
+		if rt.invariant {
+			flags |= seqInvariant
+		}
+		h.seqs = append(h.seqs, row, int64(s.N), int64(s.Pos), int64(ds.mem), flags)
 		row += int64(s.N)
 		if pr.keep > 0 {
 			K += min(int64(s.N), pr.keep)

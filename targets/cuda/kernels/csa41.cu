@@ -79,7 +79,9 @@ DEV float csa_row_val(const unsigned char* row, i64 fmt, i64 g, i64 dim, i64 j) 
 
 struct csa_View {
   i64 row, n, pos;  // the view's first row, rows and first position
-  i64 fromZero;     // a whole prefill from position 0
+  i64 fromZero;     // a whole prefill from position 0 (never in batch-invariant mode)
+  i64 decode;       // every row a decode row
+  i64 orows;        // rows a product is summed over at once: 1 in row-order mode, else n
   i64 spos, sn;     // the sequence's first position and rows in the step
   unsigned char* state;
 };
@@ -97,7 +99,9 @@ DEV bool csa_view_at(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, csa_View* v)
       v->row = r;
       v->n = n;
       v->pos = seqs[q].pos + seqs[q].n - n;
-      v->fromZero = seqs[q].pos == 0 && n == seqs[q].n;
+      v->fromZero = seqs[q].pos == 0 && n == seqs[q].n && !(seqs[q].flags & SEQ_INVARIANT);
+      v->decode = (seqs[q].flags & SEQ_DECODE) != 0;
+      v->orows = (seqs[q].flags & SEQ_ROWS) ? 1 : n;
       v->spos = seqs[q].pos;
       v->sn = seqs[q].n;
       v->state = (unsigned char*)(u64)seqs[q].state;
@@ -193,9 +197,9 @@ DEVM float csa_gonum_dot(X x, W y, i64 k0, i64 n, i64 y0) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// csa_gonum_par: gonum's Sgemm goes parallel (and splits K in blocks of 64) when the
-// output has at least 4 blocks of 64×64.
-DEV bool csa_gonum_par(i64 m, i64 n) { return ((m + 63) / 64) * ((n + 63) / 64) >= 4; }
+// csa_gonum_par: the reduction in blocks of 64, for every shape (cpu: gemmNT, gonum's
+// parallel order fixed for batch invariance).
+DEV bool csa_gonum_par(i64 m, i64 n) { return true; }
 
 // csa_gonum_nt is c[r, j] of gonum's Sgemm(NoTrans, Trans) with alpha 1, beta 0: x is row
 // r of a, y row j of b (of K values; yrow0 the element offset of the row in b).
@@ -257,8 +261,9 @@ KERNEL(csa_compress_proj, csa_CompressArgs) {
     } else {
       FRow xr = {xt};
       WRow g = {a.wgate, c};
-      a.P[it] = mkl_dot(xr, w, v.n, i, a.D, a.d);
-      a.G[it] = mkl_dot(xr, g, v.n, i, a.D, a.d);
+      i64 m = v.orows, r = v.orows == 1 ? 0 : i;
+      a.P[it] = mkl_dot(xr, w, m, r, a.D, a.d);
+      a.G[it] = mkl_dot(xr, g, m, r, a.D, a.d);
     }
   }
 }
@@ -534,7 +539,7 @@ DEV bool csa_emits(const csa_IndexArgs& a, i64 k, i64 p) {
 // (cpu: publishedKeys).
 DEV i64 csa_index_owner(const csa_IndexArgs& a, const csa_View& v, i64 p) {
   i64 src = a.source;
-  if (!v.fromZero && v.n == 1) {
+  if (v.decode) {
     src = -1;
     for (i64 k = a.nowners - 1; k >= 0 && src < 0; k--)
       if (a.owners[3 * k] <= a.layer && csa_emits(a, k, p)) src = a.owners[3 * k];

@@ -52,6 +52,10 @@ DEV bool dense_view(const SeqRec* seqs, i64 nseq, i64 keep, i64 r, i64* first, i
     if (r >= start && r < start + m) {
       *first = start;
       *n = m;
+      if (seqs[q].flags & SEQ_ROWS) {  // each row as in a one-row step
+        *first = r;
+        *n = 1;
+      }
       return true;
     }
     row += m;
@@ -109,8 +113,10 @@ DEVM float dense_dot_unitary(X x, W w, i64 k0, i64 len, i64 yoff) {
   return h0 + h1;
 }
 
-// dense_gonum_par is whether gonum's sgemm goes parallel for an m×n product.
-DEV bool dense_gonum_par(i64 m, i64 n) { return ((m + 63) / 64) * ((n + 63) / 64) >= 4; }
+// dense_gonum_par is whether the reduction is summed in blocks of 64: always, as the cpu
+// target's gemmNT does for every shape (gonum's parallel order, fixed for batch
+// invariance); the arguments name the product for the record.
+DEV bool dense_gonum_par(i64 m, i64 n) { return true; }
 
 // dense_gonum is one output of gonum's sgemm (C = 0, then C += 1·dot, per block of 64 of
 // the reduction when par).

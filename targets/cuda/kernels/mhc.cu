@@ -15,6 +15,10 @@ DEV void mhc_view(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, i64* first, i64
     if (t >= vr && t < vr + vn) {
       *first = vr;
       *n = vn;
+      if (seqs[q].flags & SEQ_ROWS) {  // each row as in a one-row step
+        *first = t;
+        *n = 1;
+      }
       return;
     }
     row += vn;

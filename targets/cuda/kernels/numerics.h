@@ -249,7 +249,12 @@ DEV void seq_rows(const SeqRec* seqs, i64 nseq, i64 n, i64 i, i64* first, i64* r
   for (i64 q = 0; q < nseq; q++) total += seqs[q].n;
   if (total != n) { *first = 0; *rows = n; return; }
   for (i64 q = 0; q < nseq; q++) {
-    if (i >= seqs[q].row && i < seqs[q].row + seqs[q].n) { *first = seqs[q].row; *rows = seqs[q].n; return; }
+    if (i >= seqs[q].row && i < seqs[q].row + seqs[q].n) {
+      *first = seqs[q].row;
+      *rows = seqs[q].n;
+      if (seqs[q].flags & SEQ_ROWS) { *first = i; *rows = 1; }
+      return;
+    }
   }
   *first = 0; *rows = n;
 }

@@ -123,4 +123,11 @@ struct SeqRec {
   i64 n;      // tokens this step
   i64 pos;    // position of the first
   i64 state;  // device address of the sequence's state block
+  i64 flags;  // SEQ_* (cpu: Seq.Decode, RowOrders, Invariant)
 };
+
+// SeqRec flags: every row a decode row; every row summed as in a one-row step;
+// batch-invariant mode (a prompt from position 0 is computed as in chunks).
+#define SEQ_DECODE 1
+#define SEQ_ROWS 2
+#define SEQ_INVARIANT 4

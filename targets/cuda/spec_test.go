@@ -1,0 +1,175 @@
+package cuda_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/plan"
+	"deepinfer/targets"
+	"deepinfer/targets/cuda"
+	"deepinfer/vm"
+)
+
+// devExec opens plans on the emulated device, or with -device gpu on the GPU.
+type devExec struct{ targets.Target }
+
+func (devExec) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	if *device == "gpu" {
+		return cuda.Open(p, w, o)
+	}
+	return cuda.OpenEmulated(p, w, o, 4<<30)
+}
+
+// loadDevice compiles a fixture for h200 and opens it on the device.
+func loadDevice(t *testing.T, model string, o targets.Options) *vm.Machine {
+	t.Helper()
+	dir := "../../testdata/" + model
+	out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := vm.LoadWeights(out.Plan, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := targets.Lookup("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.LoadOn(out.Plan, ws, devExec{tg}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// devRequests are prompts of the fixture's cases as greedy requests keeping every
+// logits row, plus seeded sampled ones.
+func devRequests(t *testing.T, model string, n, maxTokens int) []vm.Request {
+	t.Helper()
+	cases, err := vm.ReadCases(filepath.Join("../../testdata", model, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for k := range cases.Cases {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var reqs []vm.Request
+	for i := 0; len(reqs) < n; i++ {
+		c := cases.Cases[names[i%len(names)]]
+		p := c.InputIDs[:min(len(c.InputIDs), 12+i)]
+		r := vm.Request{ID: fmt.Sprintf("r%d", len(reqs)), Prompt: p, MaxTokens: maxTokens, KeepLogits: true}
+		if len(reqs)%2 == 1 {
+			r.Sampling = vm.Sampling{Temperature: 0.8, TopP: 0.9, Seed: uint64(7 + i)}
+		}
+		reqs = append(reqs, r)
+	}
+	return reqs
+}
+
+func runReqs(t *testing.T, e *vm.Engine, reqs []vm.Request) []vm.Result {
+	t.Helper()
+	out := make([]vm.Result, len(reqs))
+	e.Run(slices.Clone(reqs), func(r vm.Result) {
+		if r.Err != nil {
+			t.Fatalf("request %s: %v", r.ID, r.Err)
+		}
+		out[r.Index] = r
+	})
+	return out
+}
+
+func sameOutputs(t *testing.T, what string, got, want []vm.Result) {
+	t.Helper()
+	for i := range want {
+		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
+			t.Errorf("%s: %s: tokens %v, want %v", what, want[i].ID, got[i].Tokens, want[i].Tokens)
+			continue
+		}
+		if len(got[i].Logits) != len(want[i].Logits) {
+			t.Errorf("%s: %s: %d logits rows, want %d", what, want[i].ID, len(got[i].Logits), len(want[i].Logits))
+			continue
+		}
+		for j := range want[i].Logits {
+			if !slices.Equal(got[i].Logits[j], want[i].Logits[j]) {
+				t.Errorf("%s: %s: logits row %d differs", what, want[i].ID, j)
+				break
+			}
+		}
+	}
+}
+
+// TestDeviceSpeculation runs DSpark speculation on the device (emulated here; the GPU
+// with -device gpu) with forced drafts — a right prefix, then a wrong token — so every
+// group is partly rejected and rolled back: every request's tokens and every logits
+// row equal plain decoding's bit for bit, greedy and sampled (exact-match
+// verification). The state block's raw bytes are not compared: a multi-row step leaves
+// dead bytes (open-group slots it never needed) that one-row steps write, so equal
+// states can differ there; the cpu target's test compares every kind of state
+// logically (vm TestSpeculativeForcedDrafts).
+func TestDeviceSpeculation(t *testing.T) {
+	for _, model := range []string{"tiny-v41-dev2"} {
+		t.Run(model, func(t *testing.T) {
+			m := loadDevice(t, model, targets.Options{MaxTokens: 256})
+			reqs := devRequests(t, model, 4, 10)
+			plain := runReqs(t, &vm.Engine{M: m}, reqs)
+			groups, partial := 0, 0
+			spec := &vm.Speculation{MaxDraft: 4, Exact: true}
+			spec.Override = func(r *vm.Request, gen, drafted []int32) []int32 {
+				want := plain[slices.IndexFunc(reqs, func(q vm.Request) bool { return q.ID == r.ID })].Tokens
+				var d []int32
+				for j := len(gen); j < len(want) && len(d) < 4; j++ {
+					tok := want[j]
+					if len(d) == 2 {
+						tok = (tok + 1) % int32(m.Plan.Model.Vocab)
+					}
+					d = append(d, tok)
+				}
+				return d
+			}
+			spec.OnGroup = func(r *vm.Request, drafted, accepted int, s *vm.Sequence) {
+				groups++
+				if accepted < drafted {
+					partial++
+				}
+			}
+			sameOutputs(t, "speculative", runReqs(t, &vm.Engine{M: m, Spec: spec}, reqs), plain)
+			if groups == 0 || partial == 0 {
+				t.Fatalf("%d groups, %d partly accepted: the rollback was not exercised", groups, partial)
+			}
+			t.Logf("%d verify groups, %d rolled back, on %s", groups, partial, m.Describe())
+		})
+	}
+}
+
+// TestDeviceBatchInvariance: in batch-invariant mode on the device, every request's
+// tokens and logits are the same alone and in a batch with chunked prefill (7-token
+// steps), with and without speculation.
+func TestDeviceBatchInvariance(t *testing.T) {
+	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev2"} {
+		t.Run(model, func(t *testing.T) {
+			m := loadDevice(t, model, targets.Options{MaxTokens: 256, Invariant: true})
+			reqs := devRequests(t, model, 6, 6)
+			alone := make([]vm.Result, len(reqs))
+			for i, r := range reqs {
+				alone[i] = runReqs(t, &vm.Engine{M: m, MaxSeqs: 1, MaxBatchTokens: 256}, []vm.Request{r})[0]
+			}
+			schedules := []*vm.Engine{
+				{M: m, MaxBatchTokens: 256, MaxSeqs: 64},
+				{M: m, MaxBatchTokens: 7, MaxSeqs: 4},
+			}
+			if m.CanDraft() {
+				schedules = append(schedules, &vm.Engine{M: m, MaxBatchTokens: 7, MaxSeqs: 64, Spec: &vm.Speculation{MaxDraft: 3, Exact: true}})
+			}
+			for i, e := range schedules {
+				sameOutputs(t, fmt.Sprintf("schedule %d", i), runReqs(t, e, reqs), alone)
+			}
+		})
+	}
+}
