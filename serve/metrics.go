@@ -46,6 +46,14 @@ func newMetrics(e *vm.Engine, capacity float64) *metrics {
 			stat(func(s vm.Stats) float64 { return float64(s.Steps) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "deepinfer_engine_tokens_total", Help: "Tokens (prompt and generated) the engine's steps carried."},
 			stat(func(s vm.Stats) float64 { return float64(s.Tokens) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "deepinfer_spec_groups_total", Help: "Speculative verify groups run."},
+			func() float64 { return float64(e.SpecStats().Groups) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "deepinfer_spec_drafted_tokens_total", Help: "Draft tokens verified."},
+			func() float64 { return float64(e.SpecStats().Drafted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "deepinfer_spec_accepted_tokens_total", Help: "Draft tokens accepted."},
+			func() float64 { return float64(e.SpecStats().Accepted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "deepinfer_spec_target_rows_total", Help: "Target rows run for verify groups, rollback rebuilds included."},
+			func() float64 { s := e.SpecStats(); return float64(s.VerifyRows + s.ReplayRows) }),
 	)
 	return m
 }
