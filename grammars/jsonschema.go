@@ -230,6 +230,8 @@ type jsc struct {
 	err      error
 	anySym   int32
 	nsyms    int
+	// emptyMemo: conjunction key -> decided emptiness (schema_empty.go)
+	emptyMemo map[string]emptiness
 }
 
 func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {

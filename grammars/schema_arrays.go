@@ -6,7 +6,17 @@ import (
 
 // JSON Schema arrays: prefixItems/items/additionalItems, minItems/maxItems.
 
-func (j *jsc) arrayExpr(conj []part) *expr {
+// arrShape is what a conjunction says about arrays: the schemas of the prefix
+// positions, of the items after them (noRest: none may follow), and the bounds.
+type arrShape struct {
+	posParts           [][]part
+	restParts          []part
+	noRest             bool
+	minItems, maxItems int
+}
+
+// arrayShape returns the conjunction's array shape; false if no array satisfies it.
+func arrayShape(conj []part) (arrShape, bool) {
 	type memberArr struct {
 		prefix []*jsonschema.Schema
 		rest   *jsonschema.Schema // nil: anything
@@ -54,7 +64,7 @@ func (j *jsc) arrayExpr(conj []part) *expr {
 		}
 	}
 	if maxItems >= 0 && minItems > maxItems {
-		return exprNoneV
+		return arrShape{}, false
 	}
 	plen := 0
 	for _, ma := range ms {
@@ -99,6 +109,29 @@ func (j *jsc) arrayExpr(conj []part) *expr {
 	if maxItems >= 0 && maxItems == plen {
 		noRest = true
 	}
+	if noRest && minItems > plen {
+		return arrShape{}, false
+	}
+	return arrShape{posParts: posParts, restParts: restParts, noRest: noRest, minItems: minItems, maxItems: maxItems}, true
+}
+
+func (j *jsc) arrayExpr(conj []part) *expr {
+	sh, ok := arrayShape(conj)
+	if !ok {
+		return exprNoneV
+	}
+	posParts, restParts, noRest, minItems, maxItems := sh.posParts, sh.restParts, sh.noRest, sh.minItems, sh.maxItems
+	// a position whose item no JSON value satisfies ends the array before it
+	for i, ps := range posParts {
+		if len(ps) > 0 && j.nothing(ps) {
+			posParts, noRest = posParts[:i], true
+			break
+		}
+	}
+	if !noRest && len(restParts) > 0 && j.nothing(restParts) {
+		noRest = true
+	}
+	plen := len(posParts)
 	if noRest && minItems > plen {
 		return exprNoneV
 	}

@@ -100,10 +100,10 @@ func (j *jsc) disjunction(conj []part, i int, alts []*jsonschema.Schema, flag ui
 	var discs []map[string][]any
 	for _, a := range alts {
 		ps := append(append([]part(nil), base...), part{s: a})
-		m := j.merge(j.expand(ps), false)
-		if m.empty() {
+		if j.nothing(ps) {
 			continue
 		}
+		m := j.merge(j.expand(ps), false)
 		types = append(types, m.types)
 		discs = append(discs, m.discriminators())
 		exprs = append(exprs, j.valueRef(ps))

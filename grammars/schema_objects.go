@@ -51,6 +51,9 @@ func (j *jsc) objectBody(members []objMember, patterns []keyPattern, additional 
 	if maxP >= 0 && nreq > maxP {
 		return exprNoneV
 	}
+	if len(patterns) == 0 && additional == nil && minP > len(known) {
+		return exprNoneV // fewer possible members than minProperties
+	}
 	counted := minP > 0 || maxP >= 0
 	capv := int32(max(minP, maxP))
 	var trie *keyTrie
@@ -114,76 +117,118 @@ func (j *jsc) objectBody(members []objMember, patterns []keyPattern, additional 
 	return eSeqOf(eLit("{"), j.inner(), eAltOf(closeE, eSeqOf(members1(exprEmptyV), eStar(members1(j.itemSep())), closeE)))
 }
 
-func (j *jsc) objectExpr(conj []part) *expr {
-	// members that constrain objects
-	var ms []*jsonschema.Schema
-	minP, maxP := 0, -1
-	required := map[string]bool{}
+// objShape is what a conjunction says about objects: the members that constrain
+// them, the known keys (properties and required), and the bounds.
+type objShape struct {
+	ms         []*jsonschema.Schema
+	keys       []string
+	required   map[string]bool
+	minP, maxP int
+}
+
+func objectShape(conj []part) objShape {
+	sh := objShape{maxP: -1, required: map[string]bool{}}
 	for _, p := range conj {
 		s := p.s
 		if s.Bool != nil {
 			continue
 		}
-		if s.MinProperties != nil && *s.MinProperties > minP {
-			minP = *s.MinProperties
+		if s.MinProperties != nil && *s.MinProperties > sh.minP {
+			sh.minP = *s.MinProperties
 		}
-		if s.MaxProperties != nil && (maxP < 0 || *s.MaxProperties < maxP) {
-			maxP = *s.MaxProperties
+		if s.MaxProperties != nil && (sh.maxP < 0 || *s.MaxProperties < sh.maxP) {
+			sh.maxP = *s.MaxProperties
 		}
 		for _, r := range s.Required {
-			required[r] = true
+			sh.required[r] = true
 		}
 		if s.Properties != nil || s.PatternProperties != nil || s.AdditionalProperties != nil {
-			ms = append(ms, s)
+			sh.ms = append(sh.ms, s)
 		}
 	}
-	if maxP >= 0 && minP > maxP {
-		return exprNoneV
-	}
 	keySet := map[string]bool{}
-	for _, s := range ms {
+	for _, s := range sh.ms {
 		for k := range s.Properties {
 			keySet[k] = true
 		}
 	}
-	for k := range required {
+	for k := range sh.required {
 		keySet[k] = true
 	}
-	keys := make([]string, 0, len(keySet))
+	sh.keys = make([]string, 0, len(keySet))
 	for k := range keySet {
-		keys = append(keys, k)
+		sh.keys = append(sh.keys, k)
 	}
-	sort.Strings(keys)
-	members := make([]objMember, 0, len(keys))
-	for _, k := range keys {
-		var ps []part
-		forbidden := false
-		for _, s := range ms {
-			matched := false
-			if ps2, ok := s.Properties[k]; ok {
+	sort.Strings(sh.keys)
+	return sh
+}
+
+// memberParts returns the schemas the value of member k must satisfy, or forbidden
+// when some member's additionalProperties is false for k.
+func (sh *objShape) memberParts(k string) (ps []part, forbidden bool) {
+	for _, s := range sh.ms {
+		matched := false
+		if ps2, ok := s.Properties[k]; ok {
+			ps = append(ps, part{s: ps2})
+			matched = true
+		}
+		for re, ps2 := range s.PatternProperties {
+			if re.MatchString(k) {
 				ps = append(ps, part{s: ps2})
 				matched = true
 			}
-			for re, ps2 := range s.PatternProperties {
-				if re.MatchString(k) {
-					ps = append(ps, part{s: ps2})
-					matched = true
-				}
-			}
-			if matched {
-				continue
-			}
-			switch ap := s.AdditionalProperties.(type) {
-			case bool:
-				if !ap {
-					forbidden = true
-				}
-			case *jsonschema.Schema:
-				ps = append(ps, part{s: ap})
-			}
 		}
-		mb := objMember{key: k, required: required[k]}
-		if len(ps) > 0 && j.merge(j.expand(ps), false).empty() {
+		if matched {
+			continue
+		}
+		switch ap := s.AdditionalProperties.(type) {
+		case bool:
+			if !ap {
+				forbidden = true
+			}
+		case *jsonschema.Schema:
+			ps = append(ps, part{s: ap})
+		}
+	}
+	return ps, forbidden
+}
+
+// extrasSchema returns the member whose patternProperties/additionalProperties
+// govern keys outside the known set (the most restrictive one when several do), and
+// the others; nil when no member constrains them.
+func (sh *objShape) extrasSchema() (*jsonschema.Schema, []*jsonschema.Schema) {
+	var nontrivial []*jsonschema.Schema
+	for _, s := range sh.ms {
+		ap, isBool := s.AdditionalProperties.(bool)
+		if len(s.PatternProperties) > 0 || s.AdditionalProperties != nil && !(isBool && ap) {
+			nontrivial = append(nontrivial, s)
+		}
+	}
+	if len(nontrivial) == 0 {
+		return nil, nil
+	}
+	s := nontrivial[0]
+	for _, t := range nontrivial[1:] {
+		if ap, ok := t.AdditionalProperties.(bool); ok && !ap && len(t.PatternProperties) == 0 {
+			s = t
+		}
+	}
+	return s, nontrivial
+}
+
+func (j *jsc) objectExpr(conj []part) *expr {
+	sh := objectShape(conj)
+	minP, maxP := sh.minP, sh.maxP
+	if maxP >= 0 && minP > maxP {
+		return exprNoneV
+	}
+	members := make([]objMember, 0, len(sh.keys))
+	for _, k := range sh.keys {
+		ps, forbidden := sh.memberParts(k)
+		mb := objMember{key: k, required: sh.required[k]}
+		// a member whose value no JSON value satisfies is impossible (its key is
+		// never offered; a required one makes the object impossible)
+		if len(ps) > 0 && j.nothing(ps) {
 			forbidden = true
 		}
 		if !forbidden {
@@ -198,27 +243,15 @@ func (j *jsc) objectExpr(conj []part) *expr {
 	// keys outside the known set
 	var patterns []keyPattern
 	var additional *expr
-	var nontrivial []*jsonschema.Schema
-	for _, s := range ms {
-		ap, isBool := s.AdditionalProperties.(bool)
-		if len(s.PatternProperties) > 0 || s.AdditionalProperties != nil && !(isBool && ap) {
-			nontrivial = append(nontrivial, s)
-		}
-	}
+	s, nontrivial := sh.extrasSchema()
 	switch {
-	case len(nontrivial) == 0:
+	case s == nil:
 		additional = eCallOf(j.anyValue())
 	default:
 		if len(nontrivial) > 1 {
 			// keys outside every member's properties: intersecting several members'
 			// pattern/additional languages is approximated by the most restrictive member
 			j.semantic("additionalProperties/patternProperties in allOf", nontrivial[1])
-		}
-		s := nontrivial[0]
-		for _, t := range nontrivial[1:] {
-			if ap, ok := t.AdditionalProperties.(bool); ok && !ap && len(t.PatternProperties) == 0 {
-				s = t
-			}
 		}
 		pats := make([]string, 0, len(s.PatternProperties))
 		bySrc := map[string]*jsonschema.Schema{}
@@ -234,7 +267,11 @@ func (j *jsc) objectExpr(conj []part) *expr {
 		}
 		sort.Strings(pats)
 		for _, src := range pats {
-			patterns = append(patterns, keyPattern{src: src, value: j.valueRef([]part{{s: bySrc[src]}})})
+			ps := []part{{s: bySrc[src]}}
+			if j.nothing(ps) {
+				continue // no value for such a key: none can be written
+			}
+			patterns = append(patterns, keyPattern{src: src, value: j.valueRef(ps)})
 		}
 		if len(pats) > 1 {
 			j.semantic("patternProperties (overlapping patterns)", s)
@@ -247,9 +284,11 @@ func (j *jsc) objectExpr(conj []part) *expr {
 				additional = eCallOf(j.anyValue())
 			}
 		case *jsonschema.Schema:
-			additional = j.valueRef([]part{{s: ap}})
+			if ps := []part{{s: ap}}; !j.nothing(ps) {
+				additional = j.valueRef(ps)
+			}
 		}
-		if additional != nil && len(pats) > 0 {
+		if ap, ok := s.AdditionalProperties.(bool); !(ok && !ap) && len(pats) > 0 {
 			// additional keys must not match a pattern: enforced by the check
 			j.semantic("additionalProperties with patternProperties", s)
 		}

@@ -3,6 +3,7 @@ package grammars
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,18 @@ func stringEncoder(r []rune) *expr {
 // stringSym returns a string rule: length bounds, an optional pattern (search
 // semantics) or format, and optional keys it must not spell (object keys).
 func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie *keyTrie) int32 {
+	if atom, lo, hi, ok := countedClass(patSrc); ok && trie == nil {
+		// ^C{m,n}$ is C* within the length bounds [m, n]: the counter is the string's
+		// own length register, so every count shares one automaton state (and one
+		// vocabulary walk) instead of n states with a walk each. Not for keys that
+		// must not spell known ones: the walk of a key tells a token after which it
+		// can only close from the automaton, not from the length register.
+		patSrc = "^" + atom + "*$"
+		minLen = max(minLen, lo)
+		if hi >= 0 && (maxLen < 0 || hi < maxLen) {
+			maxLen = hi
+		}
+	}
 	kind := "string"
 	if patSrc != "" {
 		kind = "pattern:" + patSrc
@@ -91,6 +104,63 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 		content = eStar(anyc)
 	}
 	return j.stringLeaf(key, name, storeStringBody(kind, content), minLen, maxLen, trie)
+}
+
+// countedClass recognizes a pattern ^C{m}$, ^C{m,}$ or ^C{m,n}$ whose atom C is one
+// character: a bracket class, \d \w \s \D \W \S or ".". hi is -1 without an upper
+// bound.
+func countedClass(src string) (atom string, lo, hi int, ok bool) {
+	if len(src) < 6 || src[0] != '^' || src[len(src)-1] != '$' || src[len(src)-2] != '}' {
+		return "", 0, 0, false
+	}
+	body := src[1 : len(src)-1]
+	switch {
+	case body[0] == '[':
+		i := 1
+		if i < len(body) && body[i] == '^' {
+			i++
+		}
+		if i < len(body) && body[i] == ']' {
+			return "", 0, 0, false // ECMA reads []] and [^]] differently from RE2
+		}
+		for ; i < len(body) && body[i] != ']'; i++ {
+			if body[i] == '\\' {
+				i++
+			} else if body[i] == '[' {
+				return "", 0, 0, false
+			}
+		}
+		if i >= len(body) {
+			return "", 0, 0, false
+		}
+		atom = body[:i+1]
+	case body[0] == '.':
+		atom = "."
+	case body[0] == '\\' && len(body) > 1 && strings.IndexByte("dwsDWS", body[1]) >= 0:
+		atom = body[:2]
+	default:
+		return "", 0, 0, false
+	}
+	q := body[len(atom):]
+	if len(q) < 3 || q[0] != '{' {
+		return "", 0, 0, false
+	}
+	q = q[1 : len(q)-1]
+	los, his, comma := strings.Cut(q, ",")
+	lo, err := strconv.Atoi(los)
+	if err != nil || lo < 0 || lo > 1<<20 || len(los) > 7 || los != strconv.Itoa(lo) {
+		return "", 0, 0, false
+	}
+	hi = lo
+	if comma {
+		hi = -1
+		if his != "" {
+			if hi, err = strconv.Atoi(his); err != nil || hi < lo || len(his) > 7 || his != strconv.Itoa(hi) {
+				return "", 0, 0, false
+			}
+		}
+	}
+	return atom, lo, hi, true
 }
 
 // storeStringBody wraps string content (characters in stringEncoder form) in the quotes

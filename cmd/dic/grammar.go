@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 const deepseekLogits = 129280
 
 const grammarUsage = `usage:
-  dic grammar bench --maskbench DIR [--tokenizer PATH] [--threads 1] [--out DIR] [--whitespace python|compact|flexible] [--timeout 10s] [--limit N]
+  dic grammar bench --maskbench DIR [--tokenizer PATH] [--threads 1] [--out DIR] [--whitespace python|compact|flexible] [--timeout 10s] [--limit N] [--cpuprofile FILE]
       Run the MaskBench method over a directory of MaskBench-format files: per schema
       TTFM (compile + first mask), per token mask + commit time (TBM), correctness
       counts; writes one JSON result per file under --out.
@@ -75,6 +76,7 @@ func grammarBench(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Second, "compile time limit per schema")
 	limit := fs.Int("limit", 0, "benchmark only the first N files")
 	width := fs.Int("width", deepseekLogits, "mask (logits) width")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -117,6 +119,17 @@ func grammarBench(args []string, stdout, stderr io.Writer) error {
 			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
 		cfg.Progress = func(done, total int, r *grammars.MaskBenchResult) { _ = pb.Set(done) }
+	}
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	sum, err := grammars.RunMaskBench(cfg, files)
