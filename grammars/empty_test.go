@@ -183,3 +183,13 @@ func TestCountedClassPatterns(t *testing.T) {
 		}
 	}
 }
+
+// TestWarm: the warm-up follows its documents to the end through the shared string,
+// number and key automata (a document refused half-way would leave them cold).
+func TestWarm(t *testing.T) {
+	for _, v := range []*Vocab{byteVocab(t), toyVocab(t), needRealVocab(t)} {
+		if n := NewCompiler(v, Options{}).warm(); n != 2 {
+			t.Errorf("warm-up followed %d of 2 documents to the end", n)
+		}
+	}
+}

@@ -134,8 +134,12 @@ func (t *trie) longestToken(b []byte) (tok int32, n int, extends bool) {
 	return tok, n, extends
 }
 
-// Warm builds the vocabulary's token trie now rather than at the first mask.
-func (v *Vocab) Warm() { v.getTrie() }
+// Warm builds the vocabulary's token trie and quote index (duplicate keys) now rather
+// than at the first mask that needs them.
+func (v *Vocab) Warm() {
+	v.getTrie()
+	v.quotes()
+}
 
 func (v *Vocab) getTrie() *trie {
 	v.trieOnce.Do(func() { v.trie = buildTrie(v.toks, v.special) })

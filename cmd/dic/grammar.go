@@ -106,7 +106,9 @@ func grammarBench(args []string, stdout, stderr io.Writer) error {
 	// one compiler's shared leaf automata (string, number, pattern) serve every file,
 	// as one server process would; compiled grammars are not reused between files
 	base := grammars.NewCompiler(vocab, grammars.Options{MaxCompileTime: *timeout, Whitespace: policy})
-	vocab.Warm()
+	// as a server at start-up: the vocabulary's indexes and the shared string and
+	// number automata are built before the first file
+	base.Warm()
 	cfg := grammars.MaskBenchConfig{
 		NewCompiler: func() *grammars.Compiler { return base.Fork() },
 		Encode:      func(s string) []int32 { return bpe.Encode(s, false) },
