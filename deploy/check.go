@@ -8,7 +8,7 @@ func (s *Spec) Check() *Error {
 	if t.ScaleUpDomain == 0 {
 		t.ScaleUpDomain = t.DevicesPerNode
 	}
-	used := 0
+	used, cpuRanks := 0, 0
 	for _, r := range s.roleList() {
 		role, ptr := r.role, "/roles/"+r.name
 		if role.CP == 0 {
@@ -27,8 +27,19 @@ func (s *Spec) Check() *Error {
 		if role.MaxNumBatchedTokens < role.MaxNumSeqs && r.name == "decode" {
 			return &Error{Pointer: ptr + "/max_num_batched_tokens", Msg: fmt.Sprintf("%d is less than max_num_seqs (%d): a decode step carries at least one token per running sequence", role.MaxNumBatchedTokens, role.MaxNumSeqs)}
 		}
-		if s.Target == "cpu" && n != 1 {
-			return &Error{Pointer: ptr, Msg: fmt.Sprintf("the cpu target runs on one device; this role asks for %d", n)}
+		if s.Target == "cpu" && n > 1 {
+			// in-process ranks: ep = dp, shared by both roles
+			switch {
+			case role.CP > 1:
+				return &Error{Pointer: ptr + "/cp", Msg: fmt.Sprintf("the cpu target does not execute context parallelism (cp %d)", role.CP)}
+			case role.EP != role.DP:
+				return &Error{Pointer: ptr + "/ep", Msg: fmt.Sprintf("the cpu target runs ep = dp ranks in one process; this role has dp %d, ep %d", role.DP, role.EP)}
+			case cpuRanks != 0 && cpuRanks != n:
+				return &Error{Pointer: ptr, Msg: fmt.Sprintf("the cpu target runs both roles on the same in-process ranks; the roles ask for %d and %d", cpuRanks, n)}
+			case n > t.Devices():
+				return &Error{Pointer: ptr, Msg: fmt.Sprintf("%d ranks, the topology has %d devices", n, t.Devices())}
+			}
+			cpuRanks = n
 		}
 		used += n
 	}

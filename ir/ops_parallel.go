@@ -1,5 +1,7 @@
 package ir
 
+import "fmt"
+
 // Collectives inserted by the sharding pass. Each is typed as an identity on the
 // sending rank's view of the data: the planner reasons about the bytes each moves
 // (bytes_per_token × T), and a single-rank executor may run them as copies.
@@ -8,12 +10,24 @@ func identityRows(a []Type, _ Attrs) ([]Type, error) {
 	if err := rows(a[0], F32, 2, "x"); err != nil {
 		return nil, err
 	}
-	if len(a) == 2 {
-		if err := rows(a[1], I32, 2, "ids"); err != nil {
+	if len(a) >= 2 {
+		ids := a[len(a)-1]
+		if err := rows(ids, I32, 2, "ids"); err != nil {
 			return nil, err
 		}
-		if err := sameTokens(a[0], a[1], "collective"); err != nil {
+		if err := sameTokens(a[0], ids, "collective"); err != nil {
 			return nil, err
+		}
+		if len(a) == 3 {
+			if err := rows(a[1], F32, 2, "weights"); err != nil {
+				return nil, err
+			}
+			if err := sameTokens(a[1], ids, "collective"); err != nil {
+				return nil, err
+			}
+			if a[1].Shape[1] != ids.Shape[1] {
+				return nil, fmt.Errorf("collective: routing weights %s and ids %s differ in shape", a[1], ids)
+			}
 		}
 	}
 	return one(a[0])
@@ -22,8 +36,8 @@ func identityRows(a []Type, _ Attrs) ([]Type, error) {
 var collectiveAttrs = []AttrSpec{{"ranks", AInt, true}, {"bytes_per_token", AInt, true}, {"mode", AStr, false}}
 
 func init() {
-	declare(&OpInfo{Name: "moe_dispatch", MinArgs: 2, MaxArgs: 2, Results: 1, Attrs: collectiveAttrs,
-		Doc:   "expert-parallel all-to-all: send each token's activations (x[T,D], routed by ids[T,k]) to the ranks holding its experts; mode low_latency or normal (DeepEP)",
+	declare(&OpInfo{Name: "moe_dispatch", MinArgs: 3, MaxArgs: 3, Results: 1, Attrs: collectiveAttrs,
+		Doc:   "expert-parallel all-to-all: send each token's activations (x[T,D], with its routing weights w[T,k], routed by ids[T,k]) to the ranks holding its experts; mode low_latency or normal (DeepEP)",
 		Infer: identityRows})
 	declare(&OpInfo{Name: "moe_combine", MinArgs: 2, MaxArgs: 2, Results: 1, Attrs: collectiveAttrs,
 		Doc:   "expert-parallel all-to-all back: gather the weighted expert outputs of each token (y[T,D]) from the ranks that computed them",

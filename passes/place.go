@@ -80,7 +80,7 @@ func problem(s *deploy.Spec, role *deploy.Role, experts int) placement.Problem {
 	if groups == 0 {
 		groups = 1
 	}
-	return placement.Problem{Replicas: experts + s.Experts.NumRedundant, Groups: groups, Nodes: nodes, GPUs: role.EP}
+	return placement.Problem{Replicas: PaddedReplicas(experts, s.Experts.NumRedundant, role.EP), Groups: groups, Nodes: nodes, GPUs: role.EP}
 }
 
 func expertLoads(s *deploy.Spec, experts, layers int) (placement.Loads, error) {

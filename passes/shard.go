@@ -70,18 +70,13 @@ func shardExperts(f *ir.Func, role *deploy.Role, redundant int) error {
 			body = append(body, in)
 			continue
 		}
-		x, ids := in.Args[0], in.Args[2]
+		x, wts, ids := in.Args[0], in.Args[1], in.Args[2]
 		hidden, topk := x.Type.Last(), ids.Type.Last()
 		experts, _ := in.Attrs.Int("experts")
-		replicas := experts + int64(redundant)
-		if replicas%int64(role.EP) != 0 {
-			return fmt.Errorf("%d routed + %d redundant experts do not split evenly over ep %d ranks: make experts.num_redundant a value that does (e.g. %d)",
-				experts, redundant, role.EP, int64(redundant)+(int64(role.EP)-replicas%int64(role.EP))%int64(role.EP))
-		}
-		slots := replicas / int64(role.EP)
+		slots := int64(PaddedReplicas(int(experts), redundant, role.EP) / role.EP)
 		attrs := ir.Attrs{"ranks": int64(role.EP), "mode": mode, "bytes_per_token": dispatchBytes(hidden, topk)}
 		sent := f.NewValue(x.Type)
-		d := &ir.Instr{Op: "moe_dispatch", Args: []*ir.Value{x, ids}, Results: []*ir.Value{sent}, Attrs: attrs}
+		d := &ir.Instr{Op: "moe_dispatch", Args: []*ir.Value{x, wts, ids}, Results: []*ir.Value{sent}, Attrs: attrs}
 		sent.Def = d
 		in.Args[0] = sent
 		in.Attrs["ranks"] = int64(role.EP)
@@ -129,4 +124,16 @@ func replaceUses(f *ir.Func, from int, old, new *ir.Value) {
 			f.Returns[j] = new
 		}
 	}
+}
+
+// PaddedReplicas is the physical expert slots of a MoE layer over ep ranks: the routed
+// experts plus the spec's redundant ones, padded with more replicas up to a multiple of
+// ep so that every rank holds as many slots (a layer with fewer experts, such as a
+// DSpark stage's, is padded more).
+func PaddedReplicas(experts, redundant, ep int) int {
+	r := experts + redundant
+	if ep > 1 && r%ep != 0 {
+		r += ep - r%ep
+	}
+	return r
 }

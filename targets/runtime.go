@@ -74,6 +74,21 @@ type SavableState interface {
 	Digest() [32]byte
 }
 
+// Ranked is a runtime that runs a plan's expert-parallel ranks (the cpu target's
+// in-process ranks): how many, what each holds in weights, and what the collectives
+// moved so far, by op.
+type Ranked interface {
+	Ranks() int
+	RankWeightBytes() []int64
+	CommStats() map[string]CommBytes
+}
+
+// CommBytes is what one collective op moved, summed over its calls.
+type CommBytes struct {
+	Calls                 int64 // calls (each on every rank)
+	Remote, Local, Header int64 // payload to other ranks, payload a rank kept, pair descriptors
+}
+
 // StepIn is one step's batch, laid out as the arrays a device uploads: sequences advance
 // by their tokens, packed row-wise in Seqs order; logits rows are named by their token
 // row.

@@ -315,3 +315,28 @@ func (s *Sequence) Digest() ([32]byte, error) {
 
 // State is the sequence's state on its runtime (for tests and diagnostics).
 func (s *Sequence) State() targets.State { return s.state }
+
+// Ranks is the number of expert-parallel ranks the plan runs on (1 unless the runtime
+// runs several: targets.Ranked).
+func (m *Machine) Ranks() int {
+	if r, ok := m.rt.(targets.Ranked); ok {
+		return r.Ranks()
+	}
+	return 1
+}
+
+// RankWeightBytes is what each rank holds in weights (nil for a single-rank runtime).
+func (m *Machine) RankWeightBytes() []int64 {
+	if r, ok := m.rt.(targets.Ranked); ok {
+		return r.RankWeightBytes()
+	}
+	return nil
+}
+
+// CommStats is what the ranks' collectives moved so far, by op (nil for one rank).
+func (m *Machine) CommStats() map[string]targets.CommBytes {
+	if r, ok := m.rt.(targets.Ranked); ok {
+		return r.CommStats()
+	}
+	return nil
+}

@@ -194,52 +194,35 @@ func newMoEExperts(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
 }
 
 func (k *expertsKernel) Run(s *Step, a, r []Tensor) error {
-	x, wts, ids := a[0].F32, a[1].F32, a[2].I32
-	t, topk := a[0].Rows(), a[1].Shape[1]
+	return runExperts(k, k.experts, k.dim, &k.slotOut, a, r)
+}
+
+// input is the expert's input row as it travels to the expert (fp32 here).
+func (k *expertsKernel) input(x, dst []float32) { copy(dst, x) }
+
+// wire is the format expert inputs and outputs travel in between ranks: fp32 (the
+// fixture's experts compute in fp32), and the bytes per row.
+func (k *expertsKernel) wire() (in, out wireFmt) { return wireF32, wireF32 }
+
+// rows computes expert e's weighted outputs w·W2·(silu(min(W1·x, limit))·clamp(W3·x,
+// ±limit)) for n input rows xin (n×dim), into y (n×dim).
+func (k *expertsKernel) rows(a []Tensor, e int, xin, w []float32, n int, sc *expertScratch, y []float32) {
 	d, in := k.dim, k.inter
-	if cap(k.slotOut) < t*topk*d {
-		k.slotOut = make([]float32, t*topk*d)
-	}
-	slotOut := k.slotOut[:t*topk*d]
-	// rows routed to each expert, as indices into the flattened [T, k] slots
-	routed := make([][]int, k.experts)
-	for i, e := range ids {
-		if e < 0 || int(e) >= k.experts {
-			return fmt.Errorf("router chose expert %d of %d", e, k.experts)
-		}
-		routed[e] = append(routed[e], i)
-	}
-	active := make([]int, 0, k.experts)
-	for e, rows := range routed {
-		if len(rows) > 0 {
-			active = append(active, e)
+	g, u, h := sc.get(n*in, n*in, n*in)
+	gemmNT(n, in, d, xin, d, a[3+e].F32, d, g, in)
+	gemmNT(n, in, d, xin, d, a[3+2*k.experts+e].F32, d, u, in)
+	swiglu(g, u, h, k.limit)
+	gemmNT(n, d, in, h, in, a[3+k.experts+e].F32, in, y, d)
+	for i := 0; i < n; i++ {
+		for j := range y[i*d : (i+1)*d] {
+			y[i*d+j] *= w[i]
 		}
 	}
-	parallelFor(len(active), t*topk*d*in/max(len(active), 1), func(lo, hi int) {
-		var xe, g, u, h, y []float32
-		for _, e := range active[lo:hi] {
-			rows := routed[e]
-			n := len(rows)
-			xe = grow(xe, n*d)
-			for i, slot := range rows {
-				tok := slot / topk
-				copy(xe[i*d:(i+1)*d], x[tok*d:(tok+1)*d])
-			}
-			g, u, h, y = grow(g, n*in), grow(u, n*in), grow(h, n*in), grow(y, n*d)
-			gemmNT(n, in, d, xe, d, a[3+e].F32, d, g, in)
-			gemmNT(n, in, d, xe, d, a[3+2*k.experts+e].F32, d, u, in)
-			swiglu(g, u, h, k.limit)
-			gemmNT(n, d, in, h, in, a[3+k.experts+e].F32, in, y, d)
-			for i, slot := range rows {
-				w := wts[slot]
-				dst := slotOut[slot*d : (slot+1)*d]
-				for j, v := range y[i*d : (i+1)*d] {
-					dst[j] = w * v
-				}
-			}
-		}
-	})
-	out := r[0].F32
+}
+
+// reduce sums each token's slot outputs in slot order.
+func (k *expertsKernel) reduce(out, slotOut []float32, _ []int32, t, topk int) {
+	d := k.dim
 	for tok := 0; tok < t; tok++ {
 		dst := out[tok*d : (tok+1)*d]
 		copy(dst, slotOut[tok*topk*d:(tok*topk+1)*d])
@@ -250,6 +233,69 @@ func (k *expertsKernel) Run(s *Step, a, r []Tensor) error {
 			}
 		}
 	}
+}
+
+// routedExperts is a routed-experts kernel's arithmetic, shared by the single-rank
+// kernel (runExperts) and the expert-parallel one (ranks.go), so a token's result is
+// the same bits wherever its experts ran.
+type routedExperts interface {
+	input(x, dst []float32)
+	wire() (in, out wireFmt)
+	rows(a []Tensor, e int, xin, w []float32, n int, sc *expertScratch, y []float32)
+	reduce(out, slotOut []float32, ids []int32, t, topk int)
+}
+
+// expertScratch holds one worker's buffers.
+type expertScratch struct{ b [3][]float32 }
+
+func (s *expertScratch) get(n0, n1, n2 int) (a, b, c []float32) {
+	s.b[0], s.b[1], s.b[2] = grow(s.b[0], n0), grow(s.b[1], n1), grow(s.b[2], n2)
+	return s.b[0], s.b[1], s.b[2]
+}
+
+// runExperts runs each routed expert on the tokens routed to it, every (token, slot)
+// output in its own row, then the kernel's reduction: the result does not depend on
+// how experts are spread over goroutines or ranks.
+func runExperts(k routedExperts, experts, d int, slotBuf *[]float32, a, r []Tensor) error {
+	x, wts, ids := a[0].F32, a[1].F32, a[2].I32
+	t, topk := a[0].Rows(), a[1].Shape[1]
+	*slotBuf = grow(*slotBuf, t*topk*d)
+	slotOut := *slotBuf
+	routed := make([][]int, experts)
+	for i, e := range ids {
+		if e < 0 || int(e) >= experts {
+			return fmt.Errorf("router chose expert %d of %d", e, experts)
+		}
+		routed[e] = append(routed[e], i)
+	}
+	var active []int
+	for e, rows := range routed {
+		if len(rows) > 0 {
+			active = append(active, e)
+		}
+	}
+	parallelFor(len(active), t*topk*d*d/max(len(active), 1), func(lo, hi int) {
+		var xe, xin, w, y []float32
+		var sc expertScratch
+		for _, e := range active[lo:hi] {
+			rows := routed[e]
+			n := len(rows)
+			xe, xin, w, y = grow(xe, n*d), grow(xin, n*d), grow(w, n), grow(y, n*d)
+			for i, slot := range rows {
+				tok := slot / topk
+				copy(xe[i*d:(i+1)*d], x[tok*d:(tok+1)*d])
+				w[i] = wts[slot]
+			}
+			for i := 0; i < n; i++ {
+				k.input(xe[i*d:(i+1)*d], xin[i*d:(i+1)*d])
+			}
+			k.rows(a, e, xin, w, n, &sc, y)
+			for i, slot := range rows {
+				copy(slotOut[slot*d:(slot+1)*d], y[i*d:(i+1)*d])
+			}
+		}
+	})
+	k.reduce(r[0].F32, slotOut, ids, t, topk)
 	return nil
 }
 

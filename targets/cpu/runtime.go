@@ -14,13 +14,28 @@ import (
 // (package kvstate), and the kernel calls made in order on the calling goroutine (each
 // kernel spreads its own work over the cores).
 
-// Open implements targets.Executor.
+// Open implements targets.Executor. A plan sharded over expert-parallel ranks runs
+// as that many ranks in this process (ranks.go).
 func (t Target) Open(p *plan.Plan, ws []targets.Weight, o targets.Options) (targets.Runtime, error) {
 	if len(ws) != len(p.Weights) {
 		return nil, fmt.Errorf("%d weights for a manifest of %d", len(ws), len(p.Weights))
 	}
-	rt := &hostRuntime{p: p, hook: o.Hook, invariant: o.Invariant, weights: make([]Tensor, len(ws)), progs: map[string]*program{}}
+	if n, err := planRanks(p); err != nil {
+		return nil, err
+	} else if n > 1 {
+		return openRanks(t, p, ws, o, n)
+	}
+	return openHost(t, p, ws, o, nil, nil)
+}
+
+// openHost opens one rank: every weight but those in skip (another rank's experts),
+// with rank's context for the collectives (nil: a single rank).
+func openHost(t Target, p *plan.Plan, ws []targets.Weight, o targets.Options, rank *rankCtx, skip map[int]bool) (*hostRuntime, error) {
+	rt := &hostRuntime{p: p, hook: o.Hook, invariant: o.Invariant, weights: make([]Tensor, len(ws)), progs: map[string]*program{}, rank: rank}
 	for i := range p.Weights {
+		if skip[i] {
+			continue
+		}
 		pw, w := &p.Weights[i], &ws[i]
 		n := int(pw.Elems())
 		var err error
@@ -113,6 +128,8 @@ type hostRuntime struct {
 	progs   map[string]*program
 	// invariant: batch-invariant mode (targets.Options.Invariant)
 	invariant bool
+	// rank: this runtime's rank in an in-process group (nil: the only rank)
+	rank *rankCtx
 	// per-step scratch, reused
 	step    Step
 	maskBuf []int32
@@ -227,7 +244,13 @@ func (rt *hostRuntime) prepare(p *plan.Program, prep prepareFunc) (*program, err
 				pr.keep = int(v)
 			}
 		}
-		k, err := prep(in.Kernel, argT, resT, in.Attrs)
+		var k Kernel
+		var err error
+		if rt.rank != nil && rankOps[in.Op] {
+			k, err = rt.rank.kernel(rt.p, in, argT)
+		} else {
+			k, err = prep(in.Kernel, argT, resT, in.Attrs)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
 		}
@@ -411,6 +434,20 @@ func (rt *hostRuntime) Step(in *targets.StepIn, out *targets.StepOut) error {
 }
 
 func (rt *hostRuntime) run(pr *program, st *Step) error {
+	if rt.rank != nil && st.T == 0 {
+		// a rank with no sequences this step only serves its experts: it takes part in
+		// every exchange and runs its experts on what the other ranks send
+		for i := range pr.calls {
+			c := &pr.calls[i]
+			if !rankOps[c.in.Op] {
+				continue
+			}
+			if err := c.k.Run(st, c.args, c.results); err != nil {
+				return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Kernel, err)
+			}
+		}
+		return nil
+	}
 	if rt.hook == nil {
 		for i := range pr.calls {
 			c := &pr.calls[i]

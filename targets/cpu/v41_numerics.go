@@ -270,55 +270,40 @@ func newMoEExpertsAny(args, res []ir.Type, a ir.Attrs) (Kernel, error) {
 }
 
 func (k *v41Experts) Run(s *Step, a, r []Tensor) error {
-	x, wts, ids := a[0].F32, a[1].F32, a[2].I32
-	t, topk := a[0].Rows(), a[1].Shape[1]
+	return runExperts(k, k.experts, k.dim, &k.slotOut, a, r)
+}
+
+// input is a token's activations as the expert takes them: MXFP8 (bf16, then E4M3
+// with a power-of-two scale per 32), which is also how they travel between ranks.
+func (k *v41Experts) input(x, dst []float32) { quantizeActs("mxfp8", k.block, len(x), x, dst) }
+
+// wire: MXFP8 rows (E4M3 codes, a UE8M0 scale per 32) to the experts, bf16 back —
+// exactly the values the experts take and give, and the planner's byte counts.
+func (k *v41Experts) wire() (in, out wireFmt) { return wireMXFP8, wireBF16 }
+
+// rows is one expert of the reference's MoE for n MXFP8 rows: w1 and w3 to bf16, the
+// clamped SwiGLU in fp32, the routing weight, MXFP8 again for w2, a bf16 result.
+func (k *v41Experts) rows(a []Tensor, e int, xq, w []float32, n int, sc *expertScratch, y []float32) {
 	d, in := k.dim, k.inter
-	k.slotOut = grow(k.slotOut, t*topk*d)
-	routed := make([][]int, k.experts)
-	for i, e := range ids {
-		if e < 0 || int(e) >= k.experts {
-			return fmt.Errorf("router chose expert %d of %d", e, k.experts)
-		}
-		routed[e] = append(routed[e], i)
-	}
-	var active []int
-	for e, rows := range routed {
-		if len(rows) > 0 {
-			active = append(active, e)
+	g, u, h := sc.get(n*in, n*in, n*in)
+	gemmNT(n, in, d, xq, d, a[3+e].F32, d, g, in)
+	gemmNT(n, in, d, xq, d, a[3+2*k.experts+e].F32, d, u, in)
+	quant.BF16Slice(g)
+	quant.BF16Slice(u)
+	swiglu(g, u, h, k.limit)
+	for i := 0; i < n; i++ {
+		for j := range h[i*in : (i+1)*in] {
+			h[i*in+j] *= w[i]
 		}
 	}
-	parallelFor(len(active), t*topk*d*in/max(len(active), 1), func(lo, hi int) {
-		var xe, xq, g, u, h, y []float32
-		for _, e := range active[lo:hi] {
-			rows := routed[e]
-			n := len(rows)
-			xe, xq = grow(xe, n*d), grow(xq, n*d)
-			for i, slot := range rows {
-				tok := slot / topk
-				copy(xe[i*d:(i+1)*d], x[tok*d:(tok+1)*d])
-			}
-			quantizeActs("mxfp8", k.block, d, xe, xq)
-			g, u, h, y = grow(g, n*in), grow(u, n*in), grow(h, n*in), grow(y, n*d)
-			gemmNT(n, in, d, xq, d, a[3+e].F32, d, g, in)
-			gemmNT(n, in, d, xq, d, a[3+2*k.experts+e].F32, d, u, in)
-			quant.BF16Slice(g)
-			quant.BF16Slice(u)
-			swiglu(g, u, h, k.limit)
-			for i, slot := range rows {
-				w := wts[slot]
-				for j := range h[i*in : (i+1)*in] {
-					h[i*in+j] *= w
-				}
-			}
-			quantizeActs("mxfp8", k.block, in, h, h)
-			gemmNT(n, d, in, h, in, a[3+k.experts+e].F32, in, y, d)
-			quant.BF16Slice(y)
-			for i, slot := range rows {
-				copy(k.slotOut[slot*d:(slot+1)*d], y[i*d:(i+1)*d])
-			}
-		}
-	})
-	out := r[0].F32
+	quantizeActs("mxfp8", k.block, in, h, h)
+	gemmNT(n, d, in, h, in, a[3+k.experts+e].F32, in, y, d)
+	quant.BF16Slice(y)
+}
+
+// reduce sums a token's expert outputs in fp32 in ascending expert id.
+func (k *v41Experts) reduce(out, slotOut []float32, ids []int32, t, topk int) {
+	d := k.dim
 	order := make([]int, topk)
 	for tok := 0; tok < t; tok++ {
 		for j := range order {
@@ -328,13 +313,12 @@ func (k *v41Experts) Run(s *Step, a, r []Tensor) error {
 		dst := out[tok*d : (tok+1)*d]
 		clear(dst)
 		for _, j := range order {
-			src := k.slotOut[(tok*topk+j)*d : (tok*topk+j+1)*d]
+			src := slotOut[(tok*topk+j)*d : (tok*topk+j+1)*d]
 			for i := range dst {
 				dst[i] += src[i]
 			}
 		}
 	}
-	return nil
 }
 
 // rmsRow normalizes x into y as the reference's RMSNorm: fp32 statistics in ATen's
