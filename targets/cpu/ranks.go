@@ -668,3 +668,15 @@ func (g *rankGroup) Step(in *targets.StepIn, out *targets.StepOut) error {
 	}
 	return nil
 }
+
+// Describe says how the plan runs (divm prints it at start-up).
+func (g *rankGroup) Describe() string {
+	var lo, hi int64
+	for i, b := range g.RankWeightBytes() {
+		if i == 0 || b < lo {
+			lo = b
+		}
+		hi = max(hi, b)
+	}
+	return fmt.Sprintf("cpu: %d in-process ranks (attention dp %d, experts ep %d), %.1f–%.1f MiB of weights per rank as float32", len(g.ranks), len(g.ranks), len(g.ranks), float64(lo)/(1<<20), float64(hi)/(1<<20))
+}
