@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -200,4 +201,34 @@ func TestMaskTimeBudget(t *testing.T) {
 		t.Fatal("no mask ran past a 1ns budget")
 	}
 	t.Logf("%d timeouts before the masks were built", timeouts)
+}
+
+// TestMaskBenchContinuesTimedOutMasks: the benchmark continues a mask that passed the
+// per-mask time budget (as a loaded machine can make any mask do) instead of counting
+// the instance as refused.
+func TestMaskBenchContinuesTimedOutMasks(t *testing.T) {
+	v := toyVocab(t)
+	dir := t.TempDir()
+	file := `{"description":"t","schema":{"type":"object","properties":{"a":{"type":"string","pattern":"^[a-z]{3,9}(-[0-9]+)?$"}},"required":["a"]},` +
+		`"tests":[{"description":"ok","valid":true,"data":{"a":"abc-12"}},{"description":"bad","valid":false,"data":{"a":"ab"}}]}`
+	if err := os.WriteFile(filepath.Join(dir, "t.json"), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := MaskBenchFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := RunMaskBench(MaskBenchConfig{
+		NewCompiler: func() *Compiler { return NewCompiler(v, Options{MaxMaskTime: time.Nanosecond}) },
+		Encode:      func(s string) []int32 { return greedyTokens(v, []byte(s)) },
+	}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Compiled != 1 || s.ValidTests != 1 || s.InvalidTests != 1 || s.ValidRejected+s.InvalidAccepted != 0 {
+		t.Fatalf("compiled %d, valid %d, invalid %d, wrong %d: %+v", s.Compiled, s.ValidTests, s.InvalidTests, s.ValidRejected+s.InvalidAccepted, s.Results[0])
+	}
+	if s.MaskRetries == 0 {
+		t.Fatal("no mask passed a 1 ns budget")
+	}
 }
