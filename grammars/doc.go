@@ -62,12 +62,18 @@
 // already written breaks a keyword the grammar leaves to the check (an object matching
 // two oneOf alternatives, a repeated item under uniqueItems, a failed dependency,
 // multipleOf, not, ...), and nothing but completions remains; (2) in parts of a schema
-// no value satisfies although the schema does: an optional property whose value
-// schema is empty in a way only the automaton sees (a pattern that cannot meet its
-// length bounds), an object type whose minProperties exceeds the members it can have
-// next to another type, pattern properties that can only spell known keys; (3) under
-// minLength with a pattern that can end short of it (only the upper bound is tracked
-// ahead). The sampler must treat an empty mask as an error.
+// no value satisfies although the schema does, where the compiler cannot see it: a
+// member, item or alternative whose subschema admits no value is left out when it
+// compiles (schema_empty.go: through $ref/allOf, anyOf/oneOf, required members,
+// minProperties and minItems, to a bounded depth; a required one makes its object
+// impossible), but a string whose pattern cannot meet its length bounds is taken as
+// satisfiable, and pattern properties that can only spell known keys are offered;
+// (3) under minLength with a pattern that can end short of it (only the upper bound is
+// tracked ahead). The sampler must treat an empty mask as an error.
+//
+// Counted patterns: ^C{m,n}$ with C one character (a class, \d, ., ...) compiles as
+// C* within the length bounds [m, n] (the string's length register), so all counts
+// share one automaton state and one vocabulary walk.
 //
 // Whitespace: the default policy (WhitespacePython) accepts exactly the one-line form of
 // Python's json.dumps: ", " between items and members, ": " after keys, no other

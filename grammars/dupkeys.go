@@ -296,15 +296,29 @@ func (m *Matcher) keyOnlyRepeats(bs []byte) bool {
 	if err != nil {
 		return false
 	}
-	var live byteSet
+	// only the closing quote may follow: no frame steps on another byte, one on '"'
+	// (stopping at the first other live byte: inside a key most bytes are)
+	quote := false
 	for _, f := range closed {
 		a, s := m.g.autOf(m.frames[f].state)
-		l := a.liveBytes(s)
-		for i := range live {
-			live[i] |= l[i]
+		eb := &a.state(s).edgeBytes
+		for c := 0; c < a.ncls; c++ {
+			b := a.reps[c]
+			if !eb.has(b) {
+				continue
+			}
+			if b == '"' {
+				if !quote && a.step(s, '"') >= 0 {
+					quote = true
+				}
+				continue
+			}
+			if a.step(s, b) >= 0 {
+				return false
+			}
 		}
 	}
-	return live.count() == 1 && live.has('"')
+	return quote
 }
 
 // endsInRepeat reports whether bs, read from the current state, stops inside a key

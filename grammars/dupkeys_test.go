@@ -171,3 +171,30 @@ func FuzzKeyScan(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyPrefixThatCanOnlyRepeat: in a finite key language a token that stops inside
+// a key spelling one already in its object, where the key can then only close, is
+// cleared (the next token would be a dead end); a key that can go on is kept.
+func TestKeyPrefixThatCanOnlyRepeat(t *testing.T) {
+	v := byteVocab(t)
+	c := NewCompiler(v, Options{})
+	g, err := c.JSONSchema([]byte(`{"type":"object","patternProperties":{"^x[0-9]$":{"type":"null"},"^y[0-9]+$":{"type":"null"}},"additionalProperties":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	acceptPrefix(t, m, `{"x1": null, "y1": null, "x`)
+	mask := checkMask(t, m, "after x")
+	if mask['1'>>6]&(1<<('1'&63)) != 0 || mask['2'>>6]&(1<<('2'&63)) == 0 {
+		t.Errorf(`after {"x1": null, "y1": null, "x: '1' allowed %v (want false), '2' allowed %v (want true)`,
+			mask['1'>>6]&(1<<('1'&63)) != 0, mask['2'>>6]&(1<<('2'&63)) != 0)
+	}
+	// "y1" can go on ("y12"): '1' stays
+	if err := m.Rollback(1); err != nil {
+		t.Fatal(err)
+	}
+	acceptPrefix(t, m, `y`)
+	if mask := checkMask(t, m, "after y"); mask['1'>>6]&(1<<('1'&63)) == 0 {
+		t.Error(`after "y: '1' cleared although "y1..." can go on`)
+	}
+}
