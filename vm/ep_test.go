@@ -17,6 +17,9 @@ import (
 func epSpec(t testing.TB, n int) *deploy.Spec {
 	t.Helper()
 	red := 1
+	if n == 1 {
+		red = 0
+	}
 	src := fmt.Sprintf(`target: cpu
 topology: {nodes: 1, devices_per_node: %d}
 roles:
@@ -32,7 +35,7 @@ experts: {num_redundant: %d, policy: eplb, synthetic: "zipf:1.1"}
 }
 
 // TestExpertParallel runs every fixture's requests (greedy and sampled, with every
-// logits row kept) on 2, 4 and 8 in-process ranks — attention data parallel, experts
+// logits row kept) on a one-rank deploy spec and on 2, 4 and 8 in-process ranks — attention data parallel, experts
 // spread by the plan's EPLB placement with replicas, dispatch and combine as real
 // all-to-all exchanges — and on one rank: every token and every logits row is the same
 // bits, in the default numerics and in batch-invariant mode, and on V4.1 with DSpark
@@ -40,7 +43,7 @@ experts: {num_redundant: %d, policy: eplb, synthetic: "zipf:1.1"}
 // bytes_per_token per token per MoE layer call (V4.1: MXFP8 rows), the combine payload
 // bf16 rows.
 func TestExpertParallel(t *testing.T) {
-	for _, dir := range append([]string{fixtureDir}, fixturesV41...) {
+	for _, dir := range modelFixtures() {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			v41 := dir != fixtureDir
 			if v41 {
@@ -48,7 +51,7 @@ func TestExpertParallel(t *testing.T) {
 			}
 			reqs := invariantPool(t, dir, 12, 20)
 			if raceOn {
-				reqs = invariantPool(t, dir, 4, 8)
+				reqs = invariantPool(t, dir, 3, 6)
 			}
 			for _, inv := range []bool{false, true} {
 				one := compileAndLoadWith(t, compiler.Options{ModelDir: dir}, targets.Options{Invariant: inv})
@@ -61,7 +64,7 @@ func TestExpertParallel(t *testing.T) {
 				if spec != nil {
 					wantSpec = runAll(t, &vm.Engine{M: one, MaxBatchTokens: 4096, Spec: spec}, reqs)
 				}
-				for _, n := range []int{2, 4, 8} {
+				for _, n := range []int{1, 2, 4, 8} {
 					name := fmt.Sprintf("ep%d invariant=%v", n, inv)
 					m := compileAndLoadWith(t, compiler.Options{ModelDir: dir, Spec: epSpec(t, n)}, targets.Options{Invariant: inv})
 					if got := m.Ranks(); got != n {
@@ -70,6 +73,9 @@ func TestExpertParallel(t *testing.T) {
 					sameResults(t, name, runAll(t, &vm.Engine{M: m, MaxBatchTokens: 4096}, reqs), want)
 					if spec != nil {
 						sameResults(t, name+" speculative", runAll(t, &vm.Engine{M: m, MaxBatchTokens: 4096, Spec: spec}, reqs), wantSpec)
+					}
+					if n == 1 { // one rank: the spec's plan is the plain one
+						continue
 					}
 					st := m.CommStats()
 					checkExchanges(t, name, m, v41, st)

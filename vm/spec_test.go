@@ -86,7 +86,11 @@ func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
 			m := compileAndLoad(t, compiler.Options{ModelDir: dir})
 			reqs := specRequests(t, dir, 24)
 			plain := runAll(t, &vm.Engine{M: m}, reqs)
-			for _, spec := range []vm.Speculation{{MaxDraft: 5}, {MaxDraft: 2}, {MaxDraft: 5, Varlen: true, Threshold: 0.5}} {
+			specs := []vm.Speculation{{MaxDraft: 5}, {MaxDraft: 2}, {MaxDraft: 5, Varlen: true, Threshold: 0.5}}
+			if raceOn {
+				specs = []vm.Speculation{{MaxDraft: 5}, {MaxDraft: 5, Varlen: true, Threshold: 0.5}}
+			}
+			for _, spec := range specs {
 				e := &vm.Engine{M: m, Spec: &spec}
 				got := runAll(t, e, reqs)
 				name := fmt.Sprintf("γ≤%d varlen=%v", spec.MaxDraft, spec.Varlen)
