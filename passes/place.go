@@ -2,12 +2,12 @@ package passes
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"deepinfer/deploy"
 	"deepinfer/ir"
 	"deepinfer/placement"
+	"deepinfer/plan"
 )
 
 // placeSeed makes synthetic loads, and so plans, deterministic.
@@ -40,7 +40,7 @@ func placeExperts(m *ir.Module, cfg *Config) (bool, error) {
 				return false, fmt.Errorf("MoE layers have %d and %d experts; placement needs one count", experts, e)
 			}
 			experts = int(e)
-			layers = append(layers, layerOf(in.Args[3].Name))
+			layers = append(layers, max(plan.LayerOf(in.Args[3].Name), 0))
 		}
 		if len(layers) == 0 {
 			continue
@@ -109,18 +109,4 @@ func expertLoads(s *deploy.Spec, experts, layers int) (placement.Loads, error) {
 		return nil, err
 	}
 	return g.Generate(placeSeed), nil
-}
-
-// layerOf reads the layer index from a weight name such as "model.layers.7.ffn...".
-func layerOf(name string) int {
-	i := strings.Index(name, "layers.")
-	if i < 0 {
-		return 0
-	}
-	rest := name[i+len("layers."):]
-	if j := strings.IndexByte(rest, '.'); j >= 0 {
-		rest = rest[:j]
-	}
-	n, _ := strconv.Atoi(rest)
-	return n
 }

@@ -2,12 +2,12 @@ package vm_test
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"deepinfer/compiler"
+	"deepinfer/internal/vmtest"
 	"deepinfer/vm"
 )
 
@@ -37,43 +37,14 @@ func specRequests(t testing.TB, dir string, maxTokens int) []vm.Request {
 	return reqs
 }
 
-func runAll(t *testing.T, e *vm.Engine, reqs []vm.Request) []vm.Result {
+func runAll(t testing.TB, e *vm.Engine, reqs []vm.Request) []vm.Result {
 	t.Helper()
-	out := make([]vm.Result, len(reqs))
-	e.Run(slices.Clone(reqs), func(r vm.Result) {
-		if r.Err != nil {
-			t.Fatalf("request %s: %v", r.ID, r.Err)
-		}
-		out[r.Index] = r
-	})
-	return out
+	return vmtest.RunAll(t, e, reqs)
 }
 
-// sameResults compares tokens and every logits row bit for bit.
-func sameResults(t *testing.T, what string, got, want []vm.Result) {
+func sameResults(t testing.TB, what string, got, want []vm.Result) {
 	t.Helper()
-	for i := range want {
-		g, w := got[i], want[i]
-		first, worst := -1, 0.0
-		for j := 0; j < min(len(g.Logits), len(w.Logits)); j++ {
-			for v := range w.Logits[j] {
-				if d := math.Abs(float64(g.Logits[j][v]) - float64(w.Logits[j][v])); d > 0 {
-					worst = math.Max(worst, d)
-					if first < 0 {
-						first = j
-					}
-				}
-			}
-		}
-		switch {
-		case !slices.Equal(g.Tokens, w.Tokens):
-			t.Errorf("%s: request %s: tokens %v, want %v (logits first differ at row %d, by up to %.3g)", what, w.ID, g.Tokens, w.Tokens, first, worst)
-		case len(g.Logits) != len(w.Logits):
-			t.Errorf("%s: request %s: %d logits rows, want %d", what, w.ID, len(g.Logits), len(w.Logits))
-		case worst != 0:
-			t.Errorf("%s: request %s: logits differ from row %d, by up to %.3g; want bit-for-bit equality", what, w.ID, first, worst)
-		}
-	}
+	vmtest.SameResults(t, what, got, want)
 }
 
 // TestSpeculativeGreedyEqualsPlain runs the V4.1 fixtures' prompts with DSpark

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -120,21 +119,6 @@ func (rk *rankCtx) route(phase string, layer, experts, slotsPerRank int) (*moeRo
 	return m, nil
 }
 
-// layerOf is the layer index in a weight name such as "model.layers.7.ffn…", the key
-// of the plan's placement; -1 for other weights (the DSpark stages' "mtp.*").
-func layerOf(name string) int {
-	i := strings.Index(name, "layers.")
-	if i < 0 {
-		return -1
-	}
-	rest := name[i+len("layers."):]
-	if j := strings.IndexByte(rest, '.'); j >= 0 {
-		rest = rest[:j]
-	}
-	n, _ := strconv.Atoi(rest)
-	return n
-}
-
 // expertsInstr reads a moe_experts instruction: its layer (from its first expert
 // weight's name), expert count and slots per rank.
 func expertsInstr(p *plan.Plan, in *plan.Instr) (layer, experts, slots int, err error) {
@@ -142,7 +126,7 @@ func expertsInstr(p *plan.Plan, in *plan.Instr) (layer, experts, slots int, err 
 	if experts < 1 || slots < 1 || len(in.Args) < 3+3*experts || in.Args[3].Kind != plan.OpWeight {
 		return 0, 0, 0, fmt.Errorf("moe_experts: %d experts, %d slots per rank and %d operands do not describe a sharded layer", experts, slots, len(in.Args))
 	}
-	return layerOf(p.Weights[in.Args[3].Index].Name), experts, slots, nil
+	return plan.LayerOf(p.Weights[in.Args[3].Index].Name), experts, slots, nil
 }
 
 // kernel prepares a rank's collective or experts instruction.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"deepinfer/compiler"
+	"deepinfer/internal/vmtest"
 	"deepinfer/plan"
 	"deepinfer/targets"
 	"deepinfer/targets/cuda"
@@ -73,38 +74,6 @@ func devRequests(t *testing.T, model string, n, maxTokens int) []vm.Request {
 	return reqs
 }
 
-func runReqs(t *testing.T, e *vm.Engine, reqs []vm.Request) []vm.Result {
-	t.Helper()
-	out := make([]vm.Result, len(reqs))
-	e.Run(slices.Clone(reqs), func(r vm.Result) {
-		if r.Err != nil {
-			t.Fatalf("request %s: %v", r.ID, r.Err)
-		}
-		out[r.Index] = r
-	})
-	return out
-}
-
-func sameOutputs(t *testing.T, what string, got, want []vm.Result) {
-	t.Helper()
-	for i := range want {
-		if !slices.Equal(got[i].Tokens, want[i].Tokens) {
-			t.Errorf("%s: %s: tokens %v, want %v", what, want[i].ID, got[i].Tokens, want[i].Tokens)
-			continue
-		}
-		if len(got[i].Logits) != len(want[i].Logits) {
-			t.Errorf("%s: %s: %d logits rows, want %d", what, want[i].ID, len(got[i].Logits), len(want[i].Logits))
-			continue
-		}
-		for j := range want[i].Logits {
-			if !slices.Equal(got[i].Logits[j], want[i].Logits[j]) {
-				t.Errorf("%s: %s: logits row %d differs", what, want[i].ID, j)
-				break
-			}
-		}
-	}
-}
-
 // TestDeviceSpeculation runs DSpark speculation on the device (emulated here; the GPU
 // with -device gpu) with forced drafts — a right prefix, then a wrong token — so every
 // group is partly rejected and rolled back: every request's tokens and every logits
@@ -118,7 +87,7 @@ func TestDeviceSpeculation(t *testing.T) {
 		t.Run(model, func(t *testing.T) {
 			m := loadDevice(t, model, targets.Options{MaxTokens: 256})
 			reqs := devRequests(t, model, 4, 10)
-			plain := runReqs(t, &vm.Engine{M: m}, reqs)
+			plain := vmtest.RunAll(t, &vm.Engine{M: m}, reqs)
 			groups, partial := 0, 0
 			spec := &vm.Speculation{MaxDraft: 4, Exact: true}
 			spec.Override = func(r *vm.Request, gen, drafted []int32) []int32 {
@@ -139,7 +108,7 @@ func TestDeviceSpeculation(t *testing.T) {
 					partial++
 				}
 			}
-			sameOutputs(t, "speculative", runReqs(t, &vm.Engine{M: m, Spec: spec}, reqs), plain)
+			vmtest.SameResults(t, "speculative", vmtest.RunAll(t, &vm.Engine{M: m, Spec: spec}, reqs), plain)
 			if groups == 0 || partial == 0 {
 				t.Fatalf("%d groups, %d partly accepted: the rollback was not exercised", groups, partial)
 			}
@@ -158,7 +127,7 @@ func TestDeviceBatchInvariance(t *testing.T) {
 			reqs := devRequests(t, model, 6, 6)
 			alone := make([]vm.Result, len(reqs))
 			for i, r := range reqs {
-				alone[i] = runReqs(t, &vm.Engine{M: m, MaxSeqs: 1, MaxBatchTokens: 256}, []vm.Request{r})[0]
+				alone[i] = vmtest.RunAll(t, &vm.Engine{M: m, MaxSeqs: 1, MaxBatchTokens: 256}, []vm.Request{r})[0]
 			}
 			schedules := []*vm.Engine{
 				{M: m, MaxBatchTokens: 256, MaxSeqs: 64},
@@ -168,7 +137,7 @@ func TestDeviceBatchInvariance(t *testing.T) {
 				schedules = append(schedules, &vm.Engine{M: m, MaxBatchTokens: 7, MaxSeqs: 64, Spec: &vm.Speculation{MaxDraft: 3, Exact: true}})
 			}
 			for i, e := range schedules {
-				sameOutputs(t, fmt.Sprintf("schedule %d", i), runReqs(t, e, reqs), alone)
+				vmtest.SameResults(t, fmt.Sprintf("schedule %d", i), vmtest.RunAll(t, e, reqs), alone)
 			}
 		})
 	}
