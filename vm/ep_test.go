@@ -1,9 +1,13 @@
 package vm_test
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"deepinfer/compiler"
 	"deepinfer/deploy"
@@ -144,4 +148,46 @@ func routedBytes(m *vm.Machine) int64 {
 		}
 	}
 	return n
+}
+
+// TestExpertParallelFailedStep: when one rank fails inside a step, the other ranks,
+// waiting in an exchange, are released with the error instead of hanging; the step's
+// sequences are given up, and the next requests run normally.
+func TestExpertParallelFailedStep(t *testing.T) {
+	var fails atomic.Int32
+	hook := func(phase string, i int, in *plan.Instr, run func() error) error {
+		if in.Op == "moe_experts" && phase == plan.PhasePrefill && fails.Add(1) == 1 {
+			return errors.New("injected failure")
+		}
+		return run()
+	}
+	m := compileAndLoadWith(t, compiler.Options{ModelDir: fixtureDir, Spec: epSpec(t, 4)}, targets.Options{Hook: hook})
+	reqs := invariantPool(t, fixtureDir, 8, 12)
+	done := make(chan []vm.Result)
+	go func() {
+		var out []vm.Result
+		(&vm.Engine{M: m}).Run(reqs, func(r vm.Result) { out = append(out, r) })
+		done <- out
+	}()
+	var out []vm.Result
+	select {
+	case out = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the ranks hung after a failure")
+	}
+	failed := 0
+	for _, r := range out {
+		if r.Err != nil {
+			failed++
+			if !strings.Contains(r.Err.Error(), "injected failure") && !strings.Contains(r.Err.Error(), "another rank failed") {
+				t.Errorf("request %s: %v", r.ID, r.Err)
+			}
+		}
+	}
+	if failed == 0 || len(out) != len(reqs) {
+		t.Fatalf("%d results, %d failed: the injected failure did not fail the step's requests", len(out), failed)
+	}
+	// the group runs again
+	want := runAll(t, &vm.Engine{M: compileAndLoad(t, compiler.Options{ModelDir: fixtureDir})}, reqs)
+	sameResults(t, "after a failed step", runAll(t, &vm.Engine{M: m}, reqs), want)
 }

@@ -91,6 +91,17 @@ func (c *comm) abort(err error) {
 	c.mu.Unlock()
 }
 
+// reset clears an abort once every rank has left the failed step, so the next step
+// starts afresh (the failed step's sequences are the VM's to give up).
+func (c *comm) reset() {
+	c.mu.Lock()
+	c.err, c.count = nil, 0
+	for i := range c.box {
+		clear(c.box[i])
+	}
+	c.mu.Unlock()
+}
+
 // allToAll sends send[dst] to every rank and returns what every rank sent this one
 // (recv[src]), counting the bytes under op.
 func (c *comm) allToAll(op string, rank int, send []msg) ([]msg, error) {

@@ -629,6 +629,9 @@ func (g *rankGroup) Step(in *targets.StepIn, out *targets.StepOut) error {
 		}()
 	}
 	wg.Wait()
+	if errors.Join(errs...) != nil {
+		g.comm.reset() // every rank has returned: the next step may run
+	}
 	for r, err := range errs {
 		if err != nil && !strings.HasPrefix(err.Error(), "another rank failed") {
 			return fmt.Errorf("rank %d: %w", r, err)
