@@ -50,7 +50,14 @@ func (j *jsc) nothing(ps []part) bool {
 
 // conjKey is the canonical key of a conjunction (as symFor's).
 func (j *jsc) conjKey(conj []part) string {
-	ps := append([]part(nil), conj...)
+	_, key := j.canonical(conj)
+	return key
+}
+
+// canonical sorts a conjunction's parts by schema and skip, drops repeats, and returns
+// them with their key.
+func (j *jsc) canonical(parts []part) ([]part, string) {
+	ps := append([]part(nil), parts...)
 	sort.Slice(ps, func(a, b int) bool {
 		ia, ib := j.id(ps[a].s), j.id(ps[b].s)
 		if ia != ib {
@@ -59,13 +66,15 @@ func (j *jsc) conjKey(conj []part) string {
 		return ps[a].skip < ps[b].skip
 	})
 	var kb strings.Builder
+	var uniq []part
 	for i, p := range ps {
 		if i > 0 && p.s == ps[i-1].s && p.skip == ps[i-1].skip {
 			continue
 		}
+		uniq = append(uniq, p)
 		fmt.Fprintf(&kb, "%d.%d,", j.id(p.s), p.skip)
 	}
-	return kb.String()
+	return uniq, kb.String()
 }
 
 func (j *jsc) emptiness(ps []part, depth int, budget *int, onPath map[string]bool) emptiness {

@@ -3,7 +3,6 @@ package grammars
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -165,24 +164,7 @@ func pointerOf(s *jsonschema.Schema) string {
 
 // symFor returns the rule for "a value valid against every part".
 func (j *jsc) symFor(parts []part) int32 {
-	ps := append([]part(nil), parts...)
-	sort.Slice(ps, func(a, b int) bool {
-		ia, ib := j.id(ps[a].s), j.id(ps[b].s)
-		if ia != ib {
-			return ia < ib
-		}
-		return ps[a].skip < ps[b].skip
-	})
-	var kb strings.Builder
-	var uniq []part
-	for i, p := range ps {
-		if i > 0 && p.s == ps[i-1].s && p.skip == ps[i-1].skip {
-			continue
-		}
-		uniq = append(uniq, p)
-		fmt.Fprintf(&kb, "%d.%d,", j.id(p.s), p.skip)
-	}
-	key := kb.String()
+	uniq, key := j.canonical(parts)
 	if id, ok := j.memo[key]; ok {
 		return id
 	}
