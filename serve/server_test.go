@@ -38,6 +38,12 @@ func newTestServer(t testing.TB, o Options) (*Server, *httptest.Server) {
 	tok := tokenizer.Bytes{BOSID: int32(out.Plan.Model.BOS), EOSID: int32(out.Plan.Model.EOS)}
 	o.Machine, o.Tokenizer, o.ModelName = m, tok, "tiny"
 	o.Grammars = grammars.NewCompiler(grammars.VocabFrom(tok, out.Plan.Model.Vocab), grammars.Options{})
+	return startServer(t, o)
+}
+
+// startServer serves o over HTTP until the test ends, then drains.
+func startServer(t testing.TB, o Options) (*Server, *httptest.Server) {
+	t.Helper()
 	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)

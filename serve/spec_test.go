@@ -1,14 +1,12 @@
 package serve
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"deepinfer/compiler"
 	"deepinfer/internal/testtok"
@@ -38,17 +36,7 @@ func newV41Server(t *testing.T, spec *vm.Speculation) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Machine: m, Tokenizer: tok, ModelName: "tiny-v41", Spec: spec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Drain(ctx)
-	})
+	_, hs := startServer(t, Options{Machine: m, Tokenizer: tok, ModelName: "tiny-v41", Spec: spec})
 	return hs
 }
 
