@@ -87,10 +87,17 @@ func TestExpertParallel(t *testing.T) {
 					for _, w := range m.Plan.Weights {
 						total += 4 * w.Elems()
 					}
+					// every rank holds the shared weights and only some experts; together
+					// they hold every expert at least once
+					routed, held := routedBytes(m), int64(0)
 					for r, b := range m.RankWeightBytes() {
-						if b >= total || b <= total-routedBytes(m) {
-							t.Errorf("%s: rank %d holds %d weight bytes; the model has %d, of which %d in routed experts: a rank holds the rest and only some experts", name, r, b, total, routedBytes(m))
+						if b >= total || b <= total-routed {
+							t.Errorf("%s: rank %d holds %d weight bytes; the model has %d, of which %d in routed experts: a rank holds the rest and only some experts", name, r, b, total, routed)
 						}
+						held += b - (total - routed)
+					}
+					if held < routed {
+						t.Errorf("%s: the ranks hold %d bytes of routed experts together, fewer than the model's %d", name, held, routed)
 					}
 					t.Logf("%s: dispatch %+v, combine %+v; weights per rank %v bytes (one rank: %d)", name, st["moe_dispatch"], st["moe_combine"], m.RankWeightBytes(), total)
 				}

@@ -313,9 +313,6 @@ func (s *Sequence) Digest() ([32]byte, error) {
 	return sv.Digest(), nil
 }
 
-// State is the sequence's state on its runtime (for tests and diagnostics).
-func (s *Sequence) State() targets.State { return s.state }
-
 // Ranks is the number of expert-parallel ranks the plan runs on (1 unless the runtime
 // runs several: targets.Ranked).
 func (m *Machine) Ranks() int {

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -81,11 +80,17 @@ func (c *comm) barrier() error {
 	return c.err
 }
 
+// abortedError is what the ranks waiting in a collective get when another rank fails.
+type abortedError struct{ cause error }
+
+func (e *abortedError) Error() string { return "another rank failed: " + e.cause.Error() }
+func (e *abortedError) Unwrap() error { return e.cause }
+
 // abort fails the communicator: every rank in or entering a collective gets err.
 func (c *comm) abort(err error) {
 	c.mu.Lock()
 	if c.err == nil {
-		c.err = fmt.Errorf("another rank failed: %w", err)
+		c.err = &abortedError{err}
 	}
 	c.cond.Broadcast()
 	c.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 
 	"deepinfer/ir"
@@ -129,21 +128,14 @@ func expertsInstr(p *plan.Plan, in *plan.Instr) (layer, experts, slots int, err 
 	return plan.LayerOf(p.Weights[in.Args[3].Index].Name), experts, slots, nil
 }
 
-// kernel prepares a rank's collective or experts instruction.
-func (rk *rankCtx) kernel(p *plan.Plan, in *plan.Instr, argT []ir.Type) (Kernel, error) {
+// kernel prepares instruction i of prog, a rank's collective or experts instruction.
+func (rk *rankCtx) kernel(p *plan.Plan, prog *plan.Program, idx int, argT []ir.Type) (Kernel, error) {
+	in := &prog.Instrs[idx]
 	if n := attrInt(in.Attrs, "ranks"); n != rk.count {
 		return nil, fmt.Errorf("%s spans %d ranks; this group has %d", in.Op, n, rk.count)
 	}
-	// the layer's dispatch, experts and combine are one exchange: find the experts
-	// instruction this one belongs to (the next moe_experts for a dispatch, the
-	// previous for a combine)
-	prog := programOf(p, in)
-	idx := 0
-	for i := range prog.Instrs {
-		if &prog.Instrs[i] == in {
-			idx = i
-		}
-	}
+	// a layer's dispatch, experts and combine are one exchange: the experts instruction
+	// is the next moe_experts after a dispatch, the previous one before a combine
 	var ein *plan.Instr
 	switch in.Op {
 	case "moe_experts":
@@ -192,19 +184,6 @@ func (rk *rankCtx) kernel(p *plan.Plan, in *plan.Instr, argT []ir.Type) (Kernel,
 	default:
 		return &combineKernel{rankKernel: base}, nil
 	}
-}
-
-// programOf is the program holding instruction in.
-func programOf(p *plan.Plan, in *plan.Instr) *plan.Program {
-	for i := range p.Programs {
-		pr := &p.Programs[i]
-		for j := range pr.Instrs {
-			if &pr.Instrs[j] == in {
-				return pr
-			}
-		}
-	}
-	return nil
 }
 
 type rankKernel struct {
@@ -633,8 +612,9 @@ func (g *rankGroup) Step(in *targets.StepIn, out *targets.StepOut) error {
 		g.comm.reset() // every rank has returned: the next step may run
 	}
 	for r, err := range errs {
-		if err != nil && !strings.HasPrefix(err.Error(), "another rank failed") {
-			return fmt.Errorf("rank %d: %w", r, err)
+		var ab *abortedError
+		if err != nil && !errors.As(err, &ab) {
+			return fmt.Errorf("rank %d: %w", r, err) // the failure itself, not its echoes
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -247,7 +247,7 @@ func (rt *hostRuntime) prepare(p *plan.Program, prep prepareFunc) (*program, err
 		var k Kernel
 		var err error
 		if rt.rank != nil && rankOps[in.Op] {
-			k, err = rt.rank.kernel(rt.p, in, argT)
+			k, err = rt.rank.kernel(rt.p, p, i, argT)
 		} else {
 			k, err = prep(in.Kernel, argT, resT, in.Attrs)
 		}
@@ -492,14 +492,5 @@ func (rt *hostRuntime) fillMasks(pr *program, R int, masks [][]uint64) error {
 		}
 	}
 	pr.params[pr.mask] = Tensor{I32: buf, Shape: []int{R, cols}}
-	return nil
-}
-
-// StateSeq is the kvstate behind a state of this target (nil for another target's):
-// for tests that say which part of two states differs (kvstate.Diff).
-func StateSeq(s targets.State) *kvstate.Seq {
-	if cs, ok := s.(*state); ok {
-		return cs.seq
-	}
 	return nil
 }

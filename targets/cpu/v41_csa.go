@@ -181,7 +181,7 @@ func (k *csaIndex) Run(s *Step, a, r []Tensor) error {
 				src = publishedKeys(v.st, k.layer, v.pos+i)
 			}
 			srcs[i] = src
-			if keyOf[src] != nil {
+			if _, ok := keyOf[src]; ok {
 				continue
 			}
 			st := &v.st.Layers[src]
@@ -189,7 +189,7 @@ func (k *csaIndex) Run(s *Step, a, r []Tensor) error {
 				return fmt.Errorf("layer %d indexes KV source %d, which holds no index keys", k.layer, src)
 			}
 			keys := &st.Caches[1]
-			kv := make([]float32, keys.N*k.dim, keys.N*k.dim+1) // never nil, even empty
+			kv := make([]float32, keys.N*k.dim)
 			for e := 0; e < keys.N; e++ {
 				keys.EntryInto(e, kv[e*k.dim:(e+1)*k.dim])
 			}

@@ -3,7 +3,6 @@ package kvstate
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"slices"
 )
@@ -130,48 +129,4 @@ func (s *Seq) Digest() [32]byte {
 	var d [32]byte
 	h.Sum(d[:0])
 	return d
-}
-
-// Diff names the first part of two states that differs ("" when none): the part a
-// digest mismatch comes from.
-func Diff(a, b *Seq) string {
-	if a.Len != b.Len {
-		return fmt.Sprintf("length %d vs %d", a.Len, b.Len)
-	}
-	if !slices.Equal(a.Engram, b.Engram) {
-		return fmt.Sprintf("Engram history %v vs %v", a.Engram, b.Engram)
-	}
-	for i := range a.Layers {
-		la, lb := &a.Layers[i], &b.Layers[i]
-		if la.Ring.n != lb.Ring.n {
-			return fmt.Sprintf("layer %d ring: %d rows vs %d", i, la.Ring.n, lb.Ring.n)
-		}
-		ra, rb := make([]float32, la.Ring.Dim), make([]float32, la.Ring.Dim)
-		for r := 0; r < la.Ring.n; r++ {
-			pa, pb := la.Ring.RowInto(r, ra), lb.Ring.RowInto(r, rb)
-			if pa != pb || !slices.Equal(ra, rb) {
-				return fmt.Sprintf("layer %d ring row %d (positions %d, %d)", i, r, pa, pb)
-			}
-		}
-		for j := range la.Caches {
-			ca, cb := &la.Caches[j], &lb.Caches[j]
-			switch {
-			case !slices.Equal(ca.PendKV, cb.PendKV) || !slices.Equal(ca.PendGate, cb.PendGate):
-				return fmt.Sprintf("layer %d cache %d: open group", i, j)
-			case ca.HasPrev != cb.HasPrev || !slices.Equal(ca.PrevKV, cb.PrevKV) || !slices.Equal(ca.PrevGate, cb.PrevGate):
-				return fmt.Sprintf("layer %d cache %d: previous window", i, j)
-			case ca.N != cb.N:
-				return fmt.Sprintf("layer %d cache %d: %d entries vs %d", i, j, ca.N, cb.N)
-			}
-			ea, eb := make([]float32, ca.Dim), make([]float32, ca.Dim)
-			for k := 0; k < ca.N; k++ {
-				ca.EntryInto(k, ea)
-				cb.EntryInto(k, eb)
-				if !slices.Equal(ea, eb) {
-					return fmt.Sprintf("layer %d cache %d (%s) entry %d of %d", i, j, ca.Kind, k, ca.N)
-				}
-			}
-		}
-	}
-	return ""
 }

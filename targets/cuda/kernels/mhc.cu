@@ -64,17 +64,22 @@ KERNEL(mhc_mix_dot, mhc_MixDotArgs) {
   }
 }
 
-DEV void mhc_cols64(double* c, i64 n, double eps) {
+// mhc_cols and mhc_rows are one Sinkhorn half-step on an n×n matrix: each column (row)
+// divided by its sum plus eps, in the precision F of the model's mixes (V4: double,
+// V4.1: float).
+template <class F>
+DEVM void mhc_cols(F* c, i64 n, F eps) {
   for (i64 j = 0; j < n; j++) {
-    double s = 0;
+    F s = 0;
     for (i64 i = 0; i < n; i++) s += c[i * n + j];
     for (i64 i = 0; i < n; i++) c[i * n + j] /= s + eps;
   }
 }
 
-DEV void mhc_rows64(double* c, i64 n, double eps) {
+template <class F>
+DEVM void mhc_rows(F* c, i64 n, F eps) {
   for (i64 i = 0; i < n; i++) {
-    double s = 0;
+    F s = 0;
     for (i64 j = 0; j < n; j++) s += c[i * n + j];
     for (i64 j = 0; j < n; j++) c[i * n + j] /= s + eps;
   }
@@ -110,10 +115,10 @@ KERNEL(mhc_mix_split, mhc_MixSplitArgs) {
       }
       for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + a.eps;
     }
-    mhc_cols64(c, n, a.eps);
+    mhc_cols(c, n, a.eps);
     for (i64 it = 1; it < a.iters; it++) {
-      mhc_rows64(c, n, a.eps);
-      mhc_cols64(c, n, a.eps);
+      mhc_rows(c, n, a.eps);
+      mhc_cols(c, n, a.eps);
     }
     for (i64 i = 0; i < n * n; i++) a.comb[t * n * n + i] = (float)c[i];
   }
@@ -132,22 +137,6 @@ KERNEL(mhc_mix41_dot, mhc_Mix41DotArgs) {
     w.w = a.fn;
     w.r = r;
     a.mix[i] = mkl_dot(x, w, rows, t - first, a.K, a.m);
-  }
-}
-
-DEV void mhc_cols32(float* c, i64 n, float eps) {
-  for (i64 j = 0; j < n; j++) {
-    float s = 0;
-    for (i64 i = 0; i < n; i++) s += c[i * n + j];
-    for (i64 i = 0; i < n; i++) c[i * n + j] /= s + eps;
-  }
-}
-
-DEV void mhc_rows32(float* c, i64 n, float eps) {
-  for (i64 i = 0; i < n; i++) {
-    float s = 0;
-    for (i64 j = 0; j < n; j++) s += c[i * n + j];
-    for (i64 j = 0; j < n; j++) c[i * n + j] /= s + eps;
   }
 }
 
@@ -190,10 +179,10 @@ KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) {
       }
       for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + eps;
     }
-    mhc_cols32(c, n, eps);
+    mhc_cols(c, n, eps);
     for (i64 it = 1; it < a.iters; it++) {
-      mhc_rows32(c, n, eps);
-      mhc_cols32(c, n, eps);
+      mhc_rows(c, n, eps);
+      mhc_cols(c, n, eps);
     }
   }
 }
