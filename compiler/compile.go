@@ -183,7 +183,7 @@ func Emit(m *ir.Module, cfg *ModelConfig, target string, embedded bool) (*plan.P
 			pw.Shape = append(pw.Shape, d.N)
 		}
 		if embedded {
-			pw.Init = embeddedInit(w.Name, pw.Shape)
+			pw.Init = DefaultInit(w.Name, pw.Shape)
 		}
 		pw.Storage = w.Storage
 		if w.Name == EngramTokenMap {

@@ -41,10 +41,11 @@ func EmbeddedConfig() *ModelConfig {
 	return c
 }
 
-// embeddedInit says how the embedded default generates one weight: norms start at one,
-// biases and position biases at zero, mHC scales at one, matrices with std 1/√fan-in,
-// hash tables as distinct random experts.
-func embeddedInit(name string, shape []int64) plan.Init {
+// DefaultInit says how a synthetic weight is generated (the embedded default's seeded
+// weights and `dic synth`'s checkpoints): norms start at one, biases and position biases
+// at zero, mHC scales at one, matrices with std 1/√fan-in, hash tables as distinct
+// random experts.
+func DefaultInit(name string, shape []int64) plan.Init {
 	switch {
 	case strings.HasSuffix(name, "norm.weight"), strings.HasSuffix(name, "_scale"), strings.HasSuffix(name, "hc_scale"):
 		return plan.Init{Kind: "const", Mean: 1}

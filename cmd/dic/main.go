@@ -35,6 +35,10 @@ func usage() {
       Place experts (EPLB) from expert loads; print phy2log, log2phy, logcnt and balancedness as JSON.
   dic cost --csv IN [--target h200|sm100|ascend950] [--out OUT] [--launch eager|device]
       Add the target cost model's predicted_us column to a kernel table (op,dtype,m,n,k,groups,extra[,median_us]).
+  dic synth --model DIR --out DIR [--layers 2-9] [--seed N] [--workers N]
+      Write a synthetic checkpoint: the config cut to the chosen layers (renumbered
+      from 0) and random weights in the real names and storage formats (FP8 blocks,
+      FP4 experts, UE8M0 scales), one shard per layer. For timing full-width layers.
   dic grammar bench --maskbench DIR [--tokenizer PATH] [--threads 1] [--out DIR]
   dic grammar check (--schema S | --regex R | --ebnf E) --instance X [--tokenizer PATH]
       Structured output: MaskBench over a directory, or the first rejected token of an instance.
@@ -50,6 +54,7 @@ func main() {
 		"place":   func(a []string) error { return placeCmd(a, os.Stdout) },
 		"cost":    func(a []string) error { return costCmd(a, os.Stdout, os.Stderr) },
 		"grammar": func(a []string) error { return grammarCmd(a, os.Stdout) },
+		"synth":   func(a []string) error { return synthCmd(a, os.Stdout) },
 	})
 }
 
