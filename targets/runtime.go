@@ -2,6 +2,7 @@ package targets
 
 import (
 	"fmt"
+	"time"
 
 	"deepinfer/plan"
 	"deepinfer/quant"
@@ -38,6 +39,10 @@ type Options struct {
 	// depend on how many rows its sequence or the batch brings to the step (chunked
 	// prefill, speculation, batch size). Prompt rows keep prefill's semantics.
 	Invariant bool
+	// MaxContext is the longest sequence the runtime must hold (0: the model's
+	// max_position_embeddings). A device runtime sizes every sequence's state for it,
+	// so a benchmark at a 32k context need not reserve the model's million positions.
+	MaxContext int
 }
 
 // Runtime is an opened plan.
@@ -72,6 +77,26 @@ type SavableState interface {
 	Save() (restore func() error, err error)
 	// Digest hashes the state's logical content: equal digests, equal values bit for bit.
 	Digest() [32]byte
+}
+
+// Profiler is a runtime that can time its instructions, for benchmarks.
+type Profiler interface {
+	// SetProfile turns per-instruction timing on or off; on a device it adds an event
+	// between instructions, so steps timed as a whole should run with it off.
+	SetProfile(on bool)
+	// TakeProfile returns the time each kernel (the plan's kernel name of an
+	// instruction) took since the last call, summed over its instructions and steps (a
+	// device's event times), and how many steps that covers, and starts again.
+	TakeProfile() (map[string]time.Duration, int)
+}
+
+// DeviceBench is a device runtime's measurements of its own machine.
+type DeviceBench interface {
+	// CopyBandwidth copies a buffer of the given bytes device to device reps times and
+	// returns the median rate, counting bytes read plus bytes written.
+	CopyBandwidth(bytes int64, reps int) (float64, error)
+	// CopyState makes dst's content a copy of src's (two states of this runtime).
+	CopyState(dst, src State) error
 }
 
 // Ranked is a runtime that runs a plan's expert-parallel ranks (the cpu target's

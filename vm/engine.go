@@ -171,8 +171,8 @@ func (e *Engine) validate(r *Request) error {
 		return fmt.Errorf("request %q: max_tokens must be at least 1", r.ID)
 	}
 	n := len(r.Prompt) + len(r.Forced) + r.MaxTokens
-	if n > e.M.Plan.Model.MaxPositions {
-		return fmt.Errorf("request %q: prompt plus output (%d tokens) exceeds the model's %d positions", r.ID, n, e.M.Plan.Model.MaxPositions)
+	if n > e.M.MaxPositions() {
+		return fmt.Errorf("request %q: prompt plus output (%d tokens) exceeds the %d positions the machine holds", r.ID, n, e.M.MaxPositions())
 	}
 	if r.TopLogprobs < 0 || r.TopLogprobs > 20 {
 		return fmt.Errorf("request %q: top logprobs %d is outside [0, 20]", r.ID, r.TopLogprobs)

@@ -23,6 +23,7 @@ type Machine struct {
 	rt   targets.Runtime
 	// tokenMap is the Engram token map (V4.1), kept on the host for the eval cases.
 	tokenMap []int32
+	maxPos   int // the longest sequence: the model's, or targets.Options.MaxContext
 	// per-step scratch, reused
 	stepNo   uint64
 	in       targets.StepIn
@@ -51,7 +52,7 @@ func LoadOn(p *plan.Plan, w Weights, exec targets.Executor, opts ...targets.Opti
 	if len(w) != len(p.Weights) {
 		return nil, fmt.Errorf("%d weights for a manifest of %d", len(w), len(p.Weights))
 	}
-	m := &Machine{Plan: p}
+	m := &Machine{Plan: p, maxPos: p.Model.MaxPositions}
 	for i := range p.Weights {
 		if p.Weights[i].Init.Kind == plan.InitTokenMap {
 			m.tokenMap = w[i].I32
@@ -60,6 +61,9 @@ func LoadOn(p *plan.Plan, w Weights, exec targets.Executor, opts ...targets.Opti
 	var o targets.Options
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if o.MaxContext > 0 {
+		m.maxPos = min(m.maxPos, o.MaxContext)
 	}
 	rt, err := exec.Open(p, w, o)
 	if err != nil {
@@ -78,6 +82,10 @@ func open(p *plan.Plan, rt targets.Runtime, m *Machine) (*Machine, error) {
 	m.Plan, m.rt = p, rt
 	return m, nil
 }
+
+// MaxPositions is the longest sequence the machine holds: the model's
+// max_position_embeddings, or less when it was opened with targets.Options.MaxContext.
+func (m *Machine) MaxPositions() int { return m.maxPos }
 
 // Describe says where the plan runs, when the target's runtime says (a device runtime:
 // the device, its kernels' build or cache, its memory); "" otherwise.
@@ -189,8 +197,8 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 			return nil, fmt.Errorf("chunk %d: a sequence appears twice in one step", i)
 		}
 		c.Seq.stamp = m.stepNo
-		if end := c.Seq.Len() + len(c.Tokens); end > m.Plan.Model.MaxPositions {
-			return nil, fmt.Errorf("chunk %d: sequence would reach %d tokens, past the model's %d positions", i, end, m.Plan.Model.MaxPositions)
+		if end := c.Seq.Len() + len(c.Tokens); end > m.maxPos {
+			return nil, fmt.Errorf("chunk %d: sequence would reach %d tokens, past the %d positions the machine was opened for", i, end, m.maxPos)
 		}
 		for j, t := range c.Tokens {
 			if t < 0 || int(t) >= V {
@@ -335,5 +343,34 @@ func (m *Machine) CommStats() map[string]targets.CommBytes {
 	if r, ok := m.rt.(targets.Ranked); ok {
 		return r.CommStats()
 	}
+	return nil
+}
+
+// Profiler is the runtime's instruction profiler, nil when its target has none.
+func (m *Machine) Profiler() targets.Profiler {
+	p, _ := m.rt.(targets.Profiler)
+	return p
+}
+
+// DeviceBench is the runtime's device measurements, nil on a target without a device.
+func (m *Machine) DeviceBench() targets.DeviceBench {
+	d, _ := m.rt.(targets.DeviceBench)
+	return d
+}
+
+// CopySequence makes dst a copy of src: the same tokens and the same state, copied on
+// the device. It needs a runtime that copies states (DeviceBench).
+func (m *Machine) CopySequence(dst, src *Sequence) error {
+	d := m.DeviceBench()
+	if d == nil {
+		return fmt.Errorf("this target does not copy sequence states")
+	}
+	if src.broken != nil || dst.broken != nil {
+		return fmt.Errorf("copy sequence: a broken sequence")
+	}
+	if err := d.CopyState(dst.state, src.state); err != nil {
+		return err
+	}
+	dst.len = src.len
 	return nil
 }

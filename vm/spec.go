@@ -248,7 +248,7 @@ func (e *Engine) propose(running []*active) {
 	if e.Spec == nil || !e.M.CanDraft() {
 		return
 	}
-	B, P, V := e.M.Plan.Model.DSpark.Block, e.M.Plan.Model.MaxPositions, e.M.Plan.Model.Vocab
+	B, P, V := e.M.Plan.Model.DSpark.Block, e.M.MaxPositions(), e.M.Plan.Model.Vocab
 	var seqs []*Sequence
 	var anchors []int32
 	var who []*active

@@ -46,8 +46,8 @@ func (m *Machine) Draft(seqs []*Sequence, anchors []int32) ([]Draft, error) {
 		if anchors[i] < 0 || int(anchors[i]) >= V {
 			return nil, fmt.Errorf("anchor %d is outside the vocabulary", anchors[i])
 		}
-		if s.Len()+B > m.Plan.Model.MaxPositions {
-			return nil, fmt.Errorf("sequence %d: a draft block would pass the model's %d positions", i, m.Plan.Model.MaxPositions)
+		if s.Len()+B > m.maxPos {
+			return nil, fmt.Errorf("sequence %d: a draft block would pass the %d positions the machine holds", i, m.maxPos)
 		}
 		for j := 0; j < B; j++ {
 			tok := int32(ds.Noise)

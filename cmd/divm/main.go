@@ -49,6 +49,11 @@ func usage() {
   divm overhead plan.dip [--batch 256] [--steps 300]
       Measure the VM's own time per decode step (scheduling, batch preparation,
       sampling randoms, outputs) with every kernel replaced by a no-op.
+  divm bench plan.dip [--model DIR] [--batch 1,64,256] [--context 4096] [--steps 10]
+           [--warmup 3] [--profile-steps 3] [--chunk 1024] [--copy-mib 2048] [--out FILE]
+      Time decode steps at each batch size and context (one sequence prefilled, the rest
+      copied from it on the device), next to the bytes a step must read and the
+      device's copy bandwidth measured in the same run; per-kernel times from events.
   divm tokenize [--tokenizer DIR] [--decode]
       JSON strings, one per line, to {"ids":[...]} lines (or back with --decode).
 `)
@@ -64,6 +69,7 @@ func main() {
 		"serve":    func(a []string) error { return serveCmd(a, os.Stdout) },
 		"simulate": func(a []string) error { return simulateCmd(a, os.Stdout) },
 		"overhead": func(a []string) error { return overheadCmd(a, os.Stdout) },
+		"bench":    func(a []string) error { return benchCmd(a, os.Stdout) },
 		"tokenize": func(a []string) error { return tokenizeCmd(a, os.Stdin, os.Stdout) },
 	})
 }

@@ -60,7 +60,7 @@ func (b *Bind) Str(k string) string    { v, _ := b.Attrs.Str(k); return v }
 func (b *Bind) Plan() *plan.Plan { return b.rt.plan }
 
 // MaxPositions is the longest sequence the state must hold.
-func (b *Bind) MaxPositions() int64 { return int64(b.rt.plan.Model.MaxPositions) }
+func (b *Bind) MaxPositions() int64 { return b.rt.maxPos }
 
 // Weight is the manifest entry of weight operand j, or nil.
 func (b *Bind) Weight(j int) *plan.Weight { return b.weights[j] }

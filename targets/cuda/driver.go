@@ -26,6 +26,7 @@ type driver interface {
 	Free(p devptr) error
 	HtoD(dst devptr, src unsafe.Pointer, bytes uint64, s stream) error
 	DtoH(dst unsafe.Pointer, src devptr, bytes uint64, s stream) error
+	DtoD(dst, src devptr, bytes uint64, s stream) error
 	Memset(dst devptr, v byte, bytes uint64, s stream) error
 	LoadModule(image []byte) (module, error)
 	Function(m module, name string) (function, error)
@@ -70,7 +71,7 @@ var driverSymbols = []string{
 	"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
 	"cuDeviceGetAttribute", "cuDeviceTotalMem", "cuDevicePrimaryCtxRetain",
 	"cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuMemGetInfo", "cuMemAlloc", "cuMemFree",
-	"cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemsetD8Async", "cuModuleLoadData",
+	"cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async", "cuModuleLoadData",
 	"cuModuleGetFunction", "cuLaunchKernel", "cuStreamCreate", "cuStreamSynchronize",
 	"cuEventCreate", "cuEventRecord", "cuEventElapsedTime", "cuGetErrorName",
 }
@@ -256,6 +257,10 @@ func (d *realDriver) HtoD(dst devptr, src unsafe.Pointer, n uint64, s stream) er
 
 func (d *realDriver) DtoH(dst unsafe.Pointer, src devptr, n uint64, s stream) error {
 	return d.call("cuMemcpyDtoHAsync", uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
+}
+
+func (d *realDriver) DtoD(dst, src devptr, n uint64, s stream) error {
+	return d.call("cuMemcpyDtoDAsync", uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
 }
 
 func (d *realDriver) Memset(dst devptr, v byte, n uint64, s stream) error {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -28,6 +29,7 @@ type fakeDriver struct {
 	modules []fakeModule
 	failAt  map[string]int // call name → fail on its n-th use (tests of error paths)
 	calls   map[string]int
+	events  []time.Time // the host time of each event's last Record (work runs at launch)
 }
 
 // FakeStats counts what the runtime asked of the fake driver.
@@ -161,6 +163,23 @@ func (d *fakeDriver) DtoH(dst unsafe.Pointer, src devptr, n uint64, _ stream) er
 	return nil
 }
 
+func (d *fakeDriver) DtoD(dst, src devptr, n uint64, _ stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	to, err := d.find(dst, n)
+	if err == nil {
+		var from []byte
+		if from, err = d.find(src, n); err == nil {
+			copy(to, from)
+			return nil
+		}
+	}
+	return &cuError{call: "cuMemcpyDtoDAsync", code: 1, name: err.Error()}
+}
+
 func (d *fakeDriver) Memset(dst devptr, v byte, n uint64, _ stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -269,10 +288,32 @@ func (d *fakeDriver) Sync(stream) error {
 	return nil
 }
 
-func (d *fakeDriver) NewEvent() (event, error)   { return 1, nil }
-func (d *fakeDriver) Record(event, stream) error { return nil }
-func (d *fakeDriver) Elapsed(event, event) (float32, error) {
-	return 0, nil
+// Events: the emulated device runs each launch when it is made, so an event's time is
+// the host clock when it was recorded.
+func (d *fakeDriver) NewEvent() (event, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events = append(d.events, time.Time{})
+	return event(len(d.events)), nil
+}
+
+func (d *fakeDriver) Record(e event, _ stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e < 1 || int(e) > len(d.events) {
+		return &cuError{call: "cuEventRecord", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	d.events[e-1] = time.Now()
+	return nil
+}
+
+func (d *fakeDriver) Elapsed(a, b event) (float32, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a < 1 || b < 1 || int(a) > len(d.events) || int(b) > len(d.events) || d.events[a-1].IsZero() || d.events[b-1].IsZero() {
+		return 0, &cuError{call: "cuEventElapsedTime", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	return float32(d.events[b-1].Sub(d.events[a-1]).Seconds() * 1e3), nil
 }
 
 func (d *fakeDriver) close() {

@@ -36,6 +36,7 @@ type Runtime struct {
 	state stateLayout
 
 	maxT       int64
+	maxPos     int64 // the longest sequence a state holds (targets.Options.MaxContext)
 	arena      devptr
 	arenaBytes int64
 	params     paramBufs
@@ -45,6 +46,7 @@ type Runtime struct {
 	scratch    devptr
 
 	info     Info
+	prof     profile
 	stepping bool
 	host     hostStage
 	closed   bool
@@ -173,6 +175,10 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		rt.maxT = int64(min(p.Model.MaxPositions, defaultMaxTokens))
 	}
 	rt.maxT = max(rt.maxT, 1)
+	rt.maxPos = int64(p.Model.MaxPositions)
+	if o.MaxContext > 0 {
+		rt.maxPos = min(rt.maxPos, int64(o.MaxContext))
+	}
 	var err error
 	rt.w.do(func() { err = rt.openOnThread(cc, ws) })
 	if err != nil {
@@ -763,7 +769,19 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 	st := Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase, Seqs: rt.seqTab, Err: rt.errFlag}
 	rt.stepping = true
 	defer func() { rt.stepping = false }()
+	var evs []event
+	if rt.prof.on {
+		var err error
+		if evs, err = rt.profEvents(pr); err != nil {
+			return err
+		}
+	}
 	for i, c := range pr.calls {
+		if evs != nil {
+			if err := d.Record(evs[i], s); err != nil {
+				return err
+			}
+		}
 		c.step.T, c.step.R, c.step.K, c.step.NSeq, c.step.Phase, c.step.Seqs, c.step.Err = st.T, st.R, st.K, st.NSeq, st.Phase, st.Seqs, st.Err
 		for j := range c.step.args {
 			if c.argRefs[j].Kind != plan.OpWeight {
@@ -785,7 +803,18 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 			return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Op, err)
 		}
 	}
-	return rt.readBack(pr, in, out, R)
+	if evs != nil {
+		if err := d.Record(evs[len(pr.calls)], s); err != nil {
+			return err
+		}
+	}
+	if err := rt.readBack(pr, in, out, R); err != nil {
+		return err
+	}
+	if evs != nil {
+		return rt.collect(pr, evs)
+	}
+	return nil
 }
 
 func lastDim(s []int64) int64 {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"deepinfer/plan"
+	"deepinfer/targets"
+	"deepinfer/vm"
+	"deepinfer/vm/stepbench"
+)
+
+// benchCmd times decode steps of a plan on its target over a grid of batch sizes and
+// contexts and sets them against the bytes each step must read.
+func benchCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	model := fs.String("model", "", "model directory with the checkpoint (default $DEEPINFER_HF_MODEL_DIR)")
+	batches := fs.String("batch", "1,64,256", "batch sizes (sequences per decode step)")
+	contexts := fs.String("context", "4096", "contexts (tokens in each sequence before the timed steps)")
+	steps := fs.Int("steps", 10, "timed decode steps per point (the median is reported)")
+	warmup := fs.Int("warmup", 3, "untimed decode steps first")
+	profile := fs.Int("profile-steps", 3, "steps run again with per-kernel device events (0: none)")
+	chunk := fs.Int("chunk", 1024, "prefill tokens per step when building a context")
+	copyMiB := fs.Int64("copy-mib", 2048, "buffer for the device-to-device copy bandwidth, MiB")
+	seed := fs.Uint64("seed", 1, "token seed")
+	out := fs.String("out", "", "write the full report as JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{Err: fmt.Errorf("bench takes one plan file")}
+	}
+	cfg := stepbench.Config{Warmup: *warmup, Steps: *steps, ProfileSteps: *profile, Chunk: *chunk,
+		CopyBytes: *copyMiB << 20, Seed: *seed, Progress: os.Stderr}
+	if cfg.Batches, err = intList("--batch", *batches); err != nil {
+		return err
+	}
+	if cfg.Contexts, err = intList("--context", *contexts); err != nil {
+		return err
+	}
+	if *steps < 1 || *warmup < 0 || *profile < 0 || *chunk < 1 || *copyMiB < 1 {
+		return usageError{Err: fmt.Errorf("--steps, --chunk and --copy-mib must be positive, --warmup and --profile-steps not negative")}
+	}
+	p, err := plan.ReadFile(pos[0])
+	if err != nil {
+		return err
+	}
+	dir := *model
+	if dir == "" && p.Source.Kind == plan.SourceCheckpoint {
+		dir = os.Getenv("DEEPINFER_HF_MODEL_DIR")
+	}
+	start := time.Now()
+	w, err := vm.LoadWeights(p, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "divm bench: weights read in %s\n", time.Since(start).Round(time.Millisecond))
+	maxCtx := 0
+	maxB := 0
+	for _, c := range cfg.Contexts {
+		maxCtx = max(maxCtx, c)
+	}
+	for _, b := range cfg.Batches {
+		maxB = max(maxB, b)
+	}
+	start = time.Now()
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: max(*chunk, maxB), MaxContext: maxCtx + *warmup + *steps + *profile + 8})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if d := m.Describe(); d != "" {
+		fmt.Fprintf(os.Stderr, "divm bench: %s; start-up %s\n", d, time.Since(start).Round(time.Millisecond))
+	}
+	rep, err := stepbench.Run(m, cfg)
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "%s: %s, %d layers, target %s\n", pos[0], p.ModelType, len(p.Model.Layers), p.Target)
+	fmt.Fprintf(stdout, "bytes a step must read: weights touched (routed experts: expected distinct experts of the batch) + KV attended, in this plan's formats\n")
+	rep.Table(stdout)
+	return nil
+}
+
+func intList(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, usageError{Err: fmt.Errorf("%s %q: want positive integers separated by commas", flagName, s)}
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,164 @@
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"deepinfer/targets"
+)
+
+// profile holds per-instruction device events while profiling is on (SetProfile).
+type profile struct {
+	on     bool
+	events map[*prog][]event // len(calls)+1 per program, made on first use
+	total  map[string]time.Duration
+	steps  int
+}
+
+var (
+	_ targets.Profiler    = (*Runtime)(nil)
+	_ targets.DeviceBench = (*Runtime)(nil)
+)
+
+// SetProfile implements targets.Profiler.
+func (rt *Runtime) SetProfile(on bool) { rt.w.do(func() { rt.prof.on = on }) }
+
+// TakeProfile implements targets.Profiler.
+func (rt *Runtime) TakeProfile() (map[string]time.Duration, int) {
+	var out map[string]time.Duration
+	var n int
+	rt.w.do(func() {
+		out, n = rt.prof.total, rt.prof.steps
+		rt.prof.total, rt.prof.steps = nil, 0
+	})
+	return out, n
+}
+
+// profEvents returns the program's events, creating them once.
+func (rt *Runtime) profEvents(pr *prog) ([]event, error) {
+	if rt.prof.events == nil {
+		rt.prof.events = map[*prog][]event{}
+	}
+	evs := rt.prof.events[pr]
+	for len(evs) < len(pr.calls)+1 {
+		e, err := rt.drv.NewEvent()
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+	}
+	rt.prof.events[pr] = evs
+	return evs, nil
+}
+
+// collect adds a finished step's event intervals to the totals (the step has synced).
+func (rt *Runtime) collect(pr *prog, evs []event) error {
+	if rt.prof.total == nil {
+		rt.prof.total = map[string]time.Duration{}
+	}
+	for i, c := range pr.calls {
+		ms, err := rt.drv.Elapsed(evs[i], evs[i+1])
+		if err != nil {
+			return err
+		}
+		k := c.in.Kernel
+		if k == "" {
+			k = c.in.Op
+		}
+		rt.prof.total[k] += time.Duration(float64(ms) * 1e6)
+	}
+	rt.prof.steps++
+	return nil
+}
+
+// CopyBandwidth implements targets.DeviceBench.
+func (rt *Runtime) CopyBandwidth(bytes int64, reps int) (float64, error) {
+	if bytes <= 0 || reps <= 0 {
+		return 0, fmt.Errorf("copy bandwidth: %d bytes, %d repetitions", bytes, reps)
+	}
+	var rate float64
+	var err error
+	rt.w.do(func() { rate, err = rt.copyBandwidth(bytes, reps) })
+	return rate, err
+}
+
+func (rt *Runtime) copyBandwidth(bytes int64, reps int) (float64, error) {
+	d, s := rt.drv, rt.stream
+	a, err := d.Alloc(uint64(bytes))
+	if err != nil {
+		return 0, fmt.Errorf("copy bandwidth buffer (%d bytes): %w", bytes, err)
+	}
+	defer d.Free(a)
+	b, err := d.Alloc(uint64(bytes))
+	if err != nil {
+		return 0, fmt.Errorf("copy bandwidth buffer (%d bytes): %w", bytes, err)
+	}
+	defer d.Free(b)
+	// random-looking content, not zeros
+	if err := d.Memset(a, 0x5a, uint64(bytes), s); err != nil {
+		return 0, err
+	}
+	e0, err := d.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	e1, err := d.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	var ms []float64
+	for r := -1; r < reps; r++ { // one warm-up copy
+		src, dst := a, b
+		if r%2 != 0 {
+			src, dst = b, a
+		}
+		if err := d.Record(e0, s); err != nil {
+			return 0, err
+		}
+		if err := d.DtoD(dst, src, uint64(bytes), s); err != nil {
+			return 0, err
+		}
+		if err := d.Record(e1, s); err != nil {
+			return 0, err
+		}
+		t, err := d.Elapsed(e0, e1)
+		if err != nil {
+			return 0, err
+		}
+		if r >= 0 {
+			ms = append(ms, float64(t))
+		}
+	}
+	if err := d.Sync(s); err != nil {
+		return 0, err
+	}
+	slices.Sort(ms)
+	med := ms[len(ms)/2]
+	if med <= 0 {
+		return 0, fmt.Errorf("copy bandwidth: the device timed a copy of %d bytes at %g ms", bytes, med)
+	}
+	return 2 * float64(bytes) / (med / 1e3), nil
+}
+
+// CopyState implements targets.DeviceBench: a device-to-device copy of the state block.
+func (rt *Runtime) CopyState(dst, src targets.State) error {
+	a, ok1 := dst.(*devState)
+	b, ok2 := src.(*devState)
+	if !ok1 || !ok2 || a.rt != rt || b.rt != rt {
+		return fmt.Errorf("copy state: not two states of this runtime")
+	}
+	if rt.state.size == 0 || a == b {
+		return nil
+	}
+	if a.mem == 0 || b.mem == 0 {
+		return fmt.Errorf("copy state: a released state")
+	}
+	var err error
+	rt.w.do(func() {
+		if err = rt.drv.DtoD(a.mem, b.mem, uint64(rt.state.size), rt.stream); err == nil {
+			err = rt.drv.Sync(rt.stream)
+		}
+	})
+	return err
+}

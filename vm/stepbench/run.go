@@ -1,0 +1,275 @@
+package stepbench
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"deepinfer/vm"
+)
+
+// Config is a benchmark's grid and repetitions.
+type Config struct {
+	Batches      []int // sequences per decode step
+	Contexts     []int // tokens in each sequence's state before the timed steps
+	Warmup       int   // untimed decode steps first
+	Steps        int   // timed decode steps (the median is reported)
+	ProfileSteps int   // steps run again with per-instruction device events (0: none)
+	Chunk        int   // prefill tokens per step when building the context
+	CopyBytes    int64 // buffer size for the copy-bandwidth measurement (0: 1 GiB)
+	Seed         uint64
+	Progress     io.Writer // progress lines (nil: quiet)
+}
+
+// Point is one (batch, context) measurement.
+type Point struct {
+	Batch, Context int
+	StepMs         []float64         // wall time of each timed step (upload, kernels, read-back)
+	MedianMs       float64           // median of StepMs
+	Bytes          Bytes             // what a step must read
+	ClassMs        map[Class]float64 // per-step device time by kernel class (profiled steps)
+	PrefillSeconds float64           // building the context (one sequence; the rest copied)
+}
+
+// Report is a benchmark run.
+type Report struct {
+	Device string
+	CopyBW []float64 // bytes/s, read plus written; measured before and after the points
+	Points []Point
+}
+
+// CopyBWMedian is the median of the copy-bandwidth measurements (0 without a device).
+func (r *Report) CopyBWMedian() float64 { return median(r.CopyBW) }
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Run measures every point of the grid on the machine (opened with MaxContext at least
+// the largest context plus the steps).
+func Run(m *vm.Machine, cfg Config) (*Report, error) {
+	if len(cfg.Batches) == 0 || len(cfg.Contexts) == 0 || cfg.Steps < 1 {
+		return nil, fmt.Errorf("stepbench: needs batches, contexts and at least one timed step")
+	}
+	for _, c := range cfg.Contexts {
+		if c < 1 {
+			return nil, fmt.Errorf("stepbench: context %d: a decode step needs at least one token before it", c)
+		}
+		if need := c + cfg.Warmup + cfg.Steps + cfg.ProfileSteps + 1; need > m.MaxPositions() {
+			return nil, fmt.Errorf("stepbench: context %d plus %d steps needs %d positions; the machine holds %d", c, cfg.Warmup+cfg.Steps+cfg.ProfileSteps, need, m.MaxPositions())
+		}
+	}
+	if cfg.Chunk <= 0 {
+		cfg.Chunk = 1024
+	}
+	if cfg.CopyBytes <= 0 {
+		cfg.CopyBytes = 1 << 30
+	}
+	say := func(format string, a ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "stepbench: "+format+"\n", a...)
+		}
+	}
+	rep := &Report{Device: m.Describe()}
+	dev := m.DeviceBench()
+	copyBW := func() error {
+		if dev == nil {
+			return nil
+		}
+		bw, err := dev.CopyBandwidth(cfg.CopyBytes, 10)
+		if err != nil {
+			return err
+		}
+		rep.CopyBW = append(rep.CopyBW, bw)
+		say("device-to-device copy of %d MiB: %.0f GB/s (read + write)", cfg.CopyBytes>>20, bw/1e9)
+		return nil
+	}
+	if err := copyBW(); err != nil {
+		return nil, err
+	}
+	V := m.Plan.Model.Vocab
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xbe7c4))
+	token := func() int32 { return int32(3 + rng.IntN(max(V-3, 1))) }
+	prefill := func(s *vm.Sequence, toks []int32) error {
+		for i := 0; i < len(toks); i += cfg.Chunk {
+			j := min(i+cfg.Chunk, len(toks))
+			if _, err := m.Forward([]vm.Chunk{{Seq: s, Tokens: toks[i:j]}}); err != nil {
+				return fmt.Errorf("building the context (tokens %d–%d): %w", i, j, err)
+			}
+		}
+		return nil
+	}
+	contexts := slices.Sorted(slices.Values(cfg.Contexts))
+	for _, ctx := range contexts {
+		prompt := make([]int32, ctx)
+		for i := range prompt {
+			prompt[i] = token()
+		}
+		tmpl, err := m.NewSequence()
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		if err := prefill(tmpl, prompt); err != nil {
+			tmpl.Release()
+			return nil, err
+		}
+		pre := time.Since(start).Seconds()
+		say("context %d built in %.1f s", ctx, pre)
+		for _, B := range cfg.Batches {
+			pt, err := runPoint(m, cfg, tmpl, prompt, B, ctx, token, prefill, say)
+			if err != nil {
+				tmpl.Release()
+				return nil, err
+			}
+			pt.PrefillSeconds = pre
+			rep.Points = append(rep.Points, *pt)
+		}
+		tmpl.Release()
+	}
+	if err := copyBW(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, ctx int, token func() int32,
+	prefill func(*vm.Sequence, []int32) error, say func(string, ...any)) (*Point, error) {
+	seqs := make([]*vm.Sequence, B)
+	defer func() {
+		for _, s := range seqs {
+			if s != nil {
+				s.Release()
+			}
+		}
+	}()
+	for i := range seqs {
+		s, err := m.NewSequence()
+		if err != nil {
+			return nil, fmt.Errorf("batch %d: sequence %d: %w", B, i, err)
+		}
+		seqs[i] = s
+		if m.DeviceBench() != nil {
+			err = m.CopySequence(s, tmpl)
+		} else {
+			err = prefill(s, prompt)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("batch %d: sequence %d: %w", B, i, err)
+		}
+	}
+	chunks := make([]vm.Chunk, B)
+	for i := range chunks {
+		chunks[i] = vm.Chunk{Seq: seqs[i], Tokens: []int32{token()}, Decode: true}
+	}
+	step := func() (float64, error) {
+		t := time.Now()
+		outs, err := m.Forward(chunks)
+		el := time.Since(t).Seconds() * 1e3
+		if err != nil {
+			return 0, err
+		}
+		for i := range chunks {
+			chunks[i].Tokens = []int32{outs[i].Token}
+		}
+		return el, nil
+	}
+	pt := &Point{Batch: B, Context: ctx, Bytes: DecodeBytes(m.Plan, B, ctx)}
+	for i := 0; i < cfg.Warmup; i++ {
+		if _, err := step(); err != nil {
+			return nil, fmt.Errorf("batch %d, context %d, warm-up step: %w", B, ctx, err)
+		}
+	}
+	for i := 0; i < cfg.Steps; i++ {
+		ms, err := step()
+		if err != nil {
+			return nil, fmt.Errorf("batch %d, context %d, timed step: %w", B, ctx, err)
+		}
+		pt.StepMs = append(pt.StepMs, ms)
+	}
+	pt.MedianMs = median(pt.StepMs)
+	if prof := m.Profiler(); prof != nil && cfg.ProfileSteps > 0 {
+		prof.TakeProfile()
+		prof.SetProfile(true)
+		for i := 0; i < cfg.ProfileSteps; i++ {
+			if _, err := step(); err != nil {
+				prof.SetProfile(false)
+				return nil, fmt.Errorf("batch %d, context %d, profiled step: %w", B, ctx, err)
+			}
+		}
+		prof.SetProfile(false)
+		tot, n := prof.TakeProfile()
+		pt.ClassMs = map[Class]float64{}
+		for k, d := range tot {
+			pt.ClassMs[k] = d.Seconds() * 1e3 / float64(max(n, 1))
+		}
+	}
+	say("batch %d, context %d: median step %.3f ms over %d steps", B, ctx, pt.MedianMs, cfg.Steps)
+	return pt, nil
+}
+
+// Table writes the report as text: per point the step time, the bytes and their rate
+// over the copy bandwidth; per kernel class the same from the profiled steps.
+func (r *Report) Table(w io.Writer) {
+	bw := r.CopyBWMedian()
+	frac := func(bytes, ms float64) string {
+		if bw <= 0 || ms <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*bytes/(ms/1e3)/bw)
+	}
+	if bw > 0 {
+		var each []string
+		for _, b := range r.CopyBW {
+			each = append(each, fmt.Sprintf("%.0f", b/1e9))
+		}
+		fmt.Fprintf(w, "copy bandwidth (device to device, read + write): median %.0f GB/s (%s)\n", bw/1e9, strings.Join(each, ", "))
+	}
+	fmt.Fprintf(w, "%-6s %-8s %12s %12s %10s %10s\n", "batch", "context", "step ms", "bytes MB", "GB/s", "of copy")
+	for _, p := range r.Points {
+		t := p.Bytes.Total()
+		fmt.Fprintf(w, "%-6d %-8d %12.3f %12.1f %10.1f %10s\n", p.Batch, p.Context, p.MedianMs, t/1e6, t/(p.MedianMs/1e3)/1e9, frac(t, p.MedianMs))
+	}
+	for _, p := range r.Points {
+		if p.ClassMs == nil {
+			continue
+		}
+		fmt.Fprintf(w, "batch %d, context %d, by kernel class (profiled steps; event times):\n", p.Batch, p.Context)
+		classes := map[Class]bool{}
+		for k := range p.ClassMs {
+			classes[k] = true
+		}
+		for k := range p.Bytes.Weights {
+			classes[k] = true
+		}
+		for k := range p.Bytes.KV {
+			classes[k] = true
+		}
+		keys := make([]string, 0, len(classes))
+		for k := range classes {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return p.ClassMs[keys[i]] > p.ClassMs[keys[j]] })
+		var sum float64
+		for _, k := range keys {
+			sum += p.ClassMs[k]
+		}
+		for _, k := range keys {
+			ms, b := p.ClassMs[k], p.Bytes.Class(k)
+			fmt.Fprintf(w, "  %-40s %10.3f ms %5.1f%% %10.1f MB %8s of copy\n", k, ms, 100*ms/max(sum, 1e-9), b/1e6, frac(b, ms))
+		}
+		fmt.Fprintf(w, "  %-40s %10.3f ms\n", "sum of kernels", sum)
+	}
+}

@@ -1,0 +1,182 @@
+package stepbench_test
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/plan"
+	"deepinfer/targets"
+	_ "deepinfer/targets/all"
+	"deepinfer/targets/cuda"
+	"deepinfer/vm"
+	"deepinfer/vm/stepbench"
+)
+
+func compile(t *testing.T, fixture, target string) *plan.Plan {
+	t.Helper()
+	out, err := compiler.Compile(compiler.Options{ModelDir: "../../testdata/" + fixture, Target: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Plan
+}
+
+// TestDecodeBytesTinyV4 checks the byte count against the fixture's config, counted by
+// hand: 4 layers (HCA rate 8, CSA rate 4, HCA, CSA), window 8 (a ring of 7 rows),
+// head_dim 32 and index_head_dim 16 in float32, index top-4, 8 experts top-2.
+func TestDecodeBytesTinyV4(t *testing.T) {
+	p := compile(t, "tiny-v4-dev", "h200")
+	const ctx = 64
+	// per sequence: rings 4·7·32·4; HCA 2·(64/8)·128; CSA attends min(16, 4)·128 and
+	// scores 16 index keys of 64 bytes, twice
+	kvPerSeq := 4*7*128 + 2*(ctx/8)*128 + 2*(4*128+(ctx/4)*64)
+	var all, experts, embedRow float64
+	for i := range p.Weights {
+		w := &p.Weights[i]
+		n := float64(w.Elems() * int64(w.DType.Size()))
+		all += n
+		switch {
+		case strings.Contains(w.Name, ".experts."):
+			experts += n
+		case strings.Contains(w.Name, "embed_tokens"):
+			embedRow = n / float64(w.Shape[0])
+			all -= n
+		}
+	}
+	for _, B := range []int{1, 3, 50} {
+		b := stepbench.DecodeBytes(p, B, ctx)
+		var kv, wt float64
+		for _, v := range b.KV {
+			kv += v
+		}
+		for _, v := range b.Weights {
+			wt += v
+		}
+		if want := float64(B * kvPerSeq); kv != want {
+			t.Errorf("batch %d: KV %v bytes, want %v", B, kv, want)
+		}
+		touched := 1 - math.Pow(1-2.0/8, float64(B)) // expected share of the 8 experts
+		want := all - experts + experts*touched + float64(B)*embedRow
+		if math.Abs(wt-want) > 1e-6*want {
+			t.Errorf("batch %d: weights %v bytes, want %v", B, wt, want)
+		}
+		if got := b.Total(); math.Abs(got-(kv+wt)) > 1e-9*got {
+			t.Errorf("Total %v != %v", got, kv+wt)
+		}
+	}
+	if e := stepbench.ExpectedExperts(256, 6, 1); e != 6 {
+		t.Errorf("one token touches %v of 256 experts top-6, want 6", e)
+	}
+	if e := stepbench.ExpectedExperts(256, 6, 256); e < 255.3 || e > 255.5 {
+		t.Errorf("256 tokens touch %v of 256 experts top-6, want 256·(1−(250/256)^256) ≈ 255.4", e)
+	}
+}
+
+type emulated struct{ targets.Target }
+
+func (emulated) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	return cuda.OpenEmulated(p, w, o, 4<<30)
+}
+
+// TestRunOnEmulatedDevice runs the grid on the emulated device: contexts copied from
+// one prefilled sequence, the copy bandwidth and per-kernel times measured, and a
+// batch's steps equal to what the same sequences give when each is prefilled alone.
+func TestRunOnEmulatedDevice(t *testing.T) {
+	p := compile(t, "tiny-v41-dev2", "h200")
+	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := targets.Lookup("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.LoadOn(p, ws, emulated{tg}, targets.Options{MaxTokens: 64, MaxContext: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var progress bytes.Buffer
+	cfg := stepbench.Config{Batches: []int{1, 3}, Contexts: []int{12, 30}, Warmup: 1, Steps: 3, ProfileSteps: 2, Chunk: 8,
+		CopyBytes: 1 << 20, Seed: 5, Progress: &progress}
+	rep, err := stepbench.Run(m, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 4 || len(rep.CopyBW) != 2 || rep.CopyBWMedian() <= 0 {
+		t.Fatalf("%d points, copy bandwidth %v", len(rep.Points), rep.CopyBW)
+	}
+	for _, pt := range rep.Points {
+		if len(pt.StepMs) != 3 || pt.MedianMs <= 0 {
+			t.Errorf("batch %d context %d: steps %v", pt.Batch, pt.Context, pt.StepMs)
+		}
+		if pt.ClassMs["deepgemm.m_grouped_fp8_gemm_nt_masked"] <= 0 || pt.ClassMs["flashmla.sparse_decode"] <= 0 {
+			t.Errorf("batch %d context %d: no time for the expert GEMM or attention: %v", pt.Batch, pt.Context, pt.ClassMs)
+		}
+		if pt.Bytes.Total() <= 0 {
+			t.Errorf("no bytes")
+		}
+	}
+	var table bytes.Buffer
+	rep.Table(&table)
+	for _, want := range []string{"copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	// a context past what the machine holds is refused before anything runs
+	cfg.Contexts = []int{58}
+	if _, err := stepbench.Run(m, cfg); err == nil || !strings.Contains(err.Error(), "holds 60") {
+		t.Errorf("context past MaxContext: err %v", err)
+	}
+}
+
+// TestCopySequence: a copied sequence continues exactly as its source does.
+func TestCopySequence(t *testing.T) {
+	p := compile(t, "tiny-v4-dev", "h200")
+	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v4-dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, _ := targets.Lookup("h200")
+	m, err := vm.LoadOn(p, ws, emulated{tg}, targets.Options{MaxTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, _ := m.NewSequence()
+	b, _ := m.NewSequence()
+	defer a.Release()
+	defer b.Release()
+	if _, err := m.Forward([]vm.Chunk{{Seq: a, Tokens: []int32{5, 6, 7, 8, 9, 10, 11, 12, 13}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CopySequence(b, a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Len() != b.Len() {
+		t.Fatalf("lengths %d and %d", a.Len(), b.Len())
+	}
+	out, err := m.Forward([]vm.Chunk{{Seq: a, Tokens: []int32{20}, WantLogits: true, Decode: true}, {Seq: b, Tokens: []int32{20}, WantLogits: true, Decode: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range out[0].Logits[0] {
+		if x != out[1].Logits[0][i] {
+			t.Fatalf("logit %d: %v (source) vs %v (copy)", i, x, out[1].Logits[0][i])
+		}
+	}
+	cpu, err := vm.Load(compile(t, "tiny-v4-dev", "cpu"), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	c, _ := cpu.NewSequence()
+	d, _ := cpu.NewSequence()
+	if err := cpu.CopySequence(d, c); err == nil {
+		t.Errorf("the cpu target copied a state; want the error saying it cannot")
+	}
+}
