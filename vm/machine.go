@@ -80,6 +80,9 @@ func open(p *plan.Plan, rt targets.Runtime, m *Machine) (*Machine, error) {
 		}
 	}
 	m.Plan, m.rt = p, rt
+	if m.maxPos == 0 {
+		m.maxPos = p.Model.MaxPositions
+	}
 	return m, nil
 }
 

@@ -73,7 +73,7 @@ var driverSymbols = []string{
 	"cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuMemGetInfo", "cuMemAlloc", "cuMemFree",
 	"cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async", "cuModuleLoadData",
 	"cuModuleGetFunction", "cuLaunchKernel", "cuStreamCreate", "cuStreamSynchronize",
-	"cuEventCreate", "cuEventRecord", "cuEventElapsedTime", "cuGetErrorName",
+	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime", "cuGetErrorName",
 }
 
 // CUDA enum values used here (cuda.h, CUDA 13.0).
@@ -309,6 +309,9 @@ func (d *realDriver) Record(e event, s stream) error {
 }
 
 func (d *realDriver) Elapsed(a, b event) (float32, error) {
+	if err := d.call("cuEventSynchronize", uintptr(b)); err != nil {
+		return 0, err
+	}
 	var ms float32
 	err := d.call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), uintptr(a), uintptr(b))
 	return ms, err

@@ -136,6 +136,12 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 			}
 			pt.PrefillSeconds = pre
 			rep.Points = append(rep.Points, *pt)
+			line := fmt.Sprintf("batch %d, context %d: median step %.3f ms over %d steps; %.1f MB read, %.0f GB/s", B, ctx, pt.MedianMs, cfg.Steps,
+				pt.Bytes.Total()/1e6, pt.Bytes.Total()/(pt.MedianMs/1e3)/1e9)
+			if bw := rep.CopyBWMedian(); bw > 0 {
+				line += fmt.Sprintf(", %.1f%% of the copy bandwidth", 100*pt.Bytes.Total()/(pt.MedianMs/1e3)/bw)
+			}
+			say("%s", line)
 		}
 		tmpl.Release()
 	}
@@ -216,7 +222,6 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 			pt.ClassMs[k] = d.Seconds() * 1e3 / float64(max(n, 1))
 		}
 	}
-	say("batch %d, context %d: median step %.3f ms over %d steps", B, ctx, pt.MedianMs, cfg.Steps)
 	return pt, nil
 }
 
