@@ -182,14 +182,15 @@ func bindIndexTopK(b *Bind) error {
 	if cl.Overlap {
 		width = 2 * dim
 	}
-	best := b.Scratch(8*topk, 0)
-	b.Launch("att_index_topk", func(s *Step, a *ArgBuf) int64 {
+	maxE := b.MaxPositions() / ratio
+	scores := b.Scratch(8*maxE, 0)
+	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Arg(1).Ptr)
 		a.P(s.Arg(2).Ptr)
 		a.P(s.Result(0).Ptr)
-		a.P(s.Scratch(best))
+		a.P(s.Scratch(scores))
 		a.P(s.Seqs)
 		a.I(s.NSeq)
 		a.I(T)
@@ -201,8 +202,12 @@ func bindIndexTopK(b *Bind) error {
 		a.I(dim)
 		a.I(topk)
 		a.F(scale)
+		a.I(maxE)
 		return T
-	})
+	}
+	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * maxE })
+	b.Launch("att_index_pad", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * topk })
+	b.Launch("att_index_rank", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * maxE })
 	return nil
 }
 
@@ -243,6 +248,21 @@ func bindAttention(b *Bind, sparse bool) error {
 	}
 	decode := b.Phase == plan.PhaseDecode
 	acc := b.Scratch(8*heads*dim, 0)
+	maxE := b.MaxPositions() / max(ratio, 1)
+	mark := -1
+	if hasIdx {
+		mark = b.Scratch((maxE+7)&^7, 0)
+		markArgs := func(s *Step, a *ArgBuf) int64 {
+			a.P(s.Arg(4).Ptr)
+			a.P(s.Scratch(mark))
+			a.I(s.Arg(0).Rows())
+			a.I(topk)
+			a.I(maxE)
+			return s.Arg(0).Rows()
+		}
+		b.Launch("att_mark_clear", func(s *Step, a *ArgBuf) int64 { return markArgs(s, a) * maxE })
+		b.Launch("att_mark_set", func(s *Step, a *ArgBuf) int64 { return markArgs(s, a) * topk })
+	}
 	b.Launch("att_attention", func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -272,6 +292,12 @@ func bindAttention(b *Bind, sparse bool) error {
 		a.I(max(ratio, 1))
 		a.I(cwidth)
 		a.P(s.Err)
+		if hasIdx {
+			a.P(s.Scratch(mark))
+		} else {
+			a.P(0)
+		}
+		a.I(maxE)
 		return T * heads
 	})
 	b.Launch("att_ring_push", func(s *Step, a *ArgBuf) int64 {

@@ -56,6 +56,9 @@ func bindSwiGLU(b *Bind) error {
 	return nil
 }
 
+// gemmGroup is basic.cu's GEMM_G: the rows of x one gemm_nt work item serves.
+const gemmGroup = 16
+
 // gemm launches c = x·wᵀ over x's rows (or the rows a rows operand picks).
 func gemm(b *Bind, x, rows, w, c int, N, K int64) {
 	b.Launch("gemm_nt", func(s *Step, a *ArgBuf) int64 {
@@ -75,7 +78,7 @@ func gemm(b *Bind, x, rows, w, c int, N, K int64) {
 		a.I(K)
 		a.I(xo.Rows())
 		a.P(s.Err)
-		return M * N
+		return N * ((M + gemmGroup - 1) / gemmGroup)
 	})
 }
 

@@ -58,7 +58,11 @@ func bindQLinear(b *Bind) error {
 			return rows * ((K + chunk - 1) / chunk)
 		})
 	}
-	b.Launch("dense_qlinear", func(s *Step, a *ArgBuf) int64 {
+	kernel := "dense_qlinear"
+	if mode == 2 && K%64 == 0 {
+		kernel = "dense_qlinear_rows" // the same sums, a weight row read once per group of rows
+	}
+	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		if xq >= 0 {
 			a.P(s.Scratch(xq))
@@ -78,12 +82,19 @@ func bindQLinear(b *Bind) error {
 		// the cpu's gemmRows splits the rows over this process's cores, and gonum's
 		// order depends on the rows of each split
 		a.I(int64(runtime.GOMAXPROCS(0)))
+		if kernel == "dense_qlinear_rows" {
+			return N * ((T + denseGroup - 1) / denseGroup)
+		}
 		return T * N
 	})
 	return nil
 }
 
-// bindGroupedLinear: one work item per output (cpu: newGroupedLinear).
+// denseGroup is dense41.cu's DENSE_G.
+const denseGroup = 16
+
+// bindGroupedLinear: one work item per output (cpu: newGroupedLinear), or per weight row
+// and group of rows (dense_grouped_rows).
 func bindGroupedLinear(b *Bind) error {
 	G := b.Int("groups")
 	rowsW, in := Dim(b.Args[1], 0), Dim(b.Args[1], 1)
@@ -95,7 +106,11 @@ func bindGroupedLinear(b *Bind) error {
 	if isV41(b) {
 		v41 = 1
 	}
-	b.Launch("dense_grouped", func(s *Step, a *ArgBuf) int64 {
+	kernel := "dense_grouped"
+	if v41 == 0 && in%64 == 0 {
+		kernel = "dense_grouped_rows"
+	}
+	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(1))
@@ -108,6 +123,9 @@ func bindGroupedLinear(b *Bind) error {
 		a.P(s.Seqs)
 		a.I(s.NSeq)
 		a.I(keep)
+		if kernel == "dense_grouped_rows" {
+			return G * out * ((T + denseGroup - 1) / denseGroup)
+		}
 		return T * G * out
 	})
 	return nil

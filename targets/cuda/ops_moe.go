@@ -14,7 +14,8 @@ func init() {
 	register("cp_gather", bindSingleRank)
 }
 
-// bindMoERoute: one work item per token (cpu: newMoERoute, route41 with numerics v41).
+// bindMoERoute: the gate logits one (token, expert) a work item, then the scoring and
+// top-k one token a work item (cpu: newMoERoute, route41 with numerics v41).
 func bindMoERoute(b *Bind) error {
 	E, D := Dim(b.Args[1], 0), Dim(b.Args[1], 1)
 	k := b.Int("topk")
@@ -46,7 +47,7 @@ func bindMoERoute(b *Bind) error {
 			return b.Errorf("V4.1 numerics route top-k by sqrtsoftplus, not %s/%s", mode, scoring)
 		}
 		keep := b.Int("keep")
-		b.Launch("moe_route_v41", func(s *Step, a *ArgBuf) int64 {
+		fill := func(s *Step, a *ArgBuf) int64 {
 			T := s.Arg(0).Rows()
 			a.P(s.Arg(0).Ptr)
 			a.W(s.Arg(1))
@@ -69,14 +70,17 @@ func bindMoERoute(b *Bind) error {
 			a.I(keep)
 			a.P(s.Scratch(scratch))
 			return T
-		})
+		}
+		// the gate logits, one (token, expert) a work item; then the top-k per token
+		b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+		b.Launch("moe_route_v41", fill)
 		return nil
 	}
 	var V int64
 	if hash {
 		V = Dim(b.Args[3], 0)
 	}
-	b.Launch("moe_route_v4", func(s *Step, a *ArgBuf) int64 {
+	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(1))
@@ -111,7 +115,9 @@ func bindMoERoute(b *Bind) error {
 		a.P(s.Scratch(scratch))
 		a.P(s.Err)
 		return T
-	})
+	}
+	b.Launch("moe_gate_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+	b.Launch("moe_route_v4", fill)
 	return nil
 }
 
@@ -144,6 +150,9 @@ func bindMoEExperts(b *Bind) error {
 	tab := b.Scratch(0, 3*E*32)
 	counts := b.Scratch(0, E*8)
 	hid := b.Scratch(k*I*4, 0)
+	off := b.Scratch(0, E*8)
+	list := b.Scratch(k*4, 0)
+	y := b.Scratch(k*D*4, 0)
 	xq := -1
 	if v41 == 1 {
 		xq = b.Scratch(D*4, 0)
@@ -172,6 +181,15 @@ func bindMoEExperts(b *Bind) error {
 		a.P(s.Err)
 		return E
 	})
+	b.Launch("moe_group", func(s *Step, a *ArgBuf) int64 {
+		a.P(s.Arg(2).Ptr)
+		a.P(s.Scratch(counts))
+		a.P(s.Scratch(off))
+		a.P(s.Scratch(list))
+		a.I(s.Arg(2).Elems())
+		a.I(E)
+		return E
+	})
 	if v41 == 1 {
 		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
 			rows := s.Arg(0).Rows()
@@ -185,25 +203,24 @@ func bindMoEExperts(b *Bind) error {
 		})
 	}
 	b.Launch("moe_hidden", func(s *Step, a *ArgBuf) int64 {
-		slots := s.Arg(2).Elems()
 		if v41 == 1 {
 			a.P(s.Scratch(xq))
 		} else {
 			a.P(s.Arg(0).Ptr)
 		}
 		a.P(s.Arg(1).Ptr)
-		a.P(s.Arg(2).Ptr)
 		a.P(s.Scratch(tab))
 		a.P(s.Scratch(counts))
+		a.P(s.Scratch(off))
+		a.P(s.Scratch(list))
 		a.P(s.Scratch(hid))
-		a.I(slots)
 		a.I(k)
 		a.I(E)
 		a.I(D)
 		a.I(I)
 		a.F(limit)
 		a.I(v41)
-		return slots * I
+		return E * I
 	})
 	if v41 == 1 {
 		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
@@ -217,19 +234,28 @@ func bindMoEExperts(b *Bind) error {
 			return rows * ((I + block - 1) / block)
 		})
 	}
-	b.Launch("moe_out", func(s *Step, a *ArgBuf) int64 {
-		T := s.Arg(0).Rows()
+	b.Launch("moe_proj", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Scratch(hid))
-		a.P(s.Arg(1).Ptr)
-		a.P(s.Arg(2).Ptr)
 		a.P(s.Scratch(tab))
 		a.P(s.Scratch(counts))
+		a.P(s.Scratch(off))
+		a.P(s.Scratch(list))
+		a.P(s.Scratch(y))
+		a.I(E)
+		a.I(D)
+		a.I(I)
+		return E * D
+	})
+	b.Launch("moe_out", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Rows()
+		a.P(s.Scratch(y))
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Arg(2).Ptr)
 		a.P(s.Result(0).Ptr)
 		a.I(T)
 		a.I(k)
 		a.I(E)
 		a.I(D)
-		a.I(I)
 		a.I(v41)
 		return T * D
 	})

@@ -295,49 +295,65 @@ KERNEL(att_cmp_emit, AttEmitArgs) {
 
 // ---- index_topk (cpu: indexKernel) ----
 
-// att_index_topk: one work item per token: the indexer score of every visible entry of
-// the layer's indexer cache, the top k by (score desc, entry asc) best first, -1 pads.
-// best is per-token scratch of topk doubles.
+// The indexer in three launches: att_index_score scores every visible entry of the
+// layer's indexer cache, one (token, entry) a work item, into per-token scratch of maxe
+// doubles; att_index_pad fills each token's top-k row with -1; att_index_rank places
+// each entry at its rank among the token's visible entries by (score desc, entry asc)
+// when that rank is below topk — the cpu's insertion order, best first. (A NaN score
+// ranks as -inf here; the cpu's insertion treats it otherwise. Neither happens on
+// finite inputs.)
 struct AttIndexArgs {
-  const float* q; const float* w; const int* pos; int* out; double* best; const SeqRec* seqs; i64 nseq; i64 T;
-  i64 off; i64 ratio; i64 width; i64 cdim; i64 heads; i64 dim; i64 topk; double scale;
+  const float* q; const float* w; const int* pos; int* out; double* scores; const SeqRec* seqs; i64 nseq; i64 T;
+  i64 off; i64 ratio; i64 width; i64 cdim; i64 heads; i64 dim; i64 topk; double scale; i64 maxe;
 };
-KERNEL(att_index_topk, AttIndexArgs) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
-    int* row = a.out + t * a.topk;
-    for (i64 i = 0; i < a.topk; i++) row[i] = -1;
-    i64 q = att_seq_of(a.seqs, a.nseq, t);
-    if (q < 0) continue;
-    const SeqRec s = a.seqs[q];
-    const float* ent = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent;
-    i64 visible = imin((s.pos + s.n) / a.ratio, ((i64)a.pos[t] + 1) / a.ratio);
-    double* best = a.best + t * a.topk;
+
+// att_index_visible is how many entries token t may see (-1: no sequence).
+DEV i64 att_index_visible(const AttIndexArgs& a, i64 t, SeqRec* s) {
+  i64 q = att_seq_of(a.seqs, a.nseq, t);
+  if (q < 0) return -1;
+  *s = a.seqs[q];
+  return imin(imin((s->pos + s->n) / a.ratio, ((i64)a.pos[t] + 1) / a.ratio), a.maxe);
+}
+
+KERNEL(att_index_score, AttIndexArgs) {
+  for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) {
+    i64 t = i / a.maxe, e = i % a.maxe;
+    SeqRec s;
+    if (e >= att_index_visible(a, t, &s)) continue;
+    const float* key = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e * a.cdim;
     const float* qt = a.q + t * a.heads * a.dim;
     const float* wt = a.w + t * a.heads;
-    i64 cnt = 0;
-    for (i64 e = 0; e < visible; e++) {
-      const float* key = ent + e * a.cdim;
-      double sc = 0;
-      for (i64 h = 0; h < a.heads; h++) {
-        const float* qh = qt + h * a.dim;
-        double dot = 0;
-        for (i64 i = 0; i < a.cdim; i++) dot += (double)qh[i] * (double)key[i];
-        if (dot > 0) sc += (double)wt[h] * dot;
-      }
-      double v = sc * a.scale;
-      // entries come in increasing order: e ranks above exactly the kept ones it outscores
-      i64 p = cnt;
-      while (p > 0 && v > best[p - 1]) p--;
-      if (p >= a.topk) continue;
-      i64 last = imin(cnt, a.topk - 1);
-      for (i64 k = last; k > p; k--) {
-        best[k] = best[k - 1];
-        row[k] = row[k - 1];
-      }
-      best[p] = v;
-      row[p] = (int)e;
-      cnt = imin(cnt + 1, a.topk);
+    double sc = 0;
+    for (i64 h = 0; h < a.heads; h++) {
+      const float* qh = qt + h * a.dim;
+      double dot = 0;
+      for (i64 j = 0; j < a.cdim; j++) dot += (double)qh[j] * (double)key[j];
+      if (dot > 0) sc += (double)wt[h] * dot;
     }
+    a.scores[i] = sc * a.scale;
+  }
+}
+
+KERNEL(att_index_pad, AttIndexArgs) {
+  for (i64 i = GIDX; i < a.T * a.topk; i += GSTRIDE) a.out[i] = -1;
+}
+
+DEV double att_rank_key(double v) { return v != v ? -F64_INF : v; }
+
+KERNEL(att_index_rank, AttIndexArgs) {
+  for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) {
+    i64 t = i / a.maxe, e = i % a.maxe;
+    SeqRec s;
+    i64 visible = att_index_visible(a, t, &s);
+    if (e >= visible) continue;
+    const double* sc = a.scores + t * a.maxe;
+    double v = att_rank_key(sc[e]);
+    i64 rank = 0;
+    for (i64 f = 0; f < visible && rank < a.topk; f++) {
+      double u = att_rank_key(sc[f]);
+      if (u > v || (u == v && f < e)) rank++;
+    }
+    if (rank < a.topk) a.out[t * a.topk + rank] = (int)e;
   }
 }
 
@@ -349,8 +365,22 @@ struct AttArgs {
   const float* q; const float* kv; const int* pos; Weight sink; const int* idx; float* out; double* acc;
   const SeqRec* seqs; i64 nseq; i64 T; i64 heads; i64 dim; i64 window; double scale;
   i64 ring_off; i64 cap; i64 decode; i64 sparse; i64 topk;
-  i64 cache_off; i64 ratio; i64 cwidth; i64* err;
+  i64 cache_off; i64 ratio; i64 cwidth; i64* err; const unsigned char* mark; i64 maxe;
 };
+
+// att_mark_clear and att_mark_set turn each token's top-k list into a byte per entry
+// (mark), so that att_key asks "is e in the list" in one read, not a scan of topk.
+struct AttMarkArgs { const int* idx; unsigned char* mark; i64 T; i64 topk; i64 maxe; };
+KERNEL(att_mark_clear, AttMarkArgs) {
+  for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) a.mark[i] = 0;
+}
+KERNEL(att_mark_set, AttMarkArgs) {
+  for (i64 i = GIDX; i < a.T * a.topk; i += GSTRIDE) {
+    i64 t = i / a.topk;
+    int e = a.idx[i];
+    if (e >= 0 && e < a.maxe) a.mark[t * a.maxe + e] = 1;
+  }
+}
 
 // att_key is key k of query row t (at position p) of sequence s, in the cpu's order
 // (window ring oldest first, the step's rows, then the compressed entries), or null when
@@ -370,10 +400,7 @@ DEV const float* att_key(const AttArgs& a, const SeqRec& s, i64 ringLen, i64 k, 
   }
   i64 e = k - s.n;
   if (a.idx) {
-    bool use = false;
-    for (i64 i = 0; i < a.topk; i++)
-      if (a.idx[t * a.topk + i] == e) use = true;
-    if (!use) return 0;
+    if (e >= a.maxe || !a.mark[t * a.maxe + e]) return 0;
   } else if (!dec && !(e < (p + 1) / a.ratio)) {
     return 0;
   }

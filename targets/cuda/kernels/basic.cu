@@ -49,21 +49,39 @@ KERNEL(rmsnorm, RMSNormArgs) {
   }
 }
 
-// gemm_nt: c[m, n] = Σ_k a[m, k]·w[n, k] in float32, k in order. rows (when set) picks
-// a's rows (lm_head's logit rows), checked against arows.
+// gemm_nt: c[m, n] = Σ_k a[m, k]·w[n, k] in float32, in gonum's order (blocks of 64 of
+// DotUnitary, as the cpu target's gemmNT). rows (when set) picks a's rows (lm_head's
+// logit rows), checked against arows. One work item is a weight row n and a group of
+// GEMM_G rows m (rows.h), the groups of a row adjacent.
+#define GEMM_G 16
 struct GemmArgs { const float* x; const int* rows; Weight w; float* c; i64 M; i64 N; i64 K; i64 arows; i64* err; };
 KERNEL(gemm_nt, GemmArgs) {
-  for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {
-    i64 m = i / a.N, n = i % a.N;
-    i64 r = m;
-    if (a.rows) {
-      r = a.rows[m];
-      if (r < 0 || r >= a.arows) { *a.err = 2; continue; }
+  i64 ng = (a.M + GEMM_G - 1) / GEMM_G;
+  for (i64 i = GIDX; i < a.N * ng; i += GSTRIDE) {
+    i64 n = i / ng, m0 = (i % ng) * GEMM_G, cnt = imin(GEMM_G, a.M - m0);
+    int rows[GEMM_G];
+    bool ok = true;
+    UNROLL for (int j = 0; j < GEMM_G; j++) {
+      i64 r = m0 + j;
+      if (j < cnt && a.rows) {
+        r = a.rows[m0 + j];
+        if (r < 0 || r >= a.arows) ok = false;
+      }
+      rows[j] = j < cnt ? (int)r : 0;
     }
-    const float* x = a.x + r * a.K;
-    float acc = 0;
-    for (i64 k = 0; k < a.K; k++) acc += x[k] * wval(a.w, n, k);
-    a.c[i] = acc;
+    if (!ok) { *a.err = 2; continue; }
+    float c[GEMM_G];
+    if (a.K % 64 == 0) {
+      gonum_rows<GEMM_G>(a.x, a.K, rows, 0, cnt, a.w, n, a.K, c);
+    } else {
+      UNROLL for (int j = 0; j < GEMM_G; j++) {
+        DenseXRow xr = {a.x + (i64)rows[j] * a.K};
+        DenseWRow wr = {a.w, n, 0};
+        c[j] = j < cnt ? dense_gonum(xr, wr, a.K, n * a.K, true) : 0;
+      }
+    }
+    UNROLL for (int j = 0; j < GEMM_G; j++)
+      if (j < cnt) a.c[(m0 + j) * a.N + n] = c[j];
   }
 }
 

@@ -63,74 +63,6 @@ DEV bool dense_view(const SeqRec* seqs, i64 nseq, i64 keep, i64 r, i64* first, i
   return false;
 }
 
-// dense_dot_unitary is gonum's f32.DotUnitary (amd64) of x[k0, k0+len) and w[k0, k0+len),
-// w's first element yoff values past a 16-byte boundary.
-template <class X, class W>
-DEVM float dense_dot_unitary(X x, W w, i64 k0, i64 len, i64 yoff) {
-  float sum[4] = {0, 0, 0, 0}, psum[4] = {0, 0, 0, 0};
-  i64 idx = k0;
-  if (len > 0) {
-    i64 mis = yoff & 3;
-    bool done = false;
-    if (mis != 0) {
-      for (i64 t = 4 - mis; t > 0; t--) {
-        sum[0] += x(idx) * w(idx);
-        idx++;
-        if (--len == 0) { done = true; break; }
-      }
-    }
-    if (!done) {
-      i64 tail = len & 15, n16 = len >> 4;
-      if (n16 > 0) {
-        for (i64 v = 0; v < n16; v++) {
-          for (int l = 0; l < 4; l++) {
-            float p0 = x(idx + l) * w(idx + l);
-            float p1 = x(idx + 4 + l) * w(idx + 4 + l);
-            float p2 = x(idx + 8 + l) * w(idx + 8 + l);
-            float p3 = x(idx + 12 + l) * w(idx + 12 + l);
-            sum[l] += p0;
-            psum[l] += p1;
-            sum[l] += p2;
-            psum[l] += p3;
-          }
-          idx += 16;
-        }
-        for (int l = 0; l < 4; l++) sum[l] += psum[l];
-      }
-      if (tail != 0) {
-        for (i64 v = 0; v < (tail >> 2); v++) {
-          for (int l = 0; l < 4; l++) sum[l] += x(idx + l) * w(idx + l);
-          idx += 4;
-        }
-        for (i64 v = 0; v < (tail & 3); v++) {
-          sum[0] += x(idx) * w(idx);
-          idx++;
-        }
-      }
-    }
-  }
-  float h0 = sum[0] + sum[1], h1 = sum[2] + sum[3];
-  return h0 + h1;
-}
-
-// dense_gonum_par is whether the reduction is summed in blocks of 64: always, as the cpu
-// target's gemmNT does for every shape (gonum's parallel order, fixed for batch
-// invariance); the arguments name the product for the record.
-DEV bool dense_gonum_par(i64 m, i64 n) { return true; }
-
-// dense_gonum is one output of gonum's sgemm (C = 0, then C += 1·dot, per block of 64 of
-// the reduction when par).
-template <class X, class W>
-DEVM float dense_gonum(X x, W w, i64 K, i64 yoff, bool par) {
-  float c = 0;
-  if (!par) {
-    c += dense_dot_unitary(x, w, 0, K, yoff);
-    return c;
-  }
-  for (i64 kb = 0; kb < K; kb += 64) c += dense_dot_unitary(x, w, kb, imin(64, K - kb), yoff + kb);
-  return c;
-}
-
 // dense_rows_chunk is the row count of the gemmNT call that computes row r of the cpu's
 // gemmRows (parallelFor over procs cores, work multiply-adds a row).
 DEV i64 dense_rows_chunk(i64 t, i64 work, i64 procs, i64 r) {
@@ -153,16 +85,6 @@ DEVM float dense_bf16_dot(X x, W w, i64 K, i64 blk) {
   }
   return tot;
 }
-
-struct DenseXRow {
-  const float* p;
-  DEVM float operator()(i64 k) const { return p[k]; }
-};
-struct DenseWRow {
-  Weight w;
-  i64 r, c0;
-  DEVM float operator()(i64 k) const { return wval(w, r, c0 + k); }
-};
 
 // dense_qlinear: y[t, n] of qlinear (cpu: newQLinear) from the quantized activations
 // xq: act 0 (f32) in MKL's order for the row's sequence view, 1 (bf16) in oneDNN's
@@ -194,6 +116,20 @@ KERNEL(dense_qlinear, DenseQLinearArgs) {
   }
 }
 
+// dense_qlinear_rows: dense_qlinear for act 2 (mxfp8, gonum's order) and K a multiple
+// of 64, one work item a weight row n and a group of DENSE_G rows t (rows.h).
+#define DENSE_G 16
+KERNEL(dense_qlinear_rows, DenseQLinearArgs) {
+  i64 ng = (a.T + DENSE_G - 1) / DENSE_G;
+  for (i64 i = GIDX; i < a.N * ng; i += GSTRIDE) {
+    i64 n = i / ng, t0 = (i % ng) * DENSE_G, cnt = imin(DENSE_G, a.T - t0);
+    float c[DENSE_G];
+    gonum_rows<DENSE_G>(a.xq, a.K, 0, t0, cnt, a.w, n, a.K, c);
+    UNROLL for (int j = 0; j < DENSE_G; j++)
+      if (j < cnt) a.y[(t0 + j) * a.N + n] = a.out_bf16 ? q_bf16(c[j]) : c[j];
+  }
+}
+
 // dense_grouped: grouped_linear (cpu: newGroupedLinear), y[t, j·out+o] = x[t, j·in:]·
 // W[j·out+o]: V4 (v41 = 0) in gonum's order over all T rows, V4.1 in bf16Matmul's
 // order for the row's sequence view.
@@ -215,5 +151,18 @@ KERNEL(dense_grouped, DenseGroupedArgs) {
     if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
     i64 blk = a.G * rows * a.in * a.out <= 16 * 16 * 16 ? a.in : 32;
     a.y[i] = dense_bf16_dot(x, w, a.in, blk);
+  }
+}
+
+// dense_grouped_rows: dense_grouped for V4 and in a multiple of 64, one work item a
+// weight row c and a group of DENSE_G rows t (rows.h).
+KERNEL(dense_grouped_rows, DenseGroupedArgs) {
+  i64 width = a.G * a.out, ng = (a.T + DENSE_G - 1) / DENSE_G;
+  for (i64 i = GIDX; i < width * ng; i += GSTRIDE) {
+    i64 c = i / ng, t0 = (i % ng) * DENSE_G, cnt = imin(DENSE_G, a.T - t0), j = c / a.out;
+    float y[DENSE_G];
+    gonum_rows<DENSE_G>(a.x + j * a.in, a.G * a.in, 0, t0, cnt, a.w, c, a.in, y);
+    UNROLL for (int u = 0; u < DENSE_G; u++)
+      if (u < cnt) a.y[(t0 + u) * width + c] = y[u];
   }
 }

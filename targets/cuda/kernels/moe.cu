@@ -25,17 +25,24 @@ struct MoERouteArgs {
   float* wout; int* idout; i64 T; i64 E; i64 D; i64 k; i64 V; i64 hash; i64 norm; i64 scoring;
   double scale; char* scratch; i64* err;
 };
+// moe_gate_v4: one (token, expert) a work item: the float64 gate logit, summed in order.
+KERNEL(moe_gate_v4, MoERouteArgs) {
+  for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
+    i64 t = i / a.E, e = i % a.E;
+    double* scores = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
+    const float* xt = a.x + t * a.D;
+    double acc = 0;
+    for (i64 j = 0; j < a.D; j++) acc += (double)wval(a.gate, e, j) * (double)xt[j];
+    scores[e] = acc;
+  }
+}
+
+// moe_route_v4: one token a work item, after moe_gate_v4.
 KERNEL(moe_route_v4, MoERouteArgs) {
   for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
     double* scores = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
     double* sel = scores + a.E;
     i64* pick = (i64*)(sel + a.E);
-    const float* xt = a.x + t * a.D;
-    for (i64 e = 0; e < a.E; e++) {
-      double acc = 0;
-      for (i64 i = 0; i < a.D; i++) acc += (double)wval(a.gate, e, i) * (double)xt[i];
-      scores[e] = acc;
-    }
     if (a.scoring == 0) {
       for (i64 e = 0; e < a.E; e++) {
         double v = scores[e];
@@ -86,6 +93,25 @@ struct MoERoute41Args {
   i64 T; i64 E; i64 D; i64 k; i64 norm; double scale; const SeqRec* seqs; i64 nseq; i64 keep;
   char* scratch;
 };
+// moe_gate_v41: one (token, expert) a work item: the logit in MKL's order, its score
+// and selection value.
+KERNEL(moe_gate_v41, MoERoute41Args) {
+  for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
+    i64 t = i / a.E, e = i % a.E;
+    double* sel = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
+    float* sc = (float*)(sel + a.E);
+    i64 first, rows;
+    if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
+    FRow x = {a.x + t * a.D};
+    WRow w = {a.gate, e};
+    float v = mkl_dot(x, w, rows, t - first, a.D, a.E);
+    if (v <= 20) v = (float)log1p(exp((double)v));
+    sc[e] = (float)sqrt((double)v);
+    sel[e] = a.has_bias ? (double)(sc[e] + wval(a.bias, 0, e)) : (double)sc[e];
+  }
+}
+
+// moe_route_v41: one token a work item, after moe_gate_v41: top-k and the weights.
 KERNEL(moe_route_v41, MoERoute41Args) {
   for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
     double* sel = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
@@ -93,14 +119,6 @@ KERNEL(moe_route_v41, MoERoute41Args) {
     i64* pick = (i64*)(sel + 2 * a.E);
     i64 first, rows;
     if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
-    FRow x = {a.x + t * a.D};
-    for (i64 e = 0; e < a.E; e++) {
-      WRow w = {a.gate, e};
-      float v = mkl_dot(x, w, rows, t - first, a.D, a.E);
-      if (v <= 20) v = (float)log1p(exp((double)v));
-      sc[e] = (float)sqrt((double)v);
-      sel[e] = a.has_bias ? (double)(sc[e] + wval(a.bias, 0, e)) : (double)sc[e];
-    }
     moe_topk(sel, a.E, pick, a.k);
     float sum = 0;
     for (i64 j = 0; j < a.k; j++) sum += sc[pick[j]];
@@ -146,40 +164,96 @@ DEV float moe_swiglu(float g, float u, float limit) {
   return moe_silu(g) * u;
 }
 
-// moe_hidden: h[slot, i] = swiglu(w1·x, w3·x) of the slot's token and expert, in gonum's
-// order for the expert's row count. V4.1: x is the MXFP8 activations, w1·x and w3·x are
-// rounded to bf16 and h is scaled by the routing weight.
+// The routed experts, grouped by expert: moe_group lists each expert's slots (in slot
+// order, after the offsets of the experts before it); moe_hidden reads each row of an
+// expert's w1 and w3 once for all its slots; moe_proj each row of its w2; moe_out sums
+// a token's slots. Every value is the one the cpu target computes: each output is
+// dense_gonum's sum, operation for operation (rows.h).
+struct MoEGroupArgs { const int* ids; const i64* counts; i64* off; int* list; i64 slots; i64 E; };
+KERNEL(moe_group, MoEGroupArgs) {
+  for (i64 e = GIDX; e < a.E; e += GSTRIDE) {
+    i64 o = 0;
+    for (i64 f = 0; f < e; f++) o += a.counts[f];
+    a.off[e] = o;
+    for (i64 s = 0; s < a.slots; s++)
+      if (a.ids[s] == e) a.list[o++] = (int)s;
+  }
+}
+
+#define MOE_G 8  // slots a pass over a weight row serves
+
+// moe_gonum_any: c[j] = dense_gonum(x + rows[j]·ldx, row r of w) for n ≤ MOE_G rows
+// (rows.h's gonum_rows where K allows, else one dense_gonum per row).
+DEVM void moe_gonum_any(const float* x, i64 ldx, const int* rows, i64 n, const Weight& w, i64 r, i64 K, float* c) {
+  if (K % 64 == 0) {
+    gonum_rows<MOE_G>(x, ldx, rows, 0, n, w, r, K, c);
+    return;
+  }
+  for (i64 j = 0; j < n; j++) {
+    DenseXRow xr = {x + (i64)rows[j] * ldx};
+    DenseWRow wr = {w, r, 0};
+    c[j] = dense_gonum(xr, wr, K, r * K, true);
+  }
+}
+
+// moe_hidden: one (expert, row of w1 and w3) a work item: h[slot, row] =
+// swiglu(w1·x, w3·x) of each of the expert's slots. V4.1: x is the MXFP8 activations,
+// w1·x and w3·x are rounded to bf16 and h is scaled by the routing weight.
 struct MoEHiddenArgs {
-  const float* x; const float* wts; const int* ids; const Weight* tab; const i64* counts; float* h;
-  i64 slots; i64 k; i64 E; i64 D; i64 I; double limit; i64 v41;
+  const float* x; const float* wts; const Weight* tab; const i64* counts; const i64* off; const int* list;
+  float* h; i64 k; i64 E; i64 D; i64 I; double limit; i64 v41;
 };
 KERNEL(moe_hidden, MoEHiddenArgs) {
   float limit = (float)a.limit;
-  for (i64 i = GIDX; i < a.slots * a.I; i += GSTRIDE) {
-    i64 s = i / a.I, r = i % a.I;
-    int e = a.ids[s];
-    if (e < 0 || e >= a.E) continue;
-    bool par = dense_gonum_par(a.counts[e], a.I);
-    DenseXRow x = {a.x + (s / a.k) * a.D};
-    DenseWRow w1 = {a.tab[e], r, 0}, w3 = {a.tab[2 * a.E + e], r, 0};
-    float g = dense_gonum(x, w1, a.D, r * a.D, par);
-    float u = dense_gonum(x, w3, a.D, r * a.D, par);
-    if (a.v41) {
-      g = q_bf16(g);
-      u = q_bf16(u);
+  for (i64 i = GIDX; i < a.E * a.I; i += GSTRIDE) {
+    i64 e = i / a.I, r = i % a.I;
+    i64 n = a.counts[e];
+    const int* slots = a.list + a.off[e];
+    for (i64 g0 = 0; g0 < n; g0 += MOE_G) {
+      i64 m = imin(MOE_G, n - g0);
+      int toks[MOE_G];
+      UNROLL for (int j = 0; j < MOE_G; j++) toks[j] = j < m ? slots[g0 + j] / (int)a.k : 0;
+      float g[MOE_G], u[MOE_G];
+      moe_gonum_any(a.x, a.D, toks, m, a.tab[e], r, a.D, g);
+      moe_gonum_any(a.x, a.D, toks, m, a.tab[2 * a.E + e], r, a.D, u);
+      UNROLL for (int j = 0; j < MOE_G; j++) {
+        if (j < m) {
+          i64 s = slots[g0 + j];
+          float gv = g[j], uv = u[j];
+          if (a.v41) {
+            gv = q_bf16(gv);
+            uv = q_bf16(uv);
+          }
+          float v = moe_swiglu(gv, uv, limit);
+          if (a.v41) v *= a.wts[s];
+          a.h[s * a.I + r] = v;
+        }
+      }
     }
-    float v = moe_swiglu(g, u, limit);
-    if (a.v41) v *= a.wts[s];
-    a.h[i] = v;
+  }
+}
+
+// moe_proj: one (expert, row of w2) a work item: y[slot, row] = w2·h of each of the
+// expert's slots.
+struct MoEProjArgs { const float* h; const Weight* tab; const i64* counts; const i64* off; const int* list; float* y; i64 E; i64 D; i64 I; };
+KERNEL(moe_proj, MoEProjArgs) {
+  for (i64 i = GIDX; i < a.E * a.D; i += GSTRIDE) {
+    i64 e = i / a.D, o = i % a.D;
+    i64 n = a.counts[e];
+    const int* slots = a.list + a.off[e];
+    for (i64 g0 = 0; g0 < n; g0 += MOE_G) {
+      i64 m = imin(MOE_G, n - g0);
+      float y[MOE_G];
+      moe_gonum_any(a.h, a.I, slots + g0, m, a.tab[a.E + e], o, a.I, y);
+      UNROLL for (int j = 0; j < MOE_G; j++)
+        if (j < m) a.y[(i64)slots[g0 + j] * a.D + o] = y[j];
+    }
   }
 }
 
 // moe_out: out[t, o] = the token's experts' w2·h summed: V4 weighted in fp32 and summed
 // in slot order; V4.1 rounded to bf16 and summed from zero in ascending expert id.
-struct MoEOutArgs {
-  const float* h; const float* wts; const int* ids; const Weight* tab; const i64* counts; float* out;
-  i64 T; i64 k; i64 E; i64 D; i64 I; i64 v41;
-};
+struct MoEOutArgs { const float* y; const float* wts; const int* ids; float* out; i64 T; i64 k; i64 E; i64 D; i64 v41; };
 KERNEL(moe_out, MoEOutArgs) {
   for (i64 i = GIDX; i < a.T * a.D; i += GSTRIDE) {
     i64 t = i / a.D, o = i % a.D;
@@ -193,10 +267,7 @@ KERNEL(moe_out, MoEOutArgs) {
     if (!a.v41) {
       for (i64 j = 0; j < a.k; j++) {
         i64 s = t * a.k + j;
-        int e = a.ids[s];
-        DenseXRow x = {a.h + s * a.I};
-        DenseWRow w2 = {a.tab[a.E + e], o, 0};
-        float y = a.wts[s] * dense_gonum(x, w2, a.I, o * a.I, dense_gonum_par(a.counts[e], a.D));
+        float y = a.wts[s] * a.y[s * a.D + o];
         if (j == 0) acc = y;
         else acc += y;
       }
@@ -213,11 +284,7 @@ KERNEL(moe_out, MoEOutArgs) {
         if (best < 0 || a.ids[t * a.k + j] < a.ids[t * a.k + best]) best = j;
       }
       done |= 1ll << best;
-      i64 s = t * a.k + best;
-      int e = a.ids[s];
-      DenseXRow x = {a.h + s * a.I};
-      DenseWRow w2 = {a.tab[a.E + e], o, 0};
-      acc += q_bf16(dense_gonum(x, w2, a.I, o * a.I, dense_gonum_par(a.counts[e], a.D)));
+      acc += q_bf16(a.y[(t * a.k + best) * a.D + o]);
     }
     a.out[i] = acc;
   }

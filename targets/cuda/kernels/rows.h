@@ -1,0 +1,161 @@
+// rows.h: dot products of one weight row with several activation rows, the weight row
+// read once for all of them. Each result is the one the per-output kernels compute,
+// operation for operation; only the loads are shared. A work item that owns weight row
+// r and a group of activation rows replaces a group of (row, output) work items.
+
+#ifdef DI_EMULATE
+#define UNROLL
+#else
+#define UNROLL _Pragma("unroll")
+#endif
+
+// gonum's float32 dot products (the cpu target's gemmNT), one output at a time.
+
+// dense_dot_unitary is gonum's f32.DotUnitary (amd64) of x[k0, k0+len) and w[k0, k0+len),
+// w's first element yoff values past a 16-byte boundary.
+template <class X, class W>
+DEVM float dense_dot_unitary(X x, W w, i64 k0, i64 len, i64 yoff) {
+  float sum[4] = {0, 0, 0, 0}, psum[4] = {0, 0, 0, 0};
+  i64 idx = k0;
+  if (len > 0) {
+    i64 mis = yoff & 3;
+    bool done = false;
+    if (mis != 0) {
+      for (i64 t = 4 - mis; t > 0; t--) {
+        sum[0] += x(idx) * w(idx);
+        idx++;
+        if (--len == 0) { done = true; break; }
+      }
+    }
+    if (!done) {
+      i64 tail = len & 15, n16 = len >> 4;
+      if (n16 > 0) {
+        for (i64 v = 0; v < n16; v++) {
+          for (int l = 0; l < 4; l++) {
+            float p0 = x(idx + l) * w(idx + l);
+            float p1 = x(idx + 4 + l) * w(idx + 4 + l);
+            float p2 = x(idx + 8 + l) * w(idx + 8 + l);
+            float p3 = x(idx + 12 + l) * w(idx + 12 + l);
+            sum[l] += p0;
+            psum[l] += p1;
+            sum[l] += p2;
+            psum[l] += p3;
+          }
+          idx += 16;
+        }
+        for (int l = 0; l < 4; l++) sum[l] += psum[l];
+      }
+      if (tail != 0) {
+        for (i64 v = 0; v < (tail >> 2); v++) {
+          for (int l = 0; l < 4; l++) sum[l] += x(idx + l) * w(idx + l);
+          idx += 4;
+        }
+        for (i64 v = 0; v < (tail & 3); v++) {
+          sum[0] += x(idx) * w(idx);
+          idx++;
+        }
+      }
+    }
+  }
+  float h0 = sum[0] + sum[1], h1 = sum[2] + sum[3];
+  return h0 + h1;
+}
+
+// dense_gonum_par is whether the reduction is summed in blocks of 64: always, as the cpu
+// target's gemmNT does for every shape (gonum's parallel order, fixed for batch
+// invariance); the arguments name the product for the record.
+DEV bool dense_gonum_par(i64 m, i64 n) { return true; }
+
+// dense_gonum is one output of gonum's sgemm (C = 0, then C += 1·dot, per block of 64 of
+// the reduction when par).
+template <class X, class W>
+DEVM float dense_gonum(X x, W w, i64 K, i64 yoff, bool par) {
+  float c = 0;
+  if (!par) {
+    c += dense_dot_unitary(x, w, 0, K, yoff);
+    return c;
+  }
+  for (i64 kb = 0; kb < K; kb += 64) c += dense_dot_unitary(x, w, kb, imin(64, K - kb), yoff + kb);
+  return c;
+}
+
+struct DenseXRow {
+  const float* p;
+  DEVM float operator()(i64 k) const { return p[k]; }
+};
+struct DenseWRow {
+  Weight w;
+  i64 r, c0;
+  DEVM float operator()(i64 k) const { return wval(w, r, c0 + k); }
+};
+
+// wblock64 widens values [c0, c0+64) of row r of w into wb, as wval does one by one.
+DEVM void wblock64(const Weight& w, i64 r, i64 c0, float* wb) {
+  if (w.fmt == 4 && ((r * w.cols + c0) & 1) == 0 && (w.cols & 31) == 0 && (c0 & 31) == 0) {
+    // FP4: 32 code bytes, the scales of the block's two groups of 32
+    const unsigned char* p = (const unsigned char*)w.p + (r * w.cols + c0) / 2;
+    i64 sc = w.cols / 32;
+    float s0 = ue8m0_f32(w.s[r * sc + c0 / 32]), s1 = ue8m0_f32(w.s[r * sc + c0 / 32 + 1]);
+    u64 q[4];
+    if ((((u64)p) & 7) == 0) {
+      const u64* p8 = (const u64*)p;
+      UNROLL for (int j = 0; j < 4; j++) q[j] = p8[j];
+    } else {
+      UNROLL for (int j = 0; j < 4; j++) {
+        q[j] = 0;
+        UNROLL for (int b = 0; b < 8; b++) q[j] |= (u64)p[8 * j + b] << (8 * b);
+      }
+    }
+    UNROLL for (int b = 0; b < 32; b++) {
+      unsigned char byte = (unsigned char)(q[b >> 3] >> (8 * (b & 7)));
+      float s = b < 16 ? s0 : s1;
+      wb[2 * b] = e2m1_f32(byte & 15) * s;
+      wb[2 * b + 1] = e2m1_f32(byte >> 4) * s;
+    }
+    return;
+  }
+  if (w.fmt == 0) {
+    const float* p = (const float*)w.p + r * w.cols + c0;
+    UNROLL for (int u = 0; u < 64; u++) wb[u] = p[u];
+    return;
+  }
+  UNROLL for (int u = 0; u < 64; u++) wb[u] = wval(w, r, c0 + u);
+}
+
+// rows_x is activation row j of a group: rows[j] when a list is given, else r0 + j.
+DEVM const float* rows_x(const float* x, i64 ldx, const int* rows, i64 r0, int j) {
+  return x + (rows ? (i64)rows[j] : r0 + j) * ldx;
+}
+
+// gonum_rows: c[j] = dense_gonum(x_j, row r of w, K, r·K, par) for the n ≤ G rows x_j,
+// for K a multiple of 64 and rows of w 16-byte aligned in values (K % 4 == 0): then
+// every block of 64 is gonum's DotUnitary of four passes of 16 (dense_dot_unitary).
+template <int G>
+DEVM void gonum_rows(const float* x, i64 ldx, const int* rows, i64 r0, i64 n, const Weight& w, i64 r, i64 K, float* c) {
+  UNROLL for (int j = 0; j < G; j++) c[j] = 0;
+  float wb[64];
+  for (i64 kb = 0; kb < K; kb += 64) {
+    wblock64(w, r, kb, wb);
+    UNROLL for (int j = 0; j < G; j++) {
+      if (j < n) {
+        const float* xr = rows_x(x, ldx, rows, r0, j) + kb;
+        float sum[4] = {0, 0, 0, 0}, psum[4] = {0, 0, 0, 0};
+        UNROLL for (int v = 0; v < 4; v++) {
+          UNROLL for (int l = 0; l < 4; l++) {
+            float p0 = xr[16 * v + l] * wb[16 * v + l];
+            float p1 = xr[16 * v + 4 + l] * wb[16 * v + 4 + l];
+            float p2 = xr[16 * v + 8 + l] * wb[16 * v + 8 + l];
+            float p3 = xr[16 * v + 12 + l] * wb[16 * v + 12 + l];
+            sum[l] += p0;
+            psum[l] += p1;
+            sum[l] += p2;
+            psum[l] += p3;
+          }
+        }
+        UNROLL for (int l = 0; l < 4; l++) sum[l] += psum[l];
+        float h0 = sum[0] + sum[1], h1 = sum[2] + sum[3];
+        c[j] += h0 + h1;
+      }
+    }
+  }
+}
