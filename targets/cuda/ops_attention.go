@@ -31,6 +31,7 @@ import (
 func init() {
 	registerError(301, "a compressor cache is full: the sequence is longer than the plan's max_positions")
 	registerError(302, "decode attention got more than one token for a sequence")
+	registerError(303, "decode attention found more visible keys than its key list holds")
 	register("compress", bindCompress)
 	register("index_topk", bindIndexTopK)
 	register("window_attention", func(b *Bind) error { return bindAttention(b, false) })
@@ -263,7 +264,22 @@ func bindAttention(b *Bind, sparse bool) error {
 		b.Launch("att_mark_clear", func(s *Step, a *ArgBuf) int64 { return markArgs(s, a) * maxE })
 		b.Launch("att_mark_set", func(s *Step, a *ArgBuf) int64 { return markArgs(s, a) * topk })
 	}
-	b.Launch("att_attention", func(s *Step, a *ArgBuf) int64 {
+	// the decode program's keys: the ring, the token, and the top-k entries (sparse with
+	// an index) or every entry (HCA)
+	kmax := capRows + 1
+	if sparse {
+		if hasIdx {
+			kmax += topk
+		} else {
+			kmax += maxE
+		}
+	}
+	var keys, nkeys, lg, den int
+	if decode {
+		keys, nkeys = b.Scratch(8*kmax, 0), b.Scratch(8, 0)
+		lg, den = b.Scratch(8*heads*kmax, 0), b.Scratch(8*heads, 0)
+	}
+	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Arg(1).Ptr)
@@ -298,8 +314,28 @@ func bindAttention(b *Bind, sparse bool) error {
 			a.P(0)
 		}
 		a.I(maxE)
-		return T * heads
-	})
+		if decode {
+			a.P(s.Scratch(keys))
+			a.P(s.Scratch(nkeys))
+			a.P(s.Scratch(lg))
+			a.P(s.Scratch(den))
+		} else {
+			a.P(0)
+			a.P(0)
+			a.P(0)
+			a.P(0)
+		}
+		a.I(kmax)
+		return T
+	}
+	if decode {
+		b.Launch("att_dec_keys", fill)
+		b.Launch("att_dec_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * kmax })
+		b.Launch("att_dec_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+		b.Launch("att_dec_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
+	} else {
+		b.Launch("att_attention", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+	}
 	b.Launch("att_ring_push", func(s *Step, a *ArgBuf) int64 {
 		if capRows == 0 {
 			return 0

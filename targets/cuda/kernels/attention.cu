@@ -366,6 +366,7 @@ struct AttArgs {
   const SeqRec* seqs; i64 nseq; i64 T; i64 heads; i64 dim; i64 window; double scale;
   i64 ring_off; i64 cap; i64 decode; i64 sparse; i64 topk;
   i64 cache_off; i64 ratio; i64 cwidth; i64* err; const unsigned char* mark; i64 maxe;
+  u64* keys; i64* nkeys; double* lg; double* den; i64 kmax;
 };
 
 // att_mark_clear and att_mark_set turn each token's top-k list into a byte per entry
@@ -444,6 +445,73 @@ KERNEL(att_attention, AttArgs) {
     }
     float* o = a.out + t * a.heads * a.dim + h * a.dim;
     for (i64 d = 0; d < a.dim; d++) o[d] = (float)(acc[d] / den);
+  }
+}
+
+// Decode attention in four launches, each value computed as att_attention computes it:
+// att_dec_keys lists each token's visible keys in att_attention's order (one token a
+// work item); att_dec_logits computes every (token, head, key) logit; att_dec_softmax
+// takes each (token, head)'s maximum and denominator in key order and turns the logits
+// into exp(logit − max); att_dec_out sums each output value over the keys in order.
+KERNEL(att_dec_keys, AttArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    a.nkeys[t] = 0;
+    i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0) continue;
+    const SeqRec s = a.seqs[q];
+    if (s.n != 1) { *a.err = 302; continue; }
+    i64 ringLen = imin(s.pos, a.cap);
+    i64 nkeys = ringLen + s.n + (a.sparse ? (s.pos + s.n) / a.ratio : 0);
+    i64 p = a.pos[t], nk = 0;
+    for (i64 k = 0; k < nkeys; k++) {
+      const float* row = att_key(a, s, ringLen, k, t, p);
+      if (!row) continue;
+      if (nk == a.kmax) { *a.err = 303; break; }
+      a.keys[t * a.kmax + nk++] = (u64)row;
+    }
+    a.nkeys[t] = nk;
+  }
+}
+
+KERNEL(att_dec_logits, AttArgs) {
+  for (i64 i = GIDX; i < a.T * a.heads * a.kmax; i += GSTRIDE) {
+    i64 j = i % a.kmax, th = i / a.kmax, t = th / a.heads, h = th % a.heads;
+    if (j >= a.nkeys[t]) continue;
+    const float* row = (const float*)a.keys[t * a.kmax + j];
+    const float* qh = a.q + t * a.heads * a.dim + h * a.dim;
+    double dot = 0;
+    for (i64 d = 0; d < a.dim; d++) dot += (double)qh[d] * (double)row[d];
+    a.lg[i] = dot * a.scale;
+  }
+}
+
+KERNEL(att_dec_softmax, AttArgs) {
+  for (i64 th = GIDX; th < a.T * a.heads; th += GSTRIDE) {
+    i64 t = th / a.heads, h = th % a.heads, nk = a.nkeys[t];
+    double* lg = a.lg + th * a.kmax;
+    double sink = (double)wval(a.sink, 0, h);
+    double mx = sink;
+    for (i64 j = 0; j < nk; j++) mx = fmax64(mx, lg[j]);
+    double den = att_exp(sink - mx);
+    for (i64 j = 0; j < nk; j++) {
+      double e = att_exp(lg[j] - mx);
+      den += e;
+      lg[j] = e;
+    }
+    a.den[th] = den;
+  }
+}
+
+KERNEL(att_dec_out, AttArgs) {
+  for (i64 i = GIDX; i < a.T * a.heads * a.dim; i += GSTRIDE) {
+    i64 d = i % a.dim, th = i / a.dim, t = th / a.heads;
+    if (att_seq_of(a.seqs, a.nseq, t) < 0 || a.seqs[att_seq_of(a.seqs, a.nseq, t)].n != 1) continue;
+    i64 nk = a.nkeys[t];
+    const double* p = a.lg + th * a.kmax;
+    const u64* keys = a.keys + t * a.kmax;
+    double acc = 0;
+    for (i64 j = 0; j < nk; j++) acc += p[j] * (double)((const float*)keys[j])[d];
+    a.out[i] = (float)(acc / a.den[th]);
   }
 }
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Decode-step benchmark of full-width synthetic layers on a GPU, in two halves:
+#
+#   scripts/gpu-bench.sh build   on any machine with Go: dic, divm and the cuda test binary
+#                                (cgo off) into build/bench/, packed as build/bench.tgz
+#   scripts/gpu-bench.sh run     on the GPU machine, from the repository root (unpack
+#                                build/bench.tgz into build/ first): the instruction check
+#                                of the three fixtures on the GPU (SKIP_CHECK=1 skips it),
+#                                then for each
+#                                model, `dic synth` writes the chosen full-width layers
+#                                (random weights in the real formats), `dic compile
+#                                --target h200` plans them, and `divm bench` times decode
+#                                steps over the batch × context grid next to the device's
+#                                copy bandwidth; the synthetic checkpoint is deleted after.
+#
+# Environment (run): MODELS (default "v4 v41"), LAYERS_V4 (2-5), LAYERS_V41 (20-23),
+# BATCH (1,64,256), CONTEXT (4096), STEPS (10), BENCH_DIR (scratch for the checkpoints,
+# default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
+# BENCH_TIMEOUT (seconds per model, default 420).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=build/bench
+
+build() {
+	mkdir -p "$bin"
+	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$bin/" ./cmd/dic ./cmd/divm
+	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$bin/cuda.test" ./targets/cuda
+	tar czf build/bench.tgz -C build bench/dic bench/divm bench/cuda.test # one file to carry
+	echo "built: $(ls "$bin" | tr '\n' ' ')(and build/bench.tgz, $(du -h build/bench.tgz | cut -f1))"
+}
+
+run() {
+	local work=${BENCH_DIR:-/tmp/deepinfer-bench} out=${OUT:-$bin/out}
+	mkdir -p "$work" "$out"
+	export DEEPINFER_KERNEL_CACHE=${DEEPINFER_KERNEL_CACHE:-$work/kernels}
+	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$out/gpu.txt"
+	if [ -z "${SKIP_CHECK:-}" ]; then
+		# the kernels first: every instruction of the three fixtures against the cpu target
+		echo "==== instruction check on the GPU"
+		(cd targets/cuda && "../../$bin/cuda.test" -test.run 'TestInstructionsMatchCPU' -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
+	fi
+	local m cfg layers
+	for m in ${MODELS:-v4 v41}; do
+		case $m in
+		v4) cfg=testdata/deepseek-v4-flash layers=${LAYERS_V4:-2-5} ;;
+		v41) cfg=testdata/deepseek-v4.1-flash layers=${LAYERS_V41:-20-23} ;;
+		*) echo "unknown model $m" >&2; return 2 ;;
+		esac
+		local ck=$work/$m
+		rm -rf "$ck"
+		echo "==== $m: dic synth --layers $layers"
+		"$bin/dic" synth --model "$cfg" --layers "$layers" --out "$ck" 2>&1 | tee "$out/$m.synth.txt" | grep -v "^\s" 
+		"$bin/dic" compile --model "$ck" --target h200 -o "$ck.dip" | tee "$out/$m.compile.txt"
+		echo "==== $m: divm bench"
+		timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+			--context "${CONTEXT:-4096}" --steps "${STEPS:-10}" --out "$out/$m.bench.json" 2>&1 | tee "$out/$m.bench.txt"
+		echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.bench.txt"
+		rm -rf "$ck"
+	done
+	echo "==== summary"
+	for m in ${MODELS:-v4 v41}; do
+		echo "--- $m"
+		sed -n '/^copy bandwidth/,$p' "$out/$m.bench.txt" 2>/dev/null | grep -v "^stepbench" | head -60
+	done
+}
+
+case ${1:-} in
+build) build ;;
+run) run ;;
+*) echo "usage: scripts/gpu-bench.sh build|run" >&2; exit 2 ;;
+esac
