@@ -430,7 +430,11 @@ func csaBindAttention(b *Bind) error {
 			return b.Errorf("idx %s", b.Args[4])
 		}
 	}
-	sc := b.Scratch(heads*(dim+block)*4, 0)
+	// the split kernels' scratch (csa41.cu, csa_attn_*)
+	lmax := window + topk
+	nblk := (lmax + block - 1) / block
+	kf, pb, ps := b.Scratch(lmax*dim*4, 0), b.Scratch(lmax*heads*4, 0), b.Scratch(heads*lmax*4, 0)
+	bsc, den, valid := b.Scratch(nblk*heads*4, 0), b.Scratch(heads*4, 0), b.Scratch((lmax+7)&^7, 0)
 	fill := func(s *Step, a *ArgBuf) int64 {
 		rows := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -463,11 +467,21 @@ func csaBindAttention(b *Bind) error {
 		a.I(kv.group)
 		a.I(kv.rowBytes)
 		a.I(max(kv.ratio, 1))
-		a.P(s.Scratch(sc))
 		a.P(s.Err)
+		a.P(s.Scratch(kf))
+		a.P(s.Scratch(pb))
+		a.P(s.Scratch(ps))
+		a.P(s.Scratch(bsc))
+		a.P(s.Scratch(den))
+		a.P(s.Scratch(valid))
+		a.I(lmax)
+		a.I(nblk)
 		return rows
 	}
-	b.Launch("csa_attention", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * dim })
+	b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * heads })
+	b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+	b.Launch("csa_attn_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
 	if b.Phase != plan.PhaseDraft && ring.rows > 0 {
 		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) })
 	}

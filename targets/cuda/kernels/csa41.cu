@@ -679,8 +679,12 @@ struct csa_AttnArgs {
   i64 ratio, topk;
   i64 ring_off, ring_rows, ring_fmt, ring_group, ring_rowbytes;
   i64 kv_off, kv_fmt, kv_group, kv_rowbytes, kv_ratio;
-  float* work;  // [rows, heads, dim + block]
   i64* err;
+  // the split kernels' scratch (csa_attn_*): keys widened [rows, lmax, dim], per-key
+  // logits then bf16 probabilities [rows, lmax, heads], unrounded probabilities
+  // [rows, heads, lmax], block rescales [rows, nblk, heads], denominators [rows, heads],
+  // key flags [rows, lmax]
+  float* kf; float* pb; float* ps; float* bsc; float* den; unsigned char* valid; i64 lmax; i64 nblk;
 };
 
 struct csa_Key {
@@ -720,67 +724,122 @@ DEV csa_Key csa_attn_key(const csa_AttnArgs& a, const csa_View& v, i64 t, i64 p,
   return k;
 }
 
-// csa_attention: one query row and head, the reference's blocked online softmax with
-// bf16 probabilities and the sink (cpu: blockSoftmax).
-KERNEL(csa_attention, csa_AttnArgs) {
+// csa_attn_len is the length of row t's key list (window slots W, then the top-k).
+DEV i64 csa_attn_len(const csa_AttnArgs& a, const csa_View& v, i64 p, i64* W) {
+  *W = v.fromZero ? imin(v.n, a.window) : a.window;
+  i64 C = 0;
+  if (a.ratio > 0) C = imin(a.topk, v.fromZero ? (v.pos + v.n) / a.ratio : (p + 1) / a.ratio);
+  return *W + C;
+}
+
+// csa_attention (cpu: blockSoftmax, the reference's blocked online softmax with bf16
+// probabilities and the sink) in four launches, each value as the cpu computes it:
+// csa_attn_kdec widens each row's keys once (one (row, key, value) a work item);
+// csa_attn_logits scores them (one (row, key, head), heads adjacent so that they share
+// the key's loads); csa_attn_softmax runs the blocked online softmax's scalars per
+// (row, head); csa_attn_out sums each output value over the blocks and keys in order.
+KERNEL(csa_attn_kdec, csa_AttnArgs) {
+  for (i64 it = GIDX; it < a.rows * a.lmax * a.dim; it += GSTRIDE) {
+    i64 d = it % a.dim, tj = it / a.dim, j = tj % a.lmax, t = tj / a.lmax;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
+    i64 p = v.pos + (t - v.row), W;
+    i64 L = csa_attn_len(a, v, p, &W);
+    if (j == 0 && d == 0 && a.ratio > 0) {
+      i64 N = (v.spos + v.sn) / a.kv_ratio;
+      for (i64 i = 0; i < a.topk; i++)
+        if (a.idx[t * a.topk + i] >= N) *a.err = 404;
+    }
+    if (j >= L) continue;
+    csa_Key k = csa_attn_key(a, v, t, p, W, j);
+    if (d == 0) a.valid[tj] = k.p != 0;
+    a.kf[it] = k.p ? csa_row_val(k.p, k.fmt, k.g, a.dim, d) : 0;
+  }
+}
+
+KERNEL(csa_attn_logits, csa_AttnArgs) {
+  for (i64 it = GIDX; it < a.rows * a.lmax * a.heads; it += GSTRIDE) {
+    i64 h = it % a.heads, tj = it / a.heads, j = tj % a.lmax, t = tj / a.lmax;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
+    i64 p = v.pos + (t - v.row), W;
+    if (j >= csa_attn_len(a, v, p, &W)) continue;
+    if (!a.valid[tj]) {
+      a.pb[it] = -F32_INF;
+      continue;
+    }
+    const float* qh = a.q + t * a.heads * a.dim + h * a.dim;
+    const float* kr = a.kf + tj * a.dim;
+    float dot = 0;
+    for (i64 d = 0; d < a.dim; d++) dot += qh[d] * kr[d];
+    a.pb[it] = dot * (float)a.scale;
+  }
+}
+
+KERNEL(csa_attn_softmax, csa_AttnArgs) {
   for (i64 it = GIDX; it < a.rows * a.heads; it += GSTRIDE) {
     i64 t = it / a.heads, h = it % a.heads;
     csa_View v;
     if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
-    i64 p = v.pos + (t - v.row);
-    i64 W = v.fromZero ? imin(v.n, a.window) : a.window, C = 0;
-    if (a.ratio > 0) {
-      i64 width = v.fromZero ? (v.pos + v.n) / a.ratio : (p + 1) / a.ratio;
-      C = imin(a.topk, width);
-      if (h == 0) {
-        i64 N = (v.spos + v.sn) / a.kv_ratio;
-        for (i64 j = 0; j < a.topk; j++)
-          if (a.idx[t * a.topk + j] >= N) *a.err = 404;
-      }
-    }
-    i64 L = W + C, dim = a.dim;
-    float* acc = a.work + it * (dim + a.block);
-    float* s = acc + dim;
-    const float* qh = a.q + t * a.heads * dim + h * dim;
-    float scale = (float)a.scale;
+    i64 p = v.pos + (t - v.row), W;
+    i64 L = csa_attn_len(a, v, p, &W);
+    float* ps = a.ps + it * a.lmax;
     float m = -F32_INF, sum = 0;
-    for (i64 d = 0; d < dim; d++) acc[d] = 0;
     for (i64 b = 0; b < L; b += a.block) {
       i64 bl = imin(a.block, L - b);
+      float* bsc = a.bsc + (t * a.nblk + b / a.block) * a.heads + h;
       float bm = m;
       for (i64 e = 0; e < bl; e++) {
-        csa_Key k = csa_attn_key(a, v, t, p, W, b + e);
-        if (!k.p) {
-          s[e] = -F32_INF;
-          continue;
-        }
-        float dot = 0;
-        for (i64 d = 0; d < dim; d++) dot += qh[d] * csa_row_val(k.p, k.fmt, k.g, dim, d);
-        s[e] = dot * scale;
-        bm = go_max32(bm, s[e]);
+        i64 j = b + e;
+        if (a.valid[t * a.lmax + j]) bm = go_max32(bm, a.pb[(t * a.lmax + j) * a.heads + h]);
       }
-      if (bm == -F32_INF) continue;
+      if (bm == -F32_INF) {
+        *bsc = -1;  // the block changes nothing
+        continue;
+      }
       float sc = (float)exp((double)(m - bm));
       m = bm;
-      for (i64 d = 0; d < dim; d++) acc[d] *= sc;
+      *bsc = sc;
       for (i64 e = 0; e < bl; e++) {
-        csa_Key k = csa_attn_key(a, v, t, p, W, b + e);
-        if (!k.p) {
-          s[e] = 0;
+        i64 j = b + e;
+        float* s = a.pb + (t * a.lmax + j) * a.heads + h;
+        if (!a.valid[t * a.lmax + j]) {
+          ps[j] = 0;
           continue;
         }
-        float pe = (float)exp((double)(s[e] - m));
-        s[e] = pe;
-        float pb = q_bf16(pe);
-        for (i64 d = 0; d < dim; d++) acc[d] += pb * csa_row_val(k.p, k.fmt, k.g, dim, d);
+        float pe = (float)exp((double)(*s - m));
+        ps[j] = pe;
+        *s = q_bf16(pe);
       }
-      FRow sr = {s};
+      FRow sr = {ps + b};
       float bsum = cascade_sum(sr, bl);
       sum = sum * sc + bsum;
     }
     sum += (float)exp((double)(wval(a.sink, 0, h) - m));
-    float* o = a.out + t * a.heads * dim + h * dim;
-    for (i64 d = 0; d < dim; d++) o[d] = q_bf16(acc[d] / sum);
+    a.den[it] = sum;
+  }
+}
+
+KERNEL(csa_attn_out, csa_AttnArgs) {
+  for (i64 it = GIDX; it < a.rows * a.heads * a.dim; it += GSTRIDE) {
+    i64 d = it % a.dim, th = it / a.dim, t = th / a.heads, h = th % a.heads;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
+    i64 p = v.pos + (t - v.row), W;
+    i64 L = csa_attn_len(a, v, p, &W);
+    float acc = 0;
+    for (i64 b = 0; b < L; b += a.block) {
+      float sc = a.bsc[(t * a.nblk + b / a.block) * a.heads + h];
+      if (sc < 0) continue;
+      acc *= sc;
+      i64 bl = imin(a.block, L - b);
+      for (i64 e = 0; e < bl; e++) {
+        i64 j = b + e;
+        if (!a.valid[t * a.lmax + j]) continue;
+        acc += a.pb[(t * a.lmax + j) * a.heads + h] * a.kf[(t * a.lmax + j) * a.dim + d];
+      }
+    }
+    a.out[it] = q_bf16(acc / a.den[th]);
   }
 }
 
