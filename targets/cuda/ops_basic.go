@@ -97,7 +97,7 @@ func bindSample(b *Bind) error {
 	cols := ir.MaskCols(V)
 	scratch := b.Scratch(12*V, 0)
 	masked := len(b.Args) == 3
-	b.Launch("sample", func(s *Step, a *ArgBuf) int64 {
+	fill := func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Arg(1).Ptr)
 		if masked {
@@ -111,6 +111,9 @@ func bindSample(b *Bind) error {
 		a.I(cols)
 		a.P(s.Scratch(scratch))
 		return s.R
-	})
+	}
+	const chunk = 256 // basic.cu's SAMPLE_CHUNK
+	b.Launch("sample_argmax_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ((V + chunk - 1) / chunk) })
+	b.Launch("sample", fill)
 	return nil
 }

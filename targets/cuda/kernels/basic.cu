@@ -111,6 +111,38 @@ DEV void sample_sift(int* order, const double* prob, i64 root, i64 n) {
 }
 
 struct SampleArgs { const float* logits; const float* params; const int* mask; int* out; i64 R; i64 V; i64 cols; char* scratch; };
+
+// The greedy scan in parts: sample_argmax_part scans SAMPLE_CHUNK ids of a greedy row
+// (one (row, chunk) a work item) for its first allowed id and its first largest
+// non-NaN allowed value; sample combines the parts in order. The serial scan keeps the
+// first allowed id while nothing is strictly larger, so its answer is that id when its
+// logit is NaN, else the first id of the largest non-NaN logit: what the parts give.
+#define SAMPLE_CHUNK 256
+struct SamplePart { float maxv; int maxi; int first; int pad; };
+DEV const int* sample_words(const SampleArgs& a, i64 r) {
+  return (a.mask && a.mask[r * a.cols] != 0) ? a.mask + r * a.cols + 1 : 0;
+}
+KERNEL(sample_argmax_part, SampleArgs) {
+  i64 nch = (a.V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
+  for (i64 it = GIDX; it < a.R * nch; it += GSTRIDE) {
+    i64 r = it / nch, c = it % nch;
+    if (a.params[4 * r] != 0) continue;
+    const float* lg = a.logits + r * a.V;
+    const int* words = sample_words(a, r);
+    SamplePart part = {0, -1, -1, 0};
+    for (i64 i = c * SAMPLE_CHUNK; i < imin(a.V, (c + 1) * SAMPLE_CHUNK); i++) {
+      if (words && !sample_allowed(words, i)) continue;
+      if (part.first < 0) part.first = (int)i;
+      if (isnan32(lg[i])) continue;
+      if (part.maxi < 0 || lg[i] > part.maxv) {
+        part.maxv = lg[i];
+        part.maxi = (int)i;
+      }
+    }
+    ((SamplePart*)(a.scratch + r * a.V * 12))[c] = part;
+  }
+}
+
 KERNEL(sample, SampleArgs) {
   for (i64 r = GIDX; r < a.R; r += GSTRIDE) {
     const float* lg = a.logits + r * a.V;
@@ -120,10 +152,18 @@ KERNEL(sample, SampleArgs) {
     const int* words = 0;
     if (a.mask && a.mask[r * a.cols] != 0) words = a.mask + r * a.cols + 1;
     if (temp == 0) {
-      i64 best = -1;
-      for (i64 i = 0; i < a.V; i++)
-        if ((!words || sample_allowed(words, i)) && (best < 0 || lg[i] > lg[best])) best = i;
-      a.out[r] = (int)(best < 0 ? 0 : best);
+      const SamplePart* parts = (const SamplePart*)(a.scratch + r * a.V * 12);
+      i64 nch = (a.V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK, first = -1, best = -1;
+      float bestv = 0;
+      for (i64 c = 0; c < nch; c++) {
+        if (first < 0) first = parts[c].first;
+        if (parts[c].maxi >= 0 && (best < 0 || parts[c].maxv > bestv)) {
+          best = parts[c].maxi;
+          bestv = parts[c].maxv;
+        }
+      }
+      if (first >= 0 && isnan32(lg[first])) best = first;
+      a.out[r] = (int)(best < 0 ? (first < 0 ? 0 : first) : best);
       continue;
     }
     double* prob = (double*)(a.scratch + r * a.V * 12);
