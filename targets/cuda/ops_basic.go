@@ -59,9 +59,81 @@ func bindSwiGLU(b *Bind) error {
 // gemmGroup is basic.cu's GEMM_G: the rows of x one gemm_nt work item serves.
 const gemmGroup = 16
 
+// splitRows is basic.cu's SPLIT_M: a product over at most this many rows runs as
+// dense_part and dense_sum, every block of a weight row its own work item.
+const splitRows = 8
+
+// splitProduct describes y = x·wᵀ for launchSplit: the operands (x from a scratch when
+// xScratch ≥ 0; rows < 0 when x's rows are taken in order), the weight's shape, x's row
+// stride, xdiv (a weight row n reads x from column (n/xdiv)·K; 0: from 0), y's row
+// stride and bf16 rounding.
+type splitProduct struct {
+	x, xScratch, rows, w, y int
+	N, K, ldx, xdiv, ldy   int64
+	outBF16                int64
+}
+
+// launchSplit adds the two launches of a split product; they run when the step's rows
+// are at most splitRows, and the returned function tells the caller's own launch so.
+func launchSplit(b *Bind, g splitProduct) func(s *Step) bool {
+	nb := (g.K + 63) / 64
+	part := b.Scratch(0, splitRows*g.N*nb*4)
+	rowsOf := func(s *Step) int64 {
+		if g.rows >= 0 {
+			return s.Arg(g.rows).Elems()
+		}
+		return s.Arg(g.x).Rows()
+	}
+	split := func(s *Step) bool { return rowsOf(s) <= splitRows }
+	fill := func(s *Step, a *ArgBuf) {
+		if g.xScratch >= 0 {
+			a.P(s.Scratch(g.xScratch))
+		} else {
+			a.P(s.Arg(g.x).Ptr)
+		}
+		if g.rows >= 0 {
+			a.P(s.Arg(g.rows).Ptr)
+		} else {
+			a.P(0)
+		}
+		a.W(s.Arg(g.w))
+		a.P(s.Result(g.y).Ptr)
+		a.P(s.Scratch(part))
+		a.I(rowsOf(s))
+		a.I(g.N)
+		a.I(g.K)
+		a.I(nb)
+		a.I(g.ldx)
+		a.I(g.xdiv)
+		a.I(g.ldy)
+		a.I(g.outBF16)
+		a.I(s.Arg(g.x).Rows())
+		a.P(s.Err)
+	}
+	b.Launch("dense_part", func(s *Step, a *ArgBuf) int64 {
+		if !split(s) {
+			return 0
+		}
+		fill(s, a)
+		return g.N * nb
+	})
+	b.Launch("dense_sum", func(s *Step, a *ArgBuf) int64 {
+		if !split(s) {
+			return 0
+		}
+		fill(s, a)
+		return rowsOf(s) * g.N
+	})
+	return split
+}
+
 // gemm launches c = x·wᵀ over x's rows (or the rows a rows operand picks).
 func gemm(b *Bind, x, rows, w, c int, N, K int64) {
+	split := launchSplit(b, splitProduct{x: x, xScratch: -1, rows: rows, w: w, y: c, N: N, K: K, ldx: K, ldy: N})
 	b.Launch("gemm_nt", func(s *Step, a *ArgBuf) int64 {
+		if split(s) {
+			return 0
+		}
 		xo := s.Arg(x)
 		M := xo.Rows()
 		a.P(xo.Ptr)

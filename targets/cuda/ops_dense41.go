@@ -59,10 +59,16 @@ func bindQLinear(b *Bind) error {
 		})
 	}
 	kernel := "dense_qlinear"
-	if mode == 2 && K%64 == 0 {
-		kernel = "dense_qlinear_rows" // the same sums, a weight row read once per group of rows
+	split := func(*Step) bool { return false }
+	if mode == 2 {
+		// the same sums, a weight row read once per group of rows, or split in blocks
+		kernel = "dense_qlinear_rows"
+		split = launchSplit(b, splitProduct{x: 0, xScratch: xq, rows: -1, w: 1, y: 0, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16})
 	}
 	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
+		if split(s) {
+			return 0
+		}
 		T := s.Arg(0).Rows()
 		if xq >= 0 {
 			a.P(s.Scratch(xq))
@@ -107,10 +113,15 @@ func bindGroupedLinear(b *Bind) error {
 		v41 = 1
 	}
 	kernel := "dense_grouped"
-	if v41 == 0 && in%64 == 0 {
+	split := func(*Step) bool { return false }
+	if v41 == 0 {
 		kernel = "dense_grouped_rows"
+		split = launchSplit(b, splitProduct{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, N: G * out, K: in, ldx: G * in, xdiv: out, ldy: G * out})
 	}
 	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
+		if split(s) {
+			return 0
+		}
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(1))

@@ -85,6 +85,49 @@ KERNEL(gemm_nt, GemmArgs) {
   }
 }
 
+// For a few rows (decode at small batch), a product in two launches, with the same
+// values: dense_part computes every block's DotUnitary, one (weight row, block of 64) a
+// work item over all M ≤ SPLIT_M rows (the blocks of a row adjacent, so that a warp
+// reads a weight row's bytes in one sweep); dense_sum adds each output's blocks in
+// order, as dense_gonum does. Rows of x are rows[m] (or m); a weight row n reads x from
+// column (n / xdiv)·K when xdiv > 0 (grouped_linear's groups); y[m·ldy + n], rounded to
+// bf16 when out_bf16.
+#define SPLIT_M 8
+struct DenseSplitArgs {
+  const float* x; const int* rows; Weight w; float* y; float* part; i64 M; i64 N; i64 K; i64 nb;
+  i64 ldx; i64 xdiv; i64 ldy; i64 out_bf16; i64 arows; i64* err;
+};
+KERNEL(dense_part, DenseSplitArgs) {
+  for (i64 i = GIDX; i < a.N * a.nb; i += GSTRIDE) {
+    i64 n = i / a.nb, b = i % a.nb;
+    int rows[SPLIT_M];
+    bool ok = true;
+    UNROLL for (int j = 0; j < SPLIT_M; j++) {
+      i64 r = j;
+      if (j < a.M && a.rows) {
+        r = a.rows[j];
+        if (r < 0 || r >= a.arows) ok = false;
+      }
+      rows[j] = j < a.M ? (int)r : 0;
+    }
+    if (!ok) { *a.err = 2; continue; }
+    const float* x = a.x + (a.xdiv > 0 ? (n / a.xdiv) * a.K : 0);
+    float d[SPLIT_M];
+    gonum_block<SPLIT_M>(x, a.ldx, rows, 0, a.M, a.w, n, a.K, b * 64, d);
+    UNROLL for (int j = 0; j < SPLIT_M; j++)
+      if (j < a.M) a.part[(j * a.N + n) * a.nb + b] = d[j];
+  }
+}
+KERNEL(dense_sum, DenseSplitArgs) {
+  for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {
+    i64 m = i / a.N, n = i % a.N;
+    const float* p = a.part + i * a.nb;
+    float c = 0;
+    for (i64 b = 0; b < a.nb; b++) c += p[b];
+    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(c) : c;
+  }
+}
+
 // sample: one token per logits row, vm/sampling.Row. scratch holds, per row, V doubles
 // (probabilities) and V ints (the candidate order).
 DEV bool sample_allowed(const int* words, i64 id) {

@@ -127,35 +127,58 @@ DEVM const float* rows_x(const float* x, i64 ldx, const int* rows, i64 r0, int j
   return x + (rows ? (i64)rows[j] : r0 + j) * ldx;
 }
 
-// gonum_rows: c[j] = dense_gonum(x_j, row r of w, K, r·K, par) for the n ≤ G rows x_j,
-// for K a multiple of 64 and rows of w 16-byte aligned in values (K % 4 == 0): then
-// every block of 64 is gonum's DotUnitary of four passes of 16 (dense_dot_unitary).
+// gonum_block: d[j] = gonum's DotUnitary of block [kb, kb+64) of x_j and row r of w —
+// one term of dense_gonum's sum c = 0, c += d_0, c += d_1, ... — for the n ≤ G rows x_j.
+// For K a multiple of 64 (every block 64 long, rows 16-byte aligned) the block's
+// weights are widened once and the DotUnitary is written out (four passes of 16 with
+// sum and psum); other K take dense_dot_unitary row by row.
 template <int G>
-DEVM void gonum_rows(const float* x, i64 ldx, const int* rows, i64 r0, i64 n, const Weight& w, i64 r, i64 K, float* c) {
-  UNROLL for (int j = 0; j < G; j++) c[j] = 0;
-  float wb[64];
-  for (i64 kb = 0; kb < K; kb += 64) {
-    wblock64(w, r, kb, wb);
+DEVM void gonum_block(const float* x, i64 ldx, const int* rows, i64 r0, i64 n, const Weight& w, i64 r, i64 K, i64 kb, float* d) {
+  if (K % 64 != 0) {
     UNROLL for (int j = 0; j < G; j++) {
       if (j < n) {
-        const float* xr = rows_x(x, ldx, rows, r0, j) + kb;
-        float sum[4] = {0, 0, 0, 0}, psum[4] = {0, 0, 0, 0};
-        UNROLL for (int v = 0; v < 4; v++) {
-          UNROLL for (int l = 0; l < 4; l++) {
-            float p0 = xr[16 * v + l] * wb[16 * v + l];
-            float p1 = xr[16 * v + 4 + l] * wb[16 * v + 4 + l];
-            float p2 = xr[16 * v + 8 + l] * wb[16 * v + 8 + l];
-            float p3 = xr[16 * v + 12 + l] * wb[16 * v + 12 + l];
-            sum[l] += p0;
-            psum[l] += p1;
-            sum[l] += p2;
-            psum[l] += p3;
-          }
-        }
-        UNROLL for (int l = 0; l < 4; l++) sum[l] += psum[l];
-        float h0 = sum[0] + sum[1], h1 = sum[2] + sum[3];
-        c[j] += h0 + h1;
+        DenseXRow xr = {rows_x(x, ldx, rows, r0, j)};
+        DenseWRow wr = {w, r, 0};
+        d[j] = dense_dot_unitary(xr, wr, kb, imin(64, K - kb), r * K + kb);
       }
+    }
+    return;
+  }
+  float wb[64];
+  wblock64(w, r, kb, wb);
+  UNROLL for (int j = 0; j < G; j++) {
+    if (j < n) {
+      const float* xr = rows_x(x, ldx, rows, r0, j) + kb;
+      float sum[4] = {0, 0, 0, 0}, psum[4] = {0, 0, 0, 0};
+      UNROLL for (int v = 0; v < 4; v++) {
+        UNROLL for (int l = 0; l < 4; l++) {
+          float p0 = xr[16 * v + l] * wb[16 * v + l];
+          float p1 = xr[16 * v + 4 + l] * wb[16 * v + 4 + l];
+          float p2 = xr[16 * v + 8 + l] * wb[16 * v + 8 + l];
+          float p3 = xr[16 * v + 12 + l] * wb[16 * v + 12 + l];
+          sum[l] += p0;
+          psum[l] += p1;
+          sum[l] += p2;
+          psum[l] += p3;
+        }
+      }
+      UNROLL for (int l = 0; l < 4; l++) sum[l] += psum[l];
+      float h0 = sum[0] + sum[1], h1 = sum[2] + sum[3];
+      d[j] = h0 + h1;
     }
   }
 }
+
+// gonum_rows: c[j] = dense_gonum(x_j, row r of w, K, r·K, par) for the n ≤ G rows x_j,
+// a block of the weight row widened once for all of them.
+template <int G>
+DEVM void gonum_rows(const float* x, i64 ldx, const int* rows, i64 r0, i64 n, const Weight& w, i64 r, i64 K, float* c) {
+  UNROLL for (int j = 0; j < G; j++) c[j] = 0;
+  float d[G];
+  for (i64 kb = 0; kb < K; kb += 64) {
+    gonum_block<G>(x, ldx, rows, r0, n, w, r, K, kb, d);
+    UNROLL for (int j = 0; j < G; j++)
+      if (j < n) c[j] += d[j];
+  }
+}
+
