@@ -149,13 +149,49 @@ func bindMoEExperts(b *Bind) error {
 	const block = 32 // the V4.1 reference's MXFP8 activation block
 	tab := b.Scratch(0, 3*E*32)
 	counts := b.Scratch(0, E*8)
+	xq := -1
+	if v41 == 1 {
+		xq = b.Scratch(D*4, 0)
+	}
 	hid := b.Scratch(k*I*4, 0)
 	off := b.Scratch(0, E*8)
 	list := b.Scratch(k*4, 0)
 	y := b.Scratch(k*D*4, 0)
-	xq := -1
-	if v41 == 1 {
-		xq = b.Scratch(D*4, 0)
+	// the split path's block partials (at most splitRows tokens)
+	nbD, nbI := (D+63)/64, (I+63)/64
+	part1 := b.Scratch(0, splitRows*k*max(I*nbD, D*nbI)*4)
+	part3 := b.Scratch(0, splitRows*k*I*nbD*4)
+	split := func(s *Step) bool { return s.Arg(0).Rows() <= splitRows }
+	splitArgs := func(s *Step, a *ArgBuf) {
+		if v41 == 1 {
+			a.P(s.Scratch(xq))
+		} else {
+			a.P(s.Arg(0).Ptr)
+		}
+		a.P(s.Scratch(hid))
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Arg(2).Ptr)
+		a.P(s.Scratch(tab))
+		a.P(s.Scratch(part1))
+		a.P(s.Scratch(part3))
+		a.P(s.Scratch(hid))
+		a.P(s.Scratch(y))
+		a.I(s.Arg(2).Elems())
+		a.I(k)
+		a.I(E)
+		a.I(D)
+		a.I(I)
+		a.F(limit)
+		a.I(v41)
+	}
+	splitLaunch := func(kernel string, items func(slots int64) int64) {
+		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
+			if !split(s) {
+				return 0
+			}
+			splitArgs(s, a)
+			return items(s.Arg(2).Elems())
+		})
 	}
 	for c := int64(0); c < 3*E; c += wtabChunk {
 		b.Launch("moe_wtab", func(s *Step, a *ArgBuf) int64 {
@@ -182,6 +218,9 @@ func bindMoEExperts(b *Bind) error {
 		return E
 	})
 	b.Launch("moe_group", func(s *Step, a *ArgBuf) int64 {
+		if split(s) {
+			return 0
+		}
 		a.P(s.Arg(2).Ptr)
 		a.P(s.Scratch(counts))
 		a.P(s.Scratch(off))
@@ -202,7 +241,12 @@ func bindMoEExperts(b *Bind) error {
 			return rows * ((D + block - 1) / block)
 		})
 	}
+	splitLaunch("moe_hpart", func(n int64) int64 { return n * I * nbD })
+	splitLaunch("moe_hsum", func(n int64) int64 { return n * I })
 	b.Launch("moe_hidden", func(s *Step, a *ArgBuf) int64 {
+		if split(s) {
+			return 0
+		}
 		if v41 == 1 {
 			a.P(s.Scratch(xq))
 		} else {
@@ -234,7 +278,12 @@ func bindMoEExperts(b *Bind) error {
 			return rows * ((I + block - 1) / block)
 		})
 	}
+	splitLaunch("moe_ppart", func(n int64) int64 { return n * D * nbI })
+	splitLaunch("moe_psum", func(n int64) int64 { return n * D })
 	b.Launch("moe_proj", func(s *Step, a *ArgBuf) int64 {
+		if split(s) {
+			return 0
+		}
 		a.P(s.Scratch(hid))
 		a.P(s.Scratch(tab))
 		a.P(s.Scratch(counts))

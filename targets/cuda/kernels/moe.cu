@@ -251,6 +251,70 @@ KERNEL(moe_proj, MoEProjArgs) {
   }
 }
 
+// For a few tokens (decode at small batch) the experts' products are split by blocks of
+// 64, as dense_part and dense_sum split a dense one: moe_hpart computes each (slot, row,
+// block)'s DotUnitary for w1 and w3, moe_hsum adds them in order and applies the SwiGLU
+// (moe_hidden's values); moe_ppart and moe_psum do the same for w2 (moe_proj's values).
+struct MoESplitArgs {
+  const float* x; const float* h; const float* wts; const int* ids; const Weight* tab; float* part1; float* part3;
+  float* hid; float* y; i64 slots; i64 k; i64 E; i64 D; i64 I; double limit; i64 v41;
+};
+KERNEL(moe_hpart, MoESplitArgs) {
+  i64 nb = (a.D + 63) / 64;
+  for (i64 i = GIDX; i < a.slots * a.I * nb; i += GSTRIDE) {
+    i64 b = i % nb, sr = i / nb, r = sr % a.I, s = sr / a.I;
+    int e = a.ids[s];
+    if (e < 0 || e >= a.E) continue;
+    int tok = (int)(s / a.k);
+    float d1, d3;
+    gonum_block<1>(a.x, a.D, &tok, 0, 1, a.tab[e], r, a.D, b * 64, &d1);
+    gonum_block<1>(a.x, a.D, &tok, 0, 1, a.tab[2 * a.E + e], r, a.D, b * 64, &d3);
+    a.part1[i] = d1;
+    a.part3[i] = d3;
+  }
+}
+KERNEL(moe_hsum, MoESplitArgs) {
+  i64 nb = (a.D + 63) / 64;
+  float limit = (float)a.limit;
+  for (i64 i = GIDX; i < a.slots * a.I; i += GSTRIDE) {
+    i64 s = i / a.I;
+    int e = a.ids[s];
+    if (e < 0 || e >= a.E) continue;
+    float g = 0, u = 0;
+    for (i64 b = 0; b < nb; b++) g += a.part1[i * nb + b];
+    for (i64 b = 0; b < nb; b++) u += a.part3[i * nb + b];
+    if (a.v41) {
+      g = q_bf16(g);
+      u = q_bf16(u);
+    }
+    float v = moe_swiglu(g, u, limit);
+    if (a.v41) v *= a.wts[s];
+    a.hid[i] = v;
+  }
+}
+KERNEL(moe_ppart, MoESplitArgs) {
+  i64 nb = (a.I + 63) / 64;
+  for (i64 i = GIDX; i < a.slots * a.D * nb; i += GSTRIDE) {
+    i64 b = i % nb, so = i / nb, o = so % a.D, s = so / a.D;
+    int e = a.ids[s];
+    if (e < 0 || e >= a.E) continue;
+    int row = (int)s;
+    float d;
+    gonum_block<1>(a.h, a.I, &row, 0, 1, a.tab[a.E + e], o, a.I, b * 64, &d);
+    a.part1[i] = d;
+  }
+}
+KERNEL(moe_psum, MoESplitArgs) {
+  i64 nb = (a.I + 63) / 64;
+  for (i64 i = GIDX; i < a.slots * a.D; i += GSTRIDE) {
+    int e = a.ids[i / a.D];
+    if (e < 0 || e >= a.E) continue;
+    float c = 0;
+    for (i64 b = 0; b < nb; b++) c += a.part1[i * nb + b];
+    a.y[i] = c;
+  }
+}
+
 // moe_out: out[t, o] = the token's experts' w2·h summed: V4 weighted in fp32 and summed
 // in slot order; V4.1 rounded to bf16 and summed from zero in ascending expert id.
 struct MoEOutArgs { const float* y; const float* wts; const int* ids; float* out; i64 T; i64 k; i64 E; i64 D; i64 v41; };
