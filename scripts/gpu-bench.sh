@@ -16,7 +16,8 @@
 # Environment (run): MODELS (default "v4 v41"), LAYERS_V4 (2-5), LAYERS_V41 (20-23),
 # BATCH (1,64,256), CONTEXT (4096), STEPS (10), BENCH_DIR (scratch for the checkpoints,
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
-# BENCH_TIMEOUT (seconds per model, default 420).
+# BENCH_TIMEOUT (seconds per model, default 420), PEER=1 to time transformers' DeepSeek-V4
+# (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=build/bench
@@ -25,7 +26,10 @@ build() {
 	mkdir -p "$bin"
 	CGO_ENABLED=0 go build -ldflags="-s -w" -o "$bin/" ./cmd/dic ./cmd/divm
 	CGO_ENABLED=0 go test -c -ldflags="-s -w" -o "$bin/cuda.test" ./targets/cuda
-	tar czf build/bench.tgz -C build bench/dic bench/divm bench/cuda.test # one file to carry
+	tok=$(bash scripts/fetch-tokenizer.sh | tail -1) # the V4.1 fixtures' Engram token map needs it
+	mkdir -p "$bin/tokenizer"
+	cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$bin/tokenizer/"
+	tar czf build/bench.tgz -C build bench/dic bench/divm bench/cuda.test bench/tokenizer # one file to carry
 	echo "built: $(ls "$bin" | tr '\n' ' ')(and build/bench.tgz, $(du -h build/bench.tgz | cut -f1))"
 }
 
@@ -37,7 +41,7 @@ run() {
 	if [ -z "${SKIP_CHECK:-}" ]; then
 		# the kernels first: every instruction of the three fixtures against the cpu target
 		echo "==== instruction check on the GPU"
-		(cd targets/cuda && "../../$bin/cuda.test" -test.run 'TestInstructionsMatchCPU' -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
+		(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run 'TestInstructionsMatchCPU' -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
 	fi
 	local m cfg layers
 	for m in ${MODELS:-v4 v41}; do
@@ -57,11 +61,17 @@ run() {
 		echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.bench.txt"
 		rm -rf "$ck"
 	done
+	if [ -n "${PEER:-}" ]; then
+		echo "==== peer: transformers"
+		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.txt" | grep -v Warning
+	fi
 	echo "==== summary"
 	for m in ${MODELS:-v4 v41}; do
 		echo "--- $m"
 		sed -n '/^copy bandwidth/,$p' "$out/$m.bench.txt" 2>/dev/null | grep -v "^stepbench" | head -60
 	done
+	grep -h "peer summary" "$out/peer.txt" 2>/dev/null
+	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null
 }
 
 case ${1:-} in

@@ -1,15 +1,18 @@
 package cuda_test
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"deepinfer/compiler"
 	"deepinfer/plan"
+	"deepinfer/synth"
 	"deepinfer/targets"
 	_ "deepinfer/targets/all"
 	"deepinfer/targets/cpu"
@@ -87,12 +90,16 @@ func (r *recorder) hook(phase string, index int, in *plan.Instr, run func() erro
 
 func openPair(t *testing.T, model string) (*plan.Plan, targets.Runtime, targets.Runtime, *recorder, *recorder) {
 	t.Helper()
-	out, err := compiler.Compile(compiler.Options{ModelDir: "../../testdata/" + model, Target: "h200"})
+	dir := model
+	if !strings.Contains(model, "/") {
+		dir = "../../testdata/" + model
+	}
+	out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := out.Plan
-	ws, err := vm.LoadWeights(p, "../../testdata/"+model)
+	ws, err := vm.LoadWeights(p, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +160,41 @@ func relErr(a, b []float32) float64 {
 // has one.
 func TestInstructionsMatchCPU(t *testing.T) {
 	for _, model := range fixtures {
-		t.Run(model, func(t *testing.T) {
+		t.Run(model, func(t *testing.T) { checkInstructions(t, model) })
+	}
+}
+
+// TestInstructionsMatchCPUQuantizedV4: the same check on a V4 model in V4-Flash's
+// storage formats (FP8 128×128 blocks, FP4 experts, bf16 embeddings, head and norms):
+// tiny-v4-dev's config with V4-Flash's quantization_config, random weights (dic synth).
+func TestInstructionsMatchCPUQuantizedV4(t *testing.T) {
+	cfg, err := os.ReadFile("../../testdata/tiny-v4-dev/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(cfg, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["quantization_config"] = map[string]any{"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0",
+		"activation_scheme": "dynamic", "weight_block_size": []int{128, 128}}
+	m["expert_dtype"] = "fp4"
+	src, dir := t.TempDir(), t.TempDir()
+	cfg, _ = json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(src, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Write(src, dir, synth.Options{Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	checkInstructions(t, dir)
+}
+
+// checkInstructions runs one model (a fixture name, or a model directory) on the cpu
+// target and the device, instruction by instruction.
+func checkInstructions(t *testing.T, model string) {
+	{
+		{
 			p, ref, dev, rr, dr := openPair(t, model)
 			defer ref.Close()
 			defer dev.Close()
@@ -277,7 +318,7 @@ func TestInstructionsMatchCPU(t *testing.T) {
 				run(4, plan.PhaseDraft)
 			}
 			t.Logf("%s: every instruction within %.3g of the cpu target (worst %.3g)", model, *tol, worst)
-		})
+		}
 	}
 }
 

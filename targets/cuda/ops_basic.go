@@ -69,8 +69,8 @@ const splitRows = 8
 // stride and bf16 rounding.
 type splitProduct struct {
 	x, xScratch, rows, w, y int
-	N, K, ldx, xdiv, ldy   int64
-	outBF16                int64
+	N, K, ldx, xdiv, ldy    int64
+	outBF16                 int64
 }
 
 // launchSplit adds the two launches of a split product; they run when the step's rows

@@ -119,6 +119,27 @@ DEVM void wblock64(const Weight& w, i64 r, i64 c0, float* wb) {
     UNROLL for (int u = 0; u < 64; u++) wb[u] = p[u];
     return;
   }
+  const unsigned char* base = (const unsigned char*)w.p;
+  if (w.fmt == 1 && (((u64)(base + 2 * (r * w.cols + c0))) & 7) == 0) {  // bf16: 16 loads of 8 bytes
+    const u64* p8 = (const u64*)(base + 2 * (r * w.cols + c0));
+    UNROLL for (int j = 0; j < 16; j++) {
+      u64 q = p8[j];
+      UNROLL for (int h = 0; h < 4; h++) wb[4 * j + h] = bf16_f32((unsigned short)(q >> (16 * h)));
+    }
+    return;
+  }
+  if ((w.fmt == 2 || w.fmt == 3) && (c0 & 31) == 0 && (((u64)(base + r * w.cols + c0)) & 7) == 0) {
+    // FP8 e4m3: 8 loads of 8 bytes, the scales of the two groups of 32 (per 32×32
+    // block for fp8_b32, per 32 of the row for fp8_g32)
+    const u64* p8 = (const u64*)(base + r * w.cols + c0);
+    i64 sc = (w.cols + 31) / 32, srow = w.fmt == 2 ? (r / 32) * sc : r * sc;
+    float s0 = ue8m0_f32(w.s[srow + c0 / 32]), s1 = ue8m0_f32(w.s[srow + c0 / 32 + 1]);
+    UNROLL for (int j = 0; j < 8; j++) {
+      u64 q = p8[j];
+      UNROLL for (int b = 0; b < 8; b++) wb[8 * j + b] = e4m3_f32((unsigned char)(q >> (8 * b))) * (j < 4 ? s0 : s1);
+    }
+    return;
+  }
   UNROLL for (int u = 0; u < 64; u++) wb[u] = wval(w, r, c0 + u);
 }
 

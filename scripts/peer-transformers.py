@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The peer: HF transformers' DeepSeek-V4 decoder at full width on the same GPU.
+
+Builds DeepseekV4ForCausalLM from the tiny-v4-dev fixture's config with V4-Flash's
+widths (hidden 4096, 64 heads x 512, 256 experts top-6, index top-512, window 128),
+one CSA and one HCA layer, random bf16 weights, eager attention; prefills CONTEXT tokens
+for each batch size, then times decode steps (one token per sequence, with the cache)
+with CUDA events: warm-up 2, then STEPS steps; prints the median per batch size.
+
+  python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5]
+"""
+import argparse, json, os, statistics, sys, time
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--batch", default="1,64,256")
+ap.add_argument("--context", type=int, default=512)
+ap.add_argument("--steps", type=int, default=5)
+ap.add_argument("--fixture", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny-v4-dev", "config.json"))
+args = ap.parse_args()
+
+raw = json.load(open(args.fixture))
+raw.update(
+    hidden_size=4096, num_attention_heads=64, head_dim=512, q_lora_rank=1024, o_lora_rank=1024, o_groups=8,
+    n_routed_experts=256, num_experts_per_tok=6, moe_intermediate_size=2048, index_n_heads=64,
+    index_head_dim=128, index_topk=512, sliding_window=128, qk_rope_head_dim=64, vocab_size=129280,
+    num_hidden_layers=2, layer_types=["compressed_sparse_attention", "heavily_compressed_attention"],
+    mlp_layer_types=["moe", "moe"], compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
+    max_position_embeddings=65536, dtype="bfloat16",
+)
+for part in raw.get("rope_parameters", {}).values():
+    part["partial_rotary_factor"] = 64 / 512
+raw.pop("architectures", None)
+mt = raw.pop("model_type")
+cfg = AutoConfig.for_model(mt, **raw)
+cfg._attn_implementation = "eager"
+torch.manual_seed(0)
+t0 = time.time()
+with torch.device("cuda"):
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+model.eval()
+params = sum(p.numel() for p in model.parameters())
+print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}: "
+      f"{cfg.num_hidden_layers} layers, {params/1e9:.2f} B parameters (bf16), built in {time.time()-t0:.1f} s", flush=True)
+
+rows = []
+for B in [int(b) for b in args.batch.split(",")]:
+    with torch.no_grad():
+        ids = torch.randint(3, cfg.vocab_size, (B, args.context), device="cuda")
+        out = model(input_ids=ids, use_cache=True)
+        cache = out.past_key_values
+        nxt = out.logits[:, -1:].argmax(-1)
+        times = []
+        for i in range(2 + args.steps):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+            e1.record()
+            torch.cuda.synchronize()
+            cache = out.past_key_values
+            nxt = out.logits[:, -1:].argmax(-1)
+            if i >= 2:
+                times.append(e0.elapsed_time(e1))
+    med = statistics.median(times)
+    rows.append((B, med, times))
+    print(f"batch {B}, context {args.context}: median decode step {med:.2f} ms over {len(times)} steps ({', '.join(f'{t:.2f}' for t in times)})", flush=True)
+    del cache, out
+    torch.cuda.empty_cache()
+print("peer summary (ms per decode step): " + ", ".join(f"batch {b}: {m:.2f}" for b, m, _ in rows))
