@@ -14,7 +14,7 @@
 #                                copy bandwidth; the synthetic checkpoint is deleted after.
 #
 # Environment (run): MODELS (default "v4 v41"), LAYERS_V4 (2-5), LAYERS_V41 (20-23),
-# BATCH (1,64,256), CONTEXT (4096), STEPS (10), BENCH_DIR (scratch for the checkpoints,
+# BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
 # BENCH_TIMEOUT (seconds per model, default 420), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512).
@@ -43,11 +43,11 @@ run() {
 		echo "==== instruction check on the GPU"
 		(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run 'TestInstructionsMatchCPU' -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
 	fi
-	local m cfg layers
+	local m cfg layers ctx
 	for m in ${MODELS:-v4 v41}; do
 		case $m in
-		v4) cfg=testdata/deepseek-v4-flash layers=${LAYERS_V4:-2-5} ;;
-		v41) cfg=testdata/deepseek-v4.1-flash layers=${LAYERS_V41:-20-23} ;;
+		v4) cfg=testdata/deepseek-v4-flash layers=${LAYERS_V4:-2-5} ctx=${CONTEXT_V4:-${CONTEXT:-4096}} ;;
+		v41) cfg=testdata/deepseek-v4.1-flash layers=${LAYERS_V41:-20-23} ctx=${CONTEXT_V41:-${CONTEXT:-4096}} ;;
 		*) echo "unknown model $m" >&2; return 2 ;;
 		esac
 		local ck=$work/$m
@@ -57,10 +57,31 @@ run() {
 		"$bin/dic" compile --model "$ck" --target h200 -o "$ck.dip" | tee "$out/$m.compile.txt"
 		echo "==== $m: divm bench"
 		timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
-			--context "${CONTEXT:-4096}" --steps "${STEPS:-10}" --out "$out/$m.bench.json" 2>&1 | tee "$out/$m.bench.txt"
+			--context "$ctx" --steps "${STEPS:-10}" --out "$out/$m.bench.json" 2>&1 | tee "$out/$m.bench.txt"
 		echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.bench.txt"
 		rm -rf "$ck"
 	done
+	if [ -n "${PTXAS:-}" ]; then
+		# every kernel's registers, stack frame and spills, from a fresh compile
+		echo "==== ptxas resource usage"
+		"$bin/dic" compile --target h200 -o "$work/default.dip" >/dev/null
+		DEEPINFER_NVRTC_OPTIONS=--ptxas-options=-v DEEPINFER_KERNEL_CACHE=$work/kernels-v "$bin/divm" run "$work/default.dip" --prompt-ids 1,2 --max-tokens 1 >/dev/null 2>&1
+		cat "$work"/kernels-v/*.log > "$out/ptxas.txt" 2>/dev/null
+		python3 - "$out/ptxas.txt" <<'PY'
+import re, sys
+txt = open(sys.argv[1]).read()
+rows = []
+for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", txt, re.S):
+    name = m.group(1)
+    seg = txt[m.start():m.end()]
+    st = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", seg)
+    rows.append((name, int(m.group(2)), st.groups() if st else ("?", "?", "?")))
+print(f"{len(rows)} kernels; those with a stack frame or spills:")
+for name, regs, (stack, ss, sl) in rows:
+    if stack not in ("0", "?") or ss not in ("0", "?"):
+        print(f"  {name}: {regs} registers, stack {stack} B, spill stores {ss} B, loads {sl} B")
+PY
+	fi
 	if [ -n "${PEER:-}" ]; then
 		echo "==== peer: transformers"
 		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.txt" | grep -v Warning

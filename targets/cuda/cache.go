@@ -79,6 +79,9 @@ func (c *kernelCache) build(cc compiler, src, name string, opts []string, arch s
 				} else {
 					_ = os.Remove(tmp.Name())
 				}
+				if strings.TrimSpace(log) != "" {
+					_ = os.WriteFile(strings.TrimSuffix(path, ".bin")+".log", []byte(log), 0o644)
+				}
 			}
 		}
 	}

@@ -2,7 +2,9 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -120,5 +122,8 @@ func arch(major, minor int) string {
 // compileOptions are the NVRTC options of every kernel module: no contraction of a*b+c
 // into one rounding, as the cpu target computes.
 func compileOptions(a string) []string {
-	return []string{"--gpu-architecture=" + a, "--std=c++17", "--fmad=false", "-default-device", "-lineinfo"}
+	opts := []string{"--gpu-architecture=" + a, "--std=c++17", "--fmad=false", "-default-device", "-lineinfo"}
+	// DEEPINFER_NVRTC_OPTIONS adds options (space-separated), e.g. --ptxas-options=-v for
+	// the registers, stack and spills of every kernel (kept in the cache as KEY.log)
+	return append(opts, strings.Fields(os.Getenv("DEEPINFER_NVRTC_OPTIONS"))...)
 }
