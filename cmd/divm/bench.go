@@ -52,6 +52,16 @@ func benchCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	maxCtx, maxB := 0, 0
+	for _, c := range cfg.Contexts {
+		maxCtx = max(maxCtx, c)
+	}
+	for _, b := range cfg.Batches {
+		maxB = max(maxB, b)
+	}
+	if need := maxCtx + *warmup + *steps + *profile + 8; need > p.Model.MaxPositions {
+		return fmt.Errorf("--context %d plus the steps needs %d positions; the model has %d", maxCtx, need, p.Model.MaxPositions)
+	}
 	dir := *model
 	if dir == "" && p.Source.Kind == plan.SourceCheckpoint {
 		dir = os.Getenv("DEEPINFER_HF_MODEL_DIR")
@@ -62,14 +72,6 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "divm bench: weights read in %s\n", time.Since(start).Round(time.Millisecond))
-	maxCtx := 0
-	maxB := 0
-	for _, c := range cfg.Contexts {
-		maxCtx = max(maxCtx, c)
-	}
-	for _, b := range cfg.Batches {
-		maxB = max(maxB, b)
-	}
 	start = time.Now()
 	m, err := vm.Load(p, w, targets.Options{MaxTokens: max(*chunk, maxB), MaxContext: maxCtx + *warmup + *steps + *profile + 8})
 	if err != nil {
