@@ -334,6 +334,11 @@ func csaBindIndex(b *Bind, publish bool) error {
 		nbcap = (ecap + candSize - 1) / candSize
 	}
 	sc := b.Scratch(ecap*8+nbcap*8, 0)
+	restricted := withCand && !publish
+	cmark := -1
+	if restricted {
+		cmark = b.Scratch((nbcap+7)&^7, 0)
+	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		rows := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -388,9 +393,18 @@ func csaBindIndex(b *Bind, publish bool) error {
 			}
 		}
 		a.P(s.Err)
+		if restricted {
+			a.P(s.Scratch(cmark))
+		} else {
+			a.P(0)
+		}
 		return rows
 	}
 	b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })
+	if restricted {
+		b.Launch("csa_cand_clear", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * nbcap })
+		b.Launch("csa_cand_mark", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * candBlocks })
+	}
 	b.Launch("csa_index_select", fill)
 	return nil
 }

@@ -527,7 +527,21 @@ struct csa_IndexArgs {
   i64 nowners;
   i64 owners[3 * CSA_MAX_OWNERS];  // (layer, ratio, state offset) of each index-key owner, by layer
   i64* err;
+  unsigned char* cmark;  // [rows, nbcap]: the candidate blocks a restricted row may use
 };
+
+// csa_cand_clear and csa_cand_mark turn each row's candidate list into a byte per block,
+// so that the restriction asks "is e's block a candidate" in one read.
+KERNEL(csa_cand_clear, csa_IndexArgs) {
+  for (i64 i = GIDX; i < a.rows * a.nbcap; i += GSTRIDE) a.cmark[i] = 0;
+}
+KERNEL(csa_cand_mark, csa_IndexArgs) {
+  for (i64 i = GIDX; i < a.rows * a.cand_blocks; i += GSTRIDE) {
+    i64 t = i / a.cand_blocks;
+    int c = a.cand_in[i];
+    if (c >= 0 && c < a.nbcap) a.cmark[t * a.nbcap + c] = 1;
+  }
+}
 
 DEV bool csa_emits(const csa_IndexArgs& a, i64 k, i64 p) {
   i64 r = a.owners[3 * k + 1];
@@ -634,16 +648,9 @@ KERNEL(csa_index_select, csa_IndexArgs) {
       for (i64 j = 0; j < kk; j++)
         if (bq[j].v != -F32_INF) out[n++] = bq[j].i;
     } else if (a.cand_in) {
-      const int* cand = a.cand_in + t * a.cand_blocks;
-      for (i64 e = 0; e < width; e++) {
-        bool in = false;
-        for (i64 j = 0; j < a.cand_blocks; j++)
-          if (cand[j] >= 0 && e / a.cand_size == cand[j]) {
-            in = true;
-            break;
-          }
-        if (!in) q[e].v = -F32_INF;
-      }
+      const unsigned char* mark = a.cmark + t * a.nbcap;
+      for (i64 e = 0; e < width; e++)
+        if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
     i64 kk = csa_topk(q, width, a.topk);
     // the kept indices in position order
