@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -218,6 +219,7 @@ type jsc struct {
 	gb       *grammarBuilder
 	dl       *deadline
 	root     *jsonschema.Schema
+	lib      *libSchema // the library's compile of a document loadFast loaded (nil: root is the library's)
 	ids      map[*jsonschema.Schema]int
 	memo     map[string]int32
 	queue    []int32
@@ -235,28 +237,39 @@ type jsc struct {
 }
 
 func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
-	// the library cannot be interrupted: run it with the deadline, leaving it to
+	// the library cannot be interrupted: run the load with the deadline, leaving it to
 	// finish in the background if it overruns (the depth limit keeps that short)
 	type loaded struct {
 		s   *jsonschema.Schema
+		lib *libSchema
 		err error
 	}
 	ch := make(chan loaded, 1)
 	go func() {
-		s, err := c.loadSchema(doc)
-		ch <- loaded{s, err}
+		s, err := c.loadFast(doc)
+		if err == nil {
+			ch <- loaded{s, &libSchema{c: c, doc: doc}, nil}
+			return
+		}
+		if err != errUseLibrary {
+			ch <- loaded{nil, nil, err}
+			return
+		}
+		s, err = c.loadSchema(doc)
+		ch <- loaded{s, nil, err}
 	}()
 	var sch *jsonschema.Schema
+	var lib *libSchema
 	select {
 	case l := <-ch:
 		if l.err != nil {
 			return nil, l.err
 		}
-		sch = l.s
+		sch, lib = l.s, l.lib
 	case <-time.After(time.Until(dl.at)):
 		return nil, &TimeoutError{Limit: dl.limit}
 	}
-	j := &jsc{c: c, opts: c.opts, gb: newGrammarBuilder(), dl: dl, root: sch,
+	j := &jsc{c: c, opts: c.opts, gb: newGrammarBuilder(), dl: dl, root: sch, lib: lib,
 		ids: map[*jsonschema.Schema]int{}, memo: map[string]int32{}, leafMemo: map[string]int32{}, anySym: -1}
 	if bad, through := refCycle(sch); bad != nil {
 		if through == "" {
@@ -281,7 +294,13 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 		if err != nil {
 			return err
 		}
-		return sch.Validate(v)
+		s := sch
+		if lib != nil {
+			if s, err = lib.get(); err != nil {
+				return fmt.Errorf("the schema library refused the schema: %w", err)
+			}
+		}
+		return s.Validate(v)
 	}
 	root := j.symFor([]part{{s: sch}})
 	if !j.opts.GrammarOnly {
@@ -307,6 +326,8 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 	}
 	if !((len(j.inexact) > 0 && !j.opts.GrammarOnly) || j.opts.AlwaysCheck) {
 		check = nil
+	} else {
+		lib.start()
 	}
 	warn := append([]string(nil), j.warnings...)
 	for _, s := range j.inexact {
@@ -320,6 +341,58 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// libSchema is the schema library's compile of a document that loadFast loaded. The
+// document check and the grammar's test of enum values against subschemas need it:
+// the library's validator reads what only its compiler fills. It is compiled once,
+// when first needed, or in the background as soon as the grammar knows it needs the
+// check (a generation reaches the end of its document long after that).
+type libSchema struct {
+	c       *Compiler
+	doc     any
+	started atomic.Bool
+	once    sync.Once
+	sch     *jsonschema.Schema
+	err     error
+	idxOnce sync.Once
+	byLoc   map[string]*jsonschema.Schema
+}
+
+func (l *libSchema) get() (*jsonschema.Schema, error) {
+	l.once.Do(func() { l.sch, l.err = l.c.loadSchema(l.doc) })
+	return l.sch, l.err
+}
+
+// start compiles in the background (once; nothing for nil).
+func (l *libSchema) start() {
+	if l != nil && l.started.CompareAndSwap(false, true) {
+		go l.get()
+	}
+}
+
+// at is the library's subschema at that location.
+func (l *libSchema) at(loc string) (*jsonschema.Schema, error) {
+	root, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	l.idxOnce.Do(func() {
+		l.byLoc = map[string]*jsonschema.Schema{}
+		for stack := []*jsonschema.Schema{root}; len(stack) > 0; {
+			s := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if _, ok := l.byLoc[s.Location]; ok {
+				continue
+			}
+			l.byLoc[s.Location] = s
+			stack = append(stack, schemaChildren(s)...)
+		}
+	})
+	if s, ok := l.byLoc[loc]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("the schema library has no subschema at %s", loc)
 }
 
 // translate builds the body of pending symbol id.
@@ -358,6 +431,9 @@ func (c *Compiler) compileLazy(j *jsc, root int32, check func([]byte) error) (*G
 	g.identityClasses()
 	g.ctrans = newLazyTable(g.ncls)
 	g.checkOn.Store(c.opts.AlwaysCheck || len(j.inexact) > 0)
+	if g.checkOn.Load() {
+		j.lib.start()
+	}
 	for _, sy := range j.gb.syms {
 		g.addSym(sy.name)
 	}
@@ -395,6 +471,7 @@ func (l *lazyJSON) resolve(g *Grammar, s int32) bool {
 	}
 	if len(j.inexact) > 0 {
 		g.checkOn.Store(true)
+		j.lib.start()
 	}
 	return true
 }

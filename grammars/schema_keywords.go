@@ -393,7 +393,6 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 				if !validate || onlyEnumType(p.s) {
 					continue
 				}
-				vs := p.s
 				if p.skip != 0 {
 					// the expanded disjunction's branch is its own member: validate
 					// against the rest of this schema only
@@ -407,9 +406,8 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 					if onlyEnumType(&c) {
 						continue
 					}
-					vs = &c
 				}
-				if vs.Validate(v) != nil {
+				if !j.validValue(p.s, p.skip, v) {
 					ok = false
 					break
 				}
@@ -433,6 +431,32 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 		m.types &^= tyStr
 	}
 	return m
+}
+
+// validValue reports whether v is valid against s, less its anyOf (skip&1) and oneOf
+// (skip&2), by the library's validator (on the library's own compile of s).
+func (j *jsc) validValue(s *jsonschema.Schema, skip uint8, v any) bool {
+	if j.lib != nil {
+		ls, err := j.lib.at(s.Location)
+		if err != nil {
+			if j.err == nil {
+				j.err = &CompileError{Reason: ReasonInvalidSchema, Err: err}
+			}
+			return false
+		}
+		s = ls
+	}
+	if skip != 0 {
+		c := *s
+		if skip&1 != 0 {
+			c.AnyOf = nil
+		}
+		if skip&2 != 0 {
+			c.OneOf = nil
+		}
+		s = &c
+	}
+	return s.Validate(v) == nil
 }
 
 // onlyEnumType: the schema constrains values by type, enum and const alone (already
