@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,17 +35,14 @@ const schemaURL = "mem://deepinfer/schema.json"
 // JSONSchema compiles a JSON Schema (any draft the library knows; draft 2020-12 when
 // "$schema" is absent).
 func (c *Compiler) JSONSchema(schema []byte) (*Grammar, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	doc, err := parseJSON(schema)
 	if err != nil {
 		return nil, &CompileError{Reason: ReasonInvalidSchema, Err: fmt.Errorf("schema is not JSON: %w", err)}
 	}
 	if d := jsonDepth(doc, c.opts.maxSchemaDepth()+1); d > c.opts.maxSchemaDepth() {
 		return nil, &CompileError{Reason: ReasonLimit, Err: &LimitError{What: "levels of schema nesting", Limit: c.opts.maxSchemaDepth()}}
 	}
-	canon, err := json.Marshal(doc)
-	if err != nil {
-		return nil, &CompileError{Reason: ReasonInvalidSchema, Err: err}
-	}
+	canon := appendCanon(nil, doc)
 	key := fmt.Sprintf("json\x00%d,%d,%v,%v,%v,%v,%v\x00%s", c.opts.Whitespace, c.opts.maxWS(), c.opts.Lenient, c.opts.FormatAnnotation, c.opts.AlwaysCheck, c.opts.GrammarOnly, c.opts.ZeroFractionIntegers, canon)
 	return c.cached(key, func() (*Grammar, error) {
 		dl := newDeadline(c.opts.compileTime())
@@ -54,6 +53,62 @@ func (c *Compiler) JSONSchema(schema []byte) (*Grammar, error) {
 		g.source = string(canon)
 		return g, nil
 	})
+}
+
+// appendCanon appends a canonical text of a decoded JSON value (object members in
+// sorted order, numbers as written, strings quoted with '"' and '\\' escaped): equal
+// for documents that differ only in spacing and member order, the compiled-grammar
+// cache's key.
+func appendCanon(b []byte, v any) []byte {
+	switch t := v.(type) {
+	case nil:
+		return append(b, "null"...)
+	case bool:
+		return strconv.AppendBool(b, t)
+	case json.Number:
+		return append(b, t...)
+	case string:
+		return appendCanonString(b, t)
+	case []any:
+		b = append(b, '[')
+		for i, x := range t {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendCanon(b, x)
+		}
+		return append(b, ']')
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendCanonString(b, k)
+			b = append(b, ':')
+			b = appendCanon(b, t[k])
+		}
+		return append(b, '}')
+	}
+	return fmt.Appendf(b, "%v", v)
+}
+
+func appendCanonString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for {
+		i := strings.IndexAny(s, `"\\`)
+		if i < 0 {
+			break
+		}
+		b = append(append(append(b, s[:i]...), '\\'), s[i])
+		s = s[i+1:]
+	}
+	return append(append(b, s...), '"')
 }
 
 // jsonDepth returns the nesting depth of a decoded JSON value, stopping at limit.
@@ -248,7 +303,7 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 	go func() {
 		s, err := c.loadFast(doc)
 		if err == nil {
-			ch <- loaded{s, &libSchema{c: c, doc: doc}, nil}
+			ch <- loaded{s, &libSchema{c: c, doc: doc, root: s}, nil}
 			return
 		}
 		if err != errUseLibrary {
@@ -290,17 +345,14 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 				err = fmt.Errorf("validator failed: %v", p)
 			}
 		}()
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+		v, err := parseJSON(doc)
 		if err != nil {
 			return err
 		}
-		s := sch
 		if lib != nil {
-			if s, err = lib.get(); err != nil {
-				return fmt.Errorf("the schema library refused the schema: %w", err)
-			}
+			return lib.validate(v)
 		}
-		return s.Validate(v)
+		return sch.Validate(v)
 	}
 	root := j.symFor([]part{{s: sch}})
 	if !j.opts.GrammarOnly {
@@ -343,20 +395,31 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 	return g, nil
 }
 
-// libSchema is the schema library's compile of a document that loadFast loaded. The
-// document check and the grammar's test of enum values against subschemas need it:
-// the library's validator reads what only its compiler fills. It is compiled once,
-// when first needed, or in the background as soon as the grammar knows it needs the
-// check (a generation reaches the end of its document long after that).
+// libSchema is the schema library's side of a document that loadFast loaded. The
+// document check and the grammar's test of enum values against subschemas validate
+// values; fastValid does that on loadFast's graph unless the graph needs dynamic
+// scopes (needsLibrary), and then the library's validator does, on the library's own
+// compile (its validator reads what only its compiler fills). That compile is made
+// once, when first needed, or in the background as soon as the grammar knows it will
+// need the check (a generation reaches the end of its document long after that).
 type libSchema struct {
-	c       *Compiler
-	doc     any
-	started atomic.Bool
-	once    sync.Once
-	sch     *jsonschema.Schema
-	err     error
-	idxOnce sync.Once
-	byLoc   map[string]*jsonschema.Schema
+	c         *Compiler
+	doc       any
+	root      *jsonschema.Schema // loadFast's
+	exactOnce sync.Once
+	exact     bool // fastValid decides every value
+	started   atomic.Bool
+	once      sync.Once
+	sch       *jsonschema.Schema
+	err       error
+	idxOnce   sync.Once
+	byLoc     map[string]*jsonschema.Schema
+}
+
+// fast reports whether fastValid decides for this graph.
+func (l *libSchema) fast() bool {
+	l.exactOnce.Do(func() { l.exact = !needsLibrary(l.root) })
+	return l.exact
 }
 
 func (l *libSchema) get() (*jsonschema.Schema, error) {
@@ -364,11 +427,27 @@ func (l *libSchema) get() (*jsonschema.Schema, error) {
 	return l.sch, l.err
 }
 
-// start compiles in the background (once; nothing for nil).
+// start compiles the library's schema in the background if the check will need it
+// (once; nothing for nil).
 func (l *libSchema) start() {
-	if l != nil && l.started.CompareAndSwap(false, true) {
+	if l != nil && !l.fast() && l.started.CompareAndSwap(false, true) {
 		go l.get()
 	}
+}
+
+// validate is the document check.
+func (l *libSchema) validate(v any) error {
+	if l.fast() {
+		if !fastValid(l.root, v) {
+			return errors.New("the document is not valid against the schema")
+		}
+		return nil
+	}
+	sch, err := l.get()
+	if err != nil {
+		return fmt.Errorf("the schema library refused the schema: %w", err)
+	}
+	return sch.Validate(v)
 }
 
 // at is the library's subschema at that location.

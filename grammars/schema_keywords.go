@@ -436,6 +436,19 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 // validValue reports whether v is valid against s, less its anyOf (skip&1) and oneOf
 // (skip&2), by the library's validator (on the library's own compile of s).
 func (j *jsc) validValue(s *jsonschema.Schema, skip uint8, v any) bool {
+	if j.lib != nil && j.lib.fast() {
+		if skip != 0 {
+			c := *s
+			if skip&1 != 0 {
+				c.AnyOf = nil
+			}
+			if skip&2 != 0 {
+				c.OneOf = nil
+			}
+			s = &c
+		}
+		return fastValid(s, v)
+	}
 	if j.lib != nil {
 		ls, err := j.lib.at(s.Location)
 		if err != nil {

@@ -129,13 +129,23 @@ type fastLoad struct {
 	root   *resource
 	byPtr  map[string]*resource
 	byID   map[string]*resource
-	// values of the subschema positions (the library's "processed" locations)
-	at      map[string]any
-	schemas map[string]*jsonschema.Schema
-	queue   []string
+	// the subschema positions (the library's "processed" locations) and the
+	// locations references name
+	nodes   map[string]*lnode
+	queue   []*lnode
 	regexes map[string]regexResult
 	bases   map[string]*url.URL
 	formats map[string]*jsonschema.Format
+}
+
+// lnode is a location in the document: a subschema position (processed, with its
+// value) or a location a reference names, and its Schema once enqueued.
+type lnode struct {
+	ptr       string
+	v         any
+	processed bool
+	s         *jsonschema.Schema
+	res       *resource // its resource, once known
 }
 
 type regexResult struct {
@@ -149,8 +159,8 @@ func (c *Compiler) loadFast(doc any) (*jsonschema.Schema, error) {
 		return nil, errUseLibrary
 	}
 	l := &fastLoad{c: c, doc: doc, url: schemaURL, engine: c.regexpEngine(c.opts.Lenient),
-		byPtr: map[string]*resource{}, byID: map[string]*resource{}, at: map[string]any{},
-		schemas: map[string]*jsonschema.Schema{}, regexes: map[string]regexResult{}, bases: map[string]*url.URL{}}
+		byPtr: map[string]*resource{}, byID: map[string]*resource{}, nodes: map[string]*lnode{},
+		regexes: map[string]regexResult{}, bases: map[string]*url.URL{}}
 	if err := l.collect(doc, l.url, "", draft2020Spec); err != nil {
 		return nil, err
 	}
@@ -222,10 +232,14 @@ func appendPtr(ptr, tok string) string {
 // collect records the resources and anchors of the subschema v at ptr (base: the
 // enclosing resource's URL; parent: its draft), and every subschema position's value.
 func (l *fastLoad) collect(v any, base, ptr string, parent *draftSpec) error {
-	if _, ok := l.at[ptr]; ok {
+	n := l.nodes[ptr]
+	if n == nil {
+		n = &lnode{ptr: ptr}
+		l.nodes[ptr] = n
+	} else if n.processed {
 		return nil
 	}
-	l.at[ptr] = v
+	n.v, n.processed = v, true
 	obj, ok := v.(map[string]any)
 	if !ok {
 		if ptr == "" {
@@ -276,6 +290,7 @@ func (l *fastLoad) collect(v any, base, ptr string, parent *draftSpec) error {
 		}
 	}
 	baseRes := l.byID[base]
+	n.res = baseRes
 	if err := l.collectAnchors(obj, ptr, baseRes); err != nil {
 		return err
 	}
@@ -377,6 +392,14 @@ func (l *fastLoad) resourceOf(ptr string) *resource {
 
 // location is the library's Schema.Location of the subschema at ptr.
 func (l *fastLoad) location(ptr string) string {
+	plain := true
+	for i := 0; i < len(ptr) && plain; i++ {
+		c := ptr[i]
+		plain = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.~$&+=:@/", c) >= 0
+	}
+	if plain {
+		return l.url + "#" + ptr
+	}
 	var sb strings.Builder
 	sb.Grow(len(l.url) + 1 + len(ptr))
 	sb.WriteString(l.url)
@@ -391,13 +414,16 @@ func (l *fastLoad) location(ptr string) string {
 }
 
 func (l *fastLoad) enqueue(ptr string) *jsonschema.Schema {
-	if s, ok := l.schemas[ptr]; ok {
-		return s
+	n := l.nodes[ptr]
+	if n == nil {
+		n = &lnode{ptr: ptr}
+		l.nodes[ptr] = n
 	}
-	s := &jsonschema.Schema{Location: l.location(ptr)}
-	l.schemas[ptr] = s
-	l.queue = append(l.queue, ptr)
-	return s
+	if n.s == nil {
+		n.s = &jsonschema.Schema{Location: l.location(ptr)}
+		l.queue = append(l.queue, n)
+	}
+	return n.s
 }
 
 // lookupPtr resolves a JSON pointer in the document as the library does.
@@ -441,9 +467,9 @@ func lookupPtr(v any, ptr string) (any, error) {
 func (l *fastLoad) compile() (*jsonschema.Schema, error) {
 	root := l.enqueue("")
 	for i := 0; i < len(l.queue); i++ {
-		ptr := l.queue[i]
-		v, ok := l.at[ptr]
-		if !ok {
+		n := l.queue[i]
+		ptr, v := n.ptr, n.v
+		if !n.processed {
 			// a reference to a location the draft does not define as a subschema
 			// ("#/x-defs/a"): the library loads it as one, checked by the metaschema
 			x, err := lookupPtr(l.doc, ptr)
@@ -466,15 +492,18 @@ func (l *fastLoad) compile() (*jsonschema.Schema, error) {
 			}
 			v = x
 		}
-		if err := l.compileValue(v, l.schemas[ptr], ptr); err != nil {
+		if err := l.compileValue(v, n, ptr); err != nil {
 			return nil, err
 		}
 	}
 	return root, nil
 }
 
-func (l *fastLoad) compileValue(v any, s *jsonschema.Schema, ptr string) error {
-	res := l.resourceOf(ptr)
+func (l *fastLoad) compileValue(v any, n *lnode, ptr string) error {
+	s, res := n.s, n.res
+	if res == nil {
+		res = l.resourceOf(ptr)
+	}
 	s.DraftVersion = res.draft.version
 	l.enqueue(res.ptr)
 	if res.draft.version >= 2020 && ptr == res.ptr {
@@ -494,6 +523,9 @@ func (l *fastLoad) compileValue(v any, s *jsonschema.Schema, ptr string) error {
 			return nil
 		}
 		oc := objLoad{l: l, obj: v, ptr: ptr, res: res}
+		for k := range v {
+			oc.keys |= keyBit(k)
+		}
 		return oc.compile(s)
 	}
 	return nil
@@ -502,10 +534,33 @@ func (l *fastLoad) compileValue(v any, s *jsonschema.Schema, ptr string) error {
 // objLoad fills one Schema from its JSON object, keyword by keyword as the library's
 // compiler does.
 type objLoad struct {
-	l   *fastLoad
-	obj map[string]any
-	ptr string
-	res *resource
+	l    *fastLoad
+	obj  map[string]any
+	ptr  string
+	res  *resource
+	keys uint64 // keyBit of every member name: most keywords are absent
+}
+
+func keyBit(k string) uint64 {
+	if k == "" {
+		return 1
+	}
+	return 1 << ((uint(len(k))*7 + uint(k[0]) + uint(k[len(k)-1])*3) & 63)
+}
+
+// get is obj[kw].
+func (c *objLoad) get(kw string) (any, bool) {
+	if c.keys&keyBit(kw) == 0 {
+		return nil, false
+	}
+	v, ok := c.obj[kw]
+	return v, ok
+}
+
+// val is obj[kw] (nil if absent).
+func (c *objLoad) val(kw string) any {
+	v, _ := c.get(kw)
+	return v
 }
 
 func (c *objLoad) compile(s *jsonschema.Schema) error {
@@ -530,14 +585,14 @@ func (c *objLoad) compile(s *jsonschema.Schema) error {
 	if s.DraftVersion >= 6 {
 		s.Contains = c.prop("contains")
 		s.PropertyNames = c.prop("propertyNames")
-		if v, ok := c.obj["const"]; ok {
+		if v, ok := c.get("const"); ok {
 			s.Const = &v
 		}
 	}
 	if s.DraftVersion >= 7 {
 		s.If = c.prop("if")
 		if s.If != nil {
-			b, isBool := c.obj["if"].(bool)
+			b, isBool := c.val("if").(bool)
 			if !isBool || b {
 				s.Then = c.prop("then")
 			}
@@ -548,7 +603,7 @@ func (c *objLoad) compile(s *jsonschema.Schema) error {
 		s.Comment = c.str("$comment")
 		s.ReadOnly = c.boolean("readOnly")
 		s.WriteOnly = c.boolean("writeOnly")
-		if a, ok := c.obj["examples"].([]any); ok {
+		if a, ok := c.val("examples").([]any); ok {
 			s.Examples = a
 		}
 	}
@@ -562,7 +617,7 @@ func (c *objLoad) compile(s *jsonschema.Schema) error {
 			s.MinContains = c.intVal("minContains")
 			s.MaxContains = c.intVal("maxContains")
 		}
-		if m, ok := c.obj["dependentRequired"].(map[string]any); ok {
+		if m, ok := c.val("dependentRequired").(map[string]any); ok {
 			s.DependentRequired = map[string][]string{}
 			for k, v := range m {
 				if a, ok := v.([]any); ok {
@@ -612,7 +667,7 @@ func (c *objLoad) draft4(s *jsonschema.Schema) error {
 	s.OneOf = c.items("oneOf")
 	s.Not = c.prop("not")
 	if s.DraftVersion < 2020 {
-		if items, ok := c.obj["items"]; ok {
+		if items, ok := c.get("items"); ok {
 			if _, ok := items.([]any); ok {
 				s.Items = c.items("items")
 				s.AdditionalItems = c.additional("additionalItems")
@@ -633,7 +688,7 @@ func (c *objLoad) draft4(s *jsonschema.Schema) error {
 		}
 	}
 	s.AdditionalProperties = c.additional("additionalProperties")
-	if m, ok := c.obj["dependencies"].(map[string]any); ok {
+	if m, ok := c.val("dependencies").(map[string]any); ok {
 		s.Dependencies = make(map[string]any, len(m))
 		for k, v := range m {
 			if a, ok := v.([]any); ok {
@@ -643,10 +698,10 @@ func (c *objLoad) draft4(s *jsonschema.Schema) error {
 			}
 		}
 	}
-	if t, ok := c.obj["type"]; ok {
+	if t, ok := c.get("type"); ok {
 		s.Types = typesOfValue(t)
 	}
-	if a, ok := c.obj["enum"].([]any); ok {
+	if a, ok := c.val("enum").([]any); ok {
 		s.Enum = enumOf(a)
 	}
 	s.MultipleOf = c.num("multipleOf")
@@ -664,7 +719,7 @@ func (c *objLoad) draft4(s *jsonschema.Schema) error {
 	}
 	s.MinLength = c.intVal("minLength")
 	s.MaxLength = c.intVal("maxLength")
-	if p, ok := c.obj["pattern"].(string); ok {
+	if p, ok := c.val("pattern").(string); ok {
 		if s.Pattern, err = c.l.regex(p); err != nil {
 			return regexRefusal("pattern", appendPtr(c.ptr, "pattern"), err)
 		}
@@ -674,15 +729,15 @@ func (c *objLoad) draft4(s *jsonschema.Schema) error {
 	s.UniqueItems = c.boolean("uniqueItems")
 	s.MaxProperties = c.intVal("maxProperties")
 	s.MinProperties = c.intVal("minProperties")
-	if a, ok := c.obj["required"].([]any); ok {
+	if a, ok := c.val("required").([]any); ok {
 		s.Required = stringsOf(a)
 	}
-	if f, ok := c.obj["format"].(string); ok && (!c.l.c.opts.FormatAnnotation || s.DraftVersion < 2019) {
+	if f, ok := c.val("format").(string); ok && (!c.l.c.opts.FormatAnnotation || s.DraftVersion < 2019) {
 		s.Format = c.l.format(f)
 	}
 	s.Title = c.str("title")
 	s.Description = c.str("description")
-	if v, ok := c.obj["default"]; ok {
+	if v, ok := c.get("default"); ok {
 		s.Default = &v
 	}
 	return nil
@@ -698,17 +753,17 @@ func regexRefusal(kw, ptr string, err error) error {
 }
 
 func (c *objLoad) str(kw string) string {
-	s, _ := c.obj[kw].(string)
+	s, _ := c.val(kw).(string)
 	return s
 }
 
 func (c *objLoad) boolean(kw string) bool {
-	b, _ := c.obj[kw].(bool)
+	b, _ := c.val(kw).(bool)
 	return b
 }
 
 func (c *objLoad) num(kw string) *big.Rat {
-	v, ok := c.obj[kw]
+	v, ok := c.get(kw)
 	if !ok {
 		return nil
 	}
@@ -730,14 +785,14 @@ func (c *objLoad) intVal(kw string) *int {
 }
 
 func (c *objLoad) prop(kw string) *jsonschema.Schema {
-	if _, ok := c.obj[kw]; !ok {
+	if _, ok := c.get(kw); !ok {
 		return nil
 	}
 	return c.l.enqueue(appendPtr(c.ptr, kw))
 }
 
 func (c *objLoad) items(kw string) []*jsonschema.Schema {
-	a, ok := c.obj[kw].([]any)
+	a, ok := c.val(kw).([]any)
 	if !ok {
 		return nil
 	}
@@ -750,7 +805,7 @@ func (c *objLoad) items(kw string) []*jsonschema.Schema {
 }
 
 func (c *objLoad) members(kw string) map[string]*jsonschema.Schema {
-	m, ok := c.obj[kw].(map[string]any)
+	m, ok := c.val(kw).(map[string]any)
 	if !ok {
 		return nil
 	}
@@ -763,7 +818,7 @@ func (c *objLoad) members(kw string) map[string]*jsonschema.Schema {
 }
 
 func (c *objLoad) additional(kw string) any {
-	if b, ok := c.obj[kw].(bool); ok {
+	if b, ok := c.val(kw).(bool); ok {
 		return b
 	}
 	if s := c.prop(kw); s != nil {
@@ -773,7 +828,7 @@ func (c *objLoad) additional(kw string) any {
 }
 
 func (c *objLoad) ref(kw string) (*jsonschema.Schema, error) {
-	r, ok := c.obj[kw].(string)
+	r, ok := c.val(kw).(string)
 	if !ok {
 		return nil, nil
 	}

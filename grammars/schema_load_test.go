@@ -300,6 +300,7 @@ var loadCases = []string{
 	`{"required": ["a", "a"]}`, `{"$schema": "http://json-schema.org/draft-04/schema#", "required": []}`,
 	`{"maxLength": 1.0, "minItems": 2.5, "maxItems": 1e2}`,
 	`{"x-defs": {"a": {"minLength": -1}}, "$ref": "#/x-defs/a"}`,
+	`{"properties": {"a;b": {}, "c,d": {}, "e?f": {}, "g h": {}, "i%j": {}, "k$&+=:@l": {}, "é": {}, "m#n": {}}}`,
 	`{"x-defs": {"a": {"$anchor": "in", "properties": {"b": {"$ref": "#in"}}}}, "$ref": "#/x-defs/a"}`,
 	`{"x-defs": {"a": {"$id": "http://x.test/inner", "$defs": {"b": {"type": "string"}}, "$ref": "#/$defs/b"}}, "properties": {"p": {"$ref": "#/x-defs/a"}}}`,
 	`{"$schema": "http://json-schema.org/draft-04/schema#", "x-defs": {"a": true}, "properties": {"p": {"$ref": "#/x-defs/a"}}}`,
@@ -449,4 +450,186 @@ func TestFastLoadRefusalsNamePlace(t *testing.T) {
 			t.Errorf("%s: error %v, want it to name %q", tc.schema, err, tc.want)
 		}
 	}
+}
+
+// subValues lists v and every value inside it.
+func subValues(v any, out []any) []any {
+	out = append(out, v)
+	switch t := v.(type) {
+	case []any:
+		for _, x := range t {
+			out = subValues(x, out)
+		}
+	case map[string]any:
+		for _, x := range t {
+			out = subValues(x, out)
+		}
+	}
+	return out
+}
+
+// compareValidation validates every value (and every value inside it) against every
+// subschema of the graph, with fastValid and with the library's validator on its own
+// compile; it returns the disagreements.
+func compareValidation(c *Compiler, doc any, values []any) (bad []string, checked int) {
+	fs, err := c.loadFast(doc)
+	if err != nil || needsLibrary(fs) {
+		return nil, 0
+	}
+	ls, err := c.loadSchema(doc)
+	if err != nil {
+		return []string{"the library refuses: " + err.Error()}, 0
+	}
+	lib := &libSchema{c: c, doc: doc, root: fs}
+	var all []any
+	for _, v := range values {
+		all = subValues(v, all)
+	}
+	subs := map[*jsonschema.Schema]bool{}
+	for stack := []*jsonschema.Schema{fs}; len(stack) > 0; {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if subs[s] {
+			continue
+		}
+		subs[s] = true
+		stack = append(stack, schemaChildren(s)...)
+		if s.Enum != nil {
+			all = append(all, s.Enum.Values...)
+		}
+		if s.Const != nil {
+			all = append(all, *s.Const)
+		}
+	}
+	if len(all) > 300 {
+		all = all[:300]
+	}
+	for s := range subs {
+		l := ls
+		if s.Location != ls.Location {
+			if l, err = lib.at(s.Location); err != nil {
+				bad = append(bad, err.Error())
+				continue
+			}
+		}
+		for _, v := range all {
+			checked++
+			f, w := fastValid(s, v), safeValidate(l, v) == nil
+			if f != w {
+				b, _ := json.Marshal(v)
+				bad = append(bad, fmt.Sprintf("%s on %s: fastValid %v, library %v", s.Location, b, f, w))
+			}
+		}
+	}
+	return bad, checked
+}
+
+func instancesOf(tb testing.TB, tests []json.RawMessage) []any {
+	var out []any
+	for _, t := range tests {
+		out = append(out, docOf(tb, t))
+	}
+	return out
+}
+
+func TestFastValidateMatchesLibrary(t *testing.T) {
+	c := NewCompiler(toyVocab(t), Options{})
+	files, _ := filepath.Glob("testdata/maskbench/*.json")
+	total, schemas := 0, 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mb MaskBenchFile
+		if err := json.Unmarshal(b, &mb); err != nil {
+			t.Fatal(err)
+		}
+		var data []json.RawMessage
+		for _, tc := range mb.Tests {
+			data = append(data, tc.Data)
+		}
+		bad, n := compareValidation(c, docOf(t, mb.Schema), instancesOf(t, data))
+		total += n
+		if n > 0 {
+			schemas++
+		}
+		for _, m := range bad {
+			t.Errorf("%s: %s", f, m)
+		}
+	}
+	suite, _ := filepath.Glob(filepath.Join(suiteDir, "tests", "draft2020-12", "*.json"))
+	for _, f := range suite {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var groups []suiteGroup
+		if err := json.Unmarshal(b, &groups); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range groups {
+			var data []json.RawMessage
+			for _, tc := range g.Tests {
+				data = append(data, tc.Data)
+			}
+			bad, n := compareValidation(c, docOf(t, g.Schema), instancesOf(t, data))
+			total += n
+			if n > 0 {
+				schemas++
+			}
+			for _, m := range bad {
+				t.Errorf("%s %q: %s", f, g.Description, m)
+			}
+		}
+	}
+	for i, s := range loadCases {
+		bad, n := compareValidation(c, docOf(t, []byte(s)), instancesOf(t, []json.RawMessage{
+			[]byte(`{"a~b": "x", "p": "s", "q": 1, "kids": [{"kids": []}]}`), []byte(`[1, "a", 2.5, null, true, {"a": 1}]`),
+			[]byte(`"abc"`), []byte(`1e400`), []byte(`-0.5`), []byte(`{"a": 1, "b": 2, "c": {}}`), []byte(`[[1], [1]]`)}))
+		total += n
+		for _, m := range bad {
+			t.Errorf("case %d: %s", i, m)
+		}
+	}
+	t.Logf("%d validations in %d schemas", total, schemas)
+	if total < 10000 {
+		t.Errorf("only %d validations compared", total)
+	}
+}
+
+func TestFastValidateMatchesLibraryMaskBench(t *testing.T) {
+	dir := os.Getenv("GRAMMARS_MASKBENCH_DIR")
+	if dir == "" {
+		t.Skip("GRAMMARS_MASKBENCH_DIR is not set")
+	}
+	files, err := MaskBenchFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCompiler(toyVocab(t), Options{})
+	total, nbad := 0, 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mb MaskBenchFile
+		if err := json.Unmarshal(b, &mb); err != nil {
+			t.Fatal(err)
+		}
+		var data []json.RawMessage
+		for _, tc := range mb.Tests {
+			data = append(data, tc.Data)
+		}
+		bad, n := compareValidation(c, docOf(t, mb.Schema), instancesOf(t, data))
+		total += n
+		nbad += len(bad)
+		for i, m := range bad {
+			if i < 3 {
+				t.Errorf("%s: %s", filepath.Base(f), m)
+			}
+		}
+	}
+	t.Logf("%d files, %d validations, %d disagreements", len(files), total, nbad)
 }
