@@ -162,6 +162,19 @@ func (c *Compiler) regexpEngine(lenient bool) jsonschema.RegexpEngine {
 				return ecmaRegexp{re, s}, nil
 			}
 			err = &RegexError{Pattern: s, Msg: err2.Error()}
+			if tooManyRepeats(err2) {
+				if r, err3 := ecma2Compile(s); err3 == nil {
+					return r, nil
+				}
+			}
+		} else if re, ok := err.(*RegexError); ok && needsBacktracking(re.Feature) {
+			// the check matches these exactly; the grammar takes a wider pattern
+			// (regex_approx.go)
+			r, err2 := ecma2Compile(s)
+			if err2 == nil {
+				return r, nil
+			}
+			err = err2
 		}
 		if lenient {
 			return ignoredRegexp{s}, nil
@@ -301,9 +314,9 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 	}
 	ch := make(chan loaded, 1)
 	go func() {
-		s, err := c.loadFast(doc)
+		s, libDoc, err := c.loadFast(doc)
 		if err == nil {
-			ch <- loaded{s, &libSchema{c: c, doc: doc, root: s}, nil}
+			ch <- loaded{s, &libSchema{c: c, doc: libDoc, root: s}, nil}
 			return
 		}
 		if err != errUseLibrary {

@@ -510,6 +510,11 @@ func branchExprs(p string, ecma bool, enc charEncoder, around *expr, budget int)
 	if err != nil {
 		return nil, err
 	}
+	return branchExprsOf(re, p, enc, around, budget)
+}
+
+// branchExprsOf is branchExprs of the parsed regex re (source p).
+func branchExprsOf(re *syntax.Regexp, p string, enc charEncoder, around *expr, budget int) (*expr, error) {
 	bs, err := anchorBranches(re, p)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestRegexMasksMatchAccept(t *testing.T) {
@@ -134,4 +135,43 @@ func TestRegexAnchorsAsRE2(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzWidenedPattern: a pattern the grammar widens (lookarounds, backreferences, word
+// boundaries, anchors in a repeated group, large counts) decides exactly as its
+// matcher (regexp2 or Go's regexp) does once the document is finished: the wider grammar never blocks a string the
+// pattern matches, and the check refuses one it does not.
+func FuzzWidenedPattern(f *testing.F) {
+	for _, s := range [][2]string{
+		{`^(?!ab)[a-z]+$`, "abc"}, {`^(?!ab)[a-z]+$`, "xbc"}, {`^(x$|y)+$`, "yyx"}, {`^(a|b)\1$`, "aa"},
+		{`\bfoo\b`, "a foo"}, {`^((?!(c|C)(l|L)(y|Y)).)*$`, "a cly"}, {`^(?!@@)[\w@]+$`, "@@x"},
+		{`^(https?://|/?.?-?(?!\w+://)\w).+\.ya?ml$`, "a/b.yml"}, {`^(?![i|I][o|O])`, "iob"},
+		{`^(\/?((\.{2})|([a-z0-9\-]*))($|\/))*$`, "a/../b"}, {`(?<=a)b`, "ab"}, {`^(a{1,63}\.){1,127}$`, "a.a."},
+	} {
+		f.Add(s[0], s[1])
+	}
+	c := NewCompiler(byteVocab(f), Options{})
+	f.Fuzz(func(t *testing.T, pat, s string) {
+		if len(pat) > 60 || len(s) > 40 || !utf8.ValidString(s) || !utf8.ValidString(pat) {
+			return
+		}
+		re, err := c.regexpEngine(false)(pat)
+		if err != nil {
+			return // a pattern the engine refuses at compile time
+		}
+		want := re.MatchString(s)
+		schema, _ := json.Marshal(map[string]any{"type": "string", "pattern": pat})
+		g, err := c.JSONSchema(schema)
+		if err != nil {
+			return
+		}
+		raw, _ := json.Marshal(s)
+		doc, err := PythonJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decide(t, g, doc); got != want {
+			t.Fatalf("pattern %q on %q: grammar+check %v, the pattern's matcher %v (warnings %q)", pat, s, got, want, g.Warnings())
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,21 +56,69 @@ func TestMaskBenchWrongDecisions(t *testing.T) {
 	}
 }
 
-// TestUnsupportedPatternAtCompileTime: a regex the engine cannot express, deep in a
-// subschema no generation has entered yet, is a compile error naming the construct
-// and the JSON pointer (before, the lazily translated rule found it in a later mask).
+// TestUnsupportedPatternAtCompileTime: a regex the engine cannot express at all,
+// deep in a subschema no generation has entered yet, is a compile error naming the
+// construct and the JSON pointer (before, the lazily translated rule found it in a
+// later mask).
 func TestUnsupportedPatternAtCompileTime(t *testing.T) {
 	c := NewCompiler(toyVocab(t), Options{})
 	for _, tc := range []struct{ schema, kw, ptr string }{
-		{`{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string","pattern":"^(x$|y)+$"}}}}}`,
-			"pattern (an anchor (^, $, \\A, \\z) inside a repetition)", "/properties/a/properties/b/pattern"},
-		{`{"anyOf":[{"type":"integer"},{"$ref":"#/$defs/s"}],"$defs":{"s":{"type":"object","patternProperties":{"(^a)*b":{}}}}}`,
-			"patternProperties (an anchor (^, $, \\A, \\z) inside a repetition)", "/$defs/s/patternProperties"},
+		{`{"type":"object","properties":{"a":{"type":"object","properties":{"b":{"type":"string","pattern":"^x\\Z"}}}}}`,
+			"pattern", "/properties/a/properties/b/pattern"},
+		{`{"anyOf":[{"type":"integer"},{"$ref":"#/$defs/s"}],"$defs":{"s":{"type":"object","patternProperties":{"a\\Gb":{}}}}}`,
+			"patternProperties", "/$defs/s/patternProperties/a\\Gb"},
 	} {
 		_, err := c.JSONSchema([]byte(tc.schema))
 		var ce *CompileError
 		if !errors.As(err, &ce) || ce.Reason != ReasonRegex || ce.Keyword != tc.kw || ce.Pointer != tc.ptr {
 			t.Errorf("%s: got %#v (%v), want %s at %s", tc.schema, ce, err, tc.kw, tc.ptr)
+		}
+	}
+}
+
+// TestWidenedPatterns: lookarounds, backreferences, word boundaries and anchors in a
+// repeated group compile to a wider grammar, and the check on the finished document
+// decides with the exact pattern; the warnings name each such pattern.
+func TestWidenedPatterns(t *testing.T) {
+	c := NewCompiler(byteVocab(t), Options{})
+	for _, tc := range []struct {
+		schema, warn   string
+		valid, invalid []string
+	}{
+		{`{"type":"object","properties":{"a":{"type":"string","pattern":"^(?!ab)[a-z]+$"}}}`, "lookaround",
+			[]string{`{"a": "xbc"}`, `{"a": "a"}`, `{}`}, []string{`{"a": "abc"}`, `{"a": "aXc"}`}},
+		{`{"type":"string","pattern":"^(?<=^)a(?<!b)$"}`, "lookaround", []string{`"a"`}, []string{`"b"`, `"ba"`}},
+		{`{"type":"string","pattern":"^(x$|y)+$"}`, "anchor inside a repetition", []string{`"yyx"`, `"y"`, `"x"`}, []string{`"yxy"`, `"xx"`}},
+		{`{"type":"string","pattern":"^(a|b)\\1$"}`, "backreference", []string{`"aa"`, `"bb"`}, []string{`"ab"`, `"a"`}},
+		{`{"type":"string","pattern":"\\bfoo\\b"}`, "word boundary", []string{`"a foo b"`, `"foo"`}, []string{`"afoob"`, `"foob"`}},
+		{`{"type":"string","pattern":"^(?>a+)a$"}`, "atomic group", []string{}, []string{`"aa"`, `"a"`}},
+		{`{"type":"string","pattern":"^(?>ab|a)c$"}`, "atomic group", []string{`"abc"`, `"ac"`}, []string{`"abd"`}},
+		{`{"type":"string","pattern":"^(?!.*://)(?=.{1,255}$)((.{1,63}\\.){1,127}(?![0-9]*$)[a-z0-9-]+\\.?)$"}`, "counted repetition over 1000",
+			[]string{`"a.b"`, `"www.example.com."`}, []string{`"http://a.b"`, `"a.123"`, `"ab"`}},
+		{`{"type":"string","pattern":"^(a{1,63}\\.){1,127}$"}`, "counted repetition over 1000", []string{`"aa.a."`}, []string{`"a"`, `"aa.."`}},
+		{`{"type":"object","patternProperties":{"^(?!x)":{"type":"integer"}},"additionalProperties":{"type":"string"}}`, "lookaround",
+			[]string{`{"xa": "s"}`, `{"ya": 1}`, `{"ya": 2, "xb": "t"}`}, []string{`{"ya": "s"}`, `{"xa": 1}`}},
+	} {
+		g, err := c.JSONSchema([]byte(tc.schema))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.schema, err)
+		}
+		if w := strings.Join(g.Warnings(), "; "); !strings.Contains(w, tc.warn) {
+			// the pattern's rule is translated when a generation first enters it
+			decide(t, g, []byte(append(tc.valid, tc.invalid...)[0]))
+			if w = strings.Join(g.Warnings(), "; "); !strings.Contains(w, tc.warn) {
+				t.Errorf("%s: warnings %q do not name %q", tc.schema, w, tc.warn)
+			}
+		}
+		for _, d := range tc.valid {
+			if !decide(t, g, []byte(d)) {
+				t.Errorf("%s: %s refused", tc.schema, d)
+			}
+		}
+		for _, d := range tc.invalid {
+			if decide(t, g, []byte(d)) {
+				t.Errorf("%s: %s accepted", tc.schema, d)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net/url"
 	"slices"
@@ -134,6 +135,9 @@ type fastLoad struct {
 	nodes   map[string]*lnode
 	queue   []*lnode
 	regexes map[string]regexResult
+	// ids two subschemas share, and where the later ones are (pointer, keyword)
+	dupIDs  map[string]bool
+	strip   [][2]string
 	bases   map[string]*url.URL
 	formats map[string]*jsonschema.Format
 }
@@ -153,21 +157,59 @@ type regexResult struct {
 	err error
 }
 
-// loadFast loads doc as the library would, or returns errUseLibrary.
-func (c *Compiler) loadFast(doc any) (*jsonschema.Schema, error) {
+// loadFast loads doc as the library would, or returns errUseLibrary. libDoc is the
+// document for the library's own compile: doc, less the ids it would refuse as
+// duplicates (see collect).
+func (c *Compiler) loadFast(doc any) (sch *jsonschema.Schema, libDoc any, err error) {
 	if c.opts.SchemaLoader != nil {
-		return nil, errUseLibrary
+		return nil, nil, errUseLibrary
 	}
 	l := &fastLoad{c: c, doc: doc, url: schemaURL, engine: c.regexpEngine(c.opts.Lenient),
 		byPtr: map[string]*resource{}, byID: map[string]*resource{}, nodes: map[string]*lnode{},
-		regexes: map[string]regexResult{}, bases: map[string]*url.URL{}}
-	if err := l.collect(doc, l.url, "", draft2020Spec); err != nil {
-		return nil, err
+		regexes: map[string]regexResult{}, bases: map[string]*url.URL{}, dupIDs: map[string]bool{}}
+	if err := l.collect(doc, "", nil); err != nil {
+		return nil, nil, err
 	}
 	if err := l.validate(doc, "", l.root.draft); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return l.compile()
+	if sch, err = l.compile(); err != nil {
+		return nil, nil, err
+	}
+	libDoc = doc
+	for _, st := range l.strip {
+		libDoc = withoutMember(libDoc, strings.Split(st[0], "/")[1:], st[1])
+	}
+	return sch, libDoc, nil
+}
+
+// withoutMember returns v with member key of the object at the path toks (JSON
+// pointer tokens) renamed to an unknown keyword, copying what it changes.
+func withoutMember(v any, toks []string, key string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		c := maps.Clone(t)
+		if len(toks) == 0 {
+			// renamed rather than removed: an object of only an id stays non-empty
+			// (the library compiles an empty one as the schema true)
+			c["x-duplicate-"+key] = c[key]
+			delete(c, key)
+			return c
+		}
+		k := strings.ReplaceAll(strings.ReplaceAll(toks[0], "~1", "/"), "~0", "~")
+		c[k] = withoutMember(t[k], toks[1:], key)
+		return c
+	case []any:
+		if len(toks) == 0 {
+			break
+		}
+		if i, err := strconv.Atoi(toks[0]); err == nil && i >= 0 && i < len(t) {
+			c := slices.Clone(t)
+			c[i] = withoutMember(t[i], toks[1:], key)
+			return c
+		}
+	}
+	return v
 }
 
 // regex compiles a pattern once per document.
@@ -231,7 +273,7 @@ func appendPtr(ptr, tok string) string {
 
 // collect records the resources and anchors of the subschema v at ptr (base: the
 // enclosing resource's URL; parent: its draft), and every subschema position's value.
-func (l *fastLoad) collect(v any, base, ptr string, parent *draftSpec) error {
+func (l *fastLoad) collect(v any, ptr string, cur *resource) error {
 	n := l.nodes[ptr]
 	if n == nil {
 		n = &lnode{ptr: ptr}
@@ -240,6 +282,10 @@ func (l *fastLoad) collect(v any, base, ptr string, parent *draftSpec) error {
 		return nil
 	}
 	n.v, n.processed = v, true
+	parent, base := draft2020Spec, l.url
+	if cur != nil {
+		parent, base = cur.draft, cur.id
+	}
 	obj, ok := v.(map[string]any)
 	if !ok {
 		if ptr == "" {
@@ -266,32 +312,34 @@ func (l *fastLoad) collect(v any, base, ptr string, parent *draftSpec) error {
 		if err != nil {
 			return invalid(draft.idKey, ptr, "error in parsing id %q: %v", id, err)
 		}
-		base = u
-		res = &resource{ptr: ptr, id: base, anchors: map[string]string{}}
+		res = &resource{ptr: ptr, id: u, anchors: map[string]string{}}
 	} else if ptr == "" {
 		res = &resource{ptr: ptr, id: base, anchors: map[string]string{}}
 	}
 	if res != nil {
-		if old := l.byID[base]; old != nil {
-			if old.ptr != ptr {
-				return invalid(draft.idKey, ptr, "duplicate id %q: also at %s", base, ptrOrRoot(old.ptr))
-			}
-		} else {
-			res.draft = parent
-			if own {
-				res.draft = draft
-			}
-			if ptr == "" {
-				l.root = res
-			} else if res.draft != l.root.draft {
-				return errUseLibrary // an embedded resource in another draft
-			}
-			l.byPtr[ptr], l.byID[base] = res, res
+		res.draft = parent
+		if own {
+			res.draft = draft
 		}
+		if ptr == "" {
+			l.root = res
+		} else if res.draft != l.root.draft {
+			return errUseLibrary // an embedded resource in another draft
+		}
+		if l.byID[res.id] != nil {
+			// another subschema has this id: a label, harmless unless a reference
+			// resolves against it (ref refuses that); the library, which refuses
+			// every duplicate, is given the document without this one
+			l.dupIDs[res.id] = true
+			l.strip = append(l.strip, [2]string{ptr, draft.idKey})
+		} else {
+			l.byID[res.id] = res
+		}
+		l.byPtr[ptr] = res
+		cur = res
 	}
-	baseRes := l.byID[base]
-	n.res = baseRes
-	if err := l.collectAnchors(obj, ptr, baseRes); err != nil {
+	n.res = cur
+	if err := l.collectAnchors(obj, ptr, cur); err != nil {
 		return err
 	}
 	if _, ok := obj["$vocabulary"]; ok && draft.version >= 2019 {
@@ -305,13 +353,13 @@ func (l *fastLoad) collect(v any, base, ptr string, parent *draftSpec) error {
 		kp := appendPtr(ptr, sp.kw)
 		switch sp.kind {
 		case 's':
-			if err := l.collect(x, base, kp, baseRes.draft); err != nil {
+			if err := l.collect(x, kp, cur); err != nil {
 				return err
 			}
 		case 'm':
 			if m, ok := x.(map[string]any); ok {
 				for k, y := range m {
-					if err := l.collect(y, base, appendPtr(kp, k), baseRes.draft); err != nil {
+					if err := l.collect(y, appendPtr(kp, k), cur); err != nil {
 						return err
 					}
 				}
@@ -319,7 +367,7 @@ func (l *fastLoad) collect(v any, base, ptr string, parent *draftSpec) error {
 		case 'a':
 			if a, ok := x.([]any); ok {
 				for i, y := range a {
-					if err := l.collect(y, base, kp+"/"+strconv.Itoa(i), baseRes.draft); err != nil {
+					if err := l.collect(y, kp+"/"+strconv.Itoa(i), cur); err != nil {
 						return err
 					}
 				}
@@ -476,8 +524,7 @@ func (l *fastLoad) compile() (*jsonschema.Schema, error) {
 			if err != nil {
 				return nil, invalid("$ref", ptr, "%v", err)
 			}
-			res := l.resourceOf(ptr)
-			if err := l.collect(x, res.id, ptr, res.draft); err != nil {
+			if err := l.collect(x, ptr, l.resourceOf(ptr)); err != nil {
 				return nil, err
 			}
 			if _, ok := l.byPtr[ptr]; !ok {
@@ -832,9 +879,15 @@ func (c *objLoad) ref(kw string) (*jsonschema.Schema, error) {
 	if !ok {
 		return nil, nil
 	}
+	if c.l.dupIDs[c.res.id] {
+		return nil, invalid(kw, c.ptr, "%q resolves against the id %q, which several subschemas have", r, c.res.id)
+	}
 	u, frag, err := c.l.join(c.res.id, r)
 	if err != nil {
 		return nil, invalid(kw, c.ptr, "error in parsing %q: %v", r, err)
+	}
+	if c.l.dupIDs[u] {
+		return nil, invalid(kw, c.ptr, "%q names the id %q, which several subschemas have", r, u)
 	}
 	var target *resource
 	if u == c.l.url {

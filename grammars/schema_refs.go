@@ -186,7 +186,12 @@ func (j *jsc) symFor(parts []part) int32 {
 
 // semantic records a keyword that only the document check enforces.
 func (j *jsc) semantic(kw string, s *jsonschema.Schema) {
-	msg := fmt.Sprintf("%s at %s", kw, pointerOf(s))
+	j.semanticAt(kw, pointerOf(s))
+}
+
+// semanticAt records a keyword that only the document check enforces, at ptr.
+func (j *jsc) semanticAt(kw, ptr string) {
+	msg := fmt.Sprintf("%s at %s", kw, ptr)
 	for _, x := range j.inexact {
 		if x == msg {
 			return
@@ -198,7 +203,7 @@ func (j *jsc) semantic(kw string, s *jsonschema.Schema) {
 			return
 		}
 		if j.err == nil {
-			j.err = &CompileError{Reason: ReasonUnsupported, Keyword: kw, Pointer: pointerOf(s), Err: errors.New("not expressible as a grammar (GrammarOnly is set)")}
+			j.err = &CompileError{Reason: ReasonUnsupported, Keyword: kw, Pointer: ptr, Err: errors.New("not expressible as a grammar (GrammarOnly is set)")}
 		}
 		return
 	}

@@ -65,6 +65,7 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 		name = "format-" + format
 	}
 	if cb, ok := stringBodies.Load(kind); ok {
+		j.widened(cb.(*cachedBody), patSrc, patPtr)
 		return j.stringLeaf(key, name, cb.(*cachedBody), minLen, maxLen, trie)
 	}
 	anyc := anyStringChar()
@@ -92,6 +93,7 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 			}
 			return j.gb.add("error", exprNoneV)
 		}
+		j.widened(cb, patSrc, patPtr)
 		return j.stringLeaf(key, name, cb, minLen, maxLen, trie)
 	case format != "":
 		fr, _, _ := formatRegex(format)
@@ -103,7 +105,7 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 	default:
 		content = eStar(anyc)
 	}
-	return j.stringLeaf(key, name, storeStringBody(kind, content), minLen, maxLen, trie)
+	return j.stringLeaf(key, name, storeStringBody(kind, content, ""), minLen, maxLen, trie)
 }
 
 // countedClass recognizes a pattern ^C{m}$, ^C{m,}$ or ^C{m,n}$ whose atom C is one
@@ -165,12 +167,12 @@ func countedClass(src string) (atom string, lo, hi int, ok bool) {
 
 // storeStringBody wraps string content (characters in stringEncoder form) in the quotes
 // and guards of a string leaf, and keeps it for every grammar of the process (bounded).
-func storeStringBody(kind string, content *expr) *cachedBody {
+func storeStringBody(kind string, content *expr, approx string) *cachedBody {
 	body := eSeqOf(eLit(`"`), eTrackOf(content), eGuardOf(gCharGE, 0), eGuardOf(gTrieOK, 0), eLit(`"`))
 	var sb strings.Builder
 	sb.WriteString("abs:")
 	exprKey(body, &sb)
-	cb := &cachedBody{body: body, key: sb.String()}
+	cb := &cachedBody{body: body, key: sb.String(), approx: approx}
 	if stringBodyCount.Add(1) < 10000 {
 		stringBodies.Store(kind, cb)
 	}
@@ -184,11 +186,11 @@ func patternBody(src string, budget int) (*cachedBody, error) {
 	if cb, ok := stringBodies.Load(kind); ok {
 		return cb.(*cachedBody), nil
 	}
-	e, err := regexSearch(src, stringEncoder, anyStringChar(), budget)
+	e, approx, err := approxPatternSearch(src, budget)
 	if err != nil {
 		return nil, err
 	}
-	return storeStringBody(kind, e), nil
+	return storeStringBody(kind, e, approx), nil
 }
 
 // checkPatterns translates every pattern and patternProperties regex of the schema, so
@@ -237,10 +239,19 @@ func regexCompileError(kw, ptr string, err error) error {
 	return &CompileError{Reason: ReasonRegex, Keyword: kw, Pointer: ptr, Err: err}
 }
 
+// widened records the semantic check a widened pattern needs.
+func (j *jsc) widened(cb *cachedBody, src, ptr string) {
+	if cb.approx != "" {
+		j.semanticAt(fmt.Sprintf("pattern %q (%s)", src, cb.approx), ptr)
+	}
+}
+
 // String bodies are the same for every grammar: built once per process (bounded).
 type cachedBody struct {
 	body *expr
 	key  string
+	// a pattern the grammar widens (what it could not express; see regex_approx.go)
+	approx string
 }
 
 var (
