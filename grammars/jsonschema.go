@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -287,7 +286,7 @@ type jsc struct {
 	gb       *grammarBuilder
 	dl       *deadline
 	root     *jsonschema.Schema
-	lib      *libSchema // the library's compile of a document loadFast loaded (nil: root is the library's)
+	fast     bool // root is loadFast's: values are validated by fastValid, not the library
 	ids      map[*jsonschema.Schema]int
 	memo     map[string]int32
 	queue    []int32
@@ -308,36 +307,41 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 	// the library cannot be interrupted: run the load with the deadline, leaving it to
 	// finish in the background if it overruns (the depth limit keeps that short)
 	type loaded struct {
-		s   *jsonschema.Schema
-		lib *libSchema
-		err error
+		s    *jsonschema.Schema
+		fast bool
+		err  error
 	}
 	ch := make(chan loaded, 1)
 	go func() {
 		s, libDoc, err := c.loadFast(doc)
-		if err == nil {
-			ch <- loaded{s, &libSchema{c: c, doc: libDoc, root: s}, nil}
+		if err == nil && !needsLibrary(s) {
+			ch <- loaded{s, true, nil}
 			return
 		}
-		if err != errUseLibrary {
-			ch <- loaded{nil, nil, err}
+		if err != nil && err != errUseLibrary {
+			ch <- loaded{nil, false, err}
 			return
+		}
+		if err == nil {
+			// dynamic scopes: the library's validator decides values (its compile
+			// of the same document, less the duplicate ids loadFast tolerates)
+			doc = libDoc
 		}
 		s, err = c.loadSchema(doc)
-		ch <- loaded{s, nil, err}
+		ch <- loaded{s, false, err}
 	}()
 	var sch *jsonschema.Schema
-	var lib *libSchema
+	var fast bool
 	select {
 	case l := <-ch:
 		if l.err != nil {
 			return nil, l.err
 		}
-		sch, lib = l.s, l.lib
+		sch, fast = l.s, l.fast
 	case <-time.After(time.Until(dl.at)):
 		return nil, &TimeoutError{Limit: dl.limit}
 	}
-	j := &jsc{c: c, opts: c.opts, gb: newGrammarBuilder(), dl: dl, root: sch, lib: lib,
+	j := &jsc{c: c, opts: c.opts, gb: newGrammarBuilder(), dl: dl, root: sch, fast: fast,
 		ids: map[*jsonschema.Schema]int{}, memo: map[string]int32{}, leafMemo: map[string]int32{}, anySym: -1}
 	if bad, through := refCycle(sch); bad != nil {
 		if through == "" {
@@ -362,8 +366,11 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 		if err != nil {
 			return err
 		}
-		if lib != nil {
-			return lib.validate(v)
+		if fast {
+			if !fastValid(sch, v) {
+				return errors.New("the document is not valid against the schema")
+			}
+			return nil
 		}
 		return sch.Validate(v)
 	}
@@ -391,8 +398,6 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 	}
 	if !((len(j.inexact) > 0 && !j.opts.GrammarOnly) || j.opts.AlwaysCheck) {
 		check = nil
-	} else {
-		lib.start()
 	}
 	warn := append([]string(nil), j.warnings...)
 	for _, s := range j.inexact {
@@ -406,85 +411,6 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 		return nil, err
 	}
 	return g, nil
-}
-
-// libSchema is the schema library's side of a document that loadFast loaded. The
-// document check and the grammar's test of enum values against subschemas validate
-// values; fastValid does that on loadFast's graph unless the graph needs dynamic
-// scopes (needsLibrary), and then the library's validator does, on the library's own
-// compile (its validator reads what only its compiler fills). That compile is made
-// once, when first needed, or in the background as soon as the grammar knows it will
-// need the check (a generation reaches the end of its document long after that).
-type libSchema struct {
-	c         *Compiler
-	doc       any
-	root      *jsonschema.Schema // loadFast's
-	exactOnce sync.Once
-	exact     bool // fastValid decides every value
-	started   atomic.Bool
-	once      sync.Once
-	sch       *jsonschema.Schema
-	err       error
-	idxOnce   sync.Once
-	byLoc     map[string]*jsonschema.Schema
-}
-
-// fast reports whether fastValid decides for this graph.
-func (l *libSchema) fast() bool {
-	l.exactOnce.Do(func() { l.exact = !needsLibrary(l.root) })
-	return l.exact
-}
-
-func (l *libSchema) get() (*jsonschema.Schema, error) {
-	l.once.Do(func() { l.sch, l.err = l.c.loadSchema(l.doc) })
-	return l.sch, l.err
-}
-
-// start compiles the library's schema in the background if the check will need it
-// (once; nothing for nil).
-func (l *libSchema) start() {
-	if l != nil && !l.fast() && l.started.CompareAndSwap(false, true) {
-		go l.get()
-	}
-}
-
-// validate is the document check.
-func (l *libSchema) validate(v any) error {
-	if l.fast() {
-		if !fastValid(l.root, v) {
-			return errors.New("the document is not valid against the schema")
-		}
-		return nil
-	}
-	sch, err := l.get()
-	if err != nil {
-		return fmt.Errorf("the schema library refused the schema: %w", err)
-	}
-	return sch.Validate(v)
-}
-
-// at is the library's subschema at that location.
-func (l *libSchema) at(loc string) (*jsonschema.Schema, error) {
-	root, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	l.idxOnce.Do(func() {
-		l.byLoc = map[string]*jsonschema.Schema{}
-		for stack := []*jsonschema.Schema{root}; len(stack) > 0; {
-			s := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if _, ok := l.byLoc[s.Location]; ok {
-				continue
-			}
-			l.byLoc[s.Location] = s
-			stack = append(stack, schemaChildren(s)...)
-		}
-	})
-	if s, ok := l.byLoc[loc]; ok {
-		return s, nil
-	}
-	return nil, fmt.Errorf("the schema library has no subschema at %s", loc)
 }
 
 // translate builds the body of pending symbol id.
@@ -523,9 +449,6 @@ func (c *Compiler) compileLazy(j *jsc, root int32, check func([]byte) error) (*G
 	g.identityClasses()
 	g.ctrans = newLazyTable(g.ncls)
 	g.checkOn.Store(c.opts.AlwaysCheck || len(j.inexact) > 0)
-	if g.checkOn.Load() {
-		j.lib.start()
-	}
 	for _, sy := range j.gb.syms {
 		g.addSym(sy.name)
 	}
@@ -563,7 +486,6 @@ func (l *lazyJSON) resolve(g *Grammar, s int32) bool {
 	}
 	if len(j.inexact) > 0 {
 		g.checkOn.Store(true)
-		j.lib.start()
 	}
 	return true
 }

@@ -434,31 +434,8 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 }
 
 // validValue reports whether v is valid against s, less its anyOf (skip&1) and oneOf
-// (skip&2), by the library's validator (on the library's own compile of s).
+// (skip&2), as the library's validator decides.
 func (j *jsc) validValue(s *jsonschema.Schema, skip uint8, v any) bool {
-	if j.lib != nil && j.lib.fast() {
-		if skip != 0 {
-			c := *s
-			if skip&1 != 0 {
-				c.AnyOf = nil
-			}
-			if skip&2 != 0 {
-				c.OneOf = nil
-			}
-			s = &c
-		}
-		return fastValid(s, v)
-	}
-	if j.lib != nil {
-		ls, err := j.lib.at(s.Location)
-		if err != nil {
-			if j.err == nil {
-				j.err = &CompileError{Reason: ReasonInvalidSchema, Err: err}
-			}
-			return false
-		}
-		s = ls
-	}
 	if skip != 0 {
 		c := *s
 		if skip&1 != 0 {
@@ -468,6 +445,9 @@ func (j *jsc) validValue(s *jsonschema.Schema, skip uint8, v any) bool {
 			c.OneOf = nil
 		}
 		s = &c
+	}
+	if j.fast {
+		return fastValid(s, v)
 	}
 	return s.Validate(v) == nil
 }

@@ -494,7 +494,15 @@ func compareValidation(c *Compiler, doc any, values []any) (bad []string, checke
 	if err != nil {
 		return []string{"the library refuses: " + err.Error()}, 0
 	}
-	lib := &libSchema{c: c, doc: doc, root: fs}
+	byLoc := map[string]*jsonschema.Schema{}
+	for stack := []*jsonschema.Schema{ls}; len(stack) > 0; {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if _, ok := byLoc[s.Location]; !ok {
+			byLoc[s.Location] = s
+			stack = append(stack, schemaChildren(s)...)
+		}
+	}
 	var all []any
 	for _, v := range values {
 		all = subValues(v, all)
@@ -519,12 +527,10 @@ func compareValidation(c *Compiler, doc any, values []any) (bad []string, checke
 		all = all[:300]
 	}
 	for s := range subs {
-		l := ls
-		if s.Location != ls.Location {
-			if l, err = lib.at(s.Location); err != nil {
-				bad = append(bad, err.Error())
-				continue
-			}
+		l := byLoc[s.Location]
+		if l == nil {
+			bad = append(bad, "the library has no subschema at "+s.Location)
+			continue
 		}
 		for _, v := range all {
 			checked++
