@@ -313,8 +313,8 @@ func (c *Compiler) compileSchema(doc any, dl *deadline) (*Grammar, error) {
 	}
 	ch := make(chan loaded, 1)
 	go func() {
-		s, libDoc, err := c.loadFast(doc)
-		if err == nil && !needsLibrary(s) {
+		s, libDoc, dynamic, err := c.loadFast(doc)
+		if err == nil && !dynamic {
 			ch <- loaded{s, true, nil}
 			return
 		}

@@ -34,7 +34,7 @@ import (
 // schema as before, metaschema validation included. The library's validator needs
 // what only its compiler fills (dynamic scopes, the types of enum values): values are
 // validated by fastValid on loadFast's graph (schema_validate.go), and a graph that
-// needs dynamic scopes (needsLibrary: 2 of MaskBench's 11,305 schemas) is compiled by
+// needs dynamic scopes (2 of MaskBench's 11,305 schemas) is compiled by
 // the library too, at compile time, so that every refusal happens then.
 
 var errUseLibrary = errors.New("left to the schema library")
@@ -159,28 +159,33 @@ type regexResult struct {
 
 // loadFast loads doc as the library would, or returns errUseLibrary. libDoc is the
 // document for the library's own compile: doc, less the ids it would refuse as
-// duplicates (see collect).
-func (c *Compiler) loadFast(doc any) (sch *jsonschema.Schema, libDoc any, err error) {
+// duplicates (see collect). dynamic reports a keyword of dynamic scope or unevaluated*
+// in a loaded subschema: the values of such a graph are for the library to validate.
+func (c *Compiler) loadFast(doc any) (sch *jsonschema.Schema, libDoc any, dynamic bool, err error) {
 	if c.opts.SchemaLoader != nil {
-		return nil, nil, errUseLibrary
+		return nil, nil, false, errUseLibrary
 	}
 	l := &fastLoad{c: c, doc: doc, url: schemaURL, engine: c.regexpEngine(c.opts.Lenient),
 		byPtr: map[string]*resource{}, byID: map[string]*resource{}, nodes: map[string]*lnode{},
 		regexes: map[string]regexResult{}, bases: map[string]*url.URL{}, dupIDs: map[string]bool{}}
-	if err := l.collect(doc, "", nil); err != nil {
-		return nil, nil, err
-	}
-	if err := l.validate(doc, "", l.root.draft); err != nil {
-		return nil, nil, err
+	if err := l.collect(doc, "", nil, true); err != nil {
+		return nil, nil, false, err
 	}
 	if sch, err = l.compile(); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	libDoc = doc
 	for _, st := range l.strip {
 		libDoc = withoutMember(libDoc, strings.Split(st[0], "/")[1:], st[1])
 	}
-	return sch, libDoc, nil
+	for _, n := range l.queue {
+		s := n.s
+		if s.DynamicRef != nil || s.RecursiveRef != nil || s.UnevaluatedProperties != nil || s.UnevaluatedItems != nil {
+			dynamic = true
+			break
+		}
+	}
+	return sch, libDoc, dynamic, nil
 }
 
 // withoutMember returns v with member key of the object at the path toks (JSON
@@ -273,7 +278,11 @@ func appendPtr(ptr, tok string) string {
 
 // collect records the resources and anchors of the subschema v at ptr (base: the
 // enclosing resource's URL; parent: its draft), and every subschema position's value.
-func (l *fastLoad) collect(v any, ptr string, cur *resource) error {
+//
+// With meta, collect also checks the subschema against the metaschema rules of the
+// document's draft (validate); the positions the metaschema does not describe (2020's
+// additionalItems) are not checked, as the library's validation does not check them.
+func (l *fastLoad) collect(v any, ptr string, cur *resource, meta bool) error {
 	n := l.nodes[ptr]
 	if n == nil {
 		n = &lnode{ptr: ptr}
@@ -291,6 +300,10 @@ func (l *fastLoad) collect(v any, ptr string, cur *resource) error {
 		if ptr == "" {
 			l.root = &resource{ptr: "", id: base, draft: parent, anchors: map[string]string{}}
 			l.byPtr[""], l.byID[base] = l.root, l.root
+		}
+		if meta && ptr == "" {
+			// (below the root, the parent's validate checked the type)
+			return schemaType(v, ptr, l.root.draft)
 		}
 		return nil
 	}
@@ -345,21 +358,29 @@ func (l *fastLoad) collect(v any, ptr string, cur *resource) error {
 	if _, ok := obj["$vocabulary"]; ok && draft.version >= 2019 {
 		return errUseLibrary
 	}
+	var rules metaRules
+	if meta {
+		if err := l.validate(obj, ptr, l.root.draft); err != nil {
+			return err
+		}
+		rules = l.root.draft.meta()
+	}
 	for _, sp := range draft.subs {
 		x, ok := obj[sp.kw]
 		if !ok {
 			continue
 		}
 		kp := appendPtr(ptr, sp.kw)
+		m := meta && schemaRule(rules[sp.kw])
 		switch sp.kind {
 		case 's':
-			if err := l.collect(x, kp, cur); err != nil {
+			if err := l.collect(x, kp, cur, m); err != nil {
 				return err
 			}
 		case 'm':
-			if m, ok := x.(map[string]any); ok {
-				for k, y := range m {
-					if err := l.collect(y, appendPtr(kp, k), cur); err != nil {
+			if mm, ok := x.(map[string]any); ok {
+				for k, y := range mm {
+					if err := l.collect(y, appendPtr(kp, k), cur, m); err != nil {
 						return err
 					}
 				}
@@ -367,7 +388,7 @@ func (l *fastLoad) collect(v any, ptr string, cur *resource) error {
 		case 'a':
 			if a, ok := x.([]any); ok {
 				for i, y := range a {
-					if err := l.collect(y, kp+"/"+strconv.Itoa(i), cur); err != nil {
+					if err := l.collect(y, kp+"/"+strconv.Itoa(i), cur, m); err != nil {
 						return err
 					}
 				}
@@ -524,7 +545,10 @@ func (l *fastLoad) compile() (*jsonschema.Schema, error) {
 			if err != nil {
 				return nil, invalid("$ref", ptr, "%v", err)
 			}
-			if err := l.collect(x, ptr, l.resourceOf(ptr)); err != nil {
+			if err := schemaType(x, ptr, l.root.draft); err != nil {
+				return nil, err
+			}
+			if err := l.collect(x, ptr, l.resourceOf(ptr), true); err != nil {
 				return nil, err
 			}
 			if _, ok := l.byPtr[ptr]; !ok {
@@ -533,9 +557,6 @@ func (l *fastLoad) compile() (*jsonschema.Schema, error) {
 						return nil, err
 					}
 				}
-			}
-			if err := l.validate(x, ptr, l.resourceOf(ptr).draft); err != nil {
-				return nil, err
 			}
 			v = x
 		}

@@ -206,7 +206,7 @@ func sameSchemaGraph(a, b *jsonschema.Schema, skip ...string) string {
 // the document to the library), else the disagreement. fast reports whether loadFast
 // took the document.
 func compareLoads(c *Compiler, doc any) (msg string, fast bool) {
-	fs, libDoc, ferr := c.loadFast(doc)
+	fs, libDoc, _, ferr := c.loadFast(doc)
 	if ferr == errUseLibrary {
 		return "", false
 	}
@@ -466,6 +466,26 @@ func TestFastLoadRefusalsNamePlace(t *testing.T) {
 	}
 }
 
+// needsLibrary reports whether the subschema graph from root uses a keyword that
+// fastValid does not evaluate.
+func needsLibrary(root *jsonschema.Schema) bool {
+	seen := map[*jsonschema.Schema]bool{}
+	for stack := []*jsonschema.Schema{root}; len(stack) > 0; {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if s == nil || seen[s] {
+			continue
+		}
+		seen[s] = true
+		if s.DynamicRef != nil || s.RecursiveRef != nil || s.UnevaluatedProperties != nil || s.UnevaluatedItems != nil ||
+			len(s.Extensions) > 0 || s.ContentEncoding != nil || s.ContentMediaType != nil || s.ContentSchema != nil {
+			return true
+		}
+		stack = append(stack, schemaChildren(s)...)
+	}
+	return false
+}
+
 // subValues lists v and every value inside it.
 func subValues(v any, out []any) []any {
 	out = append(out, v)
@@ -486,7 +506,7 @@ func subValues(v any, out []any) []any {
 // subschema of the graph, with fastValid and with the library's validator on its own
 // compile; it returns the disagreements.
 func compareValidation(c *Compiler, doc any, values []any) (bad []string, checked int) {
-	fs, doc, err := c.loadFast(doc)
+	fs, doc, _, err := c.loadFast(doc)
 	if err != nil || needsLibrary(fs) {
 		return nil, 0
 	}

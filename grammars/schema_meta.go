@@ -149,14 +149,37 @@ var (
 	}
 )
 
-// validate checks the subschema v at ptr against draft d's metaschema rules.
+// schemaType checks that v, at a schema position, is a schema (draft 4: an object;
+// later drafts: an object or a boolean).
+func schemaType(v any, ptr string, d *draftSpec) error {
+	if _, ok := v.(map[string]any); ok {
+		return nil
+	}
+	if _, isBool := v.(bool); isBool && d.version > 4 {
+		return nil
+	}
+	return invalid("", ptr, "a schema must be an object%s", map[bool]string{true: "", false: " or a boolean"}[d.version == 4])
+}
+
+// schemaRule: the rule's value holds subschemas, which the metaschema checks too.
+func schemaRule(r metaRule) bool {
+	switch r {
+	case mSchema, mSchemaOrBool, mSchemaArray, mSchemaOrArr, mSchemaMap, mSchemaMapRe, mDeps:
+		return true
+	}
+	return false
+}
+
+// validate checks the subschema v at ptr against draft d's metaschema rules: its
+// type, its keywords, and the types of the subschemas they hold (collect applies
+// validate to each of those in turn).
 func (l *fastLoad) validate(v any, ptr string, d *draftSpec) error {
+	if err := schemaType(v, ptr, d); err != nil {
+		return err
+	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		if _, isBool := v.(bool); isBool && d.version > 4 {
-			return nil
-		}
-		return invalid("", ptr, "a schema must be an object%s", map[bool]string{true: "", false: " or a boolean"}[d.version == 4])
+		return nil
 	}
 	rules := d.meta()
 	for kw, x := range obj {
@@ -242,19 +265,19 @@ func (l *fastLoad) check(r metaRule, x any, kw, ptr string, d *draftSpec) error 
 			return regexRefusal(kw, kp(), err)
 		}
 	case mSchema:
-		return l.validate(x, kp(), d)
+		return schemaType(x, kp(), d)
 	case mSchemaOrBool:
 		if _, ok := x.(bool); ok {
 			return nil
 		}
-		return l.validate(x, kp(), d)
+		return schemaType(x, kp(), d)
 	case mSchemaArray:
 		a, ok := x.([]any)
 		if !ok || len(a) == 0 {
 			return bad("a non-empty array of schemas")
 		}
 		for i, y := range a {
-			if err := l.validate(y, kp()+"/"+strconv.Itoa(i), d); err != nil {
+			if err := schemaType(y, kp()+"/"+strconv.Itoa(i), d); err != nil {
 				return err
 			}
 		}
@@ -262,7 +285,7 @@ func (l *fastLoad) check(r metaRule, x any, kw, ptr string, d *draftSpec) error 
 		if _, ok := x.([]any); ok {
 			return l.check(mSchemaArray, x, kw, ptr, d)
 		}
-		return l.validate(x, kp(), d)
+		return schemaType(x, kp(), d)
 	case mSchemaMap, mSchemaMapRe:
 		m, ok := x.(map[string]any)
 		if !ok {
@@ -274,7 +297,7 @@ func (l *fastLoad) check(r metaRule, x any, kw, ptr string, d *draftSpec) error 
 					return regexRefusal(kw, appendPtr(kp(), k), err)
 				}
 			}
-			if err := l.validate(y, appendPtr(kp(), k), d); err != nil {
+			if err := schemaType(y, appendPtr(kp(), k), d); err != nil {
 				return err
 			}
 		}
@@ -294,7 +317,7 @@ func (l *fastLoad) check(r metaRule, x any, kw, ptr string, d *draftSpec) error 
 				}
 				continue
 			}
-			if err := l.validate(y, appendPtr(kp(), k), d); err != nil {
+			if err := schemaType(y, appendPtr(kp(), k), d); err != nil {
 				return err
 			}
 		}

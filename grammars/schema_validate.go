@@ -11,33 +11,12 @@ import (
 // Validation of a JSON value against a Schema that loadFast built, keyword by keyword
 // as the schema library's validator decides (drafts' differences included), for the
 // document check and for testing enum values against subschemas. It does not follow
-// dynamic scopes: a graph with $dynamicRef, $recursiveRef, unevaluatedProperties,
-// unevaluatedItems or a vocabulary extension is left to the library
-// (needsLibrary). TestFastValidateMatchesLibrary compares the two on the test data's
-// schemas and instances.
+// dynamic scopes: a graph with $dynamicRef, $recursiveRef, unevaluatedProperties or
+// unevaluatedItems is left to the library (loadFast reports it).
+// TestFastValidateMatchesLibrary compares the two on the test data's schemas and
+// instances.
 
-// needsLibrary reports whether the subschema graph from root uses a keyword that
-// fastValid does not evaluate.
-func needsLibrary(root *jsonschema.Schema) bool {
-	seen := map[*jsonschema.Schema]bool{}
-	for stack := []*jsonschema.Schema{root}; len(stack) > 0; {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if s == nil || seen[s] {
-			continue
-		}
-		seen[s] = true
-		if s.DynamicRef != nil || s.RecursiveRef != nil || s.UnevaluatedProperties != nil || s.UnevaluatedItems != nil ||
-			len(s.Extensions) > 0 || s.ContentEncoding != nil || s.ContentMediaType != nil || s.ContentSchema != nil {
-			return true
-		}
-		stack = append(stack, schemaChildren(s)...)
-	}
-	return false
-}
-
-// fastValid reports whether v is valid against s (a graph without what needsLibrary
-// looks for).
+// fastValid reports whether v is valid against s (a graph without dynamic scopes).
 func fastValid(s *jsonschema.Schema, v any) bool {
 	var vd fastValidator
 	return vd.valid(s, v)
