@@ -57,7 +57,9 @@ func (j *jsc) objectBody(members []objMember, patterns []keyPattern, additional 
 	counted := minP > 0 || maxP >= 0
 	capv := int32(max(minP, maxP))
 	var trie *keyTrie
-	if len(patterns) > 0 || additional != nil {
+	if (len(patterns) > 0 || additional != nil) && len(members) > 0 {
+		// (with no known keys there is nothing to keep out: no trie, so that the key
+		// strings share the automata of plain strings, counted patterns included)
 		keys := make([][]byte, 0, len(members))
 		// known keys, and forbidden ones: pattern and additional members must not
 		// produce them
