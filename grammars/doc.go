@@ -29,12 +29,20 @@
 // Regex: RE2 syntax (regexp/syntax), \d \w \s included; the whole output must match.
 // Anchors anywhere hold as in RE2 (an alternative whose ^ follows input, or whose $
 // precedes it, matches nothing). Lookarounds, backreferences, word boundaries and an
-// anchor inside a group repeated more than once get an error that names the construct;
-// in a JSON Schema every pattern is translated when the schema compiles, so the error
-// comes from the compiler, never from a later mask.
+// anchor inside a group repeated more than once get an error that names the construct.
+// In a JSON Schema pattern those (and atomic groups, and counts over RE2's limit of
+// 1000) widen the grammar instead — a lookaround or word boundary becomes empty, a
+// backreference any text, the anchor an empty match — and the semantic check decides
+// with the exact pattern (regexp2 in its ECMAScript mode, or Go's regexp). Every
+// pattern is translated when the schema compiles, so what stays unsupported (\Z, \G,
+// invalid syntax) is a compile error, never one of a later mask.
 //
-// JSON Schema: loaded and validated by santhosh-tekuri/jsonschema (any draft; 2020-12
-// by default). Types, properties, required, additionalProperties, patternProperties,
+// JSON Schema: any draft (4, 6, 7, 2019-09, 2020-12; 2020-12 by default), loaded in
+// linear time by the package (schema_load.go: the drafts' metaschema rules, resources,
+// anchors and references, filling santhosh-tekuri/jsonschema's Schema type as its
+// compiler does, and compared with it on every test schema); that library loads what
+// the package leaves to it (remote references, other metaschemas) and validates where
+// dynamic scopes are involved. Types, properties, required, additionalProperties, patternProperties,
 // items, prefixItems (and draft-4..7 tuple items/additionalItems), min/maxItems,
 // min/maxProperties, enum, const, anyOf, oneOf (disjoint alternatives exactly), allOf
 // (merged), $ref with recursion, $defs, minLength, maxLength (code points), pattern
@@ -47,8 +55,9 @@
 // dependentRequired/dependentSchemas/dependencies, unevaluated*, propertyNames,
 // multipleOf, bounds with more than 40 decimals, non-disjoint oneOf, $dynamicRef —
 // make the grammar accept a superset, and the full schema is then enforced by a semantic check
-// (the jsonschema validator) inside the matcher: at the token that completes the
-// document and before EOS. Grammar.Warnings names each such keyword and its JSON
+// inside the matcher (fastValid, the library validator's decisions on the package's
+// graph; the library's validator where dynamic scopes are involved): at the token that
+// completes the document and before EOS. Grammar.Warnings names each such keyword and its JSON
 // pointer. Options.GrammarOnly turns them into compile errors naming the keyword and
 // pointer instead; with Options.Lenient as well they become warnings (and are ignored).
 //

@@ -673,3 +673,21 @@ func TestFastValidateMatchesLibraryMaskBench(t *testing.T) {
 	}
 	t.Logf("%d files, %d validations, %d disagreements", len(files), total, nbad)
 }
+
+// FuzzFastLoad: on any JSON document, loadFast and the library agree (both refuse, or
+// both load the same graph), unless loadFast leaves the document to the library.
+func FuzzFastLoad(f *testing.F) {
+	for _, s := range loadCases {
+		f.Add([]byte(s))
+	}
+	c := NewCompiler(byteVocab(f), Options{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		doc, err := parseJSON(b)
+		if err != nil || jsonDepth(doc, 65) > 64 {
+			return
+		}
+		if msg, _ := compareLoads(c, doc); msg != "" {
+			t.Fatalf("%s\n%s", msg, b)
+		}
+	})
+}
