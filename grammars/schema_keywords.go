@@ -253,6 +253,14 @@ func valueType(v any) uint8 {
 
 func jsonEqual(a, b any) bool {
 	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
 	case json.Number:
 		y, ok := b.(json.Number)
 		if !ok {

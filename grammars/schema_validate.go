@@ -60,17 +60,8 @@ func (vd *fastValidator) apply(s *jsonschema.Schema, v any) bool {
 	if s.Const != nil && !jsonEqual(v, *s.Const) {
 		return false
 	}
-	if s.Enum != nil {
-		found := false
-		for _, x := range s.Enum.Values {
-			if jsonEqual(v, x) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
+	if s.Enum != nil && !inEnum(s.Enum.Values, v) {
+		return false
 	}
 	if s.Format != nil && s.Format.Validate(v) != nil {
 		return false
@@ -142,6 +133,23 @@ func (vd *fastValidator) apply(s *jsonschema.Schema, v any) bool {
 		}
 	}
 	return true
+}
+
+func inEnum(vals []any, v any) bool {
+	if t, ok := v.(string); ok {
+		for _, x := range vals {
+			if u, ok := x.(string); ok && u == t {
+				return true
+			}
+		}
+		return false
+	}
+	for _, x := range vals {
+		if jsonEqual(v, x) {
+			return true
+		}
+	}
+	return false
 }
 
 func missing(obj map[string]any, keys []string) bool {
