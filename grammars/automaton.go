@@ -1,10 +1,12 @@
 package grammars
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -161,6 +163,7 @@ type dstate struct {
 	edgeBytes byteSet      // bytes some item has an edge on
 	closable  bool         // an item can take an unescaped quote (a string's closing quote)
 	tracked   bool         // an item has a tracked edge (string content can go on)
+	trieLive  bool         // an item follows an exclusion trie (its register's trie > 0)
 	dist      int32        // string automata: the fewest characters to acceptance over the items
 	absState  atomic.Int32 // the abstract version of this state (tUnknown until computed)
 	calls     []dcall      // sorted by symbol
@@ -170,6 +173,8 @@ type dstate struct {
 	// level-1 mask caches
 	walk    atomic.Pointer[walkRes]
 	absWalk atomic.Pointer[absRes]
+	// the walk without needs, for states without a maximum length
+	absWalkFree atomic.Pointer[absRes]
 }
 
 type dcall struct {
@@ -229,6 +234,23 @@ func (a *automaton) computeDist() {
 	a.dist = dist
 }
 
+// needBound is a bound on every need an abstract walk of a records: a token
+// completes at most t.maxDepth characters, a character start needs one more, and
+// the state after it at most the largest finite distance to acceptance.
+func (a *automaton) needBound(t *trie) int64 {
+	if v := a.maxDist.Load(); v > 0 {
+		return int64(t.maxDepth) + 1 + int64(v-1)
+	}
+	var m int32
+	for _, d := range a.dist {
+		if d < distInf {
+			m = max(m, d)
+		}
+	}
+	a.maxDist.Store(m + 1)
+	return int64(t.maxDepth) + 1 + int64(m)
+}
+
 // errLimit reports a lazily-grown structure that hit its configured bound.
 var errLimit = errors.New("grammar state limit exceeded")
 
@@ -261,9 +283,30 @@ type automaton struct {
 	// dist (abstractable automata): per NFA node, the fewest characters (fCharInc
 	// effects) on a path to acceptance; distInf where there is none
 	dist    []int32
-	incSeen bool // a.mu: an fCharInc node was entered (during stepSlow)
+	maxDist atomic.Int32 // the largest finite dist + 1 (0: not computed yet)
+	incSeen bool         // a.mu: an fCharInc node was entered (during stepSlow)
+	// closure's scratch (a.mu): a generation mark and aux per NFA node, its stack and
+	// output
+	clGen   uint32
+	clMark  []uint32
+	clAux   []int32
+	clStack []item
+	clOut   []item
 	// lazy is set for a grammar's main automaton: rule NFAs are built on first use
 	lazy *lazyRules
+	// an automaton with one class per byte for its tries: the classes of its edges
+	// (edgeGroups[edgeCls[b]] holds the bytes of b's class; edgeReps one byte each),
+	// which a state that follows no trie cannot tell apart
+	edgeCls    [256]uint8
+	edgeGroups [][]uint8
+	edgeReps   []byte
+	// the transitions of abstract states (which follow no trie) by absCls: the
+	// edge classes where the automaton keeps one class per byte, else trans and cls
+	absTrans *lazyTable
+	absCls   [256]uint8
+	// abstractable automata: walks kept below the root's children (walkshare.go)
+	subOnce sync.Once
+	sub     atomic.Pointer[subMemo]
 }
 
 type lazyRules struct {
@@ -317,6 +360,10 @@ func newAutomaton(name string, nodes []nnode, sets [][]uint64, tries []*keyTrie,
 	a.states.init()
 	a.index = map[string]int32{}
 	a.trans = newLazyTable(a.ncls)
+	a.absTrans, a.absCls = a.trans, a.cls
+	if a.edgeGroups != nil {
+		a.absTrans, a.absCls = newLazyTable(len(a.edgeReps)), a.edgeCls
+	}
 	a.auxIdx = map[string]int32{}
 	a.starts = map[int32]int32{}
 	zero := auxVal{}
@@ -347,6 +394,7 @@ func (a *automaton) computeClasses() {
 					a.cls[c] = uint8(c)
 					a.reps[c] = byte(c)
 				}
+				a.computeEdgeClasses()
 				return
 			}
 		}
@@ -410,6 +458,41 @@ func (a *automaton) computeClasses() {
 			a.reps[cls[c]] = byte(c)
 			done[cls[c]] = true
 		}
+	}
+}
+
+// computeEdgeClasses groups the bytes of an automaton that keeps one class per byte
+// (for its exclusion tries) into the classes no edge tells apart: a state none of
+// whose items follows a trie steps the same on every byte of such a class.
+func (a *automaton) computeEdgeClasses() {
+	idx := map[byteSet]int{}
+	var list []byteSet
+	for i := range a.nfa {
+		for _, e := range a.nfa[i].edges {
+			if _, ok := idx[e.set]; !ok {
+				idx[e.set] = len(list)
+				list = append(list, e.set)
+			}
+		}
+	}
+	m := map[string]int{}
+	sig := make([]byte, len(list))
+	for c := 0; c < 256; c++ {
+		for i := range list {
+			sig[i] = 0
+			if list[i].has(byte(c)) {
+				sig[i] = 1
+			}
+		}
+		id, ok := m[string(sig)]
+		if !ok {
+			id = len(m)
+			m[string(sig)] = id
+			a.edgeGroups = append(a.edgeGroups, nil)
+			a.edgeReps = append(a.edgeReps, byte(c))
+		}
+		a.edgeCls[c] = uint8(id)
+		a.edgeGroups[id] = append(a.edgeGroups[id], uint8(c))
 	}
 }
 
@@ -555,16 +638,38 @@ func (a *automaton) trieStep(aux int32, b byte) int32 {
 // and returns the sorted set of items that matter (byte edges, calls, accepting).
 // Caller holds a.mu.
 func (a *automaton) closure(seeds []item) []item {
-	seen := make(map[item]struct{}, len(seeds)*2)
-	stack := append([]item(nil), seeds...)
-	var out []item
+	// seen: a node marked in this generation with the aux it was reached with; the
+	// rare second aux at a node goes to a map
+	a.clGen++
+	if a.clGen == 0 {
+		clear(a.clMark)
+		a.clGen = 1
+	}
+	if len(a.clMark) < len(a.nfa) {
+		n := len(a.nfa) + len(a.nfa)/4
+		a.clMark = append(a.clMark, make([]uint32, n-len(a.clMark))...)
+		a.clAux = append(a.clAux, make([]int32, n-len(a.clAux))...)
+	}
+	var extra map[item]struct{}
+	stack := append(a.clStack[:0], seeds...)
+	out := a.clOut[:0]
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if _, ok := seen[it]; ok {
+		if a.clMark[it.node] != a.clGen {
+			a.clMark[it.node] = a.clGen
+			a.clAux[it.node] = it.aux
+		} else if a.clAux[it.node] == it.aux {
 			continue
+		} else {
+			if extra == nil {
+				extra = map[item]struct{}{}
+			}
+			if _, ok := extra[it]; ok {
+				continue
+			}
+			extra[it] = struct{}{}
 		}
-		seen[it] = struct{}{}
 		nd := &a.nfa[it.node]
 		if len(nd.edges) > 0 || nd.call >= 0 || nd.accept || nd.charStart {
 			out = append(out, it)
@@ -575,13 +680,14 @@ func (a *automaton) closure(seeds []item) []item {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].node != out[j].node {
-			return out[i].node < out[j].node
+	a.clStack, a.clOut = stack, out
+	slices.SortFunc(out, func(x, y item) int {
+		if x.node != y.node {
+			return cmp.Compare(x.node, y.node)
 		}
-		return out[i].aux < out[j].aux
+		return cmp.Compare(x.aux, y.aux)
 	})
-	return out
+	return slices.Clone(out)
 }
 
 // intern returns the DFA state of a closed item set (tDead for the empty set).
@@ -644,6 +750,11 @@ func (a *automaton) intern(items []item) int32 {
 	}
 	ds.absState.Store(tUnknown)
 	for _, it := range items {
+		if a.auxVals[it.aux].trie > 0 {
+			ds.trieLive = true
+		}
+	}
+	for _, it := range items {
 		for _, e := range a.nfa[it.node].edges {
 			if _, ok := a.enter(e.to, it.aux); ok {
 				ds.cont = true
@@ -674,6 +785,17 @@ func (a *automaton) intern(items []item) int32 {
 	for c := 0; c < a.ncls; c++ {
 		if !eb.has(a.reps[c]) {
 			r[c] = tDead
+		}
+	}
+	if a.absTrans != a.trans {
+		if a.absTrans.addRow() != id {
+			panic("grammars: automaton table out of step")
+		}
+		r := a.absTrans.row(id)
+		for c, b := range a.edgeReps {
+			if !eb.has(b) {
+				r[c] = tDead
+			}
 		}
 	}
 	a.index[k] = id
@@ -786,7 +908,8 @@ const (
 	pfBoundary = 4  // the target is at a character boundary (string automata)
 	pfInc      = 8  // the transition completed a character (string automata)
 	pfClosable = 16 // the target can take the closing quote (string automata)
-	pfShift    = 5
+	pfTracked  = 32 // the target has a tracked edge (string content can go on)
+	pfShift    = 6
 )
 
 func (a *automaton) pack(id int32) int32 {
@@ -806,6 +929,9 @@ func (a *automaton) pack(id int32) int32 {
 	}
 	if ds.closable {
 		p |= pfClosable
+	}
+	if ds.tracked {
+		p |= pfTracked
 	}
 	return p
 }
@@ -855,6 +981,23 @@ func (a *automaton) stepSlow(s int32, c int) int32 {
 		}
 	}
 	a.trans.set(s, c, t)
+	if a.edgeGroups != nil && !ds.trieLive {
+		// every byte of the class steps the same
+		for _, b2 := range a.edgeGroups[a.edgeCls[b]] {
+			a.trans.set(s, int(a.cls[b2]), t)
+		}
+		a.absTrans.set(s, int(a.edgeCls[b]), t)
+	}
+	return t
+}
+
+// absStepSlow computes the transition of abstract state s on class col of absCls.
+func (a *automaton) absStepSlow(s int32, col int) int32 {
+	if a.absTrans == a.trans {
+		return a.stepSlow(s, col)
+	}
+	t := a.stepSlow(s, int(a.cls[a.edgeReps[col]]))
+	a.absTrans.set(s, col, t)
 	return t
 }
 

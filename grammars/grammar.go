@@ -916,7 +916,7 @@ func (r *leafStore) get(k string) *automaton {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.m[k]
-	if a != nil && (a.nstates.Load() > retireStates || a.memBytes.Load() > retireBytes) {
+	if a != nil && (a.nstates.Load() > retireStates || a.memBytes.Load()+a.subBytes() > retireBytes) {
 		delete(r.m, k)
 		return nil
 	}

@@ -68,6 +68,11 @@ type Options struct {
 	// InlineLimit: call-free rules up to this many NFA nodes are inlined (default 256).
 	InlineLimit int
 
+	// unsharedWalks turns off the sharing of walks between equivalent string states
+	// (walkshare.go) and the walks without needs; tests compare the masks with and
+	// without them.
+	unsharedWalks bool
+
 	// Whitespace is the JSON whitespace policy (default WhitespacePython).
 	Whitespace Whitespace
 	// MaxWhitespace bounds a run of flexible whitespace (default 16).

@@ -112,6 +112,11 @@ type trie struct {
 	// trie holds): a mask that allows the primary allows the duplicate.
 	dups     [][2]int32
 	maxDepth int
+	// for shared walks (walkshare.go): the trie as a trieView, each node's height
+	// (the depth of its deepest descendant) and the paths to the longest tokens
+	view   trieView
+	height []uint16
+	long   *trieView
 }
 
 // longestToken finds the longest token that b starts with: its id (-1 if none), its
@@ -208,6 +213,7 @@ func buildTrie(toks [][]byte, special []bool) *trie {
 		t.next[n] = int32(len(t.b))
 		path = path[:len(path)-1]
 	}
+	t.prepShare()
 	return t
 }
 

@@ -46,6 +46,8 @@ type absRes struct {
 	popMinK    int
 	idx        atomic.Pointer[popIndex]
 	mem        int64
+	// shared walks: the part of the walk deeper than shareDepth
+	long *absPart
 }
 
 // popIndex speeds up continuing many pops in a parent context: the token at each
@@ -69,10 +71,22 @@ type walkScratch struct {
 	nslow  int
 	over   bool
 
-	cfg     [258]int32
-	row     [258][]int32
-	comp    [258]uint16
-	need    [258]uint8
+	// per trie depth: the configuration, its row, and (abstract walks) the
+	// characters completed, the need, whether the next content byte starts a
+	// character, and whether the walk is in the string's content
+	cfg       [258]int32
+	row       [258][]int32
+	comp      [258]uint16
+	need      [258]uint8
+	bnd       [258]bool
+	inContent [258]bool
+
+	// free: the abstract walk is for states whose remaining length no need can
+	// exceed, so it records every need as 0
+	free bool
+	// what the equivalence checks of this walk may still spend (walkshare.go)
+	eqSteps, eqSlow int
+
 	toks    []int32
 	needs   []uint16
 	ends    []int32
@@ -142,49 +156,111 @@ func walkLeaf(a *automaton, s int32, t *trie, words int, sc *walkScratch) *walkR
 // walkAbstract walks the trie from abstract string state s, recording per token the
 // characters it needs (1 + the characters completed before its last character start)
 // and per pop the need and the characters completed before the closing quote.
-func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *absRes {
+// Subtrees below the root's children are shared between states that no token tells
+// apart (walkshare.go).
+func walkAbstract(a *automaton, s int32, t *trie, words int, free, share bool, limit int64, sc *walkScratch) (r *absRes, fresh bool) {
+	sc.free = free
+	sc.eqSteps, sc.eqSlow = walkEqSteps, walkEqSlow
+	sc.resetAbs()
+	ds := a.state(s)
+	tv := viewOf(a.absTrans)
+	sc.absRoot(a, s, &tv)
+	var sm *subMemo
+	if share {
+		sm = a.shared(t)
+	}
+	if sm == nil {
+		if ds.accept {
+			sc.addRootPop()
+		}
+		sc.absRange(a, &tv, &t.view, 1, int32(len(t.b)), 1<<15, 0)
+		return sc.absResult(words), true
+	}
+	if r := sc.topShared(a, sm, s, t, &tv); r != nil {
+		return r, false
+	}
+	sc.resetAbs()
+	if ds.accept {
+		sc.addRootPop()
+	}
+	sc.walkAbstractShared(a, sm, t, &tv, limit)
+	lp := sc.walkLong(a, t, &tv)
+	r = sc.absResult(words)
+	r.long = lp
+	if !sc.over {
+		sm.noteTop(s, sc, r)
+	}
+	return r, true
+}
+
+func (sc *walkScratch) resetAbs() {
 	sc.toks, sc.needs = sc.toks[:0], sc.needs[:0]
 	sc.ends, sc.endN, sc.endK = sc.ends[:0], sc.endN[:0], sc.endK[:0]
 	sc.pops, sc.pneed, sc.pk = sc.pops[:0], sc.pneed[:0], sc.pk[:0]
+}
+
+func (sc *walkScratch) addRootPop() {
+	sc.pops = append(sc.pops, 0)
+	sc.pneed = append(sc.pneed, 0)
+	sc.pk = append(sc.pk, 0)
+}
+
+// absRoot sets the walk's context at the root (depth 0) for abstract state s. Per
+// depth: the configuration, its row, the characters completed, the need, whether the
+// next content byte starts a character, and whether the walk is in the content.
+func (sc *walkScratch) absRoot(a *automaton, s int32, tv *tableView) {
 	ds := a.state(s)
-	if ds.accept {
-		sc.pops = append(sc.pops, 0)
-		sc.pneed = append(sc.pneed, 0)
-		sc.pk = append(sc.pk, 0)
-	}
-	cls := &a.cls
-	tv := viewOf(a.trans)
 	sc.row[0] = tv.row(s)
 	sc.cfg[0] = s
 	sc.comp[0] = 0
 	sc.need[0] = 0
-	// per depth: at a character boundary (the next content byte starts a character),
-	// in the string's content
-	var bnd [258]bool
-	var inContent [258]bool
-	inContent[0] = !ds.accept && !isStringStart(a, ds)
-	bnd[0] = ds.boundary || !inContent[0]
-	n := int32(len(t.b))
-	tb, tdepth, tnext, ttok := t.b, t.depth, t.next, t.tok
-	for i := int32(1); i < n; {
-		d := tdepth[i]
-		col := int(cls[tb[i]])
+	sc.inContent[0] = !ds.accept && !isStringStart(a, ds)
+	sc.bnd[0] = ds.boundary || !sc.inContent[0]
+}
+
+// trieView is the part of a trie a walk reads, one record per node (in preorder);
+// orig maps its nodes to the vocabulary trie's (nil: the vocabulary trie itself).
+type trieView struct {
+	nodes []tnode
+	orig  []int32
+}
+
+// tnode is a trie node as walks read it: the index past its subtree, the token
+// ending there (or -1), its depth and byte.
+type tnode struct {
+	next  int32
+	tok   int32
+	depth uint16
+	b     byte
+}
+
+// absRange walks nodes [lo, hi) of t (a preorder range whose parent context is set at
+// depth tdepth[lo]-1) from an abstract state, descending no deeper than maxD, and
+// records tokens and pops only at depths above emitAbove.
+func (sc *walkScratch) absRange(a *automaton, tv *tableView, t *trieView, lo, hi int32, maxD, emitAbove uint16) {
+	cls := &a.absCls
+	nodes, orig := t.nodes, t.orig
+	free, dist := sc.free, a.dist != nil
+	for i := lo; i < hi; {
+		nd := &nodes[i]
+		d := nd.depth
+		col := int(cls[nd.b])
 		v := atomic.LoadInt32(&sc.row[d-1][col])
 		if v == tUnknown {
 			if sc.overBudget() {
-				break
+				return
 			}
-			v = a.stepSlow(sc.cfg[d-1], col)
+			v = a.absStepSlow(sc.cfg[d-1], col)
 		}
 		if v < 0 {
-			i = tnext[i]
+			i = nd.next
 			continue
 		}
 		acc := v&pfAccept != 0
 		comp := sc.comp[d-1]
 		need := sc.need[d-1]
-		content := !acc && inContent[d-1]
-		if content && bnd[d-1] {
+		inContent := sc.inContent[d-1]
+		if !free && !acc && inContent && sc.bnd[d-1] {
 			// this byte starts a character: count+comp < max must hold
 			need = satU8(int(comp) + 1)
 		}
@@ -194,43 +270,88 @@ func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *a
 		// at a boundary now: the character count may be exhausted, and then only the
 		// closing quote remains; a state that cannot take it needs one more unit, and
 		// in general the state needs its distance (in characters) to the end
-		atBnd := v&pfInc != 0 || (!inContent[d-1] && !acc)
-		if v&pfCont != 0 && ttok[i] >= 0 {
-			tneed := int(need)
-			if atBnd && v&pfClosable == 0 {
-				tneed = max(tneed, int(comp)+1)
+		atBnd := v&pfInc != 0 || (!inContent && !acc)
+		if d > emitAbove {
+			if tok := nd.tok; v&pfCont != 0 && tok >= 0 {
+				tneed := int(need)
+				if !free {
+					if atBnd && v&pfClosable == 0 {
+						tneed = max(tneed, int(comp)+1)
+					}
+					if dist && !acc {
+						tneed = max(tneed, int(comp)+int(a.state(v>>pfShift).dist))
+					}
+				}
+				if atBnd && v&(pfClosable|pfTracked) == pfClosable {
+					// only the closing quote can follow
+					sc.ends = append(sc.ends, tok)
+					sc.endN = append(sc.endN, satU16(tneed))
+					sc.endK = append(sc.endK, uint16(comp))
+				} else {
+					sc.toks = append(sc.toks, tok)
+					sc.needs = append(sc.needs, satU16(tneed))
+				}
 			}
-			ts := a.state(v >> pfShift)
-			if a.dist != nil && !acc {
-				tneed = max(tneed, int(comp)+int(ts.dist))
-			}
-			if atBnd && v&pfClosable != 0 && !ts.tracked {
-				// only the closing quote can follow
-				sc.ends = append(sc.ends, ttok[i])
-				sc.endN = append(sc.endN, satU16(tneed))
-				sc.endK = append(sc.endK, uint16(comp))
-			} else {
-				sc.toks = append(sc.toks, ttok[i])
-				sc.needs = append(sc.needs, satU16(tneed))
+			if acc {
+				p := i
+				if orig != nil {
+					p = orig[i]
+				}
+				sc.pops = append(sc.pops, p)
+				sc.pneed = append(sc.pneed, need)
+				sc.pk = append(sc.pk, sc.comp[d-1])
 			}
 		}
-		if acc {
-			sc.pops = append(sc.pops, i)
-			sc.pneed = append(sc.pneed, need)
-			sc.pk = append(sc.pk, sc.comp[d-1])
-		}
-		if tnext[i] > i+1 {
+		if nd.next > i+1 {
+			if d >= maxD {
+				i = nd.next
+				continue
+			}
 			sc.cfg[d] = v >> pfShift
 			sc.row[d] = tv.row(v >> pfShift)
 			sc.comp[d] = comp
 			sc.need[d] = need
-			bnd[d] = atBnd
-			inContent[d] = !acc
+			sc.bnd[d] = atBnd
+			sc.inContent[d] = !acc
 		}
 		i++
 	}
+}
+
+// absResult turns the walk's lists into an absRes.
+func (sc *walkScratch) absResult(words int) *absRes {
 	r := &absRes{popMinK: 1 << 30}
-	// counting sort by need
+	if sc.free {
+		// every need is 0: no order to keep
+		if len(sc.toks) > denseAbove {
+			r.all = make([]uint64, words)
+			for _, tk := range sc.toks {
+				r.all[tk>>6] |= 1 << (uint(tk) & 63)
+			}
+			r.mem += int64(words) * 8
+		} else {
+			r.toks = slices.Clone(sc.toks)
+			r.needs = make([]uint16, len(r.toks))
+		}
+	} else {
+		sc.sortByNeed(r, words)
+	}
+	r.ends = slices.Clone(sc.ends)
+	r.endNeed = slices.Clone(sc.endN)
+	r.endK = slices.Clone(sc.endK)
+	r.pops = slices.Clone(sc.pops)
+	r.popNeed = slices.Clone(sc.pneed)
+	r.popK = slices.Clone(sc.pk)
+	for i := range r.pops {
+		r.popMaxNeed = max(r.popMaxNeed, int(r.popNeed[i]))
+		r.popMinK = min(r.popMinK, int(r.popK[i]))
+	}
+	r.mem += int64(len(r.toks))*6 + int64(len(r.ends))*8 + int64(len(r.pops))*7 + 128
+	return r
+}
+
+// sortByNeed stores the walk's tokens in r sorted by need (a counting sort).
+func (sc *walkScratch) sortByNeed(r *absRes, words int) {
 	for _, nd := range sc.needs {
 		r.maxNeed = max(r.maxNeed, int(nd))
 	}
@@ -257,18 +378,6 @@ func walkAbstract(a *automaton, s int32, t *trie, words int, sc *walkScratch) *a
 		}
 		r.mem += int64(words) * 8
 	}
-	r.ends = slices.Clone(sc.ends)
-	r.endNeed = slices.Clone(sc.endN)
-	r.endK = slices.Clone(sc.endK)
-	r.pops = slices.Clone(sc.pops)
-	r.popNeed = slices.Clone(sc.pneed)
-	r.popK = slices.Clone(sc.pk)
-	for i := range r.pops {
-		r.popMaxNeed = max(r.popMaxNeed, int(r.popNeed[i]))
-		r.popMinK = min(r.popMinK, int(r.popK[i]))
-	}
-	r.mem += int64(len(r.toks))*6 + int64(len(r.ends))*8 + int64(len(r.pops))*7 + 128
-	return r
 }
 
 func satU8(x int) uint8 {
@@ -508,21 +617,30 @@ func (r *absRes) orEnds(mask []uint64, f *popFilter) {
 	}
 }
 
+// abstractWalk returns the walk from the abstract version of string state s. A
+// state whose remaining length no need can exceed takes the walk without needs
+// ("free"), which states that differ only in their distance to acceptance share.
 func (g *Grammar) abstractWalk(a *automaton, s int32, sc *walkScratch) *absRes {
 	as := a.abstractOf(s)
 	if as < 0 {
 		return &absRes{}
 	}
+	p, _ := a.params(s)
+	free := (p.max < 0 || int64(p.max)-int64(p.count) >= a.needBound(g.vocab.getTrie())) && !g.opts.unsharedWalks
 	ads := a.state(as)
-	if r := ads.absWalk.Load(); r != nil {
+	cache := &ads.absWalk
+	if free {
+		cache = &ads.absWalkFree
+	}
+	if r := cache.Load(); r != nil {
 		return r
 	}
-	r := walkAbstract(a, as, g.vocab.getTrie(), g.vocab.MaskWords(), sc)
+	r, fresh := walkAbstract(a, as, g.vocab.getTrie(), g.vocab.MaskWords(), free, !g.opts.unsharedWalks, g.opts.maxCacheBytes(), sc)
 	if !sc.over && a.memBytes.Load()+r.mem < g.opts.maxCacheBytes() {
-		if ads.absWalk.CompareAndSwap(nil, r) {
+		if cache.CompareAndSwap(nil, r) && fresh {
 			a.memBytes.Add(r.mem)
 		}
-		if x := ads.absWalk.Load(); x != nil {
+		if x := cache.Load(); x != nil {
 			return x
 		}
 	}
