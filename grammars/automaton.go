@@ -192,44 +192,75 @@ const distInf = 1 << 30
 // fCharInc node costs one).
 func (a *automaton) computeDist() {
 	n := len(a.nfa)
-	rev := make([][]int32, n)
+	// reversed edges in compressed form
+	cnt := make([]int32, n+1)
 	for i := range a.nfa {
 		nd := &a.nfa[i]
 		for _, e := range nd.edges {
-			rev[e.to] = append(rev[e.to], int32(i))
+			cnt[e.to+1]++
 		}
 		for _, t := range nd.eps {
-			rev[t] = append(rev[t], int32(i))
+			cnt[t+1]++
 		}
 		if nd.call >= 0 {
-			rev[nd.ret] = append(rev[nd.ret], int32(i))
+			cnt[nd.ret+1]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		cnt[i] += cnt[i-1]
+	}
+	rev := make([]int32, cnt[n])
+	fill := append([]int32(nil), cnt[:n]...)
+	add := func(to int32, from int) {
+		rev[fill[to]] = int32(from)
+		fill[to]++
+	}
+	for i := range a.nfa {
+		nd := &a.nfa[i]
+		for _, e := range nd.edges {
+			add(e.to, i)
+		}
+		for _, t := range nd.eps {
+			add(t, i)
+		}
+		if nd.call >= 0 {
+			add(nd.ret, i)
 		}
 	}
 	dist := make([]int32, n)
-	var dq []int32 // deque: front at head
-	head := 0
+	var cur, next []int32
 	for i := range dist {
 		dist[i] = distInf
 		if a.nfa[i].accept {
 			dist[i] = 0
-			dq = append(dq, int32(i))
+			cur = append(cur, int32(i))
 		}
 	}
-	// label-correcting search: a node goes back on the queue whenever its distance
-	// improves, so the distances are exact when the queue runs dry
-	for head < len(dq) {
-		v := dq[head]
-		head++
-		w := int32(0)
-		if a.nfa[v].op.kind == fCharInc {
-			w = 1
-		}
-		for _, u := range rev[v] {
-			if d := dist[v] + w; d < dist[u] {
-				dist[u] = d
-				dq = append(dq, u)
+	// level by level: a node reached at the current distance joins this level's
+	// queue, one past it the next level's; a queued node whose distance has since
+	// dropped is skipped
+	for level := int32(0); len(cur) > 0; level++ {
+		for h := 0; h < len(cur); h++ {
+			v := cur[h]
+			if dist[v] != level {
+				continue
+			}
+			w := int32(0)
+			if a.nfa[v].op.kind == fCharInc {
+				w = 1
+			}
+			for _, u := range rev[cnt[v]:cnt[v+1]] {
+				if d := level + w; d < dist[u] {
+					dist[u] = d
+					if w == 0 {
+						cur = append(cur, u)
+					} else {
+						next = append(next, u)
+					}
+				}
 			}
 		}
+		cur, next = next, cur[:0]
 	}
 	a.dist = dist
 }
@@ -328,6 +359,7 @@ func (a *automaton) ruleNode(sym int32) int32 {
 		return -1
 	}
 	b := &nfaBuilder{nodes: a.nfa, limit: a.lazy.limit}
+	b.reserve(body.size(a.lazy.limit) + 1)
 	lo := len(b.nodes)
 	st := b.newNode()
 	en := b.build(body, st)
@@ -400,16 +432,10 @@ func (a *automaton) computeClasses() {
 		}
 	}
 	// distinct edge sets; a byte's class is the set of edge sets holding it
-	idx := map[byteSet]int{}
-	var list []byteSet
-	for i := range a.nfa {
-		for j := range a.nfa[i].edges {
-			st := a.nfa[i].edges[j].set
-			if _, ok := idx[st]; !ok {
-				idx[st] = len(list)
-				list = append(list, st)
-			}
-		}
+	list := distinctEdgeSets(a.nfa)
+	idx := make(map[byteSet]int, len(list))
+	for i, st := range list {
+		idx[st] = i
 	}
 	for _, t := range a.tries {
 		for _, nd := range t.nodes {
@@ -461,20 +487,37 @@ func (a *automaton) computeClasses() {
 	}
 }
 
+// distinctEdgeSets lists the byte sets of the edges of nodes, each once (a small cache
+// of recent sets in front of the map: unrolled repetitions repeat a few sets many
+// times).
+func distinctEdgeSets(nodes []nnode) []byteSet {
+	var cache [64]int32 // index+1 in list, by a hash of the set
+	idx := map[byteSet]int{}
+	var list []byteSet
+	for i := range nodes {
+		for j := range nodes[i].edges {
+			st := &nodes[i].edges[j].set
+			h := (st[0]*0x9E3779B97F4A7C15 ^ st[1]*0xC2B2AE3D27D4EB4F ^ st[2]*0x165667B19E3779F9 ^ st[3]) >> 58
+			if k := cache[h]; k > 0 && list[k-1] == *st {
+				continue
+			}
+			id, ok := idx[*st]
+			if !ok {
+				id = len(list)
+				idx[*st] = id
+				list = append(list, *st)
+			}
+			cache[h] = int32(id + 1)
+		}
+	}
+	return list
+}
+
 // computeEdgeClasses groups the bytes of an automaton that keeps one class per byte
 // (for its exclusion tries) into the classes no edge tells apart: a state none of
 // whose items follows a trie steps the same on every byte of such a class.
 func (a *automaton) computeEdgeClasses() {
-	idx := map[byteSet]int{}
-	var list []byteSet
-	for i := range a.nfa {
-		for _, e := range a.nfa[i].edges {
-			if _, ok := idx[e.set]; !ok {
-				idx[e.set] = len(list)
-				list = append(list, e.set)
-			}
-		}
-	}
+	list := distinctEdgeSets(a.nfa)
 	m := map[string]int{}
 	sig := make([]byte, len(list))
 	for c := 0; c < 256; c++ {
@@ -784,7 +827,7 @@ func (a *automaton) intern(items []item) int32 {
 	r := a.trans.row(id)
 	for c := 0; c < a.ncls; c++ {
 		if !eb.has(a.reps[c]) {
-			r[c] = tDead
+			r[c] = enc(tDead)
 		}
 	}
 	if a.absTrans != a.trans {
@@ -794,7 +837,7 @@ func (a *automaton) intern(items []item) int32 {
 		r := a.absTrans.row(id)
 		for c, b := range a.edgeReps {
 			if !eb.has(b) {
-				r[c] = tDead
+				r[c] = enc(tDead)
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package grammars
 import (
 	"encoding/binary"
 	"sort"
-	"sync/atomic"
 )
 
 // A configuration is what a trie walk carries per trie node: the set of stacks the
@@ -88,7 +87,7 @@ func (g *Grammar) cfgIntern(kernel [][]int32) int32 {
 	row := g.ctrans.row(id)
 	for c := 0; c < g.ncls; c++ {
 		if !eb.has(g.reps[c]) {
-			row[c] = tDead
+			row[c] = enc(tDead)
 		}
 	}
 	p := id<<pfShift | flags
@@ -193,7 +192,7 @@ func (g *Grammar) cfgStepSlow(c int32, col int) int32 {
 // cfgStep returns the packed transition of configuration c on byte b.
 func (g *Grammar) cfgStep(c int32, b byte) int32 {
 	col := int(g.cls[b])
-	if t := atomic.LoadInt32(&g.ctrans.row(c)[col]); t != tUnknown {
+	if t := ld(&g.ctrans.row(c)[col]); t != tUnknown {
 		return t
 	}
 	return g.cfgStepSlow(c, col)

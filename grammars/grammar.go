@@ -817,6 +817,7 @@ func (c *Compiler) leafAutomatonKeyed(name, key string, body *expr, tries []*key
 		return a, nil
 	}
 	b := &nfaBuilder{limit: c.opts.maxNFANodes()}
+	b.reserve(body.size(c.opts.maxNFANodes()) + 1)
 	st := b.newNode()
 	en := b.build(body, st)
 	if b.err != nil {

@@ -8,18 +8,59 @@ type nfaBuilder struct {
 	limit int
 	err   error
 	track bool
+	// slabs that a node's first edge and first epsilon moves are carved from (most
+	// nodes have one edge or up to two moves; more are appended as usual)
+	edgeSlab []nedge
+	epsSlab  []int32
+}
+
+// addEdge adds a byte edge to node from.
+func (b *nfaBuilder) addEdge(from int32, e nedge) {
+	nd := &b.nodes[from]
+	if nd.edges == nil {
+		if len(b.edgeSlab) == 0 {
+			b.edgeSlab = make([]nedge, 1024)
+		}
+		nd.edges = b.edgeSlab[:0:1]
+		b.edgeSlab = b.edgeSlab[1:]
+	}
+	nd.edges = append(nd.edges, e)
+}
+
+// reserve makes room for about n more nodes, doubling the capacity at least: appends
+// alone grow a large slice by a quarter at a time, copying a lazily built NFA (and its
+// pointers, under the garbage collector's write barrier) many times while masks wait.
+func (b *nfaBuilder) reserve(n int) {
+	if n <= 0 || cap(b.nodes)-len(b.nodes) >= n || b.limit > 0 && n > b.limit {
+		// (an estimate past the limit: the build fails before it needs the room)
+		return
+	}
+	nn := make([]nnode, len(b.nodes), max(2*cap(b.nodes), len(b.nodes)+n))
+	copy(nn, b.nodes)
+	b.nodes = nn
 }
 
 func (b *nfaBuilder) newNode() int32 {
 	if b.err == nil && b.limit > 0 && len(b.nodes) >= b.limit {
 		b.err = &LimitError{What: "automaton nodes", Limit: b.limit}
 	}
+	if len(b.nodes) == cap(b.nodes) {
+		b.reserve(64)
+	}
 	b.nodes = append(b.nodes, nnode{call: -1, ret: -1})
 	return int32(len(b.nodes) - 1)
 }
 
 func (b *nfaBuilder) addEps(from, to int32) {
-	b.nodes[from].eps = append(b.nodes[from].eps, to)
+	nd := &b.nodes[from]
+	if nd.eps == nil {
+		if len(b.epsSlab) < 2 {
+			b.epsSlab = make([]int32, 2048)
+		}
+		nd.eps = b.epsSlab[:0:2]
+		b.epsSlab = b.epsSlab[2:]
+	}
+	nd.eps = append(nd.eps, to)
 }
 
 // build appends e's fragment starting at node from and returns its end node.
@@ -38,13 +79,13 @@ func (b *nfaBuilder) build(e *expr, from int32) int32 {
 			n := b.newNode()
 			var s byteSet
 			s.add(c)
-			b.nodes[cur].edges = append(b.nodes[cur].edges, nedge{set: s, to: n, track: b.track})
+			b.addEdge(cur, nedge{set: s, to: n, track: b.track})
 			cur = n
 		}
 		return cur
 	case eSet:
 		n := b.newNode()
-		b.nodes[from].edges = append(b.nodes[from].edges, nedge{set: e.set, to: n, track: b.track})
+		b.addEdge(from, nedge{set: e.set, to: n, track: b.track})
 		return n
 	case eSeq:
 		cur := from

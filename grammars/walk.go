@@ -132,8 +132,8 @@ type tableView struct {
 func viewOf(t *lazyTable) tableView { return tableView{t, *t.dir.Load(), t.width} }
 
 func (v *tableView) row(id int32) []int32 {
-	c := int(id >> chunkBits)
-	off := int(id&(chunkRows-1)) * v.w
+	c := int(id >> v.t.shift)
+	off := int(id&(1<<v.t.shift-1)) * v.w
 	if c >= len(v.dir) || off+v.w > len(v.dir[c]) {
 		v.dir = *v.t.dir.Load()
 	}
@@ -245,7 +245,7 @@ func (sc *walkScratch) absRange(a *automaton, tv *tableView, t *trieView, lo, hi
 		nd := &nodes[i]
 		d := nd.depth
 		col := int(cls[nd.b])
-		v := atomic.LoadInt32(&sc.row[d-1][col])
+		v := ld(&sc.row[d-1][col])
 		if v == tUnknown {
 			if sc.overBudget() {
 				return
@@ -289,7 +289,10 @@ func (sc *walkScratch) absRange(a *automaton, tv *tableView, t *trieView, lo, hi
 					sc.endK = append(sc.endK, uint16(comp))
 				} else {
 					sc.toks = append(sc.toks, tok)
-					sc.needs = append(sc.needs, satU16(tneed))
+					if !free {
+						// (a free walk records no needs for its tokens)
+						sc.needs = append(sc.needs, satU16(tneed))
+					}
 				}
 			}
 			if acc {
@@ -504,7 +507,7 @@ func (sc *walkScratch) walkSubtree(t *trie, st int32, d0 uint16, cfg int32, cls 
 	for i, end := st+1, tnext[st]; i < end; {
 		d := tdepth[i]
 		col := int(cls[tb[i]])
-		v := atomic.LoadInt32(&sc.row[d-1][col])
+		v := ld(&sc.row[d-1][col])
 		if v == tUnknown {
 			if sc.overBudget() {
 				return
@@ -751,7 +754,7 @@ func (g *Grammar) levelIndexed(pops []int32, ix *popIndex, pass func(int) bool, 
 			continue
 		}
 		col := int(g.cls[b])
-		v := atomic.LoadInt32(&row[col])
+		v := ld(&row[col])
 		if v == tUnknown {
 			if sc.overBudget() {
 				break

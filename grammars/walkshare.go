@@ -359,7 +359,7 @@ func (sc *walkScratch) walkAbstractShared(a *automaton, sm *subMemo, t *trie, tv
 	n := int32(len(t.b))
 	for c := int32(1); c < n; c = t.next[c] {
 		col := int(a.absCls[t.b[c]])
-		v := atomic.LoadInt32(&sc.row[0][col])
+		v := ld(&sc.row[0][col])
 		if v == tUnknown {
 			if sc.overBudget() {
 				return
@@ -393,7 +393,7 @@ func (sc *walkScratch) walkAbstractShared(a *automaton, sm *subMemo, t *trie, tv
 			return
 		}
 		sr := &absPart{
-			toks: slices.Clone(sc.toks[t0:]), needs: slices.Clone(sc.needs[t0:]),
+			toks: slices.Clone(sc.toks[t0:]), needs: sc.needsFrom(t0),
 			ends: slices.Clone(sc.ends[e0:]), endN: slices.Clone(sc.endN[e0:]), endK: slices.Clone(sc.endK[e0:]),
 			pops: slices.Clone(sc.pops[p0:]), pneed: slices.Clone(sc.pneed[p0:]), pk: slices.Clone(sc.pk[p0:]),
 		}
@@ -415,7 +415,7 @@ func (sc *walkScratch) walkLong(a *automaton, t *trie, tv *tableView) *absPart {
 		sc.absRange(a, tv, lt, 1, int32(len(lt.nodes)), 1<<15, shareDepth)
 	}
 	lp := &absPart{
-		toks: slices.Clone(sc.toks[t0:]), needs: slices.Clone(sc.needs[t0:]),
+		toks: slices.Clone(sc.toks[t0:]), needs: sc.needsFrom(t0),
 		ends: slices.Clone(sc.ends[e0:]), endN: slices.Clone(sc.endN[e0:]), endK: slices.Clone(sc.endK[e0:]),
 		pops: slices.Clone(sc.pops[p0:]), pneed: slices.Clone(sc.pneed[p0:]), pk: slices.Clone(sc.pk[p0:]),
 	}
@@ -423,6 +423,14 @@ func (sc *walkScratch) walkLong(a *automaton, t *trie, tv *tableView) *absPart {
 		sc.mergePops(p0)
 	}
 	return lp
+}
+
+// needsFrom copies the needs of the tokens from t0 on (none in a free walk).
+func (sc *walkScratch) needsFrom(t0 int) []uint16 {
+	if sc.free {
+		return nil
+	}
+	return slices.Clone(sc.needs[t0:])
 }
 
 func (p *absPart) equal(q *absPart) bool {
