@@ -401,8 +401,8 @@ func (m *Matcher) FillMask(mask []uint64) error {
 	t := g.vocab.getTrie()
 	sc := &m.sc
 	start := time.Now()
-	sc.stopAt, sc.nslow, sc.over = start.Add(g.opts.maxMaskTime()), 0, false
-	defer func() { sc.stopAt, sc.over = time.Time{}, false }()
+	sc.stopAt, sc.nslow, sc.over, sc.past = start.Add(g.opts.maxMaskTime()), 0, false, false
+	defer func() { sc.stopAt, sc.over, sc.past = time.Time{}, false, false }()
 	for _, f := range m.tops {
 		fr := m.frames[f]
 		a, s := g.autOf(fr.state)

@@ -70,6 +70,9 @@ type walkScratch struct {
 	stopAt time.Time
 	nslow  int
 	over   bool
+	// past: the budget is spent, seen by work that keeps nothing when cut off (an
+	// equivalence check, walkshare.go), which gives up and lets the walk go on
+	past bool
 
 	// per trie depth: the configuration, its row, and (abstract walks) the
 	// characters completed, the need, whether the next content byte starts a
@@ -546,6 +549,22 @@ func (sc *walkScratch) overBudget() bool {
 		sc.over = true
 	}
 	return sc.over
+}
+
+// pastBudget reports (reading the clock every 32 calls, and from then on) that the
+// mask's time budget is spent, without stopping the walk.
+func (sc *walkScratch) pastBudget() bool {
+	if sc.past || sc.over {
+		return true
+	}
+	if sc.stopAt.IsZero() {
+		return false
+	}
+	sc.nslow++
+	if sc.nslow&31 == 0 && time.Now().After(sc.stopAt) {
+		sc.past = true
+	}
+	return sc.past
 }
 
 // walkCfg walks the subtrees of the start nodes from configuration c0 (packed). A

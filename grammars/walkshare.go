@@ -255,7 +255,9 @@ func (a *automaton) equivalent(sm *subMemo, x, y int32, r int, sc *walkScratch) 
 		for col := range sm.reps {
 			steps--
 			sc.eqSteps--
-			if steps < 0 || sc.eqSteps < 0 || sc.overBudget() {
+			if steps < 0 || sc.eqSteps < 0 || sc.pastBudget() {
+				// (past the mask's budget: give up, so that the walk goes on and
+				// builds what a retry needs, instead of a check that never ends)
 				return giveUp()
 			}
 			vx, vy := a.absTrans.get(p.x, col), a.absTrans.get(p.y, col)

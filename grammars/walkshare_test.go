@@ -1,11 +1,13 @@
 package grammars
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // sharedWalkSchemas are string schemas whose patterns make a new automaton state at
@@ -168,4 +170,57 @@ func TestSharedWalksShared(t *testing.T) {
 			t.Errorf("%s: %d states with a walk share %d walks; want at least 40 states and at most a quarter as many walks", tc.schema, states, len(distinct))
 		}
 	}
+}
+
+// TestSharedWalksTimeBudget: masks that run past a small MaxMaskTime in the middle of
+// shared walks (equivalence checks, kept parts) are retried until they finish, and
+// are then the masks of plain walks: nothing a stopped walk found is kept.
+func TestSharedWalksTimeBudget(t *testing.T) {
+	v := needRealVocab(t)
+	enc := realEncode(t)
+	schema := []byte(`{"type":"array","items":{"anyOf":[{"type":"string","pattern":"[a-z0-9_-]{30}"},{"type":"string","maxLength":60,"pattern":"^(?:\\S+\\s+){0,9}\\S+$"}]}}`)
+	g, err := NewCompiler(v, Options{MaxMaskTime: 200 * time.Microsecond}).JSONSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := NewCompiler(v, Options{unsharedWalks: true}).JSONSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `["abcdefghij0123456789abcdefghij_-abc", "one two three four five six", "` + strings.Repeat("x-", 25) + `"]`
+	m, mr := g.NewMatcher(), ref.NewMatcher()
+	mask, want := make([]uint64, v.MaskWords()), make([]uint64, v.MaskWords())
+	timeouts := 0
+	for _, tok := range enc(text) {
+		for tries := 0; ; tries++ {
+			err := m.FillMask(mask)
+			if err == nil {
+				break
+			}
+			var te *MaskTimeoutError
+			if !errors.As(err, &te) {
+				t.Fatalf("FillMask: %v", err)
+			}
+			timeouts++
+			if tries > 10000 {
+				t.Fatal("retries make no progress")
+			}
+		}
+		if err := mr.FillMask(want); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(mask, want) {
+			t.Fatalf("after timeouts the mask differs from the plain walks' (before %q)", v.TokenBytes(tok))
+		}
+		if err := m.Accept(tok); err != nil {
+			t.Fatal(err)
+		}
+		if err := mr.Accept(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if timeouts == 0 {
+		t.Fatal("no mask ran past the budget")
+	}
+	t.Logf("%d timeouts", timeouts)
 }
