@@ -175,6 +175,8 @@ type dstate struct {
 	absWalk atomic.Pointer[absRes]
 	// the walk without needs, for states without a maximum length
 	absWalkFree atomic.Pointer[absRes]
+	// string states: their parameters (strParams)
+	params atomic.Pointer[strParams]
 }
 
 type dcall struct {

@@ -90,19 +90,17 @@ type walkScratch struct {
 	// what the equivalence checks of this walk may still spend (walkshare.go)
 	eqSteps, eqSlow int
 
-	toks    []int32
-	needs   []uint16
-	ends    []int32
-	endN    []uint16
-	endK    []uint16
-	pops    []int32
-	pneed   []uint8
-	pk      []uint16
-	path    []byte
-	excl    []int32
-	exclEnd []int32
-	next    []int32
-	hbuf    []int32
+	toks  []int32
+	needs []uint16
+	ends  []int32
+	endN  []uint16
+	endK  []uint16
+	pops  []int32
+	pneed []uint8
+	pk    []uint16
+	path  []byte
+	next  []int32
+	hbuf  []int32
 }
 
 func (sc *walkScratch) finish(words int) *walkRes {
@@ -647,7 +645,7 @@ func (g *Grammar) abstractWalk(a *automaton, s int32, sc *walkScratch) *absRes {
 	if as < 0 {
 		return &absRes{}
 	}
-	p, _ := a.params(s)
+	p := g.strParams(a, s).v
 	free := (p.max < 0 || int64(p.max)-int64(p.count) >= a.needBound(g.vocab.getTrie())) && !g.opts.unsharedWalks
 	ads := a.state(as)
 	cache := &ads.absWalk
@@ -669,9 +667,32 @@ func (g *Grammar) abstractWalk(a *automaton, s int32, sc *walkScratch) *absRes {
 	return r
 }
 
+// strParams is what a concrete string state's masks need of it, computed once: its
+// register (length bounds, count) and the pops and tokens its excluded keys rule out.
+type strParams struct {
+	v             auxVal
+	excl, exclEnd []int32 // sorted (excludedPops)
+}
+
+// strParams returns the parameters of concrete string state s.
+func (g *Grammar) strParams(a *automaton, s int32) *strParams {
+	ds := a.state(s)
+	if p := ds.params.Load(); p != nil {
+		return p
+	}
+	v, kt := a.params(s)
+	p := &strParams{v: v}
+	if kt != nil {
+		p.excl, p.exclEnd = g.excludedPops(kt, v.trie-1)
+	}
+	ds.params.CompareAndSwap(nil, p)
+	return ds.params.Load()
+}
+
 // stringFilter computes the filter of concrete string state s.
 func (g *Grammar) stringFilter(a *automaton, s int32, r *absRes, sc *walkScratch) popFilter {
-	p, kt := a.params(s)
+	sp := g.strParams(a, s)
+	p := &sp.v
 	f := popFilter{R: 1 << 30, minK: -1 << 30}
 	if p.max >= 0 {
 		f.R = int(p.max - p.count)
@@ -679,9 +700,7 @@ func (g *Grammar) stringFilter(a *automaton, s int32, r *absRes, sc *walkScratch
 	if p.min > 0 {
 		f.minK = int(p.min - p.count)
 	}
-	if kt != nil {
-		f.excl, f.exclEnd = g.excludedPops(kt, p.trie-1, sc)
-	}
+	f.excl, f.exclEnd = sp.excl, sp.exclEnd
 	f.all = f.R >= r.popMaxNeed && f.minK <= r.popMinK && len(f.excl) == 0
 	return f
 }
@@ -690,10 +709,9 @@ func (g *Grammar) stringFilter(a *automaton, s int32, r *absRes, sc *walkScratch
 // for each excluded key below trie node n, the vocabulary node spelling the rest of
 // the key and the closing quote. ends lists the tokens that spell the rest of an
 // excluded key without the quote.
-func (g *Grammar) excludedPops(kt *keyTrie, n int32, sc *walkScratch) (pops, ends []int32) {
+func (g *Grammar) excludedPops(kt *keyTrie, n int32) (pops, ends []int32) {
 	t := g.vocab.getTrie()
-	out := sc.excl[:0]
-	ends = sc.exclEnd[:0]
+	var out []int32
 	var rec func(kn int32, vn int32)
 	rec = func(kn int32, vn int32) {
 		if kt.nodes[kn].term {
@@ -714,7 +732,6 @@ func (g *Grammar) excludedPops(kt *keyTrie, n int32, sc *walkScratch) (pops, end
 	rec(n, 0)
 	slices.Sort(out)
 	slices.Sort(ends)
-	sc.excl, sc.exclEnd = out, ends
 	return out, ends
 }
 
