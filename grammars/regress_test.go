@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -279,5 +280,49 @@ func TestMaskBenchContinuesTimedOutMasks(t *testing.T) {
 	}
 	if s.MaskRetries == 0 {
 		t.Fatal("no mask passed a 1 ns budget")
+	}
+}
+
+// TestMaskBenchCPUTime: with CPUTime the benchmark times its work by the thread's CPU
+// clock, which runs while the thread computes and stands still while it waits.
+func TestMaskBenchCPUTime(t *testing.T) {
+	if _, ok := threadCPUTime(); !ok {
+		t.Skip("no per-thread CPU clock on this platform: CPUTime times wall time")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	clk := benchClock{cpu: true}
+	t0 := clk.now()
+	time.Sleep(30 * time.Millisecond)
+	if d := clk.usSince(t0); d > 15000 {
+		t.Errorf("the CPU clock ran %dus over a 30ms sleep", d)
+	}
+	t0 = clk.now()
+	for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+	}
+	if d := clk.usSince(t0); d < 2000 {
+		t.Errorf("the CPU clock ran %dus over 20ms of spinning", d)
+	}
+	v := toyVocab(t)
+	dir := t.TempDir()
+	file := `{"description":"t","schema":{"type":"array","items":{"type":"string","pattern":"^[a-z]+$"}},` +
+		`"tests":[{"description":"ok","valid":true,"data":["abc","de"]},{"description":"bad","valid":false,"data":["A"]}]}`
+	if err := os.WriteFile(filepath.Join(dir, "t.json"), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := MaskBenchFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := RunMaskBench(MaskBenchConfig{
+		NewCompiler: func() *Compiler { return NewCompiler(v, Options{}) },
+		Encode:      func(s string) []int32 { return greedyTokens(v, []byte(s)) },
+		CPUTime:     true,
+	}, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Compiled != 1 || s.ValidTests != 1 || s.InvalidTests != 1 || s.TBM.N == 0 || s.TTFM.N != 1 {
+		t.Fatalf("compiled %d, valid %d, invalid %d, %d masks timed: %+v", s.Compiled, s.ValidTests, s.InvalidTests, s.TBM.N, s.Results[0])
 	}
 }

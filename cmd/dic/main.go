@@ -39,7 +39,7 @@ func usage() {
       Write a synthetic checkpoint: the config cut to the chosen layers (renumbered
       from 0) and random weights in the real names and storage formats (FP8 blocks,
       FP4 experts, UE8M0 scales), one shard per layer. For timing full-width layers.
-  dic grammar bench --maskbench DIR [--tokenizer PATH] [--threads 1] [--out DIR]
+  dic grammar bench --maskbench DIR [--tokenizer PATH] [--threads 1] [--out DIR] [--cpu-time]
   dic grammar check (--schema S | --regex R | --ebnf E) --instance X [--tokenizer PATH]
       Structured output: MaskBench over a directory, or the first rejected token of an instance.
 `)
