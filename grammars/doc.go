@@ -114,7 +114,14 @@
 // are continued in the parent's context ("levels"), also cached. JSON string states
 // are walked once, "abstractly" (counts and excluded keys erased), recording how many
 // characters each token needs; each concrete state filters that shared result by its
-// remaining length and excluded keys. So most masks are a cached bitset plus a few
+// remaining length and excluded keys (a state whose remaining length no token can
+// exhaust takes a walk that records no needs). An abstract state a generation reaches
+// for the first time shares the walk of an earlier state that no byte string of up to
+// 20 bytes tells apart from it (checked by exploring both side by side; a counter far
+// from its bound, a word count), or else the parts of earlier walks below the trie
+// root's children that it enters in equivalent states (a partial match of text
+// searched anywhere); the nodes deeper than 20 bytes, on the paths of the few longer
+// tokens, are walked for every state. So most masks are a cached bitset plus a few
 // small lists. Compile time is bounded by Options.MaxCompileTime (10 s), automata,
 // configurations, stacks and caches by the other Options; adversarial inputs get a
 // result within those bounds or a clear error.

@@ -1,10 +1,14 @@
 package grammars
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,9 +40,9 @@ var sharedWalkSchemas = []struct {
 func TestSharedWalksExact(t *testing.T) {
 	v := needRealVocab(t)
 	enc := realEncode(t)
-	steps, walks := 80, 3
+	steps, walks, variants := 80, 3, []string{``, `,"maxLength":30`, `,"minLength":8,"maxLength":400`}
 	if testing.Short() || raceEnabled {
-		steps, walks = 25, 1
+		steps, walks, variants = 15, 1, variants[1:]
 	}
 	shared := NewCompiler(v, Options{})
 	plain := NewCompiler(v, Options{unsharedWalks: true})
@@ -49,7 +53,7 @@ func TestSharedWalksExact(t *testing.T) {
 			pool = append(pool, enc(x)...)
 			pool = append(pool, enc(" "+x)...)
 		}
-		for _, bounds := range []string{``, `,"maxLength":30`, `,"minLength":8,"maxLength":400`} {
+		for _, bounds := range variants {
 			schema := fmt.Sprintf(`{"type":"array","items":{"type":"string","pattern":%q%s}}`, sw.pattern, bounds)
 			g1, err := shared.JSONSchema([]byte(schema))
 			if err != nil {
@@ -223,4 +227,124 @@ func TestSharedWalksTimeBudget(t *testing.T) {
 		t.Fatal("no mask ran past the budget")
 	}
 	t.Logf("%d timeouts", timeouts)
+}
+
+// TestSharedWalksMaskBench follows the valid instances of MaskBench files (and a random
+// walk from each) with the DeepSeek vocabulary, comparing every mask with the one of
+// plain walks. The files are the committed sample; GRAMMARS_MASKBENCH_DIR names another
+// directory (GRAMMARS_MASKBENCH_EVERY=n takes every n-th file), e.g. the full set:
+//
+//	GRAMMARS_MASKBENCH_DIR=path/to/maskbench/data go test ./grammars -run TestSharedWalksMaskBench -v -timeout 2h
+func TestSharedWalksMaskBench(t *testing.T) {
+	v := needRealVocab(t)
+	enc := realEncode(t)
+	dir, every := "testdata/maskbench", 1
+	if d := os.Getenv("GRAMMARS_MASKBENCH_DIR"); d != "" {
+		dir = d
+		if n, err := strconv.Atoi(os.Getenv("GRAMMARS_MASKBENCH_EVERY")); err == nil && n > 0 {
+			every = n
+		}
+	}
+	files, err := MaskBenchFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxSteps := 60
+	if testing.Short() || raceEnabled {
+		maxSteps = 12
+	}
+	if os.Getenv("GRAMMARS_MASKBENCH_DIR") != "" {
+		maxSteps = 300
+	}
+	shared := NewCompiler(v, Options{})
+	plain := NewCompiler(v, Options{unsharedWalks: true})
+	m1, m2 := make([]uint64, v.MaskWords()), make([]uint64, v.MaskWords())
+	compared, schemas := 0, 0
+	for fi := 0; fi < len(files); fi += every {
+		f := files[fi]
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mf MaskBenchFile
+		if err := json.Unmarshal(data, &mf); err != nil {
+			continue
+		}
+		g1, err1 := shared.JSONSchema(mf.Schema)
+		g2, err2 := plain.JSONSchema(mf.Schema)
+		if (err1 == nil) != (err2 == nil) {
+			t.Fatalf("%s: compile errors differ: %v / %v", filepath.Base(f), err1, err2)
+		}
+		if err1 != nil {
+			continue
+		}
+		schemas++
+		var paths [][]int32
+		for _, tc := range mf.Tests {
+			if inst, err := PythonJSON(tc.Data); err == nil && tc.Valid {
+				paths = append(paths, enc(string(inst)))
+			}
+		}
+		paths = append(paths, nil) // a random walk
+		rng := rand.New(rand.NewSource(int64(fi)))
+		for _, path := range paths {
+			a, b := g1.NewMatcher(), g2.NewMatcher()
+			var out []byte
+			for step := 0; step < maxSteps; step++ {
+				e1, e2 := fillRetried(a, m1), fillRetried(b, m2)
+				if (e1 == nil) != (e2 == nil) {
+					t.Fatalf("%s after %q: FillMask errors differ: %v / %v", filepath.Base(f), out, e1, e2)
+				}
+				if e1 != nil {
+					break
+				}
+				compared++
+				if !slices.Equal(m1, m2) {
+					al1, al2 := allowedTokens(m1), allowedTokens(m2)
+					t.Fatalf("%s after %q: shared walks allow %d tokens, plain walks %d; first difference %s", filepath.Base(f), out, len(al1), len(al2), firstDiff(v, al1, al2))
+				}
+				var tk int32
+				if path != nil {
+					if step >= len(path) {
+						break
+					}
+					tk = path[step]
+				} else {
+					al := allowedTokens(m1)
+					if len(al) == 0 {
+						break
+					}
+					tk = al[rng.Intn(len(al))]
+				}
+				if m1[tk>>6]&(1<<(uint(tk)&63)) == 0 {
+					break // an instance the grammar refuses here
+				}
+				if err := a.Accept(tk); err != nil {
+					t.Fatalf("%s after %q: %v", filepath.Base(f), out, err)
+				}
+				if err := b.Accept(tk); err != nil {
+					t.Fatalf("%s after %q: %v", filepath.Base(f), out, err)
+				}
+				if tk == v.EOS() {
+					break
+				}
+				out = append(out, v.TokenBytes(tk)...)
+			}
+		}
+	}
+	if compared == 0 {
+		t.Fatal("no mask compared")
+	}
+	t.Logf("%s: %d schemas, %d masks compared", dir, schemas, compared)
+}
+
+// fillRetried is FillMask continued past MaxMaskTime (a loaded machine can make any
+// mask run past it).
+func fillRetried(m *Matcher, mask []uint64) error {
+	err := m.FillMask(mask)
+	var te *MaskTimeoutError
+	for tries := 0; errors.As(err, &te) && tries < 100; tries++ {
+		err = m.FillMask(mask)
+	}
+	return err
 }
