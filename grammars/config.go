@@ -1,8 +1,9 @@
 package grammars
 
 import (
+	"cmp"
 	"encoding/binary"
-	"sort"
+	"slices"
 )
 
 // A configuration is what a trie walk carries per trie node: the set of stacks the
@@ -33,30 +34,28 @@ func (g *Grammar) cfgIntern(kernel [][]int32) int32 {
 	if len(kernel) == 0 {
 		return tDead
 	}
-	keys := make([]string, len(kernel))
-	for i, st := range kernel {
-		keys[i] = string(stackKey(st, nil))
+	// the canonical kernel: stacks sorted (by length, then element by element) and
+	// each once; its key is their stackKeys in that order
+	uniq := append(g.kscratch[:0], kernel...)
+	if len(uniq) > 1 {
+		slices.SortFunc(uniq, func(a, b []int32) int {
+			if c := cmp.Compare(len(a), len(b)); c != 0 {
+				return c
+			}
+			return slices.Compare(a, b)
+		})
+		uniq = slices.CompactFunc(uniq, func(a, b []int32) bool { return slices.Equal(a, b) })
 	}
-	idx := make([]int, len(kernel))
-	for i := range idx {
-		idx[i] = i
+	kb := g.kbuf[:0]
+	for _, st := range uniq {
+		kb = stackKey(st, kb)
 	}
-	sort.Slice(idx, func(a, b int) bool { return keys[idx[a]] < keys[idx[b]] })
-	var kb []byte
-	var uniq [][]int32
-	prev := ""
-	for j, i := range idx {
-		if j > 0 && keys[i] == prev {
-			continue
-		}
-		prev = keys[i]
-		kb = append(kb, keys[i]...)
-		uniq = append(uniq, kernel[i])
-	}
-	k := string(kb)
-	if id, ok := g.cindex[k]; ok {
+	g.kscratch, g.kbuf = uniq, kb
+	if id, ok := g.cindex[string(kb)]; ok {
 		return id
 	}
+	k := string(kb)
+	uniq = slices.Clone(uniq)
 	if int(g.cfgs.n) >= g.opts.maxConfigs() {
 		g.failed.Store(true)
 		return tDead

@@ -100,17 +100,20 @@ type Grammar struct {
 	lazy     *lazyJSON
 
 	// configurations (sets of relative stacks) for trie walks
-	cmu     sync.Mutex
-	cfgs    ptrStore[config]
-	cindex  map[string]int32
-	ctrans  *lazyTable
-	cls     [256]uint8
-	ncls    int
-	reps    []byte
-	failed  atomic.Bool
-	cfgMem  atomic.Int64
-	walkMem atomic.Int64
-	levels  sync.Map // levelKey -> *walkRes
+	cmu    sync.Mutex
+	cfgs   ptrStore[config]
+	cindex map[string]int32
+	ctrans *lazyTable
+	// cfgIntern's scratch (g.cmu)
+	kscratch [][]int32
+	kbuf     []byte
+	cls      [256]uint8
+	ncls     int
+	reps     []byte
+	failed   atomic.Bool
+	cfgMem   atomic.Int64
+	walkMem  atomic.Int64
+	levels   sync.Map // levelKey -> *walkRes
 }
 
 func (g *Grammar) aut(i int32) *automaton { return g.auts[i].Load() }
