@@ -229,18 +229,22 @@ func bindMoEExperts(b *Bind) error {
 		a.I(E)
 		return E
 	})
-	if v41 == 1 {
+	// mxfp8 (V4.1): the MXFP8 fake-quantization of rows of width values, src to dst
+	mxfp8 := func(src func(*Step) devptr, dst int, rows func(*Step) int64, width int64) {
+		if v41 == 0 {
+			return
+		}
 		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
-			rows := s.Arg(0).Rows()
-			a.P(s.Arg(0).Ptr)
-			a.P(s.Scratch(xq))
-			a.I(rows)
-			a.I(D)
+			a.P(src(s))
+			a.P(s.Scratch(dst))
+			a.I(rows(s))
+			a.I(width)
 			a.I(block)
 			a.I(2)
-			return rows * ((D + block - 1) / block)
+			return rows(s) * ((width + block - 1) / block)
 		})
 	}
+	mxfp8(func(s *Step) devptr { return s.Arg(0).Ptr }, xq, func(s *Step) int64 { return s.Arg(0).Rows() }, D)
 	splitLaunch("moe_hpart", func(n int64) int64 { return n * I * nbD })
 	splitLaunch("moe_hsum", func(n int64) int64 { return n * I })
 	b.Launch("moe_hidden", func(s *Step, a *ArgBuf) int64 {
@@ -266,18 +270,7 @@ func bindMoEExperts(b *Bind) error {
 		a.I(v41)
 		return E * I
 	})
-	if v41 == 1 {
-		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
-			rows := s.Arg(2).Elems()
-			a.P(s.Scratch(hid))
-			a.P(s.Scratch(hid))
-			a.I(rows)
-			a.I(I)
-			a.I(block)
-			a.I(2)
-			return rows * ((I + block - 1) / block)
-		})
-	}
+	mxfp8(func(s *Step) devptr { return s.Scratch(hid) }, hid, func(s *Step) int64 { return s.Arg(2).Elems() }, I)
 	splitLaunch("moe_ppart", func(n int64) int64 { return n * D * nbI })
 	splitLaunch("moe_psum", func(n int64) int64 { return n * D })
 	b.Launch("moe_proj", func(s *Step, a *ArgBuf) int64 {
