@@ -127,7 +127,7 @@ func TestWeightsLoadAndRun(t *testing.T) {
 				}
 				n := float64(len(v))
 				mean, std := s/n, math.Sqrt(ss/n-(s/n)*(s/n))
-				if r := std / init.Std; r < 0.65 || r > 1.5 || math.Abs(mean) > 0.1*init.Std {
+				if r := std / init.Std; r < 0.69 || r > 1.45 || math.Abs(mean) > 0.1*init.Std {
 					t.Errorf("%s (%s): mean %.3g std %.3g, want mean ≈ 0, std %.3g (ratio %.2f)", w.Name, w.Storage, mean, std, init.Std, r)
 				}
 				checked[w.Storage]++

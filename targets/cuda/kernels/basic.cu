@@ -71,15 +71,7 @@ KERNEL(gemm_nt, GemmArgs) {
     }
     if (!ok) { *a.err = 2; continue; }
     float c[GEMM_G];
-    if (a.K % 64 == 0) {
-      gonum_rows<GEMM_G>(a.x, a.K, rows, 0, cnt, a.w, n, a.K, c);
-    } else {
-      UNROLL for (int j = 0; j < GEMM_G; j++) {
-        DenseXRow xr = {a.x + (i64)rows[j] * a.K};
-        DenseWRow wr = {a.w, n, 0};
-        c[j] = j < cnt ? dense_gonum(xr, wr, a.K, n * a.K, true) : 0;
-      }
-    }
+    gonum_rows<GEMM_G>(a.x, a.K, rows, 0, cnt, a.w, n, a.K, c);
     UNROLL for (int j = 0; j < GEMM_G; j++)
       if (j < cnt) a.c[(m0 + j) * a.N + n] = c[j];
   }

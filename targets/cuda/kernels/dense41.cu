@@ -116,8 +116,7 @@ KERNEL(dense_qlinear, DenseQLinearArgs) {
   }
 }
 
-// dense_qlinear_rows: dense_qlinear for act 2 (mxfp8, gonum's order) and K a multiple
-// of 64, one work item a weight row n and a group of DENSE_G rows t (rows.h).
+// dense_qlinear_rows: dense_qlinear for act 2 (mxfp8, gonum's order), one work item a weight row n and a group of DENSE_G rows t (rows.h).
 #define DENSE_G 16
 KERNEL(dense_qlinear_rows, DenseQLinearArgs) {
   i64 ng = (a.T + DENSE_G - 1) / DENSE_G;
@@ -154,7 +153,7 @@ KERNEL(dense_grouped, DenseGroupedArgs) {
   }
 }
 
-// dense_grouped_rows: dense_grouped for V4 and in a multiple of 64, one work item a
+// dense_grouped_rows: dense_grouped for V4, one work item a
 // weight row c and a group of DENSE_G rows t (rows.h).
 KERNEL(dense_grouped_rows, DenseGroupedArgs) {
   i64 width = a.G * a.out, ng = (a.T + DENSE_G - 1) / DENSE_G;

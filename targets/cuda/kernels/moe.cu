@@ -182,20 +182,6 @@ KERNEL(moe_group, MoEGroupArgs) {
 
 #define MOE_G 8  // slots a pass over a weight row serves
 
-// moe_gonum_any: c[j] = dense_gonum(x + rows[j]·ldx, row r of w) for n ≤ MOE_G rows
-// (rows.h's gonum_rows where K allows, else one dense_gonum per row).
-DEVM void moe_gonum_any(const float* x, i64 ldx, const int* rows, i64 n, const Weight& w, i64 r, i64 K, float* c) {
-  if (K % 64 == 0) {
-    gonum_rows<MOE_G>(x, ldx, rows, 0, n, w, r, K, c);
-    return;
-  }
-  for (i64 j = 0; j < n; j++) {
-    DenseXRow xr = {x + (i64)rows[j] * ldx};
-    DenseWRow wr = {w, r, 0};
-    c[j] = dense_gonum(xr, wr, K, r * K, true);
-  }
-}
-
 // moe_hidden: one (expert, row of w1 and w3) a work item: h[slot, row] =
 // swiglu(w1·x, w3·x) of each of the expert's slots. V4.1: x is the MXFP8 activations,
 // w1·x and w3·x are rounded to bf16 and h is scaled by the routing weight.
@@ -214,8 +200,8 @@ KERNEL(moe_hidden, MoEHiddenArgs) {
       int toks[MOE_G];
       UNROLL for (int j = 0; j < MOE_G; j++) toks[j] = j < m ? slots[g0 + j] / (int)a.k : 0;
       float g[MOE_G], u[MOE_G];
-      moe_gonum_any(a.x, a.D, toks, m, a.tab[e], r, a.D, g);
-      moe_gonum_any(a.x, a.D, toks, m, a.tab[2 * a.E + e], r, a.D, u);
+      gonum_rows<MOE_G>(a.x, a.D, toks, 0, m, a.tab[e], r, a.D, g);
+      gonum_rows<MOE_G>(a.x, a.D, toks, 0, m, a.tab[2 * a.E + e], r, a.D, u);
       UNROLL for (int j = 0; j < MOE_G; j++) {
         if (j < m) {
           i64 s = slots[g0 + j];
@@ -244,7 +230,7 @@ KERNEL(moe_proj, MoEProjArgs) {
     for (i64 g0 = 0; g0 < n; g0 += MOE_G) {
       i64 m = imin(MOE_G, n - g0);
       float y[MOE_G];
-      moe_gonum_any(a.h, a.I, slots + g0, m, a.tab[a.E + e], o, a.I, y);
+      gonum_rows<MOE_G>(a.h, a.I, slots + g0, 0, m, a.tab[a.E + e], o, a.I, y);
       UNROLL for (int j = 0; j < MOE_G; j++)
         if (j < m) a.y[(i64)slots[g0 + j] * a.D + o] = y[j];
     }
