@@ -158,7 +158,7 @@ type StepOut struct {
 // Weight is one manifest tensor in its checkpoint storage format.
 type Weight struct {
 	Name    string
-	Storage string // plan.Weight.Storage: "f32", "bf16", "i32", "fp8_b32_ue8m0", "fp8_g32_ue8m0", "fp4_g32_ue8m0"
+	Storage string // plan.Weight.Storage: "f32", "bf16", "i32", "fp8_b32_ue8m0", "fp8_g32_ue8m0", "fp8_b128_ue8m0", "fp4_g32_ue8m0"
 	Shape   []int
 	// Host values, for f32 and i32 storage (and weights widened at load: V4's FP8
 	// checkpoints, seeded and derived weights).
@@ -166,7 +166,8 @@ type Weight struct {
 	I32 []int32
 	// Packed values for the other formats: bf16 (2 bytes a value), FP8 e4m3 codes (1)
 	// or FP4 e2m1 codes (two a byte, the even element low); Scales are UE8M0 bytes, one
-	// per 32×32 block (fp8_b32), per 32 values of a row (fp8_g32, fp4_g32).
+	// per 32×32 block (fp8_b32), per 32 values of a row (fp8_g32, fp4_g32), per 128×128
+	// block (fp8_b128).
 	Codes, Scales []byte
 }
 
@@ -203,7 +204,7 @@ func (w *Weight) Check() error {
 		return want("values", len(w.I32), n)
 	case w.Storage == "bf16":
 		return want("bf16 bytes", len(w.Codes), 2*n)
-	case w.Storage == "fp4_g32_ue8m0", w.Storage == "fp8_b32_ue8m0", w.Storage == "fp8_g32_ue8m0":
+	case w.Storage == "fp4_g32_ue8m0", w.Storage == "fp8_b32_ue8m0", w.Storage == "fp8_g32_ue8m0", w.Storage == "fp8_b128_ue8m0":
 		if len(w.Shape) != 2 {
 			return fmt.Errorf("weight %q: %s needs a matrix, not %v", w.Name, w.Storage, w.Shape)
 		}
@@ -214,6 +215,8 @@ func (w *Weight) Check() error {
 			codes = (n + 1) / 2
 		case "fp8_b32_ue8m0":
 			scales = ((rows + 31) / 32) * ((cols + 31) / 32)
+		case "fp8_b128_ue8m0":
+			scales = ((rows + 127) / 128) * ((cols + 127) / 128)
 		}
 		if err := want("code bytes", len(w.Codes), codes); err != nil {
 			return err
@@ -242,15 +245,18 @@ func (w *Weight) Float32() ([]float32, error) {
 		return out, nil
 	case w.Storage == "fp4_g32_ue8m0":
 		return quant.DequantFP4(w.Codes, w.Scales, w.Shape[0], w.Shape[1], 32)
-	case w.Storage == "fp8_b32_ue8m0" || w.Storage == "fp8_g32_ue8m0":
+	case w.Storage == "fp8_b32_ue8m0" || w.Storage == "fp8_g32_ue8m0" || w.Storage == "fp8_b128_ue8m0":
 		rows, cols := w.Shape[0], w.Shape[1]
 		sc := (cols + 31) / 32
 		out := make([]float32, n)
 		for r := 0; r < rows; r++ {
 			for c := 0; c < cols; c++ {
 				si := r*sc + c/32
-				if w.Storage == "fp8_b32_ue8m0" {
+				switch w.Storage {
+				case "fp8_b32_ue8m0":
 					si = r/32*sc + c/32
+				case "fp8_b128_ue8m0":
+					si = r/128*((cols+127)/128) + c/128
 				}
 				out[r*cols+c] = quant.DecodeE4M3(w.Codes[r*cols+c]) * quant.DecodeUE8M0(w.Scales[si])
 			}

@@ -58,10 +58,10 @@ func checkpointWeights(p *plan.Plan, dir string) (Weights, error) {
 	return ws, nil
 }
 
-// readWeight reads one manifest weight: FP8 (32×32 blocks or 32-value groups with UE8M0
-// scales) and FP4 weights as their packed bytes, bf16 tensors as their bytes, and the
-// rest widened to the runtime dtype (V4's FP8 with float block scales is dequantized:
-// its storage is not one an executor keeps).
+// readWeight reads one manifest weight: FP8 (32×32 or 128×128 blocks or 32-value groups
+// with UE8M0 scales) and FP4 weights as their packed bytes, bf16 tensors as their bytes,
+// and the rest widened to the runtime dtype (V4's FP8 with float block scales is
+// dequantized: its storage is not one an executor keeps).
 func readWeight(p *plan.Plan, w *plan.Weight, ck *safetensors.Checkpoint, dir string) (targets.Weight, error) {
 	t := targets.Weight{Name: w.Name, Storage: w.Storage, Shape: shapeInts(w.Shape)}
 	if w.Init.Kind == plan.InitTokenMap {
@@ -72,6 +72,11 @@ func readWeight(p *plan.Plan, w *plan.Weight, ck *safetensors.Checkpoint, dir st
 	switch w.Storage {
 	case "fp4_g32_ue8m0", "fp8_b32_ue8m0", "fp8_g32_ue8m0":
 		return packedWeight(t, w, ck, dir) // v41_weights.go
+	case "fp8_b128_ue8m0":
+		// kept packed when its scales are UE8M0 bytes; float scales are widened below
+		if infos, err := w.LocateStored(ck, dir); err == nil && (infos[1].DType == safetensors.F8_E8M0 || infos[1].DType == safetensors.U8) {
+			return packedWeight(t, w, ck, dir)
+		}
 	}
 	info, err := w.Locate(ck, dir)
 	if err != nil {

@@ -128,7 +128,7 @@ func (s *Step) Scratch(i int) devptr { return s.scratch[i] }
 type Operand struct {
 	Ptr    devptr
 	Scales devptr // block formats' scales
-	Fmt    int64  // prelude.h's Weight.fmt: 0 f32 (and activations), 1 bf16, 2 fp8_b32, 3 fp8_g32, 4 fp4_g32
+	Fmt    int64  // prelude.h's Weight.fmt: 0 f32 (and activations), 1 bf16, 2 fp8_b32, 3 fp8_g32, 4 fp4_g32, 5 fp8_b128
 	Cols   int64  // the last dim
 	Shape  []int64
 }

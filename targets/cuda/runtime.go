@@ -319,6 +319,8 @@ func storageFmt(w *targets.Weight) (int64, error) {
 		return 3, nil
 	case w.Storage == "fp4_g32_ue8m0":
 		return 4, nil
+	case w.Storage == "fp8_b128_ue8m0":
+		return 5, nil
 	}
 	return 0, fmt.Errorf("weight %q: the cuda target does not hold storage %q", w.Name, w.Storage)
 }

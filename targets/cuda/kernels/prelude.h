@@ -76,16 +76,17 @@ DEV float e4m3_f32(unsigned char c) {
   return s ? -v : v;
 }
 DEV float e2m1_f32(unsigned char c) {
-  // 0, 0.5, 1, 1.5, 2, 3, 4, 6
-  const u32 tbl[8] = {0x00000000u, 0x3f000000u, 0x3f800000u, 0x3fc00000u,
-                      0x40000000u, 0x40400000u, 0x40800000u, 0x40c00000u};
-  float v = f32_bits(tbl[c & 7]);
+  // 0, 0.5, 1, 1.5, 2, 3, 4, 6: exponent field e = (c >> 1) & 3, mantissa bit m = c & 1;
+  // computed, not looked up (a table indexed at run time lives in local memory)
+  u32 e = (c >> 1) & 3, m = c & 1;
+  u32 bits = e ? ((e + 126) << 23) | (m << 22) : (m ? 0x3f000000u : 0u);
+  float v = f32_bits(bits);
   return (c & 8) ? -v : v;
 }
 
 // Weight is one weight operand as the binder passes it: its codes (or float32 values)
 // and, for the block formats, its scales. fmt: 0 f32, 1 bf16, 2 fp8_b32, 3 fp8_g32,
-// 4 fp4_g32.
+// 4 fp4_g32, 5 fp8_b128 (FP8 e4m3 codes, a UE8M0 scale per 128×128 block).
 struct Weight {
   const void* p;
   const unsigned char* s;
@@ -107,6 +108,10 @@ DEV float wval(const Weight& w, i64 r, i64 c) {
     case 3: {
       i64 sc = (w.cols + 31) / 32;
       return e4m3_f32(((const unsigned char*)w.p)[i]) * ue8m0_f32(w.s[r * sc + c / 32]);
+    }
+    case 5: {
+      i64 sc = (w.cols + 127) / 128;
+      return e4m3_f32(((const unsigned char*)w.p)[i]) * ue8m0_f32(w.s[(r / 128) * sc + c / 128]);
     }
     default: {
       i64 sc = (w.cols + 31) / 32;

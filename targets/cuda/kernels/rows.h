@@ -128,12 +128,19 @@ DEVM void wblock64(const Weight& w, i64 r, i64 c0, float* wb) {
     }
     return;
   }
-  if ((w.fmt == 2 || w.fmt == 3) && (c0 & 31) == 0 && (((u64)(base + r * w.cols + c0)) & 7) == 0) {
+  if ((w.fmt == 2 || w.fmt == 3 || w.fmt == 5) && (c0 & 31) == 0 && (((u64)(base + r * w.cols + c0)) & 7) == 0) {
     // FP8 e4m3: 8 loads of 8 bytes, the scales of the two groups of 32 (per 32×32
-    // block for fp8_b32, per 32 of the row for fp8_g32)
+    // block for fp8_b32, per 32 of the row for fp8_g32, one per 128×128 block for
+    // fp8_b128)
     const u64* p8 = (const u64*)(base + r * w.cols + c0);
-    i64 sc = (w.cols + 31) / 32, srow = w.fmt == 2 ? (r / 32) * sc : r * sc;
-    float s0 = ue8m0_f32(w.s[srow + c0 / 32]), s1 = ue8m0_f32(w.s[srow + c0 / 32 + 1]);
+    float s0, s1;
+    if (w.fmt == 5) {
+      s0 = s1 = ue8m0_f32(w.s[(r / 128) * ((w.cols + 127) / 128) + c0 / 128]);
+    } else {
+      i64 sc = (w.cols + 31) / 32, srow = w.fmt == 2 ? (r / 32) * sc : r * sc;
+      s0 = ue8m0_f32(w.s[srow + c0 / 32]);
+      s1 = ue8m0_f32(w.s[srow + c0 / 32 + 1]);
+    }
     UNROLL for (int j = 0; j < 8; j++) {
       u64 q = p8[j];
       UNROLL for (int b = 0; b < 8; b++) wb[8 * j + b] = e4m3_f32((unsigned char)(q >> (8 * b))) * (j < 4 ? s0 : s1);
