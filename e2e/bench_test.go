@@ -54,5 +54,6 @@ func TestSynthCompileBench(t *testing.T) {
 	wantUserError(t, run(t, dir, "dic", "synth", "--model", abs(t, "../testdata/tiny-v41-dev2"), "--out", ck), "already holds a checkpoint")
 	wantUserError(t, run(t, dir, "dic", "synth", "--out", ck), "--model")
 	wantUserError(t, run(t, dir, "divm", "bench", "p.dip", "--model", ck, "--batch", "0"), "--batch")
+	wantUserError(t, run(t, dir, "divm", "bench", "p.dip", "--model", ck, "--numerics", "quick"), "--numerics")
 	wantUserError(t, run(t, dir, "divm", "bench", "p.dip", "--model", ck, "--context", "100000"), "positions")
 }

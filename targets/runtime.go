@@ -43,6 +43,26 @@ type Options struct {
 	// max_position_embeddings). A device runtime sizes every sequence's state for it,
 	// so a benchmark at a 32k context need not reserve the model's million positions.
 	MaxContext int
+	// Numerics is the arithmetic a device runtime uses: NumericsExact ("" or "exact",
+	// the cpu target's values bit for bit) or NumericsFast (products on the tensor
+	// cores, within a stated tolerance of the exact values; docs/cuda.md). The cpu
+	// target computes exactly whatever it is asked.
+	Numerics string
+}
+
+// The numerics modes (Options.Numerics).
+const (
+	NumericsExact = "exact"
+	NumericsFast  = "fast"
+)
+
+// CheckNumerics refuses an unknown numerics mode.
+func CheckNumerics(mode string) error {
+	switch mode {
+	case "", NumericsExact, NumericsFast:
+		return nil
+	}
+	return fmt.Errorf("numerics %q: want %q or %q", mode, NumericsExact, NumericsFast)
 }
 
 // Runtime is an opened plan.

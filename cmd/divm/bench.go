@@ -30,6 +30,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	copyMiB := fs.Int64("copy-mib", 2048, "buffer for the device-to-device copy bandwidth, MiB")
 	seed := fs.Uint64("seed", 1, "token seed")
 	out := fs.String("out", "", "write the full report as JSON")
+	numerics := fs.String("numerics", "exact", "a device runtime's numerics: exact (the cpu target's values bit for bit) or fast (tensor-core products, within a tolerance)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -44,6 +45,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	if cfg.Contexts, err = intList("--context", *contexts); err != nil {
 		return err
+	}
+	if err := targets.CheckNumerics(*numerics); err != nil {
+		return usageError{Err: fmt.Errorf("--numerics: %w", err)}
 	}
 	if *steps < 1 || *warmup < 0 || *profile < 0 || *chunk < 1 || *copyMiB < 1 {
 		return usageError{Err: fmt.Errorf("--steps, --chunk and --copy-mib must be positive, --warmup and --profile-steps not negative")}
@@ -73,7 +77,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(os.Stderr, "divm bench: weights read in %s\n", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	m, err := vm.Load(p, w, targets.Options{MaxTokens: max(*chunk, maxB), MaxContext: maxCtx + *warmup + *steps + *profile + 8})
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: max(*chunk, maxB), MaxContext: maxCtx + *warmup + *steps + *profile + 8, Numerics: *numerics})
 	if err != nil {
 		return err
 	}

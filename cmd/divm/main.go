@@ -117,9 +117,10 @@ func loadMachine(planPath, modelDir string) (*vm.Machine, error) {
 type serving struct {
 	invariant bool
 	spec      *vm.Speculation
+	numerics  string // targets.Options.Numerics, from DEEPINFER_NUMERICS
 }
 
-// servingConfig reads DEEPINFER_BATCH_INVARIANT and the speculation variables
+// servingConfig reads DEEPINFER_BATCH_INVARIANT, DEEPINFER_NUMERICS and the speculation variables
 // (vm.SpeculationFromEnv) over the plan's deploy spec (batch_invariant, speculative).
 // Speculation runs only on plans with a DSpark draft program.
 func servingConfig(p *plan.Plan, getenv func(string) string) (serving, error) {
@@ -145,6 +146,10 @@ func servingConfig(p *plan.Plan, getenv func(string) string) (serving, error) {
 		sc.invariant = false
 	default:
 		return sc, fmt.Errorf("DEEPINFER_BATCH_INVARIANT=%q: want 0 or 1", v)
+	}
+	sc.numerics = getenv("DEEPINFER_NUMERICS")
+	if err := targets.CheckNumerics(sc.numerics); err != nil {
+		return sc, fmt.Errorf("DEEPINFER_NUMERICS: %w", err)
 	}
 	env := func(k string) string {
 		if v := getenv(k); v != "" {
@@ -187,7 +192,7 @@ func openPlan(path, modelDir string, maxTokens int) (*plan.Plan, *vm.Machine, st
 		return nil, nil, "", sc, err
 	}
 	start := time.Now()
-	m, err := vm.Load(p, w, targets.Options{MaxTokens: maxTokens, Invariant: sc.invariant})
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: maxTokens, Invariant: sc.invariant, Numerics: sc.numerics})
 	if err != nil {
 		return nil, nil, "", sc, err
 	}

@@ -62,6 +62,9 @@ func (b *Bind) Plan() *plan.Plan { return b.rt.plan }
 // MaxPositions is the longest sequence the state must hold.
 func (b *Bind) MaxPositions() int64 { return b.rt.maxPos }
 
+// Fast reports the fast numerics mode (targets.Options.Numerics).
+func (b *Bind) Fast() bool { return b.rt.fast }
+
 // Weight is the manifest entry of weight operand j, or nil.
 func (b *Bind) Weight(j int) *plan.Weight { return b.weights[j] }
 

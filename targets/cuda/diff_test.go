@@ -39,6 +39,7 @@ type recorder struct {
 	iargs map[string][][]int32
 	ref   *recorder
 	step  int
+	force bool // feed every instruction the reference's inputs
 }
 
 func (r *recorder) hook(phase string, index int, in *plan.Instr, run func() error) error {
@@ -57,7 +58,7 @@ func (r *recorder) hook(phase string, index int, in *plan.Instr, run func() erro
 				}
 				r.args[k] = append(r.args[k], f)
 				r.iargs[k] = append(r.iargs[k], i)
-			case r.ref != nil && *force:
+			case r.ref != nil && r.force:
 				m := 0
 				for jj := 0; jj < j; jj++ {
 					if in.Args[jj].Kind == plan.OpSlot {
@@ -88,7 +89,28 @@ func (r *recorder) hook(phase string, index int, in *plan.Instr, run func() erro
 	return nil
 }
 
-func openPair(t *testing.T, model string) (*plan.Plan, targets.Runtime, targets.Runtime, *recorder, *recorder) {
+// checkConfig is one instruction check: the device runtime's numerics, the largest
+// relative error an instruction may show, and whether each instruction is fed the
+// cpu target's inputs.
+type checkConfig struct {
+	numerics string
+	tol      float64
+	force    bool
+}
+
+// flagConfig is the check the flags ask for.
+func flagConfig() checkConfig {
+	c := checkConfig{numerics: *numerics, tol: *tol, force: *force}
+	if c.tol < 0 {
+		c.tol = 0
+		if *device == "gpu" {
+			c.tol = 2e-6
+		}
+	}
+	return c
+}
+
+func openPair(t *testing.T, model string, cfg checkConfig) (*plan.Plan, targets.Runtime, targets.Runtime, *recorder, *recorder) {
 	t.Helper()
 	dir := model
 	if !strings.Contains(model, "/") {
@@ -104,7 +126,7 @@ func openPair(t *testing.T, model string) (*plan.Plan, targets.Runtime, targets.
 		t.Fatal(err)
 	}
 	ref := &recorder{vals: map[string][][]float32{}, ints: map[string][][]int32{}, args: map[string][][]float32{}, iargs: map[string][][]int32{}}
-	dev := &recorder{vals: map[string][][]float32{}, ints: map[string][][]int32{}, ref: ref}
+	dev := &recorder{vals: map[string][][]float32{}, ints: map[string][][]int32{}, ref: ref, force: cfg.force}
 	c, err := cpu.OpenAny(p, ws, targets.Options{Hook: ref.hook})
 	if err != nil {
 		t.Fatal(err)
@@ -117,24 +139,18 @@ func openPair(t *testing.T, model string) (*plan.Plan, targets.Runtime, targets.
 	var g *cuda.Runtime
 	switch *device {
 	case "gpu":
-		r, err := cuda.Open(p, ws, targets.Options{Hook: dev.hook, MaxTokens: 64})
+		r, err := cuda.Open(p, ws, targets.Options{Hook: dev.hook, MaxTokens: 64, Numerics: cfg.numerics})
 		if err != nil {
 			t.Fatal(err)
 		}
 		g = r.(*cuda.Runtime)
 	default:
-		g, err = cuda.OpenEmulated(p, ws, targets.Options{Hook: dev.hook, MaxTokens: 64}, 4<<30)
+		g, err = cuda.OpenEmulated(p, ws, targets.Options{Hook: dev.hook, MaxTokens: 64, Numerics: cfg.numerics}, 4<<30)
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	dev.get, dev.setArg = g.Result, g.SetArg
-	if *tol < 0 {
-		*tol = 0
-		if *device == "gpu" {
-			*tol = 2e-6
-		}
-	}
 	t.Logf("%s on %s: %+v", model, *device, g.Info())
 	return p, c, g, ref, dev
 }
@@ -160,7 +176,33 @@ func relErr(a, b []float32) float64 {
 // has one.
 func TestInstructionsMatchCPU(t *testing.T) {
 	for _, model := range fixtures {
-		t.Run(model, func(t *testing.T) { checkInstructions(t, model) })
+		t.Run(model, func(t *testing.T) { checkInstructions(t, model, flagConfig()) })
+	}
+}
+
+// TestFastInstructionsNearCPU: the fast numerics mode against the cpu target, every
+// instruction fed the cpu's inputs (so each product is checked alone) and free-running,
+// on the fixtures and on a V4 model in V4-Flash's storage formats (FP8 128-blocks, FP4
+// experts, bf16 head). The bounds are twice the worst errors the emulated device shows
+// (1.1e-5 fed, 3.1e-5 free-running; docs/cuda.md).
+func TestFastInstructionsNearCPU(t *testing.T) {
+	models := append([]string{}, fixtures...)
+	models = append(models, quantizedV4(t))
+	for _, model := range models {
+		for _, fed := range []bool{true, false} {
+			cfg := checkConfig{numerics: targets.NumericsFast, tol: 6e-5, force: fed}
+			name := "free-running"
+			if fed {
+				cfg.tol, name = 2e-5, "fed"
+			}
+			t.Run(filepath.Base(model)+"/"+name, func(t *testing.T) {
+				// the fast products round differently: an error of exactly 0 would mean
+				// they did not run
+				if worst := checkInstructions(t, model, cfg); worst == 0 {
+					t.Fatal("every instruction equal to the cpu target's: the fast products did not run")
+				}
+			})
+		}
 	}
 }
 
@@ -168,6 +210,12 @@ func TestInstructionsMatchCPU(t *testing.T) {
 // storage formats (FP8 128×128 blocks, FP4 experts, bf16 embeddings, head and norms):
 // tiny-v4-dev's config with V4-Flash's quantization_config, random weights (dic synth).
 func TestInstructionsMatchCPUQuantizedV4(t *testing.T) {
+	checkInstructions(t, quantizedV4(t), flagConfig())
+}
+
+// quantizedV4 writes tiny-v4-dev's config with V4-Flash's quantization_config and
+// random weights (dic synth) to a temporary directory.
+func quantizedV4(t *testing.T) string {
 	cfg, err := os.ReadFile("../../testdata/tiny-v4-dev/config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -187,15 +235,15 @@ func TestInstructionsMatchCPUQuantizedV4(t *testing.T) {
 	if _, err := synth.Write(src, dir, synth.Options{Seed: 9}); err != nil {
 		t.Fatal(err)
 	}
-	checkInstructions(t, dir)
+	return dir
 }
 
 // checkInstructions runs one model (a fixture name, or a model directory) on the cpu
 // target and the device, instruction by instruction.
-func checkInstructions(t *testing.T, model string) {
+func checkInstructions(t *testing.T, model string, cfg checkConfig) (worst float64) {
 	{
 		{
-			p, ref, dev, rr, dr := openPair(t, model)
+			p, ref, dev, rr, dr := openPair(t, model, cfg)
 			defer ref.Close()
 			defer dev.Close()
 			V := p.Model.Vocab
@@ -221,7 +269,6 @@ func checkInstructions(t *testing.T, model string) {
 			pos := make([]int, len(prompts))
 			next := make([][]int32, len(prompts))
 			copy(next, prompts)
-			worst := 0.0
 			var refTokens []int32
 			failed := map[string]bool{}
 			run := func(step int, phase string) []int32 {
@@ -289,12 +336,12 @@ func checkInstructions(t *testing.T, model string) {
 							continue
 						}
 						worst = max(worst, e)
-						if e > *tol && *keepGoing {
+						if e > cfg.tol && *keepGoing {
 							if !failed[pr.Instrs[idx].Op] {
 								t.Errorf("step %d %s instr %d (%s, %s) result %d: relative error %.3g", step, phase, idx, pr.Instrs[idx].Op, pr.Instrs[idx].Kernel, j, e)
 							}
 							failed[pr.Instrs[idx].Op] = true
-						} else if e > *tol {
+						} else if e > cfg.tol {
 							t.Fatalf("step %d %s instr %d (%s, %s) result %d: relative error %.3g", step, phase, idx, pr.Instrs[idx].Op, pr.Instrs[idx].Kernel, j, e)
 						}
 					}
@@ -317,9 +364,10 @@ func checkInstructions(t *testing.T, model string) {
 				}
 				run(4, plan.PhaseDraft)
 			}
-			t.Logf("%s: every instruction within %.3g of the cpu target (worst %.3g)", model, *tol, worst)
+			t.Logf("%s (%s numerics): every instruction within %.3g of the cpu target (worst %.3g)", model, cfg.numerics, cfg.tol, worst)
 		}
 	}
+	return worst
 }
 
 var (
@@ -327,6 +375,7 @@ var (
 	keepGoing = flag.Bool("keepgoing", false, "report the first failure of every op instead of stopping at the first")
 	only      = flag.String("ops", "", "check only these ops (comma-separated)")
 	force     = flag.Bool("force", false, "feed every device instruction the cpu target's inputs, so that each is checked alone")
+	numerics  = flag.String("numerics", "exact", "the device runtime's numerics: exact or fast")
 )
 
 func TestMain(m *testing.M) {

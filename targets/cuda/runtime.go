@@ -42,6 +42,7 @@ type Runtime struct {
 	params     paramBufs
 	seqTab     devptr
 	invariant  bool // batch-invariant mode (targets.Options.Invariant)
+	fast       bool // the fast numerics mode (targets.Options.Numerics)
 	errFlag    devptr
 	scratch    devptr
 
@@ -168,7 +169,11 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	if len(ws) != len(p.Weights) {
 		return nil, fmt.Errorf("%d weights for a manifest of %d", len(ws), len(p.Weights))
 	}
-	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant}
+	if err := targets.CheckNumerics(o.Numerics); err != nil {
+		return nil, err
+	}
+	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant,
+		fast: o.Numerics == targets.NumericsFast}
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -533,8 +538,12 @@ func (rt *Runtime) Describe() string {
 	if i.Compile.Cached {
 		k = fmt.Sprintf("kernels loaded from the kernel cache in %s (nothing compiled)", i.Compile.Took.Round(time.Microsecond))
 	}
-	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence",
-		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes))
+	num := "exact numerics (the cpu target's values)"
+	if rt.fast {
+		num = "fast numerics (tensor-core products)"
+	}
+	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s",
+		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num)
 }
 
 func human(n int64) string {

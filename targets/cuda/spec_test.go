@@ -119,11 +119,20 @@ func TestDeviceSpeculation(t *testing.T) {
 
 // TestDeviceBatchInvariance: in batch-invariant mode on the device, every request's
 // tokens and logits are the same alone and in a batch with chunked prefill (7-token
-// steps), with and without speculation.
+// steps), with and without speculation, in both numerics modes (the fast mode's
+// products slice the reduction by the weight's shape alone).
 func TestDeviceBatchInvariance(t *testing.T) {
 	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev2"} {
-		t.Run(model, func(t *testing.T) {
-			m := loadDevice(t, model, targets.Options{MaxTokens: 256, Invariant: true})
+		for _, mode := range []string{targets.NumericsExact, targets.NumericsFast} {
+			t.Run(model+"/"+mode, func(t *testing.T) { checkDeviceInvariance(t, model, mode) })
+		}
+	}
+}
+
+func checkDeviceInvariance(t *testing.T, model, mode string) {
+	{
+		{
+			m := loadDevice(t, model, targets.Options{MaxTokens: 256, Invariant: true, Numerics: mode})
 			reqs := devRequests(t, model, 6, 6)
 			alone := make([]vm.Result, len(reqs))
 			for i, r := range reqs {
@@ -139,6 +148,6 @@ func TestDeviceBatchInvariance(t *testing.T) {
 			for i, e := range schedules {
 				vmtest.SameResults(t, fmt.Sprintf("schedule %d", i), vmtest.RunAll(t, e, reqs), alone)
 			}
-		})
+		}
 	}
 }

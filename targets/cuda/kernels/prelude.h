@@ -30,6 +30,9 @@ DEV float f32_bits(u32 u) { float f; memcpy(&f, &u, 4); return f; }
 DEV u32 bits_f32(float f) { u32 u; memcpy(&u, &f, 4); return u; }
 DEV double f64_bits(u64 u) { double f; memcpy(&f, &u, 8); return f; }
 DEV u64 bits_f64(double f) { u64 u; memcpy(&u, &f, 8); return u; }
+// the device's 16-byte vector types (aligned loads of four values)
+struct alignas(16) uint4 { u32 x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
 #else
 #define DEV static __device__ __forceinline__
 #define KERNEL(name, Args)                                                    \
