@@ -6,14 +6,16 @@
 #   scripts/gpu-bench.sh run     on the GPU machine, from the repository root (unpack
 #                                build/bench.tgz into build/ first): the instruction check
 #                                of the three fixtures on the GPU (SKIP_CHECK=1 skips it),
-#                                then for each
-#                                model, `dic synth` writes the chosen full-width layers
-#                                (random weights in the real formats), `dic compile
-#                                --target h200` plans them, and `divm bench` times decode
-#                                steps over the batch × context grid next to the device's
-#                                copy bandwidth; the synthetic checkpoint is deleted after.
+#                                then for each model, `dic synth` writes the chosen
+#                                full-width layers (random weights in the real formats),
+#                                `dic compile --target h200` plans them, and `divm bench`
+#                                times decode steps over the batch × context grid next to
+#                                the device's copy bandwidth, once per numerics mode; the
+#                                synthetic checkpoint is deleted after.
 #
-# Environment (run): MODELS (default "v4 v41"), LAYERS_V4 (2-5), LAYERS_V41 (20-23),
+# Environment (run): MODELS (default "v4 v41"), NUMERICS (default "exact fast"), CHECK_RUN
+# (the instruction check's -test.run pattern, default every exact and fast check),
+# LAYERS_V4 (2-5), LAYERS_V41 (20-23),
 # BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
 # BENCH_TIMEOUT (seconds per model, default 420), PEER=1 to time transformers' DeepSeek-V4
@@ -41,7 +43,7 @@ run() {
 	if [ -z "${SKIP_CHECK:-}" ]; then
 		# the kernels first: every instruction of the three fixtures against the cpu target
 		echo "==== instruction check on the GPU"
-		(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run 'TestInstructionsMatchCPU' -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
+		(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "${CHECK_RUN:-TestInstructionsMatchCPU|TestFastInstructionsNearCPU}" -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
 	fi
 	local m cfg layers ctx
 	for m in ${MODELS:-v4 v41}; do
@@ -55,10 +57,14 @@ run() {
 		echo "==== $m: dic synth --layers $layers"
 		"$bin/dic" synth --model "$cfg" --layers "$layers" --out "$ck" 2>&1 | tee "$out/$m.synth.txt" | grep -v "^\s" 
 		"$bin/dic" compile --model "$ck" --target h200 -o "$ck.dip" | tee "$out/$m.compile.txt"
-		echo "==== $m: divm bench"
-		timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
-			--context "$ctx" --steps "${STEPS:-10}" --out "$out/$m.bench.json" 2>&1 | tee "$out/$m.bench.txt"
-		echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.bench.txt"
+		local num
+		for num in ${NUMERICS:-exact fast}; do
+			echo "==== $m: divm bench --numerics $num"
+			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+				--context "$ctx" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
+				--numerics "$num" --out "$out/$m.$num.bench.json" 2>&1 | tee "$out/$m.$num.bench.txt"
+			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.$num.bench.txt"
+		done
 		rm -rf "$ck"
 	done
 	if [ -n "${PTXAS:-}" ]; then
@@ -88,8 +94,10 @@ PY
 	fi
 	echo "==== summary"
 	for m in ${MODELS:-v4 v41}; do
-		echo "--- $m"
-		sed -n '/^copy bandwidth/,$p' "$out/$m.bench.txt" 2>/dev/null | grep -v "^stepbench" | head -60
+		for num in ${NUMERICS:-exact fast}; do
+			echo "--- $m, $num numerics"
+			sed -n '/^copy bandwidth/,$p' "$out/$m.$num.bench.txt" 2>/dev/null | grep -v "^stepbench" | head -60
+		done
 	done
 	grep -h "peer summary" "$out/peer.txt" 2>/dev/null
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null

@@ -1,9 +1,9 @@
 package cuda
 
-// The fast numerics mode's products (kernels/fast.cu): tensor-core tiles over bf16
+// The fast numerics mode's products (kernels/tensorcore.cu): tensor-core tiles over bf16
 // halves of the activations, checked against the exact kernels with a tolerance.
 
-// fastTile is fast.cu's warp tile: 16 weight rows × fastRows activation rows.
+// fastTile is tensorcore.cu's warp tile: 16 weight rows × fastRows activation rows.
 const (
 	fastTileN = 16
 	fastRows  = 32 // 8 · FAST_MT
@@ -110,4 +110,120 @@ func fastProduct(b *Bind, g fastGemm) {
 			return rowsOf(s) * g.N
 		})
 	}
+}
+
+// fastExpertShape is a routed-experts instruction's shape: E experts of w1, w3 [I, D]
+// and w2 [D, I], k slots a token.
+type fastExpertShape struct {
+	E, D, I, k, v41 int64
+	limit           float64
+}
+
+// fastExpertSlices is the reduction's slice count for the experts' products (shapes
+// only): a reduction of K values in slices of at least 512.
+func fastExpertSlices(K int64) (S, ks int64) {
+	kp := (K + 63) / 64 * 64
+	S = min(4, max(1, kp/512))
+	ks = (kp/S + 63) / 64 * 64
+	return (kp + ks - 1) / ks, ks
+}
+
+// fastExperts adds the fast mode's expert launches to bindMoEExperts' (which lists the
+// experts' slots and sums a token's slots afterwards): x (or its MXFP8 values) split
+// into halves, the w1/w3 tiles, the SwiGLU into hid; then (after the caller's V4.1
+// quantization of hid) hid split into halves, the w2 tiles, their sum into y.
+type fastExperts struct {
+	b                              *Bind
+	sh                             fastExpertShape
+	x                              func(*Step) devptr
+	tab, counts, off, list, hid, y int
+	xs, hs, part                   int
+	Su, ksu, Sd, ksd, dp, ip       int64
+}
+
+func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, counts, off, list, hid, y int) *fastExperts {
+	f := &fastExperts{b: b, sh: sh, x: x, tab: tab, counts: counts, off: off, list: list, hid: hid, y: y}
+	f.Su, f.ksu = fastExpertSlices(sh.D)
+	f.Sd, f.ksd = fastExpertSlices(sh.I)
+	f.dp, f.ip = (sh.D+63)/64*64, (sh.I+63)/64*64
+	f.xs = b.Scratch(4*f.dp, 0)
+	f.hs = b.Scratch(4*sh.k*f.ip, 0)
+	f.part = b.Scratch(4*sh.k*max(2*f.Su*sh.I, f.Sd*sh.D), 0)
+	return f
+}
+
+// split adds a fast_split of rows(s) rows of width K (row stride K) from src into the
+// halves at scratch xs, Kp values a row.
+func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs int, K, Kp int64) {
+	f.b.Launch("fast_split", func(s *Step, a *ArgBuf) int64 {
+		M := rows(s)
+		a.P(src(s))
+		a.P(0)
+		a.P(s.Scratch(xs))
+		a.P(s.Scratch(xs) + devptr(M*2*Kp))
+		a.I(M)
+		a.I(K)
+		a.I(Kp)
+		a.I(K)
+		a.I(M)
+		a.P(s.Err)
+		return M * Kp / 2
+	})
+}
+
+// args fills FastMoEArgs: activations' halves at xs (rows(s) rows of Kp), output
+// rows of N, reduction K in S slices of ks, which 0 (w1/w3) or 1 (w2).
+func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks, which int64, out devptr) {
+	sh := f.sh
+	a.P(s.Scratch(xs))
+	a.P(s.Scratch(xs) + devptr(xrows*2*Kp))
+	a.P(s.Scratch(f.tab))
+	a.P(s.Scratch(f.counts))
+	a.P(s.Scratch(f.off))
+	a.P(s.Scratch(f.list))
+	a.P(s.Arg(2).Ptr)
+	a.P(s.Arg(1).Ptr)
+	a.P(s.Scratch(f.part))
+	a.P(out)
+	a.I(s.Arg(2).Elems())
+	a.I(sh.k)
+	a.I(sh.E)
+	a.I(N)
+	a.I(K)
+	a.I(Kp)
+	a.I(S)
+	a.I(ks)
+	a.I(which)
+	a.I(sh.v41)
+	a.F(sh.limit)
+}
+
+// up: x's halves, the w1/w3 tiles and the SwiGLU into hid.
+func (f *fastExperts) up() {
+	sh := f.sh
+	tokens := func(s *Step) int64 { return s.Arg(0).Rows() }
+	f.split(f.x, tokens, f.xs, sh.D, f.dp)
+	f.b.Launch("fast_moe_tiles", func(s *Step, a *ArgBuf) int64 {
+		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0, 0)
+		return sh.E * ((sh.I + fastTileN - 1) / fastTileN) * f.Su * 32
+	})
+	f.b.Launch("fast_moe_act", func(s *Step, a *ArgBuf) int64 {
+		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0, s.Scratch(f.hid))
+		return s.Arg(2).Elems() * sh.I
+	})
+}
+
+// down: hid's halves, the w2 tiles and their sum into y.
+func (f *fastExperts) down() {
+	sh := f.sh
+	slots := func(s *Step) int64 { return s.Arg(2).Elems() }
+	f.split(func(s *Step) devptr { return s.Scratch(f.hid) }, slots, f.hs, sh.I, f.ip)
+	f.b.Launch("fast_moe_tiles", func(s *Step, a *ArgBuf) int64 {
+		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 1, 0)
+		return sh.E * ((sh.D + fastTileN - 1) / fastTileN) * f.Sd * 32
+	})
+	f.b.Launch("fast_moe_dsum", func(s *Step, a *ArgBuf) int64 {
+		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 1, s.Scratch(f.y))
+		return slots(s) * sh.D
+	})
 }

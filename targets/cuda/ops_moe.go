@@ -157,11 +157,15 @@ func bindMoEExperts(b *Bind) error {
 	off := b.Scratch(0, E*8)
 	list := b.Scratch(k*4, 0)
 	y := b.Scratch(k*D*4, 0)
-	// the split path's block partials (at most splitRows tokens)
+	// the split path's block partials (at most splitRows tokens; exact mode)
+	fast := b.Fast()
 	nbD, nbI := (D+63)/64, (I+63)/64
-	part1 := b.Scratch(0, splitRows*k*max(I*nbD, D*nbI)*4)
-	part3 := b.Scratch(0, splitRows*k*I*nbD*4)
-	split := func(s *Step) bool { return s.Arg(0).Rows() <= splitRows }
+	part1, part3 := -1, -1
+	if !fast {
+		part1 = b.Scratch(0, splitRows*k*max(I*nbD, D*nbI)*4)
+		part3 = b.Scratch(0, splitRows*k*I*nbD*4)
+	}
+	split := func(s *Step) bool { return !fast && s.Arg(0).Rows() <= splitRows }
 	splitArgs := func(s *Step, a *ArgBuf) {
 		if v41 == 1 {
 			a.P(s.Scratch(xq))
@@ -247,8 +251,19 @@ func bindMoEExperts(b *Bind) error {
 	mxfp8(func(s *Step) devptr { return s.Arg(0).Ptr }, xq, func(s *Step) int64 { return s.Arg(0).Rows() }, D)
 	splitLaunch("moe_hpart", func(n int64) int64 { return n * I * nbD })
 	splitLaunch("moe_hsum", func(n int64) int64 { return n * I })
+	var ft *fastExperts
+	if fast {
+		ft = newFastExperts(b, fastExpertShape{E: E, D: D, I: I, k: k, v41: v41, limit: limit},
+			func(s *Step) devptr {
+				if v41 == 1 {
+					return s.Scratch(xq)
+				}
+				return s.Arg(0).Ptr
+			}, tab, counts, off, list, hid, y)
+		ft.up()
+	}
 	b.Launch("moe_hidden", func(s *Step, a *ArgBuf) int64 {
-		if split(s) {
+		if fast || split(s) {
 			return 0
 		}
 		if v41 == 1 {
@@ -271,10 +286,13 @@ func bindMoEExperts(b *Bind) error {
 		return E * I
 	})
 	mxfp8(func(s *Step) devptr { return s.Scratch(hid) }, hid, func(s *Step) int64 { return s.Arg(2).Elems() }, I)
+	if fast {
+		ft.down()
+	}
 	splitLaunch("moe_ppart", func(n int64) int64 { return n * D * nbI })
 	splitLaunch("moe_psum", func(n int64) int64 { return n * D })
 	b.Launch("moe_proj", func(s *Step, a *ArgBuf) int64 {
-		if split(s) {
+		if fast || split(s) {
 			return 0
 		}
 		a.P(s.Scratch(hid))

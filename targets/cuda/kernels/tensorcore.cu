@@ -1,0 +1,358 @@
+// tensorcore.cu: products of the fast numerics mode (targets.Options.Numerics "fast") on the
+// tensor cores. They do not reproduce the cpu target's float32 order; they are checked
+// against it with a tolerance (docs/cuda.md, "Numerics modes").
+//
+// y = x·wᵀ as bf16 products with float32 accumulation (mma.sync m16n8k16), nearly
+// float32-accurate: x is split into two bf16 halves, hi = bf16(x) and lo = bf16(x − hi),
+// so x = hi + lo to about 2^-16 of |x|; every weight format but float32 is exact in bf16
+// once its UE8M0 scale is folded in (FP8 e4m3 and FP4 e2m1 codes times a power of two),
+// and a float32 weight is split the same way. A product is hi·w + lo·w (and hi·w_lo for
+// float32 weights), each exact in float32, summed by the tensor core.
+//
+// The work is split in warp tiles: 16 weight rows × 32 activation rows (four mma tiles of
+// 8) × a slice of the reduction (S slices, chosen from N and K only, so a row's value
+// does not depend on the batch). With S > 1 the slices' sums go to a scratch and
+// fast_sum adds them in slice order.
+//
+// Conventions differ from the other kernels in one way: a work item is a lane of a
+// warp tile (32 work items a tile, and 32 divides the launch block), because an mma is
+// a warp's instruction. The emulated device runs a tile when it meets its lane 0, with
+// the same bf16 operands, summing each mma's 16 products in k order in float32.
+
+#define FAST_MT 4  // mma tiles of 8 activation rows a warp tile holds
+
+// fast_rn packs two floats as bf16 (round to nearest even), lo in the low half.
+#ifdef DI_EMULATE
+DEV u32 fast_rn(float lo, float hi) {
+  return (bits_f32(q_bf16(lo)) >> 16) | (bits_f32(q_bf16(hi)) & 0xffff0000u);
+}
+#else
+DEV u32 fast_rn(float lo, float hi) {
+  u32 d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+#endif
+DEV float fast_lo(u32 p) { return f32_bits(p << 16); }
+DEV float fast_hi(u32 p) { return f32_bits(p & 0xffff0000u); }
+
+// fast_split16 splits 16 floats into bf16 pairs hi[8] and residual pairs lo[8].
+DEVM void fast_split16(const float* v, u32* hi, u32* lo) {
+  UNROLL for (int j = 0; j < 8; j++) {
+    u32 h = fast_rn(v[2 * j], v[2 * j + 1]);
+    hi[j] = h;
+    lo[j] = fast_rn(v[2 * j] - fast_lo(h), v[2 * j + 1] - fast_hi(h));
+  }
+}
+
+// fast_wload widens weight row r, values [k, k+16) (k a multiple of 16), into 8 bf16
+// pairs hi (exact for every format but float32) and, for float32 weights, the residual
+// pairs lo. Values at or past K, and rows at or past N, are 0.
+DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* lo) {
+  UNROLL for (int j = 0; j < 8; j++) hi[j] = lo[j] = 0;
+  if (r >= N || k >= K) return;
+  float v[16];
+  const unsigned char* base = (const unsigned char*)w.p;
+  bool full = k + 16 <= K && (w.cols & 15) == 0;
+  if (full && w.fmt == 1) {
+    const uint4* p = (const uint4*)(base + 2 * (r * w.cols + k));
+    uint4 a = p[0], b = p[1];
+    hi[0] = a.x, hi[1] = a.y, hi[2] = a.z, hi[3] = a.w;
+    hi[4] = b.x, hi[5] = b.y, hi[6] = b.z, hi[7] = b.w;
+    return;
+  }
+  if (full && w.fmt == 0) {
+    const float4* p = (const float4*)((const float*)w.p + r * w.cols + k);
+    UNROLL for (int j = 0; j < 4; j++) {
+      float4 q = p[j];
+      v[4 * j] = q.x, v[4 * j + 1] = q.y, v[4 * j + 2] = q.z, v[4 * j + 3] = q.w;
+    }
+    fast_split16(v, hi, lo);
+    return;
+  }
+  if (full && (w.fmt == 2 || w.fmt == 3 || w.fmt == 5)) {
+    uint4 q = *(const uint4*)(base + r * w.cols + k);
+    float s;
+    if (w.fmt == 5) {
+      s = ue8m0_f32(w.s[(r / 128) * ((w.cols + 127) / 128) + k / 128]);
+    } else {
+      i64 sc = (w.cols + 31) / 32;
+      s = ue8m0_f32(w.s[(w.fmt == 2 ? (r / 32) * sc : r * sc) + k / 32]);
+    }
+    u32 word[4] = {q.x, q.y, q.z, q.w};
+    UNROLL for (int j = 0; j < 16; j++) v[j] = e4m3_f32((unsigned char)(word[j >> 2] >> (8 * (j & 3)))) * s;
+    UNROLL for (int j = 0; j < 8; j++) hi[j] = fast_rn(v[2 * j], v[2 * j + 1]);
+    return;
+  }
+  if (full && w.fmt == 4) {
+    u64 q = *(const u64*)(base + (r * w.cols + k) / 2);
+    float s = ue8m0_f32(w.s[r * ((w.cols + 31) / 32) + k / 32]);
+    UNROLL for (int j = 0; j < 8; j++) {
+      unsigned char byte = (unsigned char)(q >> (8 * j));
+      hi[j] = fast_rn(e2m1_f32(byte & 15) * s, e2m1_f32(byte >> 4) * s);
+    }
+    return;
+  }
+  UNROLL for (int j = 0; j < 16; j++) v[j] = k + j < K ? wval(w, r, k + j) : 0.0f;
+  if (w.fmt == 0) {
+    fast_split16(v, hi, lo);
+  } else {
+    UNROLL for (int j = 0; j < 8; j++) hi[j] = fast_rn(v[2 * j], v[2 * j + 1]);
+  }
+}
+
+#ifndef DI_EMULATE
+// fast_mma: c += a·b, one m16n8k16 bf16 product with float32 accumulation.
+DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
+
+// fast_split: xh, xl = the bf16 halves of x's rows (rows[m] when a list is given,
+// checked against arows), Kp = K rounded up to 64 values a row, zero past K. One work
+// item a pair of values.
+struct FastSplitArgs { const float* x; const int* rows; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 ldx; i64 arows; i64* err; };
+KERNEL(fast_split, FastSplitArgs) {
+  i64 P = a.Kp / 2;
+  for (i64 i = GIDX; i < a.M * P; i += GSTRIDE) {
+    i64 m = i / P, k = 2 * (i % P);
+    i64 r = m;
+    if (a.rows) {
+      r = a.rows[m];
+      if (r < 0 || r >= a.arows) { *a.err = 2; continue; }
+    }
+    const float* xr = a.x + r * a.ldx;
+    float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 1 < a.K ? xr[k + 1] : 0.0f;
+    u32 h = fast_rn(v0, v1);
+    a.xh[i] = h;
+    a.xl[i] = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
+  }
+}
+
+// fast_tile: one warp tile, y[n, c] = Σ_{k in [kb, ke)} w[n, k]·x[rows(c), k] for the 16
+// weight rows n0.. (n < N) and the 8·FAST_MT activation rows c whose rows(c) ≥ 0 (the
+// rows of a tile are a prefix: rows(8j) < 0 ends it), from the bf16 halves xh, xl (P
+// pairs a row); store(n, c, v) receives every value. A lane (g = lane/4, t = lane%4)
+// loads 16 consecutive values [k0+16t, k0+16t+16) of weight rows n0+g and n0+g+8 and of
+// activation rows 8j+g, and feeds them to four mmas: mma q takes the lane's values
+// 4q..4q+3 as its k pairs (2t, 2t+1) and (2t+8, 2t+9). The reduction is permuted, the
+// same way for both operands, so that a lane's loads are contiguous.
+template <class Rows, class Store>
+DEVM void fast_tile(const Weight& w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P,
+                    Rows rows, int lane, Store store) {
+#ifdef DI_EMULATE
+  if (lane != 0) return;
+  float acc[16][8 * FAST_MT];
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 8 * FAST_MT; c++) acc[r][c] = 0;
+  for (i64 k0 = kb; k0 < ke; k0 += 64) {
+    // the bf16 values as the lanes hold them
+    float wh[16][64], wl[16][64];
+    for (int r = 0; r < 16; r++)
+      for (int t = 0; t < 4; t++) {
+        u32 hi[8], lo[8];
+        fast_wload(w, n0 + r, k0 + 16 * t, N, K, hi, lo);
+        for (int j = 0; j < 8; j++) {
+          wh[r][16 * t + 2 * j] = fast_lo(hi[j]), wh[r][16 * t + 2 * j + 1] = fast_hi(hi[j]);
+          wl[r][16 * t + 2 * j] = fast_lo(lo[j]), wl[r][16 * t + 2 * j + 1] = fast_hi(lo[j]);
+        }
+      }
+    for (int c = 0; c < 8 * FAST_MT; c++) {
+      i64 m = rows(c);
+      if (m < 0) continue;
+      float x_h[64], x_l[64];
+      for (int j = 0; j < 32; j++) {
+        u32 h = xh[m * P + k0 / 2 + j], l = xl[m * P + k0 / 2 + j];
+        x_h[2 * j] = fast_lo(h), x_h[2 * j + 1] = fast_hi(h);
+        x_l[2 * j] = fast_lo(l), x_l[2 * j + 1] = fast_hi(l);
+      }
+      for (int r = 0; r < 16; r++)
+        for (int q = 0; q < 4; q++) {
+          // mma q's 16 k: lane t's values 4q..4q+3 for t = 0..3
+          float d0 = 0, d1 = 0, d2 = 0;
+          for (int t = 0; t < 4; t++)
+            for (int u = 0; u < 4; u++) {
+              int k = 16 * t + 4 * q + u;
+              d0 += wh[r][k] * x_h[k];
+              d1 += wh[r][k] * x_l[k];
+              d2 += wl[r][k] * x_h[k];
+            }
+          acc[r][c] += d0;
+          acc[r][c] += d1;
+          if (w.fmt == 0) acc[r][c] += d2;
+        }
+    }
+  }
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 8 * FAST_MT; c++)
+      if (n0 + r < N && rows(c) >= 0) store(n0 + r, c, acc[r][c]);
+#else
+  int g = lane >> 2, t = lane & 3;
+  float acc[FAST_MT][4];
+  i64 mrow[FAST_MT];
+  UNROLL for (int j = 0; j < FAST_MT; j++) {
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+    mrow[j] = rows(8 * j + g);
+  }
+  bool f32w = w.fmt == 0;
+  for (i64 k0 = kb; k0 < ke; k0 += 64) {
+    i64 k = k0 + 16 * t;
+    u32 ah0[8], al0[8], ah1[8], al1[8];
+    fast_wload(w, n0 + g, k, N, K, ah0, al0);
+    fast_wload(w, n0 + g + 8, k, N, K, ah1, al1);
+    UNROLL for (int j = 0; j < FAST_MT; j++) {
+      if (rows(8 * j) < 0) break;  // the same for every lane of the warp
+      i64 m = mrow[j];
+      u32 bh[8], bl[8];
+      if (m >= 0) {
+        const uint4* ph = (const uint4*)(xh + m * P + k / 2);
+        const uint4* pl = (const uint4*)(xl + m * P + k / 2);
+        uint4 h0 = ph[0], h1 = ph[1], l0 = pl[0], l1 = pl[1];
+        bh[0] = h0.x, bh[1] = h0.y, bh[2] = h0.z, bh[3] = h0.w, bh[4] = h1.x, bh[5] = h1.y, bh[6] = h1.z, bh[7] = h1.w;
+        bl[0] = l0.x, bl[1] = l0.y, bl[2] = l0.z, bl[3] = l0.w, bl[4] = l1.x, bl[5] = l1.y, bl[6] = l1.z, bl[7] = l1.w;
+      } else {
+        UNROLL for (int q = 0; q < 8; q++) bh[q] = bl[q] = 0;
+      }
+      UNROLL for (int q = 0; q < 4; q++) {
+        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
+        if (f32w) fast_mma(acc[j], al0[2 * q], al1[2 * q], al0[2 * q + 1], al1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+      }
+    }
+  }
+  // c0, c1: weight row g, activation rows 2t, 2t+1; c2, c3: weight row g+8
+  UNROLL for (int j = 0; j < FAST_MT; j++) {
+    UNROLL for (int e = 0; e < 4; e++) {
+      i64 n = n0 + g + (e >= 2 ? 8 : 0);
+      int c = 8 * j + 2 * t + (e & 1);
+      if (n < N && rows(c) >= 0) store(n, c, acc[j][e]);
+    }
+  }
+#endif
+}
+
+// fast_gemm: y = x·wᵀ, one warp tile (16 weight rows, 8·FAST_MT rows of x, a slice of
+// the reduction) every 32 work items; with S > 1 slices to part (fast_sum adds them).
+struct FastGemmArgs {
+  const u32* xh; const u32* xl; Weight w; float* y; float* part;
+  i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16;
+};
+struct FastGemmRows {
+  i64 m0, M;
+  DEVM i64 operator()(int c) const { return m0 + c < M ? m0 + c : -1; }
+};
+struct FastGemmStore {
+  const FastGemmArgs* a;
+  i64 m0, s;
+  DEVM void operator()(i64 n, int c, float v) const {
+    i64 m = m0 + c;
+    if (a->S > 1) a->part[(s * a->M + m) * a->N + n] = v;
+    else a->y[m * a->ldy + n] = a->out_bf16 ? q_bf16(v) : v;
+  }
+};
+KERNEL(fast_gemm, FastGemmArgs) {
+  i64 ntiles = (a.N + 15) / 16;
+  i64 items = ntiles * a.S * a.mtiles * 32;
+  for (i64 i = GIDX; i < items; i += GSTRIDE) {
+    i64 tile = i >> 5;
+    i64 mt = tile % a.mtiles, s = (tile / a.mtiles) % a.S, nt = tile / (a.mtiles * a.S);
+    i64 m0 = mt * 8 * FAST_MT, kb = s * a.ks;
+    FastGemmRows rows = {m0, a.M};
+    FastGemmStore store = {&a, m0, s};
+    fast_tile(a.w, nt * 16, a.N, a.K, kb, imin(a.Kp, kb + a.ks), a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+  }
+}
+
+// fast_sum: y = the S slices' sums, added in slice order.
+KERNEL(fast_sum, FastGemmArgs) {
+  for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {
+    i64 m = i / a.N, n = i % a.N;
+    float v = 0;
+    for (i64 s = 0; s < a.S; s++) v += a.part[(s * a.M + m) * a.N + n];
+    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
+  }
+}
+
+// The routed experts in the fast mode: moe_count and moe_group list each expert's slots
+// as in the exact mode; fast_moe_up computes w1·x and w3·x of an expert's slots (x's
+// halves a row per token), fast_moe_act sums the slices and applies the SwiGLU (V4.1:
+// bf16 rounding of both products, the routing weight), fast_moe_down computes w2·h (h's
+// halves a row per slot), fast_moe_dsum sums its slices; moe_out then sums a token's
+// slots as in the exact mode. A warp tile is (expert, 16 weight rows, slice); it walks
+// the expert's slots 8·FAST_MT at a time.
+struct FastMoEArgs {
+  const u32* xh; const u32* xl; const Weight* tab; const i64* counts; const i64* off; const int* list;
+  const int* ids; const float* wts; float* part; float* out;
+  i64 slots; i64 k; i64 E; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 which; i64 v41; double limit;
+};
+struct FastMoERows {
+  const int* list;
+  i64 base, n, div;  // the expert's slots list[base..base+n), x's row = slot / div
+  DEVM i64 operator()(int c) const { return c < n ? (i64)list[base + c] / div : -1; }
+};
+struct FastMoEStore {
+  float* part;
+  const int* list;
+  i64 base, S, s, slots, N, plane;
+  DEVM void operator()(i64 n, int c, float v) const {
+    part[((plane * S + s) * slots + list[base + c]) * N + n] = v;
+  }
+};
+// fast_moe_up (which 0: w1 and w3 into planes 0 and 1 of part) and fast_moe_down
+// (which 1: w2 into plane 0).
+KERNEL(fast_moe_tiles, FastMoEArgs) {
+  i64 ntiles = (a.N + 15) / 16;
+  i64 items = a.E * ntiles * a.S * 32;
+  for (i64 i = GIDX; i < items; i += GSTRIDE) {
+    i64 tile = i >> 5;
+    i64 s = tile % a.S, nt = (tile / a.S) % ntiles, e = tile / (a.S * ntiles);
+    i64 n = a.counts[e];
+    i64 kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
+    for (i64 c0 = 0; c0 < n; c0 += 8 * FAST_MT) {
+      FastMoERows rows = {a.list, a.off[e] + c0, n - c0, a.which == 0 ? a.k : 1};
+      for (i64 plane = 0; plane < (a.which == 0 ? 2 : 1); plane++) {
+        const Weight& w = a.which == 0 ? a.tab[(plane == 0 ? 0 : 2) * a.E + e] : a.tab[a.E + e];
+        FastMoEStore store = {a.part, a.list, a.off[e] + c0, a.S, s, a.slots, a.N, plane};
+        fast_tile(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+      }
+    }
+  }
+}
+
+// fast_moe_act: h[slot, r] = swiglu of the summed slices (moe_hidden's function).
+KERNEL(fast_moe_act, FastMoEArgs) {
+  float limit = (float)a.limit;
+  for (i64 i = GIDX; i < a.slots * a.N; i += GSTRIDE) {
+    i64 sl = i / a.N, r = i % a.N;
+    int e = a.ids[sl];
+    if (e < 0 || e >= a.E) continue;
+    float g = 0, u = 0;
+    for (i64 s = 0; s < a.S; s++) {
+      g += a.part[(s * a.slots + sl) * a.N + r];
+      u += a.part[((a.S + s) * a.slots + sl) * a.N + r];
+    }
+    if (a.v41) {
+      g = q_bf16(g);
+      u = q_bf16(u);
+    }
+    float v = moe_swiglu(g, u, limit);
+    if (a.v41) v *= a.wts[sl];
+    a.out[i] = v;
+  }
+}
+
+// fast_moe_dsum: y[slot, o] = the summed slices of w2·h.
+KERNEL(fast_moe_dsum, FastMoEArgs) {
+  for (i64 i = GIDX; i < a.slots * a.N; i += GSTRIDE) {
+    i64 sl = i / a.N, o = i % a.N;
+    int e = a.ids[sl];
+    if (e < 0 || e >= a.E) continue;
+    float v = 0;
+    for (i64 s = 0; s < a.S; s++) v += a.part[(s * a.slots + sl) * a.N + o];
+    a.out[i] = v;
+  }
+}
