@@ -398,7 +398,7 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 			}
 			ok := true
 			for _, p := range conj {
-				if !validate || onlyEnumType(p.s) {
+				if !validate || onlyEnumType(p.s) || onlyRefs(p.s) {
 					continue
 				}
 				if p.skip != 0 {
@@ -475,6 +475,19 @@ func onlyEnumType(s *jsonschema.Schema) bool {
 		s.Items2020 == nil && s.UnevaluatedItems == nil && s.MinLength == nil && s.MaxLength == nil && s.Pattern == nil &&
 		s.ContentEncoding == nil && s.Maximum == nil && s.Minimum == nil && s.ExclusiveMaximum == nil &&
 		s.ExclusiveMinimum == nil && s.MultipleOf == nil && len(s.Extensions) == 0
+}
+
+// onlyRefs: s constrains nothing but through $ref and allOf, whose schemas expand()
+// makes members of the conjunction themselves (validating a value against s would
+// validate it against them again: with a large enum behind the $ref, a scan of the
+// enum per value).
+func onlyRefs(s *jsonschema.Schema) bool {
+	if s.Ref == nil && len(s.AllOf) == 0 {
+		return false
+	}
+	c := *s
+	c.Ref, c.AllOf = nil, nil
+	return onlyEnumType(&c)
 }
 
 func (m *merged) intersectEnum(vals []any) {
