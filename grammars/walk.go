@@ -249,7 +249,7 @@ func (sc *walkScratch) absRange(a *automaton, tv *tableView, t *trieView, lo, hi
 		v := ld(&sc.row[d-1][col])
 		if v == tUnknown {
 			if sc.overBudget() {
-				return
+				break
 			}
 			v = a.absStepSlow(sc.cfg[d-1], col)
 		}
@@ -311,8 +311,13 @@ func (sc *walkScratch) absRange(a *automaton, tv *tableView, t *trieView, lo, hi
 				i = nd.next
 				continue
 			}
-			sc.cfg[d] = v >> pfShift
-			sc.row[d] = tv.row(v >> pfShift)
+			ns := v >> pfShift
+			sc.cfg[d] = ns
+			if ns == sc.cfg[d-1] {
+				sc.row[d] = sc.row[d-1] // (a state that loops on the byte)
+			} else {
+				sc.row[d] = tv.row(ns)
+			}
 			sc.comp[d] = comp
 			sc.need[d] = need
 			sc.bnd[d] = atBnd
