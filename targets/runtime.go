@@ -110,6 +110,15 @@ type Profiler interface {
 	TakeProfile() (map[string]time.Duration, int)
 }
 
+// LaunchProfiler is a Profiler that also times each kernel launch of the profiled
+// steps (an instruction may launch several kernels).
+type LaunchProfiler interface {
+	// TakeLaunchProfile returns the time of each (kernel class, launched kernel) pair
+	// since the last call, keyed "class: kernel", over the same steps as TakeProfile,
+	// and starts again. Call it before TakeProfile.
+	TakeLaunchProfile() map[string]time.Duration
+}
+
 // DeviceBench is a device runtime's measurements of its own machine.
 type DeviceBench interface {
 	// CopyBandwidth copies a buffer of the given bytes device to device reps times and

@@ -14,11 +14,17 @@ type profile struct {
 	events map[*prog][]event // len(calls)+1 per program, made on first use
 	total  map[string]time.Duration
 	steps  int
+	// per launch: an event before and after each launch of the step, and its key
+	lev    []event
+	lkeys  []string
+	nl     int
+	launch map[string]time.Duration
 }
 
 var (
-	_ targets.Profiler    = (*Runtime)(nil)
-	_ targets.DeviceBench = (*Runtime)(nil)
+	_ targets.Profiler       = (*Runtime)(nil)
+	_ targets.LaunchProfiler = (*Runtime)(nil)
+	_ targets.DeviceBench    = (*Runtime)(nil)
 )
 
 // SetProfile implements targets.Profiler.
@@ -33,6 +39,45 @@ func (rt *Runtime) TakeProfile() (map[string]time.Duration, int) {
 		rt.prof.total, rt.prof.steps = nil, 0
 	})
 	return out, n
+}
+
+// TakeLaunchProfile implements targets.LaunchProfiler.
+func (rt *Runtime) TakeLaunchProfile() map[string]time.Duration {
+	var out map[string]time.Duration
+	rt.w.do(func() { out, rt.prof.launch = rt.prof.launch, nil })
+	return out
+}
+
+// launchEvent records the event before (end false) or after a launch of kernel
+// while profiling.
+func (rt *Runtime) launchEvent(c *call, kernel string, end bool) error {
+	p := &rt.prof
+	i := 2 * p.nl
+	if end {
+		i++
+	}
+	for len(p.lev) <= i {
+		e, err := rt.drv.NewEvent()
+		if err != nil {
+			return err
+		}
+		p.lev = append(p.lev, e)
+	}
+	if !end {
+		k := c.in.Kernel
+		if k == "" {
+			k = c.in.Op
+		}
+		k += ": " + kernel
+		if p.nl < len(p.lkeys) {
+			p.lkeys[p.nl] = k
+		} else {
+			p.lkeys = append(p.lkeys, k)
+		}
+	} else {
+		p.nl++
+	}
+	return rt.drv.Record(p.lev[i], rt.stream)
 }
 
 // profEvents returns the program's events, creating them once.
@@ -69,6 +114,17 @@ func (rt *Runtime) collect(pr *prog, evs []event) error {
 		rt.prof.total[k] += time.Duration(float64(ms) * 1e6)
 	}
 	rt.prof.steps++
+	if rt.prof.launch == nil {
+		rt.prof.launch = map[string]time.Duration{}
+	}
+	for j := 0; j < rt.prof.nl; j++ {
+		ms, err := rt.drv.Elapsed(rt.prof.lev[2*j], rt.prof.lev[2*j+1])
+		if err != nil {
+			return err
+		}
+		rt.prof.launch[rt.prof.lkeys[j]] += time.Duration(float64(ms) * 1e6)
+	}
+	rt.prof.nl = 0
 	return nil
 }
 

@@ -847,8 +847,18 @@ func (rt *Runtime) launch(c *call) error {
 		if grid > 1<<31-1 {
 			return fmt.Errorf("kernel %s: %d work items", l.kernel, n)
 		}
+		if rt.prof.on {
+			if err := rt.launchEvent(c, l.kernel, false); err != nil {
+				return err
+			}
+		}
 		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, unsafe.Pointer(&l.buf.w[0])); err != nil {
 			return fmt.Errorf("kernel %s: %w", l.kernel, err)
+		}
+		if rt.prof.on {
+			if err := rt.launchEvent(c, l.kernel, true); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"deepinfer/targets"
 	"deepinfer/vm"
 )
 
@@ -28,11 +29,12 @@ type Config struct {
 // Point is one (batch, context) measurement.
 type Point struct {
 	Batch, Context int
-	StepMs         []float64         // wall time of each timed step (upload, kernels, read-back)
-	MedianMs       float64           // median of StepMs
-	Bytes          Bytes             // what a step must read
-	ClassMs        map[Class]float64 // per-step device time by kernel class (profiled steps)
-	PrefillSeconds float64           // building the context (one sequence; the rest copied)
+	StepMs         []float64          // wall time of each timed step (upload, kernels, read-back)
+	MedianMs       float64            // median of StepMs
+	Bytes          Bytes              // what a step must read
+	ClassMs        map[Class]float64  // per-step device time by kernel class (profiled steps)
+	LaunchMs       map[string]float64 // per-step device time by "class: launched kernel" (profiled steps, when the runtime times launches)
+	PrefillSeconds float64            // building the context (one sequence; the rest copied)
 }
 
 // Report is a benchmark run.
@@ -216,7 +218,17 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 			}
 		}
 		prof.SetProfile(false)
+		var launches map[string]time.Duration
+		if lp, ok := prof.(targets.LaunchProfiler); ok {
+			launches = lp.TakeLaunchProfile()
+		}
 		tot, n := prof.TakeProfile()
+		if launches != nil {
+			pt.LaunchMs = map[string]float64{}
+			for k, d := range launches {
+				pt.LaunchMs[k] = d.Seconds() * 1e3 / float64(max(n, 1))
+			}
+		}
 		pt.ClassMs = map[Class]float64{}
 		for k, d := range tot {
 			pt.ClassMs[k] = d.Seconds() * 1e3 / float64(max(n, 1))
@@ -276,5 +288,19 @@ func (r *Report) Table(w io.Writer) {
 			fmt.Fprintf(w, "  %-40s %10.3f ms %5.1f%% %10.1f MB %8s of copy\n", k, ms, 100*ms/max(sum, 1e-9), b/1e6, frac(b, ms))
 		}
 		fmt.Fprintf(w, "  %-40s %10.3f ms\n", "sum of kernels", sum)
+		if len(p.LaunchMs) > 0 {
+			lk := make([]string, 0, len(p.LaunchMs))
+			for k := range p.LaunchMs {
+				lk = append(lk, k)
+			}
+			sort.Slice(lk, func(i, j int) bool { return p.LaunchMs[lk[i]] > p.LaunchMs[lk[j]] })
+			fmt.Fprintf(w, "batch %d, context %d, the %d longest launched kernels (class: kernel; event times):\n", p.Batch, p.Context, min(len(lk), launchRows))
+			for _, k := range lk[:min(len(lk), launchRows)] {
+				fmt.Fprintf(w, "  %-60s %10.3f ms\n", k, p.LaunchMs[k])
+			}
+		}
 	}
 }
+
+// launchRows is how many launched kernels the table lists per point.
+const launchRows = 15

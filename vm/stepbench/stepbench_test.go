@@ -119,10 +119,25 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 		if pt.Bytes.Total() <= 0 {
 			t.Errorf("no bytes")
 		}
+		// every launch of the experts' instruction is timed, and each class's launches
+		// fit in the class's own time (they are intervals inside it)
+		if pt.LaunchMs["deepgemm.m_grouped_fp8_gemm_nt_masked: moe_out"] <= 0 {
+			t.Errorf("batch %d context %d: no launch time for moe_out: %v", pt.Batch, pt.Context, pt.LaunchMs)
+		}
+		perClass := map[string]float64{}
+		for k, ms := range pt.LaunchMs {
+			c, _, _ := strings.Cut(k, ": ")
+			perClass[c] += ms
+		}
+		for c, ms := range perClass {
+			if ms > pt.ClassMs[c]*1.0001 {
+				t.Errorf("batch %d context %d: launches of %s take %.3f ms, the class %.3f ms", pt.Batch, pt.Context, c, ms, pt.ClassMs[c])
+			}
+		}
 	}
 	var table bytes.Buffer
 	rep.Table(&table)
-	for _, want := range []string{"copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels"} {
+	for _, want := range []string{"copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
