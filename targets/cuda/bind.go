@@ -39,6 +39,7 @@ type Bind struct {
 	weights  []*plan.Weight
 	launches []launch
 	scratch  []scratchReq
+	tables   [][2]int // weight tables: first operand, count
 }
 
 type launch struct {
@@ -100,6 +101,15 @@ func (b *Bind) Scratch(perToken, fixed int64) int {
 	return len(b.scratch) - 1
 }
 
+// WeightTable asks for a device array of the Weight descriptors (prelude.h) of operands
+// first..first+n-1, all weights, built once when the plan is opened; it returns its
+// index for Step.Table. (An instruction with more weights than one kernel's arguments
+// hold passes them this way.)
+func (b *Bind) WeightTable(first, n int) int {
+	b.tables = append(b.tables, [2]int{first, n})
+	return len(b.tables) - 1
+}
+
 // Launch adds a launch of kernel to the instruction. fill writes the argument struct
 // for a step and returns the work items (0 skips the launch).
 func (b *Bind) Launch(kernel string, fill func(s *Step, a *ArgBuf) int64) {
@@ -118,11 +128,15 @@ type Step struct {
 	args    []Operand
 	results []Operand
 	scratch []devptr
+	tables  []devptr
 }
 
 // Arg and Result are the instruction's operands for this step.
 func (s *Step) Arg(j int) Operand    { return s.args[j] }
 func (s *Step) Result(j int) Operand { return s.results[j] }
+
+// Table is the device address of weight table i (Bind.WeightTable).
+func (s *Step) Table(i int) devptr { return s.tables[i] }
 
 // Scratch is the device address of scratch buffer i for this step.
 func (s *Step) Scratch(i int) devptr { return s.scratch[i] }

@@ -58,6 +58,11 @@ func bindQLinear(b *Bind) error {
 			return rows * ((K + chunk - 1) / chunk)
 		})
 	}
+	if b.Fast() {
+		x := xq
+		fastProduct(b, fastGemm{x: 0, xScratch: x, rows: -1, w: 1, y: 0, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16})
+		return nil
+	}
 	kernel := "dense_qlinear"
 	split := func(*Step) bool { return false }
 	if mode == 2 {
@@ -111,6 +116,10 @@ func bindGroupedLinear(b *Bind) error {
 	v41, keep := int64(0), b.Int("keep")
 	if isV41(b) {
 		v41 = 1
+	}
+	if b.Fast() && out%fastTileN == 0 {
+		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, N: G * out, K: in, ldx: G * in, ldy: G * out, G: G})
+		return nil
 	}
 	kernel := "dense_grouped"
 	split := func(*Step) bool { return false }

@@ -12,12 +12,15 @@ const (
 	fastWarps = 2048
 )
 
-// fastGemm describes y = x·wᵀ: x's rows (rows < 0: in order) with row stride ldx,
-// the weight's shape, y's row stride and bf16 rounding.
+// fastGemm describes y = x·wᵀ: x (an operand, or a scratch when xScratch ≥ 0) whose
+// rows are taken in order or picked by a rows operand (rows ≥ 0), row stride ldx; the
+// weight's shape; y's row stride and bf16 rounding. With groups G > 1 (grouped_linear)
+// weight row n belongs to group n / (N/G) and reads its row's values
+// [g·K, (g+1)·K) of x (ldx = G·K).
 type fastGemm struct {
-	x, rows, w, y  int
-	N, K, ldx, ldy int64
-	outBF16        int64
+	x, xScratch, rows, w, y int
+	N, K, ldx, ldy, G       int64
+	outBF16                 int64
 }
 
 // fastSplits picks the reduction's slices from the weight's shape alone (never the
@@ -37,12 +40,16 @@ func fastSplits(N, K int64) (S, ks int64) {
 }
 
 // fastProduct adds a product's launches: the activations split into bf16 halves
-// (fast_split), the warp tiles (fast_gemm) and, when the reduction is sliced, the sum of
-// the slices (fast_sum).
+// (fast_split; a grouped product's row t, group g is row t·G+g of K values), the warp
+// tiles (fast_gemm) and, when the reduction is sliced, the sum of the slices
+// (fast_sum).
 func fastProduct(b *Bind, g fastGemm) {
+	if g.G <= 0 {
+		g.G = 1
+	}
 	kp := (g.K + 63) / 64 * 64
 	S, ks := fastSplits(g.N, g.K)
-	xs := b.Scratch(4*kp, 0) // per row: Kp/2 hi pairs and Kp/2 lo pairs, 4 bytes each
+	xs := b.Scratch(4*kp*g.G, 0) // per row and group: Kp/2 hi pairs and Kp/2 lo pairs, 4 bytes each
 	part := -1
 	if S > 1 {
 		part = b.Scratch(4*S*g.N, 0)
@@ -55,12 +62,16 @@ func fastProduct(b *Bind, g fastGemm) {
 	}
 	halves := func(s *Step) (devptr, devptr) {
 		p := s.Scratch(xs)
-		return p, p + devptr(rowsOf(s)*2*kp)
+		return p, p + devptr(rowsOf(s)*g.G*2*kp)
 	}
 	b.Launch("fast_split", func(s *Step, a *ArgBuf) int64 {
-		M := rowsOf(s)
+		M := rowsOf(s) * g.G
 		xh, xl := halves(s)
-		a.P(s.Arg(g.x).Ptr)
+		if g.xScratch >= 0 {
+			a.P(s.Scratch(g.xScratch))
+		} else {
+			a.P(s.Arg(g.x).Ptr)
+		}
 		if g.rows >= 0 {
 			a.P(s.Arg(g.rows).Ptr)
 		} else {
@@ -71,7 +82,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(M)
 		a.I(g.K)
 		a.I(kp)
-		a.I(g.ldx)
+		a.I(g.ldx / g.G)
 		a.I(s.Arg(g.x).Rows())
 		a.P(s.Err)
 		return M * kp / 2
@@ -98,6 +109,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(mtiles)
 		a.I(g.ldy)
 		a.I(g.outBF16)
+		a.I(g.G)
 		return mtiles
 	}
 	b.Launch("fast_gemm", func(s *Step, a *ArgBuf) int64 {
@@ -177,7 +189,7 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks, w
 	sh := f.sh
 	a.P(s.Scratch(xs))
 	a.P(s.Scratch(xs) + devptr(xrows*2*Kp))
-	a.P(s.Scratch(f.tab))
+	a.P(s.Table(f.tab))
 	a.P(s.Scratch(f.counts))
 	a.P(s.Scratch(f.off))
 	a.P(s.Scratch(f.list))

@@ -121,9 +121,6 @@ func bindMoERoute(b *Bind) error {
 	return nil
 }
 
-// wtabChunk is how many weight descriptors one moe_wtab launch carries.
-const wtabChunk = 16
-
 // bindMoEExperts: the experts' weight table, per-expert row counts, (V4.1: the MXFP8
 // activations,) the hidden rows of every (token, slot), (V4.1: their MXFP8 values,)
 // then one work item per output summing the token's experts (cpu: newMoEExpertsAny).
@@ -146,8 +143,8 @@ func bindMoEExperts(b *Bind) error {
 		}
 	}
 	limit := b.Float("limit")
-	const block = 32 // the V4.1 reference's MXFP8 activation block
-	tab := b.Scratch(0, 3*E*32)
+	const block = 32                  // the V4.1 reference's MXFP8 activation block
+	tab := b.WeightTable(3, int(3*E)) // w1 of every expert, then w2, then w3
 	counts := b.Scratch(0, E*8)
 	xq := -1
 	if v41 == 1 {
@@ -175,7 +172,7 @@ func bindMoEExperts(b *Bind) error {
 		a.P(s.Scratch(hid))
 		a.P(s.Arg(1).Ptr)
 		a.P(s.Arg(2).Ptr)
-		a.P(s.Scratch(tab))
+		a.P(s.Table(tab))
 		a.P(s.Scratch(part1))
 		a.P(s.Scratch(part3))
 		a.P(s.Scratch(hid))
@@ -195,22 +192,6 @@ func bindMoEExperts(b *Bind) error {
 			}
 			splitArgs(s, a)
 			return items(s.Arg(2).Elems())
-		})
-	}
-	for c := int64(0); c < 3*E; c += wtabChunk {
-		b.Launch("moe_wtab", func(s *Step, a *ArgBuf) int64 {
-			n := min(wtabChunk, 3*E-c)
-			for j := int64(0); j < wtabChunk; j++ {
-				if j < n {
-					a.W(s.Arg(int(3 + c + j)))
-				} else {
-					a.W(Operand{})
-				}
-			}
-			a.P(s.Scratch(tab))
-			a.I(c)
-			a.I(n)
-			return n
 		})
 	}
 	b.Launch("moe_count", func(s *Step, a *ArgBuf) int64 {
@@ -272,7 +253,7 @@ func bindMoEExperts(b *Bind) error {
 			a.P(s.Arg(0).Ptr)
 		}
 		a.P(s.Arg(1).Ptr)
-		a.P(s.Scratch(tab))
+		a.P(s.Table(tab))
 		a.P(s.Scratch(counts))
 		a.P(s.Scratch(off))
 		a.P(s.Scratch(list))
@@ -296,7 +277,7 @@ func bindMoEExperts(b *Bind) error {
 			return 0
 		}
 		a.P(s.Scratch(hid))
-		a.P(s.Scratch(tab))
+		a.P(s.Table(tab))
 		a.P(s.Scratch(counts))
 		a.P(s.Scratch(off))
 		a.P(s.Scratch(list))

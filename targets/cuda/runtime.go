@@ -30,7 +30,8 @@ type Runtime struct {
 
 	weights     []Operand // manifest order
 	weightMem   devptr
-	weightBytes int64 // the weights' bytes in storage format
+	tableMem    devptr // the instructions' weight tables (Bind.WeightTable)
+	weightBytes int64  // the weights' bytes in storage format
 
 	progs map[string]*prog
 	state stateLayout
@@ -88,6 +89,7 @@ type call struct {
 	resT     []ir.Type
 	launches []launch
 	scratch  []scratchReq
+	tables   [][2]int
 	step     Step // reused: operands for the current step
 }
 
@@ -247,6 +249,9 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 	if err := rt.uploadWeights(ws); err != nil {
 		return err
 	}
+	if err := rt.uploadTables(); err != nil {
+		return err
+	}
 	if err := rt.allocArena(rt.maxT); err != nil {
 		return err
 	}
@@ -296,7 +301,7 @@ func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
 		if err := bf(b); err != nil {
 			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
 		}
-		c.launches, c.scratch = b.launches, b.scratch
+		c.launches, c.scratch, c.tables = b.launches, b.scratch, b.tables
 		c.step.args = make([]Operand, len(c.argRefs))
 		c.step.results = make([]Operand, len(c.resRefs))
 		c.step.scratch = make([]devptr, len(c.scratch))
@@ -331,6 +336,49 @@ func storageFmt(w *targets.Weight) (int64, error) {
 }
 
 func align(n int64) int64 { return (n + 255) &^ 255 }
+
+// uploadTables builds every instruction's weight tables from the uploaded weights, in
+// one allocation, and points each call's Step at them.
+func (rt *Runtime) uploadTables() error {
+	var words []uint64
+	type at struct {
+		c   *call
+		off int64
+	}
+	var spots []at
+	for _, pr := range rt.progs {
+		for _, c := range pr.calls {
+			for _, t := range c.tables {
+				spots = append(spots, at{c, int64(len(words)) * 8})
+				for j := t[0]; j < t[0]+t[1]; j++ {
+					ref := c.argRefs[j]
+					if ref.Kind != plan.OpWeight {
+						return fmt.Errorf("%s: operand %d of a weight table is not a weight", c.in.Op, j)
+					}
+					o := rt.weights[ref.Index]
+					words = append(words, uint64(o.Ptr), uint64(o.Scales), uint64(o.Fmt), uint64(o.Cols))
+				}
+			}
+		}
+	}
+	if len(words) == 0 {
+		return nil
+	}
+	mem, err := rt.drv.Alloc(uint64(8 * len(words)))
+	if err != nil {
+		return fmt.Errorf("weight tables (%d bytes): %w", 8*len(words), err)
+	}
+	rt.tableMem = mem
+	for _, sp := range spots {
+		sp.c.step.tables = append(sp.c.step.tables, mem+devptr(sp.off))
+	}
+	if err := rt.drv.HtoD(mem, unsafe.Pointer(&words[0]), uint64(8*len(words)), rt.stream); err != nil {
+		return err
+	}
+	err = rt.drv.Sync(rt.stream)
+	runtime.KeepAlive(words)
+	return err
+}
 
 func (rt *Runtime) uploadWeights(ws []targets.Weight) error {
 	type part struct {
@@ -668,6 +716,9 @@ func (rt *Runtime) Close() error {
 		}
 		if rt.weightMem != 0 {
 			_ = rt.drv.Free(rt.weightMem)
+		}
+		if rt.tableMem != 0 {
+			_ = rt.drv.Free(rt.tableMem)
 		}
 		rt.drv.Release(rt.dev)
 		if rt.fake != nil {

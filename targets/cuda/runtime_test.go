@@ -78,7 +78,7 @@ func TestRuntimeBookkeeping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// at open: the weights and the arena, nothing else
+	// at open: the weights, the experts' weight tables and the arena, nothing else
 	var want int64
 	for i := range ws {
 		want += int64(ws[i].Bytes())
@@ -86,8 +86,8 @@ func TestRuntimeBookkeeping(t *testing.T) {
 	if rt.info.WeightBytes != want {
 		t.Errorf("device weights %d bytes, storage %d", rt.info.WeightBytes, want)
 	}
-	if d.stats.Allocs != 2 || d.stats.Streams != 1 || d.stats.Modules != 1 || cc.calls != 1 {
-		t.Errorf("open: %+v, %d compiles; want 2 allocations, 1 stream, 1 module, 1 compile", d.stats, cc.calls)
+	if d.stats.Allocs != 3 || d.stats.Streams != 1 || d.stats.Modules != 1 || cc.calls != 1 {
+		t.Errorf("open: %+v, %d compiles; want 3 allocations, 1 stream, 1 module, 1 compile", d.stats, cc.calls)
 	}
 	live := d.Live()
 	st, err := rt.NewState()
@@ -224,7 +224,7 @@ func TestOpenFailuresFreeEverything(t *testing.T) {
 		call string
 		n    int
 		want string
-	}{{"cuMemAlloc", 1, "weights"}, {"cuMemAlloc", 2, "arena"}} {
+	}{{"cuMemAlloc", 1, "weights"}, {"cuMemAlloc", 2, "weight tables"}, {"cuMemAlloc", 3, "arena"}} {
 		d := newFakeDriver(1 << 30)
 		d.failAt[c.call] = c.n
 		_, err := open(d, &countingCompiler{}, p, ws, targets.Options{})

@@ -132,13 +132,6 @@ KERNEL(moe_route_v41, MoERoute41Args) {
   }
 }
 
-// moe_wtab copies up to 16 weight descriptors into a device table (the experts' 3·E
-// weights do not fit one kernel's arguments).
-struct MoEWTabArgs { Weight w[16]; Weight* dst; i64 first; i64 n; };
-KERNEL(moe_wtab, MoEWTabArgs) {
-  for (i64 i = GIDX; i < a.n; i += GSTRIDE) a.dst[a.first + i] = a.w[i];
-}
-
 // moe_count: how many (token, slot) pairs each expert serves (the row count of the
 // cpu's per-expert GEMMs); item 0 also checks the ids.
 struct MoECountArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* err; };

@@ -47,9 +47,14 @@ DEVM void fast_split16(const float* v, u32* hi, u32* lo) {
 
 // fast_wload widens weight row r, values [k, k+16) (k a multiple of 16), into 8 bf16
 // pairs hi (exact for every format but float32) and, for float32 weights, the residual
-// pairs lo. Values at or past K, and rows at or past N, are 0.
+// pairs lo (F32: the caller passes float32 weights and lo; otherwise neither). Values
+// at or past K, and rows at or past N, are 0.
+template <bool F32>
 DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* lo) {
-  UNROLL for (int j = 0; j < 8; j++) hi[j] = lo[j] = 0;
+  UNROLL for (int j = 0; j < 8; j++) {
+    hi[j] = 0;
+    if (F32) lo[j] = 0;
+  }
   if (r >= N || k >= K) return;
   float v[16];
   const unsigned char* base = (const unsigned char*)w.p;
@@ -61,7 +66,7 @@ DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* 
     hi[4] = b.x, hi[5] = b.y, hi[6] = b.z, hi[7] = b.w;
     return;
   }
-  if (full && w.fmt == 0) {
+  if (F32 && full && w.fmt == 0) {
     const float4* p = (const float4*)((const float*)w.p + r * w.cols + k);
     UNROLL for (int j = 0; j < 4; j++) {
       float4 q = p[j];
@@ -94,7 +99,7 @@ DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* 
     return;
   }
   UNROLL for (int j = 0; j < 16; j++) v[j] = k + j < K ? wval(w, r, k + j) : 0.0f;
-  if (w.fmt == 0) {
+  if (F32 && w.fmt == 0) {
     fast_split16(v, hi, lo);
   } else {
     UNROLL for (int j = 0; j < 8; j++) hi[j] = fast_rn(v[2 * j], v[2 * j + 1]);
@@ -133,79 +138,86 @@ KERNEL(fast_split, FastSplitArgs) {
   }
 }
 
-// fast_tile: one warp tile, y[n, c] = Σ_{k in [kb, ke)} w[n, k]·x[rows(c), k] for the 16
+// fast_tile: one warp tile, y_p[n, c] = Σ_{k in [kb, ke)} w_p[n, k]·x[rows(c), k] for NW
+// weights w_p of the same shape (the experts' w1 and w3 share their activations), the 16
 // weight rows n0.. (n < N) and the 8·FAST_MT activation rows c whose rows(c) ≥ 0 (the
 // rows of a tile are a prefix: rows(8j) < 0 ends it), from the bf16 halves xh, xl (P
-// pairs a row); store(n, c, v) receives every value. A lane (g = lane/4, t = lane%4)
+// pairs a row); store(p, n, c, v) receives every value. A lane (g = lane/4, t = lane%4)
 // loads 16 consecutive values [k0+16t, k0+16t+16) of weight rows n0+g and n0+g+8 and of
 // activation rows 8j+g, and feeds them to four mmas: mma q takes the lane's values
 // 4q..4q+3 as its k pairs (2t, 2t+1) and (2t+8, 2t+9). The reduction is permuted, the
 // same way for both operands, so that a lane's loads are contiguous.
-template <class Rows, class Store>
-DEVM void fast_tile(const Weight& w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P,
+template <int NW, bool F32, class Rows, class Store>
+DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P,
                     Rows rows, int lane, Store store) {
 #ifdef DI_EMULATE
   if (lane != 0) return;
-  float acc[16][8 * FAST_MT];
-  for (int r = 0; r < 16; r++)
-    for (int c = 0; c < 8 * FAST_MT; c++) acc[r][c] = 0;
-  for (i64 k0 = kb; k0 < ke; k0 += 64) {
-    // the bf16 values as the lanes hold them
-    float wh[16][64], wl[16][64];
+  for (int p = 0; p < NW; p++) {
+    float acc[16][8 * FAST_MT];
     for (int r = 0; r < 16; r++)
-      for (int t = 0; t < 4; t++) {
-        u32 hi[8], lo[8];
-        fast_wload(w, n0 + r, k0 + 16 * t, N, K, hi, lo);
-        for (int j = 0; j < 8; j++) {
-          wh[r][16 * t + 2 * j] = fast_lo(hi[j]), wh[r][16 * t + 2 * j + 1] = fast_hi(hi[j]);
-          wl[r][16 * t + 2 * j] = fast_lo(lo[j]), wl[r][16 * t + 2 * j + 1] = fast_hi(lo[j]);
-        }
-      }
-    for (int c = 0; c < 8 * FAST_MT; c++) {
-      i64 m = rows(c);
-      if (m < 0) continue;
-      float x_h[64], x_l[64];
-      for (int j = 0; j < 32; j++) {
-        u32 h = xh[m * P + k0 / 2 + j], l = xl[m * P + k0 / 2 + j];
-        x_h[2 * j] = fast_lo(h), x_h[2 * j + 1] = fast_hi(h);
-        x_l[2 * j] = fast_lo(l), x_l[2 * j + 1] = fast_hi(l);
-      }
+      for (int c = 0; c < 8 * FAST_MT; c++) acc[r][c] = 0;
+    for (i64 k0 = kb; k0 < ke; k0 += 64) {
+      // the bf16 values as the lanes hold them
+      float wh[16][64], wl[16][64];
       for (int r = 0; r < 16; r++)
-        for (int q = 0; q < 4; q++) {
-          // mma q's 16 k: lane t's values 4q..4q+3 for t = 0..3
-          float d0 = 0, d1 = 0, d2 = 0;
-          for (int t = 0; t < 4; t++)
-            for (int u = 0; u < 4; u++) {
-              int k = 16 * t + 4 * q + u;
-              d0 += wh[r][k] * x_h[k];
-              d1 += wh[r][k] * x_l[k];
-              d2 += wl[r][k] * x_h[k];
-            }
-          acc[r][c] += d0;
-          acc[r][c] += d1;
-          if (w.fmt == 0) acc[r][c] += d2;
+        for (int t = 0; t < 4; t++) {
+          u32 hi[8], lo[8];
+          fast_wload<true>(w[p], n0 + r, k0 + 16 * t, N, K, hi, lo);
+          for (int j = 0; j < 8; j++) {
+            wh[r][16 * t + 2 * j] = fast_lo(hi[j]), wh[r][16 * t + 2 * j + 1] = fast_hi(hi[j]);
+            wl[r][16 * t + 2 * j] = fast_lo(lo[j]), wl[r][16 * t + 2 * j + 1] = fast_hi(lo[j]);
+          }
         }
+      for (int c = 0; c < 8 * FAST_MT; c++) {
+        i64 m = rows(c);
+        if (m < 0) continue;
+        float x_h[64], x_l[64];
+        for (int j = 0; j < 32; j++) {
+          u32 h = xh[m * P + k0 / 2 + j], l = xl[m * P + k0 / 2 + j];
+          x_h[2 * j] = fast_lo(h), x_h[2 * j + 1] = fast_hi(h);
+          x_l[2 * j] = fast_lo(l), x_l[2 * j + 1] = fast_hi(l);
+        }
+        for (int r = 0; r < 16; r++)
+          for (int q = 0; q < 4; q++) {
+            // mma q's 16 k: lane t's values 4q..4q+3 for t = 0..3
+            float d0 = 0, d1 = 0, d2 = 0;
+            for (int t = 0; t < 4; t++)
+              for (int u = 0; u < 4; u++) {
+                int k = 16 * t + 4 * q + u;
+                d0 += wh[r][k] * x_h[k];
+                d1 += wh[r][k] * x_l[k];
+                d2 += wl[r][k] * x_h[k];
+              }
+            acc[r][c] += d0;
+            acc[r][c] += d1;
+            if (w[p].fmt == 0) acc[r][c] += d2;
+          }
+      }
     }
+    for (int r = 0; r < 16; r++)
+      for (int c = 0; c < 8 * FAST_MT; c++)
+        if (n0 + r < N && rows(c) >= 0) store(p, n0 + r, c, acc[r][c]);
   }
-  for (int r = 0; r < 16; r++)
-    for (int c = 0; c < 8 * FAST_MT; c++)
-      if (n0 + r < N && rows(c) >= 0) store(n0 + r, c, acc[r][c]);
 #else
   int g = lane >> 2, t = lane & 3;
-  float acc[FAST_MT][4];
+  float acc[NW][FAST_MT][4];
   i64 mrow[FAST_MT];
+  int live = 0;  // activation tiles in use (the same for every lane)
   UNROLL for (int j = 0; j < FAST_MT; j++) {
-    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+    UNROLL for (int p = 0; p < NW; p++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
     mrow[j] = rows(8 * j + g);
+    if (live == j && rows(8 * j) >= 0) live = j + 1;
   }
-  bool f32w = w.fmt == 0;
+#pragma unroll 2
   for (i64 k0 = kb; k0 < ke; k0 += 64) {
     i64 k = k0 + 16 * t;
-    u32 ah0[8], al0[8], ah1[8], al1[8];
-    fast_wload(w, n0 + g, k, N, K, ah0, al0);
-    fast_wload(w, n0 + g + 8, k, N, K, ah1, al1);
+    u32 ah0[NW][8], al0[NW][F32 ? 8 : 1], ah1[NW][8], al1[NW][F32 ? 8 : 1];
+    UNROLL for (int p = 0; p < NW; p++) {
+      fast_wload<F32>(w[p], n0 + g, k, N, K, ah0[p], al0[p]);
+      fast_wload<F32>(w[p], n0 + g + 8, k, N, K, ah1[p], al1[p]);
+    }
     UNROLL for (int j = 0; j < FAST_MT; j++) {
-      if (rows(8 * j) < 0) break;  // the same for every lane of the warp
+      if (j >= live) break;
       i64 m = mrow[j];
       u32 bh[8], bl[8];
       if (m >= 0) {
@@ -217,19 +229,26 @@ DEVM void fast_tile(const Weight& w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
       } else {
         UNROLL for (int q = 0; q < 8; q++) bh[q] = bl[q] = 0;
       }
-      UNROLL for (int q = 0; q < 4; q++) {
-        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
-        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
-        if (f32w) fast_mma(acc[j], al0[2 * q], al1[2 * q], al0[2 * q + 1], al1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+      UNROLL for (int p = 0; p < NW; p++) {
+        UNROLL for (int q = 0; q < 4; q++) {
+          fast_mma(acc[p][j], ah0[p][2 * q], ah1[p][2 * q], ah0[p][2 * q + 1], ah1[p][2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+          fast_mma(acc[p][j], ah0[p][2 * q], ah1[p][2 * q], ah0[p][2 * q + 1], ah1[p][2 * q + 1], bl[2 * q], bl[2 * q + 1]);
+          if (F32)
+            fast_mma(acc[p][j], al0[p][(2 * q) % (F32 ? 8 : 1)], al1[p][(2 * q) % (F32 ? 8 : 1)],
+                     al0[p][(2 * q + 1) % (F32 ? 8 : 1)], al1[p][(2 * q + 1) % (F32 ? 8 : 1)], bh[2 * q], bh[2 * q + 1]);
+        }
       }
     }
   }
   // c0, c1: weight row g, activation rows 2t, 2t+1; c2, c3: weight row g+8
   UNROLL for (int j = 0; j < FAST_MT; j++) {
+    if (j >= live) break;
     UNROLL for (int e = 0; e < 4; e++) {
       i64 n = n0 + g + (e >= 2 ? 8 : 0);
       int c = 8 * j + 2 * t + (e & 1);
-      if (n < N && rows(c) >= 0) store(n, c, acc[j][e]);
+      if (n < N && rows(c) >= 0) {
+        UNROLL for (int p = 0; p < NW; p++) store(p, n, c, acc[p][j][e]);
+      }
     }
   }
 #endif
@@ -237,18 +256,20 @@ DEVM void fast_tile(const Weight& w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
 
 // fast_gemm: y = x·wᵀ, one warp tile (16 weight rows, 8·FAST_MT rows of x, a slice of
 // the reduction) every 32 work items; with S > 1 slices to part (fast_sum adds them).
+// With G groups, weight row n reads x's row m·G + n/(N/G) (the halves of grouped_linear's
+// x, a row per token and group; N/G a multiple of 16, so a tile is in one group).
 struct FastGemmArgs {
   const u32* xh; const u32* xl; Weight w; float* y; float* part;
-  i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16;
+  i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G;
 };
 struct FastGemmRows {
-  i64 m0, M;
-  DEVM i64 operator()(int c) const { return m0 + c < M ? m0 + c : -1; }
+  i64 m0, M, G, g;
+  DEVM i64 operator()(int c) const { return m0 + c < M ? (m0 + c) * G + g : -1; }
 };
 struct FastGemmStore {
   const FastGemmArgs* a;
   i64 m0, s;
-  DEVM void operator()(i64 n, int c, float v) const {
+  DEVM void operator()(int, i64 n, int c, float v) const {
     i64 m = m0 + c;
     if (a->S > 1) a->part[(s * a->M + m) * a->N + n] = v;
     else a->y[m * a->ldy + n] = a->out_bf16 ? q_bf16(v) : v;
@@ -261,9 +282,11 @@ KERNEL(fast_gemm, FastGemmArgs) {
     i64 tile = i >> 5;
     i64 mt = tile % a.mtiles, s = (tile / a.mtiles) % a.S, nt = tile / (a.mtiles * a.S);
     i64 m0 = mt * 8 * FAST_MT, kb = s * a.ks;
-    FastGemmRows rows = {m0, a.M};
+    FastGemmRows rows = {m0, a.M, a.G, a.G > 1 ? (nt * 16) / (a.N / a.G) : 0};
     FastGemmStore store = {&a, m0, s};
-    fast_tile(a.w, nt * 16, a.N, a.K, kb, imin(a.Kp, kb + a.ks), a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+    i64 ke = imin(a.Kp, kb + a.ks);
+    if (a.w.fmt == 0) fast_tile<1, true>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+    else fast_tile<1, false>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
   }
 }
 
@@ -297,8 +320,8 @@ struct FastMoERows {
 struct FastMoEStore {
   float* part;
   const int* list;
-  i64 base, S, s, slots, N, plane;
-  DEVM void operator()(i64 n, int c, float v) const {
+  i64 base, S, s, slots, N;
+  DEVM void operator()(int plane, i64 n, int c, float v) const {
     part[((plane * S + s) * slots + list[base + c]) * N + n] = v;
   }
 };
@@ -314,10 +337,16 @@ KERNEL(fast_moe_tiles, FastMoEArgs) {
     i64 kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
     for (i64 c0 = 0; c0 < n; c0 += 8 * FAST_MT) {
       FastMoERows rows = {a.list, a.off[e] + c0, n - c0, a.which == 0 ? a.k : 1};
-      for (i64 plane = 0; plane < (a.which == 0 ? 2 : 1); plane++) {
-        const Weight& w = a.which == 0 ? a.tab[(plane == 0 ? 0 : 2) * a.E + e] : a.tab[a.E + e];
-        FastMoEStore store = {a.part, a.list, a.off[e] + c0, a.S, s, a.slots, a.N, plane};
-        fast_tile(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+      FastMoEStore store = {a.part, a.list, a.off[e] + c0, a.S, s, a.slots, a.N};
+      int lane = (int)(i & 31);
+      if (a.which == 0) {
+        Weight w[2] = {a.tab[e], a.tab[2 * a.E + e]};
+        if (w[0].fmt == 0 || w[1].fmt == 0) fast_tile<2, true>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
+        else fast_tile<2, false>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
+      } else {
+        const Weight* w = &a.tab[a.E + e];
+        if (w->fmt == 0) fast_tile<1, true>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
+        else fast_tile<1, false>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
       }
     }
   }
