@@ -330,9 +330,17 @@ func bindAttention(b *Bind, sparse bool) error {
 	}
 	if decode {
 		b.Launch("att_dec_keys", fill)
-		b.Launch("att_dec_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * kmax })
-		b.Launch("att_dec_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
-		b.Launch("att_dec_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
+		if b.Fast() {
+			// a key row read once for a group of heads, float32 sums (fastattn.cu)
+			groups := (heads + fastAttnHeads - 1) / fastAttnHeads
+			b.Launch("att_fast_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * kmax })
+			b.Launch("att_dec_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+			b.Launch("att_fast_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
+		} else {
+			b.Launch("att_dec_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * kmax })
+			b.Launch("att_dec_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+			b.Launch("att_dec_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
+		}
 	} else {
 		b.Launch("att_attention", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
 	}

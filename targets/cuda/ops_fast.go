@@ -12,6 +12,9 @@ const (
 	fastWarps = 2048
 )
 
+// fastAttnHeads is fastattn.cu's FATT_HG: the heads one fast attention work item serves.
+const fastAttnHeads = 16
+
 // fastGemm describes y = x·wᵀ: x (an operand, or a scratch when xScratch ≥ 0) whose
 // rows are taken in order or picked by a rows operand (rows ≥ 0), row stride ldx; the
 // weight's shape; y's row stride and bf16 rounding. With groups G > 1 (grouped_linear)
