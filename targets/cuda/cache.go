@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,8 +22,9 @@ type kernelCache struct {
 	dir string
 }
 
-// CompileStats says what building the kernel module cost.
+// CompileStats says what building the kernel modules cost.
 type CompileStats struct {
+	Units    int // modules compiled or loaded (the kernels' translation units)
 	Key      string
 	Arch     string
 	Compiler string
@@ -87,4 +89,76 @@ func (c *kernelCache) build(cc compiler, src, name string, opts []string, arch s
 	}
 	st.Took, st.Bytes = time.Since(start), len(img)
 	return img, st, nil
+}
+
+// unitCompiler is a compiler that builds the kernels as separate translation units
+// (Units), concurrently: NVRTC compiles one program on one thread, and the whole source
+// as one program takes minutes.
+type unitCompiler interface {
+	compiler
+	SeparateUnits() bool
+}
+
+// buildModules compiles (or loads from the cache) and loads the kernels: one module of
+// Source, or with a unitCompiler one module per unit, built concurrently. It returns
+// the modules, the module defining each kernel (units only), and the summed stats
+// (Key: the whole source's key with one module, else a hash of the units' keys; Took:
+// the wall time of the builds).
+func buildModules(d driver, cc compiler, arch string) ([]module, map[string]module, CompileStats, error) {
+	cache := &kernelCache{dir: defaultCacheDir()}
+	opts := compileOptions(arch)
+	if uc, ok := cc.(unitCompiler); !ok || !uc.SeparateUnits() {
+		img, st, err := cache.build(cc, Source(), "deepinfer", opts, arch)
+		if err != nil {
+			return nil, nil, st, err
+		}
+		st.Units = 1
+		m, err := d.LoadModule(img)
+		if err != nil {
+			return nil, nil, st, err
+		}
+		return []module{m}, nil, st, nil
+	}
+	units := Units()
+	type built struct {
+		img []byte
+		st  CompileStats
+		err error
+	}
+	res := make([]built, len(units))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i].img, res[i].st, res[i].err = cache.build(cc, units[i].Src, "deepinfer_"+units[i].Name, opts, arch)
+		}()
+	}
+	wg.Wait()
+	total := CompileStats{Arch: arch, Compiler: cc.Version(), Cached: true, Units: len(units)}
+	h := sha256.New()
+	for i, r := range res {
+		if r.err != nil {
+			return nil, nil, total, fmt.Errorf("unit %s: %w", units[i].Name, r.err)
+		}
+		h.Write([]byte(r.st.Key))
+		total.Cached = total.Cached && r.st.Cached
+		total.Bytes += r.st.Bytes
+	}
+	total.Key = hex.EncodeToString(h.Sum(nil))[:32]
+	total.Took = time.Since(start)
+	mods := make([]module, len(units))
+	where := map[string]module{}
+	for i := range units {
+		m, err := d.LoadModule(res[i].img)
+		if err != nil {
+			return nil, nil, total, fmt.Errorf("unit %s: %w", units[i].Name, err)
+		}
+		mods[i] = m
+		for _, k := range units[i].Kernels {
+			where[k] = m
+		}
+	}
+	return mods, where, total, nil
 }

@@ -63,6 +63,9 @@ func (n *nvrtc) call(name string, args ...uintptr) error {
 	return fmt.Errorf("%s: %s (nvrtcResult %d)", name, msg, r)
 }
 
+// SeparateUnits: NVRTC builds the kernels' units concurrently (unitCompiler).
+func (n *nvrtc) SeparateUnits() bool { return true }
+
 func (n *nvrtc) Version() string { return fmt.Sprintf("nvrtc %d.%d", n.major, n.minor) }
 
 func (n *nvrtc) Compile(src, name string, opts []string) ([]byte, string, error) {

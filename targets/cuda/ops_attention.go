@@ -330,8 +330,11 @@ func bindAttention(b *Bind, sparse bool) error {
 	}
 	if decode {
 		b.Launch("att_dec_keys", fill)
-		if b.Fast() {
-			// a key row read once for a group of heads, float32 sums (fastattn.cu)
+		if b.Fast() && !b.rt.invariant {
+			// a key row read once for a group of heads, float32 sums (attention.cu, after
+			// the exact kernels); not in batch-invariant mode, where a decode row that a
+			// mixed step computes with the prefill kernel must get the same values
+			// (att_attention's)
 			groups := (heads + fastAttnHeads - 1) / fastAttnHeads
 			b.Launch("att_fast_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * kmax })
 			b.Launch("att_dec_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })

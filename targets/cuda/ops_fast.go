@@ -12,7 +12,7 @@ const (
 	fastWarps = 2048
 )
 
-// fastAttnHeads is fastattn.cu's FATT_HG: the heads one fast attention work item serves.
+// fastAttnHeads is attention.cu's FATT_HG: the heads one fast attention work item serves.
 const fastAttnHeads = 16
 
 // fastGemm describes y = x·wᵀ: x (an operand, or a scratch when xScratch ≥ 0) whose

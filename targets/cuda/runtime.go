@@ -24,7 +24,6 @@ type Runtime struct {
 	dev    int
 	w      *worker
 	stream stream
-	mod    module
 	funcs  map[string]function
 	hook   targets.Hook
 
@@ -222,22 +221,24 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 			return fmt.Errorf("plan has no %s program", ph)
 		}
 	}
-	src := Source()
-	img, st, err := (&kernelCache{dir: defaultCacheDir()}).build(cc, src, "deepinfer", compileOptions(a), a)
+	mods, where, st, err := buildModules(d, cc, a)
 	if err != nil {
 		return err
 	}
 	rt.info.Compile = st
-	if rt.mod, err = d.LoadModule(img); err != nil {
-		return err
-	}
 	for _, pr := range rt.progs {
 		for _, c := range pr.calls {
 			for li := range c.launches {
 				l := &c.launches[li]
 				f, ok := rt.funcs[l.kernel]
 				if !ok {
-					if f, err = d.Function(rt.mod, l.kernel); err != nil {
+					m := mods[0]
+					if where != nil {
+						if m, ok = where[l.kernel]; !ok {
+							return fmt.Errorf("kernel %s (for %s) is defined in no unit of the kernel sources", l.kernel, c.in.Op)
+						}
+					}
+					if f, err = d.Function(m, l.kernel); err != nil {
 						return fmt.Errorf("kernel %s (for %s): %w", l.kernel, c.in.Op, err)
 					}
 					rt.funcs[l.kernel] = f
@@ -582,7 +583,11 @@ func (rt *Runtime) Info() Info { return rt.info }
 // Describe is Info in one line.
 func (rt *Runtime) Describe() string {
 	i := rt.info
-	k := fmt.Sprintf("kernels compiled by %s in %s (%d bytes, now in the kernel cache)", i.Compile.Compiler, i.Compile.Took.Round(time.Millisecond), i.Compile.Bytes)
+	units := ""
+	if i.Compile.Units > 1 {
+		units = fmt.Sprintf("%d units in parallel, ", i.Compile.Units)
+	}
+	k := fmt.Sprintf("kernels compiled by %s in %s (%s%d bytes, now in the kernel cache)", i.Compile.Compiler, i.Compile.Took.Round(time.Millisecond), units, i.Compile.Bytes)
 	if i.Compile.Cached {
 		k = fmt.Sprintf("kernels loaded from the kernel cache in %s (nothing compiled)", i.Compile.Took.Round(time.Microsecond))
 	}

@@ -2,8 +2,11 @@ package cuda
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	dic "deepinfer/compiler"
@@ -394,5 +397,109 @@ func TestEveryOpHasABinder(t *testing.T) {
 		if binders[op] == nil {
 			t.Errorf("op %s has no cuda kernel", op)
 		}
+	}
+}
+
+// unitCounting is countingCompiler as a unitCompiler (as NVRTC is): each unit its own
+// program.
+type unitCounting struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (c *unitCounting) Version() string     { return "counting units 1" }
+func (c *unitCounting) SeparateUnits() bool { return true }
+func (c *unitCounting) Compile(src, name string, opts []string) ([]byte, string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.names = append(c.names, name)
+	return []byte("fake image " + name), "", nil
+}
+
+// TestUnitsPartitionTheKernels: the separately compiled units define every kernel of
+// the whole source exactly once, and each compiles alone (host compiler, syntax only,
+// both the device's and the emulated device's branches), so none leans on a definition
+// in another unit.
+func TestUnitsPartitionTheKernels(t *testing.T) {
+	all := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^KERNEL\((\w+),`).FindAllStringSubmatch(Source(), -1) {
+		all[m[1]]++
+	}
+	seen := map[string]string{}
+	units := Units()
+	if len(units) < 8 {
+		t.Fatalf("%d units", len(units))
+	}
+	for _, u := range units {
+		for _, k := range u.Kernels {
+			if prev, dup := seen[k]; dup {
+				t.Errorf("kernel %s in units %s and %s", k, prev, u.Name)
+			}
+			seen[k] = u.Name
+		}
+	}
+	for k, n := range all {
+		if n != 1 || seen[k] == "" {
+			t.Errorf("kernel %s: defined %d times in the source, in unit %q", k, n, seen[k])
+		}
+	}
+	if len(seen) != len(all) {
+		t.Errorf("units define %d kernels, the source %d", len(seen), len(all))
+	}
+	h, err := newHostCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the device branch with stand-ins for what NVRTC provides
+	stubs := "#define __device__\n#define __global__\n#define __forceinline__ inline\n" +
+		"struct dim3_ { unsigned x, y, z; }; static dim3_ blockIdx, threadIdx, gridDim, blockDim;\n" +
+		"struct alignas(16) uint4 { unsigned x, y, z, w; }; struct alignas(16) float4 { float x, y, z, w; };\n" +
+		"float __uint_as_float(unsigned); unsigned __float_as_uint(float); double __longlong_as_double(long long); long long __double_as_longlong(double);\n" +
+		"#include <cmath>\n#include <cstring>\n"
+	dir := t.TempDir()
+	for _, u := range units {
+		for _, mode := range []struct{ name, prefix, flag string }{{"device", stubs, "-UDI_EMULATE"}, {"emulated", "", "-DDI_EMULATE"}} {
+			f := filepath.Join(dir, u.Name+"-"+mode.name+".cc")
+			if err := os.WriteFile(f, []byte(mode.prefix+u.Src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(h.cxx, "-std=c++17", "-fsyntax-only", "-w", mode.flag, f).CombinedOutput()
+			if err != nil {
+				t.Errorf("unit %s (%s branch) does not compile alone: %v\n%s", u.Name, mode.name, err, firstLines(string(out), 12))
+			}
+		}
+	}
+}
+
+func firstLines(s string, n int) string {
+	l := strings.SplitN(s, "\n", n+1)
+	return strings.Join(l[:min(n, len(l))], "\n")
+}
+
+// TestSeparateUnitsOpen: with a compiler that builds units (NVRTC), opening compiles
+// each unit once, loads a module per unit, finds every launched kernel in the unit that
+// defines it, and a second open compiles nothing.
+func TestSeparateUnitsOpen(t *testing.T) {
+	withCache(t)
+	p, ws := defaultPlan(t)
+	cc := &unitCounting{}
+	d := newFakeDriver(1 << 30)
+	rt, err := open(d, cc, p, ws, targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(Units())
+	if len(cc.names) != n || d.stats.Modules != n || rt.info.Compile.Units != n || rt.info.Compile.Cached {
+		t.Errorf("%d compiles (%v), %d modules, stats %+v; want %d units compiled", len(cc.names), cc.names, d.stats.Modules, rt.info.Compile, n)
+	}
+	rt.Close()
+	cc.names = nil
+	rt, err = open(newFakeDriver(1<<30), cc, p, ws, targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if len(cc.names) != 0 || !rt.info.Compile.Cached {
+		t.Errorf("second open compiled %v (stats %+v)", cc.names, rt.info.Compile)
 	}
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"embed"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -32,4 +33,63 @@ func Source() string {
 		b.Write(src)
 	}
 	return b.String()
+}
+
+// joins names the .cu files compiled in another file's unit because they use its
+// definitions (rope.cu: attention.cu's RopeSpec; moe.cu: dense41.cu's dense_view).
+var joins = map[string]string{"rope.cu": "attention.cu", "moe.cu": "dense41.cu"}
+
+// Unit is one separately compiled part of the kernels: the headers, then its .cu files.
+type Unit struct {
+	Name    string
+	Src     string
+	Kernels []string // the kernels it defines
+}
+
+var kernelDef = regexp.MustCompile(`(?m)^KERNEL\((\w+),`)
+
+// Units splits the kernels into translation units that a device's compiler builds in
+// parallel: one per .cu file (a joined file with the file it uses), each after the
+// headers. Together they define every kernel of Source once.
+func Units() []Unit {
+	var head strings.Builder
+	for _, h := range []string{"prelude.h", "numerics.h", "quant.h", "rows.h"} {
+		src, _ := kernelFS.ReadFile("kernels/" + h)
+		head.Write(src)
+	}
+	ents, _ := kernelFS.ReadDir("kernels")
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".cu") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	unitOf := func(n string) string {
+		if j, ok := joins[n]; ok {
+			return j
+		}
+		return n
+	}
+	byName := map[string]*Unit{}
+	var order []string
+	for _, n := range names {
+		if u := unitOf(n); byName[u] == nil {
+			byName[u] = &Unit{Name: strings.TrimSuffix(u, ".cu"), Src: head.String()}
+			order = append(order, u)
+		}
+	}
+	for _, n := range names {
+		u := byName[unitOf(n)]
+		src, _ := kernelFS.ReadFile("kernels/" + n)
+		u.Src += "\n// ---- " + n + " ----\n" + string(src)
+		for _, m := range kernelDef.FindAllStringSubmatch(string(src), -1) {
+			u.Kernels = append(u.Kernels, m[1])
+		}
+	}
+	out := make([]Unit, 0, len(order))
+	for _, u := range order {
+		out = append(out, *byName[u])
+	}
+	return out
 }

@@ -146,17 +146,6 @@ KERNEL(moe_count, MoECountArgs) {
   }
 }
 
-DEV float moe_silu(float x) { return x / (1 + (float)exp((double)(-x))); }
-
-// moe_swiglu is the cpu's clamped SwiGLU of one value.
-DEV float moe_swiglu(float g, float u, float limit) {
-  if (limit > 0) {
-    g = go_min32(g, limit);
-    u = go_max32(go_min32(u, limit), -limit);
-  }
-  return moe_silu(g) * u;
-}
-
 // The routed experts, grouped by expert: moe_group lists each expert's slots (in slot
 // order, after the offsets of the experts before it); moe_hidden reads each row of an
 // expert's w1 and w3 once for all its slots; moe_proj each row of its w2; moe_out sums

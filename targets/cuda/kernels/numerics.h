@@ -258,3 +258,4 @@ DEV void seq_rows(const SeqRec* seqs, i64 nseq, i64 n, i64 i, i64* first, i64* r
   }
   *first = 0; *rows = n;
 }
+

@@ -83,3 +83,15 @@ DEV float q_pow2ceil(float x) {
   if (e > 127) e = 127;
   return f32_bits((u32)(e + 127) << 23);
 }
+
+// The experts' SwiGLU (moe.cu, tensorcore.cu).
+DEV float moe_silu(float x) { return x / (1 + (float)exp((double)(-x))); }
+
+// moe_swiglu is the cpu's clamped SwiGLU of one value.
+DEV float moe_swiglu(float g, float u, float limit) {
+  if (limit > 0) {
+    g = go_min32(g, limit);
+    u = go_max32(go_min32(u, limit), -limit);
+  }
+  return moe_silu(g) * u;
+}
