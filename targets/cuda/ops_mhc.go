@@ -107,6 +107,10 @@ func bindHCMix(b *Bind) error {
 // mixDot launches V4's float64 mixes of the streams (argument 0) against fn (argument
 // 1, m rows of K) into scratch mix.
 func mixDot(b *Bind, mix int, m, K int64, normEps float64) {
+	if b.Fast() {
+		fastMixDot(b, mix, m, K, normEps)
+		return
+	}
 	b.Launch("mhc_mix_dot", func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Shape[0]
 		a.P(s.Arg(0).Ptr)
@@ -199,4 +203,46 @@ func bindHCHead(b *Bind) error {
 		return T * d
 	})
 	return nil
+}
+
+// fastParts is how many interleaved parts the fast mode splits a sum over K values into
+// (mhc.cu's mhc_fast_* kernels): the smallest power of two whose square reaches K, so
+// that a part's chain and the sum of the parts are both about √K long. It depends on
+// the shape alone, never the batch, so that a row's value does not depend on the rows
+// beside it.
+func fastParts(K int64) int64 {
+	P := int64(1)
+	for P*P < K {
+		P *= 2
+	}
+	return P
+}
+
+// fastMixDot is mixDot in the fast mode: the sums in parts (mhc_fast_mix_part), then
+// each (token, row)'s parts added in order and scaled by the RMS (mhc_fast_mix_sum).
+func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
+	P := fastParts(K)
+	part := b.Scratch(8*(m+1)*P, 0)
+	b.Launch("mhc_fast_mix_part", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.W(s.Arg(1))
+		a.P(s.Scratch(part))
+		a.I(T)
+		a.I(m)
+		a.I(K)
+		a.I(P)
+		return T * (m + 1) * P
+	})
+	b.Launch("mhc_fast_mix_sum", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Scratch(part))
+		a.P(s.Scratch(mix))
+		a.I(T)
+		a.I(m)
+		a.I(K)
+		a.I(P)
+		a.F(normEps)
+		return T * m
+	})
 }

@@ -23,6 +23,9 @@ func bindRMSNorm(b *Bind) error {
 	if isV41(b) {
 		kernel = "mhc_rmsnorm41"
 	}
+	if b.Fast() && !isV41(b) {
+		return fastNorm(b, g, eps, weighted)
+	}
 	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g
 		a.P(s.Arg(0).Ptr)
@@ -43,3 +46,50 @@ func bindRMSNorm(b *Bind) error {
 
 // isV41 reports whether an instruction asks for DeepSeek-V4.1's numerics.
 func isV41(b *Bind) bool { return b.Str("numerics") == "v41" }
+
+// fastNorm: V4's RMSNorm in the fast mode (mhc.cu): each chunk's sum of squares in
+// fastParts(g) parts, then every value normalized from its chunk's parts.
+func fastNorm(b *Bind, g int64, eps float64, weighted int64) error {
+	// the scratch is claimed per token: the chunks of one token's values
+	perToken := int64(1)
+	syms := 0
+	for _, d := range b.Args[0].Shape {
+		if d.Sym != "" {
+			syms++
+			continue
+		}
+		perToken *= d.N
+	}
+	if syms != 1 {
+		return b.Errorf("x %s: want one token dimension", b.Args[0])
+	}
+	P := fastParts(g)
+	part := b.Scratch(8*P*((perToken+g-1)/g), 0)
+	b.Launch("mhc_fast_norm_part", func(s *Step, a *ArgBuf) int64 {
+		chunks := s.Arg(0).Elems() / g
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Scratch(part))
+		a.I(chunks)
+		a.I(g)
+		a.I(P)
+		return chunks * P
+	})
+	b.Launch("mhc_fast_norm_apply", func(s *Step, a *ArgBuf) int64 {
+		chunks := s.Arg(0).Elems() / g
+		a.P(s.Arg(0).Ptr)
+		if weighted == 1 {
+			a.W(s.Arg(1))
+		} else {
+			a.W(Operand{})
+		}
+		a.P(s.Result(0).Ptr)
+		a.P(s.Scratch(part))
+		a.I(chunks)
+		a.I(g)
+		a.I(P)
+		a.F(eps)
+		a.I(weighted)
+		return chunks * g
+	})
+	return nil
+}

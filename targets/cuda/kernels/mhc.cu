@@ -249,3 +249,75 @@ KERNEL(mhc_rmsnorm41, mhc_RMSNorm41Args) {
     }
   }
 }
+
+// ---- the fast numerics mode: split reductions ----
+//
+// The exact kernels above sum a row's K values in one chain (V4's mixes: 16,384 float64
+// adds a work item). In the fast mode a sum over K values is split into P interleaved
+// parts (P from the shape alone, ops_mhc.go's fastParts: about √K), part p summing the
+// values k ≡ p (mod P) in float64, so that adjacent work items read adjacent values; a
+// second launch adds a row's P parts in order. The values differ from the cpu target's
+// by the summation order only.
+
+// mhc_fast_mix_part: the parts of the mixes' sums of token t: row r < m is fn[r]·x_t,
+// row m the sum of squares x_t·x_t. One work item a (token, row, part), into
+// part[t, r, p] (T × (m+1) × P doubles).
+struct mhc_FastMixPartArgs { const float* x; Weight fn; double* part; i64 T; i64 m; i64 K; i64 P; };
+KERNEL(mhc_fast_mix_part, mhc_FastMixPartArgs) {
+  const i64 rows = a.m + 1;
+  for (i64 i = GIDX; i < a.T * rows * a.P; i += GSTRIDE) {
+    i64 p = i % a.P, r = (i / a.P) % rows, t = i / (a.P * rows);
+    const float* x = a.x + t * a.K;
+    double acc = 0;
+    if (r == a.m) {
+      for (i64 k = p; k < a.K; k += a.P) acc += (double)x[k] * (double)x[k];
+    } else {
+      for (i64 k = p; k < a.K; k += a.P) acc += (double)wval(a.fn, r, k) * (double)x[k];
+    }
+    a.part[i] = acc;
+  }
+}
+
+// mhc_fast_mix_sum (V4): the parts summed in order, mix[t, r] = dot / rms in float64,
+// as mhc_mix_dot. One work item a (token, mix row).
+struct mhc_FastMixSumArgs { const double* part; double* mix; i64 T; i64 m; i64 K; i64 P; double norm_eps; };
+KERNEL(mhc_fast_mix_sum, mhc_FastMixSumArgs) {
+  for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) {
+    i64 t = i / a.m, r = i % a.m;
+    const double* pt = a.part + t * (a.m + 1) * a.P;
+    double ss = 0, acc = 0;
+    for (i64 p = 0; p < a.P; p++) ss += pt[a.m * a.P + p];
+    for (i64 p = 0; p < a.P; p++) acc += pt[r * a.P + p];
+    double inv = 1 / sqrt(ss / (double)a.K + a.norm_eps);
+    a.mix[i] = acc * inv;
+  }
+}
+
+// mhc_fast_norm_part (V4): RMSNorm's sum of squares per chunk of g values in P parts,
+// into part[c, p]. One work item a (chunk, part).
+struct mhc_FastNormPartArgs { const float* x; double* part; i64 chunks; i64 g; i64 P; };
+KERNEL(mhc_fast_norm_part, mhc_FastNormPartArgs) {
+  for (i64 i = GIDX; i < a.chunks * a.P; i += GSTRIDE) {
+    i64 c = i / a.P, p = i % a.P;
+    const float* x = a.x + c * a.g;
+    double acc = 0;
+    for (i64 k = p; k < a.g; k += a.P) acc += (double)x[k] * (double)x[k];
+    a.part[i] = acc;
+  }
+}
+
+// mhc_fast_norm_apply (V4): y = x·inv (· w), inv from the chunk's parts summed in
+// order, in float64 as rmsnorm. One work item a value; each adds its chunk's P parts
+// itself (P is about √g), which saves a launch.
+struct mhc_FastNormApplyArgs { const float* x; Weight w; float* y; const double* part; i64 chunks; i64 g; i64 P; double eps; i64 weighted; };
+KERNEL(mhc_fast_norm_apply, mhc_FastNormApplyArgs) {
+  for (i64 i = GIDX; i < a.chunks * a.g; i += GSTRIDE) {
+    i64 c = i / a.g, k = i % a.g;
+    const double* pc = a.part + c * a.P;
+    double ss = 0;
+    for (i64 p = 0; p < a.P; p++) ss += pc[p];
+    double inv = 1.0 / sqrt(ss / (double)a.g + a.eps);
+    float v = (float)((double)a.x[i] * inv);
+    a.y[i] = a.weighted ? v * wval(a.w, 0, k) : v;
+  }
+}
