@@ -48,19 +48,25 @@ func bindHCMix(b *Bind) error {
 	if isV41(b) {
 		keep := b.Int("keep")
 		mix := b.Scratch(4*m, 0)
-		b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
-			T := s.Arg(0).Shape[0]
-			a.P(s.Arg(0).Ptr)
-			a.W(s.Arg(1))
-			a.P(s.Scratch(mix))
-			a.I(T)
-			a.I(m)
-			a.I(K)
-			a.P(s.Seqs)
-			a.I(s.NSeq)
-			a.I(keep)
-			return T * m
-		})
+		rs := -1
+		if b.Fast() {
+			rs = b.Scratch(4, 0)
+			fastMix41(b, mix, rs, m, K, normEps, keep)
+		} else {
+			b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
+				T := s.Arg(0).Shape[0]
+				a.P(s.Arg(0).Ptr)
+				a.W(s.Arg(1))
+				a.P(s.Scratch(mix))
+				a.I(T)
+				a.I(m)
+				a.I(K)
+				a.P(s.Seqs)
+				a.I(s.NSeq)
+				a.I(keep)
+				return T * m
+			})
+		}
 		b.Launch("mhc_mix41_split", func(s *Step, a *ArgBuf) int64 {
 			T := s.Arg(0).Shape[0]
 			a.P(s.Arg(0).Ptr)
@@ -79,6 +85,11 @@ func bindHCMix(b *Bind) error {
 			a.P(s.Seqs)
 			a.I(s.NSeq)
 			a.I(keep)
+			if rs >= 0 {
+				a.P(s.Scratch(rs))
+			} else {
+				a.P(0)
+			}
 			return T
 		})
 		return nil
@@ -245,4 +256,31 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 		a.F(normEps)
 		return T * m
 	})
+}
+
+// fastMix41 is V4.1's mhc_mix41_dot in the fast mode, with the RMS scale of
+// mhc_mix41_split: the independent lanes of MKL's and ATen's fp32 orders as work items
+// (mhc_fast_mix41_part), then folded per (token, row) into scratch mix and per token
+// into scratch rs (mhc_fast_mix41_sum) — the cpu target's values, bit for bit.
+func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
+	per := m*16 + 32
+	part := b.Scratch(4*per, 0)
+	fill := func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.W(s.Arg(1))
+		a.P(s.Scratch(part))
+		a.P(s.Scratch(mix))
+		a.P(s.Scratch(rs))
+		a.I(T)
+		a.I(m)
+		a.I(K)
+		a.F(normEps)
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(keep)
+		return T
+	}
+	b.Launch("mhc_fast_mix41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * per })
+	b.Launch("mhc_fast_mix41_sum", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (m + 1) })
 }

@@ -23,7 +23,7 @@ func bindRMSNorm(b *Bind) error {
 	if isV41(b) {
 		kernel = "mhc_rmsnorm41"
 	}
-	if b.Fast() && !isV41(b) {
+	if b.Fast() {
 		return fastNorm(b, g, eps, weighted)
 	}
 	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
@@ -47,8 +47,10 @@ func bindRMSNorm(b *Bind) error {
 // isV41 reports whether an instruction asks for DeepSeek-V4.1's numerics.
 func isV41(b *Bind) bool { return b.Str("numerics") == "v41" }
 
-// fastNorm: V4's RMSNorm in the fast mode (mhc.cu): each chunk's sum of squares in
-// fastParts(g) parts, then every value normalized from its chunk's parts.
+// fastNorm: RMSNorm in the fast mode (mhc.cu). V4: each chunk's float64 sum of squares
+// in fastParts(g) parts, then every value normalized from its chunk's parts. V4.1: the
+// 32 lanes of ATen's cascade sum as work items, then every value normalized from its
+// chunk's lanes, folded as the serial sum would (the cpu target's values).
 func fastNorm(b *Bind, g int64, eps float64, weighted int64) error {
 	// the scratch is claimed per token: the chunks of one token's values
 	perToken := int64(1)
@@ -62,6 +64,28 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) error {
 	}
 	if syms != 1 {
 		return b.Errorf("x %s: want one token dimension", b.Args[0])
+	}
+	if isV41(b) {
+		part := b.Scratch(4*32*((perToken+g-1)/g), 0)
+		fill := func(s *Step, a *ArgBuf) int64 {
+			chunks := s.Arg(0).Elems() / g
+			a.P(s.Arg(0).Ptr)
+			if weighted == 1 {
+				a.W(s.Arg(1))
+			} else {
+				a.W(Operand{})
+			}
+			a.P(s.Result(0).Ptr)
+			a.P(s.Scratch(part))
+			a.I(chunks)
+			a.I(g)
+			a.F(eps)
+			a.I(weighted)
+			return chunks
+		}
+		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
+		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * g })
+		return nil
 	}
 	P := fastParts(g)
 	part := b.Scratch(8*P*((perToken+g-1)/g), 0)

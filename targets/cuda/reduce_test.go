@@ -1,7 +1,11 @@
 package cuda
 
 import (
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	dic "deepinfer/compiler"
 	"deepinfer/targets"
@@ -20,6 +24,9 @@ func TestFastModeSplitsReductions(t *testing.T) {
 		{"tiny-v4-dev",
 			[]string{"mhc_fast_mix_part", "mhc_fast_mix_sum", "mhc_fast_norm_part", "mhc_fast_norm_apply"},
 			[]string{"mhc_mix_dot", "rmsnorm"}},
+		{"tiny-v41-dev2",
+			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum", "mhc_fast_norm41_part", "mhc_fast_norm41_apply"},
+			[]string{"mhc_mix41_dot", "mhc_rmsnorm41"}},
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
@@ -63,5 +70,188 @@ func TestFastModeSplitsReductions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// emuKernels runs single kernels of the emulated device on buffers a test fills.
+type emuKernels struct {
+	t   *testing.T
+	d   *fakeDriver
+	mod module
+}
+
+func newEmuKernels(t *testing.T) *emuKernels {
+	t.Helper()
+	cc, err := newHostCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _, err := (&kernelCache{dir: defaultCacheDir()}).build(cc, Source(), "deepinfer", compileOptions("sm_90a"), "sm_90a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newFakeDriver(1 << 30)
+	mod, err := d.LoadModule(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &emuKernels{t: t, d: d, mod: mod}
+}
+
+// put uploads 4- or 8-byte values and returns their device address.
+func put[V float32 | int64](k *emuKernels, v []V) devptr {
+	k.t.Helper()
+	n := uint64(len(v)) * uint64(unsafe.Sizeof(v[0]))
+	p, err := k.d.Alloc(max(n, 8))
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if err := k.d.HtoD(p, unsafe.Pointer(&v[0]), n, 0); err != nil {
+		k.t.Fatal(err)
+	}
+	return p
+}
+
+func (k *emuKernels) get(p devptr, n int) []float32 {
+	k.t.Helper()
+	v := make([]float32, n)
+	if err := k.d.DtoH(unsafe.Pointer(&v[0]), p, uint64(4*n), 0); err != nil {
+		k.t.Fatal(err)
+	}
+	return v
+}
+
+func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
+	k.t.Helper()
+	f, err := k.d.Function(k.mod, name)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	var a ArgBuf
+	fill(&a)
+	if err := k.d.Launch(f, 1, launchBlock, 0, unsafe.Pointer(&a.w[0])); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+func randRow(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: value %d is %g, the serial kernel's %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+// TestFastV41LanesAreExact: V4.1's fast-mode reductions (the lanes of ATen's cascade sum
+// and of MKL's dot orders as separate work items, then folded) reproduce the serial
+// kernels bit for bit, over lengths that reach every level of the cascade and row
+// counts that pick each of MKL's orders (gemv, small, split2, split4, sequential).
+func TestFastV41LanesAreExact(t *testing.T) {
+	k := newEmuKernels(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	const eps = 1e-6
+	// RMSNorm over chunks of g values, weighted
+	for _, g := range []int{1, 7, 8, 33, 100, 257, 512, 1000, 4096, 4100, 16384, 70001} {
+		const chunks = 16
+		x, w := put(k, randRow(rng, chunks*g)), put(k, randRow(rng, g))
+		wt := Operand{Ptr: w, Cols: int64(g)}
+		y1, y2 := put(k, make([]float32, chunks*g)), put(k, make([]float32, chunks*g))
+		part := put(k, make([]float32, chunks*32))
+		k.run("mhc_rmsnorm41", func(a *ArgBuf) {
+			a.P(x)
+			a.W(wt)
+			a.P(y1)
+			a.I(chunks)
+			a.I(int64(g))
+			a.F(eps)
+			a.I(1)
+		})
+		for _, name := range []string{"mhc_fast_norm41_part", "mhc_fast_norm41_apply"} {
+			k.run(name, func(a *ArgBuf) {
+				a.P(x)
+				a.W(wt)
+				a.P(y2)
+				a.P(part)
+				a.I(chunks)
+				a.I(int64(g))
+				a.F(eps)
+				a.I(1)
+			})
+		}
+		sameBits(t, fmt.Sprintf("rmsnorm41, g %d", g), k.get(y2, chunks*g), k.get(y1, chunks*g))
+	}
+	// the mixes of T rows of one sequence: n = 4 streams, m = 24 mix rows of K
+	const n, m = 4, 24
+	base, scale := put(k, randRow(rng, m)), put(k, randRow(rng, 3))
+	for _, K := range []int{7, 64, 255, 384, 1000, 4096, 16384} {
+		fn := put(k, randRow(rng, m*K))
+		for _, T := range []int{1, 6, 15, 16, 17, 40, 129} {
+			x := put(k, randRow(rng, T*K))
+			seqs := put(k, []int64{0, int64(T), 0, 0, 0})
+			split := func(mix, rs devptr) []float32 {
+				out := put(k, make([]float32, T*(2*n+n*n)))
+				k.run("mhc_mix41_split", func(a *ArgBuf) {
+					a.P(x)
+					a.P(mix)
+					a.W(Operand{Ptr: base, Cols: m})
+					a.W(Operand{Ptr: scale, Cols: 3})
+					a.P(out)
+					a.P(out + devptr(4*T*n))
+					a.P(out + devptr(8*T*n))
+					a.I(int64(T))
+					a.I(n)
+					a.I(int64(K))
+					a.F(eps)
+					a.F(eps)
+					a.I(20)
+					a.P(seqs)
+					a.I(1)
+					a.I(0)
+					a.P(rs)
+				})
+				return k.get(out, T*(2*n+n*n))
+			}
+			mix1, mix2 := put(k, make([]float32, T*m)), put(k, make([]float32, T*m))
+			k.run("mhc_mix41_dot", func(a *ArgBuf) {
+				a.P(x)
+				a.W(Operand{Ptr: fn, Cols: int64(K)})
+				a.P(mix1)
+				a.I(int64(T))
+				a.I(m)
+				a.I(int64(K))
+				a.P(seqs)
+				a.I(1)
+				a.I(0)
+			})
+			part, rs := put(k, make([]float32, T*(m*16+32))), put(k, make([]float32, T))
+			for _, name := range []string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum"} {
+				k.run(name, func(a *ArgBuf) {
+					a.P(x)
+					a.W(Operand{Ptr: fn, Cols: int64(K)})
+					a.P(part)
+					a.P(mix2)
+					a.P(rs)
+					a.I(int64(T))
+					a.I(m)
+					a.I(int64(K))
+					a.F(eps)
+					a.P(seqs)
+					a.I(1)
+					a.I(0)
+				})
+			}
+			what := fmt.Sprintf("mix41, K %d, %d rows", K, T)
+			sameBits(t, what, k.get(mix2, T*m), k.get(mix1, T*m))
+			sameBits(t, what+", split", split(mix2, rs), split(mix1, 0))
+		}
 	}
 }
