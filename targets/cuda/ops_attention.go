@@ -122,7 +122,14 @@ func bindCompress(b *Bind) error {
 	}
 	maxE := b.MaxPositions() / ratio
 	kvS, gateS, poolS := b.Scratch(4*width, 0), b.Scratch(4*width, 0), b.Scratch(8*dim, 0)
-	b.Launch("att_cmp_proj", func(s *Step, a *ArgBuf) int64 {
+	// the fast mode: the 64-wide blocks as work items (att_cmp_fast_part), then summed
+	// in order (att_cmp_fast_sum): the same values
+	nb := (in + 63) / 64
+	partS := -1
+	if b.Fast() {
+		partS = b.Scratch(4*2*width*nb, 0)
+	}
+	proj := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(2))
@@ -133,8 +140,19 @@ func bindCompress(b *Bind) error {
 		a.I(width)
 		a.I(in)
 		a.I(1) // the reduction in 64-wide blocks, for every shape (cpu: gemmNT)
+		if partS >= 0 {
+			a.P(s.Scratch(partS))
+		} else {
+			a.P(0)
+		}
 		return 2 * T * width
-	})
+	}
+	if partS >= 0 {
+		b.Launch("att_cmp_fast_part", func(s *Step, a *ArgBuf) int64 { return proj(s, a) * nb })
+		b.Launch("att_cmp_fast_sum", proj)
+	} else {
+		b.Launch("att_cmp_proj", proj)
+	}
 	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Seqs)
 		a.I(s.NSeq)

@@ -22,8 +22,8 @@ func TestFastModeSplitsReductions(t *testing.T) {
 		fast, slow []string // kernels only the fast mode launches, and only the exact mode
 	}{
 		{"tiny-v4-dev",
-			[]string{"mhc_fast_mix_part", "mhc_fast_mix_sum", "mhc_fast_norm_part", "mhc_fast_norm_apply"},
-			[]string{"mhc_mix_dot", "rmsnorm"}},
+			[]string{"mhc_fast_mix_part", "mhc_fast_mix_sum", "mhc_fast_norm_part", "mhc_fast_norm_apply", "att_cmp_fast_part", "att_cmp_fast_sum"},
+			[]string{"mhc_mix_dot", "rmsnorm", "att_cmp_proj"}},
 		{"tiny-v41-dev2",
 			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum", "mhc_fast_norm41_part", "mhc_fast_norm41_apply"},
 			[]string{"mhc_mix41_dot", "mhc_rmsnorm41"}},

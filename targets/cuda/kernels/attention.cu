@@ -188,7 +188,7 @@ DEV float att_gonum_dot(const float* x, const Weight& w, i64 r, i64 k0, i64 n) {
 
 // att_cmp_proj: kv and gate projections of every token row, as the cpu's gemmNT (gonum
 // Sgemm: one dot per output, or, when blocked, sums of dots over 64-wide k blocks).
-struct AttProjArgs { const float* x; Weight wkv; Weight wgate; float* kv; float* gate; i64 T; i64 width; i64 in; i64 blocked; };
+struct AttProjArgs { const float* x; Weight wkv; Weight wgate; float* kv; float* gate; i64 T; i64 width; i64 in; i64 blocked; float* part; };
 KERNEL(att_cmp_proj, AttProjArgs) {
   i64 per = a.T * a.width;
   for (i64 i = GIDX; i < 2 * per; i += GSTRIDE) {
@@ -202,6 +202,30 @@ KERNEL(att_cmp_proj, AttProjArgs) {
       acc += att_gonum_dot(x, which ? a.wgate : a.wkv, c, 0, a.in);
     }
     (which ? a.gate : a.kv)[rem] = acc;
+  }
+}
+
+// att_cmp_fast_part and att_cmp_fast_sum (the fast mode): att_cmp_proj's blocked
+// reduction with its 64-wide blocks as work items, one (projection, token, channel,
+// block) each, into part[projection, t, c, block]; then each output's blocks added in
+// order. The blocks are independent in the cpu's order, so these are att_cmp_proj's
+// values bit for bit, in chains of 64 values and in/64 blocks instead of in.
+KERNEL(att_cmp_fast_part, AttProjArgs) {
+  const i64 nb = (a.in + 63) / 64, per = a.T * a.width;
+  for (i64 i = GIDX; i < 2 * per * nb; i += GSTRIDE) {
+    i64 blk = i % nb, o = i / nb, which = o / per, rem = o % per, t = rem / a.width, c = rem % a.width;
+    i64 k = blk * 64;
+    a.part[i] = att_gonum_dot(a.x + t * a.in + k, which ? a.wgate : a.wkv, c, k, imin(64, a.in - k));
+  }
+}
+
+KERNEL(att_cmp_fast_sum, AttProjArgs) {
+  const i64 nb = (a.in + 63) / 64, per = a.T * a.width;
+  for (i64 o = GIDX; o < 2 * per; o += GSTRIDE) {
+    const float* p = a.part + o * nb;
+    float acc = 0;
+    for (i64 blk = 0; blk < nb; blk++) acc += p[blk];
+    (o / per ? a.gate : a.kv)[o % per] = acc;
   }
 }
 
