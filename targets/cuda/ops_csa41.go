@@ -230,6 +230,15 @@ func csaBindCompress(b *Bind) error {
 		iNorm = 4
 	}
 	sc := b.Scratch((3*d+idim)*4, 0)
+	// the fast mode: the projections' independent pieces as work items (csa41.cu's
+	// csa_fast_proj_part), then folded (csa_fast_proj_sum): the same values
+	lanes, partS := int64(32), -1
+	if ratio == 1 {
+		lanes = (D + 63) / 64
+	}
+	if b.Fast() {
+		partS = b.Scratch(4*d*lanes, 0)
+	}
 	fill := func(s *Step, a *ArgBuf) {
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(2))
@@ -272,8 +281,20 @@ func csaBindCompress(b *Bind) error {
 		a.I(int64(runtime.GOMAXPROCS(0)))
 		rope.put(a)
 		a.P(s.Err)
+		if partS >= 0 {
+			a.P(s.Scratch(partS))
+			a.I(lanes)
+		} else {
+			a.P(0)
+			a.I(0)
+		}
 	}
-	b.Launch("csa_compress_proj", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+	if partS >= 0 {
+		b.Launch("csa_fast_proj_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d * lanes })
+		b.Launch("csa_fast_proj_sum", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+	} else {
+		b.Launch("csa_compress_proj", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+	}
 	if ratio > 1 {
 		b.Launch("csa_compress_pool", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
 	}

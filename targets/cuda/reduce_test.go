@@ -25,8 +25,8 @@ func TestFastModeSplitsReductions(t *testing.T) {
 			[]string{"mhc_fast_mix_part", "mhc_fast_mix_sum", "mhc_fast_norm_part", "mhc_fast_norm_apply", "att_cmp_fast_part", "att_cmp_fast_sum"},
 			[]string{"mhc_mix_dot", "rmsnorm", "att_cmp_proj"}},
 		{"tiny-v41-dev2",
-			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum", "mhc_fast_norm41_part", "mhc_fast_norm41_apply"},
-			[]string{"mhc_mix41_dot", "mhc_rmsnorm41"}},
+			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum", "mhc_fast_norm41_part", "mhc_fast_norm41_apply", "csa_fast_proj_part", "csa_fast_proj_sum"},
+			[]string{"mhc_mix41_dot", "mhc_rmsnorm41", "csa_compress_proj"}},
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {

@@ -242,6 +242,8 @@ struct csa_CompressArgs {
   double attn_factor;
   double inv[CSA_MAX_PAIRS];
   i64* err;
+  float* part;  // the fast mode's pieces of the projections (csa_fast_proj_part)
+  i64 lanes;    // pieces a projected value
 };
 
 // csa_compress_proj: the projections of every row (ratio 1: bf16(x)·wkv in gonum's
@@ -264,6 +266,50 @@ KERNEL(csa_compress_proj, csa_CompressArgs) {
       i64 m = v.orows, r = v.orows == 1 ? 0 : i;
       a.P[it] = mkl_dot(xr, w, m, r, a.D, a.d);
       a.G[it] = mkl_dot(xr, g, m, r, a.D, a.d);
+    }
+  }
+}
+
+// csa_fast_proj_part and csa_fast_proj_sum (the fast mode): csa_compress_proj with the
+// independent pieces of the cpu's order as work items — ratio 1: gonum's 64-wide blocks
+// (csa_gonum_par: always blocked; lanes = D/64 rounded up), else mkl_dot's 16 lanes of
+// the kv projection, then 16 of the gate (lanes = 32) — into part[t, c, lane]; then
+// each value's pieces folded as csa_compress_proj sums them: its values bit for bit.
+KERNEL(csa_fast_proj_part, csa_CompressArgs) {
+  for (i64 it = GIDX; it < a.T * a.d * a.lanes; it += GSTRIDE) {
+    i64 L = it % a.lanes, o = it / a.lanes, t = o / a.d, c = o % a.d;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    const float* xt = a.x + t * a.D;
+    if (a.ratio == 1) {
+      csa_BF16Row xb = {xt};
+      WRow w = {a.wkv, c};
+      i64 k0 = L * 64;
+      a.part[it] = csa_gonum_dot(xb, w, k0, imin(64, a.D - k0), c * a.D + k0);
+    } else {
+      FRow xr = {xt};
+      WRow w = {L < 16 ? a.wkv : a.wgate, c};
+      a.part[it] = mkl_lane(xr, w, v.orows, a.D, a.d, (int)(L % 16));
+    }
+  }
+}
+
+KERNEL(csa_fast_proj_sum, csa_CompressArgs) {
+  for (i64 it = GIDX; it < a.T * a.d; it += GSTRIDE) {
+    i64 t = it / a.d, c = it % a.d;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    const float* p = a.part + it * a.lanes;
+    if (a.ratio == 1) {
+      float acc = 0;
+      for (i64 L = 0; L < a.lanes; L++) acc += p[L];
+      a.P[it] = q_bf16(acc);
+    } else {
+      FRow xr = {a.x + t * a.D};
+      WRow w = {a.wkv, c}, g = {a.wgate, c};
+      i64 m = v.orows, r = v.orows == 1 ? 0 : t - v.row;
+      a.P[it] = mkl_fold(xr, w, m, r, a.D, a.d, p);
+      a.G[it] = mkl_fold(xr, g, m, r, a.D, a.d, p + 16);
     }
   }
 }

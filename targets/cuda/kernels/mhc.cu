@@ -324,136 +324,12 @@ KERNEL(mhc_fast_norm_apply, mhc_FastNormApplyArgs) {
 }
 
 // V4.1 in the fast mode: the reference's fp32 orders keep independent lanes — ATen's
-// cascade_sum 32 (4 ILP × 8 vector lanes, each with its own cascade of levels), MKL's
-// dot_gemv and dot_small 16, dot_split4 4 — so these kernels compute the lanes as
-// separate work items and fold them as the serial kernels do: the values are the cpu
-// target's bit for bit, in chains 16 to 32 times shorter. (V4.1 quantizes activations
-// to FP8 and FP4; a last-bit difference there flips codes, and the free-running check
-// could not bound what follows.)
-
-// mhc_cascade_lane is lane (k, l) of cascade_sum(x, n): its level accumulators run and
-// folded, before the tail and the lanes are added (mhc_cascade_fold).
-template <class X>
-DEVM float mhc_cascade_lane(X x, i64 n, int k, int l) {
-  const int lanes = 8, ilp = 4, levels = 4;
-  i64 nvec = n / lanes;
-  i64 sizeILP = nvec / ilp;
-  int power = 4;
-  if (sizeILP > 1) {
-    int p = ceil_log2(sizeILP) / levels;
-    power = p > 4 ? p : 4;
-  }
-  i64 step = 1ll << power;
-  i64 mask = step - 1;
-  float acc[levels];
-  for (int j = 0; j < levels; j++) acc[j] = 0;
-  i64 i = 0;
-  while (i + step <= sizeILP) {
-    for (i64 j = 0; j < step; j++) {
-      acc[0] += x((i * ilp + k) * lanes + l);
-      i++;
-    }
-    for (int j = 1; j < levels; j++) {
-      acc[j] += acc[j - 1];
-      acc[j - 1] = 0;
-      if ((i & (mask << (j * power))) != 0) break;
-    }
-  }
-  for (; i < sizeILP; i++) acc[0] += x((i * ilp + k) * lanes + l);
-  for (int j = 1; j < levels; j++) acc[0] += acc[j];
-  return acc[0];
-}
-
-// mhc_cascade_fold is cascade_sum(x, n) from its 32 lanes (lane[k·8 + l]).
-template <class X>
-DEVM float mhc_cascade_fold(X x, i64 n, const float* lane) {
-  const int lanes = 8, ilp = 4;
-  i64 nvec = n / lanes;
-  i64 sizeILP = nvec / ilp;
-  float ps[ilp][lanes];
-  for (int k = 0; k < ilp; k++)
-    for (int l = 0; l < lanes; l++) ps[k][l] = lane[k * lanes + l];
-  for (i64 t = sizeILP * ilp; t < nvec; t++)
-    for (int l = 0; l < lanes; l++) ps[0][l] += x(t * lanes + l);
-  for (int k = 1; k < ilp; k++)
-    for (int l = 0; l < lanes; l++) ps[0][l] += ps[k][l];
-  float fin = 0;
-  for (i64 t = nvec * lanes; t < n; t++) fin += x(t);
-  for (int l = 0; l < lanes; l++) fin += ps[0][l];
-  return fin;
-}
-
-// mhc_mkl_lane is lane L (of 16) of mkl_dot(x, w, m, ·, K, N): dot_gemv's lane L,
-// dot_small's accumulator (L/4, L%4), dot_split4's or SPLIT2's part L, or the whole
-// sequential dot in lane 0; 0 in the lanes an order does not use.
-template <class X, class W>
-DEVM float mhc_mkl_lane(X x, W w, i64 m, i64 K, i64 N, int L) {
-  switch (mkl_order(m, K, N)) {
-    case ORDER_GEMV: {
-      float v = L == 0 ? x(0) * w(0) : 0;
-      i64 nvec = (K - 1) / 16;
-      for (i64 t = 0; t < nvec; t++) {
-        i64 k = 1 + 16 * t + L;
-        v = fma32(x(k), w(k), v);
-      }
-      return v;
-    }
-    case ORDER_SMALL: {
-      float v = 0;
-      for (i64 k = 4 * (L / 4) + L % 4; k < K; k += 16) v = fma32(x(k), w(k), v);
-      return v;
-    }
-    case ORDER_SPLIT4: {
-      i64 c = K / 4;
-      return L < 4 ? dot_seq(x, w, L * c, (L + 1) * c) : 0;
-    }
-    case ORDER_SPLIT2: {
-      i64 h = K / 2;
-      return L == 0 ? dot_seq(x, w, 0, h) : L == 1 ? dot_seq(x, w, h, K) : 0;
-    }
-  }
-  return L == 0 ? dot_seq(x, w, 0, K) : 0;
-}
-
-// mhc_mkl_fold is mkl_dot(x, w, m, r, K, N) from its 16 lanes.
-template <class X, class W>
-DEVM float mhc_mkl_fold(X x, W w, i64 m, i64 r, i64 K, i64 N, const float* lane) {
-  switch (mkl_order(m, K, N)) {
-    case ORDER_GEMV: {
-      float lanes[16];
-      for (int l = 0; l < 16; l++) lanes[l] = lane[l];
-      float s = halving16(lanes);
-      i64 nvec = (K - 1) / 16;
-      if (1 + 16 * nvec == K) return s;
-      float tail[16];
-      for (int l = 0; l < 16; l++) tail[l] = 0;
-      tail[0] = s;
-      for (i64 k = 1 + 16 * nvec; k < K; k++) {
-        i64 l = k - (1 + 16 * nvec);
-        tail[l] = fma32(x(k), w(k), tail[l]);
-      }
-      return halving16(tail);
-    }
-    case ORDER_SMALL: {
-      float v[4];
-      for (int l = 0; l < 4; l++) {
-        float s = lane[l];
-        for (int u = 1; u < 4; u++) s += lane[4 * u + l];
-        v[l] = s;
-      }
-      return (v[0] + v[1]) + (v[2] + v[3]);
-    }
-    case ORDER_SPLIT4: {
-      int order[4];
-      chunk_order(m, r, order);
-      float v = lane[order[0]];
-      for (int j = 1; j < 4; j++) v += lane[order[j]];
-      return v;
-    }
-    case ORDER_SPLIT2: return lane[0] + lane[1];
-  }
-  return lane[0];
-}
+// cascade_sum 32, MKL's dot_gemv and dot_small 16, dot_split4 4 (numerics.h's
+// cascade_lane and mkl_lane) — so these kernels compute the lanes as separate work
+// items and fold them as the serial kernels do: the values are the cpu target's bit
+// for bit, in chains 16 to 32 times shorter. (V4.1 quantizes activations to FP8 and
+// FP4; a last-bit difference there flips codes, and the free-running check could not
+// bound what follows.)
 
 // mhc_fast_mix41_part (V4.1): the lanes of token t's sums: for each mix row r the 16
 // lanes of mkl_dot(x_t, fn[r]) for the token's sequence rows, then the 32 lanes of
@@ -472,7 +348,7 @@ KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
       mhc_Sq sq;
       sq.p = x.p;
       i64 c = j - a.m * 16;
-      a.part[i] = mhc_cascade_lane(sq, a.K, (int)(c / 8), (int)(c % 8));
+      a.part[i] = cascade_lane(sq, a.K, (int)(c / 8), (int)(c % 8));
       continue;
     }
     i64 first, rows;
@@ -480,7 +356,7 @@ KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
     WRow w;
     w.w = a.fn;
     w.r = j / 16;
-    a.part[i] = mhc_mkl_lane(x, w, rows, a.K, a.m, (int)(j % 16));
+    a.part[i] = mkl_lane(x, w, rows, a.K, a.m, (int)(j % 16));
   }
 }
 
@@ -497,7 +373,7 @@ KERNEL(mhc_fast_mix41_sum, mhc_FastMix41Args) {
     if (r == a.m) {
       mhc_Sq sq;
       sq.p = x.p;
-      float mean = mhc_cascade_fold(sq, a.K, pt + a.m * 16) / (float)a.K;
+      float mean = cascade_fold(sq, a.K, pt + a.m * 16) / (float)a.K;
       a.rs[t] = 1 / (float)sqrt((double)(mean + (float)a.norm_eps));
       continue;
     }
@@ -506,7 +382,7 @@ KERNEL(mhc_fast_mix41_sum, mhc_FastMix41Args) {
     WRow w;
     w.w = a.fn;
     w.r = r;
-    a.mix[t * a.m + r] = mhc_mkl_fold(x, w, rows, t - first, a.K, a.m, pt + r * 16);
+    a.mix[t * a.m + r] = mkl_fold(x, w, rows, t - first, a.K, a.m, pt + r * 16);
   }
 }
 
@@ -517,7 +393,7 @@ KERNEL(mhc_fast_norm41_part, mhc_FastNorm41Args) {
   for (i64 i = GIDX; i < a.chunks * 32; i += GSTRIDE) {
     mhc_Sq sq;
     sq.p = a.x + i / 32 * a.g;
-    a.part[i] = mhc_cascade_lane(sq, a.g, (int)(i % 32 / 8), (int)(i % 8));
+    a.part[i] = cascade_lane(sq, a.g, (int)(i % 32 / 8), (int)(i % 8));
   }
 }
 
@@ -528,7 +404,7 @@ KERNEL(mhc_fast_norm41_apply, mhc_FastNorm41Args) {
     i64 c = i / a.g, k = i % a.g;
     mhc_Sq sq;
     sq.p = a.x + c * a.g;
-    float mean = mhc_cascade_fold(sq, a.g, a.part + c * 32) / (float)a.g;
+    float mean = cascade_fold(sq, a.g, a.part + c * 32) / (float)a.g;
     float rs = 1 / (float)sqrt((double)(mean + (float)a.eps));
     float v = a.x[i] * rs;
     if (a.weighted) v *= wval(a.w, 0, k);

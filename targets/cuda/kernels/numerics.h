@@ -209,6 +209,136 @@ DEVM float mkl_dot(X x, W w, i64 m, i64 r, i64 K, i64 N) {
   return dot_seq(x, w, 0, K);
 }
 
+// The lanes of these orders, for kernels that run them as separate work items (the
+// fast mode's mhc and compressor kernels): cascade_sum keeps 32 independent lanes
+// (ILP × vector lanes, each with its own cascade of levels), mkl_dot up to 16
+// (dot_gemv's lanes, dot_small's accumulators, dot_split4's parts). A lane computed
+// alone and the lanes folded give the serial function's value bit for bit.
+
+// cascade_lane is lane (k, l) of cascade_sum(x, n): its level accumulators run and
+// folded, before the tail and the lanes are added (cascade_fold).
+template <class X>
+DEVM float cascade_lane(X x, i64 n, int k, int l) {
+  const int lanes = 8, ilp = 4, levels = 4;
+  i64 nvec = n / lanes;
+  i64 sizeILP = nvec / ilp;
+  int power = 4;
+  if (sizeILP > 1) {
+    int p = ceil_log2(sizeILP) / levels;
+    power = p > 4 ? p : 4;
+  }
+  i64 step = 1ll << power;
+  i64 mask = step - 1;
+  float acc[levels];
+  for (int j = 0; j < levels; j++) acc[j] = 0;
+  i64 i = 0;
+  while (i + step <= sizeILP) {
+    for (i64 j = 0; j < step; j++) {
+      acc[0] += x((i * ilp + k) * lanes + l);
+      i++;
+    }
+    for (int j = 1; j < levels; j++) {
+      acc[j] += acc[j - 1];
+      acc[j - 1] = 0;
+      if ((i & (mask << (j * power))) != 0) break;
+    }
+  }
+  for (; i < sizeILP; i++) acc[0] += x((i * ilp + k) * lanes + l);
+  for (int j = 1; j < levels; j++) acc[0] += acc[j];
+  return acc[0];
+}
+
+// cascade_fold is cascade_sum(x, n) from its 32 lanes (lane[k·8 + l]).
+template <class X>
+DEVM float cascade_fold(X x, i64 n, const float* lane) {
+  const int lanes = 8, ilp = 4;
+  i64 nvec = n / lanes;
+  i64 sizeILP = nvec / ilp;
+  float ps[ilp][lanes];
+  for (int k = 0; k < ilp; k++)
+    for (int l = 0; l < lanes; l++) ps[k][l] = lane[k * lanes + l];
+  for (i64 t = sizeILP * ilp; t < nvec; t++)
+    for (int l = 0; l < lanes; l++) ps[0][l] += x(t * lanes + l);
+  for (int k = 1; k < ilp; k++)
+    for (int l = 0; l < lanes; l++) ps[0][l] += ps[k][l];
+  float fin = 0;
+  for (i64 t = nvec * lanes; t < n; t++) fin += x(t);
+  for (int l = 0; l < lanes; l++) fin += ps[0][l];
+  return fin;
+}
+
+// mkl_lane is lane L (of 16) of mkl_dot(x, w, m, ·, K, N): dot_gemv's lane L,
+// dot_small's accumulator (L/4, L%4), dot_split4's or SPLIT2's part L, or the whole
+// sequential dot in lane 0; 0 in the lanes an order does not use.
+template <class X, class W>
+DEVM float mkl_lane(X x, W w, i64 m, i64 K, i64 N, int L) {
+  switch (mkl_order(m, K, N)) {
+    case ORDER_GEMV: {
+      float v = L == 0 ? x(0) * w(0) : 0;
+      i64 nvec = (K - 1) / 16;
+      for (i64 t = 0; t < nvec; t++) {
+        i64 k = 1 + 16 * t + L;
+        v = fma32(x(k), w(k), v);
+      }
+      return v;
+    }
+    case ORDER_SMALL: {
+      float v = 0;
+      for (i64 k = 4 * (L / 4) + L % 4; k < K; k += 16) v = fma32(x(k), w(k), v);
+      return v;
+    }
+    case ORDER_SPLIT4: {
+      i64 c = K / 4;
+      return L < 4 ? dot_seq(x, w, L * c, (L + 1) * c) : 0;
+    }
+    case ORDER_SPLIT2: {
+      i64 h = K / 2;
+      return L == 0 ? dot_seq(x, w, 0, h) : L == 1 ? dot_seq(x, w, h, K) : 0;
+    }
+  }
+  return L == 0 ? dot_seq(x, w, 0, K) : 0;
+}
+
+// mkl_fold is mkl_dot(x, w, m, r, K, N) from its 16 lanes.
+template <class X, class W>
+DEVM float mkl_fold(X x, W w, i64 m, i64 r, i64 K, i64 N, const float* lane) {
+  switch (mkl_order(m, K, N)) {
+    case ORDER_GEMV: {
+      float lanes[16];
+      for (int l = 0; l < 16; l++) lanes[l] = lane[l];
+      float s = halving16(lanes);
+      i64 nvec = (K - 1) / 16;
+      if (1 + 16 * nvec == K) return s;
+      float tail[16];
+      for (int l = 0; l < 16; l++) tail[l] = 0;
+      tail[0] = s;
+      for (i64 k = 1 + 16 * nvec; k < K; k++) {
+        i64 l = k - (1 + 16 * nvec);
+        tail[l] = fma32(x(k), w(k), tail[l]);
+      }
+      return halving16(tail);
+    }
+    case ORDER_SMALL: {
+      float v[4];
+      for (int l = 0; l < 4; l++) {
+        float s = lane[l];
+        for (int u = 1; u < 4; u++) s += lane[4 * u + l];
+        v[l] = s;
+      }
+      return (v[0] + v[1]) + (v[2] + v[3]);
+    }
+    case ORDER_SPLIT4: {
+      int order[4];
+      chunk_order(m, r, order);
+      float v = lane[order[0]];
+      for (int j = 1; j < 4; j++) v += lane[order[j]];
+      return v;
+    }
+    case ORDER_SPLIT2: return lane[0] + lane[1];
+  }
+  return lane[0];
+}
+
 // ATen's elementwise paths (cpu: v41_exp.go).
 DEV i64 vec_tail(i64 n) { return n - n % 32; }
 
