@@ -236,8 +236,12 @@ func csaBindCompress(b *Bind) error {
 	if ratio == 1 {
 		lanes = (D + 63) / 64
 	}
+	kblocks, keyS := (d+63)/64, -1
 	if b.Fast() {
 		partS = b.Scratch(4*d*lanes, 0)
+		if idim > 0 {
+			keyS = b.Scratch(4*idim*kblocks, 0)
+		}
 	}
 	fill := func(s *Step, a *ArgBuf) {
 		a.P(s.Arg(0).Ptr)
@@ -288,6 +292,13 @@ func csaBindCompress(b *Bind) error {
 			a.P(0)
 			a.I(0)
 		}
+		if keyS >= 0 {
+			a.P(s.Scratch(keyS))
+			a.I(kblocks)
+		} else {
+			a.P(0)
+			a.I(0)
+		}
 	}
 	if partS >= 0 {
 		b.Launch("csa_fast_proj_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d * lanes })
@@ -297,6 +308,10 @@ func csaBindCompress(b *Bind) error {
 	}
 	if ratio > 1 {
 		b.Launch("csa_compress_pool", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+	}
+	if keyS >= 0 {
+		b.Launch("csa_fast_entry_norm", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T })
+		b.Launch("csa_fast_key_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * idim * kblocks })
 	}
 	b.Launch("csa_compress_entry", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T })
 	if ratio > 1 {

@@ -242,8 +242,10 @@ struct csa_CompressArgs {
   double attn_factor;
   double inv[CSA_MAX_PAIRS];
   i64* err;
-  float* part;  // the fast mode's pieces of the projections (csa_fast_proj_part)
-  i64 lanes;    // pieces a projected value
+  float* part;   // the fast mode's pieces of the projections (csa_fast_proj_part)
+  i64 lanes;     // pieces a projected value
+  float* kpart;  // the fast mode's 64-wide blocks of the index keys (csa_fast_key_part)
+  i64 kblocks;   // blocks a key value
 };
 
 // csa_compress_proj: the projections of every row (ratio 1: bf16(x)·wkv in gonum's
@@ -356,8 +358,43 @@ KERNEL(csa_compress_pool, csa_CompressArgs) {
   }
 }
 
+// csa_entry_closes is whether row t closes a group (and its view).
+DEV bool csa_entry_closes(const csa_CompressArgs& a, i64 t, csa_View* v) {
+  if (!csa_view_at(a.seqs, a.nseq, 0, t, v)) return false;
+  i64 p = v->pos + (t - v->row);
+  return (p + 1) % a.ratio == 0 && (p + 1) / a.ratio - 1 < a.kv_rows;
+}
+
+// csa_fast_entry_norm and csa_fast_key_part (the fast mode, before csa_compress_entry):
+// the latent's RMSNorm of each row closing a group, then wk·latent's 64-wide gonum
+// blocks (csa_gonum_par: always blocked) as work items, one (row, key value, block)
+// each, into kpart[t, j, block]; csa_compress_entry then adds each key value's blocks
+// in order instead of computing the products itself: the same values.
+KERNEL(csa_fast_entry_norm, csa_CompressArgs) {
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    csa_View v;
+    if (!csa_entry_closes(a, t, &v)) continue;
+    float* lat = a.L + t * a.d;
+    csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
+  }
+}
+
+KERNEL(csa_fast_key_part, csa_CompressArgs) {
+  for (i64 i = GIDX; i < a.T * a.idim * a.kblocks; i += GSTRIDE) {
+    i64 blk = i % a.kblocks, j = i / a.kblocks % a.idim, t = i / (a.kblocks * a.idim);
+    csa_View v;
+    if (!csa_entry_closes(a, t, &v)) continue;
+    FRow lr = {a.L + t * a.d};
+    WRow w = {a.wk, j};
+    i64 k0 = blk * 64;
+    a.kpart[i] = csa_gonum_dot(lr, w, k0, imin(64, a.d - k0), j * a.d + k0);
+  }
+}
+
 // csa_compress_entry: each closed group's latent (RMSNorm), its index key (k_norm of
-// wk·latent in gonum's order, RoPE'd, bf16) and the RoPE'd latent, stored packed.
+// wk·latent in gonum's order, RoPE'd, bf16) and the RoPE'd latent, stored packed. With
+// kpart (the fast mode) the latent is normalized and the key's blocks are summed
+// already (csa_fast_entry_norm, csa_fast_key_part).
 KERNEL(csa_compress_entry, csa_CompressArgs) {
   for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
     csa_View v;
@@ -370,7 +407,7 @@ KERNEL(csa_compress_entry, csa_CompressArgs) {
       continue;
     }
     float* lat = a.L + t * a.d;
-    csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
+    if (!a.kpart) csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
     double cs[CSA_MAX_PAIRS], sn[CSA_MAX_PAIRS];
     csa_rope_tables(a.rope_dim, a.rope_fp32, a.attn_factor, a.inv, gpos, cs, sn);
     if (a.idim > 0) {
@@ -378,6 +415,13 @@ KERNEL(csa_compress_entry, csa_CompressArgs) {
       FRow lr = {lat};
       bool par = csa_gonum_par(1, a.idim);
       for (i64 j = 0; j < a.idim; j++) {
+        if (a.kpart) {
+          const float* kp = a.kpart + (t * a.idim + j) * a.kblocks;
+          float c = 0;
+          for (i64 blk = 0; blk < a.kblocks; blk++) c += kp[blk];
+          key[j] = q_bf16(c);
+          continue;
+        }
         WRow w = {a.wk, j};
         key[j] = q_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
       }
