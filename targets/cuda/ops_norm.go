@@ -23,8 +23,8 @@ func bindRMSNorm(b *Bind) error {
 	if isV41(b) {
 		kernel = "mhc_rmsnorm41"
 	}
-	if b.Fast() {
-		return fastNorm(b, g, eps, weighted)
+	if b.Fast() && fastNorm(b, g, eps, weighted) {
+		return nil
 	}
 	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g
@@ -50,8 +50,10 @@ func isV41(b *Bind) bool { return b.Str("numerics") == "v41" }
 // fastNorm: RMSNorm in the fast mode (mhc.cu). V4: each chunk's float64 sum of squares
 // in fastParts(g) parts, then every value normalized from its chunk's parts. V4.1: the
 // 32 lanes of ATen's cascade sum as work items, then every value normalized from its
-// chunk's lanes, folded as the serial sum would (the cpu target's values).
-func fastNorm(b *Bind, g int64, eps float64, weighted int64) error {
+// chunk's lanes, folded as the serial sum would (the cpu target's values). It adds
+// nothing and reports false for an input without exactly one token dimension, which
+// keeps the serial kernel.
+func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 	// the scratch is claimed per token: the chunks of one token's values
 	perToken := int64(1)
 	syms := 0
@@ -63,7 +65,7 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) error {
 		perToken *= d.N
 	}
 	if syms != 1 {
-		return b.Errorf("x %s: want one token dimension", b.Args[0])
+		return false
 	}
 	if isV41(b) {
 		part := b.Scratch(4*32*((perToken+g-1)/g), 0)
@@ -85,7 +87,7 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) error {
 		}
 		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
 		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * g })
-		return nil
+		return true
 	}
 	P := fastParts(g)
 	part := b.Scratch(8*P*((perToken+g-1)/g), 0)
@@ -115,5 +117,5 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) error {
 		a.I(weighted)
 		return chunks * g
 	})
-	return nil
+	return true
 }
