@@ -255,3 +255,116 @@ func TestFastV41LanesAreExact(t *testing.T) {
 		}
 	}
 }
+
+func (k *emuKernels) get64(p devptr, n int) []float64 {
+	k.t.Helper()
+	v := make([]float64, n)
+	if err := k.d.DtoH(unsafe.Pointer(&v[0]), p, uint64(8*n), 0); err != nil {
+		k.t.Fatal(err)
+	}
+	return v
+}
+
+// TestFastV4PartsNearSerial: V4's fast-mode float64 sums in parts against the serial
+// kernels at V4-Flash's sizes (the fixtures' K of 256 splits into 16 parts; V4-Flash's
+// 16,384 into 128): the mixes within 1e-13 of the largest mix, RMSNorm within an ulp.
+func TestFastV4PartsNearSerial(t *testing.T) {
+	k := newEmuKernels(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	const eps = 1e-6
+	const T, m = 3, 24
+	for _, K := range []int64{7, 1000, 16384} {
+		x, fn := put(k, randRow(rng, T*int(K))), put(k, randRow(rng, m*int(K)))
+		P := fastParts(K)
+		mix1, mix2 := put(k, make([]float32, 2*T*m)), put(k, make([]float32, 2*T*m))
+		part := put(k, make([]float32, 2*T*(m+1)*int(P)))
+		k.run("mhc_mix_dot", func(a *ArgBuf) {
+			a.P(x)
+			a.W(Operand{Ptr: fn, Cols: K})
+			a.P(mix1)
+			a.I(T)
+			a.I(m)
+			a.I(K)
+			a.F(eps)
+		})
+		k.run("mhc_fast_mix_part", func(a *ArgBuf) {
+			a.P(x)
+			a.W(Operand{Ptr: fn, Cols: K})
+			a.P(part)
+			a.I(T)
+			a.I(m)
+			a.I(K)
+			a.I(P)
+		})
+		k.run("mhc_fast_mix_sum", func(a *ArgBuf) {
+			a.P(part)
+			a.P(mix2)
+			a.I(T)
+			a.I(m)
+			a.I(K)
+			a.I(P)
+			a.F(eps)
+		})
+		want, got := k.get64(mix1, T*m), k.get64(mix2, T*m)
+		var d, top float64
+		for i := range want {
+			d = max(d, math.Abs(got[i]-want[i]))
+			top = max(top, math.Abs(want[i]))
+		}
+		if top == 0 || d/top > 1e-13 {
+			t.Errorf("mixes, K %d (%d parts): %.3g off, largest %.3g", K, P, d, top)
+		}
+		t.Logf("mixes, K %d (%d parts): worst %.3g of the largest", K, P, d/top)
+	}
+	for _, g := range []int64{100, 4096, 16384} {
+		const chunks = 8
+		x, w := put(k, randRow(rng, chunks*int(g))), put(k, randRow(rng, int(g)))
+		y1, y2 := put(k, make([]float32, chunks*g)), put(k, make([]float32, chunks*g))
+		P := fastParts(g)
+		part := put(k, make([]float32, 2*chunks*int(P)))
+		k.run("rmsnorm", func(a *ArgBuf) {
+			a.P(x)
+			a.W(Operand{Ptr: w, Cols: g})
+			a.P(y1)
+			a.I(chunks)
+			a.I(g)
+			a.F(eps)
+			a.I(1)
+		})
+		k.run("mhc_fast_norm_part", func(a *ArgBuf) {
+			a.P(x)
+			a.P(part)
+			a.I(chunks)
+			a.I(g)
+			a.I(P)
+		})
+		k.run("mhc_fast_norm_apply", func(a *ArgBuf) {
+			a.P(x)
+			a.W(Operand{Ptr: w, Cols: g})
+			a.P(y2)
+			a.P(part)
+			a.I(chunks)
+			a.I(g)
+			a.I(P)
+			a.F(eps)
+			a.I(1)
+		})
+		want, got := k.get(y1, int(chunks*g)), k.get(y2, int(chunks*g))
+		differ := 0
+		for i := range want {
+			if want[i] == 0 || math.Abs(float64(got[i]-want[i])) > ulp32(want[i]) {
+				t.Fatalf("rmsnorm, g %d: value %d is %g, the serial kernel's %g", g, i, got[i], want[i])
+			}
+			if got[i] != want[i] {
+				differ++
+			}
+		}
+		t.Logf("rmsnorm, g %d (%d parts): %d of %d values an ulp off", g, P, differ, len(want))
+	}
+}
+
+// ulp32 is the spacing of float32 values at v.
+func ulp32(v float32) float64 {
+	a := math.Abs(float64(v))
+	return float64(math.Nextafter32(float32(a), float32(math.Inf(1)))) - a
+}
