@@ -312,6 +312,7 @@ func csaBindCompress(b *Bind) error {
 	if keyS >= 0 {
 		b.Launch("csa_fast_entry_norm", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T })
 		b.Launch("csa_fast_key_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * idim * kblocks })
+		b.Launch("csa_fast_key_sum", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * idim })
 	}
 	b.Launch("csa_compress_entry", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T })
 	if ratio > 1 {

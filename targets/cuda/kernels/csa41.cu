@@ -365,11 +365,12 @@ DEV bool csa_entry_closes(const csa_CompressArgs& a, i64 t, csa_View* v) {
   return (p + 1) % a.ratio == 0 && (p + 1) / a.ratio - 1 < a.kv_rows;
 }
 
-// csa_fast_entry_norm and csa_fast_key_part (the fast mode, before csa_compress_entry):
-// the latent's RMSNorm of each row closing a group, then wk·latent's 64-wide gonum
-// blocks (csa_gonum_par: always blocked) as work items, one (row, key value, block)
-// each, into kpart[t, j, block]; csa_compress_entry then adds each key value's blocks
-// in order instead of computing the products itself: the same values.
+// csa_fast_entry_norm, csa_fast_key_part and csa_fast_key_sum (the fast mode, before
+// csa_compress_entry): the latent's RMSNorm of each row closing a group; wk·latent's
+// 64-wide gonum blocks (csa_gonum_par: always blocked) as work items, one (row, key
+// value, block) each, into kpart[t, j, block]; each key value's blocks added in order
+// (and rounded to bf16) into K. csa_compress_entry then takes the key from K instead
+// of computing the products itself: the same values.
 KERNEL(csa_fast_entry_norm, csa_CompressArgs) {
   for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
     csa_View v;
@@ -391,10 +392,21 @@ KERNEL(csa_fast_key_part, csa_CompressArgs) {
   }
 }
 
+KERNEL(csa_fast_key_sum, csa_CompressArgs) {
+  for (i64 i = GIDX; i < a.T * a.idim; i += GSTRIDE) {
+    csa_View v;
+    if (!csa_entry_closes(a, i / a.idim, &v)) continue;
+    const float* kp = a.kpart + i * a.kblocks;
+    float c = 0;
+    for (i64 blk = 0; blk < a.kblocks; blk++) c += kp[blk];
+    a.K[i] = q_bf16(c);
+  }
+}
+
 // csa_compress_entry: each closed group's latent (RMSNorm), its index key (k_norm of
 // wk·latent in gonum's order, RoPE'd, bf16) and the RoPE'd latent, stored packed. With
-// kpart (the fast mode) the latent is normalized and the key's blocks are summed
-// already (csa_fast_entry_norm, csa_fast_key_part).
+// kpart (the fast mode) the latent is normalized and the key's products are in K
+// already (csa_fast_entry_norm, csa_fast_key_part, csa_fast_key_sum).
 KERNEL(csa_compress_entry, csa_CompressArgs) {
   for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
     csa_View v;
@@ -414,14 +426,7 @@ KERNEL(csa_compress_entry, csa_CompressArgs) {
       float* key = a.K + t * a.idim;
       FRow lr = {lat};
       bool par = csa_gonum_par(1, a.idim);
-      for (i64 j = 0; j < a.idim; j++) {
-        if (a.kpart) {
-          const float* kp = a.kpart + (t * a.idim + j) * a.kblocks;
-          float c = 0;
-          for (i64 blk = 0; blk < a.kblocks; blk++) c += kp[blk];
-          key[j] = q_bf16(c);
-          continue;
-        }
+      for (i64 j = 0; j < a.idim && !a.kpart; j++) {
         WRow w = {a.wk, j};
         key[j] = q_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
       }
