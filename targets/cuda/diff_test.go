@@ -183,14 +183,16 @@ func TestInstructionsMatchCPU(t *testing.T) {
 // TestFastInstructionsNearCPU: the fast numerics mode against the cpu target, every
 // instruction fed the cpu's inputs (so each product is checked alone) and free-running,
 // on the fixtures and on a V4 model in V4-Flash's storage formats (FP8 128-blocks, FP4
-// experts, bf16 head). The bounds are twice the worst errors the emulated device shows
-// (1.1e-5 fed, 3.1e-5 free-running; docs/cuda.md).
+// experts, bf16 head). Fed, the bound is about twice the worst error the emulated
+// device and the H200 show (1.3e-5). Free-running, an error upstream of an activation
+// quantization (V4.1's fake_quant, MXFP8) can move a value to the neighbouring FP8 code:
+// the H200 showed 9.0e-5 that way on tiny-v41-dev (docs/cuda.md); the bound is 2e-4.
 func TestFastInstructionsNearCPU(t *testing.T) {
 	models := append([]string{}, fixtures...)
 	models = append(models, quantizedV4(t))
 	for _, model := range models {
 		for _, fed := range []bool{true, false} {
-			cfg := checkConfig{numerics: targets.NumericsFast, tol: 6e-5, force: fed}
+			cfg := checkConfig{numerics: targets.NumericsFast, tol: 2e-4, force: fed}
 			name := "free-running"
 			if fed {
 				cfg.tol, name = 2e-5, "fed"

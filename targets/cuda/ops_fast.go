@@ -3,10 +3,9 @@ package cuda
 // The fast numerics mode's products (kernels/tensorcore.cu): tensor-core tiles over bf16
 // halves of the activations, checked against the exact kernels with a tolerance.
 
-// fastTile is tensorcore.cu's warp tile: 16 weight rows × fastRows activation rows.
+// fastTileN is tensorcore.cu's warp tile's weight rows (its activation rows are 8 or 32).
 const (
 	fastTileN = 16
-	fastRows  = 32 // 8 · FAST_MT
 	// fastWarps is the number of warp tiles a product aims for (about 16 per SM of an
 	// H200), reached by splitting the reduction when the weight has few rows.
 	fastWarps = 2048
@@ -90,6 +89,14 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.P(s.Err)
 		return M * kp / 2
 	})
+	// mt is the activation rows a warp tile holds: 8 up to 8 rows (decode at small
+	// batch), else 32; a value does not depend on it
+	mt := func(s *Step) int64 {
+		if rowsOf(s) <= 8 {
+			return 8
+		}
+		return 4 * 8
+	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		M := rowsOf(s)
 		xh, xl := halves(s)
@@ -102,7 +109,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		} else {
 			a.P(0)
 		}
-		mtiles := (M + fastRows - 1) / fastRows
+		mtiles := (M + mt(s) - 1) / mt(s)
 		a.I(M)
 		a.I(g.N)
 		a.I(g.K)
@@ -115,10 +122,19 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(g.G)
 		return mtiles
 	}
-	b.Launch("fast_gemm", func(s *Step, a *ArgBuf) int64 {
-		mtiles := fill(s, a)
-		return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
-	})
+	for _, v := range []struct {
+		kernel string
+		rows   int64
+		f32    bool
+	}{{"fast_gemm_m1", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true}, {"fast_gemm_m4_f32", 32, true}} {
+		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
+			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
+				return 0
+			}
+			mtiles := fill(s, a)
+			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
+		})
+	}
 	if S > 1 {
 		b.Launch("fast_sum", func(s *Step, a *ArgBuf) int64 {
 			fill(s, a)
@@ -152,7 +168,7 @@ type fastExperts struct {
 	sh                             fastExpertShape
 	x                              func(*Step) devptr
 	tab, counts, off, list, hid, y int
-	xs, hs, part                   int
+	xs, hs, part, act              int
 	Su, ksu, Sd, ksd, dp, ip       int64
 }
 
@@ -164,6 +180,7 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	f.xs = b.Scratch(4*f.dp, 0)
 	f.hs = b.Scratch(4*sh.k*f.ip, 0)
 	f.part = b.Scratch(4*sh.k*max(2*f.Su*sh.I, f.Sd*sh.D), 0)
+	f.act = b.Scratch(0, 4*sh.E)
 	return f
 }
 
@@ -188,7 +205,10 @@ func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs i
 
 // args fills FastMoEArgs: activations' halves at xs (rows(s) rows of Kp), output
 // rows of N, reduction K in S slices of ks, which 0 (w1/w3) or 1 (w2).
-func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks, which int64, out devptr) {
+// nact is how many experts can have slots: min(E, slots).
+func (f *fastExperts) nact(s *Step) int64 { return min(f.sh.E, s.Arg(2).Elems()) }
+
+func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks int64, out devptr) {
 	sh := f.sh
 	a.P(s.Scratch(xs))
 	a.P(s.Scratch(xs) + devptr(xrows*2*Kp))
@@ -200,6 +220,7 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks, w
 	a.P(s.Arg(1).Ptr)
 	a.P(s.Scratch(f.part))
 	a.P(out)
+	a.P(s.Scratch(f.act))
 	a.I(s.Arg(2).Elems())
 	a.I(sh.k)
 	a.I(sh.E)
@@ -208,9 +229,26 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks, w
 	a.I(Kp)
 	a.I(S)
 	a.I(ks)
-	a.I(which)
+	a.I(f.nact(s))
 	a.I(sh.v41)
 	a.F(sh.limit)
+}
+
+// tiles adds a tiles kernel's two entries, for float32 experts (kernel_f32) and the
+// others; the step runs the one its weights need (expert 0's w1 stands for all).
+func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64) {
+	for _, f32 := range []bool{false, true} {
+		name := kernel
+		if f32 {
+			name += "_f32"
+		}
+		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
+			if (s.Arg(3).Fmt == 0) != f32 {
+				return 0
+			}
+			return fill(s, a)
+		})
+	}
 }
 
 // up: x's halves, the w1/w3 tiles and the SwiGLU into hid.
@@ -218,12 +256,16 @@ func (f *fastExperts) up() {
 	sh := f.sh
 	tokens := func(s *Step) int64 { return s.Arg(0).Rows() }
 	f.split(f.x, tokens, f.xs, sh.D, f.dp)
-	f.b.Launch("fast_moe_tiles", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0, 0)
-		return sh.E * ((sh.I + fastTileN - 1) / fastTileN) * f.Su * 32
+	f.b.Launch("fast_moe_active", func(s *Step, a *ArgBuf) int64 {
+		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
+		return sh.E
+	})
+	f.tiles("fast_moe_up", func(s *Step, a *ArgBuf) int64 {
+		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
+		return f.nact(s) * ((sh.I + fastTileN - 1) / fastTileN) * f.Su * 32
 	})
 	f.b.Launch("fast_moe_act", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0, s.Scratch(f.hid))
+		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, s.Scratch(f.hid))
 		return s.Arg(2).Elems() * sh.I
 	})
 }
@@ -233,12 +275,12 @@ func (f *fastExperts) down() {
 	sh := f.sh
 	slots := func(s *Step) int64 { return s.Arg(2).Elems() }
 	f.split(func(s *Step) devptr { return s.Scratch(f.hid) }, slots, f.hs, sh.I, f.ip)
-	f.b.Launch("fast_moe_tiles", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 1, 0)
-		return sh.E * ((sh.D + fastTileN - 1) / fastTileN) * f.Sd * 32
+	f.tiles("fast_moe_down", func(s *Step, a *ArgBuf) int64 {
+		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 0)
+		return f.nact(s) * ((sh.D + fastTileN - 1) / fastTileN) * f.Sd * 32
 	})
 	f.b.Launch("fast_moe_dsum", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 1, s.Scratch(f.y))
+		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, s.Scratch(f.y))
 		return slots(s) * sh.D
 	})
 }

@@ -19,7 +19,6 @@
 // a warp's instruction. The emulated device runs a tile when it meets its lane 0, with
 // the same bf16 operands, summing each mma's 16 products in k order in float32.
 
-#define FAST_MT 4  // mma tiles of 8 activation rows a warp tile holds
 
 // fast_rn packs two floats as bf16 (round to nearest even), lo in the low half.
 #ifdef DI_EMULATE
@@ -140,22 +139,22 @@ KERNEL(fast_split, FastSplitArgs) {
 
 // fast_tile: one warp tile, y_p[n, c] = Σ_{k in [kb, ke)} w_p[n, k]·x[rows(c), k] for NW
 // weights w_p of the same shape (the experts' w1 and w3 share their activations), the 16
-// weight rows n0.. (n < N) and the 8·FAST_MT activation rows c whose rows(c) ≥ 0 (the
+// weight rows n0.. (n < N) and the 8·MT activation rows c whose rows(c) ≥ 0 (the
 // rows of a tile are a prefix: rows(8j) < 0 ends it), from the bf16 halves xh, xl (P
 // pairs a row); store(p, n, c, v) receives every value. A lane (g = lane/4, t = lane%4)
 // loads 16 consecutive values [k0+16t, k0+16t+16) of weight rows n0+g and n0+g+8 and of
 // activation rows 8j+g, and feeds them to four mmas: mma q takes the lane's values
 // 4q..4q+3 as its k pairs (2t, 2t+1) and (2t+8, 2t+9). The reduction is permuted, the
 // same way for both operands, so that a lane's loads are contiguous.
-template <int NW, bool F32, class Rows, class Store>
+template <int NW, int MT, bool F32, class Rows, class Store>
 DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P,
                     Rows rows, int lane, Store store) {
 #ifdef DI_EMULATE
   if (lane != 0) return;
   for (int p = 0; p < NW; p++) {
-    float acc[16][8 * FAST_MT];
+    float acc[16][8 * MT];
     for (int r = 0; r < 16; r++)
-      for (int c = 0; c < 8 * FAST_MT; c++) acc[r][c] = 0;
+      for (int c = 0; c < 8 * MT; c++) acc[r][c] = 0;
     for (i64 k0 = kb; k0 < ke; k0 += 64) {
       // the bf16 values as the lanes hold them
       float wh[16][64], wl[16][64];
@@ -168,7 +167,7 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
             wl[r][16 * t + 2 * j] = fast_lo(lo[j]), wl[r][16 * t + 2 * j + 1] = fast_hi(lo[j]);
           }
         }
-      for (int c = 0; c < 8 * FAST_MT; c++) {
+      for (int c = 0; c < 8 * MT; c++) {
         i64 m = rows(c);
         if (m < 0) continue;
         float x_h[64], x_l[64];
@@ -195,28 +194,27 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
       }
     }
     for (int r = 0; r < 16; r++)
-      for (int c = 0; c < 8 * FAST_MT; c++)
+      for (int c = 0; c < 8 * MT; c++)
         if (n0 + r < N && rows(c) >= 0) store(p, n0 + r, c, acc[r][c]);
   }
 #else
   int g = lane >> 2, t = lane & 3;
-  float acc[NW][FAST_MT][4];
-  i64 mrow[FAST_MT];
+  float acc[NW][MT][4];
+  i64 mrow[MT];
   int live = 0;  // activation tiles in use (the same for every lane)
-  UNROLL for (int j = 0; j < FAST_MT; j++) {
+  UNROLL for (int j = 0; j < MT; j++) {
     UNROLL for (int p = 0; p < NW; p++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
     mrow[j] = rows(8 * j + g);
     if (live == j && rows(8 * j) >= 0) live = j + 1;
   }
-#pragma unroll 2
-  for (i64 k0 = kb; k0 < ke; k0 += 64) {
+  auto kstep = [&](i64 k0) {
     i64 k = k0 + 16 * t;
     u32 ah0[NW][8], al0[NW][F32 ? 8 : 1], ah1[NW][8], al1[NW][F32 ? 8 : 1];
     UNROLL for (int p = 0; p < NW; p++) {
       fast_wload<F32>(w[p], n0 + g, k, N, K, ah0[p], al0[p]);
       fast_wload<F32>(w[p], n0 + g + 8, k, N, K, ah1[p], al1[p]);
     }
-    UNROLL for (int j = 0; j < FAST_MT; j++) {
+    UNROLL for (int j = 0; j < MT; j++) {
       if (j >= live) break;
       i64 m = mrow[j];
       u32 bh[8], bl[8];
@@ -239,9 +237,16 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
         }
       }
     }
+  };
+  // one weight plane and one activation tile: two reduction steps' loads in flight
+  if (NW == 1 && MT == 1) {
+#pragma unroll 2
+    for (i64 k0 = kb; k0 < ke; k0 += 64) kstep(k0);
+  } else {
+    for (i64 k0 = kb; k0 < ke; k0 += 64) kstep(k0);
   }
   // c0, c1: weight row g, activation rows 2t, 2t+1; c2, c3: weight row g+8
-  UNROLL for (int j = 0; j < FAST_MT; j++) {
+  UNROLL for (int j = 0; j < MT; j++) {
     if (j >= live) break;
     UNROLL for (int e = 0; e < 4; e++) {
       i64 n = n0 + g + (e >= 2 ? 8 : 0);
@@ -254,7 +259,7 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
 #endif
 }
 
-// fast_gemm: y = x·wᵀ, one warp tile (16 weight rows, 8·FAST_MT rows of x, a slice of
+// fast_gemm: y = x·wᵀ, one warp tile (16 weight rows, 8·MT rows of x, a slice of
 // the reduction) every 32 work items; with S > 1 slices to part (fast_sum adds them).
 // With G groups, weight row n reads x's row m·G + n/(N/G) (the halves of grouped_linear's
 // x, a row per token and group; N/G a multiple of 16, so a tile is in one group).
@@ -275,20 +280,27 @@ struct FastGemmStore {
     else a->y[m * a->ldy + n] = a->out_bf16 ? q_bf16(v) : v;
   }
 };
-KERNEL(fast_gemm, FastGemmArgs) {
+// fast_gemm_tiles runs the warp tiles with MT activation tiles of 8 rows each.
+template <int MT, bool F32>
+DEVM void fast_gemm_tiles(const FastGemmArgs& a, long long GIDX, long long GSTRIDE) {
   i64 ntiles = (a.N + 15) / 16;
   i64 items = ntiles * a.S * a.mtiles * 32;
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
     i64 tile = i >> 5;
     i64 mt = tile % a.mtiles, s = (tile / a.mtiles) % a.S, nt = tile / (a.mtiles * a.S);
-    i64 m0 = mt * 8 * FAST_MT, kb = s * a.ks;
+    i64 m0 = mt * 8 * MT, kb = s * a.ks;
     FastGemmRows rows = {m0, a.M, a.G, a.G > 1 ? (nt * 16) / (a.N / a.G) : 0};
     FastGemmStore store = {&a, m0, s};
     i64 ke = imin(a.Kp, kb + a.ks);
-    if (a.w.fmt == 0) fast_tile<1, true>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
-    else fast_tile<1, false>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+    fast_tile<1, MT, F32>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
   }
 }
+// Four entries, so that each compiles with the registers it needs: one or four
+// activation tiles a warp (mtiles counts tiles of 8 or 32 rows), float32 weights or not.
+KERNEL(fast_gemm_m1, FastGemmArgs) { fast_gemm_tiles<1, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_m4, FastGemmArgs) { fast_gemm_tiles<4, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_m1_f32, FastGemmArgs) { fast_gemm_tiles<1, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_m4_f32, FastGemmArgs) { fast_gemm_tiles<4, true>(a, GIDX, GSTRIDE); }
 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
@@ -306,11 +318,11 @@ KERNEL(fast_sum, FastGemmArgs) {
 // bf16 rounding of both products, the routing weight), fast_moe_down computes w2·h (h's
 // halves a row per slot), fast_moe_dsum sums its slices; moe_out then sums a token's
 // slots as in the exact mode. A warp tile is (expert, 16 weight rows, slice); it walks
-// the expert's slots 8·FAST_MT at a time.
+// the expert's slots 8 at a time.
 struct FastMoEArgs {
   const u32* xh; const u32* xl; const Weight* tab; const i64* counts; const i64* off; const int* list;
-  const int* ids; const float* wts; float* part; float* out;
-  i64 slots; i64 k; i64 E; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 which; i64 v41; double limit;
+  const int* ids; const float* wts; float* part; float* out; int* act;
+  i64 slots; i64 k; i64 E; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 nact; i64 v41; double limit;
 };
 struct FastMoERows {
   const int* list;
@@ -325,32 +337,45 @@ struct FastMoEStore {
     part[((plane * S + s) * slots + list[base + c]) * N + n] = v;
   }
 };
-// fast_moe_up (which 0: w1 and w3 into planes 0 and 1 of part) and fast_moe_down
-// (which 1: w2 into plane 0).
-KERNEL(fast_moe_tiles, FastMoEArgs) {
+// fast_moe_active: act[j] = the j-th expert with slots, in id order (-1 past the last);
+// the tiles' launch covers min(E, slots) experts.
+KERNEL(fast_moe_active, FastMoEArgs) {
+  for (i64 j = GIDX; j < a.E; j += GSTRIDE) {
+    i64 seen = 0, e = 0;
+    for (; e < a.E; e++)
+      if (a.counts[e] > 0 && seen++ == j) break;
+    a.act[j] = e < a.E ? (int)e : -1;
+  }
+}
+
+// fast_moe_tiles: the warp tiles of the active experts (NW 2: w1 and w3 into planes 0
+// and 1 of part; NW 1: w2 into plane 0), one activation tile of 8 slots at a time (an
+// expert serves a few slots at decode).
+template <int NW, bool F32>
+DEVM void fast_moe_tiles(const FastMoEArgs& a, long long GIDX, long long GSTRIDE) {
   i64 ntiles = (a.N + 15) / 16;
-  i64 items = a.E * ntiles * a.S * 32;
+  i64 items = a.nact * ntiles * a.S * 32;
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
     i64 tile = i >> 5;
-    i64 s = tile % a.S, nt = (tile / a.S) % ntiles, e = tile / (a.S * ntiles);
+    i64 s = tile % a.S, nt = (tile / a.S) % ntiles;
+    int e = a.act[tile / (a.S * ntiles)];
+    if (e < 0) continue;
     i64 n = a.counts[e];
     i64 kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
-    for (i64 c0 = 0; c0 < n; c0 += 8 * FAST_MT) {
-      FastMoERows rows = {a.list, a.off[e] + c0, n - c0, a.which == 0 ? a.k : 1};
+    Weight w[2];
+    w[0] = NW == 2 ? a.tab[e] : a.tab[a.E + e];
+    w[1] = a.tab[2 * a.E + e];
+    for (i64 c0 = 0; c0 < n; c0 += 8) {
+      FastMoERows rows = {a.list, a.off[e] + c0, n - c0, NW == 2 ? a.k : 1};
       FastMoEStore store = {a.part, a.list, a.off[e] + c0, a.S, s, a.slots, a.N};
-      int lane = (int)(i & 31);
-      if (a.which == 0) {
-        Weight w[2] = {a.tab[e], a.tab[2 * a.E + e]};
-        if (w[0].fmt == 0 || w[1].fmt == 0) fast_tile<2, true>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
-        else fast_tile<2, false>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
-      } else {
-        const Weight* w = &a.tab[a.E + e];
-        if (w->fmt == 0) fast_tile<1, true>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
-        else fast_tile<1, false>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, lane, store);
-      }
+      fast_tile<NW, 1, F32>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
     }
   }
 }
+KERNEL(fast_moe_up, FastMoEArgs) { fast_moe_tiles<2, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_up_f32, FastMoEArgs) { fast_moe_tiles<2, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down, FastMoEArgs) { fast_moe_tiles<1, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_f32, FastMoEArgs) { fast_moe_tiles<1, true>(a, GIDX, GSTRIDE); }
 
 // fast_moe_act: h[slot, r] = swiglu of the summed slices (moe_hidden's function).
 KERNEL(fast_moe_act, FastMoEArgs) {
