@@ -372,6 +372,7 @@ func csaBindIndex(b *Bind, publish bool) error {
 	}
 	sc := b.Scratch(ecap*8+nbcap*8, 0)
 	restricted := withCand && !publish
+	kept := b.Scratch((ecap+7)&^7, 0)
 	cmark := -1
 	if restricted {
 		cmark = b.Scratch((nbcap+7)&^7, 0)
@@ -435,6 +436,7 @@ func csaBindIndex(b *Bind, publish bool) error {
 		} else {
 			a.P(0)
 		}
+		a.P(s.Scratch(kept))
 		return rows
 	}
 	b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })

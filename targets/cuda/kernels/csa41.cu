@@ -623,6 +623,7 @@ struct csa_IndexArgs {
   i64 owners[3 * CSA_MAX_OWNERS];  // (layer, ratio, state offset) of each index-key owner, by layer
   i64* err;
   unsigned char* cmark;  // [rows, nbcap]: the candidate blocks a restricted row may use
+  unsigned char* kept;   // [rows, ecap]: csa_index_select's kept keys, a byte per key
 };
 
 // csa_cand_clear and csa_cand_mark turn each row's candidate list into a byte per block,
@@ -748,21 +749,16 @@ KERNEL(csa_index_select, csa_IndexArgs) {
         if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
     i64 kk = csa_topk(q, width, a.topk);
-    // the kept indices in position order
-    for (i64 i = 1; i < kk; i++) {
-      csa_TopkElem x = q[i];
-      i64 j = i;
-      while (j > 0 && q[j - 1].i > x.i) {
-        q[j] = q[j - 1];
-        j--;
-      }
-      q[j] = x;
-    }
+    // the kept indices in position order (the cpu sorts them; they are distinct keys
+    // 0..width-1, so a byte per key read in order gives the same list)
+    unsigned char* kept = a.kept + t * a.ecap;
+    for (i64 e = 0; e < width; e++) kept[e] = 0;
+    for (i64 j = 0; j < kk; j++) kept[q[j].i] = 1;
     int* out = a.idx_out + t * a.topk;
     for (i64 j = 0; j < a.topk; j++) out[j] = -1;
     i64 n = 0;
-    for (i64 j = 0; j < kk; j++)
-      if (q[j].i < clen) out[n++] = q[j].i;
+    for (i64 e = 0; e < imin(width, clen); e++)
+      if (kept[e]) out[n++] = (int)e;
   }
 }
 
