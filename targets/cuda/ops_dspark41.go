@@ -73,7 +73,7 @@ func bindDSparkPush(b *Bind) error {
 		a.I(keep)
 		a.I(r.off)
 		a.I(mx)
-		return rows
+		return rows * ((r.dim + 31) / 32)
 	})
 	return nil
 }

@@ -17,11 +17,14 @@ DEV float dspark_mxfp8(float v, float s) {
   return e4m3_f32(q_enc_e4m3(c)) * s;
 }
 
-// dspark_push: one work item per pushed row. rows of kv are the step's tokens, or with
-// keep > 0 each sequence's last keep rows, packed; a sequence keeps only its last cap.
+// dspark_push: one work item per (pushed row, group of 32 values). rows of kv are the
+// step's tokens, or with keep > 0 each sequence's last keep rows, packed; a sequence
+// keeps only its last cap. The group holding value 0 writes the position tag.
 struct DSparkPushArgs { const float* kv; const SeqRec* seqs; i64 nseq; i64 rows; i64 dim; i64 cap; i64 keep; i64 off; i64 mxfp8; };
 KERNEL(dspark_push, DSparkPushArgs) {
-  for (i64 r = GIDX; r < a.rows; r += GSTRIDE) {
+  i64 groups = (a.dim + 31) / 32;
+  for (i64 it = GIDX; it < a.rows * groups; it += GSTRIDE) {
+    i64 r = it / groups, g = (it % groups) * 32, ge = imin(g + 32, a.dim);
     i64 base = 0;
     for (i64 q = 0; q < a.nseq; q++) {
       const SeqRec sq = a.seqs[q];
@@ -38,16 +41,14 @@ KERNEL(dspark_push, DSparkPushArgs) {
       float* dst = (float*)(st + 8 * a.cap) + (pos % a.cap) * a.dim;
       const float* src = a.kv + r * a.dim;
       if (!a.mxfp8) {
-        for (i64 d = 0; d < a.dim; d++) dst[d] = src[d];
+        for (i64 d = g; d < ge; d++) dst[d] = src[d];
       } else {
-        for (i64 g = 0; g < a.dim; g += 32) {
-          float amax = 0;
-          for (i64 d = g; d < g + 32; d++) amax = go_max32(amax, fabsf(src[d]));
-          float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
-          for (i64 d = g; d < g + 32; d++) dst[d] = dspark_mxfp8(src[d], s);
-        }
+        float amax = 0;
+        for (i64 d = g; d < ge; d++) amax = go_max32(amax, fabsf(src[d]));
+        float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
+        for (i64 d = g; d < ge; d++) dst[d] = dspark_mxfp8(src[d], s);
       }
-      tags[pos % a.cap] = pos + 1;
+      if (g == 0) tags[pos % a.cap] = pos + 1;
       break;
     }
   }
