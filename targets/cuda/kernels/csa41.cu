@@ -783,6 +783,7 @@ struct csa_AttnArgs {
   // [rows, heads, lmax], block rescales [rows, nblk, heads], denominators [rows, heads],
   // key flags [rows, lmax]
   float* kf; float* pb; float* ps; float* bsc; float* den; unsigned char* valid; i64 lmax; i64 nblk;
+  i64* rlen;  // [rows]: each row's key count (csa_attn_len), -1 for a row in no view
 };
 
 struct csa_Key {
@@ -836,32 +837,44 @@ DEV i64 csa_attn_len(const csa_AttnArgs& a, const csa_View& v, i64 p, i64* W) {
 // csa_attn_logits scores them (one (row, key, head), heads adjacent so that they share
 // the key's loads); csa_attn_softmax runs the blocked online softmax's scalars per
 // (row, head); csa_attn_out sums each output value over the blocks and keys in order.
+// csa_attn_rows: each row's key count, once (the launches after read it rather than
+// look the row's sequence up per value).
+KERNEL(csa_attn_rows, csa_AttnArgs) {
+  for (i64 t = GIDX; t < a.rows; t += GSTRIDE) {
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) {
+      a.rlen[t] = -1;
+      continue;
+    }
+    i64 W;
+    a.rlen[t] = csa_attn_len(a, v, v.pos + (t - v.row), &W);
+  }
+}
+
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
-  for (i64 it = GIDX; it < a.rows * a.lmax * a.dim; it += GSTRIDE) {
-    i64 d = it % a.dim, tj = it / a.dim, j = tj % a.lmax, t = tj / a.lmax;
+  for (i64 tj = GIDX; tj < a.rows * a.lmax; tj += GSTRIDE) {
+    i64 j = tj % a.lmax, t = tj / a.lmax;
+    if (j >= a.rlen[t]) continue;  // past the row's keys, or a row in no view (-1)
     csa_View v;
     if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
     i64 p = v.pos + (t - v.row), W;
-    i64 L = csa_attn_len(a, v, p, &W);
-    if (j == 0 && d == 0 && a.ratio > 0) {
+    csa_attn_len(a, v, p, &W);
+    if (j == 0 && a.ratio > 0) {
       i64 N = (v.spos + v.sn) / a.kv_ratio;
       for (i64 i = 0; i < a.topk; i++)
         if (a.idx[t * a.topk + i] >= N) *a.err = 404;
     }
-    if (j >= L) continue;
     csa_Key k = csa_attn_key(a, v, t, p, W, j);
-    if (d == 0) a.valid[tj] = k.p != 0;
-    a.kf[it] = k.p ? csa_row_val(k.p, k.fmt, k.g, a.dim, d) : 0;
+    a.valid[tj] = k.p != 0;
+    float* kf = a.kf + tj * a.dim;
+    for (i64 d = 0; d < a.dim; d++) kf[d] = k.p ? csa_row_val(k.p, k.fmt, k.g, a.dim, d) : 0;
   }
 }
 
 KERNEL(csa_attn_logits, csa_AttnArgs) {
   for (i64 it = GIDX; it < a.rows * a.lmax * a.heads; it += GSTRIDE) {
     i64 h = it % a.heads, tj = it / a.heads, j = tj % a.lmax, t = tj / a.lmax;
-    csa_View v;
-    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
-    i64 p = v.pos + (t - v.row), W;
-    if (j >= csa_attn_len(a, v, p, &W)) continue;
+    if (j >= a.rlen[t]) continue;
     if (!a.valid[tj]) {
       a.pb[it] = -F32_INF;
       continue;
@@ -877,10 +890,8 @@ KERNEL(csa_attn_logits, csa_AttnArgs) {
 KERNEL(csa_attn_softmax, csa_AttnArgs) {
   for (i64 it = GIDX; it < a.rows * a.heads; it += GSTRIDE) {
     i64 t = it / a.heads, h = it % a.heads;
-    csa_View v;
-    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
-    i64 p = v.pos + (t - v.row), W;
-    i64 L = csa_attn_len(a, v, p, &W);
+    i64 L = a.rlen[t];
+    if (L < 0) continue;
     float* ps = a.ps + it * a.lmax;
     float m = -F32_INF, sum = 0;
     for (i64 b = 0; b < L; b += a.block) {
@@ -921,10 +932,8 @@ KERNEL(csa_attn_softmax, csa_AttnArgs) {
 KERNEL(csa_attn_out, csa_AttnArgs) {
   for (i64 it = GIDX; it < a.rows * a.heads * a.dim; it += GSTRIDE) {
     i64 d = it % a.dim, th = it / a.dim, t = th / a.heads, h = th % a.heads;
-    csa_View v;
-    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
-    i64 p = v.pos + (t - v.row), W;
-    i64 L = csa_attn_len(a, v, p, &W);
+    i64 L = a.rlen[t];
+    if (L < 0) continue;
     float acc = 0;
     for (i64 b = 0; b < L; b += a.block) {
       float sc = a.bsc[(t * a.nblk + b / a.block) * a.heads + h];
