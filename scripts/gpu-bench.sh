@@ -18,7 +18,8 @@
 # LAYERS_V4 (2-5), LAYERS_V41 (20-23),
 # BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
-# BENCH_TIMEOUT (seconds per model, default 420), PEER=1 to time transformers' DeepSeek-V4
+# BENCH_TIMEOUT (seconds per model, default 420), LONG_CONTEXT (a second, longer context
+# timed in the fast mode only, at LONG_BATCH, default 1,64; LONG_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +66,14 @@ run() {
 				--numerics "$num" --out "$out/$m.$num.bench.json" 2>&1 | tee "$out/$m.$num.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.$num.bench.txt"
 		done
+		if [ -n "${LONG_CONTEXT:-}" ]; then
+			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
+			echo "==== $m: divm bench --numerics fast --context $LONG_CONTEXT"
+			timeout "${LONG_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${LONG_BATCH:-1,64}" \
+				--context "$LONG_CONTEXT" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
+				--numerics fast --out "$out/$m.fast.long.bench.json" 2>&1 | tee "$out/$m.fast.long.bench.txt"
+			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.long.bench.txt"
+		fi
 		rm -rf "$ck"
 	done
 	if [ -n "${PTXAS:-}" ]; then
@@ -98,6 +107,8 @@ PY
 			echo "--- $m, $num numerics"
 			sed -n '/^copy bandwidth/,$p' "$out/$m.$num.bench.txt" 2>/dev/null | grep -v "^stepbench" | head -60
 		done
+		[ -f "$out/$m.fast.long.bench.txt" ] && echo "--- $m, fast numerics, long context" &&
+			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.long.bench.txt"
 	done
 	grep -h "peer summary" "$out/peer.txt" 2>/dev/null
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null

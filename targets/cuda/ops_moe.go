@@ -116,10 +116,32 @@ func bindMoERoute(b *Bind) error {
 		a.P(s.Err)
 		return T
 	}
-	b.Launch("moe_gate_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+	if b.Fast() && !hash {
+		// the gate logits as float64 parts summed in order (moe.cu's MOE_GP parts)
+		part := b.Scratch(E*moeGateParts*8, 0)
+		gate := func(s *Step, a *ArgBuf) int64 {
+			T := s.Arg(0).Rows()
+			a.P(s.Arg(0).Ptr)
+			a.W(s.Arg(1))
+			a.P(s.Scratch(scratch))
+			a.P(s.Scratch(part))
+			a.I(T)
+			a.I(E)
+			a.I(D)
+			a.I(k)
+			return T * E
+		}
+		b.Launch("moe_fast_gate_part", func(s *Step, a *ArgBuf) int64 { return gate(s, a) * moeGateParts })
+		b.Launch("moe_fast_gate_sum", gate)
+	} else {
+		b.Launch("moe_gate_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+	}
 	b.Launch("moe_route_v4", fill)
 	return nil
 }
+
+// moeGateParts is moe.cu's MOE_GP: the fast mode's parts of a gate logit.
+const moeGateParts = 32
 
 // bindMoEExperts: the experts' weight table, per-expert row counts, (V4.1: the MXFP8
 // activations,) the hidden rows of every (token, slot), (V4.1: their MXFP8 values,)

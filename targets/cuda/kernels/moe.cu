@@ -37,6 +37,30 @@ KERNEL(moe_gate_v4, MoERouteArgs) {
   }
 }
 
+// In the fast mode the gate logits are split: moe_fast_gate_part sums, one (token,
+// expert, part) a work item, the products of part p (values p, p + MOE_GP, ...: a
+// warp's parts read one weight row's adjacent values) in float64; moe_fast_gate_sum
+// adds an expert's parts in order. scratch2 holds the parts.
+#define MOE_GP 32
+struct MoEFastGateArgs { const float* x; Weight gate; char* scratch; double* part; i64 T; i64 E; i64 D; i64 k; };
+KERNEL(moe_fast_gate_part, MoEFastGateArgs) {
+  for (i64 i = GIDX; i < a.T * a.E * MOE_GP; i += GSTRIDE) {
+    i64 p = i % MOE_GP, te = i / MOE_GP, e = te % a.E, t = te / a.E;
+    const float* xt = a.x + t * a.D;
+    double acc = 0;
+    for (i64 j = p; j < a.D; j += MOE_GP) acc += (double)wval(a.gate, e, j) * (double)xt[j];
+    a.part[i] = acc;
+  }
+}
+KERNEL(moe_fast_gate_sum, MoEFastGateArgs) {
+  for (i64 te = GIDX; te < a.T * a.E; te += GSTRIDE) {
+    i64 e = te % a.E, t = te / a.E;
+    double acc = 0;
+    for (i64 p = 0; p < MOE_GP; p++) acc += a.part[te * MOE_GP + p];
+    ((double*)(a.scratch + t * (2 * a.E + a.k) * 8))[e] = acc;
+  }
+}
+
 // moe_route_v4: one token a work item, after moe_gate_v4.
 KERNEL(moe_route_v4, MoERouteArgs) {
   for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
