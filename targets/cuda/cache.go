@@ -24,7 +24,8 @@ type kernelCache struct {
 
 // CompileStats says what building the kernel modules cost.
 type CompileStats struct {
-	Units    int // modules compiled or loaded (the kernels' translation units)
+	Units    int    // modules compiled or loaded (the kernels' translation units)
+	Slowest  string // with units: the unit that took longest, and its time
 	Key      string
 	Arch     string
 	Compiler string
@@ -147,6 +148,13 @@ func buildModules(d driver, cc compiler, arch string) ([]module, map[string]modu
 		total.Bytes += r.st.Bytes
 	}
 	total.Key = hex.EncodeToString(h.Sum(nil))[:32]
+	slow := 0
+	for i, r := range res {
+		if r.st.Took > res[slow].st.Took {
+			slow = i
+		}
+	}
+	total.Slowest = fmt.Sprintf("%s %s", units[slow].Name, res[slow].st.Took.Round(time.Millisecond))
 	total.Took = time.Since(start)
 	mods := make([]module, len(units))
 	where := map[string]module{}
