@@ -19,7 +19,8 @@
 # BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
 # BENCH_TIMEOUT (seconds per model, default 420), LONG_CONTEXT (a second, longer context
-# timed in the fast mode only, at LONG_BATCH, default 1,64; LONG_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
+# timed in the fast mode only, for LONG_MODEL (default v4) at LONG_BATCH (default 1,64);
+# LONG_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,7 +67,7 @@ run() {
 				--numerics "$num" --out "$out/$m.$num.bench.json" 2>&1 | tee "$out/$m.$num.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.$num.bench.txt"
 		done
-		if [ -n "${LONG_CONTEXT:-}" ]; then
+		if [ -n "${LONG_CONTEXT:-}" ] && [ "$m" = "${LONG_MODEL:-v4}" ]; then
 			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
 			echo "==== $m: divm bench --numerics fast --context $LONG_CONTEXT"
 			timeout "${LONG_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${LONG_BATCH:-1,64}" \
