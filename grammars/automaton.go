@@ -35,6 +35,9 @@ type nnode struct {
 	// charStart marks a character boundary of a string body (a gCharLT node): DFA
 	// states keep such items, and a state holding one is "at a boundary"
 	charStart bool
+	// univ marks the character start of a search's tail (any characters to the end
+	// of the string: a gCharLT node with arg 1); see subsume
+	univ bool
 }
 
 // keyTrie holds strings that an exclusion-tracked region must not spell exactly.
@@ -313,6 +316,10 @@ type automaton struct {
 	trieIdx  map[string]int32
 	// abstractable automata (JSON strings) take their mask walks from abstract states
 	abstractable bool
+	// subsumes: a string leaf with univ nodes, whose states drop the items a univ
+	// item subsumes (subsume); univ0 is the first univ node
+	subsumes bool
+	univ0    int32
 	// dist (abstractable automata): per NFA node, the fewest characters (fCharInc
 	// effects) on a path to acceptance; distInf where there is none
 	dist    []int32
@@ -726,13 +733,74 @@ func (a *automaton) closure(seeds []item) []item {
 		}
 	}
 	a.clStack, a.clOut = stack, out
-	slices.SortFunc(out, func(x, y item) int {
-		if x.node != y.node {
-			return cmp.Compare(x.node, y.node)
-		}
-		return cmp.Compare(x.aux, y.aux)
-	})
+	slices.SortFunc(out, cmpItem)
 	return slices.Clone(out)
+}
+
+// subsume drops from a closed item set of a string leaf (a.subsumes) the items that
+// an item at a univ node with the same register subsumes. In a string leaf every item
+// of a state has read the same characters; the content between the quotes is made of
+// whole JSON characters, each under the length guard and count of its register, and
+// every path leaves it through the same tail (the minimum length and excluded-key
+// guards, then the closing quote). An item at the start of a search's tail (any
+// characters, then that tail) therefore accepts every continuation that an item of
+// the content with the same register accepts: the others are dropped, except the
+// items of the univ item's own closure and those past the content (untracked edges,
+// acceptance). Every univ node starts the same future (each search's tail ends the
+// content), so a univ item stands for all: univ items become items at the first univ
+// node. The language of the state is unchanged, and the states after a match of a
+// search (for an anyOf of searches, of any of them; for an alternation, of any
+// branch) become one state, walked once, however the partial matches still in flight
+// differ. Caller holds a.mu.
+func (a *automaton) subsume(items []item) []item {
+	if !a.subsumes {
+		return items
+	}
+	var seeds []item
+	for _, it := range items {
+		if a.nfa[it.node].univ && !slices.Contains(seeds, item{a.univ0, it.aux}) {
+			seeds = append(seeds, item{a.univ0, it.aux})
+		}
+	}
+	if len(seeds) == 0 {
+		return items
+	}
+	out := a.closure(seeds)
+	for _, it := range items {
+		if !a.inContent(it, seeds) {
+			out = append(out, it)
+		}
+	}
+	slices.SortFunc(out, cmpItem)
+	return slices.CompactFunc(out, func(x, y item) bool { return x == y })
+}
+
+// inContent reports whether item it is inside the content of a string leaf (at a
+// character start, or at a node that reads bytes through tracked edges only) with
+// the register of one of seeds.
+func (a *automaton) inContent(it item, seeds []item) bool {
+	nd := &a.nfa[it.node]
+	if nd.accept || nd.call >= 0 || !nd.charStart && len(nd.edges) == 0 {
+		return false
+	}
+	for _, e := range nd.edges {
+		if !e.track {
+			return false
+		}
+	}
+	for _, s := range seeds {
+		if s.aux == it.aux {
+			return true
+		}
+	}
+	return false
+}
+
+func cmpItem(x, y item) int {
+	if x.node != y.node {
+		return cmp.Compare(x.node, y.node)
+	}
+	return cmp.Compare(x.aux, y.aux)
 }
 
 // intern returns the DFA state of a closed item set (tDead for the empty set).
@@ -868,7 +936,7 @@ func (a *automaton) startWith(n int32, v *auxVal) int32 {
 		if ax, ok := a.enter(n, aux); ok {
 			seeds = append(seeds, item{n, ax})
 		}
-		return a.intern(a.closure(seeds))
+		return a.intern(a.subsume(a.closure(seeds)))
 	}
 	if s, ok := a.starts[key]; ok {
 		return s
@@ -877,7 +945,7 @@ func (a *automaton) startWith(n int32, v *auxVal) int32 {
 	if ax, ok := a.enter(n, 0); ok {
 		seeds = append(seeds, item{n, ax})
 	}
-	s := a.intern(a.closure(seeds))
+	s := a.intern(a.subsume(a.closure(seeds)))
 	a.starts[key] = s
 	return s
 }
@@ -1018,7 +1086,7 @@ func (a *automaton) stepSlow(s int32, c int) int32 {
 	}
 	t := tDead
 	if len(seeds) > 0 {
-		cl := a.closure(seeds)
+		cl := a.subsume(a.closure(seeds))
 		inc := a.incSeen
 		t = a.pack(a.intern(cl))
 		if inc && t >= 0 {

@@ -832,6 +832,12 @@ func (c *Compiler) leafAutomatonKeyed(name, key string, body *expr, tries []*key
 	a.abstractable = abstractable
 	if abstractable {
 		a.computeDist()
+		for i := range a.nfa {
+			if a.nfa[i].univ {
+				a.subsumes, a.univ0 = !c.opts.plainStrings, int32(i)
+				break
+			}
+		}
 	}
 	return c.leaves.put(key, a), nil
 }

@@ -277,7 +277,7 @@ var quotedPointer = regexp.MustCompile(`['"]((?:[a-z]+://[^'"#]*)?#?/[^'"]*)['"]
 // part is a subschema in a conjunction; skip marks disjunctions already expanded.
 type part struct {
 	s    *jsonschema.Schema
-	skip uint8 // 1: anyOf done, 2: oneOf done
+	skip uint8 // 1: anyOf done, 2: oneOf done, 4: no strings (the disjunction's merged string leaf has them)
 }
 
 type jsc struct {

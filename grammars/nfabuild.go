@@ -143,6 +143,7 @@ func (b *nfaBuilder) build(e *expr, from int32) int32 {
 		n := b.newNode()
 		b.nodes[n].op = e.aux
 		b.nodes[n].charStart = e.aux.kind == gCharLT
+		b.nodes[n].univ = e.aux.kind == gCharLT && e.aux.arg == 1
 		b.addEps(from, n)
 		return n
 	case eTrack:

@@ -72,6 +72,10 @@ type Options struct {
 	// (walkshare.go) and the walks without needs; tests compare the masks with and
 	// without them.
 	unsharedWalks bool
+	// plainStrings turns off the string alternatives of an anyOf/oneOf merged into
+	// one leaf and the subsumption of items by a search's tail (automaton.go); tests
+	// compare the masks with and without them.
+	plainStrings bool
 
 	// Whitespace is the JSON whitespace policy (default WhitespacePython).
 	Whitespace Whitespace

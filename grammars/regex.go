@@ -533,7 +533,7 @@ func branchExprsOf(re *syntax.Regexp, p string, enc charEncoder, around *expr, b
 			seq = append(seq, e)
 		}
 		if around != nil && !b.end {
-			seq = append(seq, eStar(around))
+			seq = append(seq, eStar(tailChar(around)))
 		}
 		alts = append(alts, eSeqOf(seq...))
 	}

@@ -95,21 +95,38 @@ func (j *jsc) disjunction(conj []part, i int, alts []*jsonschema.Schema, flag ui
 	base[i].skip |= flag
 	// the base parts that matter: drop the conjunction members expand() added (they
 	// come back when the rule expands again)
-	var exprs []*expr
+	var alive [][]part
 	var types []uint8
 	var discs []map[string][]any
+	var strs []altString
 	for _, a := range alts {
 		ps := append(append([]part(nil), base...), part{s: a})
 		if j.nothing(ps) {
 			continue
 		}
-		m := j.merge(j.expand(ps), false)
+		ex := j.expand(ps)
+		m := j.merge(ex, false)
 		types = append(types, m.types)
 		discs = append(discs, m.discriminators())
-		exprs = append(exprs, j.valueRef(ps))
+		if st, ok := j.splittableString(ex, m); ok {
+			st.alt = len(alive)
+			strs = append(strs, st)
+		}
+		alive = append(alive, ps)
 	}
 	if flag == 2 && !pairwiseDisjoint(types, discs) {
 		j.semantic("oneOf", conj[i].s)
+	}
+	// the string parts merged into one leaf per length bounds (schema_strings.go);
+	// those alternatives keep their other types
+	var exprs []*expr
+	if !j.opts.plainStrings {
+		exprs = j.mergeStrings(alive, strs)
+	}
+	for _, ps := range alive {
+		if ps != nil {
+			exprs = append(exprs, j.valueRef(ps))
+		}
 	}
 	return eAltOf(exprs...)
 }
@@ -303,6 +320,9 @@ func (j *jsc) merge(conj []part, validate bool) *merged {
 	m := &merged{types: tyAll, minLen: 0, maxLen: -1, members: conj}
 	for _, p := range conj {
 		s := p.s
+		if p.skip&skipStrings != 0 {
+			m.types &^= tyStr
+		}
 		if s.Bool != nil {
 			if !*s.Bool {
 				m.types = 0

@@ -3,6 +3,7 @@ package grammars
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,25 @@ var (
 func anyStringChar() *expr {
 	anyStringCharOnce.Do(func() { anyStringCharExpr = stringEncoder(anyJSONCharRanges) })
 	return anyStringCharExpr
+}
+
+var (
+	tailCharOnce sync.Once
+	tailCharExpr *expr
+)
+
+// tailChar is the character of a search's tail (the any characters after a match
+// that is not anchored at the end): for strings, anyStringChar with its guard marked
+// (gCharLT arg 1, an NFA node's univ), so that a state holding it drops the items it
+// subsumes (automaton.go, subsume).
+func tailChar(around *expr) *expr {
+	if around != anyStringChar() {
+		return around
+	}
+	tailCharOnce.Do(func() {
+		tailCharExpr = eSeqOf(eGuardOf(gCharLT, 1), jsonClass(anyJSONCharRanges), eEffectOf(fCharInc, 0))
+	})
+	return tailCharExpr
 }
 
 // stringEncoder wraps each JSON character with the length counter: a guard at its
@@ -96,12 +116,7 @@ func (j *jsc) stringSym(minLen, maxLen int, patSrc, patPtr, format string, trie 
 		j.widened(cb, patSrc, patPtr)
 		return j.stringLeaf(key, name, cb, minLen, maxLen, trie)
 	case format != "":
-		fr, _, _ := formatRegex(format)
-		e, err := regexWhole(fr, stringEncoder, j.opts.maxNFANodes())
-		if err != nil {
-			panic("grammars: bad format regex for " + format + ": " + err.Error())
-		}
-		content = e
+		return j.stringLeaf(key, name, formatBody(format, j.opts.maxNFANodes()), minLen, maxLen, trie)
 	default:
 		content = eStar(anyc)
 	}
@@ -172,7 +187,7 @@ func storeStringBody(kind string, content *expr, approx string) *cachedBody {
 	var sb strings.Builder
 	sb.WriteString("abs:")
 	exprKey(body, &sb)
-	cb := &cachedBody{body: body, key: sb.String(), approx: approx}
+	cb := &cachedBody{body: body, content: content, key: sb.String(), approx: approx}
 	if stringBodyCount.Add(1) < 10000 {
 		stringBodies.Store(kind, cb)
 	}
@@ -212,7 +227,7 @@ func (j *jsc) checkPatterns(root *jsonschema.Schema) error {
 		stack = append(stack, schemaChildren(s)...)
 		if s.Pattern != nil {
 			if _, ignored := s.Pattern.(ignoredRegexp); !ignored {
-				if _, err := patternBody(s.Pattern.String(), j.opts.maxNFANodes()); err != nil {
+				if err := j.prebuildPattern(s.Pattern.String(), false); err != nil {
 					return regexCompileError("pattern", pointerOf(s)+"/pattern", err)
 				}
 			}
@@ -221,13 +236,41 @@ func (j *jsc) checkPatterns(root *jsonschema.Schema) error {
 			if _, ignored := re.(ignoredRegexp); ignored {
 				continue
 			}
-			if _, err := patternBody(re.String(), j.opts.maxNFANodes()); err != nil {
+			if err := j.prebuildPattern(re.String(), true); err != nil {
 				return regexCompileError("patternProperties", pointerOf(s)+"/patternProperties", err)
 			}
 		}
 	}
 	return nil
 }
+
+// prebuildPattern translates a pattern and, when it is large, builds its leaf
+// automaton (kept in the compiler's leaf registry, where the lazily translated rule
+// that uses it finds it): the NFA of a large counted pattern takes milliseconds to
+// build (91,000 nodes and 6-15 ms for ^(?:\S+\s+){0,199}\S+$), which belongs to
+// compile time, not to the first mask that enters the pattern. Small automata (most
+// patterns; a counted class, which compiles to C* within length bounds, unless it
+// is a key that must spell no known key) are built when a rule first uses them, in
+// microseconds: building them all would add to the time to first mask for nothing
+// where a generation never enters them, or where an anyOf merges them into one leaf.
+func (j *jsc) prebuildPattern(src string, key bool) error {
+	cb, err := patternBody(src, j.opts.maxNFANodes())
+	if err != nil {
+		return err
+	}
+	if _, _, _, counted := countedClass(src); counted && !key {
+		return nil
+	}
+	if cb.body.size(prebuildAbove) <= prebuildAbove {
+		return nil
+	}
+	_, err = j.c.leafAutomatonKeyed("pattern", cb.key, cb.body, nil, nil, true)
+	return err
+}
+
+// prebuildAbove is the body size (about the NFA's nodes) past which a pattern's
+// automaton is built at compile time (some 3 ms at this size).
+const prebuildAbove = 30000
 
 // regexCompileError names the keyword (and the unsupported construct) of a regex
 // error.
@@ -248,8 +291,9 @@ func (j *jsc) widened(cb *cachedBody, src, ptr string) {
 
 // String bodies are the same for every grammar: built once per process (bounded).
 type cachedBody struct {
-	body *expr
-	key  string
+	body    *expr
+	content *expr // the characters between the quotes
+	key     string
 	// a pattern the grammar widens (what it could not express; see regex_approx.go)
 	approx string
 }
@@ -272,11 +316,25 @@ func (j *jsc) stringLeaf(key, name string, cb *cachedBody, minLen, maxLen int, t
 }
 
 func (j *jsc) stringExpr(m *merged) *expr {
+	sp := j.stringSpec(m, true)
+	return eCallOf(j.stringSym(sp.minLen, sp.maxLen, sp.patSrc, sp.patPtr, sp.format, nil))
+}
+
+// strSpec is what the grammar enforces of a string: length bounds and one pattern or
+// format (the others are left to the semantic check).
+type strSpec struct {
+	minLen, maxLen         int
+	patSrc, patPtr, format string
+}
+
+// stringSpec reads the string constraints of m; with record, it records what the
+// grammar leaves to the semantic check (and ignored patterns).
+func (j *jsc) stringSpec(m *merged, record bool) strSpec {
 	var pat, fmtS *jsonschema.Schema
 	if len(m.patterns) > 0 {
 		pat = m.patterns[0]
 		for _, p := range m.patterns[1:] {
-			if p.Pattern.String() != pat.Pattern.String() {
+			if record && p.Pattern.String() != pat.Pattern.String() {
 				j.semantic("pattern (more than one)", p)
 			}
 		}
@@ -284,17 +342,19 @@ func (j *jsc) stringExpr(m *merged) *expr {
 	if len(m.formats) > 0 {
 		fmtS = m.formats[0]
 		for _, f := range m.formats[1:] {
-			if f.Format.Name != fmtS.Format.Name {
+			if record && f.Format.Name != fmtS.Format.Name {
 				j.semantic("format (more than one)", f)
 			}
 		}
 	}
-	patSrc, patPtr, format := "", "", ""
+	sp := strSpec{minLen: m.minLen}
 	if pat != nil {
 		if _, ok := pat.Pattern.(ignoredRegexp); ok {
-			j.warnings = append(j.warnings, fmt.Sprintf("ignored pattern %q at %s (unsupported regex)", pat.Pattern.String(), pointerOf(pat)))
+			if record {
+				j.warnings = append(j.warnings, fmt.Sprintf("ignored pattern %q at %s (unsupported regex)", pat.Pattern.String(), pointerOf(pat)))
+			}
 		} else {
-			patSrc, patPtr = pat.Pattern.String(), pointerOf(pat)+"/pattern"
+			sp.patSrc, sp.patPtr = pat.Pattern.String(), pointerOf(pat)+"/pattern"
 		}
 	}
 	if fmtS != nil {
@@ -302,23 +362,182 @@ func (j *jsc) stringExpr(m *merged) *expr {
 		_, exact, ok := formatRegex(f)
 		switch {
 		case !ok:
-			if knownFormat(f) {
+			if record && knownFormat(f) {
 				j.semantic("format "+f, fmtS)
 			}
-		case patSrc != "":
-			j.semantic("format "+f+" with pattern", fmtS)
+		case sp.patSrc != "":
+			if record {
+				j.semantic("format "+f+" with pattern", fmtS)
+			}
 		default:
-			if !exact {
+			if record && !exact {
 				j.semantic("format "+f, fmtS)
 			}
-			format = f
+			sp.format = f
 		}
 	}
-	maxLen := m.maxLen
-	if fm := formatMaxLen(format); fm >= 0 && (maxLen < 0 || fm < maxLen) {
-		maxLen = fm
+	sp.maxLen = m.maxLen
+	if fm := formatMaxLen(sp.format); fm >= 0 && (sp.maxLen < 0 || fm < sp.maxLen) {
+		sp.maxLen = fm
 	}
-	return eCallOf(j.stringSym(m.minLen, maxLen, patSrc, patPtr, format, nil))
+	return sp
+}
+
+// ---- string alternatives merged ----------------------------------------------
+//
+// An anyOf/oneOf whose alternatives admit strings under different patterns or formats
+// would push one string leaf per alternative, and the first mask inside the string
+// walks the vocabulary once per leaf (7 searches: 7 walks). A JSON value's type shows
+// in its first byte, so the disjunction splits exactly into the alternatives' string
+// parts and their other parts; the string parts of the same length bounds become ONE
+// leaf whose content is the alternation of theirs (its lazily determinized states are
+// sets of the alternatives' states: a single walk serves all of them), and each
+// alternative keeps its non-string part (skipStrings).
+
+// skipStrings is the part flag that takes strings out of a conjunction's types.
+const skipStrings = 4
+
+// Bounds of one merged string leaf: the members and the summed size of their bodies
+// (the lazily built DFA of an alternation is at worst the product of theirs).
+const (
+	maxMergedStrings = 32
+	maxMergedSize    = 1 << 14
+)
+
+// altString is the string part of one alternative of a disjunction.
+type altString struct {
+	alt int // index of the alternative
+	m   *merged
+	sp  strSpec
+	cb  *cachedBody // the content's string body (nil: any string)
+}
+
+// splittableString reports whether the alternative with expanded conjunction conj
+// (merged as m) has a string part the disjunction can merge: no disjunction of its own
+// is pending, no enum, and its pattern is not a counted class (whose count lives in
+// the length bounds) nor one the grammar could not translate.
+func (j *jsc) splittableString(conj []part, m *merged) (altString, bool) {
+	if m.types&tyStr == 0 || m.hasEnum {
+		return altString{}, false
+	}
+	for _, p := range conj {
+		if len(p.s.AnyOf) > 0 && p.skip&1 == 0 || len(p.s.OneOf) > 0 && p.skip&2 == 0 {
+			return altString{}, false
+		}
+	}
+	st := altString{m: m, sp: j.stringSpec(m, false)}
+	switch {
+	case st.sp.patSrc != "":
+		if _, _, _, counted := countedClass(st.sp.patSrc); counted {
+			return altString{}, false
+		}
+		cb, err := patternBody(st.sp.patSrc, j.opts.maxNFANodes())
+		if err != nil {
+			return altString{}, false
+		}
+		st.cb = cb
+	case st.sp.format != "":
+		st.cb = formatBody(st.sp.format, j.opts.maxNFANodes())
+	}
+	return st, true
+}
+
+// mergeStrings merges the string parts of a disjunction's alternatives (alive, the
+// conjunction of each; strs, their splittable string parts): per length bounds with
+// at least two different contents, it returns the merged leaf, and an alternative
+// merged into it gets its non-string types only (skipStrings), or is removed (nil)
+// when it has no other type.
+func (j *jsc) mergeStrings(alive [][]part, strs []altString) []*expr {
+	type bounds struct{ lo, hi int }
+	groups := map[bounds][]altString{}
+	var order []bounds
+	for _, st := range strs {
+		b := bounds{st.sp.minLen, st.sp.maxLen}
+		if _, ok := groups[b]; !ok {
+			order = append(order, b)
+		}
+		groups[b] = append(groups[b], st)
+	}
+	var out []*expr
+	for _, b := range order {
+		g := groups[b]
+		if len(g) < 2 || len(g) > maxMergedStrings {
+			continue
+		}
+		// the members' contents, each once; any string among them makes the union
+		// any string
+		var kinds []string
+		var contents []*expr
+		seen := map[string]bool{}
+		plain := false
+		size := 0
+		for _, st := range g {
+			if st.cb == nil {
+				plain = true
+				continue
+			}
+			if !seen[st.cb.key] {
+				seen[st.cb.key] = true
+				kinds = append(kinds, st.cb.key)
+				contents = append(contents, st.cb.content)
+				size += st.cb.content.size(maxMergedSize)
+			}
+		}
+		if !plain && (len(contents) < 2 || size > maxMergedSize) {
+			continue
+		}
+		for _, st := range g {
+			j.stringSpec(st.m, true)
+			if st.cb != nil && st.sp.patSrc != "" {
+				j.widened(st.cb, st.sp.patSrc, st.sp.patPtr)
+			}
+			if st.m.types&^tyStr == 0 {
+				alive[st.alt] = nil
+				continue
+			}
+			rest := append([]part(nil), alive[st.alt]...)
+			rest[len(rest)-1].skip |= skipStrings
+			alive[st.alt] = rest
+		}
+		if plain {
+			out = append(out, eCallOf(j.stringSym(b.lo, b.hi, "", "", "", nil)))
+			continue
+		}
+		sort.Strings(kinds)
+		var kb strings.Builder
+		kb.WriteString("union:")
+		for _, k := range kinds {
+			fmt.Fprintf(&kb, "%d:%s", len(k), k)
+		}
+		kind := kb.String()
+		key := fmt.Sprintf("%s|%d|%d|%p", kind, b.lo, b.hi, (*keyTrie)(nil))
+		if id, ok := j.leafMemo[key]; ok {
+			out = append(out, eCallOf(id))
+			continue
+		}
+		var cb *cachedBody
+		if c, ok := stringBodies.Load(kind); ok {
+			cb = c.(*cachedBody)
+		} else {
+			cb = storeStringBody(kind, eAltOf(contents...), "")
+		}
+		out = append(out, eCallOf(j.stringLeaf(key, "pattern-union", cb, b.lo, b.hi, nil)))
+	}
+	return out
+}
+
+// formatBody is the string leaf body of a format, built once per process.
+func formatBody(format string, budget int) *cachedBody {
+	kind := "format:" + format
+	if cb, ok := stringBodies.Load(kind); ok {
+		return cb.(*cachedBody)
+	}
+	fr, _, _ := formatRegex(format)
+	e, err := regexWhole(fr, stringEncoder, budget)
+	if err != nil {
+		panic("grammars: bad format regex for " + format + ": " + err.Error())
+	}
+	return storeStringBody(kind, e, "")
 }
 
 // ---- constants ----------------------------------------------------------------
