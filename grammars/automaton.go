@@ -38,6 +38,9 @@ type nnode struct {
 	// univ marks the character start of a search's tail (any characters to the end
 	// of the string: a gCharLT node with arg 1); see subsume
 	univ bool
+	// anyLoop marks the character start of a loop over any characters (a search's
+	// head or tail: gCharLT arg 2 or 1); see walkAnyContent
+	anyLoop bool
 }
 
 // keyTrie holds strings that an exclusion-tracked region must not spell exactly.

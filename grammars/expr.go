@@ -74,7 +74,7 @@ const (
 	fSetBit             // effect: set bit arg (fails if already set)
 	fInc                // effect: count++, saturating at arg
 	fResetCount         // effect: count = 0
-	gCharLT             // guard (char start): count < aux max (if any); marks a character boundary (arg 1: of a search's tail, nnode.univ)
+	gCharLT             // guard (char start): count < aux max (if any); marks a character boundary (arg 1: of a search's tail, nnode.univ; arg 2: of its head)
 	gCharGE             // guard: count >= aux min
 	fCharInc            // effect: count++ when the string is length-bounded
 	gUnionLT            // guard: bits of (set arg | item bits) + count < arg2 (room for an optional member)

@@ -144,6 +144,7 @@ func (b *nfaBuilder) build(e *expr, from int32) int32 {
 		b.nodes[n].op = e.aux
 		b.nodes[n].charStart = e.aux.kind == gCharLT
 		b.nodes[n].univ = e.aux.kind == gCharLT && e.aux.arg == 1
+		b.nodes[n].anyLoop = e.aux.kind == gCharLT && (e.aux.arg == 1 || e.aux.arg == 2)
 		b.addEps(from, n)
 		return n
 	case eTrack:

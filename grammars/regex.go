@@ -523,7 +523,7 @@ func branchExprsOf(re *syntax.Regexp, p string, enc charEncoder, around *expr, b
 	for _, b := range bs {
 		var seq []*expr
 		if around != nil && !b.begin {
-			seq = append(seq, eStar(around))
+			seq = append(seq, eStar(headChar(around)))
 		}
 		for _, it := range b.items {
 			e, err := regexToExpr(it, enc, p, &budget)

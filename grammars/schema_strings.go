@@ -46,6 +46,25 @@ func tailChar(around *expr) *expr {
 	return tailCharExpr
 }
 
+var (
+	headCharOnce sync.Once
+	headCharExpr *expr
+)
+
+// headChar is the character of a search's head (the any characters before a match
+// not anchored at the start): for strings, anyStringChar with its guard marked
+// (gCharLT arg 2, an NFA node's anyLoop), so that the walks of states holding it know
+// that every content token is allowed (walkAnyContent).
+func headChar(around *expr) *expr {
+	if around != anyStringChar() {
+		return around
+	}
+	headCharOnce.Do(func() {
+		headCharExpr = eSeqOf(eGuardOf(gCharLT, 2), jsonClass(anyJSONCharRanges), eEffectOf(fCharInc, 0))
+	})
+	return headCharExpr
+}
+
 // stringEncoder wraps each JSON character with the length counter: a guard at its
 // start (which also marks the character boundary) and the count after it. The bounds
 // are parameters of the automaton's start register, so every string shares it.

@@ -173,12 +173,13 @@ func TestMergedStringsDecide(t *testing.T) {
 
 // TestMergedStringsOneLeaf: the five literal searches of a oneOf make one string leaf
 // (one automaton walked for the first mask of the string), where the grammar without
-// merging has five; and the states after different matches of an alternation of
-// searches are one state, where they are as many without subsumption.
+// merging has five, and its walks are those of the quote paths only (walkAnyContent);
+// and the states after different matches of an alternation of searches are one
+// state, where they are as many without subsumption.
 func TestMergedStringsOneLeaf(t *testing.T) {
 	v := byteVocab(t)
 	schema := []byte(mergedStringSchemas[0].schema)
-	nauts := func(opts Options) int32 {
+	nauts := func(opts Options) (n int32, quick int) {
 		g, err := NewCompiler(v, opts).JSONSchema(schema)
 		if err != nil {
 			t.Fatal(err)
@@ -186,10 +187,23 @@ func TestMergedStringsOneLeaf(t *testing.T) {
 		if !decide(t, g, []byte(`["customer", "an admin"]`)) {
 			t.Fatal("a valid document refused")
 		}
-		return g.nauts
+		for i := int32(0); i < g.nauts; i++ {
+			a := g.aut(i)
+			for s := int32(0); s < a.states.n; s++ {
+				if r := a.state(s).absWalkFree.Load(); r != nil && r.quick {
+					quick++
+				}
+			}
+		}
+		return g.nauts, quick
 	}
-	if n1, n2 := nauts(Options{}), nauts(Options{plainStrings: true}); n1+4 != n2 {
+	n1, q1 := nauts(Options{})
+	n2, q2 := nauts(Options{plainStrings: true})
+	if n1+4 != n2 {
 		t.Errorf("automata: %d merged, %d plain; want the plain grammar's five pattern leaves as one", n1, n2)
+	}
+	if q1 == 0 || q2 != 0 {
+		t.Errorf("walks of the quote paths only: %d merged, %d plain; want some and none", q1, q2)
 	}
 
 	top := func(g *Grammar, text string) int32 {

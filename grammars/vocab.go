@@ -117,6 +117,11 @@ type trie struct {
 	view   trieView
 	height []uint16
 	long   *trieView
+	// for walks from states that allow any content (walkAnyContent): the paths to
+	// the nodes of a quote, and the tokens of plain string content (built once)
+	quote       *trieView
+	contentOnce sync.Once
+	content     [2]*absRes // inside the string, and before its opening quote
 }
 
 // longestToken finds the longest token that b starts with: its id (-1 if none), its
@@ -139,10 +144,10 @@ func (t *trie) longestToken(b []byte) (tok int32, n int, extends bool) {
 	return tok, n, extends
 }
 
-// Warm builds the vocabulary's token trie and quote index (duplicate keys) now rather
-// than at the first mask that needs them.
+// Warm builds the vocabulary's token trie, quote index (duplicate keys) and string
+// content walks (walkAnyContent) now rather than at the first mask that needs them.
 func (v *Vocab) Warm() {
-	v.getTrie()
+	v.getTrie().contentWalk(v.MaskWords())
 	v.quotes()
 }
 

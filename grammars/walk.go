@@ -48,6 +48,8 @@ type absRes struct {
 	mem        int64
 	// shared walks: the part of the walk deeper than shareDepth
 	long *absPart
+	// quick: walkAnyContent's (the tokens shared, only the quote paths walked)
+	quick bool
 }
 
 // popIndex speeds up continuing many pops in a parent context: the token at each
@@ -152,6 +154,90 @@ func walkLeaf(a *automaton, s int32, t *trie, words int, sc *walkScratch) *walkR
 	tv := viewOf(a.trans)
 	sc.walkSubtree(t, 0, 0, s, &a.cls, &tv, a)
 	return sc.finish(words)
+}
+
+// walkAnyContent is the free walk of abstract state s of a string leaf whose items
+// include the character start of a loop over any characters (a search's head or
+// tail): every byte string that is string content keeps that item, so the tokens
+// the walk allows are those of a plain string's content, the same for every such
+// state (computed once per vocabulary); only the pops (where the string may close)
+// depend on the state, and they lie on the paths to the trie's quote nodes, which
+// the walk follows alone (some thousands of nodes, not the whole trie). ok is false
+// where the state is not such a state, or the walk met what only a full walk records
+// (a token after which the string can only close).
+func walkAnyContent(a *automaton, s int32, t *trie, words int, sc *walkScratch) (r *absRes, ok bool) {
+	if t.quote == nil {
+		return nil, false
+	}
+	ds := a.state(s)
+	tv := viewOf(a.absTrans)
+	in, pre := ds, 0
+	if isStringStart(a, ds) {
+		// before the opening quote: the state after it decides
+		col := int(a.absCls['"'])
+		v := ld(&tv.row(s)[col])
+		if v == tUnknown {
+			v = a.absStepSlow(s, col)
+		}
+		if v < 0 {
+			return nil, false
+		}
+		in, pre = a.state(v>>pfShift), 1
+	}
+	loop := false
+	for _, it := range in.items {
+		if a.nfa[it.node].anyLoop {
+			loop = true
+			break
+		}
+	}
+	if !loop {
+		return nil, false
+	}
+	cr := t.contentWalk(words)[pre]
+	sc.free = true
+	sc.resetAbs()
+	sc.absRoot(a, s, &tv)
+	if ds.accept {
+		sc.addRootPop()
+	}
+	if len(t.quote.nodes) > 1 {
+		sc.absRange(a, &tv, t.quote, 1, int32(len(t.quote.nodes)), 1<<15, 0)
+	}
+	if len(sc.ends) > 0 {
+		return nil, false
+	}
+	r = &absRes{toks: cr.toks, needs: cr.needs, all: cr.all, popMinK: 1 << 30, quick: true}
+	r.pops = slices.Clone(sc.pops)
+	r.popNeed = slices.Clone(sc.pneed)
+	r.popK = slices.Clone(sc.pk)
+	for i := range r.pops {
+		r.popMaxNeed = max(r.popMaxNeed, int(r.popNeed[i]))
+		r.popMinK = min(r.popMinK, int(r.popK[i]))
+	}
+	r.mem = int64(len(r.pops))*7 + 128
+	return r, true
+}
+
+// contentWalk is the free walks of a plain string's content state (every token that
+// is string content) and of its start (the same after the opening quote), in the
+// form walkAnyContent hands out (shared, read only).
+func (t *trie) contentWalk(words int) [2]*absRes {
+	t.contentOnce.Do(func() {
+		body := eSeqOf(eLit(`"`), eTrackOf(eStar(anyStringChar())), eGuardOf(gCharGE, 0), eGuardOf(gTrieOK, 0), eLit(`"`))
+		b := &nfaBuilder{}
+		st := b.newNode()
+		en := b.build(body, st)
+		b.nodes[en].accept = true
+		a := newAutomaton("string-content", b.nodes, nil, nil, true, 0)
+		a.abstractable = true
+		a.computeDist()
+		s0 := a.startWith(st, &auxVal{max: -1})
+		var sc walkScratch
+		t.content[0], _ = walkAbstract(a, a.abstractOf(a.step(s0, '"')>>pfShift), t, words, true, false, 1<<62, &sc)
+		t.content[1], _ = walkAbstract(a, a.abstractOf(s0), t, words, true, false, 1<<62, &sc)
+	})
+	return t.content
 }
 
 // walkAbstract walks the trie from abstract string state s, recording per token the
@@ -660,7 +746,14 @@ func (g *Grammar) abstractWalk(a *automaton, s int32, sc *walkScratch) *absRes {
 	if r := cache.Load(); r != nil {
 		return r
 	}
-	r, fresh := walkAbstract(a, as, g.vocab.getTrie(), g.vocab.MaskWords(), free, !g.opts.unsharedWalks, g.opts.maxCacheBytes(), sc)
+	var r *absRes
+	fresh, fast := true, false
+	if free && !g.opts.plainStrings {
+		r, fast = walkAnyContent(a, as, g.vocab.getTrie(), g.vocab.MaskWords(), sc)
+	}
+	if !fast {
+		r, fresh = walkAbstract(a, as, g.vocab.getTrie(), g.vocab.MaskWords(), free, !g.opts.unsharedWalks, g.opts.maxCacheBytes(), sc)
+	}
 	if !sc.over && a.memBytes.Load()+r.mem < g.opts.maxCacheBytes() {
 		if cache.CompareAndSwap(nil, r) && fresh {
 			a.memBytes.Add(r.mem)

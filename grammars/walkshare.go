@@ -95,6 +95,40 @@ func (t *trie) prepShare() {
 		lt.nodes[x].next = int32(len(lt.nodes))
 	}
 	t.long = lt
+	t.quote = t.pathsTo(func(i int32) bool { return t.b[i] == '"' })
+}
+
+// pathsTo is the view of the trie's nodes on the paths from the root to the nodes
+// where want holds (those included, their subtrees not).
+func (t *trie) pathsTo(want func(int32) bool) *trieView {
+	n := int32(len(t.b))
+	keep := make([]bool, n)
+	for i := int32(1); i < n; i++ {
+		if want(i) {
+			for p := i; p >= 0 && !keep[p]; p = t.parent[p] {
+				keep[p] = true
+			}
+		}
+	}
+	v := &trieView{}
+	var stack []int32
+	for i := int32(0); i < n; i++ {
+		if !keep[i] {
+			continue
+		}
+		d := t.depth[i]
+		for len(stack) > 0 && v.nodes[stack[len(stack)-1]].depth >= d {
+			v.nodes[stack[len(stack)-1]].next = int32(len(v.nodes))
+			stack = stack[:len(stack)-1]
+		}
+		v.nodes = append(v.nodes, tnode{tok: t.tok[i], depth: d, b: t.b[i]})
+		v.orig = append(v.orig, i)
+		stack = append(stack, int32(len(v.nodes)-1))
+	}
+	for _, x := range stack {
+		v.nodes[x].next = int32(len(v.nodes))
+	}
+	return v
 }
 
 // subKey locates a kept walk below a child of the root.
