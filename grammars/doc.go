@@ -121,8 +121,20 @@
 // from its bound, a word count), or else the parts of earlier walks below the trie
 // root's children that it enters in equivalent states (a partial match of text
 // searched anywhere); the nodes deeper than 20 bytes, on the paths of the few longer
-// tokens, are walked for every state. So most masks are a cached bitset plus a few
-// small lists. Compile time is bounded by Options.MaxCompileTime (10 s), automata,
+// tokens, are walked for every state. A free walk (no length bound to keep) from a
+// state that holds the loop of a search's head or tail (any characters) allows every
+// token of string content, the same set for all such states (computed once per
+// vocabulary): it walks only the trie's paths to the quote nodes, to find where the
+// string may close. In a string leaf an item at the start of a search's tail subsumes
+// the other items of its state (they accept nothing it does not), so the states after
+// any match are one state. So most masks are a cached bitset plus a few small lists.
+//
+// Alternatives of strings: an anyOf/oneOf splits exactly into its alternatives'
+// string parts and their other types (a value's type shows in its first byte); the
+// string parts with the same length bounds are one leaf whose content is the
+// alternation of their patterns and formats, walked once instead of once per
+// alternative. Pattern automata over 30,000 nodes (word counts such as {0,199}) are
+// built when the schema compiles, not in the first mask that enters them. Compile time is bounded by Options.MaxCompileTime (10 s), automata,
 // configurations, stacks and caches by the other Options; adversarial inputs get a
 // result within those bounds or a clear error.
 //

@@ -60,7 +60,16 @@ type Options struct {
 	MaxStacks int
 	// MaxMaskTime bounds the work of one FillMask (default 1s): past it, FillMask
 	// stops with a *MaskTimeoutError instead of stalling the decoding step. The
-	// lazily built parts it made are kept, so a retry continues from there.
+	// lazily built parts it made are kept, so a retry continues from there. The
+	// clock is read in the vocabulary walks (every 32 lazily built transitions) and
+	// in the equivalence checks of shared walks. Two kinds of lazy work that a mask
+	// may start run to their end first: the translation of a subschema a generation
+	// enters for the first time, and the construction of a leaf automaton it needs
+	// (a pattern of up to 30,000 NFA nodes, a merged string leaf of up to 16,384;
+	// larger patterns are built when the schema compiles). Both change the grammar's
+	// shared rules and automata under its lock, which a half-done step would leave
+	// inconsistent for every matcher; their cost is bounded by their size, not by
+	// this budget, and the mask stops at the walk's next clock reading after them.
 	MaxMaskTime time.Duration
 	// MaxCacheBytes bounds a grammar's mask caches (default 256 MiB); past it,
 	// masks are computed without caching.
