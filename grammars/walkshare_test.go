@@ -236,7 +236,8 @@ func TestSharedWalksTimeBudget(t *testing.T) {
 
 // TestSharedWalksMaskBench follows the valid instances of MaskBench files (and a random
 // walk from each) with the DeepSeek vocabulary, comparing every mask with the one of
-// plain walks. The files are the committed sample; GRAMMARS_MASKBENCH_DIR names another
+// plain walks and plain strings (no anyOf string alternatives merged, no subsumption
+// by search tails, no walks of the quote paths only). The files are the committed sample; GRAMMARS_MASKBENCH_DIR names another
 // directory (GRAMMARS_MASKBENCH_EVERY=n takes every n-th file), e.g. the full set:
 //
 //	GRAMMARS_MASKBENCH_DIR=path/to/maskbench/data go test ./grammars -run TestSharedWalksMaskBench -v -timeout 2h
@@ -262,7 +263,7 @@ func TestSharedWalksMaskBench(t *testing.T) {
 		maxSteps = 300
 	}
 	shared := NewCompiler(v, Options{})
-	plain := NewCompiler(v, Options{unsharedWalks: true})
+	plain := NewCompiler(v, Options{unsharedWalks: true, plainStrings: true})
 	m1, m2 := make([]uint64, v.MaskWords()), make([]uint64, v.MaskWords())
 	compared, schemas := 0, 0
 	for fi := 0; fi < len(files); fi += every {
