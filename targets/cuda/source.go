@@ -11,13 +11,24 @@ import (
 var kernelFS embed.FS
 
 // Source is the one CUDA C translation unit of every kernel: prelude.h, numerics.h,
-// quant.h, rows.h, then each kernels/*.cu in name order. NVRTC compiles it for the device; the host C++ compiler
-// compiles it (with DI_EMULATE) for the emulated device.
+// quant.h, rows.h, then each kernels/*.cu in name order. The host C++ compiler compiles
+// it (with DI_EMULATE) for the emulated device; NVRTC compiles it in Units.
 func Source() string {
+	head, names := kernelFiles()
 	var b strings.Builder
+	b.WriteString(head)
+	for _, n := range names {
+		b.WriteString(cuFile(n))
+	}
+	return b.String()
+}
+
+// kernelFiles returns the headers, concatenated, and the .cu files' names in order.
+func kernelFiles() (string, []string) {
+	var head strings.Builder
 	for _, h := range []string{"prelude.h", "numerics.h", "quant.h", "rows.h"} {
 		src, _ := kernelFS.ReadFile("kernels/" + h)
-		b.Write(src)
+		head.Write(src)
 	}
 	ents, _ := kernelFS.ReadDir("kernels")
 	var names []string
@@ -27,12 +38,13 @@ func Source() string {
 		}
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		src, _ := kernelFS.ReadFile("kernels/" + n)
-		b.WriteString("\n// ---- " + n + " ----\n")
-		b.Write(src)
-	}
-	return b.String()
+	return head.String(), names
+}
+
+// cuFile is one .cu file as it joins a translation unit, after a line naming it.
+func cuFile(name string) string {
+	src, _ := kernelFS.ReadFile("kernels/" + name)
+	return "\n// ---- " + name + " ----\n" + string(src)
 }
 
 // joins names the .cu files compiled in another file's unit because they use its
@@ -52,19 +64,7 @@ var kernelDef = regexp.MustCompile(`(?m)^KERNEL\((\w+),`)
 // parallel: one per .cu file (a joined file with the file it uses), each after the
 // headers. Together they define every kernel of Source once.
 func Units() []Unit {
-	var head strings.Builder
-	for _, h := range []string{"prelude.h", "numerics.h", "quant.h", "rows.h"} {
-		src, _ := kernelFS.ReadFile("kernels/" + h)
-		head.Write(src)
-	}
-	ents, _ := kernelFS.ReadDir("kernels")
-	var names []string
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".cu") {
-			names = append(names, e.Name())
-		}
-	}
-	sort.Strings(names)
+	head, names := kernelFiles()
 	unitOf := func(n string) string {
 		if j, ok := joins[n]; ok {
 			return j
@@ -75,15 +75,15 @@ func Units() []Unit {
 	var order []string
 	for _, n := range names {
 		if u := unitOf(n); byName[u] == nil {
-			byName[u] = &Unit{Name: strings.TrimSuffix(u, ".cu"), Src: head.String()}
+			byName[u] = &Unit{Name: strings.TrimSuffix(u, ".cu"), Src: head}
 			order = append(order, u)
 		}
 	}
 	for _, n := range names {
 		u := byName[unitOf(n)]
-		src, _ := kernelFS.ReadFile("kernels/" + n)
-		u.Src += "\n// ---- " + n + " ----\n" + string(src)
-		for _, m := range kernelDef.FindAllStringSubmatch(string(src), -1) {
+		src := cuFile(n)
+		u.Src += src
+		for _, m := range kernelDef.FindAllStringSubmatch(src, -1) {
 			u.Kernels = append(u.Kernels, m[1])
 		}
 	}
