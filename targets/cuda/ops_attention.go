@@ -378,9 +378,11 @@ func bindAttention(b *Bind, sparse bool) error {
 			b.Launch("att_dec_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
 			b.Launch("att_fast_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
 		} else {
-			b.Launch("att_dec_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * kmax })
+			// a key read once for a group of heads, each head's float64 sums in order
+			groups := (heads + attHeadGroup - 1) / attHeadGroup
+			b.Launch("att_dec_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * kmax })
 			b.Launch("att_dec_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
-			b.Launch("att_dec_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
+			b.Launch("att_dec_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
 		}
 	} else {
 		b.Launch("att_attention", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
@@ -400,3 +402,7 @@ func bindAttention(b *Bind, sparse bool) error {
 	})
 	return nil
 }
+
+// attHeadGroup is attention.cu's ATT_HG: the heads one exact decode-attention work item
+// serves.
+const attHeadGroup = 16

@@ -535,11 +535,15 @@ func csaBindAttention(b *Bind) error {
 	}
 	b.Launch("csa_attn_rows", fill)
 	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax })
-	b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * heads })
+	groups := (heads + csaHeadGroup - 1) / csaHeadGroup
+	b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * groups })
 	b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
-	b.Launch("csa_attn_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
+	b.Launch("csa_attn_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
 	if b.Phase != plan.PhaseDraft && ring.rows > 0 {
 		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) })
 	}
 	return nil
 }
+
+// csaHeadGroup is csa41.cu's CSA_HG: the heads one attention work item serves.
+const csaHeadGroup = 16

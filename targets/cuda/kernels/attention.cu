@@ -497,15 +497,25 @@ KERNEL(att_dec_keys, AttArgs) {
   }
 }
 
+// att_dec_logits: one (token, key, group of ATT_HG heads) a work item, the key's values
+// read once for the group; each head's float64 dot product in the same order as alone.
+#define ATT_HG 16
 KERNEL(att_dec_logits, AttArgs) {
-  for (i64 i = GIDX; i < a.T * a.heads * a.kmax; i += GSTRIDE) {
-    i64 j = i % a.kmax, th = i / a.kmax, t = th / a.heads, h = th % a.heads;
+  i64 groups = (a.heads + ATT_HG - 1) / ATT_HG;
+  for (i64 i = GIDX; i < a.T * groups * a.kmax; i += GSTRIDE) {
+    i64 j = i % a.kmax, tg = i / a.kmax, t = tg / groups, h0 = (tg % groups) * ATT_HG;
     if (j >= a.nkeys[t]) continue;
     const float* row = (const float*)a.keys[t * a.kmax + j];
-    const float* qh = a.q + t * a.heads * a.dim + h * a.dim;
-    double dot = 0;
-    for (i64 d = 0; d < a.dim; d++) dot += (double)qh[d] * (double)row[d];
-    a.lg[i] = dot * a.scale;
+    const float* q = a.q + t * a.heads * a.dim + h0 * a.dim;
+    i64 hn = imin(ATT_HG, a.heads - h0);
+    double dot[ATT_HG];
+    UNROLL for (int h = 0; h < ATT_HG; h++) dot[h] = 0;
+    for (i64 d = 0; d < a.dim; d++) {
+      double k = (double)row[d];
+      UNROLL for (int h = 0; h < ATT_HG; h++)
+        if (h < hn) dot[h] += (double)q[h * a.dim + d] * k;
+    }
+    for (i64 h = 0; h < hn; h++) a.lg[(t * a.heads + h0 + h) * a.kmax + j] = dot[h] * a.scale;
   }
 }
 
@@ -526,16 +536,28 @@ KERNEL(att_dec_softmax, AttArgs) {
   }
 }
 
+// att_dec_out: one (token, group of ATT_HG heads, value d) a work item, each key value
+// read once for the group; each head's float64 sum over the keys in order.
 KERNEL(att_dec_out, AttArgs) {
-  for (i64 i = GIDX; i < a.T * a.heads * a.dim; i += GSTRIDE) {
-    i64 d = i % a.dim, th = i / a.dim, t = th / a.heads;
-    if (att_seq_of(a.seqs, a.nseq, t) < 0 || a.seqs[att_seq_of(a.seqs, a.nseq, t)].n != 1) continue;
-    i64 nk = a.nkeys[t];
-    const double* p = a.lg + th * a.kmax;
+  i64 groups = (a.heads + ATT_HG - 1) / ATT_HG;
+  for (i64 i = GIDX; i < a.T * groups * a.dim; i += GSTRIDE) {
+    i64 d = i % a.dim, tg = i / a.dim, t = tg / groups, h0 = (tg % groups) * ATT_HG;
+    i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0 || a.seqs[q].n != 1) continue;
+    i64 nk = a.nkeys[t], hn = imin(ATT_HG, a.heads - h0);
+    const double* p = a.lg + (t * a.heads + h0) * a.kmax;
     const u64* keys = a.keys + t * a.kmax;
-    double acc = 0;
-    for (i64 j = 0; j < nk; j++) acc += p[j] * (double)((const float*)keys[j])[d];
-    a.out[i] = (float)(acc / a.den[th]);
+    double acc[ATT_HG];
+    UNROLL for (int h = 0; h < ATT_HG; h++) acc[h] = 0;
+    for (i64 j = 0; j < nk; j++) {
+      double v = (double)((const float*)keys[j])[d];
+      UNROLL for (int h = 0; h < ATT_HG; h++)
+        if (h < hn) acc[h] += p[h * a.kmax + j] * v;
+    }
+    for (i64 h = 0; h < hn; h++) {
+      i64 th = t * a.heads + h0 + h;
+      a.out[th * a.dim + d] = (float)(acc[h] / a.den[th]);
+    }
   }
 }
 

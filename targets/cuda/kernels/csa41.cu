@@ -871,19 +871,30 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
   }
 }
 
+// csa_attn_logits: one (row, key, group of CSA_HG heads) a work item, the key's values
+// read once for the group; each head's dot product in the same order as alone.
+#define CSA_HG 16
 KERNEL(csa_attn_logits, csa_AttnArgs) {
-  for (i64 it = GIDX; it < a.rows * a.lmax * a.heads; it += GSTRIDE) {
-    i64 h = it % a.heads, tj = it / a.heads, j = tj % a.lmax, t = tj / a.lmax;
+  i64 groups = (a.heads + CSA_HG - 1) / CSA_HG;
+  for (i64 it = GIDX; it < a.rows * a.lmax * groups; it += GSTRIDE) {
+    i64 h0 = (it % groups) * CSA_HG, tj = it / groups, j = tj % a.lmax, t = tj / a.lmax;
     if (j >= a.rlen[t]) continue;
+    i64 hn = imin(CSA_HG, a.heads - h0);
+    float* pb = a.pb + tj * a.heads + h0;
     if (!a.valid[tj]) {
-      a.pb[it] = -F32_INF;
+      for (i64 h = 0; h < hn; h++) pb[h] = -F32_INF;
       continue;
     }
-    const float* qh = a.q + t * a.heads * a.dim + h * a.dim;
+    const float* q = a.q + t * a.heads * a.dim + h0 * a.dim;
     const float* kr = a.kf + tj * a.dim;
-    float dot = 0;
-    for (i64 d = 0; d < a.dim; d++) dot += qh[d] * kr[d];
-    a.pb[it] = dot * (float)a.scale;
+    float dot[CSA_HG];
+    UNROLL for (int h = 0; h < CSA_HG; h++) dot[h] = 0;
+    for (i64 d = 0; d < a.dim; d++) {
+      float k = kr[d];
+      UNROLL for (int h = 0; h < CSA_HG; h++)
+        if (h < hn) dot[h] += q[h * a.dim + d] * k;
+    }
+    for (i64 h = 0; h < hn; h++) pb[h] = dot[h] * (float)a.scale;
   }
 }
 
@@ -929,24 +940,35 @@ KERNEL(csa_attn_softmax, csa_AttnArgs) {
   }
 }
 
+// csa_attn_out: one (row, group of CSA_HG heads, value d) a work item, each key value
+// read once for the group; each head's sum in the same order as alone.
 KERNEL(csa_attn_out, csa_AttnArgs) {
-  for (i64 it = GIDX; it < a.rows * a.heads * a.dim; it += GSTRIDE) {
-    i64 d = it % a.dim, th = it / a.dim, t = th / a.heads, h = th % a.heads;
+  i64 groups = (a.heads + CSA_HG - 1) / CSA_HG;
+  for (i64 it = GIDX; it < a.rows * groups * a.dim; it += GSTRIDE) {
+    i64 d = it % a.dim, tg = it / a.dim, t = tg / groups, h0 = (tg % groups) * CSA_HG;
     i64 L = a.rlen[t];
     if (L < 0) continue;
-    float acc = 0;
+    i64 hn = imin(CSA_HG, a.heads - h0);
+    float acc[CSA_HG];
+    UNROLL for (int h = 0; h < CSA_HG; h++) acc[h] = 0;
     for (i64 b = 0; b < L; b += a.block) {
-      float sc = a.bsc[(t * a.nblk + b / a.block) * a.heads + h];
-      if (sc < 0) continue;
-      acc *= sc;
+      const float* bsc = a.bsc + (t * a.nblk + b / a.block) * a.heads + h0;
+      UNROLL for (int h = 0; h < CSA_HG; h++)
+        if (h < hn && bsc[h] >= 0) acc[h] *= bsc[h];
       i64 bl = imin(a.block, L - b);
       for (i64 e = 0; e < bl; e++) {
         i64 j = b + e;
         if (!a.valid[t * a.lmax + j]) continue;
-        acc += a.pb[(t * a.lmax + j) * a.heads + h] * a.kf[(t * a.lmax + j) * a.dim + d];
+        float v = a.kf[(t * a.lmax + j) * a.dim + d];
+        const float* p = a.pb + (t * a.lmax + j) * a.heads + h0;
+        UNROLL for (int h = 0; h < CSA_HG; h++)
+          if (h < hn && bsc[h] >= 0) acc[h] += p[h] * v;
       }
     }
-    a.out[it] = q_bf16(acc / a.den[th]);
+    for (i64 h = 0; h < hn; h++) {
+      i64 th = t * a.heads + h0 + h;
+      a.out[th * a.dim + d] = q_bf16(acc[h] / a.den[th]);
+    }
   }
 }
 
