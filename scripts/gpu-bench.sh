@@ -20,7 +20,9 @@
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
 # BENCH_TIMEOUT (seconds per model, default 420), LONG_CONTEXT (a second, longer context
 # timed in the fast mode only, for LONG_MODEL (default v4) at LONG_BATCH (default 1,64);
-# LONG_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
+# LONG_TIMEOUT), PREFILL (a prompt length: one prompt prefilled in one chunk in the
+# fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
+# scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -75,8 +77,18 @@ run() {
 				--numerics fast --out "$out/$m.fast.long.bench.json" 2>&1 | tee "$out/$m.fast.long.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.long.bench.txt"
 		fi
+		if [ -n "${PREFILL:-}" ]; then
+			# prefill of one PREFILL-token prompt in one chunk, fast mode (its TFLOP/s of products)
+			echo "==== $m: prefill of $PREFILL tokens"
+			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built"
+		fi
 		rm -rf "$ck"
 	done
+	if [ -n "${PREFILL:-}" ]; then
+		# the yardstick: the device's dense GEMM rate through torch (cuBLAS), same run
+		python3 scripts/gemm-rate.py --n 8192 2>&1 | tee "$out/gemm-rate.txt"
+	fi
 	if [ -n "${PTXAS:-}" ]; then
 		# every kernel's registers, stack frame and spills, from a fresh compile
 		echo "==== ptxas resource usage"
@@ -111,6 +123,8 @@ PY
 		[ -f "$out/$m.fast.long.bench.txt" ] && echo "--- $m, fast numerics, long context" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.long.bench.txt"
 	done
+	grep -h "prefill of one" "$out"/*.prefill.txt 2>/dev/null
+	grep -h "gemm rate" "$out/gemm-rate.txt" 2>/dev/null
 	grep -h "peer summary" "$out/peer.txt" 2>/dev/null
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null
 }

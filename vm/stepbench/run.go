@@ -35,6 +35,7 @@ type Point struct {
 	ClassMs        map[Class]float64  // per-step device time by kernel class (profiled steps)
 	LaunchMs       map[string]float64 // per-step device time by "class: launched kernel" (profiled steps, when the runtime times launches)
 	PrefillSeconds float64            // building the context (one sequence; the rest copied)
+	PrefillTFLOPS  float64            // its products' rate: PrefillFLOPs over PrefillSeconds (wall time)
 }
 
 // Report is a benchmark run.
@@ -129,14 +130,15 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		pre := time.Since(start).Seconds()
-		say("context %d built in %.1f s", ctx, pre)
+		tflops := PrefillFLOPs(m.Plan, ctx) / pre / 1e12
+		say("context %d built in %.1f s (chunks of %d): %.2f TFLOP/s of products", ctx, pre, cfg.Chunk, tflops)
 		for _, B := range cfg.Batches {
 			pt, err := runPoint(m, cfg, tmpl, prompt, B, ctx, token, prefill, say)
 			if err != nil {
 				tmpl.Release()
 				return nil, err
 			}
-			pt.PrefillSeconds = pre
+			pt.PrefillSeconds, pt.PrefillTFLOPS = pre, tflops
 			rep.Points = append(rep.Points, *pt)
 			line := fmt.Sprintf("batch %d, context %d: median step %.3f ms over %d steps; %.1f MB read, %.0f GB/s", B, ctx, pt.MedianMs, cfg.Steps,
 				pt.Bytes.Total()/1e6, pt.Bytes.Total()/(pt.MedianMs/1e3)/1e9)
@@ -258,6 +260,13 @@ func (r *Report) Table(w io.Writer) {
 	for _, p := range r.Points {
 		t := p.Bytes.Total()
 		fmt.Fprintf(w, "%-6d %-8d %12.3f %12.1f %10.1f %10s\n", p.Batch, p.Context, p.MedianMs, t/1e6, t/(p.MedianMs/1e3)/1e9, frac(t, p.MedianMs))
+	}
+	seen := map[int]bool{}
+	for _, p := range r.Points {
+		if !seen[p.Context] && p.PrefillSeconds > 0 {
+			seen[p.Context] = true
+			fmt.Fprintf(w, "prefill of one %d-token sequence: %.3f s, %.2f TFLOP/s of products (wall time; attention's products not counted)\n", p.Context, p.PrefillSeconds, p.PrefillTFLOPS)
+		}
 	}
 	for _, p := range r.Points {
 		if p.ClassMs == nil {

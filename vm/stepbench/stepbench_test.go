@@ -137,7 +137,12 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 	}
 	var table bytes.Buffer
 	rep.Table(&table)
-	for _, want := range []string{"copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels"} {
+	for _, pt := range rep.Points {
+		if pt.PrefillSeconds <= 0 || math.Abs(pt.PrefillTFLOPS-stepbench.PrefillFLOPs(m.Plan, pt.Context)/pt.PrefillSeconds/1e12) > 1e-9*pt.PrefillTFLOPS {
+			t.Errorf("batch %d context %d: prefill %g s, %g TFLOP/s", pt.Batch, pt.Context, pt.PrefillSeconds, pt.PrefillTFLOPS)
+		}
+	}
+	for _, want := range []string{"copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "TFLOP/s of products"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -193,5 +198,72 @@ func TestCopySequence(t *testing.T) {
 	d, _ := cpu.NewSequence()
 	if err := cpu.CopySequence(d, c); err == nil {
 		t.Errorf("the cpu target copied a state; want the error saying it cannot")
+	}
+}
+
+// TestPrefillFLOPs: the product count of a prefill, against a count of the manifest's
+// matrices by name (each weight's share: every token's row, the routed experts' k of
+// E, the LM head once, the embeddings none), and linear in the tokens but for the head.
+func TestPrefillFLOPs(t *testing.T) {
+	for _, fixture := range []string{"tiny-v4-dev", "tiny-v41-dev2"} {
+		p := compile(t, fixture, "h200")
+		k, E := 0.0, 0.0
+		for _, pr := range p.Programs {
+			if pr.Phase != plan.PhasePrefill {
+				continue
+			}
+			for _, in := range pr.Instrs {
+				if in.Op == "moe_route" {
+					v, _ := in.Attrs.Int("topk")
+					k = float64(v)
+				}
+				if in.Op == "moe_experts" {
+					v, _ := in.Attrs.Int("experts")
+					E = float64(v)
+				}
+			}
+		}
+		if k == 0 || E == 0 {
+			t.Fatalf("%s: no routed experts found", fixture)
+		}
+		// the matrices the prefill program reads
+		used := map[int]bool{}
+		for _, pr := range p.Programs {
+			if pr.Phase != plan.PhasePrefill {
+				continue
+			}
+			for _, in := range pr.Instrs {
+				for _, a := range in.Args {
+					if a.Kind == plan.OpWeight {
+						used[a.Index] = true
+					}
+				}
+			}
+		}
+		const T = 100
+		want := 0.0
+		for i, w := range p.Weights {
+			if !used[i] || len(w.Shape) != 2 {
+				continue
+			}
+			m := 2 * float64(w.Shape[0]*w.Shape[1])
+			switch {
+			case strings.Contains(w.Name, "embed"):
+			case w.Name == "head.weight":
+				want += m
+			case strings.Contains(w.Name, ".experts."):
+				want += m * T * k / E
+			default:
+				want += m * T
+			}
+		}
+		got := stepbench.PrefillFLOPs(p, T)
+		if math.Abs(got-want) > 1e-9*want || got <= 0 {
+			t.Errorf("%s: %g FLOPs, the manifest's matrices give %g", fixture, got, want)
+		}
+		f1, f2, f3 := stepbench.PrefillFLOPs(p, 1000), stepbench.PrefillFLOPs(p, 2000), stepbench.PrefillFLOPs(p, 3000)
+		if d1, d2 := f2-f1, f3-f2; math.Abs(d1-d2) > 1e-9*d1 || d1 <= 0 {
+			t.Errorf("%s: not linear in the tokens: %g, %g, %g", fixture, f1, f2, f3)
+		}
 	}
 }
