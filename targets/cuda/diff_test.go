@@ -189,8 +189,8 @@ func TestInstructionsMatchCPU(t *testing.T) {
 // on the fixtures and on a V4 model in V4-Flash's storage formats (FP8 128-blocks, FP4
 // experts, bf16 head). Fed, every instruction within about twice the worst error the
 // emulated device and the H200 show (1.3e-5). Free-running, V4's instructions within
-// 2e-4 (worst 3.8e-5); V4.1's logits (lm_head) within 2e-5, as fed (worst 3.1e-6 on
-// both devices): upstream of V4.1's activation quantizations (fake_quant, MXFP8) a
+// 8e-5 (worst 3.8e-5 emulated, 3.0e-5 on the H200); V4.1's logits (lm_head) within 1e-5
+// (worst 3.1e-6 on both devices): upstream of V4.1's activation quantizations (fake_quant, MXFP8) a
 // last-bit difference can move a value to the neighbouring FP8 code — the H200 showed a
 // fake_quant at 2.6e-3 while the logits stayed at 3.1e-6 (docs/cuda.md) — so V4.1's other
 // instructions are reported, not bounded.
@@ -199,12 +199,12 @@ func TestFastInstructionsNearCPU(t *testing.T) {
 	models = append(models, quantizedV4(t))
 	for _, model := range models {
 		for _, fed := range []bool{true, false} {
-			cfg := checkConfig{numerics: targets.NumericsFast, tol: 2e-4, force: fed}
+			cfg := checkConfig{numerics: targets.NumericsFast, tol: 8e-5, force: fed}
 			name := "free-running"
 			if fed {
 				cfg.tol, name = 2e-5, "fed"
 			} else if strings.HasPrefix(model, "tiny-v41") {
-				cfg.tol, cfg.gate = 2e-5, []string{"lm_head"}
+				cfg.tol, cfg.gate = 1e-5, []string{"lm_head"}
 			}
 			t.Run(filepath.Base(model)+"/"+name, func(t *testing.T) {
 				// the fast products round differently: an error of exactly 0 would mean

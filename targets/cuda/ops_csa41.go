@@ -488,7 +488,7 @@ func csaBindAttention(b *Bind) error {
 	nblk := (lmax + block - 1) / block
 	kf, pb, ps := b.Scratch(lmax*dim*4, 0), b.Scratch(lmax*heads*4, 0), b.Scratch(heads*lmax*4, 0)
 	bsc, den, valid := b.Scratch(nblk*heads*4, 0), b.Scratch(heads*4, 0), b.Scratch((lmax+7)&^7, 0)
-	rlen := b.Scratch(8, 0)
+	rlen, kref := b.Scratch(8, 0), b.Scratch(lmax*24, 0) // kref: a csa_Key (3 × 8 bytes) per key
 	fill := func(s *Step, a *ArgBuf) int64 {
 		rows := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -531,10 +531,12 @@ func csaBindAttention(b *Bind) error {
 		a.I(lmax)
 		a.I(nblk)
 		a.P(s.Scratch(rlen))
+		a.P(s.Scratch(kref))
 		return rows
 	}
 	b.Launch("csa_attn_rows", fill)
-	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax })
+	b.Launch("csa_attn_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax })
+	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * dim })
 	groups := (heads + csaHeadGroup - 1) / csaHeadGroup
 	b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * groups })
 	b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })

@@ -784,6 +784,7 @@ struct csa_AttnArgs {
   // key flags [rows, lmax]
   float* kf; float* pb; float* ps; float* bsc; float* den; unsigned char* valid; i64 lmax; i64 nblk;
   i64* rlen;  // [rows]: each row's key count (csa_attn_len), -1 for a row in no view
+  struct csa_Key* kref;  // [rows, lmax]: each key's row bytes and format (csa_attn_keys)
 };
 
 struct csa_Key {
@@ -851,7 +852,10 @@ KERNEL(csa_attn_rows, csa_AttnArgs) {
   }
 }
 
-KERNEL(csa_attn_kdec, csa_AttnArgs) {
+// csa_attn_keys: one (row, key) a work item: where the key's row lies (csa_attn_key),
+// and whether it is one; csa_attn_kdec then widens each value, one (row, key, value) a
+// work item.
+KERNEL(csa_attn_keys, csa_AttnArgs) {
   for (i64 tj = GIDX; tj < a.rows * a.lmax; tj += GSTRIDE) {
     i64 j = tj % a.lmax, t = tj / a.lmax;
     if (j >= a.rlen[t]) continue;  // past the row's keys, or a row in no view (-1)
@@ -865,9 +869,17 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
         if (a.idx[t * a.topk + i] >= N) *a.err = 404;
     }
     csa_Key k = csa_attn_key(a, v, t, p, W, j);
+    a.kref[tj] = k;
     a.valid[tj] = k.p != 0;
-    float* kf = a.kf + tj * a.dim;
-    for (i64 d = 0; d < a.dim; d++) kf[d] = k.p ? csa_row_val(k.p, k.fmt, k.g, a.dim, d) : 0;
+  }
+}
+
+KERNEL(csa_attn_kdec, csa_AttnArgs) {
+  for (i64 it = GIDX; it < a.rows * a.lmax * a.dim; it += GSTRIDE) {
+    i64 d = it % a.dim, tj = it / a.dim, t = tj / a.lmax;
+    if (tj % a.lmax >= a.rlen[t]) continue;
+    const csa_Key& k = a.kref[tj];
+    a.kf[it] = k.p ? csa_row_val(k.p, k.fmt, k.g, a.dim, d) : 0;
   }
 }
 
