@@ -43,8 +43,8 @@ func fastSplits(N, K int64) (S, ks int64) {
 
 // fastProduct adds a product's launches: the activations split into bf16 halves
 // (fast_split; a grouped product's row t, group g is row t·G+g of K values), the warp
-// tiles (fast_gemm) and, when the reduction is sliced, the sum of the slices
-// (fast_sum).
+// tiles (fast_gemm_m1, _m4 and their _f32 forms) and, when the reduction is sliced, the
+// sum of the slices (fast_sum).
 func fastProduct(b *Bind, g fastGemm) {
 	if g.G <= 0 {
 		g.G = 1

@@ -259,7 +259,7 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
 #endif
 }
 
-// fast_gemm: y = x·wᵀ, one warp tile (16 weight rows, 8·MT rows of x, a slice of
+// fast_gemm_*: y = x·wᵀ, one warp tile (16 weight rows, 8·MT rows of x, a slice of
 // the reduction) every 32 work items; with S > 1 slices to part (fast_sum adds them).
 // With G groups, weight row n reads x's row m·G + n/(N/G) (the halves of grouped_linear's
 // x, a row per token and group; N/G a multiple of 16, so a tile is in one group).
