@@ -294,3 +294,122 @@ func (w *Weight) Float32() ([]float32, error) {
 	}
 	return nil, fmt.Errorf("weight %q: no values for storage %q", w.Name, w.Storage)
 }
+
+// Pipelined is a runtime that takes a step before the previous step's tokens are back:
+// the async scheduler enqueues step n+1 while the device runs step n, and step n+1 reads
+// step n's sampled tokens where they are (FromPrevious), so only the tokens come back to
+// the host, after the device has moved on.
+type Pipelined interface {
+	// Enqueue starts a step and returns without waiting for it to run. in is read before
+	// Enqueue returns (the caller may reuse it). A token equal to FromPrevious(j) stands
+	// for the token sampled for logits row j of the step enqueued just before this one.
+	// Pending steps are waited for in the order they were enqueued, and at most two are
+	// pending at once; a step enqueued after a failed one fails too.
+	Enqueue(in *StepIn) (Pending, error)
+}
+
+// Pending is a step that was enqueued and not yet waited for.
+type Pending interface {
+	// Wait blocks until the step has run and fills out as Step would have.
+	Wait(out *StepOut) error
+}
+
+// FromPrevious is the input token that stands for the token sampled for logits row j of
+// the previous step (Pipelined.Enqueue).
+func FromPrevious(j int) int32 { return -1 - int32(j) }
+
+// PreviousRow is the logits row a FromPrevious token names, and whether t is one.
+func PreviousRow(t int32) (int, bool) {
+	if t >= 0 {
+		return 0, false
+	}
+	return int(-1 - t), true
+}
+
+// Pipeline is rt's own Pipelined, or, for a runtime without a device queue (the cpu
+// target), one that runs each step inside Enqueue, substituting the previous step's
+// sampled tokens on the host: the same values, without the overlap.
+func Pipeline(rt Runtime) Pipelined {
+	if p, ok := rt.(Pipelined); ok {
+		return p
+	}
+	return &hostPipeline{rt: rt}
+}
+
+type hostPipeline struct {
+	rt      Runtime
+	prev    []int32 // the last step's sampled tokens
+	failed  error
+	pending int
+	in      StepIn
+}
+
+type hostPending struct {
+	p   *hostPipeline
+	out StepOut
+	err error
+}
+
+func (p *hostPipeline) Enqueue(in *StepIn) (Pending, error) {
+	if p.pending >= 2 {
+		return nil, fmt.Errorf("enqueue: two steps are already pending")
+	}
+	if p.failed != nil {
+		return nil, fmt.Errorf("enqueue after a failed step: %w", p.failed)
+	}
+	cp := p.in
+	cp.Phase, cp.Seqs, cp.Rows, cp.Sample, cp.Masks, cp.Want = in.Phase, in.Seqs, in.Rows, in.Sample, in.Masks, in.Want
+	cp.Tokens = append(cp.Tokens[:0], in.Tokens...)
+	for i, t := range cp.Tokens {
+		if j, ok := PreviousRow(t); ok {
+			if j >= len(p.prev) {
+				return nil, fmt.Errorf("token %d stands for row %d of the previous step, which sampled %d", i, j, len(p.prev))
+			}
+			cp.Tokens[i] = p.prev[j]
+		}
+	}
+	p.in.Tokens = cp.Tokens
+	h := &hostPending{p: p}
+	if h.err = p.rt.Step(&cp, &h.out); h.err != nil {
+		p.failed = h.err
+	}
+	p.prev = append(p.prev[:0], h.out.Tokens...)
+	p.pending++
+	return h, nil
+}
+
+func (h *hostPending) Wait(out *StepOut) error {
+	if h.p == nil {
+		return fmt.Errorf("wait: this step was already waited for")
+	}
+	h.p.pending--
+	h.p = nil
+	if h.err != nil {
+		return h.err
+	}
+	*out = h.out
+	return nil
+}
+
+// Timeline is a device runtime that records when its steps ran on the device, for a
+// trace: the device's idle gaps between steps come from it.
+type Timeline interface {
+	// SetTimeline turns recording on or off: an event before and after every step,
+	// and with kernels also around every kernel launch (which times each kernel and
+	// therefore runs steps without their captured graphs).
+	SetTimeline(on, kernels bool)
+	// TakeTimeline returns the spans recorded since the last call, oldest first, and
+	// starts again.
+	TakeTimeline() ([]DeviceSpan, error)
+}
+
+// DeviceSpan is one stretch of device time: a whole step (Kernel "") or one kernel
+// launch within it, on the host's clock (device events mapped through an anchor event
+// recorded when the runtime opened or recording began).
+type DeviceSpan struct {
+	Step       int64  // the runtime's step counter
+	Phase      string // the step's program
+	Class      string // the plan's kernel class of the launching instruction ("" for a step)
+	Kernel     string // the launched kernel ("" for a whole step)
+	Start, End time.Time
+}
