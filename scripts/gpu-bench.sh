@@ -20,10 +20,12 @@
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
 # BENCH_TIMEOUT (seconds per model, default 420), LONG_CONTEXT (a second, longer context
 # timed in the fast mode only, for LONG_MODEL (default v4) at LONG_BATCH (default 1,64);
-# LONG_TIMEOUT), PREFILL (a prompt length: one prompt prefilled in one chunk in the
+# LONG_TIMEOUT; LONG_MODEL may name both, "v4 v41"), PREFILL (a prompt length: one prompt prefilled in one chunk in the
 # fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
-# (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512).
+# (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
+# SAVE_KERNELS=1 packs the kernel cache into OUT/kernels.tgz and LOAD_KERNELS=FILE
+# unpacks such a file before the run (a fresh machine then compiles only changed units).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=build/bench
@@ -43,6 +45,10 @@ run() {
 	local work=${BENCH_DIR:-/tmp/deepinfer-bench} out=${OUT:-$bin/out}
 	mkdir -p "$work" "$out"
 	export DEEPINFER_KERNEL_CACHE=${DEEPINFER_KERNEL_CACHE:-$work/kernels}
+	if [ -n "${LOAD_KERNELS:-}" ] && [ -f "$LOAD_KERNELS" ]; then
+		# compiled units of an earlier run (unchanged units load, changed ones compile)
+		mkdir -p "$DEEPINFER_KERNEL_CACHE" && tar xzf "$LOAD_KERNELS" -C "$DEEPINFER_KERNEL_CACHE"
+	fi
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$out/gpu.txt"
 	if [ -z "${SKIP_CHECK:-}" ]; then
 		# the kernels first: every instruction of the three fixtures against the cpu target
@@ -69,7 +75,7 @@ run() {
 				--numerics "$num" --out "$out/$m.$num.bench.json" 2>&1 | tee "$out/$m.$num.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.$num.bench.txt"
 		done
-		if [ -n "${LONG_CONTEXT:-}" ] && [ "$m" = "${LONG_MODEL:-v4}" ]; then
+		if [ -n "${LONG_CONTEXT:-}" ] && [[ " ${LONG_MODEL:-v4} " == *" $m "* ]]; then
 			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
 			echo "==== $m: divm bench --numerics fast --context $LONG_CONTEXT"
 			timeout "${LONG_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${LONG_BATCH:-1,64}" \
@@ -113,6 +119,9 @@ PY
 	if [ -n "${PEER:-}" ]; then
 		echo "==== peer: transformers"
 		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.txt" | grep -v Warning
+	fi
+	if [ -n "${SAVE_KERNELS:-}" ]; then
+		tar czf "$out/kernels.tgz" -C "$DEEPINFER_KERNEL_CACHE" . 2>/dev/null
 	fi
 	echo "==== summary"
 	for m in ${MODELS:-v4 v41}; do

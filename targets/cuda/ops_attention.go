@@ -96,6 +96,9 @@ func boolInt(v bool) int64 {
 
 // bindCompress: compress(x[T, in], pos, wkv[width, in], wgate[width, in], ape[ratio,
 // width], norm[dim]) appends an entry per window closed to the layer's cache.
+// attCmpMT is the tokens of one att_cmp_proj work item (kernels/attention.cu ATT_CMP_MT).
+const attCmpMT = 8
+
 func bindCompress(b *Bind) error {
 	layer, cache, ratio, dim := b.Int("layer"), b.Int("cache"), b.Int("ratio"), b.Int("head_dim")
 	overlap := b.Bool("overlap")
@@ -147,6 +150,11 @@ func bindCompress(b *Bind) error {
 		}
 		return 2 * T * width
 	}
+	// att_cmp_proj's work items: a group of attCmpMT tokens each
+	projGroups := func(s *Step, a *ArgBuf) int64 {
+		n := proj(s, a) / (2 * width)
+		return 2 * width * ((n + attCmpMT - 1) / attCmpMT)
+	}
 	if partS >= 0 {
 		// the split only for a few rows: on the H200 (2 V4 layers) it took 0.17 ms
 		// against the serial kernel's 1.9 at batch 1, but 7.5 ms against 5.8 at 64 and
@@ -168,10 +176,10 @@ func bindCompress(b *Bind) error {
 			if split(s) {
 				return 0
 			}
-			return proj(s, a)
+			return projGroups(s, a)
 		})
 	} else {
-		b.Launch("att_cmp_proj", proj)
+		b.Launch("att_cmp_proj", projGroups)
 	}
 	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Seqs)
@@ -223,6 +231,7 @@ func bindIndexTopK(b *Bind) error {
 	}
 	maxE := b.MaxPositions() / ratio
 	scores := b.Scratch(8*maxE, 0)
+	qd := b.Scratch(8*heads*dim, 0)
 	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -242,8 +251,10 @@ func bindIndexTopK(b *Bind) error {
 		a.I(topk)
 		a.F(scale)
 		a.I(maxE)
+		a.P(s.Scratch(qd))
 		return T
 	}
+	b.Launch("att_index_qd", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
 	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * maxE })
 	b.Launch("att_index_pad", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * topk })
 	b.Launch("att_index_rank", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * maxE })

@@ -444,7 +444,7 @@ func csaBindIndex(b *Bind, publish bool) error {
 		b.Launch("csa_cand_clear", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * nbcap })
 		b.Launch("csa_cand_mark", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * candBlocks })
 	}
-	b.Launch("csa_index_select", fill)
+	b.Launch("csa_index_select", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 	return nil
 }
 

@@ -73,7 +73,7 @@ func bindMoERoute(b *Bind) error {
 		}
 		// the gate logits, one (token, expert) a work item; then the top-k per token
 		b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
-		b.Launch("moe_route_v41", fill)
+		b.Launch("moe_route_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 		return nil
 	}
 	var V int64

@@ -164,6 +164,8 @@ var allowUnbound bool
 const (
 	defaultMaxTokens = 2048
 	launchBlock      = 128
+	// rowSpread is kernels/prelude.h's ROW_SPREAD: one launch block a row
+	rowSpread = launchBlock
 )
 
 func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.Options) (*Runtime, error) {

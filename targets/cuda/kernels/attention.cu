@@ -186,22 +186,67 @@ DEV float att_gonum_dot(const float* x, const Weight& w, i64 r, i64 k0, i64 n) {
   return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+// att_gonum_dots is att_gonum_dot for the rows x, x + ldx, ... of nt ≤ MT tokens against
+// one weight row: each token's sum in att_gonum_dot's order, a weight value read once
+// for all of them.
+template <int MT>
+DEVM void att_gonum_dots(const float* x, i64 ldx, i64 nt, const Weight& w, i64 r, i64 k0, i64 n, float* out) {
+  float s[MT][4], p[MT][4];
+  UNROLL for (int u = 0; u < MT; u++) UNROLL for (int l = 0; l < 4; l++) s[u][l] = 0, p[u][l] = 0;
+  i64 n16 = n / 16, i = 0;
+  for (i64 b = 0; b < n16; b++, i += 16) {
+    UNROLL for (int q = 0; q < 4; q++) {
+      UNROLL for (int l = 0; l < 4; l++) {
+        float wv = wval(w, r, k0 + i + 4 * q + l);
+        UNROLL for (int u = 0; u < MT; u++) {
+          if (u >= nt) break;
+          float v = x[u * ldx + i + 4 * q + l] * wv;
+          if (q & 1) p[u][l] += v;
+          else s[u][l] += v;
+        }
+      }
+    }
+  }
+  if (n16 > 0) UNROLL for (int u = 0; u < MT; u++) UNROLL for (int l = 0; l < 4; l++) s[u][l] += p[u][l];
+  for (; i + 4 <= n; i += 4)
+    UNROLL for (int l = 0; l < 4; l++) {
+      float wv = wval(w, r, k0 + i + l);
+      UNROLL for (int u = 0; u < MT; u++) if (u < nt) s[u][l] += x[u * ldx + i + l] * wv;
+    }
+  for (; i < n; i++) {
+    float wv = wval(w, r, k0 + i);
+    UNROLL for (int u = 0; u < MT; u++) if (u < nt) s[u][0] += x[u * ldx + i] * wv;
+  }
+  UNROLL for (int u = 0; u < MT; u++) out[u] = (s[u][0] + s[u][1]) + (s[u][2] + s[u][3]);
+}
+
 // att_cmp_proj: kv and gate projections of every token row, as the cpu's gemmNT (gonum
-// Sgemm: one dot per output, or, when blocked, sums of dots over 64-wide k blocks).
+// Sgemm: one dot per output, or, when blocked, sums of dots over 64-wide k blocks). A
+// work item is one (projection, group of ATT_CMP_MT tokens, channel): the weight row is
+// read once for the group, each token's value computed in the cpu's order.
+#define ATT_CMP_MT 8
 struct AttProjArgs { const float* x; Weight wkv; Weight wgate; float* kv; float* gate; i64 T; i64 width; i64 in; i64 blocked; float* part; };
 KERNEL(att_cmp_proj, AttProjArgs) {
-  i64 per = a.T * a.width;
+  i64 groups = (a.T + ATT_CMP_MT - 1) / ATT_CMP_MT, per = groups * a.width;
   for (i64 i = GIDX; i < 2 * per; i += GSTRIDE) {
-    i64 which = i / per, rem = i % per, t = rem / a.width, c = rem % a.width;
-    const float* x = a.x + t * a.in;
-    float acc = 0;
+    i64 which = i / per, rem = i % per, g = rem / a.width, c = rem % a.width;
+    i64 t0 = g * ATT_CMP_MT, nt = imin(ATT_CMP_MT, a.T - t0);
+    const float* x = a.x + t0 * a.in;
+    const Weight& w = which ? a.wgate : a.wkv;
+    float acc[ATT_CMP_MT], d[ATT_CMP_MT];
+    UNROLL for (int u = 0; u < ATT_CMP_MT; u++) acc[u] = 0;
     if (a.blocked) {
-      for (i64 k = 0; k < a.in; k += 64)
-        acc += att_gonum_dot(x + k, which ? a.wgate : a.wkv, c, k, imin(64, a.in - k));
+      for (i64 k = 0; k < a.in; k += 64) {
+        att_gonum_dots<ATT_CMP_MT>(x + k, a.in, nt, w, c, k, imin(64, a.in - k), d);
+        UNROLL for (int u = 0; u < ATT_CMP_MT; u++) acc[u] += d[u];
+      }
     } else {
-      acc += att_gonum_dot(x, which ? a.wgate : a.wkv, c, 0, a.in);
+      att_gonum_dots<ATT_CMP_MT>(x, a.in, nt, w, c, 0, a.in, d);
+      UNROLL for (int u = 0; u < ATT_CMP_MT; u++) acc[u] += d[u];
     }
-    (which ? a.gate : a.kv)[rem] = acc;
+    float* out = which ? a.gate : a.kv;
+    UNROLL for (int u = 0; u < ATT_CMP_MT; u++)
+      if (u < nt) out[(t0 + u) * a.width + c] = acc[u];
   }
 }
 
@@ -319,9 +364,10 @@ KERNEL(att_cmp_emit, AttEmitArgs) {
 
 // ---- index_topk (cpu: indexKernel) ----
 
-// The indexer in three launches: att_index_score scores every visible entry of the
-// layer's indexer cache, one (token, entry) a work item, into per-token scratch of maxe
-// doubles; att_index_pad fills each token's top-k row with -1; att_index_rank places
+// The indexer in four launches: att_index_qd widens the step's index queries to doubles
+// once (scratch qd); att_index_score scores every visible entry of the layer's indexer
+// cache, one (token, entry) a work item, into per-token scratch of maxe doubles;
+// att_index_pad fills each token's top-k row with -1; att_index_rank places
 // each entry at its rank among the token's visible entries by (score desc, entry asc)
 // when that rank is below topk — the cpu's insertion order, best first. (A NaN score
 // ranks as -inf here; the cpu's insertion treats it otherwise. Neither happens on
@@ -329,6 +375,7 @@ KERNEL(att_cmp_emit, AttEmitArgs) {
 struct AttIndexArgs {
   const float* q; const float* w; const int* pos; int* out; double* scores; const SeqRec* seqs; i64 nseq; i64 T;
   i64 off; i64 ratio; i64 width; i64 cdim; i64 heads; i64 dim; i64 topk; double scale; i64 maxe;
+  double* qd;  // [T, heads·dim]: q as doubles (att_index_qd)
 };
 
 // att_index_visible is how many entries token t may see (-1: no sequence).
@@ -339,20 +386,35 @@ DEV i64 att_index_visible(const AttIndexArgs& a, i64 t, SeqRec* s) {
   return imin(imin((s->pos + s->n) / a.ratio, ((i64)a.pos[t] + 1) / a.ratio), a.maxe);
 }
 
+KERNEL(att_index_qd, AttIndexArgs) {
+  for (i64 i = GIDX; i < a.T * a.heads * a.dim; i += GSTRIDE) a.qd[i] = (double)a.q[i];
+}
+
+// att_index_score: each head's dot in key order, the heads' sum in head order (the
+// cpu's); ATT_IHB heads at a time, so that a key value is read once for them and their
+// chains run side by side.
+#define ATT_IHB 16
 KERNEL(att_index_score, AttIndexArgs) {
   for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) {
     i64 t = i / a.maxe, e = i % a.maxe;
     SeqRec s;
     if (e >= att_index_visible(a, t, &s)) continue;
     const float* key = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e * a.cdim;
-    const float* qt = a.q + t * a.heads * a.dim;
+    const double* qt = a.qd + t * a.heads * a.dim;
     const float* wt = a.w + t * a.heads;
     double sc = 0;
-    for (i64 h = 0; h < a.heads; h++) {
-      const float* qh = qt + h * a.dim;
-      double dot = 0;
-      for (i64 j = 0; j < a.cdim; j++) dot += (double)qh[j] * (double)key[j];
-      if (dot > 0) sc += (double)wt[h] * dot;
+    for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB) {
+      i64 nh = imin(ATT_IHB, a.heads - h0);
+      double dot[ATT_IHB];
+      UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
+      const double* qh = qt + h0 * a.dim;
+      for (i64 j = 0; j < a.cdim; j++) {
+        double kj = (double)key[j];
+        UNROLL for (int u = 0; u < ATT_IHB; u++)
+          if (u < nh) dot[u] += qh[u * a.dim + j] * kj;
+      }
+      UNROLL for (int u = 0; u < ATT_IHB; u++)
+        if (u < nh && dot[u] > 0) sc += (double)wt[h0 + u] * dot[u];
     }
     a.scores[i] = sc * a.scale;
   }

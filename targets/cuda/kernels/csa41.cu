@@ -674,6 +674,7 @@ DEV void csa_index_widths(const csa_IndexArgs& a, const csa_View& v, i64 p, i64*
   *clen = (p + 1) / a.ratio;
 }
 
+#define CSA_IHB 16
 // csa_index_score: score of key e for row t: Σ_h bf16(max(bf16(q_h·k), 0)·bf16(w_h·scale)),
 // bf16; keys past what the position closed score -inf.
 KERNEL(csa_index_score, csa_IndexArgs) {
@@ -695,20 +696,37 @@ KERNEL(csa_index_score, csa_IndexArgs) {
     const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
     const float* qt = a.q + t * a.heads * a.dim;
     float scale = (float)a.scale, sum = 0;
-    for (i64 h = 0; h < a.heads; h++) {
-      float wt = q_bf16(a.w[t * a.heads + h] * scale);
-      float dot = 0;
-      for (i64 d = 0; d < a.dim; d++) dot += qt[h * a.dim + d] * csa_row_val(key, a.ik_fmt, a.ik_group, a.dim, d);
-      sum += q_bf16(go_max32(q_bf16(dot), 0.0f) * wt);
+    // CSA_IHB heads at a time: a key value is decoded once for them and their dots
+    // (each in key order) run side by side; the heads' sum stays in head order
+    for (i64 h0 = 0; h0 < a.heads; h0 += CSA_IHB) {
+      i64 nh = imin(CSA_IHB, a.heads - h0);
+      float dot[CSA_IHB];
+      UNROLL for (int u = 0; u < CSA_IHB; u++) dot[u] = 0;
+      const float* qh = qt + h0 * a.dim;
+      for (i64 d = 0; d < a.dim; d++) {
+        float kv = csa_row_val(key, a.ik_fmt, a.ik_group, a.dim, d);
+        UNROLL for (int u = 0; u < CSA_IHB; u++)
+          if (u < nh) dot[u] += qh[u * a.dim + d] * kv;
+      }
+      UNROLL for (int u = 0; u < CSA_IHB; u++) {
+        if (u >= nh) break;
+        float wt = q_bf16(a.w[t * a.heads + h0 + u] * scale);
+        sum += q_bf16(go_max32(q_bf16(dot[u]), 0.0f) * wt);
+      }
     }
     sc[e].v = q_bf16(sum);
   }
 }
 
 // csa_index_select: per row, the candidate blocks (publish) or the restriction to the
-// given ones, then the top k keys in position order (-1 pads).
+// given ones, then the top k keys in position order (-1 pads). The selection is the
+// cpu's serial one, so a row is one thread's work; a row takes the first work item of
+// ROW_SPREAD (rows.h), so that rows land on different multiprocessors and each row's
+// pairs stay in its multiprocessor's L1 cache while the selection walks them.
 KERNEL(csa_index_select, csa_IndexArgs) {
-  for (i64 t = GIDX; t < a.rows; t += GSTRIDE) {
+  for (i64 it = GIDX; it < a.rows * ROW_SPREAD; it += GSTRIDE) {
+    if (it % ROW_SPREAD != 0) continue;
+    i64 t = it / ROW_SPREAD;
     csa_View v;
     if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
     i64 p = v.pos + (t - v.row), width, clen;

@@ -135,9 +135,13 @@ KERNEL(moe_gate_v41, MoERoute41Args) {
   }
 }
 
-// moe_route_v41: one token a work item, after moe_gate_v41: top-k and the weights.
+// moe_route_v41: one token's serial work, after moe_gate_v41: top-k and the weights. A
+// token takes the first of ROW_SPREAD work items (rows.h), one launch block, so that
+// tokens run on different multiprocessors.
 KERNEL(moe_route_v41, MoERoute41Args) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+  for (i64 it = GIDX; it < a.T * ROW_SPREAD; it += GSTRIDE) {
+    if (it % ROW_SPREAD != 0) continue;
+    i64 t = it / ROW_SPREAD;
     double* sel = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
     float* sc = (float*)(sel + a.E);
     i64* pick = (i64*)(sel + 2 * a.E);

@@ -51,6 +51,11 @@ DEV double f64_bits(u64 u) { return __longlong_as_double((long long)u); }
 DEV u64 bits_f64(double f) { return (u64)__double_as_longlong(f); }
 #endif
 
+// ROW_SPREAD: a kernel whose work is one serial pass per row (a selection, say) may give
+// each row the first of ROW_SPREAD work items, one launch block (runtime.go rowSpread),
+// so that rows run on different multiprocessors, each with its own L1 cache.
+#define ROW_SPREAD 128
+
 #define F32_INF f32_bits(0x7f800000u)
 #define F64_INF f64_bits(0x7ff0000000000000ull)
 
