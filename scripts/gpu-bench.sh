@@ -24,6 +24,8 @@
 # fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
+# NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
+# NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags),
 # SAVE_KERNELS=1 packs the kernel cache into OUT/kernels.tgz and LOAD_KERNELS=FILE
 # unpacks such a file before the run (a fresh machine then compiles only changed units).
 set -uo pipefail
@@ -88,6 +90,18 @@ run() {
 			echo "==== $m: prefill of $PREFILL tokens"
 			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built"
+		fi
+		if [ -n "${NCU:-}" ] && [ "$m" = "${NCU_MODEL:-v4}" ]; then
+			# hardware counters of the kernels matching NCU (a regular expression), at
+			# NCU_BATCH (default 256), fast mode, one step without graphs
+			echo "==== $m: ncu -k regex:$NCU (batch ${NCU_BATCH:-256})"
+			timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" --launch-skip "${NCU_SKIP:-0}" \
+				--launch-count "${NCU_COUNT:-4}" --section SpeedOfLight --section Occupancy --section LaunchStats \
+				--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+				"$bin/divm" bench "$ck.dip" --model "$ck" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \
+				--steps 1 --warmup 0 --profile-steps 0 --numerics fast ${NCU_FLAGS:-} > "$out/ncu.txt" 2>&1
+			echo "ncu exit status: $?"
+			grep -E "^  [a-z_0-9]+|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Compute \(SM\) Throughput|L2 Cache Throughput|L1/TEX Hit|Warp Cycles Per Issued|Block Limit Registers" "$out/ncu.txt" | head -120
 		fi
 		rm -rf "$ck"
 	done

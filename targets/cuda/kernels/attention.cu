@@ -695,6 +695,7 @@ KERNEL(att_fast_out, AttArgs) {
     const double* p = a.lg + (t * a.heads + h0) * a.kmax;
     float acc[FATT_HG];
     UNROLL for (int h = 0; h < FATT_HG; h++) acc[h] = 0;
+    UNROLL_BY(4)
     for (i64 j = 0; j < nk; j++) {
       float v = ((const float*)keys[j])[d];
       UNROLL for (int h = 0; h < FATT_HG; h++)

@@ -276,6 +276,7 @@ DEVM float mkl_lane(X x, W w, i64 m, i64 K, i64 N, int L) {
     case ORDER_GEMV: {
       float v = L == 0 ? x(0) * w(0) : 0;
       i64 nvec = (K - 1) / 16;
+      UNROLL_BY(8)
       for (i64 t = 0; t < nvec; t++) {
         i64 k = 1 + 16 * t + L;
         v = fma32(x(k), w(k), v);
@@ -284,6 +285,7 @@ DEVM float mkl_lane(X x, W w, i64 m, i64 K, i64 N, int L) {
     }
     case ORDER_SMALL: {
       float v = 0;
+      UNROLL_BY(8)
       for (i64 k = 4 * (L / 4) + L % 4; k < K; k += 16) v = fma32(x(k), w(k), v);
       return v;
     }

@@ -51,6 +51,15 @@ DEV double f64_bits(u64 u) { return __longlong_as_double((long long)u); }
 DEV u64 bits_f64(double f) { return (u64)__double_as_longlong(f); }
 #endif
 
+// UNROLL_BY(n): unroll the next loop n times on the device (more loads in flight for a
+// chain that waits on memory); nothing on the emulated device. The values are the same.
+#ifdef DI_EMULATE
+#define UNROLL_BY(n)
+#else
+#define DI_PRAGMA(x) _Pragma(#x)
+#define UNROLL_BY(n) DI_PRAGMA(unroll n)
+#endif
+
 // ROW_SPREAD: a kernel whose work is one serial pass per row (a selection, say) may give
 // each row the first of ROW_SPREAD work items, one launch block (runtime.go rowSpread),
 // so that rows run on different multiprocessors, each with its own L1 cache.
