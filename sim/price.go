@@ -252,6 +252,7 @@ func (pr *pricer) predict(in *plan.Instr, k cost.Kernel) (kernelCall, error) {
 	if k.DType == "fp8e4m3" && pr.m.Rates.TFLOPS["fp8"] == 0 {
 		k.DType = "bf16"
 	}
+	k.Class = in.Kernel
 	us, b, err := pr.m.Predict(k)
 	if err != nil {
 		return kernelCall{}, err
@@ -369,15 +370,21 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		// every rank's tokens reach the experts' ranks: with dp = ep a rank receives
 		// T·topk rows on average, more on the most loaded rank
 		rows := float64(T*topk) * pr.imbalance
-		perSlot := int(math.Ceil(rows / float64(slots)))
+		// a step reads only the experts its rows pick: of `slots` experts chosen
+		// uniformly, rows picks touch slots·(1 − (1 − 1/slots)^rows) on average
+		groups := slots
+		if touched := math.Ceil(float64(slots) * (1 - math.Pow(1-1/float64(slots), rows))); touched < float64(slots) {
+			groups = max(1, int(touched))
+		}
+		perSlot := int(math.Ceil(rows / float64(groups)))
 		w1 := pr.weight(in.Args[3])
 		inter, hidden := int(w1.Shape[0]), int(w1.Shape[1])
 		dt := gemmDType(w1.Storage)
-		up, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: 2 * inter, K: hidden, Groups: slots})
+		up, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: 2 * inter, K: hidden, Groups: groups})
 		if err != nil {
 			return nil, err
 		}
-		down, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: hidden, K: inter, Groups: slots})
+		down, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: hidden, K: inter, Groups: groups})
 		return []kernelCall{up, down}, err
 	case "rope":
 		// in place, on the rope_dim slice of each head only

@@ -1,0 +1,55 @@
+package sim
+
+import (
+	"fmt"
+
+	"deepinfer/plan"
+	"deepinfer/targets/cost"
+)
+
+// StepCost is one decode step's predicted device time on one rank, by plan kernel class.
+type StepCost struct {
+	Model   string             // the cost model's name, version and fit
+	US      float64            // the step: compute plus communication (serial, no overlap)
+	CommUS  float64            // collectives, included in US
+	ByClass map[string]float64 // µs per plan kernel class (Instr.Kernel), collectives included
+	Calls   int                // kernel calls priced
+}
+
+// DecodeStep prices one decode step of batch sequences, each ctx tokens into its
+// context, on one rank: the plan's decode role when it has a deployment, else (a plan
+// compiled without a spec, as divm bench runs) its decode program on one device with
+// every expert local. The step is the sum of its kernels, as on a device that runs
+// them one after another; communication, if any, is added without overlap.
+func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) {
+	if batch < 1 || ctx < 0 {
+		return nil, fmt.Errorf("decode step of batch %d at context %d: needs batch ≥ 1 and context ≥ 0", batch, ctx)
+	}
+	role := &plan.Role{Name: "decode", DP: 1, EP: 1, CP: 1, TP: 1}
+	if p.Deployment != nil {
+		for i := range p.Deployment.Roles {
+			if r := &p.Deployment.Roles[i]; r.Name == "decode" {
+				role = r
+			}
+		}
+	}
+	prog := p.Program(role.Name)
+	if prog == nil {
+		return nil, fmt.Errorf("the plan has no %s program", role.Name)
+	}
+	pr := newPricer(m, p, prog, role)
+	static, dynamic, err := pr.price(stepShape{T: batch, R: batch, Ctx: float64(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	sc := &StepCost{Model: m.ID(), ByClass: map[string]float64{}}
+	for _, sp := range []*stepPrice{static, dynamic} {
+		sc.US += sp.ComputeUS + sp.CommUS
+		sc.CommUS += sp.CommUS
+		for _, c := range sp.Calls {
+			sc.ByClass[c.Kernel] += c.US
+			sc.Calls++
+		}
+	}
+	return sc, nil
+}
