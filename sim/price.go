@@ -28,6 +28,8 @@ type kernelCall struct {
 	Bound  cost.Bound
 	FLOPs  float64
 	Bytes  float64
+	// the model's terms behind US: per-call floor, memory and compute time
+	FloorUS, MemoryUS, ComputeUS float64
 }
 
 // stepPrice is a priced step.
@@ -257,7 +259,8 @@ func (pr *pricer) predict(in *plan.Instr, k cost.Kernel) (kernelCall, error) {
 	if err != nil {
 		return kernelCall{}, err
 	}
-	return kernelCall{Kernel: in.Kernel, Op: in.Op, Layer: attrI(in, "layer"), US: us, Bound: b.Bound, FLOPs: b.FLOPs, Bytes: b.Bytes}, nil
+	return kernelCall{Kernel: in.Kernel, Op: in.Op, Layer: attrI(in, "layer"), US: us, Bound: b.Bound, FLOPs: b.FLOPs, Bytes: b.Bytes,
+		FloorUS: b.LatencyUS, MemoryUS: b.MemoryUS, ComputeUS: b.ComputeUS}, nil
 }
 
 // rowsOf is the leading dim of an operand type for this step.

@@ -14,6 +14,13 @@ type StepCost struct {
 	CommUS  float64            // collectives, included in US
 	ByClass map[string]float64 // µs per plan kernel class (Instr.Kernel), collectives included
 	Calls   int                // kernel calls priced
+	// Per class, the model's counts behind its time: calls, bytes moved, FLOPs.
+	ClassCalls map[string]int
+	ClassBytes map[string]float64
+	ClassFLOPs map[string]float64
+	// Per class, the model's terms summed over its calls: floors, memory and compute
+	// time (µs; a class's US is not their sum where the model blends the two).
+	ClassFloorUS, ClassMemoryUS, ClassComputeUS map[string]float64
 }
 
 // DecodeStep prices one decode step of batch sequences, each ctx tokens into its
@@ -42,12 +49,20 @@ func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) 
 	if err != nil {
 		return nil, err
 	}
-	sc := &StepCost{Model: m.ID(), ByClass: map[string]float64{}}
+	sc := &StepCost{Model: m.ID(), ByClass: map[string]float64{}, ClassCalls: map[string]int{},
+		ClassBytes: map[string]float64{}, ClassFLOPs: map[string]float64{}, ClassFloorUS: map[string]float64{},
+		ClassMemoryUS: map[string]float64{}, ClassComputeUS: map[string]float64{}}
 	for _, sp := range []*stepPrice{static, dynamic} {
 		sc.US += sp.ComputeUS + sp.CommUS
 		sc.CommUS += sp.CommUS
 		for _, c := range sp.Calls {
 			sc.ByClass[c.Kernel] += c.US
+			sc.ClassCalls[c.Kernel]++
+			sc.ClassBytes[c.Kernel] += c.Bytes
+			sc.ClassFLOPs[c.Kernel] += c.FLOPs
+			sc.ClassFloorUS[c.Kernel] += c.FloorUS
+			sc.ClassMemoryUS[c.Kernel] += c.MemoryUS
+			sc.ClassComputeUS[c.Kernel] += c.ComputeUS
 			sc.Calls++
 		}
 	}

@@ -123,7 +123,11 @@ func compareCmd(w io.Writer, planPath, benchPath, calibration string) error {
 		return err
 	}
 	if calibration != "" {
-		if m, err = calib.Apply(m, calibration, r); err != nil {
+		c, err := calib.ForReport(calibration, r)
+		if err != nil {
+			return err
+		}
+		if m, err = c.Apply(m, p.ModelType); err != nil {
 			return err
 		}
 	}

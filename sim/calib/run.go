@@ -1,0 +1,95 @@
+package calib
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"deepinfer/compiler"
+	"deepinfer/plan"
+	"deepinfer/synth"
+	"deepinfer/vm/stepbench"
+)
+
+// Measured is one divm bench report and the plan it timed: the synthetic checkpoint's
+// config (a model directory's config.json, cut to Layers as dic synth cuts it) compiled
+// for the h200 target, which needs the config only.
+type Measured struct {
+	File     string // the bench report (JSON)
+	Config   string // model directory holding config.json
+	Layers   string // the layers dic synth kept, e.g. 4-5
+	Numerics string // fast or exact
+}
+
+// Run6 are the reports of run 6 (testdata/run6, NVIDIA H200, 2026-12-02), relative to
+// the repository root.
+var Run6 = []Measured{
+	{"sim/calib/testdata/run6/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
+	{"sim/calib/testdata/run6/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
+	{"sim/calib/testdata/run6/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast"},
+	{"sim/calib/testdata/run6/v4.exact.bench.json", "testdata/deepseek-v4-flash", "4-5", "exact"},
+	{"sim/calib/testdata/run6/v41.exact.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "exact"},
+}
+
+// SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
+// to layers, for target, from the cut config alone (no weights).
+func SynthPlan(configDir, layers, target string) (*plan.Plan, error) {
+	raw, err := os.ReadFile(filepath.Join(configDir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	ls, err := synth.ParseLayers(layers)
+	if err != nil {
+		return nil, err
+	}
+	cut, _, err := synth.TrimConfig(raw, ls)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "calib-plan-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cut, 0o644); err != nil {
+		return nil, err
+	}
+	out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: target})
+	if err != nil {
+		return nil, fmt.Errorf("%s layers %s: %w", configDir, layers, err)
+	}
+	return out.Plan, nil
+}
+
+// Loaded is a Measured report read, with its plan.
+type Loaded struct {
+	Measured
+	Report *stepbench.Report
+	Plan   *plan.Plan
+}
+
+// Load reads the reports and compiles their plans (for h200), relative to root; plans
+// of the same config and layers are compiled once.
+func Load(root string, ms []Measured) ([]Loaded, error) {
+	plans := map[string]*plan.Plan{}
+	var out []Loaded
+	for _, m := range ms {
+		r, err := ReadBench(filepath.Join(root, m.File))
+		if err != nil {
+			return nil, err
+		}
+		if got := Numerics(r); got != "" && got != m.Numerics {
+			return nil, fmt.Errorf("%s: measured in %s numerics, listed as %s", m.File, got, m.Numerics)
+		}
+		key := m.Config + "@" + m.Layers
+		p := plans[key]
+		if p == nil {
+			if p, err = SynthPlan(filepath.Join(root, m.Config), m.Layers, "h200"); err != nil {
+				return nil, err
+			}
+			plans[key] = p
+		}
+		out = append(out, Loaded{Measured: m, Report: r, Plan: p})
+	}
+	return out, nil
+}
