@@ -40,6 +40,12 @@ func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) 
 			}
 		}
 	}
+	if limit := p.Model.MaxPositions; limit > 0 && ctx+1 > limit {
+		return nil, fmt.Errorf("a decode step at context %d reaches position %d, beyond the model's %d positions", ctx, ctx+1, limit)
+	}
+	if role.MaxModelLen > 0 && ctx+1 > role.MaxModelLen {
+		return nil, fmt.Errorf("a decode step at context %d reaches %d tokens, beyond role %s's max_model_len %d", ctx, ctx+1, role.Name, role.MaxModelLen)
+	}
 	prog := p.Program(role.Name)
 	if prog == nil {
 		return nil, fmt.Errorf("the plan has no %s program", role.Name)
