@@ -176,3 +176,30 @@ func TestCalibrationLookup(t *testing.T) {
 		t.Errorf("apply: %v %v", m, err)
 	}
 }
+
+func TestFromDir(t *testing.T) {
+	ms, err := FromDir("testdata/run6", "4-5", "20-23")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != len(Run6) {
+		t.Errorf("%d reports, want %d", len(ms), len(Run6))
+	}
+	data, err := Load("../..", ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]int{}
+	for _, d := range data {
+		modes[d.Numerics+" "+d.Plan.ModelType]++
+	}
+	if modes["fast deepseek_v4"] != 2 || modes["exact deepseek_v41"] != 1 {
+		t.Errorf("reports by mode and model: %v", modes)
+	}
+	if _, err := FromDir(t.TempDir(), "4-5", "20-23"); err == nil || !strings.Contains(err.Error(), "no v4") {
+		t.Errorf("an empty directory: %v", err)
+	}
+	if _, err := Load("../..", []Measured{{File: "sim/calib/testdata/small.bench.json", Config: "testdata/deepseek-v4-flash", Layers: "4-5"}}); err == nil || !strings.Contains(err.Error(), "numerics") {
+		t.Errorf("a report without a numerics mode and none listed: %v", err)
+	}
+}

@@ -74,9 +74,14 @@ func Load(root string, ms []Measured) ([]Loaded, error) {
 	plans := map[string]*plan.Plan{}
 	var out []Loaded
 	for _, m := range ms {
-		r, err := ReadBench(filepath.Join(root, m.File))
+		r, err := ReadBench(under(root, m.File))
 		if err != nil {
 			return nil, err
+		}
+		if m.Numerics == "" {
+			if m.Numerics = Numerics(r); m.Numerics == "" {
+				return nil, fmt.Errorf("%s: the report does not say its numerics mode", m.File)
+			}
 		}
 		if got := Numerics(r); got != "" && got != m.Numerics {
 			return nil, fmt.Errorf("%s: measured in %s numerics, listed as %s", m.File, got, m.Numerics)
@@ -84,12 +89,46 @@ func Load(root string, ms []Measured) ([]Loaded, error) {
 		key := m.Config + "@" + m.Layers
 		p := plans[key]
 		if p == nil {
-			if p, err = SynthPlan(filepath.Join(root, m.Config), m.Layers, "h200"); err != nil {
+			if p, err = SynthPlan(under(root, m.Config), m.Layers, "h200"); err != nil {
 				return nil, err
 			}
 			plans[key] = p
 		}
 		out = append(out, Loaded{Measured: m, Report: r, Plan: p})
+	}
+	return out, nil
+}
+
+func under(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+// FromDir lists the reports of a scripts/gpu-bench.sh output directory: v4.*.bench.json
+// timed testdata/deepseek-v4-flash cut to layersV4, v41.*.bench.json
+// testdata/deepseek-v4.1-flash cut to layersV41; the numerics mode is read from each
+// report.
+func FromDir(dir, layersV4, layersV41 string) ([]Measured, error) {
+	var out []Measured
+	for _, c := range []struct{ glob, config, layers string }{
+		{"v4.*.bench.json", "testdata/deepseek-v4-flash", layersV4},
+		{"v41.*.bench.json", "testdata/deepseek-v4.1-flash", layersV41},
+	} {
+		files, err := filepath.Glob(filepath.Join(dir, c.glob))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			if abs, err := filepath.Abs(f); err == nil {
+				f = abs
+			}
+			out = append(out, Measured{File: f, Config: c.config, Layers: c.layers})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no v4.*.bench.json or v41.*.bench.json", dir)
 	}
 	return out, nil
 }

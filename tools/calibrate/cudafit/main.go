@@ -22,20 +22,30 @@ import (
 	"deepinfer/vm/stepbench"
 )
 
-const fitName = "run 6 (H200, 2026-12-02), context 4,096"
-
 func main() {
 	root := flag.String("root", ".", "repository root")
 	out := flag.String("o", "", "write the fitted calibrations here as Go source (default: print only)")
+	reports := flag.String("reports", "", "fit the reports of this scripts/gpu-bench.sh output directory instead of the committed run 6 (v4.*.bench.json, v41.*.bench.json)")
+	layersV4 := flag.String("layers-v4", "4-5", "with -reports: the V4 layers the run synthesized (LAYERS_V4)")
+	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
+	fit := flag.String("fit", "run 6 (H200, 2026-12-02), context 4,096", "names the fit in the calibrations")
 	flag.Parse()
-	if err := run(os.Stdout, *root, *out); err != nil {
+	runs := calib.Run6
+	if *reports != "" {
+		var err error
+		if runs, err = calib.FromDir(*reports, *layersV4, *layersV41); err != nil {
+			fmt.Fprintln(os.Stderr, "cudafit:", err)
+			os.Exit(1)
+		}
+	}
+	if err := run(os.Stdout, *root, *out, runs, *fit); err != nil {
 		fmt.Fprintln(os.Stderr, "cudafit:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, root, out string) error {
-	data, err := calib.Load(root, calib.Run6)
+func run(w io.Writer, root, out string, runs []calib.Measured, fitName string) error {
+	data, err := calib.Load(root, runs)
 	if err != nil {
 		return err
 	}
