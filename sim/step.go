@@ -21,6 +21,7 @@ type StepCost struct {
 	// Per class, the model's terms summed over its calls: floors, memory and compute
 	// time (µs; a class's US is not their sum where the model blends the two).
 	ClassFloorUS, ClassMemoryUS, ClassComputeUS map[string]float64
+	ClassScan                                   map[string]float64 // entries in view (cost.Kernel.Scan)
 }
 
 // DecodeStep prices one decode step of batch sequences, each ctx tokens into its
@@ -57,7 +58,7 @@ func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) 
 	}
 	sc := &StepCost{Model: m.ID(), ByClass: map[string]float64{}, ClassCalls: map[string]int{},
 		ClassBytes: map[string]float64{}, ClassFLOPs: map[string]float64{}, ClassFloorUS: map[string]float64{},
-		ClassMemoryUS: map[string]float64{}, ClassComputeUS: map[string]float64{}}
+		ClassMemoryUS: map[string]float64{}, ClassComputeUS: map[string]float64{}, ClassScan: map[string]float64{}}
 	for _, sp := range []*stepPrice{static, dynamic} {
 		sc.US += sp.ComputeUS + sp.CommUS
 		sc.CommUS += sp.CommUS
@@ -69,6 +70,7 @@ func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) 
 			sc.ClassFloorUS[c.Kernel] += c.FloorUS
 			sc.ClassMemoryUS[c.Kernel] += c.MemoryUS
 			sc.ClassComputeUS[c.Kernel] += c.ComputeUS
+			sc.ClassScan[c.Kernel] += c.Scan
 			sc.Calls++
 		}
 	}

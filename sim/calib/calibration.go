@@ -61,9 +61,26 @@ func (c *Calibration) Apply(m *cost.Model, modelType string) (*cost.Model, error
 	return m.WithClasses(c.Name+" ("+c.Fit+")", t), nil
 }
 
-// ShippedTrain selects the points the shipped calibrations are fitted on: every point at
-// context 4,096. The others (V4's fast points at context 32,768) are held out.
-func ShippedTrain(_ Loaded, p stepbench.Point) bool { return p.Context == 4096 }
+// ShippedTrain selects the points the shipped calibrations are fitted on: every point.
+// Their predictions are checked on held-out points by refitting on part of them
+// (BatchHoldout, ContextHoldout).
+func ShippedTrain(Loaded, stepbench.Point) bool { return true }
+
+// A Holdout splits the points into a training set and the held-out rest.
+type Holdout struct {
+	Name  string
+	Train func(Loaded, stepbench.Point) bool
+}
+
+// Check is the held-out complement of Train.
+func (h Holdout) Check(d Loaded, p stepbench.Point) bool { return !h.Train(d, p) }
+
+// The hold-out experiments: fit on batch 1 and 256 and check batch 64 (at every
+// context); fit on context 4,096 and check the longer context.
+var (
+	BatchHoldout   = Holdout{"fit on batch 1 and 256, check batch 64", func(_ Loaded, p stepbench.Point) bool { return p.Batch != 64 }}
+	ContextHoldout = Holdout{"fit on context 4,096, check the others", func(_ Loaded, p stepbench.Point) bool { return p.Context == 4096 }}
+)
 
 // FitCalibrations fits one Calibration per numerics mode over data (grouped by model
 // type), on the points train selects.
@@ -115,7 +132,7 @@ func GoSource(cs map[string]*Calibration, header string) string {
 			fmt.Fprintf(&b, "\t\t\t%q: {\n", mt)
 			for _, k := range sortedClasses(c.Models[mt]) {
 				v := c.Models[mt][k]
-				fmt.Fprintf(&b, "\t\t\t\t%q: {FloorUS: %.6g, GBps: %.6g, TFLOPS: %.6g},\n", k, v.FloorUS, v.GBps, v.TFLOPS)
+				fmt.Fprintf(&b, "\t\t\t\t%q: {FloorUS: %.6g, GBps: %.6g, TFLOPS: %.6g, ScanNS: %.6g},\n", k, v.FloorUS, v.GBps, v.TFLOPS, v.ScanNS)
 			}
 			b.WriteString("\t\t\t},\n")
 		}

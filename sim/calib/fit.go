@@ -10,12 +10,15 @@ import (
 	"deepinfer/vm/stepbench"
 )
 
+// nTerms are a class calibration's terms: floor, bytes, FLOPs, scan.
+const nTerms = 4
+
 // A sample is one kernel class's measured time at one point, with the model's counts
 // behind that class's calls there.
 type sample struct {
-	calls        float64
-	bytes, flops float64
-	us           float64 // measured
+	calls              float64
+	bytes, flops, scan float64
+	us                 float64 // measured
 }
 
 // FitClasses fits a ClassCal per kernel class to the measured class times of the
@@ -23,12 +26,14 @@ type sample struct {
 // one numerics mode. base is the model whose byte and FLOP counts the calibration
 // scales (its efficiencies do not matter; its counts do).
 //
-// The fit: a class's time at a point is n·FloorUS + B/GBps + F/TFLOPS, linear in
-// (FloorUS, 1/GBps, 1/TFLOPS), with n, B and F the class's calls, bytes and FLOPs in
-// the step as the simulator prices it. Least squares on the relative error
+// The fit: a class's time at a point is n·FloorUS + B/GBps + F/TFLOPS + S·ScanNS,
+// linear in (FloorUS, 1/GBps, 1/TFLOPS, ScanNS), with n, B, F and S the class's calls,
+// bytes, FLOPs and entries in view in the step as the simulator prices it. Least squares on the relative error
 // (prediction/measured − 1) over the selected points, every coefficient ≥ 0 (active
 // sets tried exhaustively), with a vanishing ridge on the column-scaled coefficients
-// that picks the smallest solution where the points do not determine all three.
+// that picks the smallest solution where the points do not determine every term. The
+// scan term is fitted only where the points differ in the entries a row has in view
+// (more than one context); otherwise the floor carries it.
 func FitClasses(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Point) bool) (map[string]cost.ClassCal, error) {
 	samples := map[string][]sample{}
 	base = base.WithLaunch(cost.Device)
@@ -46,7 +51,7 @@ func FitClasses(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Poi
 				if ms <= 0 || n == 0 {
 					continue // measured only: nothing in the plan's pricing to scale
 				}
-				samples[k] = append(samples[k], sample{calls: float64(n), bytes: sc.ClassBytes[k], flops: sc.ClassFLOPs[k], us: ms * 1e3})
+				samples[k] = append(samples[k], sample{calls: float64(n), bytes: sc.ClassBytes[k], flops: sc.ClassFLOPs[k], scan: sc.ClassScan[k], us: ms * 1e3})
 			}
 		}
 	}
@@ -63,28 +68,41 @@ func FitClasses(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Poi
 		if x[2] > 0 {
 			c.TFLOPS = 1 / (x[2] * 1e6)
 		}
+		c.ScanNS = x[3] * 1e3
 		out[k] = c
 	}
 	return out, nil
 }
 
 // fitOne solves the non-negative least squares of one class: coefficients (µs per
-// call, µs per byte, µs per FLOP).
-func fitOne(ss []sample) [3]float64 {
+// call, µs per byte, µs per FLOP, µs per entry scanned).
+func fitOne(ss []sample) [nTerms]float64 {
 	const ridge = 1e-9
-	rows := make([][3]float64, len(ss))
-	var scale [3]float64
+	rows := make([][nTerms]float64, len(ss))
+	var scale [nTerms]float64
 	for i, s := range ss {
-		rows[i] = [3]float64{s.calls / s.us, s.bytes / s.us, s.flops / s.us}
+		rows[i] = [nTerms]float64{s.calls / s.us, s.bytes / s.us, s.flops / s.us, s.scan / s.us}
 		for j := range scale {
 			scale[j] = math.Max(scale[j], rows[i][j])
 		}
 	}
-	best, bestLoss := [3]float64{}, math.Inf(1)
-	for set := 1; set < 8; set++ {
+	// a scan of the same length at every point is a fixed cost per call: the floor
+	// carries it (a scan term needs points at more than one context)
+	if scale[3] > 0 {
+		lo, hi := math.Inf(1), 0.0
+		for _, s := range ss {
+			r := s.scan / s.calls
+			lo, hi = math.Min(lo, r), math.Max(hi, r)
+		}
+		if hi-lo <= 1e-9*hi {
+			scale[3] = 0
+		}
+	}
+	best, bestLoss := [nTerms]float64{}, math.Inf(1)
+	for set := 1; set < 1<<nTerms; set++ {
 		var cols []int
 		ok := true
-		for j := 0; j < 3; j++ {
+		for j := 0; j < nTerms; j++ {
 			if set&(1<<j) != 0 {
 				if scale[j] == 0 {
 					ok = false
@@ -114,7 +132,7 @@ func fitOne(ss []sample) [3]float64 {
 		if !ok {
 			continue
 		}
-		var x [3]float64
+		var x [nTerms]float64
 		for p, j := range cols {
 			if y[p] < 0 {
 				ok = false
@@ -126,7 +144,10 @@ func fitOne(ss []sample) [3]float64 {
 		}
 		loss := 0.0
 		for _, r := range rows {
-			e := r[0]*x[0] + r[1]*x[1] + r[2]*x[2] - 1
+			e := -1.0
+			for j := range x {
+				e += r[j] * x[j]
+			}
 			loss += e * e
 		}
 		for p := range cols {

@@ -56,6 +56,12 @@ type Kernel struct {
 	// Class is the plan's kernel class the call belongs to (deepgemm.fp8_gemm_nt, ...),
 	// where the caller knows it: a model with a class calibration prices it by that.
 	Class string
+	// Scan is the number of entries one row of an attention or indexer call has in view
+	// (the compressed entries visible to a query, attended or not): the length of a
+	// per-row pass over them, which rows run side by side. The roofline ignores it (a
+	// FlashMLA-class kernel reads only the indices it is given); a class calibration
+	// may charge for it.
+	Scan float64
 }
 
 func (k Kernel) String() string {
@@ -144,20 +150,23 @@ type Model struct {
 
 // ClassCal is one kernel class's calibration: the device time of one call is
 //
-//	FloorUS + Bytes/GBps + FLOPs/TFLOPS
+//	FloorUS + Bytes/GBps + FLOPs/TFLOPS + Scan·ScanNS
 //
-// with Bytes and FLOPs the model's own counts for the call (what it would move and
-// compute), i.e. a kernel that does its memory traffic and its arithmetic one after
-// the other at the rates it was measured to reach. A rate of 0 leaves its term out.
+// with Bytes, FLOPs and Scan the model's own counts for the call (what it would move,
+// compute, and have in view), i.e. a kernel that does its memory traffic, its
+// arithmetic and its scan one after the other at the rates it was measured to reach.
+// A rate of 0 leaves its term out.
 type ClassCal struct {
 	FloorUS float64 // fixed time per call, µs
 	GBps    float64 // bytes per second reached, 1e9
 	TFLOPS  float64 // arithmetic reached, 1e12 FLOP/s
+	ScanNS  float64 // time per entry in a row's view (Kernel.Scan), ns
 }
 
-// US is the calibrated device time of a call moving bytes and computing flops.
-func (c ClassCal) US(bytes, flops float64) float64 {
-	us := c.FloorUS
+// US is the calibrated device time of a call moving bytes, computing flops and
+// scanning scan entries.
+func (c ClassCal) US(bytes, flops, scan float64) float64 {
+	us := c.FloorUS + scan*c.ScanNS/1e3
 	if c.GBps > 0 {
 		us += bytes / (c.GBps * 1e3)
 	}
@@ -233,8 +242,8 @@ func (m *Model) Predict(k Kernel) (float64, Breakdown, error) {
 		return 0, Breakdown{}, fmt.Errorf("%s: %s: %w", m.ID(), k, err)
 	}
 	if c, ok := m.Classes[k.Class]; ok && k.Class != "" {
-		b.DeviceUS = c.US(b.Bytes, b.FLOPs)
-		b.LatencyUS = c.FloorUS
+		b.DeviceUS = c.US(b.Bytes, b.FLOPs, k.Scan)
+		b.LatencyUS = c.FloorUS + k.Scan*c.ScanNS/1e3
 		b.MemoryUS, b.ComputeUS = 0, 0
 		if c.GBps > 0 {
 			b.MemoryUS = b.Bytes / (c.GBps * 1e3)

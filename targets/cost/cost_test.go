@@ -270,7 +270,16 @@ func TestClassCalibration(t *testing.T) {
 	if us, _, _ := cm.Predict(other); us != plain {
 		t.Errorf("a class outside the table: %g, want the model's %g", us, plain)
 	}
-	if got := (ClassCal{FloorUS: 3}).US(1e9, 1e12); got != 3 {
+	scan := k
+	scan.Scan = 1e6
+	sm := m.WithClasses("scan", map[string]ClassCal{"deepgemm.bf16_gemm_nt": {FloorUS: 1, ScanNS: 2}})
+	if us, _, _ := sm.Predict(scan); math.Abs(us-(1+2e6/1e3)) > 1e-9 {
+		t.Errorf("a scan of 1e6 entries at 2 ns: %g us, want 2001", us)
+	}
+	if us, _, _ := m.Predict(scan); us != plain {
+		t.Errorf("the roofline charges for the scan: %g, want %g", us, plain)
+	}
+	if got := (ClassCal{FloorUS: 3}).US(1e9, 1e12, 1e9); got != 3 {
 		t.Errorf("zero rates leave their terms out: %g", got)
 	}
 }

@@ -1,8 +1,8 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200, writes
 // them as Go source, and prints how well they and the default h200 model predict the
-// measured steps: in sample, on the held-out points, and in two hold-out experiments
-// (fit on batch 1 and 256, check batch 64; fit on V4, check V4.1).
+// measured steps: in sample, and in hold-out experiments (fit on batch 1 and 256, check
+// batch 64; fit on context 4,096, check the longer context; fit on V4, check V4.1).
 //
 //	go run ./tools/calibrate/cudafit -o sim/calib/fitted.go
 package main
@@ -28,7 +28,7 @@ func main() {
 	reports := flag.String("reports", "", "fit the reports of this scripts/gpu-bench.sh output directory instead of the committed run 6 (v4.*.bench.json, v41.*.bench.json)")
 	layersV4 := flag.String("layers-v4", "4-5", "with -reports: the V4 layers the run synthesized (LAYERS_V4)")
 	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
-	fit := flag.String("fit", "run 6 (H200, 2026-12-02), context 4,096", "names the fit in the calibrations")
+	fit := flag.String("fit", "run 6 (H200, 2026-12-02)", "names the fit in the calibrations")
 	flag.Parse()
 	runs := calib.Run6
 	if *reports != "" {
@@ -64,9 +64,6 @@ func run(w io.Writer, root, out string, runs []calib.Measured, fitName string) e
 		}
 		fmt.Fprintf(w, "wrote %s\n", out)
 	}
-	heldOut := func(d calib.Loaded, p stepbench.Point) bool { return !calib.ShippedTrain(d, p) }
-	b1b256 := func(_ calib.Loaded, p stepbench.Point) bool { return p.Context == 4096 && p.Batch != 64 }
-	b64 := func(_ calib.Loaded, p stepbench.Point) bool { return p.Context == 4096 && p.Batch == 64 }
 	for _, num := range []string{"fast", "exact"} {
 		for _, mt := range []string{"deepseek_v4", "deepseek_v41"} {
 			var g []calib.Loaded
@@ -84,16 +81,19 @@ func run(w io.Writer, root, out string, runs []calib.Measured, fitName string) e
 				return err
 			}
 			report(w, "default h200 model, every point", base, g, nil)
-			report(w, "cuda-"+num+", in sample (context 4,096)", m, g, calib.ShippedTrain)
-			report(w, "cuda-"+num+", held out (other contexts)", m, g, heldOut)
-			t, err := calib.FitClasses(base, g, b1b256)
-			if err != nil {
-				return err
+			report(w, "cuda-"+num+", in sample (every point)", m, g, calib.ShippedTrain)
+			for _, h := range []calib.Holdout{calib.BatchHoldout, calib.ContextHoldout} {
+				t, err := calib.FitClasses(base, g, h.Train)
+				if err != nil {
+					return err
+				}
+				if n := count(g, h.Check); n == 0 {
+					continue
+				}
+				mh := base.WithClasses(h.Name, t)
+				report(w, h.Name+": in sample", mh, g, h.Train)
+				report(w, h.Name+": held out", mh, g, h.Check)
 			}
-			mb := base.WithClasses("fit on batch 1 and 256", t)
-			report(w, "fit on batch 1, 256: in sample", mb, g, b1b256)
-			report(w, "fit on batch 1, 256: held out batch 64", mb, g, b64)
-			report(w, "fit on batch 1, 256: held out other contexts", mb, g, heldOut)
 			terms(w, base, cals["cuda-"+num].Models[mt], g)
 		}
 		// cross-model: V4's table for V4.1's plan (the classes both have)
@@ -116,6 +116,18 @@ func run(w io.Writer, root, out string, runs []calib.Measured, fitName string) e
 		}
 	}
 	return nil
+}
+
+func count(g []calib.Loaded, keep func(calib.Loaded, stepbench.Point) bool) int {
+	n := 0
+	for _, d := range g {
+		for _, p := range d.Report.Points {
+			if keep(d, p) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func report(w io.Writer, what string, m *cost.Model, g []calib.Loaded, keep func(calib.Loaded, stepbench.Point) bool) {
@@ -167,8 +179,8 @@ func terms(w io.Writer, base *cost.Model, t map[string]cost.ClassCal, g []calib.
 		ks = append(ks, k)
 	}
 	sort.Slice(ks, func(i, j int) bool { return pt.ClassMs[ks[i]] > pt.ClassMs[ks[j]] })
-	fmt.Fprintf(w, "  terms (default model's at batch %d → fitted): floor µs per call | GB/s | TFLOP/s\n", pt.Batch)
-	fmt.Fprintf(w, "  | class | calls | floor µs | GB/s | TFLOP/s |\n  |---|---|---|---|---|\n")
+	fmt.Fprintf(w, "  terms (default model's at batch %d → fitted): floor µs per call | GB/s | TFLOP/s | ns per entry in a row's view\n", pt.Batch)
+	fmt.Fprintf(w, "  | class | calls | floor µs | GB/s | TFLOP/s | scan ns |\n  |---|---|---|---|---|---|\n")
 	rate := func(x, us float64, unit float64) string {
 		if us <= 0 || x <= 0 {
 			return "—"
@@ -187,9 +199,13 @@ func terms(w io.Writer, base *cost.Model, t map[string]cost.ClassCal, g []calib.
 		if n == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "  | %s | %d | %.3g → %.3g | %s → %s | %s → %s |\n", k, sc.ClassCalls[k],
+		scan := "—"
+		if c.ScanNS > 0 {
+			scan = fmt.Sprintf("0 → %.3g", c.ScanNS)
+		}
+		fmt.Fprintf(w, "  | %s | %d | %.3g → %.3g | %s → %s | %s → %s | %s |\n", k, sc.ClassCalls[k],
 			sc.ClassFloorUS[k]/n, c.FloorUS,
 			rate(sc.ClassBytes[k], sc.ClassMemoryUS[k], 1e3), fit(c.GBps),
-			rate(sc.ClassFLOPs[k], sc.ClassComputeUS[k], 1e6), fit(c.TFLOPS))
+			rate(sc.ClassFLOPs[k], sc.ClassComputeUS[k], 1e6), fit(c.TFLOPS), scan)
 	}
 }
