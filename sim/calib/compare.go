@@ -36,6 +36,9 @@ type PointResult struct {
 	MeasuredMs, SimulatedMs float64 // the measured median step; the simulated step
 	Miss                    bool    // the step is outside the step bound
 	Classes                 []ClassResult
+	// Mismatch, when set, says the report's point read other weights than this plan's
+	// step would: the report was probably not measured on this plan.
+	Mismatch string
 }
 
 // Err is simulated/measured − 1 for the step.
@@ -77,6 +80,12 @@ func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]Poin
 		}
 		pr := PointResult{Batch: pt.Batch, Context: pt.Context, MeasuredMs: pt.MedianMs, SimulatedMs: sc.US / 1e3}
 		pr.Miss = math.Abs(pr.Err()) > b.Step
+		if got := sumOf(pt.Bytes.Weights); got > 0 {
+			want := sumOf(stepbench.DecodeBytes(p, pt.Batch, pt.Context).Weights)
+			if math.Abs(got-want) > 0.01*math.Max(got, want) {
+				pr.Mismatch = fmt.Sprintf("the measured step read %.4g GB of weights, this plan's step reads %.4g GB: was the report measured on this plan?", got/1e9, want/1e9)
+			}
+		}
 		seen := map[string]bool{}
 		for k := range pt.ClassMs {
 			seen[k] = true
@@ -115,6 +124,9 @@ func WriteComparison(w io.Writer, model, bench string, res []PointResult, b Boun
 		}
 		fmt.Fprintf(w, "\nbatch %d, context %d: step measured %.3f ms, simulated %.3f ms, error %+.1f%% %s\n",
 			p.Batch, p.Context, p.MeasuredMs, p.SimulatedMs, 100*p.Err(), flag)
+		if p.Mismatch != "" {
+			fmt.Fprintf(w, "  WARNING: %s\n", p.Mismatch)
+		}
 		fmt.Fprintf(w, "  %-42s %11s %11s %9s\n", "kernel class", "measured ms", "simulated", "error")
 		for _, c := range p.Classes {
 			flag := ""
@@ -134,4 +146,12 @@ func WriteComparison(w io.Writer, model, bench string, res []PointResult, b Boun
 		}
 	}
 	fmt.Fprintf(w, "\n%d of %d steps and %d of %d class times outside the bounds\n", steps, len(res), classes, nclasses)
+}
+
+func sumOf(m map[string]float64) float64 {
+	var t float64
+	for _, v := range m {
+		t += v
+	}
+	return t
 }

@@ -3,6 +3,7 @@ package calib
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -162,5 +163,38 @@ func TestFittedIsCurrent(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMismatchedPlan: a report set against another model's plan is flagged; each run-6
+// report against its own plan is not.
+func TestMismatchedPlan(t *testing.T) {
+	data := loadRun6(t)
+	var v4, v41 Loaded
+	for _, d := range data {
+		res, err := Compare(d.Plan, h200.Model(), d.Report, Acceptance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res {
+			if p.Mismatch != "" {
+				t.Errorf("%s on its own plan: %s", d.File, p.Mismatch)
+			}
+		}
+		switch d.Plan.ModelType {
+		case "deepseek_v4":
+			v4 = d
+		case "deepseek_v41":
+			v41 = d
+		}
+	}
+	res, err := Compare(v41.Plan, h200.Model(), v4.Report, Acceptance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	WriteComparison(&out, "m", "b", res, Acceptance)
+	if res[0].Mismatch == "" || !strings.Contains(out.String(), "WARNING: the measured step read") {
+		t.Errorf("a V4 report on the V4.1 plan is not flagged:\n%s", out.String())
 	}
 }
