@@ -34,15 +34,7 @@ var Run6 = []Measured{
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
 func SynthPlan(configDir, layers, target string) (*plan.Plan, error) {
-	raw, err := os.ReadFile(filepath.Join(configDir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
 	ls, err := synth.ParseLayers(layers)
-	if err != nil {
-		return nil, err
-	}
-	cut, _, err := synth.TrimConfig(raw, ls)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +43,7 @@ func SynthPlan(configDir, layers, target string) (*plan.Plan, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cut, 0o644); err != nil {
+	if _, err := synth.Write(configDir, dir, synth.Options{Layers: ls, ConfigOnly: true}); err != nil {
 		return nil, err
 	}
 	out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: target})
