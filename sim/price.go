@@ -28,6 +28,9 @@ type kernelCall struct {
 	Bound  cost.Bound
 	FLOPs  float64
 	Bytes  float64
+	// the model's terms behind US: per-call floor, memory and compute time
+	FloorUS, MemoryUS, ComputeUS float64
+	Scan                         float64 // entries in view (cost.Kernel.Scan)
 }
 
 // stepPrice is a priced step.
@@ -252,11 +255,13 @@ func (pr *pricer) predict(in *plan.Instr, k cost.Kernel) (kernelCall, error) {
 	if k.DType == "fp8e4m3" && pr.m.Rates.TFLOPS["fp8"] == 0 {
 		k.DType = "bf16"
 	}
+	k.Class = in.Kernel
 	us, b, err := pr.m.Predict(k)
 	if err != nil {
 		return kernelCall{}, err
 	}
-	return kernelCall{Kernel: in.Kernel, Op: in.Op, Layer: attrI(in, "layer"), US: us, Bound: b.Bound, FLOPs: b.FLOPs, Bytes: b.Bytes}, nil
+	return kernelCall{Kernel: in.Kernel, Op: in.Op, Layer: attrI(in, "layer"), US: us, Bound: b.Bound, FLOPs: b.FLOPs, Bytes: b.Bytes,
+		FloorUS: b.LatencyUS, MemoryUS: b.MemoryUS, ComputeUS: b.ComputeUS, Scan: k.Scan}, nil
 }
 
 // rowsOf is the leading dim of an operand type for this step.
@@ -369,15 +374,21 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		// every rank's tokens reach the experts' ranks: with dp = ep a rank receives
 		// T·topk rows on average, more on the most loaded rank
 		rows := float64(T*topk) * pr.imbalance
-		perSlot := int(math.Ceil(rows / float64(slots)))
+		// a step reads only the experts its rows pick: of `slots` experts chosen
+		// uniformly, rows picks touch slots·(1 − (1 − 1/slots)^rows) on average
+		groups := slots
+		if touched := math.Ceil(float64(slots) * (1 - math.Pow(1-1/float64(slots), rows))); touched < float64(slots) {
+			groups = max(1, int(touched))
+		}
+		perSlot := int(math.Ceil(rows / float64(groups)))
 		w1 := pr.weight(in.Args[3])
 		inter, hidden := int(w1.Shape[0]), int(w1.Shape[1])
 		dt := gemmDType(w1.Storage)
-		up, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: 2 * inter, K: hidden, Groups: slots})
+		up, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: 2 * inter, K: hidden, Groups: groups})
 		if err != nil {
 			return nil, err
 		}
-		down, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: hidden, K: inter, Groups: slots})
+		down, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: hidden, K: inter, Groups: groups})
 		return []kernelCall{up, down}, err
 	case "rope":
 		// in place, on the rope_dim slice of each head only
@@ -399,18 +410,20 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 	case "window_attention", "sparse_attention", "csa_attention":
 		heads, dim, window := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "window")
 		keys := math.Min(s.Ctx+1, float64(window))
+		var scan float64
 		if ratio := float64(attrI(in, "ratio")); ratio > 0 && in.Op != "window_attention" {
 			visible := s.Ctx / ratio
+			scan = visible             // every compressed entry in view of a row, attended or not
 			if len(in.ArgTypes) == 6 { // the indexer's top-k
 				visible = math.Min(visible, float64(in.ArgTypes[5].Last()))
 			}
 			keys += visible
 		}
-		return one(cost.Kernel{Op: "flash_mqa_decode", DType: "bf16", M: T, N: max(1, int(keys)), K: dim, Groups: heads})
+		return one(cost.Kernel{Op: "flash_mqa_decode", DType: "bf16", M: T, N: max(1, int(keys)), K: dim, Groups: heads, Scan: scan})
 	case "index_topk":
 		heads, dim, ratio := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "ratio")
 		entries := max(1, int(s.Ctx)/ratio)
-		return one(cost.Kernel{Op: "gemm", DType: "fp8e4m3", M: T * heads, N: entries, K: dim})
+		return one(cost.Kernel{Op: "gemm", DType: "fp8e4m3", M: T * heads, N: entries, K: dim, Scan: float64(entries)})
 	case "csa_index", "csa_index_candidates":
 		// V4.1's index keys are FP4; with candidate blocks only their keys are scored
 		heads, dim, ratio := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "ratio")
@@ -418,7 +431,7 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		if len(in.ArgTypes) == 5 {
 			entries = min(entries, attrI(in, "cand_blocks")*attrI(in, "cand_block_size"))
 		}
-		return one(cost.Kernel{Op: "gemm", DType: "fp4", M: T * heads, N: entries, K: dim})
+		return one(cost.Kernel{Op: "gemm", DType: "fp4", M: T * heads, N: entries, K: dim, Scan: float64(entries)})
 	case "compress":
 		wkv := pr.weight(in.Args[2])
 		c, err := gemm(in.ArgTypes[0], wkv, 2*int(wkv.Shape[0]))

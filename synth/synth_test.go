@@ -275,3 +275,27 @@ func runLogits(t *testing.T, m *vm.Machine, tokens []int32) []float32 {
 	}
 	return append(all, out[0].Logits[0]...)
 }
+
+// TestConfigOnly: the full-width V4 config cut to two layers, with no weights, compiles
+// to the plan a full synthetic checkpoint would give.
+func TestConfigOnly(t *testing.T) {
+	d := t.TempDir()
+	sum, err := Write(filepath.Join("..", "testdata", "deepseek-v4-flash"), d, Options{Layers: []int{4, 5}, ConfigOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Layers != 2 || sum.Tensors != 0 || sum.Shards != 0 {
+		t.Errorf("summary %+v, want 2 layers and nothing written", sum)
+	}
+	names, _ := filepath.Glob(filepath.Join(d, "*"))
+	if len(names) != 1 || filepath.Base(names[0]) != "config.json" {
+		t.Errorf("wrote %v, want config.json only", names)
+	}
+	out, err := compiler.Compile(compiler.Options{ModelDir: d, Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.Plan.Model.Layers); n != 2 {
+		t.Errorf("the plan has %d layers, want 2", n)
+	}
+}

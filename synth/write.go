@@ -27,6 +27,9 @@ type Options struct {
 	Seed     uint64    // the same seed gives the same bytes
 	Workers  int       // tensors generated at once (0: GOMAXPROCS)
 	Progress io.Writer // one line per shard written (nil: quiet)
+	// ConfigOnly writes the cut config.json and no weights: enough to compile (and
+	// simulate) the plan the full checkpoint would give.
+	ConfigOnly bool
 }
 
 // Summary is what Write wrote.
@@ -67,6 +70,13 @@ func Write(modelDir, outDir string, opts Options) (Summary, error) {
 		return Summary{}, fmt.Errorf("the cut config does not compile: %w", err)
 	}
 	p := res.Plan
+	if opts.ConfigOnly {
+		sum := Summary{Layers: len(p.Model.Layers), Notes: notes}
+		if p.Model.DSpark != nil {
+			sum.Layers -= p.Model.DSpark.Stages
+		}
+		return sum, nil
+	}
 	gen := generator{p: p, seed: opts.Seed, v4Names: p.ModelType == "deepseek_v4"}
 	shards := map[string][]safetensors.Spec{}
 	shardOf := func(name string) string {

@@ -20,6 +20,7 @@ func synthCmd(args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "output directory (required; must not hold a checkpoint)")
 	seed := fs.Uint64("seed", 1, "random seed: the same seed writes the same bytes")
 	workers := fs.Int("workers", 0, "tensors generated at once (default: one per CPU)")
+	configOnly := fs.Bool("config-only", false, "write the cut config.json only, no weights (enough for dic compile and divm simulate)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -30,7 +31,7 @@ func synthCmd(args []string, stdout io.Writer) error {
 	case *model == "" || *out == "":
 		return usageError{Err: fmt.Errorf("synth needs --model DIR and --out DIR")}
 	}
-	opts := synth.Options{Seed: *seed, Workers: *workers, Progress: os.Stderr}
+	opts := synth.Options{Seed: *seed, Workers: *workers, Progress: os.Stderr, ConfigOnly: *configOnly}
 	if *layers != "" {
 		if opts.Layers, err = synth.ParseLayers(*layers); err != nil {
 			return usageError{Err: err}
@@ -43,6 +44,10 @@ func synthCmd(args []string, stdout io.Writer) error {
 	}
 	for _, n := range sum.Notes {
 		fmt.Fprintf(stdout, "note: %s\n", n)
+	}
+	if *configOnly {
+		fmt.Fprintf(stdout, "config of %s cut to %d layers written to %s (no weights)\n", *model, sum.Layers, *out)
+		return nil
 	}
 	kept := "every layer"
 	if *layers != "" {

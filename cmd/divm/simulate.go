@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"deepinfer/plan"
 	"deepinfer/sim"
+	"deepinfer/sim/calib"
 	"deepinfer/targets/cost"
 )
 
@@ -20,9 +22,20 @@ func simulateCmd(args []string, w io.Writer) error {
 	trace := fs.String("trace", "", "write a Chrome/Perfetto trace here")
 	plots := fs.String("plots", "", "write time-per-layer and roofline plots (PNG and SVG) into this directory")
 	acceptance := fs.String("acceptance", "", "speculation counters written by divm run --spec-stats: their measured accepted-length distribution replaces the workload's acceptance")
+	compare := fs.String("compare", "", "a divm bench report (JSON): price each of its points as one decode step of the plan and set step and kernel-class times against the measured ones (no workload)")
+	calibration := fs.String("calibration", "", "cost-model calibration: the target's default, or one of "+calibNames()+" (auto: the one for the bench report's numerics mode)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *compare != "" {
+		if len(pos) != 1 || *workload != "" {
+			return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --compare BENCH.json [--calibration NAME]")}
+		}
+		return compareCmd(w, pos[0], *compare, *calibration)
+	}
+	if *calibration != "" {
+		return usageError{Err: fmt.Errorf("--calibration applies to --compare only")}
 	}
 	if len(pos) != 1 || *workload == "" {
 		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--acceptance STATS] [--trace FILE] [--plots DIR]")}
@@ -93,3 +106,37 @@ func readAcceptance(path string) ([]float64, error) {
 	}
 	return st.Acceptance, nil
 }
+
+// compareCmd prices each point of a bench report with the plan's cost model (or a
+// calibration of it) and prints measured against simulated.
+func compareCmd(w io.Writer, planPath, benchPath, calibration string) error {
+	p, err := plan.ReadFile(planPath)
+	if err != nil {
+		return err
+	}
+	r, err := calib.ReadBench(benchPath)
+	if err != nil {
+		return err
+	}
+	m, err := cost.For(p.Target)
+	if err != nil {
+		return err
+	}
+	if calibration != "" {
+		c, err := calib.ForReport(calibration, r)
+		if err != nil {
+			return err
+		}
+		if m, err = c.Apply(m, p.ModelType); err != nil {
+			return err
+		}
+	}
+	res, err := calib.Compare(p, m, r, calib.Acceptance)
+	if err != nil {
+		return err
+	}
+	calib.WriteComparison(w, m.ID(), benchPath+" ("+r.Device+")", res, calib.Acceptance)
+	return nil
+}
+
+func calibNames() string { return strings.Join(calib.Names(), ", ") }

@@ -23,6 +23,7 @@ package cost
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -52,6 +53,15 @@ type Kernel struct {
 	Groups int
 	Extra  string
 	Bytes  int64 // bytes moved, where the shape does not say (copy, elementwise)
+	// Class is the plan's kernel class the call belongs to (deepgemm.fp8_gemm_nt, ...),
+	// where the caller knows it: a model with a class calibration prices it by that.
+	Class string
+	// Scan is the number of entries one row of an attention or indexer call has in view
+	// (the compressed entries visible to a query, attended or not): the length of a
+	// per-row pass over them, which rows run side by side. The roofline ignores it (a
+	// FlashMLA-class kernel reads only the indices it is given); a class calibration
+	// may charge for it.
+	Scan float64
 }
 
 func (k Kernel) String() string {
@@ -130,7 +140,50 @@ type Model struct {
 	Rates   Rates
 	P       Params
 	Comm    CommParams
-	launch  Launch
+	// Classes, when set, replace the device time of the calls of the named kernel
+	// classes (Kernel.Class) with a calibration of those kernels (see ClassCal).
+	Classes map[string]ClassCal
+	// ClassFit names the class calibration, for ID.
+	ClassFit string
+	launch   Launch
+}
+
+// ClassCal is one kernel class's calibration: the device time of one call is
+//
+//	FloorUS + Bytes/GBps + FLOPs/TFLOPS + Scan·ScanNS
+//
+// with Bytes, FLOPs and Scan the model's own counts for the call (what it would move,
+// compute, and have in view), i.e. a kernel that does its memory traffic, its
+// arithmetic and its scan one after the other at the rates it was measured to reach.
+// A rate of 0 leaves its term out.
+type ClassCal struct {
+	FloorUS float64 // fixed time per call, µs
+	GBps    float64 // bytes per second reached, 1e9
+	TFLOPS  float64 // arithmetic reached, 1e12 FLOP/s
+	ScanNS  float64 // time per entry in a row's view (Kernel.Scan), ns
+}
+
+// US is the calibrated device time of a call moving bytes, computing flops and
+// scanning scan entries.
+func (c ClassCal) US(bytes, flops, scan float64) float64 {
+	us := c.FloorUS + scan*c.ScanNS/1e3
+	if c.GBps > 0 {
+		us += bytes / (c.GBps * 1e3)
+	}
+	if c.TFLOPS > 0 {
+		us += flops / (c.TFLOPS * 1e6)
+	}
+	return us
+}
+
+// WithClasses returns a copy of m whose calls of the classes in cal are priced by
+// their calibration; name says which fit the table is.
+func (m *Model) WithClasses(name string, cal map[string]ClassCal) *Model {
+	c := *m
+	c.P = m.P.clone()
+	c.Classes = maps.Clone(cal)
+	c.ClassFit = name
+	return &c
 }
 
 // NewModel makes a model that predicts eager times.
@@ -162,6 +215,9 @@ func (m *Model) ID() string {
 	if m.P.Fit != "" {
 		id += " (" + m.P.Fit + ")"
 	}
+	if m.ClassFit != "" {
+		id += " with class calibration " + m.ClassFit
+	}
 	return id
 }
 
@@ -184,6 +240,19 @@ func (m *Model) Predict(k Kernel) (float64, Breakdown, error) {
 	b, err := m.device(k)
 	if err != nil {
 		return 0, Breakdown{}, fmt.Errorf("%s: %s: %w", m.ID(), k, err)
+	}
+	if c, ok := m.Classes[k.Class]; ok && k.Class != "" {
+		b.DeviceUS = c.US(b.Bytes, b.FLOPs, k.Scan)
+		b.LatencyUS = c.FloorUS + k.Scan*c.ScanNS/1e3
+		b.MemoryUS, b.ComputeUS = 0, 0
+		if c.GBps > 0 {
+			b.MemoryUS = b.Bytes / (c.GBps * 1e3)
+		}
+		if c.TFLOPS > 0 {
+			b.ComputeUS = b.FLOPs / (c.TFLOPS * 1e6)
+		}
+		b.Bound = bound(b.ComputeUS, b.MemoryUS, b.LatencyUS)
+		b.Plan = "class calibration " + m.ClassFit + " of " + k.Class
 	}
 	b.Model = m.ID()
 	b.Launch = m.launch

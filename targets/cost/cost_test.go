@@ -235,3 +235,51 @@ func TestFitRecoversParameters(t *testing.T) {
 		}
 	}
 }
+
+func TestClassCalibration(t *testing.T) {
+	m := NewModel("t", "v", Rates{Device: "d", TFLOPS: map[string]float64{"bf16": 1000}, HBMTBps: 4, ComputeUnits: 100},
+		Params{ComputeEff: map[string]float64{"bf16": 0.8}, StreamEff: 0.8, TileKnee: 64, GEMMFloorUS: 5, Smooth: 3,
+			GroupedComputeEff: 0.9, GroupedStreamEff: 0.6, EltwiseEff: 0.6, CopyEff: 0.8, EltwiseFloorUS: 2,
+			FlashMemEff: 0.9, FlashComputeEff: 0.6, HostUS: map[string]float64{"default": 4}, HostLagUS: 1, HostOverlap: 3},
+		CommParams{}).WithLaunch(Device)
+	k := Kernel{Op: "gemm", DType: "bf16", M: 64, N: 4096, K: 4096, Class: "deepgemm.bf16_gemm_nt"}
+	plain, pb, err := m.Predict(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noClass := k
+	noClass.Class = ""
+	if us, _, _ := m.Predict(noClass); us != plain {
+		t.Errorf("without a calibration the class changes the price: %g vs %g", us, plain)
+	}
+	cal := ClassCal{FloorUS: 10, GBps: 500, TFLOPS: 20}
+	cm := m.WithClasses("test fit", map[string]ClassCal{"deepgemm.bf16_gemm_nt": cal})
+	us, b, err := cm.Predict(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 10 + pb.Bytes/(500*1e3) + pb.FLOPs/(20*1e6)
+	if math.Abs(us-want) > 1e-9*want || b.LatencyUS != 10 || b.Bytes != pb.Bytes || b.FLOPs != pb.FLOPs {
+		t.Errorf("calibrated: %g us (%+v), want %g", us, b, want)
+	}
+	if !strings.Contains(cm.ID(), "test fit") {
+		t.Errorf("ID %q does not name the class calibration", cm.ID())
+	}
+	other := k
+	other.Class = "deepgemm.fp8_gemm_nt"
+	if us, _, _ := cm.Predict(other); us != plain {
+		t.Errorf("a class outside the table: %g, want the model's %g", us, plain)
+	}
+	scan := k
+	scan.Scan = 1e6
+	sm := m.WithClasses("scan", map[string]ClassCal{"deepgemm.bf16_gemm_nt": {FloorUS: 1, ScanNS: 2}})
+	if us, _, _ := sm.Predict(scan); math.Abs(us-(1+2e6/1e3)) > 1e-9 {
+		t.Errorf("a scan of 1e6 entries at 2 ns: %g us, want 2001", us)
+	}
+	if us, _, _ := m.Predict(scan); us != plain {
+		t.Errorf("the roofline charges for the scan: %g, want %g", us, plain)
+	}
+	if got := (ClassCal{FloorUS: 3}).US(1e9, 1e12, 1e9); got != 3 {
+		t.Errorf("zero rates leave their terms out: %g", got)
+	}
+}

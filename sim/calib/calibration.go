@@ -1,0 +1,143 @@
+package calib
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"deepinfer/targets/cost"
+	"deepinfer/vm/stepbench"
+)
+
+// Calibration is a named set of class calibrations of the h200 cost model, one table
+// per model type (a class name such as flashmla.sparse_decode labels different kernels
+// in V4 and V4.1 plans).
+type Calibration struct {
+	Name     string
+	Numerics string // the numerics mode its kernels ran in
+	Fit      string // what it was fitted on
+	Models   map[string]map[string]cost.ClassCal
+}
+
+// Names lists the calibrations Apply knows, and "auto".
+func Names() []string {
+	var ns []string
+	for n := range Fitted {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return append(ns, "auto")
+}
+
+// ForReport picks a calibration: name, or for "auto" the one fitted to the numerics
+// mode the report was measured in.
+func ForReport(name string, r *stepbench.Report) (*Calibration, error) {
+	if name == "auto" {
+		num := Numerics(r)
+		if num == "" {
+			return nil, fmt.Errorf("--calibration auto: the bench report does not say its numerics mode; name one of %s", strings.Join(Names(), ", "))
+		}
+		name = "cuda-" + num
+	}
+	c, ok := Fitted[name]
+	if !ok {
+		return nil, fmt.Errorf("no calibration %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return c, nil
+}
+
+// Apply returns m with c's table for the model type: its classes priced by their
+// calibration, every other class by m.
+func (c *Calibration) Apply(m *cost.Model, modelType string) (*cost.Model, error) {
+	t, ok := c.Models[modelType]
+	if !ok {
+		var ks []string
+		for k := range c.Models {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return nil, fmt.Errorf("calibration %s has no table for model type %s (it has: %s)", c.Name, modelType, strings.Join(ks, ", "))
+	}
+	return m.WithClasses(c.Name+" ("+c.Fit+")", t), nil
+}
+
+// ShippedTrain selects the points the shipped calibrations are fitted on: every point.
+// Their predictions are checked on held-out points by refitting on part of them
+// (BatchHoldout, ContextHoldout).
+func ShippedTrain(Loaded, stepbench.Point) bool { return true }
+
+// A Holdout splits the points into a training set and the held-out rest.
+type Holdout struct {
+	Name  string
+	Train func(Loaded, stepbench.Point) bool
+}
+
+// Check is the held-out complement of Train.
+func (h Holdout) Check(d Loaded, p stepbench.Point) bool { return !h.Train(d, p) }
+
+// The hold-out experiments: fit on batch 1 and 256 and check batch 64 (at every
+// context); fit on context 4,096 and check the longer context.
+var (
+	BatchHoldout   = Holdout{"fit on batch 1 and 256, check batch 64", func(_ Loaded, p stepbench.Point) bool { return p.Batch != 64 }}
+	ContextHoldout = Holdout{"fit on context 4,096, check the others", func(_ Loaded, p stepbench.Point) bool { return p.Context == 4096 }}
+)
+
+// FitCalibrations fits one Calibration per numerics mode over data (grouped by model
+// type), on the points train selects.
+func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepbench.Point) bool, fit string) (map[string]*Calibration, error) {
+	groups := map[[2]string][]Loaded{}
+	for _, d := range data {
+		k := [2]string{d.Numerics, d.Plan.ModelType}
+		groups[k] = append(groups[k], d)
+	}
+	out := map[string]*Calibration{}
+	for k, g := range groups {
+		t, err := FitClasses(base, g, train)
+		if err != nil {
+			return nil, fmt.Errorf("%s numerics, %s: %w", k[0], k[1], err)
+		}
+		name := "cuda-" + k[0]
+		c := out[name]
+		if c == nil {
+			c = &Calibration{Name: name, Numerics: k[0], Fit: fit, Models: map[string]map[string]cost.ClassCal{}}
+			out[name] = c
+		}
+		c.Models[k[1]] = t
+	}
+	return out, nil
+}
+
+// GoSource prints calibrations as the Go source of Fitted.
+func GoSource(cs map[string]*Calibration, header string) string {
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("\npackage calib\n\nimport \"deepinfer/targets/cost\"\n\n")
+	b.WriteString("// Fitted are the class calibrations fitted to this project's cuda kernels as measured\n")
+	b.WriteString("// (docs/perf/simulator.md).\n")
+	b.WriteString("var Fitted = map[string]*Calibration{\n")
+	names := make([]string, 0, len(cs))
+	for n := range cs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := cs[n]
+		fmt.Fprintf(&b, "\t%q: {\n\t\tName:     %q,\n\t\tNumerics: %q,\n\t\tFit:      %q,\n\t\tModels: map[string]map[string]cost.ClassCal{\n", n, c.Name, c.Numerics, c.Fit)
+		mts := make([]string, 0, len(c.Models))
+		for mt := range c.Models {
+			mts = append(mts, mt)
+		}
+		sort.Strings(mts)
+		for _, mt := range mts {
+			fmt.Fprintf(&b, "\t\t\t%q: {\n", mt)
+			for _, k := range sortedClasses(c.Models[mt]) {
+				v := c.Models[mt][k]
+				fmt.Fprintf(&b, "\t\t\t\t%q: {FloorUS: %.6g, GBps: %.6g, TFLOPS: %.6g, ScanNS: %.6g},\n", k, v.FloorUS, v.GBps, v.TFLOPS, v.ScanNS)
+			}
+			b.WriteString("\t\t\t},\n")
+		}
+		b.WriteString("\t\t},\n\t},\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}

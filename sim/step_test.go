@@ -1,0 +1,69 @@
+package sim
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/targets/cost"
+)
+
+// TestDecodeStep prices one step of a plan compiled without a deployment: the step is
+// the sum of its classes, grows with the batch, and the routed experts are priced for
+// the experts the batch touches.
+func TestDecodeStep(t *testing.T) {
+	out, err := compiler.Compile(compiler.Options{Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := out.Plan
+	m, err := cost.For("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = m.WithLaunch(cost.Device)
+	var prev *StepCost
+	for _, b := range []int{1, 8, 64} {
+		sc, err := DecodeStep(p, m, b, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum float64
+		calls := 0
+		for k, us := range sc.ByClass {
+			sum += us
+			calls += sc.ClassCalls[k]
+		}
+		if math.Abs(sum-sc.US) > 1e-9*sc.US || calls != sc.Calls || sc.US <= 0 {
+			t.Errorf("batch %d: classes sum to %g us over %d calls; step %g us, %d calls", b, sum, calls, sc.US, sc.Calls)
+		}
+		if prev != nil && !(sc.US > prev.US) {
+			t.Errorf("batch %d: step %g us not above the smaller batch's %g", b, sc.US, prev.US)
+		}
+		prev = sc
+	}
+	// the experts: a batch of one token touches k experts, not all of them
+	var moe string
+	for _, in := range p.Program("decode").Instrs {
+		if in.Op == "moe_experts" {
+			moe = in.Kernel
+		}
+	}
+	if moe == "" {
+		t.Fatal("the default model's decode program has no moe_experts")
+	}
+	one, _ := DecodeStep(p, m, 1, 100)
+	many, _ := DecodeStep(p, m, 64, 100)
+	if !(many.ClassBytes[moe] > 4*one.ClassBytes[moe]) {
+		t.Errorf("expert bytes: batch 1 %g, batch 64 %g: want batch 1 to read only the experts it picks", one.ClassBytes[moe], many.ClassBytes[moe])
+	}
+	for _, c := range []struct {
+		b, ctx int
+		want   string
+	}{{0, 10, "batch ≥ 1"}, {1, -1, "context ≥ 0"}, {1, p.Model.MaxPositions, "positions"}} {
+		if _, err := DecodeStep(p, m, c.b, c.ctx); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("batch %d context %d: %v, want %q", c.b, c.ctx, err, c.want)
+		}
+	}
+}
