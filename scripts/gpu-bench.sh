@@ -24,6 +24,8 @@
 # fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
+# TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
+# list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS) and prints its summary,
 # NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
 # NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags),
 # SAVE_KERNELS=1 packs the kernel cache into OUT/kernels.tgz and LOAD_KERNELS=FILE
@@ -91,6 +93,20 @@ run() {
 			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built"
 		fi
+		if [ -n "${TRACE:-}" ] && [[ " ${TRACE_MODEL:-v4} " == *" $m "* ]]; then
+			# divm run with the engine's async scheduler and CUDA graphs, TRACE_BATCH
+			# identical requests (default 256) of a short prompt decoding TRACE_TOKENS tokens,
+			# the trace's summary: the device's idle gaps between steps and the host time
+			local tb
+			for tb in ${TRACE_BATCH:-256}; do
+				echo "==== $m: divm run --repeat $tb --trace (numerics ${TRACE_NUMERICS:-fast})"
+				DEEPINFER_NUMERICS=${TRACE_NUMERICS:-fast} timeout "${TRACE_TIMEOUT:-120}" "$bin/divm" run "$ck.dip" --model "$ck" \
+					--prompt-ids 1,2,3,4,5,6,7,8 --repeat "$tb" --max-tokens "${TRACE_TOKENS:-64}" --ignore-eos \
+					--trace "$out/$m.trace.b$tb.json" ${TRACE_FLAGS:-} > "$out/$m.trace.b$tb.log" 2>&1
+				echo "exit status: $?"
+				grep -iE "^trace|scheduler|idle|divm|cuda:" "$out/$m.trace.b$tb.log" | cut -c1-400 | tee "$out/$m.trace.b$tb.txt"
+			done
+		fi
 		if [ -n "${NCU:-}" ] && [ "$m" = "${NCU_MODEL:-v4}" ]; then
 			# hardware counters of the kernels matching NCU (a regular expression), at
 			# NCU_BATCH (default 256), fast mode, one step without graphs
@@ -149,6 +165,7 @@ PY
 	grep -h "prefill of one" "$out"/*.prefill.txt 2>/dev/null
 	grep -h "gemm rate" "$out/gemm-rate.txt" 2>/dev/null
 	grep -h "peer summary" "$out/peer.txt" 2>/dev/null
+	grep -h "^trace\|scheduler\|idle" "$out"/*.trace.*.txt 2>/dev/null
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null
 }
 
