@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,12 @@ type Engine struct {
 	// Spec turns on DSpark speculative decoding for the requests that can use it
 	// (plans with a draft program; requests without a grammar or forced tokens).
 	Spec *Speculation
+	// Sync turns the async scheduler off (as DEEPINFER_ASYNC=0 does): every step is
+	// waited for before the next is prepared.
+	Sync bool
+	// Trace, when set, is called from the loop with each stretch of the engine's host
+	// work (TraceSpan).
+	Trace func(TraceSpan)
 
 	stats engineStats
 	spec  specCounters
@@ -110,6 +117,32 @@ type engineStats struct {
 	heldTokens      atomic.Int64 // positions held by running sequences
 	maskNanos       atomic.Int64 // time spent filling grammar masks
 	steps, tokens   atomic.Int64
+	asyncSteps      atomic.Int64 // steps enqueued before the step before them was back
+	discarded       atomic.Int64 // rows run for sequences that had already finished
+	hiddenNanos     atomic.Int64 // host time while a step ran on the device, outside waits
+}
+
+// TraceSpan is one stretch of the engine's host work in step Step: "schedule"
+// (cancellations, admissions, building a step's chunks), "mask" (one grammar mask
+// fill, within schedule), "step" (a synchronous step: packing, the runtime's step and
+// the read-back), "prepare" (building the next step's chunks while this one runs),
+// "enqueue" (packing and handing a step to the runtime's queue), "wait" (blocked
+// until the step's tokens are back) and "tokens" (taking the tokens: appending, stop
+// checks, callbacks, finishing requests).
+type TraceSpan struct {
+	Name       string
+	Step       int
+	Start, End time.Time
+}
+
+// asyncOn says whether the async scheduler runs: on unless Engine.Sync or
+// DEEPINFER_ASYNC is 0 or false.
+func (e *Engine) asyncOn() bool {
+	switch os.Getenv("DEEPINFER_ASYNC") {
+	case "0", "false":
+		return false
+	}
+	return !e.Sync
 }
 
 // Stats is a snapshot of the engine's counters.
@@ -117,14 +150,26 @@ type Stats struct {
 	Running, Queued int   // sequences running, requests waiting to start
 	HeldTokens      int64 // positions the running sequences hold in their state
 	MaskTime        time.Duration
-	Steps, Tokens   int64 // steps run and tokens they carried, since the engine began
+	// Steps run and tokens they carried, since the engine began, as the synchronous
+	// loop counts them: a row run ahead for a sequence that had finished is not counted
+	// (Discarded), nor a step that carried only such rows.
+	Steps, Tokens int64
+	// AsyncSteps of them were enqueued before the step before them was back (the async
+	// scheduler); Discarded rows were run for sequences that had finished meanwhile.
+	AsyncSteps, Discarded int64
+	// Hidden is the host time spent while a step was on the device, outside waiting
+	// for it (preparing the next step, taking the last one's tokens): work the overlap
+	// hid. It is 0 on a runtime without a device queue (the cpu target), which runs each
+	// step inside Enqueue.
+	Hidden time.Duration
 }
 
 // Stats reads the engine's counters (safe while it runs).
 func (e *Engine) Stats() Stats {
 	return Stats{Running: int(e.stats.running.Load()), Queued: int(e.stats.queued.Load()),
 		HeldTokens: e.stats.heldTokens.Load(), MaskTime: time.Duration(e.stats.maskNanos.Load()),
-		Steps: e.stats.steps.Load(), Tokens: e.stats.tokens.Load()}
+		Steps: e.stats.steps.Load(), Tokens: e.stats.tokens.Load(),
+		AsyncSteps: e.stats.asyncSteps.Load(), Discarded: e.stats.discarded.Load(), Hidden: time.Duration(e.stats.hiddenNanos.Load())}
 }
 
 type active struct {
@@ -150,6 +195,12 @@ type active struct {
 	restore func() error
 	// the group verified in this step: drafts and accepted (drafted 0: none)
 	drafted, accepted int
+	// async scheduler: finished says the result was emitted; lastRow is the last step
+	// enqueued with a row for the sequence (-1: none); ahead is that row's token
+	finished bool
+	lastRow  int
+	ahead    [1]int32
+	onMask   func(t0, t1 time.Time) // tracing
 }
 
 func (e *Engine) validate(r *Request) error {
@@ -215,6 +266,20 @@ func (fixedSource) pull(*[]queued, bool) bool { return false }
 
 // loop is the scheduler: it runs steps until the source is exhausted and every request
 // has finished.
+//
+// With the async scheduler on (the default; Engine.Sync or DEEPINFER_ASYNC=0 turn it
+// off), a step whose successor is predictable is enqueued on the machine's pipeline and
+// the successor is prepared and enqueued before the step's tokens are waited for: its
+// input tokens name the rows of the step before (targets.FromPrevious), and its sampling
+// randoms are drawn for the next token index. The successor is predictable when every
+// running sequence decodes one token with no grammar, no logits, no forced tokens and no
+// speculation, and no queued request may start at that step; a sequence whose output
+// would reach MaxTokens gets no row. Otherwise the loop waits and runs the next step
+// synchronously. A sequence that finishes (stop token, Check, cancellation) while its
+// row in the successor is already enqueued keeps that row: its token is discarded and the
+// state, advanced one position past the result, is released once the successor is
+// waited for (it is being released, so nothing reads it). Results, step numbers and
+// counters are those of the synchronous loop.
 func (e *Engine) loop(src source, q []queued) {
 	budget := e.MaxBatchTokens
 	if budget <= 0 {
@@ -224,22 +289,64 @@ func (e *Engine) loop(src source, q []queued) {
 	if maxSeqs <= 0 {
 		maxSeqs = 64
 	}
+	async := e.asyncOn()
+	overlaps := e.M.Overlaps()
 	var running []*active
 	// the step's chunks and their owners, reused step after step
 	var chunks []Chunk
 	var owners []*active
 	more := true
-	finish := func(a *active) {
+	// inflight is the step enqueued and not yet waited for (its step is the loop's);
+	// waited is the last step whose output is back
+	var inflight *flight
+	waited := -1
+	// host time while a step was on the device, outside Wait (overlaps only)
+	var busy bool
+	var busySince time.Time
+	startBusy := func() {
+		if overlaps && !busy {
+			busy, busySince = true, time.Now()
+		}
+	}
+	stopBusy := func() {
+		if busy {
+			e.stats.hiddenNanos.Add(int64(time.Since(busySince)))
+			busy = false
+		}
+	}
+	release := func(a *active) {
 		a.seq.Release()
 		e.stats.heldTokens.Add(-int64(a.seq.Len()))
+	}
+	// finish emits a's result; its state is released now, or, when an enqueued step
+	// still carries a row for it, after that step is waited for
+	finish := func(a *active) {
+		a.finished = true
+		if a.lastRow <= waited {
+			release(a)
+		}
 		a.emit(a.res)
 	}
+	trace := e.Trace
+	span := func(name string, step int, t0 time.Time) time.Time {
+		t1 := time.Now()
+		if trace != nil {
+			trace(TraceSpan{Name: name, Step: step, Start: t0, End: t1})
+		}
+		return t1
+	}
+	var curStep int
 	for step := 0; ; step++ {
-		idle := len(running) == 0 && (len(q) == 0 || q[0].req.Arrival > step)
+		curStep = step
+		t0 := time.Now()
+		idle := inflight == nil && len(running) == 0 && (len(q) == 0 || q[0].req.Arrival > step)
 		if more {
 			more = src.pull(&q, idle && len(q) == 0)
+			if idle {
+				t0 = time.Now() // blocking for arrivals is not the engine's work
+			}
 		}
-		if !more && len(q) == 0 && len(running) == 0 {
+		if !more && len(q) == 0 && len(running) == 0 && inflight == nil {
 			return
 		}
 		// cancelled requests leave before the step
@@ -258,12 +365,15 @@ func (e *Engine) loop(src source, q []queued) {
 			}
 			return false
 		})
-		for len(running) < maxSeqs && len(q) > 0 && q[0].req.Arrival <= step {
+		for inflight == nil && len(running) < maxSeqs && len(q) > 0 && q[0].req.Arrival <= step {
 			w := q[0]
 			q = q[1:]
 			r := w.req
-			a := &active{idx: w.idx, req: r, emit: w.emit, vocab: e.M.Plan.Model.Vocab, stats: &e.stats,
+			a := &active{idx: w.idx, req: r, emit: w.emit, vocab: e.M.Plan.Model.Vocab, stats: &e.stats, lastRow: -1,
 				res: Result{Index: w.idx, ID: r.ID, PromptTokens: len(r.Prompt), FirstStep: step}}
+			if trace != nil {
+				a.onMask = func(t0, t1 time.Time) { trace(TraceSpan{Name: "mask", Step: curStep, Start: t0, End: t1}) }
+			}
 			var err error
 			if a.seq, err = e.M.NewSequence(); err != nil {
 				a.res.Err = fmt.Errorf("request %s: no sequence state: %w", r.ID, err)
@@ -279,107 +389,257 @@ func (e *Engine) loop(src source, q []queued) {
 		}
 		e.stats.running.Store(int64(len(running)))
 		e.stats.queued.Store(int64(len(q)))
-		chunks, owners = chunks[:0], owners[:0]
-		left := budget
-		for _, a := range running {
-			if a.fed == len(a.req.Prompt) {
-				a.next[0] = a.pending
-				toks := a.next[:]
-				if a.prop != nil && left > 1 {
-					d := a.prop.drafts[:min(len(a.prop.drafts), left-1)]
-					if restore, err := a.seq.Save(); err == nil {
-						a.restore = restore
-						a.group = append(append(a.group[:0], a.pending), d...)
-						toks = a.group
+		if inflight == nil {
+			chunks, owners = chunks[:0], owners[:0]
+			left := budget
+			for _, a := range running {
+				if a.fed == len(a.req.Prompt) {
+					a.next[0] = a.pending
+					toks := a.next[:]
+					if a.prop != nil && left > 1 {
+						d := a.prop.drafts[:min(len(a.prop.drafts), left-1)]
+						if restore, err := a.seq.Save(); err == nil {
+							a.restore = restore
+							a.group = append(append(a.group[:0], a.pending), d...)
+							toks = a.group
+						}
 					}
+					c := a.chunk(toks, true)
+					c.Decode = true
+					if len(toks) > 1 {
+						c.AllRows = true
+						c.WantLogits = c.WantLogits || a.req.KeepLogits || a.req.Sampling.Temperature > 0
+					}
+					chunks = append(chunks, c)
+					owners = append(owners, a)
+					left -= len(toks)
 				}
-				c := a.chunk(toks, true)
-				c.Decode = true
-				if len(toks) > 1 {
-					c.AllRows = true
-					c.WantLogits = c.WantLogits || a.req.KeepLogits || a.req.Sampling.Temperature > 0
+			}
+			for _, a := range running {
+				if a.fed < len(a.req.Prompt) && left > 0 {
+					n := min(len(a.req.Prompt)-a.fed, left)
+					c := a.chunk(a.req.Prompt[a.fed:a.fed+n], a.fed+n == len(a.req.Prompt))
+					c.AllLogits = a.req.PromptLogits
+					chunks = append(chunks, c)
+					owners = append(owners, a)
+					left -= n
 				}
-				chunks = append(chunks, c)
-				owners = append(owners, a)
-				left -= len(toks)
+			}
+			if len(chunks) == 0 {
+				continue // nothing has arrived yet
+			}
+			if async && e.M.Pipelined() && len(owners) == len(running) && plainStep(chunks, owners) && canAhead(q, step+1, owners) {
+				// the first step of a pipelined run: enqueued like the ones after it
+				f := &flight{step: step, chunks: slices.Clone(chunks), owners: slices.Clone(owners)}
+				t1 := span("schedule", step, t0)
+				e.enqueue(f)
+				t0 = span("enqueue", step, t1)
+				if f.err == nil {
+					startBusy()
+				}
+				inflight = f
+			} else {
+				t1 := span("schedule", step, t0)
+				e.syncStep(step, budget-left, chunks, owners, running)
+				t0 = span("step", step, t1)
+				running = e.retire(running, finish)
+				span("tokens", step, t0)
+				e.stats.running.Store(int64(len(running)))
+				continue
 			}
 		}
-		for _, a := range running {
-			if a.fed < len(a.req.Prompt) && left > 0 {
-				n := min(len(a.req.Prompt)-a.fed, left)
-				c := a.chunk(a.req.Prompt[a.fed:a.fed+n], a.fed+n == len(a.req.Prompt))
-				c.AllLogits = a.req.PromptLogits
-				chunks = append(chunks, c)
-				owners = append(owners, a)
-				left -= n
+		// inflight is this step: prepare and enqueue the next while it runs
+		var next *flight
+		if async && e.M.Pipelined() && canAhead(q, step+1, running) {
+			t1 := span("schedule", step, t0)
+			next = &flight{step: step + 1, ahead: true}
+			for j, a := range inflight.owners {
+				if a.finished || len(a.res.Tokens)+1 >= a.req.MaxTokens {
+					continue // finished, or finishes with this step's token
+				}
+				a.ahead[0] = targets.FromPrevious(j)
+				s := a.req.Sampling
+				c := Chunk{Seq: a.seq, Tokens: a.ahead[:], Decode: true,
+					Sample: sampling.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK,
+						U: sampling.Uniform(s.Seed, len(a.res.Tokens)+1, sampling.StreamSample)}}
+				next.chunks = append(next.chunks, c)
+				next.owners = append(next.owners, a)
+			}
+			t0 = span("prepare", step+1, t1)
+			if len(next.chunks) == 0 {
+				next = nil
+			} else {
+				e.enqueue(next)
+				t0 = span("enqueue", step+1, t0)
 			}
 		}
-		if len(chunks) == 0 {
-			continue // nothing has arrived yet
+		stopBusy()
+		outs, err := inflight.wait()
+		waited = step
+		t0 = span("wait", step, t0)
+		if next != nil && next.err == nil {
+			startBusy()
 		}
-		outs, err := e.M.Forward(chunks)
-		e.stats.steps.Add(1)
-		e.stats.tokens.Add(int64(budget - left))
-		if err == nil {
-			e.stats.heldTokens.Add(int64(budget - left))
-		}
-		if e.OnStep != nil {
-			e.OnStep(step, budget-left)
-		}
-		var replays []Chunk
-		var replayOwners []*active
-		for ci, a := range owners {
+		counted := 0
+		for ci, a := range inflight.owners {
+			if a.finished {
+				// finished at the step before, or cancelled: its row is discarded
+				release(a)
+				e.stats.discarded.Add(1)
+				continue
+			}
+			counted++
 			if err != nil {
 				a.res.Err = err
 				a.done = true
-				continue
-			}
-			a.drafted = 0
-			if c := chunks[ci]; c.AllRows {
-				var keep int
-				a.done, keep = e.verify(a, c, outs[ci])
-				if !a.done && keep < len(c.Tokens) {
-					replays = append(replays, Chunk{Seq: a.seq, Tokens: c.Tokens[:keep], Decode: true})
-					replayOwners = append(replayOwners, a)
-				}
 			} else {
-				a.done = e.advance(a, chunks[ci], outs[ci])
+				a.done = e.advance(a, inflight.chunks[ci], outs[ci])
 			}
 			if a.done {
 				a.res.LastStep = step
 			}
 		}
-		if len(replays) > 0 {
-			// rebuild the accepted rows' state after the rollback
-			_, rerr := e.M.Forward(replays)
-			rows := 0
-			for i, a := range replayOwners {
-				rows += len(replays[i].Tokens)
-				if rerr != nil {
-					a.res.Err, a.done, a.res.LastStep = rerr, true, step
-				}
+		if counted > 0 {
+			e.stats.steps.Add(1)
+			if inflight.ahead {
+				e.stats.asyncSteps.Add(1)
 			}
-			e.spec.add(func(s *SpecStats) { s.ReplayRows += int64(rows) })
-		}
-		if e.Spec != nil && e.Spec.OnGroup != nil {
-			for _, a := range owners {
-				if a.drafted > 0 && !a.done {
-					e.Spec.OnGroup(a.req, a.drafted, a.accepted, a.seq)
-				}
+			e.stats.tokens.Add(int64(counted))
+			if e.OnStep != nil {
+				e.OnStep(step, counted)
 			}
 		}
-		e.propose(running)
-		kept := running[:0]
-		for _, a := range running {
-			if a.done {
-				finish(a)
-			} else {
-				kept = append(kept, a)
-			}
-		}
-		running = kept
+		running = e.retire(running, finish)
+		span("tokens", step, t0)
 		e.stats.running.Store(int64(len(running)))
+		inflight = next
 	}
+}
+
+// flight is a step enqueued on the machine's pipeline.
+type flight struct {
+	step   int
+	p      *Pending
+	err    error // the enqueue failed: the step's outcome
+	ahead  bool  // enqueued before the step before it was waited for
+	chunks []Chunk
+	owners []*active
+}
+
+// enqueue puts f on the machine's pipeline; a failure becomes the step's outcome.
+func (e *Engine) enqueue(f *flight) {
+	f.p, f.err = e.M.Enqueue(f.chunks)
+	if f.err != nil {
+		f.err = fmt.Errorf("step %d: %w", f.step, f.err)
+		return
+	}
+	for _, a := range f.owners {
+		a.lastRow = f.step
+	}
+	e.stats.heldTokens.Add(int64(len(f.chunks))) // the sequences advanced at the enqueue
+}
+
+func (f *flight) wait() ([]Output, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	outs, err := f.p.Wait()
+	if err != nil {
+		err = fmt.Errorf("step %d: %w", f.step, err)
+	}
+	return outs, err
+}
+
+// plainStep reports whether a step is one decode token for each owner, none of which
+// needs logits, a grammar mask, forced tokens or speculation: the step after it is
+// then predictable.
+func plainStep(chunks []Chunk, owners []*active) bool {
+	for i, a := range owners {
+		r := a.req
+		if len(chunks[i].Tokens) != 1 || !chunks[i].Decode || a.spec || r.Forced != nil || r.Constraint != nil || r.KeepLogits || r.Logprobs {
+			return false
+		}
+	}
+	return true
+}
+
+// canAhead reports whether the step after one with these sequences may be enqueued
+// before the step's tokens are back: no queued request may start at it, and some
+// sequence continues past this step's token.
+func canAhead(q []queued, next int, seqs []*active) bool {
+	if slices.ContainsFunc(q, func(w queued) bool { return w.req.Arrival <= next }) {
+		return false
+	}
+	return slices.ContainsFunc(seqs, func(a *active) bool { return !a.finished && len(a.res.Tokens)+1 < a.req.MaxTokens })
+}
+
+// syncStep runs one step with Forward and takes its outputs (speculation included).
+func (e *Engine) syncStep(step, tokens int, chunks []Chunk, owners, running []*active) {
+	outs, err := e.M.Forward(chunks)
+	e.stats.steps.Add(1)
+	e.stats.tokens.Add(int64(tokens))
+	if err == nil {
+		e.stats.heldTokens.Add(int64(tokens))
+	}
+	if e.OnStep != nil {
+		e.OnStep(step, tokens)
+	}
+	var replays []Chunk
+	var replayOwners []*active
+	for ci, a := range owners {
+		if err != nil {
+			a.res.Err = err
+			a.done = true
+			continue
+		}
+		a.drafted = 0
+		if c := chunks[ci]; c.AllRows {
+			var keep int
+			a.done, keep = e.verify(a, c, outs[ci])
+			if !a.done && keep < len(c.Tokens) {
+				replays = append(replays, Chunk{Seq: a.seq, Tokens: c.Tokens[:keep], Decode: true})
+				replayOwners = append(replayOwners, a)
+			}
+		} else {
+			a.done = e.advance(a, chunks[ci], outs[ci])
+		}
+		if a.done {
+			a.res.LastStep = step
+		}
+	}
+	if len(replays) > 0 {
+		// rebuild the accepted rows' state after the rollback
+		_, rerr := e.M.Forward(replays)
+		rows := 0
+		for i, a := range replayOwners {
+			rows += len(replays[i].Tokens)
+			if rerr != nil {
+				a.res.Err, a.done, a.res.LastStep = rerr, true, step
+			}
+		}
+		e.spec.add(func(s *SpecStats) { s.ReplayRows += int64(rows) })
+	}
+	if e.Spec != nil && e.Spec.OnGroup != nil {
+		for _, a := range owners {
+			if a.drafted > 0 && !a.done {
+				e.Spec.OnGroup(a.req, a.drafted, a.accepted, a.seq)
+			}
+		}
+	}
+	e.propose(running)
+}
+
+// retire finishes the sequences that are done and returns the rest.
+func (e *Engine) retire(running []*active, finish func(*active)) []*active {
+	kept := running[:0]
+	for _, a := range running {
+		if a.done {
+			finish(a)
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	return kept
 }
 
 func ctxErr(c context.Context) error {
@@ -404,7 +664,11 @@ func (a *active) chunk(tokens []int32, produces bool) Chunk {
 			clear(a.mask)
 			t0 := time.Now()
 			err := a.req.Constraint.FillMask(a.mask)
-			a.stats.maskNanos.Add(int64(time.Since(t0)))
+			t1 := time.Now()
+			a.stats.maskNanos.Add(int64(t1.Sub(t0)))
+			if a.onMask != nil {
+				a.onMask(t0, t1)
+			}
 			if err != nil {
 				a.maskErr = err
 			} else if !slices.ContainsFunc(a.mask, func(w uint64) bool { return w != 0 }) {

@@ -30,6 +30,12 @@ type Machine struct {
 	out      targets.StepOut
 	maskRows [][]uint64
 	wantRows []bool
+	// the async scheduler's pipeline (targets.Pipeline), made on first use; pipeErr,
+	// once a pipelined step failed, keeps later steps on the synchronous path
+	pipe     targets.Pipelined
+	pipeErr  error
+	pending  int // steps enqueued and not yet waited for
+	lastRows int // logits rows of the last enqueued step (-1: the last step was not enqueued)
 }
 
 // Load opens a plan on its target with the given weights (manifest order, storage
@@ -183,6 +189,26 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	if len(chunks) == 0 {
 		return nil, nil
 	}
+	if m.pending > 0 {
+		return nil, fmt.Errorf("forward: %d enqueued steps have not been waited for", m.pending)
+	}
+	m.lastRows = -1
+	if err := m.pack(chunks, false); err != nil {
+		return nil, err
+	}
+	in, out := &m.in, &m.out
+	if err := m.rt.Step(in, out); err != nil {
+		for _, c := range chunks {
+			c.Seq.broken = err
+		}
+		return nil, err
+	}
+	return m.unpack(chunks, in.Phase, len(in.Rows), in.Want != nil, out, true)
+}
+
+// pack lays the chunks out in m.in. With prev, a token may be targets.FromPrevious(j)
+// for a logits row j of the step enqueued just before.
+func (m *Machine) pack(chunks []Chunk, prev bool) error {
 	V := m.Plan.Model.Vocab
 	phase := plan.PhaseDecode
 	m.stepNo++
@@ -191,26 +217,32 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	masked, want := false, false
 	for i, c := range chunks {
 		if c.Seq == nil || len(c.Tokens) == 0 {
-			return nil, fmt.Errorf("chunk %d: no sequence or no tokens", i)
+			return fmt.Errorf("chunk %d: no sequence or no tokens", i)
 		}
 		if c.Seq.broken != nil {
-			return nil, fmt.Errorf("chunk %d: sequence is unusable after an earlier failure: %w", i, c.Seq.broken)
+			return fmt.Errorf("chunk %d: sequence is unusable after an earlier failure: %w", i, c.Seq.broken)
 		}
 		if c.Seq.stamp == m.stepNo {
-			return nil, fmt.Errorf("chunk %d: a sequence appears twice in one step", i)
+			return fmt.Errorf("chunk %d: a sequence appears twice in one step", i)
 		}
 		c.Seq.stamp = m.stepNo
 		if end := c.Seq.Len() + len(c.Tokens); end > m.maxPos {
-			return nil, fmt.Errorf("chunk %d: sequence would reach %d tokens, past the %d positions the machine was opened for", i, end, m.maxPos)
+			return fmt.Errorf("chunk %d: sequence would reach %d tokens, past the %d positions the machine was opened for", i, end, m.maxPos)
 		}
 		for j, t := range c.Tokens {
+			if r, ok := targets.PreviousRow(t); ok && prev {
+				if r >= m.lastRows {
+					return fmt.Errorf("chunk %d: token %d at index %d stands for row %d of the previous step, which has %d rows", i, t, j, r, max(m.lastRows, 0))
+				}
+				continue
+			}
 			if t < 0 || int(t) >= V {
-				return nil, fmt.Errorf("chunk %d: token %d at index %d is outside the vocabulary [0,%d)", i, t, j, V)
+				return fmt.Errorf("chunk %d: token %d at index %d is outside the vocabulary [0,%d)", i, t, j, V)
 			}
 		}
 		if c.Mask != nil {
 			if len(c.Mask) != (V+63)/64 {
-				return nil, fmt.Errorf("chunk %d: a mask of %d words for a vocabulary of %d", i, len(c.Mask), V)
+				return fmt.Errorf("chunk %d: a mask of %d words for a vocabulary of %d", i, len(c.Mask), V)
 			}
 			masked = true
 		}
@@ -232,7 +264,6 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 			in.Sample = append(in.Sample, float32(sp.Temperature), float32(sp.TopP), float32(sp.TopK), float32(sp.U))
 		}
 	}
-	R := len(in.Rows)
 	in.Masks, in.Want = nil, nil
 	if masked || want {
 		// per-row masks and logits flags, only when some chunk asks
@@ -257,13 +288,11 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 		}
 	}
 	in.Phase = phase
-	out := &m.out
-	if err := m.rt.Step(in, out); err != nil {
-		for _, c := range chunks {
-			c.Seq.broken = err
-		}
-		return nil, err
-	}
+	return nil
+}
+
+// unpack checks a step's output and splits it by chunk; the chunks' sequences advance.
+func (m *Machine) unpack(chunks []Chunk, phase string, R int, want bool, out *targets.StepOut, advance bool) ([]Output, error) {
 	if len(out.Tokens) != R || (want && len(out.Logits) != R) {
 		err := fmt.Errorf("%s step returned %d tokens and %d logits rows for %d rows", phase, len(out.Tokens), len(out.Logits), R)
 		for _, c := range chunks {
@@ -274,7 +303,9 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 	res := make([]Output, len(chunks))
 	r := 0
 	for i, c := range chunks {
-		c.Seq.len += len(c.Tokens)
+		if advance {
+			c.Seq.len += len(c.Tokens)
+		}
 		n := c.rows()
 		res[i].Token = out.Tokens[r+n-1]
 		if c.AllRows {
@@ -286,6 +317,96 @@ func (m *Machine) Forward(chunks []Chunk) ([]Output, error) {
 		r += n
 	}
 	return res, nil
+}
+
+// Pending is a step enqueued on the machine's pipeline (Enqueue) and not yet waited for.
+type Pending struct {
+	m      *Machine
+	p      targets.Pending
+	chunks []Chunk
+	phase  string
+	rows   int
+	want   bool
+	done   bool
+}
+
+// Pipelined reports whether the machine can enqueue steps (Enqueue): false after a
+// pipelined step failed (later steps then run through Forward).
+func (m *Machine) Pipelined() bool { return m.pipeErr == nil }
+
+// Overlaps reports whether enqueued steps run while the host goes on (a runtime with its
+// own device queue); the cpu target runs each step inside Enqueue.
+func (m *Machine) Overlaps() bool {
+	_, ok := m.rt.(targets.Pipelined)
+	return ok
+}
+
+// Enqueue starts a step over the chunks on the runtime's pipeline
+// (targets.Pipeline) and returns before its tokens are back. A chunk token may be
+// targets.FromPrevious(j): the token sampled for logits row j of the step enqueued just
+// before this one (still pending or not). The chunks' sequences advance at once, so the
+// next step can be enqueued behind this one; at most two steps are pending, and they are
+// waited for in order. The chunks (not their tokens) must stay unchanged until Wait. A
+// failed step breaks its sequences and the pipeline: later steps must use Forward.
+func (m *Machine) Enqueue(chunks []Chunk) (*Pending, error) {
+	if len(chunks) == 0 {
+		return nil, fmt.Errorf("enqueue: no chunks")
+	}
+	if m.pipeErr != nil {
+		return nil, fmt.Errorf("enqueue: the pipeline failed earlier: %w", m.pipeErr)
+	}
+	if m.pending >= 2 {
+		return nil, fmt.Errorf("enqueue: two steps are already pending")
+	}
+	if m.pipe == nil {
+		m.pipe = targets.Pipeline(m.rt)
+	}
+	if err := m.pack(chunks, true); err != nil {
+		return nil, err
+	}
+	in := &m.in
+	tp, err := m.pipe.Enqueue(in)
+	if err != nil {
+		err = fmt.Errorf("enqueue %s step: %w", in.Phase, err)
+		m.pipeErr = err
+		for _, c := range chunks {
+			c.Seq.broken = err
+		}
+		return nil, err
+	}
+	m.pending++
+	m.lastRows = len(in.Rows)
+	for _, c := range chunks {
+		c.Seq.len += len(c.Tokens)
+	}
+	return &Pending{m: m, p: tp, chunks: chunks, phase: in.Phase, rows: len(in.Rows), want: in.Want != nil}, nil
+}
+
+// Wait blocks until the step has run and returns, per chunk, what Forward would have.
+func (p *Pending) Wait() ([]Output, error) {
+	if p.done {
+		return nil, fmt.Errorf("wait: this step was already waited for")
+	}
+	p.done = true
+	m := p.m
+	m.pending--
+	out := &m.out
+	*out = targets.StepOut{Tokens: out.Tokens[:0]}
+	if err := p.p.Wait(out); err != nil {
+		err = fmt.Errorf("%s step: %w", p.phase, err)
+		if m.pipeErr == nil {
+			m.pipeErr = err
+		}
+		for _, c := range p.chunks {
+			c.Seq.broken = err
+		}
+		return nil, err
+	}
+	res, err := m.unpack(p.chunks, p.phase, p.rows, p.want, out, false)
+	if err != nil && m.pipeErr == nil {
+		m.pipeErr = err
+	}
+	return res, err
 }
 
 // Save records the sequence's state and length for a rollback (speculative decoding):
