@@ -126,7 +126,8 @@ type engineStats struct {
 // (cancellations, admissions, building a step's chunks), "mask" (one grammar mask
 // fill, within schedule), "step" (a synchronous step: packing, the runtime's step and
 // the read-back), "prepare" (building the next step's chunks while this one runs),
-// "enqueue" (packing and handing a step to the runtime's queue), "wait" (blocked
+// "enqueue" (packing and handing a step to the runtime's queue; "step" on a runtime
+// without a queue, which runs the step there), "wait" (blocked
 // until the step's tokens are back) and "tokens" (taking the tokens: appending, stop
 // checks, callbacks, finishing requests).
 type TraceSpan struct {
@@ -291,6 +292,10 @@ func (e *Engine) loop(src source, q []queued) {
 	}
 	async := e.asyncOn()
 	overlaps := e.M.Overlaps()
+	enqueueSpan := "enqueue"
+	if !overlaps {
+		enqueueSpan = "step" // the runtime runs the step inside the enqueue
+	}
 	var running []*active
 	// the step's chunks and their owners, reused step after step
 	var chunks []Chunk
@@ -433,7 +438,7 @@ func (e *Engine) loop(src source, q []queued) {
 				f := &flight{step: step, chunks: slices.Clone(chunks), owners: slices.Clone(owners)}
 				t1 := span("schedule", step, t0)
 				e.enqueue(f)
-				t0 = span("enqueue", step, t1)
+				t0 = span(enqueueSpan, step, t1)
 				if f.err == nil {
 					startBusy()
 				}
@@ -470,7 +475,7 @@ func (e *Engine) loop(src source, q []queued) {
 				next = nil
 			} else {
 				e.enqueue(next)
-				t0 = span("enqueue", step+1, t0)
+				t0 = span(enqueueSpan, step+1, t0)
 			}
 		}
 		stopBusy()

@@ -498,3 +498,10 @@ func (m *Machine) CopySequence(dst, src *Sequence) error {
 	dst.len = src.len
 	return nil
 }
+
+// Timeline is the runtime's device timeline (a trace's device spans), nil on a target
+// that records none (the cpu target).
+func (m *Machine) Timeline() targets.Timeline {
+	t, _ := m.rt.(targets.Timeline)
+	return t
+}

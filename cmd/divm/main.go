@@ -27,9 +27,17 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   divm run plan.dip [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3)
            [--max-tokens 32] [--temperature 0] [--top-p 1] [--top-k 0] [--seed 0]
+           [--repeat N] [--max-seqs N] [--ignore-eos] [--max-context N]
+           [--trace trace.json [--trace-kernels]]
       Generate from one prompt. Text is tokenized with the plan's tokenizer: bytes
       for the embedded default, DeepSeek's BPE for checkpoints (--tokenizer DIR, the
       model dir's tokenizer.json, or the copy scripts/fetch-tokenizer.sh fetched).
+      --repeat N runs the prompt as N requests in one batch (--max-seqs defaults to N).
+      --trace writes a Perfetto trace (Chrome trace-event JSON): the engine's host work
+      per step and, on a runtime with a device timeline (cuda), the device's steps and
+      the idle gaps between them; --trace-kernels adds every kernel launch, which runs
+      steps without their CUDA graphs. The async scheduler (on by default;
+      DEEPINFER_ASYNC=0 turns it off) is summarized after the run.
   divm run plan.dip --input batch.jsonl --output results.jsonl [--model DIR]
            [--max-tokens 256] [--max-batch-tokens 2048] [--max-seqs 64]
       Run an OpenAI Batch API file: one result or error line per input line, resumable
@@ -147,6 +155,11 @@ func servingConfig(p *plan.Plan, getenv func(string) string) (serving, error) {
 	default:
 		return sc, fmt.Errorf("DEEPINFER_BATCH_INVARIANT=%q: want 0 or 1", v)
 	}
+	switch v := getenv("DEEPINFER_ASYNC"); v {
+	case "", "0", "1", "true", "false":
+	default:
+		return sc, fmt.Errorf("DEEPINFER_ASYNC=%q: want 0 or 1", v)
+	}
 	sc.numerics = getenv("DEEPINFER_NUMERICS")
 	if err := targets.CheckNumerics(sc.numerics); err != nil {
 		return sc, fmt.Errorf("DEEPINFER_NUMERICS: %w", err)
@@ -174,7 +187,7 @@ func servingConfig(p *plan.Plan, getenv func(string) string) (serving, error) {
 	return sc, nil
 }
 
-func openPlan(path, modelDir string, maxTokens int) (*plan.Plan, *vm.Machine, string, serving, error) {
+func openPlan(path, modelDir string, maxTokens, maxContext int) (*plan.Plan, *vm.Machine, string, serving, error) {
 	p, err := plan.ReadFile(path)
 	if err != nil {
 		return nil, nil, "", serving{}, err
@@ -192,7 +205,7 @@ func openPlan(path, modelDir string, maxTokens int) (*plan.Plan, *vm.Machine, st
 		return nil, nil, "", sc, err
 	}
 	start := time.Now()
-	m, err := vm.Load(p, w, targets.Options{MaxTokens: maxTokens, Invariant: sc.invariant, Numerics: sc.numerics})
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: maxTokens, MaxContext: maxContext, Invariant: sc.invariant, Numerics: sc.numerics})
 	if err != nil {
 		return nil, nil, "", sc, err
 	}
@@ -243,8 +256,13 @@ func runCmd(args []string, stdout io.Writer) error {
 	output := fs.String("output", "", "batch results file (appended; reruns resume)")
 	tokDir := fs.String("tokenizer", "", "directory with tokenizer.json (default: the model dir's, then the fetched one)")
 	batchTokens := fs.Int("max-batch-tokens", 2048, "tokens per engine step (chunked prefill budget)")
-	seqs := fs.Int("max-seqs", 64, "sequences running at once")
+	seqs := fs.Int("max-seqs", 64, "sequences running at once (with --repeat N: default N)")
 	specStats := fs.String("spec-stats", "", "write the speculation counters (and the accepted-length distribution for divm simulate --acceptance) as JSON here")
+	repeat := fs.Int("repeat", 1, "run the prompt as N identical requests in one continuous batch")
+	ignoreEOS := fs.Bool("ignore-eos", false, "do not stop at the end-of-sequence token (every request generates --max-tokens)")
+	maxContext := fs.Int("max-context", 0, "longest sequence the runtime holds per request (0: prompt plus --max-tokens with --prompt-ids, else the model's)")
+	tracePath := fs.String("trace", "", "write a Perfetto trace (Chrome trace-event JSON) of the engine's host work and, where the runtime records one, the device's steps and idle gaps")
+	traceKernels := fs.Bool("trace-kernels", false, "with --trace, also time every kernel launch on the device (this runs steps without their CUDA graphs, so step times and gaps are not those of a graphed run)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -260,11 +278,25 @@ func runCmd(args []string, stdout io.Writer) error {
 		return usageError{Err: fmt.Errorf("--input/--output and --prompt/--prompt-ids exclude each other")}
 	case !batchMode && (*prompt == "") == (*promptIDs == ""):
 		return usageError{Err: fmt.Errorf("give exactly one of --prompt and --prompt-ids (or --input and --output)")}
+	case batchMode && (*tracePath != "" || *repeat != 1):
+		return usageError{Err: fmt.Errorf("--trace and --repeat work with --prompt or --prompt-ids, not with --input")}
+	case *traceKernels && *tracePath == "":
+		return usageError{Err: fmt.Errorf("--trace-kernels needs --trace FILE")}
 	}
-	if *maxTokens < 1 || *batchTokens < 1 || *seqs < 1 {
-		return usageError{Err: fmt.Errorf("--max-tokens, --max-batch-tokens and --max-seqs must be positive")}
+	if *maxTokens < 1 || *batchTokens < 1 || *seqs < 1 || *repeat < 1 || *maxContext < 0 {
+		return usageError{Err: fmt.Errorf("--max-tokens, --max-batch-tokens, --max-seqs and --repeat must be positive, --max-context not negative")}
 	}
-	p, m, dir, sc, err := openPlan(pos[0], *model, *batchTokens)
+	var ids []int32
+	ctx := *maxContext
+	if *promptIDs != "" {
+		if ids, err = parseIDs(*promptIDs); err != nil {
+			return err
+		}
+		if ctx == 0 {
+			ctx = len(ids) + *maxTokens
+		}
+	}
+	p, m, dir, sc, err := openPlan(pos[0], *model, *batchTokens, ctx)
 	if err != nil {
 		return err
 	}
@@ -284,22 +316,22 @@ func runCmd(args []string, stdout io.Writer) error {
 	if err != nil && *prompt != "" {
 		return err
 	}
-	var ids []int32
 	if *prompt != "" {
 		ids = tok.Encode(*prompt, true)
-	} else if ids, err = parseIDs(*promptIDs); err != nil {
+	}
+	ro := promptRun{ids: ids, n: *repeat, maxTokens: *maxTokens, maxSeqs: *seqs, batchTokens: *batchTokens,
+		sampling: vm.Sampling{Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed},
+		trace:    *tracePath, kernels: *traceKernels, spec: sc.spec}
+	if !flagSet(fs, "max-seqs") && *repeat > 1 {
+		ro.maxSeqs = *repeat
+	}
+	if !*ignoreEOS {
+		ro.stop = []int32{int32(p.Model.EOS)}
+	}
+	res, eng, lines, err := runPrompts(m, ro)
+	if err != nil {
 		return err
 	}
-	req := vm.Request{ID: "prompt", Prompt: ids, MaxTokens: *maxTokens, Stop: []int32{int32(p.Model.EOS)},
-		Sampling: vm.Sampling{Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}}
-	start := time.Now()
-	var res vm.Result
-	eng := &vm.Engine{M: m, Spec: sc.spec}
-	eng.Run([]vm.Request{req}, func(r vm.Result) { res = r })
-	if res.Err != nil {
-		return res.Err
-	}
-	el := time.Since(start)
 	fmt.Fprintf(stdout, "prompt ids: %v\n", ids)
 	fmt.Fprintf(stdout, "output ids: %v\n", res.Tokens)
 	if b, ok := tok.(tokenizer.Bytes); ok {
@@ -307,12 +339,101 @@ func runCmd(args []string, stdout io.Writer) error {
 	} else if tok != nil {
 		fmt.Fprintf(stdout, "output text: %q\n", tok.Decode(res.Tokens, true))
 	}
-	fmt.Fprintf(stdout, "finish: %s; %d prompt + %d generated tokens in %s (%.1f tokens/s)\n",
-		res.Finish, len(ids), len(res.Tokens), el.Round(time.Microsecond), float64(len(ids)+len(res.Tokens))/el.Seconds())
+	for _, l := range lines {
+		fmt.Fprintln(stdout, l)
+	}
 	if line := specSummary(eng.SpecStats()); line != "" {
 		fmt.Fprintln(stdout, line)
 	}
 	return writeSpecStats(*specStats, eng.SpecStats())
+}
+
+// promptRun is divm run's prompt mode: one prompt, as n identical requests.
+type promptRun struct {
+	ids                   []int32
+	n, maxTokens, maxSeqs int
+	batchTokens           int
+	sampling              vm.Sampling
+	stop                  []int32
+	trace                 string // trace file ("" for none)
+	kernels               bool
+	spec                  *vm.Speculation
+}
+
+// runPrompts runs the prompt requests (and writes the trace); it returns the first
+// request's result and the run's summary lines.
+func runPrompts(m *vm.Machine, ro promptRun) (vm.Result, *vm.Engine, []string, error) {
+	var lines []string
+	reqs := make([]vm.Request, ro.n)
+	for i := range reqs {
+		reqs[i] = vm.Request{ID: "prompt", Prompt: ro.ids, MaxTokens: ro.maxTokens, Stop: ro.stop, Sampling: ro.sampling}
+		if ro.n > 1 {
+			reqs[i].ID = fmt.Sprintf("prompt-%d", i)
+		}
+	}
+	eng := &vm.Engine{M: m, Spec: ro.spec, MaxSeqs: ro.maxSeqs, MaxBatchTokens: ro.batchTokens}
+	var tr tracer
+	tl := m.Timeline()
+	if ro.trace != "" {
+		eng.Trace = tr.add
+		if tl != nil {
+			tl.SetTimeline(true, ro.kernels)
+			if _, err := tl.TakeTimeline(); err != nil { // start afresh
+				return vm.Result{}, nil, nil, fmt.Errorf("trace: %w", err)
+			}
+		}
+	}
+	results := make([]vm.Result, len(reqs))
+	start := time.Now()
+	eng.Run(reqs, func(r vm.Result) { results[r.Index] = r })
+	el := time.Since(start)
+	var generated int
+	for _, r := range results {
+		if r.Err != nil {
+			return r, eng, nil, fmt.Errorf("request %s: %w", r.ID, r.Err)
+		}
+		generated += len(r.Tokens)
+	}
+	st := eng.Stats()
+	res := results[0]
+	if ro.n == 1 {
+		lines = append(lines, fmt.Sprintf("finish: %s; %d prompt + %d generated tokens in %s (%.1f tokens/s)",
+			res.Finish, len(ro.ids), len(res.Tokens), el.Round(time.Microsecond), float64(len(ro.ids)+len(res.Tokens))/el.Seconds()))
+	} else {
+		lines = append(lines, fmt.Sprintf("finish: %d requests (the first: %s); %d prompt + %d generated tokens in %s (%.1f generated tokens/s)",
+			ro.n, res.Finish, ro.n*len(ro.ids), generated, el.Round(time.Microsecond), float64(generated)/el.Seconds()))
+	}
+	line := fmt.Sprintf("scheduler: %d steps, %d async and %d synchronous", st.Steps, st.AsyncSteps, st.Steps-st.AsyncSteps)
+	if st.Discarded > 0 {
+		line += fmt.Sprintf(", %d rows run ahead for finished requests", st.Discarded)
+	}
+	if m.Overlaps() {
+		line += fmt.Sprintf("; host time hidden by the overlap %s", st.Hidden.Round(time.Microsecond))
+		if st.AsyncSteps > 0 {
+			line += fmt.Sprintf(" (%.1f µs per async step)", us(st.Hidden)/float64(st.AsyncSteps))
+		}
+	} else {
+		line += "; nothing hidden: this target runs each step on the host inside the enqueue"
+	}
+	lines = append(lines, line)
+	if ro.trace == "" {
+		return res, eng, lines, nil
+	}
+	var dev []targets.DeviceSpan
+	if tl != nil {
+		var err error
+		dev, err = tl.TakeTimeline()
+		tl.SetTimeline(false, false)
+		if err != nil {
+			return res, eng, nil, fmt.Errorf("trace: %w", err)
+		}
+	}
+	f, sum := buildTrace(tr.spans, dev, tl != nil, st)
+	if err := writeTrace(ro.trace, f); err != nil {
+		return res, eng, nil, err
+	}
+	lines = append(lines, fmt.Sprintf("trace: %s: %d events; %s", ro.trace, len(f.TraceEvents), sum))
+	return res, eng, lines, nil
 }
 
 func evalCmd(args []string, stdout io.Writer) error {

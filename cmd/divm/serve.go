@@ -42,7 +42,7 @@ func serveCmd(args []string, stdout io.Writer) error {
 	if *seqs < 1 || *batchTokens < 1 || *maxLen < 0 || *queue < 0 || *defMax < 1 || *port < 0 || *port > 65535 {
 		return usageError{Err: fmt.Errorf("--max-num-seqs, --max-num-batched-tokens and --default-max-tokens must be positive, --port in [0, 65535]")}
 	}
-	p, m, dir, sc, err := openPlan(pos[0], *model, *batchTokens)
+	p, m, dir, sc, err := openPlan(pos[0], *model, *batchTokens, 0)
 	if err != nil {
 		return err
 	}
