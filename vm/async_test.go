@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"deepinfer/compiler"
 	"deepinfer/plan"
@@ -329,4 +330,108 @@ func TestAsyncEnqueueFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// queueRT is the cpu target's runtime behind a device-like queue: Enqueue copies the
+// step and returns, a worker goroutine runs the steps in order, substituting the
+// previous step's sampled tokens, and Wait blocks for the worker.
+type queueRT struct {
+	targets.Runtime
+	jobs chan *qjob
+	prev []int32
+}
+
+type qjob struct {
+	in   targets.StepIn
+	out  targets.StepOut
+	err  error
+	done chan struct{}
+}
+
+func (q *queueRT) work() {
+	for j := range q.jobs {
+		for i, t := range j.in.Tokens {
+			if r, ok := targets.PreviousRow(t); ok {
+				j.in.Tokens[i] = q.prev[r]
+			}
+		}
+		time.Sleep(200 * time.Microsecond) // the device is slower than the host
+		j.err = q.Runtime.Step(&j.in, &j.out)
+		q.prev = slices.Clone(j.out.Tokens)
+		close(j.done)
+	}
+}
+
+func (q *queueRT) Enqueue(in *targets.StepIn) (targets.Pending, error) {
+	j := &qjob{done: make(chan struct{}), in: targets.StepIn{Phase: in.Phase, Seqs: slices.Clone(in.Seqs),
+		Tokens: slices.Clone(in.Tokens), Rows: slices.Clone(in.Rows), Sample: slices.Clone(in.Sample)}}
+	if in.Masks != nil {
+		j.in.Masks = make([][]uint64, len(in.Masks))
+		for i, mk := range in.Masks {
+			j.in.Masks[i] = slices.Clone(mk)
+		}
+	}
+	j.in.Want = slices.Clone(in.Want)
+	q.jobs <- j
+	return j, nil
+}
+
+func (j *qjob) Wait(out *targets.StepOut) error {
+	<-j.done
+	*out = j.out
+	return j.err
+}
+
+func (q *queueRT) Close() error {
+	close(q.jobs)
+	return q.Runtime.Close()
+}
+
+type queueExec struct{ targets.Executor }
+
+func (x queueExec) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	rt, err := x.Executor.Open(p, w, o)
+	if err != nil {
+		return nil, err
+	}
+	q := &queueRT{Runtime: rt, jobs: make(chan *qjob, 2)}
+	go q.work()
+	return q, nil
+}
+
+// TestAsyncQueueRuntime runs random workloads on a runtime whose steps run on another
+// goroutine (as a device's do) against the synchronous engine on the plain cpu target:
+// the same results, and the host time the overlap hid is measured.
+func TestAsyncQueueRuntime(t *testing.T) {
+	plain := compileAndLoad(t, compiler.Options{ModelDir: fixtureDir})
+	w, err := vm.LoadWeights(plain.Plan, fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := targets.Lookup("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.LoadOn(plain.Plan, w, queueExec{tgt.(targets.Executor)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !m.Overlaps() {
+		t.Fatal("a runtime with its own queue does not overlap")
+	}
+	var hidden time.Duration
+	var async int64
+	for k := 0; k < 8; k++ {
+		wl := workload{seed: int64(100 + k), n: 4 + k, maxSeqs: 3 + k, batch: 64}
+		want := runWorkload(t, plain, wl, true, nil)
+		got := runWorkload(t, m, wl, false, nil)
+		sameRuns(t, fmt.Sprintf("workload %d", k), got, want)
+		hidden += got.stats.Hidden
+		async += got.stats.AsyncSteps
+	}
+	if async == 0 || hidden <= 0 {
+		t.Fatalf("%d async steps hid %s", async, hidden)
+	}
+	t.Logf("%d async steps hid %s of host time", async, hidden)
 }
