@@ -22,7 +22,7 @@ type asyncRun struct {
 	results []vm.Result
 	streams [][]int32 // OnToken's tokens per request
 	stats   vm.Stats
-	steps   []int // OnStep's (step, tokens) pairs, flattened
+	steps   []int // OnStep's (step, tokens, tokens streamed before it) triples, flattened
 }
 
 // workload makes a fresh set of requests (callbacks and contexts are per run) from a
@@ -94,7 +94,15 @@ func runWorkload(t *testing.T, m *vm.Machine, w workload, sync bool, extra func(
 		}
 	}
 	e := &vm.Engine{M: m, MaxSeqs: w.maxSeqs, MaxBatchTokens: w.batch, Sync: sync,
-		OnStep: func(step, tokens int) { run.steps = append(run.steps, step, tokens) }}
+		OnStep: func(step, tokens int) {
+			run.steps = append(run.steps, step, tokens)
+			// where the step falls among the streamed tokens
+			total := 0
+			for _, s := range run.streams {
+				total += len(s)
+			}
+			run.steps = append(run.steps, total)
+		}}
 	run.results = make([]vm.Result, w.n)
 	got := 0
 	e.Run(reqs, func(r vm.Result) { run.results[r.Index] = r; got++ })

@@ -485,23 +485,11 @@ func (e *Engine) loop(src source, q []queued) {
 		if next != nil && next.err == nil {
 			startBusy()
 		}
+		// the step as the synchronous loop counts it: without the discarded rows
 		counted := 0
-		for ci, a := range inflight.owners {
-			if a.finished {
-				// finished at the step before, or cancelled: its row is discarded
-				release(a)
-				e.stats.discarded.Add(1)
-				continue
-			}
-			counted++
-			if err != nil {
-				a.res.Err = err
-				a.done = true
-			} else {
-				a.done = e.advance(a, inflight.chunks[ci], outs[ci])
-			}
-			if a.done {
-				a.res.LastStep = step
+		for _, a := range inflight.owners {
+			if !a.finished {
+				counted++
 			}
 		}
 		if counted > 0 {
@@ -512,6 +500,23 @@ func (e *Engine) loop(src source, q []queued) {
 			e.stats.tokens.Add(int64(counted))
 			if e.OnStep != nil {
 				e.OnStep(step, counted)
+			}
+		}
+		for ci, a := range inflight.owners {
+			if a.finished {
+				// finished at the step before, or cancelled: its row is discarded
+				release(a)
+				e.stats.discarded.Add(1)
+				continue
+			}
+			if err != nil {
+				a.res.Err = err
+				a.done = true
+			} else {
+				a.done = e.advance(a, inflight.chunks[ci], outs[ci])
+			}
+			if a.done {
+				a.res.LastStep = step
 			}
 		}
 		running = e.retire(running, finish)
