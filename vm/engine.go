@@ -455,8 +455,8 @@ func (e *Engine) loop(src source, q []queued) {
 		}
 		// inflight is this step: prepare and enqueue the next while it runs
 		var next *flight
+		t0 = span("schedule", step, t0)
 		if async && e.M.Pipelined() && canAhead(q, step+1, running) {
-			t1 := span("schedule", step, t0)
 			next = &flight{step: step + 1, ahead: true}
 			for j, a := range inflight.owners {
 				if a.finished || len(a.res.Tokens)+1 >= a.req.MaxTokens {
@@ -470,7 +470,7 @@ func (e *Engine) loop(src source, q []queued) {
 				next.chunks = append(next.chunks, c)
 				next.owners = append(next.owners, a)
 			}
-			t0 = span("prepare", step+1, t1)
+			t0 = span("prepare", step+1, t0)
 			if len(next.chunks) == 0 {
 				next = nil
 			} else {

@@ -42,6 +42,7 @@ func runBatch(m *vm.Machine, tok tokenizer.Tokenizer, input, output string, maxT
 	fmt.Fprintf(stderr, "batch: %d lines: %d ok, %d errors, %d already done; %d tokens in, %d out; %.1f output tokens/s; wall %s\n",
 		sum.Lines, sum.OK, sum.Errors, sum.Skipped, sum.TokensIn, sum.TokensOut,
 		float64(sum.TokensOut)/sum.Wall.Seconds(), sum.Wall.Round(time.Millisecond))
+	fmt.Fprintln(stderr, "batch: "+schedulerSummary(sum.Engine, m.Overlaps()))
 	if line := specSummary(sum.Spec); line != "" {
 		fmt.Fprintln(stderr, "batch: "+line)
 	}

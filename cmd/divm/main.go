@@ -348,6 +348,24 @@ func runCmd(args []string, stdout io.Writer) error {
 	return writeSpecStats(*specStats, eng.SpecStats())
 }
 
+// schedulerSummary is the run's line about the async scheduler: steps async and
+// synchronous, rows run ahead for finished requests, and the host time the overlap hid.
+func schedulerSummary(st vm.Stats, overlaps bool) string {
+	line := fmt.Sprintf("scheduler: %d steps, %d async and %d synchronous", st.Steps, st.AsyncSteps, st.Steps-st.AsyncSteps)
+	if st.Discarded > 0 {
+		line += fmt.Sprintf(", %d rows run ahead for finished requests", st.Discarded)
+	}
+	if overlaps {
+		line += fmt.Sprintf("; host time hidden by the overlap %s", st.Hidden.Round(time.Microsecond))
+		if st.AsyncSteps > 0 {
+			line += fmt.Sprintf(" (%.1f µs per async step)", us(st.Hidden)/float64(st.AsyncSteps))
+		}
+	} else {
+		line += "; nothing hidden: this target runs each step on the host inside the enqueue"
+	}
+	return line
+}
+
 // promptRun is divm run's prompt mode: one prompt, as n identical requests.
 type promptRun struct {
 	ids                   []int32
@@ -403,18 +421,7 @@ func runPrompts(m *vm.Machine, ro promptRun) (vm.Result, *vm.Engine, []string, e
 		lines = append(lines, fmt.Sprintf("finish: %d requests (the first: %s); %d prompt + %d generated tokens in %s (%.1f generated tokens/s)",
 			ro.n, res.Finish, ro.n*len(ro.ids), generated, el.Round(time.Microsecond), float64(generated)/el.Seconds()))
 	}
-	line := fmt.Sprintf("scheduler: %d steps, %d async and %d synchronous", st.Steps, st.AsyncSteps, st.Steps-st.AsyncSteps)
-	if st.Discarded > 0 {
-		line += fmt.Sprintf(", %d rows run ahead for finished requests", st.Discarded)
-	}
-	if m.Overlaps() {
-		line += fmt.Sprintf("; host time hidden by the overlap %s", st.Hidden.Round(time.Microsecond))
-		if st.AsyncSteps > 0 {
-			line += fmt.Sprintf(" (%.1f µs per async step)", us(st.Hidden)/float64(st.AsyncSteps))
-		}
-	} else {
-		line += "; nothing hidden: this target runs each step on the host inside the enqueue"
-	}
+	line := schedulerSummary(st, m.Overlaps())
 	lines = append(lines, line)
 	if ro.trace == "" {
 		return res, eng, lines, nil

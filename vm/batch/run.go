@@ -53,6 +53,8 @@ type Summary struct {
 	Wall      time.Duration
 	// Spec is the engine's speculation counters (zero without speculation).
 	Spec vm.SpecStats
+	// Engine is the engine's counters at the end (steps, async steps, hidden host time).
+	Engine vm.Stats
 }
 
 // job is a line on its way through the engine: its choices' results as they finish.
@@ -197,6 +199,7 @@ func Run(opts Options) (Summary, error) {
 	}
 	sum.Wall = time.Since(start)
 	sum.Spec = eng.SpecStats()
+	sum.Engine = eng.Stats()
 	return sum, werr
 }
 
