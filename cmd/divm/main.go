@@ -361,7 +361,7 @@ func schedulerSummary(st vm.Stats, overlaps bool) string {
 			line += fmt.Sprintf(" (%.1f µs per async step)", us(st.Hidden)/float64(st.AsyncSteps))
 		}
 	} else {
-		line += "; nothing hidden: this target runs each step on the host inside the enqueue"
+		line += "; nothing hidden: this runtime has no device queue (each step runs inside its enqueue)"
 	}
 	return line
 }
@@ -436,6 +436,7 @@ func runPrompts(m *vm.Machine, ro promptRun) (vm.Result, *vm.Engine, []string, e
 		}
 	}
 	f, sum := buildTrace(tr.spans, dev, tl != nil, st)
+	sum.Overlaps = m.Overlaps()
 	if err := writeTrace(ro.trace, f); err != nil {
 		return res, eng, nil, err
 	}

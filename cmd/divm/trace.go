@@ -81,22 +81,26 @@ func deviceGaps(dev []targets.DeviceSpan) []gap {
 
 // traceSummary is what the run's summary line reports.
 type traceSummary struct {
-	Steps            int64
-	DeviceGaps       bool // a device timeline was recorded
-	Gaps             int  // gaps between decode steps
-	GapP50, GapP90   time.Duration
-	HostP50          time.Duration // engine host time per step (schedule, prepare, enqueue, tokens)
-	Hidden           time.Duration // host time the overlap hid, in all
-	AsyncSteps       int64
-	DeviceSpans      int
-	KernelsRequested bool
+	Steps          int64
+	DeviceGaps     bool // a device timeline was recorded
+	Gaps           int  // gaps between decode steps
+	GapP50, GapP90 time.Duration
+	HostP50        time.Duration // engine host time per step (schedule, prepare, enqueue, tokens)
+	Hidden         time.Duration // host time the overlap hid, in all
+	AsyncSteps     int64
+	DeviceSpans    int
+	Overlaps       bool // the runtime has a device queue (else nothing is hidden)
 }
 
 func (s traceSummary) String() string {
-	line := fmt.Sprintf("%d steps (%d async); engine host time per step median %.1f µs; hidden by the overlap %.1f µs in all",
-		s.Steps, s.AsyncSteps, us(s.HostP50), us(s.Hidden))
-	if s.AsyncSteps > 0 {
-		line += fmt.Sprintf(" (%.1f µs per async step)", us(s.Hidden)/float64(s.AsyncSteps))
+	line := fmt.Sprintf("%d steps (%d async); engine host time per step median %.1f µs", s.Steps, s.AsyncSteps, us(s.HostP50))
+	if s.Overlaps {
+		line += fmt.Sprintf("; hidden by the overlap %.1f µs in all", us(s.Hidden))
+		if s.AsyncSteps > 0 {
+			line += fmt.Sprintf(" (%.1f µs per async step)", us(s.Hidden)/float64(s.AsyncSteps))
+		}
+	} else {
+		line += "; nothing hidden (no device queue)"
 	}
 	switch {
 	case !s.DeviceGaps:

@@ -168,7 +168,11 @@ func TestDeviceGaps(t *testing.T) {
 	if !strings.Contains(sum.String(), "median 10.0 µs, p90 10.0 µs (3 gaps)") {
 		t.Fatalf("summary line %q", sum.String())
 	}
-	if _, sum := buildTrace(nil, nil, false, vm.Stats{}); !strings.Contains(sum.String(), "device idle gaps unavailable") {
+	sum.Overlaps, sum.AsyncSteps, sum.Hidden = true, 4, 100*time.Microsecond
+	if !strings.Contains(sum.String(), "hidden by the overlap 100.0 µs in all (25.0 µs per async step)") {
+		t.Fatalf("summary line with an overlap: %q", sum.String())
+	}
+	if _, sum := buildTrace(nil, nil, false, vm.Stats{}); !strings.Contains(sum.String(), "device idle gaps unavailable") || !strings.Contains(sum.String(), "nothing hidden") {
 		t.Fatalf("summary line without a timeline: %q", sum.String())
 	}
 }
