@@ -140,6 +140,17 @@ func sameRuns(t *testing.T, what string, got, want asyncRun) {
 // the step and token counters must be the same.
 func TestAsyncEqualsSync(t *testing.T) {
 	m := compileAndLoad(t, compiler.Options{ModelDir: fixtureDir})
+	checkAsyncEqualsSync(t, m, 40)
+}
+
+// TestAsyncEqualsSyncV41 is the same on V4.1's fixture (Engram history, index keys), without
+// speculation.
+func TestAsyncEqualsSyncV41(t *testing.T) {
+	m := loadV41(t, compiler.Options{})
+	checkAsyncEqualsSync(t, m, 8)
+}
+
+func checkAsyncEqualsSync(t *testing.T, m *vm.Machine, n int) {
 	// tokens the model produces often, so that stop tokens are hit
 	probe := runWorkload(t, m, workload{seed: 99, n: 12, maxSeqs: 12, batch: 256}, true, nil)
 	count := map[int32]int{}
@@ -157,9 +168,8 @@ func TestAsyncEqualsSync(t *testing.T) {
 	slices.Sort(common)
 	var async, steps, discarded int64
 	rng := rand.New(rand.NewSource(1))
-	n := 40
 	if testing.Short() {
-		n = 10
+		n = max(n/4, 2)
 	}
 	for k := 0; k < n; k++ {
 		w := workload{seed: int64(k), n: 1 + rng.Intn(16), maxSeqs: 1 + rng.Intn(12), batch: 4 + rng.Intn(60), common: common}

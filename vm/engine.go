@@ -81,9 +81,13 @@ type Result struct {
 	Finish       string // "stop", "length", "forced" or "cancelled"
 	PromptTokens int
 	Logits       [][]float32
-	FirstStep    int
-	LastStep     int
-	Err          error
+	// FirstStep is the engine step at which the request was admitted (or, cancelled
+	// while queued, left the queue); LastStep the step whose output finished it, or at
+	// whose start it was cancelled or failed to start. With the async scheduler a
+	// finished request's state may be released a step later; these stay the same.
+	FirstStep int
+	LastStep  int
+	Err       error
 }
 
 // Engine runs requests with continuous batching: every step carries one token for each
