@@ -131,9 +131,9 @@ type engineStats struct {
 // fill, within schedule), "step" (a synchronous step: packing, the runtime's step and
 // the read-back), "prepare" (building the next step's chunks while this one runs),
 // "enqueue" (packing and handing a step to the runtime's queue; "step" on a runtime
-// without a queue, which runs the step there), "wait" (blocked
-// until the step's tokens are back) and "tokens" (taking the tokens: appending, stop
-// checks, callbacks, finishing requests).
+// without a queue, which runs the step there), "wait" (blocked until the step's tokens
+// are back) and "tokens" (taking the tokens: appending, stop checks, callbacks,
+// finishing requests).
 type TraceSpan struct {
 	Name       string
 	Step       int
