@@ -3,8 +3,8 @@ package cuda
 import (
 	"crypto/sha256"
 	"fmt"
-	"runtime"
 	"os"
+	"runtime"
 	"slices"
 	"time"
 	"unsafe"
