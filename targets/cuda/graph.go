@@ -37,6 +37,7 @@ type graphEntry struct {
 
 type graphCache struct {
 	on    bool // not turned off (EnvGraphs, SetGraphs)
+	limit int  // maxGraphs (tests lower it)
 	m     map[graphKey]*graphEntry
 	tick  uint64
 	stats GraphStats
@@ -51,7 +52,7 @@ type GraphStats struct {
 	Cached   int   // graphs held now
 }
 
-func (g *graphCache) init(on bool) { g.on, g.m = on, map[graphKey]*graphEntry{} }
+func (g *graphCache) init(on bool) { g.on, g.limit, g.m = on, maxGraphs, map[graphKey]*graphEntry{} }
 
 // clear drops every graph.
 func (g *graphCache) clear(d driver) error {
@@ -97,7 +98,7 @@ func (rt *Runtime) runGraph(pr *prog, st Step) error {
 	k := graphKey{pr.p.Phase, st.T, st.R, st.K, st.NSeq}
 	e := g.m[k]
 	if e == nil {
-		if len(g.m) >= maxGraphs {
+		if len(g.m) >= g.limit {
 			if err := g.evict(rt.drv); err != nil {
 				return err
 			}
