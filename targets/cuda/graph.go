@@ -181,3 +181,12 @@ func (rt *Runtime) GraphStats() GraphStats {
 	}
 	return s
 }
+
+// GraphSummary is GraphStats in words.
+func (rt *Runtime) GraphSummary() string {
+	g := rt.GraphStats()
+	if !g.On {
+		return fmt.Sprintf("graphs off (%d steps replayed while on)", g.Replayed)
+	}
+	return fmt.Sprintf("graphs on (%d captured, %d steps replayed)", g.Captured, g.Replayed)
+}

@@ -653,11 +653,7 @@ func (rt *Runtime) Describe() string {
 	if rt.fast {
 		num = "fast numerics (tensor-core products)"
 	}
-	g := rt.GraphStats()
-	graphs := "graphs off"
-	if g.On {
-		graphs = fmt.Sprintf("graphs on (%d captured, %d steps replayed)", g.Captured, g.Replayed)
-	}
+	graphs := rt.GraphSummary()
 	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s",
 		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs)
 }
