@@ -28,13 +28,34 @@ var (
 	_ targets.Timeline  = (*Runtime)(nil)
 )
 
-// pinSlot is one pending step's page-locked read-back buffer: the error flag (8 bytes)
-// then the sampled ids.
+// pinSlot is one pending step's page-locked memory: the read-back buffer (the error
+// flag, 8 bytes, then the sampled ids) and the staging buffer its uploads are copied
+// from. Both are reused once the step was waited for (its event has passed).
 type pinSlot struct {
-	mem   unsafe.Pointer
-	bytes uint64
-	ev    event
-	busy  bool
+	mem, up        unsafe.Pointer
+	bytes, upBytes uint64
+	ev             event
+	busy           bool
+}
+
+// pinned makes *p a page-locked buffer of at least n bytes.
+func pinned(d driver, p *unsafe.Pointer, have *uint64, n uint64) error {
+	if *have >= n {
+		return nil
+	}
+	if *p != nil {
+		if err := d.FreeHost(*p); err != nil {
+			return err
+		}
+		*p, *have = nil, 0
+	}
+	n = max(n, 4096)
+	m, err := d.AllocHost(n)
+	if err != nil {
+		return fmt.Errorf("page-locked buffer (%d bytes): %w", n, err)
+	}
+	*p, *have = m, n
+	return nil
 }
 
 type pipeline struct {
@@ -59,33 +80,29 @@ type pendingStep struct {
 
 func (p *pipeline) free(d driver) {
 	for i := range p.slots {
-		if p.slots[i].mem != nil {
-			_ = d.FreeHost(p.slots[i].mem)
-			p.slots[i] = pinSlot{}
+		for _, m := range []unsafe.Pointer{p.slots[i].mem, p.slots[i].up} {
+			if m != nil {
+				_ = d.FreeHost(m)
+			}
 		}
+		p.slots[i] = pinSlot{}
 	}
 	p.pending = nil
 }
 
-// slot returns a free read-back buffer of at least n bytes.
-func (p *pipeline) slot(d driver, n uint64) (*pinSlot, error) {
+// slot returns a free slot whose read-back buffer holds back bytes and whose staging
+// buffer holds up bytes.
+func (p *pipeline) slot(d driver, back, up uint64) (*pinSlot, error) {
 	for i := range p.slots {
 		sl := &p.slots[i]
 		if sl.busy {
 			continue
 		}
-		if sl.bytes < n {
-			if sl.mem != nil {
-				if err := d.FreeHost(sl.mem); err != nil {
-					return nil, err
-				}
-				sl.mem, sl.bytes = nil, 0
-			}
-			m, err := d.AllocHost(max(n, 4096))
-			if err != nil {
-				return nil, fmt.Errorf("page-locked read-back buffer (%d bytes): %w", n, err)
-			}
-			sl.mem, sl.bytes = m, max(n, 4096)
+		if err := pinned(d, &sl.mem, &sl.bytes, back); err != nil {
+			return nil, err
+		}
+		if err := pinned(d, &sl.up, &sl.upBytes, up); err != nil {
+			return nil, err
 		}
 		if sl.ev == 0 {
 			e, err := d.NewEvent()
@@ -145,7 +162,7 @@ func (rt *Runtime) enqueue(in *targets.StepIn) (*pendingStep, error) {
 	}
 	if wantsHost {
 		// the whole step now: logits, drafts and profiles come back through readBack
-		if err := rt.upload(pr, in, st, true); err != nil {
+		if err := rt.upload(pr, in, st, true, nil); err != nil {
 			return fail(err)
 		}
 		evs, err := rt.run(pr, st)
@@ -162,11 +179,17 @@ func (rt *Runtime) enqueue(in *targets.StepIn) (*pendingStep, error) {
 		pp.pending = append(pp.pending, p)
 		return p, nil
 	}
-	sl, err := pp.slot(rt.drv, uint64(8+4*st.R))
+	// the staging buffer: each upload rounded to 8 bytes (upload's layout)
+	r8 := func(n int64) int64 { return (n + 7) &^ 7 }
+	stage := 2*r8(4*st.T) + r8(4*st.R) + r8(16*st.R) + 40*st.NSeq
+	if pr.mask >= 0 {
+		stage += r8(4 * st.R * rt.params.maskCols)
+	}
+	sl, err := pp.slot(rt.drv, uint64(8+4*st.R), uint64(stage))
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.upload(pr, in, st, true); err != nil {
+	if err := rt.upload(pr, in, st, true, unsafe.Slice((*byte)(sl.up), sl.upBytes)); err != nil {
 		return fail(err)
 	}
 	if _, err := rt.run(pr, st); err != nil {

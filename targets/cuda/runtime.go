@@ -812,7 +812,7 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 	if err != nil {
 		return err
 	}
-	if err := rt.upload(pr, in, st, false); err != nil {
+	if err := rt.upload(pr, in, st, false, nil); err != nil {
 		return err
 	}
 	evs, err := rt.run(pr, st)
@@ -899,10 +899,12 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 }
 
 // upload grows the arena when the step needs it and copies the step's parameters to
-// the device (ahead of its kernels on the stream). With resolve, tokens that stand for
-// the previous step's sampled tokens (targets.FromPrevious) are replaced on the device
-// by resolve_prev, outside any graph.
-func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool) error {
+// the device (ahead of its kernels on the stream): from Go memory, or, given a
+// page-locked staging buffer (a pipelined step's), through it, so that the copies need
+// not wait for the steps queued before. With resolve, tokens that stand for the
+// previous step's sampled tokens (targets.FromPrevious) are replaced on the device by
+// resolve_prev, outside any graph.
+func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool, stage []byte) error {
 	if st.T > rt.maxT {
 		if err := rt.allocArena(st.T); err != nil {
 			return err
@@ -910,9 +912,18 @@ func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool) e
 	}
 	h := &rt.host
 	d, s := rt.drv, rt.stream
+	off := 0
 	up := func(dst devptr, p unsafe.Pointer, n int) error {
 		if n == 0 {
 			return nil
+		}
+		if stage != nil {
+			if off+n > len(stage) {
+				return fmt.Errorf("upload staging: %d bytes past a buffer of %d", off+n, len(stage))
+			}
+			copy(stage[off:off+n], unsafe.Slice((*byte)(p), n))
+			p = unsafe.Pointer(&stage[off])
+			off += (n + 7) &^ 7
 		}
 		return d.HtoD(dst, p, uint64(n), s)
 	}
@@ -932,7 +943,8 @@ func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool) e
 		return err
 	}
 	if pr.mask >= 0 {
-		if err := rt.uploadMasks(in, st.R); err != nil {
+		buf := rt.maskWords(in, st.R)
+		if err := up(rt.params.mask, unsafe.Pointer(unsafe.SliceData(buf)), 4*len(buf)); err != nil {
 			return err
 		}
 	}
@@ -1086,9 +1098,9 @@ func (rt *Runtime) launch(c *call) error {
 	return nil
 }
 
-// uploadMasks writes the mask parameter as the cpu target lays it out: per logits row
-// a flag word, then the row's mask as int32 halves.
-func (rt *Runtime) uploadMasks(in *targets.StepIn, R int64) error {
+// maskWords lays out the mask parameter as the cpu target does: per logits row a flag
+// word, then the row's mask as int32 halves.
+func (rt *Runtime) maskWords(in *targets.StepIn, R int64) []int32 {
 	cols := rt.params.maskCols
 	h := &rt.host
 	if int64(cap(h.mask)) < R*cols {
@@ -1107,7 +1119,7 @@ func (rt *Runtime) uploadMasks(in *targets.StepIn, R int64) error {
 			row[1+2*j], row[2+2*j] = int32(uint32(w)), int32(uint32(w>>32))
 		}
 	}
-	return rt.drv.HtoD(rt.params.mask, unsafe.Pointer(&buf[0]), uint64(4*len(buf)), rt.stream)
+	return buf
 }
 
 // readBack copies the step's outputs the VM asked for and checks the error flag.
