@@ -545,3 +545,81 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("%d spans with the timeline off", len(spans))
 	}
 }
+
+// TestPipelineArenaGrowth: a step enqueued behind a pending one that needs a larger
+// arena (its FromPrevious token reading the pending step's ids, which move to the new
+// arena), and a Step run while a pipelined step is pending, give the Step loop's tokens.
+func TestPipelineArenaGrowth(t *testing.T) {
+	run := func(rt *Runtime, pipelined bool) [][]int32 {
+		s := newScript(t, rt, 4)
+		var got [][]int32
+		var out targets.StepOut
+		pre := s.prefill([]int{0, 1}) // 3 + 5 tokens: the arena's 8
+		if err := rt.Step(pre, &out); err != nil {
+			t.Fatal(err)
+		}
+		s.took(pre, &out)
+		got = append(got, slices.Clone(out.Tokens))
+		d1 := s.decode([]int{0, 1}, nil, false)
+		// then sequence 0's next token and sequence 3's 9-token prompt: 10 tokens > 8
+		mixed := func(tok int32) *targets.StepIn {
+			in := s.decode([]int{0}, nil, false)
+			in.Phase = plan.PhasePrefill
+			in.Tokens[0] = tok
+			p := s.prefill([]int{3})
+			in.Tokens = append(in.Tokens, p.Tokens...)
+			in.Seqs = append(in.Seqs, p.Seqs...)
+			in.Rows = append(in.Rows, p.Rows[0]+1)
+			in.Sample = append(in.Sample, p.Sample...)
+			return in
+		}
+		if !pipelined {
+			if err := rt.Step(d1, &out); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, slices.Clone(out.Tokens))
+			s.took(d1, &out)
+			if err := rt.Step(mixed(s.last[0]), &out); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, slices.Clone(out.Tokens))
+			return got
+		}
+		p1, err := rt.Enqueue(d1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arena := rt.maxT
+		p2, err := rt.Enqueue(mixed(targets.FromPrevious(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rt.maxT <= arena {
+			t.Fatalf("the arena did not grow (%d tokens)", rt.maxT)
+		}
+		// a synchronous step of a fresh sequence while p2 is pending
+		st, _ := rt.NewState()
+		extra := &targets.StepIn{Phase: plan.PhasePrefill, Tokens: []int32{5, 6, 7}, Rows: []int32{2}, Sample: make([]float32, 4),
+			Seqs: []targets.SeqIn{{State: st, N: 3}}}
+		if err := rt.Step(extra, &out); err != nil || len(out.Tokens) != 1 {
+			t.Fatalf("a Step while a step is pending: %v", err)
+		}
+		for _, p := range []targets.Pending{p1, p2} {
+			if err := p.Wait(&out); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, slices.Clone(out.Tokens))
+		}
+		return got
+	}
+	want := run(openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 8}), false)
+	got := run(openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 8}), true)
+	if len(got) != 3 || len(want) != 3 {
+		t.Fatalf("%d and %d steps", len(got), len(want))
+	}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("step %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+}
