@@ -30,6 +30,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	copyMiB := fs.Int64("copy-mib", 2048, "buffer for the device-to-device copy bandwidth, MiB")
 	seed := fs.Uint64("seed", 1, "token seed")
 	out := fs.String("out", "", "write the full report as JSON")
+	graphs := fs.Bool("graphs", true, "run a device runtime's steps as captured CUDA graphs (false: each kernel launched on its own, to compare)")
 	numerics := fs.String("numerics", "exact", "a device runtime's numerics: exact (the cpu target's values bit for bit) or fast (tensor-core products, within a tolerance)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -39,7 +40,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return usageError{Err: fmt.Errorf("bench takes one plan file")}
 	}
 	cfg := stepbench.Config{Warmup: *warmup, Steps: *steps, ProfileSteps: *profile, Chunk: *chunk,
-		CopyBytes: *copyMiB << 20, Seed: *seed, Progress: os.Stderr}
+		CopyBytes: *copyMiB << 20, Seed: *seed, Progress: os.Stderr, NoGraphs: !*graphs}
 	if cfg.Batches, err = intList("--batch", *batches); err != nil {
 		return err
 	}

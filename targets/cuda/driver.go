@@ -30,15 +30,31 @@ type driver interface {
 	Memset(dst devptr, v byte, bytes uint64, s stream) error
 	LoadModule(image []byte) (module, error)
 	Function(m module, name string) (function, error)
-	// Launch runs f over grid×block threads with one argument: a pointer to the
-	// kernel's argument struct.
-	Launch(f function, grid, block uint32, s stream, arg unsafe.Pointer) error
+	// Launch runs f over grid×block threads with one argument: the kernel's argument
+	// struct, whose words are copied when the launch is made (or captured).
+	Launch(f function, grid, block uint32, s stream, args []uint64) error
 	NewStream() (stream, error)
 	Sync(s stream) error
 	NewEvent() (event, error)
 	Record(e event, s stream) error
 	// Elapsed is the milliseconds between two recorded events (waits for the second).
 	Elapsed(a, b event) (float32, error)
+	// EventSync blocks until the work before the event's last record has run.
+	EventSync(e event) error
+	// AllocHost allocates page-locked host memory (the destination of asynchronous
+	// read-backs); FreeHost frees it.
+	AllocHost(bytes uint64) (unsafe.Pointer, error)
+	FreeHost(p unsafe.Pointer) error
+	// BeginCapture starts capturing the stream's launches into a graph (thread-local
+	// mode: only this thread's calls are checked); EndCapture ends it and returns the
+	// graph. Kernel arguments are copied when a launch is captured.
+	BeginCapture(s stream) error
+	EndCapture(s stream) (graph, error)
+	// Instantiate makes a graph executable; GraphLaunch runs it on a stream.
+	Instantiate(g graph) (graphExec, error)
+	GraphLaunch(x graphExec, s stream) error
+	GraphExecDestroy(x graphExec) error
+	GraphDestroy(g graph) error
 }
 
 type (
@@ -47,6 +63,9 @@ type (
 	module   uintptr
 	function uintptr
 	event    uintptr
+	// graph is a captured CUgraph, graphExec its instantiated CUgraphExec.
+	graph     uintptr
+	graphExec uintptr
 )
 
 // cuError is a failed driver call.
@@ -74,6 +93,8 @@ var driverSymbols = []string{
 	"cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async", "cuModuleLoadData",
 	"cuModuleGetFunction", "cuLaunchKernel", "cuStreamCreate", "cuStreamSynchronize",
 	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime", "cuGetErrorName",
+	"cuMemAllocHost", "cuMemFreeHost", "cuStreamBeginCapture", "cuStreamEndCapture",
+	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 }
 
 // CUDA enum values used here (cuda.h, CUDA 13.0).
@@ -81,6 +102,9 @@ const (
 	attrComputeMajor = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 	attrComputeMinor = 76 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 	errNoDevice      = 100
+	// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: one thread makes every driver call, and
+	// another thread's unsafe calls need not fail this thread's capture
+	captureThreadLocal = 1
 )
 
 // realDriver calls libcuda through function pointers.
@@ -282,11 +306,12 @@ func (d *realDriver) Function(m module, name string) (function, error) {
 	return f, err
 }
 
-func (d *realDriver) Launch(f function, grid, block uint32, s stream, arg unsafe.Pointer) error {
-	params := [1]unsafe.Pointer{arg}
+func (d *realDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
+	params := [1]unsafe.Pointer{unsafe.Pointer(&args[0])}
 	err := d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, uintptr(s),
 		uintptr(unsafe.Pointer(&params[0])), 0)
 	runtime.KeepAlive(params)
+	runtime.KeepAlive(args)
 	return err
 }
 
@@ -316,3 +341,39 @@ func (d *realDriver) Elapsed(a, b event) (float32, error) {
 	err := d.call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), uintptr(a), uintptr(b))
 	return ms, err
 }
+
+func (d *realDriver) EventSync(e event) error { return d.call("cuEventSynchronize", uintptr(e)) }
+
+func (d *realDriver) AllocHost(n uint64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := d.call("cuMemAllocHost", uintptr(unsafe.Pointer(&p)), uintptr(n))
+	return p, err
+}
+
+func (d *realDriver) FreeHost(p unsafe.Pointer) error { return d.call("cuMemFreeHost", uintptr(p)) }
+
+func (d *realDriver) BeginCapture(s stream) error {
+	return d.call("cuStreamBeginCapture", uintptr(s), captureThreadLocal)
+}
+
+func (d *realDriver) EndCapture(s stream) (graph, error) {
+	var g graph
+	err := d.call("cuStreamEndCapture", uintptr(s), uintptr(unsafe.Pointer(&g)))
+	return g, err
+}
+
+func (d *realDriver) Instantiate(g graph) (graphExec, error) {
+	var x graphExec
+	err := d.call("cuGraphInstantiateWithFlags", uintptr(unsafe.Pointer(&x)), uintptr(g), 0)
+	return x, err
+}
+
+func (d *realDriver) GraphLaunch(x graphExec, s stream) error {
+	return d.call("cuGraphLaunch", uintptr(x), uintptr(s))
+}
+
+func (d *realDriver) GraphExecDestroy(x graphExec) error {
+	return d.call("cuGraphExecDestroy", uintptr(x))
+}
+
+func (d *realDriver) GraphDestroy(g graph) error { return d.call("cuGraphDestroy", uintptr(g)) }

@@ -30,12 +30,29 @@ type fakeDriver struct {
 	failAt  map[string]int // call name → fail on its n-th use (tests of error paths)
 	calls   map[string]int
 	events  []time.Time // the host time of each event's last Record (work runs at launch)
+	// graphs: the stream being captured (0: none), the launches captured so far, and
+	// the captured graphs and their executables (nil once destroyed)
+	capturing stream
+	captured  []fakeLaunch
+	graphs    [][]fakeLaunch
+	execs     [][]fakeLaunch
+	pinned    map[unsafe.Pointer][]byte
+}
+
+// fakeLaunch is a captured launch: its argument bytes as they were at capture.
+type fakeLaunch struct {
+	f           function
+	grid, block uint32
+	arg         []uint64
 }
 
 // FakeStats counts what the runtime asked of the fake driver.
 type FakeStats struct {
 	Allocs, Frees, Launches, Syncs, Streams, Modules, Uploads, Downloads int
 	PeakBytes                                                            uint64
+	// graphs captured, instantiated executables launched, and those destroyed
+	Captures, GraphLaunches, GraphExecs, GraphExecFrees, GraphFrees int
+	EventSyncs                                                      int
 }
 
 type fakeAlloc struct {
@@ -49,7 +66,7 @@ type fakeModule struct {
 }
 
 func newFakeDriver(total uint64) *fakeDriver {
-	return &fakeDriver{total: total, calls: map[string]int{}, failAt: map[string]int{}}
+	return &fakeDriver{total: total, calls: map[string]int{}, failAt: map[string]int{}, pinned: map[unsafe.Pointer][]byte{}}
 }
 
 func (d *fakeDriver) fail(call string) error {
@@ -79,6 +96,9 @@ func (d *fakeDriver) Alloc(n uint64) (devptr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.fail("cuMemAlloc"); err != nil {
+		return 0, err
+	}
+	if err := d.duringCapture("cuMemAlloc"); err != nil {
 		return 0, err
 	}
 	if n == 0 || d.live+n > d.total {
@@ -133,9 +153,22 @@ func (d *fakeDriver) Live() uint64 {
 	return d.live
 }
 
+// duringCapture refuses a call the runtime must not make while it captures a graph
+// (the real driver would capture copies and memsets into the graph, with their host
+// pointers, and fails synchronizations and allocations).
+func (d *fakeDriver) duringCapture(call string) error {
+	if d.capturing != 0 {
+		return &cuError{call: call, code: 900, name: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (the emulated device captures launches only)"}
+	}
+	return nil
+}
+
 func (d *fakeDriver) HtoD(dst devptr, src unsafe.Pointer, n uint64, _ stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.duringCapture("cuMemcpyHtoDAsync"); err != nil {
+		return err
+	}
 	if n == 0 {
 		return nil
 	}
@@ -151,6 +184,9 @@ func (d *fakeDriver) HtoD(dst devptr, src unsafe.Pointer, n uint64, _ stream) er
 func (d *fakeDriver) DtoH(dst unsafe.Pointer, src devptr, n uint64, _ stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.duringCapture("cuMemcpyDtoHAsync"); err != nil {
+		return err
+	}
 	if n == 0 {
 		return nil
 	}
@@ -166,6 +202,9 @@ func (d *fakeDriver) DtoH(dst unsafe.Pointer, src devptr, n uint64, _ stream) er
 func (d *fakeDriver) DtoD(dst, src devptr, n uint64, _ stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.duringCapture("cuMemcpyDtoDAsync"); err != nil {
+		return err
+	}
 	if n == 0 {
 		return nil
 	}
@@ -183,6 +222,9 @@ func (d *fakeDriver) DtoD(dst, src devptr, n uint64, _ stream) error {
 func (d *fakeDriver) Memset(dst devptr, v byte, n uint64, _ stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := d.duringCapture("cuMemsetD8Async"); err != nil {
+		return err
+	}
 	m, err := d.find(dst, n)
 	if err != nil {
 		return &cuError{call: "cuMemsetD8Async", code: 1, name: err.Error()}
@@ -254,17 +296,29 @@ func (d *fakeDriver) Function(m module, name string) (function, error) {
 	return function(len(fakeFuncs)), nil
 }
 
-func (d *fakeDriver) Launch(f function, grid, block uint32, _ stream, arg unsafe.Pointer) error {
+func (d *fakeDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
 	d.mu.Lock()
 	if err := d.fail("cuLaunchKernel"); err != nil {
 		d.mu.Unlock()
 		return err
 	}
-	d.stats.Launches++
-	d.mu.Unlock()
 	if grid == 0 || block == 0 {
+		d.mu.Unlock()
 		return &cuError{call: "cuLaunchKernel", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
 	}
+	if d.capturing != 0 && s == d.capturing {
+		// captured, not run: the argument struct is copied now, as the driver does
+		d.captured = append(d.captured, fakeLaunch{f: f, grid: grid, block: block, arg: append([]uint64(nil), args...)})
+		d.mu.Unlock()
+		return nil
+	}
+	d.stats.Launches++
+	d.mu.Unlock()
+	return d.run(f, grid, block, unsafe.Pointer(&args[0]))
+}
+
+// run executes one launch on the emulated device.
+func (d *fakeDriver) run(f function, grid, block uint32, arg unsafe.Pointer) error {
 	fakeFuncMu.Lock()
 	fn := fakeFuncs[f-1]
 	fakeFuncMu.Unlock()
@@ -284,7 +338,140 @@ func (d *fakeDriver) NewStream() (stream, error) {
 func (d *fakeDriver) Sync(stream) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.capturing != 0 {
+		return &cuError{call: "cuStreamSynchronize", code: 900, name: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"}
+	}
 	d.stats.Syncs++
+	return nil
+}
+
+func (d *fakeDriver) EventSync(e event) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e < 1 || int(e) > len(d.events) {
+		return &cuError{call: "cuEventSynchronize", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	d.stats.EventSyncs++
+	return nil
+}
+
+func (d *fakeDriver) AllocHost(n uint64) (unsafe.Pointer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.fail("cuMemAllocHost"); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, &cuError{call: "cuMemAllocHost", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
+	}
+	b := make([]byte, n)
+	p := unsafe.Pointer(&b[0])
+	d.pinned[p] = b
+	return p, nil
+}
+
+func (d *fakeDriver) FreeHost(p unsafe.Pointer) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.pinned[p]; !ok {
+		return &cuError{call: "cuMemFreeHost", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
+	}
+	delete(d.pinned, p)
+	return nil
+}
+
+// Pinned is the page-locked host memory allocated and not freed (allocations).
+func (d *fakeDriver) Pinned() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pinned)
+}
+
+func (d *fakeDriver) BeginCapture(s stream) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.fail("cuStreamBeginCapture"); err != nil {
+		return err
+	}
+	if d.capturing != 0 {
+		return &cuError{call: "cuStreamBeginCapture", code: 900, name: "CUDA_ERROR_ILLEGAL_STATE (already capturing)"}
+	}
+	d.capturing, d.captured = s, nil
+	return nil
+}
+
+func (d *fakeDriver) EndCapture(s stream) (graph, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.capturing == 0 || d.capturing != s {
+		return 0, &cuError{call: "cuStreamEndCapture", code: 901, name: "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"}
+	}
+	d.capturing = 0
+	d.graphs = append(d.graphs, d.captured)
+	d.captured = nil
+	d.stats.Captures++
+	return graph(len(d.graphs)), nil
+}
+
+func (d *fakeDriver) Instantiate(g graph) (graphExec, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.fail("cuGraphInstantiateWithFlags"); err != nil {
+		return 0, err
+	}
+	if g < 1 || int(g) > len(d.graphs) || d.graphs[g-1] == nil {
+		return 0, &cuError{call: "cuGraphInstantiateWithFlags", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	d.execs = append(d.execs, append([]fakeLaunch{}, d.graphs[g-1]...))
+	d.stats.GraphExecs++
+	return graphExec(len(d.execs)), nil
+}
+
+func (d *fakeDriver) GraphLaunch(x graphExec, s stream) error {
+	d.mu.Lock()
+	if err := d.fail("cuGraphLaunch"); err != nil {
+		d.mu.Unlock()
+		return err
+	}
+	if d.capturing != 0 || x < 1 || int(x) > len(d.execs) || d.execs[x-1] == nil {
+		d.mu.Unlock()
+		return &cuError{call: "cuGraphLaunch", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	ls := d.execs[x-1]
+	d.stats.GraphLaunches++
+	d.stats.Launches += len(ls)
+	d.mu.Unlock()
+	for i := range ls {
+		l := &ls[i]
+		// each replay reads its own copy of the captured words: a kernel may not
+		// write its argument struct, and the capture's copy must stay as it was
+		arg := append([]uint64(nil), l.arg...)
+		if err := d.run(l.f, l.grid, l.block, unsafe.Pointer(&arg[0])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *fakeDriver) GraphExecDestroy(x graphExec) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if x < 1 || int(x) > len(d.execs) || d.execs[x-1] == nil {
+		return &cuError{call: "cuGraphExecDestroy", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	d.execs[x-1] = nil
+	d.stats.GraphExecFrees++
+	return nil
+}
+
+func (d *fakeDriver) GraphDestroy(g graph) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if g < 1 || int(g) > len(d.graphs) || d.graphs[g-1] == nil {
+		return &cuError{call: "cuGraphDestroy", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
+	}
+	d.graphs[g-1] = nil
+	d.stats.GraphFrees++
 	return nil
 }
 

@@ -7,6 +7,7 @@ import "deepinfer/ir"
 func init() {
 	registerError(1, "a token id is outside the vocabulary")
 	registerError(2, "a logits row is outside the step's rows")
+	registerError(3, "a token stands for a row the previous step did not sample (FromPrevious)")
 	register("embed", bindEmbed)
 	register("add", bindAdd)
 	register("swiglu", bindSwiGLU)

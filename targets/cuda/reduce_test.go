@@ -131,7 +131,7 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	}
 	var a ArgBuf
 	fill(&a)
-	if err := k.d.Launch(f, 1, launchBlock, 0, unsafe.Pointer(&a.w[0])); err != nil {
+	if err := k.d.Launch(f, 1, launchBlock, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }

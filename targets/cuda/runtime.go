@@ -3,7 +3,9 @@ package cuda
 import (
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -51,6 +53,18 @@ type Runtime struct {
 	stepping bool
 	host     hostStage
 	closed   bool
+
+	// the last step's sampled ids, kept on the device for the next step's
+	// FromPrevious tokens (in the arena), and how many
+	prevIds    devptr
+	prevN      int64
+	resolveFn  function
+	resolveBuf ArgBuf
+
+	stepN  int64 // steps run or enqueued
+	graphs graphCache
+	pipe   pipeline
+	tl     timeline
 }
 
 // Info describes an opened runtime.
@@ -177,6 +191,7 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	}
 	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant,
 		fast: o.Numerics == targets.NumericsFast}
+	rt.graphs.init(os.Getenv(EnvGraphs) != "0")
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -247,6 +262,19 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 				}
 				l.fn = f
 			}
+		}
+	}
+	// resolve_prev runs outside the programs (pipelined steps' FromPrevious tokens)
+	{
+		m := mods[0]
+		if where != nil {
+			var ok bool
+			if m, ok = where["resolve_prev"]; !ok {
+				return fmt.Errorf("kernel resolve_prev is defined in no unit of the kernel sources")
+			}
+		}
+		if rt.resolveFn, err = d.Function(m, "resolve_prev"); err != nil {
+			return fmt.Errorf("kernel resolve_prev: %w", err)
 		}
 	}
 	if err := rt.uploadWeights(ws); err != nil {
@@ -481,7 +509,25 @@ func typeBytes(t ir.Type, T int64) int64 {
 
 // allocArena lays out and allocates the arena for steps of up to maxT tokens.
 func (rt *Runtime) allocArena(maxT int64) error {
+	// the captured graphs hold the old arena's addresses
+	if err := rt.graphs.clear(rt.drv); err != nil {
+		return err
+	}
+	var prev []int32
 	if rt.arena != 0 {
+		// enqueued steps still use the arena; the last one's sampled ids move along
+		if err := rt.drv.Sync(rt.stream); err != nil {
+			return err
+		}
+		if rt.prevN > 0 {
+			prev = make([]int32, rt.prevN)
+			if err := rt.drv.DtoH(unsafe.Pointer(&prev[0]), rt.prevIds, uint64(4*rt.prevN), rt.stream); err != nil {
+				return err
+			}
+			if err := rt.drv.Sync(rt.stream); err != nil {
+				return err
+			}
+		}
 		if err := rt.drv.Free(rt.arena); err != nil {
 			return err
 		}
@@ -498,6 +544,7 @@ func (rt *Runtime) allocArena(maxT int64) error {
 	pTok, pPos, pRows := take(4*maxT), take(4*maxT), take(4*maxT)
 	pSample, pMask := take(16*maxT), take(4*maxT*cols)
 	pSeq, pErr := take(40*maxT), take(8) // SeqRec: 5 × i64
+	pPrev := take(4 * maxT)
 	var slots, scratch int64
 	for _, pr := range rt.progs {
 		pr.slotOff = make([]int64, len(pr.p.Slots))
@@ -527,11 +574,20 @@ func (rt *Runtime) allocArena(maxT int64) error {
 	rt.params = paramBufs{tokens: mem + devptr(pTok), positions: mem + devptr(pPos), rows: mem + devptr(pRows),
 		sample: mem + devptr(pSample), mask: mem + devptr(pMask), maskCols: cols}
 	rt.seqTab, rt.errFlag, rt.scratch = mem+devptr(pSeq), mem+devptr(pErr), mem+devptr(pScratch)
+	rt.prevIds = mem + devptr(pPrev)
 	base := mem + devptr(pSlots)
 	// operand addresses are fixed from here on; only shapes change step to step
 	for _, pr := range rt.progs {
 		for _, c := range pr.calls {
 			rt.resolve(pr, base, c)
+		}
+	}
+	if len(prev) > 0 {
+		if err := rt.drv.HtoD(rt.prevIds, unsafe.Pointer(&prev[0]), uint64(4*len(prev)), rt.stream); err != nil {
+			return err
+		}
+		if err := rt.drv.Sync(rt.stream); err != nil {
+			return err
 		}
 	}
 	return rt.drv.Memset(rt.errFlag, 0, 8, rt.stream)
@@ -597,8 +653,9 @@ func (rt *Runtime) Describe() string {
 	if rt.fast {
 		num = "fast numerics (tensor-core products)"
 	}
-	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s",
-		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num)
+	graphs := rt.GraphSummary()
+	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s",
+		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs)
 }
 
 func human(n int64) string {
@@ -718,6 +775,10 @@ func (rt *Runtime) Close() error {
 	}
 	rt.closed = true
 	rt.w.do(func() {
+		// enqueued steps finish before their memory goes
+		_ = rt.drv.Sync(rt.stream)
+		_ = rt.graphs.clear(rt.drv)
+		rt.pipe.free(rt.drv)
 		if rt.arena != 0 {
 			_ = rt.drv.Free(rt.arena)
 		}
@@ -747,21 +808,39 @@ func (rt *Runtime) Step(in *targets.StepIn, out *targets.StepOut) error {
 }
 
 func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
+	pr, st, err := rt.stage(in)
+	if err != nil {
+		return err
+	}
+	if err := rt.upload(pr, in, st, false, nil); err != nil {
+		return err
+	}
+	evs, err := rt.run(pr, st)
+	if err != nil {
+		return err
+	}
+	if err := rt.readBack(pr, in, out, st.R); err != nil {
+		return err
+	}
+	if evs != nil {
+		return rt.collect(pr, evs)
+	}
+	return nil
+}
+
+// stage checks a step and lays out its host-side parameters (rt.host); it touches
+// nothing on the device.
+func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 	pr := rt.progs[in.Phase]
 	if pr == nil {
-		return fmt.Errorf("plan has no %s program", in.Phase)
+		return nil, Step{}, fmt.Errorf("plan has no %s program", in.Phase)
 	}
 	T, R := int64(len(in.Tokens)), int64(len(in.Rows))
 	if int64(len(in.Sample)) != 4*R || (in.Masks != nil && int64(len(in.Masks)) != R) || (in.Want != nil && int64(len(in.Want)) != R) {
-		return fmt.Errorf("step of %d logits rows with %d sampling values, %d masks and %d logits flags", R, len(in.Sample), len(in.Masks), len(in.Want))
+		return nil, Step{}, fmt.Errorf("step of %d logits rows with %d sampling values, %d masks and %d logits flags", R, len(in.Sample), len(in.Masks), len(in.Want))
 	}
 	if T == 0 {
-		return fmt.Errorf("a step with no tokens")
-	}
-	if T > rt.maxT {
-		if err := rt.allocArena(T); err != nil {
-			return err
-		}
+		return nil, Step{}, fmt.Errorf("a step with no tokens")
 	}
 	h := &rt.host
 	h.positions, h.seqs = h.positions[:0], h.seqs[:0]
@@ -769,7 +848,7 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 	for i, s := range in.Seqs {
 		ds, ok := s.State.(*devState)
 		if !ok || ds.rt != rt || (ds.mem == 0 && rt.state.size > 0) {
-			return fmt.Errorf("sequence %d: not a live state of this runtime", i)
+			return nil, Step{}, fmt.Errorf("sequence %d: not a live state of this runtime", i)
 		}
 		for j := 0; j < s.N; j++ {
 			h.positions = append(h.positions, int32(s.Pos+j))
@@ -795,17 +874,56 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 		}
 	}
 	if row != T {
-		return fmt.Errorf("sequences of %d tokens, %d tokens given", row, T)
+		return nil, Step{}, fmt.Errorf("sequences of %d tokens, %d tokens given", row, T)
 	}
 	for _, r := range in.Rows {
 		if r < 0 || int64(r) >= T {
-			return fmt.Errorf("logits row %d is outside the step's %d tokens", r, T)
+			return nil, Step{}, fmt.Errorf("logits row %d is outside the step's %d tokens", r, T)
 		}
 	}
+	if pr.mask < 0 && in.Masks != nil {
+		for i, m := range in.Masks {
+			if m != nil {
+				return nil, Step{}, fmt.Errorf("row %d: this plan's %s program cannot apply grammar masks", i, in.Phase)
+			}
+		}
+	}
+	if pr.mask >= 0 && in.Masks != nil {
+		for i, m := range in.Masks {
+			if m != nil && int64(len(m))*2 != rt.params.maskCols-1 {
+				return nil, Step{}, fmt.Errorf("row %d: a mask of %d words for a vocabulary of %d", i, len(m), rt.plan.Model.Vocab)
+			}
+		}
+	}
+	return pr, Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase}, nil
+}
+
+// upload grows the arena when the step needs it and copies the step's parameters to
+// the device (ahead of its kernels on the stream): from Go memory, or, given a
+// page-locked staging buffer (a pipelined step's), through it, so that the copies need
+// not wait for the steps queued before. With resolve, tokens that stand for the
+// previous step's sampled tokens (targets.FromPrevious) are replaced on the device by
+// resolve_prev, outside any graph.
+func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool, stage []byte) error {
+	if st.T > rt.maxT {
+		if err := rt.allocArena(st.T); err != nil {
+			return err
+		}
+	}
+	h := &rt.host
 	d, s := rt.drv, rt.stream
+	off := 0
 	up := func(dst devptr, p unsafe.Pointer, n int) error {
 		if n == 0 {
 			return nil
+		}
+		if stage != nil {
+			if off+n > len(stage) {
+				return fmt.Errorf("upload staging: %d bytes past a buffer of %d", off+n, len(stage))
+			}
+			copy(stage[off:off+n], unsafe.Slice((*byte)(p), n))
+			p = unsafe.Pointer(&stage[off])
+			off += (n + 7) &^ 7
 		}
 		return d.HtoD(dst, p, uint64(n), s)
 	}
@@ -825,65 +943,111 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 		return err
 	}
 	if pr.mask >= 0 {
-		if err := rt.uploadMasks(in, R); err != nil {
+		buf := rt.maskWords(in, st.R)
+		if err := up(rt.params.mask, unsafe.Pointer(unsafe.SliceData(buf)), 4*len(buf)); err != nil {
 			return err
 		}
-	} else if in.Masks != nil {
-		for i, m := range in.Masks {
-			if m != nil {
-				return fmt.Errorf("row %d: this plan's %s program cannot apply grammar masks", i, in.Phase)
-			}
+	}
+	if resolve && slices.ContainsFunc(in.Tokens, func(t int32) bool { return t < 0 }) {
+		a := &rt.resolveBuf
+		a.reset()
+		a.P(rt.params.tokens)
+		a.P(rt.prevIds)
+		a.I(st.T)
+		a.I(rt.prevN)
+		a.P(rt.errFlag)
+		grid := (st.T + launchBlock - 1) / launchBlock
+		if err := d.Launch(rt.resolveFn, uint32(grid), launchBlock, s, a.w); err != nil {
+			return fmt.Errorf("kernel resolve_prev: %w", err)
 		}
 	}
-	st := Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase, Seqs: rt.seqTab, Err: rt.errFlag}
-	rt.stepping = true
-	defer func() { rt.stepping = false }()
+	return nil
+}
+
+// run launches the step's program — its captured graph when graphs are on, else
+// kernel by kernel — between the timeline's step events, then keeps the step's
+// sampled ids on the device for the next step's FromPrevious tokens. It returns the
+// profile's events when profiling.
+func (rt *Runtime) run(pr *prog, st Step) (_ []event, err error) {
+	d, s := rt.drv, rt.stream
+	rt.stepN++
+	st.Seqs, st.Err = rt.seqTab, rt.errFlag
+	span := -1
+	if rt.tl.on {
+		if span, err = rt.tl.begin(rt, rt.stepN, pr.p.Phase); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				rt.tl.drop(span)
+			}
+		}()
+	}
 	var evs []event
 	if rt.prof.on {
 		var err error
 		if evs, err = rt.profEvents(pr); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	for i, c := range pr.calls {
+	if rt.graphable() {
+		if err := rt.runGraph(pr, st); err != nil {
+			return nil, fmt.Errorf("%s step (graph): %w", pr.p.Phase, err)
+		}
+	} else {
+		rt.stepping = true
+		defer func() { rt.stepping = false }()
+		for i, c := range pr.calls {
+			if evs != nil {
+				if err := d.Record(evs[i], s); err != nil {
+					return nil, err
+				}
+			}
+			rt.setShapes(c, st)
+			var err error
+			if rt.hook != nil {
+				err = rt.hook(pr.p.Phase, i, c.in, func() error { return rt.launch(c) })
+			} else {
+				err = rt.launch(c)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Op, err)
+			}
+		}
 		if evs != nil {
-			if err := d.Record(evs[i], s); err != nil {
-				return err
+			if err := d.Record(evs[len(pr.calls)], s); err != nil {
+				return nil, err
 			}
 		}
-		c.step.T, c.step.R, c.step.K, c.step.NSeq, c.step.Phase, c.step.Seqs, c.step.Err = st.T, st.R, st.K, st.NSeq, st.Phase, st.Seqs, st.Err
-		for j := range c.step.args {
-			if c.argRefs[j].Kind != plan.OpWeight {
-				concrete(c.argT[j], T, R, K, c.step.args[j].Shape)
-				c.step.args[j].Cols = lastDim(c.step.args[j].Shape)
-			}
-		}
-		for j := range c.step.results {
-			concrete(c.resT[j], T, R, K, c.step.results[j].Shape)
-			c.step.results[j].Cols = lastDim(c.step.results[j].Shape)
-		}
-		var err error
-		if rt.hook != nil {
-			err = rt.hook(pr.p.Phase, i, c.in, func() error { return rt.launch(c) })
-		} else {
-			err = rt.launch(c)
-		}
-		if err != nil {
-			return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Op, err)
+	}
+	if st.R > 0 {
+		if err := d.DtoD(rt.prevIds, rt.arenaSlot(pr, pr.p.Returns[1].Index), uint64(4*st.R), s); err != nil {
+			return nil, err
 		}
 	}
-	if evs != nil {
-		if err := d.Record(evs[len(pr.calls)], s); err != nil {
-			return err
+	rt.prevN = st.R
+	if span >= 0 {
+		if err := rt.tl.end(rt, span); err != nil {
+			return nil, err
 		}
 	}
-	if err := rt.readBack(pr, in, out, R); err != nil {
-		return err
+	return evs, nil
+}
+
+// setShapes writes the step's shapes into c's operands.
+func (rt *Runtime) setShapes(c *call, st Step) {
+	T, R, K := st.T, st.R, st.K
+	c.step.T, c.step.R, c.step.K, c.step.NSeq, c.step.Phase, c.step.Seqs, c.step.Err = T, R, K, st.NSeq, st.Phase, st.Seqs, st.Err
+	for j := range c.step.args {
+		if c.argRefs[j].Kind != plan.OpWeight {
+			concrete(c.argT[j], T, R, K, c.step.args[j].Shape)
+			c.step.args[j].Cols = lastDim(c.step.args[j].Shape)
+		}
 	}
-	if evs != nil {
-		return rt.collect(pr, evs)
+	for j := range c.step.results {
+		concrete(c.resT[j], T, R, K, c.step.results[j].Shape)
+		c.step.results[j].Cols = lastDim(c.step.results[j].Shape)
 	}
-	return nil
 }
 
 func lastDim(s []int64) int64 {
@@ -910,8 +1074,20 @@ func (rt *Runtime) launch(c *call) error {
 				return err
 			}
 		}
-		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, unsafe.Pointer(&l.buf.w[0])); err != nil {
+		span := -1
+		if rt.tl.on && rt.tl.kernels {
+			var err error
+			if span, err = rt.tl.beginKernel(rt, c, l.kernel); err != nil {
+				return err
+			}
+		}
+		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, l.buf.w); err != nil {
 			return fmt.Errorf("kernel %s: %w", l.kernel, err)
+		}
+		if span >= 0 {
+			if err := rt.tl.end(rt, span); err != nil {
+				return err
+			}
 		}
 		if rt.prof.on {
 			if err := rt.launchEvent(c, l.kernel, true); err != nil {
@@ -922,9 +1098,9 @@ func (rt *Runtime) launch(c *call) error {
 	return nil
 }
 
-// uploadMasks writes the mask parameter as the cpu target lays it out: per logits row
-// a flag word, then the row's mask as int32 halves.
-func (rt *Runtime) uploadMasks(in *targets.StepIn, R int64) error {
+// maskWords lays out the mask parameter as the cpu target does: per logits row a flag
+// word, then the row's mask as int32 halves.
+func (rt *Runtime) maskWords(in *targets.StepIn, R int64) []int32 {
 	cols := rt.params.maskCols
 	h := &rt.host
 	if int64(cap(h.mask)) < R*cols {
@@ -938,15 +1114,12 @@ func (rt *Runtime) uploadMasks(in *targets.StepIn, R int64) error {
 			continue
 		}
 		m := in.Masks[i]
-		if int64(len(m))*2 != cols-1 {
-			return fmt.Errorf("row %d: a mask of %d words for a vocabulary of %d", i, len(m), rt.plan.Model.Vocab)
-		}
 		row[0] = 1
 		for j, w := range m {
 			row[1+2*j], row[2+2*j] = int32(uint32(w)), int32(uint32(w>>32))
 		}
 	}
-	return rt.drv.HtoD(rt.params.mask, unsafe.Pointer(&buf[0]), uint64(4*len(buf)), rt.stream)
+	return buf
 }
 
 // readBack copies the step's outputs the VM asked for and checks the error flag.

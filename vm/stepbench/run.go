@@ -24,6 +24,9 @@ type Config struct {
 	CopyBytes    int64 // buffer size for the copy-bandwidth measurement (0: 1 GiB)
 	Seed         uint64
 	Progress     io.Writer // progress lines (nil: quiet)
+	// NoGraphs runs the steps without a device runtime's captured graphs (each kernel
+	// launched on its own), to compare with the default.
+	NoGraphs bool
 }
 
 // Point is one (batch, context) measurement.
@@ -36,11 +39,18 @@ type Point struct {
 	LaunchMs       map[string]float64 // per-step device time by "class: launched kernel" (profiled steps, when the runtime times launches)
 	PrefillSeconds float64            // building the context (one sequence; the rest copied)
 	PrefillTFLOPS  float64            // its products' rate: PrefillFLOPs over PrefillSeconds (wall time)
+	// From the device timeline of the timed steps (a runtime with targets.Timeline):
+	// the median device time of a step, and the median idle gap between one step's
+	// end and the next one's start on the device (synchronous steps: the host's
+	// read-back, bookkeeping and uploads sit in the gap).
+	DeviceMs float64
+	GapUs    float64
 }
 
 // Report is a benchmark run.
 type Report struct {
 	Device string
+	Graphs string    // the device runtime's graphs after the run ("" without)
 	CopyBW []float64 // bytes/s, read plus written; measured before and after the points
 	Points []Point
 }
@@ -86,6 +96,19 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 		}
 	}
 	rep := &Report{Device: m.Describe()}
+	// a device runtime answers for its graphs and timeline through the same value as
+	// its profiler
+	rtv := any(m.Profiler())
+	if g, ok := rtv.(graphSwitch); ok && cfg.NoGraphs {
+		if err := g.SetGraphs(false); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if g, ok := rtv.(graphSwitch); ok {
+			rep.Graphs = g.GraphSummary()
+		}
+	}()
 	dev := m.DeviceBench()
 	copyBW := func() error {
 		if dev == nil {
@@ -145,6 +168,9 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 			if bw := rep.CopyBWMedian(); bw > 0 {
 				line += fmt.Sprintf(", %.1f%% of the copy bandwidth", 100*pt.Bytes.Total()/(pt.MedianMs/1e3)/bw)
 			}
+			if pt.DeviceMs > 0 {
+				line += fmt.Sprintf("; on the device %.3f ms a step, idle %.1f µs between steps", pt.DeviceMs, pt.GapUs)
+			}
 			say("%s", line)
 		}
 		tmpl.Release()
@@ -202,14 +228,33 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 			return nil, fmt.Errorf("batch %d, context %d, warm-up step: %w", B, ctx, err)
 		}
 	}
+	tl, _ := any(m.Profiler()).(targets.Timeline)
+	if tl != nil {
+		tl.SetTimeline(true, false)
+		if _, err := tl.TakeTimeline(); err != nil {
+			tl.SetTimeline(false, false)
+			return nil, err
+		}
+	}
 	for i := 0; i < cfg.Steps; i++ {
 		ms, err := step()
 		if err != nil {
+			if tl != nil {
+				tl.SetTimeline(false, false)
+			}
 			return nil, fmt.Errorf("batch %d, context %d, timed step: %w", B, ctx, err)
 		}
 		pt.StepMs = append(pt.StepMs, ms)
 	}
 	pt.MedianMs = median(pt.StepMs)
+	if tl != nil {
+		spans, err := tl.TakeTimeline()
+		tl.SetTimeline(false, false)
+		if err != nil {
+			return nil, fmt.Errorf("batch %d, context %d, device timeline: %w", B, ctx, err)
+		}
+		pt.DeviceMs, pt.GapUs = stepGaps(spans)
+	}
 	if prof := m.Profiler(); prof != nil && cfg.ProfileSteps > 0 {
 		prof.TakeProfile()
 		prof.SetProfile(true)
@@ -256,10 +301,17 @@ func (r *Report) Table(w io.Writer) {
 		}
 		fmt.Fprintf(w, "copy bandwidth (device to device, read + write): median %.0f GB/s (%s)\n", bw/1e9, strings.Join(each, ", "))
 	}
-	fmt.Fprintf(w, "%-6s %-8s %12s %12s %10s %10s\n", "batch", "context", "step ms", "bytes MB", "GB/s", "of copy")
+	if r.Graphs != "" {
+		fmt.Fprintf(w, "%s\n", r.Graphs)
+	}
+	fmt.Fprintf(w, "%-6s %-8s %12s %12s %10s %10s %12s %12s\n", "batch", "context", "step ms", "bytes MB", "GB/s", "of copy", "device ms", "idle gap us")
 	for _, p := range r.Points {
 		t := p.Bytes.Total()
-		fmt.Fprintf(w, "%-6d %-8d %12.3f %12.1f %10.1f %10s\n", p.Batch, p.Context, p.MedianMs, t/1e6, t/(p.MedianMs/1e3)/1e9, frac(t, p.MedianMs))
+		dev, gap := "-", "-"
+		if p.DeviceMs > 0 {
+			dev, gap = fmt.Sprintf("%.3f", p.DeviceMs), fmt.Sprintf("%.1f", p.GapUs)
+		}
+		fmt.Fprintf(w, "%-6d %-8d %12.3f %12.1f %10.1f %10s %12s %12s\n", p.Batch, p.Context, p.MedianMs, t/1e6, t/(p.MedianMs/1e3)/1e9, frac(t, p.MedianMs), dev, gap)
 	}
 	seen := map[int]bool{}
 	for _, p := range r.Points {
@@ -313,3 +365,28 @@ func (r *Report) Table(w io.Writer) {
 
 // launchRows is how many launched kernels the table lists per point.
 const launchRows = 15
+
+// graphSwitch is a device runtime with captured graphs (the cuda target's).
+type graphSwitch interface {
+	SetGraphs(on bool) error
+	GraphSummary() string
+}
+
+// stepGaps is the median device time of the timeline's steps and the median idle
+// gap, in µs, between consecutive steps.
+func stepGaps(spans []targets.DeviceSpan) (stepMs, gapUs float64) {
+	var steps, gaps []float64
+	var last *targets.DeviceSpan
+	for i := range spans {
+		sp := &spans[i]
+		if sp.Kernel != "" {
+			continue
+		}
+		steps = append(steps, sp.End.Sub(sp.Start).Seconds()*1e3)
+		if last != nil {
+			gaps = append(gaps, sp.Start.Sub(last.End).Seconds()*1e6)
+		}
+		last = sp
+	}
+	return median(steps), median(gaps)
+}

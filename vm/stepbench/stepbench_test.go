@@ -119,6 +119,10 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 		if pt.Bytes.Total() <= 0 {
 			t.Errorf("no bytes")
 		}
+		// the device timeline of the timed steps: steps of some length, gaps between
+		if pt.DeviceMs <= 0 || pt.DeviceMs > pt.MedianMs*10 || pt.GapUs < 0 {
+			t.Errorf("batch %d context %d: device step %.3f ms, idle gap %.1f µs (step %.3f ms)", pt.Batch, pt.Context, pt.DeviceMs, pt.GapUs, pt.MedianMs)
+		}
 		// every launch of the experts' instruction is timed, and each class's launches
 		// fit in the class's own time (they are intervals inside it)
 		if pt.LaunchMs["deepgemm.m_grouped_fp8_gemm_nt_masked: moe_out"] <= 0 {
@@ -142,10 +146,23 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 			t.Errorf("batch %d context %d: prefill %g s, %g TFLOP/s", pt.Batch, pt.Context, pt.PrefillSeconds, pt.PrefillTFLOPS)
 		}
 	}
-	for _, want := range []string{"copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "TFLOP/s of products"} {
+	if !strings.HasPrefix(rep.Graphs, "graphs on (") || strings.Contains(rep.Graphs, " 0 steps replayed") {
+		t.Errorf("graphs: %q", rep.Graphs)
+	}
+	for _, want := range []string{"graphs on", "idle gap us", "copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "TFLOP/s of products"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
+	}
+	// --graphs=false: the same steps without graphs
+	off := cfg
+	off.NoGraphs, off.Batches, off.Contexts, off.ProfileSteps = true, []int{2}, []int{12}, 0
+	rep, err = stepbench.Run(m, off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rep.Graphs, "graphs off") {
+		t.Errorf("with NoGraphs: %q", rep.Graphs)
 	}
 	// a context past what the machine holds is refused before anything runs
 	cfg.Contexts = []int{58}

@@ -250,3 +250,18 @@ KERNEL(sample, SampleArgs) {
     a.out[r] = pick;
   }
 }
+
+// resolve_prev: a pipelined step's input tokens that stand for the previous step's
+// sampled tokens (targets.FromPrevious(j) = -1 - j) replaced by them, on the device, so
+// that a step can be enqueued before the previous one's tokens are back on the host.
+// prev holds the previous step's nprev sampled ids.
+struct ResolvePrevArgs { int* tokens; const int* prev; i64 T; i64 nprev; i64* err; };
+KERNEL(resolve_prev, ResolvePrevArgs) {
+  for (i64 i = GIDX; i < a.T; i += GSTRIDE) {
+    int t = a.tokens[i];
+    if (t >= 0) continue;
+    i64 j = -1 - (i64)t;
+    if (j >= a.nprev) { *a.err = 3; continue; }
+    a.tokens[i] = a.prev[j];
+  }
+}

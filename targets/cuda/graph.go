@@ -1,0 +1,192 @@
+package cuda
+
+import (
+	"fmt"
+)
+
+// CUDA graphs: a program's launches for one step shape are captured once into a graph
+// and the graph is replayed for every later step of that shape, so that a step costs
+// one cuGraphLaunch instead of one cuLaunchKernel per kernel.
+//
+// What a launch's fill writes (its grid and its argument struct) depends on the step's
+// shape — T, R, K, NSeq — and on device addresses that are fixed while the arena stays
+// (operands, scratch, the sequence table, the error flag, the weight tables); it never
+// depends on a step's host values (positions, context lengths, tokens), which kernels
+// read from the device (the uploaded parameters and SeqRec table). The binders in
+// ops_*.go were audited for this: fills read only Step's T, R, K, NSeq, Seqs, Err,
+// operands, scratch and tables, and values fixed when the plan was bound (csa41's
+// lanes also read GOMAXPROCS, which matters only on the emulated device and does not
+// change while a process runs). So (phase, T, R, K, NSeq) keys a graph, and every
+// graph is dropped when the arena is reallocated.
+
+// EnvGraphs set to 0 turns graphs off (every step launches its kernels one by one).
+const EnvGraphs = "DEEPINFER_CUDA_GRAPHS"
+
+// maxGraphs bounds the graphs kept: the least recently replayed is dropped first.
+const maxGraphs = 64
+
+type graphKey struct {
+	phase         string
+	T, R, K, NSeq int64
+}
+
+type graphEntry struct {
+	exec graphExec
+	used uint64
+}
+
+type graphCache struct {
+	on    bool // not turned off (EnvGraphs, SetGraphs)
+	limit int  // maxGraphs (tests lower it)
+	m     map[graphKey]*graphEntry
+	tick  uint64
+	stats GraphStats
+}
+
+// GraphStats counts the runtime's graphs.
+type GraphStats struct {
+	On       bool  // steps may run as graphs (not off by DEEPINFER_CUDA_GRAPHS or SetGraphs)
+	Captured int64 // graphs captured (one per new step shape)
+	Replayed int64 // steps run as a graph (the capturing step included)
+	Dropped  int64 // graphs dropped to keep at most maxGraphs, or with the arena
+	Cached   int   // graphs held now
+}
+
+func (g *graphCache) init(on bool) { g.on, g.limit, g.m = on, maxGraphs, map[graphKey]*graphEntry{} }
+
+// clear drops every graph.
+func (g *graphCache) clear(d driver) error {
+	var first error
+	for k, e := range g.m {
+		if err := d.GraphExecDestroy(e.exec); err != nil && first == nil {
+			first = err
+		}
+		delete(g.m, k)
+		g.stats.Dropped++
+	}
+	return first
+}
+
+// evict drops the least recently replayed graph.
+func (g *graphCache) evict(d driver) error {
+	var old graphKey
+	var oldest *graphEntry
+	for k, e := range g.m {
+		if oldest == nil || e.used < oldest.used {
+			old, oldest = k, e
+		}
+	}
+	if oldest == nil {
+		return nil
+	}
+	delete(g.m, old)
+	g.stats.Dropped++
+	return d.GraphExecDestroy(oldest.exec)
+}
+
+// graphable reports whether this step may run as a graph: not while a Hook wraps each
+// instruction, while profiling or the kernel timeline puts events between launches,
+// or when graphs are turned off.
+func (rt *Runtime) graphable() bool {
+	return rt.graphs.on && rt.hook == nil && !rt.prof.on && !(rt.tl.on && rt.tl.kernels)
+}
+
+// runGraph launches the program for st's shape as a graph, capturing it first when
+// this shape has none.
+func (rt *Runtime) runGraph(pr *prog, st Step) error {
+	g := &rt.graphs
+	k := graphKey{pr.p.Phase, st.T, st.R, st.K, st.NSeq}
+	e := g.m[k]
+	if e == nil {
+		if len(g.m) >= g.limit {
+			if err := g.evict(rt.drv); err != nil {
+				return err
+			}
+		}
+		x, err := rt.capture(pr, st)
+		if err != nil {
+			return err
+		}
+		e = &graphEntry{exec: x}
+		g.m[k] = e
+		g.stats.Captured++
+	}
+	g.tick++
+	e.used = g.tick
+	if err := rt.drv.GraphLaunch(e.exec, rt.stream); err != nil {
+		return err
+	}
+	g.stats.Replayed++
+	return nil
+}
+
+// capture records the program's launches for st's shape into an executable graph.
+func (rt *Runtime) capture(pr *prog, st Step) (graphExec, error) {
+	d, s := rt.drv, rt.stream
+	if err := d.BeginCapture(s); err != nil {
+		return 0, err
+	}
+	for i, c := range pr.calls {
+		rt.setShapes(c, st)
+		if err := rt.launch(c); err != nil {
+			// end the capture so that the stream is usable again
+			if gr, e2 := d.EndCapture(s); e2 == nil {
+				_ = d.GraphDestroy(gr)
+			}
+			return 0, fmt.Errorf("capturing instr %d (%s): %w", i, c.in.Op, err)
+		}
+	}
+	gr, err := d.EndCapture(s)
+	if err != nil {
+		return 0, err
+	}
+	x, err := d.Instantiate(gr)
+	// the executable graph does not need the graph it was made from
+	if e2 := d.GraphDestroy(gr); err == nil {
+		err = e2
+	}
+	if err != nil {
+		return 0, err
+	}
+	return x, nil
+}
+
+// SetGraphs turns graphs on or off (off: every step launches its kernels one by one);
+// turning them off drops the captured graphs. DEEPINFER_CUDA_GRAPHS=0 starts a runtime
+// with them off.
+func (rt *Runtime) SetGraphs(on bool) error {
+	var err error
+	rt.w.do(func() {
+		rt.graphs.on = on
+		if !on {
+			if err = rt.drv.Sync(rt.stream); err == nil {
+				err = rt.graphs.clear(rt.drv)
+			}
+		}
+	})
+	return err
+}
+
+// GraphStats reports the runtime's graphs.
+func (rt *Runtime) GraphStats() GraphStats {
+	var s GraphStats
+	get := func() {
+		s = rt.graphs.stats
+		s.On, s.Cached = rt.graphs.on, len(rt.graphs.m)
+	}
+	if rt.closed {
+		get()
+	} else {
+		rt.w.do(get)
+	}
+	return s
+}
+
+// GraphSummary is GraphStats in words.
+func (rt *Runtime) GraphSummary() string {
+	g := rt.GraphStats()
+	if !g.On {
+		return fmt.Sprintf("graphs off (%d steps replayed while on)", g.Replayed)
+	}
+	return fmt.Sprintf("graphs on (%d captured, %d steps replayed)", g.Captured, g.Replayed)
+}
