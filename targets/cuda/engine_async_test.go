@@ -1,0 +1,73 @@
+package cuda_test
+
+import (
+	"testing"
+
+	"deepinfer/compiler"
+	"deepinfer/internal/vmtest"
+	"deepinfer/plan"
+	"deepinfer/targets"
+	"deepinfer/targets/cpu"
+	"deepinfer/vm"
+)
+
+// cpuExec opens a device plan with the cpu target's kernels (the reference).
+type cpuExec struct{ targets.Target }
+
+func (cpuExec) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	return cpu.OpenAny(p, w, o)
+}
+
+// TestDeviceEngineAsync runs the engine's async scheduler on the device (emulated here;
+// the GPU with -device gpu) — steps enqueued before the last one's tokens are back, the
+// tokens fed on the device, CUDA graphs on — against the same engine with the scheduler
+// off and against the cpu target: every request's tokens equal, greedy and seeded, stop
+// tokens and uneven lengths included, and the async path actually taken.
+func TestDeviceEngineAsync(t *testing.T) {
+	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev2"} {
+		t.Run(model, func(t *testing.T) {
+			m := loadDevice(t, model, targets.Options{MaxTokens: 256})
+			reqs := devRequests(t, model, 6, 14)
+			for i := range reqs {
+				reqs[i].KeepLogits = false // a step that returns logits is not overlapped
+				reqs[i].MaxTokens = 6 + 3*i
+			}
+			// a stop token the first greedy request produces, so one sequence ends early
+			// while another row of it is already queued
+			probe := vmtest.RunAll(t, &vm.Engine{M: m, Sync: true}, reqs[:1])
+			reqs[0].Stop = []int32{probe[0].Tokens[3]}
+
+			async := &vm.Engine{M: m}
+			got := vmtest.RunAll(t, async, reqs)
+			st := async.Stats()
+			if st.AsyncSteps == 0 {
+				t.Fatalf("no step ran async (stats %+v)", st)
+			}
+			t.Logf("%s: %d of %d steps async, %d rows discarded, %v host time hidden", model, st.AsyncSteps, st.Steps, st.Discarded, st.Hidden)
+			sync := vmtest.RunAll(t, &vm.Engine{M: m, Sync: true}, reqs)
+			vmtest.SameResults(t, "async vs sync, device", got, sync)
+
+			out, err := compiler.Compile(compiler.Options{ModelDir: "../../testdata/" + model, Target: "h200"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws, err := vm.LoadWeights(out.Plan, "../../testdata/"+model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg, err := targets.Lookup("h200")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm, err := vm.LoadOn(out.Plan, ws, cpuExec{tg}, targets.Options{MaxTokens: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cm.Close()
+			vmtest.SameResults(t, "device async vs cpu", got, vmtest.RunAll(t, &vm.Engine{M: cm, Sync: true}, reqs))
+			if len(got[0].Tokens) != 3 || got[0].Finish != "stop" {
+				t.Errorf("request 0 with stop token %d: %d tokens, finish %q; want 3, stop", reqs[0].Stop[0], len(got[0].Tokens), got[0].Finish)
+			}
+		})
+	}
+}
