@@ -24,6 +24,7 @@
 # fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
+# GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS) and prints its summary,
 # NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
@@ -79,6 +80,14 @@ run() {
 				--numerics "$num" --out "$out/$m.$num.bench.json" 2>&1 | tee "$out/$m.$num.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.$num.bench.txt"
 		done
+		if [ -n "${GRAPHS_COMPARE:-}" ]; then
+			# the fast mode once more without CUDA graphs, at the first context (the same run)
+			echo "==== $m: divm bench --numerics fast --graphs=false"
+			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps 0 \
+				--numerics fast --graphs=false --out "$out/$m.fast.nographs.bench.json" 2>&1 | tee "$out/$m.fast.nographs.bench.txt"
+			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.nographs.bench.txt"
+		fi
 		if [ -n "${LONG_CONTEXT:-}" ] && [[ " ${LONG_MODEL:-v4} " == *" $m "* ]]; then
 			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
 			echo "==== $m: divm bench --numerics fast --context $LONG_CONTEXT"
@@ -159,6 +168,8 @@ PY
 			echo "--- $m, $num numerics"
 			sed -n '/^copy bandwidth/,$p' "$out/$m.$num.bench.txt" 2>/dev/null | grep -v "^stepbench" | head -60
 		done
+		[ -f "$out/$m.fast.nographs.bench.txt" ] && echo "--- $m, fast numerics, no graphs" &&
+			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.nographs.bench.txt"
 		[ -f "$out/$m.fast.long.bench.txt" ] && echo "--- $m, fast numerics, long context" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.long.bench.txt"
 	done

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 )
 
 // CUDA graphs: a program's launches for one step shape are captured once into a graph
@@ -45,11 +46,12 @@ type graphCache struct {
 
 // GraphStats counts the runtime's graphs.
 type GraphStats struct {
-	On       bool  // steps may run as graphs (not off by DEEPINFER_CUDA_GRAPHS or SetGraphs)
-	Captured int64 // graphs captured (one per new step shape)
-	Replayed int64 // steps run as a graph (the capturing step included)
-	Dropped  int64 // graphs dropped to keep at most maxGraphs, or with the arena
-	Cached   int   // graphs held now
+	On       bool   // steps may run as graphs (not off by DEEPINFER_CUDA_GRAPHS or SetGraphs)
+	Captured int64  // graphs captured (one per new step shape)
+	Replayed int64  // steps run as a graph (the capturing step included)
+	Dropped  int64  // graphs dropped to keep at most maxGraphs, or with the arena
+	Cached   int    // graphs held now
+	Failed   string // why graphs were turned off after a capture failed ("" if not)
 }
 
 func (g *graphCache) init(on bool) { g.on, g.limit, g.m = on, maxGraphs, map[graphKey]*graphEntry{} }
@@ -120,11 +122,18 @@ func (rt *Runtime) runGraph(pr *prog, st Step) error {
 	return nil
 }
 
+// captureError is a graph call's failure while capturing (begin, end, instantiate):
+// nothing of the step ran, so the step can run launch by launch instead.
+type captureError struct{ err error }
+
+func (e *captureError) Error() string { return "capturing a graph: " + e.err.Error() }
+func (e *captureError) Unwrap() error { return e.err }
+
 // capture records the program's launches for st's shape into an executable graph.
 func (rt *Runtime) capture(pr *prog, st Step) (graphExec, error) {
 	d, s := rt.drv, rt.stream
 	if err := d.BeginCapture(s); err != nil {
-		return 0, err
+		return 0, &captureError{err}
 	}
 	for i, c := range pr.calls {
 		rt.setShapes(c, st)
@@ -138,7 +147,7 @@ func (rt *Runtime) capture(pr *prog, st Step) (graphExec, error) {
 	}
 	gr, err := d.EndCapture(s)
 	if err != nil {
-		return 0, err
+		return 0, &captureError{err}
 	}
 	x, err := d.Instantiate(gr)
 	// the executable graph does not need the graph it was made from
@@ -146,9 +155,20 @@ func (rt *Runtime) capture(pr *prog, st Step) (graphExec, error) {
 		err = e2
 	}
 	if err != nil {
-		return 0, err
+		return 0, &captureError{err}
 	}
 	return x, nil
+}
+
+// graphFailed turns graphs off for good after a capture failed (a driver that cannot
+// capture, say): the reason is kept for GraphStats and said once on stderr, and steps
+// run launch by launch from then on.
+func (rt *Runtime) graphFailed(err error) {
+	g := &rt.graphs
+	g.on = false
+	g.stats.Failed = err.Error()
+	_ = g.clear(rt.drv)
+	fmt.Fprintf(os.Stderr, "cuda: %v; CUDA graphs turned off, steps launch their kernels one by one\n", err)
 }
 
 // SetGraphs turns graphs on or off (off: every step launches its kernels one by one);
@@ -186,6 +206,9 @@ func (rt *Runtime) GraphStats() GraphStats {
 func (rt *Runtime) GraphSummary() string {
 	g := rt.GraphStats()
 	if !g.On {
+		if g.Failed != "" {
+			return fmt.Sprintf("graphs off after a failed capture (%s; %d steps replayed while on)", g.Failed, g.Replayed)
+		}
 		return fmt.Sprintf("graphs off (%d steps replayed while on)", g.Replayed)
 	}
 	return fmt.Sprintf("graphs on (%d captured, %d steps replayed)", g.Captured, g.Replayed)

@@ -623,3 +623,39 @@ func TestPipelineArenaGrowth(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphCaptureFailureFallsBack: a driver that cannot capture or instantiate a graph
+// turns graphs off for the runtime with the reason kept, and every step (the failing one
+// too) runs launch by launch with the same results; a launch that fails inside a
+// capture is still the step's error.
+func TestGraphCaptureFailureFallsBack(t *testing.T) {
+	plain := openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 64})
+	if err := plain.SetGraphs(false); err != nil {
+		t.Fatal(err)
+	}
+	want := runSync(t, plain)
+	for _, call := range []string{"cuStreamBeginCapture", "cuGraphInstantiateWithFlags"} {
+		t.Run(call, func(t *testing.T) {
+			rt := openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 64})
+			rt.fake.failAt[call] = rt.fake.calls[call] + 1
+			sameTrace(t, "after a failed capture", runSync(t, rt), want)
+			g := rt.GraphStats()
+			if g.On || g.Captured != 0 || g.Replayed != 0 || !strings.Contains(g.Failed, call) {
+				t.Errorf("graph stats %+v: want graphs off with the failure named", g)
+			}
+			if !strings.Contains(rt.GraphSummary(), "failed capture") {
+				t.Errorf("summary: %s", rt.GraphSummary())
+			}
+		})
+	}
+	rt := openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 64})
+	s := newScript(t, rt, 2)
+	rt.fake.failAt["cuLaunchKernel"] = rt.fake.calls["cuLaunchKernel"] + 3
+	var out targets.StepOut
+	if err := rt.Step(s.prefill([]int{0, 1}), &out); err == nil || !strings.Contains(err.Error(), "instr") {
+		t.Errorf("a launch failing in a capture: %v", err)
+	}
+	if !rt.GraphStats().On {
+		t.Errorf("a failed launch turned graphs off: %+v", rt.GraphStats())
+	}
+}

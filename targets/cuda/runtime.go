@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -990,11 +991,19 @@ func (rt *Runtime) run(pr *prog, st Step) (_ []event, err error) {
 			return nil, err
 		}
 	}
+	graphed := false
 	if rt.graphable() {
-		if err := rt.runGraph(pr, st); err != nil {
+		var ce *captureError
+		switch err := rt.runGraph(pr, st); {
+		case err == nil:
+			graphed = true
+		case errors.As(err, &ce):
+			rt.graphFailed(err)
+		default:
 			return nil, fmt.Errorf("%s step (graph): %w", pr.p.Phase, err)
 		}
-	} else {
+	}
+	if !graphed {
 		rt.stepping = true
 		defer func() { rt.stepping = false }()
 		for i, c := range pr.calls {
