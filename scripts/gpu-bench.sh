@@ -29,6 +29,7 @@
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS) and prints its summary,
 # NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
 # NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags),
+# SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache into OUT/kernels.tgz and LOAD_KERNELS=FILE
 # unpacks such a file before the run (a fresh machine then compiles only changed units).
 set -uo pipefail
@@ -158,6 +159,18 @@ PY
 	if [ -n "${PEER:-}" ]; then
 		echo "==== peer: transformers"
 		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.txt" | grep -v Warning
+	fi
+	if [ -n "${SASS:-}" ]; then
+		# the machine code of the kernels whose names match SASS (a regular expression),
+		# from the kernel cache's cubins: instructions a kernel, and the listing in OUT/sass.txt
+		echo "==== SASS of /$SASS/"
+		: > "$out/sass.txt"
+		local f
+		for f in "$DEEPINFER_KERNEL_CACHE"/*.bin; do
+			cp "$f" "$work/unit.cubin" && cuobjdump -sass "$work/unit.cubin" 2>/dev/null |
+				awk -v re="$SASS" '/Function : /{keep = ($3 ~ re)} keep' >> "$out/sass.txt"
+		done
+		awk '/Function : /{if (n) print name, n; name = $3; n = 0; next} /\/\*[0-9a-f]+\*\//{n++} END{if (n) print name, n}' "$out/sass.txt"
 	fi
 	if [ -n "${SAVE_KERNELS:-}" ]; then
 		tar czf "$out/kernels.tgz" -C "$DEEPINFER_KERNEL_CACHE" . 2>/dev/null
