@@ -145,8 +145,47 @@ func TestFittedReproducesRun8(t *testing.T) {
 	}
 }
 
+// defaultErrs are the default h200 model's step errors on run 8 as docs/perf/simulator.md
+// documents them ("numerics model" → "batch/context" → error).
+var defaultErrs = map[string]map[string]float64{
+	"fast deepseek_v4": {"1/512": -0.839, "64/512": -0.860, "256/512": -0.906, "1/4096": -0.856, "64/4096": -0.875, "256/4096": -0.913,
+		"1/32768": -0.895, "64/32768": -0.904, "256/32768": -0.943},
+	"fast deepseek_v41":  {"1/4096": -0.934, "64/4096": -0.741, "256/4096": -0.856, "1/32768": -0.954, "64/32768": -0.797, "256/32768": -0.880},
+	"exact deepseek_v4":  {"1/4096": -0.975, "64/4096": -0.954, "256/4096": -0.989},
+	"exact deepseek_v41": {"1/4096": -0.979, "64/4096": -0.945, "256/4096": -0.982},
+}
+
+// TestDefaultModelRun8: the default h200 model (published-kernel parameters) on run 8's
+// points is as far under every measured step as docs/perf/simulator.md says.
+func TestDefaultModelRun8(t *testing.T) {
+	data := loadRun8(t)
+	n := 0
+	for key, want := range defaultErrs {
+		f := strings.Fields(key)
+		res, err := Evaluate(h200.Model(), group(data, f[0], f[1]), nil, Acceptance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(want) {
+			t.Fatalf("%s: %d points, %d documented", key, len(res), len(want))
+		}
+		for _, p := range res {
+			at := fmt.Sprintf("%d/%d", p.Batch, p.Context)
+			w, ok := want[at]
+			if !ok || math.Abs(p.Err()-w) > 0.0005 || !p.Miss {
+				t.Errorf("%s %s: default model step error %+.2f%% (miss %v), documented %+.1f%%", key, at, 100*p.Err(), p.Miss, 100*w)
+			}
+			n++
+		}
+	}
+	if n != 21 {
+		t.Errorf("%d points, want run 8's 21 with class times", n)
+	}
+}
+
 // TestGraphsOff: run 8's graphs-off report (V4 fast, context 512; step times only) against
-// cuda-fast, fitted on the graphs-on steps, is as docs/perf/simulator.md says.
+// the default model and cuda-fast (fitted on the graphs-on steps) is as
+// docs/perf/simulator.md says.
 func TestGraphsOff(t *testing.T) {
 	data, err := Load("../..", []Measured{Run8NoGraphs})
 	if err != nil {
@@ -155,6 +194,17 @@ func TestGraphsOff(t *testing.T) {
 	m, err := Fitted["cuda-fast"].Apply(h200.Model(), "deepseek_v4")
 	if err != nil {
 		t.Fatal(err)
+	}
+	def, err := Evaluate(h200.Model(), data, nil, Acceptance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defWant := map[string]float64{"1/512": -0.844, "64/512": -0.861, "256/512": -0.906}
+	for _, p := range def {
+		at := fmt.Sprintf("%d/%d", p.Batch, p.Context)
+		if w, ok := defWant[at]; !ok || math.Abs(p.Err()-w) > 0.0005 || !p.Miss {
+			t.Errorf("graphs off, %s: default model step error %+.2f%% (miss %v), documented %+.1f%%", at, 100*p.Err(), p.Miss, 100*w)
+		}
 	}
 	res, err := Evaluate(m, data, nil, Acceptance)
 	if err != nil {
