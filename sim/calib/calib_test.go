@@ -20,7 +20,7 @@ var (
 	v4Err  error
 )
 
-// v4 is the plan run 6 timed for V4: testdata/deepseek-v4-flash cut to layers 4-5.
+// v4 is the plan runs 6 and 8 timed for V4: testdata/deepseek-v4-flash cut to layers 4-5.
 func v4(t *testing.T) *plan.Plan {
 	t.Helper()
 	v4Once.Do(func() { v4Plan, v4Err = SynthPlan("../../testdata/deepseek-v4-flash", "4-5", "h200") })
@@ -64,7 +64,7 @@ func TestReadBenchErrors(t *testing.T) {
 
 func TestNumerics(t *testing.T) {
 	for _, f := range []struct{ file, want string }{
-		{"run6/v4.fast.bench.json", "fast"}, {"run6/v41.exact.bench.json", "exact"}, {"small.bench.json", ""},
+		{"run8/v4.fast.bench.json", "fast"}, {"run8/v41.exact.bench.json", "exact"}, {"small.bench.json", ""},
 	} {
 		r, err := ReadBench(filepath.Join("testdata", f.file))
 		if err != nil {
@@ -153,7 +153,7 @@ func TestCompareBadPoints(t *testing.T) {
 }
 
 func TestCalibrationLookup(t *testing.T) {
-	r, err := ReadBench("testdata/run6/v41.fast.bench.json")
+	r, err := ReadBench("testdata/run8/v41.fast.bench.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,12 +178,17 @@ func TestCalibrationLookup(t *testing.T) {
 }
 
 func TestFromDir(t *testing.T) {
-	ms, err := FromDir("testdata/run6", "4-5", "20-23")
+	ms, err := FromDir("testdata/run8", "4-5", "20-23")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != len(Run6) {
-		t.Errorf("%d reports, want %d", len(ms), len(Run6))
+	if len(ms) != len(Run8) {
+		t.Errorf("%d reports, want %d (the graphs-off report left out)", len(ms), len(Run8))
+	}
+	for _, m := range ms {
+		if strings.Contains(m.File, "nographs") {
+			t.Errorf("FromDir listed the graphs-off report %s", m.File)
+		}
 	}
 	data, err := Load("../..", ms)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 // FuzzParseBench: any input gives a report that keeps ParseBench's promises, or an
 // error; never a panic.
 func FuzzParseBench(f *testing.F) {
-	for _, p := range []string{"testdata/small.bench.json", "testdata/beyond.bench.json", "testdata/run6/v4.fast.long.bench.json"} {
+	for _, p := range []string{"testdata/small.bench.json", "testdata/beyond.bench.json", "testdata/run8/v4.fast.long.bench.json", "testdata/run8/v4.fast.nographs.bench.json"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)

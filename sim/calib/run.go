@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"deepinfer/compiler"
 	"deepinfer/plan"
@@ -21,15 +22,20 @@ type Measured struct {
 	Numerics string // fast or exact
 }
 
-// Run6 are the reports of run 6 (testdata/run6, NVIDIA H200, 2026-12-02), relative to
-// the repository root.
-var Run6 = []Measured{
-	{"sim/calib/testdata/run6/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
-	{"sim/calib/testdata/run6/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
-	{"sim/calib/testdata/run6/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast"},
-	{"sim/calib/testdata/run6/v4.exact.bench.json", "testdata/deepseek-v4-flash", "4-5", "exact"},
-	{"sim/calib/testdata/run6/v41.exact.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "exact"},
+// Run8 are the reports of run 8 (testdata/run8, NVIDIA H200, 2026-12-02, CUDA graphs
+// on), relative to the repository root: the shipped calibrations are fitted on them.
+var Run8 = []Measured{
+	{"sim/calib/testdata/run8/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
+	{"sim/calib/testdata/run8/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
+	{"sim/calib/testdata/run8/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast"},
+	{"sim/calib/testdata/run8/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast"},
+	{"sim/calib/testdata/run8/v4.exact.bench.json", "testdata/deepseek-v4-flash", "4-5", "exact"},
+	{"sim/calib/testdata/run8/v41.exact.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "exact"},
 }
+
+// Run8NoGraphs is run 8's graphs-off report (V4 fast, context 512, every kernel
+// launched one by one): step times only, no class times; compared, not fitted.
+var Run8NoGraphs = Measured{"sim/calib/testdata/run8/v4.fast.nographs.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"}
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
@@ -101,7 +107,8 @@ func under(root, p string) string {
 // FromDir lists the reports of a scripts/gpu-bench.sh output directory: v4.*.bench.json
 // timed testdata/deepseek-v4-flash cut to layersV4, v41.*.bench.json
 // testdata/deepseek-v4.1-flash cut to layersV41; the numerics mode is read from each
-// report.
+// report. The graphs-off comparison reports (*.nographs.bench.json, no class times) are
+// left out: the calibrations describe steps run as captured graphs.
 func FromDir(dir, layersV4, layersV41 string) ([]Measured, error) {
 	var out []Measured
 	for _, c := range []struct{ glob, config, layers string }{
@@ -113,6 +120,9 @@ func FromDir(dir, layersV4, layersV41 string) ([]Measured, error) {
 			return nil, err
 		}
 		for _, f := range files {
+			if strings.HasSuffix(f, ".nographs.bench.json") {
+				continue
+			}
 			if abs, err := filepath.Abs(f); err == nil {
 				f = abs
 			}

@@ -2,7 +2,8 @@
 // the committed divm bench reports of this project's cuda kernels on an H200, writes
 // them as Go source, and prints how well they and the default h200 model predict the
 // measured steps: in sample, and in hold-out experiments (fit on batch 1 and 256, check
-// batch 64; fit on context 4,096, check the longer context; fit on V4, check V4.1).
+// batch 64; fit on the shorter contexts, check 32,768; fit on V4, check V4.1); and both
+// against the graphs-off report (step times only), which is compared, not fitted.
 //
 //	go run ./tools/calibrate/cudafit -o sim/calib/fitted.go
 package main
@@ -13,6 +14,7 @@ import (
 	"go/format"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"deepinfer/sim"
@@ -25,26 +27,35 @@ import (
 func main() {
 	root := flag.String("root", ".", "repository root")
 	out := flag.String("o", "", "write the fitted calibrations here as Go source (default: print only)")
-	reports := flag.String("reports", "", "fit the reports of this scripts/gpu-bench.sh output directory instead of the committed run 6 (v4.*.bench.json, v41.*.bench.json)")
+	reports := flag.String("reports", "", "fit the reports of this scripts/gpu-bench.sh output directory instead of the committed run 8 (v4.*.bench.json, v41.*.bench.json)")
 	layersV4 := flag.String("layers-v4", "4-5", "with -reports: the V4 layers the run synthesized (LAYERS_V4)")
 	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
-	fit := flag.String("fit", "run 6 (H200, 2026-12-02)", "names the fit in the calibrations")
+	fit := flag.String("fit", "run 8 (H200, 2026-12-02)", "names the fit in the calibrations")
 	flag.Parse()
-	runs := calib.Run6
+	runs, noGraphs := calib.Run8, []calib.Measured{calib.Run8NoGraphs}
 	if *reports != "" {
 		var err error
 		if runs, err = calib.FromDir(*reports, *layersV4, *layersV41); err != nil {
 			fmt.Fprintln(os.Stderr, "cudafit:", err)
 			os.Exit(1)
 		}
+		noGraphs = nil
+		for _, m := range []struct{ model, config, layers string }{
+			{"v4", "testdata/deepseek-v4-flash", *layersV4}, {"v41", "testdata/deepseek-v4.1-flash", *layersV41},
+		} {
+			f := filepath.Join(*reports, m.model+".fast.nographs.bench.json")
+			if _, err := os.Stat(f); err == nil {
+				noGraphs = append(noGraphs, calib.Measured{File: f, Config: m.config, Layers: m.layers, Numerics: "fast"})
+			}
+		}
 	}
-	if err := run(os.Stdout, *root, *out, runs, *fit); err != nil {
+	if err := run(os.Stdout, *root, *out, runs, noGraphs, *fit); err != nil {
 		fmt.Fprintln(os.Stderr, "cudafit:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, root, out string, runs []calib.Measured, fitName string) error {
+func run(w io.Writer, root, out string, runs, noGraphs []calib.Measured, fitName string) error {
 	data, err := calib.Load(root, runs)
 	if err != nil {
 		return err
@@ -113,6 +124,31 @@ func run(w io.Writer, root, out string, runs []calib.Measured, fitName string) e
 			}
 			fmt.Fprintf(w, "\n== cross-model, %s numerics\n", num)
 			report(w, "V4's fit on V4.1 (classes V4 lacks: default model)", base.WithClasses("V4 fit", t), v41, nil)
+		}
+	}
+	// the graphs-off reports: step times only (no class times), against cuda-fast
+	ng, err := calib.Load(root, noGraphs)
+	if err != nil {
+		return err
+	}
+	for _, d := range ng {
+		m, err := cals["cuda-fast"].Apply(base, d.Plan.ModelType)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n== %s, fast numerics, graphs off (%s)\n", d.Plan.ModelType, d.File)
+		for _, c := range []struct {
+			what string
+			m    *cost.Model
+		}{{"default h200 model", base}, {"cuda-fast (fitted with graphs on)", m}} {
+			res, err := calib.Evaluate(c.m, []calib.Loaded{d}, nil, calib.Acceptance)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "  %s (steps only: the report has no class times):\n", c.what)
+			for _, p := range res {
+				fmt.Fprintf(w, "    batch %3d, context %5d: measured %8.3f ms, simulated %8.3f ms (%+.1f%%)\n", p.Batch, p.Context, p.MeasuredMs, p.SimulatedMs, 100*p.Err())
+			}
 		}
 	}
 	return nil
