@@ -3,7 +3,6 @@ package cuda_test
 import (
 	"testing"
 
-	"deepinfer/compiler"
 	"deepinfer/internal/vmtest"
 	"deepinfer/plan"
 	"deepinfer/targets"
@@ -47,23 +46,7 @@ func TestDeviceEngineAsync(t *testing.T) {
 			sync := vmtest.RunAll(t, &vm.Engine{M: m, Sync: true}, reqs)
 			vmtest.SameResults(t, "async vs sync, device", got, sync)
 
-			out, err := compiler.Compile(compiler.Options{ModelDir: "../../testdata/" + model, Target: "h200"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ws, err := vm.LoadWeights(out.Plan, "../../testdata/"+model)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tg, err := targets.Lookup("h200")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cm, err := vm.LoadOn(out.Plan, ws, cpuExec{tg}, targets.Options{MaxTokens: 256})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cm.Close()
+			cm := loadWith(t, model, func(tg targets.Target) targets.Executor { return cpuExec{tg} }, targets.Options{MaxTokens: 256})
 			vmtest.SameResults(t, "device async vs cpu", got, vmtest.RunAll(t, &vm.Engine{M: cm, Sync: true}, reqs))
 			if len(got[0].Tokens) != 3 || got[0].Finish != "stop" {
 				t.Errorf("request 0 with stop token %d: %d tokens, finish %q; want 3, stop", reqs[0].Stop[0], len(got[0].Tokens), got[0].Finish)

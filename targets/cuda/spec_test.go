@@ -27,6 +27,12 @@ func (devExec) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (target
 // loadDevice compiles a fixture for h200 and opens it on the device.
 func loadDevice(t *testing.T, model string, o targets.Options) *vm.Machine {
 	t.Helper()
+	return loadWith(t, model, func(tg targets.Target) targets.Executor { return devExec{tg} }, o)
+}
+
+// loadWith compiles a fixture for h200 and opens it on the executor exec makes.
+func loadWith(t *testing.T, model string, exec func(targets.Target) targets.Executor, o targets.Options) *vm.Machine {
+	t.Helper()
 	dir := "../../testdata/" + model
 	out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
 	if err != nil {
@@ -40,7 +46,7 @@ func loadDevice(t *testing.T, model string, o targets.Options) *vm.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := vm.LoadOn(out.Plan, ws, devExec{tg}, o)
+	m, err := vm.LoadOn(out.Plan, ws, exec(tg), o)
 	if err != nil {
 		t.Fatal(err)
 	}
