@@ -28,7 +28,9 @@
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS) and prints its summary,
 # NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
-# NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags),
+# NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags,
+# NCU_ARGS: ncu's sections instead of the default ones, e.g. "--section InstructionStats
+# --section SourceCounters"),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache into OUT/kernels.tgz and LOAD_KERNELS=FILE
 # unpacks such a file before the run (a fresh machine then compiles only changed units).
@@ -122,8 +124,8 @@ run() {
 			# NCU_BATCH (default 256), fast mode, one step without graphs
 			echo "==== $m: ncu -k regex:$NCU (batch ${NCU_BATCH:-256})"
 			timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" --launch-skip "${NCU_SKIP:-0}" \
-				--launch-count "${NCU_COUNT:-4}" --section SpeedOfLight --section Occupancy --section LaunchStats \
-				--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+				--launch-count "${NCU_COUNT:-4}" ${NCU_ARGS:---section SpeedOfLight --section Occupancy --section LaunchStats \
+				--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats} \
 				"$bin/divm" bench "$ck.dip" --model "$ck" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \
 				--steps 1 --warmup 0 --profile-steps 0 --numerics fast ${NCU_FLAGS:-} > "$out/ncu.txt" 2>&1
 			echo "ncu exit status: $?"
