@@ -187,10 +187,13 @@ func TestInstructionsMatchCPU(t *testing.T) {
 // TestFastInstructionsNearCPU: the fast numerics mode against the cpu target, every
 // instruction fed the cpu's inputs (so each product is checked alone) and free-running,
 // on the fixtures and on a V4 model in V4-Flash's storage formats (FP8 128-blocks, FP4
-// experts, bf16 head). Fed, every instruction within about twice the worst error the
-// emulated device and the H200 show (1.3e-5). Free-running, V4's instructions within
-// 8e-5 (worst 3.8e-5 emulated, 3.0e-5 on the H200); V4.1's logits (lm_head) within 1e-5
-// (worst 3.1e-6 on both devices): upstream of V4.1's activation quantizations (fake_quant, MXFP8) a
+// experts, bf16 head). Each bound is about 1.5 to 2 times the worst error the emulated
+// device and the H200 showed (2026-12-02): fed, tiny-v4-dev within 2e-5 (worst 1.32e-5),
+// the V4.1 fixtures within 6e-6 (3.1e-6), the V4-Flash-format model within 1.2e-5
+// (6.9e-6). Free-running, tiny-v4-dev's instructions within 8e-5 (worst 3.8e-5 emulated,
+// 3.0e-5 on the H200), the V4-Flash-format model's within 5e-5 (2.5e-5, 1.9e-5); V4.1's
+// logits (lm_head) within 6e-6 (worst 3.1e-6 on both devices): upstream of V4.1's
+// activation quantizations (fake_quant, MXFP8) a
 // last-bit difference can move a value to the neighbouring FP8 code — the H200 showed a
 // fake_quant at 2.6e-3 while the logits stayed at 3.1e-6 (docs/cuda.md) — so V4.1's other
 // instructions are reported, not bounded.
@@ -199,12 +202,20 @@ func TestFastInstructionsNearCPU(t *testing.T) {
 	models = append(models, quantizedV4(t))
 	for _, model := range models {
 		for _, fed := range []bool{true, false} {
+			v41, quantized := strings.HasPrefix(model, "tiny-v41"), !strings.HasPrefix(model, "tiny-")
 			cfg := checkConfig{numerics: targets.NumericsFast, tol: 8e-5, force: fed}
 			name := "free-running"
-			if fed {
+			switch {
+			case fed && v41:
+				cfg.tol, name = 6e-6, "fed"
+			case fed && quantized:
+				cfg.tol, name = 1.2e-5, "fed"
+			case fed:
 				cfg.tol, name = 2e-5, "fed"
-			} else if strings.HasPrefix(model, "tiny-v41") {
-				cfg.tol, cfg.gate = 1e-5, []string{"lm_head"}
+			case v41:
+				cfg.tol, cfg.gate = 6e-6, []string{"lm_head"}
+			case quantized:
+				cfg.tol = 5e-5
 			}
 			t.Run(filepath.Base(model)+"/"+name, func(t *testing.T) {
 				// the fast products round differently: an error of exactly 0 would mean

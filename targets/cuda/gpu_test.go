@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	dic "deepinfer/compiler"
 	"deepinfer/targets"
-	"deepinfer/vm"
 )
 
 // Tests that need the GPU machine (scripts/gpu-test.sh builds them with -tags gpu).
@@ -37,15 +35,8 @@ func TestGPUCompileArchs(t *testing.T) {
 // The weights on the device, in storage format, against the planner's per-rank bytes.
 func TestGPUWeightBytes(t *testing.T) {
 	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev", "tiny-v41-dev2"} {
-		out, err := dic.Compile(dic.Options{ModelDir: "../../testdata/" + model, Target: "h200"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws, err := vm.LoadWeights(out.Plan, "../../testdata/"+model)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Open(out.Plan, ws, targets.Options{})
+		p, ws := fixturePlan(t, model)
+		r, err := Open(p, ws, targets.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +47,7 @@ func TestGPUWeightBytes(t *testing.T) {
 		t.Logf("%s on %s: weights %d bytes on the device in storage format, planner %d per rank (ratio %.4f); %s",
 			model, rt.Info().Device, dev, planned, float64(dev)/float64(planned), rt.Describe())
 		rt.Close()
-		r2, err := Open(out.Plan, ws, targets.Options{})
+		r2, err := Open(p, ws, targets.Options{})
 		if err == nil {
 			rt2 := r2.(*Runtime)
 			rt2.w.do(func() { free1, _, _ = rt2.drv.MemInfo() })

@@ -6,10 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	dic "deepinfer/compiler"
 	"deepinfer/plan"
 	"deepinfer/targets"
-	"deepinfer/vm"
 )
 
 // Graphs, pipelined steps and the timeline on the emulated device: the fake driver
@@ -18,16 +16,8 @@ import (
 
 func openFixture(t *testing.T, model string, o targets.Options) *Runtime {
 	t.Helper()
-	dir := "../../testdata/" + model
-	out, err := dic.Compile(dic.Options{ModelDir: dir, Target: "h200"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := vm.LoadWeights(out.Plan, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := OpenEmulated(out.Plan, ws, o, 2<<30)
+	p, ws := fixturePlan(t, model)
+	rt, err := OpenEmulated(p, ws, o, 2<<30)
 	if err != nil {
 		t.Fatal(err)
 	}

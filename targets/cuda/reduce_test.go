@@ -7,9 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	dic "deepinfer/compiler"
 	"deepinfer/targets"
-	"deepinfer/vm"
 )
 
 // TestFastModeSplitsReductions: the binders pick the split reductions (mhc.cu's
@@ -32,18 +30,10 @@ func TestFastModeSplitsReductions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {
-			dir := "../../testdata/" + c.model
-			out, err := dic.Compile(dic.Options{ModelDir: dir, Target: "h200"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ws, err := vm.LoadWeights(out.Plan, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, ws := fixturePlan(t, c.model)
 			withCache(t)
 			for _, mode := range []string{targets.NumericsExact, targets.NumericsFast} {
-				rt, err := open(newFakeDriver(1<<30), &countingCompiler{}, out.Plan, ws, targets.Options{MaxTokens: 16, Numerics: mode})
+				rt, err := open(newFakeDriver(1<<30), &countingCompiler{}, p, ws, targets.Options{MaxTokens: 16, Numerics: mode})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -362,21 +362,29 @@ func plannedWeightBytes(t *testing.T, model string) int64 {
 	return out.Plan.Deployment.Roles[0].Mem("weights")
 }
 
+// fixturePlan compiles a fixture under testdata for h200 and loads its weights.
+func fixturePlan(t *testing.T, model string) (*plan.Plan, []targets.Weight) {
+	t.Helper()
+	dir := "../../testdata/" + model
+	out, err := dic.Compile(dic.Options{ModelDir: dir, Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := vm.LoadWeights(out.Plan, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Plan, ws
+}
+
 // The weights stay in their storage formats on the device: its bytes are the planner's
 // per-rank weight bytes (acceptance: within 2%).
 func TestWeightBytesMatchPlanner(t *testing.T) {
 	withCache(t)
 	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev", "tiny-v41-dev2"} {
-		out, err := dic.Compile(dic.Options{ModelDir: "../../testdata/" + model, Target: "h200"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws, err := vm.LoadWeights(out.Plan, "../../testdata/"+model)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, ws := fixturePlan(t, model)
 		d := newFakeDriver(1 << 30)
-		rt, err := open(d, &countingCompiler{}, out.Plan, ws, targets.Options{})
+		rt, err := open(d, &countingCompiler{}, p, ws, targets.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
