@@ -6,3 +6,6 @@ var partial = flag.Bool("partial", false, "let ops without a cuda kernel run as 
 
 // SetPartial applies -partial; diff_test.go calls it after flag.Parse.
 func SetPartial() { allowUnbound = *partial }
+
+// KernelRuns is how many times each kernel ran on an emulated runtime's device.
+func KernelRuns(rt *Runtime) map[string]int { return rt.fake.kernelRuns() }

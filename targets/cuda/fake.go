@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"sort"
@@ -37,6 +38,14 @@ type fakeDriver struct {
 	graphs    [][]fakeLaunch
 	execs     [][]fakeLaunch
 	pinned    map[unsafe.Pointer][]byte
+	kernels   map[string]int // launches run, by kernel name (graph replays included)
+}
+
+// kernelRuns returns how many times each kernel ran since the driver was made.
+func (d *fakeDriver) kernelRuns() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.kernels)
 }
 
 // fakeLaunch is a captured launch: its argument bytes as they were at capture.
@@ -267,9 +276,12 @@ func (d *fakeDriver) LoadModule(image []byte) (module, error) {
 	return module(len(d.modules)), nil
 }
 
-// fakeFunction is a function of an emulated module: its host symbol (0 for a module
-// that only counts).
-type fakeFunction struct{ sym uintptr }
+// fakeFunction is a function of an emulated module: its kernel's name and host symbol
+// (0 for a module that only counts).
+type fakeFunction struct {
+	name string
+	sym  uintptr
+}
 
 var (
 	fakeFuncMu sync.Mutex
@@ -292,7 +304,7 @@ func (d *fakeDriver) Function(m module, name string) (function, error) {
 	}
 	fakeFuncMu.Lock()
 	defer fakeFuncMu.Unlock()
-	fakeFuncs = append(fakeFuncs, fakeFunction{sym})
+	fakeFuncs = append(fakeFuncs, fakeFunction{name, sym})
 	return function(len(fakeFuncs)), nil
 }
 
@@ -322,6 +334,12 @@ func (d *fakeDriver) run(f function, grid, block uint32, arg unsafe.Pointer) err
 	fakeFuncMu.Lock()
 	fn := fakeFuncs[f-1]
 	fakeFuncMu.Unlock()
+	d.mu.Lock()
+	if d.kernels == nil {
+		d.kernels = map[string]int{}
+	}
+	d.kernels[fn.name]++
+	d.mu.Unlock()
 	if fn.sym != 0 {
 		purego.SyscallN(fn.sym, uintptr(arg), uintptr(grid)*uintptr(block))
 	}

@@ -1,5 +1,7 @@
 package cuda
 
+import "os"
+
 // The fast numerics mode's products (kernels/tensorcore.cu): tensor-core tiles over bf16
 // halves of the activations, checked against the exact kernels with a tolerance.
 
@@ -151,13 +153,18 @@ type fastExpertShape struct {
 }
 
 // fastExpertSlices is the reduction's slice count for the experts' products (shapes
-// only): a reduction of K values in slices of at least 512.
+// only): a reduction of K values, padded to a multiple of 128, in at most 4 slices of
+// at least 512 values and a multiple of 128 each (the FP4 tiles' step).
 func fastExpertSlices(K int64) (S, ks int64) {
-	kp := (K + 63) / 64 * 64
+	kp := fastExpertPad(K)
 	S = min(4, max(1, kp/512))
-	ks = (kp/S + 63) / 64 * 64
+	ks = (kp/S + 127) / 128 * 128
 	return (kp + ks - 1) / ks, ks
 }
+
+// fastExpertPad is an expert product's reduction padded for its activation halves: a
+// multiple of 128 values (tensorcore_fp4.cu's step; tensorcore.cu's tiles need 64).
+func fastExpertPad(K int64) int64 { return (K + 127) / 128 * 128 }
 
 // fastExperts adds the fast mode's expert launches to bindMoEExperts' (which lists the
 // experts' slots and sums a token's slots afterwards): x (or its MXFP8 values) split
@@ -170,37 +177,82 @@ type fastExperts struct {
 	tab, counts, off, list, hid, y int
 	xs, hs, part, act              int
 	Su, ksu, Sd, ksd, dp, ip       int64
+	// fp4 caches whether every expert weight is FP4 and the shapes suit
+	// tensorcore_fp4.cu (0: not known yet, 1: yes, 2: no)
+	fp4 int8
 }
+
+// fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
+// expert weight FP4 (fp4_g32) and both reductions whole 32-value scale blocks.
+func (f *fastExperts) fp4Tiles(s *Step) bool {
+	if f.fp4 == 0 {
+		f.fp4 = 2
+		if f.sh.D%32 == 0 && f.sh.I%32 == 0 {
+			f.fp4 = 1
+			for i := range 3 * f.sh.E {
+				if s.Arg(3+int(i)).Fmt != fmtFP4 {
+					f.fp4 = 2
+					break
+				}
+			}
+		}
+	}
+	return f.fp4 == 1
+}
+
+// fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
+const fmtFP4 = 4
 
 func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, counts, off, list, hid, y int) *fastExperts {
 	f := &fastExperts{b: b, sh: sh, x: x, tab: tab, counts: counts, off: off, list: list, hid: hid, y: y}
 	f.Su, f.ksu = fastExpertSlices(sh.D)
 	f.Sd, f.ksd = fastExpertSlices(sh.I)
-	f.dp, f.ip = (sh.D+63)/64*64, (sh.I+63)/64*64
+	f.dp, f.ip = fastExpertPad(sh.D), fastExpertPad(sh.I)
 	f.xs = b.Scratch(4*f.dp, 0)
 	f.hs = b.Scratch(4*sh.k*f.ip, 0)
 	f.part = b.Scratch(4*sh.k*max(2*f.Su*sh.I, f.Sd*sh.D), 0)
 	f.act = b.Scratch(0, 4*sh.E)
+	if os.Getenv(EnvFP4Tiles) == "0" {
+		f.fp4 = 2
+	}
 	return f
 }
 
-// split adds a fast_split of rows(s) rows of width K (row stride K) from src into the
-// halves at scratch xs, Kp values a row.
+// EnvFP4Tiles set to 0 runs FP4 experts on tensorcore.cu's generic tiles instead of
+// tensorcore_fp4.cu's (a comparison of the two in one run; read when a program is bound).
+const EnvFP4Tiles = "DEEPINFER_CUDA_FP4_TILES"
+
+// split adds a fast_split (fast_split_fp4 for the FP4 tiles' order) of rows(s) rows
+// of width K (row stride K) from src into the halves at scratch xs, Kp values a row.
 func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs int, K, Kp int64) {
-	f.b.Launch("fast_split", func(s *Step, a *ArgBuf) int64 {
-		M := rows(s)
-		a.P(src(s))
-		a.P(0)
-		a.P(s.Scratch(xs))
-		a.P(s.Scratch(xs) + devptr(M*2*Kp))
-		a.I(M)
-		a.I(K)
-		a.I(Kp)
-		a.I(K)
-		a.I(M)
-		a.P(s.Err)
-		return M * Kp / 2
-	})
+	for _, fp4 := range []bool{false, true} {
+		kernel := "fast_split"
+		if fp4 {
+			kernel = "fast_split_fp4"
+		}
+		f.b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
+			if f.fp4Tiles(s) != fp4 {
+				return 0
+			}
+			return f.splitArgs(s, a, src, rows, xs, K, Kp)
+		})
+	}
+}
+
+// splitArgs fills FastSplitArgs for split.
+func (f *fastExperts) splitArgs(s *Step, a *ArgBuf, src func(*Step) devptr, rows func(*Step) int64, xs int, K, Kp int64) int64 {
+	M := rows(s)
+	a.P(src(s))
+	a.P(0)
+	a.P(s.Scratch(xs))
+	a.P(s.Scratch(xs) + devptr(M*2*Kp))
+	a.I(M)
+	a.I(K)
+	a.I(Kp)
+	a.I(K)
+	a.I(M)
+	a.P(s.Err)
+	return M * Kp / 2
 }
 
 // args fills FastMoEArgs: activations' halves at xs (rows(s) rows of Kp), output
@@ -234,16 +286,26 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 	a.F(sh.limit)
 }
 
-// tiles adds a tiles kernel's two entries, for float32 experts (kernel_f32) and the
-// others; the step runs the one its weights need (expert 0's w1 stands for all).
-func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64) {
+// tiles adds a tiles kernel's three entries: kernel_fp4 for FP4 experts
+// (tensorcore_fp4.cu: a launch block of 128 work items per active expert, rows rows of
+// weights and slice; fp4 is that block count), kernel_f32 for float32 experts and kernel
+// for the others (tensorcore.cu's warp tiles: fill's count); the step runs the one its
+// weights need (expert 0's w1 stands for all but FP4, which checks every expert).
+func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, fp4 func(s *Step) int64) {
+	f.b.Launch(kernel+"_fp4", func(s *Step, a *ArgBuf) int64 {
+		if !f.fp4Tiles(s) {
+			return 0
+		}
+		fill(s, a)
+		return fp4(s) * 128
+	})
 	for _, f32 := range []bool{false, true} {
 		name := kernel
 		if f32 {
 			name += "_f32"
 		}
 		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
-			if (s.Arg(3).Fmt == 0) != f32 {
+			if (s.Arg(3).Fmt == 0) != f32 || f.fp4Tiles(s) {
 				return 0
 			}
 			return fill(s, a)
@@ -263,7 +325,7 @@ func (f *fastExperts) up() {
 	f.tiles("fast_moe_up", func(s *Step, a *ArgBuf) int64 {
 		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
 		return f.nact(s) * ((sh.I + fastTileN - 1) / fastTileN) * f.Su * 32
-	})
+	}, func(s *Step) int64 { return f.nact(s) * ((sh.I + 63) / 64) * f.Su })
 	f.b.Launch("fast_moe_act", func(s *Step, a *ArgBuf) int64 {
 		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, s.Scratch(f.hid))
 		return s.Arg(2).Elems() * sh.I
@@ -278,7 +340,7 @@ func (f *fastExperts) down() {
 	f.tiles("fast_moe_down", func(s *Step, a *ArgBuf) int64 {
 		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 0)
 		return f.nact(s) * ((sh.D + fastTileN - 1) / fastTileN) * f.Sd * 32
-	})
+	}, func(s *Step) int64 { return f.nact(s) * ((sh.D + 127) / 128) * f.Sd })
 	f.b.Launch("fast_moe_dsum", func(s *Step, a *ArgBuf) int64 {
 		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, s.Scratch(f.y))
 		return slots(s) * sh.D

@@ -1,0 +1,297 @@
+// tensorcore_fp4.cu: the routed experts' products in the fast numerics mode when the
+// experts are FP4 (e2m1 codes, a UE8M0 scale per 32 values of a row): a launch block
+// (four warps) per (active expert, block of weight rows, slice of the reduction).
+//
+// What differs from tensorcore.cu's fast_moe_up/down (which every other format uses):
+//   - the FP4 codes are widened by integer operations, not per value: a code's sign,
+//     exponent and mantissa bits are placed at bf16's (fp4_pair), which reads the code
+//     scaled by 2^-126 (0.5, the one subnormal code, lands on a bf16 subnormal), and one
+//     bf16x2 multiply by 2^126·scale (fp4_m1, fp4_m2) gives the weight exactly;
+//   - a lane loads 32 consecutive codes of a row (16 bytes, one scale) per step of 128
+//     reduction values, and the reduction inside those 32 is permuted: bf16 pair u = 4w + j
+//     of a lane holds its values 8w + j and 8w + j + 4 (fp4_pair's order). The
+//     activations are split into halves in the same order once (fast_split_fp4), so the
+//     products are the same, only summed in another order;
+//   - the slots' activation halves are staged in shared memory once per block and pass of
+//     FP4_KC values, and each warp reads its slots' pairs from there (swizzled so that a
+//     quarter-warp's 16-byte loads hit distinct banks).
+// A slot's sum depends only on the weight shapes (slices, steps, mma order), never on
+// the other slots of the step. The emulated device computes each block's values in
+// plain loops from the same widened weights and the same activation pairs, each mma's
+// 16 products summed in k order in float32.
+
+#define FP4_KC 512     // reduction values staged a pass
+#define FP4_STEPS 4    // FP4_KC / 128
+#define FP4_SLOTS 16   // slots staged a pass (two activation tiles of 8)
+
+// fp4_pair: codes j and j+4 of the eight in q (code i in bits 4i..4i+3) as a bf16 pair,
+// low half code j, each 2^-126 times its e2m1 value.
+DEV u32 fp4_pair(u32 q, int j) {
+  u32 x = q >> (4 * j);
+  return ((x & 0x00070007u) << 6) | ((x & 0x00080008u) << 12);
+}
+// fp4_m1, fp4_m2: bf16 pairs whose product is 2^126 · 2^(u−127), u a UE8M0 scale byte;
+// m2 is 1 unless u > 128 (and NaN for 0xff, as ue8m0_f32).
+DEV u32 fp4_m1(u32 u) {
+  u32 b = ((u < 128 ? u : 128) + 126) << 7;
+  return b | (b << 16);
+}
+DEV u32 fp4_m2(u32 u) {
+  u32 b = u == 255 ? 0x7fc0u : ((u > 128 ? u - 128 : 0) + 127) << 7;
+  return b | (b << 16);
+}
+// bf2_mul: the pairs' products, rounded to bf16 (exact here: one factor a power of two).
+#ifdef DI_EMULATE
+DEV u32 bf2_mul(u32 a, u32 b) { return fast_rn(fast_lo(a) * fast_lo(b), fast_hi(a) * fast_hi(b)); }
+#else
+DEV u32 bf2_mul(u32 a, u32 b) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+#endif
+
+// fast_split_fp4: as fast_split, but each 32 values of a row in fp4_pair's order: pair
+// u = 4w + j of a 32-value chunk holds values 8w + j and 8w + j + 4. Kp is a multiple
+// of 128; values at or past K are 0.
+KERNEL(fast_split_fp4, FastSplitArgs) {
+  i64 P = a.Kp / 2;
+  for (i64 i = GIDX; i < a.M * P; i += GSTRIDE) {
+    i64 m = i / P, p = i % P;
+    i64 u = p & 15, k = (p >> 4) * 32 + 8 * (u >> 2) + (u & 3);
+    const float* xr = a.x + m * a.ldx;
+    float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 4 < a.K ? xr[k + 4] : 0.0f;
+    u32 h = fast_rn(v0, v1);
+    a.xh[i] = h;
+    a.xl[i] = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
+  }
+}
+
+// fp4_block is a launch block's place: its expert, its first weight row, its slice.
+struct Fp4Block {
+  int e;
+  i64 r0, kb, ke, s;
+};
+// fp4_where: block blk of the launch. NW 2 (w1 and w3): 64 weight rows a block, a warp
+// 16 rows of both; NW 1 (w2): 128 rows a block, a warp two tiles of 16.
+template <int NW>
+DEVM Fp4Block fp4_where(const FastMoEArgs& a, i64 blk) {
+  const i64 RB = NW == 2 ? 64 : 128;
+  i64 nrg = (a.N + RB - 1) / RB;
+  Fp4Block b;
+  b.s = blk % a.S;
+  b.r0 = ((blk / a.S) % nrg) * RB;
+  b.e = a.act[blk / (a.S * nrg)];
+  b.kb = b.s * a.ks;
+  b.ke = imin(a.Kp, b.kb + a.ks);
+  return b;
+}
+// fp4_weight: stream p's weight (NW 2: w1, w3; NW 1: w2 twice) of expert e.
+template <int NW>
+DEVM Weight fp4_weight(const FastMoEArgs& a, int e, int p) {
+  if (NW == 1) return a.tab[a.E + e];
+  return p == 0 ? a.tab[e] : a.tab[2 * a.E + e];
+}
+// fp4_store: a sum of weight row n for the expert's slot c (of list[base..]) into part.
+DEVM void fp4_store(const FastMoEArgs& a, int plane, i64 s, i64 slot, i64 n, float v) {
+  a.part[((plane * a.S + s) * a.slots + slot) * a.N + n] = v;
+}
+
+#ifdef DI_EMULATE
+template <int NW>
+DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
+  const int RT = NW == 2 ? 1 : 2;
+  const i64 P = a.Kp / 2;
+  const i64 div = NW == 2 ? a.k : 1;
+  for (i64 blk = 0; blk < blocks; blk++) {
+    Fp4Block b = fp4_where<NW>(a, blk);
+    if (b.e < 0) continue;
+    i64 n = a.counts[b.e], base = a.off[b.e];
+    for (int warp = 0; warp < 4; warp++)
+      for (int p = 0; p < 2; p++) {
+        Weight w = fp4_weight<NW>(a, b.e, p);
+        int plane = NW == 2 ? p : 0;
+        i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
+        for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
+          const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
+          for (i64 c = 0; c < n; c++) {
+            i64 slot = a.list[base + c], m = slot / div;
+            float acc = 0;
+            for (i64 k0 = b.kb; k0 < b.ke; k0 += 128)
+              for (int i = 0; i < 8; i++) {  // mma i: pairs 2i and 2i+1 of each lane t
+                float dh = 0, dl = 0;
+                for (int t = 0; t < 4; t++) {
+                  i64 kl = k0 + 32 * t;
+                  u32 q = 0, m1 = fp4_m1(127), m2 = fp4_m2(127);
+                  for (int v = 0; v < 2; v++) {
+                    int u = 2 * i + v;
+                    if (kl < a.K) {
+                      memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
+                      u32 sc = w.s[r * (w.cols / 32) + kl / 32];
+                      m1 = fp4_m1(sc), m2 = fp4_m2(sc);
+                    } else {
+                      q = 0;
+                    }
+                    u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
+                    u32 xh = a.xh[m * P + kl / 2 + u], xl = a.xl[m * P + kl / 2 + u];
+                    dh += fast_lo(wp) * fast_lo(xh);
+                    dh += fast_hi(wp) * fast_hi(xh);
+                    dl += fast_lo(wp) * fast_lo(xl);
+                    dl += fast_hi(wp) * fast_hi(xl);
+                  }
+                }
+                acc += dh;
+                acc += dl;
+              }
+            fp4_store(a, plane, b.s, slot, r, acc);
+          }
+        }
+      }
+  }
+}
+#else
+template <int NW>
+DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
+  const int RT = NW == 2 ? 1 : 2;
+  __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
+  Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
+  if (b.e < 0) return;  // the whole block
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 P = a.Kp / 2;
+  const i64 div = NW == 2 ? a.k : 1;
+  const i64 n = a.counts[b.e], base = a.off[b.e];
+  const int nsteps = (int)((b.ke - b.kb) / 128);
+  // the warp's two streams (weight, 16-row tile): this lane's rows g and g+8
+  const unsigned char* wa[2];
+  const unsigned char* wb[2];
+  const unsigned char* sa[2];
+  const unsigned char* sb[2];
+  bool oka[2], okb[2];
+  i64 rt0[2];
+  UNROLL for (int p = 0; p < 2; p++) {
+    Weight w = fp4_weight<NW>(a, b.e, p);
+    rt0[p] = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
+    i64 ra = rt0[p] + g, rb = ra + 8;
+    oka[p] = ra < a.N, okb[p] = rb < a.N;
+    wa[p] = (const unsigned char*)w.p + (oka[p] ? ra : 0) * (w.cols / 2);
+    wb[p] = (const unsigned char*)w.p + (okb[p] ? rb : 0) * (w.cols / 2);
+    sa[p] = w.s + (oka[p] ? ra : 0) * (w.cols / 32);
+    sb[p] = w.s + (okb[p] ? rb : 0) * (w.cols / 32);
+  }
+  for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
+    const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
+    float acc[2][2][4];
+    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
+    uint4 qa[2], qb[2];
+    u32 ua[2], ub[2];
+    auto load = [&](int h) {
+      i64 kl = b.kb + 128 * h + 32 * t;
+      UNROLL for (int p = 0; p < 2; p++) {
+        bool ina = oka[p] && kl < a.K, inb = okb[p] && kl < a.K;
+        qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
+        qb[p] = inb ? *(const uint4*)(wb[p] + kl / 2) : make_uint4(0, 0, 0, 0);
+        ua[p] = ina ? sa[p][kl / 32] : 127;
+        ub[p] = inb ? sb[p][kl / 32] : 127;
+      }
+    };
+    if (nsteps > 0) load(0);
+    for (int h = 0; h < nsteps; h++) {
+      if ((h & (FP4_STEPS - 1)) == 0) {
+        // stage the slots' pairs of the next FP4_KC values (zeros for slots past nc)
+        int ns = min(FP4_STEPS, nsteps - h);
+        __syncthreads();
+        int total = live * 8 * ns * 2 * 16;
+        for (int i = tid; i < total; i += 128) {
+          int c4 = i & 3, tt = (i >> 2) & 3, half = (i >> 4) & 1, rest = i >> 5;
+          int hh = rest % ns, c = rest / ns;
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (c < nc) {
+            i64 m = a.list[base + c0 + c] / div;
+            const u32* src = (half ? a.xl : a.xh) + m * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
+            v = *(const uint4*)src;
+          }
+          int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
+          xs[((c * FP4_STEPS + hh) * 2 + half) * 16 + tt * 4 + pos] = v;
+        }
+        __syncthreads();
+      }
+      uint4 ca[2] = {qa[0], qa[1]}, cb[2] = {qb[0], qb[1]};
+      u32 m1a[2], m1b[2], m2a[2], m2b[2];
+      bool big = false;
+      UNROLL for (int p = 0; p < 2; p++) {
+        m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
+        m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
+        big = big || ua[p] > 128 || ub[p] > 128;
+      }
+      big = __any_sync(0xffffffffu, big);
+      if (h + 1 < nsteps) load(h + 1);
+      const int hs = h & (FP4_STEPS - 1);
+      UNROLL for (int w4 = 0; w4 < 4; w4++) {
+        u32 da[2][4], db[2][4];
+        UNROLL for (int p = 0; p < 2; p++) {
+          u32 xa = w4 == 0 ? ca[p].x : w4 == 1 ? ca[p].y : w4 == 2 ? ca[p].z : ca[p].w;
+          u32 xb = w4 == 0 ? cb[p].x : w4 == 1 ? cb[p].y : w4 == 2 ? cb[p].z : cb[p].w;
+          UNROLL for (int j = 0; j < 4; j++) {
+            da[p][j] = bf2_mul(fp4_pair(xa, j), m1a[p]);
+            db[p][j] = bf2_mul(fp4_pair(xb, j), m1b[p]);
+          }
+          if (big) {
+            UNROLL for (int j = 0; j < 4; j++) {
+              da[p][j] = bf2_mul(da[p][j], m2a[p]);
+              db[p][j] = bf2_mul(db[p][j], m2b[p]);
+            }
+          }
+        }
+        UNROLL for (int j = 0; j < 2; j++) {
+          if (j >= live) break;
+          int c = 8 * j + g;
+          int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
+          uint4 bh = xs[((c * FP4_STEPS + hs) * 2 + 0) * 16 + t * 4 + pos];
+          uint4 bl = xs[((c * FP4_STEPS + hs) * 2 + 1) * 16 + t * 4 + pos];
+          UNROLL for (int p = 0; p < 2; p++) {
+            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
+            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bl.x, bl.y);
+            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bh.z, bh.w);
+            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bl.z, bl.w);
+          }
+        }
+      }
+    }
+    // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
+    UNROLL for (int j = 0; j < 2; j++) {
+      if (j >= live) break;
+      UNROLL for (int e = 0; e < 4; e++) {
+        int c = 8 * j + 2 * t + (e & 1);
+        if (c >= nc) continue;
+        i64 slot = a.list[base + c0 + c];
+        UNROLL for (int p = 0; p < 2; p++) {
+          i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
+          if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
+        }
+      }
+    }
+  }
+}
+#endif
+
+// fast_moe_up_fp4 (w1 and w3 into planes 0 and 1 of part) and fast_moe_down_fp4 (w2
+// into plane 0): a launch block of 128 work items per (active expert, weight rows,
+// slice), fp4_where's order; the grid is exactly the blocks.
+KERNEL(fast_moe_up_fp4, FastMoEArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  fp4_tiles<2>(a, a.nact * ((a.N + 63) / 64) * a.S);
+#else
+  fp4_tiles<2>(a, GIDX);
+#endif
+}
+KERNEL(fast_moe_down_fp4, FastMoEArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  fp4_tiles<1>(a, a.nact * ((a.N + 127) / 128) * a.S);
+#else
+  fp4_tiles<1>(a, GIDX);
+#endif
+}
