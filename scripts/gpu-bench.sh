@@ -25,6 +25,7 @@
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
+# ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context),
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS) and prints its summary,
 # NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
@@ -90,6 +91,15 @@ run() {
 				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps 0 \
 				--numerics fast --graphs=false --out "$out/$m.fast.nographs.bench.json" 2>&1 | tee "$out/$m.fast.nographs.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.nographs.bench.txt"
+		fi
+		if [ -n "${ENV_COMPARE:-}" ]; then
+			# the fast mode once more with ENV_COMPARE's assignments (e.g.
+			# DEEPINFER_CUDA_FP4_TILES=0), at the first context, profiled (the same run)
+			echo "==== $m: $ENV_COMPARE divm bench --numerics fast"
+			env $ENV_COMPARE timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
+				--numerics fast --out "$out/$m.fast.cmp.bench.json" 2>&1 | tee "$out/$m.fast.cmp.bench.txt"
+			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.cmp.bench.txt"
 		fi
 		if [ -n "${LONG_CONTEXT:-}" ] && [[ " ${LONG_MODEL:-v4} " == *" $m "* ]]; then
 			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
@@ -185,6 +195,8 @@ PY
 		done
 		[ -f "$out/$m.fast.nographs.bench.txt" ] && echo "--- $m, fast numerics, no graphs" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.nographs.bench.txt"
+		[ -f "$out/$m.fast.cmp.bench.txt" ] && echo "--- $m, fast numerics, $ENV_COMPARE" &&
+			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.cmp.bench.txt"
 		[ -f "$out/$m.fast.long.bench.txt" ] && echo "--- $m, fast numerics, long context" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.long.bench.txt"
 	done
