@@ -125,61 +125,27 @@ func bindCompress(b *Bind) error {
 	}
 	maxE := b.MaxPositions() / ratio
 	kvS, gateS, poolS := b.Scratch(4*width, 0), b.Scratch(4*width, 0), b.Scratch(8*dim, 0)
-	// the fast mode: the 64-wide blocks as work items (att_cmp_fast_part), then summed
-	// in order (att_cmp_fast_sum): the same values
-	nb := (in + 63) / 64
-	partS := -1
+	// the fast mode: both projections on the tensor cores (fastProduct), every row count
+	// (a row's value must not depend on the batch)
 	if b.Fast() {
-		partS = b.Scratch(4*2*width*nb, 0)
-	}
-	proj := func(s *Step, a *ArgBuf) int64 {
-		T := s.Arg(0).Rows()
-		a.P(s.Arg(0).Ptr)
-		a.W(s.Arg(2))
-		a.W(s.Arg(3))
-		a.P(s.Scratch(kvS))
-		a.P(s.Scratch(gateS))
-		a.I(T)
-		a.I(width)
-		a.I(in)
-		a.I(1) // the reduction in 64-wide blocks, for every shape (cpu: gemmNT)
-		if partS >= 0 {
-			a.P(s.Scratch(partS))
-		} else {
-			a.P(0)
+		for _, pr := range []struct{ w, y int }{{2, kvS}, {3, gateS}} {
+			fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: pr.w, yScratch: pr.y, N: width, K: in, ldx: in, ldy: width})
 		}
-		return 2 * T * width
-	}
-	// att_cmp_proj's work items: a group of attCmpMT tokens each
-	projGroups := func(s *Step, a *ArgBuf) int64 {
-		n := proj(s, a) / (2 * width)
-		return 2 * width * ((n + attCmpMT - 1) / attCmpMT)
-	}
-	if partS >= 0 {
-		// the split only for a few rows: on the H200 (2 V4 layers) it took 0.17 ms
-		// against the serial kernel's 1.9 at batch 1, but 7.5 ms against 5.8 at 64 and
-		// 29.7 against 19.8 at 256 (its partials' traffic); the values are the same
-		split := func(s *Step) bool { return s.Arg(0).Rows() <= splitRows }
-		b.Launch("att_cmp_fast_part", func(s *Step, a *ArgBuf) int64 {
-			if !split(s) {
-				return 0
-			}
-			return proj(s, a) * nb
-		})
-		b.Launch("att_cmp_fast_sum", func(s *Step, a *ArgBuf) int64 {
-			if !split(s) {
-				return 0
-			}
-			return proj(s, a)
-		})
-		b.Launch("att_cmp_proj", func(s *Step, a *ArgBuf) int64 {
-			if split(s) {
-				return 0
-			}
-			return projGroups(s, a)
-		})
 	} else {
-		b.Launch("att_cmp_proj", projGroups)
+		b.Launch("att_cmp_proj", func(s *Step, a *ArgBuf) int64 {
+			T := s.Arg(0).Rows()
+			a.P(s.Arg(0).Ptr)
+			a.W(s.Arg(2))
+			a.W(s.Arg(3))
+			a.P(s.Scratch(kvS))
+			a.P(s.Scratch(gateS))
+			a.I(T)
+			a.I(width)
+			a.I(in)
+			a.I(1) // the reduction in 64-wide blocks, for every shape (cpu: gemmNT)
+			// work items: (projection, group of attCmpMT tokens, channel)
+			return 2 * width * ((T + attCmpMT - 1) / attCmpMT)
+		})
 	}
 	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Seqs)

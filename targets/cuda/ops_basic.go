@@ -131,7 +131,7 @@ func launchSplit(b *Bind, g splitProduct) func(s *Step) bool {
 // gemm launches c = x·wᵀ over x's rows (or the rows a rows operand picks).
 func gemm(b *Bind, x, rows, w, c int, N, K int64) {
 	if b.Fast() {
-		fastProduct(b, fastGemm{x: x, xScratch: -1, rows: rows, w: w, y: c, N: N, K: K, ldx: K, ldy: N})
+		fastProduct(b, fastGemm{x: x, xScratch: -1, rows: rows, w: w, y: c, yScratch: -1, N: N, K: K, ldx: K, ldy: N})
 		return
 	}
 	split := launchSplit(b, splitProduct{x: x, xScratch: -1, rows: rows, w: w, y: c, N: N, K: K, ldx: K, ldy: N})

@@ -60,7 +60,7 @@ func bindQLinear(b *Bind) error {
 	}
 	if b.Fast() {
 		x := xq
-		fastProduct(b, fastGemm{x: 0, xScratch: x, rows: -1, w: 1, y: 0, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16})
+		fastProduct(b, fastGemm{x: 0, xScratch: x, rows: -1, w: 1, y: 0, yScratch: -1, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16})
 		return nil
 	}
 	kernel := "dense_qlinear"
@@ -118,7 +118,7 @@ func bindGroupedLinear(b *Bind) error {
 		v41 = 1
 	}
 	if b.Fast() && out%fastTileN == 0 {
-		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, N: G * out, K: in, ldx: G * in, ldy: G * out, G: G})
+		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, yScratch: -1, N: G * out, K: in, ldx: G * in, ldy: G * out, G: G})
 		return nil
 	}
 	kernel := "dense_grouped"

@@ -23,8 +23,10 @@ const fastAttnHeads = 16
 // [g·K, (g+1)·K) of x (ldx = G·K).
 type fastGemm struct {
 	x, xScratch, rows, w, y int
-	N, K, ldx, ldy, G       int64
-	outBF16                 int64
+	// yScratch ≥ 0: y is that scratch, not result y
+	yScratch          int
+	N, K, ldx, ldy, G int64
+	outBF16           int64
 }
 
 // fastSplits picks the reduction's slices from the weight's shape alone (never the
@@ -105,7 +107,11 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.P(xh)
 		a.P(xl)
 		a.W(s.Arg(g.w))
-		a.P(s.Result(g.y).Ptr)
+		if g.yScratch >= 0 {
+			a.P(s.Scratch(g.yScratch))
+		} else {
+			a.P(s.Result(g.y).Ptr)
+		}
 		if part >= 0 {
 			a.P(s.Scratch(part))
 		} else {

@@ -165,29 +165,10 @@ DEV float* att_ring(const SeqRec& s, i64 off) { return (float*)((char*)(u64)s.st
 
 // ---- compress (cpu: compressKernel) ----
 
-// att_gonum_dot is gonum's float32 DotUnitary on amd64 (internal/asm/f32/dotunitary_
-// amd64.s) for a 16-byte aligned weight row: lanes SUM and P_SUM of four, 16 values a
-// round, SUM += P_SUM, then blocks of four into SUM, single values into SUM[0], and
-// (s0+s1)+(s2+s3).
-DEV float att_gonum_dot(const float* x, const Weight& w, i64 r, i64 k0, i64 n) {
-  float s[4] = {0, 0, 0, 0}, p[4] = {0, 0, 0, 0};
-  i64 n16 = n / 16, i = 0;
-  for (i64 b = 0; b < n16; b++, i += 16) {
-    for (int l = 0; l < 4; l++) s[l] += x[i + l] * wval(w, r, k0 + i + l);
-    for (int l = 0; l < 4; l++) p[l] += x[i + 4 + l] * wval(w, r, k0 + i + 4 + l);
-    for (int l = 0; l < 4; l++) s[l] += x[i + 8 + l] * wval(w, r, k0 + i + 8 + l);
-    for (int l = 0; l < 4; l++) p[l] += x[i + 12 + l] * wval(w, r, k0 + i + 12 + l);
-  }
-  if (n16 > 0)
-    for (int l = 0; l < 4; l++) s[l] += p[l];
-  for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; l++) s[l] += x[i + l] * wval(w, r, k0 + i + l);
-  for (; i < n; i++) s[0] += x[i] * wval(w, r, k0 + i);
-  return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
-// att_gonum_dots is att_gonum_dot for the rows x, x + ldx, ... of nt ≤ MT tokens against
-// one weight row: each token's sum in att_gonum_dot's order, a weight value read once
+// att_gonum_dots is gonum's float32 DotUnitary on amd64 (lanes SUM and P_SUM of four,
+// 16 values a round, SUM += P_SUM, then blocks of four into SUM, single values into
+// SUM[0], and (s0+s1)+(s2+s3)) for the rows x, x + ldx, ... of nt ≤ MT tokens against
+// one weight row: each token's sum in that order, a weight value read once
 // for all of them.
 template <int MT>
 DEVM void att_gonum_dots(const float* x, i64 ldx, i64 nt, const Weight& w, i64 r, i64 k0, i64 n, float* out) {
@@ -225,7 +206,7 @@ DEVM void att_gonum_dots(const float* x, i64 ldx, i64 nt, const Weight& w, i64 r
 // work item is one (projection, group of ATT_CMP_MT tokens, channel): the weight row is
 // read once for the group, each token's value computed in the cpu's order.
 #define ATT_CMP_MT 8
-struct AttProjArgs { const float* x; Weight wkv; Weight wgate; float* kv; float* gate; i64 T; i64 width; i64 in; i64 blocked; float* part; };
+struct AttProjArgs { const float* x; Weight wkv; Weight wgate; float* kv; float* gate; i64 T; i64 width; i64 in; i64 blocked; };
 KERNEL(att_cmp_proj, AttProjArgs) {
   i64 groups = (a.T + ATT_CMP_MT - 1) / ATT_CMP_MT, per = groups * a.width;
   for (i64 i = GIDX; i < 2 * per; i += GSTRIDE) {
@@ -247,30 +228,6 @@ KERNEL(att_cmp_proj, AttProjArgs) {
     float* out = which ? a.gate : a.kv;
     UNROLL for (int u = 0; u < ATT_CMP_MT; u++)
       if (u < nt) out[(t0 + u) * a.width + c] = acc[u];
-  }
-}
-
-// att_cmp_fast_part and att_cmp_fast_sum (the fast mode): att_cmp_proj's blocked
-// reduction with its 64-wide blocks as work items, one (projection, token, channel,
-// block) each, into part[projection, t, c, block]; then each output's blocks added in
-// order. The blocks are independent in the cpu's order, so these are att_cmp_proj's
-// values bit for bit, in chains of 64 values and in/64 blocks instead of in.
-KERNEL(att_cmp_fast_part, AttProjArgs) {
-  const i64 nb = (a.in + 63) / 64, per = a.T * a.width;
-  for (i64 i = GIDX; i < 2 * per * nb; i += GSTRIDE) {
-    i64 blk = i % nb, o = i / nb, which = o / per, rem = o % per, t = rem / a.width, c = rem % a.width;
-    i64 k = blk * 64;
-    a.part[i] = att_gonum_dot(a.x + t * a.in + k, which ? a.wgate : a.wkv, c, k, imin(64, a.in - k));
-  }
-}
-
-KERNEL(att_cmp_fast_sum, AttProjArgs) {
-  const i64 nb = (a.in + 63) / 64, per = a.T * a.width;
-  for (i64 o = GIDX; o < 2 * per; o += GSTRIDE) {
-    const float* p = a.part + o * nb;
-    float acc = 0;
-    for (i64 blk = 0; blk < nb; blk++) acc += p[blk];
-    (o / per ? a.gate : a.kv)[o % per] = acc;
   }
 }
 
