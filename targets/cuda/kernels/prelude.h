@@ -35,9 +35,12 @@ struct alignas(16) uint4 { u32 x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
 #else
 #define DEV static __device__ __forceinline__
+// KERNEL_BOUNDS: the launch bounds of the kernels that follow (a file that needs them
+// redefines it before its kernels and back to empty after); empty by default.
+#define KERNEL_BOUNDS
 #define KERNEL(name, Args)                                                    \
   static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE); \
-  extern "C" __global__ void name(const Args a) {                             \
+  extern "C" __global__ void KERNEL_BOUNDS name(const Args a) {               \
     name##_body(a, (long long)blockIdx.x * blockDim.x + threadIdx.x,          \
                 (long long)gridDim.x * blockDim.x);                           \
   }                                                                           \

@@ -160,7 +160,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   const i64 P = a.Kp / 2;
   const i64 div = NW == 2 ? a.k : 1;
   const i64 n = a.counts[b.e], base = a.off[b.e];
-  const int nsteps = (int)((b.ke - b.kb) / 128);
+  const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
+  __shared__ i64 srow[FP4_SLOTS];  // the x row of each staged slot
   // the warp's two streams (weight, 16-row tile): this lane's rows g and g+8
   const unsigned char* wa[2];
   const unsigned char* wb[2];
@@ -185,9 +186,9 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
     auto load = [&](int h) {
-      i64 kl = b.kb + 128 * h + 32 * t;
+      int kl = (int)b.kb + 128 * h + 32 * t;
       UNROLL for (int p = 0; p < 2; p++) {
-        bool ina = oka[p] && kl < a.K, inb = okb[p] && kl < a.K;
+        bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
         qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
         qb[p] = inb ? *(const uint4*)(wb[p] + kl / 2) : make_uint4(0, 0, 0, 0);
         ua[p] = ina ? sa[p][kl / 32] : 127;
@@ -197,17 +198,17 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     if (nsteps > 0) load(0);
     for (int h = 0; h < nsteps; h++) {
       if ((h & (FP4_STEPS - 1)) == 0) {
-        // stage the slots' pairs of the next FP4_KC values (zeros for slots past nc)
+        // stage the slots' pairs of the next FP4_KC values (zeros for slots past nc
+        // and steps past the slice)
         int ns = min(FP4_STEPS, nsteps - h);
+        if (h == 0 && tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
         __syncthreads();
-        int total = live * 8 * ns * 2 * 16;
+        int total = live * 8 * FP4_STEPS * 2 * 16;
         for (int i = tid; i < total; i += 128) {
-          int c4 = i & 3, tt = (i >> 2) & 3, half = (i >> 4) & 1, rest = i >> 5;
-          int hh = rest % ns, c = rest / ns;
+          int c4 = i & 3, tt = (i >> 2) & 3, half = (i >> 4) & 1, hh = (i >> 5) & (FP4_STEPS - 1), c = i >> 7;
           uint4 v = make_uint4(0, 0, 0, 0);
-          if (c < nc) {
-            i64 m = a.list[base + c0 + c] / div;
-            const u32* src = (half ? a.xl : a.xh) + m * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
+          if (c < nc && hh < ns) {
+            const u32* src = (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
             v = *(const uint4*)src;
           }
           int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
@@ -276,7 +277,12 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
 
 // fast_moe_up_fp4 (w1 and w3 into planes 0 and 1 of part) and fast_moe_down_fp4 (w2
 // into plane 0): a launch block of 128 work items per (active expert, weight rows,
-// slice), fp4_where's order; the grid is exactly the blocks.
+// slice), fp4_where's order; the grid is exactly the blocks. At most 128 registers a
+// thread, so that four blocks share a multiprocessor (168 without the bound: three).
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
 KERNEL(fast_moe_up_fp4, FastMoEArgs) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
@@ -295,3 +301,5 @@ KERNEL(fast_moe_down_fp4, FastMoEArgs) {
   fp4_tiles<1>(a, GIDX);
 #endif
 }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
