@@ -94,12 +94,17 @@ func fastProduct(b *Bind, g fastGemm) {
 		return M * kp / 2
 	})
 	// mt is the activation rows a warp tile holds: 8 up to 8 rows (decode at small
-	// batch), else 32; a value does not depend on it
+	// batch), 32 up to 32 rows, else 128 (fast_gemm_blk: a launch block of four warps
+	// sharing the rows' halves) where the groups allow; a value does not depend on it
+	blockOK := fastBlockOK(g.N, g.G) && os.Getenv(EnvBlockGemm) != "0"
 	mt := func(s *Step) int64 {
-		if rowsOf(s) <= 8 {
+		switch M := rowsOf(s); {
+		case M <= 8:
 			return 8
+		case M <= 32 || !blockOK:
+			return 4 * 8
 		}
-		return 4 * 8
+		return fastBlockRows
 	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		M := rowsOf(s)
@@ -134,12 +139,17 @@ func fastProduct(b *Bind, g fastGemm) {
 		kernel string
 		rows   int64
 		f32    bool
-	}{{"fast_gemm_m1", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true}, {"fast_gemm_m4_f32", 32, true}} {
+	}{{"fast_gemm_m1", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true}, {"fast_gemm_m4_f32", 32, true},
+		{"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
 			}
 			mtiles := fill(s, a)
+			if v.rows == fastBlockRows {
+				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
+				return (g.N + 63) / 64 * S * mtiles * 128
+			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
 	}
@@ -150,6 +160,18 @@ func fastProduct(b *Bind, g fastGemm) {
 		})
 	}
 }
+
+// EnvBlockGemm set to 0 keeps products of more than 32 rows on fast_gemm_m4 instead of
+// fast_gemm_blk (the same values; a comparison of the two in one run; read when a
+// program is bound).
+const EnvBlockGemm = "DEEPINFER_CUDA_BLOCK_GEMM"
+
+// fastBlockRows is tensorcore.cu's FAST_BLK_ROWS: the rows of x a fast_gemm_blk block holds.
+const fastBlockRows = 128
+
+// fastBlockOK reports whether fast_gemm_blk can run a product of N weight rows in G
+// groups: a block's 64 weight rows must read the same rows of x (one group).
+func fastBlockOK(N, G int64) bool { return G <= 1 || (N/G)%64 == 0 }
 
 // fastExpertShape is a routed-experts instruction's shape: E experts of w1, w3 [I, D]
 // and w2 [D, I], k slots a token.
