@@ -1067,7 +1067,9 @@ KERNEL(csa_fast_logits, csa_AttnArgs) {
       i64 tj = t * a.lmax + j0 + k;
       float* pb = a.pb + tj * a.heads + h0;
       bool ok = a.valid[tj] != 0;
-      for (i64 h = 0; h < hn; h++) pb[h] = ok ? acc[k][h] * (float)a.scale : -F32_INF;
+      // (h a constant of the unrolled loop: acc stays in registers)
+      UNROLL for (int h = 0; h < CSA_HG; h++)
+        if (h < hn) pb[h] = ok ? acc[k][h] * (float)a.scale : -F32_INF;
     }
   }
 }
@@ -1120,10 +1122,12 @@ DEVM void csa_fast_out_item(const csa_AttnArgs& a, i64 t, i64 h0, i64 d0) {
       }
     }
   }
-  for (i64 h = 0; h < hn; h++) {
+  UNROLL for (int h = 0; h < HG; h++) {
+    if (h >= hn) break;
     i64 th = t * a.heads + h0 + h;
     float den = a.den[th];
-    for (i64 v = 0; v < dn; v++) a.out[th * a.dim + d0 + v] = q_bf16(acc[h][v] / den);
+    UNROLL for (int v = 0; v < DV; v++)
+      if (v < dn) a.out[th * a.dim + d0 + v] = q_bf16(acc[h][v] / den);
   }
 }
 
