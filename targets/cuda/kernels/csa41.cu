@@ -1074,10 +1074,42 @@ KERNEL(csa_fast_logits, csa_AttnArgs) {
   }
 }
 
+// csa_fast_out_key adds key tj's term to the output values d0..d0+dn-1 of heads
+// h0..h0+hn-1: a fused multiply-add of the key's bf16 probability (csa_attn_softmax's
+// pb; 0 for an empty slot, whose pb is its -inf logit) and its value. vk, vp: the key's
+// values and the probabilities loaded four at a time.
+template <int HG, int DV>
+DEVM void csa_fast_out_key(const csa_AttnArgs& a, i64 tj, i64 h0, i64 d0, i64 hn, i64 dn, bool vk, bool vp,
+                           float (&acc)[HG][DV]) {
+  bool ok = a.valid[tj] != 0;
+  const float* kr = a.kf + tj * a.dim + d0;
+  const float* pr = a.pb + tj * a.heads + h0;
+  float kv[DV], p[HG];
+  if (vk) {
+    float4 x = *(const float4*)kr;
+    float xs[4] = {x.x, x.y, x.z, x.w};
+    UNROLL for (int v = 0; v < DV; v++) kv[v] = xs[v & 3];
+  } else {
+    UNROLL for (int v = 0; v < DV; v++) kv[v] = v < dn ? kr[v] : 0.0f;
+  }
+  if (vp) {
+    UNROLL for (int h = 0; h + 3 < HG; h += 4) {
+      float4 x = *(const float4*)(pr + h);
+      p[h] = x.x, p[h + 1] = x.y, p[h + 2] = x.z, p[h + 3] = x.w;
+    }
+  } else {
+    UNROLL for (int h = 0; h < HG; h++) p[h] = h < hn ? pr[h] : 0.0f;
+  }
+  UNROLL for (int h = 0; h < HG; h++) {
+    float ph = ok ? p[h] : 0.0f;
+    UNROLL for (int v = 0; v < DV; v++) acc[h][v] = fmaf(ph, kv[v], acc[h][v]);
+  }
+}
+
 // csa_fast_out_item: output values d0..d0+DV-1 of heads h0..h0+HG-1 (those that exist)
-// of row t: per block the rescale, then the block's keys in order, each a fused
-// multiply-add of the key's bf16 probability (csa_attn_softmax's pb; 0 for an empty
-// slot) and its value.
+// of row t: per block the rescale, then the block's keys in order (csa_fast_out_key).
+// A small item (the narrow kernel's, for small steps, where a key's loads wait on
+// memory rather than on arithmetic) keeps 8 keys' loads in flight, a large one 2.
 template <int HG, int DV>
 DEVM void csa_fast_out_item(const csa_AttnArgs& a, i64 t, i64 h0, i64 d0) {
   i64 L = a.rlen[t];
@@ -1094,32 +1126,12 @@ DEVM void csa_fast_out_item(const csa_AttnArgs& a, i64 t, i64 h0, i64 d0) {
       if (s >= 0) UNROLL for (int v = 0; v < DV; v++) acc[h][v] *= s;
     }
     i64 be = imin(b + a.block, L);
-    UNROLL_BY(2)
-    for (i64 j = b; j < be; j++) {
-      i64 tj = t * a.lmax + j;
-      bool ok = a.valid[tj] != 0;
-      const float* kr = a.kf + tj * a.dim + d0;
-      const float* pr = a.pb + tj * a.heads + h0;
-      float kv[DV], p[HG];
-      if (vk) {
-        float4 x = *(const float4*)kr;
-        float xs[4] = {x.x, x.y, x.z, x.w};
-        UNROLL for (int v = 0; v < DV; v++) kv[v] = xs[v & 3];
-      } else {
-        UNROLL for (int v = 0; v < DV; v++) kv[v] = v < dn ? kr[v] : 0.0f;
-      }
-      if (vp) {
-        UNROLL for (int h = 0; h + 3 < HG; h += 4) {
-          float4 x = *(const float4*)(pr + h);
-          p[h] = x.x, p[h + 1] = x.y, p[h + 2] = x.z, p[h + 3] = x.w;
-        }
-      } else {
-        UNROLL for (int h = 0; h < HG; h++) p[h] = h < hn ? pr[h] : 0.0f;
-      }
-      UNROLL for (int h = 0; h < HG; h++) {
-        float ph = ok ? p[h] : 0.0f;  // an empty slot's pb is its -inf logit
-        UNROLL for (int v = 0; v < DV; v++) acc[h][v] = fmaf(ph, kv[v], acc[h][v]);
-      }
+    if (HG * DV > 4) {
+      UNROLL_BY(2)
+      for (i64 j = b; j < be; j++) csa_fast_out_key<HG, DV>(a, t * a.lmax + j, h0, d0, hn, dn, vk, vp, acc);
+    } else {
+      UNROLL_BY(8)
+      for (i64 j = b; j < be; j++) csa_fast_out_key<HG, DV>(a, t * a.lmax + j, h0, d0, hn, dn, vk, vp, acc);
     }
   }
   UNROLL for (int h = 0; h < HG; h++) {
