@@ -14,20 +14,21 @@ import (
 // exact one, empty slots -inf and keys past a row's list untouched; the two output
 // kernels bit for bit equal (they run the same chains, grouped differently) and within
 // one bf16 step of the exact output. Shapes: heads that leave a partial group of 16,
-// dims that take the four-value loads and the scalar tail, a misaligned query, rows with
+// dims that take the four-value loads and the scalar tail, a misaligned query, heads
+// that the four-value loads of probabilities do not divide, rows with
 // empty slots, an empty first block and a row in no view.
 func TestFastV41AttentionNearSerial(t *testing.T) {
 	k := newEmuKernels(t)
 	rng := rand.New(rand.NewPCG(41, 12))
-	const H, T, lmax, block = 20, 5, 37, 8
+	const T, lmax, block = 5, 37, 8
 	const nblk = (lmax + block - 1) / block
 	rlen := []int64{37, 20, -1, 9, 1}
 	for _, c := range []struct {
-		dim     int
-		qOffset int // values the query starts past an aligned address
-	}{{72, 0}, {70, 0}, {64, 1}} {
-		D := c.dim
-		t.Run(fmt.Sprintf("dim %d, query offset %d", D, c.qOffset), func(t *testing.T) {
+		heads, dim int
+		qOffset    int // values the query starts past an aligned address
+	}{{20, 72, 0}, {20, 70, 0}, {20, 64, 1}, {18, 64, 0}} {
+		H, D := c.heads, c.dim
+		t.Run(fmt.Sprintf("%d heads of %d, query offset %d", H, D, c.qOffset), func(t *testing.T) {
 			q := randRow(rng, c.qOffset+T*H*D)
 			kf := make([]float32, T*lmax*D)
 			valid := make([]byte, T*lmax)
@@ -57,14 +58,14 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 				return func(a *ArgBuf) {
 					a.P(qp + devptr(4*c.qOffset))
 					a.P(0) // kv
-					a.W(Operand{Ptr: sink, Cols: H})
+					a.W(Operand{Ptr: sink, Cols: int64(H)})
 					a.P(0) // idx
 					a.P(out)
 					a.P(0) // seqs
 					a.I(0)
 					a.I(T)
 					a.I(0)
-					a.I(H)
+					a.I(int64(H))
 					a.I(int64(D))
 					a.I(lmax)
 					a.I(block)
