@@ -538,9 +538,34 @@ func csaBindAttention(b *Bind) error {
 	b.Launch("csa_attn_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax })
 	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * dim })
 	groups := (heads + csaHeadGroup - 1) / csaHeadGroup
-	b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * groups })
-	b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
-	b.Launch("csa_attn_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
+	if b.Fast() {
+		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
+		// value's order depends on the shapes alone, so batch-invariant mode uses them too
+		b.Launch("csa_fast_logits", func(s *Step, a *ArgBuf) int64 {
+			return fill(s, a) * groups * ((lmax + csaFastKeys - 1) / csaFastKeys)
+		})
+		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+		// the output's wide items (16 heads × 4 values) from csaFastWideItems of them,
+		// else the narrow ones (4 heads × 1 value): the same values either way
+		wide := func(rows int64) int64 { return rows * groups * ((dim + 3) / 4) }
+		b.Launch("csa_fast_out", func(s *Step, a *ArgBuf) int64 {
+			if n := wide(s.Arg(0).Rows()); n >= csaFastWideItems {
+				fill(s, a)
+				return n
+			}
+			return 0
+		})
+		b.Launch("csa_fast_out_n", func(s *Step, a *ArgBuf) int64 {
+			if wide(s.Arg(0).Rows()) >= csaFastWideItems {
+				return 0
+			}
+			return fill(s, a) * ((heads + 3) / 4) * dim
+		})
+	} else {
+		b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * groups })
+		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+		b.Launch("csa_attn_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
+	}
 	if b.Phase != plan.PhaseDraft && ring.rows > 0 {
 		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) })
 	}
@@ -549,3 +574,11 @@ func csaBindAttention(b *Bind) error {
 
 // csaHeadGroup is csa41.cu's CSA_HG: the heads one attention work item serves.
 const csaHeadGroup = 16
+
+// csaFastKeys is csa41.cu's CSA_FK: the keys one csa_fast_logits work item scores.
+const csaFastKeys = 2
+
+// csaFastWideItems: a step whose output has at least this many wide work items (16
+// heads × 4 values) runs csa_fast_out, a smaller one csa_fast_out_n (4 heads × 1 value,
+// 16× the items). A variable so that a test can choose either.
+var csaFastWideItems int64 = 1 << 16

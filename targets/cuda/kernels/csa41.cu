@@ -1002,6 +1002,167 @@ KERNEL(csa_attn_out, csa_AttnArgs) {
   }
 }
 
+// ---- csa_attention, fast numerics mode ----
+//
+// The key lookup, widening and softmax are the exact kernels above; the logits and the
+// output are computed here in fused multiply-adds. Each logit is one chain over the
+// head's values in order, each output value one chain over the keys in order with the
+// block's rescale first, as csa_attn_out: the order depends on the shapes alone (never
+// on the batch). What differs from the exact kernels is the rounding (a fused
+// multiply-add rounds once) and how work items share their loads. The tolerance is in
+// docs/cuda.md ("Numerics modes").
+
+// CSA_FK: the keys one csa_fast_logits work item scores (for CSA_HG heads).
+#define CSA_FK 2
+
+DEV bool csa_al16(const void* p) { return ((u64)p & 15) == 0; }
+
+// csa_fast_logits: one (row, group of CSA_HG heads, CSA_FK keys) a work item, the keys
+// fastest, so that the lanes of a warp load the same query values (one address) and
+// each its own keys; pb as csa_attn_logits writes it.
+KERNEL(csa_fast_logits, csa_AttnArgs) {
+  i64 groups = (a.heads + CSA_HG - 1) / CSA_HG, kp = (a.lmax + CSA_FK - 1) / CSA_FK;
+  bool vec = (a.dim & 3) == 0 && csa_al16(a.q) && csa_al16(a.kf);
+  for (i64 it = GIDX; it < a.rows * groups * kp; it += GSTRIDE) {
+    i64 j0 = (it % kp) * CSA_FK, tg = it / kp, t = tg / groups, h0 = (tg % groups) * CSA_HG;
+    i64 L = a.rlen[t];
+    if (j0 >= L) continue;  // past the row's keys, or a row in no view (-1)
+    i64 hn = imin(CSA_HG, a.heads - h0), jn = imin(CSA_FK, L - j0);
+    const float* q = a.q + (t * a.heads + h0) * a.dim;
+    const float* kr[CSA_FK];
+    // a key past the row's list reads the first one again (its logits are not written)
+    UNROLL for (int k = 0; k < CSA_FK; k++) kr[k] = a.kf + (t * a.lmax + j0 + (k < jn ? k : 0)) * a.dim;
+    float acc[CSA_FK][CSA_HG];
+    UNROLL for (int k = 0; k < CSA_FK; k++) UNROLL for (int h = 0; h < CSA_HG; h++) acc[k][h] = 0;
+    i64 d = 0;
+    if (vec) {
+      for (; d < a.dim; d += 4) {
+        float4 kv[CSA_FK];
+        UNROLL for (int k = 0; k < CSA_FK; k++) kv[k] = *(const float4*)(kr[k] + d);
+        UNROLL for (int h = 0; h < CSA_HG; h++) {
+          if (h < hn) {
+            float4 x = *(const float4*)(q + h * a.dim + d);
+            UNROLL for (int k = 0; k < CSA_FK; k++) {
+              acc[k][h] = fmaf(x.x, kv[k].x, acc[k][h]);
+              acc[k][h] = fmaf(x.y, kv[k].y, acc[k][h]);
+              acc[k][h] = fmaf(x.z, kv[k].z, acc[k][h]);
+              acc[k][h] = fmaf(x.w, kv[k].w, acc[k][h]);
+            }
+          }
+        }
+      }
+    }
+    for (; d < a.dim; d++) {
+      float kv[CSA_FK];
+      UNROLL for (int k = 0; k < CSA_FK; k++) kv[k] = kr[k][d];
+      UNROLL for (int h = 0; h < CSA_HG; h++) {
+        if (h < hn) {
+          float x = q[h * a.dim + d];
+          UNROLL for (int k = 0; k < CSA_FK; k++) acc[k][h] = fmaf(x, kv[k], acc[k][h]);
+        }
+      }
+    }
+    UNROLL for (int k = 0; k < CSA_FK; k++) {
+      if (k >= jn) break;
+      i64 tj = t * a.lmax + j0 + k;
+      float* pb = a.pb + tj * a.heads + h0;
+      bool ok = a.valid[tj] != 0;
+      // (h a constant of the unrolled loop: acc stays in registers)
+      UNROLL for (int h = 0; h < CSA_HG; h++)
+        if (h < hn) pb[h] = ok ? acc[k][h] * (float)a.scale : -F32_INF;
+    }
+  }
+}
+
+// csa_fast_out_key adds key tj's term to the output values d0..d0+dn-1 of heads
+// h0..h0+hn-1: a fused multiply-add of the key's bf16 probability (csa_attn_softmax's
+// pb; 0 for an empty slot, whose pb is its -inf logit) and its value. vk, vp: the key's
+// values and the probabilities loaded four at a time.
+template <int HG, int DV>
+DEVM void csa_fast_out_key(const csa_AttnArgs& a, i64 tj, i64 h0, i64 d0, i64 hn, i64 dn, bool vk, bool vp,
+                           float (&acc)[HG][DV]) {
+  bool ok = a.valid[tj] != 0;
+  const float* kr = a.kf + tj * a.dim + d0;
+  const float* pr = a.pb + tj * a.heads + h0;
+  float kv[DV], p[HG];
+  if (vk) {
+    float4 x = *(const float4*)kr;
+    float xs[4] = {x.x, x.y, x.z, x.w};
+    UNROLL for (int v = 0; v < DV; v++) kv[v] = xs[v & 3];
+  } else {
+    UNROLL for (int v = 0; v < DV; v++) kv[v] = v < dn ? kr[v] : 0.0f;
+  }
+  if (vp) {
+    UNROLL for (int h = 0; h + 3 < HG; h += 4) {
+      float4 x = *(const float4*)(pr + h);
+      p[h] = x.x, p[h + 1] = x.y, p[h + 2] = x.z, p[h + 3] = x.w;
+    }
+  } else {
+    UNROLL for (int h = 0; h < HG; h++) p[h] = h < hn ? pr[h] : 0.0f;
+  }
+  UNROLL for (int h = 0; h < HG; h++) {
+    float ph = ok ? p[h] : 0.0f;
+    UNROLL for (int v = 0; v < DV; v++) acc[h][v] = fmaf(ph, kv[v], acc[h][v]);
+  }
+}
+
+// csa_fast_out_item: output values d0..d0+DV-1 of heads h0..h0+HG-1 (those that exist)
+// of row t: per block the rescale, then the block's keys in order (csa_fast_out_key).
+// A small item (the narrow kernel's, for small steps, where a key's loads wait on
+// memory rather than on arithmetic) keeps 8 keys' loads in flight, a large one 2.
+template <int HG, int DV>
+DEVM void csa_fast_out_item(const csa_AttnArgs& a, i64 t, i64 h0, i64 d0) {
+  i64 L = a.rlen[t];
+  if (L < 0) return;
+  i64 hn = imin(HG, a.heads - h0), dn = imin(DV, a.dim - d0);
+  bool vk = DV == 4 && dn == 4 && (a.dim & 3) == 0 && csa_al16(a.kf);
+  bool vp = HG % 4 == 0 && hn == HG && (a.heads & 3) == 0 && (h0 & 3) == 0 && csa_al16(a.pb);
+  float acc[HG][DV];
+  UNROLL for (int h = 0; h < HG; h++) UNROLL for (int v = 0; v < DV; v++) acc[h][v] = 0;
+  for (i64 b = 0; b < L; b += a.block) {
+    const float* bsc = a.bsc + (t * a.nblk + b / a.block) * a.heads + h0;
+    UNROLL for (int h = 0; h < HG; h++) {
+      float s = h < hn ? bsc[h] : -1.0f;
+      if (s >= 0) UNROLL for (int v = 0; v < DV; v++) acc[h][v] *= s;
+    }
+    i64 be = imin(b + a.block, L);
+    if (HG * DV > 4) {
+      UNROLL_BY(2)
+      for (i64 j = b; j < be; j++) csa_fast_out_key<HG, DV>(a, t * a.lmax + j, h0, d0, hn, dn, vk, vp, acc);
+    } else {
+      UNROLL_BY(8)
+      for (i64 j = b; j < be; j++) csa_fast_out_key<HG, DV>(a, t * a.lmax + j, h0, d0, hn, dn, vk, vp, acc);
+    }
+  }
+  UNROLL for (int h = 0; h < HG; h++) {
+    if (h >= hn) break;
+    i64 th = t * a.heads + h0 + h;
+    float den = a.den[th];
+    UNROLL for (int v = 0; v < DV; v++)
+      if (v < dn) a.out[th * a.dim + d0 + v] = q_bf16(acc[h][v] / den);
+  }
+}
+
+// csa_fast_out: one (row, group of CSA_HG heads, 4 values) a work item, the values
+// fastest (a key row's loads coalesced across a warp, its probabilities one address);
+// csa_fast_out_n, for small steps: one (row, group of 4 heads, value) a work item, 16×
+// the items. Each output value is the same chain in both, so the same value.
+KERNEL(csa_fast_out, csa_AttnArgs) {
+  i64 groups = (a.heads + CSA_HG - 1) / CSA_HG, nd = (a.dim + 3) / 4;
+  for (i64 it = GIDX; it < a.rows * groups * nd; it += GSTRIDE) {
+    i64 tg = it / nd;
+    csa_fast_out_item<CSA_HG, 4>(a, tg / groups, (tg % groups) * CSA_HG, (it % nd) * 4);
+  }
+}
+
+KERNEL(csa_fast_out_n, csa_AttnArgs) {
+  i64 groups = (a.heads + 3) / 4;
+  for (i64 it = GIDX; it < a.rows * groups * a.dim; it += GSTRIDE) {
+    i64 tg = it / a.dim;
+    csa_fast_out_item<4, 1>(a, tg / groups, (tg % groups) * 4, it % a.dim);
+  }
+}
+
 // csa_ring_push: the step's rows into the window ring (the last ring_rows of them), one
 // group of a row per item.
 KERNEL(csa_ring_push, csa_AttnArgs) {
