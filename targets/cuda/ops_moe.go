@@ -47,6 +47,10 @@ func bindMoERoute(b *Bind) error {
 			return b.Errorf("V4.1 numerics route top-k by sqrtsoftplus, not %s/%s", mode, scoring)
 		}
 		keep := b.Int("keep")
+		part := -1
+		if b.Fast() {
+			part = b.Scratch(E*16*4, 0)
+		}
 		fill := func(s *Step, a *ArgBuf) int64 {
 			T := s.Arg(0).Rows()
 			a.P(s.Arg(0).Ptr)
@@ -69,10 +73,22 @@ func bindMoERoute(b *Bind) error {
 			a.I(s.NSeq)
 			a.I(keep)
 			a.P(s.Scratch(scratch))
+			if part >= 0 {
+				a.P(s.Scratch(part))
+			} else {
+				a.P(0)
+			}
 			return T
 		}
-		// the gate logits, one (token, expert) a work item; then the top-k per token
-		b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+		// the gate logits, one (token, expert) a work item (the fast mode: a (token,
+		// expert, lane) of MKL's order, then folded: the same values); then the top-k
+		// per token
+		if part >= 0 {
+			b.Launch("moe_fast_gate41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E * 16 })
+			b.Launch("moe_fast_gate41_sum", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+		} else {
+			b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+		}
 		b.Launch("moe_route_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 		return nil
 	}

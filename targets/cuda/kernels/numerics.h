@@ -267,6 +267,28 @@ DEVM float cascade_fold(X x, i64 n, const float* lane) {
   return fin;
 }
 
+// lane_chain is v + x(k)·w(k) for k = k0, k0 + 16, ... (n terms), fused multiply-adds in
+// that order. The loads of 8 terms are issued before their chain, so that they are in
+// flight together (a value read through a format switch, as wval does, would otherwise
+// wait for each load in turn); the values are the plain loop's.
+template <class X, class W>
+DEVM float lane_chain(X x, W w, i64 k0, i64 n, float v) {
+  i64 t = 0;
+  for (; t + 8 <= n; t += 8) {
+    float xv[8], wv[8];
+    UNROLL_BY(8)
+    for (int u = 0; u < 8; u++) {
+      i64 k = k0 + 16 * (t + u);
+      xv[u] = x(k);
+      wv[u] = w(k);
+    }
+    UNROLL_BY(8)
+    for (int u = 0; u < 8; u++) v = fma32(xv[u], wv[u], v);
+  }
+  for (; t < n; t++) v = fma32(x(k0 + 16 * t), w(k0 + 16 * t), v);
+  return v;
+}
+
 // mkl_lane is lane L (of 16) of mkl_dot(x, w, m, ·, K, N): dot_gemv's lane L,
 // dot_small's accumulator (L/4, L%4), dot_split4's or SPLIT2's part L, or the whole
 // sequential dot in lane 0; 0 in the lanes an order does not use.
@@ -276,18 +298,11 @@ DEVM float mkl_lane(X x, W w, i64 m, i64 K, i64 N, int L) {
     case ORDER_GEMV: {
       float v = L == 0 ? x(0) * w(0) : 0;
       i64 nvec = (K - 1) / 16;
-      UNROLL_BY(8)
-      for (i64 t = 0; t < nvec; t++) {
-        i64 k = 1 + 16 * t + L;
-        v = fma32(x(k), w(k), v);
-      }
-      return v;
+      return lane_chain(x, w, 1 + L, nvec, v);
     }
     case ORDER_SMALL: {
-      float v = 0;
-      UNROLL_BY(8)
-      for (i64 k = 4 * (L / 4) + L % 4; k < K; k += 16) v = fma32(x(k), w(k), v);
-      return v;
+      i64 k0 = 4 * (L / 4) + L % 4;
+      return lane_chain(x, w, k0, k0 < K ? (K - k0 + 15) / 16 : 0, 0.0f);
     }
     case ORDER_SPLIT4: {
       i64 c = K / 4;
