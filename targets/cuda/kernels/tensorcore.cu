@@ -35,6 +35,43 @@ DEV u32 fast_rn(float lo, float hi) {
 DEV float fast_lo(u32 p) { return f32_bits(p << 16); }
 DEV float fast_hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 
+// bf2_mul: the pairs' products, rounded to bf16 (exact where used: one factor a power
+// of two).
+#ifdef DI_EMULATE
+DEV u32 bf2_mul(u32 a, u32 b) { return fast_rn(fast_lo(a) * fast_lo(b), fast_hi(a) * fast_hi(b)); }
+#else
+DEV u32 bf2_mul(u32 a, u32 b) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+#endif
+// bf2_pow2: the bf16 pair (2^e, 2^e), −126 ≤ e ≤ 127.
+DEV u32 bf2_pow2(int e) {
+  u32 b = (u32)(e + 127) << 7;
+  return b | (b << 16);
+}
+// e4m3_pair: the FP8 e4m3 codes in bytes 0 and 2 of x as a bf16 pair, each 2^-120
+// times its value: the code's sign, exponent and mantissa bits placed at bf16's, so the
+// subnormal codes land on bf16 subnormals. (The NaN codes 0x7f and 0xff read as
+// ±480·2^-120: weights never hold them.)
+DEV u32 e4m3_pair(u32 x) { return ((x & 0x007f007fu) << 4) | ((x & 0x00800080u) << 8); }
+// e4m3_widen16: 16 e4m3 codes (q, value j in byte j) times 2^(u−127) (a UE8M0 scale
+// byte; 0xff: NaN) as 8 bf16 pairs (values 2j, 2j+1), by integer operations and one or
+// two bf16x2 multiplies a pair: exact, as e4m3_f32(c)·ue8m0_f32(u) rounded to bf16.
+DEVM void e4m3_widen16(uint4 q, u32 u, u32* hi) {
+  int e = (int)u - 7;  // 2^120 · 2^(u − 127)
+  u32 m1 = bf2_pow2(e < 127 ? e : 127);
+  u32 m2 = u == 255 ? 0x7fc07fc0u : bf2_pow2(e > 127 ? e - 127 : 0);
+  u32 word[4] = {q.x, q.y, q.z, q.w};
+  UNROLL for (int j = 0; j < 4; j++) {
+    u32 x01 = (word[j] & 0xffu) | ((word[j] & 0xff00u) << 8), x23 = (word[j] >> 16 & 0xffu) | (word[j] & 0xff000000u) >> 8;
+    hi[2 * j] = bf2_mul(e4m3_pair(x01), m1);
+    hi[2 * j + 1] = bf2_mul(e4m3_pair(x23), m1);
+  }
+  if (e > 127 || u == 255) UNROLL for (int j = 0; j < 8; j++) hi[j] = bf2_mul(hi[j], m2);
+}
+
 // fast_split16 splits 16 floats into bf16 pairs hi[8] and residual pairs lo[8].
 DEVM void fast_split16(const float* v, u32* hi, u32* lo) {
   UNROLL for (int j = 0; j < 8; j++) {
@@ -76,16 +113,14 @@ DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* 
   }
   if (full && (w.fmt == 2 || w.fmt == 3 || w.fmt == 5)) {
     uint4 q = *(const uint4*)(base + r * w.cols + k);
-    float s;
+    u32 u;
     if (w.fmt == 5) {
-      s = ue8m0_f32(w.s[(r / 128) * ((w.cols + 127) / 128) + k / 128]);
+      u = w.s[(r / 128) * ((w.cols + 127) / 128) + k / 128];
     } else {
       i64 sc = (w.cols + 31) / 32;
-      s = ue8m0_f32(w.s[(w.fmt == 2 ? (r / 32) * sc : r * sc) + k / 32]);
+      u = w.s[(w.fmt == 2 ? (r / 32) * sc : r * sc) + k / 32];
     }
-    u32 word[4] = {q.x, q.y, q.z, q.w};
-    UNROLL for (int j = 0; j < 16; j++) v[j] = e4m3_f32((unsigned char)(word[j >> 2] >> (8 * (j & 3)))) * s;
-    UNROLL for (int j = 0; j < 8; j++) hi[j] = fast_rn(v[2 * j], v[2 * j + 1]);
+    e4m3_widen16(q, u, hi);
     return;
   }
   if (full && w.fmt == 4) {

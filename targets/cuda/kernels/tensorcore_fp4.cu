@@ -40,16 +40,6 @@ DEV u32 fp4_m2(u32 u) {
   u32 b = u == 255 ? 0x7fc0u : ((u > 128 ? u - 128 : 0) + 127) << 7;
   return b | (b << 16);
 }
-// bf2_mul: the pairs' products, rounded to bf16 (exact here: one factor a power of two).
-#ifdef DI_EMULATE
-DEV u32 bf2_mul(u32 a, u32 b) { return fast_rn(fast_lo(a) * fast_lo(b), fast_hi(a) * fast_hi(b)); }
-#else
-DEV u32 bf2_mul(u32 a, u32 b) {
-  u32 d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-  return d;
-}
-#endif
 
 // fast_split_fp4: as fast_split, but each 32 values of a row in fp4_pair's order: pair
 // u = 4w + j of a 32-value chunk holds values 8w + j and 8w + j + 4. Kp is a multiple
