@@ -152,7 +152,14 @@ func bindMoERoute(b *Bind) error {
 	} else {
 		b.Launch("moe_gate_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
 	}
-	b.Launch("moe_route_v4", fill)
+	// the elementwise scorings a (token, expert) a work item; the rest a token a launch block
+	b.Launch("moe_score_v4", func(s *Step, a *ArgBuf) int64 {
+		if scoreKind == 2 {
+			return 0
+		}
+		return fill(s, a) * E
+	})
+	b.Launch("moe_route_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 	return nil
 }
 

@@ -61,20 +61,32 @@ KERNEL(moe_fast_gate_sum, MoEFastGateArgs) {
   }
 }
 
-// moe_route_v4: one token a work item, after moe_gate_v4.
+// moe_score_v4: one (token, expert) a work item, after moe_gate_v4, for the
+// elementwise scorings (0 sqrtsoftplus, 1 sigmoid): the expert's score and, unless
+// hash-routed, its selection value (score + bias). moe_route_v4 then only selects.
+KERNEL(moe_score_v4, MoERouteArgs) {
+  for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
+    i64 t = i / a.E, e = i % a.E;
+    double* scores = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
+    double v = scores[e];
+    v = a.scoring == 0 ? sqrt(v > 20 ? v : log1p(exp(v))) : 1 / (1 + exp(-v));
+    scores[e] = v;
+    if (!a.hash) scores[a.E + e] = a.has_bias ? v + (double)wval(a.bias, 0, e) : v;
+  }
+}
+
+// moe_route_v4: one token's serial work after moe_gate_v4 (and moe_score_v4 for the
+// elementwise scorings): the softmax scoring, the selection, the weights. A token takes
+// the first of ROW_SPREAD work items, one launch block, so that tokens run on
+// different multiprocessors.
 KERNEL(moe_route_v4, MoERouteArgs) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+  for (i64 it = GIDX; it < a.T * ROW_SPREAD; it += GSTRIDE) {
+    if (it % ROW_SPREAD != 0) continue;
+    i64 t = it / ROW_SPREAD;
     double* scores = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
     double* sel = scores + a.E;
     i64* pick = (i64*)(sel + a.E);
-    if (a.scoring == 0) {
-      for (i64 e = 0; e < a.E; e++) {
-        double v = scores[e];
-        scores[e] = sqrt(v > 20 ? v : log1p(exp(v)));
-      }
-    } else if (a.scoring == 1) {
-      for (i64 e = 0; e < a.E; e++) scores[e] = 1 / (1 + exp(-scores[e]));
-    } else {
+    if (a.scoring == 2) {
       double mx = -F64_INF;
       for (i64 e = 0; e < a.E; e++) mx = go_max64(mx, scores[e]);
       double sum = 0;
@@ -95,7 +107,8 @@ KERNEL(moe_route_v4, MoERouteArgs) {
       }
       if (bad) { *a.err = 200; continue; }
     } else {
-      for (i64 e = 0; e < a.E; e++) sel[e] = a.has_bias ? scores[e] + (double)wval(a.bias, 0, e) : scores[e];
+      if (a.scoring == 2)
+        for (i64 e = 0; e < a.E; e++) sel[e] = a.has_bias ? scores[e] + (double)wval(a.bias, 0, e) : scores[e];
       moe_topk(sel, a.E, pick, a.k);
     }
     double sum = 0;
