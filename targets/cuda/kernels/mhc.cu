@@ -270,11 +270,18 @@ KERNEL(mhc_fast_mix_part, mhc_FastMixPartArgs) {
     i64 p = i % a.P, r = (i / a.P) % rows, t = i / (a.P * rows);
     const float* x = a.x + t * a.K;
     double acc = 0;
-    if (r == a.m) {
-      for (i64 k = p; k < a.K; k += a.P) acc += (double)x[k] * (double)x[k];
-    } else {
-      for (i64 k = p; k < a.K; k += a.P) acc += (double)wval(a.fn, r, k) * (double)x[k];
+    i64 k = p;
+    // 8 terms' loads issued before their sums (the same order), so that they are in
+    // flight together
+    for (; k + 7 * a.P < a.K; k += 8 * a.P) {
+      float xv[8], wv[8];
+      UNROLL for (int u = 0; u < 8; u++) {
+        xv[u] = x[k + u * a.P];
+        wv[u] = r == a.m ? xv[u] : wval(a.fn, r, k + u * a.P);
+      }
+      UNROLL for (int u = 0; u < 8; u++) acc += (double)wv[u] * (double)xv[u];
     }
+    for (; k < a.K; k += a.P) acc += (double)(r == a.m ? x[k] : wval(a.fn, r, k)) * (double)x[k];
     a.part[i] = acc;
   }
 }
