@@ -359,3 +359,81 @@ func ulp32(v float32) float64 {
 	a := math.Abs(float64(v))
 	return float64(math.Nextafter32(float32(a), float32(math.Inf(1)))) - a
 }
+
+// TestIndexSelectMatchesRank: the indexer's selection for many-row steps
+// (att_index_select + att_index_order) lists the same entries in the same order as
+// att_index_rank, on rows whose scores have ties, both zeros, NaNs and infinities, for
+// entry counts below, at and above topk.
+func TestIndexSelectMatchesRank(t *testing.T) {
+	k := newEmuKernels(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	const T, topk = 5, 16
+	for _, V := range []int{1, 9, 16, 17, 40, 300, 5000} {
+		sc := make([]int64, T*V) // the scores scratch: doubles, as bits
+		for r := 0; r < T; r++ {
+			for e := 0; e < V; e++ {
+				var v float64
+				switch rng.IntN(8) {
+				case 0:
+					v = float64(rng.IntN(3)) // ties
+				case 1:
+					v = math.Copysign(0, -1)
+				case 2:
+					v = math.NaN()
+				case 3:
+					v = math.Inf(2*rng.IntN(2) - 1)
+				default:
+					v = rng.NormFloat64()
+				}
+				if r == 0 {
+					v = 1 // a row of one value: ties everywhere
+				}
+				sc[r*V+e] = int64(math.Float64bits(v))
+			}
+		}
+		pos := make([]float32, T)
+		for i := range pos {
+			pos[i] = math.Float32frombits(uint32(V - 1))
+		}
+		posP, scP := put(k, pos), put(k, sc)
+		seqs := put(k, []int64{0, T, int64(V - T), 0, 0})
+		sel := put(k, make([]int64, T*(2*topk+1)))
+		lists := [2][]float32{}
+		for i, kernels := range [][]string{{"att_index_pad", "att_index_rank"}, {"att_index_pad", "att_index_select", "att_index_order"}} {
+			out := put(k, make([]float32, T*topk))
+			for _, name := range kernels {
+				k.run(name, func(a *ArgBuf) {
+					a.P(0)
+					a.P(0)
+					a.P(posP)
+					a.P(out)
+					a.P(scP)
+					a.P(seqs)
+					a.I(1)
+					a.I(T)
+					a.I(0)
+					a.I(1)
+					a.I(1)
+					a.I(1)
+					a.I(1)
+					a.I(1)
+					a.I(topk)
+					a.F(1)
+					a.I(int64(V))
+					a.P(0)
+					a.P(sel)
+				})
+			}
+			lists[i] = k.get(out, T*topk)
+		}
+		for j := range lists[0] {
+			a, b := int32(math.Float32bits(lists[0][j])), int32(math.Float32bits(lists[1][j]))
+			if a != b {
+				t.Fatalf("%d entries: row %d, place %d: rank lists %d, select %d", V, j/topk, j%topk, a, b)
+			}
+			if j%topk < min(topk, V) && a < 0 {
+				t.Fatalf("%d entries: row %d, place %d empty", V, j/topk, j%topk)
+			}
+		}
+	}
+}

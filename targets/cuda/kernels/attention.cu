@@ -333,6 +333,7 @@ struct AttIndexArgs {
   const float* q; const float* w; const int* pos; int* out; double* scores; const SeqRec* seqs; i64 nseq; i64 T;
   i64 off; i64 ratio; i64 width; i64 cdim; i64 heads; i64 dim; i64 topk; double scale; i64 maxe;
   double* qd;  // [T, heads·dim]: q as doubles (att_index_qd)
+  u64* sel;    // [T, 2·topk + 1]: att_index_select's list
 };
 
 // att_index_visible is how many entries token t may see (-1: no sequence).
@@ -397,6 +398,76 @@ KERNEL(att_index_rank, AttIndexArgs) {
       if (u > v || (u == v && f < e)) rank++;
     }
     if (rank < a.topk) a.out[t * a.topk + rank] = (int)e;
+  }
+}
+
+// att_index_select and att_index_order: att_index_rank's result for steps of many rows,
+// in O(entries + topk²) a row instead of up to O(entries · topk). att_index_select (a
+// row a launch block's first work item) finds the row's topk-th largest score by radix
+// selection over the scores' order-preserving 64-bit keys (8 passes of 8 bits), then
+// lists, in entry order, the entries above it and the first of those equal to it that
+// fill topk (lower entries first on ties, as the rank); att_index_order places each
+// listed entry at its rank among the listed ones. sel holds per row a count and topk
+// (key, entry) pairs.
+DEV u64 att_order_key(double v) {
+  v = att_rank_key(v);
+  if (v == 0) v = 0;  // -0 ranks as +0
+  u64 b = bits_f64(v);
+  return (b >> 63) ? ~b : b | 0x8000000000000000ull;
+}
+KERNEL(att_index_select, AttIndexArgs) {
+  for (i64 it = GIDX; it < a.T * ROW_SPREAD; it += GSTRIDE) {
+    if (it % ROW_SPREAD != 0) continue;
+    i64 t = it / ROW_SPREAD;
+    u64* list = a.sel + t * (2 * a.topk + 1);
+    list[0] = 0;
+    SeqRec s;
+    i64 visible = att_index_visible(a, t, &s);
+    if (visible <= 0) continue;
+    const double* sc = a.scores + t * a.maxe;
+    i64 K = imin(a.topk, visible), need = K;
+    u64 prefix = 0, mask = 0;
+    if (visible > a.topk) {
+      for (int shift = 56; shift >= 0; shift -= 8) {
+        i64 hist[256];
+        for (int d = 0; d < 256; d++) hist[d] = 0;
+        for (i64 f = 0; f < visible; f++) {
+          u64 key = att_order_key(sc[f]);
+          if ((key & mask) == prefix) hist[(key >> shift) & 255]++;
+        }
+        int d = 255;
+        for (; d > 0 && hist[d] < need; d--) need -= hist[d];
+        prefix |= (u64)d << shift;
+        mask |= 0xffull << shift;
+      }
+    } else {
+      need = 0;  // every entry: none is compared with a threshold
+    }
+    i64 n = 0, eq = 0;
+    for (i64 f = 0; f < visible; f++) {
+      u64 key = att_order_key(sc[f]);
+      bool take = visible <= a.topk || key > prefix || (key == prefix && eq++ < need);
+      if (!take) continue;
+      list[1 + 2 * n] = key;
+      list[2 + 2 * n] = (u64)f;
+      n++;
+    }
+    list[0] = (u64)n;
+  }
+}
+KERNEL(att_index_order, AttIndexArgs) {
+  for (i64 i = GIDX; i < a.T * a.topk; i += GSTRIDE) {
+    i64 t = i / a.topk, j = i % a.topk;
+    const u64* list = a.sel + t * (2 * a.topk + 1);
+    i64 n = (i64)list[0];
+    if (j >= n) continue;
+    u64 key = list[1 + 2 * j], e = list[2 + 2 * j];
+    i64 rank = 0;
+    for (i64 q = 0; q < n; q++) {
+      u64 kq = list[1 + 2 * q], eq = list[2 + 2 * q];
+      if (kq > key || (kq == key && eq < e)) rank++;
+    }
+    a.out[t * a.topk + rank] = (int)e;
   }
 }
 
