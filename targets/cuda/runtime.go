@@ -679,8 +679,12 @@ func (rt *Runtime) Describe() string {
 		num = "fast numerics (tensor-core products)"
 	}
 	graphs := rt.GraphSummary()
-	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s",
-		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs)
+	uploads := "packed uploads (one copy each way a pipelined step)"
+	if !rt.packed {
+		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
+	}
+	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s",
+		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads)
 }
 
 func human(n int64) string {
@@ -933,8 +937,9 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 // tokens that stand for the previous step's sampled tokens (targets.FromPrevious) are
 // replaced on the device by resolve_prev, outside any graph.
 func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool, stage []byte) (*packLayout, error) {
-	if st.T > rt.maxT {
-		if err := rt.allocArena(st.T); err != nil {
+	// the arena holds maxT tokens, logits rows and sequences
+	if need := max(st.T, st.R, st.NSeq); need > rt.maxT {
+		if err := rt.allocArena(need); err != nil {
 			return nil, err
 		}
 	}
