@@ -145,7 +145,7 @@ func (rt *Runtime) capture(pr *prog, st Step, lay *packLayout) (graphExec, error
 	}
 	if lay != nil {
 		if err := rt.unpack(lay); err != nil {
-			return abort(fmt.Errorf("capturing the step's unpacking: %w", err))
+			return abort(fmt.Errorf("capturing: %w", err))
 		}
 	}
 	for i, c := range pr.calls {
@@ -156,7 +156,7 @@ func (rt *Runtime) capture(pr *prog, st Step, lay *packLayout) (graphExec, error
 	}
 	if lay != nil {
 		if err := rt.keepIds(rt.sampledIds(pr), st.R); err != nil {
-			return abort(fmt.Errorf("capturing the ids' keeping: %w", err))
+			return abort(fmt.Errorf("capturing: %w", err))
 		}
 	}
 	gr, err := d.EndCapture(s)

@@ -235,7 +235,7 @@ func TestPackedCopyFailures(t *testing.T) {
 		{"cuMemcpyHtoDAsync", "upload of the step's parameters", true, true},
 		{"cuMemcpyDtoHAsync", "read-back of the error flag", true, true},
 		{"cuLaunchKernel", "kernel unpack_step", true, false},
-		{"cuLaunchKernel", "unpacking", true, true},
+		{"cuLaunchKernel", "capturing: kernel unpack_step", true, true},
 		{"cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync", false, true},
 		{"cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync", false, true},
 	} {

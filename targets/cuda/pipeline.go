@@ -189,7 +189,7 @@ func (rt *Runtime) enqueue(in *targets.StepIn) (*pendingStep, error) {
 	// upload rounded to 8 bytes (uploadParams' layout)
 	var stage int64
 	if rt.packed {
-		stage = 4 * rt.packFor(pr, in, st).words
+		stage = 4 * rt.host.lay.words // stage's layout
 	} else {
 		r8 := func(n int64) int64 { return (n + 7) &^ 7 }
 		stage = 2*r8(4*st.T) + r8(4*st.R) + r8(16*st.R) + 40*st.NSeq

@@ -123,7 +123,8 @@ type hostStage struct {
 	mask      []int32
 	seqs      []int64
 	tokens    []int32
-	pack      []int64 // a synchronous step's packed parameters (packed.go)
+	pack      []int64    // a synchronous step's packed parameters (packed.go)
+	lay       packLayout // the step's packed layout (packed uploads only)
 }
 
 // worker runs functions on one locked OS thread.
@@ -858,8 +859,8 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 	return nil
 }
 
-// stage checks a step and lays out its host-side parameters (rt.host); it touches
-// nothing on the device.
+// stage checks a step and lays out its host-side parameters (rt.host, the packed
+// layout among them); it touches nothing on the device.
 func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 	pr := rt.progs[in.Phase]
 	if pr == nil {
@@ -925,7 +926,11 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 			}
 		}
 	}
-	return pr, Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase}, nil
+	st := Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase}
+	if rt.packed {
+		h.lay = rt.packFor(pr, in, st)
+	}
+	return pr, st, nil
 }
 
 // upload grows the arena when the step needs it and copies the step's parameters to
@@ -944,7 +949,7 @@ func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool, s
 		}
 	}
 	if rt.packed {
-		l := rt.packFor(pr, in, st)
+		l := rt.host.lay // stage's
 		return &l, rt.uploadPacked(in, &l, resolve, stage)
 	}
 	return nil, rt.uploadParams(pr, in, st, resolve, stage)
