@@ -18,7 +18,8 @@ import (
 // operands, scratch and tables, and values fixed when the plan was bound (csa41's
 // lanes also read GOMAXPROCS, which matters only on the emulated device and does not
 // change while a process runs). So (phase, T, R, K, NSeq) keys a graph, and every
-// graph is dropped when the arena is reallocated.
+// graph is dropped when the arena is reallocated. With packed uploads a graph also
+// holds unpack_step and keep_ids, whose arguments follow the same rule (packed.go).
 
 // EnvGraphs set to 0 turns graphs off (every step launches its kernels one by one).
 const EnvGraphs = "DEEPINFER_CUDA_GRAPHS"
