@@ -28,9 +28,7 @@ func TestDeviceEngineAsync(t *testing.T) {
 	for _, mode := range []string{"packed", "per-parameter"} {
 		for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev2"} {
 			t.Run(mode+"/"+model, func(t *testing.T) {
-				if mode == "per-parameter" {
-					t.Setenv(cuda.EnvPacked, "0")
-				}
+				t.Setenv(cuda.EnvPacked, map[string]string{"packed": "1", "per-parameter": "0"}[mode])
 				deviceEngineAsync(t, model)
 			})
 		}

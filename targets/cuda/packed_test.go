@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,12 +16,10 @@ import (
 // openMode opens a fixture with packed uploads on or off.
 func openMode(t *testing.T, model string, packed bool, o targets.Options) *Runtime {
 	t.Helper()
-	if !packed {
-		t.Setenv(EnvPacked, "0")
-	}
+	t.Setenv(EnvPacked, map[bool]string{true: "1", false: "0"}[packed])
 	rt := openFixture(t, model, o)
 	if rt.packed != packed || !strings.Contains(rt.Describe(), map[bool]string{true: "; packed uploads", false: "; per-parameter uploads"}[packed]) {
-		t.Fatalf("%s=%q: packed %v (%s)", EnvPacked, map[bool]string{true: "", false: "0"}[packed], rt.packed, rt.Describe())
+		t.Fatalf("%s=%s: packed %v (%s)", EnvPacked, os.Getenv(EnvPacked), rt.packed, rt.Describe())
 	}
 	return rt
 }
