@@ -27,7 +27,9 @@
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context),
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
-# list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS) and prints its summary,
+# list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS; TRACE_PACKED, default 1, the
+# DEEPINFER_CUDA_PACKED values to trace, "1 0" times packed and per-parameter uploads
+# one after the other, the latter's files named .packed0) and prints its summary,
 # NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
 # NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags,
 # NCU_ARGS: ncu's sections instead of the default ones, e.g. "--section InstructionStats
@@ -119,14 +121,18 @@ run() {
 			# divm run with the engine's async scheduler and CUDA graphs, TRACE_BATCH
 			# identical requests (default 256) of a short prompt decoding TRACE_TOKENS tokens,
 			# the trace's summary: the device's idle gaps between steps and the host time
-			local tb
+			local tb pk f
 			for tb in ${TRACE_BATCH:-256}; do
-				echo "==== $m: divm run --repeat $tb --trace (numerics ${TRACE_NUMERICS:-fast})"
-				DEEPINFER_NUMERICS=${TRACE_NUMERICS:-fast} timeout "${TRACE_TIMEOUT:-120}" "$bin/divm" run "$ck.dip" --model "$ck" \
-					--prompt-ids 1,2,3,4,5,6,7,8 --repeat "$tb" --max-tokens "${TRACE_TOKENS:-64}" --ignore-eos \
-					--trace "$out/$m.trace.b$tb.json" ${TRACE_FLAGS:-} > "$out/$m.trace.b$tb.log" 2>&1
-				echo "exit status: $?"
-				grep -iE "^trace|scheduler|idle|divm|cuda:" "$out/$m.trace.b$tb.log" | cut -c1-400 | tee "$out/$m.trace.b$tb.txt"
+				for pk in ${TRACE_PACKED:-1}; do
+					f="$out/$m.trace.b$tb"
+					[ "$pk" = 0 ] && f="$f.packed0"
+					echo "==== $m: divm run --repeat $tb --trace (numerics ${TRACE_NUMERICS:-fast}, DEEPINFER_CUDA_PACKED=$pk)"
+					DEEPINFER_CUDA_PACKED=$pk DEEPINFER_NUMERICS=${TRACE_NUMERICS:-fast} timeout "${TRACE_TIMEOUT:-120}" "$bin/divm" run "$ck.dip" --model "$ck" \
+						--prompt-ids 1,2,3,4,5,6,7,8 --repeat "$tb" --max-tokens "${TRACE_TOKENS:-64}" --ignore-eos \
+						--trace "$f.json" ${TRACE_FLAGS:-} > "$f.log" 2>&1
+					echo "exit status: $?"
+					grep -iE "^trace|scheduler|idle|divm|cuda:" "$f.log" | cut -c1-400 | tee "$f.txt"
+				done
 			done
 		fi
 		if [ -n "${NCU:-}" ] && [ "$m" = "${NCU_MODEL:-v4}" ]; then

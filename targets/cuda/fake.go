@@ -59,6 +59,8 @@ type fakeLaunch struct {
 type FakeStats struct {
 	Allocs, Frees, Launches, Syncs, Streams, Modules, Uploads, Downloads int
 	PeakBytes                                                            uint64
+	// bytes copied host to device and device to host
+	UploadBytes, DownloadBytes uint64
 	// graphs captured, instantiated executables launched, and those destroyed
 	Captures, GraphLaunches, GraphExecs, GraphExecFrees, GraphFrees int
 	EventSyncs                                                      int
@@ -181,12 +183,16 @@ func (d *fakeDriver) HtoD(dst devptr, src unsafe.Pointer, n uint64, _ stream) er
 	if n == 0 {
 		return nil
 	}
+	if err := d.fail("cuMemcpyHtoDAsync"); err != nil {
+		return err
+	}
 	m, err := d.find(dst, n)
 	if err != nil {
 		return &cuError{call: "cuMemcpyHtoDAsync", code: 1, name: err.Error()}
 	}
 	copy(m, unsafe.Slice((*byte)(src), n))
 	d.stats.Uploads++
+	d.stats.UploadBytes += n
 	return nil
 }
 
@@ -199,12 +205,16 @@ func (d *fakeDriver) DtoH(dst unsafe.Pointer, src devptr, n uint64, _ stream) er
 	if n == 0 {
 		return nil
 	}
+	if err := d.fail("cuMemcpyDtoHAsync"); err != nil {
+		return err
+	}
 	m, err := d.find(src, n)
 	if err != nil {
 		return &cuError{call: "cuMemcpyDtoHAsync", code: 1, name: err.Error()}
 	}
 	copy(unsafe.Slice((*byte)(dst), n), m)
 	d.stats.Downloads++
+	d.stats.DownloadBytes += n
 	return nil
 }
 

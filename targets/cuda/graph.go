@@ -18,7 +18,8 @@ import (
 // operands, scratch and tables, and values fixed when the plan was bound (csa41's
 // lanes also read GOMAXPROCS, which matters only on the emulated device and does not
 // change while a process runs). So (phase, T, R, K, NSeq) keys a graph, and every
-// graph is dropped when the arena is reallocated.
+// graph is dropped when the arena is reallocated. With packed uploads a graph also
+// holds unpack_step and keep_ids, whose arguments follow the same rule (packed.go).
 
 // EnvGraphs set to 0 turns graphs off (every step launches its kernels one by one).
 const EnvGraphs = "DEEPINFER_CUDA_GRAPHS"
@@ -95,7 +96,7 @@ func (rt *Runtime) graphable() bool {
 
 // runGraph launches the program for st's shape as a graph, capturing it first when
 // this shape has none.
-func (rt *Runtime) runGraph(pr *prog, st Step) error {
+func (rt *Runtime) runGraph(pr *prog, st Step, lay *packLayout) error {
 	g := &rt.graphs
 	k := graphKey{pr.p.Phase, st.T, st.R, st.K, st.NSeq}
 	e := g.m[k]
@@ -105,7 +106,7 @@ func (rt *Runtime) runGraph(pr *prog, st Step) error {
 				return err
 			}
 		}
-		x, err := rt.capture(pr, st)
+		x, err := rt.capture(pr, st, lay)
 		if err != nil {
 			return err
 		}
@@ -129,20 +130,34 @@ type captureError struct{ err error }
 func (e *captureError) Error() string { return "capturing a graph: " + e.err.Error() }
 func (e *captureError) Unwrap() error { return e.err }
 
-// capture records the program's launches for st's shape into an executable graph.
-func (rt *Runtime) capture(pr *prog, st Step) (graphExec, error) {
+// capture records the program's launches for st's shape into an executable graph,
+// with a packed layout between unpack_step and keep_ids (packed.go says why they may).
+func (rt *Runtime) capture(pr *prog, st Step, lay *packLayout) (graphExec, error) {
 	d, s := rt.drv, rt.stream
 	if err := d.BeginCapture(s); err != nil {
 		return 0, &captureError{err}
 	}
+	abort := func(err error) (graphExec, error) {
+		// end the capture so that the stream is usable again
+		if gr, e2 := d.EndCapture(s); e2 == nil {
+			_ = d.GraphDestroy(gr)
+		}
+		return 0, err
+	}
+	if lay != nil {
+		if err := rt.unpack(lay); err != nil {
+			return abort(fmt.Errorf("capturing: %w", err))
+		}
+	}
 	for i, c := range pr.calls {
 		rt.setShapes(c, st)
 		if err := rt.launch(c); err != nil {
-			// end the capture so that the stream is usable again
-			if gr, e2 := d.EndCapture(s); e2 == nil {
-				_ = d.GraphDestroy(gr)
-			}
-			return 0, fmt.Errorf("capturing instr %d (%s): %w", i, c.in.Op, err)
+			return abort(fmt.Errorf("capturing instr %d (%s): %w", i, c.in.Op, err))
+		}
+	}
+	if lay != nil {
+		if err := rt.keepIds(rt.sampledIds(pr), st.R); err != nil {
+			return abort(fmt.Errorf("capturing: %w", err))
 		}
 	}
 	gr, err := d.EndCapture(s)

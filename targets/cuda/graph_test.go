@@ -198,7 +198,7 @@ func TestGraphsMatchLaunches(t *testing.T) {
 				if p := plain.GraphStats(); p.On || p.Captured != 0 || plain.fake.stats.GraphLaunches != 0 {
 					t.Errorf("graphs off, yet %+v", p)
 				}
-				if !strings.Contains(graphed.Describe(), "graphs on (4 captured") {
+				if !strings.Contains(graphed.Describe(), "graphs on (4 captured") || !strings.Contains(graphed.Describe(), map[bool]string{true: "; packed uploads", false: "; per-parameter uploads"}[graphed.packed]) {
 					t.Errorf("Describe: %s", graphed.Describe())
 				}
 			})

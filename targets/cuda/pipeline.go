@@ -10,10 +10,15 @@ import (
 )
 
 // Pipelined steps (targets.Pipelined): Enqueue uploads a step, resolves its
-// FromPrevious tokens on the device (resolve_prev reads the ids the previous step left
-// in the arena), launches it, and queues the copy of its sampled ids and the error
-// flag into page-locked host memory followed by an event; Wait waits for that event
-// only — the next step may already be queued behind it — and reads the ids.
+// FromPrevious tokens on the device (from the ids the previous step left in the arena,
+// next to the error flag), launches it, and queues the copy of its sampled ids and the
+// error flag into page-locked host memory followed by an event; Wait waits for that
+// event only — the next step may already be queued behind it — and reads the ids.
+// Packed (packed.go, the default), that is one upload from the page-locked staging
+// buffer, the graph (which unpacks the parameters and resolves the tokens first and
+// keeps the ids last), one read-back and the event; with EnvPacked=0, one upload per
+// parameter, resolve_prev, the graph, a device-to-device copy of the ids, two
+// read-backs and the event.
 //
 // Steps that bring more than sampled ids back — logits (StepIn.Want) or the DSpark
 // draft's outputs — and steps enqueued while profiling run to completion inside
@@ -162,10 +167,11 @@ func (rt *Runtime) enqueue(in *targets.StepIn) (*pendingStep, error) {
 	}
 	if wantsHost {
 		// the whole step now: logits, drafts and profiles come back through readBack
-		if err := rt.upload(pr, in, st, true, nil); err != nil {
+		lay, err := rt.upload(pr, in, st, true, nil)
+		if err != nil {
 			return fail(err)
 		}
-		evs, err := rt.run(pr, st)
+		evs, err := rt.run(pr, st, lay)
 		if err != nil {
 			return fail(err)
 		}
@@ -179,29 +185,44 @@ func (rt *Runtime) enqueue(in *targets.StepIn) (*pendingStep, error) {
 		pp.pending = append(pp.pending, p)
 		return p, nil
 	}
-	// the staging buffer: each upload rounded to 8 bytes (upload's layout)
-	r8 := func(n int64) int64 { return (n + 7) &^ 7 }
-	stage := 2*r8(4*st.T) + r8(4*st.R) + r8(16*st.R) + 40*st.NSeq
-	if pr.mask >= 0 {
-		stage += r8(4 * st.R * rt.params.maskCols)
+	// the staging buffer: packed, the step's layout (packed.go); per parameter, each
+	// upload rounded to 8 bytes (uploadParams' layout)
+	var stage int64
+	if rt.packed {
+		stage = 4 * rt.host.lay.words // stage's layout
+	} else {
+		r8 := func(n int64) int64 { return (n + 7) &^ 7 }
+		stage = 2*r8(4*st.T) + r8(4*st.R) + r8(16*st.R) + 40*st.NSeq
+		if pr.mask >= 0 {
+			stage += r8(4 * st.R * rt.params.maskCols)
+		}
 	}
 	sl, err := pp.slot(rt.drv, uint64(8+4*st.R), uint64(stage))
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.upload(pr, in, st, true, unsafe.Slice((*byte)(sl.up), sl.upBytes)); err != nil {
+	lay, err := rt.upload(pr, in, st, true, unsafe.Slice((*byte)(sl.up), sl.upBytes))
+	if err != nil {
 		return fail(err)
 	}
-	if _, err := rt.run(pr, st); err != nil {
+	if _, err := rt.run(pr, st, lay); err != nil {
 		return fail(err)
 	}
 	d, s := rt.drv, rt.stream
-	if err := d.DtoH(sl.mem, rt.errFlag, 8, s); err != nil {
-		return fail(err)
-	}
-	if st.R > 0 {
-		if err := d.DtoH(unsafe.Add(sl.mem, 8), rt.prevIds, uint64(4*st.R), s); err != nil {
+	// the error flag and the sampled ids lie side by side (allocArena): packed, one
+	// copy brings both
+	if lay != nil {
+		if err := d.DtoH(sl.mem, rt.errFlag, uint64(8+4*st.R), s); err != nil {
+			return fail(fmt.Errorf("read-back of the error flag and %d sampled ids: %w", st.R, err))
+		}
+	} else {
+		if err := d.DtoH(sl.mem, rt.errFlag, 8, s); err != nil {
 			return fail(err)
+		}
+		if st.R > 0 {
+			if err := d.DtoH(unsafe.Add(sl.mem, 8), rt.prevIds, uint64(4*st.R), s); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if err := d.Record(sl.ev, s); err != nil {

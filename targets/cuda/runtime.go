@@ -56,11 +56,21 @@ type Runtime struct {
 	closed   bool
 
 	// the last step's sampled ids, kept on the device for the next step's
-	// FromPrevious tokens (in the arena), and how many
+	// FromPrevious tokens (in the arena, right after the error flag), and how many
 	prevIds    devptr
 	prevN      int64
 	resolveFn  function
 	resolveBuf ArgBuf
+
+	// packed uploads (packed.go): on unless EnvPacked=0; the staging region in the
+	// arena and the kernels that unpack a step and keep its ids
+	packed     bool
+	stageDev   devptr
+	stageBytes int64
+	unpackFn   function
+	keepFn     function
+	unpackBuf  ArgBuf
+	keepBuf    ArgBuf
 
 	stepN  int64 // steps run or enqueued
 	graphs graphCache
@@ -113,6 +123,8 @@ type hostStage struct {
 	mask      []int32
 	seqs      []int64
 	tokens    []int32
+	pack      []int64    // a synchronous step's packed parameters (packed.go)
+	lay       packLayout // the step's packed layout (packed uploads only)
 }
 
 // worker runs functions on one locked OS thread.
@@ -193,6 +205,7 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant,
 		fast: o.Numerics == targets.NumericsFast}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0")
+	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -265,17 +278,21 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 			}
 		}
 	}
-	// resolve_prev runs outside the programs (pipelined steps' FromPrevious tokens)
-	{
+	// kernels outside the programs: resolve_prev (pipelined steps' FromPrevious tokens,
+	// per-parameter uploads), unpack_step and keep_ids (packed uploads, packed.go)
+	for _, k := range []struct {
+		name string
+		fn   *function
+	}{{"resolve_prev", &rt.resolveFn}, {"unpack_step", &rt.unpackFn}, {"keep_ids", &rt.keepFn}} {
 		m := mods[0]
 		if where != nil {
 			var ok bool
-			if m, ok = where["resolve_prev"]; !ok {
-				return fmt.Errorf("kernel resolve_prev is defined in no unit of the kernel sources")
+			if m, ok = where[k.name]; !ok {
+				return fmt.Errorf("kernel %s is defined in no unit of the kernel sources", k.name)
 			}
 		}
-		if rt.resolveFn, err = d.Function(m, "resolve_prev"); err != nil {
-			return fmt.Errorf("kernel resolve_prev: %w", err)
+		if *k.fn, err = d.Function(m, k.name); err != nil {
+			return fmt.Errorf("kernel %s: %w", k.name, err)
 		}
 	}
 	if err := rt.uploadWeights(ws); err != nil {
@@ -544,8 +561,15 @@ func (rt *Runtime) allocArena(maxT int64) error {
 	}
 	pTok, pPos, pRows := take(4*maxT), take(4*maxT), take(4*maxT)
 	pSample, pMask := take(16*maxT), take(4*maxT*cols)
-	pSeq, pErr := take(40*maxT), take(8) // SeqRec: 5 × i64
-	pPrev := take(4 * maxT)
+	pSeq := take(40 * maxT) // SeqRec: 5 × i64
+	// the read-back region: the error flag, then the last step's sampled ids (one
+	// device-to-host copy brings both)
+	pErr := take(8 + 4*maxT)
+	var pStage, stageBytes int64
+	if rt.packed {
+		stageBytes = stageRegionBytes(maxT, cols)
+		pStage = take(stageBytes)
+	}
 	var slots, scratch int64
 	for _, pr := range rt.progs {
 		pr.slotOff = make([]int64, len(pr.p.Slots))
@@ -575,7 +599,8 @@ func (rt *Runtime) allocArena(maxT int64) error {
 	rt.params = paramBufs{tokens: mem + devptr(pTok), positions: mem + devptr(pPos), rows: mem + devptr(pRows),
 		sample: mem + devptr(pSample), mask: mem + devptr(pMask), maskCols: cols}
 	rt.seqTab, rt.errFlag, rt.scratch = mem+devptr(pSeq), mem+devptr(pErr), mem+devptr(pScratch)
-	rt.prevIds = mem + devptr(pPrev)
+	rt.prevIds = rt.errFlag + 8
+	rt.stageDev, rt.stageBytes = mem+devptr(pStage), stageBytes
 	base := mem + devptr(pSlots)
 	// operand addresses are fixed from here on; only shapes change step to step
 	for _, pr := range rt.progs {
@@ -655,8 +680,12 @@ func (rt *Runtime) Describe() string {
 		num = "fast numerics (tensor-core products)"
 	}
 	graphs := rt.GraphSummary()
-	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s",
-		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs)
+	uploads := "packed uploads (one copy each way a pipelined step)"
+	if !rt.packed {
+		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
+	}
+	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s",
+		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads)
 }
 
 func human(n int64) string {
@@ -813,10 +842,11 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 	if err != nil {
 		return err
 	}
-	if err := rt.upload(pr, in, st, false, nil); err != nil {
+	lay, err := rt.upload(pr, in, st, false, nil)
+	if err != nil {
 		return err
 	}
-	evs, err := rt.run(pr, st)
+	evs, err := rt.run(pr, st, lay)
 	if err != nil {
 		return err
 	}
@@ -829,8 +859,8 @@ func (rt *Runtime) step(in *targets.StepIn, out *targets.StepOut) error {
 	return nil
 }
 
-// stage checks a step and lays out its host-side parameters (rt.host); it touches
-// nothing on the device.
+// stage checks a step and lays out its host-side parameters (rt.host, the packed
+// layout among them); it touches nothing on the device.
 func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 	pr := rt.progs[in.Phase]
 	if pr == nil {
@@ -896,21 +926,37 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 			}
 		}
 	}
-	return pr, Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase}, nil
+	st := Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase}
+	if rt.packed {
+		h.lay = rt.packFor(pr, in, st)
+	}
+	return pr, st, nil
 }
 
 // upload grows the arena when the step needs it and copies the step's parameters to
 // the device (ahead of its kernels on the stream): from Go memory, or, given a
 // page-locked staging buffer (a pipelined step's), through it, so that the copies need
-// not wait for the steps queued before. With resolve, tokens that stand for the
-// previous step's sampled tokens (targets.FromPrevious) are replaced on the device by
-// resolve_prev, outside any graph.
-func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool, stage []byte) error {
-	if st.T > rt.maxT {
-		if err := rt.allocArena(st.T); err != nil {
-			return err
+// not wait for the steps queued before. Packed (packed.go), that is one copy, and it
+// returns the layout run hands unpack_step, which replaces FromPrevious tokens with
+// resolve. Otherwise it is one copy per parameter (the layout is nil), and with resolve
+// tokens that stand for the previous step's sampled tokens (targets.FromPrevious) are
+// replaced on the device by resolve_prev, outside any graph.
+func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool, stage []byte) (*packLayout, error) {
+	// the arena holds maxT tokens, logits rows and sequences
+	if need := max(st.T, st.R, st.NSeq); need > rt.maxT {
+		if err := rt.allocArena(need); err != nil {
+			return nil, err
 		}
 	}
+	if rt.packed {
+		l := rt.host.lay // stage's
+		return &l, rt.uploadPacked(in, &l, resolve, stage)
+	}
+	return nil, rt.uploadParams(pr, in, st, resolve, stage)
+}
+
+// uploadParams is upload with one copy per parameter.
+func (rt *Runtime) uploadParams(pr *prog, in *targets.StepIn, st Step, resolve bool, stage []byte) error {
 	h := &rt.host
 	d, s := rt.drv, rt.stream
 	off := 0
@@ -967,9 +1013,11 @@ func (rt *Runtime) upload(pr *prog, in *targets.StepIn, st Step, resolve bool, s
 
 // run launches the step's program — its captured graph when graphs are on, else
 // kernel by kernel — between the timeline's step events, then keeps the step's
-// sampled ids on the device for the next step's FromPrevious tokens. It returns the
-// profile's events when profiling.
-func (rt *Runtime) run(pr *prog, st Step) (_ []event, err error) {
+// sampled ids on the device for the next step's FromPrevious tokens. With a packed
+// layout (upload's), unpack_step comes first and keep_ids last, both in the graph;
+// without, the ids are kept by a device-to-device copy. It returns the profile's events
+// when profiling.
+func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error) {
 	d, s := rt.drv, rt.stream
 	rt.stepN++
 	st.Seqs, st.Err = rt.seqTab, rt.errFlag
@@ -994,7 +1042,7 @@ func (rt *Runtime) run(pr *prog, st Step) (_ []event, err error) {
 	graphed := false
 	if rt.graphable() {
 		var ce *captureError
-		switch err := rt.runGraph(pr, st); {
+		switch err := rt.runGraph(pr, st, lay); {
 		case err == nil:
 			graphed = true
 		case errors.As(err, &ce):
@@ -1004,6 +1052,11 @@ func (rt *Runtime) run(pr *prog, st Step) (_ []event, err error) {
 		}
 	}
 	if !graphed {
+		if lay != nil {
+			if err := rt.unpack(lay); err != nil {
+				return nil, fmt.Errorf("%s step: %w", pr.p.Phase, err)
+			}
+		}
 		rt.stepping = true
 		defer func() { rt.stepping = false }()
 		for i, c := range pr.calls {
@@ -1028,9 +1081,14 @@ func (rt *Runtime) run(pr *prog, st Step) (_ []event, err error) {
 				return nil, err
 			}
 		}
+		if lay != nil {
+			if err := rt.keepIds(rt.sampledIds(pr), st.R); err != nil {
+				return nil, fmt.Errorf("%s step: %w", pr.p.Phase, err)
+			}
+		}
 	}
-	if st.R > 0 {
-		if err := d.DtoD(rt.prevIds, rt.arenaSlot(pr, pr.p.Returns[1].Index), uint64(4*st.R), s); err != nil {
+	if lay == nil && st.R > 0 {
+		if err := d.DtoD(rt.prevIds, rt.sampledIds(pr), uint64(4*st.R), s); err != nil {
 			return nil, err
 		}
 	}
@@ -1184,6 +1242,11 @@ func (rt *Runtime) readBack(pr *prog, in *targets.StepIn, out *targets.StepOut, 
 	}
 	out.Tokens = append(out.Tokens[:0], ids...)
 	return nil
+}
+
+// sampledIds is the slot of the program's sampled ids (its second return).
+func (rt *Runtime) sampledIds(pr *prog) devptr {
+	return rt.arenaSlot(pr, pr.p.Returns[1].Index)
 }
 
 func (rt *Runtime) arenaSlot(pr *prog, slot int) devptr {

@@ -265,3 +265,57 @@ KERNEL(resolve_prev, ResolvePrevArgs) {
     a.tokens[i] = a.prev[j];
   }
 }
+
+// unpack_step: a step's parameters, copied to the device in one piece (the staging
+// region; runtime.go packLayout lays it out and passes the word offsets), scattered to
+// where the kernels read them, and tokens that stand for the previous step's sampled
+// tokens (FromPrevious(j) = -1 - j) replaced by them on the way, as resolve_prev does.
+// The region starts with two i64: nprev, how many ids the previous step sampled (-1:
+// tokens are copied as they are, for a step that does not resolve them), and m, how
+// many logits rows carry a grammar mask. With a mask parameter (mask set) every row's
+// flag word is written, and the words of the m masked rows, whose row numbers follow
+// the flags; the other rows' words are left as they are (the sampler reads a row's
+// words only when its flag is set). Everything here but nprev and m follows from the
+// step's shape and fixed addresses, so the launch may sit in the step's graph.
+struct UnpackArgs {
+  const int* src; const int* prev; i64* err;
+  int* tokens; int* positions; int* rows; int* sample; int* seqs; int* mask;
+  i64 T; i64 R; i64 seqWords; i64 cols;
+  i64 oTok; i64 oPos; i64 oRows; i64 oSample; i64 oSeqs; i64 oFlags; i64 oMaskRows; i64 oMasks;
+};
+KERNEL(unpack_step, UnpackArgs) {
+  const i64* head = (const i64*)a.src;
+  i64 nprev = head[0], m = imax(0, imin(head[1], a.R));
+  for (i64 i = GIDX; i < a.T; i += GSTRIDE) {
+    int t = a.src[a.oTok + i];
+    if (t < 0 && nprev >= 0) {
+      i64 j = -1 - (i64)t;
+      if (j >= nprev) *a.err = 3;
+      else t = a.prev[j];
+    }
+    a.tokens[i] = t;
+    a.positions[i] = a.src[a.oPos + i];
+  }
+  for (i64 i = GIDX; i < a.R; i += GSTRIDE) {
+    a.rows[i] = a.src[a.oRows + i];
+    if (a.mask) a.mask[i * a.cols] = a.src[a.oFlags + i];
+  }
+  for (i64 i = GIDX; i < 4 * a.R; i += GSTRIDE) a.sample[i] = a.src[a.oSample + i];
+  for (i64 i = GIDX; i < a.seqWords; i += GSTRIDE) a.seqs[i] = a.src[a.oSeqs + i];
+  if (a.mask) {
+    i64 w = a.cols - 1;
+    for (i64 i = GIDX; i < m * w; i += GSTRIDE) {
+      i64 k = i / w, r = a.src[a.oMaskRows + k];
+      if (r < 0 || r >= a.R) continue;
+      a.mask[r * a.cols + 1 + i % w] = a.src[a.oMasks + i];
+    }
+  }
+}
+
+// keep_ids: the step's sampled ids copied next to the error flag (runtime.go's
+// read-back region), where the next step's FromPrevious tokens read them and one copy
+// brings flag and ids to the host.
+struct KeepIdsArgs { const int* ids; int* out; i64 R; };
+KERNEL(keep_ids, KeepIdsArgs) {
+  for (i64 i = GIDX; i < a.R; i += GSTRIDE) a.out[i] = a.ids[i];
+}
