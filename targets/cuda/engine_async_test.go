@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"fmt"
 	"testing"
 
 	"deepinfer/internal/vmtest"
@@ -62,4 +63,25 @@ func deviceEngineAsync(t *testing.T, model string) {
 	if len(got[0].Tokens) != 3 || got[0].Finish != "stop" {
 		t.Errorf("request 0 with stop token %d: %d tokens, finish %q; want 3, stop", reqs[0].Stop[0], len(got[0].Tokens), got[0].Finish)
 	}
+}
+
+// TestDeviceIndexSelection: prompts long enough that a prefill step's rows see more
+// compressed entries than the indexer's top-k (tiny-v4-dev: ratio 4, topk 4), prefilled
+// in one step of 16 rows or more, so the indexer ranks by selection (att_index_select,
+// whose device path differs from the emulated one), then decoded; in the exact mode
+// every token and logit equals the cpu target's (emulated here; the GPU with -device gpu).
+func TestDeviceIndexSelection(t *testing.T) {
+	const model = "tiny-v4-dev"
+	m := loadDevice(t, model, targets.Options{MaxTokens: 256})
+	cm := loadWith(t, model, func(tg targets.Target) targets.Executor { return cpuExec{tg} }, targets.Options{MaxTokens: 256})
+	var reqs []vm.Request
+	for i, n := range []int{80, 41, 23} {
+		p := make([]int32, n)
+		for j := range p {
+			p[j] = int32((j*389 + i*97 + 11) % m.Plan.Model.Vocab)
+		}
+		reqs = append(reqs, vm.Request{ID: fmt.Sprint("r", i), Prompt: p, MaxTokens: 4, KeepLogits: true})
+	}
+	e := func(mm *vm.Machine) *vm.Engine { return &vm.Engine{M: mm, Sync: true, MaxBatchTokens: 256, MaxSeqs: 8} }
+	vmtest.SameResults(t, "device vs cpu", vmtest.RunAll(t, e(m), reqs), vmtest.RunAll(t, e(cm), reqs))
 }

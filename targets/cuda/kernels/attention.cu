@@ -416,6 +416,7 @@ DEV u64 att_order_key(double v) {
   return (b >> 63) ? ~b : b | 0x8000000000000000ull;
 }
 KERNEL(att_index_select, AttIndexArgs) {
+#ifdef DI_EMULATE
   for (i64 it = GIDX; it < a.T * ROW_SPREAD; it += GSTRIDE) {
     if (it % ROW_SPREAD != 0) continue;
     i64 t = it / ROW_SPREAD;
@@ -454,6 +455,85 @@ KERNEL(att_index_select, AttIndexArgs) {
     }
     list[0] = (u64)n;
   }
+#else
+  // a launch block a row: each pass's histogram in shared memory (atomic adds), the
+  // digit picked by thread 0; then the selected entries listed in any order (the order
+  // kernel ranks them by key and entry), the equal ones the first `need` in entry order
+  // (each thread counts those in its contiguous chunk; thread 0 adds the counts up)
+  (void)GSTRIDE;
+  __shared__ int hist[256];
+  __shared__ int eqbase[ROW_SPREAD];
+  __shared__ u64 s_prefix;
+  __shared__ long long s_need;
+  __shared__ int s_count;
+  const i64 t = GIDX / ROW_SPREAD;
+  const int tid = (int)(GIDX % ROW_SPREAD);
+  if (t >= a.T) return;  // the whole block
+  u64* list = a.sel + t * (2 * a.topk + 1);
+  SeqRec s;
+  i64 visible = att_index_visible(a, t, &s);
+  if (visible <= 0) {
+    if (tid == 0) list[0] = 0;
+    return;
+  }
+  const double* sc = a.scores + t * a.maxe;
+  if (visible <= a.topk) {
+    for (i64 f = tid; f < visible; f += ROW_SPREAD) {
+      list[1 + 2 * f] = att_order_key(sc[f]);
+      list[2 + 2 * f] = (u64)f;
+    }
+    if (tid == 0) list[0] = (u64)visible;
+    return;
+  }
+  u64 prefix = 0, mask = 0;
+  i64 need = a.topk;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    hist[tid] = 0;
+    hist[tid + 128] = 0;
+    __syncthreads();
+    for (i64 f = tid; f < visible; f += ROW_SPREAD) {
+      u64 key = att_order_key(sc[f]);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int d = 255;
+      for (; d > 0 && hist[d] < need; d--) need -= hist[d];
+      s_prefix = prefix | ((u64)d << shift);
+      s_need = need;
+    }
+    __syncthreads();
+    prefix = s_prefix;
+    need = s_need;
+    mask |= 0xffull << shift;
+  }
+  const i64 chunk = (visible + ROW_SPREAD - 1) / ROW_SPREAD, f0 = tid * chunk, f1 = imin(visible, f0 + chunk);
+  int eq = 0;
+  for (i64 f = f0; f < f1; f++) eq += att_order_key(sc[f]) == prefix;
+  eqbase[tid] = eq;
+  if (tid == 0) s_count = 0;
+  __syncthreads();
+  if (tid == 0) {
+    int run = 0;
+    for (int i = 0; i < ROW_SPREAD; i++) {
+      int c = eqbase[i];
+      eqbase[i] = run;
+      run += c;
+    }
+  }
+  __syncthreads();
+  i64 e = eqbase[tid];
+  for (i64 f = f0; f < f1; f++) {
+    u64 key = att_order_key(sc[f]);
+    if (key > prefix || (key == prefix && e++ < need)) {
+      int slot = atomicAdd(&s_count, 1);
+      list[1 + 2 * slot] = key;
+      list[2 + 2 * slot] = (u64)f;
+    }
+  }
+  __syncthreads();
+  if (tid == 0) list[0] = (u64)s_count;
+#endif
 }
 KERNEL(att_index_order, AttIndexArgs) {
   for (i64 i = GIDX; i < a.T * a.topk; i += GSTRIDE) {
