@@ -4,11 +4,9 @@ import (
 	"math"
 	"testing"
 
-	"deepinfer/compiler"
 	"deepinfer/plan"
 	"deepinfer/targets"
 	"deepinfer/targets/cuda"
-	"deepinfer/vm"
 )
 
 // TestFP4ExpertTilesMatchGeneric: the FP4 experts' tiles (tensorcore_fp4.cu) against
@@ -26,21 +24,14 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 	} {
 		model := m.dir
 		t.Run(m.name, func(t *testing.T) {
-			out, err := compiler.Compile(compiler.Options{ModelDir: model, Target: "h200"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ws, err := vm.LoadWeights(out.Plan, model)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, ws := compileDir(t, model)
 			run := func(fp4 bool) ([][]float32, map[string]int) {
 				if !fp4 {
 					t.Setenv(cuda.EnvFP4Tiles, "0")
 				} else {
 					t.Setenv(cuda.EnvFP4Tiles, "")
 				}
-				return prefillAndDecode(t, out.Plan, ws, 80)
+				return prefillAndDecode(t, p, ws, 80)
 			}
 			a, ka := run(true)
 			b, kb := run(false)
@@ -132,18 +123,11 @@ func prefillAndDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, n int) ([
 func TestFastBlockProductsMatchTiles(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
 		t.Run(m.name, func(t *testing.T) {
-			out, err := compiler.Compile(compiler.Options{ModelDir: m.dir, Target: "h200"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ws, err := vm.LoadWeights(out.Plan, m.dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, ws := compileDir(t, m.dir)
 			t.Setenv(cuda.EnvBlockGemm, "")
-			a, ka := prefillAndDecode(t, out.Plan, ws, 160)
+			a, ka := prefillAndDecode(t, p, ws, 160)
 			t.Setenv(cuda.EnvBlockGemm, "0")
-			b, kb := prefillAndDecode(t, out.Plan, ws, 160)
+			b, kb := prefillAndDecode(t, p, ws, 160)
 			if ka != nil {
 				blk := ka["fast_gemm_blk"] + ka["fast_gemm_blk_f32"]
 				if blk == 0 || kb["fast_gemm_blk"]+kb["fast_gemm_blk_f32"] != 0 {

@@ -30,10 +30,9 @@ func loadDevice(t *testing.T, model string, o targets.Options) *vm.Machine {
 	return loadWith(t, model, func(tg targets.Target) targets.Executor { return devExec{tg} }, o)
 }
 
-// loadWith compiles a fixture for h200 and opens it on the executor exec makes.
-func loadWith(t *testing.T, model string, exec func(targets.Target) targets.Executor, o targets.Options) *vm.Machine {
+// compileDir compiles the model in dir for h200 and loads its weights.
+func compileDir(t *testing.T, dir string) (*plan.Plan, []targets.Weight) {
 	t.Helper()
-	dir := "../../testdata/" + model
 	out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +41,18 @@ func loadWith(t *testing.T, model string, exec func(targets.Target) targets.Exec
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out.Plan, ws
+}
+
+// loadWith compiles a fixture for h200 and opens it on the executor exec makes.
+func loadWith(t *testing.T, model string, exec func(targets.Target) targets.Executor, o targets.Options) *vm.Machine {
+	t.Helper()
+	p, ws := compileDir(t, "../../testdata/"+model)
 	tg, err := targets.Lookup("h200")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := vm.LoadOn(out.Plan, ws, exec(tg), o)
+	m, err := vm.LoadOn(p, ws, exec(tg), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,14 +141,22 @@ DEVM void moe_gate41_score(const MoERoute41Args& a, i64 t, i64 e, float v) {
 }
 // moe_gate_v41: one (token, expert) a work item: the logit in MKL's order, its score
 // and selection value.
+// moe_gate41_at: token t's row and expert e's gate row, and the token's sequence view
+// (false: no sequence).
+DEVM bool moe_gate41_at(const MoERoute41Args& a, i64 t, i64 e, FRow* x, WRow* w, i64* first, i64* rows) {
+  if (!dense_view(a.seqs, a.nseq, a.keep, t, first, rows)) return false;
+  x->p = a.x + t * a.D;
+  w->w = a.gate;
+  w->r = e;
+  return true;
+}
 KERNEL(moe_gate_v41, MoERoute41Args) {
   for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
-    i64 t = i / a.E, e = i % a.E;
-    i64 first, rows;
-    if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
-    FRow x = {a.x + t * a.D};
-    WRow w = {a.gate, e};
-    moe_gate41_score(a, t, e, mkl_dot(x, w, rows, t - first, a.D, a.E));
+    i64 t = i / a.E, e = i % a.E, first, rows;
+    FRow x;
+    WRow w;
+    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows))
+      moe_gate41_score(a, t, e, mkl_dot(x, w, rows, t - first, a.D, a.E));
   }
 }
 // moe_fast_gate41_part and moe_fast_gate41_sum (V4.1, the fast mode): moe_gate_v41
@@ -157,22 +165,19 @@ KERNEL(moe_gate_v41, MoERoute41Args) {
 // for bit, in chains 16 times shorter.
 KERNEL(moe_fast_gate41_part, MoERoute41Args) {
   for (i64 i = GIDX; i < a.T * a.E * 16; i += GSTRIDE) {
-    i64 te = i / 16, t = te / a.E, e = te % a.E;
-    i64 first, rows;
-    if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
-    FRow x = {a.x + t * a.D};
-    WRow w = {a.gate, e};
-    a.part[i] = mkl_lane(x, w, rows, a.D, a.E, (int)(i % 16));
+    i64 te = i / 16, t = te / a.E, e = te % a.E, first, rows;
+    FRow x;
+    WRow w;
+    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows)) a.part[i] = mkl_lane(x, w, rows, a.D, a.E, (int)(i % 16));
   }
 }
 KERNEL(moe_fast_gate41_sum, MoERoute41Args) {
   for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
-    i64 t = i / a.E, e = i % a.E;
-    i64 first, rows;
-    if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
-    FRow x = {a.x + t * a.D};
-    WRow w = {a.gate, e};
-    moe_gate41_score(a, t, e, mkl_fold(x, w, rows, t - first, a.D, a.E, a.part + i * 16));
+    i64 t = i / a.E, e = i % a.E, first, rows;
+    FRow x;
+    WRow w;
+    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows))
+      moe_gate41_score(a, t, e, mkl_fold(x, w, rows, t - first, a.D, a.E, a.part + i * 16));
   }
 }
 
