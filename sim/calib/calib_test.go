@@ -20,7 +20,7 @@ var (
 	v4Err  error
 )
 
-// v4 is the plan runs 6 and 8 timed for V4: testdata/deepseek-v4-flash cut to layers 4-5.
+// v4 is the plan runs 6, 8 and 9 timed for V4: testdata/deepseek-v4-flash cut to layers 4-5.
 func v4(t *testing.T) *plan.Plan {
 	t.Helper()
 	v4Once.Do(func() { v4Plan, v4Err = SynthPlan("../../testdata/deepseek-v4-flash", "4-5", "h200") })
@@ -64,7 +64,7 @@ func TestReadBenchErrors(t *testing.T) {
 
 func TestNumerics(t *testing.T) {
 	for _, f := range []struct{ file, want string }{
-		{"run8/v4.fast.bench.json", "fast"}, {"run8/v41.exact.bench.json", "exact"}, {"small.bench.json", ""},
+		{"run8/v4.fast.bench.json", "fast"}, {"run8/v41.exact.bench.json", "exact"}, {"run9/v4.fast.ctx512.bench.json", "fast"}, {"small.bench.json", ""},
 	} {
 		r, err := ReadBench(filepath.Join("testdata", f.file))
 		if err != nil {
@@ -153,7 +153,7 @@ func TestCompareBadPoints(t *testing.T) {
 }
 
 func TestCalibrationLookup(t *testing.T) {
-	r, err := ReadBench("testdata/run8/v41.fast.bench.json")
+	r, err := ReadBench("testdata/run9/v41.fast.bench.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +200,16 @@ func TestFromDir(t *testing.T) {
 	}
 	if modes["fast deepseek_v4"] != 2 || modes["exact deepseek_v41"] != 1 {
 		t.Errorf("reports by mode and model: %v", modes)
+	}
+	if _, err := FitCalibrations(h200.Model(), data, ShippedTrain); err == nil || !strings.Contains(err.Error(), "names no run") {
+		t.Errorf("a fit on reports that name no run: %v", err)
+	}
+	ms9, err := FromDir("testdata/run9", "4-5", "20-23")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms9) != len(Run9) {
+		t.Errorf("run 9: %d reports, want %d", len(ms9), len(Run9))
 	}
 	if _, err := FromDir(t.TempDir(), "4-5", "20-23"); err == nil || !strings.Contains(err.Error(), "no v4") {
 		t.Errorf("an empty directory: %v", err)

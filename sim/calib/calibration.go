@@ -87,12 +87,25 @@ var (
 )
 
 // FitCalibrations fits one Calibration per numerics mode over data (grouped by model
-// type), on the points train selects.
-func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepbench.Point) bool, fit string) (map[string]*Calibration, error) {
+// type), on the points train selects. A calibration's Fit names the runs its reports
+// were measured in (Measured.Run, in the order they first appear); a report that names
+// no run is an error.
+func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepbench.Point) bool) (map[string]*Calibration, error) {
 	groups := map[[2]string][]Loaded{}
+	runs := map[string][]string{}
 	for _, d := range data {
+		if d.Run == "" {
+			return nil, fmt.Errorf("%s: the report names no run to name the fit by", d.File)
+		}
 		k := [2]string{d.Numerics, d.Plan.ModelType}
 		groups[k] = append(groups[k], d)
+		seen := false
+		for _, r := range runs[d.Numerics] {
+			seen = seen || r == d.Run
+		}
+		if !seen {
+			runs[d.Numerics] = append(runs[d.Numerics], d.Run)
+		}
 	}
 	out := map[string]*Calibration{}
 	for k, g := range groups {
@@ -103,7 +116,7 @@ func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepben
 		name := "cuda-" + k[0]
 		c := out[name]
 		if c == nil {
-			c = &Calibration{Name: name, Numerics: k[0], Fit: fit, Models: map[string]map[string]cost.ClassCal{}}
+			c = &Calibration{Name: name, Numerics: k[0], Fit: strings.Join(runs[k[0]], " + "), Models: map[string]map[string]cost.ClassCal{}}
 			out[name] = c
 		}
 		c.Models[k[1]] = t

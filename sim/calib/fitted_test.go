@@ -11,18 +11,46 @@ import (
 )
 
 var (
-	run8Once sync.Once
-	run8     []Loaded
-	run8Err  error
+	shippedOnce sync.Once
+	shipped     []Loaded
+	shippedErr  error
+	run8Once    sync.Once
+	run8Fast    []Loaded
+	run8Err     error
 )
 
-func loadRun8(t *testing.T) []Loaded {
+// loadShipped loads the reports the shipped calibrations are fitted on (Shipped: run 9's
+// fast ones, run 8's exact ones).
+func loadShipped(t *testing.T) []Loaded {
 	t.Helper()
-	run8Once.Do(func() { run8, run8Err = Load("../..", Run8) })
+	shippedOnce.Do(func() { shipped, shippedErr = Load("../..", Shipped) })
+	if shippedErr != nil {
+		t.Fatal(shippedErr)
+	}
+	return shipped
+}
+
+// loadRun8Fast loads run 8's fast reports (the previous cuda-fast's).
+func loadRun8Fast(t *testing.T) []Loaded {
+	t.Helper()
+	run8Once.Do(func() { run8Fast, run8Err = Load("../..", Run8Fast) })
 	if run8Err != nil {
 		t.Fatal(run8Err)
 	}
-	return run8
+	return run8Fast
+}
+
+// run8FastFit is the previous cuda-fast: the fit on run 8's fast reports.
+func run8FastFit(t *testing.T) *Calibration {
+	t.Helper()
+	cs, err := FitCalibrations(h200.Model(), loadRun8Fast(t), ShippedTrain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cs["cuda-fast"]; c == nil || c.Fit != RunName8 || len(cs) != 1 {
+		t.Fatalf("the fit on run 8's fast reports: %v", cs)
+	}
+	return cs["cuda-fast"]
 }
 
 func group(data []Loaded, numerics, modelType string) []Loaded {
@@ -46,27 +74,26 @@ type claim struct {
 }
 
 var claims = []claim{
-	{"fast", "deepseek_v4", nil, map[string]float64{"1/512": 0.171, "64/512": -0.035, "256/512": 0.019, "1/4096": 0.103, "64/4096": -0.083, "256/4096": 0.032, "1/32768": 0.124, "64/32768": -0.165, "256/32768": -0.164},
-		[]string{"tilekernels.kv_compress@64/512", "tilekernels.embedding@64/512", "tilekernels.kv_compress@64/4096", "deepselect.indexer_topk@64/4096",
-			"tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.kv_compress@64/32768", "deepselect.indexer_topk@256/32768", "tilekernels.embedding@256/32768"}},
-	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.075, "64/4096": 0.154, "256/4096": 0.003, "1/32768": 0.038, "64/32768": 0.121, "256/32768": 0.006},
-		nil},
+	{"fast", "deepseek_v4", nil, map[string]float64{"1/512": 0.272, "64/512": 0.077, "256/512": 0.037, "1/4096": 0.145, "64/4096": 0.033, "256/4096": 0.048, "1/32768": 0.163, "64/32768": -0.099, "256/32768": 0.045},
+		[]string{"tilekernels.embedding@1/4096", "tilekernels.mhc_init@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@256/32768"}},
+	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.209, "64/4096": -0.004, "256/4096": 0.063, "1/32768": 0.094, "64/32768": -0.003, "256/32768": 0.053},
+		[]string{"flashmla.sparse_decode@64/4096", "flashmla.sparse_decode@64/32768"}},
 	{"exact", "deepseek_v4", nil, map[string]float64{"1/4096": 0.037, "64/4096": 0.053, "256/4096": -0.474},
 		[]string{"tilekernels.embedding@1/4096", "tilekernels.embedding@64/4096", "deepgemm.bf16_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt@256/4096",
 			"deepgemm.fp8_gemm_nt_grouped@256/4096", "tilekernels.embedding@256/4096"}},
 	{"exact", "deepseek_v41", nil, map[string]float64{"1/4096": 0.046, "64/4096": 0.049, "256/4096": -0.327},
 		[]string{"deepgemm.fp8_gemm_nt@256/4096", "deepgemm.bf16_gemm_nt@256/4096"}},
 	// held out
-	{"fast", "deepseek_v4", &BatchHoldout, map[string]float64{"64/512": -0.093, "64/4096": -0.134, "64/32768": -0.196},
-		[]string{"tilekernels.kv_compress@64/512", "tilekernels.embedding@64/512", "tilekernels.kv_compress@64/4096", "deepselect.indexer_topk@64/4096",
-			"tilekernels.embedding@64/4096", "deepselect.indexer_topk@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.embedding@64/32768"}},
-	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": 0.419, "64/32768": -0.146, "256/32768": -0.186},
-		[]string{"flashmla.sparse_decode@1/32768", "deepselect.indexer_topk@1/32768", "tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768",
-			"flashmla.sparse_decode@64/32768", "tilekernels.kv_compress@64/32768", "deepselect.indexer_topk@256/32768", "tilekernels.embedding@256/32768"}},
-	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.325, "64/32768": 0.254},
-		[]string{"deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "deepgemm.m_grouped_fp8_gemm_nt_masked@64/32768"}},
-	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.237, "64/32768": -0.025, "256/32768": -0.044},
-		[]string{"deepselect.indexer_topk_blocks@1/32768", "deepselect.indexer_topk_blocks@64/32768"}},
+	{"fast", "deepseek_v4", &BatchHoldout, map[string]float64{"64/512": 0.067, "64/4096": 0.019, "64/32768": -0.132},
+		[]string{"tilekernels.embedding@64/512", "deepselect.indexer_topk@64/4096", "deepselect.indexer_topk@64/32768"}},
+	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": 0.575, "64/32768": -0.010, "256/32768": 0.052},
+		[]string{"flashmla.sparse_decode@1/32768", "tilekernels.embedding@1/32768", "tilekernels.mhc_init@1/32768", "deepselect.indexer_topk@64/32768",
+			"flashmla.sparse_decode@64/32768", "tilekernels.embedding@256/32768"}},
+	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.031, "64/32768": 0.020},
+		[]string{"flashmla.sparse_decode@64/4096", "deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "flashmla.sparse_decode@64/32768", "deepgemm.m_grouped_fp8_gemm_nt_masked@64/32768"}},
+	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.319, "64/32768": -0.198, "256/32768": -0.026},
+		[]string{"deepselect.indexer_topk_blocks@1/32768", "tilekernels.embedding@1/32768", "tilekernels.mhc_init@1/32768", "deepselect.indexer_topk_blocks@64/32768",
+			"flashmla.sparse_decode@64/32768", "tilekernels.mhc_init@64/32768"}},
 	{"exact", "deepseek_v4", &BatchHoldout, map[string]float64{"64/4096": 0.783},
 		[]string{"deepgemm.bf16_gemm_nt@64/4096", "deepgemm.fp8_gemm_nt@64/4096", "deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096",
 			"tilekernels.kv_compress@64/4096", "tilekernels.mhc_pre_norm@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/4096",
@@ -114,12 +141,16 @@ func check(t *testing.T, what string, res []PointResult, c claim) {
 	}
 }
 
-// TestFittedReproducesRun8 is the differential test against the recorded H200
-// measurements: the shipped calibrations on the points they were fitted on, and refits
-// on part of the points checked on the held-out rest, are as accurate as
-// docs/perf/simulator.md says, and no class is worse than it says.
-func TestFittedReproducesRun8(t *testing.T) {
-	data := loadRun8(t)
+// TestFittedReproducesMeasured is the differential test against the recorded H200
+// measurements (run 9's fast reports, run 8's exact ones): the shipped calibrations on
+// the points they were fitted on, and refits on part of the points checked on the
+// held-out rest, are as accurate as docs/perf/simulator.md says, and no class is worse
+// than it says.
+func TestFittedReproducesMeasured(t *testing.T) {
+	data := loadShipped(t)
+	if Fitted["cuda-fast"].Fit != RunName9 || Fitted["cuda-exact"].Fit != RunName8 {
+		t.Fatalf("fitted.go names its fits %q and %q, want %q and %q", Fitted["cuda-fast"].Fit, Fitted["cuda-exact"].Fit, RunName9, RunName8)
+	}
 	base := h200.Model()
 	for _, c := range claims {
 		g := group(data, c.numerics, c.modelType)
@@ -145,20 +176,20 @@ func TestFittedReproducesRun8(t *testing.T) {
 	}
 }
 
-// defaultErrs are the default h200 model's step errors on run 8 as docs/perf/simulator.md
-// documents them ("numerics model" → "batch/context" → error).
+// defaultErrs are the default h200 model's step errors on the measured points as
+// docs/perf/simulator.md documents them ("numerics model" → "batch/context" → error).
 var defaultErrs = map[string]map[string]float64{
-	"fast deepseek_v4": {"1/512": -0.839, "64/512": -0.860, "256/512": -0.906, "1/4096": -0.856, "64/4096": -0.875, "256/4096": -0.913,
-		"1/32768": -0.895, "64/32768": -0.904, "256/32768": -0.943},
-	"fast deepseek_v41":  {"1/4096": -0.934, "64/4096": -0.741, "256/4096": -0.856, "1/32768": -0.954, "64/32768": -0.797, "256/32768": -0.880},
+	"fast deepseek_v4": {"1/512": -0.784, "64/512": -0.609, "256/512": -0.776, "1/4096": -0.819, "64/4096": -0.677, "256/4096": -0.819,
+		"1/32768": -0.878, "64/32768": -0.813, "256/32768": -0.888},
+	"fast deepseek_v41":  {"1/4096": -0.875, "64/4096": -0.580, "256/4096": -0.722, "1/32768": -0.930, "64/32768": -0.711, "256/32768": -0.799},
 	"exact deepseek_v4":  {"1/4096": -0.975, "64/4096": -0.954, "256/4096": -0.989},
 	"exact deepseek_v41": {"1/4096": -0.979, "64/4096": -0.945, "256/4096": -0.982},
 }
 
-// TestDefaultModelRun8: the default h200 model (published-kernel parameters) on run 8's
-// points is as far under every measured step as docs/perf/simulator.md says.
-func TestDefaultModelRun8(t *testing.T) {
-	data := loadRun8(t)
+// TestDefaultModel: the default h200 model (published-kernel parameters) on the measured
+// points is as far under every step as docs/perf/simulator.md says.
+func TestDefaultModel(t *testing.T) {
+	data := loadShipped(t)
 	n := 0
 	for key, want := range defaultErrs {
 		f := strings.Fields(key)
@@ -179,19 +210,50 @@ func TestDefaultModelRun8(t *testing.T) {
 		}
 	}
 	if n != 21 {
-		t.Errorf("%d points, want run 8's 21 with class times", n)
+		t.Errorf("%d points, want 21 (run 9's 15 fast, run 8's 6 exact)", n)
+	}
+}
+
+// TestRun8FitOnRun9: the previous cuda-fast (fitted on run 8's fast reports) on run 9's
+// points is as far over as docs/perf/simulator.md says: the kernels it describes are gone.
+func TestRun8FitOnRun9(t *testing.T) {
+	prev := run8FastFit(t)
+	want := map[string]map[string]float64{
+		"deepseek_v4": {"1/512": 0.569, "64/512": 1.699, "256/512": 1.419, "1/4096": 0.392, "64/4096": 1.363, "256/4096": 1.143,
+			"1/32768": 0.314, "64/32768": 0.618, "256/32768": 0.633},
+		"deepseek_v41": {"1/4096": 1.054, "64/4096": 0.869, "256/4096": 0.937, "1/32768": 0.562, "64/32768": 0.596, "256/32768": 0.681},
+	}
+	data := loadShipped(t)
+	for mt, w := range want {
+		m, err := prev.Apply(h200.Model(), mt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Evaluate(m, group(data, "fast", mt), nil, Acceptance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(w) {
+			t.Fatalf("%s: %d points, %d documented", mt, len(res), len(w))
+		}
+		for _, p := range res {
+			at := fmt.Sprintf("%d/%d", p.Batch, p.Context)
+			if e, ok := w[at]; !ok || math.Abs(p.Err()-e) > 0.0005 || !p.Miss {
+				t.Errorf("%s %s: run 8's fit on run 9: step error %+.2f%% (miss %v), documented %+.1f%%", mt, at, 100*p.Err(), p.Miss, 100*e)
+			}
+		}
 	}
 }
 
 // TestGraphsOff: run 8's graphs-off report (V4 fast, context 512; step times only) against
-// the default model and cuda-fast (fitted on the graphs-on steps) is as
-// docs/perf/simulator.md says.
+// the default model and the fast calibration fitted on run 8's graphs-on steps (the
+// same kernels) is as docs/perf/simulator.md says.
 func TestGraphsOff(t *testing.T) {
 	data, err := Load("../..", []Measured{Run8NoGraphs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Fitted["cuda-fast"].Apply(h200.Model(), "deepseek_v4")
+	m, err := run8FastFit(t).Apply(h200.Model(), "deepseek_v4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,10 +297,11 @@ func TestGraphsOff(t *testing.T) {
 }
 
 // TestFittedIsCurrent refits the shipped calibrations: fitted.go must be what
-// tools/calibrate/cudafit writes from the committed measurements.
+// tools/calibrate/cudafit writes from the committed measurements (Shipped), fits named
+// by their runs included.
 func TestFittedIsCurrent(t *testing.T) {
-	data := loadRun8(t)
-	got, err := FitCalibrations(h200.Model(), data, ShippedTrain, Fitted["cuda-fast"].Fit)
+	data := loadShipped(t)
+	got, err := FitCalibrations(h200.Model(), data, ShippedTrain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +311,7 @@ func TestFittedIsCurrent(t *testing.T) {
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*math.Max(math.Abs(a), math.Abs(b)) }
 	for name, c := range got {
 		f := Fitted[name]
-		if f == nil || len(f.Models) != len(c.Models) {
+		if f == nil || len(f.Models) != len(c.Models) || f.Fit != c.Fit || f.Numerics != c.Numerics {
 			t.Fatalf("%s: fitted.go is stale (run go run ./tools/calibrate/cudafit -o sim/calib/fitted.go)", name)
 		}
 		for mt, tab := range c.Models {
@@ -265,10 +328,10 @@ func TestFittedIsCurrent(t *testing.T) {
 	}
 }
 
-// TestMismatchedPlan: a report set against another model's plan is flagged; each run-8
-// report against its own plan is not.
+// TestMismatchedPlan: a report set against another model's plan is flagged; each
+// committed report against its own plan is not.
 func TestMismatchedPlan(t *testing.T) {
-	data := loadRun8(t)
+	data := append(append([]Loaded{}, loadShipped(t)...), loadRun8Fast(t)...)
 	var v4, v41 Loaded
 	for _, d := range data {
 		res, err := Compare(d.Plan, h200.Model(), d.Report, Acceptance)

@@ -20,22 +20,55 @@ type Measured struct {
 	Config   string // model directory holding config.json
 	Layers   string // the layers dic synth kept, e.g. 4-5
 	Numerics string // fast or exact
+	Run      string // the run that measured it, e.g. "run 9 (H200, 2026-12-02)": names a fit on it
 }
 
-// Run8 are the reports of run 8 (testdata/run8, NVIDIA H200, 2026-12-02, CUDA graphs
-// on), relative to the repository root: the shipped calibrations are fitted on them.
-var Run8 = []Measured{
-	{"sim/calib/testdata/run8/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
-	{"sim/calib/testdata/run8/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"},
-	{"sim/calib/testdata/run8/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast"},
-	{"sim/calib/testdata/run8/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast"},
-	{"sim/calib/testdata/run8/v4.exact.bench.json", "testdata/deepseek-v4-flash", "4-5", "exact"},
-	{"sim/calib/testdata/run8/v41.exact.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "exact"},
+// The runs whose reports are committed (testdata/run8, testdata/run9; their READMEs name
+// the device, date and commands).
+const (
+	RunName8 = "run 8 (H200, 2026-12-02)"
+	RunName9 = "run 9 (H200, 2026-12-02)"
+)
+
+// Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
+// root: the fast kernels before run 9's changes. cuda-fast was fitted on them until run 9;
+// they are kept to compare with run 8's graphs-off report and to show how that fit does
+// on run 9's kernels.
+var Run8Fast = []Measured{
+	{"sim/calib/testdata/run8/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName8},
+	{"sim/calib/testdata/run8/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName8},
+	{"sim/calib/testdata/run8/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName8},
+	{"sim/calib/testdata/run8/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName8},
 }
+
+// Run8Exact are run 8's exact-mode reports: the shipped cuda-exact is fitted on them.
+var Run8Exact = []Measured{
+	{"sim/calib/testdata/run8/v4.exact.bench.json", "testdata/deepseek-v4-flash", "4-5", "exact", RunName8},
+	{"sim/calib/testdata/run8/v41.exact.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "exact", RunName8},
+}
+
+// Run8 are all of run 8's graphs-on reports (testdata/run8, NVIDIA H200, 2026-12-02).
+var Run8 = append(append([]Measured{}, Run8Fast...), Run8Exact...)
 
 // Run8NoGraphs is run 8's graphs-off report (V4 fast, context 512, every kernel
 // launched one by one): step times only, no class times; compared, not fitted.
-var Run8NoGraphs = Measured{"sim/calib/testdata/run8/v4.fast.nographs.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast"}
+var Run8NoGraphs = Measured{"sim/calib/testdata/run8/v4.fast.nographs.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName8}
+
+// Run9 are run 9's reports (testdata/run9, NVIDIA H200, 2026-12-02, CUDA graphs on),
+// fast mode only: the shipped cuda-fast is fitted on them.
+var Run9 = []Measured{
+	{"sim/calib/testdata/run9/v4.fast.ctx512.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName9},
+	{"sim/calib/testdata/run9/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName9},
+	{"sim/calib/testdata/run9/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName9},
+	{"sim/calib/testdata/run9/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName9},
+	{"sim/calib/testdata/run9/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName9},
+}
+
+// Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
+// on run 9 (the fast kernels as they are now), cuda-exact on run 8's exact reports (run 9
+// took none; the exact kernels have changed since only in how V4's routing is split into
+// launches, with the same values).
+var Shipped = append(append([]Measured{}, Run9...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).

@@ -1,9 +1,12 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
-// the committed divm bench reports of this project's cuda kernels on an H200, writes
-// them as Go source, and prints how well they and the default h200 model predict the
-// measured steps: in sample, and in hold-out experiments (fit on batch 1 and 256, check
-// batch 64; fit on the shorter contexts, check 32,768; fit on V4, check V4.1); and both
-// against the graphs-off report (step times only), which is compared, not fitted.
+// the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
+// run 9's fast-mode reports, run 8's exact-mode ones), writes them as Go source, and
+// prints how well they and the default h200 model predict the measured steps: in sample,
+// and in hold-out experiments (fit on batch 1 and 256, check batch 64; fit on the shorter
+// contexts, check 32,768; fit on V4, check V4.1). It also prints the previous cuda-fast
+// (refitted from run 8's fast reports) on the new fast points, with its terms next to
+// the new ones, and run 8's graphs-off report (step times only), compared with the fit on
+// run 8's graphs-on reports, not fitted.
 //
 //	go run ./tools/calibrate/cudafit -o sim/calib/fitted.go
 package main
@@ -24,44 +27,61 @@ import (
 	"deepinfer/vm/stepbench"
 )
 
+// inputs are the reports cudafit reads.
+type inputs struct {
+	runs     []calib.Measured // fitted: the calibrations written
+	previous []calib.Measured // fast reports of the previous fit: compared on the new fast points (none: skipped)
+	noGraphs []calib.Measured // graphs-off reports (step times only): compared, not fitted
+	graphsOn []calib.Measured // the graphs-on reports of the graphs-off ones' run: fitted for that comparison
+}
+
 func main() {
 	root := flag.String("root", ".", "repository root")
 	out := flag.String("o", "", "write the fitted calibrations here as Go source (default: print only)")
-	reports := flag.String("reports", "", "fit the reports of this scripts/gpu-bench.sh output directory instead of the committed run 8 (v4.*.bench.json, v41.*.bench.json)")
+	reports := flag.String("reports", "", "fit the reports of this scripts/gpu-bench.sh output directory instead of the committed ones (v4.*.bench.json, v41.*.bench.json)")
 	layersV4 := flag.String("layers-v4", "4-5", "with -reports: the V4 layers the run synthesized (LAYERS_V4)")
 	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
-	fit := flag.String("fit", "run 8 (H200, 2026-12-02)", "names the fit in the calibrations")
+	fit := flag.String("fit", "", "with -reports: names the run in the calibrations, e.g. \"run 10 (H200, 2027-01-05)\"")
 	flag.Parse()
-	runs, noGraphs := calib.Run8, []calib.Measured{calib.Run8NoGraphs}
+	in := inputs{runs: calib.Shipped, previous: calib.Run8Fast, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
 	if *reports != "" {
-		var err error
-		if runs, err = calib.FromDir(*reports, *layersV4, *layersV41); err != nil {
+		if *fit == "" {
+			fmt.Fprintln(os.Stderr, "cudafit: -reports needs -fit to name the run")
+			os.Exit(2)
+		}
+		runs, err := calib.FromDir(*reports, *layersV4, *layersV41)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "cudafit:", err)
 			os.Exit(1)
 		}
-		noGraphs = nil
+		in = inputs{}
+		for _, m := range runs {
+			m.Run = *fit
+			in.runs = append(in.runs, m)
+		}
+		in.graphsOn = in.runs
 		for _, m := range []struct{ model, config, layers string }{
 			{"v4", "testdata/deepseek-v4-flash", *layersV4}, {"v41", "testdata/deepseek-v4.1-flash", *layersV41},
 		} {
 			f := filepath.Join(*reports, m.model+".fast.nographs.bench.json")
 			if _, err := os.Stat(f); err == nil {
-				noGraphs = append(noGraphs, calib.Measured{File: f, Config: m.config, Layers: m.layers, Numerics: "fast"})
+				in.noGraphs = append(in.noGraphs, calib.Measured{File: f, Config: m.config, Layers: m.layers, Numerics: "fast", Run: *fit})
 			}
 		}
 	}
-	if err := run(os.Stdout, *root, *out, runs, noGraphs, *fit); err != nil {
+	if err := run(os.Stdout, *root, *out, in); err != nil {
 		fmt.Fprintln(os.Stderr, "cudafit:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, root, out string, runs, noGraphs []calib.Measured, fitName string) error {
-	data, err := calib.Load(root, runs)
+func run(w io.Writer, root, out string, in inputs) error {
+	data, err := calib.Load(root, in.runs)
 	if err != nil {
 		return err
 	}
 	base := h200.Model()
-	cals, err := calib.FitCalibrations(base, data, calib.ShippedTrain, fitName)
+	cals, err := calib.FitCalibrations(base, data, calib.ShippedTrain)
 	if err != nil {
 		return err
 	}
@@ -75,7 +95,23 @@ func run(w io.Writer, root, out string, runs, noGraphs []calib.Measured, fitName
 		}
 		fmt.Fprintf(w, "wrote %s\n", out)
 	}
+	var prev *calib.Calibration
+	if len(in.previous) > 0 {
+		pd, err := calib.Load(root, in.previous)
+		if err != nil {
+			return err
+		}
+		pc, err := calib.FitCalibrations(base, pd, calib.ShippedTrain)
+		if err != nil {
+			return err
+		}
+		prev = pc["cuda-fast"]
+	}
 	for _, num := range []string{"fast", "exact"} {
+		c := cals["cuda-"+num]
+		if c == nil {
+			continue
+		}
 		for _, mt := range []string{"deepseek_v4", "deepseek_v41"} {
 			var g []calib.Loaded
 			for _, d := range data {
@@ -86,13 +122,18 @@ func run(w io.Writer, root, out string, runs, noGraphs []calib.Measured, fitName
 			if len(g) == 0 {
 				continue
 			}
-			fmt.Fprintf(w, "\n== %s, %s numerics\n", mt, num)
-			m, err := cals["cuda-"+num].Apply(base, mt)
+			fmt.Fprintf(w, "\n== %s, %s numerics (%s)\n", mt, num, c.Fit)
+			m, err := c.Apply(base, mt)
 			if err != nil {
 				return err
 			}
 			report(w, "default h200 model, every point", base, g, nil)
 			report(w, "cuda-"+num+", in sample (every point)", m, g, calib.ShippedTrain)
+			var pt map[string]cost.ClassCal
+			if num == "fast" && prev != nil && prev.Models[mt] != nil {
+				pt = prev.Models[mt]
+				report(w, "previous cuda-fast ("+prev.Fit+")", base.WithClasses("previous", pt), g, nil)
+			}
 			for _, h := range []calib.Holdout{calib.BatchHoldout, calib.ContextHoldout} {
 				t, err := calib.FitClasses(base, g, h.Train)
 				if err != nil {
@@ -105,7 +146,7 @@ func run(w io.Writer, root, out string, runs, noGraphs []calib.Measured, fitName
 				report(w, h.Name+": in sample", mh, g, h.Train)
 				report(w, h.Name+": held out", mh, g, h.Check)
 			}
-			terms(w, base, cals["cuda-"+num].Models[mt], g)
+			terms(w, base, c.Models[mt], pt, g)
 		}
 		// cross-model: V4's table for V4.1's plan (the classes both have)
 		var v4, v41 []calib.Loaded
@@ -126,13 +167,29 @@ func run(w io.Writer, root, out string, runs, noGraphs []calib.Measured, fitName
 			report(w, "V4's fit on V4.1 (classes V4 lacks: default model)", base.WithClasses("V4 fit", t), v41, nil)
 		}
 	}
-	// the graphs-off reports: step times only (no class times), against cuda-fast
-	ng, err := calib.Load(root, noGraphs)
+	// the graphs-off reports: step times only (no class times), against the fast fit
+	// on the graphs-on reports of their own run
+	if len(in.noGraphs) == 0 {
+		return nil
+	}
+	on, err := calib.Load(root, in.graphsOn)
+	if err != nil {
+		return err
+	}
+	onCals, err := calib.FitCalibrations(base, on, calib.ShippedTrain)
+	if err != nil {
+		return err
+	}
+	onFast := onCals["cuda-fast"]
+	if onFast == nil {
+		return fmt.Errorf("no fast graphs-on report to compare the graphs-off ones with")
+	}
+	ng, err := calib.Load(root, in.noGraphs)
 	if err != nil {
 		return err
 	}
 	for _, d := range ng {
-		m, err := cals["cuda-fast"].Apply(base, d.Plan.ModelType)
+		m, err := onFast.Apply(base, d.Plan.ModelType)
 		if err != nil {
 			return err
 		}
@@ -140,7 +197,7 @@ func run(w io.Writer, root, out string, runs, noGraphs []calib.Measured, fitName
 		for _, c := range []struct {
 			what string
 			m    *cost.Model
-		}{{"default h200 model", base}, {"cuda-fast (fitted with graphs on)", m}} {
+		}{{"default h200 model", base}, {"cuda-fast fitted on " + onFast.Fit + "'s graphs-on reports", m}} {
 			res, err := calib.Evaluate(c.m, []calib.Loaded{d}, nil, calib.Acceptance)
 			if err != nil {
 				return err
@@ -194,8 +251,9 @@ func report(w io.Writer, what string, m *cost.Model, g []calib.Loaded, keep func
 }
 
 // terms prints each class's fitted terms next to the default model's at the batch-256
-// point (its calls' floor, and its bytes and FLOPs over its memory and compute time).
-func terms(w io.Writer, base *cost.Model, t map[string]cost.ClassCal, g []calib.Loaded) {
+// point (its calls' floor, and its bytes and FLOPs over its memory and compute time),
+// and the previous fit's between them where prev is not nil.
+func terms(w io.Writer, base *cost.Model, t, prev map[string]cost.ClassCal, g []calib.Loaded) {
 	var pt *stepbench.Point
 	var d calib.Loaded
 	for _, x := range g {
@@ -204,6 +262,10 @@ func terms(w io.Writer, base *cost.Model, t map[string]cost.ClassCal, g []calib.
 				pt, d = p, x
 			}
 		}
+	}
+	if pt == nil {
+		fmt.Fprintf(w, "  terms: no point at context 4096\n")
+		return
 	}
 	sc, err := sim.DecodeStep(d.Plan, base.WithLaunch(cost.Device), pt.Batch, pt.Context)
 	if err != nil {
@@ -215,8 +277,12 @@ func terms(w io.Writer, base *cost.Model, t map[string]cost.ClassCal, g []calib.
 		ks = append(ks, k)
 	}
 	sort.Slice(ks, func(i, j int) bool { return pt.ClassMs[ks[i]] > pt.ClassMs[ks[j]] })
-	fmt.Fprintf(w, "  terms (default model's at batch %d → fitted): floor µs per call | GB/s | TFLOP/s | ns per entry in a row's view\n", pt.Batch)
-	fmt.Fprintf(w, "  | class | calls | floor µs | GB/s | TFLOP/s | scan ns |\n  |---|---|---|---|---|---|\n")
+	arrow := "fitted"
+	if prev != nil {
+		arrow = "previous fit → fitted"
+	}
+	fmt.Fprintf(w, "  terms (default model's at batch %d → %s): floor µs per call | GB/s | TFLOP/s | ns per entry in a row's view\n", pt.Batch, arrow)
+	fmt.Fprintf(w, "  | class | calls | ms at batch %d | floor µs | GB/s | TFLOP/s | scan ns |\n  |---|---|---|---|---|---|---|\n", pt.Batch)
 	rate := func(x, us float64, unit float64) string {
 		if us <= 0 || x <= 0 {
 			return "—"
@@ -225,7 +291,7 @@ func terms(w io.Writer, base *cost.Model, t map[string]cost.ClassCal, g []calib.
 	}
 	fit := func(v float64) string {
 		if v == 0 {
-			return "— (0)"
+			return "—"
 		}
 		return fmt.Sprintf("%.4g", v)
 	}
@@ -235,13 +301,20 @@ func terms(w io.Writer, base *cost.Model, t map[string]cost.ClassCal, g []calib.
 		if n == 0 {
 			continue
 		}
-		scan := "—"
-		if c.ScanNS > 0 {
-			scan = fmt.Sprintf("0 → %.3g", c.ScanNS)
+		floor := fmt.Sprintf("%.3g", c.FloorUS)
+		gb, tf, scan := fit(c.GBps), fit(c.TFLOPS), fit(c.ScanNS)
+		if prev != nil {
+			p, ok := prev[k]
+			if !ok {
+				floor, gb, tf, scan = "(new) → "+floor, "(new) → "+gb, "(new) → "+tf, "(new) → "+scan
+			} else {
+				floor = fmt.Sprintf("%.3g → %s", p.FloorUS, floor)
+				gb, tf, scan = fit(p.GBps)+" → "+gb, fit(p.TFLOPS)+" → "+tf, fit(p.ScanNS)+" → "+scan
+			}
 		}
-		fmt.Fprintf(w, "  | %s | %d | %.3g → %.3g | %s → %s | %s → %s | %s |\n", k, sc.ClassCalls[k],
-			sc.ClassFloorUS[k]/n, c.FloorUS,
-			rate(sc.ClassBytes[k], sc.ClassMemoryUS[k], 1e3), fit(c.GBps),
-			rate(sc.ClassFLOPs[k], sc.ClassComputeUS[k], 1e6), fit(c.TFLOPS), scan)
+		fmt.Fprintf(w, "  | %s | %d | %.3f | %.3g → %s | %s → %s | %s → %s | 0 → %s |\n", k, sc.ClassCalls[k], pt.ClassMs[k],
+			sc.ClassFloorUS[k]/n, floor,
+			rate(sc.ClassBytes[k], sc.ClassMemoryUS[k], 1e3), gb,
+			rate(sc.ClassFLOPs[k], sc.ClassComputeUS[k], 1e6), tf, scan)
 	}
 }
