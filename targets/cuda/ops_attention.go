@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 
 	"deepinfer/kvlayout"
 	"deepinfer/plan"
@@ -322,6 +323,14 @@ func bindAttention(b *Bind, sparse bool) error {
 		keys, nkeys = b.Scratch(8*kmax, 0), b.Scratch(8, 0)
 		lg, den = b.Scratch(8*heads*kmax, 0), b.Scratch(8*heads, 0)
 	}
+	// the fast mode on the tensor cores (tensorcore_attn.cu): the probabilities' halves,
+	// kp = kmax rounded up to the output's mma step of 16 keys, 4 bytes a key
+	tc := decode && b.Fast() && !b.rt.invariant && os.Getenv(EnvTCAttention) != "0"
+	kp := (kmax + 15) / 16 * 16
+	pp := -1
+	if tc {
+		pp = b.Scratch(4*heads*kp, 0)
+	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -369,11 +378,19 @@ func bindAttention(b *Bind, sparse bool) error {
 			a.P(0)
 		}
 		a.I(kmax)
+		if pp >= 0 {
+			a.P(s.Scratch(pp))
+		} else {
+			a.P(0)
+		}
+		a.I(kp)
 		return T
 	}
 	if decode {
 		b.Launch("att_dec_keys", fill)
-		if b.Fast() && !b.rt.invariant {
+		if tc {
+			bindAttentionTC(b, heads, dim, kmax, kp, b.Float("scale"), keys, nkeys, lg, den, pp, fill)
+		} else if b.Fast() && !b.rt.invariant {
 			// a key row read once for a group of heads, float32 sums (attention.cu, after
 			// the exact kernels); not in batch-invariant mode, where a decode row that a
 			// mixed step computes with the prefill kernel must get the same values
@@ -411,3 +428,97 @@ func bindAttention(b *Bind, sparse bool) error {
 // attHeadGroup is attention.cu's ATT_HG: the heads one exact decode-attention work item
 // serves.
 const attHeadGroup = 16
+
+// EnvTCAttention set to 0 keeps V4's fast decode attention on the SIMT kernels
+// (att_fast_logits, att_fast_out: float32 fused multiply-adds) instead of the tensor
+// cores (att_tc_*; read when a program is bound).
+const EnvTCAttention = "DEEPINFER_CUDA_TC_ATTENTION"
+
+// fastAttnTCHeads is tensorcore_attn.cu's FATC_HG: the heads of one warp tile.
+const fastAttnTCHeads = 16
+
+// attTCWideWarps: a step with at least this many wide output warps (16 heads × 64 values)
+// runs the wide kernels (att_tc_logits: 64 keys a warp; att_tc_out: 64 values), a smaller
+// one the narrow ones (8 keys, 8 values: 8× the warps). Each value is the same chain of
+// mma either way. A variable so that a test can choose either.
+var attTCWideWarps int64 = 2048
+
+// bindAttentionTC adds the fast mode's decode attention on the tensor cores after
+// att_dec_keys (tensorcore_attn.cu): the queries' bf16 halves (fast_split, the head dim
+// padded to 64), the logits, the softmax (att_tc_softmax: attention.cu's arguments,
+// writing the probabilities' halves) and the output.
+func bindAttentionTC(b *Bind, heads, dim, kmax, kp int64, scale float64, keys, nkeys, lg, den, pp int, fill func(*Step, *ArgBuf) int64) {
+	dp := (dim + 63) / 64 * 64
+	qs := b.Scratch(4*heads*dp, 0) // per token and head: dp/2 hi pairs, then (after all rows) dp/2 lo pairs
+	halves := func(s *Step) (devptr, devptr) {
+		p := s.Scratch(qs)
+		return p, p + devptr(s.Arg(0).Rows()*heads*2*dp)
+	}
+	b.Launch("fast_split", func(s *Step, a *ArgBuf) int64 {
+		M := s.Arg(0).Rows() * heads
+		xh, xl := halves(s)
+		a.P(s.Arg(0).Ptr)
+		a.P(0)
+		a.P(xh)
+		a.P(xl)
+		a.I(M)
+		a.I(dim)
+		a.I(dp)
+		a.I(dim)
+		a.I(M)
+		a.P(s.Err)
+		return M * dp / 2
+	})
+	groups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads
+	wide := func(s *Step) bool { return s.Arg(0).Rows()*groups*((dim+63)/64) >= attTCWideWarps }
+	args := func(s *Step, a *ArgBuf) int64 {
+		xh, xl := halves(s)
+		T := s.Arg(0).Rows()
+		a.P(xh)
+		a.P(xl)
+		a.P(s.Scratch(keys))
+		a.P(s.Scratch(nkeys))
+		a.P(s.Scratch(lg))
+		a.W(s.Arg(3))
+		a.P(s.Scratch(pp))
+		a.P(s.Scratch(den))
+		a.P(s.Result(0).Ptr)
+		a.P(s.Seqs)
+		a.I(s.NSeq)
+		a.I(T)
+		a.I(heads)
+		a.I(dim)
+		a.I(kmax)
+		a.I(kp)
+		a.I(dp / 2)
+		a.F(scale)
+		return T
+	}
+	// warps: (token, chunk of keys or values, head group), 32 work items each
+	for _, k := range []struct {
+		name string
+		wide bool
+		per  int64 // keys or values a warp
+		n    int64 // keys or values
+	}{{"att_tc_logits", true, 64, kmax}, {"att_tc_logits_n", false, 8, kmax}} {
+		b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
+			if wide(s) != k.wide {
+				return 0
+			}
+			return args(s, a) * (k.n + k.per - 1) / k.per * groups * 32
+		})
+	}
+	b.Launch("att_tc_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+	for _, k := range []struct {
+		name string
+		wide bool
+		per  int64
+	}{{"att_tc_out", true, 64}, {"att_tc_out_n", false, 8}} {
+		b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
+			if wide(s) != k.wide {
+				return 0
+			}
+			return args(s, a) * (dim + k.per - 1) / k.per * groups * 32
+		})
+	}
+}

@@ -49,8 +49,9 @@ func cuFile(name string) string {
 
 // joins names the .cu files compiled in another file's unit because they use its
 // definitions (rope.cu: attention.cu's RopeSpec; moe.cu: dense41.cu's dense_view;
-// tensorcore_fp4.cu: tensorcore.cu's mma and argument structs).
-var joins = map[string]string{"rope.cu": "attention.cu", "moe.cu": "dense41.cu", "tensorcore_fp4.cu": "tensorcore.cu"}
+// tensorcore_fp4.cu, tensorcore_attn.cu: tensorcore.cu's mma and argument structs).
+var joins = map[string]string{"rope.cu": "attention.cu", "moe.cu": "dense41.cu", "tensorcore_fp4.cu": "tensorcore.cu",
+	"tensorcore_attn.cu": "tensorcore.cu"}
 
 // Unit is one separately compiled part of the kernels: the headers, then its .cu files.
 type Unit struct {

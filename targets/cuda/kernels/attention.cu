@@ -561,6 +561,7 @@ struct AttArgs {
   i64 ring_off; i64 cap; i64 decode; i64 sparse; i64 topk;
   i64 cache_off; i64 ratio; i64 cwidth; i64* err; const unsigned char* mark; i64 maxe;
   u64* keys; i64* nkeys; double* lg; double* den; i64 kmax;
+  unsigned* pp; i64 kp;  // the fast mode's probability halves (att_tc_softmax), kp a row
 };
 
 // att_mark_clear and att_mark_set turn each token's top-k list into a byte per entry
@@ -702,6 +703,45 @@ KERNEL(att_dec_softmax, AttArgs) {
       den += e;
       lg[j] = e;
     }
+    a.den[th] = den;
+  }
+}
+
+// att_tc_softmax: the fast mode's softmax for tensorcore_attn.cu's att_tc_out: the
+// maximum and denominator as att_dec_softmax computes them (float64, key order), and the
+// probabilities exp(logit − max) rounded to float32, as bf16 halves hi = bf16(p),
+// lo = bf16(p − hi), four keys to 16 bytes: hi(k, k+1), hi(k+2, k+3), lo(k, k+1),
+// lo(k+2, k+3) (bf16 pairs, the first key in the low half); zero past the row's keys up
+// to a multiple of 16 (the output's mma step).
+DEV unsigned att_bf16_pair(float lo, float hi) {
+  return (bits_f32(q_bf16(lo)) >> 16) | (bits_f32(q_bf16(hi)) & 0xffff0000u);
+}
+KERNEL(att_tc_softmax, AttArgs) {
+  for (i64 th = GIDX; th < a.T * a.heads; th += GSTRIDE) {
+    i64 t = th / a.heads, h = th % a.heads, nk = a.nkeys[t];
+    const double* lg = a.lg + th * a.kmax;
+    unsigned* pp = a.pp + th * a.kp;
+    double sink = (double)wval(a.sink, 0, h);
+    double mx = sink;
+    for (i64 j = 0; j < nk; j++) mx = fmax64(mx, lg[j]);
+    double den = att_exp(sink - mx);
+    for (i64 j = 0; j < nk; j += 4) {
+      float p[4], hi[4];
+      for (int u = 0; u < 4; u++) {
+        p[u] = 0;
+        if (j + u < nk) {
+          double e = att_exp(lg[j + u] - mx);
+          den += e;
+          p[u] = (float)e;
+        }
+        hi[u] = q_bf16(p[u]);
+      }
+      pp[j] = att_bf16_pair(hi[0], hi[1]);
+      pp[j + 1] = att_bf16_pair(hi[2], hi[3]);
+      pp[j + 2] = att_bf16_pair(p[0] - hi[0], p[1] - hi[1]);
+      pp[j + 3] = att_bf16_pair(p[2] - hi[2], p[3] - hi[3]);
+    }
+    for (i64 j = (nk + 3) / 4 * 4; j < (nk + 15) / 16 * 16; j++) pp[j] = 0;
     a.den[th] = den;
   }
 }

@@ -1,0 +1,269 @@
+// tensorcore_attn.cu: V4's decode attention in the fast numerics mode on the tensor
+// cores (compiled in tensorcore.cu's unit: it uses fast_mma, fast_rn, fast_split16).
+//
+// Per row and layer the decode attention is two small products: the logits Q·Kᵀ (16
+// heads × the row's keys, reduced over the head's dim values) and the output P·V (16
+// heads × dim values, reduced over the keys; V4's keys are the values). Both run as
+// mma.sync m16n8k16 bf16 products with float32 accumulation. Every operand is float32
+// (queries, the ring and entry rows, the probabilities), so each is split into bf16
+// halves, hi = bf16(x) and lo = bf16(x − hi), and a product is hi·hi + hi·lo + lo·hi
+// (three mma, in that order), as tensorcore.cu does for float32 weights.
+//
+//   att_dec_keys     (attention.cu) each row's key list, as in the exact mode
+//   fast_split       (tensorcore.cu) the queries' halves, a row per (token, head), the
+//                    dim padded to 64 with zeros
+//   att_tc_logits    a warp per (row, 16 heads, 8·NT keys): lg[t, h, j] = scale·q·k_j,
+//                    the keys split in registers; a lane holds 16 consecutive values of
+//                    its head rows and key rows a step of 64, tensorcore.cu's permuted
+//                    reduction (fast_tile)
+//   att_tc_softmax   (attention.cu) att_dec_softmax's maximum and denominator (float64,
+//                    key order) and the probabilities as bf16 halves (pp) in the order
+//                    the output's lanes load them
+//   att_tc_out       a warp per (row, 16 heads, 8·NT values): 16 keys an mma step, lane
+//                    (g, t) holding keys 4t..4t+3 of the step (the reduction permuted the
+//                    same way for both operands) and, in tile j, value d0 + NT·g + j of
+//                    each (so its NT values of a key are one load)
+//
+// NT is 8 (a launch's wide warps) or 1 (small batches: 8× the warps); each logit and
+// output value is the same chain of mma either way, and the chain depends on the head
+// dim and the row's key count alone, never on the batch. Consecutive warps are the head
+// groups of the same keys or values, so that a launch block's four warps read a key row
+// from memory once between them (L1).
+//
+// The emulated device runs a warp's tile at its lane 0 in plain loops from the same bf16
+// halves, each mma's 16 products summed in float32 in k order.
+
+// FastAttArgs: the binder's (ops_attention.go bindAttentionTC) arguments.
+struct FastAttArgs {
+  const u32* qh; const u32* ql;       // query halves: row t·heads + h, qp pairs each
+  const u64* keys; const i64* nkeys;  // att_dec_keys' list: kmax row addresses a token
+  double* lg;                         // [T, heads, kmax] logits
+  Weight sink;
+  const u32* pp;                      // [T, heads, kp] probability halves (att_tc_softmax)
+  const double* den;                  // [T, heads] softmax denominators
+  float* out;                         // [T, heads·dim]
+  const SeqRec* seqs; i64 nseq;
+  i64 T; i64 heads; i64 dim; i64 kmax; i64 kp; i64 qp; double scale;
+};
+
+#define FATC_HG 16  // heads a warp serves (an mma's rows)
+
+// fatc_load: n consecutive values of a key row from value d, 0 past dim or for no row;
+// four a load where the row allows (rows of dim floats start 16-byte aligned when dim
+// is a multiple of 4).
+template <int N>
+DEVM void fatc_load(const float* row, i64 d, i64 dim, float* v) {
+  if (row && (N & 3) == 0 && (dim & 3) == 0 && d + N <= dim) {
+    const float4* p = (const float4*)(row + d);
+    UNROLL for (int j = 0; j < N / 4; j++) {
+      float4 q = p[j];
+      v[4 * j] = q.x, v[4 * j + 1] = q.y, v[4 * j + 2] = q.z, v[4 * j + 3] = q.w;
+    }
+    return;
+  }
+  UNROLL for (int j = 0; j < N; j++) v[j] = row && d + j < dim ? row[d + j] : 0.0f;
+}
+
+// fatc_hi, fatc_lo: a float32's bf16 halves, as fast_rn makes them.
+DEVM float fatc_hi(float v) { return fast_lo(fast_rn(v, 0.0f)); }
+DEVM float fatc_lo(float v) { return fast_lo(fast_rn(v - fatc_hi(v), 0.0f)); }
+
+// fatc_logits_tile: the logits of heads h0.. (< heads) and keys kb..kb+8·NT (< the row's
+// count) of token t.
+template <int NT>
+DEVM void fatc_logits_tile(const FastAttArgs& a, i64 t, i64 h0, i64 kb, int lane) {
+  const i64 nk = a.nkeys[t], dp = 2 * a.qp;
+  if (kb >= nk) return;
+#ifdef DI_EMULATE
+  if (lane != 0) return;
+  for (int r = 0; r < FATC_HG && h0 + r < a.heads; r++) {
+    const i64 th = t * a.heads + h0 + r;
+    const u32 *xh = a.qh + th * a.qp, *xl = a.ql + th * a.qp;
+    for (int c = 0; c < 8 * NT && kb + c < nk; c++) {
+      const float* row = (const float*)a.keys[t * a.kmax + kb + c];
+      float acc = 0;
+      for (i64 d0 = 0; d0 < dp; d0 += 64) {
+        float qhv[64], qlv[64], khv[64], klv[64];
+        for (int u = 0; u < 32; u++) {
+          qhv[2 * u] = fast_lo(xh[d0 / 2 + u]), qhv[2 * u + 1] = fast_hi(xh[d0 / 2 + u]);
+          qlv[2 * u] = fast_lo(xl[d0 / 2 + u]), qlv[2 * u + 1] = fast_hi(xl[d0 / 2 + u]);
+        }
+        for (int u = 0; u < 64; u++) {
+          float v = d0 + u < a.dim ? row[d0 + u] : 0.0f;
+          khv[u] = fatc_hi(v), klv[u] = fatc_lo(v);
+        }
+        for (int q = 0; q < 4; q++) {
+          // mma q's 16 k: lane t's values 4q..4q+3 for t = 0..3
+          float hh = 0, hl = 0, lh = 0;
+          for (int tq = 0; tq < 4; tq++)
+            for (int u = 0; u < 4; u++) {
+              int k = 16 * tq + 4 * q + u;
+              hh += qhv[k] * khv[k];
+              hl += qhv[k] * klv[k];
+              lh += qlv[k] * khv[k];
+            }
+          acc += hh;
+          acc += hl;
+          acc += lh;
+        }
+      }
+      a.lg[th * a.kmax + kb + c] = (double)acc * a.scale;
+    }
+  }
+#else
+  const int g = lane >> 2, tq = lane & 3;
+  const int live = (int)imin(NT, (nk - kb + 7) / 8);  // key tiles with keys (every lane alike)
+  float acc[NT][4];
+  const float* krow[NT];
+  UNROLL for (int j = 0; j < NT; j++) {
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+    i64 k = kb + 8 * j + g;
+    krow[j] = k < nk ? (const float*)a.keys[t * a.kmax + k] : 0;
+  }
+  const i64 ha = h0 + g, hb = h0 + g + 8;
+  const i64 ra = (t * a.heads + ha) * a.qp, rb = (t * a.heads + hb) * a.qp;
+  for (i64 d0 = 0; d0 < dp; d0 += 64) {
+    u32 ah0[8], al0[8], ah1[8], al1[8];
+    const i64 p = d0 / 2 + 8 * tq;
+    if (ha < a.heads) {
+      const uint4 *h = (const uint4*)(a.qh + ra + p), *l = (const uint4*)(a.ql + ra + p);
+      uint4 h0 = h[0], h1 = h[1], l0 = l[0], l1 = l[1];
+      ah0[0] = h0.x, ah0[1] = h0.y, ah0[2] = h0.z, ah0[3] = h0.w, ah0[4] = h1.x, ah0[5] = h1.y, ah0[6] = h1.z, ah0[7] = h1.w;
+      al0[0] = l0.x, al0[1] = l0.y, al0[2] = l0.z, al0[3] = l0.w, al0[4] = l1.x, al0[5] = l1.y, al0[6] = l1.z, al0[7] = l1.w;
+    } else {
+      UNROLL for (int u = 0; u < 8; u++) ah0[u] = al0[u] = 0;
+    }
+    if (hb < a.heads) {
+      const uint4 *h = (const uint4*)(a.qh + rb + p), *l = (const uint4*)(a.ql + rb + p);
+      uint4 h0 = h[0], h1 = h[1], l0 = l[0], l1 = l[1];
+      ah1[0] = h0.x, ah1[1] = h0.y, ah1[2] = h0.z, ah1[3] = h0.w, ah1[4] = h1.x, ah1[5] = h1.y, ah1[6] = h1.z, ah1[7] = h1.w;
+      al1[0] = l0.x, al1[1] = l0.y, al1[2] = l0.z, al1[3] = l0.w, al1[4] = l1.x, al1[5] = l1.y, al1[6] = l1.z, al1[7] = l1.w;
+    } else {
+      UNROLL for (int u = 0; u < 8; u++) ah1[u] = al1[u] = 0;
+    }
+    UNROLL for (int j = 0; j < NT; j++) {
+      if (j >= live) break;
+      float v[16];
+      fatc_load<16>(krow[j], d0 + 16 * tq, a.dim, v);
+      u32 bh[8], bl[8];
+      fast_split16(v, bh, bl);
+      UNROLL for (int q = 0; q < 4; q++) {
+        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
+        fast_mma(acc[j], al0[2 * q], al1[2 * q], al0[2 * q + 1], al1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+      }
+    }
+  }
+  // c0, c1: head g, keys 2t, 2t+1 of the tile; c2, c3: head g+8
+  UNROLL for (int j = 0; j < NT; j++) {
+    if (j >= live) break;
+    UNROLL for (int e = 0; e < 4; e++) {
+      i64 h = h0 + g + (e >= 2 ? 8 : 0), k = kb + 8 * j + 2 * tq + (e & 1);
+      if (h < a.heads && k < nk) a.lg[(t * a.heads + h) * a.kmax + k] = (double)acc[j][e] * a.scale;
+    }
+  }
+#endif
+}
+
+// fatc_logits: warp w = ((token · key chunks) + chunk) · groups + group.
+template <int NT>
+DEVM void fatc_logits(const FastAttArgs& a, long long GIDX, long long GSTRIDE) {
+  const i64 groups = (a.heads + FATC_HG - 1) / FATC_HG, chunks = (a.kmax + 8 * NT - 1) / (8 * NT);
+  for (i64 i = GIDX; i < a.T * chunks * groups * 32; i += GSTRIDE) {
+    i64 w = i >> 5, grp = w % groups, c = (w / groups) % chunks, t = w / (groups * chunks);
+    fatc_logits_tile<NT>(a, t, grp * FATC_HG, c * 8 * NT, (int)(i & 31));
+  }
+}
+KERNEL(att_tc_logits, FastAttArgs) { fatc_logits<8>(a, GIDX, GSTRIDE); }
+KERNEL(att_tc_logits_n, FastAttArgs) { fatc_logits<1>(a, GIDX, GSTRIDE); }
+
+// fatc_decode_row reports whether token t is a decode row of one of the step's sequences
+// (att_dec_out writes only those).
+DEVM bool fatc_decode_row(const FastAttArgs& a, i64 t) {
+  for (i64 q = 0; q < a.nseq; q++)
+    if (t >= a.seqs[q].row && t < a.seqs[q].row + a.seqs[q].n) return a.seqs[q].n == 1;
+  return false;
+}
+
+// fatc_out_tile: the output values d0..d0+8·NT (< dim) of heads h0.. of token t. pp holds
+// a (token, head)'s probabilities four keys to 16 bytes: hi(k, k+1), hi(k+2, k+3),
+// lo(k, k+1), lo(k+2, k+3), zero past the row's keys up to a multiple of 16.
+template <int NT>
+DEVM void fatc_out_tile(const FastAttArgs& a, i64 t, i64 h0, i64 d0, int lane) {
+  if (!fatc_decode_row(a, t)) return;
+  const i64 nk = a.nkeys[t];
+#ifdef DI_EMULATE
+  if (lane != 0) return;
+  for (int r = 0; r < FATC_HG && h0 + r < a.heads; r++) {
+    const i64 th = t * a.heads + h0 + r;
+    const u32* pr = a.pp + th * a.kp;
+    for (int c = 0; c < 8 * NT && d0 + c < a.dim; c++) {
+      float acc = 0;
+      for (i64 k0 = 0; k0 < nk; k0 += 16) {
+        float hh = 0, hl = 0, lh = 0;
+        for (int u = 0; u < 16; u++) {
+          i64 k = k0 + u;
+          u32 wh = pr[k / 4 * 4 + (k & 3) / 2], wl = pr[k / 4 * 4 + 2 + (k & 3) / 2];
+          float ph = (k & 1) ? fast_hi(wh) : fast_lo(wh), pl = (k & 1) ? fast_hi(wl) : fast_lo(wl);
+          float v = k < nk ? ((const float*)a.keys[t * a.kmax + k])[d0 + c] : 0.0f;
+          float vh = fatc_hi(v), vl = fatc_lo(v);
+          hh += ph * vh;
+          hl += ph * vl;
+          lh += pl * vh;
+        }
+        acc += hh;
+        acc += hl;
+        acc += lh;
+      }
+      a.out[th * a.dim + d0 + c] = (float)((double)acc / a.den[th]);
+    }
+  }
+#else
+  const int g = lane >> 2, tq = lane & 3;
+  float acc[NT][4];
+  UNROLL for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+  const i64 ha = h0 + g, hb = h0 + g + 8;
+  const uint4* pa = ha < a.heads ? (const uint4*)(a.pp + (t * a.heads + ha) * a.kp) : 0;
+  const uint4* pb = hb < a.heads ? (const uint4*)(a.pp + (t * a.heads + hb) * a.kp) : 0;
+  const u64* keys = a.keys + t * a.kmax;
+  const i64 dl = d0 + NT * g;  // the lane's first value (tile 0)
+  UNROLL_BY(2)
+  for (i64 k0 = 0; k0 < nk; k0 += 16) {
+    const i64 kk = k0 + 4 * tq;
+    uint4 A = pa ? pa[kk / 4] : make_uint4(0, 0, 0, 0), B = pb ? pb[kk / 4] : make_uint4(0, 0, 0, 0);
+    float v[4][NT];
+    UNROLL for (int u = 0; u < 4; u++) fatc_load<NT>(kk + u < nk ? (const float*)keys[kk + u] : 0, dl, a.dim, v[u]);
+    UNROLL for (int j = 0; j < NT; j++) {
+      u32 bh0 = fast_rn(v[0][j], v[1][j]), bh1 = fast_rn(v[2][j], v[3][j]);
+      u32 bl0 = fast_rn(v[0][j] - fast_lo(bh0), v[1][j] - fast_hi(bh0));
+      u32 bl1 = fast_rn(v[2][j] - fast_lo(bh1), v[3][j] - fast_hi(bh1));
+      fast_mma(acc[j], A.x, B.x, A.y, B.y, bh0, bh1);
+      fast_mma(acc[j], A.x, B.x, A.y, B.y, bl0, bl1);
+      fast_mma(acc[j], A.z, B.z, A.w, B.w, bh0, bh1);
+    }
+  }
+  // c0, c1: head g, columns 2t, 2t+1 (values d0 + NT·(2t) + j, d0 + NT·(2t+1) + j); c2, c3: head g+8
+  UNROLL for (int e = 0; e < 4; e++) {
+    const i64 h = h0 + g + (e >= 2 ? 8 : 0);
+    if (h >= a.heads) continue;
+    const i64 th = t * a.heads + h;
+    const double den = a.den[th];
+    UNROLL for (int j = 0; j < NT; j++) {
+      i64 d = d0 + NT * (2 * tq + (e & 1)) + j;
+      if (d < a.dim) a.out[th * a.dim + d] = (float)((double)acc[j][e] / den);
+    }
+  }
+#endif
+}
+
+// fatc_out: warp w = ((token · value chunks) + chunk) · groups + group.
+template <int NT>
+DEVM void fatc_out(const FastAttArgs& a, long long GIDX, long long GSTRIDE) {
+  const i64 groups = (a.heads + FATC_HG - 1) / FATC_HG, chunks = (a.dim + 8 * NT - 1) / (8 * NT);
+  for (i64 i = GIDX; i < a.T * chunks * groups * 32; i += GSTRIDE) {
+    i64 w = i >> 5, grp = w % groups, c = (w / groups) % chunks, t = w / (groups * chunks);
+    fatc_out_tile<NT>(a, t, grp * FATC_HG, c * 8 * NT, (int)(i & 31));
+  }
+}
+KERNEL(att_tc_out, FastAttArgs) { fatc_out<8>(a, GIDX, GSTRIDE); }
+KERNEL(att_tc_out_n, FastAttArgs) { fatc_out<1>(a, GIDX, GSTRIDE); }
