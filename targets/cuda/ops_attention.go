@@ -389,7 +389,7 @@ func bindAttention(b *Bind, sparse bool) error {
 	if decode {
 		b.Launch("att_dec_keys", fill)
 		if tc {
-			bindAttentionTC(b, heads, dim, kmax, kp, b.Float("scale"), keys, nkeys, lg, den, pp, fill)
+			bindAttentionTC(b, heads, dim, kmax, kp, scale, keys, nkeys, lg, den, pp, fill)
 		} else if b.Fast() && !b.rt.invariant {
 			// a key row read once for a group of heads, float32 sums (attention.cu, after
 			// the exact kernels); not in batch-invariant mode, where a decode row that a

@@ -122,7 +122,7 @@ DEVM void fatc_logits_tile(const FastAttArgs& a, i64 t, i64 h0, i64 kb, int lane
   }
   const i64 ha = h0 + g, hb = h0 + g + 8;
   const i64 ra = (t * a.heads + ha) * a.qp, rb = (t * a.heads + hb) * a.qp;
-  for (i64 d0 = 0; d0 < dp; d0 += 64) {
+  auto dstep = [&](i64 d0) {
     u32 ah0[8], al0[8], ah1[8], al1[8];
     const i64 p = d0 / 2 + 8 * tq;
     if (ha < a.heads) {
@@ -153,6 +153,13 @@ DEVM void fatc_logits_tile(const FastAttArgs& a, i64 t, i64 h0, i64 kb, int lane
         fast_mma(acc[j], al0[2 * q], al1[2 * q], al0[2 * q + 1], al1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
       }
     }
+  };
+  // one key tile (small batches): two steps' loads in flight
+  if (NT == 1) {
+    UNROLL_BY(2)
+    for (i64 d0 = 0; d0 < dp; d0 += 64) dstep(d0);
+  } else {
+    for (i64 d0 = 0; d0 < dp; d0 += 64) dstep(d0);
   }
   // c0, c1: head g, keys 2t, 2t+1 of the tile; c2, c3: head g+8
   UNROLL for (int j = 0; j < NT; j++) {
@@ -190,8 +197,10 @@ DEVM bool fatc_decode_row(const FastAttArgs& a, i64 t) {
 // lo(k, k+1), lo(k+2, k+3), zero past the row's keys up to a multiple of 16.
 template <int NT>
 DEVM void fatc_out_tile(const FastAttArgs& a, i64 t, i64 h0, i64 d0, int lane) {
-  if (!fatc_decode_row(a, t)) return;
   const i64 nk = a.nkeys[t];
+  // att_dec_keys lists keys only for a decode row of a sequence (and every such row has
+  // its own key); a row without keys is looked up
+  if (nk == 0 && !fatc_decode_row(a, t)) return;
 #ifdef DI_EMULATE
   if (lane != 0) return;
   for (int r = 0; r < FATC_HG && h0 + r < a.heads; r++) {
