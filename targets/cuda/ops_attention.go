@@ -445,8 +445,8 @@ var attTCWideWarps int64 = 2048
 
 // bindAttentionTC adds the fast mode's decode attention on the tensor cores after
 // att_dec_keys (tensorcore_attn.cu): the queries' bf16 halves (fast_split, the head dim
-// padded to 64), the logits, the softmax (att_tc_softmax: attention.cu's arguments,
-// writing the probabilities' halves) and the output.
+// padded to 64), the logits, the softmax (att_tc_softmax: attention.cu's arguments, a
+// warp per (token, head), writing the probabilities' halves) and the output.
 func bindAttentionTC(b *Bind, heads, dim, kmax, kp int64, scale float64, keys, nkeys, lg, den, pp int, fill func(*Step, *ArgBuf) int64) {
 	dp := (dim + 63) / 64 * 64
 	qs := b.Scratch(4*heads*dp, 0) // per token and head: dp/2 hi pairs, then (after all rows) dp/2 lo pairs
@@ -508,7 +508,8 @@ func bindAttentionTC(b *Bind, heads, dim, kmax, kp int64, scale float64, keys, n
 			return args(s, a) * (k.n + k.per - 1) / k.per * groups * 32
 		})
 	}
-	b.Launch("att_tc_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+	// a warp per (token, head)
+	b.Launch("att_tc_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 })
 	for _, k := range []struct {
 		name string
 		wide bool

@@ -707,42 +707,72 @@ KERNEL(att_dec_softmax, AttArgs) {
   }
 }
 
-// att_tc_softmax: the fast mode's softmax for tensorcore_attn.cu's att_tc_out: the
-// maximum and denominator as att_dec_softmax computes them (float64, key order), and the
-// probabilities exp(logit − max) rounded to float32, as bf16 halves hi = bf16(p),
-// lo = bf16(p − hi), four keys to 16 bytes: hi(k, k+1), hi(k+2, k+3), lo(k, k+1),
-// lo(k+2, k+3) (bf16 pairs, the first key in the low half); zero past the row's keys up
-// to a multiple of 16 (the output's mma step).
+// att_tc_softmax: the fast mode's softmax for tensorcore_attn.cu's att_tc_out, a warp
+// per (token, head): lane L takes the groups of four keys L, L+32, ... The maximum is
+// att_dec_softmax's (a maximum does not depend on the order); the denominator is the
+// sink's exp plus the lanes' float64 sums (each over its keys in order) added in a
+// butterfly (lane L with lane L^16, then L^8, ..., L^1: every lane the same value,
+// the order set by the row's key count alone). The probabilities exp(logit − max),
+// rounded to float32, are written as bf16 halves hi = bf16(p), lo = bf16(p − hi), four
+// keys to 16 bytes: hi(k, k+1), hi(k+2, k+3), lo(k, k+1), lo(k+2, k+3) (bf16 pairs, the
+// first key in the low half); zero past the row's keys up to a multiple of 16 (the
+// output's mma step). The emulated device runs a warp's lanes one after another at its
+// lane 0 and the butterfly in a loop.
 DEV unsigned att_bf16_pair(float lo, float hi) {
   return (bits_f32(q_bf16(lo)) >> 16) | (bits_f32(q_bf16(hi)) & 0xffff0000u);
 }
-KERNEL(att_tc_softmax, AttArgs) {
-  for (i64 th = GIDX; th < a.T * a.heads; th += GSTRIDE) {
-    i64 t = th / a.heads, h = th % a.heads, nk = a.nkeys[t];
-    const double* lg = a.lg + th * a.kmax;
-    unsigned* pp = a.pp + th * a.kp;
-    double sink = (double)wval(a.sink, 0, h);
-    double mx = sink;
-    for (i64 j = 0; j < nk; j++) mx = fmax64(mx, lg[j]);
-    double den = att_exp(sink - mx);
-    for (i64 j = 0; j < nk; j += 4) {
-      float p[4], hi[4];
-      for (int u = 0; u < 4; u++) {
-        p[u] = 0;
-        if (j + u < nk) {
-          double e = att_exp(lg[j + u] - mx);
-          den += e;
-          p[u] = (float)e;
-        }
-        hi[u] = q_bf16(p[u]);
-      }
-      pp[j] = att_bf16_pair(hi[0], hi[1]);
-      pp[j + 1] = att_bf16_pair(hi[2], hi[3]);
-      pp[j + 2] = att_bf16_pair(p[0] - hi[0], p[1] - hi[1]);
-      pp[j + 3] = att_bf16_pair(p[2] - hi[2], p[3] - hi[3]);
+// att_tc_lane: lane L's part of (token, head) th: its keys' maximum (mx null) or, given
+// the maximum, its keys' probabilities written and their sum.
+DEV double att_tc_lane(const AttArgs& a, i64 th, i64 nk, int lane, const double* mx) {
+  const double* lg = a.lg + th * a.kmax;
+  unsigned* pp = a.pp + th * a.kp;
+  double r = mx ? 0.0 : -F64_INF;
+  for (i64 j = 4 * lane; j < (nk + 15) / 16 * 16; j += 128) {
+    if (!mx) {
+      for (int u = 0; u < 4; u++)
+        if (j + u < nk) r = fmax64(r, lg[j + u]);
+      continue;
     }
-    for (i64 j = (nk + 3) / 4 * 4; j < (nk + 15) / 16 * 16; j++) pp[j] = 0;
-    a.den[th] = den;
+    float p[4], hi[4];
+    for (int u = 0; u < 4; u++) {
+      p[u] = 0;
+      if (j + u < nk) {
+        double e = att_exp(lg[j + u] - *mx);
+        r += e;
+        p[u] = (float)e;
+      }
+      hi[u] = q_bf16(p[u]);
+    }
+    pp[j] = att_bf16_pair(hi[0], hi[1]);
+    pp[j + 1] = att_bf16_pair(hi[2], hi[3]);
+    pp[j + 2] = att_bf16_pair(p[0] - hi[0], p[1] - hi[1]);
+    pp[j + 3] = att_bf16_pair(p[2] - hi[2], p[3] - hi[3]);
+  }
+  return r;
+}
+KERNEL(att_tc_softmax, AttArgs) {
+  for (i64 i = GIDX; i < a.T * a.heads * 32; i += GSTRIDE) {
+    const i64 th = i >> 5, t = th / a.heads, h = th % a.heads, nk = a.nkeys[t];
+    const double sink = (double)wval(a.sink, 0, h);
+#ifdef DI_EMULATE
+    if (i & 31) continue;
+    double mx = sink, part[32];
+    for (int l = 0; l < 32; l++) mx = fmax64(mx, att_tc_lane(a, th, nk, l, 0));
+    for (int l = 0; l < 32; l++) part[l] = att_tc_lane(a, th, nk, l, &mx);
+    for (int off = 16; off >= 1; off >>= 1) {
+      double next[32];
+      for (int l = 0; l < 32; l++) next[l] = part[l] + part[l ^ off];
+      for (int l = 0; l < 32; l++) part[l] = next[l];
+    }
+    a.den[th] = att_exp(sink - mx) + part[0];
+#else
+    const int lane = (int)(i & 31);
+    double mx = fmax64(sink, att_tc_lane(a, th, nk, lane, 0));
+    for (int off = 16; off >= 1; off >>= 1) mx = fmax64(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    double part = att_tc_lane(a, th, nk, lane, &mx);
+    for (int off = 16; off >= 1; off >>= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
+    if (lane == 0) a.den[th] = att_exp(sink - mx) + part;
+#endif
   }
 }
 
