@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 // TestFastV4AttentionTCNearExact: V4's fast decode attention on the tensor cores
@@ -262,4 +263,131 @@ func TestFastV4AttentionTCNearExact(t *testing.T) {
 // the products' magnitudes; the float32 inputs themselves exact.
 func splitBound(mag float64, n int64) float64 {
 	return mag * (3*0x1p-16 + float64(3*n+16)*0x1p-24)
+}
+
+// TestFastV4KeyListSameAsExact: the fast mode's key list (att_tc_keys, a warp per token
+// placing 32 keys a pass by a ballot) equals att_dec_keys's: the same keys in the same
+// order, the same counts and errors. Cases: a top-k marked by bytes (CSA) and every
+// entry (HCA); a row at position 0, rows whose keys span several passes, a sequence of two
+// rows (error 302), a row in no sequence, and lists too short for a row's keys (error
+// 303, the first kmax kept).
+func TestFastV4KeyListSameAsExact(t *testing.T) {
+	k := newEmuKernels(t)
+	rng := rand.New(rand.NewPCG(4, 13))
+	const T, capRows, ratio, maxe, dim = 7, 7, 4, 80, 4
+	pos := []int64{0, 37, 50, 51, -1, 300, 131}
+	state := put(k, make([]float32, 1<<16))
+	// SeqRec: row, n, pos, state, flags; row 4 in no sequence; rows 2-3 one sequence of
+	// two rows (error 302) where the lists are long enough, else in none (a step has one
+	// error code)
+	seqsOf := func(pair bool) []int64 {
+		var seqs []int64
+		for r := 0; r < T; r++ {
+			switch {
+			case r == 2 && pair:
+				seqs = append(seqs, 2, 2, pos[2], int64(state), 1)
+			case r == 2 || r == 3 || r == 4:
+			default:
+				seqs = append(seqs, int64(r), 1, pos[r], int64(state)+int64(r)*4096, 1)
+			}
+		}
+		return seqs
+	}
+	mark := make([]byte, T*maxe)
+	for i := range mark {
+		if rng.IntN(5) < 2 {
+			mark[i] = 1
+		}
+	}
+	mp := putBytes(k, mark)
+	posp, kvp := put(k, make([]float32, T)), put(k, make([]float32, T*dim))
+	for _, c := range []struct {
+		name string
+		topk bool
+		kmax int64
+	}{{"top-k", true, capRows + 1 + maxe}, {"every entry", false, capRows + 1 + maxe}, {"top-k, short lists", true, 12}, {"every entry, short lists", false, 40}} {
+		t.Run(c.name, func(t *testing.T) {
+			short := c.kmax < capRows+1+maxe
+			seqs := seqsOf(!short)
+			sp := put(k, seqs)
+			run := func(name string) ([]int64, []int64, []int64) {
+				keys, nkeys, errp := put(k, make([]int64, T*c.kmax)), put(k, make([]int64, T)), put(k, make([]int64, 1))
+				k.run(name, func(a *ArgBuf) {
+					a.P(0) // q
+					a.P(kvp)
+					a.P(posp)
+					a.W(Operand{})
+					if c.topk {
+						a.P(mp) // idx: only whether there is one
+					} else {
+						a.P(0)
+					}
+					a.P(0) // out
+					a.P(0) // acc
+					a.P(sp)
+					a.I(int64(len(seqs) / 5))
+					a.I(T)
+					a.I(1) // heads
+					a.I(dim)
+					a.I(8) // window
+					a.F(1)
+					a.I(0) // ring_off
+					a.I(capRows)
+					a.I(1) // decode
+					a.I(1) // sparse
+					a.I(0) // topk
+					a.I(1024)
+					a.I(ratio)
+					a.I(dim)
+					a.P(errp)
+					a.P(mp)
+					a.I(maxe)
+					a.P(keys)
+					a.P(nkeys)
+					a.P(0)
+					a.P(0)
+					a.I(c.kmax)
+					a.P(0)
+					a.I(0)
+				})
+				return k.getI64(keys, int(T*c.kmax)), k.getI64(nkeys, T), k.getI64(errp, 1)
+			}
+			wk, wn, we := run("att_dec_keys")
+			gk, gn, ge := run("att_tc_keys")
+			if we[0] != ge[0] {
+				t.Fatalf("error %d, att_dec_keys's %d", ge[0], we[0])
+			}
+			many := false
+			for r := int64(0); r < T; r++ {
+				if wn[r] != gn[r] {
+					t.Fatalf("row %d: %d keys, att_dec_keys's %d", r, gn[r], wn[r])
+				}
+				for j := int64(0); j < wn[r]; j++ {
+					if wk[r*c.kmax+j] != gk[r*c.kmax+j] {
+						t.Fatalf("row %d key %d: %#x, att_dec_keys's %#x", r, j, gk[r*c.kmax+j], wk[r*c.kmax+j])
+					}
+				}
+				many = many || wn[r] > 32
+			}
+			want := int64(302)
+			if short {
+				want = 303
+			}
+			if we[0] != want {
+				t.Fatalf("error %d, want %d", we[0], want)
+			}
+			if !many && c.kmax > 32 {
+				t.Fatal("no row with keys in more than one pass")
+			}
+		})
+	}
+}
+
+func (k *emuKernels) getI64(p devptr, n int) []int64 {
+	k.t.Helper()
+	v := make([]int64, n)
+	if err := k.d.DtoH(unsafe.Pointer(&v[0]), p, uint64(8*n), 0); err != nil {
+		k.t.Fatal(err)
+	}
+	return v
 }

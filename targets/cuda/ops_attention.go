@@ -387,7 +387,12 @@ func bindAttention(b *Bind, sparse bool) error {
 		return T
 	}
 	if decode {
-		b.Launch("att_dec_keys", fill)
+		if tc {
+			// a warp per token (the same list)
+			b.Launch("att_tc_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
+		} else {
+			b.Launch("att_dec_keys", fill)
+		}
 		if tc {
 			bindAttentionTC(b, heads, dim, kmax, kp, scale, keys, nkeys, lg, den, pp, fill)
 		} else if b.Fast() && !b.rt.invariant {

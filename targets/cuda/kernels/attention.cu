@@ -668,6 +668,62 @@ KERNEL(att_dec_keys, AttArgs) {
   }
 }
 
+// att_tc_keys: the fast mode's key list, the same as att_dec_keys's, a warp per token:
+// the lanes test 32 consecutive keys at a time and the visible ones are placed in order
+// by a ballot (a lane's place: the visible keys of the lower lanes, after those of the
+// earlier passes). The emulated device runs a pass's lanes one after another at lane 0.
+#ifdef DI_EMULATE
+DEV int att_popc(u32 m) { return __builtin_popcount(m); }
+#else
+DEV int att_popc(u32 m) { return __popc(m); }
+#endif
+KERNEL(att_tc_keys, AttArgs) {
+  for (i64 i = GIDX; i < a.T * 32; i += GSTRIDE) {
+    const i64 t = i >> 5;
+    const int lane = (int)(i & 31);
+#ifdef DI_EMULATE
+    if (lane) continue;
+#endif
+    i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0 || a.seqs[q].n != 1) {
+      if (lane == 0) {
+        if (q >= 0) *a.err = 302;
+        a.nkeys[t] = 0;
+      }
+      continue;
+    }
+    const SeqRec s = a.seqs[q];
+    i64 ringLen = imin(s.pos, a.cap);
+    i64 nkeys = ringLen + s.n + (a.sparse ? (s.pos + s.n) / a.ratio : 0);
+    i64 p = a.pos[t], nk = 0;
+    u64* keys = a.keys + t * a.kmax;
+    for (i64 k0 = 0; k0 < nkeys && nk <= a.kmax; k0 += 32) {
+#ifdef DI_EMULATE
+      const float* rows[32];
+      u32 m = 0;
+      for (int l = 0; l < 32; l++) {
+        rows[l] = k0 + l < nkeys ? att_key(a, s, ringLen, k0 + l, t, p) : 0;
+        if (rows[l]) m |= 1u << l;
+      }
+      for (int l = 0; l < 32; l++) {
+        i64 at = nk + att_popc(m & ((1u << l) - 1));
+        if (rows[l] && at < a.kmax) keys[at] = (u64)rows[l];
+      }
+#else
+      const float* row = k0 + lane < nkeys ? att_key(a, s, ringLen, k0 + lane, t, p) : 0;
+      u32 m = __ballot_sync(0xffffffffu, row != 0);
+      i64 at = nk + att_popc(m & ((1u << lane) - 1));
+      if (row && at < a.kmax) keys[at] = (u64)row;
+#endif
+      nk += att_popc(m);
+    }
+    if (lane == 0) {
+      if (nk > a.kmax) *a.err = 303;
+      a.nkeys[t] = imin(nk, a.kmax);
+    }
+  }
+}
+
 // att_dec_logits: one (token, key, group of ATT_HG heads) a work item, the key's values
 // read once for the group; each head's float64 dot product in the same order as alone.
 #define ATT_HG 16
