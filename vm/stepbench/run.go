@@ -49,7 +49,7 @@ type Point struct {
 
 // Report is a benchmark run.
 type Report struct {
-	Device string
+	Device string    // the machine's description after the run
 	Graphs string    // the device runtime's graphs after the run ("" without)
 	CopyBW []float64 // bytes/s, read plus written; measured before and after the points
 	Points []Point
@@ -108,6 +108,9 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 		if g, ok := rtv.(graphSwitch); ok {
 			rep.Graphs = g.GraphSummary()
 		}
+		// described again after the points, so that the counts it carries (graphs
+		// captured and replayed) are the run's, not the open's
+		rep.Device = m.Describe()
 	}()
 	dev := m.DeviceBench()
 	copyBW := func() error {

@@ -149,6 +149,10 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 	if !strings.HasPrefix(rep.Graphs, "graphs on (") || strings.Contains(rep.Graphs, " 0 steps replayed") {
 		t.Errorf("graphs: %q", rep.Graphs)
 	}
+	// the device's description is the run's too (it was the open's: "0 captured")
+	if !strings.Contains(rep.Device, rep.Graphs) {
+		t.Errorf("device %q does not carry the run's graphs %q", rep.Device, rep.Graphs)
+	}
 	for _, want := range []string{"graphs on", "idle gap us", "copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "TFLOP/s of products"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
