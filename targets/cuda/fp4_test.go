@@ -24,7 +24,7 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 	} {
 		model := m.dir
 		t.Run(m.name, func(t *testing.T) {
-			p, ws := compileDir(t, model)
+			p, ws := cuda.CompileDir(t, model)
 			run := func(fp4 bool) ([][]float32, map[string]int) {
 				if !fp4 {
 					t.Setenv(cuda.EnvFP4Tiles, "0")
@@ -123,7 +123,7 @@ func prefillAndDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, n int) ([
 func TestFastBlockProductsMatchTiles(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
 		t.Run(m.name, func(t *testing.T) {
-			p, ws := compileDir(t, m.dir)
+			p, ws := cuda.CompileDir(t, m.dir)
 			t.Setenv(cuda.EnvBlockGemm, "")
 			a, ka := prefillAndDecode(t, p, ws, 160)
 			t.Setenv(cuda.EnvBlockGemm, "0")

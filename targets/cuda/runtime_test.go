@@ -365,7 +365,13 @@ func plannedWeightBytes(t *testing.T, model string) int64 {
 // fixturePlan compiles a fixture under testdata for h200 and loads its weights.
 func fixturePlan(t *testing.T, model string) (*plan.Plan, []targets.Weight) {
 	t.Helper()
-	dir := "../../testdata/" + model
+	return CompileDir(t, "../../testdata/"+model)
+}
+
+// CompileDir compiles the model in dir for h200 and loads its weights (the external
+// tests call it too).
+func CompileDir(t *testing.T, dir string) (*plan.Plan, []targets.Weight) {
+	t.Helper()
 	out, err := dic.Compile(dic.Options{ModelDir: dir, Target: "h200"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"deepinfer/compiler"
 	"deepinfer/internal/vmtest"
 	"deepinfer/plan"
 	"deepinfer/targets"
@@ -30,24 +29,10 @@ func loadDevice(t *testing.T, model string, o targets.Options) *vm.Machine {
 	return loadWith(t, model, func(tg targets.Target) targets.Executor { return devExec{tg} }, o)
 }
 
-// compileDir compiles the model in dir for h200 and loads its weights.
-func compileDir(t *testing.T, dir string) (*plan.Plan, []targets.Weight) {
-	t.Helper()
-	out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws, err := vm.LoadWeights(out.Plan, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.Plan, ws
-}
-
 // loadWith compiles a fixture for h200 and opens it on the executor exec makes.
 func loadWith(t *testing.T, model string, exec func(targets.Target) targets.Executor, o targets.Options) *vm.Machine {
 	t.Helper()
-	p, ws := compileDir(t, "../../testdata/"+model)
+	p, ws := cuda.CompileDir(t, "../../testdata/"+model)
 	tg, err := targets.Lookup("h200")
 	if err != nil {
 		t.Fatal(err)

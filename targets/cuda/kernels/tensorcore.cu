@@ -350,12 +350,10 @@ KERNEL(fast_gemm_m4_f32, FastGemmArgs) { fast_gemm_tiles<4, true>(a, GIDX, GSTRI
 #define FAST_BLK_ROWS 128
 template <bool F32>
 DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
-  i64 nblk = (a.N + 63) / 64;
   i64 blk = GIDX >> 7;
   i64 mb = blk % a.mtiles, s = (blk / a.mtiles) % a.S, nb = blk / (a.mtiles * a.S);
   i64 m0 = mb * FAST_BLK_ROWS, kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
   i64 grp = a.G > 1 ? (nb * 64) / (a.N / a.G) : 0;
-  (void)nblk;
 #ifdef DI_EMULATE
   for (int w = 0; w < 4; w++)
     for (i64 mt = m0; mt < imin(a.M, m0 + FAST_BLK_ROWS); mt += 32) {
