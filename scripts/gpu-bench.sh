@@ -115,7 +115,7 @@ run() {
 			# prefill of one PREFILL-token prompt in one chunk, fast mode (its TFLOP/s of products)
 			echo "==== $m: prefill of $PREFILL tokens"
 			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
-				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built"
+				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built|^  "
 		fi
 		if [ -n "${TRACE:-}" ] && [[ " ${TRACE_MODEL:-v4} " == *" $m "* ]]; then
 			# divm run with the engine's async scheduler and CUDA graphs, TRACE_BATCH

@@ -27,6 +27,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	warmup := fs.Int("warmup", 3, "untimed decode steps first")
 	profile := fs.Int("profile-steps", 3, "steps run again with per-kernel device events (0: none)")
 	chunk := fs.Int("chunk", 1024, "prefill tokens per step when building a context")
+	profilePrefill := fs.Bool("profile-prefill", false, "build each context once more with per-kernel device events (the prefill's time by kernel class)")
 	copyMiB := fs.Int64("copy-mib", 2048, "buffer for the device-to-device copy bandwidth, MiB")
 	seed := fs.Uint64("seed", 1, "token seed")
 	out := fs.String("out", "", "write the full report as JSON")
@@ -40,7 +41,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 		return usageError{Err: fmt.Errorf("bench takes one plan file")}
 	}
 	cfg := stepbench.Config{Warmup: *warmup, Steps: *steps, ProfileSteps: *profile, Chunk: *chunk,
-		CopyBytes: *copyMiB << 20, Seed: *seed, Progress: os.Stderr, NoGraphs: !*graphs}
+		CopyBytes: *copyMiB << 20, Seed: *seed, Progress: os.Stderr, NoGraphs: !*graphs, ProfilePrefill: *profilePrefill}
 	if cfg.Batches, err = intList("--batch", *batches); err != nil {
 		return err
 	}

@@ -27,6 +27,19 @@ type Config struct {
 	// NoGraphs runs the steps without a device runtime's captured graphs (each kernel
 	// launched on its own), to compare with the default.
 	NoGraphs bool
+	// ProfilePrefill builds each context once more, on a fresh sequence, with
+	// per-instruction device events, for the prefill's time by kernel class (Report.Prefill).
+	ProfilePrefill bool
+}
+
+// PrefillProfile is one context's build, run again with per-instruction events: the
+// whole build's device time by kernel class and by launched kernel (not per step).
+type PrefillProfile struct {
+	Context  int
+	Chunk    int
+	Seconds  float64            // wall time of the profiled build (events between instructions add to it)
+	ClassMs  map[Class]float64  // the build's device time by kernel class
+	LaunchMs map[string]float64 // by "class: launched kernel" (when the runtime times launches)
 }
 
 // Point is one (batch, context) measurement.
@@ -53,6 +66,8 @@ type Report struct {
 	Graphs string    // the device runtime's graphs after the run ("" without)
 	CopyBW []float64 // bytes/s, read plus written; measured before and after the points
 	Points []Point
+	// Prefill holds the profiled context builds (Config.ProfilePrefill).
+	Prefill []PrefillProfile `json:",omitempty"`
 }
 
 // CopyBWMedian is the median of the copy-bandwidth measurements (0 without a device).
@@ -158,6 +173,17 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 		pre := time.Since(start).Seconds()
 		tflops := PrefillFLOPs(m.Plan, ctx) / pre / 1e12
 		say("context %d built in %.1f s (chunks of %d): %.2f TFLOP/s of products", ctx, pre, cfg.Chunk, tflops)
+		if cfg.ProfilePrefill {
+			pp, err := profilePrefill(m, ctx, cfg.Chunk, func(s *vm.Sequence) error { return prefill(s, prompt) })
+			if err != nil {
+				tmpl.Release()
+				return nil, err
+			}
+			if pp != nil {
+				rep.Prefill = append(rep.Prefill, *pp)
+				say("context %d built again with per-kernel events in %.1f s", ctx, pp.Seconds)
+			}
+		}
 		for _, B := range cfg.Batches {
 			pt, err := runPoint(m, cfg, tmpl, prompt, B, ctx, token, prefill, say)
 			if err != nil {
@@ -287,6 +313,43 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 	return pt, nil
 }
 
+// profilePrefill builds the context on a fresh sequence with the profiler on (nil
+// without a profiler).
+func profilePrefill(m *vm.Machine, ctx, chunk int, build func(*vm.Sequence) error) (*PrefillProfile, error) {
+	prof := m.Profiler()
+	if prof == nil {
+		return nil, nil
+	}
+	s, err := m.NewSequence()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	prof.TakeProfile()
+	if lp, ok := prof.(targets.LaunchProfiler); ok {
+		lp.TakeLaunchProfile()
+	}
+	prof.SetProfile(true)
+	start := time.Now()
+	err = build(s)
+	prof.SetProfile(false)
+	if err != nil {
+		return nil, fmt.Errorf("context %d, profiled build: %w", ctx, err)
+	}
+	pp := &PrefillProfile{Context: ctx, Chunk: chunk, Seconds: time.Since(start).Seconds(), ClassMs: map[Class]float64{}}
+	if lp, ok := prof.(targets.LaunchProfiler); ok {
+		pp.LaunchMs = map[string]float64{}
+		for k, d := range lp.TakeLaunchProfile() {
+			pp.LaunchMs[k] = d.Seconds() * 1e3
+		}
+	}
+	tot, _ := prof.TakeProfile()
+	for k, d := range tot {
+		pp.ClassMs[k] = d.Seconds() * 1e3
+	}
+	return pp, nil
+}
+
 // Table writes the report as text: per point the step time, the bytes and their rate
 // over the copy bandwidth; per kernel class the same from the profiled steps.
 func (r *Report) Table(w io.Writer) {
@@ -321,6 +384,14 @@ func (r *Report) Table(w io.Writer) {
 		if !seen[p.Context] && p.PrefillSeconds > 0 {
 			seen[p.Context] = true
 			fmt.Fprintf(w, "prefill of one %d-token sequence: %.3f s, %.2f TFLOP/s of products (wall time; attention's products not counted)\n", p.Context, p.PrefillSeconds, p.PrefillTFLOPS)
+		}
+	}
+	for _, pp := range r.Prefill {
+		fmt.Fprintf(w, "prefill of one %d-token sequence in chunks of %d, by kernel class (profiled build, %.3f s; event times, whole build):\n", pp.Context, pp.Chunk, pp.Seconds)
+		writeSorted(w, pp.ClassMs, len(pp.ClassMs), "  %-40s %10.3f ms %5.1f%%\n", true)
+		if len(pp.LaunchMs) > 0 {
+			fmt.Fprintf(w, "prefill of %d tokens, the %d longest launched kernels (class: kernel; event times, whole build):\n", pp.Context, min(len(pp.LaunchMs), launchRows))
+			writeSorted(w, pp.LaunchMs, launchRows, "  %-60s %10.3f ms %5.1f%%\n", false)
 		}
 	}
 	for _, p := range r.Points {
@@ -363,6 +434,29 @@ func (r *Report) Table(w io.Writer) {
 				fmt.Fprintf(w, "  %-60s %10.3f ms\n", k, p.LaunchMs[k])
 			}
 		}
+	}
+}
+
+// writeSorted writes up to n of the times, longest first, each with its share of all
+// of them, and their sum when total is set.
+func writeSorted(w io.Writer, ms map[string]float64, n int, format string, total bool) {
+	keys := make([]string, 0, len(ms))
+	var sum float64
+	for k, v := range ms {
+		keys = append(keys, k)
+		sum += v
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if ms[keys[i]] != ms[keys[j]] {
+			return ms[keys[i]] > ms[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys[:min(len(keys), n)] {
+		fmt.Fprintf(w, format, k, ms[k], 100*ms[k]/max(sum, 1e-9))
+	}
+	if total {
+		fmt.Fprintf(w, "  %-40s %10.3f ms\n", "sum of kernels", sum)
 	}
 }
 

@@ -158,6 +158,37 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
+	// the prefill profile: every context built again with events, its classes' device
+	// times inside the build's wall time, the attention and expert kernels among them
+	pcfg := cfg
+	pcfg.Batches, pcfg.ProfileSteps, pcfg.ProfilePrefill = []int{1}, 0, true
+	prep, err := stepbench.Run(m, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prep.Prefill) != 2 || prep.Prefill[0].Context != 12 || prep.Prefill[1].Context != 30 {
+		t.Fatalf("prefill profiles %+v", prep.Prefill)
+	}
+	for _, pp := range prep.Prefill {
+		var sum float64
+		for _, ms := range pp.ClassMs {
+			sum += ms
+		}
+		if pp.ClassMs["flashmla.sparse_prefill"] <= 0 || pp.ClassMs["deepgemm.m_grouped_fp8_gemm_nt_contiguous"] <= 0 || sum > pp.Seconds*1e3 || pp.Chunk != 8 {
+			t.Errorf("context %d: classes %v (sum %.3f ms) in a %.3f s build", pp.Context, pp.ClassMs, sum, pp.Seconds)
+		}
+		if pp.LaunchMs["deepgemm.m_grouped_fp8_gemm_nt_contiguous: moe_out"] <= 0 {
+			t.Errorf("context %d: no launch time for moe_out: %v", pp.Context, pp.LaunchMs)
+		}
+	}
+	var ptable bytes.Buffer
+	prep.Table(&ptable)
+	if !strings.Contains(ptable.String(), "prefill of one 30-token sequence in chunks of 8, by kernel class") {
+		t.Errorf("table lacks the prefill profile:\n%s", ptable.String())
+	}
+	if len(rep.Prefill) != 0 {
+		t.Errorf("prefill profiles without ProfilePrefill: %d", len(rep.Prefill))
+	}
 	// --graphs=false: the same steps without graphs
 	off := cfg
 	off.NoGraphs, off.Batches, off.Contexts, off.ProfileSteps = true, []int{2}, []int{12}, 0
