@@ -9,3 +9,11 @@ func SetPartial() { allowUnbound = *partial }
 
 // KernelRuns is how many times each kernel ran on an emulated runtime's device.
 func KernelRuns(rt *Runtime) map[string]int { return rt.fake.kernelRuns() }
+
+// SetTCWideWarps sets the wide output warps from which V4's tensor-core attention runs
+// its wide kernels (attTCWideWarps) and returns a function that restores it.
+func SetTCWideWarps(n int64) (restore func()) {
+	old := attTCWideWarps
+	attTCWideWarps = n
+	return func() { attTCWideWarps = old }
+}

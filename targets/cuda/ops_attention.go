@@ -318,15 +318,17 @@ func bindAttention(b *Bind, sparse bool) error {
 			kmax += maxE
 		}
 	}
+	// the fast mode on the tensor cores (tensorcore_attn.cu), in both phases: each row
+	// its own key list (att_tc_keys; a prefill row's visible keys, at most the window
+	// and the top-k or every entry, as a decode row's), the probabilities' halves, kp =
+	// kmax rounded up to the output's mma step of 16 keys, 4 bytes a key
+	tc := b.Fast() && !b.rt.invariant && os.Getenv(EnvTCAttention) != "0"
+	kp := (kmax + 15) / 16 * 16
 	var keys, nkeys, lg, den int
-	if decode {
+	if decode || tc {
 		keys, nkeys = b.Scratch(8*kmax, 0), b.Scratch(8, 0)
 		lg, den = b.Scratch(8*heads*kmax, 0), b.Scratch(8*heads, 0)
 	}
-	// the fast mode on the tensor cores (tensorcore_attn.cu): the probabilities' halves,
-	// kp = kmax rounded up to the output's mma step of 16 keys, 4 bytes a key
-	tc := decode && b.Fast() && !b.rt.invariant && os.Getenv(EnvTCAttention) != "0"
-	kp := (kmax + 15) / 16 * 16
 	pp := -1
 	if tc {
 		pp = b.Scratch(4*heads*kp, 0)
@@ -366,7 +368,7 @@ func bindAttention(b *Bind, sparse bool) error {
 			a.P(0)
 		}
 		a.I(maxE)
-		if decode {
+		if decode || tc {
 			a.P(s.Scratch(keys))
 			a.P(s.Scratch(nkeys))
 			a.P(s.Scratch(lg))
@@ -386,16 +388,13 @@ func bindAttention(b *Bind, sparse bool) error {
 		a.I(kp)
 		return T
 	}
-	if decode {
-		if tc {
-			// a warp per token (the same list)
-			b.Launch("att_tc_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
-		} else {
-			b.Launch("att_dec_keys", fill)
-		}
-		if tc {
-			bindAttentionTC(b, heads, dim, kmax, kp, scale, keys, nkeys, lg, den, pp, fill)
-		} else if b.Fast() && !b.rt.invariant {
+	if tc {
+		// a warp per token (the same list)
+		b.Launch("att_tc_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
+		bindAttentionTC(b, heads, dim, kmax, kp, scale, keys, nkeys, lg, den, pp, fill)
+	} else if decode {
+		b.Launch("att_dec_keys", fill)
+		if b.Fast() && !b.rt.invariant {
 			// a key row read once for a group of heads, float32 sums (attention.cu, after
 			// the exact kernels); not in batch-invariant mode, where a decode row that a
 			// mixed step computes with the prefill kernel must get the same values

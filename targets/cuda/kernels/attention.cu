@@ -668,7 +668,8 @@ KERNEL(att_dec_keys, AttArgs) {
   }
 }
 
-// att_tc_keys: the fast mode's key list, the same as att_dec_keys's, a warp per token:
+// att_tc_keys: the fast mode's key list, the same as att_dec_keys's (in a prefill step
+// every row's own visible keys, in att_attention's order), a warp per token:
 // the lanes test 32 consecutive keys at a time and the visible ones are placed in order
 // by a ballot (a lane's place: the visible keys of the lower lanes, after those of the
 // earlier passes). The emulated device runs a pass's lanes one after another at lane 0.
@@ -685,7 +686,7 @@ KERNEL(att_tc_keys, AttArgs) {
     if (lane) continue;
 #endif
     i64 q = att_seq_of(a.seqs, a.nseq, t);
-    if (q < 0 || a.seqs[q].n != 1) {
+    if (q < 0 || (a.decode && a.seqs[q].n != 1)) {
       if (lane == 0) {
         if (q >= 0) *a.err = 302;
         a.nkeys[t] = 0;

@@ -1,0 +1,73 @@
+package cuda_test
+
+import (
+	"math"
+	"testing"
+
+	"deepinfer/targets/cuda"
+)
+
+// TestFastV4PrefillAttentionOnTensorCores: in the fast mode a V4 prefill's attention
+// runs the tensor-core kernels (att_tc_keys lists each prefill row's own visible keys:
+// its window, of the ring and of the step's rows, and its top-k or every compressed
+// entry), never the per-row att_attention; DEEPINFER_CUDA_TC_ATTENTION=0 keeps
+// att_attention (float64) for the prefill. A 160-token prompt (past the window, so rows
+// see different parts of the step) and two decode steps on tiny-v4-dev (window 8) and
+// the V4-Flash-format model: every logits row of the two runs within the split products'
+// error (emulated: worst 2.8e-5 and 1.6e-5; one compressed entry left out of the lists
+// moved them by about 1); the wide kernels, forced, equal to the narrow ones bit for bit.
+func TestFastV4PrefillAttentionOnTensorCores(t *testing.T) {
+	for _, m := range []struct {
+		name, dir string
+		bound     float64
+	}{{"tiny-v4-dev", "../../testdata/tiny-v4-dev", 4e-5}, {"v4-flash-formats", quantizedV4(t), 2.5e-5}} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			t.Setenv(cuda.EnvTCAttention, "")
+			a, ka := prefillAndDecode(t, p, ws, 160)
+			// the wide kernels (eight key or value tiles a warp) at every size: the same
+			// chains of mma, so the same values bit for bit (these fixtures' steps are too
+			// narrow to reach them otherwise)
+			restore := cuda.SetTCWideWarps(1)
+			w, kw := prefillAndDecode(t, p, ws, 160)
+			restore()
+			if kw != nil && (kw["att_tc_logits"] == 0 || kw["att_tc_out"] == 0 || ka["att_tc_logits"] != 0 || ka["att_tc_logits_n"] == 0) {
+				t.Errorf("wide logits kernel ran %d times (output %d) when forced, %d times (narrow %d) by default; want > 0 and 0, > 0",
+					kw["att_tc_logits"], kw["att_tc_out"], ka["att_tc_logits"], ka["att_tc_logits_n"])
+			}
+			for i := range a {
+				for j := range a[i] {
+					if math.Float32bits(a[i][j]) != math.Float32bits(w[i][j]) {
+						t.Fatalf("row %d, logit %d: %g with the narrow kernels, %g with the wide ones", i, j, a[i][j], w[i][j])
+					}
+				}
+			}
+			t.Setenv(cuda.EnvTCAttention, "0")
+			b, kb := prefillAndDecode(t, p, ws, 160)
+			if ka != nil {
+				if ka["att_attention"] != 0 || ka["att_tc_keys"] == 0 || kb["att_attention"] == 0 {
+					t.Errorf("att_attention ran %d times and att_tc_keys %d times in the fast mode, att_attention %d times with %s=0; want 0, > 0, > 0",
+						ka["att_attention"], ka["att_tc_keys"], kb["att_attention"], cuda.EnvTCAttention)
+				}
+			}
+			if len(a) != 162 || len(b) != 162 {
+				t.Fatalf("%d and %d logits rows, want 162", len(a), len(b))
+			}
+			worst, differ := 0.0, 0
+			for i := range a {
+				e := relErr(a[i], b[i])
+				worst = max(worst, e)
+				if e > 0 {
+					differ++
+				}
+			}
+			t.Logf("logits of 162 rows: tensor-core prefill attention against att_attention, worst relative difference %.3g (%d rows differ)", worst, differ)
+			if worst > m.bound {
+				t.Errorf("worst relative difference %.3g, want ≤ %g", worst, m.bound)
+			}
+			if ka != nil && differ == 0 {
+				t.Error("every row equal: the tensor-core kernels did not change the prefill's attention")
+			}
+		})
+	}
+}
