@@ -25,7 +25,8 @@
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
-# ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context),
+# ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context;
+# and the PREFILL prompt),
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS; TRACE_PACKED, default 1, the
 # DEEPINFER_CUDA_PACKED values to trace, "1 0" times packed and per-parameter uploads
@@ -116,6 +117,11 @@ run() {
 			echo "==== $m: prefill of $PREFILL tokens"
 			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built|^  "
+			if [ -n "${ENV_COMPARE:-}" ]; then
+				echo "==== $m: $ENV_COMPARE prefill of $PREFILL tokens"
+				env $ENV_COMPARE timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+					--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.cmp.txt" | grep -E "prefill of|built|^  "
+			fi
 		fi
 		if [ -n "${TRACE:-}" ] && [[ " ${TRACE_MODEL:-v4} " == *" $m "* ]]; then
 			# divm run with the engine's async scheduler and CUDA graphs, TRACE_BATCH
