@@ -77,16 +77,31 @@ func bindRope(b *Bind) error {
 	if b.Bool("inverse") {
 		sign = -1
 	}
-	b.Launch("rope_apply", func(s *Step, a *ArgBuf) int64 {
-		n := s.Arg(0).Rows() * (W / hd)
+	H := W / hd
+	args := func(s *Step, a *ArgBuf) {
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Arg(1).Ptr)
 		a.P(s.Result(0).Ptr)
-		a.I(n)
-		a.I(W / hd)
+		a.I(s.Arg(0).Rows())
+		a.I(H)
 		a.F(sign)
 		spec.put(a)
-		return n
+	}
+	// the channels before the rotated ones, when the result is not the input
+	b.Launch("rope_copy", func(s *Step, a *ArgBuf) int64 {
+		if s.Result(0).Ptr == s.Arg(0).Ptr || hd == spec.ropeDim {
+			return 0
+		}
+		args(s, a)
+		return s.Arg(0).Rows() * H * (hd - spec.ropeDim)
+	})
+	// a work item per (token, group of ropeHeads heads, channel pair)
+	b.Launch("rope_apply", func(s *Step, a *ArgBuf) int64 {
+		args(s, a)
+		return s.Arg(0).Rows() * ((H + ropeHeads - 1) / ropeHeads) * (spec.ropeDim / 2)
 	})
 	return nil
 }
+
+// ropeHeads is rope.cu's ROPE_HG: the heads one rope_apply work item rotates.
+const ropeHeads = 8

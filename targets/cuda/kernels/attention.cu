@@ -110,23 +110,31 @@ struct RopeSpec {
 };
 
 // rope_rotate writes the rotated trailing rope_dim channels of one head (x may be y):
-// ropeSpec.tables then ropeSpec.apply.
+// ropeSpec.tables then ropeSpec.apply; rope_angle is one frequency's cosine and sine at a
+// position.
+DEV void rope_angle(const RopeSpec& r, i64 pos, i64 i, double sign, double* c, double* s) {
+  if (r.fp32) {
+    float ang = (float)pos * (float)r.inv[i];
+    rope_sincos((double)ang, s, c);
+    *s = sign * *s;
+  } else {
+    rope_sincos((double)pos * r.inv[i], s, c);
+    *c = *c * r.attn;
+    *s = sign * *s * r.attn;
+  }
+}
+// rope_pair rotates channel pair (j, j+1) of x into y by the angle's cosine and sine.
+DEV void rope_pair(const float* x, float* y, i64 j, double c, double s) {
+  double x0 = (double)x[j], x1 = (double)x[j + 1];
+  y[j] = (float)(x0 * c - x1 * s);
+  y[j + 1] = (float)(x1 * c + x0 * s);
+}
 DEV void rope_rotate(const RopeSpec& r, const float* x, float* y, i64 pos, double sign) {
   i64 off = r.head_dim - r.rope_dim;
   for (i64 i = 0; i < r.rope_dim / 2; i++) {
     double c, s;
-    if (r.fp32) {
-      float ang = (float)pos * (float)r.inv[i];
-      rope_sincos((double)ang, &s, &c);
-      s = sign * s;
-    } else {
-      rope_sincos((double)pos * r.inv[i], &s, &c);
-      c = c * r.attn;
-      s = sign * s * r.attn;
-    }
-    double x0 = (double)x[off + 2 * i], x1 = (double)x[off + 2 * i + 1];
-    y[off + 2 * i] = (float)(x0 * c - x1 * s);
-    y[off + 2 * i + 1] = (float)(x1 * c + x0 * s);
+    rope_angle(r, pos, i, sign, &c, &s);
+    rope_pair(x, y, off + 2 * i, c, s);
   }
 }
 
