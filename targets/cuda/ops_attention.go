@@ -148,7 +148,7 @@ func bindCompress(b *Bind) error {
 			return 2 * width * ((T + attCmpMT - 1) / attCmpMT)
 		})
 	}
-	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 {
+	pool := func(s *Step, a *ArgBuf) {
 		a.P(s.Seqs)
 		a.I(s.NSeq)
 		a.P(s.Scratch(kvS))
@@ -159,8 +159,12 @@ func bindCompress(b *Bind) error {
 		a.I(ratio)
 		a.I(dim)
 		a.I(boolInt(overlap))
-		return s.NSeq * dim
-	})
+		a.I(s.T)
+	}
+	// the windows the step closes, a (row, channel) a work item; then each sequence's
+	// cache (the last Ca slice, the open rows), a (sequence, channel) a work item
+	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 { pool(s, a); return s.T * dim })
+	b.Launch("att_cmp_save", func(s *Step, a *ArgBuf) int64 { pool(s, a); return s.NSeq * dim })
 	b.Launch("att_cmp_emit", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Seqs)
 		a.I(s.NSeq)

@@ -239,54 +239,85 @@ KERNEL(att_cmp_proj, AttProjArgs) {
   }
 }
 
-// att_cmp_pool: one work item per (sequence, channel d): for every window this step
-// closes, the softmax-gated sum of channel d (with the previous window's Ca slice under
-// overlap) into pooled[last row of the window]; then the Ca slice of channel d saved, and
-// the rows left open stored in the pending slots. An item touches only its own channels
-// (d, and dim+d under overlap).
+// att_cmp_pool: one work item per (token row, channel d) of a row that closes a
+// window: the softmax-gated sum of channel d over the window's rows (with the previous
+// window's Ca slice under overlap: the cache's for the first window the step closes,
+// else the previous window's rows, kv and gate + ape rounded to float32 as the cache
+// keeps them) into pooled[the row]. att_cmp_save (one work item per (sequence, channel
+// d), after it) then keeps the Ca slice of the last closed window and stores the rows
+// left open in the pending slots. An item touches only its own channels (d, and dim+d
+// under overlap). The same operations a value as one pass over the windows in order.
 struct AttPoolArgs {
   const SeqRec* seqs; i64 nseq; const float* kv; const float* gate; Weight ape; double* pooled;
-  i64 off; i64 ratio; i64 dim; i64 overlap;
+  i64 off; i64 ratio; i64 dim; i64 overlap; i64 T;
 };
+// att_cmp_row is row P's (a position of sequence s) kv or gate projection: the pending
+// slot for a row before the step, else the step's row.
+DEV const float* att_cmp_row(const AttPoolArgs& a, const SeqRec& s, const float* pend, const float* step, i64 P, i64 w) {
+  return P < s.pos ? pend + (P % a.ratio) * w : step + (s.row + P - s.pos) * w;
+}
 KERNEL(att_cmp_pool, AttPoolArgs) {
   const i64 r = a.ratio, dim = a.dim, w = a.overlap ? 2 * a.dim : a.dim, off = a.overlap ? a.dim : 0;
+  for (i64 i = GIDX; i < a.T * dim; i += GSTRIDE) {
+    const i64 t = i / dim, d = i % dim;
+    const i64 q = att_seq_of(a.seqs, a.nseq, t);
+    if (q < 0) continue;
+    const SeqRec s = a.seqs[q];
+    const i64 P = s.pos + t - s.row;
+    if ((P + 1) % r != 0) continue;
+    const i64 win = (P + 1) / r - 1;
+    AttCache c = att_cache(s, a.off, r, w, dim);
+    const bool prev = a.overlap && win >= 1, cached = win == s.pos / r;
+    // the previous window's Ca slice value j: (kv, gate + ape)
+    auto ca = [&](i64 j, double* kv) -> double {
+      if (cached) {
+        *kv = (double)c.vkv[j * dim + d];
+        return (double)c.vgate[j * dim + d];
+      }
+      i64 Q = (win - 1) * r + j;
+      *kv = (double)att_cmp_row(a, s, c.pkv, a.kv, Q, w)[d];
+      return (double)(float)(att_cmp_row(a, s, c.pgate, a.gate, Q, w)[d] + wval(a.ape, j, d));
+    };
+    double mx = -F64_INF;
+    for (i64 j = 0; j < r; j++) {
+      const float* g = att_cmp_row(a, s, c.pgate, a.gate, win * r + j, w);
+      mx = fmax64(mx, (double)g[off + d] + (double)wval(a.ape, j, off + d));
+      if (prev) {
+        double kv;
+        mx = fmax64(mx, ca(j, &kv));
+      }
+    }
+    double num = 0, den = 0;
+    for (i64 j = 0; j < r; j++) {
+      const float* g = att_cmp_row(a, s, c.pgate, a.gate, win * r + j, w);
+      const float* v = att_cmp_row(a, s, c.pkv, a.kv, win * r + j, w);
+      double e = att_exp((double)g[off + d] + (double)wval(a.ape, j, off + d) - mx);
+      num += e * (double)v[off + d];
+      den += e;
+      if (prev) {
+        double kv, vg = ca(j, &kv);
+        e = att_exp(vg - mx);
+        num += e * kv;
+        den += e;
+      }
+    }
+    a.pooled[t * dim + d] = num / den;
+  }
+}
+KERNEL(att_cmp_save, AttPoolArgs) {
+  const i64 r = a.ratio, dim = a.dim, w = a.overlap ? 2 * a.dim : a.dim;
   for (i64 i = GIDX; i < a.nseq * dim; i += GSTRIDE) {
     const SeqRec s = a.seqs[i / dim];
-    const i64 d = i % dim;
+    const i64 d = i % dim, end = s.pos + s.n;
     AttCache c = att_cache(s, a.off, r, w, dim);
-    const i64 end = s.pos + s.n;
-    for (i64 win = s.pos / r; (win + 1) * r <= end; win++) {
-      const bool prev = a.overlap && win >= 1;
-      double mx = -F64_INF;
+    const i64 last = end / r - 1;  // the last window closed, if the step closed one
+    if (a.overlap && last >= s.pos / r) {
       for (i64 j = 0; j < r; j++) {
-        i64 P = win * r + j;
-        const float* g = P < s.pos ? c.pgate + j * w : a.gate + (s.row + P - s.pos) * w;
-        mx = fmax64(mx, (double)g[off + d] + (double)wval(a.ape, j, off + d));
-        if (prev) mx = fmax64(mx, (double)c.vgate[j * dim + d]);
-      }
-      double num = 0, den = 0;
-      for (i64 j = 0; j < r; j++) {
-        i64 P = win * r + j;
-        const float* g = P < s.pos ? c.pgate + j * w : a.gate + (s.row + P - s.pos) * w;
-        const float* v = P < s.pos ? c.pkv + j * w : a.kv + (s.row + P - s.pos) * w;
-        double e = att_exp((double)g[off + d] + (double)wval(a.ape, j, off + d) - mx);
-        num += e * (double)v[off + d];
-        den += e;
-        if (prev) {
-          e = att_exp((double)c.vgate[j * dim + d] - mx);
-          num += e * (double)c.vkv[j * dim + d];
-          den += e;
-        }
-      }
-      a.pooled[(s.row + (win + 1) * r - 1 - s.pos) * dim + d] = num / den;
-      if (a.overlap) {
-        for (i64 j = 0; j < r; j++) {
-          i64 P = win * r + j;
-          const float* g = P < s.pos ? c.pgate + j * w : a.gate + (s.row + P - s.pos) * w;
-          const float* v = P < s.pos ? c.pkv + j * w : a.kv + (s.row + P - s.pos) * w;
-          c.vkv[j * dim + d] = v[d];
-          c.vgate[j * dim + d] = g[d] + wval(a.ape, j, d);
-        }
+        i64 P = last * r + j;
+        const float* g = att_cmp_row(a, s, c.pgate, a.gate, P, w);
+        const float* v = att_cmp_row(a, s, c.pkv, a.kv, P, w);
+        c.vkv[j * dim + d] = v[d];
+        c.vgate[j * dim + d] = g[d] + wval(a.ape, j, d);
       }
     }
     for (i64 P = imax(s.pos, end / r * r); P < end; P++) {
