@@ -163,6 +163,9 @@ func bindMoERoute(b *Bind) error {
 	return nil
 }
 
+// moeChunk is moe.cu's MOE_CH: the slots one moe_count or moe_group work item scans.
+const moeChunk = 256
+
 // moeGateParts is moe.cu's MOE_GP: the fast mode's parts of a gate logit.
 const moeGateParts = 32
 
@@ -191,6 +194,8 @@ func bindMoEExperts(b *Bind) error {
 	const block = 32                  // the V4.1 reference's MXFP8 activation block
 	tab := b.WeightTable(3, int(3*E)) // w1 of every expert, then w2, then w3
 	counts := b.Scratch(0, E*8)
+	// each (chunk of moeChunk slots, expert)'s count: E values a chunk, k slots a token
+	parts := b.Scratch((k*E*8+moeChunk-1)/moeChunk, E*8)
 	xq := -1
 	if v41 == 1 {
 		xq = b.Scratch(D*4, 0)
@@ -239,14 +244,18 @@ func bindMoEExperts(b *Bind) error {
 			return items(s.Arg(2).Elems())
 		})
 	}
-	b.Launch("moe_count", func(s *Step, a *ArgBuf) int64 {
+	// the counts and lists in chunks of moeChunk slots: a (chunk, expert) a work item
+	chunks := func(s *Step) int64 { return (s.Arg(2).Elems() + moeChunk - 1) / moeChunk }
+	count := func(s *Step, a *ArgBuf) {
 		a.P(s.Arg(2).Ptr)
 		a.I(s.Arg(2).Elems())
 		a.I(E)
 		a.P(s.Scratch(counts))
 		a.P(s.Err)
-		return E
-	})
+		a.P(s.Scratch(parts))
+	}
+	b.Launch("moe_count", func(s *Step, a *ArgBuf) int64 { count(s, a); return chunks(s) * E })
+	b.Launch("moe_count_sum", func(s *Step, a *ArgBuf) int64 { count(s, a); return E })
 	b.Launch("moe_group", func(s *Step, a *ArgBuf) int64 {
 		if split(s) {
 			return 0
@@ -257,7 +266,8 @@ func bindMoEExperts(b *Bind) error {
 		a.P(s.Scratch(list))
 		a.I(s.Arg(2).Elems())
 		a.I(E)
-		return E
+		a.P(s.Scratch(parts))
+		return chunks(s) * E
 	})
 	// mxfp8 (V4.1): the MXFP8 fake-quantization of rows of width values, src to dst
 	mxfp8 := func(src func(*Step) devptr, dst int, rows func(*Step) int64, width int64) {

@@ -207,31 +207,50 @@ KERNEL(moe_route_v41, MoERoute41Args) {
 }
 
 // moe_count: how many (token, slot) pairs each expert serves (the row count of the
-// cpu's per-expert GEMMs); item 0 also checks the ids.
-struct MoECountArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* err; };
+// cpu's per-expert GEMMs), in two launches: a work item per (chunk of MOE_CH slots,
+// expert) counts the chunk's slots of the expert into part[expert, chunk] (the
+// expert-0 items also check the ids), then moe_count_sum adds an expert's chunks.
+#define MOE_CH 256
+struct MoECountArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* err; i64* part; };
+DEV i64 moe_chunks(i64 slots) { return (slots + MOE_CH - 1) / MOE_CH; }
 KERNEL(moe_count, MoECountArgs) {
-  for (i64 e = GIDX; e < a.E; e += GSTRIDE) {
-    i64 c = 0;
-    for (i64 s = 0; s < a.slots; s++) {
-      if (a.ids[s] == e) c++;
+  const i64 nch = moe_chunks(a.slots);
+  for (i64 i = GIDX; i < nch * a.E; i += GSTRIDE) {
+    const i64 c = i / a.E, e = i % a.E, s1 = imin(a.slots, (c + 1) * MOE_CH);
+    i64 n = 0;
+    for (i64 s = c * MOE_CH; s < s1; s++) {
+      if (a.ids[s] == e) n++;
       if (e == 0 && (a.ids[s] < 0 || a.ids[s] >= a.E)) *a.err = 202;
     }
-    a.counts[e] = c;
+    a.part[e * nch + c] = n;
+  }
+}
+KERNEL(moe_count_sum, MoECountArgs) {
+  const i64 nch = moe_chunks(a.slots);
+  for (i64 e = GIDX; e < a.E; e += GSTRIDE) {
+    i64 n = 0;
+    for (i64 c = 0; c < nch; c++) n += a.part[e * nch + c];
+    a.counts[e] = n;
   }
 }
 
 // The routed experts, grouped by expert: moe_group lists each expert's slots (in slot
-// order, after the offsets of the experts before it); moe_hidden reads each row of an
+// order, after the offsets of the experts before it; a work item per (chunk of MOE_CH
+// slots, expert) writes the chunk's slots of the expert after those of its earlier
+// chunks); moe_hidden reads each row of an
 // expert's w1 and w3 once for all its slots; moe_proj each row of its w2; moe_out sums
 // a token's slots. Every value is the one the cpu target computes: each output is
 // dense_gonum's sum, operation for operation (rows.h).
-struct MoEGroupArgs { const int* ids; const i64* counts; i64* off; int* list; i64 slots; i64 E; };
+struct MoEGroupArgs { const int* ids; const i64* counts; i64* off; int* list; i64 slots; i64 E; const i64* part; };
 KERNEL(moe_group, MoEGroupArgs) {
-  for (i64 e = GIDX; e < a.E; e += GSTRIDE) {
+  const i64 nch = moe_chunks(a.slots);
+  for (i64 i = GIDX; i < nch * a.E; i += GSTRIDE) {
+    const i64 c = i / a.E, e = i % a.E, s1 = imin(a.slots, (c + 1) * MOE_CH);
     i64 o = 0;
     for (i64 f = 0; f < e; f++) o += a.counts[f];
-    a.off[e] = o;
-    for (i64 s = 0; s < a.slots; s++)
+    if (c == 0) a.off[e] = o;
+    for (i64 d = 0; d < c; d++) o += a.part[e * nch + d];
+    for (i64 s = c * MOE_CH; s < s1; s++)
       if (a.ids[s] == e) a.list[o++] = (int)s;
   }
 }
