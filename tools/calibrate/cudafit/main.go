@@ -233,8 +233,8 @@ func report(w io.Writer, what string, m *cost.Model, g []calib.Loaded, keep func
 		return
 	}
 	s := calib.Summarize(res, calib.Acceptance)
-	fmt.Fprintf(w, "  %-46s steps: %d of %d outside 15%%, worst %.1f%%; classes: %d of %d outside 25%%, worst %.0f%% (%s)\n",
-		what+":", s.StepMisses, s.Steps, 100*s.WorstStep, s.ClassMisses, s.Classes, 100*s.WorstClass, s.WorstClassName)
+	fmt.Fprintf(w, "  %-46s steps: %d of %d outside 15%%, worst %.1f%%; classes: %d of %d outside 25%%, worst %.0f%% (%s); %d against the unscaled profiled times\n",
+		what+":", s.StepMisses, s.Steps, 100*s.WorstStep, s.ClassMisses, s.Classes, 100*s.WorstClass, s.WorstClassName, s.ProfiledClassMisses)
 	for _, p := range res {
 		line := fmt.Sprintf("    batch %3d, context %5d: measured %8.3f ms, simulated %8.3f ms (%+.1f%%)", p.Batch, p.Context, p.MeasuredMs, p.SimulatedMs, 100*p.Err())
 		var miss []string
