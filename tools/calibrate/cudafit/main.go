@@ -1,7 +1,9 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 9's fast-mode reports, run 8's exact-mode ones), writes them as Go source, and
-// prints how well they and the default h200 model predict the measured steps: in sample,
+// run 9's fast-mode reports, run 8's exact-mode ones; each point's class times scaled to
+// its measured step where they add up to more, calib.StepScaledClasses), writes them as
+// Go source, and prints how well they and the default h200 model predict the measured
+// steps (class misses against the scaled and the unscaled class times): in sample,
 // and in hold-out experiments (fit on batch 1 and 256, check batch 64; fit on the shorter
 // contexts, check 32,768; fit on V4, check V4.1). It also prints the previous cuda-fast
 // (refitted from run 8's fast reports) on the new fast points, with its terms next to
