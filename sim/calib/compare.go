@@ -21,9 +21,13 @@ var Acceptance = Bounds{Step: 0.15, Class: 0.25}
 
 // ClassResult is one kernel class of one point, measured against simulated.
 type ClassResult struct {
-	Class                   string
-	MeasuredMs, SimulatedMs float64 // per step; 0 where that side has no such class
-	Miss                    bool    // outside the class bound (or on one side only)
+	Class string
+	// MeasuredMs is the class's time per step scaled to the measured step
+	// (StepScaledClasses: the profiled time × the point's Scale), ProfiledMs the profiled
+	// time as the report has it; SimulatedMs the simulation's. Each is 0 where that side
+	// has no such class.
+	MeasuredMs, ProfiledMs, SimulatedMs float64
+	Miss                                bool // outside the class bound (or on one side only)
 }
 
 // Err is simulated/measured − 1 (+Inf where only the simulation has the class, −1
@@ -35,7 +39,10 @@ type PointResult struct {
 	Batch, Context          int
 	MeasuredMs, SimulatedMs float64 // the measured median step; the simulated step
 	Miss                    bool    // the step is outside the step bound
-	Classes                 []ClassResult
+	// Scale is the factor the profiled class times were scaled by to add up to the
+	// measured step (StepScaledClasses): below 1 where they added up to more, else 1.
+	Scale   float64
+	Classes []ClassResult
 	// Mismatch, when set, says the report's point read other weights than this plan's
 	// step would: the report was probably not measured on this plan.
 	Mismatch string
@@ -69,7 +76,8 @@ func relErr(sim, meas float64) float64 {
 // plan the report timed, or one compiled from the same config and layers) with model m
 // in device-launch mode, and sets step and class times against the measured ones.
 // Measured step times are the medians of the timed steps; class times come from the
-// profiled steps.
+// profiled steps, scaled to the measured step where they add up to more
+// (StepScaledClasses), the target the calibrations are fitted to.
 func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]PointResult, error) {
 	m = m.WithLaunch(cost.Device)
 	var out []PointResult
@@ -86,6 +94,8 @@ func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]Poin
 				pr.Mismatch = fmt.Sprintf("the measured step read %.4g GB of weights, this plan's step reads %.4g GB: was the report measured on this plan?", got/1e9, want/1e9)
 			}
 		}
+		classMs, scale := StepScaledClasses(pt)
+		pr.Scale = scale
 		seen := map[string]bool{}
 		for k := range pt.ClassMs {
 			seen[k] = true
@@ -94,7 +104,7 @@ func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]Poin
 			seen[k] = true
 		}
 		for k := range seen {
-			c := ClassResult{Class: k, MeasuredMs: pt.ClassMs[k], SimulatedMs: sc.ByClass[k] / 1e3}
+			c := ClassResult{Class: k, MeasuredMs: classMs[k], ProfiledMs: pt.ClassMs[k], SimulatedMs: sc.ByClass[k] / 1e3}
 			c.Miss = !(math.Abs(c.Err()) <= b.Class)
 			pr.Classes = append(pr.Classes, c)
 		}
@@ -115,6 +125,7 @@ func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]Poin
 func WriteComparison(w io.Writer, model, bench string, res []PointResult, b Bounds) {
 	fmt.Fprintf(w, "SIMULATED with %s against MEASURED %s\n", model, bench)
 	fmt.Fprintf(w, "bounds: step within %.0f%%, each kernel class within %.0f%% (error = simulated/measured − 1)\n", 100*b.Step, 100*b.Class)
+	fmt.Fprintf(w, "measured class times: the profiled ones, scaled to the measured step where they add up to more\n")
 	steps, classes, nclasses := 0, 0, 0
 	for _, p := range res {
 		flag := "ok"
@@ -126,6 +137,13 @@ func WriteComparison(w io.Writer, model, bench string, res []PointResult, b Boun
 			p.Batch, p.Context, p.MeasuredMs, p.SimulatedMs, 100*p.Err(), flag)
 		if p.Mismatch != "" {
 			fmt.Fprintf(w, "  WARNING: %s\n", p.Mismatch)
+		}
+		if p.Scale != 1 && p.Scale > 0 {
+			prof := 0.0
+			for _, c := range p.Classes {
+				prof += c.ProfiledMs
+			}
+			fmt.Fprintf(w, "  class times scaled ×%.3f: the profiled ones add up to %.3f ms, %+.1f%% over the step\n", p.Scale, prof, 100*(prof/p.MeasuredMs-1))
 		}
 		fmt.Fprintf(w, "  %-42s %11s %11s %9s\n", "kernel class", "measured ms", "simulated", "error")
 		for _, c := range p.Classes {

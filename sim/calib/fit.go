@@ -23,7 +23,9 @@ type sample struct {
 
 // FitClasses fits a ClassCal per kernel class to the measured class times of the
 // points keep selects (every point when keep is nil), over reports of one model and
-// one numerics mode. base is the model whose byte and FLOP counts the calibration
+// one numerics mode. The class times fitted to are each point's profiled ones scaled
+// to its measured step where they add up to more (StepScaledClasses), so that a
+// fitted step, the sum of its classes, is priced as the graph-replayed step. base is the model whose byte and FLOP counts the calibration
 // scales (its efficiencies do not matter; its counts do).
 //
 // The fit: a class's time at a point is n·FloorUS + B/GBps + F/TFLOPS + S·ScanNS,
@@ -46,7 +48,8 @@ func FitClasses(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Poi
 			if err != nil {
 				return nil, fmt.Errorf("%s: point %d (batch %d, context %d): %w", d.File, i, pt.Batch, pt.Context, err)
 			}
-			for k, ms := range pt.ClassMs {
+			classMs, _ := StepScaledClasses(pt)
+			for k, ms := range classMs {
 				n := sc.ClassCalls[k]
 				if ms <= 0 || n == 0 {
 					continue // measured only: nothing in the plan's pricing to scale
@@ -202,6 +205,9 @@ type Summary struct {
 	Classes, ClassMisses      int
 	WorstClass                float64 // largest |error| of a class time
 	WorstClassName            string
+	// ProfiledClassMisses counts the class times outside the class bound when set
+	// against the profiled times as the reports have them, unscaled.
+	ProfiledClassMisses int
 }
 
 // Summarize condenses results (from Compare) against bounds b.
@@ -220,6 +226,9 @@ func Summarize(res []PointResult, b Bounds) Summary {
 			ce := math.Abs(c.Err())
 			if !(ce <= b.Class) {
 				s.ClassMisses++
+			}
+			if !(math.Abs(relErr(c.SimulatedMs, c.ProfiledMs)) <= b.Class) {
+				s.ProfiledClassMisses++
 			}
 			if ce > s.WorstClass || s.WorstClassName == "" {
 				s.WorstClass, s.WorstClassName = ce, fmt.Sprintf("%s at batch %d, context %d", c.Class, p.Batch, p.Context)

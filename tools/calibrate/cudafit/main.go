@@ -1,7 +1,9 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 9's fast-mode reports, run 8's exact-mode ones), writes them as Go source, and
-// prints how well they and the default h200 model predict the measured steps: in sample,
+// run 9's fast-mode reports, run 8's exact-mode ones; each point's class times scaled to
+// its measured step where they add up to more, calib.StepScaledClasses), writes them as
+// Go source, and prints how well they and the default h200 model predict the measured
+// steps (class misses against the scaled and the unscaled class times): in sample,
 // and in hold-out experiments (fit on batch 1 and 256, check batch 64; fit on the shorter
 // contexts, check 32,768; fit on V4, check V4.1). It also prints the previous cuda-fast
 // (refitted from run 8's fast reports) on the new fast points, with its terms next to
@@ -233,8 +235,8 @@ func report(w io.Writer, what string, m *cost.Model, g []calib.Loaded, keep func
 		return
 	}
 	s := calib.Summarize(res, calib.Acceptance)
-	fmt.Fprintf(w, "  %-46s steps: %d of %d outside 15%%, worst %.1f%%; classes: %d of %d outside 25%%, worst %.0f%% (%s)\n",
-		what+":", s.StepMisses, s.Steps, 100*s.WorstStep, s.ClassMisses, s.Classes, 100*s.WorstClass, s.WorstClassName)
+	fmt.Fprintf(w, "  %-46s steps: %d of %d outside 15%%, worst %.1f%%; classes: %d of %d outside 25%%, worst %.0f%% (%s); %d against the unscaled profiled times\n",
+		what+":", s.StepMisses, s.Steps, 100*s.WorstStep, s.ClassMisses, s.Classes, 100*s.WorstClass, s.WorstClassName, s.ProfiledClassMisses)
 	for _, p := range res {
 		line := fmt.Sprintf("    batch %3d, context %5d: measured %8.3f ms, simulated %8.3f ms (%+.1f%%)", p.Batch, p.Context, p.MeasuredMs, p.SimulatedMs, 100*p.Err())
 		var miss []string

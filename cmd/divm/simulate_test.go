@@ -1,0 +1,44 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"deepinfer/plan"
+	"deepinfer/sim/calib"
+)
+
+// TestCompareRun10: divm simulate --compare with the shipped cuda-fast calibration on run
+// 10's V4 report (the kernels after run 9, not fitted) prints the figures
+// docs/perf/simulator.md quotes, the class times scaled to each step.
+func TestCompareRun10(t *testing.T) {
+	p, err := calib.SynthPlan("../../testdata/deepseek-v4-flash", "4-5", "h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	planPath := filepath.Join(t.TempDir(), "v4.dip")
+	if err := plan.WriteFile(planPath, p); err != nil {
+		t.Fatal(err)
+	}
+	bench := "../../sim/calib/testdata/run10/v4.fast.bench.json"
+	var out strings.Builder
+	if err := compareCmd(&out, planPath, bench, "cuda-fast"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"SIMULATED with", "cuda-fast",
+		"batch 1, context 4096: step measured 2.961 ms, simulated 4.196 ms, error +41.7% MISS",
+		"class times scaled ×0.780: the profiled ones add up to 3.799 ms, +28.3% over the step",
+		"batch 64, context 4096: step measured 9.848 ms, simulated 12.512 ms, error +27.0% MISS",
+		"batch 256, context 4096: step measured 21.388 ms, simulated 31.249 ms, error +46.1% MISS",
+		"3 of 3 steps and 7 of 60 class times outside the bounds",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the comparison lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := compareCmd(&out, planPath, bench, "cuda-slow"); err == nil || !strings.Contains(err.Error(), `no calibration "cuda-slow"`) {
+		t.Errorf("an unknown calibration: %v", err)
+	}
+}
