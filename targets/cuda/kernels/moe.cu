@@ -48,7 +48,17 @@ KERNEL(moe_fast_gate_part, MoEFastGateArgs) {
     i64 p = i % MOE_GP, te = i / MOE_GP, e = te % a.E, t = te / a.E;
     const float* xt = a.x + t * a.D;
     double acc = 0;
-    for (i64 j = p; j < a.D; j += MOE_GP) acc += (double)wval(a.gate, e, j) * (double)xt[j];
+    // eight terms' loads issued before their chain (in flight together), then the rest
+    i64 j = p;
+    for (; j + 7 * MOE_GP < a.D; j += 8 * MOE_GP) {
+      float wv[8], xv[8];
+      UNROLL for (int u = 0; u < 8; u++) {
+        wv[u] = wval(a.gate, e, j + u * MOE_GP);
+        xv[u] = xt[j + u * MOE_GP];
+      }
+      UNROLL for (int u = 0; u < 8; u++) acc += (double)wv[u] * (double)xv[u];
+    }
+    for (; j < a.D; j += MOE_GP) acc += (double)wval(a.gate, e, j) * (double)xt[j];
     a.part[i] = acc;
   }
 }
