@@ -85,6 +85,44 @@ DEVM void mhc_rows(F* c, i64 n, F eps) {
   }
 }
 
+// mhc_sinkhorn_n: the first column half-step, then iters−1 (row, column) pairs, on an N×N
+// matrix held in registers (the loops unrolled), copied from and back to c.
+template <class F, int N>
+DEVM void mhc_sinkhorn_n(F* c, F eps, i64 iters) {
+  F r[N * N];
+  UNROLL for (int i = 0; i < N * N; i++) r[i] = c[i];
+  auto cols = [&]() {
+    UNROLL for (int j = 0; j < N; j++) {
+      F s = 0;
+      UNROLL for (int i = 0; i < N; i++) s += r[i * N + j];
+      UNROLL for (int i = 0; i < N; i++) r[i * N + j] /= s + eps;
+    }
+  };
+  cols();
+  for (i64 it = 1; it < iters; it++) {
+    UNROLL for (int i = 0; i < N; i++) {
+      F s = 0;
+      UNROLL for (int j = 0; j < N; j++) s += r[i * N + j];
+      UNROLL for (int j = 0; j < N; j++) r[i * N + j] /= s + eps;
+    }
+    cols();
+  }
+  UNROLL for (int i = 0; i < N * N; i++) c[i] = r[i];
+}
+
+// mhc_sinkhorn is the Sinkhorn projection of the n×n matrix c (the same operations in
+// the same order for every n; in registers for n of 2 and 4).
+template <class F>
+DEVM void mhc_sinkhorn(F* c, i64 n, F eps, i64 iters) {
+  if (n == 4) return mhc_sinkhorn_n<F, 4>(c, eps, iters);
+  if (n == 2) return mhc_sinkhorn_n<F, 2>(c, eps, iters);
+  mhc_cols(c, n, eps);
+  for (i64 it = 1; it < iters; it++) {
+    mhc_rows(c, n, eps);
+    mhc_cols(c, n, eps);
+  }
+}
+
 // mhc_mix_split (V4): pre, post and the Sinkhorn-projected comb of one token, in
 // float64 (cpu: newHCMix). c is the token's n×n working matrix.
 struct mhc_MixSplitArgs {
@@ -115,11 +153,7 @@ KERNEL(mhc_mix_split, mhc_MixSplitArgs) {
       }
       for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + a.eps;
     }
-    mhc_cols(c, n, a.eps);
-    for (i64 it = 1; it < a.iters; it++) {
-      mhc_rows(c, n, a.eps);
-      mhc_cols(c, n, a.eps);
-    }
+    mhc_sinkhorn(c, n, a.eps, a.iters);
     for (i64 i = 0; i < n * n; i++) a.comb[t * n * n + i] = (float)c[i];
   }
 }
@@ -180,11 +214,7 @@ KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) {
       }
       for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + eps;
     }
-    mhc_cols(c, n, eps);
-    for (i64 it = 1; it < a.iters; it++) {
-      mhc_rows(c, n, eps);
-      mhc_cols(c, n, eps);
-    }
+    mhc_sinkhorn(c, n, eps, a.iters);
   }
 }
 
