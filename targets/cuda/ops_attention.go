@@ -435,7 +435,7 @@ func bindAttention(b *Bind, sparse bool) error {
 		a.I(ringOff)
 		a.I(capRows)
 		a.I(dim)
-		return s.T
+		return s.T * ((dim + 3) / 4)
 	})
 	return nil
 }

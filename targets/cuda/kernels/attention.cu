@@ -913,18 +913,21 @@ KERNEL(att_dec_out, AttArgs) {
   }
 }
 
-// att_ring_push: one work item per token row: the last cap rows of each sequence's step
+// att_ring_push: the last cap rows of each sequence's step
 // go to the window ring (after att_attention has read it).
 struct AttPushArgs { const float* kv; const SeqRec* seqs; i64 nseq; i64 T; i64 ring_off; i64 cap; i64 dim; };
 KERNEL(att_ring_push, AttPushArgs) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+  // a work item per (token row, four values): adjacent items write adjacent values
+  const i64 quads = (a.dim + 3) / 4;
+  for (i64 i = GIDX; i < a.T * quads; i += GSTRIDE) {
+    const i64 t = i / quads, d0 = (i % quads) * 4;
     i64 q = att_seq_of(a.seqs, a.nseq, t);
     if (q < 0) continue;
     const SeqRec s = a.seqs[q];
     i64 j = t - s.row;
     if (j < s.n - a.cap) continue;
     float* dst = att_ring(s, a.ring_off) + ((s.pos + j) % a.cap) * a.dim;
-    for (i64 d = 0; d < a.dim; d++) dst[d] = a.kv[t * a.dim + d];
+    for (i64 d = d0; d < d0 + 4 && d < a.dim; d++) dst[d] = a.kv[t * a.dim + d];
   }
 }
 
