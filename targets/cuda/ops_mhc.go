@@ -229,10 +229,16 @@ func fastParts(K int64) int64 {
 	return P
 }
 
+// fastMixParts is how many parts the mixes' sums split into: four times fastParts, so
+// that a decode step of one token still has enough work items in flight (V4-Flash: 25
+// rows × 512 parts of 32 terms, where 128 parts of 128 terms left the kernel waiting on
+// each batch of loads); both chains stay short.
+func fastMixParts(K int64) int64 { return 4 * fastParts(K) }
+
 // fastMixDot is mixDot in the fast mode: the sums in parts (mhc_fast_mix_part), then
 // each (token, row)'s parts added in order and scaled by the RMS (mhc_fast_mix_sum).
 func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
-	P := fastParts(K)
+	P := fastMixParts(K)
 	part := b.Scratch(8*(m+1)*P, 0)
 	b.Launch("mhc_fast_mix_part", func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Shape[0]

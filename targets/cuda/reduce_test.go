@@ -259,8 +259,9 @@ func (k *emuKernels) get64(p devptr, n int) []float64 {
 }
 
 // TestFastV4PartsNearSerial: V4's fast-mode float64 sums in parts against the serial
-// kernels at V4-Flash's sizes (the fixtures' K of 256 splits into 16 parts; V4-Flash's
-// 16,384 into 128): the mixes within 1e-13 of the largest mix, RMSNorm within an ulp.
+// kernels at V4-Flash's sizes (the fixtures' K of 256 splits into 16 parts, 64 for the
+// mixes; V4-Flash's 16,384 into 128, 512 for the mixes): the mixes within 1e-13 of the
+// largest mix, RMSNorm within an ulp.
 func TestFastV4PartsNearSerial(t *testing.T) {
 	k := newEmuKernels(t)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -268,7 +269,7 @@ func TestFastV4PartsNearSerial(t *testing.T) {
 	const T, m = 3, 24
 	for _, K := range []int64{7, 1000, 16384} {
 		x, fn := put(k, randRow(rng, T*int(K))), put(k, randRow(rng, m*int(K)))
-		P := fastParts(K)
+		P := fastMixParts(K)
 		mix1, mix2 := put(k, make([]float32, 2*T*m)), put(k, make([]float32, 2*T*m))
 		part := put(k, make([]float32, 2*T*(m+1)*int(P)))
 		k.run("mhc_mix_dot", func(a *ArgBuf) {
