@@ -544,7 +544,7 @@ func csaBindAttention(b *Bind) error {
 		b.Launch("csa_fast_logits", func(s *Step, a *ArgBuf) int64 {
 			return fill(s, a) * groups * ((lmax + csaFastKeys - 1) / csaFastKeys)
 		})
-		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
 		// the output's wide items (16 heads × 4 values) from csaFastWideItems of them,
 		// else the narrow ones (4 heads × 1 value): the same values either way
 		wide := func(rows int64) int64 { return rows * groups * ((dim + 3) / 4) }
@@ -563,7 +563,7 @@ func csaBindAttention(b *Bind) error {
 		})
 	} else {
 		b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * groups })
-		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads })
+		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
 		b.Launch("csa_attn_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
 	}
 	if b.Phase != plan.PhaseDraft && ring.rows > 0 {
@@ -581,4 +581,4 @@ const csaFastKeys = 2
 // csaFastWideItems: a step whose output has at least this many wide work items (16
 // heads × 4 values) runs csa_fast_out, a smaller one csa_fast_out_n (4 heads × 1 value,
 // 16× the items). A variable so that a test can choose either.
-var csaFastWideItems int64 = 1 << 16
+var csaFastWideItems int64 = 1 << 14

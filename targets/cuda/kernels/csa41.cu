@@ -928,45 +928,75 @@ KERNEL(csa_attn_logits, csa_AttnArgs) {
   }
 }
 
-KERNEL(csa_attn_softmax, csa_AttnArgs) {
-  for (i64 it = GIDX; it < a.rows * a.heads; it += GSTRIDE) {
-    i64 t = it / a.heads, h = it % a.heads;
-    i64 L = a.rlen[t];
-    if (L < 0) continue;
-    float* ps = a.ps + it * a.lmax;
-    float m = -F32_INF, sum = 0;
-    for (i64 b = 0; b < L; b += a.block) {
-      i64 bl = imin(a.block, L - b);
-      float* bsc = a.bsc + (t * a.nblk + b / a.block) * a.heads + h;
-      float bm = m;
-      for (i64 e = 0; e < bl; e++) {
-        i64 j = b + e;
-        if (a.valid[t * a.lmax + j]) bm = go_max32(bm, a.pb[(t * a.lmax + j) * a.heads + h]);
-      }
-      if (bm == -F32_INF) {
-        *bsc = -1;  // the block changes nothing
+// csa_attn_softmax: a warp per (row, head). Per block of keys, in order: the block's
+// maximum (the lanes' maxima of their keys, then across the lanes: a maximum does not
+// depend on the order), the rescale, each key's probability (ps, and its bf16 rounding
+// in pb: a lane's keys), then the block's sum in cascade order by lane 0 and the
+// running sum. The emulated device runs a warp's work at its lane 0, the keys in order.
+DEV void csa_softmax_row(const csa_AttnArgs& a, i64 it, int lane) {
+  i64 t = it / a.heads, h = it % a.heads;
+  i64 L = a.rlen[t];
+  if (L < 0) return;
+#ifdef DI_EMULATE
+  const int step = 1;
+#else
+  const int step = 32;
+#endif
+  float* ps = a.ps + it * a.lmax;
+  float m = -F32_INF, sum = 0;
+  for (i64 b = 0; b < L; b += a.block) {
+    i64 bl = imin(a.block, L - b);
+    float* bsc = a.bsc + (t * a.nblk + b / a.block) * a.heads + h;
+    float bm = m;
+    for (i64 e = lane; e < bl; e += step) {
+      i64 j = b + e;
+      if (a.valid[t * a.lmax + j]) bm = go_max32(bm, a.pb[(t * a.lmax + j) * a.heads + h]);
+    }
+#ifndef DI_EMULATE
+    for (int off = 16; off >= 1; off >>= 1) bm = go_max32(bm, __shfl_xor_sync(0xffffffffu, bm, off));
+#endif
+    if (bm == -F32_INF) {
+      if (lane == 0) *bsc = -1;  // the block changes nothing
+      continue;
+    }
+    float sc = (float)exp((double)(m - bm));
+    m = bm;
+    if (lane == 0) *bsc = sc;
+    for (i64 e = lane; e < bl; e += step) {
+      i64 j = b + e;
+      float* s = a.pb + (t * a.lmax + j) * a.heads + h;
+      if (!a.valid[t * a.lmax + j]) {
+        ps[j] = 0;
         continue;
       }
-      float sc = (float)exp((double)(m - bm));
-      m = bm;
-      *bsc = sc;
-      for (i64 e = 0; e < bl; e++) {
-        i64 j = b + e;
-        float* s = a.pb + (t * a.lmax + j) * a.heads + h;
-        if (!a.valid[t * a.lmax + j]) {
-          ps[j] = 0;
-          continue;
-        }
-        float pe = (float)exp((double)(*s - m));
-        ps[j] = pe;
-        *s = q_bf16(pe);
-      }
-      FRow sr = {ps + b};
-      float bsum = cascade_sum(sr, bl);
-      sum = sum * sc + bsum;
+      float pe = (float)exp((double)(*s - m));
+      ps[j] = pe;
+      *s = q_bf16(pe);
     }
+    float bsum = 0;
+#ifndef DI_EMULATE
+    __syncwarp();
+#endif
+    if (lane == 0) {
+      FRow sr = {ps + b};
+      bsum = cascade_sum(sr, bl);
+    }
+#ifndef DI_EMULATE
+    bsum = __shfl_sync(0xffffffffu, bsum, 0);
+#endif
+    sum = sum * sc + bsum;
+  }
+  if (lane == 0) {
     sum += (float)exp((double)(wval(a.sink, 0, h) - m));
     a.den[it] = sum;
+  }
+}
+KERNEL(csa_attn_softmax, csa_AttnArgs) {
+  for (i64 i = GIDX; i < a.rows * a.heads * 32; i += GSTRIDE) {
+#ifdef DI_EMULATE
+    if (i & 31) continue;
+#endif
+    csa_softmax_row(a, i >> 5, (int)(i & 31));
   }
 }
 
