@@ -8,11 +8,11 @@ import (
 	"unsafe"
 )
 
-// TestFastV41AttentionNearSerial: V4.1's fast decode attention (csa_fast_logits,
-// csa_fast_out, csa_fast_out_n) against the exact kernels on the same widened keys:
-// every logit within the float32 dot product's error bound (dim · 2^-24 · Σ|q·k|) of the
-// exact one, empty slots -inf and keys past a row's list untouched; the two output
-// kernels bit for bit equal (they run the same chains, grouped differently) and within
+// TestFastV41AttentionNearSerial: V4.1's fast decode attention (csa_fast_logits and
+// csa_fast_logits_n, csa_fast_out, csa_fast_out_n) against the exact kernels on the same
+// widened keys: every logit within the float32 dot product's error bound (dim · 2^-24 ·
+// Σ|q·k|) of the exact one, empty slots -inf and keys past a row's list untouched, the
+// two logit kernels bit for bit equal; the two output kernels bit for bit equal (they run the same chains, grouped differently) and within
 // one bf16 step of the exact output. Shapes: heads that leave a partial group of 16,
 // dims that take the four-value loads and the scalar tail, a misaligned query, heads
 // that the four-value loads of probabilities do not divide, rows with
@@ -90,6 +90,9 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			k.run("csa_attn_logits", args(pbExact, 0))
 			k.run("csa_fast_logits", args(pbFast, 0))
 			want, got := k.get(pbExact, T*lmax*H), k.get(pbFast, T*lmax*H)
+			pbNarrow := put(k, fill(T*lmax*H, sentinel))
+			k.run("csa_fast_logits_n", args(pbNarrow, 0))
+			sameBits(t, "csa_fast_logits against csa_fast_logits_n", got, k.get(pbNarrow, T*lmax*H))
 			differ := 0
 			for r := 0; r < T; r++ {
 				for j := 0; j < lmax; j++ {

@@ -541,8 +541,21 @@ func csaBindAttention(b *Bind) error {
 	if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
 		// value's order depends on the shapes alone, so batch-invariant mode uses them too
+		// the logits' wide items (16 heads × 2 keys) from csaFastWideLogits of them, else
+		// the narrow ones (4 heads × 1 key): the same values either way
+		wideLogits := func(rows int64) int64 { return rows * groups * ((lmax + csaFastKeys - 1) / csaFastKeys) }
 		b.Launch("csa_fast_logits", func(s *Step, a *ArgBuf) int64 {
-			return fill(s, a) * groups * ((lmax + csaFastKeys - 1) / csaFastKeys)
+			if n := wideLogits(s.Arg(0).Rows()); n >= csaFastWideLogits {
+				fill(s, a)
+				return n
+			}
+			return 0
+		})
+		b.Launch("csa_fast_logits_n", func(s *Step, a *ArgBuf) int64 {
+			if wideLogits(s.Arg(0).Rows()) >= csaFastWideLogits {
+				return 0
+			}
+			return fill(s, a) * ((heads + 3) / 4) * lmax
 		})
 		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
 		// the output's wide items (16 heads × 4 values) from csaFastWideItems of them,
@@ -582,3 +595,9 @@ const csaFastKeys = 2
 // heads × 4 values) runs csa_fast_out, a smaller one csa_fast_out_n (4 heads × 1 value,
 // 16× the items). A variable so that a test can choose either.
 var csaFastWideItems int64 = 1 << 14
+
+// csaFastWideLogits: a step with at least this many wide logit work items (16 heads × 2
+// keys) runs csa_fast_logits, a smaller one csa_fast_logits_n (4 heads × 1 key, 8× the
+// items: at batch 1 the wide kernel had 1,280 work items for the whole GPU). A variable
+// so that a test can choose either.
+var csaFastWideLogits int64 = 1 << 14

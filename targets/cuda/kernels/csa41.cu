@@ -1047,60 +1047,77 @@ KERNEL(csa_attn_out, csa_AttnArgs) {
 
 DEV bool csa_al16(const void* p) { return ((u64)p & 15) == 0; }
 
-// csa_fast_logits: one (row, group of CSA_HG heads, CSA_FK keys) a work item, the keys
-// fastest, so that the lanes of a warp load the same query values (one address) and
-// each its own keys; pb as csa_attn_logits writes it.
-KERNEL(csa_fast_logits, csa_AttnArgs) {
-  i64 groups = (a.heads + CSA_HG - 1) / CSA_HG, kp = (a.lmax + CSA_FK - 1) / CSA_FK;
-  bool vec = (a.dim & 3) == 0 && csa_al16(a.q) && csa_al16(a.kf);
-  for (i64 it = GIDX; it < a.rows * groups * kp; it += GSTRIDE) {
-    i64 j0 = (it % kp) * CSA_FK, tg = it / kp, t = tg / groups, h0 = (tg % groups) * CSA_HG;
-    i64 L = a.rlen[t];
-    if (j0 >= L) continue;  // past the row's keys, or a row in no view (-1)
-    i64 hn = imin(CSA_HG, a.heads - h0), jn = imin(CSA_FK, L - j0);
-    const float* q = a.q + (t * a.heads + h0) * a.dim;
-    const float* kr[CSA_FK];
-    // a key past the row's list reads the first one again (its logits are not written)
-    UNROLL for (int k = 0; k < CSA_FK; k++) kr[k] = a.kf + (t * a.lmax + j0 + (k < jn ? k : 0)) * a.dim;
-    float acc[CSA_FK][CSA_HG];
-    UNROLL for (int k = 0; k < CSA_FK; k++) UNROLL for (int h = 0; h < CSA_HG; h++) acc[k][h] = 0;
-    i64 d = 0;
-    if (vec) {
-      for (; d < a.dim; d += 4) {
-        float4 kv[CSA_FK];
-        UNROLL for (int k = 0; k < CSA_FK; k++) kv[k] = *(const float4*)(kr[k] + d);
-        UNROLL for (int h = 0; h < CSA_HG; h++) {
-          if (h < hn) {
-            float4 x = *(const float4*)(q + h * a.dim + d);
-            UNROLL for (int k = 0; k < CSA_FK; k++) {
-              acc[k][h] = fmaf(x.x, kv[k].x, acc[k][h]);
-              acc[k][h] = fmaf(x.y, kv[k].y, acc[k][h]);
-              acc[k][h] = fmaf(x.z, kv[k].z, acc[k][h]);
-              acc[k][h] = fmaf(x.w, kv[k].w, acc[k][h]);
-            }
+// csa_fast_logits_item: the logits of heads h0.. (HG of them, those that exist) and keys
+// j0.. (FK, those in the row's list) of row t; pb as csa_attn_logits writes it.
+template <int HG, int FK>
+DEVM void csa_fast_logits_item(const csa_AttnArgs& a, i64 t, i64 h0, i64 j0, bool vec) {
+  i64 L = a.rlen[t];
+  if (j0 >= L) return;  // past the row's keys, or a row in no view (-1)
+  i64 hn = imin(HG, a.heads - h0), jn = imin(FK, L - j0);
+  const float* q = a.q + (t * a.heads + h0) * a.dim;
+  const float* kr[FK];
+  // a key past the row's list reads the first one again (its logits are not written)
+  UNROLL for (int k = 0; k < FK; k++) kr[k] = a.kf + (t * a.lmax + j0 + (k < jn ? k : 0)) * a.dim;
+  float acc[FK][HG];
+  UNROLL for (int k = 0; k < FK; k++) UNROLL for (int h = 0; h < HG; h++) acc[k][h] = 0;
+  i64 d = 0;
+  if (vec) {
+    for (; d < a.dim; d += 4) {
+      float4 kv[FK];
+      UNROLL for (int k = 0; k < FK; k++) kv[k] = *(const float4*)(kr[k] + d);
+      UNROLL for (int h = 0; h < HG; h++) {
+        if (h < hn) {
+          float4 x = *(const float4*)(q + h * a.dim + d);
+          UNROLL for (int k = 0; k < FK; k++) {
+            acc[k][h] = fmaf(x.x, kv[k].x, acc[k][h]);
+            acc[k][h] = fmaf(x.y, kv[k].y, acc[k][h]);
+            acc[k][h] = fmaf(x.z, kv[k].z, acc[k][h]);
+            acc[k][h] = fmaf(x.w, kv[k].w, acc[k][h]);
           }
         }
       }
     }
-    for (; d < a.dim; d++) {
-      float kv[CSA_FK];
-      UNROLL for (int k = 0; k < CSA_FK; k++) kv[k] = kr[k][d];
-      UNROLL for (int h = 0; h < CSA_HG; h++) {
-        if (h < hn) {
-          float x = q[h * a.dim + d];
-          UNROLL for (int k = 0; k < CSA_FK; k++) acc[k][h] = fmaf(x, kv[k], acc[k][h]);
-        }
+  }
+  for (; d < a.dim; d++) {
+    float kv[FK];
+    UNROLL for (int k = 0; k < FK; k++) kv[k] = kr[k][d];
+    UNROLL for (int h = 0; h < HG; h++) {
+      if (h < hn) {
+        float x = q[h * a.dim + d];
+        UNROLL for (int k = 0; k < FK; k++) acc[k][h] = fmaf(x, kv[k], acc[k][h]);
       }
     }
-    UNROLL for (int k = 0; k < CSA_FK; k++) {
-      if (k >= jn) break;
-      i64 tj = t * a.lmax + j0 + k;
-      float* pb = a.pb + tj * a.heads + h0;
-      bool ok = a.valid[tj] != 0;
-      // (h a constant of the unrolled loop: acc stays in registers)
-      UNROLL for (int h = 0; h < CSA_HG; h++)
-        if (h < hn) pb[h] = ok ? acc[k][h] * (float)a.scale : -F32_INF;
-    }
+  }
+  UNROLL for (int k = 0; k < FK; k++) {
+    if (k >= jn) break;
+    i64 tj = t * a.lmax + j0 + k;
+    float* pb = a.pb + tj * a.heads + h0;
+    bool ok = a.valid[tj] != 0;
+    // (h a constant of the unrolled loop: acc stays in registers)
+    UNROLL for (int h = 0; h < HG; h++)
+      if (h < hn) pb[h] = ok ? acc[k][h] * (float)a.scale : -F32_INF;
+  }
+}
+
+// csa_fast_logits: one (row, group of CSA_HG heads, CSA_FK keys) a work item, the keys
+// fastest, so that the lanes of a warp load the same query values (one address) and
+// each its own keys; csa_fast_logits_n, for small steps: one (row, group of 4 heads,
+// key) a work item, 8× the items. Each logit is the same chain in both, so the same
+// value.
+KERNEL(csa_fast_logits, csa_AttnArgs) {
+  i64 groups = (a.heads + CSA_HG - 1) / CSA_HG, kp = (a.lmax + CSA_FK - 1) / CSA_FK;
+  bool vec = (a.dim & 3) == 0 && csa_al16(a.q) && csa_al16(a.kf);
+  for (i64 it = GIDX; it < a.rows * groups * kp; it += GSTRIDE) {
+    i64 tg = it / kp;
+    csa_fast_logits_item<CSA_HG, CSA_FK>(a, tg / groups, (tg % groups) * CSA_HG, (it % kp) * CSA_FK, vec);
+  }
+}
+KERNEL(csa_fast_logits_n, csa_AttnArgs) {
+  i64 groups = (a.heads + 3) / 4;
+  bool vec = (a.dim & 3) == 0 && csa_al16(a.q) && csa_al16(a.kf);
+  for (i64 it = GIDX; it < a.rows * groups * a.lmax; it += GSTRIDE) {
+    i64 tg = it / a.lmax;
+    csa_fast_logits_item<4, 1>(a, tg / groups, (tg % groups) * 4, it % a.lmax, vec);
   }
 }
 
