@@ -55,6 +55,9 @@ func bindQLinear(b *Bind) error {
 			a.I(K)
 			a.I(chunk)
 			a.I(mode)
+			if chunk == 32 {
+				return rows * ((K + chunk - 1) / chunk) * 32 // a warp a piece (dense41.cu)
+			}
 			return rows * ((K + chunk - 1) / chunk)
 		})
 	}

@@ -59,6 +59,10 @@ func bindFakeQuant(b *Bind) error {
 		a.I(groups)
 		a.I(g)
 		a.I(f)
+		if f != 0 && g >= 2 && g <= 32 && g&(g-1) == 0 {
+			// a value a work item, rounded up to whole warps (misc41.cu mhc_fq_lanes)
+			return (groups*g + 31) / 32 * 32
+		}
 		return groups
 	})
 	return nil

@@ -281,7 +281,7 @@ func bindMoEExperts(b *Bind) error {
 			a.I(width)
 			a.I(block)
 			a.I(2)
-			return rows(s) * ((width + block - 1) / block)
+			return rows(s) * ((width + block - 1) / block) * 32 // a warp a piece of 32 (dense41.cu)
 		})
 	}
 	mxfp8(func(s *Step) devptr { return s.Arg(0).Ptr }, xq, func(s *Step) int64 { return s.Arg(0).Rows() }, D)

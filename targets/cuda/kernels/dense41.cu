@@ -30,13 +30,38 @@ DEV void dense_quant_piece(const float* x, float* dst, i64 n, i64 chunk, i64 p, 
   if (mode == 2 && hi - lo == chunk) dense_mxfp8_group(dst + lo, chunk);
 }
 
-// dense_quant: y = quantizeActs(x) row by row, one work item per piece of a row.
+// dense_quant: y = quantizeActs(x) row by row, 32 work items (a warp) per piece of a row
+// when a piece is 32 values (a value a lane: the group's maximum across the lanes, a
+// maximum not depending on the order), else one work item per piece. The emulated
+// device runs a piece at its first lane.
 struct DenseQuantArgs { const float* x; float* y; i64 rows; i64 n; i64 chunk; i64 mode; };
 KERNEL(dense_quant, DenseQuantArgs) {
   i64 pieces = (a.n + a.chunk - 1) / a.chunk;
-  for (i64 i = GIDX; i < a.rows * pieces; i += GSTRIDE) {
-    i64 r = i / pieces, p = i % pieces;
-    dense_quant_piece(a.x + r * a.n, a.y + r * a.n, a.n, a.chunk, p, a.mode);
+  if (a.chunk != 32) {
+    for (i64 i = GIDX; i < a.rows * pieces; i += GSTRIDE) {
+      i64 r = i / pieces, p = i % pieces;
+      dense_quant_piece(a.x + r * a.n, a.y + r * a.n, a.n, a.chunk, p, a.mode);
+    }
+    return;
+  }
+  for (i64 i = GIDX; i < a.rows * pieces * 32; i += GSTRIDE) {
+    const i64 rp = i >> 5, r = rp / pieces, p = rp % pieces;
+    const int lane = (int)(i & 31);
+#ifdef DI_EMULATE
+    if (lane == 0) dense_quant_piece(a.x + r * a.n, a.y + r * a.n, a.n, 32, p, a.mode);
+#else
+    const i64 c = p * 32 + lane;
+    const bool in = c < a.n, whole = p * 32 + 32 <= a.n;
+    float v = in ? a.x[r * a.n + c] : 0.0f;
+    if (a.mode != 0) v = q_bf16(v);
+    if (a.mode == 2 && whole) {
+      float amax = go_max32(0.0f, (float)fabs((double)v));
+      for (int off = 16; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+      v = q_round_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f)) * s;
+    }
+    if (in) a.y[r * a.n + c] = v;
+#endif
   }
 }
 

@@ -17,20 +17,42 @@ DEV float mhc_fq_round(i64 fmt, float v, float s) {
 }
 
 // mhc_fake_quant: fmt 0 rounds each value to bf16 (g = 1); otherwise each group of g
-// values becomes its quantized value q·s (quant.Format.FakeQuant).
+// values becomes its quantized value q·s (quant.Format.FakeQuant). A group of g = 2..32
+// values (a power of two) is g consecutive work items, a value a lane (the group's
+// maximum across its lanes, a maximum not depending on the order; the items rounded up
+// to whole warps); other groups one work item each. The emulated device runs a group at
+// its first lane.
 struct mhc_FakeQuantArgs { const float* x; float* y; i64 groups; i64 g; i64 fmt; };
+DEV bool mhc_fq_lanes(const mhc_FakeQuantArgs& a) { return a.fmt != 0 && a.g >= 2 && a.g <= 32 && (a.g & (a.g - 1)) == 0; }
+DEV void mhc_fq_group(const mhc_FakeQuantArgs& a, i64 gi) {
+  const float* x = a.x + gi * a.g;
+  float* y = a.y + gi * a.g;
+  if (a.fmt == 0) {
+    for (i64 i = 0; i < a.g; i++) y[i] = q_bf16(x[i]);
+    return;
+  }
+  float amax = 0;
+  for (i64 i = 0; i < a.g; i++) amax = go_max32(amax, fabsf(x[i]));
+  float s = mhc_fq_scale(a.fmt, amax);
+  for (i64 i = 0; i < a.g; i++) y[i] = mhc_fq_round(a.fmt, x[i], s) * s;
+}
 KERNEL(mhc_fake_quant, mhc_FakeQuantArgs) {
-  for (i64 gi = GIDX; gi < a.groups; gi += GSTRIDE) {
-    const float* x = a.x + gi * a.g;
-    float* y = a.y + gi * a.g;
-    if (a.fmt == 0) {
-      for (i64 i = 0; i < a.g; i++) y[i] = q_bf16(x[i]);
-      continue;
-    }
-    float amax = 0;
-    for (i64 i = 0; i < a.g; i++) amax = go_max32(amax, fabsf(x[i]));
-    float s = mhc_fq_scale(a.fmt, amax);
-    for (i64 i = 0; i < a.g; i++) y[i] = mhc_fq_round(a.fmt, x[i], s) * s;
+  if (!mhc_fq_lanes(a)) {
+    for (i64 gi = GIDX; gi < a.groups; gi += GSTRIDE) mhc_fq_group(a, gi);
+    return;
+  }
+  const i64 n = a.groups * a.g;
+  for (i64 i = GIDX; i < (n + 31) / 32 * 32; i += GSTRIDE) {
+#ifdef DI_EMULATE
+    if (i < n && i % a.g == 0) mhc_fq_group(a, i / a.g);
+#else
+    const bool in = i < n;
+    const float v = in ? a.x[i] : 0.0f;
+    float amax = go_max32(0.0f, fabsf(v));
+    for (int off = (int)a.g / 2; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const float s = mhc_fq_scale(a.fmt, amax);
+    if (in) a.y[i] = mhc_fq_round(a.fmt, v, s) * s;
+#endif
   }
 }
 
