@@ -228,10 +228,7 @@ func bindIndexTopK(b *Bind) error {
 		return T
 	}
 	b.Launch("att_index_qd", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
-	// a work item per (token, attIndexEntries consecutive entries)
-	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 {
-		return fill(s, a) * ((maxE + attIndexEntries - 1) / attIndexEntries)
-	})
+	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * maxE })
 	b.Launch("att_index_pad", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * topk })
 	// the ranks: every (row, entry) against the row's entries for a few rows (all in
 	// parallel), a selection a row for more (the same list either way)
@@ -256,10 +253,6 @@ func bindIndexTopK(b *Bind) error {
 	})
 	return nil
 }
-
-// attIndexEntries is attention.cu's ATT_IE: the entries one att_index_score work item
-// scores.
-const attIndexEntries = 4
 
 // attSelectRows is the step size from which the indexer ranks by selection
 // (att_index_select/att_index_order) instead of att_index_rank: at batch 256 and

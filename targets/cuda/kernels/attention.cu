@@ -388,48 +388,32 @@ KERNEL(att_index_qd, AttIndexArgs) {
 }
 
 // att_index_score: each head's dot in key order, the heads' sum in head order (the
-// cpu's). A work item scores ATT_IE consecutive entries of a token, ATT_IHB heads at a
-// time, so that a query value is loaded once for the entries and a key value once for
-// the heads; each (entry, head) chain is still the same operations in the same order.
-#define ATT_IHB 8
-#define ATT_IE 4
+// cpu's); ATT_IHB heads at a time, so that a key value is read once for them and their
+// chains run side by side.
+#define ATT_IHB 16
 KERNEL(att_index_score, AttIndexArgs) {
-  const i64 groups = (a.maxe + ATT_IE - 1) / ATT_IE;
-  for (i64 i = GIDX; i < a.T * groups; i += GSTRIDE) {
-    const i64 t = i / groups, e0 = (i % groups) * ATT_IE;
+  for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) {
+    i64 t = i / a.maxe, e = i % a.maxe;
     SeqRec s;
-    const i64 vis = att_index_visible(a, t, &s);
-    if (e0 >= vis) continue;
-    const int ne = (int)imin(ATT_IE, vis - e0);
-    const float* key[ATT_IE];
-    const float* ent = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent;
-    UNROLL for (int e = 0; e < ATT_IE; e++) key[e] = ent + (e0 + (e < ne ? e : 0)) * a.cdim;
+    if (e >= att_index_visible(a, t, &s)) continue;
+    const float* key = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e * a.cdim;
     const double* qt = a.qd + t * a.heads * a.dim;
     const float* wt = a.w + t * a.heads;
-    double sc[ATT_IE];
-    UNROLL for (int e = 0; e < ATT_IE; e++) sc[e] = 0;
+    double sc = 0;
     for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB) {
-      const i64 nh = imin(ATT_IHB, a.heads - h0);
-      double dot[ATT_IHB][ATT_IE];
-      UNROLL for (int u = 0; u < ATT_IHB; u++) UNROLL for (int e = 0; e < ATT_IE; e++) dot[u][e] = 0;
+      i64 nh = imin(ATT_IHB, a.heads - h0);
+      double dot[ATT_IHB];
+      UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
       const double* qh = qt + h0 * a.dim;
       for (i64 j = 0; j < a.cdim; j++) {
-        double kj[ATT_IE];
-        UNROLL for (int e = 0; e < ATT_IE; e++) kj[e] = (double)key[e][j];
-        UNROLL for (int u = 0; u < ATT_IHB; u++) {
-          if (u >= nh) break;
-          const double qv = qh[u * a.dim + j];
-          UNROLL for (int e = 0; e < ATT_IE; e++) dot[u][e] += qv * kj[e];
-        }
+        double kj = (double)key[j];
+        UNROLL for (int u = 0; u < ATT_IHB; u++)
+          if (u < nh) dot[u] += qh[u * a.dim + j] * kj;
       }
-      UNROLL for (int u = 0; u < ATT_IHB; u++) {
-        if (u >= nh) break;
-        UNROLL for (int e = 0; e < ATT_IE; e++)
-          if (dot[u][e] > 0) sc[e] += (double)wt[h0 + u] * dot[u][e];
-      }
+      UNROLL for (int u = 0; u < ATT_IHB; u++)
+        if (u < nh && dot[u] > 0) sc += (double)wt[h0 + u] * dot[u];
     }
-    UNROLL for (int e = 0; e < ATT_IE; e++)
-      if (e < ne) a.scores[t * a.maxe + e0 + e] = sc[e] * a.scale;
+    a.scores[i] = sc * a.scale;
   }
 }
 
