@@ -229,11 +229,12 @@ func fastParts(K int64) int64 {
 	return P
 }
 
-// fastMixParts is how many parts the mixes' sums split into: four times fastParts, so
-// that a decode step of one token still has enough work items in flight (V4-Flash: 25
-// rows × 512 parts of 32 terms, where 128 parts of 128 terms left the kernel waiting on
-// each batch of loads); both chains stay short.
-func fastMixParts(K int64) int64 { return 4 * fastParts(K) }
+// fastMixParts is how many parts the mixes' sums split into: twice fastParts, so that a
+// decode step of one token has more work items in flight (V4-Flash: 25 rows × 256
+// parts of 64 terms; 128 parts of 128 terms left the kernel waiting on each batch of
+// loads at batch 1, and 512 parts of 32 made batch 256 and the parts' sums slower, run
+// 11b on the H200); both chains stay short.
+func fastMixParts(K int64) int64 { return 2 * fastParts(K) }
 
 // fastMixDot is mixDot in the fast mode: the sums in parts (mhc_fast_mix_part), then
 // each (token, row)'s parts added in order and scaled by the RMS (mhc_fast_mix_sum).

@@ -259,8 +259,8 @@ func (k *emuKernels) get64(p devptr, n int) []float64 {
 }
 
 // TestFastV4PartsNearSerial: V4's fast-mode float64 sums in parts against the serial
-// kernels at V4-Flash's sizes (the fixtures' K of 256 splits into 16 parts, 64 for the
-// mixes; V4-Flash's 16,384 into 128, 512 for the mixes): the mixes within 1e-13 of the
+// kernels at V4-Flash's sizes (the fixtures' K of 256 splits into 16 parts, 32 for the
+// mixes; V4-Flash's 16,384 into 128, 256 for the mixes): the mixes within 1e-13 of the
 // largest mix, RMSNorm within an ulp.
 func TestFastV4PartsNearSerial(t *testing.T) {
 	k := newEmuKernels(t)
