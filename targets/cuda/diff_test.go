@@ -414,3 +414,21 @@ func TestMain(m *testing.M) {
 	cuda.SetPartial()
 	os.Exit(m.Run())
 }
+
+// TestCompressorPoolLayouts: V4's compressor pools a step's windows a (row, channel) a
+// work item (att_cmp_pool, steps of many rows a sequence) or a (sequence, channel) a
+// work item (att_cmp_pool_seq, decode steps); the fixtures' short prefills take the
+// second alone, so each layout is forced on every step here: the exact mode stays equal
+// to the cpu target (worst error 0) either way.
+func TestCompressorPoolLayouts(t *testing.T) {
+	for _, rows := range []int64{1, 1 << 40} {
+		t.Run(fmt.Sprintf("rows a sequence from %d", rows), func(t *testing.T) {
+			defer cuda.SetPoolRowsPerSeq(rows)()
+			cfg := flagConfig()
+			cfg.numerics = targets.NumericsExact
+			if worst := checkInstructions(t, "tiny-v4-dev", cfg); worst != 0 {
+				t.Errorf("worst error %g, want 0", worst)
+			}
+		})
+	}
+}

@@ -17,3 +17,11 @@ func SetTCWideWarps(n int64) (restore func()) {
 	attTCWideWarps = n
 	return func() { attTCWideWarps = old }
 }
+
+// SetPoolRowsPerSeq sets the rows a sequence from which V4's compressor pools a (row,
+// channel) a work item (attPoolRowsPerSeq) and returns a function that restores it.
+func SetPoolRowsPerSeq(n int64) (restore func()) {
+	old := attPoolRowsPerSeq
+	attPoolRowsPerSeq = n
+	return func() { attPoolRowsPerSeq = old }
+}

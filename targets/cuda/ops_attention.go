@@ -97,6 +97,11 @@ func boolInt(v bool) int64 {
 
 // bindCompress: compress(x[T, in], pos, wkv[width, in], wgate[width, in], ape[ratio,
 // width], norm[dim]) appends an entry per window closed to the layer's cache.
+// attPoolRowsPerSeq: a step with at least this many rows a sequence pools its windows a
+// (row, channel) a work item (att_cmp_pool), a smaller one a (sequence, channel) a work
+// item (att_cmp_pool_seq). A variable so that a test can choose either.
+var attPoolRowsPerSeq int64 = 16
+
 // attCmpMT is the tokens of one att_cmp_proj work item (kernels/attention.cu ATT_CMP_MT).
 const attCmpMT = 8
 
@@ -161,9 +166,24 @@ func bindCompress(b *Bind) error {
 		a.I(boolInt(overlap))
 		a.I(s.T)
 	}
-	// the windows the step closes, a (row, channel) a work item; then each sequence's
-	// cache (the last Ca slice, the open rows), a (sequence, channel) a work item
-	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 { pool(s, a); return s.T * dim })
+	// the windows the step closes, a (row, channel) a work item for steps of many rows a
+	// sequence, else a (sequence, channel) a work item; then each sequence's cache (the
+	// last Ca slice, the open rows), a (sequence, channel) a work item
+	rowItems := func(s *Step) bool { return s.T >= attPoolRowsPerSeq*s.NSeq }
+	b.Launch("att_cmp_pool", func(s *Step, a *ArgBuf) int64 {
+		if !rowItems(s) {
+			return 0
+		}
+		pool(s, a)
+		return s.T * dim
+	})
+	b.Launch("att_cmp_pool_seq", func(s *Step, a *ArgBuf) int64 {
+		if rowItems(s) {
+			return 0
+		}
+		pool(s, a)
+		return s.NSeq * dim
+	})
 	b.Launch("att_cmp_save", func(s *Step, a *ArgBuf) int64 { pool(s, a); return s.NSeq * dim })
 	b.Launch("att_cmp_emit", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Seqs)

@@ -256,52 +256,65 @@ struct AttPoolArgs {
 DEV const float* att_cmp_row(const AttPoolArgs& a, const SeqRec& s, const float* pend, const float* step, i64 P, i64 w) {
   return P < s.pos ? pend + (P % a.ratio) * w : step + (s.row + P - s.pos) * w;
 }
-KERNEL(att_cmp_pool, AttPoolArgs) {
+// att_cmp_window pools channel d of window win of sequence s into pooled[its last row].
+DEV void att_cmp_window(const AttPoolArgs& a, const SeqRec& s, i64 win, i64 d) {
   const i64 r = a.ratio, dim = a.dim, w = a.overlap ? 2 * a.dim : a.dim, off = a.overlap ? a.dim : 0;
-  for (i64 i = GIDX; i < a.T * dim; i += GSTRIDE) {
-    const i64 t = i / dim, d = i % dim;
+  AttCache c = att_cache(s, a.off, r, w, dim);
+  const bool prev = a.overlap && win >= 1, cached = win == s.pos / r;
+  // the previous window's Ca slice value j: (kv, gate + ape)
+  auto ca = [&](i64 j, double* kv) -> double {
+    if (cached) {
+      *kv = (double)c.vkv[j * dim + d];
+      return (double)c.vgate[j * dim + d];
+    }
+    i64 Q = (win - 1) * r + j;
+    *kv = (double)att_cmp_row(a, s, c.pkv, a.kv, Q, w)[d];
+    return (double)(float)(att_cmp_row(a, s, c.pgate, a.gate, Q, w)[d] + wval(a.ape, j, d));
+  };
+  double mx = -F64_INF;
+  for (i64 j = 0; j < r; j++) {
+    const float* g = att_cmp_row(a, s, c.pgate, a.gate, win * r + j, w);
+    mx = fmax64(mx, (double)g[off + d] + (double)wval(a.ape, j, off + d));
+    if (prev) {
+      double kv;
+      mx = fmax64(mx, ca(j, &kv));
+    }
+  }
+  double num = 0, den = 0;
+  for (i64 j = 0; j < r; j++) {
+    const float* g = att_cmp_row(a, s, c.pgate, a.gate, win * r + j, w);
+    const float* v = att_cmp_row(a, s, c.pkv, a.kv, win * r + j, w);
+    double e = att_exp((double)g[off + d] + (double)wval(a.ape, j, off + d) - mx);
+    num += e * (double)v[off + d];
+    den += e;
+    if (prev) {
+      double kv, vg = ca(j, &kv);
+      e = att_exp(vg - mx);
+      num += e * kv;
+      den += e;
+    }
+  }
+  a.pooled[(s.row + (win + 1) * r - 1 - s.pos) * dim + d] = num / den;
+}
+// att_cmp_pool: a (token row, channel) a work item, the rows that close a window (steps
+// of many rows a sequence); att_cmp_pool_seq: a (sequence, channel) a work item, its
+// windows in turn (decode steps, where a row-a-item launch would search the sequence
+// table for every row). The same values either way.
+KERNEL(att_cmp_pool, AttPoolArgs) {
+  for (i64 i = GIDX; i < a.T * a.dim; i += GSTRIDE) {
+    const i64 t = i / a.dim, d = i % a.dim;
     const i64 q = att_seq_of(a.seqs, a.nseq, t);
     if (q < 0) continue;
     const SeqRec s = a.seqs[q];
     const i64 P = s.pos + t - s.row;
-    if ((P + 1) % r != 0) continue;
-    const i64 win = (P + 1) / r - 1;
-    AttCache c = att_cache(s, a.off, r, w, dim);
-    const bool prev = a.overlap && win >= 1, cached = win == s.pos / r;
-    // the previous window's Ca slice value j: (kv, gate + ape)
-    auto ca = [&](i64 j, double* kv) -> double {
-      if (cached) {
-        *kv = (double)c.vkv[j * dim + d];
-        return (double)c.vgate[j * dim + d];
-      }
-      i64 Q = (win - 1) * r + j;
-      *kv = (double)att_cmp_row(a, s, c.pkv, a.kv, Q, w)[d];
-      return (double)(float)(att_cmp_row(a, s, c.pgate, a.gate, Q, w)[d] + wval(a.ape, j, d));
-    };
-    double mx = -F64_INF;
-    for (i64 j = 0; j < r; j++) {
-      const float* g = att_cmp_row(a, s, c.pgate, a.gate, win * r + j, w);
-      mx = fmax64(mx, (double)g[off + d] + (double)wval(a.ape, j, off + d));
-      if (prev) {
-        double kv;
-        mx = fmax64(mx, ca(j, &kv));
-      }
-    }
-    double num = 0, den = 0;
-    for (i64 j = 0; j < r; j++) {
-      const float* g = att_cmp_row(a, s, c.pgate, a.gate, win * r + j, w);
-      const float* v = att_cmp_row(a, s, c.pkv, a.kv, win * r + j, w);
-      double e = att_exp((double)g[off + d] + (double)wval(a.ape, j, off + d) - mx);
-      num += e * (double)v[off + d];
-      den += e;
-      if (prev) {
-        double kv, vg = ca(j, &kv);
-        e = att_exp(vg - mx);
-        num += e * kv;
-        den += e;
-      }
-    }
-    a.pooled[t * dim + d] = num / den;
+    if ((P + 1) % a.ratio != 0) continue;
+    att_cmp_window(a, s, (P + 1) / a.ratio - 1, d);
+  }
+}
+KERNEL(att_cmp_pool_seq, AttPoolArgs) {
+  for (i64 i = GIDX; i < a.nseq * a.dim; i += GSTRIDE) {
+    const SeqRec s = a.seqs[i / a.dim];
+    for (i64 win = s.pos / a.ratio; (win + 1) * a.ratio <= s.pos + s.n; win++) att_cmp_window(a, s, win, i % a.dim);
   }
 }
 KERNEL(att_cmp_save, AttPoolArgs) {
