@@ -21,7 +21,10 @@
 
 
 // fast_rn packs two floats as bf16 (round to nearest even), lo in the low half.
-#ifdef DI_EMULATE
+// DI_LANES: a test's host build of the device branch (lanes_test.go), which runs the
+// warps' lanes with the emulated device's arithmetic and simulates mma and the
+// asynchronous copies.
+#if defined(DI_EMULATE) || defined(DI_LANES)
 DEV u32 fast_rn(float lo, float hi) {
   return (bits_f32(q_bf16(lo)) >> 16) | (bits_f32(q_bf16(hi)) & 0xffff0000u);
 }
@@ -37,7 +40,7 @@ DEV float fast_hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 
 // bf2_mul: the pairs' products, rounded to bf16 (exact where used: one factor a power
 // of two).
-#ifdef DI_EMULATE
+#if defined(DI_EMULATE) || defined(DI_LANES)
 DEV u32 bf2_mul(u32 a, u32 b) { return fast_rn(fast_lo(a) * fast_lo(b), fast_hi(a) * fast_hi(b)); }
 #else
 DEV u32 bf2_mul(u32 a, u32 b) {
@@ -140,7 +143,9 @@ DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* 
   }
 }
 
-#ifndef DI_EMULATE
+#ifdef DI_LANES
+DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) { lanes_mma(c, a0, a1, a2, a3, b0, b1); }
+#elif !defined(DI_EMULATE)
 // fast_mma: c += a·b, one m16n8k16 bf16 product with float32 accumulation.
 DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
   asm volatile(
@@ -354,7 +359,14 @@ KERNEL(fast_gemm_m4_f32, FastGemmArgs) { fast_gemm_tiles<4, true>(a, GIDX, GSTRI
 // weight rows are whole blocks of 128 (Go: fastBlockOK).
 #define FAST_BLK_ROWS 64
 #define FAST_BLK_N 128
-#ifndef DI_EMULATE
+#ifdef DI_LANES
+DEV void fast_cp16(void* dst, const void* src, bool in) { lanes_cp16(dst, src, in); }
+DEV void fast_cp_commit() { lanes_cp_commit(); }
+template <int n>
+DEV void fast_cp_wait() {
+  lanes_cp_wait(n);
+}
+#elif !defined(DI_EMULATE)
 // fast_cp16: an asynchronous copy of 16 bytes from src to shared memory at dst (zeros
 // when !in; src is then not read); fast_cp_commit closes the thread's group of copies,
 // fast_cp_wait<n> waits until at most n of its groups are in flight.
