@@ -380,6 +380,11 @@ DEV void fast_cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory");
 }
 #endif
+// FastFlag: a compile-time flag passed to a generic lambda.
+template <bool B>
+struct FastFlag {
+  static constexpr bool value = B;
+};
 template <bool F32>
 DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
   i64 blk = GIDX >> 7;
@@ -415,7 +420,7 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
   UNROLL for (int p = 0; p < 2; p++)
     UNROLL for (int j = 0; j < 8; j++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
   if (kb < ke) stage(kb, 0);
-  int buf = 0;
+  int buf = 0;  // the buffer of step k0
   for (i64 k0 = kb; k0 < ke; k0 += 64, buf ^= 1) {
     // this step's weights: tile p's rows n0+16p+g (ah[p][0]) and n0+16p+g+8 (ah[p][1])
     i64 k = k0 + 16 * t;
@@ -424,37 +429,38 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
       fast_wload<F32>(a.w, n0 + 16 * p + g, k, a.N, a.K, ah[p][0], al[p][0]);
       fast_wload<F32>(a.w, n0 + 16 * p + g + 8, k, a.N, a.K, ah[p][1], al[p][1]);
     }
-    // the next step's copies in flight, this step's complete and seen by every thread
-    if (k0 + 64 < ke) {
-      stage(k0 + 64, buf ^ 1);
-      fast_cp_wait<1>();
-    } else {
-      fast_cp_wait<0>();
-    }
+    // this step's copies landed and seen by every thread, and every warp done with the
+    // other buffer (the step before), which then takes the next step's copies
+    fast_cp_wait<0>();
     __syncthreads();
+    if (k0 + 64 < ke) stage(k0 + 64, buf ^ 1);
     const uint4* xb = xs[buf];
-    UNROLL for (int j = 0; j < 8; j++) {
-      if (j >= live) break;
-      int r = 8 * j + g;
-      uint4 h0 = xb[(r * 2) * 8 + ((2 * t) ^ (r & 1))], h1 = xb[(r * 2) * 8 + ((2 * t + 1) ^ (r & 1))];
-      uint4 l0 = xb[(r * 2 + 1) * 8 + ((2 * t) ^ (r & 1))], l1 = xb[(r * 2 + 1) * 8 + ((2 * t + 1) ^ (r & 1))];
-      u32 bh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-      u32 bl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-      UNROLL for (int q = 0; q < 4; q++) {
-        UNROLL for (int p = 0; p < 2; p++) {
-          fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bh[2 * q],
-                   bh[2 * q + 1]);
-          fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bl[2 * q],
-                   bl[2 * q + 1]);
-          if (F32)
-            fast_mma(acc[p][j], al[p][0][(2 * q) % (F32 ? 8 : 1)], al[p][1][(2 * q) % (F32 ? 8 : 1)],
-                     al[p][0][(2 * q + 1) % (F32 ? 8 : 1)], al[p][1][(2 * q + 1) % (F32 ? 8 : 1)], bh[2 * q],
+    // the x tiles; with all eight live, one straight run of loads and mma the compiler
+    // may interleave
+    auto tiles = [&](auto all) {
+      UNROLL for (int j = 0; j < 8; j++) {
+        if (!decltype(all)::value && j >= live) break;
+        int r = 8 * j + g;
+        uint4 h0 = xb[(r * 2) * 8 + ((2 * t) ^ (r & 1))], h1 = xb[(r * 2) * 8 + ((2 * t + 1) ^ (r & 1))];
+        uint4 l0 = xb[(r * 2 + 1) * 8 + ((2 * t) ^ (r & 1))], l1 = xb[(r * 2 + 1) * 8 + ((2 * t + 1) ^ (r & 1))];
+        u32 bh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        u32 bl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+        UNROLL for (int q = 0; q < 4; q++) {
+          UNROLL for (int p = 0; p < 2; p++) {
+            fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bh[2 * q],
                      bh[2 * q + 1]);
+            fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bl[2 * q],
+                     bl[2 * q + 1]);
+            if (F32)
+              fast_mma(acc[p][j], al[p][0][(2 * q) % (F32 ? 8 : 1)], al[p][1][(2 * q) % (F32 ? 8 : 1)],
+                       al[p][0][(2 * q + 1) % (F32 ? 8 : 1)], al[p][1][(2 * q + 1) % (F32 ? 8 : 1)], bh[2 * q],
+                       bh[2 * q + 1]);
+          }
         }
       }
-    }
-    // every warp done with xs[buf] before the next step's copies into it
-    __syncthreads();
+    };
+    if (live == 8) tiles(FastFlag<true>{});
+    else tiles(FastFlag<false>{});
   }
   FastGemmStore store = {&a, m0, s};
   UNROLL for (int p = 0; p < 2; p++)
