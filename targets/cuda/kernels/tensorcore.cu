@@ -405,14 +405,15 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
   const i64 P = a.Kp / 2, n0 = nb * FAST_BLK_N + 32 * warp;
   const int live = (int)((imin(a.M - m0, FAST_BLK_ROWS) + 7) / 8);  // activation tiles with rows
   // stage: step k0's halves of the live tiles' rows into xs[buf], as one group of copies
-  // (rows past M as zeros)
+  // (rows past M as zeros). A thread copies chunk sc of half sh of rows sr, sr+8, ...
+  // (one a live tile), so its chunk's swizzled place is the same in every row.
+  const int sc = tid & 7, sh = (tid >> 3) & 1, sr = tid >> 4, sx = (sr * 2 + sh) * 8 + (sc ^ (sr & 1));
+  const u32* sp = sh ? a.xl : a.xh;
+  const i64 s0 = ((m0 + sr) * a.G + grp) * P + 4 * sc, sstep = 8 * a.G * P;
   auto stage = [&](i64 k0, int buf) {
-    for (int i = tid; i < live * 128; i += 128) {
-      int c = i & 7, half = (i >> 3) & 1, r = i >> 4;
-      i64 m = m0 + r;
-      bool in = m < a.M;
-      const u32* src = in ? (half ? a.xl : a.xh) + (m * a.G + grp) * P + k0 / 2 + 4 * c : a.xh;
-      fast_cp16(&xs[buf][(r * 2 + half) * 8 + (c ^ (r & 1))], src, in);
+    for (int it = 0; it < live; it++) {
+      bool in = m0 + sr + 8 * it < a.M;
+      fast_cp16(&xs[buf][sx + 8 * 2 * 8 * it], in ? sp + s0 + it * sstep + k0 / 2 : a.xh, in);
     }
     fast_cp_commit();
   };
