@@ -474,7 +474,6 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 		"inline double __shfl_xor_sync(unsigned, double v, int) { return v; }\n" +
 		"inline void __syncwarp() {} template <class T> T __shfl_sync(unsigned, T v, int) { return v; }\n" +
 		"inline unsigned __ballot_sync(unsigned, int p) { return p; } inline int __popc(unsigned v) { return (int)v; }\n" +
-		"inline unsigned long long __cvta_generic_to_shared(const void*) { return 0; }\n" +
 		"#include <cmath>\n#include <cstring>\n"
 	dir := t.TempDir()
 	for _, u := range units {

@@ -371,7 +371,8 @@ DEV void fast_cp_wait() {
 // when !in; src is then not read); fast_cp_commit closes the thread's group of copies,
 // fast_cp_wait<n> waits until at most n of its groups are in flight.
 DEV void fast_cp16(void* dst, const void* src, bool in) {
-  u32 d = (u32)__cvta_generic_to_shared(dst);
+  u32 d;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0) : "memory");
 }
 DEV void fast_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
