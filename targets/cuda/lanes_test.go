@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -36,6 +37,13 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	stubs, err := os.ReadFile("testdata/lanes/lanes.h")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// the launch grid Go computes decodes as the kernel does
+	for name, want := range map[string]int64{"FAST_BLK_ROWS": fastBlockRows, "FAST_BLK_N": fastBlockN} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu"))
+		if m == nil || m[1] != fmt.Sprint(want) {
+			t.Errorf("tensorcore.cu's %s: %v, Go's %d", name, m, want)
+		}
 	}
 	dir := t.TempDir()
 	build := func(name, prefix, flag string) string {
