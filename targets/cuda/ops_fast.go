@@ -98,6 +98,10 @@ func fastProduct(b *Bind, g fastGemm) {
 	// sharing the rows' halves, 128 weight rows) where the groups allow; a value does
 	// not depend on it
 	blockOK := fastBlockOK(g.N, g.G) && os.Getenv(EnvBlockGemm) != "0"
+	prefetch := int64(1)
+	if os.Getenv(EnvBlockPrefetch) == "0" {
+		prefetch = 0
+	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
 		case M <= 8:
@@ -134,6 +138,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(g.ldy)
 		a.I(g.outBF16)
 		a.I(g.G)
+		a.I(prefetch)
 		return mtiles
 	}
 	for _, v := range []struct {
@@ -166,6 +171,11 @@ func fastProduct(b *Bind, g fastGemm) {
 // fast_gemm_blk (the same values; a comparison of the two in one run; read when a
 // program is bound).
 const EnvBlockGemm = "DEEPINFER_CUDA_BLOCK_GEMM"
+
+// EnvBlockPrefetch set to 0 stops fast_gemm_blk asking for the next step's weights in
+// the L1 cache (prefetch.global.L1, a hint: the same values; a comparison in one run;
+// read when a program is bound).
+const EnvBlockPrefetch = "DEEPINFER_CUDA_BLOCK_PREFETCH"
 
 // fastBlockRows and fastBlockN are tensorcore.cu's FAST_BLK_ROWS and FAST_BLK_N: the
 // rows of x and the weight rows a fast_gemm_blk block holds.

@@ -303,9 +303,10 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
 // the reduction) every 32 work items; with S > 1 slices to part (fast_sum adds them).
 // With G groups, weight row n reads x's row m·G + n/(N/G) (the halves of grouped_linear's
 // x, a row per token and group; N/G a multiple of 16, so a tile is in one group).
+// prefetch (fast_gemm_blk only): ask for the next step's weights in L1 (a hint).
 struct FastGemmArgs {
   const u32* xh; const u32* xl; Weight w; float* y; float* part;
-  i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G;
+  i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G; i64 prefetch;
 };
 struct FastGemmRows {
   i64 m0, M, G, g;
@@ -381,6 +382,19 @@ DEV void fast_cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory");
 }
 #endif
+// fast_wprefetch asks for the cache line of weight row r's values from k (a lane's
+// fast_wload at the next step) in the L1 cache: a hint, no value depends on it; nothing
+// past the weight's rows or K, and nothing off the device.
+DEVM void fast_wprefetch(const Weight& w, i64 r, i64 k, i64 N, i64 K) {
+#if defined(DI_EMULATE) || defined(DI_LANES)
+  (void)w, (void)r, (void)k, (void)N, (void)K;
+#else
+  if (r >= N || k >= K) return;
+  i64 i = r * w.cols + k;
+  const char* p = (const char*)w.p + (w.fmt == 0 ? 4 * i : w.fmt == 1 ? 2 * i : w.fmt == 4 ? i / 2 : i);
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
 // FastFlag: a compile-time flag passed to a generic lambda.
 template <bool B>
 struct FastFlag {
@@ -435,7 +449,14 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
     // other buffer (the step before), which then takes the next step's copies
     fast_cp_wait<0>();
     __syncthreads();
-    if (k0 + 64 < ke) stage(k0 + 64, buf ^ 1);
+    if (k0 + 64 < ke) {
+      stage(k0 + 64, buf ^ 1);
+      // the next step's weights on their way to L1 while this step multiplies
+      if (a.prefetch) UNROLL for (int p = 0; p < 2; p++) {
+        fast_wprefetch(a.w, n0 + 16 * p + g, k + 64, a.N, a.K);
+        fast_wprefetch(a.w, n0 + 16 * p + g + 8, k + 64, a.N, a.K);
+      }
+    }
     const uint4* xb = xs[buf];
     // the x tiles; with all eight live, one straight run of loads and mma the compiler
     // may interleave

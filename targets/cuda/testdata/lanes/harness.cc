@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
   for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
   for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
   i64 rows = blk ? FAST_BLK_ROWS : 32, mtiles = (M + rows - 1) / rows;
-  FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G};
+  FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1};
   long long items = blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128 : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
