@@ -94,9 +94,14 @@ func fastProduct(b *Bind, g fastGemm) {
 		return M * kp / 2
 	})
 	// mt is the activation rows a warp tile holds: 8 up to 8 rows (decode at small
-	// batch), 32 up to 32 rows, else 128 (fast_gemm_blk: a launch block of four warps
-	// sharing the rows' halves) where the groups allow; a value does not depend on it
+	// batch), 32 up to 32 rows, else 64 (fast_gemm_blk: a launch block of four warps
+	// sharing the rows' halves, 128 weight rows) where the groups allow; a value does
+	// not depend on it
 	blockOK := fastBlockOK(g.N, g.G) && os.Getenv(EnvBlockGemm) != "0"
+	prefetch := int64(1)
+	if os.Getenv(EnvBlockPrefetch) == "0" {
+		prefetch = 0
+	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
 		case M <= 8:
@@ -133,6 +138,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(g.ldy)
 		a.I(g.outBF16)
 		a.I(g.G)
+		a.I(prefetch)
 		return mtiles
 	}
 	for _, v := range []struct {
@@ -147,8 +153,8 @@ func fastProduct(b *Bind, g fastGemm) {
 			}
 			mtiles := fill(s, a)
 			if v.rows == fastBlockRows {
-				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
-				return (g.N + 63) / 64 * S * mtiles * 128
+				// a launch block of 128 work items per (128 weight rows, slice, 64 rows)
+				return (g.N + fastBlockN - 1) / fastBlockN * S * mtiles * 128
 			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
@@ -166,12 +172,21 @@ func fastProduct(b *Bind, g fastGemm) {
 // program is bound).
 const EnvBlockGemm = "DEEPINFER_CUDA_BLOCK_GEMM"
 
-// fastBlockRows is tensorcore.cu's FAST_BLK_ROWS: the rows of x a fast_gemm_blk block holds.
-const fastBlockRows = 128
+// EnvBlockPrefetch set to 0 stops fast_gemm_blk asking for the next step's weights in
+// the L1 cache (prefetch.global.L1, a hint: the same values; a comparison in one run;
+// read when a program is bound).
+const EnvBlockPrefetch = "DEEPINFER_CUDA_BLOCK_PREFETCH"
+
+// fastBlockRows and fastBlockN are tensorcore.cu's FAST_BLK_ROWS and FAST_BLK_N: the
+// rows of x and the weight rows a fast_gemm_blk block holds.
+const (
+	fastBlockRows = 64
+	fastBlockN    = 128
+)
 
 // fastBlockOK reports whether fast_gemm_blk can run a product of N weight rows in G
-// groups: a block's 64 weight rows must read the same rows of x (one group).
-func fastBlockOK(N, G int64) bool { return G <= 1 || (N/G)%64 == 0 }
+// groups: a block's 128 weight rows must read the same rows of x (one group).
+func fastBlockOK(N, G int64) bool { return G <= 1 || (N/G)%fastBlockN == 0 }
 
 // fastExpertShape is a routed-experts instruction's shape: E experts of w1, w3 [I, D]
 // and w2 [D, I], k slots a token.

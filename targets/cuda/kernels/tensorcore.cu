@@ -21,7 +21,10 @@
 
 
 // fast_rn packs two floats as bf16 (round to nearest even), lo in the low half.
-#ifdef DI_EMULATE
+// DI_LANES: a test's host build of the device branch (lanes_test.go), which runs the
+// warps' lanes with the emulated device's arithmetic and simulates mma and the
+// asynchronous copies.
+#if defined(DI_EMULATE) || defined(DI_LANES)
 DEV u32 fast_rn(float lo, float hi) {
   return (bits_f32(q_bf16(lo)) >> 16) | (bits_f32(q_bf16(hi)) & 0xffff0000u);
 }
@@ -37,7 +40,7 @@ DEV float fast_hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 
 // bf2_mul: the pairs' products, rounded to bf16 (exact where used: one factor a power
 // of two).
-#ifdef DI_EMULATE
+#if defined(DI_EMULATE) || defined(DI_LANES)
 DEV u32 bf2_mul(u32 a, u32 b) { return fast_rn(fast_lo(a) * fast_lo(b), fast_hi(a) * fast_hi(b)); }
 #else
 DEV u32 bf2_mul(u32 a, u32 b) {
@@ -140,7 +143,9 @@ DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* 
   }
 }
 
-#ifndef DI_EMULATE
+#ifdef DI_LANES
+DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) { lanes_mma(c, a0, a1, a2, a3, b0, b1); }
+#elif !defined(DI_EMULATE)
 // fast_mma: c += a·b, one m16n8k16 bf16 product with float32 accumulation.
 DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
   asm volatile(
@@ -298,9 +303,10 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
 // the reduction) every 32 work items; with S > 1 slices to part (fast_sum adds them).
 // With G groups, weight row n reads x's row m·G + n/(N/G) (the halves of grouped_linear's
 // x, a row per token and group; N/G a multiple of 16, so a tile is in one group).
+// prefetch (fast_gemm_blk only): ask for the next step's weights in L1 (a hint).
 struct FastGemmArgs {
   const u32* xh; const u32* xl; Weight w; float* y; float* part;
-  i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G;
+  i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G; i64 prefetch;
 };
 struct FastGemmRows {
   i64 m0, M, G, g;
@@ -338,96 +344,190 @@ KERNEL(fast_gemm_m1_f32, FastGemmArgs) { fast_gemm_tiles<1, true>(a, GIDX, GSTRI
 KERNEL(fast_gemm_m4_f32, FastGemmArgs) { fast_gemm_tiles<4, true>(a, GIDX, GSTRIDE); }
 
 // fast_gemm_blk: the same products for many rows of x (prefill, large batches): a
-// launch block of four warps per (64 weight rows, slice, 128 rows of x); each warp holds
-// 16 weight rows and all 128 rows of x in 16 activation tiles, so a weight value is
-// loaded once per 128 rows of x instead of once per 32. The rows' bf16 halves are staged
-// in shared memory once per 64 reduction values for the four warps (a row's 16-byte
-// chunks swizzled by the row's parity, so that a quarter-warp's loads hit distinct
-// banks). Every output is the same chain of mma as in fast_tile (the same lanes' values
-// in the same k positions, steps and slices), so the values are fast_gemm_m4's bit for
-// bit; the emulated device runs fast_tile itself. Grouped products use it only when a
-// group's weight rows are whole blocks of 64 (Go: fastBlockOK).
-#define FAST_BLK_ROWS 128
+// launch block of four warps per (128 weight rows, slice, 64 rows of x). Warp w holds
+// weight rows 32w..32w+31 as two 16-row tiles, loaded from memory into registers, and
+// all 64 rows of x as eight 8-row tiles, so each x fragment read from shared memory
+// feeds both weight tiles' mma, and each weight fragment feeds eight x tiles (128 B of
+// shared-memory reads a mma, half of a warp with one weight tile). The rows' bf16
+// halves, 64 reduction values a step (16 KB), are staged in shared memory by
+// asynchronous copies into two buffers: the next step's copies are in flight while the
+// warps multiply this step's (a row's 16-byte chunks swizzled by the row's parity, so
+// that a quarter-warp's loads hit distinct banks). Every output is the same chain of mma
+// as in fast_tile (the same lanes' values in the same k positions, steps and slices;
+// for each step q = 0..3: the hi, lo and, for float32 weights, the weight residual's
+// mma), so the values are fast_gemm_m4's bit for bit; the emulated device runs fast_tile
+// itself over the block's 16-row tiles. Grouped products use it only when a group's
+// weight rows are whole blocks of 128 (Go: fastBlockOK).
+#define FAST_BLK_ROWS 64
+#define FAST_BLK_N 128
+#ifdef DI_LANES
+DEV void fast_cp16(void* dst, const void* src, bool in) { lanes_cp16(dst, src, in); }
+DEV void fast_cp_commit() { lanes_cp_commit(); }
+template <int n>
+DEV void fast_cp_wait() {
+  lanes_cp_wait(n);
+}
+#elif !defined(DI_EMULATE)
+// fast_cp16: an asynchronous copy of 16 bytes from src to shared memory at dst (zeros
+// when !in; src is then not read); fast_cp_commit closes the thread's group of copies,
+// fast_cp_wait<n> waits until at most n of its groups are in flight.
+DEV void fast_cp16(void* dst, const void* src, bool in) {
+  u32 d;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+DEV void fast_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int n>
+DEV void fast_cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory");
+}
+#endif
+// fast_wprefetch asks for the cache line of weight row r's values from k (a lane's
+// fast_wload at the next step) in the L1 cache: a hint, no value depends on it; nothing
+// past the weight's rows or K, and nothing off the device.
+DEVM void fast_wprefetch(const Weight& w, i64 r, i64 k, i64 N, i64 K) {
+#if defined(DI_EMULATE) || defined(DI_LANES)
+  (void)w, (void)r, (void)k, (void)N, (void)K;
+#else
+  if (r >= N || k >= K) return;
+  i64 i = r * w.cols + k;
+  const char* p = (const char*)w.p + (w.fmt == 0 ? 4 * i : w.fmt == 1 ? 2 * i : w.fmt == 4 ? i / 2 : i);
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
+// FastFlag: a compile-time flag passed to a generic lambda.
+template <bool B>
+struct FastFlag {
+  static constexpr bool value = B;
+};
 template <bool F32>
 DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
   i64 blk = GIDX >> 7;
   i64 mb = blk % a.mtiles, s = (blk / a.mtiles) % a.S, nb = blk / (a.mtiles * a.S);
   i64 m0 = mb * FAST_BLK_ROWS, kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
-  i64 grp = a.G > 1 ? (nb * 64) / (a.N / a.G) : 0;
+  i64 grp = a.G > 1 ? (nb * FAST_BLK_N) / (a.N / a.G) : 0;
 #ifdef DI_EMULATE
-  for (int w = 0; w < 4; w++)
+  for (int w = 0; w < FAST_BLK_N / 16; w++)
     for (i64 mt = m0; mt < imin(a.M, m0 + FAST_BLK_ROWS); mt += 32) {
       FastGemmRows rows = {mt, a.M, a.G, grp};
       FastGemmStore store = {&a, mt, s};
-      fast_tile<1, 4, F32>(&a.w, nb * 64 + 16 * w, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, 0, store);
+      fast_tile<1, 4, F32>(&a.w, nb * FAST_BLK_N + 16 * w, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, 0, store);
     }
 #else
-  __shared__ uint4 xs[FAST_BLK_ROWS * 2 * 8];  // [row][half][16-byte chunk of 64 values' pairs]
+  // [buffer][row][half][16-byte chunk of 64 values' pairs]
+  __shared__ uint4 xs[2][FAST_BLK_ROWS * 2 * 8];
   const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const i64 P = a.Kp / 2, n0 = nb * 64 + 16 * warp;
+  const i64 P = a.Kp / 2, n0 = nb * FAST_BLK_N + 32 * warp;
   const int live = (int)((imin(a.M - m0, FAST_BLK_ROWS) + 7) / 8);  // activation tiles with rows
-  float acc[16][4];
-  UNROLL for (int j = 0; j < 16; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
-  for (i64 k0 = kb; k0 < ke; k0 += 64) {
-    // this step's weights first (independent of the staging)
-    i64 k = k0 + 16 * t;
-    u32 ah0[8], al0[F32 ? 8 : 1], ah1[8], al1[F32 ? 8 : 1];
-    fast_wload<F32>(a.w, n0 + g, k, a.N, a.K, ah0, al0);
-    fast_wload<F32>(a.w, n0 + g + 8, k, a.N, a.K, ah1, al1);
-    __syncthreads();
-    for (int i = tid; i < live * 8 * 16; i += 128) {
-      int c = i & 7, half = (i >> 3) & 1, r = i >> 4;
-      i64 m = m0 + r;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (m < a.M) v = *(const uint4*)((half ? a.xl : a.xh) + (m * a.G + grp) * P + k0 / 2 + 4 * c);
-      xs[(r * 2 + half) * 8 + (c ^ (r & 1))] = v;
+  // stage: step k0's halves of the live tiles' rows into xs[buf], as one group of copies
+  // (rows past M as zeros). A thread copies chunk sc of half sh of rows sr, sr+8, ...
+  // (one a live tile), so its chunk's swizzled place is the same in every row.
+  const int sc = tid & 7, sh = (tid >> 3) & 1, sr = tid >> 4, sx = (sr * 2 + sh) * 8 + (sc ^ (sr & 1));
+  const u32* sp = sh ? a.xl : a.xh;
+  const i64 s0 = ((m0 + sr) * a.G + grp) * P + 4 * sc, sstep = 8 * a.G * P;
+  auto stage = [&](i64 k0, int buf) {
+    for (int it = 0; it < live; it++) {
+      bool in = m0 + sr + 8 * it < a.M;
+      fast_cp16(&xs[buf][sx + 8 * 2 * 8 * it], in ? sp + s0 + it * sstep + k0 / 2 : a.xh, in);
     }
+    fast_cp_commit();
+  };
+  float acc[2][8][4];
+  UNROLL for (int p = 0; p < 2; p++)
+    UNROLL for (int j = 0; j < 8; j++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
+  if (kb < ke) stage(kb, 0);
+  int buf = 0;  // the buffer of step k0
+  for (i64 k0 = kb; k0 < ke; k0 += 64, buf ^= 1) {
+    // this step's weights: tile p's rows n0+16p+g (ah[p][0]) and n0+16p+g+8 (ah[p][1])
+    i64 k = k0 + 16 * t;
+    u32 ah[2][2][8], al[2][2][F32 ? 8 : 1];
+    UNROLL for (int p = 0; p < 2; p++) {
+      fast_wload<F32>(a.w, n0 + 16 * p + g, k, a.N, a.K, ah[p][0], al[p][0]);
+      fast_wload<F32>(a.w, n0 + 16 * p + g + 8, k, a.N, a.K, ah[p][1], al[p][1]);
+    }
+    // this step's copies landed and seen by every thread, and every warp done with the
+    // other buffer (the step before), which then takes the next step's copies
+    fast_cp_wait<0>();
     __syncthreads();
-    UNROLL for (int j = 0; j < 16; j++) {
-      if (j >= live) break;
-      int r = 8 * j + g;
-      uint4 h0 = xs[(r * 2) * 8 + ((2 * t) ^ (r & 1))], h1 = xs[(r * 2) * 8 + ((2 * t + 1) ^ (r & 1))];
-      uint4 l0 = xs[(r * 2 + 1) * 8 + ((2 * t) ^ (r & 1))], l1 = xs[(r * 2 + 1) * 8 + ((2 * t + 1) ^ (r & 1))];
-      u32 bh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-      u32 bl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-      UNROLL for (int q = 0; q < 4; q++) {
-        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
-        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
-        if (F32)
-          fast_mma(acc[j], al0[(2 * q) % (F32 ? 8 : 1)], al1[(2 * q) % (F32 ? 8 : 1)],
-                   al0[(2 * q + 1) % (F32 ? 8 : 1)], al1[(2 * q + 1) % (F32 ? 8 : 1)], bh[2 * q], bh[2 * q + 1]);
+    if (k0 + 64 < ke) {
+      stage(k0 + 64, buf ^ 1);
+      // the next step's weights on their way to L1 while this step multiplies
+      if (a.prefetch) UNROLL for (int p = 0; p < 2; p++) {
+        fast_wprefetch(a.w, n0 + 16 * p + g, k + 64, a.N, a.K);
+        fast_wprefetch(a.w, n0 + 16 * p + g + 8, k + 64, a.N, a.K);
       }
     }
+    const uint4* xb = xs[buf];
+    // the x tiles; with all eight live, one straight run of loads and mma the compiler
+    // may interleave
+    auto tiles = [&](auto all) {
+      UNROLL for (int j = 0; j < 8; j++) {
+        if (!decltype(all)::value && j >= live) break;
+        int r = 8 * j + g;
+        uint4 h0 = xb[(r * 2) * 8 + ((2 * t) ^ (r & 1))], h1 = xb[(r * 2) * 8 + ((2 * t + 1) ^ (r & 1))];
+        uint4 l0 = xb[(r * 2 + 1) * 8 + ((2 * t) ^ (r & 1))], l1 = xb[(r * 2 + 1) * 8 + ((2 * t + 1) ^ (r & 1))];
+        u32 bh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        u32 bl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+        UNROLL for (int q = 0; q < 4; q++) {
+          UNROLL for (int p = 0; p < 2; p++) {
+            fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bh[2 * q],
+                     bh[2 * q + 1]);
+            fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bl[2 * q],
+                     bl[2 * q + 1]);
+            if (F32)
+              fast_mma(acc[p][j], al[p][0][(2 * q) % (F32 ? 8 : 1)], al[p][1][(2 * q) % (F32 ? 8 : 1)],
+                       al[p][0][(2 * q + 1) % (F32 ? 8 : 1)], al[p][1][(2 * q + 1) % (F32 ? 8 : 1)], bh[2 * q],
+                       bh[2 * q + 1]);
+          }
+        }
+      }
+    };
+    if (live == 8) tiles(FastFlag<true>{});
+    else tiles(FastFlag<false>{});
   }
   FastGemmStore store = {&a, m0, s};
-  UNROLL for (int j = 0; j < 16; j++) {
-    if (j >= live) break;
-    UNROLL for (int e = 0; e < 4; e++) {
-      i64 n = n0 + g + (e >= 2 ? 8 : 0);
-      int c = 8 * j + 2 * t + (e & 1);
-      if (n < a.N && m0 + c < a.M) store(0, n, c, acc[j][e]);
+  UNROLL for (int p = 0; p < 2; p++)
+    UNROLL for (int j = 0; j < 8; j++) {
+      if (j >= live) break;
+      UNROLL for (int e = 0; e < 4; e++) {
+        i64 n = n0 + 16 * p + g + (e >= 2 ? 8 : 0);
+        int c = 8 * j + 2 * t + (e & 1);
+        if (n < a.N && m0 + c < a.M) store(0, n, c, acc[p][j][e]);
+      }
     }
-  }
 #endif
 }
+// The block products' launch bounds: three blocks an SM (at most 168 registers a
+// thread) for bf16/FP8 weights, two (255) for float32 weights, whose residual half
+// doubles the weight fragments.
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+#endif
 KERNEL(fast_gemm_blk, FastGemmArgs) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
-  for (i64 b = 0; b < ((a.N + 63) / 64) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<false>(a, b << 7);
+  for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<false>(a, b << 7);
   (void)GIDX;
 #else
   fast_gemm_blk_tiles<false>(a, GIDX);
 #endif
 }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 2)
+#endif
 KERNEL(fast_gemm_blk_f32, FastGemmArgs) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
-  for (i64 b = 0; b < ((a.N + 63) / 64) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<true>(a, b << 7);
+  for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<true>(a, b << 7);
   (void)GIDX;
 #else
   fast_gemm_blk_tiles<true>(a, GIDX);
 #endif
 }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {

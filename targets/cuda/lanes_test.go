@@ -1,0 +1,139 @@
+package cuda
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// TestFastProductsOnSimulatedLanes runs the device branch of tensorcore.cu's dense
+// products on the host (testdata/lanes/harness.cc with DI_LANES: each launch block's
+// threads as coroutines; mma.sync from the lanes' fragments in PTX's layout, summed in
+// the emulated device's order; the asynchronous copies and __syncthreads played out):
+// fast_gemm_m4's and fast_gemm_blk's device code must give the emulated device's
+// fast_gemm_m4 values bit for bit, on every weight format, with partial blocks of rows
+// and weight rows, sliced reductions, a reduction not a multiple of 16, groups and bf16
+// outputs. The emulated device runs fast_tile for both kernels, so this is the check of
+// the block kernel's own indexing, staging and synchronization that runs without a
+// GPU. The block kernel runs twice: the warps in step with each copy landing as late as
+// its wait allows, and the warps skewed with each copy landing when issued, so a missing
+// wait or barrier changes values.
+func TestFastProductsOnSimulatedLanes(t *testing.T) {
+	h, err := newHostCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _ := kernelFiles()
+	harness, err := os.ReadFile("testdata/lanes/harness.cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stubs, err := os.ReadFile("testdata/lanes/lanes.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the launch grid Go computes decodes as the kernel does
+	for name, want := range map[string]int64{"FAST_BLK_ROWS": fastBlockRows, "FAST_BLK_N": fastBlockN} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu"))
+		if m == nil || m[1] != fmt.Sprint(want) {
+			t.Errorf("tensorcore.cu's %s: %v, Go's %d", name, m, want)
+		}
+	}
+	dir := t.TempDir()
+	build := func(name, prefix, flag string) string {
+		src, bin := filepath.Join(dir, name+".cc"), filepath.Join(dir, name)
+		if err := os.WriteFile(src, []byte(prefix+head+cuFile("tensorcore.cu")+string(harness)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(h.cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", flag, "-o", bin, src).CombinedOutput()
+		if err != nil {
+			t.Fatalf("building the %s harness: %v\n%s", name, err, firstLines(string(out), 20))
+		}
+		return bin
+	}
+	emu := build("emulated", "", "-DDI_EMULATE")
+	lanes := build("lanes", string(stubs), "-DDI_LANES")
+	for _, c := range []struct {
+		fmt             int
+		N, K, M, G, bf  int64
+		name            string
+		wantSlices      bool
+		wantPartialRows bool
+	}{
+		{fmt: 1, N: 160, K: 576, M: 100, G: 1, name: "bf16, two slices, a partial weight block and row block", wantSlices: true, wantPartialRows: true},
+		{fmt: 5, N: 256, K: 570, M: 70, G: 1, name: "FP8 128-blocks, K not a multiple of 16", wantSlices: true, wantPartialRows: true},
+		{fmt: 0, N: 144, K: 320, M: 40, G: 1, bf: 1, name: "float32 (the _f32 kernels), bf16 outputs", wantPartialRows: true},
+		{fmt: 1, N: 256, K: 192, M: 72, G: 2, name: "two groups of 128 weight rows", wantPartialRows: true},
+		{fmt: 2, N: 128, K: 256, M: 128, G: 1, name: "FP8 32×32 blocks, whole blocks of rows"},
+		{fmt: 3, N: 136, K: 256, M: 65, G: 1, name: "FP8 row groups of 32, one row in the last block", wantPartialRows: true},
+		{fmt: 4, N: 128, K: 512, M: 96, G: 1, name: "FP4, two slices", wantSlices: true, wantPartialRows: true},
+	} {
+		t.Run(fmt.Sprintf("fmt%d_N%d_K%d_M%d_G%d", c.fmt, c.N, c.K, c.M, c.G), func(t *testing.T) {
+			S, ks := fastSplits(c.N, c.K)
+			if S > 1 != c.wantSlices || (c.M%fastBlockRows != 0) != c.wantPartialRows {
+				t.Fatalf("%s: %d slices, %d rows: not the case it is meant to be", c.name, S, c.M)
+			}
+			if c.G > 1 && !fastBlockOK(c.N, c.G) {
+				t.Fatalf("%s: fastBlockOK(%d, %d) false", c.name, c.N, c.G)
+			}
+			run := func(bin, kernel string, extra ...string) []byte {
+				out := filepath.Join(dir, "out.bin")
+				args := append([]string{kernel, fmt.Sprint(c.fmt), fmt.Sprint(c.N), fmt.Sprint(c.K), fmt.Sprint(c.M), fmt.Sprint(c.G),
+					fmt.Sprint(S), fmt.Sprint(ks), fmt.Sprint(c.bf), "7", out}, extra...)
+				if msg, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+					t.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, msg)
+				}
+				b, err := os.ReadFile(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			want := run(emu, "m4")
+			// the reference itself: every output written, finite, and mostly nonzero
+			vals := make([]float32, len(want)/4)
+			if err := binary.Read(bytes.NewReader(want), binary.LittleEndian, vals); err != nil {
+				t.Fatal(err)
+			}
+			written := vals[:c.M*c.N]
+			if S > 1 {
+				written = vals[c.M*c.N:]
+			}
+			zeros := 0
+			for i, v := range written {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("%s: emulated fast_gemm_m4 output %d is %g", c.name, i, v)
+				}
+				if v == 0 {
+					zeros++
+				}
+			}
+			if zeros > len(written)/10 {
+				t.Fatalf("%s: %d of %d emulated outputs are 0", c.name, zeros, len(written))
+			}
+			for _, r := range []struct {
+				what string
+				got  []byte
+			}{
+				{"emulated fast_gemm_blk", run(emu, "blk")},
+				{"fast_gemm_m4's device code", run(lanes, "m4")},
+				{"fast_gemm_blk's device code, warps in step", run(lanes, "blk")},
+				{"fast_gemm_blk's device code, warps skewed", run(lanes, "blk", "eager")},
+			} {
+				if !bytes.Equal(r.got, want) {
+					i := 0
+					for i < len(want) && r.got[i] == want[i] {
+						i++
+					}
+					t.Errorf("%s: %s differs from the emulated fast_gemm_m4 from output %d on", c.name, r.what, i/4)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,283 @@
+// harness.cc: runs tensorcore.cu's dense products on one random problem and writes
+// their outputs, for lanes_test.go. It follows the kernel source in one translation
+// unit, built one of two ways:
+//   - with DI_EMULATE: the emulated device's kernels (emu_*), as the fake driver runs them;
+//   - with DI_LANES and lanes.h first: the device branch, each launch block's 128 threads
+//     run as coroutines (ucontext) by a scheduler that plays the warps' collective
+//     operations: mma.sync m16n8k16 from the lanes' fragments (PTX's layout; the 16
+//     products of an output summed in the order the emulated device sums them), the
+//     asynchronous copies (each group applied when a wait lets it complete, the
+//     latest moment the device may), and __syncthreads.
+// Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4 or
+// blk; the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// (DI_LANES), the warps run skewed (lanes::eager).
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+u64 rng = 0x9e3779b97f4a7c15ull;
+u32 rnd() {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (u32)(rng >> 32);
+}
+float unif(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() >> 8) * (1.0f / 16777216.0f); }
+void* zalloc(size_t n) {
+  void* p = aligned_alloc(256, (n + 255) / 256 * 256);
+  memset(p, 0, (n + 255) / 256 * 256);
+  return p;
+}
+}  // namespace
+
+#ifdef DI_LANES
+namespace lanes {
+const int T = 128;        // a launch block's threads
+const int STACK = 1 << 17;
+enum { RUN, BAR, WARP, DONE };
+struct Copy {
+  void* dst;
+  const void* src;
+  bool in;
+};
+struct Thread {
+  ucontext_t ctx;
+  int state;
+  std::vector<Copy> open;
+  std::vector<std::vector<Copy>> groups;
+};
+Thread th[T];
+ucontext_t sched;
+int cur;
+char* stacks;
+struct MmaIn {
+  u32 a[4], b[2];
+  float c[4];
+};
+MmaIn in[T];
+// eager: each warp runs on until it waits at __syncthreads or ends, and a copy lands
+// when issued (the earliest moment); else the warps advance an mma at a time in turn,
+// and a copy lands at the wait that lets it complete (the latest)
+bool eager;
+float out[T][4];
+void (*body)(const FastGemmArgs);
+FastGemmArgs args;
+
+void block(int st) {
+  th[cur].state = st;
+  swapcontext(&th[cur].ctx, &sched);
+}
+void entry() {
+  body(args);
+  th[cur].state = DONE;
+  swapcontext(&th[cur].ctx, &sched);
+}
+float lo(u32 p) { return f32_bits(p << 16); }
+float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
+// mma plays one warp's m16n8k16: A 16×16 (rows × k), B 16×8 (k × columns), C 16×8.
+void mma(int w) {
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; l++) {
+    const MmaIn& m = in[32 * w + l];
+    int g = l >> 2, t = l & 3;
+    for (int h = 0; h < 2; h++) {
+      A[g][2 * t + 8 * h] = lo(m.a[2 * h]), A[g][2 * t + 8 * h + 1] = hi(m.a[2 * h]);
+      A[g + 8][2 * t + 8 * h] = lo(m.a[2 * h + 1]), A[g + 8][2 * t + 8 * h + 1] = hi(m.a[2 * h + 1]);
+      B[2 * t + 8 * h][g] = lo(m.b[h]), B[2 * t + 8 * h + 1][g] = hi(m.b[h]);
+    }
+    C[g][2 * t] = m.c[0], C[g][2 * t + 1] = m.c[1], C[g + 8][2 * t] = m.c[2], C[g + 8][2 * t + 1] = m.c[3];
+  }
+  // the emulated device's order: a lane quarter t's k pairs 2t and 2t+8 in turn
+  static const int order[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+  for (int l = 0; l < 32; l++) {
+    int g = l >> 2, t = l & 3;
+    for (int e = 0; e < 4; e++) {
+      int r = g + (e >= 2 ? 8 : 0), c = 2 * t + (e & 1);
+      float d = 0;
+      for (int i = 0; i < 16; i++) d += A[r][order[i]] * B[order[i]][c];
+      out[32 * w + l][e] = C[r][c] + d;
+    }
+  }
+}
+void apply(const std::vector<Copy>& g) {
+  for (const Copy& c : g) {
+    if (c.in) memcpy(c.dst, c.src, 16);
+    else memset(c.dst, 0, 16);
+  }
+}
+// run runs launch block b to its end; a collective operation that cannot complete
+// (lanes of a warp at different ones, or some exited) ends the program.
+void run(long long b) {
+  blockIdx.x = (unsigned)b;
+  for (int i = 0; i < T; i++) {
+    th[i].state = RUN;
+    th[i].open.clear();
+    th[i].groups.clear();
+    getcontext(&th[i].ctx);
+    th[i].ctx.uc_stack.ss_sp = stacks + (size_t)i * STACK;
+    th[i].ctx.uc_stack.ss_size = STACK;
+    th[i].ctx.uc_link = nullptr;
+    makecontext(&th[i].ctx, entry, 0);
+  }
+  for (;;) {
+    int done = 0, bar = 0, released = 0;
+    for (int w = 0; w < T / 32; w++) {
+      for (;;) {
+        for (int i = 32 * w; i < 32 * w + 32; i++) {
+          if (th[i].state != RUN) continue;
+          cur = i;
+          threadIdx.x = (unsigned)i;
+          swapcontext(&sched, &th[i].ctx);
+        }
+        int at = 0;
+        for (int l = 0; l < 32; l++) at += th[32 * w + l].state == WARP;
+        if (at != 32) break;
+        mma(w);
+        for (int l = 0; l < 32; l++) th[32 * w + l].state = RUN;
+        released++;
+        if (!eager) break;
+      }
+    }
+    for (int i = 0; i < T; i++) done += th[i].state == DONE, bar += th[i].state == BAR;
+    if (done == T) return;
+    if (released) continue;
+    if (bar + done == T) {
+      for (int i = 0; i < T; i++)
+        if (th[i].state == BAR) th[i].state = RUN;
+      continue;
+    }
+    fprintf(stderr, "block %lld: threads stuck (%d exited, %d at __syncthreads, the rest at an mma)\n", b, done, bar);
+    exit(3);
+  }
+}
+void launch(void (*k)(const FastGemmArgs), const FastGemmArgs& a, long long items) {
+  long long grid = (items + T - 1) / T;
+  body = k;
+  args = a;
+  blockDim.x = T;
+  gridDim.x = (unsigned)grid;
+  if (!stacks) stacks = (char*)malloc((size_t)T * STACK);
+  for (long long b = 0; b < grid; b++) run(b);
+}
+}  // namespace lanes
+
+void __syncthreads() { lanes::block(lanes::BAR); }
+void lanes_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  lanes::MmaIn& m = lanes::in[lanes::cur];
+  m.a[0] = a0, m.a[1] = a1, m.a[2] = a2, m.a[3] = a3, m.b[0] = b0, m.b[1] = b1;
+  for (int e = 0; e < 4; e++) m.c[e] = c[e];
+  lanes::block(lanes::WARP);
+  for (int e = 0; e < 4; e++) c[e] = lanes::out[lanes::cur][e];
+}
+void lanes_cp16(void* dst, const void* src, bool in) {
+  if (lanes::eager) lanes::apply({{dst, src, in}});
+  else lanes::th[lanes::cur].open.push_back({dst, src, in});
+}
+void lanes_cp_commit() {
+  lanes::Thread& t = lanes::th[lanes::cur];
+  t.groups.push_back(t.open);
+  t.open.clear();
+}
+void lanes_cp_wait(int n) {
+  lanes::Thread& t = lanes::th[lanes::cur];
+  while ((int)t.groups.size() > n) {
+    lanes::apply(t.groups.front());
+    t.groups.erase(t.groups.begin());
+  }
+}
+#endif
+
+int main(int argc, char** argv) {
+  if (argc != 12 && !(argc == 13 && strcmp(argv[12], "eager") == 0)) {
+    fprintf(stderr, "usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager]\n");
+    return 2;
+  }
+#ifdef DI_LANES
+  lanes::eager = argc == 13;
+#endif
+  const char* kernel = argv[1];
+  int fmt = atoi(argv[2]);
+  i64 N = atoll(argv[3]), K = atoll(argv[4]), M = atoll(argv[5]), G = atoll(argv[6]), S = atoll(argv[7]),
+      ks = atoll(argv[8]), obf = atoll(argv[9]);
+  rng ^= (u64)atoll(argv[10]) * 0x2545f4914f6cdd1dull;
+  bool blk = strcmp(kernel, "blk") == 0;
+  if (!blk && strcmp(kernel, "m4") != 0) {
+    fprintf(stderr, "kernel %s\n", kernel);
+    return 2;
+  }
+  // the weight, random values in its format
+  Weight w = {nullptr, nullptr, fmt, K};
+  i64 sc = 0;
+  switch (fmt) {
+    case 0: {
+      float* p = (float*)zalloc(4 * N * K);
+      for (i64 i = 0; i < N * K; i++) p[i] = unif(-1, 1);
+      w.p = p;
+      break;
+    }
+    case 1: {
+      unsigned short* p = (unsigned short*)zalloc(2 * N * K);
+      for (i64 i = 0; i < N * K; i++) p[i] = (unsigned short)(bits_f32(q_bf16(unif(-1, 1))) >> 16);
+      w.p = p;
+      break;
+    }
+    case 2: case 3: case 5: {
+      unsigned char* p = (unsigned char*)zalloc(N * K);
+      for (i64 i = 0; i < N * K; i++) {
+        unsigned char c = (unsigned char)rnd();
+        p[i] = (c & 0x7f) == 0x7f ? c ^ 1 : c;  // no NaN codes
+      }
+      w.p = p;
+      sc = fmt == 2 ? (N + 31) / 32 * ((K + 31) / 32) : fmt == 3 ? N * ((K + 31) / 32) : (N + 127) / 128 * ((K + 127) / 128);
+      break;
+    }
+    case 4: {
+      unsigned char* p = (unsigned char*)zalloc(N * K / 2);
+      for (i64 i = 0; i < N * K / 2; i++) p[i] = (unsigned char)rnd();
+      w.p = p;
+      sc = N * ((K + 31) / 32);
+      break;
+    }
+    default:
+      fprintf(stderr, "format %d\n", fmt);
+      return 2;
+  }
+  if (sc) {
+    unsigned char* s = (unsigned char*)zalloc(sc);
+    for (i64 i = 0; i < sc; i++) s[i] = (unsigned char)(120 + rnd() % 14);
+    w.s = s;
+  }
+  // x's M·G rows and their bf16 halves (fast_split's), zero past K
+  i64 Kp = (K + 63) / 64 * 64, P = Kp / 2, R = M * G;
+  u32* xh = (u32*)zalloc(4 * 2 * R * P);
+  u32* xl = xh + R * P;
+  for (i64 r = 0; r < R; r++)
+    for (i64 k = 0; k < Kp; k += 2) {
+      float v0 = k < K ? unif(-2, 2) : 0.0f, v1 = k + 1 < K ? unif(-2, 2) : 0.0f;
+      u32 h = fast_rn(v0, v1);
+      xh[r * P + k / 2] = h;
+      xl[r * P + k / 2] = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
+    }
+  // outputs start as a NaN no kernel writes
+  float* y = (float*)zalloc(4 * M * N);
+  float* part = (float*)zalloc(4 * S * M * N);
+  for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
+  for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
+  i64 rows = blk ? FAST_BLK_ROWS : 32, mtiles = (M + rows - 1) / rows;
+  FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1};
+  long long items = blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128 : (N + 15) / 16 * S * mtiles * 32;
+  bool f32 = fmt == 0;
+#ifdef DI_LANES
+  lanes::launch(blk ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk) : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4), a, items);
+#else
+  (blk ? (f32 ? emu_fast_gemm_blk_f32 : emu_fast_gemm_blk) : (f32 ? emu_fast_gemm_m4_f32 : emu_fast_gemm_m4))(&a, items);
+#endif
+  FILE* f = fopen(argv[11], "wb");
+  if (!f || fwrite(y, 4, M * N, f) != (size_t)(M * N) || (S > 1 && fwrite(part, 4, S * M * N, f) != (size_t)(S * M * N)) ||
+      fclose(f) != 0) {
+    fprintf(stderr, "cannot write %s\n", argv[11]);
+    return 1;
+  }
+  return 0;
+}

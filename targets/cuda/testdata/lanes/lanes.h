@@ -1,0 +1,26 @@
+// lanes.h: what NVRTC provides to the device branch, for harness.cc's host build of it
+// with DI_LANES (lanes_test.go): a launch block's threads are coroutines, so shared
+// memory is a function's static array (the blocks run one after another), and the
+// warps' collective operations are the harness's.
+#include <ucontext.h>
+#include <cmath>
+#include <cstring>
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(t, b)
+struct dim3_ { unsigned x, y, z; };
+static dim3_ blockIdx, threadIdx, gridDim, blockDim;
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); return f; }
+inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8); return u; }
+void __syncthreads();
+void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1);
+void lanes_cp16(void* dst, const void* src, bool in);
+void lanes_cp_commit();
+void lanes_cp_wait(int n);
