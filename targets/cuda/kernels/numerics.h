@@ -283,23 +283,24 @@ DEVM float cascade_fold(X x, i64 n, const float* lane) {
 }
 
 // lane_chain is v + x(k)·w(k) for k = k0, k0 + 16, ... (n terms), fused multiply-adds in
-// that order. The loads of 16 terms are issued before their chain, so that they are in
+// that order. The loads of 8 terms are issued before their chain, so that they are in
 // flight together (a value read through a format switch, as wval does, would otherwise
-// wait for each load in turn; with 8, a one-token step's few work items still waited
-// on 160 batches of a 20,480-long row); the values are the plain loop's.
+// wait for each load in turn); the values are the plain loop's. (16 terms, tried in run
+// 11b on the H200: batch 1 a little faster, batch 64 and 256 slower — V4.1's router
+// parts 5.75 → 7.76 ms at batch 256 — so 8 stays.)
 template <class X, class W>
 DEVM float lane_chain(X x, W w, i64 k0, i64 n, float v) {
   i64 t = 0;
-  for (; t + 16 <= n; t += 16) {
-    float xv[16], wv[16];
-    UNROLL_BY(16)
-    for (int u = 0; u < 16; u++) {
+  for (; t + 8 <= n; t += 8) {
+    float xv[8], wv[8];
+    UNROLL_BY(8)
+    for (int u = 0; u < 8; u++) {
       i64 k = k0 + 16 * (t + u);
       xv[u] = x(k);
       wv[u] = w(k);
     }
-    UNROLL_BY(16)
-    for (int u = 0; u < 16; u++) v = fma32(xv[u], wv[u], v);
+    UNROLL_BY(8)
+    for (int u = 0; u < 8; u++) v = fma32(xv[u], wv[u], v);
   }
   for (; t < n; t++) v = fma32(x(k0 + 16 * t), w(k0 + 16 * t), v);
   return v;
