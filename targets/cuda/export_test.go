@@ -25,3 +25,11 @@ func SetPoolRowsPerSeq(n int64) (restore func()) {
 	attPoolRowsPerSeq = n
 	return func() { attPoolRowsPerSeq = old }
 }
+
+// SetCSAWideLogits sets the wide logit items from which V4.1's fast attention runs the
+// tiled csa_fast_logits (csaFastWideLogits) and returns a function that restores it.
+func SetCSAWideLogits(n int64) (restore func()) {
+	old := csaFastWideLogits
+	csaFastWideLogits = n
+	return func() { csaFastWideLogits = old }
+}

@@ -541,13 +541,13 @@ func csaBindAttention(b *Bind) error {
 	if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
 		// value's order depends on the shapes alone, so batch-invariant mode uses them too
-		// the logits' wide items (16 heads × 2 keys) from csaFastWideLogits of them, else
-		// the narrow ones (4 heads × 1 key): the same values either way
+		// the logits in tiles of csaTileHeads × csaTileKeys a launch block (csa_fast_logits)
+		// from csaFastWideLogits items of 16 heads × 2 keys, else the narrow items (4 heads ×
+		// 1 key): the same values either way
 		wideLogits := func(rows int64) int64 { return rows * groups * ((lmax + csaFastKeys - 1) / csaFastKeys) }
 		b.Launch("csa_fast_logits", func(s *Step, a *ArgBuf) int64 {
-			if n := wideLogits(s.Arg(0).Rows()); n >= csaFastWideLogits {
-				fill(s, a)
-				return n
+			if wideLogits(s.Arg(0).Rows()) >= csaFastWideLogits {
+				return fill(s, a) * ((heads + csaTileHeads - 1) / csaTileHeads) * ((lmax + csaTileKeys - 1) / csaTileKeys) * launchBlock
 			}
 			return 0
 		})
@@ -588,8 +588,16 @@ func csaBindAttention(b *Bind) error {
 // csaHeadGroup is csa41.cu's CSA_HG: the heads one attention work item serves.
 const csaHeadGroup = 16
 
-// csaFastKeys is csa41.cu's CSA_FK: the keys one csa_fast_logits work item scores.
+// csaFastKeys is csa41.cu's CSA_FK: the keys one csa_fast_logits work item scores (on the
+// emulated device; the choice of kernel counts in these items).
 const csaFastKeys = 2
+
+// csaTileHeads, csaTileKeys are csa41.cu's CSA_TH, CSA_TK: the heads and keys of one
+// csa_fast_logits launch block (launchBlock threads).
+const (
+	csaTileHeads = 64
+	csaTileKeys  = 32
+)
 
 // csaFastWideItems: a step whose output has at least this many wide work items (16
 // heads × 4 values) runs csa_fast_out, a smaller one csa_fast_out_n (4 heads × 1 value,

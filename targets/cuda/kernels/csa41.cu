@@ -1099,18 +1099,75 @@ DEVM void csa_fast_logits_item(const csa_AttnArgs& a, i64 t, i64 h0, i64 j0, boo
   }
 }
 
-// csa_fast_logits: one (row, group of CSA_HG heads, CSA_FK keys) a work item, the keys
-// fastest, so that the lanes of a warp load the same query values (one address) and
-// each its own keys; csa_fast_logits_n, for small steps: one (row, group of 4 heads,
-// key) a work item, 8× the items. Each logit is the same chain in both, so the same
-// value.
+// csa_fast_logits: the logits of larger steps, a launch block of 128 threads per (row,
+// CSA_TH heads, CSA_TK keys): per stage of CSA_TD dim values the block copies the heads'
+// query values and the keys' values into shared memory (transposed, a row of odd length
+// so that neither the copies nor the reads collide in a bank), then each thread runs its
+// 4 heads × 4 keys' chains over the stage's values in order. Each logit is the same
+// chain of fused multiply-adds as csa_fast_logits_item's (value d = 0, 1, ... in order
+// from 0), so the same value; the emulated device runs the item loop (CSA_HG heads ×
+// CSA_FK keys a work item). csa_fast_logits_n, for small steps: one (row, group of 4
+// heads, key) a work item.
+#define CSA_TH 64
+#define CSA_TK 32
+#define CSA_TD 32
 KERNEL(csa_fast_logits, csa_AttnArgs) {
+#ifdef DI_EMULATE
+  (void)GIDX;
+  (void)GSTRIDE;
   i64 groups = (a.heads + CSA_HG - 1) / CSA_HG, kp = (a.lmax + CSA_FK - 1) / CSA_FK;
   bool vec = (a.dim & 3) == 0 && csa_al16(a.q) && csa_al16(a.kf);
-  for (i64 it = GIDX; it < a.rows * groups * kp; it += GSTRIDE) {
+  for (i64 it = 0; it < a.rows * groups * kp; it++) {
     i64 tg = it / kp;
     csa_fast_logits_item<CSA_HG, CSA_FK>(a, tg / groups, (tg % groups) * CSA_HG, (it % kp) * CSA_FK, vec);
   }
+#else
+  (void)GSTRIDE;
+  __shared__ float qs[CSA_TD][CSA_TH + 1];
+  __shared__ float ks[CSA_TD][CSA_TK + 1];
+  const i64 htiles = (a.heads + CSA_TH - 1) / CSA_TH, ktiles = (a.lmax + CSA_TK - 1) / CSA_TK;
+  const i64 blk = GIDX >> 7;
+  const int tid = (int)(GIDX & 127), hq = tid & 15, kq = tid >> 4;
+  const i64 kt = blk % ktiles, ht = (blk / ktiles) % htiles, t = blk / (ktiles * htiles);
+  const i64 L = a.rlen[t], j0 = kt * CSA_TK, h0 = ht * CSA_TH;
+  if (j0 >= L) return;  // the whole block: past the row's keys, or a row in no view (-1)
+  const float* q = a.q + t * a.heads * a.dim;
+  const float* kf = a.kf + t * a.lmax * a.dim;
+  float acc[4][4];
+  UNROLL for (int h = 0; h < 4; h++) UNROLL for (int k = 0; k < 4; k++) acc[h][k] = 0;
+  for (i64 d0 = 0; d0 < a.dim; d0 += CSA_TD) {
+    const int nd = (int)imin(CSA_TD, a.dim - d0);
+    // the stage: adjacent threads copy adjacent dim values (coalesced reads)
+    for (int e = tid; e < CSA_TD * CSA_TH; e += 128) {
+      const int hh = e / CSA_TD, dd = e % CSA_TD;
+      const i64 h = h0 + hh;
+      qs[dd][hh] = h < a.heads && dd < nd ? q[h * a.dim + d0 + dd] : 0.0f;
+    }
+    for (int e = tid; e < CSA_TD * CSA_TK; e += 128) {
+      const int kk = e / CSA_TD, dd = e % CSA_TD;
+      const i64 j = j0 + kk;
+      ks[dd][kk] = j < L && dd < nd ? kf[j * a.dim + d0 + dd] : 0.0f;
+    }
+    __syncthreads();
+    for (int dd = 0; dd < nd; dd++) {
+      float qv[4], kv[4];
+      UNROLL for (int u = 0; u < 4; u++) qv[u] = qs[dd][4 * hq + u], kv[u] = ks[dd][4 * kq + u];
+      UNROLL for (int h = 0; h < 4; h++) UNROLL for (int k = 0; k < 4; k++) acc[h][k] = fmaf(qv[h], kv[k], acc[h][k]);
+    }
+    __syncthreads();
+  }
+  UNROLL for (int k = 0; k < 4; k++) {
+    const i64 j = j0 + 4 * kq + k;
+    if (j >= L) continue;
+    const i64 tj = t * a.lmax + j;
+    const bool ok = a.valid[tj] != 0;
+    float* pb = a.pb + tj * a.heads;
+    UNROLL for (int h = 0; h < 4; h++) {
+      const i64 hh = h0 + 4 * hq + h;
+      if (hh < a.heads) pb[hh] = ok ? acc[h][k] * (float)a.scale : -F32_INF;
+    }
+  }
+#endif
 }
 KERNEL(csa_fast_logits_n, csa_AttnArgs) {
   i64 groups = (a.heads + 3) / 4;
