@@ -72,26 +72,30 @@ func TestFastV4PrefillAttentionOnTensorCores(t *testing.T) {
 	}
 }
 
-// TestFastV41LogitKernelsAgree: V4.1's fast attention logits from the tiled kernel
-// (csa_fast_logits: a launch block per row, 64 heads and 32 keys, the values staged in
-// shared memory) and from the narrow one (csa_fast_logits_n: a work item per row, 4
-// heads and a key) are the same chains of fused multiply-adds, so a prefill's and two
-// decode steps' logits must agree bit for bit with either forced on every step. On the
-// emulated device the tiled kernel runs the item loop, so this checks its own device
+// TestFastV41AttentionKernelsAgree: V4.1's fast attention from the tiled kernels
+// (csa_fast_logits: a launch block per row, 64 heads and 32 keys; csa_fast_out: per row,
+// 64 heads and 32 values; the stages in shared memory) and from the narrow ones
+// (csa_fast_logits_n: a work item per row, 4 heads and a key; csa_fast_out_n: 4 heads
+// and a value) are the same chains of fused multiply-adds, so a prefill's and two decode
+// steps' logits must agree bit for bit with either pair forced on every step. On the
+// emulated device the tiled kernels run item loops, so this checks their own device
 // code only on the GPU (-device gpu).
-func TestFastV41LogitKernelsAgree(t *testing.T) {
+func TestFastV41AttentionKernelsAgree(t *testing.T) {
 	for _, m := range []string{"tiny-v41-dev", "tiny-v41-dev2"} {
 		t.Run(m, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, "../../testdata/"+m)
-			restore := cuda.SetCSAWideLogits(1)
-			a, ka := prefillAndDecode(t, p, ws, 70)
-			restore()
-			restore = cuda.SetCSAWideLogits(1 << 60)
-			b, kb := prefillAndDecode(t, p, ws, 70)
-			restore()
-			if ka != nil && (ka["csa_fast_logits"] == 0 || ka["csa_fast_logits_n"] != 0 || kb["csa_fast_logits"] != 0 || kb["csa_fast_logits_n"] == 0) {
-				t.Errorf("tiled %d / narrow %d launches when the tiles are forced, %d / %d when the narrow kernel is; want >0/0, 0/>0",
-					ka["csa_fast_logits"], ka["csa_fast_logits_n"], kb["csa_fast_logits"], kb["csa_fast_logits_n"])
+			force := func(n int64) ([][]float32, map[string]int) {
+				defer cuda.SetCSAWideLogits(n)()
+				defer cuda.SetCSAWideOut(n)()
+				return prefillAndDecode(t, p, ws, 70)
+			}
+			a, ka := force(1)
+			b, kb := force(1 << 60)
+			for _, k := range []string{"csa_fast_logits", "csa_fast_out"} {
+				if ka != nil && (ka[k] == 0 || ka[k+"_n"] != 0 || kb[k] != 0 || kb[k+"_n"] == 0) {
+					t.Errorf("%s: tiled %d / narrow %d launches when the tiles are forced, %d / %d when the narrow kernel is; want >0/0, 0/>0",
+						k, ka[k], ka[k+"_n"], kb[k], kb[k+"_n"])
+				}
 			}
 			if len(a) != 72 || len(b) != 72 {
 				t.Fatalf("%d and %d logits rows, want 72", len(a), len(b))
@@ -99,7 +103,7 @@ func TestFastV41LogitKernelsAgree(t *testing.T) {
 			for i := range a {
 				for j := range a[i] {
 					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-						t.Fatalf("row %d, logit %d: %g with the tiled kernel, %g with the narrow one", i, j, a[i][j], b[i][j])
+						t.Fatalf("row %d, logit %d: %g with the tiled kernels, %g with the narrow ones", i, j, a[i][j], b[i][j])
 					}
 				}
 			}

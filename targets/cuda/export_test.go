@@ -33,3 +33,11 @@ func SetCSAWideLogits(n int64) (restore func()) {
 	csaFastWideLogits = n
 	return func() { csaFastWideLogits = old }
 }
+
+// SetCSAWideOut sets the wide output items from which V4.1's fast attention runs the
+// tiled csa_fast_out (csaFastWideItems) and returns a function that restores it.
+func SetCSAWideOut(n int64) (restore func()) {
+	old := csaFastWideItems
+	csaFastWideItems = n
+	return func() { csaFastWideItems = old }
+}
