@@ -432,3 +432,19 @@ func TestCompressorPoolLayouts(t *testing.T) {
 		})
 	}
 }
+
+// TestFastV41ExactOps: the instructions V4.1's fast mode computes with the cpu target's
+// own summation orders (MKL's lanes as separate work items, then folded: the router's
+// logits and selection, the mHC mixes and Sinkhorn split, the compressor) must equal the
+// cpu target's exactly when fed its inputs, in every step; the other fast-mode
+// instructions are only bounded (TestFastInstructionsNearCPU).
+func TestFastV41ExactOps(t *testing.T) {
+	for _, model := range []string{"tiny-v41-dev", "tiny-v41-dev2"} {
+		t.Run(model, func(t *testing.T) {
+			cfg := checkConfig{numerics: targets.NumericsFast, tol: 0, force: true, gate: []string{"moe_route", "hc_mix", "csa_compress"}}
+			if worst := checkInstructions(t, model, cfg); worst != 0 {
+				t.Errorf("worst error %g, want 0", worst)
+			}
+		})
+	}
+}

@@ -84,7 +84,10 @@ func bindMoERoute(b *Bind) error {
 		// expert, lane) of MKL's order, then folded: the same values); then the top-k
 		// per token
 		if part >= 0 {
-			b.Launch("moe_fast_gate41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E * 16 })
+			// a work item per (moeGateTokens tokens, expert, lane)
+			b.Launch("moe_fast_gate41_part", func(s *Step, a *ArgBuf) int64 {
+				return (fill(s, a) + moeGateTokens - 1) / moeGateTokens * E * 16
+			})
 			b.Launch("moe_fast_gate41_sum", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
 		} else {
 			b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
@@ -162,6 +165,9 @@ func bindMoERoute(b *Bind) error {
 	b.Launch("moe_route_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 	return nil
 }
+
+// moeGateTokens is moe.cu's MOE_GT: the tokens one moe_fast_gate41_part work item serves.
+const moeGateTokens = 4
 
 // moeChunk is moe.cu's MOE_CH: the slots one moe_count or moe_group work item scans.
 const moeChunk = 256

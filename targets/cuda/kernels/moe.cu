@@ -173,12 +173,51 @@ KERNEL(moe_gate_v41, MoERoute41Args) {
 // with the 16 independent lanes of MKL's order as work items (numerics.h mkl_lane),
 // into part[t, e, lane], then folded as mkl_dot folds them (mkl_fold): its values bit
 // for bit, in chains 16 times shorter.
+// A work item serves MOE_GT consecutive tokens (the same expert and lane): when all of
+// them take MKL's GEMV order (one row a sequence: decode) their chains run side by side,
+// a weight value loaded once for the tokens; otherwise each token's lane in turn.
+#define MOE_GT 4
 KERNEL(moe_fast_gate41_part, MoERoute41Args) {
-  for (i64 i = GIDX; i < a.T * a.E * 16; i += GSTRIDE) {
-    i64 te = i / 16, t = te / a.E, e = te % a.E, first, rows;
-    FRow x;
+  const i64 groups = (a.T + MOE_GT - 1) / MOE_GT;
+  for (i64 i = GIDX; i < groups * a.E * 16; i += GSTRIDE) {
+    const int L = (int)(i % 16);
+    const i64 te = i / 16, e = te % a.E, t0 = (te / a.E) * MOE_GT;
+    FRow x[MOE_GT];
     WRow w;
-    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows)) a.part[i] = mkl_lane(x, w, rows, a.D, a.E, (int)(i % 16));
+    i64 first[MOE_GT], rows[MOE_GT];
+    bool ok[MOE_GT], gemv = true;
+    UNROLL for (int u = 0; u < MOE_GT; u++) {
+      ok[u] = t0 + u < a.T && moe_gate41_at(a, t0 + u, e, &x[u], &w, &first[u], &rows[u]);
+      if (ok[u] && mkl_order(rows[u], a.D, a.E) != ORDER_GEMV) gemv = false;
+      if (!ok[u]) x[u].p = a.x;  // read, not used
+    }
+    if (!gemv) {
+      for (int u = 0; u < MOE_GT; u++)
+        if (ok[u]) a.part[((t0 + u) * a.E + e) * 16 + L] = mkl_lane(x[u], w, rows[u], a.D, a.E, L);
+      continue;
+    }
+    // mkl_lane's ORDER_GEMV for each token: lane 0 starts at x(0)·w(0), then lane_chain
+    // over k = 1 + L, 1 + L + 16, ... (8 terms' loads before their chains)
+    float v[MOE_GT];
+    UNROLL for (int u = 0; u < MOE_GT; u++) v[u] = L == 0 ? x[u](0) * w(0) : 0;
+    const i64 n = (a.D - 1) / 16, k0 = 1 + L;
+    i64 j = 0;
+    for (; j + 8 <= n; j += 8) {
+      float wv[8], xv[MOE_GT][8];
+      UNROLL for (int q = 0; q < 8; q++) {
+        const i64 k = k0 + 16 * (j + q);
+        wv[q] = w(k);
+        UNROLL for (int u = 0; u < MOE_GT; u++) xv[u][q] = x[u](k);
+      }
+      UNROLL for (int u = 0; u < MOE_GT; u++) UNROLL for (int q = 0; q < 8; q++) v[u] = fma32(xv[u][q], wv[q], v[u]);
+    }
+    for (; j < n; j++) {
+      const i64 k = k0 + 16 * j;
+      const float wk = w(k);
+      UNROLL for (int u = 0; u < MOE_GT; u++) v[u] = fma32(x[u](k), wk, v[u]);
+    }
+    UNROLL for (int u = 0; u < MOE_GT; u++)
+      if (ok[u]) a.part[((t0 + u) * a.E + e) * 16 + L] = v[u];
   }
 }
 KERNEL(moe_fast_gate41_sum, MoERoute41Args) {
