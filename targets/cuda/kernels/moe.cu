@@ -196,26 +196,8 @@ KERNEL(moe_fast_gate41_part, MoERoute41Args) {
         if (ok[u]) a.part[((t0 + u) * a.E + e) * 16 + L] = mkl_lane(x[u], w, rows[u], a.D, a.E, L);
       continue;
     }
-    // mkl_lane's ORDER_GEMV for each token: lane 0 starts at x(0)·w(0), then lane_chain
-    // over k = 1 + L, 1 + L + 16, ... (8 terms' loads before their chains)
     float v[MOE_GT];
-    UNROLL for (int u = 0; u < MOE_GT; u++) v[u] = L == 0 ? x[u](0) * w(0) : 0;
-    const i64 n = (a.D - 1) / 16, k0 = 1 + L;
-    i64 j = 0;
-    for (; j + 8 <= n; j += 8) {
-      float wv[8], xv[MOE_GT][8];
-      UNROLL for (int q = 0; q < 8; q++) {
-        const i64 k = k0 + 16 * (j + q);
-        wv[q] = w(k);
-        UNROLL for (int u = 0; u < MOE_GT; u++) xv[u][q] = x[u](k);
-      }
-      UNROLL for (int u = 0; u < MOE_GT; u++) UNROLL for (int q = 0; q < 8; q++) v[u] = fma32(xv[u][q], wv[q], v[u]);
-    }
-    for (; j < n; j++) {
-      const i64 k = k0 + 16 * j;
-      const float wk = w(k);
-      UNROLL for (int u = 0; u < MOE_GT; u++) v[u] = fma32(x[u](k), wk, v[u]);
-    }
+    mkl_gemv_lanes<MOE_GT>(x, w, a.D, L, v);
     UNROLL for (int u = 0; u < MOE_GT; u++)
       if (ok[u]) a.part[((t0 + u) * a.E + e) * 16 + L] = v[u];
   }

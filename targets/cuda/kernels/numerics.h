@@ -306,6 +306,38 @@ DEVM float lane_chain(X x, W w, i64 k0, i64 n, float v) {
   return v;
 }
 
+// mkl_gemv_lanes is lane L of mkl_dot's GEMV order (one row: mkl_lane's ORDER_GEMV) for
+// NT rows x[u] against the same weight row w, their chains side by side so that a
+// weight value is loaded once for them; v[u] the lanes' values, each the one mkl_lane
+// gives. (NT is at most 4: the loops over the rows unroll by 4.)
+template <int NT, class X, class W>
+DEVM void mkl_gemv_lanes(const X* x, W w, i64 K, int L, float* v) {
+  UNROLL_BY(4)
+  for (int u = 0; u < NT; u++) v[u] = L == 0 ? x[u](0) * w(0) : 0;
+  const i64 n = (K - 1) / 16, k0 = 1 + L;
+  i64 j = 0;
+  for (; j + 8 <= n; j += 8) {
+    float wv[8], xv[NT][8];
+    UNROLL_BY(8)
+    for (int q = 0; q < 8; q++) {
+      const i64 k = k0 + 16 * (j + q);
+      wv[q] = w(k);
+      UNROLL_BY(4)
+      for (int u = 0; u < NT; u++) xv[u][q] = x[u](k);
+    }
+    UNROLL_BY(4)
+    for (int u = 0; u < NT; u++)
+      UNROLL_BY(8)
+      for (int q = 0; q < 8; q++) v[u] = fma32(xv[u][q], wv[q], v[u]);
+  }
+  for (; j < n; j++) {
+    const i64 k = k0 + 16 * j;
+    const float wk = w(k);
+    UNROLL_BY(4)
+    for (int u = 0; u < NT; u++) v[u] = fma32(x[u](k), wk, v[u]);
+  }
+}
+
 // mkl_lane is lane L (of 16) of mkl_dot(x, w, m, ·, K, N): dot_gemv's lane L,
 // dot_small's accumulator (L/4, L%4), dot_split4's or SPLIT2's part L, or the whole
 // sequential dot in lane 0; 0 in the lanes an order does not use.
