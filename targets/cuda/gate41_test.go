@@ -76,3 +76,82 @@ func TestFastGate41Lanes(t *testing.T) {
 		})
 	}
 }
+
+// TestFastCompressProjLanes: V4.1's fast compressor projections (csa_fast_proj_part,
+// then csa_fast_proj_sum) against the exact kernel (csa_compress_proj: mkl_dot a value)
+// under ratio 2, the kv projection and the gate bit for bit: 12 channels, 300 values a
+// row, single-row sequences (MKL's GEMV order, which the fast kernel runs for 4 tokens
+// at a time) and a 3-row sequence (another order) in the same group of 4 tokens.
+func TestFastCompressProjLanes(t *testing.T) {
+	k := newEmuKernels(t)
+	rng := rand.New(rand.NewPCG(41, 5))
+	const d, D = 12, 300
+	for _, T := range []int64{9, 3} {
+		t.Run(fmt.Sprintf("%d tokens", T), func(t *testing.T) {
+			var seqs []int64
+			for r := int64(0); r < T; {
+				n := int64(1)
+				if r == 5 && T > 7 {
+					n = 3
+				}
+				seqs = append(seqs, r, n, 10+r, 0, 0) // SeqRec: row, n, pos, state, flags
+				r += n
+			}
+			x, wkv, wg := put(k, randRow(rng, int(T*D))), put(k, randRow(rng, d*D)), put(k, randRow(rng, d*D))
+			sp := put(k, seqs)
+			run := func(kernels ...string) ([]float32, []float32) {
+				P, G := put(k, make([]float32, T*d)), put(k, make([]float32, T*d))
+				part := put(k, make([]float32, T*d*32))
+				for _, name := range kernels {
+					k.run(name, func(a *ArgBuf) {
+						a.P(x)
+						a.W(Operand{Ptr: wkv, Cols: D})
+						a.W(Operand{Ptr: wg, Cols: D})
+						for range 3 { // norm, wk, knorm
+							a.W(Operand{})
+						}
+						a.P(sp)
+						a.I(int64(len(seqs) / 5))
+						a.I(T)
+						a.I(D)
+						a.I(d)
+						a.I(0) // idim
+						a.I(2) // ratio
+						a.F(1e-6)
+						a.P(P)
+						a.P(G)
+						a.P(0)
+						a.P(0)
+						for range 10 { // kv_off .. pend_off
+							a.I(0)
+						}
+						a.I(1)        // procs
+						for range 2 { // rope_dim, rope_fp32
+							a.I(0)
+						}
+						a.F(1)
+						for range 64 { // inv
+							a.F(0)
+						}
+						a.P(0) // err
+						a.P(part)
+						a.I(32)
+						a.P(0)
+						a.I(0)
+					})
+				}
+				return k.get(P, int(T*d)), k.get(G, int(T*d))
+			}
+			wp, wgv := run("csa_compress_proj")
+			gp, ggv := run("csa_fast_proj_part", "csa_fast_proj_sum")
+			for i := range wp {
+				if math.Float32bits(wp[i]) != math.Float32bits(gp[i]) || math.Float32bits(wgv[i]) != math.Float32bits(ggv[i]) {
+					t.Fatalf("value %d (token %d): exact %g / %g, fast %g / %g", i, i/d, wp[i], wgv[i], gp[i], ggv[i])
+				}
+				if wp[i] == 0 || wgv[i] == 0 {
+					t.Fatalf("value %d (token %d) not written: %g / %g", i, i/d, wp[i], wgv[i])
+				}
+			}
+		})
+	}
+}
