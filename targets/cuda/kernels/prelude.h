@@ -5,10 +5,13 @@
 // Conventions (docs/cuda.md):
 //   - a kernel takes one argument, a struct of 8-byte fields (pointers, long long,
 //     double) that the Go binder fills in the same order;
-//   - its body is a grid-stride loop over independent work items:
+//   - its body is, by default, a grid-stride loop over independent work items:
 //         for (long long i = GIDX; i < n; i += GSTRIDE) { ... }
 //     no shared memory, no barriers, no atomics, so that one host thread running the
-//     loop from 0 to n computes exactly what the device computes;
+//     loop from 0 to n computes exactly what the device computes; a kernel that uses a
+//     warp per item (shuffles) or a launch block per tile (shared memory, barriers)
+//     gives the emulated device (DI_EMULATE) its own loop computing the same values
+//     (docs/cuda.md, "Kernel conventions");
 //   - floating point as the cpu target computes it: the sources compile without
 //     contraction (--fmad=false, -ffp-contract=off), so a*b+c rounds twice, as Go does.
 #ifdef DI_EMULATE
