@@ -25,6 +25,7 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 		model := m.dir
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, model)
+			t.Setenv(cuda.EnvFP4Pipe, "")
 			run := func(fp4 bool) ([][]float32, map[string]int) {
 				if !fp4 {
 					t.Setenv(cuda.EnvFP4Tiles, "0")
@@ -62,6 +63,50 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 			// (worst on the emulated device: 9.0e-6, the V4-Flash-format model)
 			if worst > 1.5e-5 {
 				t.Errorf("worst relative difference %.3g, want ≤ 1.5e-5", worst)
+			}
+		})
+	}
+}
+
+// TestFP4PipelineMatchesRegisters: the pipelined FP4 tiles (fast_moe_up_fp4,
+// fast_moe_down_fp4: weights copied into shared memory steps ahead) against the ones
+// that load a step ahead into registers (_reg, DEEPINFER_CUDA_FP4_PIPE=0): every output
+// is the same chain of mma, so the logits must agree bit for bit. The models cover the
+// tails: tiny-v41-dev2's reductions of 192 and 96 values (not multiples of 128), its 96
+// and 192 weight rows (partial row blocks, whole warps past N) and scale rows of 6 and
+// 3 bytes (unaligned scale words); the 80-token prefill gives experts more than 16
+// slots (slot passes after the first, where the copies restart). The emulated device
+// runs one reference loop for both kernels, so there this checks that the switch picks
+// the kernels; with -device gpu it checks the device code.
+func TestFP4PipelineMatchesRegisters(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{
+		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
+		{"v4-flash-formats", quantizedV4(t)},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			t.Setenv(cuda.EnvFP4Tiles, "")
+			t.Setenv(cuda.EnvFP4Pipe, "")
+			a, ka := prefillAndDecode(t, p, ws, 80)
+			t.Setenv(cuda.EnvFP4Pipe, "0")
+			b, kb := prefillAndDecode(t, p, ws, 80)
+			if ka != nil {
+				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
+					if ka[k] == 0 || ka[k+"_reg"] != 0 || kb[k] != 0 || kb[k+"_reg"] != ka[k] {
+						t.Errorf("%s ran %d times and %s_reg %d times when pipelined, %d and %d with %s=0; want n > 0 and 0, 0 and n",
+							k, ka[k], k, ka[k+"_reg"], kb[k], kb[k+"_reg"], cuda.EnvFP4Pipe)
+					}
+				}
+			}
+			if len(a) != 82 || len(b) != 82 {
+				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
+			}
+			for i := range a {
+				for j := range a[i] {
+					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+						t.Fatalf("row %d, logit %d: %g pipelined, %g with %s=0", i, j, a[i][j], b[i][j], cuda.EnvFP4Pipe)
+					}
+				}
 			}
 		})
 	}

@@ -223,6 +223,9 @@ type fastExperts struct {
 	// fp4 caches whether every expert weight is FP4 and the shapes suit
 	// tensorcore_fp4.cu (0: not known yet, 1: yes, 2: no)
 	fp4 int8
+	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
+	// ones that load a step ahead into registers (EnvFP4Pipe=0)
+	fp4Suffix string
 }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
@@ -258,12 +261,21 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	if os.Getenv(EnvFP4Tiles) == "0" {
 		f.fp4 = 2
 	}
+	if os.Getenv(EnvFP4Pipe) == "0" {
+		f.fp4Suffix = "_reg"
+	}
 	return f
 }
 
 // EnvFP4Tiles set to 0 runs FP4 experts on tensorcore.cu's generic tiles instead of
 // tensorcore_fp4.cu's (a comparison of the two in one run; read when a program is bound).
 const EnvFP4Tiles = "DEEPINFER_CUDA_FP4_TILES"
+
+// EnvFP4Pipe set to 0 runs the FP4 tiles as fast_moe_up_fp4_reg/fast_moe_down_fp4_reg
+// (each lane's next step of weights loaded into registers) instead of the pipelined
+// fast_moe_up_fp4/fast_moe_down_fp4 (cp.async copies into shared memory, steps ahead):
+// the same values, for a comparison of the two in one run; read when a program is bound.
+const EnvFP4Pipe = "DEEPINFER_CUDA_FP4_PIPE"
 
 // split adds a fast_split (fast_split_fp4 for the FP4 tiles' order) of rows(s) rows
 // of width K (row stride K) from src into the halves at scratch xs, Kp values a row.
@@ -329,13 +341,13 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 	a.F(sh.limit)
 }
 
-// tiles adds a tiles kernel's three entries: kernel_fp4 for FP4 experts
-// (tensorcore_fp4.cu: a launch block of 128 work items per active expert, rows rows of
-// weights and slice; fp4 is that block count), kernel_f32 for float32 experts and kernel
+// tiles adds a tiles kernel's three entries: kernel_fp4 (kernel_fp4_reg with
+// EnvFP4Pipe=0) for FP4 experts (tensorcore_fp4.cu: a launch block of 128 work items
+// per active expert, rows rows of weights and slice; fp4 is that block count), kernel_f32 for float32 experts and kernel
 // for the others (tensorcore.cu's warp tiles: fill's count); the step runs the one its
 // weights need (expert 0's w1 stands for all but FP4, which checks every expert).
 func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, fp4 func(s *Step) int64) {
-	f.b.Launch(kernel+"_fp4", func(s *Step, a *ArgBuf) int64 {
+	f.b.Launch(kernel+"_fp4"+f.fp4Suffix, func(s *Step, a *ArgBuf) int64 {
 		if !f.fp4Tiles(s) {
 			return 0
 		}

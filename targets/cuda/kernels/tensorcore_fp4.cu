@@ -263,6 +263,194 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     }
   }
 }
+
+// The pipelined tiles (fast_moe_up_fp4, fast_moe_down_fp4): the same blocks, lanes,
+// decode and chain of mma as fp4_tiles above, but a lane's weight bytes reach its
+// registers through shared memory: each lane copies the 4 × 16 bytes of codes it will
+// decode at a step (rows g and g+8 of both streams) and the four aligned 4-byte words
+// that hold those rows' scale bytes with cp.async, FP4P_STAGES − 1 steps ahead, into its
+// own slots of the stage buffers (a lane reads back only what it copied, so waiting on
+// its own copies is enough; no barrier for the weights). Copies for rows at or past N,
+// or values at or past K, are zero-filled (source size 0) and decoded as fp4_tiles does
+// (code 0, scale 127). The activation halves are staged as before, FP4P_STEPS steps a
+// pass, so that everything fits in 48 KB of static shared memory:
+// xs 16 KB + codes 3 × 8 KB + scale words 3 × 2 KB + srow.
+#define FP4P_STAGES 3  // weight steps a lane's copies run ahead, plus the current one
+#define FP4P_STEPS 2   // steps of activation halves staged a pass
+
+// smem_addr: a shared-memory pointer as cp.async's 32-bit shared address.
+DEV u32 smem_addr(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+// cp_async16, cp_async4: copy 16 (4) bytes from global src to shared dst, or write
+// zeros there when !in (nothing is read).
+DEV void cp_async16(u32 dst, const void* src, bool in) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+DEV void cp_async4(u32 dst, const void* src, bool in) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(in ? 4 : 0) : "memory");
+}
+DEV void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// cp_async_wait<N>: until at most the N latest groups of this thread's copies are pending.
+template <int N>
+DEV void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// word4: the aligned 4-byte word holding byte p.
+DEV const void* word4(const unsigned char* p) { return (const void*)((u64)p & ~(u64)3); }
+
+template <int NW>
+DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
+  const int RT = NW == 2 ? 1 : 2;
+  constexpr int S = FP4P_STAGES, XS = FP4P_STEPS;
+  __shared__ uint4 xs[FP4_SLOTS * XS * 2 * 16];
+  // stage buffers: [stage][item][thread], item 2p (row g of stream p) or 2p+1 (row g+8)
+  __shared__ uint4 wq[S * 4 * 128];
+  __shared__ u32 wsc[S * 4 * 128];
+  __shared__ i64 srow[FP4_SLOTS];  // the x row of each staged slot
+  Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
+  if (b.e < 0) return;  // the whole block
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 P = a.Kp / 2;
+  const i64 div = NW == 2 ? a.k : 1;
+  const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
+  // the warp's two streams (weight, 16-row tile): this lane's rows g and g+8
+  const unsigned char* wa[2];
+  const unsigned char* wb[2];
+  const unsigned char* sa[2];
+  const unsigned char* sb[2];
+  bool oka[2], okb[2];
+  i64 rt0[2];
+  UNROLL for (int p = 0; p < 2; p++) {
+    Weight w = fp4_weight<NW>(a, b.e, p);
+    rt0[p] = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
+    i64 ra = rt0[p] + g, rb = ra + 8;
+    oka[p] = ra < a.N, okb[p] = rb < a.N;
+    wa[p] = (const unsigned char*)w.p + (oka[p] ? ra : 0) * (w.cols / 2);
+    wb[p] = (const unsigned char*)w.p + (okb[p] ? rb : 0) * (w.cols / 2);
+    sa[p] = w.s + (oka[p] ? ra : 0) * (w.cols / 32);
+    sb[p] = w.s + (okb[p] ? rb : 0) * (w.cols / 32);
+  }
+  const u32 qs = smem_addr(&wq[tid]), ss = smem_addr(&wsc[tid]);
+  // issue: this lane's copies of step h into stage h % S (none past the slice), and
+  // a commit either way, so that the group of step h is always the (h+1)th of a pass
+  auto issue = [&](int h) {
+    if (h < nsteps) {
+      const int kl = (int)b.kb + 128 * h + 32 * t;
+      const u32 q0 = qs + (u32)(h % S) * (4 * 128 * 16), s0 = ss + (u32)(h % S) * (4 * 128 * 4);
+      UNROLL for (int p = 0; p < 2; p++) {
+        bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
+        cp_async16(q0 + (2 * p) * (128 * 16), ina ? wa[p] + kl / 2 : wa[p], ina);
+        cp_async16(q0 + (2 * p + 1) * (128 * 16), inb ? wb[p] + kl / 2 : wb[p], inb);
+        cp_async4(s0 + (2 * p) * (128 * 4), word4(ina ? sa[p] + kl / 32 : sa[p]), ina);
+        cp_async4(s0 + (2 * p + 1) * (128 * 4), word4(inb ? sb[p] + kl / 32 : sb[p]), inb);
+      }
+    }
+    cp_async_commit();
+  };
+  // the first pass's copies go out before the slot lists are read
+  UNROLL for (int h = 0; h < S - 1; h++) issue(h);
+  const i64 n = a.counts[b.e], base = a.off[b.e];
+  for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
+    if (c0 > 0) {  // the pipeline restarts
+      UNROLL for (int h = 0; h < S - 1; h++) issue(h);
+    }
+    const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
+    float acc[2][2][4];
+    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
+    for (int h = 0; h < nsteps; h++) {
+      if ((h & (XS - 1)) == 0) {
+        // stage the slots' pairs of the next XS steps (zeros for slots past nc and
+        // steps past the slice); the same layout as fp4_tiles' with XS steps a slot
+        int ns = min(XS, nsteps - h);
+        if (h == 0 && tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
+        __syncthreads();
+        int total = live * 8 * XS * 2 * 16;
+        for (int i = tid; i < total; i += 128) {
+          int c4 = i & 3, tt = (i >> 2) & 3, half = (i >> 4) & 1, hh = (i >> 5) & (XS - 1), c = (int)(((u32)i >> 5) / XS);
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (c < nc && hh < ns) {
+            const u32* src = (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
+            v = *(const uint4*)src;
+          }
+          int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
+          xs[((c * XS + hh) * 2 + half) * 16 + tt * 4 + pos] = v;
+        }
+        __syncthreads();
+      }
+      // step h's copies have landed (this lane's own: no barrier needed)
+      cp_async_wait<S - 2>();
+      const int st = h % S, kl = (int)b.kb + 128 * h + 32 * t;
+      uint4 ca[2], cb[2];
+      u32 ua[2], ub[2];
+      UNROLL for (int p = 0; p < 2; p++) {
+        ca[p] = wq[(st * 4 + 2 * p) * 128 + tid];
+        cb[p] = wq[(st * 4 + 2 * p + 1) * 128 + tid];
+        bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
+        u32 wa4 = wsc[(st * 4 + 2 * p) * 128 + tid], wb4 = wsc[(st * 4 + 2 * p + 1) * 128 + tid];
+        ua[p] = ina ? (wa4 >> (8 * (((u32)(u64)sa[p] + (u32)t) & 3))) & 0xff : 127;
+        ub[p] = inb ? (wb4 >> (8 * (((u32)(u64)sb[p] + (u32)t) & 3))) & 0xff : 127;
+      }
+      // step h + S − 1 into the stage step h − 1 used (read back above, at step h − 1)
+      issue(h + S - 1);
+      u32 m1a[2], m1b[2], m2a[2], m2b[2];
+      bool big = false;
+      UNROLL for (int p = 0; p < 2; p++) {
+        m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
+        m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
+        big = big || ua[p] > 128 || ub[p] > 128;
+      }
+      big = __any_sync(0xffffffffu, big);
+      const int hs = h & (XS - 1);
+      UNROLL for (int w4 = 0; w4 < 4; w4++) {
+        u32 da[2][4], db[2][4];
+        UNROLL for (int p = 0; p < 2; p++) {
+          u32 xa = w4 == 0 ? ca[p].x : w4 == 1 ? ca[p].y : w4 == 2 ? ca[p].z : ca[p].w;
+          u32 xb = w4 == 0 ? cb[p].x : w4 == 1 ? cb[p].y : w4 == 2 ? cb[p].z : cb[p].w;
+          UNROLL for (int j = 0; j < 4; j++) {
+            da[p][j] = bf2_mul(fp4_pair(xa, j), m1a[p]);
+            db[p][j] = bf2_mul(fp4_pair(xb, j), m1b[p]);
+          }
+          if (big) {
+            UNROLL for (int j = 0; j < 4; j++) {
+              da[p][j] = bf2_mul(da[p][j], m2a[p]);
+              db[p][j] = bf2_mul(db[p][j], m2b[p]);
+            }
+          }
+        }
+        UNROLL for (int j = 0; j < 2; j++) {
+          if (j >= live) break;
+          int c = 8 * j + g;
+          int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
+          uint4 bh = xs[((c * XS + hs) * 2 + 0) * 16 + t * 4 + pos];
+          uint4 bl = xs[((c * XS + hs) * 2 + 1) * 16 + t * 4 + pos];
+          UNROLL for (int p = 0; p < 2; p++) {
+            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
+            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bl.x, bl.y);
+            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bh.z, bh.w);
+            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bl.z, bl.w);
+          }
+        }
+      }
+    }
+    // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
+    UNROLL for (int j = 0; j < 2; j++) {
+      if (j >= live) break;
+      UNROLL for (int e = 0; e < 4; e++) {
+        int c = 8 * j + 2 * t + (e & 1);
+        if (c >= nc) continue;
+        i64 slot = a.list[base + c0 + c];
+        UNROLL for (int p = 0; p < 2; p++) {
+          i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
+          if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing in flight at exit (the groups past the slice are empty)
+}
 #endif
 
 // fast_moe_up_fp4 (w1 and w3 into planes 0 and 1 of part) and fast_moe_down_fp4 (w2
@@ -279,10 +467,31 @@ KERNEL(fast_moe_up_fp4, FastMoEArgs) {
   (void)GIDX;
   fp4_tiles<2>(a, a.nact * ((a.N + 63) / 64) * a.S);
 #else
-  fp4_tiles<2>(a, GIDX);
+  fp4_pipe<2>(a, GIDX);
 #endif
 }
 KERNEL(fast_moe_down_fp4, FastMoEArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  fp4_tiles<1>(a, a.nact * ((a.N + 127) / 128) * a.S);
+#else
+  fp4_pipe<1>(a, GIDX);
+#endif
+}
+// fast_moe_up_fp4_reg, fast_moe_down_fp4_reg: the same tiles with each lane's next step
+// of weights loaded into registers (fp4_tiles; DEEPINFER_CUDA_FP4_PIPE=0), kept to time
+// both in one run. The same values: every output is the same chain of mma.
+KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  fp4_tiles<2>(a, a.nact * ((a.N + 63) / 64) * a.S);
+#else
+  fp4_tiles<2>(a, GIDX);
+#endif
+}
+KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   (void)GIDX;
