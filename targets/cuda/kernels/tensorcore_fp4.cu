@@ -13,8 +13,13 @@
 //     activations are split into halves in the same order once (fast_split_fp4), so the
 //     products are the same, only summed in another order;
 //   - the slots' activation halves are staged in shared memory once per block and pass of
-//     FP4_KC values, and each warp reads its slots' pairs from there (swizzled so that a
-//     quarter-warp's 16-byte loads hit distinct banks).
+//     FP4_KC values (FP4P_STEPS steps in the pipelined tiles), and each warp reads its
+//     slots' pairs from there (swizzled so that a quarter-warp's 16-byte loads hit
+//     distinct banks);
+//   - the device kernels fast_moe_up_fp4/fast_moe_down_fp4 (fp4_pipe) copy each lane's
+//     weight bytes into shared memory with cp.async, two steps ahead; the _reg kernels
+//     (fp4_tiles, DEEPINFER_CUDA_FP4_PIPE=0) load the next step into registers. Both
+//     give the same values (the same decode and chain of mma; only the loads differ).
 // A slot's sum depends only on the weight shapes (slices, steps, mma order), never on
 // the other slots of the step. The emulated device computes each block's values in
 // plain loops from the same widened weights and the same activation pairs, each mma's

@@ -1,0 +1,152 @@
+// fp4_fibers.h: what the device branch of the kernel sources needs to run on the host,
+// for TestFP4DeviceCodeOnHostFibers (fp4_fibers_test.go): a launch block's 128 threads
+// as fibers that take turns on one host thread, __syncthreads and the warp's collectives
+// (__any_sync, the mma) as barriers between them, and cp.async as copies that clobber
+// their destination when issued and land only when a wait_group requires them. The test
+// replaces the sources' inline PTX by the harness_ functions below.
+#include <vector>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+#include <cmath>
+#include <ucontext.h>
+static long g_errors;
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(t, b)
+struct dim3_ { unsigned x, y, z; };
+static dim3_ blockIdx, threadIdx;
+static dim3_ gridDim, blockDim;
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); return f; }
+inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8); return u; }
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }
+inline unsigned __ballot_sync(unsigned, int) { abort(); }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline double __shfl_xor_sync(unsigned, double, int) { abort(); }
+
+// the block's 128 threads are fibers (ucontext) run in turn on one host thread; a
+// fiber runs until it waits at a barrier or returns
+static ucontext_t g_sched, g_fib[128];
+static int g_cur;
+static bool g_progress;
+inline void fiber_yield() { swapcontext(&g_fib[g_cur], &g_sched); }
+// a barrier of n fibers; every arrival of a generation must come from the same call
+// site (a thread that skips a __syncthreads others reach is an error, or a deadlock)
+struct Bar {
+  int n, count = 0;
+  long gen = 0;
+  void* site = nullptr;
+  explicit Bar(int n) : n(n) {}
+  void arrive_and_wait(void* at) {
+    g_progress = true;
+    if (count == 0) site = at;
+    else if (site != at) { fprintf(stderr, "threads wait at different barriers\n"); g_errors++; }
+    long g = gen;
+    if (++count == n) { count = 0, gen++; return; }
+    while (gen == g) fiber_yield();
+  }
+};
+static Bar* g_block_bar;
+struct WarpX {
+  Bar* bar;
+  int flag[32];
+  unsigned a[32][4], b[32][2];
+};
+static WarpX g_warp[4];
+__attribute__((noinline)) void __syncthreads() { g_block_bar->arrive_and_wait(__builtin_return_address(0)); }
+inline int __any_sync(unsigned m, int p) {
+  if (m != 0xffffffffu) abort();
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  WarpX& x = g_warp[w];
+  x.flag[l] = p != 0;
+  x.bar->arrive_and_wait((void*)1);
+  int any = 0;
+  for (int i = 0; i < 32; i++) any |= x.flag[i];
+  x.bar->arrive_and_wait((void*)2);
+  return any;
+}
+static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
+static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
+// harness_mma: mma.sync m16n8k16 bf16 (fragments as the PTX ISA lays them out), each
+// output's 16 products summed in the emulated device's order (fp4_tiles), then added to c
+inline void harness_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31, g = l >> 2, t = l & 3;
+  WarpX& x = g_warp[w];
+  x.a[l][0] = a0, x.a[l][1] = a1, x.a[l][2] = a2, x.a[l][3] = a3, x.b[l][0] = b0, x.b[l][1] = b1;
+  x.bar->arrive_and_wait((void*)3);
+  auto A = [&](int r, int k) {  // row r (0..15), k (0..15)
+    int lane = (r & 7) * 4 + ((k & 7) >> 1);
+    int reg = (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+    unsigned v = x.a[lane][reg];
+    return (k & 1) ? bf_hi(v) : bf_lo(v);
+  };
+  auto B = [&](int k, int n) {
+    int lane = n * 4 + ((k & 7) >> 1);
+    unsigned v = x.b[lane][k >= 8 ? 1 : 0];
+    return (k & 1) ? bf_hi(v) : bf_lo(v);
+  };
+  float d[4];
+  for (int e = 0; e < 4; e++) {
+    int r = g + (e >= 2 ? 8 : 0), n = 2 * t + (e & 1);
+    float s = 0;
+    // lane tt's pairs, its first register's before its second's
+    for (int tt = 0; tt < 4; tt++)
+      for (int v = 0; v < 2; v++)
+        for (int h = 0; h < 2; h++) {
+          int k = 2 * tt + 8 * v + h;
+          s += A(r, k) * B(k, n);
+        }
+    d[e] = c[e] + s;
+  }
+  x.bar->arrive_and_wait((void*)4);
+  for (int e = 0; e < 4; e++) c[e] = d[e];
+}
+
+// cp.async: a copy's destination is clobbered when it is issued and written when a
+// wait_group allows (as late as possible), so reading too early or reusing a stage
+// too soon changes the values
+struct Copy { unsigned dst; const void* src; int size, n; };
+struct CpState { std::vector<Copy> open; std::vector<std::vector<Copy>> groups; };
+static CpState g_cps[128];
+#define g_cp g_cps[threadIdx.x]
+static std::vector<std::pair<const char*, const char*>> g_valid;  // readable global ranges
+static void cp_check(const void* src, int n, int size, uintptr_t dst) {
+  if ((uintptr_t)src % size || dst % size) { fprintf(stderr, "misaligned cp.async %p -> %lx (%d)\n", src, (unsigned long)dst, size); g_errors++; }
+  if (n == 0) return;
+  const char* s = (const char*)src;
+  for (auto& r : g_valid) if (s >= r.first && s + size <= r.second) return;
+  fprintf(stderr, "cp.async reads outside the buffers: %p\n", src); g_errors++;
+}
+// shared addresses: 32-bit offsets from a static object (the __shared__ arrays are
+// static objects too, within a few MB of it)
+static char g_anchor;
+inline unsigned harness_smem(const void* p) {
+  long long d = (long long)((const char*)p - &g_anchor);
+  if (d < -(1LL << 30) || d > (1LL << 30)) { fprintf(stderr, "shared array far from the anchor\n"); abort(); }
+  return (unsigned)(d + (1LL << 31));
+}
+inline void* harness_ptr(unsigned a) { return &g_anchor + ((long long)a - (1LL << 31)); }
+inline void harness_cp(unsigned dst, const void* src, int size, int n) {
+  cp_check(src, n, size, (uintptr_t)harness_ptr(dst));
+  memset(harness_ptr(dst), 0xA5, size);
+  g_cp.open.push_back(Copy{dst, src, size, n});
+}
+inline void harness_commit() { g_cp.groups.push_back(g_cp.open); g_cp.open.clear(); }
+inline void harness_wait(int N) {
+  while ((int)g_cp.groups.size() > N) {
+    for (auto& c : g_cp.groups.front()) {
+      memset(harness_ptr(c.dst), 0, c.size);
+      memcpy(harness_ptr(c.dst), c.src, c.n);
+    }
+    g_cp.groups.erase(g_cp.groups.begin());
+  }
+}
