@@ -13,13 +13,14 @@
 //     activations are split into halves in the same order once (fast_split_fp4), so the
 //     products are the same, only summed in another order;
 //   - the slots' activation halves are staged in shared memory once per block and pass of
-//     FP4_KC values (FP4P_STEPS steps in the pipelined tiles), and each warp reads its
+//     FP4_KC values (in the pipelined tiles: copied a step ahead), and each warp reads its
 //     slots' pairs from there (swizzled so that a quarter-warp's 16-byte loads hit
 //     distinct banks);
 //   - the device kernels fast_moe_up_fp4/fast_moe_down_fp4 (fp4_pipe) copy each lane's
-//     weight bytes into shared memory with cp.async, two steps ahead; the _reg kernels
-//     (fp4_tiles, DEEPINFER_CUDA_FP4_PIPE=0) load the next step into registers. Both
-//     give the same values (the same decode and chain of mma; only the loads differ).
+//     weight bytes (two steps ahead) and the activation halves (one step ahead) into
+//     shared memory with cp.async; the _reg kernels (fp4_tiles, DEEPINFER_CUDA_FP4_PIPE=0)
+//     load the next step's weights into registers. Both give the same values (the same
+//     decode and chain of mma; only the loads differ).
 // A slot's sum depends only on the weight shapes (slices, steps, mma order), never on
 // the other slots of the step. The emulated device computes each block's values in
 // plain loops from the same widened weights and the same activation pairs, each mma's
@@ -270,18 +271,22 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
 }
 
 // The pipelined tiles (fast_moe_up_fp4, fast_moe_down_fp4): the same blocks, lanes,
-// decode and chain of mma as fp4_tiles above, but a lane's weight bytes reach its
-// registers through shared memory: each lane copies the 4 × 16 bytes of codes it will
-// decode at a step (rows g and g+8 of both streams) and the four aligned 4-byte words
-// that hold those rows' scale bytes with cp.async, FP4P_STAGES − 1 steps ahead, into its
-// own slots of the stage buffers (a lane reads back only what it copied, so waiting on
-// its own copies is enough; no barrier for the weights). Copies for rows at or past N,
-// or values at or past K, are zero-filled (source size 0) and decoded as fp4_tiles does
-// (code 0, scale 127). The activation halves are staged as before, FP4P_STEPS steps a
-// pass, so that everything fits in 48 KB of static shared memory:
-// xs 16 KB + codes 3 × 8 KB + scale words 3 × 2 KB + srow.
-#define FP4P_STAGES 3  // weight steps a lane's copies run ahead, plus the current one
-#define FP4P_STEPS 2   // steps of activation halves staged a pass
+// decode and chain of mma as fp4_tiles above; only the way the bytes reach the
+// registers differs. Everything a step reads goes through shared memory by cp.async:
+//   - weights: each lane copies the 4 × 16 bytes of codes it will decode at a step
+//     (rows g and g+8 of both streams) and the four aligned 4-byte words that hold those
+//     rows' scale bytes into its own slots of FP4P_STAGES stage buffers, two steps ahead
+//     (a lane reads back only what it copied: no barrier needed for them);
+//   - activation halves: the block copies the slots' pairs of the next step (one step
+//     ahead) into the other of two buffers, in fp4_tiles' swizzled layout;
+// rows at or past N, values at or past K and slots past the pass's are zero-filled
+// (source size 0) and decoded as fp4_tiles does (code 0, scale 127, zero pairs). The
+// copies of a step are two commit groups, its activations' then the weights' two steps
+// ahead, in every thread, so step h waits for all but its last group (all at the first
+// step of a pass, whose activations were issued after the first two weight steps), then
+// one barrier makes the activations visible and frees the buffers step h − 1 read.
+// 47 KB of static shared memory: halves 2 × 8 KB, codes 3 × 8 KB, scale words 3 × 2 KB.
+#define FP4P_STAGES 3  // weight stages: the current step and two ahead
 
 // smem_addr: a shared-memory pointer as cp.async's 32-bit shared address.
 DEV u32 smem_addr(const void* p) {
@@ -309,12 +314,12 @@ DEV const void* word4(const unsigned char* p) { return (const void*)((u64)p & ~(
 template <int NW>
 DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
   const int RT = NW == 2 ? 1 : 2;
-  constexpr int S = FP4P_STAGES, XS = FP4P_STEPS;
-  __shared__ uint4 xs[FP4_SLOTS * XS * 2 * 16];
-  // stage buffers: [stage][item][thread], item 2p (row g of stream p) or 2p+1 (row g+8)
+  constexpr int S = FP4P_STAGES;
+  // halves: [buffer][slot][half][16-byte chunk, swizzled as fp4_tiles' xs]
+  __shared__ uint4 xs[2 * FP4_SLOTS * 2 * 16];
+  // weight stages: [stage][item][thread], item 2p (row g of stream p) or 2p+1 (row g+8)
   __shared__ uint4 wq[S * 4 * 128];
   __shared__ u32 wsc[S * 4 * 128];
-  __shared__ i64 srow[FP4_SLOTS];  // the x row of each staged slot
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
   const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -339,9 +344,9 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
     sb[p] = w.s + (okb[p] ? rb : 0) * (w.cols / 32);
   }
   const u32 qs = smem_addr(&wq[tid]), ss = smem_addr(&wsc[tid]);
-  // issue: this lane's copies of step h into stage h % S (none past the slice), and
-  // a commit either way, so that the group of step h is always the (h+1)th of a pass
-  auto issue = [&](int h) {
+  // issue_w: this lane's weight copies of step h into stage h % S (none past the slice)
+  // and a commit either way
+  auto issue_w = [&](int h) {
     if (h < nsteps) {
       const int kl = (int)b.kb + 128 * h + 32 * t;
       const u32 q0 = qs + (u32)(h % S) * (4 * 128 * 16), s0 = ss + (u32)(h % S) * (4 * 128 * 4);
@@ -355,38 +360,46 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
     }
     cp_async_commit();
   };
-  // the first pass's copies go out before the slot lists are read
-  UNROLL for (int h = 0; h < S - 1; h++) issue(h);
+  // this thread's share of the halves' copies: 16-byte chunk c4 of pair group tt of
+  // half `half`, for slots warp + 4j (j < 2·live), the same chunk every step
+  const int c4 = tid & 3, tt = (tid >> 2) & 3, half = (tid >> 4) & 1;
+  const int pos = (c4 + (tt >> 1) + 2 * (warp & 1)) & 3;
+  const u32* xsrc = half ? a.xl : a.xh;
+  const u32 xd = smem_addr(&xs[(warp * 2 + half) * 16 + tt * 4 + pos]);
+  UNROLL for (int h = 0; h < S - 1; h++) issue_w(h);  // before the slot lists are read
   const i64 n = a.counts[b.e], base = a.off[b.e];
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
-    if (c0 > 0) {  // the pipeline restarts
-      UNROLL for (int h = 0; h < S - 1; h++) issue(h);
-    }
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
+    int xm[4];  // the x rows of this thread's slots (0 past nc: zero-filled)
+    UNROLL for (int j = 0; j < 4; j++) {
+      int c = warp + 4 * j;
+      xm[j] = c < nc ? (int)(a.list[base + c0 + c] / div) : 0;
+    }
+    // issue_x: this thread's copies of step h's halves into buffer h & 1, and a commit
+    auto issue_x = [&](int h) {
+      if (h < nsteps) {
+        const u32 d0 = xd + (u32)(h & 1) * (FP4_SLOTS * 2 * 16 * 16);
+        const i64 k2 = (b.kb + 128 * h) / 2 + tt * 16 + c4 * 4;
+        UNROLL for (int j = 0; j < 4; j++) {
+          if (j >= 2 * live) break;
+          bool in = warp + 4 * j < nc;
+          cp_async16(d0 + (u32)(4 * j) * (2 * 16 * 16), in ? xsrc + (i64)xm[j] * P + k2 : xsrc, in);
+        }
+      }
+      cp_async_commit();
+    };
+    if (c0 > 0) {  // a later pass: the copies restart once every thread is done reading
+      __syncthreads();
+      UNROLL for (int h = 0; h < S - 1; h++) issue_w(h);
+    }
+    issue_x(0);
     float acc[2][2][4];
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     for (int h = 0; h < nsteps; h++) {
-      if ((h & (XS - 1)) == 0) {
-        // stage the slots' pairs of the next XS steps (zeros for slots past nc and
-        // steps past the slice); the same layout as fp4_tiles' with XS steps a slot
-        int ns = min(XS, nsteps - h);
-        if (h == 0 && tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
-        __syncthreads();
-        int total = live * 8 * XS * 2 * 16;
-        for (int i = tid; i < total; i += 128) {
-          int c4 = i & 3, tt = (i >> 2) & 3, half = (i >> 4) & 1, hh = (i >> 5) & (XS - 1), c = (int)(((u32)i >> 5) / XS);
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (c < nc && hh < ns) {
-            const u32* src = (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
-            v = *(const uint4*)src;
-          }
-          int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
-          xs[((c * XS + hh) * 2 + half) * 16 + tt * 4 + pos] = v;
-        }
-        __syncthreads();
-      }
-      // step h's copies have landed (this lane's own: no barrier needed)
-      cp_async_wait<S - 2>();
+      // groups: ... x(h), w(h+1) (h > 0); w(0), w(1), x(0) (h = 0)
+      if (h == 0) cp_async_wait<0>();
+      else cp_async_wait<1>();
+      __syncthreads();  // step h's halves from every thread; step h − 1's reads done
       const int st = h % S, kl = (int)b.kb + 128 * h + 32 * t;
       uint4 ca[2], cb[2];
       u32 ua[2], ub[2];
@@ -398,8 +411,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
         ua[p] = ina ? (wa4 >> (8 * (((u32)(u64)sa[p] + (u32)t) & 3))) & 0xff : 127;
         ub[p] = inb ? (wb4 >> (8 * (((u32)(u64)sb[p] + (u32)t) & 3))) & 0xff : 127;
       }
-      // step h + S − 1 into the stage step h − 1 used (read back above, at step h − 1)
-      issue(h + S - 1);
+      issue_x(h + 1);      // into the buffer step h − 1 read
+      issue_w(h + S - 1);  // into the stage step h − 1 read (this lane's own)
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       bool big = false;
       UNROLL for (int p = 0; p < 2; p++) {
@@ -408,15 +421,15 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
         big = big || ua[p] > 128 || ub[p] > 128;
       }
       big = __any_sync(0xffffffffu, big);
-      const int hs = h & (XS - 1);
+      const uint4* xb = xs + (h & 1) * (FP4_SLOTS * 2 * 16);
       UNROLL for (int w4 = 0; w4 < 4; w4++) {
         u32 da[2][4], db[2][4];
         UNROLL for (int p = 0; p < 2; p++) {
           u32 xa = w4 == 0 ? ca[p].x : w4 == 1 ? ca[p].y : w4 == 2 ? ca[p].z : ca[p].w;
-          u32 xb = w4 == 0 ? cb[p].x : w4 == 1 ? cb[p].y : w4 == 2 ? cb[p].z : cb[p].w;
+          u32 xb2 = w4 == 0 ? cb[p].x : w4 == 1 ? cb[p].y : w4 == 2 ? cb[p].z : cb[p].w;
           UNROLL for (int j = 0; j < 4; j++) {
             da[p][j] = bf2_mul(fp4_pair(xa, j), m1a[p]);
-            db[p][j] = bf2_mul(fp4_pair(xb, j), m1b[p]);
+            db[p][j] = bf2_mul(fp4_pair(xb2, j), m1b[p]);
           }
           if (big) {
             UNROLL for (int j = 0; j < 4; j++) {
@@ -428,9 +441,9 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
         UNROLL for (int j = 0; j < 2; j++) {
           if (j >= live) break;
           int c = 8 * j + g;
-          int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
-          uint4 bh = xs[((c * XS + hs) * 2 + 0) * 16 + t * 4 + pos];
-          uint4 bl = xs[((c * XS + hs) * 2 + 1) * 16 + t * 4 + pos];
+          int pc = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
+          uint4 bh = xb[(c * 2 + 0) * 16 + t * 4 + pc];
+          uint4 bl = xb[(c * 2 + 1) * 16 + t * 4 + pc];
           UNROLL for (int p = 0; p < 2; p++) {
             fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
             fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bl.x, bl.y);

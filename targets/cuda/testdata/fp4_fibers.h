@@ -33,11 +33,15 @@ inline unsigned __ballot_sync(unsigned, int) { abort(); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline double __shfl_xor_sync(unsigned, double, int) { abort(); }
 
-// the block's 128 threads are fibers (ucontext) run in turn on one host thread; a
-// fiber runs until it waits at a barrier or returns
+// the block's 128 threads are fibers (ucontext) run on one host thread; a fiber runs
+// until it waits at a barrier or returns, and the scheduler then resumes the lowest (or,
+// in every other block, the highest) numbered fiber that can go on, so that one warp runs
+// as far ahead of the others as the barriers allow
+struct Bar;
 static ucontext_t g_sched, g_fib[128];
 static int g_cur;
-static bool g_progress;
+static Bar* g_wait_bar[128];  // the barrier a fiber waits at (null: runnable)
+static long g_wait_gen[128];
 inline void fiber_yield() { swapcontext(&g_fib[g_cur], &g_sched); }
 // a barrier of n fibers; every arrival of a generation must come from the same call
 // site (a thread that skips a __syncthreads others reach is an error, or a deadlock)
@@ -47,14 +51,14 @@ struct Bar {
   void* site = nullptr;
   explicit Bar(int n) : n(n) {}
   void arrive_and_wait(void* at) {
-    g_progress = true;
     if (count == 0) site = at;
     else if (site != at) { fprintf(stderr, "threads wait at different barriers\n"); g_errors++; }
-    long g = gen;
     if (++count == n) { count = 0, gen++; return; }
-    while (gen == g) fiber_yield();
+    g_wait_bar[g_cur] = this, g_wait_gen[g_cur] = gen;
+    fiber_yield();
   }
 };
+inline bool fiber_runnable(int tid) { return !g_wait_bar[tid] || *(volatile long*)&g_wait_bar[tid]->gen != g_wait_gen[tid]; }
 static Bar* g_block_bar;
 struct WarpX {
   Bar* bar;

@@ -12,7 +12,6 @@ static bool g_done[128];
 static void fiber_main() {
   g_fn(*g_args);
   g_done[g_cur] = true;
-  g_progress = true;
 }
 static std::vector<char> g_stacks(128 * 256 * 1024);
 
@@ -34,16 +33,20 @@ static void launch(KernelFn fn, const FastMoEArgs& a, long blocks) {
       g_fib[tid].uc_link = &g_sched;
       makecontext(&g_fib[tid], fiber_main, 0);
     }
-    for (int left = 128; left > 0;) {
-      g_progress = false;
-      left = 0;
-      for (int tid = 0; tid < 128; tid++) {
+    for (int tid = 0; tid < 128; tid++) g_wait_bar[tid] = nullptr;
+    for (;;) {
+      int next = -1, left = 0;
+      for (int i = 0; i < 128; i++) {
+        int tid = blk % 2 ? 127 - i : i;
         if (g_done[tid]) continue;
-        g_cur = tid, threadIdx.x = (unsigned)tid;
-        swapcontext(&g_sched, &g_fib[tid]);
-        left += !g_done[tid];
+        left++;
+        if (next < 0 && fiber_runnable(tid)) next = tid;
       }
-      if (left > 0 && !g_progress) { fprintf(stderr, "block %ld: %d threads wait at barriers forever\n", blk, left); g_errors++; return; }
+      if (left == 0) break;
+      if (next < 0) { fprintf(stderr, "block %ld: %d threads wait at barriers forever\n", blk, left); g_errors++; return; }
+      g_wait_bar[next] = nullptr;
+      g_cur = next, threadIdx.x = (unsigned)next;
+      swapcontext(&g_sched, &g_fib[next]);
     }
     for (int tid = 0; tid < 128; tid++) {
       CpState& c = g_cps[tid];
@@ -96,6 +99,8 @@ static int run_case(const Case& c, unsigned seed) {
   std::vector<unsigned> xh(xrows * P), xl(xrows * P);
   for (auto& v : xh) v = rbf();
   for (auto& v : xl) v = rbf() & 0x7fff7fffu;  // any bits; smaller halves
+  g_valid.push_back({(const char*)xh.data(), (const char*)(xh.data() + xh.size())});
+  g_valid.push_back({(const char*)xl.data(), (const char*)(xl.data() + xl.size())});
   std::vector<long long> counts(E), off(E);
   std::vector<int> list(slots);
   {
