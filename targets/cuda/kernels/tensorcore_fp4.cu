@@ -288,26 +288,16 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // 47 KB of static shared memory: halves 2 × 8 KB, codes 3 × 8 KB, scale words 3 × 2 KB.
 #define FP4P_STAGES 3  // weight stages: the current step and two ahead
 
-// smem_addr: a shared-memory pointer as cp.async's 32-bit shared address.
-DEV u32 smem_addr(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
+// fp4_cp4: as tensorcore.cu's fast_cp16 (whose commit and wait it shares), 4 bytes.
+#ifdef DI_LANES
+DEV void fp4_cp4(void* dst, const void* src, bool in) { lanes_cp4(dst, src, in); }
+#else
+DEV void fp4_cp4(void* dst, const void* src, bool in) {
+  u32 d;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(in ? 4 : 0) : "memory");
 }
-// cp_async16, cp_async4: copy 16 (4) bytes from global src to shared dst, or write
-// zeros there when !in (nothing is read).
-DEV void cp_async16(u32 dst, const void* src, bool in) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(in ? 16 : 0) : "memory");
-}
-DEV void cp_async4(u32 dst, const void* src, bool in) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(in ? 4 : 0) : "memory");
-}
-DEV void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// cp_async_wait<N>: until at most the N latest groups of this thread's copies are pending.
-template <int N>
-DEV void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
+#endif
 // word4: the aligned 4-byte word holding byte p.
 DEV const void* word4(const unsigned char* p) { return (const void*)((u64)p & ~(u64)3); }
 
@@ -343,29 +333,29 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
     sa[p] = w.s + (oka[p] ? ra : 0) * (w.cols / 32);
     sb[p] = w.s + (okb[p] ? rb : 0) * (w.cols / 32);
   }
-  const u32 qs = smem_addr(&wq[tid]), ss = smem_addr(&wsc[tid]);
   // issue_w: this lane's weight copies of step h into stage h % S (none past the slice)
   // and a commit either way
   auto issue_w = [&](int h) {
     if (h < nsteps) {
       const int kl = (int)b.kb + 128 * h + 32 * t;
-      const u32 q0 = qs + (u32)(h % S) * (4 * 128 * 16), s0 = ss + (u32)(h % S) * (4 * 128 * 4);
+      uint4* q0 = wq + (h % S) * (4 * 128) + tid;
+      u32* s0 = wsc + (h % S) * (4 * 128) + tid;
       UNROLL for (int p = 0; p < 2; p++) {
         bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
-        cp_async16(q0 + (2 * p) * (128 * 16), ina ? wa[p] + kl / 2 : wa[p], ina);
-        cp_async16(q0 + (2 * p + 1) * (128 * 16), inb ? wb[p] + kl / 2 : wb[p], inb);
-        cp_async4(s0 + (2 * p) * (128 * 4), word4(ina ? sa[p] + kl / 32 : sa[p]), ina);
-        cp_async4(s0 + (2 * p + 1) * (128 * 4), word4(inb ? sb[p] + kl / 32 : sb[p]), inb);
+        fast_cp16(q0 + (2 * p) * 128, ina ? wa[p] + kl / 2 : wa[p], ina);
+        fast_cp16(q0 + (2 * p + 1) * 128, inb ? wb[p] + kl / 2 : wb[p], inb);
+        fp4_cp4(s0 + (2 * p) * 128, word4(ina ? sa[p] + kl / 32 : sa[p]), ina);
+        fp4_cp4(s0 + (2 * p + 1) * 128, word4(inb ? sb[p] + kl / 32 : sb[p]), inb);
       }
     }
-    cp_async_commit();
+    fast_cp_commit();
   };
   // this thread's share of the halves' copies: 16-byte chunk c4 of pair group tt of
   // half `half`, for slots warp + 4j (j < 2·live), the same chunk every step
   const int c4 = tid & 3, tt = (tid >> 2) & 3, half = (tid >> 4) & 1;
   const int pos = (c4 + (tt >> 1) + 2 * (warp & 1)) & 3;
   const u32* xsrc = half ? a.xl : a.xh;
-  const u32 xd = smem_addr(&xs[(warp * 2 + half) * 16 + tt * 4 + pos]);
+  uint4* const xd = xs + (warp * 2 + half) * 16 + tt * 4 + pos;
   UNROLL for (int h = 0; h < S - 1; h++) issue_w(h);  // before the slot lists are read
   const i64 n = a.counts[b.e], base = a.off[b.e];
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
@@ -378,15 +368,15 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
     // issue_x: this thread's copies of step h's halves into buffer h & 1, and a commit
     auto issue_x = [&](int h) {
       if (h < nsteps) {
-        const u32 d0 = xd + (u32)(h & 1) * (FP4_SLOTS * 2 * 16 * 16);
+        uint4* d0 = xd + (h & 1) * (FP4_SLOTS * 2 * 16);
         const i64 k2 = (b.kb + 128 * h) / 2 + tt * 16 + c4 * 4;
         UNROLL for (int j = 0; j < 4; j++) {
           if (j >= 2 * live) break;
           bool in = warp + 4 * j < nc;
-          cp_async16(d0 + (u32)(4 * j) * (2 * 16 * 16), in ? xsrc + (i64)xm[j] * P + k2 : xsrc, in);
+          fast_cp16(d0 + 4 * j * (2 * 16), in ? xsrc + (i64)xm[j] * P + k2 : xsrc, in);
         }
       }
-      cp_async_commit();
+      fast_cp_commit();
     };
     if (c0 > 0) {  // a later pass: the copies restart once every thread is done reading
       __syncthreads();
@@ -397,8 +387,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     for (int h = 0; h < nsteps; h++) {
       // groups: ... x(h), w(h+1) (h > 0); w(0), w(1), x(0) (h = 0)
-      if (h == 0) cp_async_wait<0>();
-      else cp_async_wait<1>();
+      if (h == 0) fast_cp_wait<0>();
+      else fast_cp_wait<1>();
       __syncthreads();  // step h's halves from every thread; step h − 1's reads done
       const int st = h % S, kl = (int)b.kb + 128 * h + 32 * t;
       uint4 ca[2], cb[2];
@@ -467,7 +457,7 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
       }
     }
   }
-  cp_async_wait<0>();  // nothing in flight at exit (the groups past the slice are empty)
+  fast_cp_wait<0>();  // nothing in flight at exit (the groups past the slice are empty)
 }
 #endif
 

@@ -1,9 +1,10 @@
 // fp4_fibers.h: what the device branch of the kernel sources needs to run on the host,
-// for TestFP4DeviceCodeOnHostFibers (fp4_fibers_test.go): a launch block's 128 threads
-// as fibers that take turns on one host thread, __syncthreads and the warp's collectives
-// (__any_sync, the mma) as barriers between them, and cp.async as copies that clobber
-// their destination when issued and land only when a wait_group requires them. The test
-// replaces the sources' inline PTX by the harness_ functions below.
+// for TestFP4DeviceCodeOnHostFibers (fp4_fibers_test.go), built with DI_LANES (the
+// sources then call the lanes_ functions below instead of their inline PTX): a launch
+// block's 128 threads as fibers that take turns on one host thread, __syncthreads and the
+// warp's collectives (__any_sync, the mma) as barriers between them, and cp.async as
+// copies that clobber their destination when issued and land only when a wait_group
+// requires them.
 #include <vector>
 #include <cstdio>
 #include <cstdlib>
@@ -80,9 +81,9 @@ inline int __any_sync(unsigned m, int p) {
 }
 static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
 static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
-// harness_mma: mma.sync m16n8k16 bf16 (fragments as the PTX ISA lays them out), each
+// lanes_mma: mma.sync m16n8k16 bf16 (fragments as the PTX ISA lays them out), each
 // output's 16 products summed in the emulated device's order (fp4_tiles), then added to c
-inline void harness_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
   int tid = threadIdx.x, w = tid >> 5, l = tid & 31, g = l >> 2, t = l & 3;
   WarpX& x = g_warp[w];
   x.a[l][0] = a0, x.a[l][1] = a1, x.a[l][2] = a2, x.a[l][3] = a3, x.b[l][0] = b0, x.b[l][1] = b1;
@@ -118,7 +119,7 @@ inline void harness_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigne
 // cp.async: a copy's destination is clobbered when it is issued and written when a
 // wait_group allows (as late as possible), so reading too early or reusing a stage
 // too soon changes the values
-struct Copy { unsigned dst; const void* src; int size, n; };
+struct Copy { void* dst; const void* src; int size, n; };
 struct CpState { std::vector<Copy> open; std::vector<std::vector<Copy>> groups; };
 static CpState g_cps[128];
 #define g_cp g_cps[threadIdx.x]
@@ -130,26 +131,19 @@ static void cp_check(const void* src, int n, int size, uintptr_t dst) {
   for (auto& r : g_valid) if (s >= r.first && s + size <= r.second) return;
   fprintf(stderr, "cp.async reads outside the buffers: %p\n", src); g_errors++;
 }
-// shared addresses: 32-bit offsets from a static object (the __shared__ arrays are
-// static objects too, within a few MB of it)
-static char g_anchor;
-inline unsigned harness_smem(const void* p) {
-  long long d = (long long)((const char*)p - &g_anchor);
-  if (d < -(1LL << 30) || d > (1LL << 30)) { fprintf(stderr, "shared array far from the anchor\n"); abort(); }
-  return (unsigned)(d + (1LL << 31));
+inline void harness_cp(void* dst, const void* src, int size, bool in) {
+  cp_check(src, in ? size : 0, size, (uintptr_t)dst);
+  memset(dst, 0xA5, size);
+  g_cp.open.push_back(Copy{dst, src, size, in ? size : 0});
 }
-inline void* harness_ptr(unsigned a) { return &g_anchor + ((long long)a - (1LL << 31)); }
-inline void harness_cp(unsigned dst, const void* src, int size, int n) {
-  cp_check(src, n, size, (uintptr_t)harness_ptr(dst));
-  memset(harness_ptr(dst), 0xA5, size);
-  g_cp.open.push_back(Copy{dst, src, size, n});
-}
-inline void harness_commit() { g_cp.groups.push_back(g_cp.open); g_cp.open.clear(); }
-inline void harness_wait(int N) {
+void lanes_cp16(void* dst, const void* src, bool in) { harness_cp(dst, src, 16, in); }
+void lanes_cp4(void* dst, const void* src, bool in) { harness_cp(dst, src, 4, in); }
+void lanes_cp_commit() { g_cp.groups.push_back(g_cp.open); g_cp.open.clear(); }
+void lanes_cp_wait(int N) {
   while ((int)g_cp.groups.size() > N) {
     for (auto& c : g_cp.groups.front()) {
-      memset(harness_ptr(c.dst), 0, c.size);
-      memcpy(harness_ptr(c.dst), c.src, c.n);
+      memset(c.dst, 0, c.size);
+      memcpy(c.dst, c.src, c.n);
     }
     g_cp.groups.erase(g_cp.groups.begin());
   }
