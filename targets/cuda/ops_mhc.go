@@ -265,9 +265,6 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 	})
 }
 
-// mhcMixTokens is mhc.cu's MHC_PT: the tokens one mhc_fast_mix41_part work item serves.
-const mhcMixTokens = 4
-
 // fastMix41 is V4.1's mhc_mix41_dot in the fast mode, with the RMS scale of
 // mhc_mix41_split: the independent lanes of MKL's and ATen's fp32 orders as work items
 // (mhc_fast_mix41_part), then folded per (token, row) into scratch mix and per token
@@ -291,9 +288,6 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 		a.I(keep)
 		return T
 	}
-	// a work item per (mhcMixTokens tokens, lane)
-	b.Launch("mhc_fast_mix41_part", func(s *Step, a *ArgBuf) int64 {
-		return (fill(s, a) + mhcMixTokens - 1) / mhcMixTokens * per
-	})
+	b.Launch("mhc_fast_mix41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * per })
 	b.Launch("mhc_fast_mix41_sum", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (m + 1) })
 }

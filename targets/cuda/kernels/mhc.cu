@@ -382,48 +382,25 @@ struct mhc_FastMix41Args {
   const float* x; Weight fn; float* part; float* mix; float* rs; i64 T; i64 m; i64 K; double norm_eps;
   const SeqRec* seqs; i64 nseq; i64 keep;
 };
-// A work item serves MHC_PT consecutive tokens (the same lane): a mix row's lanes, when
-// every token takes MKL's GEMV order (one row a sequence: decode), run side by side
-// (mkl_gemv_lanes: a weight value loaded once for the tokens); otherwise, and for the
-// sum of squares' lanes, each token in turn.
-#define MHC_PT 4
 KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
-  const i64 per = a.m * 16 + 32, groups = (a.T + MHC_PT - 1) / MHC_PT;
-  for (i64 i = GIDX; i < groups * per; i += GSTRIDE) {
-    const i64 t0 = (i / per) * MHC_PT, j = i % per;
-    const int nt = (int)imin(MHC_PT, a.T - t0);
+  const i64 per = a.m * 16 + 32;
+  for (i64 i = GIDX; i < a.T * per; i += GSTRIDE) {
+    i64 t = i / per, j = i % per;
+    FRow x;
+    x.p = a.x + t * a.K;
     if (j >= a.m * 16) {
-      const i64 c = j - a.m * 16;
-      for (int u = 0; u < nt; u++) {
-        mhc_Sq sq;
-        sq.p = a.x + (t0 + u) * a.K;
-        a.part[(t0 + u) * per + j] = cascade_lane(sq, a.K, (int)(c / 8), (int)(c % 8));
-      }
+      mhc_Sq sq;
+      sq.p = x.p;
+      i64 c = j - a.m * 16;
+      a.part[i] = cascade_lane(sq, a.K, (int)(c / 8), (int)(c % 8));
       continue;
     }
-    FRow x[MHC_PT];
-    i64 rows[MHC_PT];
-    bool gemv = true;
-    for (int u = 0; u < MHC_PT; u++) {
-      i64 first;
-      x[u].p = a.x + (u < nt ? t0 + u : t0) * a.K;
-      rows[u] = 1;
-      if (u < nt) {
-        mhc_view(a.seqs, a.nseq, a.keep, t0 + u, &first, &rows[u]);
-        if (mkl_order(rows[u], a.K, a.m) != ORDER_GEMV) gemv = false;
-      }
-    }
+    i64 first, rows;
+    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
     WRow w;
     w.w = a.fn;
     w.r = j / 16;
-    const int L = (int)(j % 16);
-    if (!gemv) {
-      for (int u = 0; u < nt; u++) a.part[(t0 + u) * per + j] = mkl_lane(x[u], w, rows[u], a.K, a.m, L);
-      continue;
-    }
-    float v[MHC_PT];
-    mkl_gemv_lanes<MHC_PT>(x, w, a.K, L, v);
-    for (int u = 0; u < nt; u++) a.part[(t0 + u) * per + j] = v[u];
+    a.part[i] = mkl_lane(x, w, rows, a.K, a.m, (int)(j % 16));
   }
 }
 
