@@ -36,7 +36,9 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 			}
 			a, ka := run(true)
 			b, kb := run(false)
-			for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4", "fast_split_fp4"} {
+			// (the default FP4 tiles: the register ones; TestFP4PipelineMatchesRegisters
+			// checks the pipelined ones against them)
+			for _, k := range []string{"fast_moe_up_fp4_reg", "fast_moe_down_fp4_reg", "fast_split_fp4"} {
 				if ka == nil {
 					break // the GPU: no launch counts
 				}
@@ -70,7 +72,8 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 
 // TestFP4PipelineMatchesRegisters: the pipelined FP4 tiles (fast_moe_up_fp4,
 // fast_moe_down_fp4: weights copied into shared memory steps ahead) against the ones
-// that load a step ahead into registers (_reg, DEEPINFER_CUDA_FP4_PIPE=0): every output
+// that load a step ahead into registers (_reg, the default; DEEPINFER_CUDA_FP4_PIPE=1
+// selects the pipeline): every output
 // is the same chain of mma, so the logits must agree bit for bit. The models cover the
 // tails: tiny-v41-dev2's reductions of 192 and 96 values (not multiples of 128), its 96
 // and 192 weight rows (partial row blocks, whole warps past N) and scale rows of 6 and
@@ -86,15 +89,15 @@ func TestFP4PipelineMatchesRegisters(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			t.Setenv(cuda.EnvFP4Tiles, "")
-			t.Setenv(cuda.EnvFP4Pipe, "")
+			t.Setenv(cuda.EnvFP4Pipe, "1")
 			a, ka := prefillAndDecode(t, p, ws, 80)
-			t.Setenv(cuda.EnvFP4Pipe, "0")
+			t.Setenv(cuda.EnvFP4Pipe, "")
 			b, kb := prefillAndDecode(t, p, ws, 80)
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
 					if ka[k] == 0 || ka[k+"_reg"] != 0 || kb[k] != 0 || kb[k+"_reg"] != ka[k] {
-						t.Errorf("%s ran %d times and %s_reg %d times when pipelined, %d and %d with %s=0; want n > 0 and 0, 0 and n",
-							k, ka[k], k, ka[k+"_reg"], kb[k], kb[k+"_reg"], cuda.EnvFP4Pipe)
+						t.Errorf("%s ran %d times and %s_reg %d times with %s=1, %d and %d by default; want n > 0 and 0, 0 and n",
+							k, ka[k], k, ka[k+"_reg"], cuda.EnvFP4Pipe, kb[k], kb[k+"_reg"])
 					}
 				}
 			}
@@ -104,7 +107,7 @@ func TestFP4PipelineMatchesRegisters(t *testing.T) {
 			for i := range a {
 				for j := range a[i] {
 					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-						t.Fatalf("row %d, logit %d: %g pipelined, %g with %s=0", i, j, a[i][j], b[i][j], cuda.EnvFP4Pipe)
+						t.Fatalf("row %d, logit %d: %g pipelined (%s=1), %g with the register tiles", i, j, a[i][j], cuda.EnvFP4Pipe, b[i][j])
 					}
 				}
 			}

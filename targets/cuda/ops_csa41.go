@@ -564,13 +564,13 @@ func csaBindAttention(b *Bind) error {
 			return fill(s, a) * ((heads + 3) / 4) * lmax
 		})
 		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
-		// the output in tiles (csa_fast_out) from csaFastWideItems items of 16 heads × 4
-		// values, else the narrow items (4 heads × 1 value): the same values either way
+		// the output's wide items (16 heads × 4 values) from csaFastWideItems of them,
+		// else the narrow ones (4 heads × 1 value): the same values either way
 		wide := func(rows int64) int64 { return rows * groups * ((dim + 3) / 4) }
 		b.Launch("csa_fast_out", func(s *Step, a *ArgBuf) int64 {
-			if wide(s.Arg(0).Rows()) >= csaFastWideItems {
-				// a launch block per (row, csaTileHeads heads, csaTileValues values)
-				return fill(s, a) * ((heads + csaTileHeads - 1) / csaTileHeads) * ((dim + csaTileValues - 1) / csaTileValues) * launchBlock
+			if n := wide(s.Arg(0).Rows()); n >= csaFastWideItems {
+				fill(s, a)
+				return n
 			}
 			return 0
 		})
@@ -608,9 +608,6 @@ const (
 	csaTileHeads = 64
 	csaTileKeys  = 32
 )
-
-// csaTileValues is csa41.cu's CSA_TV: the output values of one csa_fast_out launch block.
-const csaTileValues = 32
 
 // csaFastWideItems: a step whose output has at least this many wide work items (16
 // heads × 4 values) runs csa_fast_out, a smaller one csa_fast_out_n (4 heads × 1 value,

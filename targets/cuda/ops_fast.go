@@ -224,7 +224,7 @@ type fastExperts struct {
 	// tensorcore_fp4.cu (0: not known yet, 1: yes, 2: no)
 	fp4 int8
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
-	// ones that load a step ahead into registers (EnvFP4Pipe=0)
+	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline)
 	fp4Suffix string
 }
 
@@ -261,7 +261,7 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	if os.Getenv(EnvFP4Tiles) == "0" {
 		f.fp4 = 2
 	}
-	if os.Getenv(EnvFP4Pipe) == "0" {
+	if os.Getenv(EnvFP4Pipe) != "1" {
 		f.fp4Suffix = "_reg"
 	}
 	return f
@@ -271,10 +271,12 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 // tensorcore_fp4.cu's (a comparison of the two in one run; read when a program is bound).
 const EnvFP4Tiles = "DEEPINFER_CUDA_FP4_TILES"
 
-// EnvFP4Pipe set to 0 runs the FP4 tiles as fast_moe_up_fp4_reg/fast_moe_down_fp4_reg
-// (each lane's next step of weights loaded into registers) instead of the pipelined
-// fast_moe_up_fp4/fast_moe_down_fp4 (cp.async copies into shared memory, steps ahead):
-// the same values, for a comparison of the two in one run; read when a program is bound.
+// EnvFP4Pipe set to 1 runs the FP4 tiles as the pipelined fast_moe_up_fp4/
+// fast_moe_down_fp4 (cp.async copies into shared memory, steps ahead) instead of the
+// default fast_moe_up_fp4_reg/fast_moe_down_fp4_reg (each lane's next step of weights
+// loaded into registers): the same values. The pipeline was the default until the H200
+// measured it slower (run 11c, V4 layers 4-5, context 512: the up tiles 4.05 against 3.12
+// ms, the down tiles 1.94 against 1.67 ms at batch 256); read when a program is bound.
 const EnvFP4Pipe = "DEEPINFER_CUDA_FP4_PIPE"
 
 // split adds a fast_split (fast_split_fp4 for the FP4 tiles' order) of rows(s) rows
