@@ -110,3 +110,39 @@ func TestFastV41AttentionKernelsAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestFastV41LongStepsExactKernels: in the fast mode a step of long sequences (more than
+// 128 rows a sequence, where MKL's order is one sequential chain a value) runs V4.1's
+// router and mHC mixes on the exact kernels (moe_gate_v41, mhc_mix41_dot), other steps on
+// the lane kernels; both give the cpu target's values, so a prefill's and two decode
+// steps' logits must be the same bit for bit whichever runs. The fixture holds 128
+// positions, so the threshold is lowered to 40 rows for a 70-token prefill.
+func TestFastV41LongStepsExactKernels(t *testing.T) {
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
+	restore := cuda.SetLongRows(40)
+	a, ka := prefillAndDecode(t, p, ws, 70)
+	restore()
+	restore = cuda.SetLongRows(1 << 40)
+	b, kb := prefillAndDecode(t, p, ws, 70)
+	restore()
+	if ka != nil {
+		for _, k := range []string{"moe_gate_v41", "mhc_mix41_dot"} {
+			if ka[k] == 0 || kb[k] != 0 {
+				t.Errorf("%s ran %d times for the long prefill, %d times with the lane kernels forced; want > 0 and 0", k, ka[k], kb[k])
+			}
+		}
+		if ka["moe_fast_gate41_part"] == 0 || kb["moe_fast_gate41_part"] <= ka["moe_fast_gate41_part"] {
+			t.Errorf("moe_fast_gate41_part ran %d times with the long prefill (decode steps), %d forced", ka["moe_fast_gate41_part"], kb["moe_fast_gate41_part"])
+		}
+	}
+	if len(a) != 72 || len(b) != 72 {
+		t.Fatalf("%d and %d logits rows, want 72", len(a), len(b))
+	}
+	for i := range a {
+		for j := range a[i] {
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+				t.Fatalf("row %d, logit %d: %g with the exact kernels for the prefill, %g with the lanes", i, j, a[i][j], b[i][j])
+			}
+		}
+	}
+}

@@ -41,3 +41,11 @@ func SetCSAWideOut(n int64) (restore func()) {
 	csaFastWideItems = n
 	return func() { csaFastWideItems = old }
 }
+
+// SetLongRows sets the rows a sequence above which V4.1's fast mode runs the router's
+// and the mHC mixes' exact kernels (mklSplitRows) and returns a function that restores it.
+func SetLongRows(n int64) (restore func()) {
+	old := mklSplitRows
+	mklSplitRows = n
+	return func() { mklSplitRows = old }
+}

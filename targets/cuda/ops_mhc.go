@@ -52,8 +52,13 @@ func bindHCMix(b *Bind) error {
 		if b.Fast() {
 			rs = b.Scratch(4, 0)
 			fastMix41(b, mix, rs, m, K, normEps, keep)
-		} else {
+		}
+		{
+			// the exact mode, and the fast mode's steps of long sequences (longRows)
 			b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
+				if rs >= 0 && !longRows(s) {
+					return 0
+				}
 				T := s.Arg(0).Shape[0]
 				a.P(s.Arg(0).Ptr)
 				a.W(s.Arg(1))
@@ -85,10 +90,10 @@ func bindHCMix(b *Bind) error {
 			a.P(s.Seqs)
 			a.I(s.NSeq)
 			a.I(keep)
-			if rs >= 0 {
+			if rs >= 0 && !longRows(s) {
 				a.P(s.Scratch(rs))
 			} else {
-				a.P(0)
+				a.P(0) // mhc_mix41_split computes the RMS scale itself
 			}
 			return T
 		})
@@ -288,6 +293,17 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 		a.I(keep)
 		return T
 	}
-	b.Launch("mhc_fast_mix41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * per })
-	b.Launch("mhc_fast_mix41_sum", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (m + 1) })
+	// (steps of long sequences run mhc_mix41_dot instead: longRows)
+	b.Launch("mhc_fast_mix41_part", func(s *Step, a *ArgBuf) int64 {
+		if longRows(s) {
+			return 0
+		}
+		return fill(s, a) * per
+	})
+	b.Launch("mhc_fast_mix41_sum", func(s *Step, a *ArgBuf) int64 {
+		if longRows(s) {
+			return 0
+		}
+		return fill(s, a) * (m + 1)
+	})
 }

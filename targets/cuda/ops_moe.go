@@ -84,14 +84,27 @@ func bindMoERoute(b *Bind) error {
 		// expert, lane) of MKL's order, then folded: the same values); then the top-k
 		// per token
 		if part >= 0 {
-			// a work item per (moeGateTokens tokens, expert, lane)
+			// a work item per (moeGateTokens tokens, expert, lane); steps of long sequences
+			// (MKL's sequential order: one lane of 16 would work) a (token, expert) each
 			b.Launch("moe_fast_gate41_part", func(s *Step, a *ArgBuf) int64 {
+				if longRows(s) {
+					return 0
+				}
 				return (fill(s, a) + moeGateTokens - 1) / moeGateTokens * E * 16
 			})
-			b.Launch("moe_fast_gate41_sum", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
-		} else {
-			b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })
+			b.Launch("moe_fast_gate41_sum", func(s *Step, a *ArgBuf) int64 {
+				if longRows(s) {
+					return 0
+				}
+				return fill(s, a) * E
+			})
 		}
+		b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 {
+			if part >= 0 && !longRows(s) {
+				return 0
+			}
+			return fill(s, a) * E
+		})
 		b.Launch("moe_route_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 		return nil
 	}
@@ -165,6 +178,18 @@ func bindMoERoute(b *Bind) error {
 	b.Launch("moe_route_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 	return nil
 }
+
+// longRows reports a step of more than mklSplitRows rows a sequence on average: MKL's
+// order for a product of such a sequence is one sequential chain a value (numerics.h
+// mkl_order), so the fast mode's lane kernels would keep one lane of 16 busy; such steps
+// (prefill) run the exact kernels, a value a work item (the same values). Run 11c on the
+// H200: V4.1's router lanes took 1,796 ms and the mHC mix lanes 828 ms of an 8,192-token
+// prefill.
+func longRows(s *Step) bool { return s.T > mklSplitRows*max(s.NSeq, 1) }
+
+// mklSplitRows is the most rows MKL's split orders take (numerics.h mkl_order). A
+// variable so that a test can choose either kernel.
+var mklSplitRows int64 = 128
 
 // moeGateTokens is moe.cu's MOE_GT: the tokens one moe_fast_gate41_part work item serves.
 const moeGateTokens = 4
