@@ -93,6 +93,47 @@ DEVM void fp4_store(const FastMoEArgs& a, int plane, i64 s, i64 slot, i64 n, flo
   a.part[((plane * a.S + s) * a.slots + slot) * a.N + n] = v;
 }
 
+#ifndef DI_EMULATE
+// fp4_step: one step's arithmetic of a warp's two streams (the device tiles, register
+// and pipelined): the lane's 4 × 32 codes of rows g and g+8 (ca, cb) widened with their
+// scales (m1, and m2 when a scale exceeds 128), then for each live activation tile j the
+// slots' halves from shared memory (slot c's at xs[c·cs + half·16 + ...], swizzled) and
+// the mma chain: for w4 = 0..3, hi then lo for pairs 0-1, hi then lo for pairs 2-3.
+DEVM void fp4_step(float (&acc)[2][2][4], const uint4* ca, const uint4* cb, const u32* m1a, const u32* m1b,
+                   const u32* m2a, const u32* m2b, bool big, const uint4* xs, int cs, int live, int g, int t) {
+  UNROLL for (int w4 = 0; w4 < 4; w4++) {
+    u32 da[2][4], db[2][4];
+    UNROLL for (int p = 0; p < 2; p++) {
+      u32 xa = w4 == 0 ? ca[p].x : w4 == 1 ? ca[p].y : w4 == 2 ? ca[p].z : ca[p].w;
+      u32 xb = w4 == 0 ? cb[p].x : w4 == 1 ? cb[p].y : w4 == 2 ? cb[p].z : cb[p].w;
+      UNROLL for (int j = 0; j < 4; j++) {
+        da[p][j] = bf2_mul(fp4_pair(xa, j), m1a[p]);
+        db[p][j] = bf2_mul(fp4_pair(xb, j), m1b[p]);
+      }
+      if (big) {
+        UNROLL for (int j = 0; j < 4; j++) {
+          da[p][j] = bf2_mul(da[p][j], m2a[p]);
+          db[p][j] = bf2_mul(db[p][j], m2b[p]);
+        }
+      }
+    }
+    UNROLL for (int j = 0; j < 2; j++) {
+      if (j >= live) break;
+      int c = 8 * j + g;
+      int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
+      uint4 bh = xs[c * cs + 0 * 16 + t * 4 + pos];
+      uint4 bl = xs[c * cs + 1 * 16 + t * 4 + pos];
+      UNROLL for (int p = 0; p < 2; p++) {
+        fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
+        fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bl.x, bl.y);
+        fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bh.z, bh.w);
+        fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bl.z, bl.w);
+      }
+    }
+  }
+}
+#endif
+
 #ifdef DI_EMULATE
 template <int NW>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
@@ -223,36 +264,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       big = __any_sync(0xffffffffu, big);
       if (h + 1 < nsteps) load(h + 1);
       const int hs = h & (FP4_STEPS - 1);
-      UNROLL for (int w4 = 0; w4 < 4; w4++) {
-        u32 da[2][4], db[2][4];
-        UNROLL for (int p = 0; p < 2; p++) {
-          u32 xa = w4 == 0 ? ca[p].x : w4 == 1 ? ca[p].y : w4 == 2 ? ca[p].z : ca[p].w;
-          u32 xb = w4 == 0 ? cb[p].x : w4 == 1 ? cb[p].y : w4 == 2 ? cb[p].z : cb[p].w;
-          UNROLL for (int j = 0; j < 4; j++) {
-            da[p][j] = bf2_mul(fp4_pair(xa, j), m1a[p]);
-            db[p][j] = bf2_mul(fp4_pair(xb, j), m1b[p]);
-          }
-          if (big) {
-            UNROLL for (int j = 0; j < 4; j++) {
-              da[p][j] = bf2_mul(da[p][j], m2a[p]);
-              db[p][j] = bf2_mul(db[p][j], m2b[p]);
-            }
-          }
-        }
-        UNROLL for (int j = 0; j < 2; j++) {
-          if (j >= live) break;
-          int c = 8 * j + g;
-          int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
-          uint4 bh = xs[((c * FP4_STEPS + hs) * 2 + 0) * 16 + t * 4 + pos];
-          uint4 bl = xs[((c * FP4_STEPS + hs) * 2 + 1) * 16 + t * 4 + pos];
-          UNROLL for (int p = 0; p < 2; p++) {
-            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
-            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bl.x, bl.y);
-            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bh.z, bh.w);
-            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bl.z, bl.w);
-          }
-        }
-      }
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t);
     }
     // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
     UNROLL for (int j = 0; j < 2; j++) {
@@ -411,37 +423,7 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
         big = big || ua[p] > 128 || ub[p] > 128;
       }
       big = __any_sync(0xffffffffu, big);
-      const uint4* xb = xs + (h & 1) * (FP4_SLOTS * 2 * 16);
-      UNROLL for (int w4 = 0; w4 < 4; w4++) {
-        u32 da[2][4], db[2][4];
-        UNROLL for (int p = 0; p < 2; p++) {
-          u32 xa = w4 == 0 ? ca[p].x : w4 == 1 ? ca[p].y : w4 == 2 ? ca[p].z : ca[p].w;
-          u32 xb2 = w4 == 0 ? cb[p].x : w4 == 1 ? cb[p].y : w4 == 2 ? cb[p].z : cb[p].w;
-          UNROLL for (int j = 0; j < 4; j++) {
-            da[p][j] = bf2_mul(fp4_pair(xa, j), m1a[p]);
-            db[p][j] = bf2_mul(fp4_pair(xb2, j), m1b[p]);
-          }
-          if (big) {
-            UNROLL for (int j = 0; j < 4; j++) {
-              da[p][j] = bf2_mul(da[p][j], m2a[p]);
-              db[p][j] = bf2_mul(db[p][j], m2b[p]);
-            }
-          }
-        }
-        UNROLL for (int j = 0; j < 2; j++) {
-          if (j >= live) break;
-          int c = 8 * j + g;
-          int pc = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
-          uint4 bh = xb[(c * 2 + 0) * 16 + t * 4 + pc];
-          uint4 bl = xb[(c * 2 + 1) * 16 + t * 4 + pc];
-          UNROLL for (int p = 0; p < 2; p++) {
-            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
-            fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bl.x, bl.y);
-            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bh.z, bh.w);
-            fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bl.z, bl.w);
-          }
-        }
-      }
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (h & 1) * (FP4_SLOTS * 2 * 16), 2 * 16, live, g, t);
     }
     // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
     UNROLL for (int j = 0; j < 2; j++) {
