@@ -21,16 +21,7 @@ func TestFastGate41Lanes(t *testing.T) {
 	const E, D, K = 12, 300, 2
 	for _, T := range []int64{9, 4} {
 		t.Run(fmt.Sprintf("%d tokens", T), func(t *testing.T) {
-			// sequences: rows 0..4 one row each, rows 5..7 one of three rows, then one row each
-			var seqs []int64
-			for r := int64(0); r < T; {
-				n := int64(1)
-				if r == 5 && T > 7 {
-					n = 3
-				}
-				seqs = append(seqs, r, n, 10+r, 0, 0) // SeqRec: row, n, pos, state, flags
-				r += n
-			}
+			seqs := oneRowSeqs(T)
 			x, gate, bias := put(k, randRow(rng, int(T*D))), put(k, randRow(rng, E*D)), put(k, randRow(rng, E))
 			sp := put(k, seqs)
 			per := (2*E + K) * 8 / 4
@@ -88,15 +79,7 @@ func TestFastCompressProjLanes(t *testing.T) {
 	const d, D = 12, 300
 	for _, T := range []int64{9, 3} {
 		t.Run(fmt.Sprintf("%d tokens", T), func(t *testing.T) {
-			var seqs []int64
-			for r := int64(0); r < T; {
-				n := int64(1)
-				if r == 5 && T > 7 {
-					n = 3
-				}
-				seqs = append(seqs, r, n, 10+r, 0, 0) // SeqRec: row, n, pos, state, flags
-				r += n
-			}
+			seqs := oneRowSeqs(T)
 			x, wkv, wg := put(k, randRow(rng, int(T*D))), put(k, randRow(rng, d*D)), put(k, randRow(rng, d*D))
 			sp := put(k, seqs)
 			run := func(kernels ...string) ([]float32, []float32) {
@@ -154,4 +137,19 @@ func TestFastCompressProjLanes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneRowSeqs is a step's sequence table (SeqRec: row, n, pos, state, flags) of T rows:
+// one row a sequence, but rows 5..7 one sequence of three when T holds them.
+func oneRowSeqs(T int64) []int64 {
+	var seqs []int64
+	for r := int64(0); r < T; {
+		n := int64(1)
+		if r == 5 && T > 7 {
+			n = 3
+		}
+		seqs = append(seqs, r, n, 10+r, 0, 0)
+		r += n
+	}
+	return seqs
 }
