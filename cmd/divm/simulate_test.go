@@ -9,9 +9,9 @@ import (
 	"deepinfer/sim/calib"
 )
 
-// TestCompareRun10: divm simulate --compare with the shipped cuda-fast calibration on run
-// 10's V4 report (the kernels after run 9, not fitted) prints the figures
-// docs/perf/simulator.md quotes, the class times scaled to each step.
+// TestCompareRun10: divm simulate --compare with the shipped cuda-fast calibration (fitted
+// on run 11c) on run 10's V4 report (the kernels between runs 9 and 11, not fitted) prints
+// the figures docs/perf/simulator.md quotes, the class times scaled to each step.
 func TestCompareRun10(t *testing.T) {
 	p, err := calib.SynthPlan("../../testdata/deepseek-v4-flash", "4-5", "h200")
 	if err != nil {
@@ -28,11 +28,12 @@ func TestCompareRun10(t *testing.T) {
 	}
 	for _, want := range []string{
 		"SIMULATED with", "cuda-fast",
-		"batch 1, context 4096: step measured 2.961 ms, simulated 4.196 ms, error +41.7% MISS",
+		"with class calibration cuda-fast (run 11c (H200, 2026-12-02))",
+		"batch 1, context 4096: step measured 2.961 ms, simulated 2.568 ms, error -13.3% ok",
 		"class times scaled ×0.780: the profiled ones add up to 3.799 ms, +28.3% over the step",
-		"batch 64, context 4096: step measured 9.848 ms, simulated 12.512 ms, error +27.0% MISS",
-		"batch 256, context 4096: step measured 21.388 ms, simulated 31.249 ms, error +46.1% MISS",
-		"3 of 3 steps and 7 of 60 class times outside the bounds",
+		"batch 64, context 4096: step measured 9.848 ms, simulated 8.893 ms, error -9.7% ok",
+		"batch 256, context 4096: step measured 21.388 ms, simulated 18.859 ms, error -11.8% ok",
+		"0 of 3 steps and 16 of 60 class times outside the bounds",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the comparison lacks %q:\n%s", want, out.String())

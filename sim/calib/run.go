@@ -23,11 +23,13 @@ type Measured struct {
 	Run      string // the run that measured it, e.g. "run 9 (H200, 2026-12-02)": names a fit on it
 }
 
-// The runs whose reports are committed (testdata/run8, testdata/run9; their READMEs name
-// the device, date and commands).
+// The runs whose reports are committed (testdata/run8, testdata/run9, testdata/run11; their
+// READMEs name the device, date and commands).
 const (
-	RunName8 = "run 8 (H200, 2026-12-02)"
-	RunName9 = "run 9 (H200, 2026-12-02)"
+	RunName8   = "run 8 (H200, 2026-12-02)"
+	RunName9   = "run 9 (H200, 2026-12-02)"
+	RunName11  = "run 11c (H200, 2026-12-02)"
+	RunName11d = "run 11d (H200, 2026-12-02)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -55,7 +57,8 @@ var Run8 = append(append([]Measured{}, Run8Fast...), Run8Exact...)
 var Run8NoGraphs = Measured{"sim/calib/testdata/run8/v4.fast.nographs.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName8}
 
 // Run9 are run 9's reports (testdata/run9, NVIDIA H200, 2026-12-02, CUDA graphs on),
-// fast mode only: the shipped cuda-fast is fitted on them.
+// fast mode only. cuda-fast was fitted on them until run 11; they are kept to show how
+// that fit does on run 11c's kernels, compared, not fitted.
 var Run9 = []Measured{
 	{"sim/calib/testdata/run9/v4.fast.ctx512.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName9},
 	{"sim/calib/testdata/run9/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName9},
@@ -64,11 +67,29 @@ var Run9 = []Measured{
 	{"sim/calib/testdata/run9/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName9},
 }
 
+// Run11 are run 11c's fast reports (testdata/run11, NVIDIA H200, 2026-12-02, CUDA graphs
+// on), the same set as run 9's (V4 at contexts 512, 4,096 and 32,768, V4.1 at 4,096 and
+// 32,768): the shipped cuda-fast is fitted on them.
+var Run11 = []Measured{
+	{"sim/calib/testdata/run11/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName11},
+	{"sim/calib/testdata/run11/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName11},
+	{"sim/calib/testdata/run11/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName11},
+	{"sim/calib/testdata/run11/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName11},
+}
+
+// Run11Later are run 11's other fast reports, compared with the fit on Run11, not fitted:
+// V4 at context 512 with the FP4 register tiles (the default kernels since run 11c), and
+// V4.1 at 4,096 in run 11d (after run 11c's V4.1 changes were partly reverted).
+var Run11Later = []Measured{
+	{"sim/calib/testdata/run11/v4.fast.cmp.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName11},
+	{"sim/calib/testdata/run11/v41.fast.11d.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName11d},
+}
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on run 9 (the fast kernels as they are now), cuda-exact on run 8's exact reports (run 9
-// took none; the exact kernels have changed since only in how V4's routing is split into
-// launches, with the same values).
-var Shipped = append(append([]Measured{}, Run9...), Run8Exact...)
+// on run 11c's fast reports, cuda-exact on run 8's exact reports (runs 9 and 11 took none;
+// the exact kernels have changed since only in how V4's routing is split into launches,
+// with the same values).
+var Shipped = append(append([]Measured{}, Run11...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).

@@ -1,13 +1,14 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 9's fast-mode reports, run 8's exact-mode ones; each point's class times scaled to
+// run 11c's fast-mode reports, run 8's exact-mode ones; each point's class times scaled to
 // its measured step where they add up to more, calib.StepScaledClasses), writes them as
 // Go source, and prints how well they and the default h200 model predict the measured
 // steps (class misses against the scaled and the unscaled class times): in sample,
 // and in hold-out experiments (fit on batch 1 and 256, check batch 64; fit on the shorter
 // contexts, check 32,768; fit on V4, check V4.1). It also prints the previous cuda-fast
-// (refitted from run 8's fast reports) on the new fast points, with its terms next to
-// the new ones, and run 8's graphs-off report (step times only), compared with the fit on
+// (refitted from run 9's fast reports) on the new fast points, with its terms next to
+// the new ones; run 11's later fast reports (calib.Run11Later), compared with the new fit,
+// not fitted; and run 8's graphs-off report (step times only), compared with the fit on
 // run 8's graphs-on reports, not fitted.
 //
 //	go run ./tools/calibrate/cudafit -o sim/calib/fitted.go
@@ -33,6 +34,7 @@ import (
 type inputs struct {
 	runs     []calib.Measured // fitted: the calibrations written
 	previous []calib.Measured // fast reports of the previous fit: compared on the new fast points (none: skipped)
+	later    []calib.Measured // fast reports of later kernels: compared with the new fit, not fitted
 	noGraphs []calib.Measured // graphs-off reports (step times only): compared, not fitted
 	graphsOn []calib.Measured // the graphs-on reports of the graphs-off ones' run: fitted for that comparison
 }
@@ -45,7 +47,7 @@ func main() {
 	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
 	fit := flag.String("fit", "", "with -reports: names the run in the calibrations, e.g. \"run 10 (H200, 2027-01-05)\"")
 	flag.Parse()
-	in := inputs{runs: calib.Shipped, previous: calib.Run8Fast, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
+	in := inputs{runs: calib.Shipped, previous: calib.Run9, later: calib.Run11Later, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
 	if *reports != "" {
 		if *fit == "" {
 			fmt.Fprintln(os.Stderr, "cudafit: -reports needs -fit to name the run")
@@ -167,6 +169,22 @@ func run(w io.Writer, root, out string, in inputs) error {
 			}
 			fmt.Fprintf(w, "\n== cross-model, %s numerics\n", num)
 			report(w, "V4's fit on V4.1 (classes V4 lacks: default model)", base.WithClasses("V4 fit", t), v41, nil)
+		}
+	}
+	// later fast reports: the new fit on them, not fitted
+	if len(in.later) > 0 && cals["cuda-fast"] != nil {
+		ld, err := calib.Load(root, in.later)
+		if err != nil {
+			return err
+		}
+		for _, d := range ld {
+			m, err := cals["cuda-fast"].Apply(base, d.Plan.ModelType)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "\n== %s, fast numerics, %s (%s): compared, not fitted\n", d.Plan.ModelType, d.Run, d.File)
+			report(w, "default h200 model", base, []calib.Loaded{d}, nil)
+			report(w, "cuda-fast ("+cals["cuda-fast"].Fit+")", m, []calib.Loaded{d}, nil)
 		}
 	}
 	// the graphs-off reports: step times only (no class times), against the fast fit
