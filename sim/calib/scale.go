@@ -11,9 +11,9 @@ import (
 // factor applied. The class times come from separately profiled steps whose kernels are
 // launched and timed one by one; the step is the median of graph-replayed steps. Where
 // the profiled class times add up to more than the step (at batch 1 by 8-24% in run 9,
-// by 13-39% in run 11c;
-// the event timing's own cost between launches), each is multiplied by
-// MedianMs / (their sum), so that they add up to the step and keep their shares of it.
+// by 13-39% in run 11c: the event timing's own cost between launches), each is
+// multiplied by MedianMs / (their sum), so that they add up to the step and keep their
+// shares of it.
 // Where they add up to the step or less, where there are none, or where the sum or the
 // step is not a positive finite time, they are returned as they are, with factor 1.
 // The point's own map is never modified: a scaled map is a new one.
