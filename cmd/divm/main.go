@@ -58,10 +58,12 @@ func usage() {
       Measure the VM's own time per decode step (scheduling, batch preparation,
       sampling randoms, outputs) with every kernel replaced by a no-op.
   divm bench plan.dip [--model DIR] [--batch 1,64,256] [--context 4096] [--steps 10]
-           [--warmup 3] [--profile-steps 3] [--chunk 1024] [--copy-mib 2048] [--out FILE]
+           [--warmup 3] [--profile-steps 3] [--profile-prefill] [--chunk 1024] [--copy-mib 2048]
+           [--numerics exact|fast] [--graphs=false] [--out FILE]
       Time decode steps at each batch size and context (one sequence prefilled, the rest
       copied from it on the device), next to the bytes a step must read and the
-      device's copy bandwidth measured in the same run; per-kernel times from events.
+      device's copy bandwidth measured in the same run; per-kernel times from events
+      (--profile-prefill: each context built again with events, the prefill by kernel).
   divm tokenize [--tokenizer DIR] [--decode]
       JSON strings, one per line, to {"ids":[...]} lines (or back with --decode).
 `)
