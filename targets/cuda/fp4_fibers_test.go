@@ -47,14 +47,20 @@ func TestFP4DeviceCodeOnHostFibers(t *testing.T) {
 	}
 }
 
-// fp4FiberSource is the harness's translation unit: fp4_fibers.h, the headers,
+// fp4FiberSource is the harness's translation unit: lanes/lanes.h (NVRTC's types, as
+// the simulated lanes of lanes_test.go have them), fp4_fibers.h, the headers,
 // tensorcore.cu, tensorcore_fp4.cu, the emulated branch's fp4_tiles as fp4_ref, then
 // fp4_fibers_main.cc.
 func fp4FiberSource() (string, error) {
+	types, err := os.ReadFile("testdata/lanes/lanes.h")
+	if err != nil {
+		return "", err
+	}
 	pre, err := os.ReadFile("testdata/fp4_fibers.h")
 	if err != nil {
 		return "", err
 	}
+	pre = append(types, pre...)
 	main, err := os.ReadFile("testdata/fp4_fibers_main.cc")
 	if err != nil {
 		return "", err

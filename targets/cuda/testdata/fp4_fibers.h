@@ -1,4 +1,5 @@
-// fp4_fibers.h: what the device branch of the kernel sources needs to run on the host,
+// fp4_fibers.h: what the device branch of the kernel sources needs to run on the host
+// besides lanes/lanes.h's stand-ins for NVRTC's types,
 // for TestFP4DeviceCodeOnHostFibers (fp4_fibers_test.go), built with DI_LANES (the
 // sources then call the lanes_ functions below instead of their inline PTX): a launch
 // block's 128 threads as fibers that take turns on one host thread, __syncthreads and the
@@ -13,21 +14,7 @@
 #include <cmath>
 #include <ucontext.h>
 static long g_errors;
-#define __device__
-#define __global__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(t, b)
-struct dim3_ { unsigned x, y, z; };
-static dim3_ blockIdx, threadIdx;
-static dim3_ gridDim, blockDim;
-struct alignas(16) uint4 { unsigned x, y, z, w; };
-struct alignas(16) float4 { float x, y, z, w; };
-inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); return f; }
-inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8); return u; }
-inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+// (the CUDA types and qualifiers: lanes/lanes.h, which comes first)
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }
 inline unsigned __ballot_sync(unsigned, int) { abort(); }
