@@ -94,6 +94,28 @@ DEVM void fp4_store(const FastMoEArgs& a, int plane, i64 s, i64 slot, i64 n, flo
 }
 
 #ifndef DI_EMULATE
+// fp4_streams: a lane's two streams of block b's warp (NW 2: w1 and w3, 16 rows each;
+// NW 1: two 16-row tiles of w2): the code and scale rows of its rows g and g+8 (row 0's
+// where a row is past N, then not ok), and each stream's first row.
+template <int NW>
+DEVM void fp4_streams(const FastMoEArgs& a, const Fp4Block& b, int warp, int g, const unsigned char** wa,
+                      const unsigned char** wb, const unsigned char** sa, const unsigned char** sb, bool* oka,
+                      bool* okb, i64* rt0) {
+  const int RT = NW == 2 ? 1 : 2;
+  UNROLL for (int p = 0; p < 2; p++) {
+    Weight w = fp4_weight<NW>(a, b.e, p);
+    rt0[p] = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
+    i64 ra = rt0[p] + g, rb = ra + 8;
+    oka[p] = ra < a.N, okb[p] = rb < a.N;
+    wa[p] = (const unsigned char*)w.p + (oka[p] ? ra : 0) * (w.cols / 2);
+    wb[p] = (const unsigned char*)w.p + (okb[p] ? rb : 0) * (w.cols / 2);
+    sa[p] = w.s + (oka[p] ? ra : 0) * (w.cols / 32);
+    sb[p] = w.s + (okb[p] ? rb : 0) * (w.cols / 32);
+  }
+}
+#endif
+
+#ifndef DI_EMULATE
 // fp4_step: one step's arithmetic of a warp's two streams (the device tiles, register
 // and pipelined): the lane's 4 × 32 codes of rows g and g+8 (ca, cb) widened with their
 // scales (m1, and m2 when a scale exceeds 128), then for each live activation tile j the
@@ -189,7 +211,6 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 #else
 template <int NW>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
-  const int RT = NW == 2 ? 1 : 2;
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
@@ -200,22 +221,10 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
   __shared__ i64 srow[FP4_SLOTS];  // the x row of each staged slot
   // the warp's two streams (weight, 16-row tile): this lane's rows g and g+8
-  const unsigned char* wa[2];
-  const unsigned char* wb[2];
-  const unsigned char* sa[2];
-  const unsigned char* sb[2];
+  const unsigned char *wa[2], *wb[2], *sa[2], *sb[2];
   bool oka[2], okb[2];
   i64 rt0[2];
-  UNROLL for (int p = 0; p < 2; p++) {
-    Weight w = fp4_weight<NW>(a, b.e, p);
-    rt0[p] = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
-    i64 ra = rt0[p] + g, rb = ra + 8;
-    oka[p] = ra < a.N, okb[p] = rb < a.N;
-    wa[p] = (const unsigned char*)w.p + (oka[p] ? ra : 0) * (w.cols / 2);
-    wb[p] = (const unsigned char*)w.p + (okb[p] ? rb : 0) * (w.cols / 2);
-    sa[p] = w.s + (oka[p] ? ra : 0) * (w.cols / 32);
-    sb[p] = w.s + (okb[p] ? rb : 0) * (w.cols / 32);
-  }
+  fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][2][4];
@@ -315,7 +324,6 @@ DEV const void* word4(const unsigned char* p) { return (const void*)((u64)p & ~(
 
 template <int NW>
 DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
-  const int RT = NW == 2 ? 1 : 2;
   constexpr int S = FP4P_STAGES;
   // halves: [buffer][slot][half][16-byte chunk, swizzled as fp4_tiles' xs]
   __shared__ uint4 xs[2 * FP4_SLOTS * 2 * 16];
@@ -329,22 +337,10 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
   const i64 div = NW == 2 ? a.k : 1;
   const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
   // the warp's two streams (weight, 16-row tile): this lane's rows g and g+8
-  const unsigned char* wa[2];
-  const unsigned char* wb[2];
-  const unsigned char* sa[2];
-  const unsigned char* sb[2];
+  const unsigned char *wa[2], *wb[2], *sa[2], *sb[2];
   bool oka[2], okb[2];
   i64 rt0[2];
-  UNROLL for (int p = 0; p < 2; p++) {
-    Weight w = fp4_weight<NW>(a, b.e, p);
-    rt0[p] = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
-    i64 ra = rt0[p] + g, rb = ra + 8;
-    oka[p] = ra < a.N, okb[p] = rb < a.N;
-    wa[p] = (const unsigned char*)w.p + (oka[p] ? ra : 0) * (w.cols / 2);
-    wb[p] = (const unsigned char*)w.p + (okb[p] ? rb : 0) * (w.cols / 2);
-    sa[p] = w.s + (oka[p] ? ra : 0) * (w.cols / 32);
-    sb[p] = w.s + (okb[p] ? rb : 0) * (w.cols / 32);
-  }
+  fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
   // issue_w: this lane's weight copies of step h into stage h % S (none past the slice)
   // and a commit either way
   auto issue_w = [&](int h) {
