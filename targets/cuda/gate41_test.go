@@ -71,8 +71,7 @@ func TestFastGate41Lanes(t *testing.T) {
 // TestFastCompressProjLanes: V4.1's fast compressor projections (csa_fast_proj_part,
 // then csa_fast_proj_sum) against the exact kernel (csa_compress_proj: mkl_dot a value)
 // under ratio 2, the kv projection and the gate bit for bit: 12 channels, 300 values a
-// row, single-row sequences (MKL's GEMV order, which the fast kernel runs for 4 tokens
-// at a time) and a 3-row sequence (another order) in the same group of 4 tokens.
+// row, single-row sequences (MKL's GEMV order) and a 3-row sequence (another order).
 func TestFastCompressProjLanes(t *testing.T) {
 	k := newEmuKernels(t)
 	rng := rand.New(rand.NewPCG(41, 5))

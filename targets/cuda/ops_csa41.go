@@ -301,13 +301,7 @@ func csaBindCompress(b *Bind) error {
 		}
 	}
 	if partS >= 0 {
-		b.Launch("csa_fast_proj_part", func(s *Step, a *ArgBuf) int64 {
-			fill(s, a)
-			if ratio == 1 {
-				return s.T * d * lanes
-			}
-			return (s.T + csaProjTokens - 1) / csaProjTokens * d * lanes // csa41.cu CSA_PT tokens an item
-		})
+		b.Launch("csa_fast_proj_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d * lanes })
 		b.Launch("csa_fast_proj_sum", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
 	} else {
 		b.Launch("csa_compress_proj", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
@@ -593,10 +587,6 @@ func csaBindAttention(b *Bind) error {
 
 // csaHeadGroup is csa41.cu's CSA_HG: the heads one attention work item serves.
 const csaHeadGroup = 16
-
-// csaProjTokens is csa41.cu's CSA_PT: the tokens one csa_fast_proj_part work item serves
-// (ratio > 1).
-const csaProjTokens = 4
 
 // csaFastKeys is csa41.cu's CSA_FK: the keys one csa_fast_logits work item scores (on the
 // emulated device; the choice of kernel counts in these items).

@@ -277,46 +277,22 @@ KERNEL(csa_compress_proj, csa_CompressArgs) {
 // (csa_gonum_par: always blocked; lanes = D/64 rounded up), else mkl_dot's 16 lanes of
 // the kv projection, then 16 of the gate (lanes = 32) — into part[t, c, lane]; then
 // each value's pieces folded as csa_compress_proj sums them: its values bit for bit.
-// Under ratio > 1 a work item serves CSA_PT consecutive tokens (the same channel and
-// lane): when all of them take MKL's GEMV order (one row a sequence: decode) their chains
-// run side by side (mkl_gemv_lanes), else each token's lane in turn.
-#define CSA_PT 4
 KERNEL(csa_fast_proj_part, csa_CompressArgs) {
-  if (a.ratio == 1) {
-    for (i64 it = GIDX; it < a.T * a.d * a.lanes; it += GSTRIDE) {
-      i64 L = it % a.lanes, o = it / a.lanes, t = o / a.d, c = o % a.d;
-      csa_View v;
-      if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
-      csa_BF16Row xb = {a.x + t * a.D};
+  for (i64 it = GIDX; it < a.T * a.d * a.lanes; it += GSTRIDE) {
+    i64 L = it % a.lanes, o = it / a.lanes, t = o / a.d, c = o % a.d;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    const float* xt = a.x + t * a.D;
+    if (a.ratio == 1) {
+      csa_BF16Row xb = {xt};
       WRow w = {a.wkv, c};
       i64 k0 = L * 64;
       a.part[it] = csa_gonum_dot(xb, w, k0, imin(64, a.D - k0), c * a.D + k0);
+    } else {
+      FRow xr = {xt};
+      WRow w = {L < 16 ? a.wkv : a.wgate, c};
+      a.part[it] = mkl_lane(xr, w, v.orows, a.D, a.d, (int)(L % 16));
     }
-    return;
-  }
-  const i64 groups = (a.T + CSA_PT - 1) / CSA_PT;
-  for (i64 it = GIDX; it < groups * a.d * a.lanes; it += GSTRIDE) {
-    const i64 L = it % a.lanes, o = it / a.lanes, c = o % a.d, t0 = (o / a.d) * CSA_PT;
-    FRow xr[CSA_PT];
-    i64 orows[CSA_PT];
-    bool ok[CSA_PT], gemv = true;
-    for (int u = 0; u < CSA_PT; u++) {
-      csa_View v;
-      ok[u] = t0 + u < a.T && csa_view_at(a.seqs, a.nseq, 0, t0 + u, &v);
-      xr[u].p = ok[u] ? a.x + (t0 + u) * a.D : a.x;  // (read, not used, when not ok)
-      orows[u] = ok[u] ? v.orows : 1;
-      if (ok[u] && mkl_order(v.orows, a.D, a.d) != ORDER_GEMV) gemv = false;
-    }
-    WRow w = {L < 16 ? a.wkv : a.wgate, c};
-    if (!gemv) {
-      for (int u = 0; u < CSA_PT; u++)
-        if (ok[u]) a.part[((t0 + u) * a.d + c) * a.lanes + L] = mkl_lane(xr[u], w, orows[u], a.D, a.d, (int)(L % 16));
-      continue;
-    }
-    float v[CSA_PT];
-    mkl_gemv_lanes<CSA_PT>(xr, w, a.D, (int)(L % 16), v);
-    for (int u = 0; u < CSA_PT; u++)
-      if (ok[u]) a.part[((t0 + u) * a.d + c) * a.lanes + L] = v[u];
   }
 }
 

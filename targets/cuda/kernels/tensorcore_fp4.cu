@@ -466,8 +466,9 @@ KERNEL(fast_moe_down_fp4, FastMoEArgs) {
 #endif
 }
 // fast_moe_up_fp4_reg, fast_moe_down_fp4_reg: the same tiles with each lane's next step
-// of weights loaded into registers (fp4_tiles; DEEPINFER_CUDA_FP4_PIPE=0), kept to time
-// both in one run. The same values: every output is the same chain of mma.
+// of weights loaded into registers (fp4_tiles): the default, the pipelined ones above
+// only with DEEPINFER_CUDA_FP4_PIPE=1 (slower on the H200, run 11c). The same values:
+// every output is the same chain of mma.
 KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
