@@ -16,7 +16,7 @@ import (
 // single-row sequences (GEMV) and a 3-row one (another order: each token's lane alone)
 // in the same group of 4 tokens, and a last group of one token.
 func TestFastGate41Lanes(t *testing.T) {
-	k := newEmuKernels(t)
+	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(41, 4))
 	const E, D, K = 12, 300, 2
 	for _, T := range []int64{9, 4} {
@@ -73,7 +73,7 @@ func TestFastGate41Lanes(t *testing.T) {
 // under ratio 2, the kv projection and the gate bit for bit: 12 channels, 300 values a
 // row, single-row sequences (MKL's GEMV order) and a 3-row sequence (another order).
 func TestFastCompressProjLanes(t *testing.T) {
-	k := newEmuKernels(t)
+	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(41, 5))
 	const d, D = 12, 300
 	for _, T := range []int64{9, 3} {

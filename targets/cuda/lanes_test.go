@@ -16,7 +16,7 @@ import (
 // products on the host (testdata/lanes/harness.cc with DI_LANES: each launch block's
 // threads as coroutines; mma.sync from the lanes' fragments in PTX's layout, summed in
 // the emulated device's order; the asynchronous copies and __syncthreads played out):
-// fast_gemm_m4's and fast_gemm_blk's device code must give the emulated device's
+// fast_gemm_m4's, fast_gemm_m1's and fast_gemm_blk's device code must give the emulated device's
 // fast_gemm_m4 values bit for bit, on every weight format, with partial blocks of rows
 // and weight rows, sliced reductions, a reduction not a multiple of 16, groups and bf16
 // outputs. The emulated device runs fast_tile for both kernels, so this is the check of
@@ -70,6 +70,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		{fmt: 5, N: 256, K: 570, M: 70, G: 1, name: "FP8 128-blocks, K not a multiple of 16", wantSlices: true, wantPartialRows: true},
 		{fmt: 0, N: 144, K: 320, M: 40, G: 1, bf: 1, name: "float32 (the _f32 kernels), bf16 outputs", wantPartialRows: true},
 		{fmt: 1, N: 256, K: 192, M: 72, G: 2, name: "two groups of 128 weight rows", wantPartialRows: true},
+		{fmt: 5, N: 256, K: 512, M: 9, G: 1, name: "FP8 128-blocks, whole reduction steps, two slices", wantSlices: true, wantPartialRows: true},
 		{fmt: 2, N: 128, K: 256, M: 128, G: 1, name: "FP8 32×32 blocks, whole blocks of rows"},
 		{fmt: 3, N: 136, K: 256, M: 65, G: 1, name: "FP8 row groups of 32, one row in the last block", wantPartialRows: true},
 		{fmt: 4, N: 128, K: 512, M: 96, G: 1, name: "FP4, two slices", wantSlices: true, wantPartialRows: true},
@@ -122,7 +123,9 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				got  []byte
 			}{
 				{"emulated fast_gemm_blk", run(emu, "blk")},
+				{"emulated fast_gemm_m1", run(emu, "m1")},
 				{"fast_gemm_m4's device code", run(lanes, "m4")},
+				{"fast_gemm_m1's device code (FP8 weights steps ahead where whole)", run(lanes, "m1")},
 				{"fast_gemm_blk's device code, warps in step", run(lanes, "blk")},
 				{"fast_gemm_blk's device code, warps skewed", run(lanes, "blk", "eager")},
 			} {

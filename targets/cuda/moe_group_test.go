@@ -13,7 +13,7 @@ import (
 // slot order, for slot counts below, at and past a chunk (experts with no slots, with
 // slots in every chunk), and a bad id flagged as error 202.
 func TestMoEGroupChunks(t *testing.T) {
-	k := newEmuKernels(t)
+	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(7, 3))
 	for _, c := range []struct{ slots, E int }{{1, 4}, {255, 37}, {256, 8}, {257, 300}, {1000, 37}, {3 * moeChunk, 1}} {
 		t.Run(fmt.Sprintf("%d slots, %d experts", c.slots, c.E), func(t *testing.T) {

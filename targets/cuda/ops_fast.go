@@ -98,9 +98,14 @@ func fastProduct(b *Bind, g fastGemm) {
 	// sharing the rows' halves, 128 weight rows) where the groups allow; a value does
 	// not depend on it
 	blockOK := fastBlockOK(g.N, g.G) && os.Getenv(EnvBlockGemm) != "0"
-	prefetch := int64(1)
+	// tensorcore.cu's FastGemmArgs.prefetch: bit 1 fast_gemm_blk's L1 hint, bit 2
+	// fast_gemm_m1's FP8 weights steps ahead
+	prefetch := int64(1 | 2)
 	if os.Getenv(EnvBlockPrefetch) == "0" {
-		prefetch = 0
+		prefetch &^= 1
+	}
+	if os.Getenv(EnvM1Pipe) == "0" {
+		prefetch &^= 2
 	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
@@ -176,6 +181,11 @@ const EnvBlockGemm = "DEEPINFER_CUDA_BLOCK_GEMM"
 // the L1 cache (prefetch.global.L1, a hint: the same values; a comparison in one run;
 // read when a program is bound).
 const EnvBlockPrefetch = "DEEPINFER_CUDA_BLOCK_PREFETCH"
+
+// EnvM1Pipe set to 0 stops fast_gemm_m1 loading an FP8 weight's bytes several
+// reduction steps ahead (tensorcore.cu's fast_m1_fp8: the same values; a comparison in
+// one run; read when a program is bound).
+const EnvM1Pipe = "DEEPINFER_CUDA_M1_PIPE"
 
 // fastBlockRows and fastBlockN are tensorcore.cu's FAST_BLK_ROWS and FAST_BLK_N: the
 // rows of x and the weight rows a fast_gemm_blk block holds.

@@ -95,7 +95,7 @@ func bindHCMix(b *Bind) error {
 			} else {
 				a.P(0) // mhc_mix41_split computes the RMS scale itself
 			}
-			return T
+			return T * 16 // half a warp a token (kernels/mhc.cu)
 		})
 		return nil
 	}
@@ -115,7 +115,7 @@ func bindHCMix(b *Bind) error {
 		a.I(n)
 		a.F(eps)
 		a.I(iters)
-		return T
+		return T * 16 // half a warp a token (kernels/mhc.cu)
 	})
 	return nil
 }

@@ -68,11 +68,13 @@ func TestFastModeSplitsReductions(t *testing.T) {
 	}
 }
 
-// emuKernels runs single kernels of the emulated device on buffers a test fills.
+// emuKernels runs single kernels on buffers a test fills: on the emulated device
+// (newEmuKernels), or on this machine's GPU when it has one (newKernels).
 type emuKernels struct {
-	t   *testing.T
-	d   *fakeDriver
-	mod module
+	t     *testing.T
+	d     driver
+	mod   module
+	where map[string]module // the GPU's modules by kernel (nil: mod has every kernel)
 }
 
 func newEmuKernels(t *testing.T) *emuKernels {
@@ -93,8 +95,88 @@ func newEmuKernels(t *testing.T) *emuKernels {
 	return &emuKernels{t: t, d: d, mod: mod}
 }
 
+// newKernels is newEmuKernels on a machine without a GPU; with one, the kernels are
+// NVRTC's for the device and run on it (so a test of a kernel's device branch, a warp's
+// lanes say, checks that branch there). It logs which.
+func newKernels(t *testing.T) *emuKernels {
+	t.Helper()
+	drv, cc, err := discover(osFS{})
+	if err != nil {
+		t.Logf("the emulated device (%v)", err)
+		return newEmuKernels(t)
+	}
+	d := &threadDriver{driver: drv, w: newWorker()}
+	var where map[string]module
+	var mods []module
+	var name string
+	d.w.do(func() {
+		if err = drv.Context(0); err != nil {
+			return
+		}
+		var maj, min int
+		if maj, min, err = drv.Capability(0); err != nil {
+			return
+		}
+		name = drv.DeviceName(0)
+		mods, where, _, err = buildModules(drv, cc, arch(maj, min))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the GPU: %s", name)
+	return &emuKernels{t: t, d: d, mod: mods[0], where: where}
+}
+
+// threadDriver makes the calls a kernel test makes on the worker thread that holds the
+// device's context, and waits for the device before a copy to the host.
+type threadDriver struct {
+	driver
+	w *worker
+}
+
+func (d *threadDriver) Alloc(n uint64) (p devptr, err error) {
+	d.w.do(func() { p, err = d.driver.Alloc(n) })
+	return p, err
+}
+
+func (d *threadDriver) HtoD(dst devptr, src unsafe.Pointer, n uint64, s stream) (err error) {
+	d.w.do(func() {
+		if err = d.driver.HtoD(dst, src, n, s); err == nil {
+			err = d.driver.Sync(s)
+		}
+	})
+	return err
+}
+
+func (d *threadDriver) DtoH(dst unsafe.Pointer, src devptr, n uint64, s stream) (err error) {
+	d.w.do(func() {
+		if err = d.driver.Sync(s); err == nil {
+			err = d.driver.DtoH(dst, src, n, s)
+		}
+		if err == nil {
+			err = d.driver.Sync(s)
+		}
+	})
+	return err
+}
+
+func (d *threadDriver) DtoD(dst, src devptr, n uint64, s stream) (err error) {
+	d.w.do(func() { err = d.driver.DtoD(dst, src, n, s) })
+	return err
+}
+
+func (d *threadDriver) Function(m module, name string) (f function, err error) {
+	d.w.do(func() { f, err = d.driver.Function(m, name) })
+	return f, err
+}
+
+func (d *threadDriver) Launch(f function, grid, block uint32, s stream, args []uint64) (err error) {
+	d.w.do(func() { err = d.driver.Launch(f, grid, block, s, args) })
+	return err
+}
+
 // put uploads 4- or 8-byte values and returns their device address.
-func put[V float32 | int64](k *emuKernels, v []V) devptr {
+func put[V float32 | int64 | float64](k *emuKernels, v []V) devptr {
 	k.t.Helper()
 	n := uint64(len(v)) * uint64(unsafe.Sizeof(v[0]))
 	p, err := k.d.Alloc(max(n, 8))
@@ -118,7 +200,14 @@ func (k *emuKernels) get(p devptr, n int) []float32 {
 
 func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	k.t.Helper()
-	f, err := k.d.Function(k.mod, name)
+	m := k.mod
+	if k.where != nil {
+		var ok bool
+		if m, ok = k.where[name]; !ok {
+			k.t.Fatalf("no kernel %s", name)
+		}
+	}
+	f, err := k.d.Function(m, name)
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -151,7 +240,7 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 // kernels bit for bit, over lengths that reach every level of the cascade and row
 // counts that pick each of MKL's orders (gemv, small, split2, split4, sequential).
 func TestFastV41LanesAreExact(t *testing.T) {
-	k := newEmuKernels(t)
+	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	const eps = 1e-6
 	// RMSNorm over chunks of g values, weighted
@@ -265,7 +354,7 @@ func (k *emuKernels) get64(p devptr, n int) []float64 {
 // mixes; V4-Flash's 16,384 into 128, 256 for the mixes): the mixes within 1e-13 of the
 // largest mix, RMSNorm within an ulp.
 func TestFastV4PartsNearSerial(t *testing.T) {
-	k := newEmuKernels(t)
+	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	const eps = 1e-6
 	const T, m = 3, 24
@@ -370,7 +459,7 @@ func ulp32(v float32) float64 {
 // att_index_rank, on rows whose scores have ties, both zeros, NaNs and infinities, for
 // entry counts below, at and above topk.
 func TestIndexSelectMatchesRank(t *testing.T) {
-	k := newEmuKernels(t)
+	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	const T, topk = 5, 16
 	for _, V := range []int{1, 9, 16, 17, 40, 300, 5000} {

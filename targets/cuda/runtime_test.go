@@ -471,8 +471,8 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 		"float __uint_as_float(unsigned); unsigned __float_as_uint(float); double __longlong_as_double(long long); long long __double_as_longlong(double);\n" +
 		"#define __shared__\n#define __launch_bounds__(t, b)\ninline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }\n" +
 		"inline void __syncthreads() {} inline int __any_sync(unsigned, int p) { return p; } inline int min(int a, int b) { return a < b ? a : b; } inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }\n" +
-		"inline double __shfl_xor_sync(unsigned, double v, int) { return v; }\n" +
-		"inline void __syncwarp() {} template <class T> T __shfl_sync(unsigned, T v, int) { return v; }\n" +
+		"inline void __syncwarp() {} template <class T> T __shfl_sync(unsigned, T v, int) { return v; } template <class T> T __shfl_sync(unsigned, T v, int, int) { return v; }\n" +
+		"template <class T> T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }\n" +
 		"inline unsigned __ballot_sync(unsigned, int p) { return p; } inline int __popc(unsigned v) { return (int)v; }\n" +
 		"#include <cmath>\n#include <cstring>\n"
 	dir := t.TempDir()

@@ -124,37 +124,98 @@ DEVM void mhc_sinkhorn(F* c, i64 n, F eps, i64 iters) {
 }
 
 // mhc_mix_split (V4): pre, post and the Sinkhorn-projected comb of one token, in
-// float64 (cpu: newHCMix). c is the token's n×n working matrix.
+// float64 (cpu: newHCMix). c is the token's n×n working matrix. A token takes 16 work
+// items (half a warp): for n = 4 on the device, lane l holds comb's value (l/4, l%4)
+// in a register and every sum is read across the lanes in the serial order, so each
+// value is the same operation on the same operands as mhc_mix_split_token's (the
+// Sinkhorn's 640 float64 divisions 16 at a time, not one after another); other n, and
+// the emulated device, run mhc_mix_split_token on the group's first item.
 struct mhc_MixSplitArgs {
   const double* mix; Weight base; Weight scale; float* pre; float* post; float* comb; double* c;
   i64 T; i64 n; double eps; i64 iters;
 };
-KERNEL(mhc_mix_split, mhc_MixSplitArgs) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
-    i64 n = a.n, m = (2 + n) * n;
-    const double* mix = a.mix + t * m;
-    double* c = a.c + t * n * n;
-    double s0 = (double)wval(a.scale, 0, 0), s1 = (double)wval(a.scale, 0, 1), s2 = (double)wval(a.scale, 0, 2);
+DEVM void mhc_mix_split_token(const mhc_MixSplitArgs& a, i64 t) {
+  i64 n = a.n, m = (2 + n) * n;
+  const double* mix = a.mix + t * m;
+  double* c = a.c + t * n * n;
+  double s0 = (double)wval(a.scale, 0, 0), s1 = (double)wval(a.scale, 0, 1), s2 = (double)wval(a.scale, 0, 2);
+  for (i64 j = 0; j < n; j++) {
+    a.pre[t * n + j] = (float)(mhc_sigmoid64(mix[j] * s0 + (double)wval(a.base, 0, j)) + a.eps);
+    a.post[t * n + j] = (float)(2 * mhc_sigmoid64(mix[n + j] * s1 + (double)wval(a.base, 0, n + j)));
+  }
+  for (i64 i = 0; i < n; i++) {
+    double* row = c + i * n;
+    double mx = -F64_INF;
     for (i64 j = 0; j < n; j++) {
-      a.pre[t * n + j] = (float)(mhc_sigmoid64(mix[j] * s0 + (double)wval(a.base, 0, j)) + a.eps);
-      a.post[t * n + j] = (float)(2 * mhc_sigmoid64(mix[n + j] * s1 + (double)wval(a.base, 0, n + j)));
+      row[j] = mix[2 * n + i * n + j] * s2 + (double)wval(a.base, 0, 2 * n + i * n + j);
+      mx = go_max64(mx, row[j]);
     }
-    for (i64 i = 0; i < n; i++) {
-      double* row = c + i * n;
-      double mx = -F64_INF;
-      for (i64 j = 0; j < n; j++) {
-        row[j] = mix[2 * n + i * n + j] * s2 + (double)wval(a.base, 0, 2 * n + i * n + j);
-        mx = go_max64(mx, row[j]);
-      }
-      double sum = 0;
-      for (i64 j = 0; j < n; j++) {
-        row[j] = exp(row[j] - mx);
-        sum += row[j];
-      }
-      for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + a.eps;
+    double sum = 0;
+    for (i64 j = 0; j < n; j++) {
+      row[j] = exp(row[j] - mx);
+      sum += row[j];
     }
-    mhc_sinkhorn(c, n, a.eps, a.iters);
-    for (i64 i = 0; i < n * n; i++) a.comb[t * n * n + i] = (float)c[i];
+    for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + a.eps;
+  }
+  mhc_sinkhorn(c, n, a.eps, a.iters);
+  for (i64 i = 0; i < n * n; i++) a.comb[t * n * n + i] = (float)c[i];
+}
+#ifndef DI_EMULATE
+// mhc_at is lane src's v among a token's 16 lanes (mask: the group's lanes).
+template <class F>
+DEVM F mhc_at(F v, int src, unsigned mask) { return __shfl_sync(mask, v, src, 16); }
+
+// mhc_sinkhorn_lanes is mhc_sinkhorn_n<F, 4> with the matrix on 16 lanes, lane l
+// holding r = (l/4, l%4): each sum read across the lanes in the serial order, then
+// the lane's own division; it returns the lane's projected value.
+template <class F>
+DEVM F mhc_sinkhorn_lanes(F r, int l, F eps, i64 iters, unsigned mask) {
+  const int n = 4, i = l / n, j = l % n;
+  auto cols = [&]() {
+    F s = 0;
+    UNROLL for (int q = 0; q < n; q++) s += mhc_at(r, q * n + j, mask);
+    r /= s + eps;
+  };
+  cols();
+  for (i64 it = 1; it < iters; it++) {
+    F s = 0;
+    UNROLL for (int q = 0; q < n; q++) s += mhc_at(r, i * n + q, mask);
+    r /= s + eps;
+    cols();
+  }
+  return r;
+}
+
+// mhc_mix_split_lanes: token t's split for n = 4 on the 16 lanes of mask (lane l of the
+// group holds comb's (l/4, l%4)).
+DEVM void mhc_mix_split_lanes(const mhc_MixSplitArgs& a, i64 t, int l, unsigned mask) {
+  const int n = 4, i = l / n;
+  const double* mix = a.mix + t * (2 + n) * n;
+  double s0 = (double)wval(a.scale, 0, 0), s1 = (double)wval(a.scale, 0, 1), s2 = (double)wval(a.scale, 0, 2);
+  if (l < n) a.pre[t * n + l] = (float)(mhc_sigmoid64(mix[l] * s0 + (double)wval(a.base, 0, l)) + a.eps);
+  else if (l < 2 * n)
+    a.post[t * n + l - n] = (float)(2 * mhc_sigmoid64(mix[l] * s1 + (double)wval(a.base, 0, l)));
+  double r = mix[2 * n + l] * s2 + (double)wval(a.base, 0, 2 * n + l);
+  double mx = -F64_INF;
+  UNROLL for (int q = 0; q < n; q++) mx = go_max64(mx, mhc_at(r, i * n + q, mask));
+  r = exp(r - mx);
+  double sum = 0;
+  UNROLL for (int q = 0; q < n; q++) sum += mhc_at(r, i * n + q, mask);
+  r = r / sum + a.eps;
+  a.comb[t * n * n + l] = (float)mhc_sinkhorn_lanes(r, l, a.eps, a.iters, mask);
+}
+#endif
+KERNEL(mhc_mix_split, mhc_MixSplitArgs) {
+  for (i64 i = GIDX; i < a.T * 16; i += GSTRIDE) {
+#ifdef DI_EMULATE
+    if ((i & 15) == 0) mhc_mix_split_token(a, i >> 4);
+#else
+    if (a.n == 4) {
+      mhc_mix_split_lanes(a, i >> 4, (int)(i & 15), 0xffffu << (i & 16));
+    } else if ((i & 15) == 0) {
+      mhc_mix_split_token(a, i >> 4);
+    }
+#endif
   }
 }
 
@@ -181,40 +242,88 @@ struct mhc_Mix41SplitArgs {
   i64 T; i64 n; i64 K; double norm_eps; double eps; i64 iters; const SeqRec* seqs; i64 nseq; i64 keep;
   const float* rs;  // the fast mode's per-token RMS scales (mhc_fast_mix41_sum); null: computed here
 };
-KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
-    i64 n = a.n, m = (2 + n) * n, first, rows;
-    float eps = (float)a.eps;
-    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
-    bool vec = (t - first) * n < vec_tail(rows * n);
-    float* mx = a.mix + t * m;
-    float rs = a.rs ? a.rs[t] : mhc_rms41(a.x + t * a.K, a.K, (float)a.norm_eps);
-    for (i64 i = 0; i < m; i++) mx[i] *= rs;
-    float s0 = wval(a.scale, 0, 0), s1 = wval(a.scale, 0, 1), s2 = wval(a.scale, 0, 2);
-    float* pre = a.pre + t * n;
-    float* post = a.post + t * n;
+DEVM void mhc_mix41_split_token(const mhc_Mix41SplitArgs& a, i64 t) {
+  i64 n = a.n, m = (2 + n) * n, first, rows;
+  float eps = (float)a.eps;
+  mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
+  bool vec = (t - first) * n < vec_tail(rows * n);
+  float* mx = a.mix + t * m;
+  float rs = a.rs ? a.rs[t] : mhc_rms41(a.x + t * a.K, a.K, (float)a.norm_eps);
+  for (i64 i = 0; i < m; i++) mx[i] *= rs;
+  float s0 = wval(a.scale, 0, 0), s1 = wval(a.scale, 0, 1), s2 = wval(a.scale, 0, 2);
+  float* pre = a.pre + t * n;
+  float* post = a.post + t * n;
+  for (i64 j = 0; j < n; j++) {
+    float u = mx[j] * s0 + wval(a.base, 0, j);
+    float v = mx[n + j] * s1 + wval(a.base, 0, n + j);
+    pre[j] = (vec ? sigmoid_vec(u) : sigmoid_scalar(u)) + eps;
+    post[j] = 2 * (vec ? sigmoid_vec(v) : sigmoid_scalar(v));
+  }
+  float* c = a.comb + t * n * n;
+  for (i64 i = 0; i < n; i++) {
+    float* row = c + i * n;
+    float mxv = -F32_INF;
     for (i64 j = 0; j < n; j++) {
-      float u = mx[j] * s0 + wval(a.base, 0, j);
-      float v = mx[n + j] * s1 + wval(a.base, 0, n + j);
-      pre[j] = (vec ? sigmoid_vec(u) : sigmoid_scalar(u)) + eps;
-      post[j] = 2 * (vec ? sigmoid_vec(v) : sigmoid_scalar(v));
+      row[j] = mx[2 * n + i * n + j] * s2 + wval(a.base, 0, 2 * n + i * n + j);
+      mxv = go_max32(mxv, row[j]);
     }
-    float* c = a.comb + t * n * n;
-    for (i64 i = 0; i < n; i++) {
-      float* row = c + i * n;
-      float mxv = -F32_INF;
-      for (i64 j = 0; j < n; j++) {
-        row[j] = mx[2 * n + i * n + j] * s2 + wval(a.base, 0, 2 * n + i * n + j);
-        mxv = go_max32(mxv, row[j]);
-      }
-      float sum = 0;
-      for (i64 j = 0; j < n; j++) {
-        row[j] = exp_scalar(row[j] - mxv);
-        sum += row[j];
-      }
-      for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + eps;
+    float sum = 0;
+    for (i64 j = 0; j < n; j++) {
+      row[j] = exp_scalar(row[j] - mxv);
+      sum += row[j];
     }
-    mhc_sinkhorn(c, n, eps, a.iters);
+    for (i64 j = 0; j < n; j++) row[j] = row[j] / sum + eps;
+  }
+  mhc_sinkhorn(c, n, eps, a.iters);
+}
+#ifndef DI_EMULATE
+// mhc_mix41_split_lanes: mhc_mix41_split_token for n = 4 on the 16 lanes of mask, as
+// mhc_mix_split_lanes (the RMS scale computed on lane 0 when not given).
+DEVM void mhc_mix41_split_lanes(const mhc_Mix41SplitArgs& a, i64 t, int l, unsigned mask) {
+  const int n = 4, m = (2 + n) * n, i = l / n;
+  float eps = (float)a.eps;
+  i64 first, rows;
+  mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
+  bool vec = (t - first) * n < vec_tail(rows * n);
+  float* mx = a.mix + t * m;
+  float rs = 0;
+  if (a.rs) rs = a.rs[t];
+  else if (l == 0) rs = mhc_rms41(a.x + t * a.K, a.K, (float)a.norm_eps);
+  if (!a.rs) rs = mhc_at(rs, 0, mask);
+  float s0 = wval(a.scale, 0, 0), s1 = wval(a.scale, 0, 1), s2 = wval(a.scale, 0, 2);
+  float ml = mx[l] * rs, mc = mx[2 * n + l] * rs;
+  if (l < n) {
+    float u = ml * s0 + wval(a.base, 0, l);
+    a.pre[t * n + l] = (vec ? sigmoid_vec(u) : sigmoid_scalar(u)) + eps;
+  } else if (l < 2 * n) {
+    float v = ml * s1 + wval(a.base, 0, l);
+    a.post[t * n + l - n] = 2 * (vec ? sigmoid_vec(v) : sigmoid_scalar(v));
+  }
+  float r = mc * s2 + wval(a.base, 0, 2 * n + l);
+  float mxv = -F32_INF;
+  UNROLL for (int q = 0; q < n; q++) mxv = go_max32(mxv, mhc_at(r, i * n + q, mask));
+  r = exp_scalar(r - mxv);
+  float sum = 0;
+  UNROLL for (int q = 0; q < n; q++) sum += mhc_at(r, i * n + q, mask);
+  r = r / sum + eps;
+  a.comb[t * n * n + l] = mhc_sinkhorn_lanes(r, l, eps, a.iters, mask);
+  // the scaled mixes, as the serial kernel leaves them (lanes l and l + 16 of 24)
+  mx[l] = ml;
+  if (l + 16 < m) mx[l + 16] *= rs;
+}
+#endif
+// mhc_mix41_split: a token takes 16 work items, as mhc_mix_split.
+KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) {
+  for (i64 i = GIDX; i < a.T * 16; i += GSTRIDE) {
+#ifdef DI_EMULATE
+    if ((i & 15) == 0) mhc_mix41_split_token(a, i >> 4);
+#else
+    if (a.n == 4) {
+      mhc_mix41_split_lanes(a, i >> 4, (int)(i & 15), 0xffffu << (i & 16));
+    } else if ((i & 15) == 0) {
+      mhc_mix41_split_token(a, i >> 4);
+    }
+#endif
   }
 }
 

@@ -18,6 +18,87 @@ DEV void moe_topk(const double* sel, i64 E, i64* pick, i64 k) {
   }
 }
 
+#ifndef DI_EMULATE
+// MOE_KW: the most slots moe_topk_warp selects.
+#define MOE_KW 16
+// moe_topk_warp is moe_topk on a warp's 32 lanes (lane = the caller's lane; every lane
+// calls it): each lane keeps the k best of its experts lane, lane + 32, ... (inserted in
+// id order, so an equal value never passes an earlier one), then each of k rounds takes
+// the best of the lanes' heads (the higher value, the lower id on ties) into pick (lane
+// 0 writes it). Without NaNs that is moe_topk's list: the k highest values, lower ids
+// first among equals (−0 and +0 equal, as moe_topk's comparison has them). It returns
+// false and writes nothing when a value is NaN (moe_topk's list then depends on the
+// scan order) or k > MOE_KW; the caller then runs moe_topk.
+DEVM bool moe_topk_warp(const double* sel, i64 E, i64* pick, i64 k, int lane) {
+  if (k > MOE_KW) return false;
+  double v[MOE_KW];
+  int id[MOE_KW];
+  UNROLL for (int q = 0; q < MOE_KW; q++) v[q] = -F64_INF, id[q] = -1;
+  int nan = 0;
+  for (i64 e = lane; e < E; e += 32) {
+    double x = sel[e];
+    int xe = (int)e;
+    nan |= x != x;
+    // the new value takes the first slot it beats (empty, or a lower value: its id is
+    // higher than every listed one), and each slot after it moves down one (all
+    // unrolled: registers)
+    bool moved = false;
+    UNROLL for (int q = 0; q < MOE_KW; q++) {
+      if (q < k && (moved || id[q] < 0 || x > v[q])) {
+        moved = true;
+        double tv = v[q];
+        int ti = id[q];
+        v[q] = x, id[q] = xe;
+        x = tv, xe = ti;
+      }
+    }
+  }
+  if (__any_sync(0xffffffffu, nan)) return false;
+  for (i64 j = 0; j < k; j++) {
+    double bv = v[0];
+    int bi = id[0];
+    UNROLL for (int off = 16; off > 0; off >>= 1) {
+      double ov = __shfl_xor_sync(0xffffffffu, bv, off);
+      int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+      if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+    }
+    if (lane == 0) pick[j] = bi;
+    if (bi >= 0 && id[0] == bi) {
+      UNROLL for (int q = 0; q + 1 < MOE_KW; q++) v[q] = v[q + 1], id[q] = id[q + 1];
+      v[MOE_KW - 1] = -F64_INF, id[MOE_KW - 1] = -1;
+    }
+  }
+  return true;
+}
+#endif
+
+// moe_select runs the selection of a token on its launch block's first warp (lane:
+// the work item's place in the block; lanes 32 and up, and on the emulated device every
+// lane but 0, have returned): moe_topk_warp, or moe_topk on lane 0 when it declines.
+// It returns whether the caller's lane goes on (lane 0 only).
+DEVM bool moe_select(const double* sel, i64 E, i64* pick, i64 k, int lane) {
+  bool done = false;
+#ifndef DI_EMULATE
+  __syncwarp();  // lane 0's writes to sel seen by the warp
+  done = moe_topk_warp(sel, E, pick, k, lane);
+#endif
+  if (lane != 0) return false;
+  if (!done) moe_topk(sel, E, pick, k);
+  return true;
+}
+
+// moe_lane is a work item's place in its token's ROW_SPREAD items, or -1 when it has no
+// part in the token's selection (past the first warp; on the emulated device, past the
+// first item).
+DEVM int moe_lane(i64 it) {
+  int lane = (int)(it % ROW_SPREAD);
+#ifdef DI_EMULATE
+  return lane == 0 ? 0 : -1;
+#else
+  return lane < 32 ? lane : -1;
+#endif
+}
+
 // moe_route_v4: one token a work item. scores (float64 gate logits, scored), sel (score
 // + bias) and pick live in scratch. scoring: 0 sqrtsoftplus, 1 sigmoid, 2 softmax.
 struct MoERouteArgs {
@@ -85,18 +166,20 @@ KERNEL(moe_score_v4, MoERouteArgs) {
   }
 }
 
-// moe_route_v4: one token's serial work after moe_gate_v4 (and moe_score_v4 for the
-// elementwise scorings): the softmax scoring, the selection, the weights. A token takes
-// the first of ROW_SPREAD work items, one launch block, so that tokens run on
-// different multiprocessors.
+// moe_route_v4: one token's work after moe_gate_v4 (and moe_score_v4 for the
+// elementwise scorings): the softmax scoring, the selection (moe_select: the first warp
+// of the token's ROW_SPREAD work items, one launch block, so that tokens run on
+// different multiprocessors), the weights (its first item).
 KERNEL(moe_route_v4, MoERouteArgs) {
   for (i64 it = GIDX; it < a.T * ROW_SPREAD; it += GSTRIDE) {
-    if (it % ROW_SPREAD != 0) continue;
+    int lane = moe_lane(it);
+    if (lane < 0) continue;
     i64 t = it / ROW_SPREAD;
     double* scores = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
     double* sel = scores + a.E;
     i64* pick = (i64*)(sel + a.E);
-    if (a.scoring == 2) {
+    if (a.hash && lane != 0) continue;
+    if (lane == 0 && a.scoring == 2) {
       double mx = -F64_INF;
       for (i64 e = 0; e < a.E; e++) mx = go_max64(mx, scores[e]);
       double sum = 0;
@@ -105,6 +188,8 @@ KERNEL(moe_route_v4, MoERouteArgs) {
         sum += scores[e];
       }
       for (i64 e = 0; e < a.E; e++) scores[e] /= sum;
+      if (!a.hash)
+        for (i64 e = 0; e < a.E; e++) sel[e] = a.has_bias ? scores[e] + (double)wval(a.bias, 0, e) : scores[e];
     }
     if (a.hash) {
       int tok = a.tokens[t];
@@ -116,10 +201,8 @@ KERNEL(moe_route_v4, MoERouteArgs) {
         pick[j] = e;
       }
       if (bad) { *a.err = 200; continue; }
-    } else {
-      if (a.scoring == 2)
-        for (i64 e = 0; e < a.E; e++) sel[e] = a.has_bias ? scores[e] + (double)wval(a.bias, 0, e) : scores[e];
-      moe_topk(sel, a.E, pick, a.k);
+    } else if (!moe_select(sel, a.E, pick, a.k, lane)) {
+      continue;
     }
     double sum = 0;
     for (i64 j = 0; j < a.k; j++) sum += scores[pick[j]];
@@ -217,19 +300,19 @@ KERNEL(moe_fast_gate41_sum, MoERoute41Args) {
   }
 }
 
-// moe_route_v41: one token's serial work, after moe_gate_v41: top-k and the weights. A
-// token takes the first of ROW_SPREAD work items (rows.h), one launch block, so that
-// tokens run on different multiprocessors.
+// moe_route_v41: one token's work, after moe_gate_v41: top-k (moe_select, the first
+// warp of the token's ROW_SPREAD work items, one launch block) and the weights.
 KERNEL(moe_route_v41, MoERoute41Args) {
   for (i64 it = GIDX; it < a.T * ROW_SPREAD; it += GSTRIDE) {
-    if (it % ROW_SPREAD != 0) continue;
+    int lane = moe_lane(it);
+    if (lane < 0) continue;
     i64 t = it / ROW_SPREAD;
     double* sel = (double*)(a.scratch + t * (2 * a.E + a.k) * 8);
     float* sc = (float*)(sel + a.E);
     i64* pick = (i64*)(sel + 2 * a.E);
     i64 first, rows;
     if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
-    moe_topk(sel, a.E, pick, a.k);
+    if (!moe_select(sel, a.E, pick, a.k, lane)) continue;
     float sum = 0;
     for (i64 j = 0; j < a.k; j++) sum += sc[pick[j]];
     float scale = (float)a.scale;

@@ -177,6 +177,70 @@ KERNEL(fast_split, FastSplitArgs) {
   }
 }
 
+#ifndef DI_EMULATE
+// fast_fp8_scale is the UE8M0 scale byte fast_wload widens weight row r's values from k
+// with (formats 2, 3 and 5).
+DEVM u32 fast_fp8_scale(const Weight& w, i64 r, i64 k) {
+  if (w.fmt == 5) return w.s[(r / 128) * ((w.cols + 127) / 128) + k / 128];
+  i64 sc = (w.cols + 31) / 32;
+  return w.s[(w.fmt == 2 ? (r / 32) * sc : r * sc) + k / 32];
+}
+
+// FAST_M1_D: the reduction steps whose FP8 weight bytes a one-tile warp (fast_gemm_m1)
+// loads before widening the first of them.
+#define FAST_M1_D 4
+
+// fast_m1_fp8 is fast_tile's loop for one weight and one activation tile when the
+// weight is FP8 (formats 2, 3, 5), every step of [kb, ke) is whole (K a multiple of 64,
+// rows a multiple of 16 values) and the 16 weight rows exist: the same mmas on the same
+// operands in the same order as kstep's, with FAST_M1_D steps' weight bytes and scales
+// in flight before the first is widened (kstep's loads sit behind the format's
+// branches, so a step's loads wait for the last step's mmas).
+DEVM bool fast_m1_fp8_ok(const Weight& w, i64 n0, i64 N, i64 K) {
+  return (w.fmt == 2 || w.fmt == 3 || w.fmt == 5) && K % 64 == 0 && (w.cols & 15) == 0 && n0 + 16 <= N;
+}
+DEVM void fast_m1_fp8(const Weight& w, i64 n0, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P, i64 m, int g, int t,
+                      float* acc) {
+  const unsigned char* base = (const unsigned char*)w.p;
+  const i64 r0 = n0 + g, r1 = r0 + 8;
+  const unsigned char* p0 = base + r0 * w.cols + 16 * t;
+  const unsigned char* p1 = base + r1 * w.cols + 16 * t;
+  for (i64 k0 = kb; k0 < ke; k0 += 64 * FAST_M1_D) {
+    uint4 q0[FAST_M1_D], q1[FAST_M1_D];
+    u32 u0[FAST_M1_D], u1[FAST_M1_D];
+    UNROLL for (int d = 0; d < FAST_M1_D; d++) {
+      i64 k = k0 + 64 * d;
+      if (k < ke) {
+        q0[d] = *(const uint4*)(p0 + k);
+        q1[d] = *(const uint4*)(p1 + k);
+        u0[d] = fast_fp8_scale(w, r0, k + 16 * t);
+        u1[d] = fast_fp8_scale(w, r1, k + 16 * t);
+      }
+    }
+    UNROLL for (int d = 0; d < FAST_M1_D; d++) {
+      i64 k = k0 + 64 * d + 16 * t;
+      if (k0 + 64 * d >= ke) break;
+      u32 a0[8], a1[8], bh[8], bl[8];
+      e4m3_widen16(q0[d], u0[d], a0);
+      e4m3_widen16(q1[d], u1[d], a1);
+      if (m >= 0) {
+        const uint4* ph = (const uint4*)(xh + m * P + k / 2);
+        const uint4* pl = (const uint4*)(xl + m * P + k / 2);
+        uint4 h0 = ph[0], h1 = ph[1], l0 = pl[0], l1 = pl[1];
+        bh[0] = h0.x, bh[1] = h0.y, bh[2] = h0.z, bh[3] = h0.w, bh[4] = h1.x, bh[5] = h1.y, bh[6] = h1.z, bh[7] = h1.w;
+        bl[0] = l0.x, bl[1] = l0.y, bl[2] = l0.z, bl[3] = l0.w, bl[4] = l1.x, bl[5] = l1.y, bl[6] = l1.z, bl[7] = l1.w;
+      } else {
+        UNROLL for (int q = 0; q < 8; q++) bh[q] = bl[q] = 0;
+      }
+      UNROLL for (int q = 0; q < 4; q++) {
+        fast_mma(acc, a0[2 * q], a1[2 * q], a0[2 * q + 1], a1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+        fast_mma(acc, a0[2 * q], a1[2 * q], a0[2 * q + 1], a1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
+      }
+    }
+  }
+}
+#endif
+
 // fast_tile: one warp tile, y_p[n, c] = Σ_{k in [kb, ke)} w_p[n, k]·x[rows(c), k] for NW
 // weights w_p of the same shape (the experts' w1 and w3 share their activations), the 16
 // weight rows n0.. (n < N) and the 8·MT activation rows c whose rows(c) ≥ 0 (the
@@ -188,7 +252,7 @@ KERNEL(fast_split, FastSplitArgs) {
 // same way for both operands, so that a lane's loads are contiguous.
 template <int NW, int MT, bool F32, class Rows, class Store>
 DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P,
-                    Rows rows, int lane, Store store) {
+                    Rows rows, int lane, Store store, bool pipe = false) {
 #ifdef DI_EMULATE
   if (lane != 0) return;
   for (int p = 0; p < NW; p++) {
@@ -279,7 +343,9 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
     }
   };
   // one weight plane and one activation tile: two reduction steps' loads in flight
-  if (NW == 1 && MT == 1) {
+  if (NW == 1 && MT == 1 && !F32 && pipe && live == 1 && fast_m1_fp8_ok(w[0], n0, N, K)) {
+    fast_m1_fp8(w[0], n0, kb, ke, xh, xl, P, mrow[0], g, t, acc[0][0]);
+  } else if (NW == 1 && MT == 1) {
 #pragma unroll 2
     for (i64 k0 = kb; k0 < ke; k0 += 64) kstep(k0);
   } else {
@@ -303,7 +369,8 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
 // the reduction) every 32 work items; with S > 1 slices to part (fast_sum adds them).
 // With G groups, weight row n reads x's row m·G + n/(N/G) (the halves of grouped_linear's
 // x, a row per token and group; N/G a multiple of 16, so a tile is in one group).
-// prefetch (fast_gemm_blk only): ask for the next step's weights in L1 (a hint).
+// prefetch: bit 1, ask for the next step's weights in L1 (fast_gemm_blk; a hint); bit 2,
+// FP8 weights FAST_M1_D steps ahead (fast_gemm_m1: fast_m1_fp8). Neither moves a value.
 struct FastGemmArgs {
   const u32* xh; const u32* xl; Weight w; float* y; float* part;
   i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G; i64 prefetch;
@@ -333,7 +400,8 @@ DEVM void fast_gemm_tiles(const FastGemmArgs& a, long long GIDX, long long GSTRI
     FastGemmRows rows = {m0, a.M, a.G, a.G > 1 ? (nt * 16) / (a.N / a.G) : 0};
     FastGemmStore store = {&a, m0, s};
     i64 ke = imin(a.Kp, kb + a.ks);
-    fast_tile<1, MT, F32>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+    fast_tile<1, MT, F32>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store,
+                          (a.prefetch & 2) != 0);
   }
 }
 // Four entries, so that each compiles with the registers it needs: one or four
