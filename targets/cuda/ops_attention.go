@@ -248,11 +248,23 @@ func bindIndexTopK(b *Bind) error {
 		return T
 	}
 	b.Launch("att_index_qd", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
-	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * maxE })
-	b.Launch("att_index_pad", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * topk })
-	// the ranks: every (row, entry) against the row's entries for a few rows (all in
-	// parallel), a selection a row for more (the same list either way)
+	// the scores: a warp per (row, entry) for a few rows, a work item for more (the
+	// same values); the ranks: every (row, entry) against the row's entries for a few
+	// rows (all in parallel), a selection a row for more (the same list either way)
 	many := func(s *Step) bool { return s.Arg(0).Rows() >= attSelectRows }
+	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 {
+		if !many(s) {
+			return 0
+		}
+		return fill(s, a) * maxE
+	})
+	b.Launch("att_index_score_w", func(s *Step, a *ArgBuf) int64 {
+		if many(s) {
+			return 0
+		}
+		return fill(s, a) * maxE * 32
+	})
+	b.Launch("att_index_pad", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * topk })
 	b.Launch("att_index_rank", func(s *Step, a *ArgBuf) int64 {
 		if many(s) {
 			return 0

@@ -404,29 +404,66 @@ KERNEL(att_index_qd, AttIndexArgs) {
 // cpu's); ATT_IHB heads at a time, so that a key value is read once for them and their
 // chains run side by side.
 #define ATT_IHB 16
+DEVM void att_index_score_item(const AttIndexArgs& a, i64 i) {
+  i64 t = i / a.maxe, e = i % a.maxe;
+  SeqRec s;
+  if (e >= att_index_visible(a, t, &s)) return;
+  const float* key = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e * a.cdim;
+  const double* qt = a.qd + t * a.heads * a.dim;
+  const float* wt = a.w + t * a.heads;
+  double sc = 0;
+  for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB) {
+    i64 nh = imin(ATT_IHB, a.heads - h0);
+    double dot[ATT_IHB];
+    UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
+    const double* qh = qt + h0 * a.dim;
+    for (i64 j = 0; j < a.cdim; j++) {
+      double kj = (double)key[j];
+      UNROLL for (int u = 0; u < ATT_IHB; u++)
+        if (u < nh) dot[u] += qh[u * a.dim + j] * kj;
+    }
+    UNROLL for (int u = 0; u < ATT_IHB; u++)
+      if (u < nh && dot[u] > 0) sc += (double)wt[h0 + u] * dot[u];
+  }
+  a.scores[i] = sc * a.scale;
+}
 KERNEL(att_index_score, AttIndexArgs) {
-  for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) {
-    i64 t = i / a.maxe, e = i % a.maxe;
+  for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) att_index_score_item(a, i);
+}
+
+// att_index_score_w: att_index_score with a warp per (token, entry), for steps of few
+// rows (where att_index_score has too few work items to fill the device): lane l runs
+// the chains of heads l, l + 32, ... (each in key order, as att_index_score's), and
+// lane 0 adds the heads' terms in head order from the lanes' dots. The same values.
+// The emulated device runs att_index_score's item on lane 0.
+KERNEL(att_index_score_w, AttIndexArgs) {
+  for (i64 i = GIDX; i < a.T * a.maxe * 32; i += GSTRIDE) {
+    int lane = (int)(i & 31);
+    i64 it = i >> 5;
+#ifdef DI_EMULATE
+    if (lane == 0) att_index_score_item(a, it);
+#else
+    i64 t = it / a.maxe, e = it % a.maxe;
     SeqRec s;
-    if (e >= att_index_visible(a, t, &s)) continue;
+    if (e >= att_index_visible(a, t, &s)) continue;  // the same for the warp's lanes
     const float* key = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e * a.cdim;
     const double* qt = a.qd + t * a.heads * a.dim;
     const float* wt = a.w + t * a.heads;
     double sc = 0;
-    for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB) {
-      i64 nh = imin(ATT_IHB, a.heads - h0);
-      double dot[ATT_IHB];
-      UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
-      const double* qh = qt + h0 * a.dim;
-      for (i64 j = 0; j < a.cdim; j++) {
-        double kj = (double)key[j];
-        UNROLL for (int u = 0; u < ATT_IHB; u++)
-          if (u < nh) dot[u] += qh[u * a.dim + j] * kj;
+    for (i64 h0 = 0; h0 < a.heads; h0 += 32) {
+      i64 h = h0 + lane;
+      double dot = 0;
+      if (h < a.heads) {
+        const double* qh = qt + h * a.dim;
+        UNROLL_BY(8) for (i64 j = 0; j < a.cdim; j++) dot += qh[j] * (double)key[j];
       }
-      UNROLL for (int u = 0; u < ATT_IHB; u++)
-        if (u < nh && dot[u] > 0) sc += (double)wt[h0 + u] * dot[u];
+      for (int u = 0; u < 32 && h0 + u < a.heads; u++) {
+        double d = __shfl_sync(0xffffffffu, dot, u);
+        if (d > 0) sc += (double)wt[h0 + u] * d;
+      }
     }
-    a.scores[i] = sc * a.scale;
+    if (lane == 0) a.scores[it] = sc * a.scale;
+#endif
   }
 }
 
