@@ -16,7 +16,7 @@ import (
 // products on the host (testdata/lanes/harness.cc with DI_LANES: each launch block's
 // threads as coroutines; mma.sync from the lanes' fragments in PTX's layout, summed in
 // the emulated device's order; the asynchronous copies and __syncthreads played out):
-// fast_gemm_m4's, fast_gemm_m1's and fast_gemm_blk's device code must give the emulated device's
+// fast_gemm_m4's, fast_gemm_m1's (and _fp8's) and fast_gemm_blk's device code must give the emulated device's
 // fast_gemm_m4 values bit for bit, on every weight format, with partial blocks of rows
 // and weight rows, sliced reductions, a reduction not a multiple of 16, groups and bf16
 // outputs. The emulated device runs fast_tile for both kernels, so this is the check of
@@ -118,17 +118,23 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			if zeros > len(written)/10 {
 				t.Fatalf("%s: %d of %d emulated outputs are 0", c.name, zeros, len(written))
 			}
-			for _, r := range []struct {
+			type check struct {
 				what string
 				got  []byte
-			}{
+			}
+			checks := []check{
 				{"emulated fast_gemm_blk", run(emu, "blk")},
 				{"emulated fast_gemm_m1", run(emu, "m1")},
 				{"fast_gemm_m4's device code", run(lanes, "m4")},
-				{"fast_gemm_m1's device code (FP8 weights steps ahead where whole)", run(lanes, "m1")},
+				{"fast_gemm_m1's device code", run(lanes, "m1")},
 				{"fast_gemm_blk's device code, warps in step", run(lanes, "blk")},
 				{"fast_gemm_blk's device code, warps skewed", run(lanes, "blk", "eager")},
-			} {
+			}
+			if c.fmt == 2 || c.fmt == 3 || c.fmt == 5 {
+				checks = append(checks, check{"emulated fast_gemm_m1_fp8", run(emu, "m1fp8")},
+					check{"fast_gemm_m1_fp8's device code (the weight's bytes steps ahead where whole)", run(lanes, "m1fp8")})
+			}
+			for _, r := range checks {
 				if !bytes.Equal(r.got, want) {
 					i := 0
 					for i < len(want) && r.got[i] == want[i] {

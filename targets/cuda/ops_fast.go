@@ -98,14 +98,15 @@ func fastProduct(b *Bind, g fastGemm) {
 	// sharing the rows' halves, 128 weight rows) where the groups allow; a value does
 	// not depend on it
 	blockOK := fastBlockOK(g.N, g.G) && os.Getenv(EnvBlockGemm) != "0"
-	// tensorcore.cu's FastGemmArgs.prefetch: bit 1 fast_gemm_blk's L1 hint, bit 2
-	// fast_gemm_m1's FP8 weights steps ahead
-	prefetch := int64(1 | 2)
+	prefetch := int64(1)
 	if os.Getenv(EnvBlockPrefetch) == "0" {
-		prefetch &^= 1
+		prefetch = 0
 	}
-	if os.Getenv(EnvM1Pipe) == "0" {
-		prefetch &^= 2
+	// one-tile products of FP8 weights (formats 2, 3, 5) whose reduction is whole steps
+	// of 64 run fast_gemm_m1_fp8 (the weight's bytes steps ahead; the same values)
+	m1fp8 := func(s *Step) bool {
+		f := s.Arg(g.w).Fmt
+		return (f == 2 || f == 3 || f == 5) && g.K%64 == 0 && os.Getenv(EnvM1Pipe) != "0"
 	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
@@ -150,10 +151,13 @@ func fastProduct(b *Bind, g fastGemm) {
 		kernel string
 		rows   int64
 		f32    bool
-	}{{"fast_gemm_m1", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true}, {"fast_gemm_m4_f32", 32, true},
-		{"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true}} {
+	}{{"fast_gemm_m1", 8, false}, {"fast_gemm_m1_fp8", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
+		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
+				return 0
+			}
+			if v.rows == 8 && !v.f32 && m1fp8(s) != (v.kernel == "fast_gemm_m1_fp8") {
 				return 0
 			}
 			mtiles := fill(s, a)
@@ -182,9 +186,10 @@ const EnvBlockGemm = "DEEPINFER_CUDA_BLOCK_GEMM"
 // read when a program is bound).
 const EnvBlockPrefetch = "DEEPINFER_CUDA_BLOCK_PREFETCH"
 
-// EnvM1Pipe set to 0 stops fast_gemm_m1 loading an FP8 weight's bytes several
-// reduction steps ahead (tensorcore.cu's fast_m1_fp8: the same values; a comparison in
-// one run; read when a program is bound).
+// EnvM1Pipe set to 0 runs one-tile FP8 products on fast_gemm_m1 instead of
+// fast_gemm_m1_fp8, which loads the weight's bytes several reduction steps ahead
+// (tensorcore.cu's fast_m1_fp8: the same values; a comparison in one run; read when a
+// step is launched).
 const EnvM1Pipe = "DEEPINFER_CUDA_M1_PIPE"
 
 // fastBlockRows and fastBlockN are tensorcore.cu's FAST_BLK_ROWS and FAST_BLK_N: the

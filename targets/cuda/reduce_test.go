@@ -213,7 +213,15 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	}
 	var a ArgBuf
 	fill(&a)
-	if err := k.d.Launch(f, 1, launchBlock, 0, a.w); err != nil {
+	// the emulated device runs a launch's work items in order, so one block's grid
+	// stride covers them; on a GPU, enough blocks for the kernels that give each row
+	// a launch block of its own (att_index_select) and take no stride, as the runtime's
+	// grid of one work item a thread would
+	grid := uint32(1)
+	if k.where != nil {
+		grid = 4096
+	}
+	if err := k.d.Launch(f, grid, launchBlock, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }
