@@ -26,7 +26,7 @@ func TestFastModeSplitsReductions(t *testing.T) {
 				"att_tc_keys", "att_tc_logits", "att_tc_logits_n", "att_tc_softmax", "att_tc_out", "att_tc_out_n"},
 			[]string{"mhc_mix_dot", "rmsnorm", "att_cmp_proj", "att_dec_keys", "att_dec_logits", "att_dec_softmax", "att_dec_out", "att_attention"}},
 		{"tiny-v41-dev2",
-			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum", "mhc_fast_norm41_part", "mhc_fast_norm41_apply", "csa_fast_proj_part", "csa_fast_proj_sum", "csa_fast_entry_norm", "csa_fast_key_part", "csa_fast_key_sum", "moe_fast_gate41_part", "moe_fast_gate41_sum", "csa_fast_logits", "csa_fast_logits_n", "csa_fast_out", "csa_fast_out_n"},
+			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_rows", "mhc_fast_mix41_sum", "mhc_fast_norm41_part", "mhc_fast_norm41_apply", "csa_fast_proj_part", "csa_fast_proj_sum", "csa_fast_entry_norm", "csa_fast_key_part", "csa_fast_key_sum", "moe_fast_gate41_part", "moe_fast_gate41_sum", "csa_fast_logits", "csa_fast_logits_n", "csa_fast_out", "csa_fast_out_n"},
 			// (mhc_mix41_dot and moe_gate_v41 are bound in both modes: the fast mode runs
 			// them for steps of long sequences, TestFastV41LongStepsExactKernels)
 			[]string{"mhc_rmsnorm41", "csa_compress_proj", "csa_attn_logits", "csa_attn_out"}},
@@ -313,37 +313,61 @@ func TestFastV41LanesAreExact(t *testing.T) {
 				return k.get(out, T*(2*n+n*n))
 			}
 			mix1, mix2 := put(k, make([]float32, T*m)), put(k, make([]float32, T*m))
-			k.run("mhc_mix41_dot", func(a *ArgBuf) {
-				a.P(x)
-				a.W(Operand{Ptr: fn, Cols: int64(K)})
-				a.P(mix1)
-				a.I(int64(T))
-				a.I(m)
-				a.I(int64(K))
-				a.P(seqs)
-				a.I(1)
-				a.I(0)
-			})
-			part, rs := put(k, make([]float32, T*(m*16+32))), put(k, make([]float32, T))
-			for _, name := range []string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum"} {
-				k.run(name, func(a *ArgBuf) {
+			// (mhc_mix41_split scales the mixes it is given in place: exact runs the
+			// exact kernel again before each comparison)
+			exact := func(seqs devptr, nseq int64) {
+				k.run("mhc_mix41_dot", func(a *ArgBuf) {
 					a.P(x)
 					a.W(Operand{Ptr: fn, Cols: int64(K)})
-					a.P(part)
-					a.P(mix2)
-					a.P(rs)
+					a.P(mix1)
 					a.I(int64(T))
 					a.I(m)
 					a.I(int64(K))
-					a.F(eps)
 					a.P(seqs)
-					a.I(1)
+					a.I(nseq)
 					a.I(0)
 				})
 			}
+			exact(seqs, 1)
+			part, rs := put(k, make([]float32, T*(m*16+32))), put(k, make([]float32, T))
+			fast := func(kernels []string, seqs devptr, nseq int64) {
+				for _, name := range kernels {
+					k.run(name, func(a *ArgBuf) {
+						a.P(x)
+						a.W(Operand{Ptr: fn, Cols: int64(K)})
+						a.P(part)
+						a.P(mix2)
+						a.P(rs)
+						a.I(int64(T))
+						a.I(m)
+						a.I(int64(K))
+						a.F(eps)
+						a.P(seqs)
+						a.I(nseq)
+						a.I(0)
+					})
+				}
+			}
 			what := fmt.Sprintf("mix41, K %d, %d rows", K, T)
+			fast([]string{"mhc_fast_mix41_part", "mhc_fast_mix41_sum"}, seqs, 1)
 			sameBits(t, what, k.get(mix2, T*m), k.get(mix1, T*m))
 			sameBits(t, what+", split", split(mix2, rs), split(mix1, 0))
+			// the staged kernel: here its fallback (MKL's orders for T rows), unless T
+			// is 1
+			exact(seqs, 1)
+			fast([]string{"mhc_fast_mix41_rows", "mhc_fast_mix41_sum"}, seqs, 1)
+			sameBits(t, what+", staged rows", k.get(mix2, T*m), k.get(mix1, T*m))
+			sameBits(t, what+", staged rows, split", split(mix2, rs), split(mix1, 0))
+			// T sequences of one row (decode): the GEMV order, staged, against the
+			// exact kernel with the same table
+			one := make([]int64, 0, 5*T)
+			for i := range T {
+				one = append(one, int64(i), 1, 0, 0, 0)
+			}
+			oneSeqs := put(k, one)
+			exact(oneSeqs, int64(T))
+			fast([]string{"mhc_fast_mix41_rows", "mhc_fast_mix41_sum"}, oneSeqs, int64(T))
+			sameBits(t, what+", one a sequence, staged rows", k.get(mix2, T*m), k.get(mix1, T*m))
 		}
 	}
 }

@@ -248,9 +248,13 @@ DEVM float cascade_lane(X x, i64 n, int k, int l) {
   for (int j = 0; j < levels; j++) acc[j] = 0;
   i64 i = 0;
   while (i + step <= sizeILP) {
-    for (i64 j = 0; j < step; j++) {
-      acc[0] += x((i * ilp + k) * lanes + l);
-      i++;
+    // eight terms' loads before their additions (step is a multiple of 16), so that
+    // they are in flight together; the same additions in the same order
+    for (i64 j = 0; j < step; j += 8) {
+      float v[8];
+      UNROLL_BY(8) for (int u = 0; u < 8; u++) v[u] = x(((i + u) * ilp + k) * lanes + l);
+      UNROLL_BY(8) for (int u = 0; u < 8; u++) acc[0] += v[u];
+      i += 8;
     }
     for (int j = 1; j < levels; j++) {
       acc[j] += acc[j - 1];
