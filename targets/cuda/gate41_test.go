@@ -14,15 +14,19 @@ import (
 // which the fast kernel runs for 4 tokens at a time with a weight value loaded once for
 // them, is checked here: 12 experts, 300 values a row (the batched loads and the tail),
 // single-row sequences (GEMV) and a 3-row one (another order: each token's lane alone)
-// in the same group of 4 tokens, and a last group of one token.
+// in the same group of 4 tokens, and a last group of one token; and the staged kernel
+// for steps of few tokens (moe_fast_gate41_rows: on a GPU, each (token, expert)'s rows
+// through shared memory, with 4,100 values two stages; 301 values leave the rows
+// unaligned, so its fallback runs).
 func TestFastGate41Lanes(t *testing.T) {
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(41, 4))
-	const E, D, K = 12, 300, 2
-	for _, T := range []int64{9, 4} {
-		t.Run(fmt.Sprintf("%d tokens", T), func(t *testing.T) {
+	const E, K = 12, 2
+	for _, c := range []struct{ T, D int64 }{{9, 300}, {4, 300}, {5, 4100}, {3, 301}} {
+		T, D := c.T, c.D
+		t.Run(fmt.Sprintf("%d tokens, %d values", T, D), func(t *testing.T) {
 			seqs := oneRowSeqs(T)
-			x, gate, bias := put(k, randRow(rng, int(T*D))), put(k, randRow(rng, E*D)), put(k, randRow(rng, E))
+			x, gate, bias := put(k, randRow(rng, int(T*D))), put(k, randRow(rng, int(E*D))), put(k, randRow(rng, E))
 			sp := put(k, seqs)
 			per := (2*E + K) * 8 / 4
 			run := func(kernels ...string) []float32 {
@@ -51,12 +55,17 @@ func TestFastGate41Lanes(t *testing.T) {
 				}
 				return k.get(scratch, int(T)*per)
 			}
-			want, got := run("moe_gate_v41"), run("moe_fast_gate41_part", "moe_fast_gate41_sum")
+			want := run("moe_gate_v41")
 			nonzero := 0
-			for i := range want {
-				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
-					t.Fatalf("scratch word %d (token %d): exact %g, fast %g", i, i/per, want[i], got[i])
+			for _, fast := range [][]string{{"moe_fast_gate41_part", "moe_fast_gate41_sum"}, {"moe_fast_gate41_rows", "moe_fast_gate41_sum"}} {
+				got := run(fast...)
+				for i := range want {
+					if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+						t.Fatalf("%s: scratch word %d (token %d): exact %g, fast %g", fast[0], i, i/per, want[i], got[i])
+					}
 				}
+			}
+			for i := range want {
 				if want[i] != 0 {
 					nonzero++
 				}

@@ -272,10 +272,11 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 	})
 }
 
-// EnvMix41Rows set to 0 keeps V4.1's fast mixes in decode steps on
-// mhc_fast_mix41_part instead of mhc_fast_mix41_rows (the same values; a comparison in
-// one run; read when a step is launched).
-const EnvMix41Rows = "DEEPINFER_CUDA_MIX41_ROWS"
+// EnvGemvRows set to 0 keeps V4.1's fast mixes and router in decode steps on their lane
+// kernels (mhc_fast_mix41_part, moe_fast_gate41_part) instead of the staged rows
+// (mhc_fast_mix41_rows, moe_fast_gate41_rows; the same values; a comparison in one run;
+// read when a step is launched).
+const EnvGemvRows = "DEEPINFER_CUDA_GEMV_ROWS"
 
 // fastMix41 is V4.1's mhc_mix41_dot in the fast mode, with the RMS scale of
 // mhc_mix41_split: the independent lanes of MKL's and ATen's fp32 orders as work items
@@ -303,7 +304,7 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 	// (steps of long sequences run mhc_mix41_dot instead: longRows; steps of one row a
 	// sequence, decode, stage the rows in shared memory: mhc_fast_mix41_rows, the same
 	// values)
-	oneRow := func(s *Step) bool { return s.T == max(s.NSeq, 1) && os.Getenv(EnvMix41Rows) != "0" }
+	oneRow := func(s *Step) bool { return s.T == max(s.NSeq, 1) && os.Getenv(EnvGemvRows) != "0" }
 	b.Launch("mhc_fast_mix41_rows", func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || !oneRow(s) {
 			return 0

@@ -1,5 +1,7 @@
 package cuda
 
+import "os"
+
 // Binders of moe.cu's kernels: the router, the routed experts and the single-rank
 // collectives.
 
@@ -86,8 +88,20 @@ func bindMoERoute(b *Bind) error {
 		if part >= 0 {
 			// a work item per (moeGateTokens tokens, expert, lane); steps of long sequences
 			// (MKL's sequential order: one lane of 16 would work) a (token, expert) each
+			// steps of up to gateRowsMax tokens, one a sequence, stage each (token,
+			// expert)'s rows in a launch block instead (moe_fast_gate41_rows: the same
+			// values)
+			staged := func(s *Step) bool {
+				return s.T <= gateRowsMax && s.T == max(s.NSeq, 1) && os.Getenv(EnvGemvRows) != "0"
+			}
+			b.Launch("moe_fast_gate41_rows", func(s *Step, a *ArgBuf) int64 {
+				if longRows(s) || !staged(s) {
+					return 0
+				}
+				return fill(s, a) * E * rowSpread
+			})
 			b.Launch("moe_fast_gate41_part", func(s *Step, a *ArgBuf) int64 {
-				if longRows(s) {
+				if longRows(s) || staged(s) {
 					return 0
 				}
 				return (fill(s, a) + moeGateTokens - 1) / moeGateTokens * E * 16
@@ -190,6 +204,11 @@ func longRows(s *Step) bool { return s.T > mklSplitRows*max(s.NSeq, 1) }
 // mklSplitRows is the most rows MKL's split orders take (numerics.h mkl_order). A
 // variable so that a test can choose either kernel.
 var mklSplitRows int64 = 128
+
+// gateRowsMax is the most tokens a step may have for V4.1's fast router to stage its
+// rows (moe_fast_gate41_rows, a launch block a token and expert); larger steps run the
+// 4-token lanes (moe_fast_gate41_part), which read a gate row once for 4 tokens.
+const gateRowsMax = 64
 
 // moeGateTokens is moe.cu's MOE_GT: the tokens one moe_fast_gate41_part work item serves.
 const moeGateTokens = 4

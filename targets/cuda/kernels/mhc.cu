@@ -515,13 +515,10 @@ KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
 
 // mhc_fast_mix41_rows (V4.1, steps whose sequences have one row each: MKL's GEMV order):
 // mhc_fast_mix41_part's lanes with a launch block a (token, mix row) — and one a token
-// for the 32 cascade lanes — whose 128 threads stage the weight row's and x's values in
-// shared memory, MIX41_CH at a time with every thread's loads in flight, before the
-// row's 16 lanes run their chains from there: the same fused multiply-adds in the same
-// order as lane_chain's (where mhc_fast_mix41_part's lanes wait on memory once every 8
-// terms). Other orders, or a weight that is not float32 or not 16-byte aligned, take
-// mkl_lane on the block's first 16 threads.
-#define MIX41_CH 4096
+// for the 32 cascade lanes — that stages the rows in shared memory (numerics.h
+// gemv_lane_staged: the same fused multiply-adds in the same order as lane_chain's).
+// Other orders, or a weight that is not float32 or not 16-byte aligned, take mkl_lane
+// on the block's first 16 threads.
 DEVM void mhc_mix41_rows_serial(const mhc_FastMix41Args& a, i64 t, i64 r) {
   const i64 per = a.m * 16 + 32;
   FRow x;
@@ -545,9 +542,7 @@ KERNEL(mhc_fast_mix41_rows, mhc_FastMix41Args) {
     if (i % 128 == 0) mhc_mix41_rows_serial(a, i / 128 / (a.m + 1), i / 128 % (a.m + 1));
 #else
   (void)GSTRIDE;
-  __shared__ float4 ws4[MIX41_CH / 4], xs4[MIX41_CH / 4];
-  const float* ws = (const float*)ws4;
-  const float* xs = (const float*)xs4;
+  __shared__ float4 xs4[GEMV_CH / 4], ws4[GEMV_CH / 4];
   const i64 b = GIDX / 128;
   const int tid = (int)(GIDX % 128);
   if (b >= a.T * (a.m + 1)) return;  // the whole block
@@ -563,8 +558,7 @@ KERNEL(mhc_fast_mix41_rows, mhc_FastMix41Args) {
   }
   i64 first, rows;
   mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
-  const float* wr = (const float*)a.fn.p + r * a.fn.cols;
-  if (mkl_order(rows, a.K, a.m) != ORDER_GEMV || a.fn.fmt != 0 || ((u64)wr & 15) || ((u64)xp & 15)) {
+  if (!gemv_staged_ok(a.fn, r, xp, rows, a.K, a.m)) {
     if (tid < 16) {
       FRow x;
       x.p = xp;
@@ -575,38 +569,8 @@ KERNEL(mhc_fast_mix41_rows, mhc_FastMix41Args) {
     }
     return;
   }
-  // lane L: x0·w0 (lane 0), then fused multiply-adds of k = 1 + L + 16j below kend
-  const int L = tid;
-  const i64 kend = 1 + 16 * ((a.K - 1) / 16);
-  float v = 0;
-  for (i64 c0 = 0; c0 < kend; c0 += MIX41_CH) {
-    const i64 cn = imin(MIX41_CH, kend - c0), n4 = cn / 4;
-    __syncthreads();  // the last chunk's chains are done with the buffers
-    float4 wv[MIX41_CH / 512], xv[MIX41_CH / 512];
-    UNROLL for (int u = 0; u < MIX41_CH / 512; u++) {
-      i64 q = tid + 128 * u;
-      if (q < n4) {
-        wv[u] = ((const float4*)(wr + c0))[q];
-        xv[u] = ((const float4*)(xp + c0))[q];
-      }
-    }
-    UNROLL for (int u = 0; u < MIX41_CH / 512; u++) {
-      i64 q = tid + 128 * u;
-      if (q < n4) ws4[q] = wv[u], xs4[q] = xv[u];
-    }
-    if (tid < cn - 4 * n4) {
-      ((float*)ws4)[4 * n4 + tid] = wr[c0 + 4 * n4 + tid];
-      ((float*)xs4)[4 * n4 + tid] = xp[c0 + 4 * n4 + tid];
-    }
-    __syncthreads();
-    if (L < 16) {
-      if (c0 == 0 && L == 0) v = xs[0] * ws[0];
-      i64 k = c0 + (((1 + L - c0) % 16) + 16) % 16;
-      if (k < 1 + L) k += 16;
-      for (; k < c0 + cn; k += 16) v = fma32(xs[k - c0], ws[k - c0], v);
-    }
-  }
-  if (L < 16) a.part[t * per + r * 16 + L] = v;
+  float v = gemv_lane_staged(xp, (const float*)a.fn.p + r * a.fn.cols, a.K, tid, xs4, ws4);
+  if (tid < 16) a.part[t * per + r * 16 + tid] = v;
 #endif
 }
 

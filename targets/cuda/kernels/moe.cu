@@ -290,6 +290,40 @@ KERNEL(moe_fast_gate41_part, MoERoute41Args) {
       if (ok[u]) a.part[((t0 + u) * a.E + e) * 16 + L] = v[u];
   }
 }
+// moe_fast_gate41_rows: moe_fast_gate41_part's lanes for steps of few tokens, one row a
+// sequence (MKL's GEMV order), with a launch block a (token, expert) that stages the
+// token's row and the expert's gate row in shared memory (numerics.h gemv_lane_staged:
+// the same values); a weight that is not float32 or aligned, or another order, takes
+// mkl_lane on the block's first 16 threads.
+KERNEL(moe_fast_gate41_rows, MoERoute41Args) {
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.T * a.E * 128; i += GSTRIDE) {
+    if (i % 128 != 0) continue;
+    i64 t = i / 128 / a.E, e = i / 128 % a.E, first, rows;
+    FRow x;
+    WRow w;
+    if (!moe_gate41_at(a, t, e, &x, &w, &first, &rows)) continue;
+    for (int L = 0; L < 16; L++) a.part[(t * a.E + e) * 16 + L] = mkl_lane(x, w, rows, a.D, a.E, L);
+  }
+#else
+  (void)GSTRIDE;
+  __shared__ float4 xs4[GEMV_CH / 4], ws4[GEMV_CH / 4];
+  const i64 b = GIDX / 128;
+  const int tid = (int)(GIDX % 128);
+  if (b >= a.T * a.E) return;  // the whole block
+  const i64 t = b / a.E, e = b % a.E;
+  i64 first, rows;
+  FRow x;
+  WRow w;
+  if (!moe_gate41_at(a, t, e, &x, &w, &first, &rows)) return;
+  if (!gemv_staged_ok(a.gate, e, x.p, rows, a.D, a.E)) {
+    if (tid < 16) a.part[(t * a.E + e) * 16 + tid] = mkl_lane(x, w, rows, a.D, a.E, tid);
+    return;
+  }
+  float v = gemv_lane_staged(x.p, (const float*)a.gate.p + e * a.gate.cols, a.D, tid, xs4, ws4);
+  if (tid < 16) a.part[(t * a.E + e) * 16 + tid] = v;
+#endif
+}
 KERNEL(moe_fast_gate41_sum, MoERoute41Args) {
   for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
     i64 t = i / a.E, e = i % a.E, first, rows;

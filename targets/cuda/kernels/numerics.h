@@ -369,6 +369,61 @@ DEVM float mkl_lane(X x, W w, i64 m, i64 K, i64 N, int L) {
   return L == 0 ? dot_seq(x, w, 0, K) : 0;
 }
 
+#ifndef DI_EMULATE
+// GEMV_CH: the values of x and of a weight row gemv_lane_staged holds in shared memory
+// at a time (2 × 16 KB).
+#define GEMV_CH 4096
+// gemv_lane_staged is lane tid (threads 0..15; the others return 0) of MKL's GEMV order
+// for the float32 rows xp and wr of K values (both 16-byte aligned): mkl_lane's
+// ORDER_GEMV, x(0)·w(0) on lane 0 then the fused multiply-adds of k = 1 + L + 16j, in
+// that order. Every thread of the launch block (128) calls it: they stage GEMV_CH
+// values of both rows at a time in xs4 and ws4 (shared, GEMV_CH / 4 each), each
+// thread's loads in flight together, and the 16 lanes run their chains from there
+// (where a lane reading global memory waits on it every few terms).
+DEVM float gemv_lane_staged(const float* xp, const float* wr, i64 K, int tid, float4* xs4, float4* ws4) {
+  const float* xs = (const float*)xs4;
+  const float* ws = (const float*)ws4;
+  const int L = tid;
+  const i64 kend = 1 + 16 * ((K - 1) / 16);
+  float v = 0;
+  for (i64 c0 = 0; c0 < kend; c0 += GEMV_CH) {
+    const i64 cn = imin(GEMV_CH, kend - c0), n4 = cn / 4;
+    __syncthreads();  // the last chunk's chains are done with the buffers
+    float4 wv[GEMV_CH / 512], xv[GEMV_CH / 512];
+    UNROLL_BY(8) for (int u = 0; u < GEMV_CH / 512; u++) {
+      i64 q = tid + 128 * u;
+      if (q < n4) {
+        wv[u] = ((const float4*)(wr + c0))[q];
+        xv[u] = ((const float4*)(xp + c0))[q];
+      }
+    }
+    UNROLL_BY(8) for (int u = 0; u < GEMV_CH / 512; u++) {
+      i64 q = tid + 128 * u;
+      if (q < n4) ws4[q] = wv[u], xs4[q] = xv[u];
+    }
+    if (tid < cn - 4 * n4) {
+      ((float*)ws4)[4 * n4 + tid] = wr[c0 + 4 * n4 + tid];
+      ((float*)xs4)[4 * n4 + tid] = xp[c0 + 4 * n4 + tid];
+    }
+    __syncthreads();
+    if (L < 16) {
+      if (c0 == 0 && L == 0) v = xs[0] * ws[0];
+      // the lane's first k in the chunk: k ≡ 1 + L (mod 16), k ≥ 1 + L
+      i64 k = c0 + (((1 + L - c0) % 16) + 16) % 16;
+      if (k < 1 + L) k += 16;
+      for (; k < c0 + cn; k += 16) v = fma32(xs[k - c0], ws[k - c0], v);
+    }
+  }
+  return L < 16 ? v : 0.0f;
+}
+// gemv_staged_ok reports whether gemv_lane_staged serves a row of weight w (float32,
+// 16-byte aligned) against xp for an m-row sequence view (MKL's GEMV order).
+DEVM bool gemv_staged_ok(const Weight& w, i64 r, const float* xp, i64 m, i64 K, i64 N) {
+  const float* wr = (const float*)w.p + r * w.cols;
+  return mkl_order(m, K, N) == ORDER_GEMV && w.fmt == 0 && !((u64)wr & 15) && !((u64)xp & 15);
+}
+#endif
+
 // mkl_fold is mkl_dot(x, w, m, r, K, N) from its 16 lanes.
 template <class X, class W>
 DEVM float mkl_fold(X x, W w, i64 m, i64 r, i64 K, i64 N, const float* lane) {
