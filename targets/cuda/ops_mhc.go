@@ -1,6 +1,9 @@
 package cuda
 
-import "os"
+import (
+	"os"
+	"strconv"
+)
 
 // Binders of mhc.cu's kernels: the mHC ops in V4's float64 mixes and, by the numerics
 // attribute, V4.1's fp32 reference order (targets/cpu/mhc.go, v41_mhc.go).
@@ -274,9 +277,33 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 
 // EnvGemvRows set to 0 keeps V4.1's fast mixes and router in decode steps on their lane
 // kernels (mhc_fast_mix41_part, moe_fast_gate41_part) instead of the staged rows
-// (mhc_fast_mix41_rows, moe_fast_gate41_rows; the same values; a comparison in one run;
-// read when a step is launched).
+// (mhc_fast_mix41_rows, moe_fast_gate41_rows; the same values); set to a number N, the
+// mixes stage their rows in steps of up to N tokens instead of mixRowsMax (the router
+// keeps gateRowsMax). For comparisons in one run; read when a step is launched.
 const EnvGemvRows = "DEEPINFER_CUDA_GEMV_ROWS"
+
+// mixRowsMax is the most tokens a decode step may have for V4.1's fast mixes to stage
+// their rows (mhc_fast_mix41_rows, a launch block a token and mix row, 16 of its 128
+// threads running chains): run 12 on the H200 measured the four layers' mixes 1.24 →
+// 0.37 ms at batch 1, but 1.20 → 1.59 at 64 and 2.57 → 8.04 at 256, where the lane
+// kernel fills the device.
+const mixRowsMax = 16
+
+// gemvRowsMax is the step size up to which a staged-rows kernel runs: def, 0 when
+// EnvGemvRows is 0, or EnvGemvRows's number.
+func gemvRowsMax(def int64) int64 {
+	switch v := os.Getenv(EnvGemvRows); v {
+	case "":
+		return def
+	case "0":
+		return 0
+	default:
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			return n
+		}
+		return def
+	}
+}
 
 // fastMix41 is V4.1's mhc_mix41_dot in the fast mode, with the RMS scale of
 // mhc_mix41_split: the independent lanes of MKL's and ATen's fp32 orders as work items
@@ -304,7 +331,7 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 	// (steps of long sequences run mhc_mix41_dot instead: longRows; steps of one row a
 	// sequence, decode, stage the rows in shared memory: mhc_fast_mix41_rows, the same
 	// values)
-	oneRow := func(s *Step) bool { return s.T == max(s.NSeq, 1) && os.Getenv(EnvGemvRows) != "0" }
+	oneRow := func(s *Step) bool { return s.T == max(s.NSeq, 1) && s.T <= gemvRowsMax(mixRowsMax) }
 	b.Launch("mhc_fast_mix41_rows", func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || !oneRow(s) {
 			return 0

@@ -411,7 +411,7 @@ DEVM float gemv_lane_staged(const float* xp, const float* wr, i64 K, int tid, fl
       // the lane's first k in the chunk: k ≡ 1 + L (mod 16), k ≥ 1 + L
       i64 k = c0 + (((1 + L - c0) % 16) + 16) % 16;
       if (k < 1 + L) k += 16;
-      for (; k < c0 + cn; k += 16) v = fma32(xs[k - c0], ws[k - c0], v);
+      UNROLL_BY(8) for (; k < c0 + cn; k += 16) v = fma32(xs[k - c0], ws[k - c0], v);
     }
   }
   return L < 16 ? v : 0.0f;
