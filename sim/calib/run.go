@@ -30,6 +30,7 @@ const (
 	RunName9   = "run 9 (H200, 2026-12-02)"
 	RunName11  = "run 11c (H200, 2026-12-02)"
 	RunName11d = "run 11d (H200, 2026-12-02)"
+	RunName12  = "run 12 (H200, 2026-12-02)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -85,11 +86,25 @@ var Run11Later = []Measured{
 	{"sim/calib/testdata/run11/v41.fast.11d.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName11d},
 }
 
+// Run12 are run 12's fast reports of the current kernels (testdata/run12: V4 at 512,
+// 4,096 and 32,768 from run 12b; V4.1 at 4,096, batches 1 to 64, from run 12c). The shipped
+// cuda-fast is fitted on them and on run 11c's V4.1 report at 32,768 (Run12Fit).
+var Run12 = []Measured{
+	{"sim/calib/testdata/run12/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName12},
+	{"sim/calib/testdata/run12/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName12},
+	{"sim/calib/testdata/run12/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName12},
+}
+
+// Run12Fit are the fast reports the shipped cuda-fast is fitted on: run 12's, and run
+// 11c's V4.1 report at 32,768 (run 12 did not bring V4.1's long-context report back; the
+// V4.1 kernels run 12 changed, the router's and the mixes', do not depend on the context).
+var Run12Fit = append(append([]Measured{}, Run12...), Run11[3])
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on run 11c's fast reports, cuda-exact on run 8's exact reports (runs 9 and 11 took none;
-// the exact kernels have changed since only in how V4's routing is split into launches,
-// with the same values).
-var Shipped = append(append([]Measured{}, Run11...), Run8Exact...)
+// on Run12Fit, cuda-exact on run 8's exact reports (runs 9, 11 and 12 took none; the
+// exact kernels have changed since only in how V4's routing is split into launches and
+// in how the work of a few kernels is spread over lanes, with the same values).
+var Shipped = append(append([]Measured{}, Run12Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
