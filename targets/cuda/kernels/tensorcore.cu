@@ -178,6 +178,20 @@ KERNEL(fast_split, FastSplitArgs) {
 }
 
 #ifndef DI_EMULATE
+// fast_xload: a lane's 16 values from k of activation row m's bf16 halves (P pairs a
+// row) as 8 pairs each, or zeros for no row (m < 0).
+DEVM void fast_xload(const u32* xh, const u32* xl, i64 m, i64 P, i64 k, u32* bh, u32* bl) {
+  if (m < 0) {
+    UNROLL for (int q = 0; q < 8; q++) bh[q] = bl[q] = 0;
+    return;
+  }
+  const uint4* ph = (const uint4*)(xh + m * P + k / 2);
+  const uint4* pl = (const uint4*)(xl + m * P + k / 2);
+  uint4 h0 = ph[0], h1 = ph[1], l0 = pl[0], l1 = pl[1];
+  bh[0] = h0.x, bh[1] = h0.y, bh[2] = h0.z, bh[3] = h0.w, bh[4] = h1.x, bh[5] = h1.y, bh[6] = h1.z, bh[7] = h1.w;
+  bl[0] = l0.x, bl[1] = l0.y, bl[2] = l0.z, bl[3] = l0.w, bl[4] = l1.x, bl[5] = l1.y, bl[6] = l1.z, bl[7] = l1.w;
+}
+
 // fast_fp8_scale is the UE8M0 scale byte fast_wload widens weight row r's values from k
 // with (formats 2, 3 and 5).
 DEVM u32 fast_fp8_scale(const Weight& w, i64 r, i64 k) {
@@ -223,15 +237,7 @@ DEVM void fast_m1_fp8(const Weight& w, i64 n0, i64 kb, i64 ke, const u32* xh, co
       u32 a0[8], a1[8], bh[8], bl[8];
       e4m3_widen16(q0[d], u0[d], a0);
       e4m3_widen16(q1[d], u1[d], a1);
-      if (m >= 0) {
-        const uint4* ph = (const uint4*)(xh + m * P + k / 2);
-        const uint4* pl = (const uint4*)(xl + m * P + k / 2);
-        uint4 h0 = ph[0], h1 = ph[1], l0 = pl[0], l1 = pl[1];
-        bh[0] = h0.x, bh[1] = h0.y, bh[2] = h0.z, bh[3] = h0.w, bh[4] = h1.x, bh[5] = h1.y, bh[6] = h1.z, bh[7] = h1.w;
-        bl[0] = l0.x, bl[1] = l0.y, bl[2] = l0.z, bl[3] = l0.w, bl[4] = l1.x, bl[5] = l1.y, bl[6] = l1.z, bl[7] = l1.w;
-      } else {
-        UNROLL for (int q = 0; q < 8; q++) bh[q] = bl[q] = 0;
-      }
+      fast_xload(xh, xl, m, P, k, bh, bl);
       UNROLL for (int q = 0; q < 4; q++) {
         fast_mma(acc, a0[2 * q], a1[2 * q], a0[2 * q + 1], a1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
         fast_mma(acc, a0[2 * q], a1[2 * q], a0[2 * q + 1], a1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
@@ -322,15 +328,7 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
       if (j >= live) break;
       i64 m = mrow[j];
       u32 bh[8], bl[8];
-      if (m >= 0) {
-        const uint4* ph = (const uint4*)(xh + m * P + k / 2);
-        const uint4* pl = (const uint4*)(xl + m * P + k / 2);
-        uint4 h0 = ph[0], h1 = ph[1], l0 = pl[0], l1 = pl[1];
-        bh[0] = h0.x, bh[1] = h0.y, bh[2] = h0.z, bh[3] = h0.w, bh[4] = h1.x, bh[5] = h1.y, bh[6] = h1.z, bh[7] = h1.w;
-        bl[0] = l0.x, bl[1] = l0.y, bl[2] = l0.z, bl[3] = l0.w, bl[4] = l1.x, bl[5] = l1.y, bl[6] = l1.z, bl[7] = l1.w;
-      } else {
-        UNROLL for (int q = 0; q < 8; q++) bh[q] = bl[q] = 0;
-      }
+      fast_xload(xh, xl, m, P, k, bh, bl);
       UNROLL for (int p = 0; p < NW; p++) {
         UNROLL for (int q = 0; q < 4; q++) {
           fast_mma(acc[p][j], ah0[p][2 * q], ah1[p][2 * q], ah0[p][2 * q + 1], ah1[p][2 * q + 1], bh[2 * q], bh[2 * q + 1]);
