@@ -104,9 +104,10 @@ func fastProduct(b *Bind, g fastGemm) {
 	}
 	// one-tile products of FP8 weights (formats 2, 3, 5) whose reduction is whole steps
 	// of 64 run fast_gemm_m1_fp8 (the weight's bytes steps ahead; the same values)
+	m1pipe := g.K%64 == 0 && os.Getenv(EnvM1Pipe) != "0"
 	m1fp8 := func(s *Step) bool {
 		f := s.Arg(g.w).Fmt
-		return (f == 2 || f == 3 || f == 5) && g.K%64 == 0 && os.Getenv(EnvM1Pipe) != "0"
+		return m1pipe && (f == 2 || f == 3 || f == 5)
 	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
@@ -189,7 +190,7 @@ const EnvBlockPrefetch = "DEEPINFER_CUDA_BLOCK_PREFETCH"
 // EnvM1Pipe set to 0 runs one-tile FP8 products on fast_gemm_m1 instead of
 // fast_gemm_m1_fp8, which loads the weight's bytes several reduction steps ahead
 // (tensorcore.cu's fast_m1_fp8: the same values; a comparison in one run; read when a
-// step is launched).
+// program is bound).
 const EnvM1Pipe = "DEEPINFER_CUDA_M1_PIPE"
 
 // fastBlockRows and fastBlockN are tensorcore.cu's FAST_BLK_ROWS and FAST_BLK_N: the

@@ -279,7 +279,7 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 // kernels (mhc_fast_mix41_part, moe_fast_gate41_part) instead of the staged rows
 // (mhc_fast_mix41_rows, moe_fast_gate41_rows; the same values); set to a number N, the
 // mixes stage their rows in steps of up to N tokens instead of mixRowsMax (the router
-// keeps gateRowsMax). For comparisons in one run; read when a step is launched.
+// keeps gateRowsMax). For comparisons in one run; read when a program is bound.
 const EnvGemvRows = "DEEPINFER_CUDA_GEMV_ROWS"
 
 // mixRowsMax is the most tokens a decode step may have for V4.1's fast mixes to stage
@@ -331,7 +331,8 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 	// (steps of long sequences run mhc_mix41_dot instead: longRows; steps of one row a
 	// sequence, decode, stage the rows in shared memory: mhc_fast_mix41_rows, the same
 	// values)
-	oneRow := func(s *Step) bool { return s.T == max(s.NSeq, 1) && s.T <= gemvRowsMax(mixRowsMax) }
+	rowsMax := gemvRowsMax(mixRowsMax)
+	oneRow := func(s *Step) bool { return s.T == max(s.NSeq, 1) && s.T <= rowsMax }
 	b.Launch("mhc_fast_mix41_rows", func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || !oneRow(s) {
 			return 0

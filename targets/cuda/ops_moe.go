@@ -91,9 +91,8 @@ func bindMoERoute(b *Bind) error {
 			// steps of up to gateRowsMax tokens, one a sequence, stage each (token,
 			// expert)'s rows in a launch block instead (moe_fast_gate41_rows: the same
 			// values)
-			staged := func(s *Step) bool {
-				return s.T <= gateRowsMax && s.T == max(s.NSeq, 1) && os.Getenv(EnvGemvRows) != "0"
-			}
+			stageOK := os.Getenv(EnvGemvRows) != "0"
+			staged := func(s *Step) bool { return stageOK && s.T <= gateRowsMax && s.T == max(s.NSeq, 1) }
 			b.Launch("moe_fast_gate41_rows", func(s *Step, a *ArgBuf) int64 {
 				if longRows(s) || !staged(s) {
 					return 0

@@ -205,19 +205,20 @@ DEVM void mhc_mix_split_lanes(const mhc_MixSplitArgs& a, i64 t, int l, unsigned 
   a.comb[t * n * n + l] = (float)mhc_sinkhorn_lanes(r, l, a.eps, a.iters, mask);
 }
 #endif
-KERNEL(mhc_mix_split, mhc_MixSplitArgs) {
-  for (i64 i = GIDX; i < a.T * 16; i += GSTRIDE) {
+// MHC_SPLIT_HALVES(token, lanes) is a split kernel's loop: half a warp a token, lanes(a,
+// t, l, mask) for n = 4 on the device, else token(a, t) on the group's first item.
 #ifdef DI_EMULATE
-    if ((i & 15) == 0) mhc_mix_split_token(a, i >> 4);
+#define MHC_SPLIT_HALVES(token, lanes) \
+  for (i64 i = GIDX; i < a.T * 16; i += GSTRIDE) \
+    if ((i & 15) == 0) token(a, i >> 4);
 #else
-    if (a.n == 4) {
-      mhc_mix_split_lanes(a, i >> 4, (int)(i & 15), 0xffffu << (i & 16));
-    } else if ((i & 15) == 0) {
-      mhc_mix_split_token(a, i >> 4);
-    }
-#endif
+#define MHC_SPLIT_HALVES(token, lanes)                                  \
+  for (i64 i = GIDX; i < a.T * 16; i += GSTRIDE) {                      \
+    if (a.n == 4) lanes(a, i >> 4, (int)(i & 15), 0xffffu << (i & 16)); \
+    else if ((i & 15) == 0) token(a, i >> 4);                           \
   }
-}
+#endif
+KERNEL(mhc_mix_split, mhc_MixSplitArgs) { MHC_SPLIT_HALVES(mhc_mix_split_token, mhc_mix_split_lanes) }
 
 // mhc_mix41_dot (V4.1): mixes = F.linear(x, hc_fn) per sequence, in MKL's order for the
 // sequence's row count (cpu: fp32Linear in newHCMixAny).
@@ -313,19 +314,7 @@ DEVM void mhc_mix41_split_lanes(const mhc_Mix41SplitArgs& a, i64 t, int l, unsig
 }
 #endif
 // mhc_mix41_split: a token takes 16 work items, as mhc_mix_split.
-KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) {
-  for (i64 i = GIDX; i < a.T * 16; i += GSTRIDE) {
-#ifdef DI_EMULATE
-    if ((i & 15) == 0) mhc_mix41_split_token(a, i >> 4);
-#else
-    if (a.n == 4) {
-      mhc_mix41_split_lanes(a, i >> 4, (int)(i & 15), 0xffffu << (i & 16));
-    } else if ((i & 15) == 0) {
-      mhc_mix41_split_token(a, i >> 4);
-    }
-#endif
-  }
-}
+KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) { MHC_SPLIT_HALVES(mhc_mix41_split_token, mhc_mix41_split_lanes) }
 
 // mhc_collapse: y_t = Σ_j w_j·stream_j (cpu: collapse).
 struct mhc_CollapseArgs { const float* x; const float* w; float* y; i64 T; i64 n; i64 d; };
