@@ -23,20 +23,27 @@ import (
 // the stand-in mma summing in the emulated loop's order. What only the GPU can check:
 // that NVRTC accepts the PTX, the real mma's order, registers, speed.
 func TestFP4DeviceCodeOnHostFibers(t *testing.T) {
-	h, err := newHostCompiler()
-	if err != nil {
-		t.Fatal(err)
-	}
 	src, err := fp4FiberSource()
 	if err != nil {
 		t.Fatal(err)
 	}
+	runOnFibers(t, "fp4_fibers", src, "-O1")
+}
+
+// runOnFibers compiles a fiber harness's translation unit with the host compiler (the
+// device branch, DI_LANES) and runs it; its output must end in PASS.
+func runOnFibers(t *testing.T, name, src, opt string) {
+	t.Helper()
+	h, err := newHostCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
-	cc, bin := filepath.Join(dir, "fp4_fibers.cc"), filepath.Join(dir, "fp4_fibers")
+	cc, bin := filepath.Join(dir, name+".cc"), filepath.Join(dir, name)
 	if err := os.WriteFile(cc, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(h.cxx, "-std=c++17", "-O1", "-w", "-ffp-contract=off", "-fno-fast-math", "-DDI_LANES", cc, "-o", bin).CombinedOutput()
+	out, err := exec.Command(h.cxx, "-std=c++17", opt, "-w", "-ffp-contract=off", "-fno-fast-math", "-DDI_LANES", cc, "-o", bin).CombinedOutput()
 	if err != nil {
 		t.Fatalf("compiling the device branch with the fiber stand-ins: %v\n%s", err, firstLines(string(out), 30))
 	}
@@ -72,4 +79,30 @@ func fp4FiberSource() (string, error) {
 		return "", errors.New("fp4 fiber harness: the emulated fp4_tiles not found in tensorcore_fp4.cu")
 	}
 	return string(pre) + head + cuFile("tensorcore.cu") + fp4 + "\n" + strings.Replace(ref[1], "fp4_tiles(", "fp4_ref(", 1) + "\n" + string(main), nil
+}
+
+// TestTopKDeviceCodeOnHostFibers runs the device branch of V4.1's top-k (csa41.cu's
+// csa_topk_blk and csa_kept_list_blk through csa_topk_probe: a launch block a row, the
+// partitions in parallel, the warps' ballots and shuffles as barriers between fibers)
+// against the serial csa_topk and csa_kept_list on arrays full of ties, NaNs and -inf
+// (testdata/topk_fibers_main.cc): the whole array and the kept list, element for
+// element. TestTorchTopKBlock checks the same kernel against the cpu's torchTopK.
+func TestTopKDeviceCodeOnHostFibers(t *testing.T) {
+	var src []byte
+	for _, f := range []string{"testdata/lanes/lanes.h", "testdata/fp4_fibers.h"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	head, _ := kernelFiles()
+	main, err := os.ReadFile("testdata/topk_fibers_main.cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = append(append(append(src, head...), cuFile("csa41.cu")...), main...)
+	// -O0: an optimizer may copy a __syncthreads call into both arms of a branch, which
+	// the harness's barriers (each generation from one call site) would report
+	runOnFibers(t, "topk_fibers", string(src), "-O0")
 }

@@ -602,6 +602,294 @@ DEV i64 csa_topk(csa_TopkElem* q, i64 n, i64 k) {
   return k;
 }
 
+// csa_kept_list: out[0..outn) = the keys of q[0:kk) below lim in position order, -1
+// past them (the cpu sorts the kept keys; they are distinct keys 0..width-1, so a byte
+// per key in kept, read in order, gives the same list).
+DEV void csa_kept_list(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, unsigned char* kept, int* out, i64 outn) {
+  for (i64 e = 0; e < width; e++) kept[e] = 0;
+  for (i64 j = 0; j < kk; j++) kept[q[j].i] = 1;
+  for (i64 j = 0; j < outn; j++) out[j] = -1;
+  i64 n = 0;
+  for (i64 e = 0; e < imin(width, lim); e++)
+    if (kept[e]) out[n++] = (int)e;
+}
+
+// ---- the same selection on a launch block (the device's csa_index_select) ----
+//
+// csa_topk_blk leaves in q[0:k) exactly what csa_topk leaves there (the same array, step
+// for step), with the launch block's ROW_SPREAD threads sharing the long passes:
+//   - introselect's partitions of more than CSA_SERIAL_PART elements run in parallel
+//     (csa_partition_blk, below); the median of three, the shorter partitions, the depth
+//     limit's heap select and the final insertion sort run on thread 0, on the same array;
+//   - the heap select (k·64 ≤ n) keeps its heap in shared memory and has the block mark,
+//     a chunk at a time, the elements that sort before the chunk's first root: the root
+//     only moves later in the order, so an unmarked element would not replace it either;
+//     thread 0 walks the marked ones in order as the serial loop does.
+// The emulated device runs csa_topk; TestTorchTopKBlock compares both with the cpu's
+// torchTopK on arrays full of ties.
+#define CSA_NW (ROW_SPREAD / 32)  // warps a block
+#define CSA_PW 1024               // mask words: parallel partitions of up to 32,768 elements
+#define CSA_SERIAL_PART 64        // partitions up to this many elements run on thread 0
+#define CSA_HEAP_MAX 1024         // heaps up to this size live in shared memory
+#define CSA_SCAN_WORDS 256        // the heap select marks 8,192 elements a chunk
+
+#ifndef DI_EMULATE
+struct csa_BlkShared {
+  u32 am[CSA_PW], bm[CSA_PW];  // a bit per element: a left stop, a right stop
+  int apre[CSA_PW];            // left stops in the words before
+  int bsuf[CSA_PW];            // right stops in the words after
+  int scan[CSA_NW];
+  long long cut;
+  csa_TopkElem heap[CSA_HEAP_MAX];
+};
+
+// csa_blk_exscan: the sum of v over the threads before this one (thread order), and
+// the block's total in *total. Every thread of the block calls it.
+DEV int csa_blk_exscan(int v, int tid, csa_BlkShared& S, int* total) {
+  int lane = tid & 31, w = tid >> 5, x = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    int y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) S.scan[w] = x;
+  __syncthreads();
+  int base = 0, tot = 0;
+  for (int i = 0; i < CSA_NW; i++) {
+    int s = S.scan[i];
+    if (i < w) base += s;
+    tot += s;
+  }
+  __syncthreads();
+  *total = tot;
+  return base + x - v;
+}
+
+// csa_nth_bit: the place of the n-th (from 0) set bit of m, counted from bit 0.
+DEV int csa_nth_bit(u32 m, int n) {
+  for (int j = 0; j < n; j++) m &= m - 1;
+  return __ffs(m) - 1;
+}
+
+// csa_partition_blk is csa_unguarded_partition(q, f0, l0, pv) on the block: the same
+// swaps and the same cut. With P the pivot, call a position of [f0, l0) a left stop if
+// its element does not sort before P, a right stop if P does not sort before it (an
+// element equal to P is both); a_i the i-th left stop from f0 and b_i the i-th right
+// stop from l0 - 1. The serial loop swaps a_i with b_i while a_i < b_i (m swaps): each
+// scan walks untouched elements up to the next stop, or up to the element the other
+// scan swapped in, which stops it. It returns a_1 when m = 0, else min(a_{m+1}, b_m)
+// (b_m holds a left stop after the swap). Without a left or a right stop in the range
+// the serial scans run past it; that case runs the serial loop on thread 0.
+DEV i64 csa_partition_blk(csa_TopkElem* q, i64 f0, i64 l0, i64 pv, int tid, csa_BlkShared& S) {
+  const i64 r = l0 - f0;
+  const int nw = (int)((r + 31) / 32), lane = tid & 31, warp = tid >> 5;
+  if (nw > CSA_PW) {
+    if (tid == 0) S.cut = csa_unguarded_partition(q, f0, l0, pv);
+    __syncthreads();
+    return S.cut;
+  }
+  const csa_TopkElem P = q[pv];
+  for (int w = warp; w < nw; w += CSA_NW) {
+    i64 p = f0 + 32 * (i64)w + lane;
+    bool A = false, B = false;
+    if (p < l0) {
+      csa_TopkElem x = q[p];
+      A = !csa_before(x, P);
+      B = !csa_before(P, x);
+    }
+    u32 am = __ballot_sync(0xffffffffu, A), bm = __ballot_sync(0xffffffffu, B);
+    if (lane == 0) {
+      S.am[w] = am;
+      S.bm[w] = bm;
+    }
+  }
+  __syncthreads();
+  const int c = (nw + ROW_SPREAD - 1) / ROW_SPREAD, w0 = tid * c, w1 = w0 + c < nw ? w0 + c : nw;
+  int ca = 0, cb = 0;
+  for (int w = w0; w < w1; w++) {
+    ca += __popc(S.am[w]);
+    cb += __popc(S.bm[w]);
+  }
+  int na, nb;
+  int abase = csa_blk_exscan(ca, tid, S, &na), bbase = csa_blk_exscan(cb, tid, S, &nb);
+  for (int w = w0; w < w1; w++) {
+    S.apre[w] = abase;
+    abase += __popc(S.am[w]);
+    bbase += __popc(S.bm[w]);
+    S.bsuf[w] = nb - bbase;
+  }
+  __syncthreads();
+  if (na == 0 || nb == 0) {
+    if (tid == 0) S.cut = csa_unguarded_partition(q, f0, l0, pv);
+    __syncthreads();
+    return S.cut;
+  }
+  // m: the left stops with more right stops after them than left stops before them
+  int cnt = 0;
+  for (int w = w0; w < w1; w++) {
+    u32 am = S.am[w], bm = S.bm[w], rest = am;
+    while (rest) {
+      int b = __ffs(rest) - 1;
+      rest &= rest - 1;
+      int ra = S.apre[w] + __popc(am & ((1u << b) - 1)), sb = S.bsuf[w] + __popc((bm >> b) >> 1);
+      cnt += sb > ra;
+    }
+  }
+  int m;
+  csa_blk_exscan(cnt, tid, S, &m);
+  auto leftStop = [&](int i) -> i64 {  // a_{i+1}
+    int lo = 0, hi = nw - 1;
+    while (lo < hi) {
+      int mid = (lo + hi + 1) >> 1;
+      if (S.apre[mid] <= i) lo = mid;
+      else hi = mid - 1;
+    }
+    return f0 + 32 * (i64)lo + csa_nth_bit(S.am[lo], i - S.apre[lo]);
+  };
+  auto rightStop = [&](int i) -> i64 {  // b_{i+1}
+    int lo = 0, hi = nw - 1;
+    while (lo < hi) {
+      int mid = (lo + hi) >> 1;
+      if (S.bsuf[mid] <= i) hi = mid;
+      else lo = mid + 1;
+    }
+    u32 bm = S.bm[lo];
+    return f0 + 32 * (i64)lo + csa_nth_bit(bm, __popc(bm) - 1 - (i - S.bsuf[lo]));
+  };
+  if (tid == 0) {
+    i64 cut;
+    if (m == 0) {
+      cut = leftStop(0);
+    } else {
+      cut = rightStop(m - 1);
+      if (m < na) cut = imin(cut, leftStop(m));
+    }
+    S.cut = cut;
+  }
+  for (int i = tid; i < m; i += ROW_SPREAD) csa_swap(q, leftStop(i), rightStop(i));
+  __syncthreads();
+  return S.cut;
+}
+
+DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S) {
+  csa_TopkElem* h = k <= CSA_HEAP_MAX ? S.heap : q;
+  const int lane = tid & 31, warp = tid >> 5;
+  if (h != q)
+    for (i64 j = tid; j < k; j += ROW_SPREAD) h[j] = q[j];
+  __syncthreads();
+  if (tid == 0) csa_make_heap(h, k);
+  __syncthreads();
+  for (i64 c = k; c < n; c += 32 * CSA_SCAN_WORDS) {
+    const csa_TopkElem root = h[0];
+    const int nw = (int)imin(CSA_SCAN_WORDS, (n - c + 31) / 32);
+    for (int w = warp; w < nw; w += CSA_NW) {
+      i64 i = c + 32 * (i64)w + lane;
+      u32 mk = __ballot_sync(0xffffffffu, i < n && csa_before(q[i], root));
+      if (lane == 0) S.am[w] = mk;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      for (int w = 0; w < nw; w++) {
+        for (u32 mk = S.am[w]; mk; mk &= mk - 1) {
+          i64 i = c + 32 * (i64)w + (__ffs(mk) - 1);
+          if (csa_before(q[i], h[0])) {
+            csa_TopkElem v = q[i];
+            q[i] = h[0];
+            csa_adjust_heap(h, 0, k, v);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  if (tid == 0) csa_sort_heap(h, k);
+  __syncthreads();
+  if (h != q)
+    for (i64 j = tid; j < k; j += ROW_SPREAD) q[j] = h[j];
+  __syncthreads();
+}
+
+DEV i64 csa_topk_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S) {
+  if (k > n) k = n;
+  if (k == 0) return 0;
+  if (k * 64 <= n) {
+    csa_heap_select_blk(q, n, k, tid, S);
+    return k;
+  }
+  i64 first = 0, last = n, nth = k - 1;
+  int depth = 2 * csa_floor_log2(n);
+  while (last - first > 3) {
+    if (last - first <= CSA_SERIAL_PART || depth == 0) {
+      // the serial loop from this state on (its heap select at depth 0)
+      if (tid == 0) csa_introselect(q, first, nth, last, depth);
+      __syncthreads();
+      return k;
+    }
+    depth--;
+    if (tid == 0) csa_move_median_to_first(q, first, first + 1, first + (last - first) / 2, last - 1);
+    __syncthreads();
+    i64 cut = csa_partition_blk(q, first + 1, last, first, tid, S);
+    if (cut <= nth) first = cut;
+    else last = cut;
+  }
+  if (tid == 0) csa_insertion_sort(q + first, last - first);
+  __syncthreads();
+  return k;
+}
+
+// csa_blk_compact writes val(j) for the j in [0, n) with keep(j), in order of j, to
+// out[0..) and returns how many: each thread a contiguous chunk, counted, then written
+// from its place.
+template <class Keep, class Val>
+DEV int csa_blk_compact(i64 n, int* out, int tid, csa_BlkShared& S, Keep keep, Val val) {
+  const i64 c = (n + ROW_SPREAD - 1) / ROW_SPREAD, j0 = tid * c, j1 = imin(n, j0 + c);
+  int cnt = 0, total;
+  for (i64 j = j0; j < j1; j++) cnt += keep(j) ? 1 : 0;
+  int at = csa_blk_exscan(cnt, tid, S, &total);
+  for (i64 j = j0; j < j1; j++)
+    if (keep(j)) out[at++] = val(j);
+  return total;
+}
+
+// csa_kept_list_blk is csa_kept_list on the block.
+DEV void csa_kept_list_blk(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, unsigned char* kept, int* out, i64 outn,
+                           int tid, csa_BlkShared& S) {
+  for (i64 e = tid; e < width; e += ROW_SPREAD) kept[e] = 0;
+  for (i64 j = tid; j < outn; j += ROW_SPREAD) out[j] = -1;
+  __syncthreads();
+  for (i64 j = tid; j < kk; j += ROW_SPREAD) kept[q[j].i] = 1;
+  __syncthreads();
+  csa_blk_compact(imin(width, lim), out, tid, S, [&](i64 e) { return kept[e] != 0; }, [&](i64 e) { return (int)e; });
+  __syncthreads();
+}
+#endif
+
+// csa_topk_probe: csa_topk over rows of n (value, index) pairs, then the kept keys
+// below lim in position order (k slots a row), as csa_index_select runs them (a row a
+// launch block on the device), for the tests.
+struct csa_TopkProbeArgs {
+  csa_TopkElem* q;
+  unsigned char* kept;  // [rows, n]
+  int* out;             // [rows, k]
+  i64 rows, n, k, lim;
+};
+KERNEL(csa_topk_probe, csa_TopkProbeArgs) {
+#ifdef DI_EMULATE
+  for (i64 t = GIDX; t < a.rows; t += GSTRIDE) {
+    csa_TopkElem* q = a.q + t * a.n;
+    i64 kk = csa_topk(q, a.n, a.k);
+    csa_kept_list(q, kk, a.n, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k);
+  }
+#else
+  __shared__ csa_BlkShared S;
+  const int tid = (int)(GIDX % ROW_SPREAD);
+  for (i64 t = GIDX / ROW_SPREAD; t < a.rows; t += GSTRIDE / ROW_SPREAD) {
+    csa_TopkElem* q = a.q + t * a.n;
+    i64 kk = csa_topk_blk(q, a.n, a.k, tid, S);
+    csa_kept_list_blk(q, kk, a.n, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k, tid, S);
+  }
+#endif
+}
+
 // ---- csa_index, csa_index_candidates ----
 
 struct csa_IndexArgs {
@@ -718,28 +1006,44 @@ KERNEL(csa_index_score, csa_IndexArgs) {
   }
 }
 
+// csa_select_row: row t's view, widths and index-key owner for csa_index_select; false
+// (with the error set where the row's keys are not there) for a row it skips.
+DEV bool csa_select_row(const csa_IndexArgs& a, i64 t, csa_View* v, i64* width, i64* clen, bool report) {
+  if (!csa_view_at(a.seqs, a.nseq, a.keep, t, v)) return false;
+  i64 p = v->pos + (t - v->row);
+  csa_index_widths(a, *v, p, width, clen);
+  i64 k = csa_index_owner(a, *v, p);
+  if (k < 0) {
+    if (report) *a.err = 403;
+    return false;
+  }
+  if (*width > csa_owner_entries(a, k, *v) || *width > a.ecap) {
+    if (report) *a.err = 402;
+    return false;
+  }
+  return true;
+}
+
+// csa_cand_last is the candidate block select_candidate_blocks always keeps (the newest
+// visible one), or -1.
+DEV i64 csa_cand_last(const csa_IndexArgs& a, i64 clen, i64 nb) {
+  i64 c1 = clen - 1;
+  i64 last = c1 / a.cand_size;
+  if (c1 % a.cand_size != 0 && c1 < 0) last--;
+  return last >= 0 && last < nb ? last : -1;
+}
+
 // csa_index_select: per row, the candidate blocks (publish) or the restriction to the
 // given ones, then the top k keys in position order (-1 pads). The selection is the
-// cpu's serial one, so a row is one thread's work; a row takes the first work item of
-// ROW_SPREAD (rows.h), so that rows land on different multiprocessors and each row's
-// pairs stay in its multiprocessor's L1 cache while the selection walks them.
+// cpu's (torch.topk's libstdc++ order, ties included). On the device a row is a launch
+// block (ROW_SPREAD threads, csa_topk_blk); the emulated device runs the serial loop.
 KERNEL(csa_index_select, csa_IndexArgs) {
+#ifdef DI_EMULATE
   for (i64 it = GIDX; it < a.rows * ROW_SPREAD; it += GSTRIDE) {
     if (it % ROW_SPREAD != 0) continue;
-    i64 t = it / ROW_SPREAD;
+    i64 t = it / ROW_SPREAD, width, clen;
     csa_View v;
-    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
-    i64 p = v.pos + (t - v.row), width, clen;
-    csa_index_widths(a, v, p, &width, &clen);
-    i64 k = csa_index_owner(a, v, p);
-    if (k < 0) {
-      *a.err = 403;
-      continue;
-    }
-    if (width > csa_owner_entries(a, k, v) || width > a.ecap) {
-      *a.err = 402;
-      continue;
-    }
+    if (!csa_select_row(a, t, &v, &width, &clen, true)) continue;
     csa_TopkElem* q = a.work + t * a.ecap;
     if (a.publish) {
       // select_candidate_blocks: blocks scored by their best key, the newest visible
@@ -752,10 +1056,8 @@ KERNEL(csa_index_select, csa_IndexArgs) {
         bq[b].v = m;
         bq[b].i = (int)b;
       }
-      i64 c1 = clen - 1;
-      i64 last = c1 / a.cand_size;
-      if (c1 % a.cand_size != 0 && c1 < 0) last--;
-      if (last >= 0 && last < nb) bq[last].v = F32_INF;
+      i64 last = csa_cand_last(a, clen, nb);
+      if (last >= 0) bq[last].v = F32_INF;
       int* out = a.cand_out + t * a.cand_blocks;
       for (i64 j = 0; j < a.cand_blocks; j++) out[j] = -1;
       i64 kk = csa_topk(bq, nb, a.cand_blocks), n = 0;
@@ -767,17 +1069,40 @@ KERNEL(csa_index_select, csa_IndexArgs) {
         if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
     i64 kk = csa_topk(q, width, a.topk);
-    // the kept indices in position order (the cpu sorts them; they are distinct keys
-    // 0..width-1, so a byte per key read in order gives the same list)
-    unsigned char* kept = a.kept + t * a.ecap;
-    for (i64 e = 0; e < width; e++) kept[e] = 0;
-    for (i64 j = 0; j < kk; j++) kept[q[j].i] = 1;
-    int* out = a.idx_out + t * a.topk;
-    for (i64 j = 0; j < a.topk; j++) out[j] = -1;
-    i64 n = 0;
-    for (i64 e = 0; e < imin(width, clen); e++)
-      if (kept[e]) out[n++] = (int)e;
+    csa_kept_list(q, kk, width, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk);
   }
+#else
+  __shared__ csa_BlkShared S;
+  const int tid = (int)(GIDX % ROW_SPREAD);
+  for (i64 t = GIDX / ROW_SPREAD; t < a.rows; t += GSTRIDE / ROW_SPREAD) {
+    i64 width, clen;
+    csa_View v;
+    if (!csa_select_row(a, t, &v, &width, &clen, tid == 0)) continue;  // the whole block
+    csa_TopkElem* q = a.work + t * a.ecap;
+    if (a.publish) {
+      i64 nb = (width + a.cand_size - 1) / a.cand_size, last = csa_cand_last(a, clen, nb);
+      csa_TopkElem* bq = a.bwork + t * a.nbcap;
+      for (i64 b = tid; b < nb; b += ROW_SPREAD) {
+        float m = -F32_INF;
+        for (i64 e = b * a.cand_size; e < imin((b + 1) * a.cand_size, width); e++) m = go_max32(m, q[e].v);
+        bq[b].v = b == last ? F32_INF : m;
+        bq[b].i = (int)b;
+      }
+      int* out = a.cand_out + t * a.cand_blocks;
+      for (i64 j = tid; j < a.cand_blocks; j += ROW_SPREAD) out[j] = -1;
+      __syncthreads();
+      i64 kk = csa_topk_blk(bq, nb, a.cand_blocks, tid, S);
+      csa_blk_compact(kk, out, tid, S, [&](i64 j) { return bq[j].v != -F32_INF; }, [&](i64 j) { return bq[j].i; });
+    } else if (a.cand_in) {
+      const unsigned char* mark = a.cmark + t * a.nbcap;
+      for (i64 e = tid; e < width; e += ROW_SPREAD)
+        if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
+    }
+    __syncthreads();
+    i64 kk = csa_topk_blk(q, width, a.topk, tid, S);
+    csa_kept_list_blk(q, kk, width, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk, tid, S);
+  }
+#endif
 }
 
 // ---- csa_attention ----

@@ -17,8 +17,8 @@ static long g_errors;
 // (the CUDA types and qualifiers: lanes/lanes.h, which comes first)
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }
-inline unsigned __ballot_sync(unsigned, int) { abort(); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(int v) { return __builtin_ffs(v); }
 inline double __shfl_xor_sync(unsigned, double, int) { abort(); }
 
 // the block's 128 threads are fibers (ucontext) run on one host thread; a fiber runs
@@ -52,6 +52,7 @@ struct WarpX {
   Bar* bar;
   int flag[32];
   unsigned a[32][4], b[32][2];
+  long long word[32];
 };
 static WarpX g_warp[4];
 __attribute__((noinline)) void __syncthreads() { g_block_bar->arrive_and_wait(__builtin_return_address(0)); }
@@ -66,6 +67,44 @@ inline int __any_sync(unsigned m, int p) {
   x.bar->arrive_and_wait((void*)2);
   return any;
 }
+inline unsigned __ballot_sync(unsigned m, int p) {
+  if (m != 0xffffffffu) abort();
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  WarpX& x = g_warp[w];
+  x.flag[l] = p != 0;
+  x.bar->arrive_and_wait((void*)5);
+  unsigned r = 0;
+  for (int i = 0; i < 32; i++) r |= (unsigned)x.flag[i] << i;
+  x.bar->arrive_and_wait((void*)6);
+  return r;
+}
+// __shfl_up_sync for values of up to 8 bytes: lane l gets lane l - d's v (its own below d)
+template <class T> T __shfl_up_sync(unsigned m, T v, unsigned d, int width = 32) {
+  static_assert(sizeof(T) <= 8, "a value of up to 8 bytes");
+  if (m != 0xffffffffu || width != 32) abort();
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  WarpX& x = g_warp[w];
+  memcpy(&x.word[l], &v, sizeof(T));
+  x.bar->arrive_and_wait((void*)7);
+  T r = v;
+  if (l >= (int)d) memcpy(&r, &x.word[l - d], sizeof(T));
+  x.bar->arrive_and_wait((void*)8);
+  return r;
+}
+// __shfl_sync: lane l gets lane src's v
+template <class T> T __shfl_sync(unsigned m, T v, int src, int width = 32) {
+  static_assert(sizeof(T) <= 8, "a value of up to 8 bytes");
+  if (m != 0xffffffffu || width != 32) abort();
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  WarpX& x = g_warp[w];
+  memcpy(&x.word[l], &v, sizeof(T));
+  x.bar->arrive_and_wait((void*)9);
+  T r;
+  memcpy(&r, &x.word[src & 31], sizeof(T));
+  x.bar->arrive_and_wait((void*)10);
+  return r;
+}
+inline void __syncwarp() { g_warp[threadIdx.x >> 5].bar->arrive_and_wait((void*)11); }
 static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
 static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
 // lanes_mma: mma.sync m16n8k16 bf16 (fragments as the PTX ISA lays them out), each
@@ -133,5 +172,61 @@ void lanes_cp_wait(int N) {
       memcpy(c.dst, c.src, c.n);
     }
     g_cp.groups.erase(g_cp.groups.begin());
+  }
+}
+
+// fibers_launch runs a kernel's blocks one after another, each block's 128 threads as
+// fibers; it reports threads left waiting at a barrier and copies left in flight.
+template <class Args> struct FiberLaunch {
+  static void (*fn)(const Args);
+  static const Args* args;
+};
+template <class Args> void (*FiberLaunch<Args>::fn)(const Args);
+template <class Args> const Args* FiberLaunch<Args>::args;
+static bool g_done[128];
+template <class Args> static void fiber_main() {
+  FiberLaunch<Args>::fn(*FiberLaunch<Args>::args);
+  g_done[g_cur] = true;
+}
+static std::vector<char> g_stacks(128 * 256 * 1024);
+
+template <class Args> static void fibers_launch(void (*fn)(const Args), const Args& a, long blocks) {
+  gridDim.x = (unsigned)blocks, blockDim.x = 128;
+  FiberLaunch<Args>::fn = fn, FiberLaunch<Args>::args = &a;
+  for (long blk = 0; blk < blocks; blk++) {
+    Bar bb(128);
+    Bar wb[4] = {Bar(32), Bar(32), Bar(32), Bar(32)};
+    g_block_bar = &bb;
+    for (int w = 0; w < 4; w++) g_warp[w].bar = &wb[w];
+    blockIdx.x = (unsigned)blk;
+    for (int tid = 0; tid < 128; tid++) {
+      g_done[tid] = false;
+      g_cps[tid] = CpState{};
+      getcontext(&g_fib[tid]);
+      g_fib[tid].uc_stack.ss_sp = &g_stacks[tid * 256 * 1024];
+      g_fib[tid].uc_stack.ss_size = 256 * 1024;
+      g_fib[tid].uc_link = &g_sched;
+      makecontext(&g_fib[tid], fiber_main<Args>, 0);
+    }
+    for (int tid = 0; tid < 128; tid++) g_wait_bar[tid] = nullptr;
+    for (;;) {
+      int next = -1, left = 0;
+      for (int i = 0; i < 128; i++) {
+        int tid = blk % 2 ? 127 - i : i;
+        if (g_done[tid]) continue;
+        left++;
+        if (next < 0 && fiber_runnable(tid)) next = tid;
+      }
+      if (left == 0) break;
+      if (next < 0) { fprintf(stderr, "block %ld: %d threads wait at barriers forever\n", blk, left); g_errors++; return; }
+      g_wait_bar[next] = nullptr;
+      g_cur = next, threadIdx.x = (unsigned)next;
+      swapcontext(&g_sched, &g_fib[next]);
+    }
+    for (int tid = 0; tid < 128; tid++) {
+      CpState& c = g_cps[tid];
+      if (!c.open.empty()) { fprintf(stderr, "uncommitted copies at exit\n"); g_errors++; }
+      for (auto& gr : c.groups) if (!gr.empty()) { fprintf(stderr, "copies in flight at exit\n"); g_errors++; }
+    }
   }
 }

@@ -5,56 +5,7 @@
 #include <random>
 #include <algorithm>
 typedef void (*KernelFn)(const FastMoEArgs);
-
-static KernelFn g_fn;
-static const FastMoEArgs* g_args;
-static bool g_done[128];
-static void fiber_main() {
-  g_fn(*g_args);
-  g_done[g_cur] = true;
-}
-static std::vector<char> g_stacks(128 * 256 * 1024);
-
-static void launch(KernelFn fn, const FastMoEArgs& a, long blocks) {
-  gridDim.x = (unsigned)blocks, blockDim.x = 128;
-  g_fn = fn, g_args = &a;
-  for (long blk = 0; blk < blocks; blk++) {
-    Bar bb(128);
-    Bar wb[4] = {Bar(32), Bar(32), Bar(32), Bar(32)};
-    g_block_bar = &bb;
-    for (int w = 0; w < 4; w++) g_warp[w].bar = &wb[w];
-    blockIdx.x = (unsigned)blk;
-    for (int tid = 0; tid < 128; tid++) {
-      g_done[tid] = false;
-      g_cps[tid] = CpState{};
-      getcontext(&g_fib[tid]);
-      g_fib[tid].uc_stack.ss_sp = &g_stacks[tid * 256 * 1024];
-      g_fib[tid].uc_stack.ss_size = 256 * 1024;
-      g_fib[tid].uc_link = &g_sched;
-      makecontext(&g_fib[tid], fiber_main, 0);
-    }
-    for (int tid = 0; tid < 128; tid++) g_wait_bar[tid] = nullptr;
-    for (;;) {
-      int next = -1, left = 0;
-      for (int i = 0; i < 128; i++) {
-        int tid = blk % 2 ? 127 - i : i;
-        if (g_done[tid]) continue;
-        left++;
-        if (next < 0 && fiber_runnable(tid)) next = tid;
-      }
-      if (left == 0) break;
-      if (next < 0) { fprintf(stderr, "block %ld: %d threads wait at barriers forever\n", blk, left); g_errors++; return; }
-      g_wait_bar[next] = nullptr;
-      g_cur = next, threadIdx.x = (unsigned)next;
-      swapcontext(&g_sched, &g_fib[next]);
-    }
-    for (int tid = 0; tid < 128; tid++) {
-      CpState& c = g_cps[tid];
-      if (!c.open.empty()) { fprintf(stderr, "uncommitted copies at exit\n"); g_errors++; }
-      for (auto& gr : c.groups) if (!gr.empty()) { fprintf(stderr, "copies in flight at exit\n"); g_errors++; }
-    }
-  }
-}
+static void launch(KernelFn fn, const FastMoEArgs& a, long blocks) { fibers_launch(fn, a, blocks); }
 
 struct Case { int NW; long N, K; std::vector<int> counts; int k; };
 
