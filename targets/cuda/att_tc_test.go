@@ -119,6 +119,7 @@ func TestFastV4AttentionTCNearExact(t *testing.T) {
 				a.I(D)
 				a.I(T * H)
 				a.P(0)
+				a.I(0) // xexact
 			})
 			fast := func(lg, pp, den, out devptr) func(a *ArgBuf) {
 				return func(a *ArgBuf) {

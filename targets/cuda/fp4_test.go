@@ -196,3 +196,33 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 		})
 	}
 }
+
+// TestXExactSameValues: V4.1's products whose activations are bf16 values (qlinear's
+// bf16 and MXFP8 activations, the experts' MXFP8 x and hidden rows) leave out the mma
+// of the activations' lo halves, which are zero; the logits must be those of the whole
+// chain (DEEPINFER_CUDA_XEXACT=0) bit for bit, over an 80-token prefill (the block and
+// four-tile products) and two decode steps (one-tile products). With -device gpu this
+// checks the real mma: adding a zero product leaves the accumulator as it is.
+func TestXExactSameValues(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{
+		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			t.Setenv(cuda.EnvXExact, "0")
+			a, _ := prefillAndDecode(t, p, ws, 80)
+			t.Setenv(cuda.EnvXExact, "")
+			b, _ := prefillAndDecode(t, p, ws, 80)
+			if len(a) != 82 || len(b) != 82 {
+				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
+			}
+			for i := range a {
+				for j := range a[i] {
+					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+						t.Fatalf("row %d, logit %d: %g with the lo mma (%s=0), %g without", i, j, a[i][j], cuda.EnvXExact, b[i][j])
+					}
+				}
+			}
+		})
+	}
+}

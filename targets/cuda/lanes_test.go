@@ -121,23 +121,45 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			type check struct {
 				what string
 				got  []byte
+				ref  []byte // nil: want
 			}
 			checks := []check{
-				{"emulated fast_gemm_blk", run(emu, "blk")},
-				{"emulated fast_gemm_m1", run(emu, "m1")},
-				{"fast_gemm_m4's device code", run(lanes, "m4")},
-				{"fast_gemm_m1's device code", run(lanes, "m1")},
-				{"fast_gemm_blk's device code, warps in step", run(lanes, "blk")},
-				{"fast_gemm_blk's device code, warps skewed", run(lanes, "blk", "eager")},
+				{"emulated fast_gemm_blk", run(emu, "blk"), nil},
+				{"emulated fast_gemm_m1", run(emu, "m1"), nil},
+				{"fast_gemm_m4's device code", run(lanes, "m4"), nil},
+				{"fast_gemm_m1's device code", run(lanes, "m1"), nil},
+				{"fast_gemm_blk's device code, warps in step", run(lanes, "blk"), nil},
+				{"fast_gemm_blk's device code, warps skewed", run(lanes, "blk", "eager"), nil},
 			}
-			if c.fmt == 2 || c.fmt == 3 || c.fmt == 5 {
-				checks = append(checks, check{"emulated fast_gemm_m1_fp8", run(emu, "m1fp8")},
-					check{"fast_gemm_m1_fp8's device code (the weight's bytes steps ahead where whole)", run(lanes, "m1fp8")})
+			fp8 := c.fmt == 2 || c.fmt == 3 || c.fmt == 5
+			if fp8 {
+				checks = append(checks, check{"emulated fast_gemm_m1_fp8", run(emu, "m1fp8"), nil},
+					check{"fast_gemm_m1_fp8's device code (the weight's bytes steps ahead where whole)", run(lanes, "m1fp8"), nil})
+			}
+			// bf16 activations (lo halves zero): with xexact the tiles leave the lo mma
+			// out, and every kernel must give the whole chain's values on the same x
+			if c.fmt != 0 {
+				bf := run(emu, "m4b")
+				if bytes.Equal(bf, want) {
+					t.Fatalf("%s: x rounded to bf16 gives the same outputs", c.name)
+				}
+				kernels := []string{"m4", "m1", "blk"}
+				if fp8 {
+					kernels = append(kernels, "m1fp8")
+				}
+				for _, k := range kernels {
+					checks = append(checks, check{"emulated " + k + " with xexact, against the whole chain on bf16 x", run(emu, k+"x"), bf},
+						check{k + "'s device code with xexact, against the whole chain on bf16 x", run(lanes, k+"x"), bf})
+				}
 			}
 			for _, r := range checks {
-				if !bytes.Equal(r.got, want) {
+				ref := r.ref
+				if ref == nil {
+					ref = want
+				}
+				if !bytes.Equal(r.got, ref) {
 					i := 0
-					for i < len(want) && r.got[i] == want[i] {
+					for i < len(ref) && r.got[i] == ref[i] {
 						i++
 					}
 					t.Errorf("%s: %s differs from the emulated fast_gemm_m4 from output %d on", c.name, r.what, i/4)

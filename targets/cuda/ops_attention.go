@@ -507,6 +507,7 @@ func bindAttentionTC(b *Bind, heads, dim, kmax, kp int64, scale float64, keys, n
 		a.I(dim)
 		a.I(M)
 		a.P(s.Err)
+		a.I(0) // xexact: the queries are float32
 		return M * dp / 2
 	})
 	groups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads

@@ -63,7 +63,8 @@ func bindQLinear(b *Bind) error {
 	}
 	if b.Fast() {
 		x := xq
-		fastProduct(b, fastGemm{x: 0, xScratch: x, rows: -1, w: 1, y: 0, yScratch: -1, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16})
+		// bf16 and MXFP8 activations are bf16 values: the products leave out the lo mma
+		fastProduct(b, fastGemm{x: 0, xScratch: x, rows: -1, w: 1, y: 0, yScratch: -1, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16, xExact: mode != 0 && xExactOn()})
 		return nil
 	}
 	kernel := "dense_qlinear"

@@ -27,6 +27,21 @@ type fastGemm struct {
 	yScratch          int
 	N, K, ldx, ldy, G int64
 	outBF16           int64
+	// xExact: x is bf16 already (V4.1's quantized activations): its lo halves are zero,
+	// the tiles leave their mma out, and fast_split reports error 600 if one is not
+	xExact bool
+}
+
+func init() {
+	registerError(600, "fast product: activations marked as bf16 values have a nonzero residual half")
+}
+
+// b2i is 1 for true.
+func b2i(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // fastSplits picks the reduction's slices from the weight's shape alone (never the
@@ -91,6 +106,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(g.ldx / g.G)
 		a.I(s.Arg(g.x).Rows())
 		a.P(s.Err)
+		a.I(b2i(g.xExact))
 		return M * kp / 2
 	})
 	// mt is the activation rows a warp tile holds: 8 up to 8 rows (decode at small
@@ -146,6 +162,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(g.outBF16)
 		a.I(g.G)
 		a.I(prefetch)
+		a.I(b2i(g.xExact))
 		return mtiles
 	}
 	for _, v := range []struct {
@@ -176,6 +193,14 @@ func fastProduct(b *Bind, g fastGemm) {
 		})
 	}
 }
+
+// EnvXExact set to 0 keeps the lo halves' mma in products whose activations are bf16
+// values already (V4.1's quantized activations; their lo halves are zero, so the values
+// are the same; a comparison in one run; read when a program is bound).
+const EnvXExact = "DEEPINFER_CUDA_XEXACT"
+
+// xExactOn reports whether products may leave out the lo mma of bf16 activations.
+func xExactOn() bool { return os.Getenv(EnvXExact) != "0" }
 
 // EnvBlockGemm set to 0 keeps products of more than 32 rows on fast_gemm_m4 instead of
 // fast_gemm_blk (the same values; a comparison of the two in one run; read when a
@@ -242,6 +267,9 @@ type fastExperts struct {
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline)
 	fp4Suffix string
+	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
+	// tiles leave out the lo halves' mma
+	xexact int64
 }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
@@ -279,6 +307,9 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	}
 	if os.Getenv(EnvFP4Pipe) != "1" {
 		f.fp4Suffix = "_reg"
+	}
+	if sh.v41 == 1 && xExactOn() {
+		f.xexact = 1
 	}
 	return f
 }
@@ -325,6 +356,7 @@ func (f *fastExperts) splitArgs(s *Step, a *ArgBuf, src func(*Step) devptr, rows
 	a.I(K)
 	a.I(M)
 	a.P(s.Err)
+	a.I(f.xexact) // V4.1's expert activations are MXFP8 values: bf16 already
 	return M * Kp / 2
 }
 
@@ -357,6 +389,7 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 	a.I(f.nact(s))
 	a.I(sh.v41)
 	a.F(sh.limit)
+	a.I(f.xexact) // V4.1's expert activations (x and hid) are MXFP8 values
 }
 
 // tiles adds a tiles kernel's three entries: kernel_fp4 (kernel_fp4_reg with

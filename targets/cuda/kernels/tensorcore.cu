@@ -159,7 +159,14 @@ DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 // fast_split: xh, xl = the bf16 halves of x's rows (rows[m] when a list is given,
 // checked against arows), Kp = K rounded up to 64 values a row, zero past K. One work
 // item a pair of values.
-struct FastSplitArgs { const float* x; const int* rows; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 ldx; i64 arows; i64* err; };
+// xexact: the binder says x is bf16 already (V4.1's quantized activations), so every lo
+// half is zero and the tiles leave its mma out; a nonzero lo is error 600.
+struct FastSplitArgs { const float* x; const int* rows; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 ldx; i64 arows; i64* err; i64 xexact; };
+// fast_split_lo stores a pair's lo half, checking xexact's promise.
+DEV void fast_split_lo(const FastSplitArgs& a, i64 i, u32 lo) {
+  a.xl[i] = lo;
+  if (a.xexact && (lo & 0x7fff7fffu)) *a.err = 600;
+}
 KERNEL(fast_split, FastSplitArgs) {
   i64 P = a.Kp / 2;
   for (i64 i = GIDX; i < a.M * P; i += GSTRIDE) {
@@ -173,7 +180,7 @@ KERNEL(fast_split, FastSplitArgs) {
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 1 < a.K ? xr[k + 1] : 0.0f;
     u32 h = fast_rn(v0, v1);
     a.xh[i] = h;
-    a.xl[i] = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
+    fast_split_lo(a, i, fast_rn(v0 - fast_lo(h), v1 - fast_hi(h)));
   }
 }
 
@@ -214,7 +221,7 @@ DEVM bool fast_m1_fp8_ok(const Weight& w, i64 n0, i64 N, i64 K) {
   return (w.fmt == 2 || w.fmt == 3 || w.fmt == 5) && K % 64 == 0 && (w.cols & 15) == 0 && n0 + 16 <= N;
 }
 DEVM void fast_m1_fp8(const Weight& w, i64 n0, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P, i64 m, int g, int t,
-                      float* acc) {
+                      float* acc, bool xexact) {
   const unsigned char* base = (const unsigned char*)w.p;
   const i64 r0 = n0 + g, r1 = r0 + 8;
   const unsigned char* p0 = base + r0 * w.cols + 16 * t;
@@ -240,7 +247,7 @@ DEVM void fast_m1_fp8(const Weight& w, i64 n0, i64 kb, i64 ke, const u32* xh, co
       fast_xload(xh, xl, m, P, k, bh, bl);
       UNROLL for (int q = 0; q < 4; q++) {
         fast_mma(acc, a0[2 * q], a1[2 * q], a0[2 * q + 1], a1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
-        fast_mma(acc, a0[2 * q], a1[2 * q], a0[2 * q + 1], a1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
+        if (!xexact) fast_mma(acc, a0[2 * q], a1[2 * q], a0[2 * q + 1], a1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
       }
     }
   }
@@ -255,10 +262,12 @@ DEVM void fast_m1_fp8(const Weight& w, i64 n0, i64 kb, i64 ke, const u32* xh, co
 // loads 16 consecutive values [k0+16t, k0+16t+16) of weight rows n0+g and n0+g+8 and of
 // activation rows 8j+g, and feeds them to four mmas: mma q takes the lane's values
 // 4q..4q+3 as its k pairs (2t, 2t+1) and (2t+8, 2t+9). The reduction is permuted, the
-// same way for both operands, so that a lane's loads are contiguous.
+// same way for both operands, so that a lane's loads are contiguous. xexact (x is bf16
+// already, its lo halves zero): the lo mma is left out, and the emulated loop leaves out
+// adding its sum.
 template <int NW, int MT, bool F32, bool PIPE = false, class Rows, class Store>
 DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const u32* xh, const u32* xl, i64 P,
-                    Rows rows, int lane, Store store) {
+                    Rows rows, int lane, Store store, bool xexact) {
 #ifdef DI_EMULATE
   if (lane != 0) return;
   for (int p = 0; p < NW; p++) {
@@ -298,7 +307,7 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
                 d2 += wl[r][k] * x_h[k];
               }
             acc[r][c] += d0;
-            acc[r][c] += d1;
+            if (!xexact) acc[r][c] += d1;
             if (w[p].fmt == 0) acc[r][c] += d2;
           }
       }
@@ -332,7 +341,8 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
       UNROLL for (int p = 0; p < NW; p++) {
         UNROLL for (int q = 0; q < 4; q++) {
           fast_mma(acc[p][j], ah0[p][2 * q], ah1[p][2 * q], ah0[p][2 * q + 1], ah1[p][2 * q + 1], bh[2 * q], bh[2 * q + 1]);
-          fast_mma(acc[p][j], ah0[p][2 * q], ah1[p][2 * q], ah0[p][2 * q + 1], ah1[p][2 * q + 1], bl[2 * q], bl[2 * q + 1]);
+          if (!xexact)
+            fast_mma(acc[p][j], ah0[p][2 * q], ah1[p][2 * q], ah0[p][2 * q + 1], ah1[p][2 * q + 1], bl[2 * q], bl[2 * q + 1]);
           if (F32)
             fast_mma(acc[p][j], al0[p][(2 * q) % (F32 ? 8 : 1)], al1[p][(2 * q) % (F32 ? 8 : 1)],
                      al0[p][(2 * q + 1) % (F32 ? 8 : 1)], al1[p][(2 * q + 1) % (F32 ? 8 : 1)], bh[2 * q], bh[2 * q + 1]);
@@ -342,7 +352,7 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
   };
   // one weight plane and one activation tile: two reduction steps' loads in flight
   if (NW == 1 && MT == 1 && !F32 && PIPE && live == 1 && fast_m1_fp8_ok(w[0], n0, N, K)) {
-    fast_m1_fp8(w[0], n0, kb, ke, xh, xl, P, mrow[0], g, t, acc[0][0]);
+    fast_m1_fp8(w[0], n0, kb, ke, xh, xl, P, mrow[0], g, t, acc[0][0], xexact);
   } else if (NW == 1 && MT == 1) {
 #pragma unroll 2
     for (i64 k0 = kb; k0 < ke; k0 += 64) kstep(k0);
@@ -371,6 +381,7 @@ DEVM void fast_tile(const Weight* w, i64 n0, i64 N, i64 K, i64 kb, i64 ke, const
 struct FastGemmArgs {
   const u32* xh; const u32* xl; Weight w; float* y; float* part;
   i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G; i64 prefetch;
+  i64 xexact;  // x is bf16 already (fast_split's xexact): no lo mma
 };
 struct FastGemmRows {
   i64 m0, M, G, g;
@@ -397,7 +408,8 @@ DEVM void fast_gemm_tiles(const FastGemmArgs& a, long long GIDX, long long GSTRI
     FastGemmRows rows = {m0, a.M, a.G, a.G > 1 ? (nt * 16) / (a.N / a.G) : 0};
     FastGemmStore store = {&a, m0, s};
     i64 ke = imin(a.Kp, kb + a.ks);
-    fast_tile<1, MT, F32, PIPE>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+    fast_tile<1, MT, F32, PIPE>(&a.w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store,
+                                a.xexact != 0);
   }
 }
 // Four entries, so that each compiles with the registers it needs: one or four
@@ -480,7 +492,8 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
     for (i64 mt = m0; mt < imin(a.M, m0 + FAST_BLK_ROWS); mt += 32) {
       FastGemmRows rows = {mt, a.M, a.G, grp};
       FastGemmStore store = {&a, mt, s};
-      fast_tile<1, 4, F32>(&a.w, nb * FAST_BLK_N + 16 * w, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, 0, store);
+      fast_tile<1, 4, F32>(&a.w, nb * FAST_BLK_N + 16 * w, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, 0, store,
+                           a.xexact != 0);
     }
 #else
   // [buffer][row][half][16-byte chunk of 64 values' pairs]
@@ -494,9 +507,10 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
   const int sc = tid & 7, sh = (tid >> 3) & 1, sr = tid >> 4, sx = (sr * 2 + sh) * 8 + (sc ^ (sr & 1));
   const u32* sp = sh ? a.xl : a.xh;
   const i64 s0 = ((m0 + sr) * a.G + grp) * P + 4 * sc, sstep = 8 * a.G * P;
+  const bool xex = a.xexact != 0;
   auto stage = [&](i64 k0, int buf) {
     for (int it = 0; it < live; it++) {
-      bool in = m0 + sr + 8 * it < a.M;
+      bool in = m0 + sr + 8 * it < a.M && !(sh && xex);  // no lo halves for bf16 x
       fast_cp16(&xs[buf][sx + 8 * 2 * 8 * it], in ? sp + s0 + it * sstep + k0 / 2 : a.xh, in);
     }
     fast_cp_commit();
@@ -529,20 +543,23 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
     const uint4* xb = xs[buf];
     // the x tiles; with all eight live, one straight run of loads and mma the compiler
     // may interleave
-    auto tiles = [&](auto all) {
+    auto tiles = [&](auto all, auto ex) {
       UNROLL for (int j = 0; j < 8; j++) {
         if (!decltype(all)::value && j >= live) break;
         int r = 8 * j + g;
         uint4 h0 = xb[(r * 2) * 8 + ((2 * t) ^ (r & 1))], h1 = xb[(r * 2) * 8 + ((2 * t + 1) ^ (r & 1))];
-        uint4 l0 = xb[(r * 2 + 1) * 8 + ((2 * t) ^ (r & 1))], l1 = xb[(r * 2 + 1) * 8 + ((2 * t + 1) ^ (r & 1))];
+        uint4 l0 = make_uint4(0, 0, 0, 0), l1 = l0;
+        if (!decltype(ex)::value)
+          l0 = xb[(r * 2 + 1) * 8 + ((2 * t) ^ (r & 1))], l1 = xb[(r * 2 + 1) * 8 + ((2 * t + 1) ^ (r & 1))];
         u32 bh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
         u32 bl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
         UNROLL for (int q = 0; q < 4; q++) {
           UNROLL for (int p = 0; p < 2; p++) {
             fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bh[2 * q],
                      bh[2 * q + 1]);
-            fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bl[2 * q],
-                     bl[2 * q + 1]);
+            if (!decltype(ex)::value)
+              fast_mma(acc[p][j], ah[p][0][2 * q], ah[p][1][2 * q], ah[p][0][2 * q + 1], ah[p][1][2 * q + 1], bl[2 * q],
+                       bl[2 * q + 1]);
             if (F32)
               fast_mma(acc[p][j], al[p][0][(2 * q) % (F32 ? 8 : 1)], al[p][1][(2 * q) % (F32 ? 8 : 1)],
                        al[p][0][(2 * q + 1) % (F32 ? 8 : 1)], al[p][1][(2 * q + 1) % (F32 ? 8 : 1)], bh[2 * q],
@@ -551,8 +568,10 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
         }
       }
     };
-    if (live == 8) tiles(FastFlag<true>{});
-    else tiles(FastFlag<false>{});
+    if (live == 8 && xex) tiles(FastFlag<true>{}, FastFlag<true>{});
+    else if (live == 8) tiles(FastFlag<true>{}, FastFlag<false>{});
+    else if (xex) tiles(FastFlag<false>{}, FastFlag<true>{});
+    else tiles(FastFlag<false>{}, FastFlag<false>{});
   }
   FastGemmStore store = {&a, m0, s};
   UNROLL for (int p = 0; p < 2; p++)
@@ -619,6 +638,7 @@ struct FastMoEArgs {
   const u32* xh; const u32* xl; const Weight* tab; const i64* counts; const i64* off; const int* list;
   const int* ids; const float* wts; float* part; float* out; int* act;
   i64 slots; i64 k; i64 E; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 nact; i64 v41; double limit;
+  i64 xexact;  // the activations are bf16 already (fast_split's xexact): no lo mma
 };
 struct FastMoERows {
   const int* list;
@@ -664,7 +684,8 @@ DEVM void fast_moe_tiles(const FastMoEArgs& a, long long GIDX, long long GSTRIDE
     for (i64 c0 = 0; c0 < n; c0 += 8) {
       FastMoERows rows = {a.list, a.off[e] + c0, n - c0, NW == 2 ? a.k : 1};
       FastMoEStore store = {a.part, a.list, a.off[e] + c0, a.S, s, a.slots, a.N};
-      fast_tile<NW, 1, F32>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store);
+      fast_tile<NW, 1, F32>(w, nt * 16, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, (int)(i & 31), store,
+                            a.xexact != 0);
     }
   }
 }

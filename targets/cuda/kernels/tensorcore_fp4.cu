@@ -59,7 +59,7 @@ KERNEL(fast_split_fp4, FastSplitArgs) {
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 4 < a.K ? xr[k + 4] : 0.0f;
     u32 h = fast_rn(v0, v1);
     a.xh[i] = h;
-    a.xl[i] = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
+    fast_split_lo(a, i, fast_rn(v0 - fast_lo(h), v1 - fast_hi(h)));
   }
 }
 
@@ -122,7 +122,8 @@ DEVM void fp4_streams(const FastMoEArgs& a, const Fp4Block& b, int warp, int g, 
 // slots' halves from shared memory (slot c's at xs[c·cs + half·16 + ...], swizzled) and
 // the mma chain: for w4 = 0..3, hi then lo for pairs 0-1, hi then lo for pairs 2-3.
 DEVM void fp4_step(float (&acc)[2][2][4], const uint4* ca, const uint4* cb, const u32* m1a, const u32* m1b,
-                   const u32* m2a, const u32* m2b, bool big, const uint4* xs, int cs, int live, int g, int t) {
+                   const u32* m2a, const u32* m2b, bool big, const uint4* xs, int cs, int live, int g, int t,
+                   bool xexact) {
   UNROLL for (int w4 = 0; w4 < 4; w4++) {
     u32 da[2][4], db[2][4];
     UNROLL for (int p = 0; p < 2; p++) {
@@ -144,6 +145,13 @@ DEVM void fp4_step(float (&acc)[2][2][4], const uint4* ca, const uint4* cb, cons
       int c = 8 * j + g;
       int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
       uint4 bh = xs[c * cs + 0 * 16 + t * 4 + pos];
+      if (xexact) {  // bf16 activations: no lo halves
+        UNROLL for (int p = 0; p < 2; p++) {
+          fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
+          fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], bh.z, bh.w);
+        }
+        continue;
+      }
       uint4 bl = xs[c * cs + 1 * 16 + t * 4 + pos];
       UNROLL for (int p = 0; p < 2; p++) {
         fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
@@ -200,7 +208,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
                   }
                 }
                 acc += dh;
-                acc += dl;
+                if (!a.xexact) acc += dl;
               }
             fp4_store(a, plane, b.s, slot, r, acc);
           }
@@ -253,7 +261,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         for (int i = tid; i < total; i += 128) {
           int c4 = i & 3, tt = (i >> 2) & 3, half = (i >> 4) & 1, hh = (i >> 5) & (FP4_STEPS - 1), c = i >> 7;
           uint4 v = make_uint4(0, 0, 0, 0);
-          if (c < nc && hh < ns) {
+          if (c < nc && hh < ns && !(half && a.xexact)) {
             const u32* src = (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
             v = *(const uint4*)src;
           }
@@ -273,7 +281,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       big = __any_sync(0xffffffffu, big);
       if (h + 1 < nsteps) load(h + 1);
       const int hs = h & (FP4_STEPS - 1);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t, a.xexact != 0);
     }
     // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
     UNROLL for (int j = 0; j < 2; j++) {
@@ -419,7 +427,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
         big = big || ua[p] > 128 || ub[p] > 128;
       }
       big = __any_sync(0xffffffffu, big);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (h & 1) * (FP4_SLOTS * 2 * 16), 2 * 16, live, g, t);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (h & 1) * (FP4_SLOTS * 2 * 16), 2 * 16, live, g, t,
+               a.xexact != 0);
     }
     // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
     UNROLL for (int j = 0; j < 2; j++) {

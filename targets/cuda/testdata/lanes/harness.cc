@@ -196,7 +196,13 @@ int main(int argc, char** argv) {
 #ifdef DI_LANES
   lanes::eager = argc == 13;
 #endif
-  const char* kernel = argv[1];
+  // KERNEL's suffix: "b" rounds x to bf16 (lo halves zero); "x" does and sets xexact
+  // (the tiles leave the lo mma out)
+  char kernel[32];
+  snprintf(kernel, sizeof kernel, "%s", argv[1]);
+  size_t kl = strlen(kernel);
+  bool xbf = kl > 0 && (kernel[kl - 1] == 'b' || kernel[kl - 1] == 'x'), xexact = kl > 0 && kernel[kl - 1] == 'x';
+  if (xbf) kernel[kl - 1] = 0;
   int fmt = atoi(argv[2]);
   i64 N = atoll(argv[3]), K = atoll(argv[4]), M = atoll(argv[5]), G = atoll(argv[6]), S = atoll(argv[7]),
       ks = atoll(argv[8]), obf = atoll(argv[9]);
@@ -255,6 +261,7 @@ int main(int argc, char** argv) {
   for (i64 r = 0; r < R; r++)
     for (i64 k = 0; k < Kp; k += 2) {
       float v0 = k < K ? unif(-2, 2) : 0.0f, v1 = k + 1 < K ? unif(-2, 2) : 0.0f;
+      if (xbf) v0 = q_bf16(v0), v1 = q_bf16(v1);
       u32 h = fast_rn(v0, v1);
       xh[r * P + k / 2] = h;
       xl[r * P + k / 2] = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
@@ -265,7 +272,7 @@ int main(int argc, char** argv) {
   for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
   for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
   i64 rows = blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
-  FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1};
+  FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128 : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
