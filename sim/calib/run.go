@@ -31,6 +31,7 @@ const (
 	RunName11  = "run 11c (H200, 2026-12-02)"
 	RunName11d = "run 11d (H200, 2026-12-02)"
 	RunName12  = "run 12 (H200, 2026-12-02)"
+	RunName13  = "run 13 (H200, 2026-12-02)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -78,7 +79,7 @@ var Run11 = []Measured{
 	{"sim/calib/testdata/run11/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName11},
 }
 
-// Run11Later are run 11's other fast reports, compared with the fit on Run11, not fitted:
+// Run11Later are run 11's other fast reports, compared with the fit on Run12Fit until run 13 (kept for the record), not fitted:
 // V4 at context 512 with the FP4 register tiles (the default kernels since run 11c), and
 // V4.1 at 4,096 in run 11d (after run 11c's V4.1 changes were partly reverted).
 var Run11Later = []Measured{
@@ -95,16 +96,38 @@ var Run12 = []Measured{
 	{"sim/calib/testdata/run12/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName12},
 }
 
-// Run12Fit are the fast reports the shipped cuda-fast is fitted on: run 12's, and run
+// Run12Fit are the fast reports cuda-fast was fitted on until run 13: run 12's, and run
 // 11c's V4.1 report at 32,768 (run 12 did not bring V4.1's long-context report back; the
 // V4.1 kernels run 12 changed, the router's and the mixes', do not depend on the context).
+// They are kept to show how that fit does on run 13's kernels.
 var Run12Fit = append(append([]Measured{}, Run12...), Run11[3])
 
+// Run13 are run 13's fast reports of the current kernels (testdata/run13: V4 at 512,
+// 4,096 and 32,768 from run 13c; V4.1 at 4,096 from run 13b; V4.1 at 32,768 from run 13a,
+// with V4.1's indexer selection on launch blocks but before 13b's products without the lo
+// mma, which move batch 1 by under 0.3% and batch 64 by 2.5% at 4,096). The shipped
+// cuda-fast is fitted on them.
+var Run13 = []Measured{
+	{"sim/calib/testdata/run13/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName13},
+	{"sim/calib/testdata/run13/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName13},
+	{"sim/calib/testdata/run13/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName13},
+	{"sim/calib/testdata/run13/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName13},
+}
+
+// Run13Later are run 13's other V4.1 reports at 4,096, compared with the fit, not
+// fitted: 13a's (before the products without the lo mma) and 13b's with
+// DEEPINFER_CUDA_XEXACT=0 (the same kernels with the lo mma, in the same call).
+var Run13Later = []Measured{
+	{"sim/calib/testdata/run13/v41.fast.13a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName13},
+	{"sim/calib/testdata/run13/v41.fast.13b.xexact0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName13},
+}
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run12Fit, cuda-exact on run 8's exact reports (runs 9, 11 and 12 took none; the
+// on Run13, cuda-exact on run 8's exact reports (runs 9, 11, 12 and 13 took none; the
 // exact kernels have changed since only in how V4's routing is split into launches and
-// in how the work of a few kernels is spread over lanes, with the same values).
-var Shipped = append(append([]Measured{}, Run12Fit...), Run8Exact...)
+// in how the work of a few kernels is spread over lanes or launch blocks, with the same
+// values).
+var Shipped = append(append([]Measured{}, Run13...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
