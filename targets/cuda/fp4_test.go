@@ -104,13 +104,7 @@ func TestFP4PipelineMatchesRegisters(t *testing.T) {
 			if len(a) != 82 || len(b) != 82 {
 				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
 			}
-			for i := range a {
-				for j := range a[i] {
-					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-						t.Fatalf("row %d, logit %d: %g pipelined (%s=1), %g with the register tiles", i, j, a[i][j], cuda.EnvFP4Pipe, b[i][j])
-					}
-				}
-			}
+			sameLogits(t, a, b, "pipelined ("+cuda.EnvFP4Pipe+"=1)", "with the register tiles")
 		})
 	}
 }
@@ -186,13 +180,7 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 			if len(a) != 162 || len(b) != 162 {
 				t.Fatalf("%d and %d logits rows, want 162", len(a), len(b))
 			}
-			for i := range a {
-				for j := range a[i] {
-					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-						t.Fatalf("row %d, logit %d: %g with the block products, %g without", i, j, a[i][j], b[i][j])
-					}
-				}
-			}
+			sameLogits(t, a, b, "with the block products", "without")
 		})
 	}
 }
@@ -216,13 +204,19 @@ func TestXExactSameValues(t *testing.T) {
 			if len(a) != 82 || len(b) != 82 {
 				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
 			}
-			for i := range a {
-				for j := range a[i] {
-					if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-						t.Fatalf("row %d, logit %d: %g with the lo mma (%s=0), %g without", i, j, a[i][j], cuda.EnvXExact, b[i][j])
-					}
-				}
-			}
+			sameLogits(t, a, b, "with the lo mma ("+cuda.EnvXExact+"=0)", "without")
 		})
+	}
+}
+
+// sameLogits requires two runs' logits to be the same bit for bit.
+func sameLogits(t *testing.T, a, b [][]float32, as, bs string) {
+	t.Helper()
+	for i := range a {
+		for j := range a[i] {
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+				t.Fatalf("row %d, logit %d: %g %s, %g %s", i, j, a[i][j], as, b[i][j], bs)
+			}
+		}
 	}
 }

@@ -56,17 +56,6 @@ struct WarpX {
 };
 static WarpX g_warp[4];
 __attribute__((noinline)) void __syncthreads() { g_block_bar->arrive_and_wait(__builtin_return_address(0)); }
-inline int __any_sync(unsigned m, int p) {
-  if (m != 0xffffffffu) abort();
-  int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
-  WarpX& x = g_warp[w];
-  x.flag[l] = p != 0;
-  x.bar->arrive_and_wait((void*)1);
-  int any = 0;
-  for (int i = 0; i < 32; i++) any |= x.flag[i];
-  x.bar->arrive_and_wait((void*)2);
-  return any;
-}
 inline unsigned __ballot_sync(unsigned m, int p) {
   if (m != 0xffffffffu) abort();
   int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
@@ -78,32 +67,28 @@ inline unsigned __ballot_sync(unsigned m, int p) {
   x.bar->arrive_and_wait((void*)6);
   return r;
 }
-// __shfl_up_sync for values of up to 8 bytes: lane l gets lane l - d's v (its own below d)
-template <class T> T __shfl_up_sync(unsigned m, T v, unsigned d, int width = 32) {
+inline int __any_sync(unsigned m, int p) { return __ballot_sync(m, p) != 0; }
+// warp_exchange: every lane offers v; lane l gets lane src(l)'s (its own where src is
+// out of the warp); site tells this collective's barriers from the others'
+template <class T> T warp_exchange(unsigned m, T v, int src, int width, long site) {
   static_assert(sizeof(T) <= 8, "a value of up to 8 bytes");
   if (m != 0xffffffffu || width != 32) abort();
   int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
   WarpX& x = g_warp[w];
   memcpy(&x.word[l], &v, sizeof(T));
-  x.bar->arrive_and_wait((void*)7);
+  x.bar->arrive_and_wait((void*)site);
   T r = v;
-  if (l >= (int)d) memcpy(&r, &x.word[l - d], sizeof(T));
-  x.bar->arrive_and_wait((void*)8);
+  if (src >= 0 && src < 32) memcpy(&r, &x.word[src], sizeof(T));
+  x.bar->arrive_and_wait((void*)(site + 1));
   return r;
+}
+// __shfl_up_sync: lane l gets lane l - d's v (its own below d)
+template <class T> T __shfl_up_sync(unsigned m, T v, unsigned d, int width = 32) {
+  int l = threadIdx.x & 31;
+  return warp_exchange(m, v, l >= (int)d ? l - (int)d : -1, width, 7);
 }
 // __shfl_sync: lane l gets lane src's v
-template <class T> T __shfl_sync(unsigned m, T v, int src, int width = 32) {
-  static_assert(sizeof(T) <= 8, "a value of up to 8 bytes");
-  if (m != 0xffffffffu || width != 32) abort();
-  int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
-  WarpX& x = g_warp[w];
-  memcpy(&x.word[l], &v, sizeof(T));
-  x.bar->arrive_and_wait((void*)9);
-  T r;
-  memcpy(&r, &x.word[src & 31], sizeof(T));
-  x.bar->arrive_and_wait((void*)10);
-  return r;
-}
+template <class T> T __shfl_sync(unsigned m, T v, int src, int width = 32) { return warp_exchange(m, v, src & 31, width, 9); }
 inline void __syncwarp() { g_warp[threadIdx.x >> 5].bar->arrive_and_wait((void*)11); }
 static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
 static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
