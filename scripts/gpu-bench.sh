@@ -36,8 +36,11 @@
 # NCU_ARGS: ncu's sections instead of the default ones, e.g. "--section InstructionStats
 # --section SourceCounters"),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
-# SAVE_KERNELS=1 packs the kernel cache into OUT/kernels.tgz and LOAD_KERNELS=FILE
-# unpacks such a file before the run (a fresh machine then compiles only changed units).
+# SAVE_KERNELS=1 packs the kernel cache entries this run compiled (the units changed
+# since the LOAD_KERNELS archives, or every unit without them) into OUT/kernels.tgz, and
+# LOAD_KERNELS='FILE ...' unpacks such files, in order, before the run (a fresh machine
+# then compiles only the units changed since; an older full archive plus the later
+# deltas rebuild the cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=build/bench
@@ -57,10 +60,18 @@ run() {
 	local work=${BENCH_DIR:-/tmp/deepinfer-bench} out=${OUT:-$bin/out}
 	mkdir -p "$work" "$out"
 	export DEEPINFER_KERNEL_CACHE=${DEEPINFER_KERNEL_CACHE:-$work/kernels}
-	if [ -n "${LOAD_KERNELS:-}" ] && [ -f "$LOAD_KERNELS" ]; then
-		# compiled units of an earlier run (unchanged units load, changed ones compile)
-		mkdir -p "$DEEPINFER_KERNEL_CACHE" && tar xzf "$LOAD_KERNELS" -C "$DEEPINFER_KERNEL_CACHE"
-	fi
+	mkdir -p "$DEEPINFER_KERNEL_CACHE"
+	local kf
+	for kf in ${LOAD_KERNELS:-}; do
+		# compiled units of earlier runs (unchanged units load, changed ones compile)
+		if [ -f "$kf" ]; then
+			tar xzf "$kf" -C "$DEEPINFER_KERNEL_CACHE"
+		else
+			echo "LOAD_KERNELS: no file $kf" >&2
+		fi
+	done
+	# what this run compiles is newer than this mark (the archives keep their entries' times)
+	touch "$work/.kernels-mark"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$out/gpu.txt"
 	if [ -z "${SKIP_CHECK:-}" ]; then
 		# the kernels first: every instruction of the three fixtures against the cpu target
@@ -197,7 +208,11 @@ PY
 		awk '/Function : /{if (n) print name, n; name = $3; n = 0; next} /\/\*[0-9a-f]+\*\//{n++} END{if (n) print name, n}' "$out/sass.txt"
 	fi
 	if [ -n "${SAVE_KERNELS:-}" ]; then
-		tar czf "$out/kernels.tgz" -C "$DEEPINFER_KERNEL_CACHE" . 2>/dev/null
+		# only the entries this run compiled: small enough to come back, and the earlier
+		# archives hold the rest
+		(cd "$DEEPINFER_KERNEL_CACHE" && find . -type f -newer "$work/.kernels-mark" -print0 |
+			tar czf "$out/kernels.tgz" --null -T -) 2>/dev/null
+		echo "SAVE_KERNELS: $(tar tzf "$out/kernels.tgz" 2>/dev/null | wc -l) cache files, $(du -h "$out/kernels.tgz" | cut -f1)"
 	fi
 	echo "==== summary"
 	for m in ${MODELS:-v4 v41}; do
