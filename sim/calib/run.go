@@ -79,7 +79,7 @@ var Run11 = []Measured{
 	{"sim/calib/testdata/run11/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName11},
 }
 
-// Run11Later are run 11's other fast reports, compared with the fit on Run12Fit until run 13 (kept for the record), not fitted:
+// Run11Later are run 11's other fast reports, compared with the fit on Run12Fit (TestRun11Later), not fitted:
 // V4 at context 512 with the FP4 register tiles (the default kernels since run 11c), and
 // V4.1 at 4,096 in run 11d (after run 11c's V4.1 changes were partly reverted).
 var Run11Later = []Measured{
