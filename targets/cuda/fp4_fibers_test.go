@@ -106,3 +106,33 @@ func TestTopKDeviceCodeOnHostFibers(t *testing.T) {
 	// the harness's barriers (each generation from one call site) would report
 	runOnFibers(t, "topk_fibers", string(src), "-O0")
 }
+
+// TestTilesDeviceCodeOnHostFibers runs the device branch of V4.1's exact-order tile
+// kernels (moe_fast_gate41_tile, mhc_fast_mix41_tile: numerics.h gemv_tile, MKL's GEMV
+// lanes on tiles staged in shared memory; csa_fast_proj_tile: gonum's 64-value blocks)
+// on host fibers against the per-lane functions the other kernels run (mkl_lane,
+// mhc_mix41_part_item, csa_gonum_nt), bit for bit (testdata/tiles_fibers_main.cc: chain
+// tails, rows and tokens past a tile, float32/bf16/FP8 weights, signed zeros, tokens in
+// another order, rows in no sequence). TestFastTilesMatchLanes checks the launches'
+// choice and the whole steps.
+func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
+	// the projections compared before their bf16 rounding, which hides most orders
+	src := []byte("#define CSA_PROJ_ROUND(v) (v)\n")
+	for _, f := range []string{"testdata/lanes/lanes.h", "testdata/fp4_fibers.h"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	head, _ := kernelFiles()
+	main, err := os.ReadFile("testdata/tiles_fibers_main.cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = append(src, head...)
+	for _, f := range []string{"dense41.cu", "moe.cu", "mhc.cu", "csa41.cu"} {
+		src = append(src, cuFile(f)...)
+	}
+	runOnFibers(t, "tiles_fibers", string(append(src, main...)), "-O1")
+}

@@ -301,8 +301,31 @@ func csaBindCompress(b *Bind) error {
 		}
 	}
 	if partS >= 0 {
-		b.Launch("csa_fast_proj_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d * lanes })
-		b.Launch("csa_fast_proj_sum", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
+		// ratio 1, steps of at least projTileMin rows: tiles of rows × channels, the
+		// blocks staged in shared memory (csa_fast_proj_tile: the same values)
+		tiles := ratio == 1 && D%4 == 0 && tilesOn()
+		tiled := func(s *Step) bool { return tiles && s.T >= projTileMin }
+		b.Launch("csa_fast_proj_tile", func(s *Step, a *ArgBuf) int64 {
+			if !tiled(s) {
+				return 0
+			}
+			fill(s, a)
+			return ceilDiv(s.T, projTileRows) * ceilDiv(d, projTileChannels) * launchBlock
+		})
+		b.Launch("csa_fast_proj_part", func(s *Step, a *ArgBuf) int64 {
+			if tiled(s) {
+				return 0
+			}
+			fill(s, a)
+			return s.T * d * lanes
+		})
+		b.Launch("csa_fast_proj_sum", func(s *Step, a *ArgBuf) int64 {
+			if tiled(s) {
+				return 0
+			}
+			fill(s, a)
+			return s.T * d
+		})
 	} else {
 		b.Launch("csa_compress_proj", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
 	}
@@ -586,6 +609,15 @@ func csaBindAttention(b *Bind) error {
 }
 
 // csaHeadGroup is csa41.cu's CSA_HG: the heads one attention work item serves.
+// projTileRows and projTileChannels are the tile of csa41.cu's csa_fast_proj_tile
+// (CSA_PT, CSA_PC): a launch block a tile.
+const projTileRows, projTileChannels = 16, 64
+
+// projTileMin is the fewest rows a step has for the ratio-1 compressor's projections to
+// run on tiles (csa_fast_proj_tile; fewer run csa_fast_proj_part's blocks, which fill
+// the device with so few rows). A variable so that a test can choose either kernel.
+var projTileMin int64 = 8
+
 const csaHeadGroup = 16
 
 // csaFastKeys is csa41.cu's CSA_FK: the keys one csa_fast_logits work item scores (on the

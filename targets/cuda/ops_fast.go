@@ -125,6 +125,11 @@ func fastProduct(b *Bind, g fastGemm) {
 		f := s.Arg(g.w).Fmt
 		return m1pipe && (f == 2 || f == 3 || f == 5)
 	}
+	// (EnvM1Bounds=1: the same loop capped at 128 registers, fast_gemm_m1_fp8_b4)
+	m1name := "fast_gemm_m1_fp8"
+	if os.Getenv(EnvM1Bounds) == "1" {
+		m1name = "fast_gemm_m1_fp8_b4"
+	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
 		case M <= 8:
@@ -169,13 +174,13 @@ func fastProduct(b *Bind, g fastGemm) {
 		kernel string
 		rows   int64
 		f32    bool
-	}{{"fast_gemm_m1", 8, false}, {"fast_gemm_m1_fp8", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
+	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
 			}
-			if v.rows == 8 && !v.f32 && m1fp8(s) != (v.kernel == "fast_gemm_m1_fp8") {
+			if v.rows == 8 && !v.f32 && m1fp8(s) != (v.kernel == m1name) {
 				return 0
 			}
 			mtiles := fill(s, a)
@@ -201,6 +206,26 @@ const EnvXExact = "DEEPINFER_CUDA_XEXACT"
 
 // xExactOn reports whether products may leave out the lo mma of bf16 activations.
 func xExactOn() bool { return os.Getenv(EnvXExact) != "0" }
+
+// EnvM1Bounds set to 1 runs the one-tile FP8 products (fast_gemm_m1_fp8) on
+// fast_gemm_m1_fp8_b4, the same code capped at 128 registers a thread (four launch
+// blocks a multiprocessor instead of three; the same values); read when a program is
+// bound. Off by default until the H200 has timed it.
+const EnvM1Bounds = "DEEPINFER_CUDA_M1_BOUNDS"
+
+// EnvTiles set to 0 keeps V4.1's fast exact-order products on their per-lane kernels:
+// the router's and the mixes' MKL lanes in decode steps (moe_fast_gate41_part,
+// mhc_fast_mix41_part instead of moe_fast_gate41_tile, mhc_fast_mix41_tile) and the
+// ratio-1 compressor's gonum blocks (csa_fast_proj_part and csa_fast_proj_sum instead of
+// csa_fast_proj_tile) — the same values; a comparison in one run; read when a program
+// is bound.
+const EnvTiles = "DEEPINFER_CUDA_TILES"
+
+// tilesOn reports whether the exact-order products may run on their tile kernels.
+func tilesOn() bool { return os.Getenv(EnvTiles) != "0" }
+
+// ceilDiv is n / d rounded up (d > 0).
+func ceilDiv(n, d int64) int64 { return (n + d - 1) / d }
 
 // EnvBlockGemm set to 0 keeps products of more than 32 rows on fast_gemm_m4 instead of
 // fast_gemm_blk (the same values; a comparison of the two in one run; read when a

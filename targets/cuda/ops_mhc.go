@@ -289,6 +289,10 @@ const EnvGemvRows = "DEEPINFER_CUDA_GEMV_ROWS"
 // kernel fills the device.
 const mixRowsMax = 16
 
+// mixTileTokens and mixTileRows are the tile of mhc.cu's mhc_fast_mix41_tile
+// (MHC_TILE: GemvTile<1, 8, 2, 1>): a launch block a tile.
+const mixTileTokens, mixTileRows = 2, 8
+
 // gemvRowsMax is the step size up to which a staged-rows kernel runs: def, 0 when
 // EnvGemvRows is 0, or EnvGemvRows's number.
 func gemvRowsMax(def int64) int64 {
@@ -339,8 +343,19 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 		}
 		return fill(s, a) * (m + 1) * rowSpread
 	})
+	// larger decode steps run tiles of tokens × mix rows, then the cascade lanes in
+	// blocks of 4 tokens (mhc_fast_mix41_tile: the same values)
+	tiles := tilesOn()
+	tiled := func(s *Step) bool { return tiles && !oneRow(s) && s.T == max(s.NSeq, 1) }
+	b.Launch("mhc_fast_mix41_tile", func(s *Step, a *ArgBuf) int64 {
+		if longRows(s) || !tiled(s) {
+			return 0
+		}
+		T := fill(s, a)
+		return (ceilDiv(T, mixTileTokens)*ceilDiv(m, mixTileRows) + ceilDiv(32*T, launchBlock)) * launchBlock
+	})
 	b.Launch("mhc_fast_mix41_part", func(s *Step, a *ArgBuf) int64 {
-		if longRows(s) || oneRow(s) {
+		if longRows(s) || oneRow(s) || tiled(s) {
 			return 0
 		}
 		return fill(s, a) * per

@@ -99,8 +99,18 @@ func bindMoERoute(b *Bind) error {
 				}
 				return fill(s, a) * E * rowSpread
 			})
+			// decode steps of more tokens (one row a sequence) run tiles of tokens ×
+			// experts instead (moe_fast_gate41_tile: the same values)
+			tiles := tilesOn()
+			tiled := func(s *Step) bool { return tiles && !staged(s) && s.T == max(s.NSeq, 1) }
+			b.Launch("moe_fast_gate41_tile", func(s *Step, a *ArgBuf) int64 {
+				if longRows(s) || !tiled(s) {
+					return 0
+				}
+				return ceilDiv(fill(s, a), gateTileTokens) * ceilDiv(E, gateTileExperts) * launchBlock
+			})
 			b.Launch("moe_fast_gate41_part", func(s *Step, a *ArgBuf) int64 {
-				if longRows(s) || staged(s) {
+				if longRows(s) || staged(s) || tiled(s) {
 					return 0
 				}
 				return (fill(s, a) + moeGateTokens - 1) / moeGateTokens * E * 16
@@ -209,6 +219,10 @@ var mklSplitRows int64 = 128
 // lanes (moe_fast_gate41_part, 4 tokens a work item). Run 12 on the H200 measured the
 // four layers' router 0.52 → 0.48 ms at batch 1 and 1.01 → 13.2 ms at 64 staged.
 const gateRowsMax = 1
+
+// gateTileTokens and gateTileExperts are the tile of moe.cu's moe_fast_gate41_tile
+// (MOE_TILE: GemvTile<1, 8, 4, 4>): a launch block a tile.
+const gateTileTokens, gateTileExperts = 4, 32
 
 // moeGateTokens is moe.cu's MOE_GT: the tokens one moe_fast_gate41_part work item serves.
 const moeGateTokens = 4

@@ -316,6 +316,126 @@ KERNEL(csa_fast_proj_sum, csa_CompressArgs) {
   }
 }
 
+// csa_fast_proj_tile (ratio 1, the fast mode; D a multiple of 4): csa_compress_proj's
+// projections with a launch block a tile of CSA_PT tokens × CSA_PC channels: the rows'
+// 64-value blocks staged in shared memory one at a time (the next block's loads in
+// flight while the products run), each thread 2 tokens × 4 channels, each block's value
+// gonum's DotUnitary order (csa_gonum_dot: SUM and P_SUM vectors of 4 lanes, SUM +=
+// P_SUM, the 4-value and 1-value tails into SUM, two horizontal adds), the blocks added
+// in order from 0, then bf16 — csa_compress_proj's values bit for bit, the products
+// read from shared memory instead of 64-float strides of global memory.
+#define CSA_PT 16
+#define CSA_PC 64
+#define CSA_PS 68  // floats a staged row: a quarter warp's 8 channels on 8 bank groups
+// CSA_PROJ_ROUND: the projections' bf16 rounding (the fiber harness leaves it out, so
+// that its comparison sees every float32 bit of the sums)
+#ifndef CSA_PROJ_ROUND
+#define CSA_PROJ_ROUND q_bf16
+#endif
+KERNEL(csa_fast_proj_tile, csa_CompressArgs) {
+  const i64 nc = (a.d + CSA_PC - 1) / CSA_PC, blocks = (a.T + CSA_PT - 1) / CSA_PT * nc;
+#ifdef DI_EMULATE
+  (void)blocks;
+  for (i64 it = GIDX; it < a.T * a.d; it += GSTRIDE) {
+    const i64 t = it / a.d, c = it % a.d;
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    csa_BF16Row xb = {a.x + t * a.D};
+    WRow w = {a.wkv, c};
+    a.P[it] = q_bf16(csa_gonum_nt(xb, w, a.D, c * a.D, true));
+  }
+#else
+  (void)GSTRIDE;
+  __shared__ float4 sm4[(CSA_PT + CSA_PC) * CSA_PS / 4];
+  __shared__ const float* xr[CSA_PT];
+  float* sm = (float*)sm4;
+  const i64 b = GIDX / 128;
+  const int tid = (int)(GIDX % 128), cg = tid & 15, tg = tid >> 4;
+  if (b >= blocks) return;  // the whole block
+  const i64 t0 = b / nc * CSA_PT, c0 = b % nc * CSA_PC;
+  if (tid < CSA_PT) {
+    csa_View v;
+    xr[tid] = t0 + tid < a.T && csa_view_at(a.seqs, a.nseq, 0, t0 + tid, &v) ? a.x + (t0 + tid) * a.D : nullptr;
+  }
+  __syncthreads();
+  float tot[2][4];
+  UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) tot[u][q] = 0;
+  if (a.D % 4 != 0) {  // unaligned rows: gonum's leading values (not a shape V4.1 has)
+    UNROLL for (int u = 0; u < 2; u++) {
+      const float* p = xr[tg + 8 * u];
+      UNROLL for (int q = 0; q < 4; q++) {
+        const i64 c = c0 + cg + 16 * q;
+        if (!p || c >= a.d) continue;
+        csa_BF16Row xb = {p};
+        WRow w = {a.wkv, c};
+        tot[u][q] = csa_gonum_nt(xb, w, a.D, c * a.D, true);
+      }
+    }
+  } else {
+    const int R = CSA_PT + CSA_PC;
+    float pre[R / 2];  // position tid % 64 of rows 2i + tid / 64
+    auto load = [&](i64 kb) {
+      const i64 k = kb + tid % 64;
+      UNROLL for (int i = 0; i < R / 2; i++) {
+        const int r = 2 * i + tid / 64;
+        float v = 0;
+        if (k < a.D) {
+          if (r < CSA_PT) {
+            if (xr[r]) v = q_bf16(xr[r][k]);
+          } else if (c0 + r - CSA_PT < a.d) {
+            v = wval(a.wkv, c0 + r - CSA_PT, k);
+          }
+        }
+        pre[i] = v;
+      }
+    };
+    load(0);
+    for (i64 kb = 0; kb < a.D; kb += 64) {
+      __syncthreads();  // the last block's products are done with sm
+      UNROLL for (int i = 0; i < R / 2; i++) sm[(2 * i + tid / 64) * CSA_PS + tid % 64] = pre[i];
+      __syncthreads();
+      if (kb + 64 < a.D) load(kb + 64);
+      const int n = (int)imin(64, a.D - kb), full = n / 16, tail = n % 16;
+      float s[2][4][4], ps[2][4][4];
+      UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) UNROLL for (int l = 0; l < 4; l++)
+        s[u][q][l] = 0, ps[u][q][l] = 0;
+      // the products of 4 values at off into SUM (p = 0) or P_SUM (p = 1)
+      auto four = [&](int off, int p) {
+        float4 xv[2], wv[4];
+        UNROLL for (int u = 0; u < 2; u++) xv[u] = sm4[((tg + 8 * u) * CSA_PS + off) / 4];
+        UNROLL for (int q = 0; q < 4; q++) wv[q] = sm4[((CSA_PT + cg + 16 * q) * CSA_PS + off) / 4];
+        UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) {
+          float* acc = p ? ps[u][q] : s[u][q];
+          acc[0] += xv[u].x * wv[q].x;
+          acc[1] += xv[u].y * wv[q].y;
+          acc[2] += xv[u].z * wv[q].z;
+          acc[3] += xv[u].w * wv[q].w;
+        }
+      };
+      for (int gi = 0; gi < full; gi++) {
+        four(16 * gi, 0);
+        four(16 * gi + 4, 1);
+        four(16 * gi + 8, 0);
+        four(16 * gi + 12, 1);
+      }
+      if (full > 0)
+        UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) UNROLL for (int l = 0; l < 4; l++)
+          s[u][q][l] += ps[u][q][l];
+      for (int b4 = 0; b4 < tail / 4; b4++) four(16 * full + 4 * b4, 0);
+      for (int i = 16 * full + tail / 4 * 4; i < n; i++)
+        UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++)
+          s[u][q][0] += sm[(tg + 8 * u) * CSA_PS + i] * sm[(CSA_PT + cg + 16 * q) * CSA_PS + i];
+      UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++)
+        tot[u][q] += (s[u][q][0] + s[u][q][1]) + (s[u][q][2] + s[u][q][3]);
+    }
+  }
+  UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) {
+    const i64 t = t0 + tg + 8 * u, c = c0 + cg + 16 * q;
+    if (xr[tg + 8 * u] && c < a.d) a.P[t * a.d + c] = CSA_PROJ_ROUND(tot[u][q]);
+  }
+#endif
+}
+
 // csa_group_row is channel c of the kv projection and gate of position q of the group
 // closing at row v.row+i: from this step's rows, or the open group kept in the state.
 DEV void csa_group_row(const csa_CompressArgs& a, const csa_View& v, i64 q, i64 c, float* kv, float* gate) {

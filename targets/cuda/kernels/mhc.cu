@@ -480,26 +480,80 @@ struct mhc_FastMix41Args {
   const float* x; Weight fn; float* part; float* mix; float* rs; i64 T; i64 m; i64 K; double norm_eps;
   const SeqRec* seqs; i64 nseq; i64 keep;
 };
-KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
-  const i64 per = a.m * 16 + 32;
-  for (i64 i = GIDX; i < a.T * per; i += GSTRIDE) {
-    i64 t = i / per, j = i % per;
-    FRow x;
-    x.p = a.x + t * a.K;
-    if (j >= a.m * 16) {
-      mhc_Sq sq;
-      sq.p = x.p;
-      i64 c = j - a.m * 16;
-      a.part[i] = cascade_lane(sq, a.K, (int)(c / 8), (int)(c % 8));
-      continue;
-    }
-    i64 first, rows;
-    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
-    WRow w;
-    w.w = a.fn;
-    w.r = j / 16;
-    a.part[i] = mkl_lane(x, w, rows, a.K, a.m, (int)(j % 16));
+DEVM void mhc_mix41_part_item(const mhc_FastMix41Args& a, i64 i) {
+  const i64 per = a.m * 16 + 32, t = i / per, j = i % per;
+  FRow x;
+  x.p = a.x + t * a.K;
+  if (j >= a.m * 16) {
+    mhc_Sq sq;
+    sq.p = x.p;
+    i64 c = j - a.m * 16;
+    a.part[i] = cascade_lane(sq, a.K, (int)(c / 8), (int)(c % 8));
+    return;
   }
+  i64 first, rows;
+  mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
+  WRow w;
+  w.w = a.fn;
+  w.r = j / 16;
+  a.part[i] = mkl_lane(x, w, rows, a.K, a.m, (int)(j % 16));
+}
+KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
+  for (i64 i = GIDX; i < a.T * (a.m * 16 + 32); i += GSTRIDE) mhc_mix41_part_item(a, i);
+}
+
+// mhc_fast_mix41_tile (V4.1, decode steps of many tokens: one row a sequence, MKL's GEMV
+// order): mhc_fast_mix41_part's lanes with a launch block a tile of MHC_TT tokens ×
+// MHC_TN mix rows (numerics.h gemv_tile: the rows staged in shared memory; the same
+// fused multiply-adds in the same order), then blocks of 128 of the tokens' cascade
+// lanes (4 tokens a block). A token in another order takes mkl_lane on the block's
+// threads.
+#define MHC_TILE 1, 8, 2, 1
+KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) {
+  typedef GemvTile<MHC_TILE> G;
+  const i64 per = a.m * 16 + 32, nr = (a.m + G::TN - 1) / G::TN, tiles = (a.T + G::TT - 1) / G::TT * nr;
+#ifdef DI_EMULATE
+  (void)tiles;
+  for (i64 i = GIDX; i < a.T * per; i += GSTRIDE) mhc_mix41_part_item(a, i);
+#else
+  (void)GSTRIDE;
+  __shared__ float sm[G::SMEM];
+  __shared__ const float* xr[G::TT];
+  __shared__ int other[G::TT];
+  const i64 b = GIDX / 128;
+  const int tid = (int)(GIDX % 128), L = tid & 15;
+  if (b >= tiles) {  // the cascade lanes: a work item a (token, lane)
+    const i64 i = (b - tiles) * 128 + tid, t = i / 32;
+    if (t < a.T) mhc_mix41_part_item(a, t * per + a.m * 16 + i % 32);
+    return;
+  }
+  const i64 t0 = b / nr * G::TT, r0 = b % nr * G::TN;
+  if (tid < G::TT) {
+    i64 first = 0, rows = 0;
+    const bool ok = t0 + tid < a.T;
+    if (ok) mhc_view(a.seqs, a.nseq, a.keep, t0 + tid, &first, &rows);
+    const bool gemv = ok && mkl_order(rows, a.K, a.m) == ORDER_GEMV;
+    xr[tid] = gemv ? a.x + (t0 + tid) * a.K : nullptr;
+    other[tid] = ok && !gemv;
+  }
+  __syncthreads();
+  float acc[G::NUT][G::NUN];
+  gemv_tile<MHC_TILE>(xr, a.fn, r0, a.m, a.K, sm, acc);
+  UNROLL for (int u = 0; u < G::NUT; u++) {
+    const int row = G::xrow(tid, u);
+    UNROLL for (int q = 0; q < G::NUN; q++) {
+      const i64 r = r0 + G::wrow(tid, q);
+      if (xr[row] && r < a.m) a.part[(t0 + row) * per + r * 16 + L] = acc[u][q];
+    }
+  }
+  for (int u = 0; u < G::TT; u++) {
+    if (!other[u]) continue;
+    for (int i = tid; i < G::TN * 16; i += 128) {
+      const i64 t = t0 + u, r = r0 + i / 16;
+      if (r < a.m) mhc_mix41_part_item(a, t * per + r * 16 + i % 16);
+    }
+  }
+#endif
 }
 
 // mhc_fast_mix41_rows (V4.1, steps whose sequences have one row each: MKL's GEMV order):

@@ -290,6 +290,66 @@ KERNEL(moe_fast_gate41_part, MoERoute41Args) {
       if (ok[u]) a.part[((t0 + u) * a.E + e) * 16 + L] = v[u];
   }
 }
+// moe_fast_gate41_tile: moe_fast_gate41_part's lanes for decode steps of several tokens
+// (one row a sequence: MKL's GEMV order), a launch block a tile of MOE_TT tokens × MOE_TN
+// experts (numerics.h gemv_tile: the rows staged in shared memory, a value loaded once
+// for 4 tokens or 4 experts; the same fused multiply-adds in the same order). A token in
+// another order, should a step hold one, takes mkl_lane on the block's threads.
+#define MOE_TILE 1, 8, 4, 4
+KERNEL(moe_fast_gate41_tile, MoERoute41Args) {
+  typedef GemvTile<MOE_TILE> G;
+  const i64 ne = (a.E + G::TN - 1) / G::TN, blocks = (a.T + G::TT - 1) / G::TT * ne;
+#ifdef DI_EMULATE
+  (void)blocks;
+  for (i64 i = GIDX; i < a.T * a.E * 16; i += GSTRIDE) {
+    const int L = (int)(i % 16);
+    const i64 t = i / 16 / a.E, e = i / 16 % a.E;
+    i64 first, rows;
+    FRow x;
+    WRow w;
+    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows)) a.part[i] = mkl_lane(x, w, rows, a.D, a.E, L);
+  }
+#else
+  (void)GSTRIDE;
+  __shared__ float sm[G::SMEM];
+  __shared__ const float* xr[G::TT];
+  __shared__ int other[G::TT];
+  const i64 b = GIDX / 128;
+  const int tid = (int)(GIDX % 128), L = tid & 15;
+  if (b >= blocks) return;  // the whole block
+  const i64 t0 = b / ne * G::TT, e0 = b % ne * G::TN;
+  if (tid < G::TT) {
+    i64 first, rows;
+    FRow x;
+    WRow w;
+    const bool ok = t0 + tid < a.T && moe_gate41_at(a, t0 + tid, e0, &x, &w, &first, &rows);
+    const bool gemv = ok && mkl_order(rows, a.D, a.E) == ORDER_GEMV;
+    xr[tid] = gemv ? x.p : nullptr;
+    other[tid] = ok && !gemv;
+  }
+  __syncthreads();
+  float acc[G::NUT][G::NUN];
+  gemv_tile<MOE_TILE>(xr, a.gate, e0, a.E, a.D, sm, acc);
+  UNROLL for (int u = 0; u < G::NUT; u++) {
+    const int row = G::xrow(tid, u);
+    UNROLL for (int q = 0; q < G::NUN; q++) {
+      const i64 e = e0 + G::wrow(tid, q);
+      if (xr[row] && e < a.E) a.part[((t0 + row) * a.E + e) * 16 + L] = acc[u][q];
+    }
+  }
+  for (int u = 0; u < G::TT; u++) {
+    if (!other[u]) continue;
+    for (int i = tid; i < G::TN * 16; i += 128) {
+      const i64 t = t0 + u, e = e0 + i / 16;
+      i64 first, rows;
+      FRow x;
+      WRow w;
+      if (e < a.E && moe_gate41_at(a, t, e, &x, &w, &first, &rows))
+        a.part[(t * a.E + e) * 16 + i % 16] = mkl_lane(x, w, rows, a.D, a.E, i % 16);
+    }
+  }
+#endif
+}
 // moe_fast_gate41_rows: moe_fast_gate41_part's lanes for steps of few tokens, one row a
 // sequence (MKL's GEMV order), with a launch block a (token, expert) that stages the
 // token's row and the expert's gate row in shared memory (numerics.h gemv_lane_staged:

@@ -422,6 +422,90 @@ DEVM bool gemv_staged_ok(const Weight& w, i64 r, const float* xp, i64 m, i64 K, 
   const float* wr = (const float*)w.p + r * w.cols;
   return mkl_order(m, K, N) == ORDER_GEMV && w.fmt == 0 && !((u64)wr & 15) && !((u64)xp & 15);
 }
+
+#endif
+
+// GemvTile<GT, GN, UT, UN> is the shape of gemv_tile: a launch block of 128 threads, 16
+// lanes × 8 groups (GT × GN); group g holds the chains of UT x rows (tile rows
+// (g / GN)·UT + u) against UN weight rows ((g % GN)·UN + q), so a tile is TT = GT·UT rows
+// of x by TN = GN·UN weight rows. The rows are staged in shared memory C = 16·J
+// positions at a time, a row every S floats: S puts a warp's two groups (the same x rows,
+// weight rows UN apart) on different banks.
+template <int GT, int GN, int UT, int UN>
+struct GemvTile {
+  static_assert(GT * GN == 8, "8 groups of 16 lanes");
+  static_assert(GN % 2 == 0, "a warp's two groups share their x rows");
+  static constexpr int TT = GT * UT, TN = GN * UN, J = 8, C = 16 * J, ROWS = TT + TN;
+  static constexpr int NGN = GN, NUT = UT, NUN = UN;
+  static_assert(C == 128, "a thread loads one position of every row a chunk");
+  // xrow and wrow: the tile rows of chain acc[u][q] of thread tid
+  static DEVM int xrow(int tid, int u) { return (tid >> 4) / GN * UT + u; }
+  static DEVM int wrow(int tid, int q) { return (tid >> 4) % GN * UN + q; }
+  static constexpr int pad() {
+    int p = 0;
+    while ((UN * (C + p)) % 32 != 16) p++;
+    return p;
+  }
+  static constexpr int S = C + pad();
+  static constexpr int SMEM = ROWS * S;
+};
+
+#ifndef DI_EMULATE
+// gemv_tile runs the 16 lanes of MKL's GEMV order (mkl_lane's ORDER_GEMV: x(0)·w(0) on
+// lane 0, then the fused multiply-adds of k = 1 + L + 16j, j = 0 .. (K−1)/16 − 1, in that
+// order) of a tile: x rows xr[0 .. TT) (shared; null: a row not computed, its chains
+// left at 0) against weight rows n0 .. n0 + TN of w (rows at or past N read as 0).
+// Thread tid is lane tid % 16 of group tid / 16; acc[u][q] is its chain of x row
+// (g / GN)·UT + u against weight row n0 + (g % GN)·UN + q, each the value mkl_lane
+// gives. Every thread of the block calls it. Each chunk's values are loaded (coalesced:
+// thread tid loads position tid of every row) while the chains of the previous chunk
+// run; a value in shared memory serves UN or UT chains.
+template <int GT, int GN, int UT, int UN>
+DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 K, float* sm, float (&acc)[UT][UN]) {
+  typedef GemvTile<GT, GN, UT, UN> G;
+  const int tid = (int)threadIdx.x, L = tid & 15, g = tid >> 4, tg = g / GN, ng = g % GN;
+  const i64 nchain = K > 1 ? (K - 1) / 16 : 0, chunks = (nchain + G::J - 1) / G::J;
+  UNROLL_BY(4) for (int u = 0; u < UT; u++) {
+    const float* p = xr[tg * UT + u];
+    UNROLL_BY(8) for (int q = 0; q < UN; q++) {
+      const i64 n = n0 + ng * UN + q;
+      acc[u][q] = L == 0 && p && n < N ? p[0] * wval(w, n, 0) : 0.0f;
+    }
+  }
+  float pre[G::ROWS];
+  auto load = [&](i64 c) {
+    const i64 k = 1 + c * G::C + tid;
+    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++) {
+      float v = 0;
+      if (k < K) {
+        if (r < G::TT) {
+          const float* p = xr[r];
+          if (p) v = p[k];
+        } else if (n0 + r - G::TT < N) {
+          v = wval(w, n0 + r - G::TT, k);
+        }
+      }
+      pre[r] = v;
+    }
+  };
+  if (chunks > 0) load(0);
+  for (i64 c = 0; c < chunks; c++) {
+    __syncthreads();  // the last chunk's chains are done with sm
+    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++) sm[r * G::S + tid] = pre[r];
+    __syncthreads();
+    if (c + 1 < chunks) load(c + 1);
+    const int jn = (int)imin(G::J, nchain - c * G::J);
+    UNROLL_BY(8) for (int j = 0; j < G::J; j++) {
+      if (j >= jn) break;
+      const int kk = L + 16 * j;
+      float xv[UT], wv[UN];
+      UNROLL_BY(4) for (int u = 0; u < UT; u++) xv[u] = sm[(tg * UT + u) * G::S + kk];
+      UNROLL_BY(8) for (int q = 0; q < UN; q++) wv[q] = sm[(G::TT + ng * UN + q) * G::S + kk];
+      UNROLL_BY(4) for (int u = 0; u < UT; u++)
+        UNROLL_BY(8) for (int q = 0; q < UN; q++) acc[u][q] = fma32(xv[u], wv[q], acc[u][q]);
+    }
+  }
+}
 #endif
 
 // mkl_fold is mkl_dot(x, w, m, r, K, N) from its 16 lanes.

@@ -1,0 +1,194 @@
+// tiles_fibers_main.cc: TestTilesDeviceCodeOnHostFibers' cases (follows fp4_fibers.h,
+// the headers, dense41.cu, moe.cu, mhc.cu and csa41.cu's device branches): V4.1's
+// exact-order tile kernels on host fibers — moe_fast_gate41_tile and
+// mhc_fast_mix41_tile against mkl_lane / the per-lane items, csa_fast_proj_tile against
+// csa_gonum_nt (the sums before their bf16 rounding) — every output bit for bit, and the outputs a kernel must not write left
+// as they were.
+#include <random>
+#include <vector>
+
+struct WeightData {
+  std::vector<float> f;
+  std::vector<unsigned short> h;
+  std::vector<unsigned char> c, s;
+  Weight w;
+};
+
+static unsigned short to_bf16(float f) { return (unsigned short)(__float_as_uint(q_bf16(f)) >> 16); }
+
+// make_weight: rows × cols values in format fmt (0 float32, 1 bf16, 2 FP8 with a scale a
+// 32 × 32 block).
+static void make_weight(WeightData& d, long rows, long cols, int fmt, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  d.w.fmt = fmt, d.w.cols = cols, d.w.s = nullptr;
+  long n = rows * cols;
+  if (fmt == 0) {
+    d.f.resize(n);
+    for (auto& v : d.f) v = nd(rng);
+    d.w.p = d.f.data();
+  } else if (fmt == 1) {
+    d.h.resize(n);
+    for (auto& v : d.h) v = to_bf16(nd(rng));
+    d.w.p = d.h.data();
+  } else {
+    d.c.resize(n);
+    for (auto& v : d.c) {
+      v = (unsigned char)(rng() % 256);
+      if ((v & 0x7f) == 0x7f) v = 0;  // no NaN codes: a NaN row would hide every order
+    }
+    long sc = (cols + 31) / 32;
+    d.s.resize(((rows + 31) / 32) * sc);
+    for (auto& v : d.s) v = (unsigned char)(118 + rng() % 8);
+    d.w.p = d.c.data(), d.w.s = d.s.data();
+  }
+}
+
+// fill_x: activations with the values that test a chain's rounding: normals, zeros of
+// both signs, and magnitudes far apart.
+static void fill_x(std::vector<float>& x, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) {
+    switch (rng() % 16) {
+      case 0: v = 0.0f; break;
+      case 1: v = -0.0f; break;
+      case 2: v = nd(rng) * 4096.0f; break;
+      case 3: v = nd(rng) / 4096.0f; break;
+      default: v = nd(rng);
+    }
+  }
+}
+
+// decode_seqs: T one-row sequences, except rows [multi, multi + 3) one three-row
+// sequence when multi ≥ 0 (another order than the tile's), and row skip in no sequence
+// when skip ≥ 0.
+static std::vector<SeqRec> decode_seqs(long T, long multi, long skip) {
+  std::vector<SeqRec> s;
+  for (long t = 0; t < T; t++) {
+    if (t == skip) continue;
+    if (t == multi && t + 3 <= T && (skip < t || skip >= t + 3)) {
+      s.push_back(SeqRec{t, 3, 10, 0, 0});
+      t += 2;
+      continue;
+    }
+    s.push_back(SeqRec{t, 1, 100 + t, 0, SEQ_DECODE});
+  }
+  return s;
+}
+
+static long compare(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
+  long diff = 0;
+  for (size_t i = 0; i < got.size(); i++)
+    if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
+      if (diff < 3) fprintf(stderr, "%s: [%zu] %a, want %a\n", what, i, got[i], want[i]);
+      diff++;
+    }
+  return diff;
+}
+
+static const float kUnset = -12345.0f;
+
+static int gate_case(long T, long E, long D, int fmt, long multi, long skip, unsigned seed) {
+  std::mt19937 rng(seed);
+  WeightData w;
+  make_weight(w, E, D, fmt, rng);
+  std::vector<float> x(T * D);
+  fill_x(x, rng);
+  std::vector<SeqRec> seqs = decode_seqs(T, multi, skip);
+  std::vector<float> got(T * E * 16, kUnset), want(T * E * 16, kUnset);
+  MoERoute41Args a{};
+  a.x = x.data(), a.gate = w.w, a.T = T, a.E = E, a.D = D, a.seqs = seqs.data(), a.nseq = (long)seqs.size();
+  a.part = want.data();
+  for (long t = 0; t < T; t++)
+    for (long e = 0; e < E; e++) {
+      i64 first, rows;
+      FRow xr;
+      WRow wr;
+      if (moe_gate41_at(a, t, e, &xr, &wr, &first, &rows))
+        for (int L = 0; L < 16; L++) want[(t * E + e) * 16 + L] = mkl_lane(xr, wr, rows, D, E, L);
+    }
+  a.part = got.data();
+  long before = g_errors;
+  fibers_launch(moe_fast_gate41_tile, a, (T + 3) / 4 * ((E + 31) / 32));
+  long diff = compare("gate", got, want);
+  printf("gate T %ld E %ld D %ld fmt %d multi %ld skip %ld: %ld lanes differ, errors %ld\n", T, E, D, fmt, multi, skip,
+         diff, g_errors - before);
+  return diff == 0 && g_errors == before ? 0 : 1;
+}
+
+static int mix_case(long T, long m, long K, int fmt, long multi, unsigned seed) {
+  std::mt19937 rng(seed);
+  WeightData w;
+  make_weight(w, m, K, fmt, rng);
+  std::vector<float> x(T * K);
+  fill_x(x, rng);
+  std::vector<SeqRec> seqs = decode_seqs(T, multi, -1);
+  const long per = m * 16 + 32;
+  std::vector<float> got(T * per, kUnset), want(T * per, kUnset);
+  mhc_FastMix41Args a{};
+  a.x = x.data(), a.fn = w.w, a.T = T, a.m = m, a.K = K, a.seqs = seqs.data(), a.nseq = (long)seqs.size();
+  a.part = want.data();
+  for (long i = 0; i < T * per; i++) mhc_mix41_part_item(a, i);
+  a.part = got.data();
+  long before = g_errors;
+  long tiles = (T + 1) / 2 * ((m + 7) / 8), lanes = (32 * T + 127) / 128;
+  fibers_launch(mhc_fast_mix41_tile, a, tiles + lanes);
+  long diff = compare("mix", got, want);
+  printf("mix T %ld m %ld K %ld fmt %d multi %ld: %ld lanes differ, errors %ld\n", T, m, K, fmt, multi, diff,
+         g_errors - before);
+  return diff == 0 && g_errors == before ? 0 : 1;
+}
+
+static int proj_case(long T, long d, long D, int fmt, long skip, unsigned seed) {
+  std::mt19937 rng(seed);
+  WeightData w;
+  make_weight(w, d, D, fmt, rng);
+  std::vector<float> x(T * D);
+  fill_x(x, rng);
+  std::vector<SeqRec> seqs = decode_seqs(T, -1, skip);
+  std::vector<float> got(T * d, kUnset), want(T * d, kUnset);
+  csa_CompressArgs a{};
+  a.x = x.data(), a.wkv = w.w, a.T = T, a.D = D, a.d = d, a.ratio = 1, a.seqs = seqs.data(), a.nseq = (long)seqs.size();
+  for (long t = 0; t < T; t++) {
+    csa_View v;
+    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
+    for (long c = 0; c < d; c++) {
+      csa_BF16Row xb = {x.data() + t * D};
+      WRow wr = {w.w, c};
+      want[t * d + c] = CSA_PROJ_ROUND(csa_gonum_nt(xb, wr, D, c * D, true));
+    }
+  }
+  a.P = got.data();
+  long before = g_errors;
+  fibers_launch(csa_fast_proj_tile, a, (T + 15) / 16 * ((d + 63) / 64));
+  long diff = compare("proj", got, want);
+  printf("proj T %ld d %ld D %ld fmt %d skip %ld: %ld values differ, errors %ld\n", T, d, D, fmt, skip, diff,
+         g_errors - before);
+  return diff == 0 && g_errors == before ? 0 : 1;
+}
+
+int main() {
+  int bad = 0;
+  unsigned seed = 1;
+  // the router: tokens past the tile, experts past 32, chains of every tail
+  bad += gate_case(1, 8, 17, 0, -1, -1, seed++);
+  bad += gate_case(5, 40, 160, 1, -1, -1, seed++);
+  bad += gate_case(9, 64, 1000, 2, -1, -1, seed++);
+  bad += gate_case(8, 33, 129, 0, 2, -1, seed++);   // a three-row sequence: another order
+  bad += gate_case(7, 37, 300, 1, -1, 4, seed++);   // a row in no sequence
+  bad += gate_case(4, 6, 64, 0, -1, -1, seed++);    // fewer than 8 experts: not the GEMV order
+  bad += gate_case(6, 96, 5120, 1, -1, -1, seed++); // V4.1's row length
+  // the mixes: 24 rows of 4·D, the cascade lanes
+  bad += mix_case(3, 24, 640, 0, -1, seed++);
+  bad += mix_case(5, 24, 1000, 0, -1, seed++);
+  bad += mix_case(6, 24, 1024, 1, 1, seed++);       // a three-row sequence
+  bad += mix_case(2, 9, 20480, 0, -1, seed++);      // V4.1's mix width, mix rows past a tile
+  // the compressor's projections: blocks of 64 with every tail, rows past a tile
+  bad += proj_case(1, 1, 64, 0, -1, seed++);
+  bad += proj_case(17, 65, 100, 1, -1, seed++);
+  bad += proj_case(16, 64, 132, 2, 3, seed++);
+  bad += proj_case(9, 70, 76, 0, -1, seed++);
+  bad += proj_case(5, 30, 30, 1, -1, seed++);       // D not a multiple of 4
+  bad += proj_case(20, 130, 5120, 2, 7, seed++);    // V4.1's row length
+  printf(bad ? "FAIL\n" : "PASS\n");
+  return bad != 0;
+}

@@ -1,0 +1,121 @@
+package cuda_test
+
+import (
+	"testing"
+
+	"deepinfer/plan"
+	"deepinfer/targets"
+	"deepinfer/targets/cuda"
+)
+
+// batchDecode runs B sequences on one fast-mode runtime: a prefill step of every
+// sequence's first tokens (a different count each, so rows are not in lockstep), then
+// steps decode steps of B one-row sequences; it returns every step's logits rows and,
+// on the emulated device, the kernels' launch counts.
+func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) ([][]float32, map[string]int) {
+	t.Helper()
+	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFast, MaxTokens: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := r.(*cuda.Runtime)
+	defer rt.Close()
+	V := p.Model.Vocab
+	states := make([]targets.State, B)
+	pos := make([]int, B)
+	next := make([]int32, B)
+	in := targets.StepIn{Phase: plan.PhasePrefill}
+	for b := range states {
+		if states[b], err = rt.NewState(); err != nil {
+			t.Fatal(err)
+		}
+		n := 2 + b%5
+		in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: n})
+		for i := 0; i < n; i++ {
+			in.Tokens = append(in.Tokens, int32((b*131+i*977+13)%V))
+		}
+		in.Rows = append(in.Rows, int32(len(in.Tokens)-1))
+		in.Sample = append(in.Sample, 0, 0, 0, 0)
+		in.Want = append(in.Want, true)
+		pos[b] = n
+	}
+	var logits [][]float32
+	for step := 0; step <= steps; step++ {
+		var o targets.StepOut
+		if err := rt.Step(&in, &o); err != nil {
+			t.Fatal(err)
+		}
+		logits = append(logits, o.Logits...)
+		copy(next, o.Tokens)
+		in = targets.StepIn{Phase: plan.PhaseDecode, Tokens: append([]int32(nil), next...)}
+		for b := range states {
+			in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: 1, Pos: pos[b]})
+			in.Rows = append(in.Rows, int32(b))
+			in.Sample = append(in.Sample, 0, 0, 0, 0)
+			in.Want = append(in.Want, true)
+			pos[b]++
+		}
+	}
+	if *device == "gpu" {
+		return logits, nil
+	}
+	return logits, cuda.KernelRuns(rt)
+}
+
+// TestFastTilesMatchLanes: V4.1's exact-order products on their tile kernels
+// (moe_fast_gate41_tile and mhc_fast_mix41_tile in decode steps of 20 one-row sequences,
+// csa_fast_proj_tile in steps of at least 8 rows) give the per-lane kernels' logits bit
+// for bit (DEEPINFER_CUDA_TILES=0), a 20-sequence prefill step and three decode steps
+// compared row by row; on the emulated device the launch counts show which kernels
+// each run took. TestTilesDeviceCodeOnHostFibers checks the tiles' device code itself.
+func TestFastTilesMatchLanes(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{
+		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			t.Setenv(cuda.EnvTiles, "0")
+			a, ka := batchDecode(t, p, ws, 20, 3)
+			t.Setenv(cuda.EnvTiles, "")
+			b, kb := batchDecode(t, p, ws, 20, 3)
+			if len(a) != 80 || len(b) != 80 {
+				t.Fatalf("%d and %d logits rows, want 80", len(a), len(b))
+			}
+			sameLogits(t, a, b, "on the lane kernels ("+cuda.EnvTiles+"=0)", "on the tiles")
+			if ka == nil {
+				return
+			}
+			for _, k := range []string{"moe_fast_gate41_tile", "mhc_fast_mix41_tile", "csa_fast_proj_tile"} {
+				if ka[k] != 0 || kb[k] == 0 {
+					t.Errorf("%s ran %d times with %s=0 and %d times without; want 0 and some", k, ka[k], cuda.EnvTiles, kb[k])
+				}
+			}
+			// the lane kernels the tiles replace: decode steps' router and mixes, every
+			// step's ratio-1 projections (ratio 2's stay on csa_fast_proj_part)
+			for _, k := range []string{"moe_fast_gate41_part", "mhc_fast_mix41_part", "csa_fast_proj_part"} {
+				if ka[k] == 0 || kb[k] >= ka[k] {
+					t.Errorf("%s ran %d times with %s=0 and %d times without; want fewer with the tiles", k, ka[k], cuda.EnvTiles, kb[k])
+				}
+			}
+			t.Logf("launches (lanes → tiles): router %d → %d, mixes %d → %d, projections %d → %d (ratio 2's stay on lanes)",
+				ka["moe_fast_gate41_part"], kb["moe_fast_gate41_tile"], ka["mhc_fast_mix41_part"], kb["mhc_fast_mix41_tile"],
+				ka["csa_fast_proj_part"], kb["csa_fast_proj_tile"])
+		})
+	}
+}
+
+// TestM1BoundsSameValues: the one-tile FP8 products capped at 128 registers
+// (fast_gemm_m1_fp8_b4, DEEPINFER_CUDA_M1_BOUNDS=1) give fast_gemm_m1_fp8's logits bit for
+// bit on the V4-Flash-format model (FP8 128-blocks): a prefill and two decode steps; on
+// the emulated device the launch counts show which kernel each run took.
+func TestM1BoundsSameValues(t *testing.T) {
+	p, ws := cuda.CompileDir(t, quantizedV4(t))
+	a, ka := prefillAndDecode(t, p, ws, 8)
+	t.Setenv(cuda.EnvM1Bounds, "1")
+	b, kb := prefillAndDecode(t, p, ws, 8)
+	sameLogits(t, a, b, "uncapped", "capped at 128 registers ("+cuda.EnvM1Bounds+"=1)")
+	if ka != nil && (ka["fast_gemm_m1_fp8"] == 0 || ka["fast_gemm_m1_fp8_b4"] != 0 || kb["fast_gemm_m1_fp8_b4"] != ka["fast_gemm_m1_fp8"] || kb["fast_gemm_m1_fp8"] != 0) {
+		t.Errorf("fast_gemm_m1_fp8 / _b4 ran %d / %d times by default and %d / %d capped; want the same count on the other kernel",
+			ka["fast_gemm_m1_fp8"], ka["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8"], kb["fast_gemm_m1_fp8_b4"])
+	}
+}
