@@ -131,8 +131,10 @@ func TestFastV41LongStepsExactKernels(t *testing.T) {
 				t.Errorf("%s ran %d times for the long prefill, %d times with the lane kernels forced; want > 0 and 0", k, ka[k], kb[k])
 			}
 		}
-		// the decode steps run the lanes or, one token a step, the staged rows
-		lanes := func(k map[string]int) int { return k["moe_fast_gate41_part"] + k["moe_fast_gate41_rows"] }
+		// the decode steps run the lanes, the staged rows or the tiles
+		lanes := func(k map[string]int) int {
+			return k["moe_fast_gate41_part"] + k["moe_fast_gate41_rows"] + k["moe_fast_gate41_tile"] + k["moe_fast_gate41_tile1"]
+		}
 		if lanes(ka) == 0 || kb["moe_fast_gate41_part"] <= ka["moe_fast_gate41_part"] {
 			t.Errorf("the router's lane kernels ran %d times with the long prefill (decode steps), moe_fast_gate41_part %d times forced and %d not",
 				lanes(ka), kb["moe_fast_gate41_part"], ka["moe_fast_gate41_part"])

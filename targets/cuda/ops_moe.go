@@ -93,21 +93,28 @@ func bindMoERoute(b *Bind) error {
 			// values)
 			stageOK := os.Getenv(EnvGemvRows) != "0"
 			staged := func(s *Step) bool { return stageOK && s.T <= gateRowsMax && s.T == max(s.NSeq, 1) }
-			b.Launch("moe_fast_gate41_rows", func(s *Step, a *ArgBuf) int64 {
-				if longRows(s) || !staged(s) {
+			// decode steps (one row a sequence) run tiles of tokens × experts instead:
+			// moe_fast_gate41_tile1 up to gateTile1Max tokens, moe_fast_gate41_tile past
+			// them (the same values)
+			tiles := tilesOn()
+			tiled := func(s *Step) bool { return tiles && s.T == max(s.NSeq, 1) }
+			b.Launch("moe_fast_gate41_tile1", func(s *Step, a *ArgBuf) int64 {
+				if longRows(s) || !tiled(s) || s.T > gateTile1Max {
 					return 0
 				}
-				return fill(s, a) * E * rowSpread
+				return fill(s, a) * ceilDiv(E, gateTile1Experts) * launchBlock
 			})
-			// decode steps of more tokens (one row a sequence) run tiles of tokens ×
-			// experts instead (moe_fast_gate41_tile: the same values)
-			tiles := tilesOn()
-			tiled := func(s *Step) bool { return tiles && !staged(s) && s.T == max(s.NSeq, 1) }
 			b.Launch("moe_fast_gate41_tile", func(s *Step, a *ArgBuf) int64 {
-				if longRows(s) || !tiled(s) {
+				if longRows(s) || !tiled(s) || s.T <= gateTile1Max {
 					return 0
 				}
 				return ceilDiv(fill(s, a), gateTileTokens) * ceilDiv(E, gateTileExperts) * launchBlock
+			})
+			b.Launch("moe_fast_gate41_rows", func(s *Step, a *ArgBuf) int64 {
+				if longRows(s) || !staged(s) || tiled(s) {
+					return 0
+				}
+				return fill(s, a) * E * rowSpread
 			})
 			b.Launch("moe_fast_gate41_part", func(s *Step, a *ArgBuf) int64 {
 				if longRows(s) || staged(s) || tiled(s) {
@@ -221,8 +228,13 @@ var mklSplitRows int64 = 128
 const gateRowsMax = 1
 
 // gateTileTokens and gateTileExperts are the tile of moe.cu's moe_fast_gate41_tile
-// (MOE_TILE: GemvTile<1, 8, 4, 4>): a launch block a tile.
-const gateTileTokens, gateTileExperts = 4, 32
+// (GemvTile<1, 8, 4, 4>), gateTile1Experts moe_fast_gate41_tile1's (1 token × 8
+// experts, GemvTile<1, 8, 1, 1, 32>): a launch block a tile. Decode steps of up to
+// gateTile1Max tokens run the latter.
+const (
+	gateTileTokens, gateTileExperts = 4, 32
+	gateTile1Experts, gateTile1Max  = 8, 3
+)
 
 // moeGateTokens is moe.cu's MOE_GT: the tokens one moe_fast_gate41_part work item serves.
 const moeGateTokens = 4

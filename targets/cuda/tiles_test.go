@@ -64,10 +64,11 @@ func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) 
 
 // TestFastTilesMatchLanes: V4.1's exact-order products on their tile kernels
 // (moe_fast_gate41_tile and mhc_fast_mix41_tile in decode steps of 20 one-row sequences,
-// csa_fast_proj_tile in steps of at least 8 rows) give the per-lane kernels' logits bit
-// for bit (DEEPINFER_CUDA_TILES=0), a 20-sequence prefill step and three decode steps
-// compared row by row; on the emulated device the launch counts show which kernels
-// each run took. TestTilesDeviceCodeOnHostFibers checks the tiles' device code itself.
+// moe_fast_gate41_tile1 in one sequence's decode steps, csa_fast_proj_tile in steps of
+// at least 8 rows) give the per-lane kernels' logits bit for bit
+// (DEEPINFER_CUDA_TILES=0): a 20-sequence prefill step and three decode steps, and a
+// 9-token prompt's prefill and two decode steps, compared row by row; on the emulated
+// device the launch counts show which kernels each run took. TestTilesDeviceCodeOnHostFibers checks the tiles' device code itself.
 func TestFastTilesMatchLanes(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{
 		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
@@ -96,6 +97,18 @@ func TestFastTilesMatchLanes(t *testing.T) {
 				if ka[k] == 0 || kb[k] >= ka[k] {
 					t.Errorf("%s ran %d times with %s=0 and %d times without; want fewer with the tiles", k, ka[k], cuda.EnvTiles, kb[k])
 				}
+			}
+			// a single sequence's decode steps: the few-token router tile
+			c, kc := prefillAndDecode(t, p, ws, 9)
+			t.Setenv(cuda.EnvTiles, "0")
+			d, kd := prefillAndDecode(t, p, ws, 9)
+			t.Setenv(cuda.EnvTiles, "")
+			sameLogits(t, d, c, "on the lane kernels ("+cuda.EnvTiles+"=0), one sequence", "on the tiles")
+			if kc != nil && (kc["moe_fast_gate41_tile1"] == 0 || kc["moe_fast_gate41_tile1"] != kd["moe_fast_gate41_rows"] ||
+				kd["moe_fast_gate41_tile1"] != 0 || kc["moe_fast_gate41_tile"]+kc["moe_fast_gate41_rows"] != 0) {
+				t.Errorf("one sequence's decode steps: moe_fast_gate41_tile1 / _tile / _rows ran %d / %d / %d times with the tiles, %d / %d / %d without; want the rows' launches on tile1",
+					kc["moe_fast_gate41_tile1"], kc["moe_fast_gate41_tile"], kc["moe_fast_gate41_rows"],
+					kd["moe_fast_gate41_tile1"], kd["moe_fast_gate41_tile"], kd["moe_fast_gate41_rows"])
 			}
 			t.Logf("launches (lanes → tiles): router %d → %d, mixes %d → %d, projections %d → %d (ratio 2's stay on lanes)",
 				ka["moe_fast_gate41_part"], kb["moe_fast_gate41_tile"], ka["mhc_fast_mix41_part"], kb["mhc_fast_mix41_tile"],

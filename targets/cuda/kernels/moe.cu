@@ -290,31 +290,22 @@ KERNEL(moe_fast_gate41_part, MoERoute41Args) {
       if (ok[u]) a.part[((t0 + u) * a.E + e) * 16 + L] = v[u];
   }
 }
-// moe_fast_gate41_tile: moe_fast_gate41_part's lanes for decode steps of several tokens
-// (one row a sequence: MKL's GEMV order), a launch block a tile of MOE_TT tokens × MOE_TN
-// experts (numerics.h gemv_tile: the rows staged in shared memory, a value loaded once
-// for 4 tokens or 4 experts; the same fused multiply-adds in the same order). A token in
-// another order, should a step hold one, takes mkl_lane on the block's threads.
-#define MOE_TILE 1, 8, 4, 4
-KERNEL(moe_fast_gate41_tile, MoERoute41Args) {
-  typedef GemvTile<MOE_TILE> G;
-  const i64 ne = (a.E + G::TN - 1) / G::TN, blocks = (a.T + G::TT - 1) / G::TT * ne;
-#ifdef DI_EMULATE
-  (void)blocks;
-  for (i64 i = GIDX; i < a.T * a.E * 16; i += GSTRIDE) {
-    const int L = (int)(i % 16);
-    const i64 t = i / 16 / a.E, e = i / 16 % a.E;
-    i64 first, rows;
-    FRow x;
-    WRow w;
-    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows)) a.part[i] = mkl_lane(x, w, rows, a.D, a.E, L);
-  }
-#else
-  (void)GSTRIDE;
+// moe_fast_gate41_tile and moe_fast_gate41_tile1: moe_fast_gate41_part's lanes for
+// decode steps (one row a sequence: MKL's GEMV order), a launch block a tile of tokens ×
+// experts (numerics.h gemv_tile: the rows staged in shared memory; the same fused
+// multiply-adds in the same order): _tile 4 tokens × 32 experts, a value loaded once for
+// 4 tokens or 4 experts; _tile1, for steps of 1-3 tokens, 1 token × 8 experts with 512
+// positions staged at a time (more blocks, more loads in flight, where a step's whole
+// work is one chain of (D−1)/16 steps a lane). A token in another order, should a step
+// hold one, takes mkl_lane on the block's threads.
+#ifndef DI_EMULATE
+template <int GT, int GN, int UT, int UN, int J>
+DEVM void moe_gate41_tile(const MoERoute41Args& a, i64 GIDX) {
+  typedef GemvTile<GT, GN, UT, UN, J> G;
   __shared__ float sm[G::SMEM];
   __shared__ const float* xr[G::TT];
   __shared__ int other[G::TT];
-  const i64 b = GIDX / 128;
+  const i64 ne = (a.E + G::TN - 1) / G::TN, blocks = (a.T + G::TT - 1) / G::TT * ne, b = GIDX / 128;
   const int tid = (int)(GIDX % 128), L = tid & 15;
   if (b >= blocks) return;  // the whole block
   const i64 t0 = b / ne * G::TT, e0 = b % ne * G::TN;
@@ -328,11 +319,11 @@ KERNEL(moe_fast_gate41_tile, MoERoute41Args) {
     other[tid] = ok && !gemv;
   }
   __syncthreads();
-  float acc[G::NUT][G::NUN];
-  gemv_tile<MOE_TILE>(xr, a.gate, e0, a.E, a.D, sm, acc);
-  UNROLL for (int u = 0; u < G::NUT; u++) {
+  float acc[UT][UN];
+  gemv_tile<GT, GN, UT, UN, J>(xr, a.gate, e0, a.E, a.D, sm, acc);
+  UNROLL for (int u = 0; u < UT; u++) {
     const int row = G::xrow(tid, u);
-    UNROLL for (int q = 0; q < G::NUN; q++) {
+    UNROLL for (int q = 0; q < UN; q++) {
       const i64 e = e0 + G::wrow(tid, q);
       if (xr[row] && e < a.E) a.part[((t0 + row) * a.E + e) * 16 + L] = acc[u][q];
     }
@@ -348,6 +339,33 @@ KERNEL(moe_fast_gate41_tile, MoERoute41Args) {
         a.part[(t * a.E + e) * 16 + i % 16] = mkl_lane(x, w, rows, a.D, a.E, i % 16);
     }
   }
+}
+#endif
+// moe_gate41_lanes_all: every (token, expert, lane) a work item (the emulated device's
+// loop for the tiles: the same values).
+DEVM void moe_gate41_lanes_all(const MoERoute41Args& a, i64 GIDX, i64 GSTRIDE) {
+  for (i64 i = GIDX; i < a.T * a.E * 16; i += GSTRIDE) {
+    const i64 t = i / 16 / a.E, e = i / 16 % a.E;
+    i64 first, rows;
+    FRow x;
+    WRow w;
+    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows)) a.part[i] = mkl_lane(x, w, rows, a.D, a.E, (int)(i % 16));
+  }
+}
+KERNEL(moe_fast_gate41_tile, MoERoute41Args) {
+#ifdef DI_EMULATE
+  moe_gate41_lanes_all(a, GIDX, GSTRIDE);
+#else
+  (void)GSTRIDE;
+  moe_gate41_tile<1, 8, 4, 4, 8>(a, GIDX);
+#endif
+}
+KERNEL(moe_fast_gate41_tile1, MoERoute41Args) {
+#ifdef DI_EMULATE
+  moe_gate41_lanes_all(a, GIDX, GSTRIDE);
+#else
+  (void)GSTRIDE;
+  moe_gate41_tile<1, 8, 1, 1, 32>(a, GIDX);
 #endif
 }
 // moe_fast_gate41_rows: moe_fast_gate41_part's lanes for steps of few tokens, one row a

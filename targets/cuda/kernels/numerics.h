@@ -425,19 +425,20 @@ DEVM bool gemv_staged_ok(const Weight& w, i64 r, const float* xp, i64 m, i64 K, 
 
 #endif
 
-// GemvTile<GT, GN, UT, UN> is the shape of gemv_tile: a launch block of 128 threads, 16
-// lanes × 8 groups (GT × GN); group g holds the chains of UT x rows (tile rows
+// GemvTile<GT, GN, UT, UN, J> is the shape of gemv_tile: a launch block of 128 threads,
+// 16 lanes × 8 groups (GT × GN); group g holds the chains of UT x rows (tile rows
 // (g / GN)·UT + u) against UN weight rows ((g % GN)·UN + q), so a tile is TT = GT·UT rows
 // of x by TN = GN·UN weight rows. The rows are staged in shared memory C = 16·J
-// positions at a time, a row every S floats: S puts a warp's two groups (the same x rows,
-// weight rows UN apart) on different banks.
-template <int GT, int GN, int UT, int UN>
+// positions at a time (J steps of every chain; a thread loads J/8 positions of every
+// row), a row every S floats: S puts a warp's two groups (the same x rows, weight rows
+// UN apart) on different banks.
+template <int GT, int GN, int UT, int UN, int J_ = 8>
 struct GemvTile {
   static_assert(GT * GN == 8, "8 groups of 16 lanes");
   static_assert(GN % 2 == 0, "a warp's two groups share their x rows");
-  static constexpr int TT = GT * UT, TN = GN * UN, J = 8, C = 16 * J, ROWS = TT + TN;
+  static_assert(J_ % 8 == 0, "a thread loads whole positions of 128");
+  static constexpr int TT = GT * UT, TN = GN * UN, J = J_, C = 16 * J, V = J / 8, ROWS = TT + TN;
   static constexpr int NGN = GN, NUT = UT, NUN = UN;
-  static_assert(C == 128, "a thread loads one position of every row a chunk");
   // xrow and wrow: the tile rows of chain acc[u][q] of thread tid
   static DEVM int xrow(int tid, int u) { return (tid >> 4) / GN * UT + u; }
   static DEVM int wrow(int tid, int q) { return (tid >> 4) % GN * UN + q; }
@@ -449,7 +450,6 @@ struct GemvTile {
   static constexpr int S = C + pad();
   static constexpr int SMEM = ROWS * S;
 };
-
 #ifndef DI_EMULATE
 // gemv_tile runs the 16 lanes of MKL's GEMV order (mkl_lane's ORDER_GEMV: x(0)·w(0) on
 // lane 0, then the fused multiply-adds of k = 1 + L + 16j, j = 0 .. (K−1)/16 − 1, in that
@@ -460,9 +460,9 @@ struct GemvTile {
 // gives. Every thread of the block calls it. Each chunk's values are loaded (coalesced:
 // thread tid loads position tid of every row) while the chains of the previous chunk
 // run; a value in shared memory serves UN or UT chains.
-template <int GT, int GN, int UT, int UN>
+template <int GT, int GN, int UT, int UN, int J = 8>
 DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 K, float* sm, float (&acc)[UT][UN]) {
-  typedef GemvTile<GT, GN, UT, UN> G;
+  typedef GemvTile<GT, GN, UT, UN, J> G;
   const int tid = (int)threadIdx.x, L = tid & 15, g = tid >> 4, tg = g / GN, ng = g % GN;
   const i64 nchain = K > 1 ? (K - 1) / 16 : 0, chunks = (nchain + G::J - 1) / G::J;
   UNROLL_BY(4) for (int u = 0; u < UT; u++) {
@@ -472,26 +472,29 @@ DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 
       acc[u][q] = L == 0 && p && n < N ? p[0] * wval(w, n, 0) : 0.0f;
     }
   }
-  float pre[G::ROWS];
+  float pre[G::ROWS][G::V];  // positions tid + 128·v of every row
   auto load = [&](i64 c) {
-    const i64 k = 1 + c * G::C + tid;
     UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++) {
-      float v = 0;
-      if (k < K) {
-        if (r < G::TT) {
-          const float* p = xr[r];
-          if (p) v = p[k];
-        } else if (n0 + r - G::TT < N) {
-          v = wval(w, n0 + r - G::TT, k);
+      UNROLL_BY(4) for (int v = 0; v < G::V; v++) {
+        const i64 k = 1 + c * G::C + tid + 128 * v;
+        float x = 0;
+        if (k < K) {
+          if (r < G::TT) {
+            const float* p = xr[r];
+            if (p) x = p[k];
+          } else if (n0 + r - G::TT < N) {
+            x = wval(w, n0 + r - G::TT, k);
+          }
         }
+        pre[r][v] = x;
       }
-      pre[r] = v;
     }
   };
   if (chunks > 0) load(0);
   for (i64 c = 0; c < chunks; c++) {
     __syncthreads();  // the last chunk's chains are done with sm
-    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++) sm[r * G::S + tid] = pre[r];
+    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++)
+      UNROLL_BY(4) for (int v = 0; v < G::V; v++) sm[r * G::S + tid + 128 * v] = pre[r][v];
     __syncthreads();
     if (c + 1 < chunks) load(c + 1);
     const int jn = (int)imin(G::J, nchain - c * G::J);

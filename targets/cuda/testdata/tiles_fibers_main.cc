@@ -1,6 +1,6 @@
 // tiles_fibers_main.cc: TestTilesDeviceCodeOnHostFibers' cases (follows fp4_fibers.h,
 // the headers, dense41.cu, moe.cu, mhc.cu and csa41.cu's device branches): V4.1's
-// exact-order tile kernels on host fibers — moe_fast_gate41_tile and
+// exact-order tile kernels on host fibers — moe_fast_gate41_tile, _tile1 and
 // mhc_fast_mix41_tile against mkl_lane / the per-lane items, csa_fast_proj_tile against
 // csa_gonum_nt (the sums before their bf16 rounding) — every output bit for bit, and the outputs a kernel must not write left
 // as they were.
@@ -87,7 +87,9 @@ static long compare(const char* what, const std::vector<float>& got, const std::
 
 static const float kUnset = -12345.0f;
 
-static int gate_case(long T, long E, long D, int fmt, long multi, long skip, unsigned seed) {
+// gate_case: moe_fast_gate41_tile (one = false: 4 tokens × 32 experts a block) or
+// moe_fast_gate41_tile1 (1 token × 8 experts, 512 positions a chunk).
+static int gate_case(bool one, long T, long E, long D, int fmt, long multi, long skip, unsigned seed) {
   std::mt19937 rng(seed);
   WeightData w;
   make_weight(w, E, D, fmt, rng);
@@ -108,10 +110,13 @@ static int gate_case(long T, long E, long D, int fmt, long multi, long skip, uns
     }
   a.part = got.data();
   long before = g_errors;
-  fibers_launch(moe_fast_gate41_tile, a, (T + 3) / 4 * ((E + 31) / 32));
+  if (one)
+    fibers_launch(moe_fast_gate41_tile1, a, T * ((E + 7) / 8));
+  else
+    fibers_launch(moe_fast_gate41_tile, a, (T + 3) / 4 * ((E + 31) / 32));
   long diff = compare("gate", got, want);
-  printf("gate T %ld E %ld D %ld fmt %d multi %ld skip %ld: %ld lanes differ, errors %ld\n", T, E, D, fmt, multi, skip,
-         diff, g_errors - before);
+  printf("gate%s T %ld E %ld D %ld fmt %d multi %ld skip %ld: %ld lanes differ, errors %ld\n", one ? " (tile1)" : "", T, E,
+         D, fmt, multi, skip, diff, g_errors - before);
   return diff == 0 && g_errors == before ? 0 : 1;
 }
 
@@ -170,13 +175,19 @@ int main() {
   int bad = 0;
   unsigned seed = 1;
   // the router: tokens past the tile, experts past 32, chains of every tail
-  bad += gate_case(1, 8, 17, 0, -1, -1, seed++);
-  bad += gate_case(5, 40, 160, 1, -1, -1, seed++);
-  bad += gate_case(9, 64, 1000, 2, -1, -1, seed++);
-  bad += gate_case(8, 33, 129, 0, 2, -1, seed++);   // a three-row sequence: another order
-  bad += gate_case(7, 37, 300, 1, -1, 4, seed++);   // a row in no sequence
-  bad += gate_case(4, 6, 64, 0, -1, -1, seed++);    // fewer than 8 experts: not the GEMV order
-  bad += gate_case(6, 96, 5120, 1, -1, -1, seed++); // V4.1's row length
+  bad += gate_case(false, 1, 8, 17, 0, -1, -1, seed++);
+  bad += gate_case(false, 5, 40, 160, 1, -1, -1, seed++);
+  bad += gate_case(false, 9, 64, 1000, 2, -1, -1, seed++);
+  bad += gate_case(false, 8, 33, 129, 0, 2, -1, seed++);   // a three-row sequence: another order
+  bad += gate_case(false, 7, 37, 300, 1, -1, 4, seed++);   // a row in no sequence
+  bad += gate_case(false, 4, 6, 64, 0, -1, -1, seed++);    // fewer than 8 experts: not the GEMV order
+  bad += gate_case(false, 6, 96, 5120, 1, -1, -1, seed++); // V4.1's row length
+  // the few-token tile: 512 positions a chunk, chains ending inside one
+  bad += gate_case(true, 1, 8, 17, 0, -1, -1, seed++);
+  bad += gate_case(true, 3, 21, 1000, 2, -1, -1, seed++);
+  bad += gate_case(true, 3, 12, 600, 0, 0, -1, seed++);    // a three-row sequence
+  bad += gate_case(true, 2, 5, 64, 1, -1, -1, seed++);     // fewer than 8 experts
+  bad += gate_case(true, 1, 24, 5120, 1, -1, -1, seed++);  // V4.1's row length
   // the mixes: 24 rows of 4·D, the cascade lanes
   bad += mix_case(3, 24, 640, 0, -1, seed++);
   bad += mix_case(5, 24, 1000, 0, -1, seed++);
