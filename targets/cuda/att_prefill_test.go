@@ -75,7 +75,7 @@ func TestFastV4PrefillAttentionOnTensorCores(t *testing.T) {
 // TestFastV41AttentionKernelsAgree: V4.1's fast attention from the tiled kernels
 // (csa_fast_logits: a launch block per row, 64 heads and 32 keys; csa_fast_out: per row,
 // 64 heads and 32 values; the stages in shared memory) and from the narrow ones
-// (csa_fast_logits_n: a work item per row, 4 heads and a key; csa_fast_out_n: 4 heads
+// (csa_fast_logits_n: a work item per row, 4 heads and a key; csa_fast_out_n: a head
 // and a value) are the same chains of fused multiply-adds, so a prefill's and two decode
 // steps' logits must agree bit for bit with either pair forced on every step. On the
 // emulated device the tiled kernels run item loops, so this checks their own device

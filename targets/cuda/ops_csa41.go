@@ -582,7 +582,7 @@ func csaBindAttention(b *Bind) error {
 		})
 		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
 		// the output's wide items (16 heads × 4 values) from csaFastWideItems of them,
-		// else the narrow ones (4 heads × 1 value): the same values either way
+		// else the narrow ones (1 head × 1 value): the same values either way
 		wide := func(rows int64) int64 { return rows * groups * ((dim + 3) / 4) }
 		b.Launch("csa_fast_out", func(s *Step, a *ArgBuf) int64 {
 			if n := wide(s.Arg(0).Rows()); n >= csaFastWideItems {
@@ -595,7 +595,7 @@ func csaBindAttention(b *Bind) error {
 			if wide(s.Arg(0).Rows()) >= csaFastWideItems {
 				return 0
 			}
-			return fill(s, a) * ((heads + 3) / 4) * dim
+			return fill(s, a) * heads * dim
 		})
 	} else {
 		b.Launch("csa_attn_logits", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * groups })
@@ -632,8 +632,8 @@ const (
 )
 
 // csaFastWideItems: a step whose output has at least this many wide work items (16
-// heads × 4 values) runs csa_fast_out, a smaller one csa_fast_out_n (4 heads × 1 value,
-// 16× the items). A variable so that a test can choose either.
+// heads × 4 values) runs csa_fast_out, a smaller one csa_fast_out_n (1 head × 1 value,
+// 64× the items). A variable so that a test can choose either.
 var csaFastWideItems int64 = 1 << 14
 
 // csaFastWideLogits: a step with at least this many wide logit work items (16 heads × 2

@@ -1694,8 +1694,9 @@ DEVM void csa_fast_out_item(const csa_AttnArgs& a, i64 t, i64 h0, i64 d0) {
 
 // csa_fast_out: one (row, group of CSA_HG heads, 4 values) a work item, the values
 // fastest (a key row's loads coalesced across a warp, its probabilities one address);
-// csa_fast_out_n, for small steps: one (row, group of 4 heads, value) a work item, 16×
-// the items. Each output value is the same chain in both, so the same value. (A launch
+// csa_fast_out_n, for small steps: one (row, head, value) a work item, 64× the items (a
+// latency-bound kernel at batch 1: run 13d measured 4 heads a work item at 64 launch
+// blocks, 6.3% achieved occupancy; run 14 times 1 head, 4× the keys' loads in flight). Each output value is the same chain in both, so the same value. (A launch
 // block per (row, 64 heads, 32 values) with the stages in shared memory, tried in run
 // 11c on the H200, took 8.42 ms against this kernel's 4.14 at batch 256.)
 KERNEL(csa_fast_out, csa_AttnArgs) {
@@ -1707,10 +1708,9 @@ KERNEL(csa_fast_out, csa_AttnArgs) {
 }
 
 KERNEL(csa_fast_out_n, csa_AttnArgs) {
-  i64 groups = (a.heads + 3) / 4;
-  for (i64 it = GIDX; it < a.rows * groups * a.dim; it += GSTRIDE) {
-    i64 tg = it / a.dim;
-    csa_fast_out_item<4, 1>(a, tg / groups, (tg % groups) * 4, it % a.dim);
+  for (i64 it = GIDX; it < a.rows * a.heads * a.dim; it += GSTRIDE) {
+    i64 th = it / a.dim;
+    csa_fast_out_item<1, 1>(a, th / a.heads, th % a.heads, it % a.dim);
   }
 }
 
