@@ -88,7 +88,17 @@ func fp4FiberSource() (string, error) {
 // (testdata/topk_fibers_main.cc): the whole array and the kept list, element for
 // element. TestTorchTopKBlock checks the same kernel against the cpu's torchTopK.
 func TestTopKDeviceCodeOnHostFibers(t *testing.T) {
-	var src []byte
+	// -O0: an optimizer may copy a __syncthreads call into both arms of a branch, which
+	// the harness's barriers (each generation from one call site) would report
+	runOnFibers(t, "topk_fibers", fiberUnit(t, "", "testdata/topk_fibers_main.cc", "csa41.cu"), "-O0")
+}
+
+// fiberUnit is a fiber harness's translation unit: pre, lanes/lanes.h (NVRTC's types),
+// fp4_fibers.h (the fibers and stand-ins), the headers, the .cu files named, then the
+// harness's main file.
+func fiberUnit(t *testing.T, pre, main string, cus ...string) string {
+	t.Helper()
+	src := []byte(pre)
 	for _, f := range []string{"testdata/lanes/lanes.h", "testdata/fp4_fibers.h"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -97,14 +107,15 @@ func TestTopKDeviceCodeOnHostFibers(t *testing.T) {
 		src = append(src, b...)
 	}
 	head, _ := kernelFiles()
-	main, err := os.ReadFile("testdata/topk_fibers_main.cc")
+	src = append(src, head...)
+	for _, f := range cus {
+		src = append(src, cuFile(f)...)
+	}
+	m, err := os.ReadFile(main)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src = append(append(append(src, head...), cuFile("csa41.cu")...), main...)
-	// -O0: an optimizer may copy a __syncthreads call into both arms of a branch, which
-	// the harness's barriers (each generation from one call site) would report
-	runOnFibers(t, "topk_fibers", string(src), "-O0")
+	return string(append(src, m...))
 }
 
 // TestTilesDeviceCodeOnHostFibers runs the device branch of V4.1's exact-order tile
@@ -117,22 +128,6 @@ func TestTopKDeviceCodeOnHostFibers(t *testing.T) {
 // choice and the whole steps.
 func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 	// the projections compared before their bf16 rounding, which hides most orders
-	src := []byte("#define CSA_PROJ_ROUND(v) (v)\n")
-	for _, f := range []string{"testdata/lanes/lanes.h", "testdata/fp4_fibers.h"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src = append(src, b...)
-	}
-	head, _ := kernelFiles()
-	main, err := os.ReadFile("testdata/tiles_fibers_main.cc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src = append(src, head...)
-	for _, f := range []string{"dense41.cu", "moe.cu", "mhc.cu", "csa41.cu"} {
-		src = append(src, cuFile(f)...)
-	}
-	runOnFibers(t, "tiles_fibers", string(append(src, main...)), "-O1")
+	src := fiberUnit(t, "#define CSA_PROJ_ROUND(v) (v)\n", "testdata/tiles_fibers_main.cc", "dense41.cu", "moe.cu", "mhc.cu", "csa41.cu")
+	runOnFibers(t, "tiles_fibers", src, "-O1")
 }
