@@ -559,7 +559,7 @@ func csaBindAttention(b *Bind) error {
 	}
 	b.Launch("csa_attn_rows", fill)
 	b.Launch("csa_attn_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax })
-	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * dim })
+	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * ((dim + 3) / 4) })
 	groups := (heads + csaHeadGroup - 1) / csaHeadGroup
 	if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each

@@ -64,6 +64,9 @@ DEV void csa_pack_row(const float* x, i64 fmt, i64 g, i64 dim, unsigned char* ds
   for (i64 gi = 0; gi * g < dim; gi++) csa_pack_group(x, fmt, g, dim, gi, dst);
 }
 
+// csa_al16: a 16-byte aligned address (float4 loads and stores).
+DEV bool csa_al16(const void* p) { return ((u64)p & 15) == 0; }
+
 // csa_row_val is value j of a stored row (quant.Format.Unpack: code × scale).
 DEV float csa_row_val(const unsigned char* row, i64 fmt, i64 g, i64 dim, i64 j) {
   if (fmt == 0) return ((const float*)row)[j];
@@ -1337,12 +1340,26 @@ KERNEL(csa_attn_keys, csa_AttnArgs) {
   }
 }
 
+// (4 values a work item, stored together where the rows allow: one value an item, until
+// run 14, read the key's record and stored one float for each value)
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
-  for (i64 it = GIDX; it < a.rows * a.lmax * a.dim; it += GSTRIDE) {
-    i64 d = it % a.dim, tj = it / a.dim, t = tj / a.lmax;
+  const i64 nd = (a.dim + 3) / 4;
+  const bool vec = (a.dim & 3) == 0 && csa_al16(a.kf);
+  for (i64 it = GIDX; it < a.rows * a.lmax * nd; it += GSTRIDE) {
+    const i64 d0 = it % nd * 4, tj = it / nd, t = tj / a.lmax;
     if (tj % a.lmax >= a.rlen[t]) continue;
-    const csa_Key& k = a.kref[tj];
-    a.kf[it] = k.p ? csa_row_val(k.p, k.fmt, k.g, a.dim, d) : 0;
+    const csa_Key k = a.kref[tj];
+    float v[4];
+    UNROLL for (int u = 0; u < 4; u++) v[u] = k.p && d0 + u < a.dim ? csa_row_val(k.p, k.fmt, k.g, a.dim, d0 + u) : 0;
+    float* o = a.kf + tj * a.dim + d0;
+    if (vec) {
+      float4 f;
+      f.x = v[0], f.y = v[1], f.z = v[2], f.w = v[3];
+      *(float4*)o = f;
+    } else {
+      UNROLL for (int u = 0; u < 4; u++)
+        if (d0 + u < a.dim) o[u] = v[u];
+    }
   }
 }
 
@@ -1490,7 +1507,6 @@ KERNEL(csa_attn_out, csa_AttnArgs) {
 // CSA_FK: the keys one csa_fast_logits work item scores (for CSA_HG heads).
 #define CSA_FK 2
 
-DEV bool csa_al16(const void* p) { return ((u64)p & 15) == 0; }
 
 // csa_fast_logits_item: the logits of heads h0.. (HG of them, those that exist) and keys
 // j0.. (FK, those in the row's list) of row t; pb as csa_attn_logits writes it.
