@@ -125,10 +125,11 @@ func fastProduct(b *Bind, g fastGemm) {
 		f := s.Arg(g.w).Fmt
 		return m1pipe && (f == 2 || f == 3 || f == 5)
 	}
-	// (EnvM1Bounds=1: the same loop capped at 128 registers, fast_gemm_m1_fp8_b4)
-	m1name := "fast_gemm_m1_fp8"
-	if os.Getenv(EnvM1Bounds) == "1" {
-		m1name = "fast_gemm_m1_fp8_b4"
+	// (capped at 128 registers: fast_gemm_m1_fp8_b4; EnvM1Bounds=0 runs the uncapped
+	// fast_gemm_m1_fp8)
+	m1name := "fast_gemm_m1_fp8_b4"
+	if os.Getenv(EnvM1Bounds) == "0" {
+		m1name = "fast_gemm_m1_fp8"
 	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
@@ -207,22 +208,33 @@ const EnvXExact = "DEEPINFER_CUDA_XEXACT"
 // xExactOn reports whether products may leave out the lo mma of bf16 activations.
 func xExactOn() bool { return os.Getenv(EnvXExact) != "0" }
 
-// EnvM1Bounds set to 1 runs the one-tile FP8 products (fast_gemm_m1_fp8) on
+// EnvM1Bounds set to 0 runs the one-tile FP8 products on fast_gemm_m1_fp8 instead of
 // fast_gemm_m1_fp8_b4, the same code capped at 128 registers a thread (four launch
-// blocks a multiprocessor instead of three; the same values); read when a program is
-// bound. Off by default until the H200 has timed it.
+// blocks a multiprocessor instead of three; the same values). Run 14b on the H200: V4's
+// FP8 one-row products 0.308 → 0.236 ms, its batch-1 step 1.911 → 1.837 ms. Read when a
+// program is bound; for comparisons.
 const EnvM1Bounds = "DEEPINFER_CUDA_M1_BOUNDS"
 
-// EnvTiles set to 0 keeps V4.1's fast exact-order products on their per-lane kernels:
-// the router's and the mixes' MKL lanes in decode steps (moe_fast_gate41_part,
-// mhc_fast_mix41_part instead of moe_fast_gate41_tile, mhc_fast_mix41_tile) and the
-// ratio-1 compressor's gonum blocks (csa_fast_proj_part and csa_fast_proj_sum instead of
-// csa_fast_proj_tile) — the same values; a comparison in one run; read when a program
-// is bound.
+// EnvTiles set to 0 keeps V4.1's ratio-1 compressor projections (gonum's 64-value
+// blocks) on csa_fast_proj_part and csa_fast_proj_sum instead of csa_fast_proj_tile (the
+// same values; run 14a on the H200: 6.35 → 1.29 ms at batch 256, an 8,192-token
+// prefill's 170 → 19 ms). Read when a program is bound; for comparisons.
 const EnvTiles = "DEEPINFER_CUDA_TILES"
 
-// tilesOn reports whether the exact-order products may run on their tile kernels.
+// EnvGemvTiles set to 1 runs V4.1's fast router and mixes in decode steps on their tile
+// kernels (moe_fast_gate41_tile1, moe_fast_gate41_tile, mhc_fast_mix41_tile: numerics.h
+// gemv_tile) instead of the staged rows and lane kernels — the same values, but slower
+// on the H200 (run 14a: the router 0.48 / 1.03 / 3.85 → 0.70 / 2.65 / 4.83 ms, the mixes
+// 1.20 / 2.58 → 5.13 / 5.24 at batch 1 / 64 / 256: each chunk's weight loads widened one
+// by one as they arrive, docs/perf/small-kernels.md run 14), so off by default. Read
+// when a program is bound.
+const EnvGemvTiles = "DEEPINFER_CUDA_GEMV_TILES"
+
+// tilesOn reports whether the compressor's projections may run on their tiles.
 func tilesOn() bool { return os.Getenv(EnvTiles) != "0" }
+
+// gemvTilesOn reports whether the router and mixes run on their tiles.
+func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) == "1" }
 
 // ceilDiv is n / d rounded up (d > 0).
 func ceilDiv(n, d int64) int64 { return (n + d - 1) / d }

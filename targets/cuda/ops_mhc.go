@@ -345,7 +345,7 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 	})
 	// larger decode steps run tiles of tokens × mix rows, then the cascade lanes in
 	// blocks of 4 tokens (mhc_fast_mix41_tile: the same values)
-	tiles := tilesOn()
+	tiles := gemvTilesOn()
 	tiled := func(s *Step) bool { return tiles && !oneRow(s) && s.T == max(s.NSeq, 1) }
 	b.Launch("mhc_fast_mix41_tile", func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || !tiled(s) {

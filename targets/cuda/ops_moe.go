@@ -96,7 +96,7 @@ func bindMoERoute(b *Bind) error {
 			// decode steps (one row a sequence) run tiles of tokens × experts instead:
 			// moe_fast_gate41_tile1 up to gateTile1Max tokens, moe_fast_gate41_tile past
 			// them (the same values)
-			tiles := tilesOn()
+			tiles := gemvTilesOn()
 			tiled := func(s *Step) bool { return tiles && s.T == max(s.NSeq, 1) }
 			b.Launch("moe_fast_gate41_tile1", func(s *Step, a *ArgBuf) int64 {
 				if longRows(s) || !tiled(s) || s.T > gateTile1Max {

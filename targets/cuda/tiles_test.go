@@ -66,7 +66,8 @@ func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) 
 // (moe_fast_gate41_tile and mhc_fast_mix41_tile in decode steps of 20 one-row sequences,
 // moe_fast_gate41_tile1 in one sequence's decode steps, csa_fast_proj_tile in steps of
 // at least 8 rows) give the per-lane kernels' logits bit for bit
-// (DEEPINFER_CUDA_TILES=0): a 20-sequence prefill step and three decode steps, and a
+// (DEEPINFER_CUDA_TILES=0 and DEEPINFER_CUDA_GEMV_TILES unset, against
+// DEEPINFER_CUDA_GEMV_TILES=1): a 20-sequence prefill step and three decode steps, and a
 // 9-token prompt's prefill and two decode steps, compared row by row; on the emulated
 // device the launch counts show which kernels each run took. TestTilesDeviceCodeOnHostFibers checks the tiles' device code itself.
 func TestFastTilesMatchLanes(t *testing.T) {
@@ -76,8 +77,10 @@ func TestFastTilesMatchLanes(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			t.Setenv(cuda.EnvTiles, "0")
+			t.Setenv(cuda.EnvGemvTiles, "")
 			a, ka := batchDecode(t, p, ws, 20, 3)
 			t.Setenv(cuda.EnvTiles, "")
+			t.Setenv(cuda.EnvGemvTiles, "1")
 			b, kb := batchDecode(t, p, ws, 20, 3)
 			if len(a) != 80 || len(b) != 80 {
 				t.Fatalf("%d and %d logits rows, want 80", len(a), len(b))
@@ -100,10 +103,9 @@ func TestFastTilesMatchLanes(t *testing.T) {
 			}
 			// a single sequence's decode steps: the few-token router tile
 			c, kc := prefillAndDecode(t, p, ws, 9)
-			t.Setenv(cuda.EnvTiles, "0")
+			t.Setenv(cuda.EnvGemvTiles, "")
 			d, kd := prefillAndDecode(t, p, ws, 9)
-			t.Setenv(cuda.EnvTiles, "")
-			sameLogits(t, d, c, "on the lane kernels ("+cuda.EnvTiles+"=0), one sequence", "on the tiles")
+			sameLogits(t, d, c, "on the staged rows (the default), one sequence", "on the tiles")
 			if kc != nil && (kc["moe_fast_gate41_tile1"] == 0 || kc["moe_fast_gate41_tile1"] != kd["moe_fast_gate41_rows"] ||
 				kd["moe_fast_gate41_tile1"] != 0 || kc["moe_fast_gate41_tile"]+kc["moe_fast_gate41_rows"] != 0) {
 				t.Errorf("one sequence's decode steps: moe_fast_gate41_tile1 / _tile / _rows ran %d / %d / %d times with the tiles, %d / %d / %d without; want the rows' launches on tile1",
@@ -118,17 +120,18 @@ func TestFastTilesMatchLanes(t *testing.T) {
 }
 
 // TestM1BoundsSameValues: the one-tile FP8 products capped at 128 registers
-// (fast_gemm_m1_fp8_b4, DEEPINFER_CUDA_M1_BOUNDS=1) give fast_gemm_m1_fp8's logits bit for
+// (fast_gemm_m1_fp8_b4, the default) give fast_gemm_m1_fp8's (DEEPINFER_CUDA_M1_BOUNDS=0) logits bit for
 // bit on the V4-Flash-format model (FP8 128-blocks): a prefill and two decode steps; on
 // the emulated device the launch counts show which kernel each run took.
 func TestM1BoundsSameValues(t *testing.T) {
 	p, ws := cuda.CompileDir(t, quantizedV4(t))
+	t.Setenv(cuda.EnvM1Bounds, "0")
 	a, ka := prefillAndDecode(t, p, ws, 8)
-	t.Setenv(cuda.EnvM1Bounds, "1")
+	t.Setenv(cuda.EnvM1Bounds, "")
 	b, kb := prefillAndDecode(t, p, ws, 8)
-	sameLogits(t, a, b, "uncapped", "capped at 128 registers ("+cuda.EnvM1Bounds+"=1)")
+	sameLogits(t, a, b, "uncapped ("+cuda.EnvM1Bounds+"=0)", "capped at 128 registers (the default)")
 	if ka != nil && (ka["fast_gemm_m1_fp8"] == 0 || ka["fast_gemm_m1_fp8_b4"] != 0 || kb["fast_gemm_m1_fp8_b4"] != ka["fast_gemm_m1_fp8"] || kb["fast_gemm_m1_fp8"] != 0) {
-		t.Errorf("fast_gemm_m1_fp8 / _b4 ran %d / %d times by default and %d / %d capped; want the same count on the other kernel",
+		t.Errorf("fast_gemm_m1_fp8 / _b4 ran %d / %d times uncapped and %d / %d by default; want the same count on the other kernel",
 			ka["fast_gemm_m1_fp8"], ka["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8"], kb["fast_gemm_m1_fp8_b4"])
 	}
 }
