@@ -32,6 +32,7 @@ const (
 	RunName11d = "run 11d (H200, 2026-12-02)"
 	RunName12  = "run 12 (H200, 2026-12-02)"
 	RunName13  = "run 13 (H200, 2026-12-02)"
+	RunName14  = "run 14 (H200, 2026-12-02)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -120,6 +121,21 @@ var Run13 = []Measured{
 var Run13Later = []Measured{
 	{"sim/calib/testdata/run13/v41.fast.13a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName13},
 	{"sim/calib/testdata/run13/v41.fast.13b.xexact0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName13},
+}
+
+// Run14 are run 14's fast reports (testdata/run14): V4 with the uncapped one-tile FP8
+// products (14b; the capped ones, today's default, at 512 in v4.fast.14b.m1bounds), V4.1
+// with the compressor's projection tiles off (14a, DEEPINFER_CUDA_TILES=0: run 13's
+// kernels plus the narrow attention output and the key widening of run 14), and V4.1
+// with every tile on (14a, the router's and mixes' gemv tiles included, which are off
+// by default). Compared with run 13's fit, not fitted (docs/perf/simulator.md).
+var Run14 = []Measured{
+	{"sim/calib/testdata/run14/v4.fast.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName14},
+	{"sim/calib/testdata/run14/v4.fast.14b.m1bounds.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName14},
+	{"sim/calib/testdata/run14/v4.fast.long.bench.json", "testdata/deepseek-v4-flash", "4-5", "fast", RunName14},
+	{"sim/calib/testdata/run14/v41.fast.14a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName14},
+	{"sim/calib/testdata/run14/v41.fast.14a.tiles.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName14},
+	{"sim/calib/testdata/run14/v41.fast.long.14a.tiles.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName14},
 }
 
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
