@@ -16,8 +16,8 @@ struct WeightData {
 
 static unsigned short to_bf16(float f) { return (unsigned short)(__float_as_uint(q_bf16(f)) >> 16); }
 
-// make_weight: rows × cols values in format fmt (0 float32, 1 bf16, 2 FP8 with a scale a
-// 32 × 32 block).
+// make_weight: rows × cols values in format fmt (prelude.h's formats: 0 float32, 1 bf16,
+// 2, 3, 5 FP8, 4 FP4).
 static void make_weight(WeightData& d, long rows, long cols, int fmt, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 0.05f);
   d.w.fmt = fmt, d.w.cols = cols, d.w.s = nullptr;
@@ -31,13 +31,17 @@ static void make_weight(WeightData& d, long rows, long cols, int fmt, std::mt199
     for (auto& v : d.h) v = to_bf16(nd(rng));
     d.w.p = d.h.data();
   } else {
-    d.c.resize(n);
+    // FP8 codes (2: a scale a 32 × 32 block, 3: a scale per 32 of a row, 5: a 128 × 128
+    // block) or FP4 codes, two a byte (4: a scale per 32 of a row)
+    d.c.resize(fmt == 4 ? (n + 1) / 2 : n);
     for (auto& v : d.c) {
       v = (unsigned char)(rng() % 256);
-      if ((v & 0x7f) == 0x7f) v = 0;  // no NaN codes: a NaN row would hide every order
+      if (fmt != 4 && (v & 0x7f) == 0x7f) v = 0;  // no NaN codes: a NaN row would hide every order
     }
-    long sc = (cols + 31) / 32;
-    d.s.resize(((rows + 31) / 32) * sc);
+    long ns = fmt == 2 ? ((rows + 31) / 32) * ((cols + 31) / 32)
+              : fmt == 5 ? ((rows + 127) / 128) * ((cols + 127) / 128)
+                         : rows * ((cols + 31) / 32);
+    d.s.resize(ns);
     for (auto& v : d.s) v = (unsigned char)(118 + rng() % 8);
     d.w.p = d.c.data(), d.w.s = d.s.data();
   }
@@ -182,6 +186,9 @@ int main() {
   bad += gate_case(false, 7, 37, 300, 1, -1, 4, seed++);   // a row in no sequence
   bad += gate_case(false, 4, 6, 64, 0, -1, -1, seed++);    // fewer than 8 experts: not the GEMV order
   bad += gate_case(false, 6, 96, 5120, 1, -1, -1, seed++); // V4.1's row length
+  bad += gate_case(false, 5, 40, 300, 3, -1, -1, seed++);  // the other stored formats
+  bad += gate_case(false, 5, 40, 301, 4, -1, -1, seed++);  // FP4, an odd row length
+  bad += gate_case(false, 5, 140, 300, 5, -1, -1, seed++);
   // the few-token tile: 512 positions a chunk, chains ending inside one
   bad += gate_case(true, 1, 8, 17, 0, -1, -1, seed++);
   bad += gate_case(true, 3, 21, 1000, 2, -1, -1, seed++);
@@ -193,6 +200,7 @@ int main() {
   bad += mix_case(5, 24, 1000, 0, -1, seed++);
   bad += mix_case(6, 24, 1024, 1, 1, seed++);       // a three-row sequence
   bad += mix_case(2, 9, 20480, 0, -1, seed++);      // V4.1's mix width, mix rows past a tile
+  bad += mix_case(3, 24, 700, 4, -1, seed++);       // FP4 weights
   // the compressor's projections: blocks of 64 with every tail, rows past a tile
   bad += proj_case(1, 1, 64, 0, -1, seed++);
   bad += proj_case(17, 65, 100, 1, -1, seed++);
