@@ -300,49 +300,41 @@ func TestRun9FitOnRun11(t *testing.T) {
 // 4,096, not fitted (13a's, before the products without the lo mma; 13b's with
 // DEEPINFER_CUDA_XEXACT=0), is as docs/perf/simulator.md says.
 func TestRun13Later(t *testing.T) {
-	want := map[string]struct {
-		steps  map[string]float64
-		misses int
-	}{
+	reportErrs(t, Run13Later, map[string]reportWant{
 		"v41.fast.13a.bench.json":         {map[string]float64{"1/4096": 0.049, "64/4096": -0.007, "256/4096": -0.067}, 2},
 		"v41.fast.13b.xexact0.bench.json": {map[string]float64{"1/4096": 0.050, "64/4096": 0.006, "256/4096": -0.062}, 3},
-	}
-	if len(Run13Later) != len(want) {
-		t.Fatalf("%d later reports, %d documented", len(Run13Later), len(want))
-	}
-	for _, m := range Run13Later {
-		data, err := Load("../..", []Measured{m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, ok := want[m.File[strings.LastIndex(m.File, "/")+1:]]
-		if !ok {
-			t.Fatalf("%s not documented", m.File)
-		}
-		stepErrs(t, "cuda-fast on "+m.File, Fitted["cuda-fast"], data, map[string]map[string]float64{"deepseek_v41": w.steps},
-			map[string]int{"deepseek_v41": w.misses})
-	}
+	})
 }
 
 // TestRun14: the shipped cuda-fast (run 13's fit) on run 14's reports, not fitted, is
 // as docs/perf/simulator.md says: every step of the default kernels within 15% (the
 // V4.1 gemv tiles, off by default, are under by up to 20% at batch 64).
 func TestRun14(t *testing.T) {
-	want := map[string]struct {
-		steps  map[string]float64
-		misses int
-	}{
+	reportErrs(t, Run14, map[string]reportWant{
 		"v4.fast.bench.json":                 {map[string]float64{"1/512": 0.052, "64/512": -0.004, "256/512": -0.021, "1/4096": 0.032, "64/4096": -0.034, "256/4096": 0.007}, 8},
 		"v4.fast.14b.m1bounds.bench.json":    {map[string]float64{"1/512": 0.095, "64/512": -0.009, "256/512": -0.017}, 4},
 		"v4.fast.long.bench.json":            {map[string]float64{"1/32768": -0.143, "64/32768": 0.026, "256/32768": 0.003}, 5},
 		"v41.fast.14a.bench.json":            {map[string]float64{"1/4096": 0.133, "64/4096": 0.054, "256/4096": -0.008}, 3},
 		"v41.fast.14a.tiles.bench.json":      {map[string]float64{"1/4096": 0.074, "64/4096": -0.197, "256/4096": 0.021}, 6},
 		"v41.fast.long.14a.tiles.bench.json": {map[string]float64{"1/32768": -0.143, "64/32768": -0.189}, 7},
+	})
+}
+
+// reportWant is one report's documented step errors (batch/context: predicted vs
+// measured) and class times outside 25%.
+type reportWant struct {
+	steps  map[string]float64
+	misses int
+}
+
+// reportErrs checks the shipped cuda-fast on each of runs, one report at a time (a
+// file named v4.* is V4's, else V4.1's), against want, keyed by file name.
+func reportErrs(t *testing.T, runs []Measured, want map[string]reportWant) {
+	t.Helper()
+	if len(runs) != len(want) {
+		t.Fatalf("%d reports, %d documented", len(runs), len(want))
 	}
-	if len(Run14) != len(want) {
-		t.Fatalf("%d run 14 reports, %d documented", len(Run14), len(want))
-	}
-	for _, m := range Run14 {
+	for _, m := range runs {
 		data, err := Load("../..", []Measured{m})
 		if err != nil {
 			t.Fatal(err)
