@@ -425,31 +425,6 @@ DEVM bool gemv_staged_ok(const Weight& w, i64 r, const float* xp, i64 m, i64 K, 
 
 #endif
 
-// wscale_at is the index in w.s of value [r, c]'s scale byte (FP8 and FP4 formats), and
-// wfrom is wval's value from the stored code and scale byte (i: the value's index r·cols
-// + c, whose parity picks an FP4 nibble): a kernel may load codes first and widen them
-// later, the same values.
-DEVM i64 wscale_at(const Weight& w, i64 r, i64 c) {
-  switch (w.fmt) {
-    case 2: return (r / 32) * ((w.cols + 31) / 32) + c / 32;
-    case 5: return (r / 128) * ((w.cols + 127) / 128) + c / 128;
-    default: return r * ((w.cols + 31) / 32) + c / 32;
-  }
-}
-DEVM float wfrom(const Weight& w, i64 i, u32 code, u32 scale) {
-  switch (w.fmt) {
-    case 0: return f32_bits(code);
-    case 1: return bf16_f32((unsigned short)code);
-    case 2:
-    case 3:
-    case 5: return e4m3_f32((unsigned char)code) * ue8m0_f32((unsigned char)scale);
-    default: {
-      unsigned char b = (unsigned char)code;
-      return e2m1_f32((i & 1) ? (b >> 4) : (b & 15)) * ue8m0_f32((unsigned char)scale);
-    }
-  }
-}
-
 // GemvTile<GT, GN, UT, UN, J> is the shape of gemv_tile: a launch block of 128 threads,
 // 16 lanes × 8 groups (GT × GN); group g holds the chains of UT x rows (tile rows
 // (g / GN)·UT + u) against UN weight rows ((g % GN)·UN + q), so a tile is TT = GT·UT rows
@@ -497,46 +472,29 @@ DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 
       acc[u][q] = L == 0 && p && n < N ? p[0] * wval(w, n, 0) : 0.0f;
     }
   }
-  // positions tid + 128·v of every row: the x rows' float bits, the weight rows' stored
-  // codes and scale bytes. A chunk's loads are issued together (clamped addresses, the
-  // conditions as selects) and widened only when stored, after the next chunk's loads are
-  // in flight: a load widened as it arrives made each thread wait on every load in turn.
-  u32 pre[G::ROWS][G::V], scl[G::TN][G::V];
-  const unsigned char* codes = (const unsigned char*)w.p;
+  float pre[G::ROWS][G::V];  // positions tid + 128·v of every row
   auto load = [&](i64 c) {
-    UNROLL_BY(64) for (int r = 0; r < G::TT; r++) {
-      const float* p = xr[r];
-      UNROLL_BY(64) for (int v = 0; v < G::V; v++) {
+    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++) {
+      UNROLL_BY(4) for (int v = 0; v < G::V; v++) {
         const i64 k = 1 + c * G::C + tid + 128 * v;
-        const bool ok = p && k < K;
-        pre[r][v] = ok ? bits_f32(p[k]) : 0u;
-      }
-    }
-    UNROLL_BY(64) for (int r = 0; r < G::TN; r++) {
-      UNROLL_BY(64) for (int v = 0; v < G::V; v++) {
-        const i64 n = n0 + r, k = 1 + c * G::C + tid + 128 * v;
-        const bool ok = n < N && k < K;
-        const i64 nn = ok ? n : 0, kc = ok ? k : 0, i = nn * w.cols + kc;
-        u32 code;
-        if (w.fmt == 0) code = bits_f32(((const float*)w.p)[i]);
-        else if (w.fmt == 1) code = ((const unsigned short*)w.p)[i];
-        else if (w.fmt == 2 || w.fmt == 3 || w.fmt == 5) code = codes[i];
-        else code = codes[i / 2];
-        pre[G::TT + r][v] = ok ? code : 0u;
-        scl[r][v] = ok && w.fmt >= 2 ? (u32)w.s[wscale_at(w, nn, kc)] : 0u;
+        float x = 0;
+        if (k < K) {
+          if (r < G::TT) {
+            const float* p = xr[r];
+            if (p) x = p[k];
+          } else if (n0 + r - G::TT < N) {
+            x = wval(w, n0 + r - G::TT, k);
+          }
+        }
+        pre[r][v] = x;
       }
     }
   };
   if (chunks > 0) load(0);
   for (i64 c = 0; c < chunks; c++) {
     __syncthreads();  // the last chunk's chains are done with sm
-    UNROLL_BY(64) for (int r = 0; r < G::TT; r++)
-      UNROLL_BY(64) for (int v = 0; v < G::V; v++) sm[r * G::S + tid + 128 * v] = f32_bits(pre[r][v]);
-    UNROLL_BY(64) for (int r = 0; r < G::TN; r++)
-      UNROLL_BY(64) for (int v = 0; v < G::V; v++) {
-        const i64 k = 1 + c * G::C + tid + 128 * v;
-        sm[(G::TT + r) * G::S + tid + 128 * v] = wfrom(w, (n0 + r) * w.cols + k, pre[G::TT + r][v], scl[r][v]);
-      }
+    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++)
+      UNROLL_BY(4) for (int v = 0; v < G::V; v++) sm[r * G::S + tid + 128 * v] = pre[r][v];
     __syncthreads();
     if (c + 1 < chunks) load(c + 1);
     const int jn = (int)imin(G::J, nchain - c * G::J);
