@@ -290,7 +290,7 @@ const EnvGemvRows = "DEEPINFER_CUDA_GEMV_ROWS"
 const mixRowsMax = 16
 
 // mixTileTokens and mixTileRows are the tile of mhc.cu's mhc_fast_mix41_tile
-// (MHC_TILE: GemvTile<1, 8, 2, 1>): a launch block a tile.
+// (MHC_TILE: GemvTile<1, 8, 2, 1, 32>): a launch block a tile.
 const mixTileTokens, mixTileRows = 2, 8
 
 // gemvRowsMax is the step size up to which a staged-rows kernel runs: def, 0 when

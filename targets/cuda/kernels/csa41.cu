@@ -335,6 +335,79 @@ KERNEL(csa_fast_proj_sum, csa_CompressArgs) {
 #ifndef CSA_PROJ_ROUND
 #define CSA_PROJ_ROUND q_bf16
 #endif
+#ifndef DI_EMULATE
+// csa_proj_tile_sums: the tile's sums (tot[u][q]: token tg + 8u, channel c0 + cg + 16q)
+// for weights stored as F: 1 bf16, 0 float32 — each block's loads issued together as
+// raw bits (clamped addresses: no branch, and no value used before the next block's
+// store, so the loads are in flight together while the products run) and widened when
+// stored — or -1, any format through wval (a value widened as it arrives). Thread tid
+// loads position tid % 64 of tile rows 2i + tid / 64 (the x rows first, then the
+// weight rows).
+template <int F>
+DEVM void csa_proj_tile_sums(const csa_CompressArgs& a, const float* const* xr, float4* sm4, int tid, i64 c0, float (&tot)[2][4]) {
+  float* sm = (float*)sm4;
+  const int cg = tid & 15, tg = tid >> 4, kk = tid % 64, h = tid / 64;
+  u32 rx[CSA_PT / 2], rw[CSA_PC / 2];
+  auto load = [&](i64 kb) {
+    const i64 k = imin(kb + kk, a.D - 1);
+    UNROLL for (int i = 0; i < CSA_PT / 2; i++) {
+      const float* p = xr[2 * i + h];
+      rx[i] = bits_f32((p ? p : a.x)[k]);
+    }
+    UNROLL for (int i = 0; i < CSA_PC / 2; i++) {
+      const i64 c = imin(c0 + 2 * i + h, a.d - 1);
+      if (F == 1) rw[i] = ((const unsigned short*)a.wkv.p)[c * a.wkv.cols + k];
+      else if (F == 0) rw[i] = bits_f32(((const float*)a.wkv.p)[c * a.wkv.cols + k]);
+      else rw[i] = bits_f32(wval(a.wkv, c, k));
+    }
+  };
+  load(0);
+  for (i64 kb = 0; kb < a.D; kb += 64) {
+    __syncthreads();  // the last block's products are done with sm
+    const bool in = kb + kk < a.D;
+    UNROLL for (int i = 0; i < CSA_PT / 2; i++)
+      sm[(2 * i + h) * CSA_PS + kk] = in && xr[2 * i + h] ? q_bf16(f32_bits(rx[i])) : 0.0f;
+    UNROLL for (int i = 0; i < CSA_PC / 2; i++) {
+      const float v = F == 1 ? bf16_f32((unsigned short)rw[i]) : f32_bits(rw[i]);
+      sm[(CSA_PT + 2 * i + h) * CSA_PS + kk] = in && c0 + 2 * i + h < a.d ? v : 0.0f;
+    }
+    __syncthreads();
+    if (kb + 64 < a.D) load(kb + 64);
+    const int n = (int)imin(64, a.D - kb), full = n / 16, tail = n % 16;
+    float s[2][4][4], ps[2][4][4];
+    UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) UNROLL for (int l = 0; l < 4; l++)
+      s[u][q][l] = 0, ps[u][q][l] = 0;
+    // the products of 4 values at off into SUM (p = 0) or P_SUM (p = 1)
+    auto four = [&](int off, int p) {
+      float4 xv[2], wv[4];
+      UNROLL for (int u = 0; u < 2; u++) xv[u] = sm4[((tg + 8 * u) * CSA_PS + off) / 4];
+      UNROLL for (int q = 0; q < 4; q++) wv[q] = sm4[((CSA_PT + cg + 16 * q) * CSA_PS + off) / 4];
+      UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) {
+        float* acc = p ? ps[u][q] : s[u][q];
+        acc[0] += xv[u].x * wv[q].x;
+        acc[1] += xv[u].y * wv[q].y;
+        acc[2] += xv[u].z * wv[q].z;
+        acc[3] += xv[u].w * wv[q].w;
+      }
+    };
+    for (int gi = 0; gi < full; gi++) {
+      four(16 * gi, 0);
+      four(16 * gi + 4, 1);
+      four(16 * gi + 8, 0);
+      four(16 * gi + 12, 1);
+    }
+    if (full > 0)
+      UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) UNROLL for (int l = 0; l < 4; l++)
+        s[u][q][l] += ps[u][q][l];
+    for (int b4 = 0; b4 < tail / 4; b4++) four(16 * full + 4 * b4, 0);
+    for (int i = 16 * full + tail / 4 * 4; i < n; i++)
+      UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++)
+        s[u][q][0] += sm[(tg + 8 * u) * CSA_PS + i] * sm[(CSA_PT + cg + 16 * q) * CSA_PS + i];
+    UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++)
+      tot[u][q] += (s[u][q][0] + s[u][q][1]) + (s[u][q][2] + s[u][q][3]);
+  }
+}
+#endif
 KERNEL(csa_fast_proj_tile, csa_CompressArgs) {
   const i64 nc = (a.d + CSA_PC - 1) / CSA_PC, blocks = (a.T + CSA_PT - 1) / CSA_PT * nc;
 #ifdef DI_EMULATE
@@ -351,7 +424,6 @@ KERNEL(csa_fast_proj_tile, csa_CompressArgs) {
   (void)GSTRIDE;
   __shared__ float4 sm4[(CSA_PT + CSA_PC) * CSA_PS / 4];
   __shared__ const float* xr[CSA_PT];
-  float* sm = (float*)sm4;
   const i64 b = GIDX / 128;
   const int tid = (int)(GIDX % 128), cg = tid & 15, tg = tid >> 4;
   if (b >= blocks) return;  // the whole block
@@ -374,63 +446,12 @@ KERNEL(csa_fast_proj_tile, csa_CompressArgs) {
         tot[u][q] = csa_gonum_nt(xb, w, a.D, c * a.D, true);
       }
     }
+  } else if (a.wkv.fmt == 1) {
+    csa_proj_tile_sums<1>(a, xr, sm4, tid, c0, tot);
+  } else if (a.wkv.fmt == 0) {
+    csa_proj_tile_sums<0>(a, xr, sm4, tid, c0, tot);
   } else {
-    const int R = CSA_PT + CSA_PC;
-    float pre[R / 2];  // position tid % 64 of rows 2i + tid / 64
-    auto load = [&](i64 kb) {
-      const i64 k = kb + tid % 64;
-      UNROLL for (int i = 0; i < R / 2; i++) {
-        const int r = 2 * i + tid / 64;
-        float v = 0;
-        if (k < a.D) {
-          if (r < CSA_PT) {
-            if (xr[r]) v = q_bf16(xr[r][k]);
-          } else if (c0 + r - CSA_PT < a.d) {
-            v = wval(a.wkv, c0 + r - CSA_PT, k);
-          }
-        }
-        pre[i] = v;
-      }
-    };
-    load(0);
-    for (i64 kb = 0; kb < a.D; kb += 64) {
-      __syncthreads();  // the last block's products are done with sm
-      UNROLL for (int i = 0; i < R / 2; i++) sm[(2 * i + tid / 64) * CSA_PS + tid % 64] = pre[i];
-      __syncthreads();
-      if (kb + 64 < a.D) load(kb + 64);
-      const int n = (int)imin(64, a.D - kb), full = n / 16, tail = n % 16;
-      float s[2][4][4], ps[2][4][4];
-      UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) UNROLL for (int l = 0; l < 4; l++)
-        s[u][q][l] = 0, ps[u][q][l] = 0;
-      // the products of 4 values at off into SUM (p = 0) or P_SUM (p = 1)
-      auto four = [&](int off, int p) {
-        float4 xv[2], wv[4];
-        UNROLL for (int u = 0; u < 2; u++) xv[u] = sm4[((tg + 8 * u) * CSA_PS + off) / 4];
-        UNROLL for (int q = 0; q < 4; q++) wv[q] = sm4[((CSA_PT + cg + 16 * q) * CSA_PS + off) / 4];
-        UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) {
-          float* acc = p ? ps[u][q] : s[u][q];
-          acc[0] += xv[u].x * wv[q].x;
-          acc[1] += xv[u].y * wv[q].y;
-          acc[2] += xv[u].z * wv[q].z;
-          acc[3] += xv[u].w * wv[q].w;
-        }
-      };
-      for (int gi = 0; gi < full; gi++) {
-        four(16 * gi, 0);
-        four(16 * gi + 4, 1);
-        four(16 * gi + 8, 0);
-        four(16 * gi + 12, 1);
-      }
-      if (full > 0)
-        UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) UNROLL for (int l = 0; l < 4; l++)
-          s[u][q][l] += ps[u][q][l];
-      for (int b4 = 0; b4 < tail / 4; b4++) four(16 * full + 4 * b4, 0);
-      for (int i = 16 * full + tail / 4 * 4; i < n; i++)
-        UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++)
-          s[u][q][0] += sm[(tg + 8 * u) * CSA_PS + i] * sm[(CSA_PT + cg + 16 * q) * CSA_PS + i];
-      UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++)
-        tot[u][q] += (s[u][q][0] + s[u][q][1]) + (s[u][q][2] + s[u][q][3]);
-    }
+    csa_proj_tile_sums<-1>(a, xr, sm4, tid, c0, tot);
   }
   UNROLL for (int u = 0; u < 2; u++) UNROLL for (int q = 0; q < 4; q++) {
     const i64 t = t0 + tg + 8 * u, c = c0 + cg + 16 * q;

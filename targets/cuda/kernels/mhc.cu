@@ -508,7 +508,7 @@ KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
 // fused multiply-adds in the same order), then blocks of 128 of the tokens' cascade
 // lanes (4 tokens a block). A token in another order takes mkl_lane on the block's
 // threads.
-#define MHC_TILE 1, 8, 2, 1
+#define MHC_TILE 1, 8, 2, 1, 32
 KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) {
   typedef GemvTile<MHC_TILE> G;
   const i64 per = a.m * 16 + 32, nr = (a.m + G::TN - 1) / G::TN, tiles = (a.T + G::TT - 1) / G::TT * nr;

@@ -451,50 +451,43 @@ struct GemvTile {
   static constexpr int SMEM = ROWS * S;
 };
 #ifndef DI_EMULATE
-// gemv_tile runs the 16 lanes of MKL's GEMV order (mkl_lane's ORDER_GEMV: x(0)·w(0) on
-// lane 0, then the fused multiply-adds of k = 1 + L + 16j, j = 0 .. (K−1)/16 − 1, in that
-// order) of a tile: x rows xr[0 .. TT) (shared; null: a row not computed, its chains
-// left at 0) against weight rows n0 .. n0 + TN of w (rows at or past N read as 0).
-// Thread tid is lane tid % 16 of group tid / 16; acc[u][q] is its chain of x row
-// (g / GN)·UT + u against weight row n0 + (g % GN)·UN + q, each the value mkl_lane
-// gives. Every thread of the block calls it. Each chunk's values are loaded (coalesced:
-// thread tid loads position tid of every row) while the chains of the previous chunk
-// run; a value in shared memory serves UN or UT chains.
-template <int GT, int GN, int UT, int UN, int J = 8>
-DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 K, float* sm, float (&acc)[UT][UN]) {
+// gemv_tile_chains: gemv_tile for weights stored as F: 1 bf16, 0 float32 — a chunk's
+// loads issued together as raw bits (clamped addresses: no branch, and no value used
+// before the chunk is stored, after the next chunk's products started) and widened when
+// stored — or -1, any format through wval (a value widened as it arrives: each thread
+// waits on every load in turn, as run 14a measured). xs is a row of xr that is not null
+// (the clamped loads of the null rows read it).
+template <int F, int GT, int GN, int UT, int UN, int J>
+DEVM void gemv_tile_chains(const float* const* xr, const float* xs, const Weight& w, i64 n0, i64 N, i64 K, float* sm,
+                           float (&acc)[UT][UN]) {
   typedef GemvTile<GT, GN, UT, UN, J> G;
   const int tid = (int)threadIdx.x, L = tid & 15, g = tid >> 4, tg = g / GN, ng = g % GN;
   const i64 nchain = K > 1 ? (K - 1) / 16 : 0, chunks = (nchain + G::J - 1) / G::J;
-  UNROLL_BY(4) for (int u = 0; u < UT; u++) {
-    const float* p = xr[tg * UT + u];
-    UNROLL_BY(8) for (int q = 0; q < UN; q++) {
-      const i64 n = n0 + ng * UN + q;
-      acc[u][q] = L == 0 && p && n < N ? p[0] * wval(w, n, 0) : 0.0f;
-    }
-  }
-  float pre[G::ROWS][G::V];  // positions tid + 128·v of every row
+  u32 pre[G::ROWS][G::V];  // positions tid + 128·v of every row, as stored
   auto load = [&](i64 c) {
-    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++) {
+    UNROLL_BY(16) for (int r = 0; r < G::TT; r++) {
+      const float* p = xr[r] ? xr[r] : xs;
+      UNROLL_BY(4) for (int v = 0; v < G::V; v++) pre[r][v] = bits_f32(p[imin(1 + c * G::C + tid + 128 * v, K - 1)]);
+    }
+    UNROLL_BY(16) for (int r = 0; r < G::TN; r++) {
+      const i64 n = imin(n0 + r, N - 1);
       UNROLL_BY(4) for (int v = 0; v < G::V; v++) {
-        const i64 k = 1 + c * G::C + tid + 128 * v;
-        float x = 0;
-        if (k < K) {
-          if (r < G::TT) {
-            const float* p = xr[r];
-            if (p) x = p[k];
-          } else if (n0 + r - G::TT < N) {
-            x = wval(w, n0 + r - G::TT, k);
-          }
-        }
-        pre[r][v] = x;
+        const i64 k = imin(1 + c * G::C + tid + 128 * v, K - 1);
+        if (F == 1) pre[G::TT + r][v] = ((const unsigned short*)w.p)[n * w.cols + k];
+        else if (F == 0) pre[G::TT + r][v] = bits_f32(((const float*)w.p)[n * w.cols + k]);
+        else pre[G::TT + r][v] = bits_f32(wval(w, n, k));
       }
     }
   };
   if (chunks > 0) load(0);
   for (i64 c = 0; c < chunks; c++) {
     __syncthreads();  // the last chunk's chains are done with sm
-    UNROLL_BY(8) for (int r = 0; r < G::ROWS; r++)
-      UNROLL_BY(4) for (int v = 0; v < G::V; v++) sm[r * G::S + tid + 128 * v] = pre[r][v];
+    UNROLL_BY(16) for (int r = 0; r < G::ROWS; r++)
+      UNROLL_BY(4) for (int v = 0; v < G::V; v++) {
+        const bool ok = 1 + c * G::C + tid + 128 * v < K && (r < G::TT ? xr[r] != nullptr : n0 + r - G::TT < N);
+        const float x = r >= G::TT && F == 1 ? bf16_f32((unsigned short)pre[r][v]) : f32_bits(pre[r][v]);
+        sm[r * G::S + tid + 128 * v] = ok ? x : 0.0f;
+      }
     __syncthreads();
     if (c + 1 < chunks) load(c + 1);
     const int jn = (int)imin(G::J, nchain - c * G::J);
@@ -508,6 +501,34 @@ DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 
         UNROLL_BY(8) for (int q = 0; q < UN; q++) acc[u][q] = fma32(xv[u], wv[q], acc[u][q]);
     }
   }
+}
+
+// gemv_tile runs the 16 lanes of MKL's GEMV order (mkl_lane's ORDER_GEMV: x(0)·w(0) on
+// lane 0, then the fused multiply-adds of k = 1 + L + 16j, j = 0 .. (K−1)/16 − 1, in that
+// order) of a tile: x rows xr[0 .. TT) (shared; null: a row not computed, its chains
+// left at 0) against weight rows n0 .. n0 + TN of w (rows at or past N read as 0).
+// Thread tid is lane tid % 16 of group tid / 16; acc[u][q] is its chain of x row
+// (g / GN)·UT + u against weight row n0 + (g % GN)·UN + q, each the value mkl_lane
+// gives. Every thread of the block calls it. Each chunk's values are loaded (coalesced:
+// thread tid loads position tid of every row) while the chains of the previous chunk
+// run; a value in shared memory serves UN or UT chains.
+template <int GT, int GN, int UT, int UN, int J = 8>
+DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 K, float* sm, float (&acc)[UT][UN]) {
+  typedef GemvTile<GT, GN, UT, UN, J> G;
+  const int tid = (int)threadIdx.x, L = tid & 15, g = tid >> 4, tg = g / GN, ng = g % GN;
+  const float* xs = nullptr;
+  UNROLL_BY(16) for (int r = 0; r < G::TT; r++) if (!xs) xs = xr[r];
+  UNROLL_BY(4) for (int u = 0; u < UT; u++) {
+    const float* p = xr[tg * UT + u];
+    UNROLL_BY(8) for (int q = 0; q < UN; q++) {
+      const i64 n = n0 + ng * UN + q;
+      acc[u][q] = L == 0 && p && n < N ? p[0] * wval(w, n, 0) : 0.0f;
+    }
+  }
+  if (!xs || N <= 0) return;  // no row to compute (the whole block: xr is shared)
+  if (w.fmt == 1) gemv_tile_chains<1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
+  else if (w.fmt == 0) gemv_tile_chains<0, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
+  else gemv_tile_chains<-1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
 }
 #endif
 

@@ -208,6 +208,9 @@ int main() {
   bad += proj_case(9, 70, 76, 0, -1, seed++);
   bad += proj_case(5, 30, 30, 1, -1, seed++);       // D not a multiple of 4
   bad += proj_case(20, 130, 5120, 2, 7, seed++);    // V4.1's row length
+  bad += proj_case(33, 128, 5120, 1, 12, seed++);   // V4.1's shape and format (bf16)
+  bad += proj_case(12, 40, 96, 4, -1, seed++);
+  bad += proj_case(18, 66, 192, 5, 2, seed++);
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad != 0;
 }
