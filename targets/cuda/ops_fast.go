@@ -221,20 +221,20 @@ const EnvM1Bounds = "DEEPINFER_CUDA_M1_BOUNDS"
 // prefill's 170 → 19 ms). Read when a program is bound; for comparisons.
 const EnvTiles = "DEEPINFER_CUDA_TILES"
 
-// EnvGemvTiles set to 1 runs V4.1's fast router and mixes in decode steps on their tile
-// kernels (moe_fast_gate41_tile1, moe_fast_gate41_tile, mhc_fast_mix41_tile: numerics.h
-// gemv_tile) instead of the staged rows and lane kernels — the same values, but slower
-// on the H200 (run 14a: the router 0.48 / 1.03 / 3.85 → 0.70 / 2.65 / 4.83 ms, the mixes
-// 1.20 / 2.58 → 5.13 / 5.24 at batch 1 / 64 / 256: each chunk's weight loads widened one
-// by one as they arrive, docs/perf/small-kernels.md run 14), so off by default. Read
-// when a program is bound.
+// EnvGemvTiles set to 0 keeps V4.1's fast router and mixes in decode steps on the staged
+// rows and lane kernels instead of their tile kernels (moe_fast_gate41_tile1,
+// moe_fast_gate41_tile, mhc_fast_mix41_tile: numerics.h gemv_tile; the same values).
+// The tiles are the default since run 15 on the H200 (docs/perf/small-kernels.md: each
+// chunk's loads issued together; the router 0.476 / 1.015 / 3.881 → 0.094 / 0.811 /
+// 1.894 ms, the mixes 1.190 / 2.576 → 0.721 / 1.801 at batch 1 / 64 / 256; batch 1's
+// mixes stay on the staged rows). Read when a program is bound.
 const EnvGemvTiles = "DEEPINFER_CUDA_GEMV_TILES"
 
 // tilesOn reports whether the compressor's projections may run on their tiles.
 func tilesOn() bool { return os.Getenv(EnvTiles) != "0" }
 
 // gemvTilesOn reports whether the router and mixes run on their tiles.
-func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) == "1" }
+func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) != "0" }
 
 // ceilDiv is n / d rounded up (d > 0).
 func ceilDiv(n, d int64) int64 { return (n + d - 1) / d }

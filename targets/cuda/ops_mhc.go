@@ -343,9 +343,9 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 		}
 		return fill(s, a) * (m + 1) * rowSpread
 	})
-	// with EnvGemvTiles=1, larger decode steps run tiles of tokens × mix rows, then the
-	// cascade lanes in blocks of 4 tokens (mhc_fast_mix41_tile: the same values; slower
-	// on the H200 in run 14a, so off by default)
+	// larger decode steps run tiles of tokens × mix rows, then the cascade lanes in
+	// blocks of 4 tokens (mhc_fast_mix41_tile: the same values; EnvGemvTiles=0 keeps
+	// the lanes; faster on the H200 since run 15)
 	tiles := gemvTilesOn()
 	tiled := func(s *Step) bool { return tiles && !oneRow(s) && s.T == max(s.NSeq, 1) }
 	b.Launch("mhc_fast_mix41_tile", func(s *Step, a *ArgBuf) int64 {

@@ -93,10 +93,10 @@ func bindMoERoute(b *Bind) error {
 			// values)
 			stageOK := os.Getenv(EnvGemvRows) != "0"
 			staged := func(s *Step) bool { return stageOK && s.T <= gateRowsMax && s.T == max(s.NSeq, 1) }
-			// with EnvGemvTiles=1, decode steps (one row a sequence) run tiles of tokens ×
-			// experts instead: moe_fast_gate41_tile1 up to gateTile1Max tokens,
-			// moe_fast_gate41_tile past them (the same values; slower on the H200 in run
-			// 14a, so off by default)
+			// decode steps (one row a sequence) run tiles of tokens × experts instead
+			// (EnvGemvTiles=0 keeps the rows and lanes): moe_fast_gate41_tile1 up to
+			// gateTile1Max tokens, moe_fast_gate41_tile past them (the same values;
+			// faster on the H200 since run 15)
 			tiles := gemvTilesOn()
 			tiled := func(s *Step) bool { return tiles && s.T == max(s.NSeq, 1) }
 			b.Launch("moe_fast_gate41_tile1", func(s *Step, a *ArgBuf) int64 {

@@ -66,8 +66,8 @@ func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) 
 // (moe_fast_gate41_tile and mhc_fast_mix41_tile in decode steps of 20 one-row sequences,
 // moe_fast_gate41_tile1 in one sequence's decode steps, csa_fast_proj_tile in steps of
 // at least 8 rows) give the per-lane kernels' logits bit for bit
-// (DEEPINFER_CUDA_TILES=0 and DEEPINFER_CUDA_GEMV_TILES unset, against
-// DEEPINFER_CUDA_GEMV_TILES=1): a 20-sequence prefill step and three decode steps, and a
+// (DEEPINFER_CUDA_TILES=0 and DEEPINFER_CUDA_GEMV_TILES=0, against both unset: the
+// default): a 20-sequence prefill step and three decode steps, and a
 // 9-token prompt's prefill and two decode steps, compared row by row; on the emulated
 // device the launch counts show which kernels each run took. TestTilesDeviceCodeOnHostFibers checks the tiles' device code itself.
 func TestFastTilesMatchLanes(t *testing.T) {
@@ -77,10 +77,10 @@ func TestFastTilesMatchLanes(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			t.Setenv(cuda.EnvTiles, "0")
-			t.Setenv(cuda.EnvGemvTiles, "")
+			t.Setenv(cuda.EnvGemvTiles, "0")
 			a, ka := batchDecode(t, p, ws, 20, 3)
 			t.Setenv(cuda.EnvTiles, "")
-			t.Setenv(cuda.EnvGemvTiles, "1")
+			t.Setenv(cuda.EnvGemvTiles, "")
 			b, kb := batchDecode(t, p, ws, 20, 3)
 			if len(a) != 80 || len(b) != 80 {
 				t.Fatalf("%d and %d logits rows, want 80", len(a), len(b))
@@ -91,21 +91,21 @@ func TestFastTilesMatchLanes(t *testing.T) {
 			}
 			for _, k := range []string{"moe_fast_gate41_tile", "mhc_fast_mix41_tile", "csa_fast_proj_tile"} {
 				if ka[k] != 0 || kb[k] == 0 {
-					t.Errorf("%s ran %d times with %s=0 and %d times without; want 0 and some", k, ka[k], cuda.EnvTiles, kb[k])
+					t.Errorf("%s ran %d times with the tiles off and %d times by default; want 0 and some", k, ka[k], kb[k])
 				}
 			}
 			// the lane kernels the tiles replace: decode steps' router and mixes, every
 			// step's ratio-1 projections (ratio 2's stay on csa_fast_proj_part)
 			for _, k := range []string{"moe_fast_gate41_part", "mhc_fast_mix41_part", "csa_fast_proj_part"} {
 				if ka[k] == 0 || kb[k] >= ka[k] {
-					t.Errorf("%s ran %d times with %s=0 and %d times without; want fewer with the tiles", k, ka[k], cuda.EnvTiles, kb[k])
+					t.Errorf("%s ran %d times with the tiles off and %d times by default; want fewer with the tiles", k, ka[k], kb[k])
 				}
 			}
 			// a single sequence's decode steps: the few-token router tile
 			c, kc := prefillAndDecode(t, p, ws, 9)
-			t.Setenv(cuda.EnvGemvTiles, "")
+			t.Setenv(cuda.EnvGemvTiles, "0")
 			d, kd := prefillAndDecode(t, p, ws, 9)
-			sameLogits(t, d, c, "on the staged rows (the default), one sequence", "on the tiles")
+			sameLogits(t, d, c, "on the staged rows ("+cuda.EnvGemvTiles+"=0), one sequence", "on the tiles")
 			if kc != nil && (kc["moe_fast_gate41_tile1"] == 0 || kc["moe_fast_gate41_tile1"] != kd["moe_fast_gate41_rows"] ||
 				kd["moe_fast_gate41_tile1"] != 0 || kc["moe_fast_gate41_tile"]+kc["moe_fast_gate41_rows"] != 0) {
 				t.Errorf("one sequence's decode steps: moe_fast_gate41_tile1 / _tile / _rows ran %d / %d / %d times with the tiles, %d / %d / %d without; want the rows' launches on tile1",

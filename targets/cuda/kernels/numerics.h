@@ -1,8 +1,9 @@
 // numerics.h: DeepSeek-V4.1's fp32 summation orders and elementwise paths, ported from
 // the cpu target (targets/cpu/v41_order.go, v41_exp.go) operation for operation, so
 // that a kernel built on them rounds exactly where the cpu target (and the V4.1
-// reference it reproduces) rounds. Every fused multiply-add is the cpu target's fma32:
-// an exact double FMA rounded to float32.
+// reference it reproduces) rounds. Every fused multiply-add of the exact kernels is the
+// cpu target's fma32: an exact double FMA rounded to float32; the fast mode's MKL-order
+// chains use fma_fast.
 #ifdef DI_EMULATE
 #define DEVM inline
 #else
@@ -10,6 +11,17 @@
 #endif
 
 DEV float fma32(float a, float b, float c) { return (float)fma((double)a, (double)b, (double)c); }
+
+// fma_fast is the float32 fused multiply-add (one rounding) of the fast mode's MKL-order
+// chains (lane_chain, mkl_gemv_lanes, mkl_lane, gemv_lane_staged, gemv_tile, mkl_fold's
+// tail: every kernel that splits an MKL order into lanes or tiles, all of them fast-mode
+// kernels; the exact kernels' mkl_dot keeps fma32). It is fma32's value except where the
+// exact a·b + c lies within 2^-53 (relative) of a float32 rounding midpoint, not on it,
+// and fma32's second rounding breaks the tie the other way (about once in 2^28 steps of
+// random data); a float32 FMA is one instruction where fma32 is a double FMA and four
+// float↔double conversions (16 a clock a multiprocessor on the H200: the bound of run
+// 15's router and mix tiles, docs/perf/small-kernels.md).
+DEV float fma_fast(float a, float b, float c) { return fmaf(a, b, c); }
 
 // Row accessors for the dot products: a float32 row, or a weight matrix row in any
 // storage format (widened exactly as the cpu target widens it).
@@ -304,9 +316,9 @@ DEVM float lane_chain(X x, W w, i64 k0, i64 n, float v) {
       wv[u] = w(k);
     }
     UNROLL_BY(8)
-    for (int u = 0; u < 8; u++) v = fma32(xv[u], wv[u], v);
+    for (int u = 0; u < 8; u++) v = fma_fast(xv[u], wv[u], v);
   }
-  for (; t < n; t++) v = fma32(x(k0 + 16 * t), w(k0 + 16 * t), v);
+  for (; t < n; t++) v = fma_fast(x(k0 + 16 * t), w(k0 + 16 * t), v);
   return v;
 }
 
@@ -332,13 +344,13 @@ DEVM void mkl_gemv_lanes(const X* x, W w, i64 K, int L, float* v) {
     UNROLL_BY(4)
     for (int u = 0; u < NT; u++)
       UNROLL_BY(8)
-      for (int q = 0; q < 8; q++) v[u] = fma32(xv[u][q], wv[q], v[u]);
+      for (int q = 0; q < 8; q++) v[u] = fma_fast(xv[u][q], wv[q], v[u]);
   }
   for (; j < n; j++) {
     const i64 k = k0 + 16 * j;
     const float wk = w(k);
     UNROLL_BY(4)
-    for (int u = 0; u < NT; u++) v[u] = fma32(x[u](k), wk, v[u]);
+    for (int u = 0; u < NT; u++) v[u] = fma_fast(x[u](k), wk, v[u]);
   }
 }
 
@@ -411,7 +423,7 @@ DEVM float gemv_lane_staged(const float* xp, const float* wr, i64 K, int tid, fl
       // the lane's first k in the chunk: k ≡ 1 + L (mod 16), k ≥ 1 + L
       i64 k = c0 + (((1 + L - c0) % 16) + 16) % 16;
       if (k < 1 + L) k += 16;
-      UNROLL_BY(8) for (; k < c0 + cn; k += 16) v = fma32(xs[k - c0], ws[k - c0], v);
+      UNROLL_BY(8) for (; k < c0 + cn; k += 16) v = fma_fast(xs[k - c0], ws[k - c0], v);
     }
   }
   return L < 16 ? v : 0.0f;
@@ -498,7 +510,7 @@ DEVM void gemv_tile_chains(const float* const* xr, const float* xs, const Weight
       UNROLL_BY(4) for (int u = 0; u < UT; u++) xv[u] = sm[(tg * UT + u) * G::S + kk];
       UNROLL_BY(8) for (int q = 0; q < UN; q++) wv[q] = sm[(G::TT + ng * UN + q) * G::S + kk];
       UNROLL_BY(4) for (int u = 0; u < UT; u++)
-        UNROLL_BY(8) for (int q = 0; q < UN; q++) acc[u][q] = fma32(xv[u], wv[q], acc[u][q]);
+        UNROLL_BY(8) for (int q = 0; q < UN; q++) acc[u][q] = fma_fast(xv[u], wv[q], acc[u][q]);
     }
   }
 }
@@ -547,7 +559,7 @@ DEVM float mkl_fold(X x, W w, i64 m, i64 r, i64 K, i64 N, const float* lane) {
       tail[0] = s;
       for (i64 k = 1 + 16 * nvec; k < K; k++) {
         i64 l = k - (1 + 16 * nvec);
-        tail[l] = fma32(x(k), w(k), tail[l]);
+        tail[l] = fma_fast(x(k), w(k), tail[l]);
       }
       return halving16(tail);
     }

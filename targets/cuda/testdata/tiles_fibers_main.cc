@@ -147,6 +147,46 @@ static int mix_case(long T, long m, long K, int fmt, long multi, unsigned seed) 
   return diff == 0 && g_errors == before ? 0 : 1;
 }
 
+// planted_case: the tiles' chains round each fused multiply-add once (numerics.h
+// fma_fast). Lane 0 of token 0 against weight row 0 (float32 weights, everything else
+// 0) is planted with x(1)·w(1) = 1 + 2^-23 and x(17)·w(17) = 2^-24·(1 − 2^-46): the exact
+// sum lies 2^-70 below a float32 midpoint, so one rounding gives 1 + 2^-23 where fma32's
+// double rounding gives 1 + 2^-22. Both router tiles and the mix tile must hold 1 + 2^-23.
+static int planted_case() {
+  const float one = 0x1.000002p0f, a17 = 0x1.000002p-12f, b17 = 0x1.fffffcp-13f;
+  if (fma32(a17, b17, one) == fma_fast(a17, b17, one)) {
+    fprintf(stderr, "planted: fma32 and fma_fast agree on the planted case\n");
+    return 1;
+  }
+  int bad = 0;
+  const long T = 2, E = 12, D = 300, m = 9, K = 640;
+  std::vector<float> x(T * K, 0.0f), wg(E * D, 0.0f), wm(m * K, 0.0f);
+  x[1] = one, x[17] = a17, wg[1] = 1, wg[17] = b17, wm[1] = 1, wm[17] = b17;
+  std::vector<SeqRec> seqs = decode_seqs(T, -1, -1);
+  Weight g{wg.data(), nullptr, 0, D}, f{wm.data(), nullptr, 0, K};
+  for (int one_tile = 0; one_tile < 2; one_tile++) {
+    std::vector<float> got(T * E * 16, kUnset);
+    MoERoute41Args a{};
+    a.x = x.data(), a.gate = g, a.T = T, a.E = E, a.D = D, a.seqs = seqs.data(), a.nseq = (long)seqs.size();
+    a.part = got.data();
+    if (one_tile)
+      fibers_launch(moe_fast_gate41_tile1, a, T * ((E + 7) / 8));
+    else
+      fibers_launch(moe_fast_gate41_tile, a, (T + 3) / 4 * ((E + 31) / 32));
+    printf("planted gate%s: lane 0 %a, want %a\n", one_tile ? " (tile1)" : "", got[0], one);
+    bad += __float_as_uint(got[0]) != __float_as_uint(one);
+  }
+  const long per = m * 16 + 32;
+  std::vector<float> got(T * per, kUnset);
+  mhc_FastMix41Args a{};
+  a.x = x.data(), a.fn = f, a.T = T, a.m = m, a.K = K, a.seqs = seqs.data(), a.nseq = (long)seqs.size();
+  a.part = got.data();
+  fibers_launch(mhc_fast_mix41_tile, a, (T + 1) / 2 * ((m + 7) / 8) + (32 * T + 127) / 128);
+  printf("planted mix: lane 0 %a, want %a\n", got[0], one);
+  bad += __float_as_uint(got[0]) != __float_as_uint(one);
+  return bad;
+}
+
 static int proj_case(long T, long d, long D, int fmt, long skip, unsigned seed) {
   std::mt19937 rng(seed);
   WeightData w;
@@ -195,6 +235,7 @@ int main() {
   bad += gate_case(true, 3, 12, 600, 0, 0, -1, seed++);    // a three-row sequence
   bad += gate_case(true, 2, 5, 64, 1, -1, -1, seed++);     // fewer than 8 experts
   bad += gate_case(true, 1, 24, 5120, 1, -1, -1, seed++);  // V4.1's row length
+  bad += planted_case();                                   // one rounding a fused multiply-add
   // the mixes: 24 rows of 4·D, the cascade lanes
   bad += mix_case(3, 24, 640, 0, -1, seed++);
   bad += mix_case(5, 24, 1000, 0, -1, seed++);
