@@ -111,24 +111,33 @@ func TestFastV41AttentionKernelsAgree(t *testing.T) {
 	}
 }
 
-// TestFastV41LongStepsExactKernels: in the fast mode a step of long sequences (more than
+// TestFastV41LongStepsSeqTiles: in the fast mode a step of long sequences (more than
 // 128 rows a sequence, where MKL's order is one sequential chain a value) runs V4.1's
-// router and mHC mixes on the exact kernels (moe_gate_v41, mhc_mix41_dot), other steps on
-// the lane kernels; both give the cpu target's values, so a prefill's and two decode
-// steps' logits must be the same bit for bit whichever runs. The fixture holds 128
-// positions, so the threshold is lowered to 40 rows for a 70-token prefill.
-func TestFastV41LongStepsExactKernels(t *testing.T) {
+// router and mHC mixes on their sequential-order tiles (moe_fast_gate41_seq,
+// mhc_fast_mix41_seq), other steps on the lane kernels, whose lanes compute the same
+// chains (mkl_lane's ORDER_SEQ lane: dot_seq<true>), so a prefill's and two decode
+// steps' logits must be the same bit for bit whichever runs. With EnvSeqTiles=0 the long
+// steps run the exact kernels (moe_gate_v41, mhc_mix41_dot: fma32, which gives the same
+// values on these rows; fma_fast and fma32 differ only on inputs planted for it,
+// TestFastGate41SingleRounding). The fixture holds 128 positions, so the threshold is
+// lowered to 40 rows for a 70-token prefill.
+func TestFastV41LongStepsSeqTiles(t *testing.T) {
 	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
 	restore := cuda.SetLongRows(40)
 	a, ka := prefillAndDecode(t, p, ws, 70)
+	t.Setenv(cuda.EnvSeqTiles, "0")
+	c, kc := prefillAndDecode(t, p, ws, 70)
+	t.Setenv(cuda.EnvSeqTiles, "")
 	restore()
 	restore = cuda.SetLongRows(1 << 40)
 	b, kb := prefillAndDecode(t, p, ws, 70)
 	restore()
 	if ka != nil {
-		for _, k := range []string{"moe_gate_v41", "mhc_mix41_dot"} {
-			if ka[k] == 0 || kb[k] != 0 {
-				t.Errorf("%s ran %d times for the long prefill, %d times with the lane kernels forced; want > 0 and 0", k, ka[k], kb[k])
+		for _, k := range [][2]string{{"moe_fast_gate41_seq", "moe_gate_v41"}, {"mhc_fast_mix41_seq", "mhc_mix41_dot"}} {
+			tile, exact := k[0], k[1]
+			if ka[tile] == 0 || ka[exact] != 0 || kb[tile] != 0 || kb[exact] != 0 || kc[tile] != 0 || kc[exact] == 0 {
+				t.Errorf("%s / %s ran %d / %d times for the long prefill, %d / %d with the lane kernels forced, %d / %d with %s=0; want the tile, neither, the exact kernel",
+					tile, exact, ka[tile], ka[exact], kb[tile], kb[exact], kc[tile], kc[exact], cuda.EnvSeqTiles)
 			}
 		}
 		// the decode steps run the lanes, the staged rows or the tiles
@@ -140,13 +149,13 @@ func TestFastV41LongStepsExactKernels(t *testing.T) {
 				lanes(ka), kb["moe_fast_gate41_part"], ka["moe_fast_gate41_part"])
 		}
 	}
-	if len(a) != 72 || len(b) != 72 {
-		t.Fatalf("%d and %d logits rows, want 72", len(a), len(b))
+	if len(a) != 72 || len(b) != 72 || len(c) != 72 {
+		t.Fatalf("%d, %d and %d logits rows, want 72", len(a), len(b), len(c))
 	}
 	for i := range a {
 		for j := range a[i] {
-			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-				t.Fatalf("row %d, logit %d: %g with the exact kernels for the prefill, %g with the lanes", i, j, a[i][j], b[i][j])
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) || math.Float32bits(c[i][j]) != math.Float32bits(b[i][j]) {
+				t.Fatalf("row %d, logit %d: %g with the tiles for the prefill, %g with the exact kernels, %g with the lanes", i, j, a[i][j], c[i][j], b[i][j])
 			}
 		}
 	}

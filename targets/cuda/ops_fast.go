@@ -230,6 +230,18 @@ const EnvTiles = "DEEPINFER_CUDA_TILES"
 // mixes stay on the staged rows). Read when a program is bound.
 const EnvGemvTiles = "DEEPINFER_CUDA_GEMV_TILES"
 
+// EnvSeqTiles set to 0 keeps V4.1's fast router and mixes in steps of long sequences
+// (more than 128 rows a sequence, where MKL's order is one sequential chain a value) on
+// the exact kernels (moe_gate_v41, mhc_mix41_dot: fma32, one work item a value reading
+// its rows from global memory) instead of their tiles (moe_fast_gate41_seq,
+// mhc_fast_mix41_seq: numerics.h seq_tile, the fast mode's chains with fma_fast). Read
+// when a program is bound.
+const EnvSeqTiles = "DEEPINFER_CUDA_SEQ_TILES"
+
+// seqTilesOn reports whether the fast mode's long steps run the router and mixes on
+// their sequential-order tiles.
+func seqTilesOn() bool { return os.Getenv(EnvSeqTiles) != "0" }
+
 // tilesOn reports whether the compressor's projections may run on their tiles.
 func tilesOn() bool { return os.Getenv(EnvTiles) != "0" }
 

@@ -59,11 +59,7 @@ func bindHCMix(b *Bind) error {
 			fastMix41(b, mix, rs, m, K, normEps, keep)
 		}
 		{
-			// the exact mode, and the fast mode's steps of long sequences (longRows)
-			b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
-				if rs >= 0 && !longRows(s) {
-					return 0
-				}
+			fill := func(s *Step, a *ArgBuf) int64 {
 				T := s.Arg(0).Shape[0]
 				a.P(s.Arg(0).Ptr)
 				a.W(s.Arg(1))
@@ -74,7 +70,27 @@ func bindHCMix(b *Bind) error {
 				a.P(s.Seqs)
 				a.I(s.NSeq)
 				a.I(keep)
-				return T * m
+				return T
+			}
+			// the fast mode's steps of long sequences (longRows) run tiles of tokens ×
+			// mix rows (mhc_fast_mix41_seq: MKL's sequential chains with fma_fast), or
+			// with EnvSeqTiles=0 the exact kernel
+			seqTiles := rs >= 0 && seqTilesOn()
+			if seqTiles {
+				b.Launch("mhc_fast_mix41_seq", func(s *Step, a *ArgBuf) int64 {
+					if !longRows(s) {
+						return 0
+					}
+					return ceilDiv(fill(s, a), seqMixTokens) * ceilDiv(m, seqMixRows) * launchBlock
+				})
+			}
+			// the exact mode, and with EnvSeqTiles=0 the fast mode's steps of long
+			// sequences
+			b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
+				if rs >= 0 && (!longRows(s) || seqTiles) {
+					return 0
+				}
+				return fill(s, a) * m
 			})
 		}
 		b.Launch("mhc_mix41_split", func(s *Step, a *ArgBuf) int64 {
@@ -292,6 +308,10 @@ const mixRowsMax = 16
 // mixTileTokens and mixTileRows are the tile of mhc.cu's mhc_fast_mix41_tile
 // (MHC_TILE: GemvTile<1, 8, 2, 1, 32>): a launch block a tile.
 const mixTileTokens, mixTileRows = 2, 8
+
+// seqMixTokens and seqMixRows are the tile of mhc.cu's mhc_fast_mix41_seq (MHC_SEQ:
+// SeqTile<64, 32>): a launch block a tile.
+const seqMixTokens, seqMixRows = 64, 32
 
 // gemvRowsMax is the step size up to which a staged-rows kernel runs: def, 0 when
 // EnvGemvRows is 0, or EnvGemvRows's number.

@@ -130,8 +130,20 @@ func bindMoERoute(b *Bind) error {
 				return fill(s, a) * E
 			})
 		}
+		// the fast mode's steps of long sequences run tiles of tokens × experts
+		// (moe_fast_gate41_seq: MKL's sequential chains with fma_fast) unless EnvSeqTiles
+		// is 0, which keeps moe_gate_v41 (the exact kernel) for them
+		seqTiles := part >= 0 && seqTilesOn()
+		if seqTiles {
+			b.Launch("moe_fast_gate41_seq", func(s *Step, a *ArgBuf) int64 {
+				if !longRows(s) {
+					return 0
+				}
+				return ceilDiv(fill(s, a), seqGateTokens) * ceilDiv(E, seqGateExperts) * launchBlock
+			})
+		}
 		b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 {
-			if part >= 0 && !longRows(s) {
+			if part >= 0 && (!longRows(s) || seqTiles) {
 				return 0
 			}
 			return fill(s, a) * E
@@ -217,6 +229,10 @@ func bindMoERoute(b *Bind) error {
 // H200: V4.1's router lanes took 1,796 ms and the mHC mix lanes 828 ms of an 8,192-token
 // prefill.
 func longRows(s *Step) bool { return s.T > mklSplitRows*max(s.NSeq, 1) }
+
+// seqGateTokens and seqGateExperts are the tile of moe.cu's moe_fast_gate41_seq
+// (MOE_SEQ: SeqTile<32, 64>): a launch block a tile.
+const seqGateTokens, seqGateExperts = 32, 64
 
 // mklSplitRows is the most rows MKL's split orders take (numerics.h mkl_order). A
 // variable so that a test can choose either kernel.

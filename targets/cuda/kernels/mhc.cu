@@ -236,6 +236,67 @@ KERNEL(mhc_mix41_dot, mhc_Mix41DotArgs) {
   }
 }
 
+// mhc_fast_mix41_seq (V4.1, the fast mode's steps of long sequences, where MKL's order is
+// one sequential chain a mix): mhc_mix41_dot's mixes with a launch block a tile of 64
+// tokens × 32 mix rows (numerics.h seq_tile: each mix mkl_fast_dot's chain, dot_seq<true>);
+// a token in another order takes mkl_fast_dot on the block's threads.
+#define MHC_SEQ 64, 32
+KERNEL(mhc_fast_mix41_seq, mhc_Mix41DotArgs) {
+  typedef SeqTile<MHC_SEQ> G;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) {
+    i64 t = i / a.m, r = i % a.m, first, rows;
+    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
+    FRow x;
+    x.p = a.x + t * a.K;
+    WRow w;
+    w.w = a.fn;
+    w.r = r;
+    a.mix[i] = mkl_fast_dot(x, w, rows, t - first, a.K, a.m);
+  }
+#else
+  (void)GSTRIDE;
+  __shared__ float sm[G::SMEM];
+  __shared__ const float* xr[64];
+  __shared__ int other[64];
+  const i64 nr = (a.m + 31) / 32, blocks = (a.T + 63) / 64 * nr, b = GIDX / 128;
+  const int tid = (int)(GIDX % 128);
+  if (b >= blocks) return;  // the whole block
+  const i64 t0 = b / nr * 64, r0 = b % nr * 32;
+  if (tid < 64) {
+    i64 first = 0, rows = 0;
+    const bool ok = t0 + tid < a.T;
+    if (ok) mhc_view(a.seqs, a.nseq, a.keep, t0 + tid, &first, &rows);
+    const bool seq = ok && mkl_order(rows, a.K, a.m) == ORDER_SEQ;
+    xr[tid] = seq ? a.x + (t0 + tid) * a.K : nullptr;
+    other[tid] = ok && !seq;
+  }
+  __syncthreads();
+  float acc[4][4];
+  seq_tile<MHC_SEQ>(xr, a.fn, r0, a.m, a.K, sm, acc);
+  UNROLL for (int u = 0; u < 4; u++) {
+    const int row = G::xrow(tid, u);
+    UNROLL for (int q = 0; q < 4; q++) {
+      const i64 r = r0 + G::wrow(tid, q);
+      if (xr[row] && r < a.m) a.mix[(t0 + row) * a.m + r] = acc[u][q];
+    }
+  }
+  for (int u = 0; u < 64; u++) {
+    if (!other[u]) continue;
+    const i64 t = t0 + u, r = r0 + tid;
+    if (tid >= 32 || r >= a.m) continue;
+    i64 first, rows;
+    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
+    FRow x;
+    x.p = a.x + t * a.K;
+    WRow w;
+    w.w = a.fn;
+    w.r = r;
+    a.mix[t * a.m + r] = mkl_fast_dot(x, w, rows, t - first, a.K, a.m);
+  }
+#endif
+}
+
 // mhc_mix41_split (V4.1): the RMS scaling of one token's mixes, then hc_split_sinkhorn
 // in fp32 (cpu: mixRow41, splitSinkhorn).
 struct mhc_Mix41SplitArgs {

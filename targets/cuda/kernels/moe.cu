@@ -368,6 +368,64 @@ KERNEL(moe_fast_gate41_tile1, MoERoute41Args) {
   moe_gate41_tile<1, 8, 1, 1, 32>(a, GIDX);
 #endif
 }
+// moe_fast_gate41_seq (V4.1, the fast mode's steps of long sequences, where MKL's order
+// is one sequential chain a logit): moe_gate_v41's scores and selection values with a
+// launch block a tile of 32 tokens × 64 experts (numerics.h seq_tile: the rows staged
+// in shared memory, each logit mkl_fast_dot's chain: dot_seq<true>, k = 0, 1, ... from
+// 0); a token in another order (a short sequence in the same step) takes mkl_fast_dot on
+// the block's threads. moe_gate_v41 runs the same chains with fma32 and one work item a
+// logit, each reading its two rows from global memory (265 ms of run 15's 8,192-token
+// V4.1 prefill).
+#define MOE_SEQ 32, 64
+KERNEL(moe_fast_gate41_seq, MoERoute41Args) {
+  typedef SeqTile<MOE_SEQ> G;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
+    i64 t = i / a.E, e = i % a.E, first, rows;
+    FRow x;
+    WRow w;
+    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows))
+      moe_gate41_score(a, t, e, mkl_fast_dot(x, w, rows, t - first, a.D, a.E));
+  }
+#else
+  (void)GSTRIDE;
+  __shared__ float sm[G::SMEM];
+  __shared__ const float* xr[32];
+  __shared__ int other[32];
+  const i64 ne = (a.E + 63) / 64, blocks = (a.T + 31) / 32 * ne, b = GIDX / 128;
+  const int tid = (int)(GIDX % 128);
+  if (b >= blocks) return;  // the whole block
+  const i64 t0 = b / ne * 32, e0 = b % ne * 64;
+  if (tid < 32) {
+    i64 first, rows;
+    FRow x;
+    WRow w;
+    const bool ok = t0 + tid < a.T && moe_gate41_at(a, t0 + tid, e0, &x, &w, &first, &rows);
+    const bool seq = ok && mkl_order(rows, a.D, a.E) == ORDER_SEQ;
+    xr[tid] = seq ? x.p : nullptr;
+    other[tid] = ok && !seq;
+  }
+  __syncthreads();
+  float acc[4][4];
+  seq_tile<MOE_SEQ>(xr, a.gate, e0, a.E, a.D, sm, acc);
+  UNROLL for (int u = 0; u < 4; u++) {
+    const int row = G::xrow(tid, u);
+    UNROLL for (int q = 0; q < 4; q++) {
+      const i64 e = e0 + G::wrow(tid, q);
+      if (xr[row] && e < a.E) moe_gate41_score(a, t0 + row, e, acc[u][q]);
+    }
+  }
+  for (int u = 0; u < 32; u++) {
+    if (!other[u]) continue;
+    const i64 t = t0 + u, e = e0 + tid;
+    i64 first, rows;
+    FRow x;
+    WRow w;
+    if (tid < 64 && e < a.E && moe_gate41_at(a, t, e, &x, &w, &first, &rows))
+      moe_gate41_score(a, t, e, mkl_fast_dot(x, w, rows, t - first, a.D, a.E));
+  }
+#endif
+}
 // moe_fast_gate41_rows: moe_fast_gate41_part's lanes for steps of few tokens, one row a
 // sequence (MKL's GEMV order), with a launch block a (token, expert) that stages the
 // token's row and the expert's gate row in shared memory (numerics.h gemv_lane_staged:

@@ -13,9 +13,9 @@
 DEV float fma32(float a, float b, float c) { return (float)fma((double)a, (double)b, (double)c); }
 
 // fma_fast is the float32 fused multiply-add (one rounding) of the fast mode's MKL-order
-// chains (lane_chain, mkl_gemv_lanes, mkl_lane, gemv_lane_staged, gemv_tile, mkl_fold's
-// tail: every kernel that splits an MKL order into lanes or tiles, all of them fast-mode
-// kernels; the exact kernels' mkl_dot keeps fma32). It is fma32's value except where the
+// chains (lane_chain, mkl_gemv_lanes, mkl_lane and its dot_seq<true>, gemv_lane_staged,
+// gemv_tile, seq_tile, mkl_fold's tail: every kernel that splits an MKL order into lanes
+// or tiles, all of them fast-mode kernels; the exact kernels' mkl_dot keeps fma32). It is fma32's value except where the
 // exact a·b + c lies within 2^-53 (relative) of a float32 rounding midpoint, not on it,
 // and fma32's second rounding breaks the tie the other way (about once in 2^28 steps of
 // random data); a float32 FMA is one instruction where fma32 is a double FMA and four
@@ -112,11 +112,11 @@ DEV int mkl_order(i64 m, i64 K, i64 N) {
   return ORDER_SEQ;
 }
 
-// dot_seq is the fused multiply-adds of x(k)·w(k) for k = k0..k1-1 in order. The loads
-// of 16 terms are issued before their chain (in flight together; a 16,384-long chain
-// that waited for each load in turn took most of a V4.1 prefill); the values are the
-// plain loop's.
-template <class X, class W>
+// dot_seq is the fused multiply-adds of x(k)·w(k) for k = k0..k1-1 in order (FAST:
+// fma_fast, the fast mode's lanes; else fma32). The loads of 16 terms are issued before
+// their chain (in flight together; a 16,384-long chain that waited for each load in turn
+// took most of a V4.1 prefill); the values are the plain loop's.
+template <bool FAST = false, class X, class W>
 DEVM float dot_seq(X x, W w, i64 k0, i64 k1) {
   float v = 0;
   i64 k = k0;
@@ -128,9 +128,9 @@ DEVM float dot_seq(X x, W w, i64 k0, i64 k1) {
       wv[u] = w(k + u);
     }
     UNROLL_BY(16)
-    for (int u = 0; u < 16; u++) v = fma32(xv[u], wv[u], v);
+    for (int u = 0; u < 16; u++) v = FAST ? fma_fast(xv[u], wv[u], v) : fma32(xv[u], wv[u], v);
   }
-  for (; k < k1; k++) v = fma32(x(k), w(k), v);
+  for (; k < k1; k++) v = FAST ? fma_fast(x(k), w(k), v) : fma32(x(k), w(k), v);
   return v;
 }
 
@@ -371,14 +371,14 @@ DEVM float mkl_lane(X x, W w, i64 m, i64 K, i64 N, int L) {
     }
     case ORDER_SPLIT4: {
       i64 c = K / 4;
-      return L < 4 ? dot_seq(x, w, L * c, (L + 1) * c) : 0;
+      return L < 4 ? dot_seq<true>(x, w, L * c, (L + 1) * c) : 0;
     }
     case ORDER_SPLIT2: {
       i64 h = K / 2;
-      return L == 0 ? dot_seq(x, w, 0, h) : L == 1 ? dot_seq(x, w, h, K) : 0;
+      return L == 0 ? dot_seq<true>(x, w, 0, h) : L == 1 ? dot_seq<true>(x, w, h, K) : 0;
     }
   }
-  return L == 0 ? dot_seq(x, w, 0, K) : 0;
+  return L == 0 ? dot_seq<true>(x, w, 0, K) : 0;
 }
 
 #ifndef DI_EMULATE
@@ -583,6 +583,136 @@ DEVM float mkl_fold(X x, W w, i64 m, i64 r, i64 K, i64 N, const float* lane) {
   }
   return lane[0];
 }
+
+// mkl_fast_dot is mkl_dot(x, w, m, r, K, N) in the fast mode: its 16 lanes (mkl_lane),
+// folded (mkl_fold).
+template <class X, class W>
+DEVM float mkl_fast_dot(X x, W w, i64 m, i64 r, i64 K, i64 N) {
+  float lanes[16];
+  for (int L = 0; L < 16; L++) lanes[L] = mkl_lane(x, w, m, K, N, L);
+  return mkl_fold(x, w, m, r, K, N, lanes);
+}
+
+// SeqTile<TT, TN> is the shape of seq_tile: a launch block of 128 threads, a tile of TT x
+// rows × TN weight rows, each thread the 4 × 4 chains of x rows 4·(tid % (TT/4)) + u and
+// weight rows 4·(tid / (TT/4)) + q; KC reduction values of every row staged in shared
+// memory at a time, transposed (a value k of row r at k·(rows + 1) + r: the transposing
+// stores and the chains' reads on distinct banks).
+template <int TT, int TN>
+struct SeqTile {
+  static_assert((TT / 4) * (TN / 4) == 128, "128 threads of 4 × 4 chains");
+  static_assert(TT % 16 == 0 && TN % 32 == 0, "whole loads a thread");
+  static constexpr int KC = 32, SX = TT + 1, SW = TN + 1, SMEM = KC * (SX + SW);
+  static DEVM int xrow(int tid, int u) { return 4 * (tid % (TT / 4)) + u; }
+  static DEVM int wrow(int tid, int q) { return 4 * (tid / (TT / 4)) + q; }
+};
+#ifndef DI_EMULATE
+// seq_tile_chains: seq_tile for F: 0 float32 weights (x and w loaded as float4), 1 bf16
+// weights (x as float4, w as 8 bf16 a 16-byte load) — both need K a multiple of 8 and
+// 16-byte aligned rows — or −1 (one value a load, w through wval). A chunk's loads are
+// issued together as raw bits on clamped addresses, widened and masked when stored.
+template <int F, int TT, int TN>
+DEVM void seq_tile_chains(const float* const* xr, const float* xs, const Weight& w, i64 n0, i64 N, i64 K, float* sm,
+                          float (&acc)[4][4]) {
+  typedef SeqTile<TT, TN> G;
+  const int tid = (int)threadIdx.x;
+  float* xsm = sm;
+  float* wsm = sm + G::KC * G::SX;
+  // loads: x row e / 8, values 4·(e % 8) .. +3 (F ≥ 0), or row e / 32, value e % 32;
+  // w (F = 0) as x, (F = 1) row e / 4, values 8·(e % 4) .. +7, (F = −1) row e / 32
+  constexpr int NX = F >= 0 ? TT * 8 / 128 : TT * 32 / 128;
+  constexpr int NW = F == 0 ? TN * 8 / 128 : F == 1 ? TN * 4 / 128 : TN * 32 / 128;
+  uint4 rx[F >= 0 ? NX : 1], rw[F >= 0 ? NW : 1];
+  u32 sx[F >= 0 ? 1 : NX], sw[F >= 0 ? 1 : NW];
+  auto load = [&](i64 k0) {
+    UNROLL_BY(16) for (int i = 0; i < NX; i++) {
+      const int e = tid + 128 * i, r = F >= 0 ? e / 8 : e / 32;
+      const float* p = xr[r] ? xr[r] : xs;
+      if (F >= 0) rx[i] = *(const uint4*)(p + imin(k0 + 4 * (e % 8), K - 4));
+      else sx[i] = bits_f32(p[imin(k0 + e % 32, K - 1)]);
+    }
+    UNROLL_BY(16) for (int i = 0; i < NW; i++) {
+      const int e = tid + 128 * i;
+      if (F == 0) {
+        rw[i] = *(const uint4*)((const float*)w.p + imin(n0 + e / 8, N - 1) * w.cols + imin(k0 + 4 * (e % 8), K - 4));
+      } else if (F == 1) {
+        rw[i] = *(const uint4*)((const unsigned short*)w.p + imin(n0 + e / 4, N - 1) * w.cols + imin(k0 + 8 * (e % 4), K - 8));
+      } else {
+        sw[i] = bits_f32(wval(w, imin(n0 + e / 32, N - 1), imin(k0 + e % 32, K - 1)));
+      }
+    }
+  };
+  const i64 chunks = (K + G::KC - 1) / G::KC;
+  UNROLL_BY(16) for (int u = 0; u < 4; u++) UNROLL_BY(16) for (int q = 0; q < 4; q++) acc[u][q] = 0;
+  if (chunks > 0) load(0);
+  for (i64 c = 0; c < chunks; c++) {
+    const i64 k0 = c * G::KC;
+    __syncthreads();  // the last chunk's chains are done with sm
+    UNROLL_BY(16) for (int i = 0; i < NX; i++) {
+      const int e = tid + 128 * i;
+      if (F >= 0) {
+        const int r = e / 8, kk = 4 * (e % 8);
+        const bool ok = xr[r] != nullptr && k0 + kk < K;
+        const u32 v[4] = {rx[i].x, rx[i].y, rx[i].z, rx[i].w};
+        UNROLL_BY(16) for (int j = 0; j < 4; j++) xsm[(kk + j) * G::SX + r] = ok ? f32_bits(v[j]) : 0.0f;
+      } else {
+        const int r = e / 32, kk = e % 32;
+        xsm[kk * G::SX + r] = xr[r] != nullptr && k0 + kk < K ? f32_bits(sx[i]) : 0.0f;
+      }
+    }
+    UNROLL_BY(16) for (int i = 0; i < NW; i++) {
+      const int e = tid + 128 * i;
+      if (F == 0) {
+        const int r = e / 8, kk = 4 * (e % 8);
+        const bool ok = n0 + r < N && k0 + kk < K;
+        const u32 v[4] = {rw[i].x, rw[i].y, rw[i].z, rw[i].w};
+        UNROLL_BY(16) for (int j = 0; j < 4; j++) wsm[(kk + j) * G::SW + r] = ok ? f32_bits(v[j]) : 0.0f;
+      } else if (F == 1) {
+        const int r = e / 4, kk = 8 * (e % 4);
+        const bool ok = n0 + r < N && k0 + kk < K;
+        const u32 v[4] = {rw[i].x, rw[i].y, rw[i].z, rw[i].w};
+        UNROLL_BY(16) for (int j = 0; j < 4; j++) {
+          wsm[(kk + 2 * j) * G::SW + r] = ok ? bf16_f32((unsigned short)(v[j] & 0xffffu)) : 0.0f;
+          wsm[(kk + 2 * j + 1) * G::SW + r] = ok ? bf16_f32((unsigned short)(v[j] >> 16)) : 0.0f;
+        }
+      } else {
+        const int r = e / 32, kk = e % 32;
+        wsm[kk * G::SW + r] = n0 + r < N && k0 + kk < K ? f32_bits(sw[i]) : 0.0f;
+      }
+    }
+    __syncthreads();
+    if (c + 1 < chunks) load(k0 + G::KC);
+    const int kn = (int)imin(G::KC, K - k0), x0 = G::xrow(tid, 0), w0 = G::wrow(tid, 0);
+    UNROLL_BY(8) for (int kk = 0; kk < G::KC; kk++) {
+      if (kk >= kn) break;
+      float xv[4], wv[4];
+      UNROLL_BY(16) for (int u = 0; u < 4; u++) xv[u] = xsm[kk * G::SX + x0 + u], wv[u] = wsm[kk * G::SW + w0 + u];
+      UNROLL_BY(16) for (int u = 0; u < 4; u++) UNROLL_BY(16) for (int q = 0; q < 4; q++) acc[u][q] = fma_fast(xv[u], wv[q], acc[u][q]);
+    }
+  }
+}
+
+// seq_tile runs MKL's sequential order in the fast mode (mkl_lane's ORDER_SEQ lane 0:
+// dot_seq<true>, the fused multiply-adds of k = 0, 1, ..., K − 1 from 0) for a tile: x
+// rows xr[0 .. TT) (shared; null: a row not computed, its chains left at 0) against
+// weight rows n0 .. n0 + TN of w (rows at or past N read as 0); acc[u][q] is the chain of
+// x row SeqTile::xrow(tid, u) against weight row n0 + SeqTile::wrow(tid, q). Every thread
+// of the block calls it.
+template <int TT, int TN>
+DEVM void seq_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 K, float* sm, float (&acc)[4][4]) {
+  const float* xs = nullptr;
+  bool al = (K & 7) == 0 && (w.cols & 7) == 0 && ((u64)w.p & 15) == 0;
+  for (int r = 0; r < TT; r++) {
+    if (!xs) xs = xr[r];
+    if (xr[r] && ((u64)xr[r] & 15)) al = false;
+  }
+  UNROLL_BY(16) for (int u = 0; u < 4; u++) UNROLL_BY(16) for (int q = 0; q < 4; q++) acc[u][q] = 0;
+  if (!xs || N <= 0 || K <= 0) return;  // no row to compute (the whole block: xr is shared)
+  if (al && w.fmt == 1) seq_tile_chains<1, TT, TN>(xr, xs, w, n0, N, K, sm, acc);
+  else if (al && w.fmt == 0) seq_tile_chains<0, TT, TN>(xr, xs, w, n0, N, K, sm, acc);
+  else seq_tile_chains<-1, TT, TN>(xr, xs, w, n0, N, K, sm, acc);
+}
+#endif
 
 // ATen's elementwise paths (cpu: v41_exp.go).
 DEV i64 vec_tail(i64 n) { return n - n % 32; }

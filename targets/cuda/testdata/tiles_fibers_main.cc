@@ -187,6 +187,94 @@ static int planted_case() {
   return bad;
 }
 
+// long_seqs: a step of T rows: one sequence of the first T − 4 rows (long: MKL's
+// sequential order), then a 3-row and a 1-row sequence (other orders, in the same tiles),
+// with row skip in no sequence when skip ≥ 0 (inside the long one: it ends before it).
+static std::vector<SeqRec> long_seqs(long T, long skip) {
+  std::vector<SeqRec> s;
+  long n = T - 4;
+  if (skip >= 0 && skip < n) n = skip;
+  s.push_back(SeqRec{0, n, 0, 0, 0});
+  s.push_back(SeqRec{T - 4, 3, 50, 0, 0});
+  s.push_back(SeqRec{T - 1, 1, 70, 0, SEQ_DECODE});
+  return s;
+}
+
+// seq_case: moe_fast_gate41_seq (router: scores and selection values, E experts) and
+// mhc_fast_mix41_seq (mixes: m rows) against mkl_fast_dot a value, every output bit for
+// bit, outputs of rows in no sequence left as they were.
+static int seq_case(long T, long E, long D, int fmt, long skip, unsigned seed) {
+  std::mt19937 rng(seed);
+  WeightData w;
+  make_weight(w, E, D, fmt, rng);
+  std::vector<float> x(T * D);
+  fill_x(x, rng);
+  std::vector<SeqRec> seqs = long_seqs(T, skip);
+  const long K = 2, per = (2 * E + K) * 8 / 4;
+  std::vector<float> got(T * per, kUnset), want(T * per, kUnset);
+  MoERoute41Args a{};
+  a.x = x.data(), a.gate = w.w, a.T = T, a.E = E, a.D = D, a.k = K, a.seqs = seqs.data(), a.nseq = (long)seqs.size();
+  a.scratch = (char*)want.data();
+  for (long t = 0; t < T; t++)
+    for (long e = 0; e < E; e++) {
+      i64 first, rows;
+      FRow xr;
+      WRow wr;
+      if (moe_gate41_at(a, t, e, &xr, &wr, &first, &rows))
+        moe_gate41_score(a, t, e, mkl_fast_dot(xr, wr, rows, t - first, D, E));
+    }
+  a.scratch = (char*)got.data();
+  long before = g_errors;
+  fibers_launch(moe_fast_gate41_seq, a, (T + 31) / 32 * ((E + 63) / 64));
+  long diff = compare("gate seq", got, want);
+  printf("gate seq T %ld E %ld D %ld fmt %d skip %ld: %ld words differ, errors %ld\n", T, E, D, fmt, skip, diff,
+         g_errors - before);
+  int bad = diff == 0 && g_errors == before ? 0 : 1;
+  // the mixes: E mix rows of D values
+  std::vector<float> mg(T * E, kUnset), mw(T * E, kUnset);
+  mhc_Mix41DotArgs b{};
+  b.x = x.data(), b.fn = w.w, b.T = T, b.m = E, b.K = D, b.seqs = seqs.data(), b.nseq = (long)seqs.size();
+  for (long t = 0; t < T; t++)
+    for (long r = 0; r < E; r++) {
+      i64 first, rows;
+      mhc_view(b.seqs, b.nseq, b.keep, t, &first, &rows);
+      FRow xr;
+      xr.p = b.x + t * D;
+      WRow wr;
+      wr.w = b.fn;
+      wr.r = r;
+      mw[t * E + r] = mkl_fast_dot(xr, wr, rows, t - first, D, E);
+    }
+  b.mix = mg.data();
+  before = g_errors;
+  fibers_launch(mhc_fast_mix41_seq, b, (T + 63) / 64 * ((E + 31) / 32));
+  diff = compare("mix seq", mg, mw);
+  printf("mix seq T %ld m %ld K %ld fmt %d skip %ld: %ld values differ, errors %ld\n", T, E, D, fmt, skip, diff,
+         g_errors - before);
+  return bad + (diff == 0 && g_errors == before ? 0 : 1);
+}
+
+// planted_seq: seq_tile's chains round each fused multiply-add once: token 0's value
+// against row 0 is x(1)·w(1) = 1 + 2^-23, then x(17)·w(17) = 2^-24·(1 − 2^-46) (as in
+// planted_case), in a 40-row sequence (MKL's sequential order), float32 weights.
+static int planted_seq() {
+  const float one = 0x1.000002p0f, a17 = 0x1.000002p-12f, b17 = 0x1.fffffcp-13f;
+  const long T = 40, N = 40, K = 64;
+  std::vector<float> x(T * K, 0.0f), wm(N * K, 0.0f), mix(T * N, kUnset);
+  x[1] = one, x[17] = a17, wm[1] = 1, wm[17] = b17;
+  std::vector<SeqRec> seqs = {SeqRec{0, T, 0, 0, 0}};
+  mhc_Mix41DotArgs b{};
+  b.x = x.data(), b.fn = Weight{wm.data(), nullptr, 0, K}, b.mix = mix.data(), b.T = T, b.m = N, b.K = K;
+  b.seqs = seqs.data(), b.nseq = 1;
+  if (mkl_order(T, K, N) != ORDER_SEQ) {
+    fprintf(stderr, "planted seq: not MKL's sequential order\n");
+    return 1;
+  }
+  fibers_launch(mhc_fast_mix41_seq, b, (T + 63) / 64 * ((N + 31) / 32));
+  printf("planted seq: value 0 %a, want %a\n", mix[0], one);
+  return __float_as_uint(mix[0]) != __float_as_uint(one);
+}
+
 static int proj_case(long T, long d, long D, int fmt, long skip, unsigned seed) {
   std::mt19937 rng(seed);
   WeightData w;
@@ -236,6 +324,13 @@ int main() {
   bad += gate_case(true, 2, 5, 64, 1, -1, -1, seed++);     // fewer than 8 experts
   bad += gate_case(true, 1, 24, 5120, 1, -1, -1, seed++);  // V4.1's row length
   bad += planted_case();                                   // one rounding a fused multiply-add
+  bad += planted_seq();
+  // long steps: MKL's sequential chains on tiles, other orders in the same tiles
+  bad += seq_case(40, 12, 300, 1, -1, seed++);     // one value a load (300: not a multiple of 8)
+  bad += seq_case(70, 70, 1000, 1, 20, seed++);    // bf16 rows as 16-byte loads, a chunk's tail
+  bad += seq_case(134, 24, 640, 0, -1, seed++);    // float32 rows, the mixes' shape (130 rows: sequential)
+  bad += seq_case(36, 64, 5120, 1, -1, seed++);    // V4.1's router row length
+  bad += seq_case(40, 33, 256, 2, 3, seed++);      // FP8 weights
   // the mixes: 24 rows of 4·D, the cascade lanes
   bad += mix_case(3, 24, 640, 0, -1, seed++);
   bad += mix_case(5, 24, 1000, 0, -1, seed++);
