@@ -19,8 +19,8 @@ var (
 	run8Err     error
 )
 
-// loadShipped loads the reports the shipped calibrations are fitted on (Shipped: run 13's
-// fast ones, run 8's exact ones).
+// loadShipped loads the reports the shipped calibrations are fitted on (Shipped: run 14b's
+// V4 and run 15c's V4.1 fast ones, run 8's exact ones).
 func loadShipped(t *testing.T) []Loaded {
 	t.Helper()
 	shippedOnce.Do(func() { shipped, shippedErr = Load("../..", Shipped) })
@@ -77,23 +77,23 @@ type claim struct {
 }
 
 var claims = []claim{
-	{"fast", "deepseek_v4", nil, map[string]float64{"1/512": 0.050, "64/512": 0.007, "256/512": -0.016, "1/4096": 0.045, "64/4096": -0.033, "256/4096": 0.006, "1/32768": -0.121, "64/32768": 0.030, "256/32768": 0.005},
-		[]string{"tilekernels.mhc_init@1/512", "deepselect.indexer_topk@64/512", "deepselect.indexer_topk@256/512", "tilekernels.kv_compress@1/4096", "tilekernels.embedding@1/4096", "tilekernels.mhc_init@1/4096", "tilekernels.embedding@1/32768", "tilekernels.mhc_init@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 56},
-	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.052, "64/4096": 0.032, "256/4096": -0.031, "1/32768": -0.156, "64/32768": -0.047},
-		[]string{"tilekernels.embedding@1/4096", "tilekernels.embedding@64/4096", "deepselect.indexer_topk_blocks@1/32768", "tilekernels.embedding@1/32768"}, 32},
+	{"fast", "deepseek_v4", nil, map[string]float64{"1/512": 0.058, "64/512": 0.001, "256/512": -0.019, "1/4096": 0.040, "64/4096": -0.029, "256/4096": 0.009, "1/32768": -0.126, "64/32768": 0.032, "256/32768": 0.003},
+		[]string{"tilekernels.rope@1/512", "tilekernels.embedding@1/512", "deepselect.indexer_topk@64/512", "tilekernels.swiglu@64/512", "deepselect.indexer_topk@256/512", "tilekernels.mhc_init@1/4096", "tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 53},
+	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.076, "64/4096": 0.010, "256/4096": -0.009, "1/32768": -0.182, "64/32768": -0.051},
+		[]string{"deepselect.indexer_topk_blocks@1/32768"}, 50},
 	{"exact", "deepseek_v4", nil, map[string]float64{"1/4096": 0.021, "64/4096": 0.048, "256/4096": -0.475},
 		[]string{"tilekernels.embedding@1/4096", "tilekernels.embedding@64/4096", "deepgemm.bf16_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt_grouped@256/4096", "tilekernels.embedding@256/4096"}, 6},
 	{"exact", "deepseek_v41", nil, map[string]float64{"1/4096": 0.025, "64/4096": 0.044, "256/4096": -0.327},
 		[]string{"deepgemm.fp8_gemm_nt@256/4096", "deepgemm.bf16_gemm_nt@256/4096"}, 2},
 	// held out
-	{"fast", "deepseek_v4", &BatchHoldout, map[string]float64{"64/512": 0.004, "64/4096": -0.032, "64/32768": 0.060},
-		[]string{"deepselect.indexer_topk@64/512", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 11},
-	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": -0.190, "64/32768": 0.057, "256/32768": 0.082},
-		[]string{"deepselect.indexer_topk@1/32768", "tilekernels.embedding@1/32768", "tilekernels.mhc_init@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 25},
-	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.133, "64/32768": 0.025},
-		[]string{"deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "deepgemm.bf16_gemm_nt@64/4096", "tilekernels.moe_gate_topk@64/4096", "tilekernels.embedding@64/4096", "deepgemm.bf16_gemm_nt@64/32768", "tilekernels.moe_gate_topk@64/32768"}, 6},
-	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.341, "64/32768": -0.117},
-		[]string{"deepselect.indexer_topk_blocks@1/32768", "tilekernels.embedding@1/32768", "tilekernels.embedding@64/32768"}, 27},
+	{"fast", "deepseek_v4", &BatchHoldout, map[string]float64{"64/512": 0.004, "64/4096": -0.022, "64/32768": 0.069},
+		[]string{"deepselect.indexer_topk@64/512", "tilekernels.swiglu@64/512", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 9},
+	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": -0.221, "64/32768": 0.052, "256/32768": 0.079},
+		[]string{"deepselect.indexer_topk@1/32768", "flashmla.sparse_decode@1/32768", "tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 18},
+	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.113, "64/32768": 0.021},
+		[]string{"deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "deepgemm.bf16_gemm_nt@64/4096", "tilekernels.kv_compress@64/4096", "deepgemm.bf16_gemm_nt@64/32768", "tilekernels.kv_compress@64/32768"}, 14},
+	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.384, "64/32768": -0.130},
+		[]string{"deepselect.indexer_topk_blocks@1/32768", "tilekernels.kv_compress@64/32768"}, 28},
 	{"exact", "deepseek_v4", &BatchHoldout, map[string]float64{"64/4096": 0.776},
 		[]string{"deepgemm.bf16_gemm_nt@64/4096", "deepgemm.fp8_gemm_nt@64/4096", "deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "tilekernels.kv_compress@64/4096", "tilekernels.mhc_pre_norm@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/4096", "tilekernels.rmsnorm@64/4096", "deepselect.indexer_topk@64/4096", "tilekernels.embedding@64/4096"}, 9},
 	{"exact", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.576},
@@ -139,13 +139,13 @@ func check(t *testing.T, what string, res []PointResult, c claim) {
 }
 
 // TestFittedReproducesMeasured is the differential test against the recorded H200
-// measurements (run 13's fast reports, run 8's exact ones): the shipped calibrations on
+// measurements (run 14b's V4 and run 15c's V4.1 fast reports, run 8's exact ones): the shipped calibrations on
 // the points they were fitted on, and refits on part of the points checked on the
 // held-out rest, are as accurate as docs/perf/simulator.md says, and no class is worse
 // than it says.
 func TestFittedReproducesMeasured(t *testing.T) {
 	data := loadShipped(t)
-	if want := RunName13; Fitted["cuda-fast"].Fit != want || Fitted["cuda-exact"].Fit != RunName8 {
+	if want := RunName14 + " + " + RunName15; Fitted["cuda-fast"].Fit != want || Fitted["cuda-exact"].Fit != RunName8 {
 		t.Fatalf("fitted.go names its fits %q and %q, want %q and %q", Fitted["cuda-fast"].Fit, Fitted["cuda-exact"].Fit, want, RunName8)
 	}
 	base := h200.Model()
@@ -181,12 +181,14 @@ func TestFittedReproducesMeasured(t *testing.T) {
 var defaultErrs = map[string]map[string]float64{
 	"exact deepseek_v4":  {"1/4096": -0.975, "64/4096": -0.954, "256/4096": -0.989},
 	"exact deepseek_v41": {"1/4096": -0.979, "64/4096": -0.945, "256/4096": -0.982},
-	"fast deepseek_v4":   {"1/512": -0.589, "64/512": -0.411, "256/512": -0.659, "1/4096": -0.607, "64/4096": -0.470, "256/4096": -0.684, "1/32768": -0.748, "64/32768": -0.587, "256/32768": -0.793},
-	"fast deepseek_v41":  {"1/4096": -0.721, "64/4096": -0.268, "256/4096": -0.634, "1/32768": -0.822, "64/32768": -0.488},
+	"fast deepseek_v4":   {"1/512": -0.588, "64/512": -0.417, "256/512": -0.661, "1/4096": -0.612, "64/4096": -0.470, "256/4096": -0.684, "1/32768": -0.754, "64/32768": -0.588, "256/32768": -0.793},
+	"fast deepseek_v41":  {"1/4096": -0.654, "64/4096": -0.122, "256/4096": -0.537, "1/32768": -0.796, "64/32768": -0.404},
 }
 
 // TestDefaultModel: the default h200 model (published-kernel parameters) on the measured
-// points is as far under every step as docs/perf/simulator.md says.
+// points is as far under every step as docs/perf/simulator.md says (outside 15% but at
+// V4.1's batch 64, context 4,096, where the V4.1 experts' products it puts over the
+// measurement make up for the rest).
 func TestDefaultModel(t *testing.T) {
 	data := loadShipped(t)
 	n := 0
@@ -202,14 +204,14 @@ func TestDefaultModel(t *testing.T) {
 		for _, p := range res {
 			at := fmt.Sprintf("%d/%d", p.Batch, p.Context)
 			w, ok := want[at]
-			if !ok || math.Abs(p.Err()-w) > 0.0005 || !p.Miss {
+			if !ok || math.Abs(p.Err()-w) > 0.0005 || p.Miss != (math.Abs(w) > Acceptance.Step) {
 				t.Errorf("%s %s: default model step error %+.2f%% (miss %v), documented %+.1f%%", key, at, 100*p.Err(), p.Miss, 100*w)
 			}
 			n++
 		}
 	}
 	if n != 20 {
-		t.Errorf("%d points, want 20 (run 13's 14 fast, run 8's 6 exact)", n)
+		t.Errorf("%d points, want 20 (14 fast: run 14b's 9 V4, run 15c's 5 V4.1; run 8's 6 exact)", n)
 	}
 }
 
@@ -296,28 +298,72 @@ func TestRun9FitOnRun11(t *testing.T) {
 	}, map[string]int{"deepseek_v4": 69, "deepseek_v41": 35})
 }
 
-// TestRun13Later: the shipped cuda-fast (run 13's fit) on run 13's other V4.1 reports at
-// 4,096, not fitted (13a's, before the products without the lo mma; 13b's with
-// DEEPINFER_CUDA_XEXACT=0), is as docs/perf/simulator.md says.
+// TestRun13Later: the shipped cuda-fast (run 14b's V4 and run 15c's V4.1 fit) on run 13's
+// other V4.1 reports at 4,096, not fitted (13a's, before the products without the lo mma;
+// 13b's with DEEPINFER_CUDA_XEXACT=0), is as docs/perf/simulator.md says: under by 14-25%
+// (their kernels are two runs older).
 func TestRun13Later(t *testing.T) {
 	reportErrs(t, Run13Later, map[string]reportWant{
-		"v41.fast.13a.bench.json":         {map[string]float64{"1/4096": 0.049, "64/4096": -0.007, "256/4096": -0.067}, 2},
-		"v41.fast.13b.xexact0.bench.json": {map[string]float64{"1/4096": 0.050, "64/4096": 0.006, "256/4096": -0.062}, 3},
+		"v41.fast.13a.bench.json":         {map[string]float64{"1/4096": -0.137, "64/4096": -0.189, "256/4096": -0.245}, 13},
+		"v41.fast.13b.xexact0.bench.json": {map[string]float64{"1/4096": -0.136, "64/4096": -0.178, "256/4096": -0.241}, 11},
 	})
 }
 
-// TestRun14: the shipped cuda-fast (run 13's fit) on run 14's reports, not fitted, is
-// as docs/perf/simulator.md says: every step of the default kernels within 15% (the
-// V4.1 gemv tiles, off by default, are under by up to 20% at batch 64).
+// TestRun14: the shipped cuda-fast on run 14's reports is as docs/perf/simulator.md
+// says: V4's (two of them fitted; the capped products' at 512 not) within 15%; V4.1's
+// (14a, older kernels: the projections' first tiles, fma32) under by up to 35%.
 func TestRun14(t *testing.T) {
 	reportErrs(t, Run14, map[string]reportWant{
-		"v4.fast.bench.json":                 {map[string]float64{"1/512": 0.052, "64/512": -0.004, "256/512": -0.021, "1/4096": 0.032, "64/4096": -0.034, "256/4096": 0.007}, 8},
-		"v4.fast.14b.m1bounds.bench.json":    {map[string]float64{"1/512": 0.095, "64/512": -0.009, "256/512": -0.017}, 4},
-		"v4.fast.long.bench.json":            {map[string]float64{"1/32768": -0.143, "64/32768": 0.026, "256/32768": 0.003}, 5},
-		"v41.fast.14a.bench.json":            {map[string]float64{"1/4096": 0.133, "64/4096": 0.054, "256/4096": -0.008}, 3},
-		"v41.fast.14a.tiles.bench.json":      {map[string]float64{"1/4096": 0.074, "64/4096": -0.197, "256/4096": 0.021}, 6},
-		"v41.fast.long.14a.tiles.bench.json": {map[string]float64{"1/32768": -0.143, "64/32768": -0.189}, 7},
+		"v4.fast.bench.json":                 {map[string]float64{"1/512": 0.058, "64/512": 0.001, "256/512": -0.019, "1/4096": 0.040, "64/4096": -0.029, "256/4096": 0.009}, 6},
+		"v4.fast.14b.m1bounds.bench.json":    {map[string]float64{"1/512": 0.101, "64/512": -0.004, "256/512": -0.015}, 5},
+		"v4.fast.long.bench.json":            {map[string]float64{"1/32768": -0.126, "64/32768": 0.032, "256/32768": 0.003}, 3},
+		"v41.fast.14a.bench.json":            {map[string]float64{"1/4096": -0.067, "64/4096": -0.139, "256/4096": -0.197}, 12},
+		"v41.fast.14a.tiles.bench.json":      {map[string]float64{"1/4096": -0.116, "64/4096": -0.345, "256/4096": -0.174}, 12},
+		"v41.fast.long.14a.tiles.bench.json": {map[string]float64{"1/32768": -0.275, "64/32768": -0.307}, 10},
 	})
+}
+
+// TestRun15Later: the shipped cuda-fast on run 15's other V4.1 reports (15a, 15b, 15c
+// with DEEPINFER_CUDA_SEQ_TILES=0), not fitted, is as docs/perf/simulator.md says.
+func TestRun15Later(t *testing.T) {
+	reportErrs(t, Run15Later, map[string]reportWant{
+		"v41.fast.15a.bench.json":            {map[string]float64{"1/4096": -0.069, "64/4096": -0.074, "256/4096": -0.092}, 8},
+		"v41.fast.15a.gemvtiles.bench.json":  {map[string]float64{"1/4096": 0.014, "64/4096": -0.030, "256/4096": -0.036}, 4},
+		"v41.fast.long.15a.bench.json":       {map[string]float64{"1/32768": -0.245, "64/32768": -0.112}, 6},
+		"v41.fast.15b.bench.json":            {map[string]float64{"1/4096": 0.076, "64/4096": 0.015, "256/4096": -0.011}, 3},
+		"v41.fast.15b.gemvtiles0.bench.json": {map[string]float64{"1/4096": -0.007, "64/4096": -0.045, "256/4096": -0.076}, 7},
+		"v41.fast.long.15b.bench.json":       {map[string]float64{"1/32768": -0.183, "64/32768": -0.057}, 1},
+		"v41.fast.15c.seqtiles0.bench.json":  {map[string]float64{"1/4096": 0.076, "64/4096": 0.015, "256/4096": -0.009}, 0},
+	})
+}
+
+// TestRun13FitOnRun15: the previous cuda-fast (fitted on run 13's fast reports, shipped
+// until run 15) on its own points and on run 15c's V4.1 ones: over by up to 31% (the
+// tiles of runs 14 and 15), which is why the shipped one is refitted.
+func TestRun13FitOnRun15(t *testing.T) {
+	r13, err := Load("../..", Run13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := FitCalibrations(h200.Model(), r13, ShippedTrain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := cs["cuda-fast"]
+	if prev == nil || prev.Fit != RunName13 || len(cs) != 1 {
+		t.Fatalf("the fit on run 13's reports: %v", cs)
+	}
+	stepErrs(t, "run 13's fit on run 13", prev, r13, map[string]map[string]float64{
+		"deepseek_v4":  {"1/512": 0.050, "64/512": 0.007, "256/512": -0.016, "1/4096": 0.045, "64/4096": -0.033, "256/4096": 0.006, "1/32768": -0.121, "64/32768": 0.030, "256/32768": 0.005},
+		"deepseek_v41": {"1/4096": 0.052, "64/4096": 0.032, "256/4096": -0.031, "1/32768": -0.156, "64/32768": -0.047},
+	}, map[string]int{"deepseek_v4": 10, "deepseek_v41": 4})
+	r15, err := Load("../..", Run15)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepErrs(t, "run 13's fit on run 15", prev, r15, map[string]map[string]float64{
+		"deepseek_v41": {"1/4096": 0.308, "64/4096": 0.237, "256/4096": 0.225, "1/32768": -0.034, "64/32768": 0.110},
+	}, map[string]int{"deepseek_v41": 26})
 }
 
 // reportWant is one report's documented step errors (batch/context: predicted vs

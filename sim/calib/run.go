@@ -33,6 +33,7 @@ const (
 	RunName12  = "run 12 (H200, 2026-12-02)"
 	RunName13  = "run 13 (H200, 2026-12-02)"
 	RunName14  = "run 14 (H200, 2026-12-02)"
+	RunName15  = "run 15 (H200, 2026-12-02)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -138,12 +139,38 @@ var Run14 = []Measured{
 	{"sim/calib/testdata/run14/v41.fast.long.14a.tiles.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName14},
 }
 
+// Run15 are run 15's fast reports of today's V4.1 kernels (testdata/run15, run 15c: V4.1
+// at 4,096 and 32,768 with the gemv and sequential-order tiles and fma_fast).
+var Run15 = []Measured{
+	{"sim/calib/testdata/run15/v41.fast.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+	{"sim/calib/testdata/run15/v41.fast.long.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+}
+
+// Run15Later are run 15's other V4.1 reports, compared with the fit, not fitted: 15a
+// (the tiles' raw loads; the gemv tiles off, then on, in one call; the long context with
+// them off), 15b (fma_fast; the gemv tiles on, then off; the long context), 15c with
+// DEEPINFER_CUDA_SEQ_TILES=0 (decode steps run the same kernels: a repeat in one call).
+var Run15Later = []Measured{
+	{"sim/calib/testdata/run15/v41.fast.15a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+	{"sim/calib/testdata/run15/v41.fast.15a.gemvtiles.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+	{"sim/calib/testdata/run15/v41.fast.long.15a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+	{"sim/calib/testdata/run15/v41.fast.15b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+	{"sim/calib/testdata/run15/v41.fast.15b.gemvtiles0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+	{"sim/calib/testdata/run15/v41.fast.long.15b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+	{"sim/calib/testdata/run15/v41.fast.15c.seqtiles0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+}
+
+// Run15Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b
+// at 512, 4,096 and 32,768 (today's V4 kernels but for the one-tile FP8 products, which
+// ran uncapped there; the capped ones, today's default, moved only batch 1, by 4%, and
+// are compared in TestRun14), V4.1's from run 15c.
+var Run15Fit = append([]Measured{Run14[0], Run14[2]}, Run15...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run13, cuda-exact on run 8's exact reports (runs 9, 11, 12 and 13 took none; the
-// exact kernels have changed since only in how V4's routing is split into launches and
-// in how the work of a few kernels is spread over lanes or launch blocks, with the same
-// values).
-var Shipped = append(append([]Measured{}, Run13...), Run8Exact...)
+// on Run15Fit, cuda-exact on run 8's exact reports (runs 9 to 15 took none; the exact
+// kernels have changed since only in how V4's routing is split into launches and in how
+// the work of a few kernels is spread over lanes or launch blocks, with the same values).
+var Shipped = append(append([]Measured{}, Run15Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
