@@ -10,8 +10,8 @@ import (
 )
 
 // TestCompareRun10: divm simulate --compare with the shipped cuda-fast calibration (fitted
-// on run 13) on run 10's V4 report (the kernels between runs 9 and 11, not fitted: slower
-// than run 13's, so every step misses) prints the figures
+// on run 14b's V4 and run 15c's V4.1 reports) on run 10's V4 report (the kernels between runs 9 and 11, not fitted: slower
+// than run 14's, so every step misses) prints the figures
 // docs/perf/simulator.md quotes, the class times scaled to each step.
 func TestCompareRun10(t *testing.T) {
 	p, err := calib.SynthPlan("../../testdata/deepseek-v4-flash", "4-5", "h200")
@@ -29,12 +29,12 @@ func TestCompareRun10(t *testing.T) {
 	}
 	for _, want := range []string{
 		"SIMULATED with", "cuda-fast",
-		"with class calibration cuda-fast (run 13 (H200, 2026-12-02))",
-		"batch 1, context 4096: step measured 2.961 ms, simulated 2.095 ms, error -29.3% MISS",
+		"with class calibration cuda-fast (run 14 (H200, 2026-12-02) + run 15 (H200, 2026-12-02))",
+		"batch 1, context 4096: step measured 2.961 ms, simulated 2.111 ms, error -28.7% MISS",
 		"class times scaled ×0.780: the profiled ones add up to 3.799 ms, +28.3% over the step",
-		"batch 64, context 4096: step measured 9.848 ms, simulated 7.610 ms, error -22.7% MISS",
-		"batch 256, context 4096: step measured 21.388 ms, simulated 17.460 ms, error -18.4% MISS",
-		"3 of 3 steps and 22 of 60 class times outside the bounds",
+		"batch 64, context 4096: step measured 9.848 ms, simulated 7.647 ms, error -22.4% MISS",
+		"batch 256, context 4096: step measured 21.388 ms, simulated 17.492 ms, error -18.2% MISS",
+		"3 of 3 steps and 21 of 60 class times outside the bounds",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the comparison lacks %q:\n%s", want, out.String())
