@@ -248,7 +248,10 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 // TestFastV41LanesAreExact: V4.1's fast-mode reductions (the lanes of ATen's cascade sum
 // and of MKL's dot orders as separate work items, then folded) reproduce the serial
 // kernels bit for bit, over lengths that reach every level of the cascade and row
-// counts that pick each of MKL's orders (gemv, small, split2, split4, sequential).
+// counts that pick each of MKL's orders (gemv, small, split2, split4, sequential): the
+// same order. (MKL's lanes round each fused multiply-add once, fma_fast, where the serial
+// kernels round twice, fma32; the two differ only on inputs these rows do not hold,
+// TestFastGate41SingleRounding.)
 func TestFastV41LanesAreExact(t *testing.T) {
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(5, 6))
