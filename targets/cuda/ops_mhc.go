@@ -83,15 +83,16 @@ func bindHCMix(b *Bind) error {
 					}
 					return ceilDiv(fill(s, a), seqMixTokens) * ceilDiv(m, seqMixRows) * launchBlock
 				})
+			} else {
+				// the exact mode, and with EnvSeqTiles=0 the fast mode's steps of long
+				// sequences
+				b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
+					if rs >= 0 && !longRows(s) {
+						return 0
+					}
+					return fill(s, a) * m
+				})
 			}
-			// the exact mode, and with EnvSeqTiles=0 the fast mode's steps of long
-			// sequences
-			b.Launch("mhc_mix41_dot", func(s *Step, a *ArgBuf) int64 {
-				if rs >= 0 && (!longRows(s) || seqTiles) {
-					return 0
-				}
-				return fill(s, a) * m
-			})
 		}
 		b.Launch("mhc_mix41_split", func(s *Step, a *ArgBuf) int64 {
 			T := s.Arg(0).Shape[0]

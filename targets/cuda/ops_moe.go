@@ -141,13 +141,14 @@ func bindMoERoute(b *Bind) error {
 				}
 				return ceilDiv(fill(s, a), seqGateTokens) * ceilDiv(E, seqGateExperts) * launchBlock
 			})
+		} else {
+			b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 {
+				if part >= 0 && !longRows(s) {
+					return 0
+				}
+				return fill(s, a) * E
+			})
 		}
-		b.Launch("moe_gate_v41", func(s *Step, a *ArgBuf) int64 {
-			if part >= 0 && (!longRows(s) || seqTiles) {
-				return 0
-			}
-			return fill(s, a) * E
-		})
 		b.Launch("moe_route_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 		return nil
 	}

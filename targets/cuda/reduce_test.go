@@ -28,10 +28,9 @@ func TestFastModeSplitsReductions(t *testing.T) {
 		{"tiny-v41-dev2",
 			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_rows", "mhc_fast_mix41_sum", "moe_fast_gate41_rows", "mhc_fast_norm41_part", "mhc_fast_norm41_apply", "csa_fast_proj_part", "csa_fast_proj_sum", "csa_fast_entry_norm", "csa_fast_key_part", "csa_fast_key_sum", "moe_fast_gate41_part", "moe_fast_gate41_sum", "csa_fast_logits", "csa_fast_logits_n", "csa_fast_out", "csa_fast_out_n",
 				"moe_fast_gate41_seq", "mhc_fast_mix41_seq"},
-			// (mhc_mix41_dot and moe_gate_v41 are bound in both modes: the fast mode runs
-			// them for steps of long sequences with DEEPINFER_CUDA_SEQ_TILES=0,
-			// TestFastV41LongStepsSeqTiles)
-			[]string{"mhc_rmsnorm41", "csa_compress_proj", "csa_attn_logits", "csa_attn_out"}},
+			// (the fast mode binds mhc_mix41_dot and moe_gate_v41 for steps of long
+			// sequences only with DEEPINFER_CUDA_SEQ_TILES=0, TestFastV41LongStepsSeqTiles)
+			[]string{"mhc_rmsnorm41", "csa_compress_proj", "csa_attn_logits", "csa_attn_out", "mhc_mix41_dot", "moe_gate_v41"}},
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {

@@ -223,17 +223,30 @@ KERNEL(mhc_mix_split, mhc_MixSplitArgs) { MHC_SPLIT_HALVES(mhc_mix_split_token, 
 // mhc_mix41_dot (V4.1): mixes = F.linear(x, hc_fn) per sequence, in MKL's order for the
 // sequence's row count (cpu: fp32Linear in newHCMixAny).
 struct mhc_Mix41DotArgs { const float* x; Weight fn; float* mix; i64 T; i64 m; i64 K; const SeqRec* seqs; i64 nseq; i64 keep; };
+// mhc_mix41_at: token t's row and mix row r of fn, and the token's sequence view.
+DEVM void mhc_mix41_at(const mhc_Mix41DotArgs& a, i64 t, i64 r, FRow* x, WRow* w, i64* first, i64* rows) {
+  mhc_view(a.seqs, a.nseq, a.keep, t, first, rows);
+  x->p = a.x + t * a.K;
+  w->w = a.fn;
+  w->r = r;
+}
 KERNEL(mhc_mix41_dot, mhc_Mix41DotArgs) {
   for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) {
     i64 t = i / a.m, r = i % a.m, first, rows;
-    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
     FRow x;
-    x.p = a.x + t * a.K;
     WRow w;
-    w.w = a.fn;
-    w.r = r;
+    mhc_mix41_at(a, t, r, &x, &w, &first, &rows);
     a.mix[i] = mkl_dot(x, w, rows, t - first, a.K, a.m);
   }
+}
+// mhc_mix41_fast: mix (t, r) in the fast mode (mkl_fast_dot: MKL's order for the token's
+// sequence, fma_fast).
+DEVM float mhc_mix41_fast(const mhc_Mix41DotArgs& a, i64 t, i64 r) {
+  i64 first, rows;
+  FRow x;
+  WRow w;
+  mhc_mix41_at(a, t, r, &x, &w, &first, &rows);
+  return mkl_fast_dot(x, w, rows, t - first, a.K, a.m);
 }
 
 // mhc_fast_mix41_seq (V4.1, the fast mode's steps of long sequences, where MKL's order is
@@ -244,16 +257,7 @@ KERNEL(mhc_mix41_dot, mhc_Mix41DotArgs) {
 KERNEL(mhc_fast_mix41_seq, mhc_Mix41DotArgs) {
   typedef SeqTile<MHC_SEQ> G;
 #ifdef DI_EMULATE
-  for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) {
-    i64 t = i / a.m, r = i % a.m, first, rows;
-    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
-    FRow x;
-    x.p = a.x + t * a.K;
-    WRow w;
-    w.w = a.fn;
-    w.r = r;
-    a.mix[i] = mkl_fast_dot(x, w, rows, t - first, a.K, a.m);
-  }
+  for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) a.mix[i] = mhc_mix41_fast(a, i / a.m, i % a.m);
 #else
   (void)GSTRIDE;
   __shared__ float sm[G::SMEM];
@@ -281,19 +285,8 @@ KERNEL(mhc_fast_mix41_seq, mhc_Mix41DotArgs) {
       if (xr[row] && r < a.m) a.mix[(t0 + row) * a.m + r] = acc[u][q];
     }
   }
-  for (int u = 0; u < 64; u++) {
-    if (!other[u]) continue;
-    const i64 t = t0 + u, r = r0 + tid;
-    if (tid >= 32 || r >= a.m) continue;
-    i64 first, rows;
-    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
-    FRow x;
-    x.p = a.x + t * a.K;
-    WRow w;
-    w.w = a.fn;
-    w.r = r;
-    a.mix[t * a.m + r] = mkl_fast_dot(x, w, rows, t - first, a.K, a.m);
-  }
+  for (int u = 0; u < 64; u++)
+    if (other[u] && tid < 32 && r0 + tid < a.m) a.mix[(t0 + u) * a.m + r0 + tid] = mhc_mix41_fast(a, t0 + u, r0 + tid);
 #endif
 }
 

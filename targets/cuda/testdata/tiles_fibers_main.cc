@@ -201,7 +201,7 @@ static std::vector<SeqRec> long_seqs(long T, long skip) {
 }
 
 // seq_case: moe_fast_gate41_seq (router: scores and selection values, E experts) and
-// mhc_fast_mix41_seq (mixes: m rows) against mkl_fast_dot a value, every output bit for
+// mhc_fast_mix41_seq (mixes: m rows, against mhc_mix41_fast) against mkl_fast_dot a value, every output bit for
 // bit, outputs of rows in no sequence left as they were.
 static int seq_case(long T, long E, long D, int fmt, long skip, unsigned seed) {
   std::mt19937 rng(seed);
@@ -235,16 +235,7 @@ static int seq_case(long T, long E, long D, int fmt, long skip, unsigned seed) {
   mhc_Mix41DotArgs b{};
   b.x = x.data(), b.fn = w.w, b.T = T, b.m = E, b.K = D, b.seqs = seqs.data(), b.nseq = (long)seqs.size();
   for (long t = 0; t < T; t++)
-    for (long r = 0; r < E; r++) {
-      i64 first, rows;
-      mhc_view(b.seqs, b.nseq, b.keep, t, &first, &rows);
-      FRow xr;
-      xr.p = b.x + t * D;
-      WRow wr;
-      wr.w = b.fn;
-      wr.r = r;
-      mw[t * E + r] = mkl_fast_dot(xr, wr, rows, t - first, D, E);
-    }
+    for (long r = 0; r < E; r++) mw[t * E + r] = mhc_mix41_fast(b, t, r);
   b.mix = mg.data();
   before = g_errors;
   fibers_launch(mhc_fast_mix41_seq, b, (T + 63) / 64 * ((E + 31) / 32));
