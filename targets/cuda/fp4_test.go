@@ -185,6 +185,42 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 	}
 }
 
+// TestFastWideProductsMatchBlock: V4.1's products of bf16 activations with more than 32
+// rows run on fast_gemm_wide (a launch block sharing 64 widened weight rows and 128 rows
+// of x) and must give fast_gemm_blk's values (DEEPINFER_CUDA_WIDE_GEMM=0) and
+// fast_gemm_m4's (DEEPINFER_CUDA_BLOCK_GEMM=0) bit for bit: a 110-token prefill (the
+// fixtures hold 128 positions: one block of rows, its last warp's last tile partial;
+// TestFastProductsOnSimulatedLanes has blocks past the first) and two decode steps,
+// every logits row compared exactly, on both V4.1 fixtures.
+func TestFastWideProductsMatchBlock(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{
+		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			t.Setenv(cuda.EnvWideGemm, "")
+			a, ka := prefillAndDecode(t, p, ws, 110)
+			t.Setenv(cuda.EnvWideGemm, "0")
+			b, kb := prefillAndDecode(t, p, ws, 110)
+			t.Setenv(cuda.EnvWideGemm, "")
+			t.Setenv(cuda.EnvBlockGemm, "0")
+			c, kc := prefillAndDecode(t, p, ws, 110)
+			if ka != nil {
+				if ka["fast_gemm_wide"] == 0 || kb["fast_gemm_wide"] != 0 || kb["fast_gemm_blk"] == 0 || kc["fast_gemm_wide"]+kc["fast_gemm_blk"] != 0 {
+					t.Errorf("fast_gemm_wide ran %d / %d / %d times and fast_gemm_blk %d / %d / %d (default, %s=0, %s=0); want wide, then blk, then neither",
+						ka["fast_gemm_wide"], kb["fast_gemm_wide"], kc["fast_gemm_wide"], ka["fast_gemm_blk"], kb["fast_gemm_blk"], kc["fast_gemm_blk"],
+						cuda.EnvWideGemm, cuda.EnvBlockGemm)
+				}
+			}
+			if len(a) != 112 || len(b) != 112 || len(c) != 112 {
+				t.Fatalf("%d, %d and %d logits rows, want 112", len(a), len(b), len(c))
+			}
+			sameLogits(t, a, b, "with the wide products", "with fast_gemm_blk")
+			sameLogits(t, a, c, "with the wide products", "with fast_gemm_m4")
+		})
+	}
+}
+
 // TestXExactSameValues: V4.1's products whose activations are bf16 values (qlinear's
 // bf16 and MXFP8 activations, the experts' MXFP8 x and hidden rows) leave out the mma
 // of the activations' lo halves, which are zero; the logits must be those of the whole

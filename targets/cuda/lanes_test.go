@@ -39,7 +39,8 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// the launch grid Go computes decodes as the kernel does
-	for name, want := range map[string]int64{"FAST_BLK_ROWS": fastBlockRows, "FAST_BLK_N": fastBlockN} {
+	for name, want := range map[string]int64{"FAST_BLK_ROWS": fastBlockRows, "FAST_BLK_N": fastBlockN,
+		"FAST_WIDE_ROWS": fastWideRows, "FAST_WIDE_N": fastWideN} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu"))
 		if m == nil || m[1] != fmt.Sprint(want) {
 			t.Errorf("tensorcore.cu's %s: %v, Go's %d", name, m, want)
@@ -74,6 +75,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		{fmt: 2, N: 128, K: 256, M: 128, G: 1, name: "FP8 32×32 blocks, whole blocks of rows"},
 		{fmt: 3, N: 136, K: 256, M: 65, G: 1, name: "FP8 row groups of 32, one row in the last block", wantPartialRows: true},
 		{fmt: 4, N: 128, K: 512, M: 96, G: 1, name: "FP4, two slices", wantSlices: true, wantPartialRows: true},
+		{fmt: 3, N: 96, K: 320, M: 200, G: 1, name: "FP8 row groups, two blocks of 128 rows (wide), the second partial", wantPartialRows: true},
 	} {
 		t.Run(fmt.Sprintf("fmt%d_N%d_K%d_M%d_G%d", c.fmt, c.N, c.K, c.M, c.G), func(t *testing.T) {
 			S, ks := fastSplits(c.N, c.K)
@@ -144,12 +146,18 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					t.Fatalf("%s: x rounded to bf16 gives the same outputs", c.name)
 				}
 				kernels := []string{"m4", "m1", "blk"}
+				if c.G <= 1 || fastWideOK(c.N, c.G) {
+					kernels = append(kernels, "wide")
+				}
 				if fp8 {
 					kernels = append(kernels, "m1fp8")
 				}
 				for _, k := range kernels {
 					checks = append(checks, check{"emulated " + k + " with xexact, against the whole chain on bf16 x", run(emu, k+"x"), bf},
 						check{k + "'s device code with xexact, against the whole chain on bf16 x", run(lanes, k+"x"), bf})
+					if k == "wide" || k == "blk" {
+						checks = append(checks, check{k + "'s device code with xexact, warps skewed", run(lanes, k+"x", "eager"), bf})
+					}
 				}
 			}
 			for _, r := range checks {

@@ -110,10 +110,14 @@ func fastProduct(b *Bind, g fastGemm) {
 		return M * kp / 2
 	})
 	// mt is the activation rows a warp tile holds: 8 up to 8 rows (decode at small
-	// batch), 32 up to 32 rows, else 64 (fast_gemm_blk: a launch block of four warps
-	// sharing the rows' halves, 128 weight rows) where the groups allow; a value does
-	// not depend on it
-	blockOK := fastBlockOK(g.N, g.G) && os.Getenv(EnvBlockGemm) != "0"
+	// batch), 32 up to 32 rows, else 128 (fast_gemm_wide: a launch block of four warps
+	// sharing 64 widened weight rows and 128 rows of x) above fastWideMin rows for bf16
+	// activations and weights other than float32, or 64 (fast_gemm_blk: a launch block of four warps sharing the
+	// rows' halves, 128 weight rows), where the groups allow; a value does not depend
+	// on it
+	blockOn := os.Getenv(EnvBlockGemm) != "0"
+	blockOK := fastBlockOK(g.N, g.G) && blockOn
+	wideOK := g.xExact && fastWideOK(g.N, g.G) && blockOn && os.Getenv(EnvWideGemm) != "0"
 	prefetch := int64(1)
 	if os.Getenv(EnvBlockPrefetch) == "0" {
 		prefetch = 0
@@ -135,7 +139,11 @@ func fastProduct(b *Bind, g fastGemm) {
 		switch M := rowsOf(s); {
 		case M <= 8:
 			return 8
-		case M <= 32 || !blockOK:
+		case M <= 32:
+			return 4 * 8
+		case wideOK && M > fastWideMin && s.Arg(g.w).Fmt != 0:
+			return fastWideRows
+		case !blockOK:
 			return 4 * 8
 		}
 		return fastBlockRows
@@ -176,7 +184,8 @@ func fastProduct(b *Bind, g fastGemm) {
 		rows   int64
 		f32    bool
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
-		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true}} {
+		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
+		{"fast_gemm_wide", fastWideRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
@@ -185,6 +194,10 @@ func fastProduct(b *Bind, g fastGemm) {
 				return 0
 			}
 			mtiles := fill(s, a)
+			if v.rows == fastWideRows {
+				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
+				return (g.N + fastWideN - 1) / fastWideN * S * mtiles * 128
+			}
 			if v.rows == fastBlockRows {
 				// a launch block of 128 work items per (128 weight rows, slice, 64 rows)
 				return (g.N + fastBlockN - 1) / fastBlockN * S * mtiles * 128
@@ -252,8 +265,8 @@ func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) != "0" }
 func ceilDiv(n, d int64) int64 { return (n + d - 1) / d }
 
 // EnvBlockGemm set to 0 keeps products of more than 32 rows on fast_gemm_m4 instead of
-// fast_gemm_blk (the same values; a comparison of the two in one run; read when a
-// program is bound).
+// fast_gemm_blk and fast_gemm_wide (the same values; a comparison in one run; read when
+// a program is bound).
 const EnvBlockGemm = "DEEPINFER_CUDA_BLOCK_GEMM"
 
 // EnvBlockPrefetch set to 0 stops fast_gemm_blk asking for the next step's weights in
@@ -501,3 +514,25 @@ func (f *fastExperts) down() {
 		return slots(s) * sh.D
 	})
 }
+
+// fastWideRows and fastWideN are tensorcore.cu's FAST_WIDE_ROWS and FAST_WIDE_N: the
+// rows of x and the weight rows a fast_gemm_wide block holds.
+const (
+	fastWideRows = 128
+	fastWideN    = 64
+)
+
+// fastWideMin is the most rows a product keeps on fast_gemm_blk when fast_gemm_wide
+// could run it: on the H200 (run 16) the wide kernel took 2.10 ms a step for V4.1's
+// FP8 products at 64 rows against the block kernel's 1.86 ms, and 3.54 ms against
+// 4.92 ms at 256 rows (docs/perf/dense-gemm.md).
+const fastWideMin = 64
+
+// fastWideOK reports whether fast_gemm_wide can run a product of N weight rows in G
+// groups: a block's 64 weight rows in one group.
+func fastWideOK(N, G int64) bool { return G <= 1 || (N/G)%fastWideN == 0 }
+
+// EnvWideGemm set to 0 keeps products of bf16 activations (xexact) with more than 32
+// rows on fast_gemm_blk instead of fast_gemm_wide (the same values; a comparison of
+// the two in one run; read when a program is bound).
+const EnvWideGemm = "DEEPINFER_CUDA_WIDE_GEMM"

@@ -84,6 +84,63 @@ DEVM void fast_split16(const float* v, u32* hi, u32* lo) {
   }
 }
 
+// fast_fp8_scale is the UE8M0 scale byte weight row r's FP8 values from k are widened
+// with (formats 2, 3 and 5).
+DEVM u32 fast_fp8_scale(const Weight& w, i64 r, i64 k) {
+  if (w.fmt == 5) return w.s[(r / 128) * ((w.cols + 127) / 128) + k / 128];
+  i64 sc = (w.cols + 31) / 32;
+  return w.s[(w.fmt == 2 ? (r / 32) * sc : r * sc) + k / 32];
+}
+
+// FastRaw: the bits of 16 weight values as they lie in memory (bf16: a and b; FP8: a
+// and the scale byte u; FP4: a.x, a.y and u), loaded by fast_wraw and widened by
+// fast_wwiden, so that a kernel can have the loads in flight before it widens.
+struct FastRaw {
+  uint4 a, b;
+  u32 u;
+};
+// fast_wraw loads the bits of weight row r's values [k, k+16) (k a multiple of 16) for
+// the formats widened from their bits (bf16, FP8, FP4) when the 16 values are whole
+// (r < N, k + 16 ≤ K, rows a multiple of 16 values); false otherwise, where fast_wload
+// takes its per-value path.
+DEVM bool fast_wraw(const Weight& w, i64 r, i64 k, i64 N, i64 K, FastRaw& o) {
+  if (r >= N || k + 16 > K || (w.cols & 15) != 0) return false;
+  const unsigned char* base = (const unsigned char*)w.p;
+  if (w.fmt == 1) {
+    const uint4* p = (const uint4*)(base + 2 * (r * w.cols + k));
+    o.a = p[0], o.b = p[1];
+    return true;
+  }
+  if (w.fmt == 2 || w.fmt == 3 || w.fmt == 5) {
+    o.a = *(const uint4*)(base + r * w.cols + k);
+    o.u = fast_fp8_scale(w, r, k);
+    return true;
+  }
+  if (w.fmt == 4) {
+    u64 q = *(const u64*)(base + (r * w.cols + k) / 2);
+    o.a.x = (u32)q, o.a.y = (u32)(q >> 32);
+    o.u = w.s[r * ((w.cols + 31) / 32) + k / 32];
+    return true;
+  }
+  return false;
+}
+// fast_wwiden widens fast_wraw's bits of a weight of format fmt into 8 bf16 pairs (exact).
+DEVM void fast_wwiden(int fmt, const FastRaw& o, u32* hi) {
+  if (fmt == 1) {
+    hi[0] = o.a.x, hi[1] = o.a.y, hi[2] = o.a.z, hi[3] = o.a.w;
+    hi[4] = o.b.x, hi[5] = o.b.y, hi[6] = o.b.z, hi[7] = o.b.w;
+  } else if (fmt == 4) {
+    u64 q = (u64)o.a.x | (u64)o.a.y << 32;
+    float s = ue8m0_f32(o.u);
+    UNROLL for (int j = 0; j < 8; j++) {
+      unsigned char byte = (unsigned char)(q >> (8 * j));
+      hi[j] = fast_rn(e2m1_f32(byte & 15) * s, e2m1_f32(byte >> 4) * s);
+    }
+  } else {
+    e4m3_widen16(o.a, o.u, hi);
+  }
+}
+
 // fast_wload widens weight row r, values [k, k+16) (k a multiple of 16), into 8 bf16
 // pairs hi (exact for every format but float32) and, for float32 weights, the residual
 // pairs lo (F32: the caller passes float32 weights and lo; otherwise neither). Values
@@ -96,13 +153,10 @@ DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* 
   }
   if (r >= N || k >= K) return;
   float v[16];
-  const unsigned char* base = (const unsigned char*)w.p;
   bool full = k + 16 <= K && (w.cols & 15) == 0;
-  if (full && w.fmt == 1) {
-    const uint4* p = (const uint4*)(base + 2 * (r * w.cols + k));
-    uint4 a = p[0], b = p[1];
-    hi[0] = a.x, hi[1] = a.y, hi[2] = a.z, hi[3] = a.w;
-    hi[4] = b.x, hi[5] = b.y, hi[6] = b.z, hi[7] = b.w;
+  FastRaw o;
+  if (fast_wraw(w, r, k, N, K, o)) {
+    fast_wwiden(w.fmt, o, hi);
     return;
   }
   if (F32 && full && w.fmt == 0) {
@@ -112,27 +166,6 @@ DEVM void fast_wload(const Weight& w, i64 r, i64 k, i64 N, i64 K, u32* hi, u32* 
       v[4 * j] = q.x, v[4 * j + 1] = q.y, v[4 * j + 2] = q.z, v[4 * j + 3] = q.w;
     }
     fast_split16(v, hi, lo);
-    return;
-  }
-  if (full && (w.fmt == 2 || w.fmt == 3 || w.fmt == 5)) {
-    uint4 q = *(const uint4*)(base + r * w.cols + k);
-    u32 u;
-    if (w.fmt == 5) {
-      u = w.s[(r / 128) * ((w.cols + 127) / 128) + k / 128];
-    } else {
-      i64 sc = (w.cols + 31) / 32;
-      u = w.s[(w.fmt == 2 ? (r / 32) * sc : r * sc) + k / 32];
-    }
-    e4m3_widen16(q, u, hi);
-    return;
-  }
-  if (full && w.fmt == 4) {
-    u64 q = *(const u64*)(base + (r * w.cols + k) / 2);
-    float s = ue8m0_f32(w.s[r * ((w.cols + 31) / 32) + k / 32]);
-    UNROLL for (int j = 0; j < 8; j++) {
-      unsigned char byte = (unsigned char)(q >> (8 * j));
-      hi[j] = fast_rn(e2m1_f32(byte & 15) * s, e2m1_f32(byte >> 4) * s);
-    }
     return;
   }
   UNROLL for (int j = 0; j < 16; j++) v[j] = k + j < K ? wval(w, r, k + j) : 0.0f;
@@ -197,14 +230,6 @@ DEVM void fast_xload(const u32* xh, const u32* xl, i64 m, i64 P, i64 k, u32* bh,
   uint4 h0 = ph[0], h1 = ph[1], l0 = pl[0], l1 = pl[1];
   bh[0] = h0.x, bh[1] = h0.y, bh[2] = h0.z, bh[3] = h0.w, bh[4] = h1.x, bh[5] = h1.y, bh[6] = h1.z, bh[7] = h1.w;
   bl[0] = l0.x, bl[1] = l0.y, bl[2] = l0.z, bl[3] = l0.w, bl[4] = l1.x, bl[5] = l1.y, bl[6] = l1.z, bl[7] = l1.w;
-}
-
-// fast_fp8_scale is the UE8M0 scale byte fast_wload widens weight row r's values from k
-// with (formats 2, 3 and 5).
-DEVM u32 fast_fp8_scale(const Weight& w, i64 r, i64 k) {
-  if (w.fmt == 5) return w.s[(r / 128) * ((w.cols + 127) / 128) + k / 128];
-  i64 sc = (w.cols + 31) / 32;
-  return w.s[(w.fmt == 2 ? (r / 32) * sc : r * sc) + k / 32];
 }
 
 // FAST_M1_D: the reduction steps whose FP8 weight bytes a one-tile warp
@@ -491,6 +516,11 @@ template <bool B>
 struct FastFlag {
   static constexpr bool value = B;
 };
+// FastInt: a compile-time count passed to a generic lambda.
+template <int N>
+struct FastInt {
+  static constexpr int value = N;
+};
 template <bool F32>
 DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
   i64 blk = GIDX >> 7;
@@ -622,6 +652,154 @@ KERNEL(fast_gemm_blk_f32, FastGemmArgs) {
   (void)GIDX;
 #else
   fast_gemm_blk_tiles<true>(a, GIDX);
+#endif
+}
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+
+// fast_gemm_wide: the block products for bf16 activations (xexact: no lo halves) and
+// weights other than float32, with each weight value widened once a launch block: a
+// block of four warps per (64 weight rows, slice, 128 rows of x). A step's 64 weight
+// rows × 64 values are widened by the block's threads into shared memory (8 KB; each
+// thread two pieces of 16 values, their bits loaded from memory before the step before
+// multiplies, so the loads are in flight during its mma), and the 128 rows' bf16
+// values staged by asynchronous copies into two buffers (32 KB), as fast_gemm_blk does.
+// Warp w multiplies all 64 weight rows (four 16-row tiles) with x's rows 32w..32w+31
+// (four 8-row tiles), its fragments read from shared memory by 16-byte loads (a row's
+// 16-byte chunks swizzled by the row's parity: a quarter-warp's loads hit distinct
+// banks). fast_gemm_blk's warps widen their own 32 weight rows for 64 rows of x; here
+// a widened value feeds 128 rows, and four warps share one widening. Every output is
+// the same chain of mma as in fast_tile (for each step, q = 0..3, the hi mma on the
+// same lanes' values in the same k positions), so the values are fast_gemm_m4's bit
+// for bit. Go binds it only with xexact (the lo halves are never read) and, for grouped
+// products, groups of whole blocks of 64 weight rows (fastWideOK).
+#define FAST_WIDE_ROWS 128
+#define FAST_WIDE_N 64
+DEVM void fast_gemm_wide_tiles(const FastGemmArgs& a, long long GIDX) {
+  i64 blk = GIDX >> 7;
+  i64 mb = blk % a.mtiles, s = (blk / a.mtiles) % a.S, nb = blk / (a.mtiles * a.S);
+  i64 m0 = mb * FAST_WIDE_ROWS, kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
+  i64 grp = a.G > 1 ? (nb * FAST_WIDE_N) / (a.N / a.G) : 0;
+#ifdef DI_EMULATE
+  for (int w = 0; w < FAST_WIDE_N / 16; w++)
+    for (i64 mt = m0; mt < imin(a.M, m0 + FAST_WIDE_ROWS); mt += 32) {
+      FastGemmRows rows = {mt, a.M, a.G, grp};
+      FastGemmStore store = {&a, mt, s};
+      fast_tile<1, 4, false>(&a.w, nb * FAST_WIDE_N + 16 * w, a.N, a.K, kb, ke, a.xh, a.xl, a.Kp / 2, rows, 0, store, true);
+    }
+#else
+  // [buffer][row][16-byte chunk of a step's 64 values, swizzled]
+  __shared__ uint4 xs[2][FAST_WIDE_ROWS * 8];
+  // [weight row][16-byte chunk of its 64 widened values, swizzled]
+  __shared__ uint4 ws[FAST_WIDE_N * 8];
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 P = a.Kp / 2, n0 = nb * FAST_WIDE_N;
+  // this warp's x tiles with rows (rows 32·warp + 8j ..)
+  const i64 wrows = a.M - m0 - 32 * warp;
+  const int live = wrows <= 0 ? 0 : wrows >= 32 ? 4 : (int)((wrows + 7) / 8);
+  // stage: step k0's values of the block's rows into xs[buf], one group of copies (rows
+  // past M as zeros): a thread copies chunk sc of rows sr, sr+16, ...
+  const int sc = tid & 7, sr = tid >> 3;
+  auto stage = [&](i64 k0, int buf) {
+    UNROLL for (int it = 0; it < FAST_WIDE_ROWS / 16; it++) {
+      int r = sr + 16 * it;
+      bool in = m0 + r < a.M;
+      const u32* src = in ? a.xh + ((m0 + r) * a.G + grp) * P + k0 / 2 + 4 * sc : a.xh;
+      fast_cp16(&xs[buf][r * 8 + (sc ^ (r & 1))], src, in);
+    }
+    fast_cp_commit();
+  };
+  // the widening: a thread's pieces are weight rows wr and wr + 32, values 16·wt..
+  const int wr = tid >> 2, wt = tid & 3;
+  FastRaw raw[2];
+  bool whole[2];
+  auto fetch = [&](i64 k0) {
+    UNROLL for (int p = 0; p < 2; p++) whole[p] = fast_wraw(a.w, n0 + wr + 32 * p, k0 + 16 * wt, a.N, a.K, raw[p]);
+  };
+  auto widen = [&](i64 k0) {
+    UNROLL for (int p = 0; p < 2; p++) {
+      u32 hi[8], none[1];
+      if (whole[p]) fast_wwiden(a.w.fmt, raw[p], hi);
+      else fast_wload<false>(a.w, n0 + wr + 32 * p, k0 + 16 * wt, a.N, a.K, hi, none);
+      int r = wr + 32 * p;
+      ws[r * 8 + ((2 * wt) ^ (r & 1))] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+      ws[r * 8 + ((2 * wt + 1) ^ (r & 1))] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+    }
+  };
+  float acc[4][4][4];
+  UNROLL for (int i = 0; i < 4; i++)
+    UNROLL for (int j = 0; j < 4; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0;
+  if (kb < ke) {
+    stage(kb, 0);
+    fetch(kb);
+    widen(kb);
+  }
+  int buf = 0;  // the buffer of step k0
+  for (i64 k0 = kb; k0 < ke; k0 += 64, buf ^= 1) {
+    // step k0's copies landed and its weights widened, seen by every thread; every warp
+    // done with the other buffer (the step before), which takes the next step's copies
+    fast_cp_wait<0>();
+    __syncthreads();
+    const bool more = k0 + 64 < ke;
+    if (more) {
+      stage(k0 + 64, buf ^ 1);
+      fetch(k0 + 64);
+    }
+    // fragments: a lane's 16-byte chunk h of its 32 bytes (pairs 4h..4h+3) feeds mma
+    // q = 2h (pairs 4h, 4h+1) and q = 2h + 1 (pairs 4h+2, 4h+3)
+    const uint4* xb = xs[buf] + (32 * warp + g) * 8;
+    const uint4* wb = ws + g * 8;
+    const int sw = g & 1;  // the parity of every row this lane reads
+    auto step = [&](auto nl) {
+      constexpr int L = decltype(nl)::value;
+      UNROLL for (int h = 0; h < 2; h++) {
+        const int c = (2 * t + h) ^ sw;
+        uint4 b[4];
+        UNROLL for (int j = 0; j < L; j++) b[j] = xb[8 * 8 * j + c];
+        UNROLL for (int i = 0; i < 4; i++) {
+          uint4 a0 = wb[16 * 8 * i + c], a1 = wb[(16 * i + 8) * 8 + c];
+          UNROLL for (int j = 0; j < L; j++) {
+            fast_mma(acc[i][j], a0.x, a1.x, a0.y, a1.y, b[j].x, b[j].y);
+            fast_mma(acc[i][j], a0.z, a1.z, a0.w, a1.w, b[j].z, b[j].w);
+          }
+        }
+      }
+    };
+    switch (live) {
+      case 4: step(FastInt<4>{}); break;
+      case 3: step(FastInt<3>{}); break;
+      case 2: step(FastInt<2>{}); break;
+      case 1: step(FastInt<1>{}); break;
+      default: break;
+    }
+    // every warp done with ws before it takes the next step's weights
+    __syncthreads();
+    if (more) widen(k0 + 64);
+  }
+  FastGemmStore store = {&a, m0, s};
+  UNROLL for (int i = 0; i < 4; i++)
+    UNROLL for (int j = 0; j < 4; j++) {
+      if (j >= live) break;
+      UNROLL for (int e = 0; e < 4; e++) {
+        i64 n = n0 + 16 * i + g + (e >= 2 ? 8 : 0);
+        int c = 32 * warp + 8 * j + 2 * t + (e & 1);
+        if (n < a.N && m0 + c < a.M) store(0, n, c, acc[i][j][e]);
+      }
+    }
+#endif
+}
+// three launch blocks an SM (at most 168 registers a thread; 40 KB of shared memory each)
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+#endif
+KERNEL(fast_gemm_wide, FastGemmArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  for (i64 b = 0; b < ((a.N + FAST_WIDE_N - 1) / FAST_WIDE_N) * a.S * a.mtiles; b++) fast_gemm_wide_tiles(a, b << 7);
+  (void)GIDX;
+#else
+  fast_gemm_wide_tiles(a, GIDX);
 #endif
 }
 #undef KERNEL_BOUNDS

@@ -9,7 +9,7 @@
 //     asynchronous copies (each group applied when a wait lets it complete, the
 //     latest moment the device may), and __syncthreads.
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
-// m1fp8 (FP8 formats) or blk; the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// m1fp8 (FP8 formats), blk or wide (bf16 x only: widex); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager).
 #include <cstdio>
 #include <cstdlib>
@@ -208,8 +208,9 @@ int main(int argc, char** argv) {
       ks = atoll(argv[8]), obf = atoll(argv[9]);
   rng ^= (u64)atoll(argv[10]) * 0x2545f4914f6cdd1dull;
   bool blk = strcmp(kernel, "blk") == 0, m1p = strcmp(kernel, "m1fp8") == 0, m1 = m1p || strcmp(kernel, "m1") == 0;
-  if (!blk && !m1 && strcmp(kernel, "m4") != 0) {
-    fprintf(stderr, "kernel %s\n", kernel);
+  bool wide = strcmp(kernel, "wide") == 0;
+  if ((!blk && !m1 && !wide && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0))) {
+    fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32)\n", argv[1]);
     return 2;
   }
   // the weight, random values in its format
@@ -271,17 +272,21 @@ int main(int argc, char** argv) {
   float* part = (float*)zalloc(4 * S * M * N);
   for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
   for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
-  i64 rows = blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
+  i64 rows = wide ? FAST_WIDE_ROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
-  long long items = blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128 : (N + 15) / 16 * S * mtiles * 32;
+  long long items = wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
+                    : blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128
+                          : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
-  lanes::launch(blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
+  lanes::launch(wide ? fast_gemm_wide
+                : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
                 : m1 ? (f32 ? fast_gemm_m1_f32 : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
                 a, items);
 #else
-  (blk  ? (f32 ? emu_fast_gemm_blk_f32 : emu_fast_gemm_blk)
+  (wide ? emu_fast_gemm_wide
+   : blk  ? (f32 ? emu_fast_gemm_blk_f32 : emu_fast_gemm_blk)
    : m1 ? (f32 ? emu_fast_gemm_m1_f32 : m1p ? emu_fast_gemm_m1_fp8 : emu_fast_gemm_m1)
         : (f32 ? emu_fast_gemm_m4_f32 : emu_fast_gemm_m4))(&a, items);
 #endif
