@@ -690,7 +690,10 @@ DEVM void fast_gemm_wide_tiles(const FastGemmArgs& a, long long GIDX) {
 #else
   // [buffer][row][16-byte chunk of a step's 64 values, swizzled]
   __shared__ uint4 xs[2][FAST_WIDE_ROWS * 8];
-  // [weight row][16-byte chunk of its 64 widened values, swizzled]
+  // the widened weights in fragment order: [16-row tile i][chunk c][half][g ^ 2(c/2)],
+  // each a uint4 {row g pair 2·half, row g+8 pair 2·half, row g pair 2·half+1, row g+8
+  // pair 2·half+1} of the chunk's four pairs — an mma's four A registers, read by one
+  // 16-byte load (the xor: a quarter-warp's loads and stores hit distinct banks)
   __shared__ uint4 ws[FAST_WIDE_N * 8];
   const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const i64 P = a.Kp / 2, n0 = nb * FAST_WIDE_N;
@@ -698,33 +701,71 @@ DEVM void fast_gemm_wide_tiles(const FastGemmArgs& a, long long GIDX) {
   const i64 wrows = a.M - m0 - 32 * warp;
   const int live = wrows <= 0 ? 0 : wrows >= 32 ? 4 : (int)((wrows + 7) / 8);
   // stage: step k0's values of the block's rows into xs[buf], one group of copies (rows
-  // past M as zeros): a thread copies chunk sc of rows sr, sr+16, ...
+  // past M as zeros): a thread copies chunk sc of rows sr, sr+16, ... (xin of them
+  // exist), from xsrc on by xstep a row
   const int sc = tid & 7, sr = tid >> 3;
+  const i64 xleft = a.M - m0 - sr;
+  const int xin = xleft <= 0 ? 0 : (int)((xleft + 15) / 16);
+  const u32* xsrc = xin > 0 ? a.xh + ((m0 + sr) * a.G + grp) * P + 4 * sc : a.xh;
+  const i64 xstep = 16 * a.G * P;
+  uint4* xdst = &xs[0][sr * 8 + (sc ^ (sr & 1))];
   auto stage = [&](i64 k0, int buf) {
+    const u32* src = xsrc + k0 / 2;
     UNROLL for (int it = 0; it < FAST_WIDE_ROWS / 16; it++) {
-      int r = sr + 16 * it;
-      bool in = m0 + r < a.M;
-      const u32* src = in ? a.xh + ((m0 + r) * a.G + grp) * P + k0 / 2 + 4 * sc : a.xh;
-      fast_cp16(&xs[buf][r * 8 + (sc ^ (r & 1))], src, in);
+      bool in = it < xin;
+      fast_cp16(xdst + buf * (FAST_WIDE_ROWS * 8) + 16 * 8 * it, in ? src : a.xh, in);
+      src += xstep;
     }
     fast_cp_commit();
   };
-  // the widening: a thread's pieces are weight rows wr and wr + 32, values 16·wt..
-  const int wr = tid >> 2, wt = tid & 3;
+  // the widening: a thread's pieces are rows g and g+8 (wr, wr + 8) of weight tile wi,
+  // values 16·wt.. (chunks 2wt, 2wt+1)
+  const int wt = tid & 3, wg = (tid >> 2) & 7, wi = tid >> 5;
+  const i64 wr = n0 + 16 * wi + wg;
+  // FP8 weights (formats 2, 3, 5) whose rows are whole 16-value pieces take the direct
+  // loads: the rows' bytes from wp[p] and their scale bytes from sp[p] (one a 2^ssh
+  // values); other formats and the edges take fast_wraw / fast_wload
+  const int fmt = (int)a.w.fmt;
+  const bool fp8 = (fmt == 2 || fmt == 3 || fmt == 5) && (a.w.cols & 15) == 0;
+  const int ssh = fmt == 5 ? 7 : 5;
+  const unsigned char* wp[2];
+  const unsigned char* sp[2];
+  UNROLL for (int p = 0; p < 2; p++) {
+    i64 r = wr + 8 * p;
+    wp[p] = (const unsigned char*)a.w.p + r * a.w.cols + 16 * wt;
+    sp[p] = a.w.s + (fmt == 5 ? (r / 128) * ((a.w.cols + 127) / 128) : fmt == 2 ? (r / 32) * ((a.w.cols + 31) / 32)
+                                                                              : r * ((a.w.cols + 31) / 32));
+  }
   FastRaw raw[2];
   bool whole[2];
   auto fetch = [&](i64 k0) {
-    UNROLL for (int p = 0; p < 2; p++) whole[p] = fast_wraw(a.w, n0 + wr + 32 * p, k0 + 16 * wt, a.N, a.K, raw[p]);
+    UNROLL for (int p = 0; p < 2; p++) {
+      const i64 k = k0 + 16 * wt;
+      if (fp8 && wr + 8 * p < a.N && k + 16 <= a.K) {
+        raw[p].a = *(const uint4*)(wp[p] + k0);
+        raw[p].u = sp[p][k >> ssh];
+        whole[p] = true;
+      } else {
+        whole[p] = fast_wraw(a.w, wr + 8 * p, k, a.N, a.K, raw[p]);
+      }
+    }
   };
   auto widen = [&](i64 k0) {
+    u32 hi[2][8];
     UNROLL for (int p = 0; p < 2; p++) {
-      u32 hi[8], none[1];
-      if (whole[p]) fast_wwiden(a.w.fmt, raw[p], hi);
-      else fast_wload<false>(a.w, n0 + wr + 32 * p, k0 + 16 * wt, a.N, a.K, hi, none);
-      int r = wr + 32 * p;
-      ws[r * 8 + ((2 * wt) ^ (r & 1))] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-      ws[r * 8 + ((2 * wt + 1) ^ (r & 1))] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
+      u32 none[1];
+      if (whole[p]) {
+        if (fp8) e4m3_widen16(raw[p].a, raw[p].u, hi[p]);
+        else fast_wwiden(fmt, raw[p], hi[p]);
+      } else {
+        fast_wload<false>(a.w, wr + 8 * p, k0 + 16 * wt, a.N, a.K, hi[p], none);
+      }
     }
+    UNROLL for (int h = 0; h < 2; h++)
+      UNROLL for (int half = 0; half < 2; half++) {
+        const int c = 2 * wt + h, q = 4 * h + 2 * half;
+        ws[((wi * 8 + c) * 2 + half) * 8 + (wg ^ (2 * wt))] = make_uint4(hi[0][q], hi[1][q], hi[0][q + 1], hi[1][q + 1]);
+      }
   };
   float acc[4][4][4];
   UNROLL for (int i = 0; i < 4; i++)
@@ -745,22 +786,22 @@ DEVM void fast_gemm_wide_tiles(const FastGemmArgs& a, long long GIDX) {
       stage(k0 + 64, buf ^ 1);
       fetch(k0 + 64);
     }
-    // fragments: a lane's 16-byte chunk h of its 32 bytes (pairs 4h..4h+3) feeds mma
-    // q = 2h (pairs 4h, 4h+1) and q = 2h + 1 (pairs 4h+2, 4h+3)
+    // fragments: a lane's 16-byte chunk c = 2t + h (pairs 4h..4h+3 of its 32 bytes)
+    // feeds mma q = 2h (half 0) and q = 2h + 1 (half 1)
     const uint4* xb = xs[buf] + (32 * warp + g) * 8;
-    const uint4* wb = ws + g * 8;
-    const int sw = g & 1;  // the parity of every row this lane reads
+    const int sw = g & 1;  // the parity of every x row this lane reads
     auto step = [&](auto nl) {
       constexpr int L = decltype(nl)::value;
       UNROLL for (int h = 0; h < 2; h++) {
-        const int c = (2 * t + h) ^ sw;
+        const int c = 2 * t + h;
         uint4 b[4];
-        UNROLL for (int j = 0; j < L; j++) b[j] = xb[8 * 8 * j + c];
+        UNROLL for (int j = 0; j < L; j++) b[j] = xb[8 * 8 * j + (c ^ sw)];
+        const uint4* wb = ws + (c * 2) * 8 + (g ^ (2 * t));
         UNROLL for (int i = 0; i < 4; i++) {
-          uint4 a0 = wb[16 * 8 * i + c], a1 = wb[(16 * i + 8) * 8 + c];
+          uint4 f0 = wb[i * 8 * 2 * 8], f1 = wb[i * 8 * 2 * 8 + 8];
           UNROLL for (int j = 0; j < L; j++) {
-            fast_mma(acc[i][j], a0.x, a1.x, a0.y, a1.y, b[j].x, b[j].y);
-            fast_mma(acc[i][j], a0.z, a1.z, a0.w, a1.w, b[j].z, b[j].w);
+            fast_mma(acc[i][j], f0.x, f0.y, f0.z, f0.w, b[j].x, b[j].y);
+            fast_mma(acc[i][j], f1.x, f1.y, f1.z, f1.w, b[j].z, b[j].w);
           }
         }
       }
