@@ -337,6 +337,15 @@ func TestRun15Later(t *testing.T) {
 	})
 }
 
+// TestRun16Later: the shipped cuda-fast on run 16's V4.1 reports, not fitted, is as
+// docs/perf/simulator.md says.
+func TestRun16Later(t *testing.T) {
+	reportErrs(t, Run16Later, map[string]reportWant{
+		"v41.fast.16a.bench.json":       {map[string]float64{"1/4096": 0.057, "64/4096": -0.007, "256/4096": 0.019}, 1},
+		"v41.fast.16a.wide0.bench.json": {map[string]float64{"1/4096": 0.030, "64/4096": 0.008, "256/4096": -0.012}, 3},
+	})
+}
+
 // TestRun13FitOnRun15: the previous cuda-fast (fitted on run 13's fast reports, shipped
 // until run 15) on its own points and on run 15c's V4.1 ones: over by up to 31% (the
 // tiles of runs 14 and 15), which is why the shipped one is refitted.

@@ -34,6 +34,7 @@ const (
 	RunName13  = "run 13 (H200, 2026-12-02)"
 	RunName14  = "run 14 (H200, 2026-12-02)"
 	RunName15  = "run 15 (H200, 2026-12-02)"
+	RunName16  = "run 16 (H200, 2026-12-02/03)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -158,6 +159,14 @@ var Run15Later = []Measured{
 	{"sim/calib/testdata/run15/v41.fast.15b.gemvtiles0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
 	{"sim/calib/testdata/run15/v41.fast.long.15b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
 	{"sim/calib/testdata/run15/v41.fast.15c.seqtiles0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName15},
+}
+
+// Run16Later are run 16's V4.1 reports (testdata/run16), compared with the fit, not
+// fitted: 16a's fast_gemm_wide for every FP8 product of more than 32 rows, and the same
+// call with DEEPINFER_CUDA_WIDE_GEMM=0 (run 15c's kernels: a repeat).
+var Run16Later = []Measured{
+	{"sim/calib/testdata/run16/v41.fast.16a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName16},
+	{"sim/calib/testdata/run16/v41.fast.16a.wide0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName16},
 }
 
 // Run15Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b
