@@ -343,6 +343,8 @@ func TestRun16Later(t *testing.T) {
 	reportErrs(t, Run16Later, map[string]reportWant{
 		"v41.fast.16a.bench.json":       {map[string]float64{"1/4096": 0.057, "64/4096": -0.007, "256/4096": 0.019}, 1},
 		"v41.fast.16a.wide0.bench.json": {map[string]float64{"1/4096": 0.030, "64/4096": 0.008, "256/4096": -0.012}, 3},
+		"v41.fast.16b.bench.json":       {map[string]float64{"1/4096": 0.035, "64/4096": -0.002, "256/4096": 0.042}, 5},
+		"v41.fast.16b.wide0.bench.json": {map[string]float64{"1/4096": 0.048, "64/4096": 0.005, "256/4096": -0.0135}, 4},
 	})
 }
 

@@ -162,11 +162,14 @@ var Run15Later = []Measured{
 }
 
 // Run16Later are run 16's V4.1 reports (testdata/run16), compared with the fit, not
-// fitted: 16a's fast_gemm_wide for every FP8 product of more than 32 rows, and the same
-// call with DEEPINFER_CUDA_WIDE_GEMM=0 (run 15c's kernels: a repeat).
+// fitted: 16a's fast_gemm_wide for every FP8 product of more than 32 rows, 16b's (the
+// fragment-order widening, for more than 64 rows; today's default), and each call's
+// DEEPINFER_CUDA_WIDE_GEMM=0 (run 15c's kernels: repeats).
 var Run16Later = []Measured{
 	{"sim/calib/testdata/run16/v41.fast.16a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName16},
 	{"sim/calib/testdata/run16/v41.fast.16a.wide0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName16},
+	{"sim/calib/testdata/run16/v41.fast.16b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName16},
+	{"sim/calib/testdata/run16/v41.fast.16b.wide0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName16},
 }
 
 // Run15Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b
