@@ -72,18 +72,43 @@ func TestFastV4PrefillAttentionOnTensorCores(t *testing.T) {
 	}
 }
 
-// TestFastV41AttentionKernelsAgree: V4.1's fast attention from the tiled kernels
-// (csa_fast_logits: a launch block per row, 64 heads and 32 keys; csa_fast_out: per row,
-// 64 heads and 32 values; the stages in shared memory) and from the narrow ones
-// (csa_fast_logits_n: a work item per row, 4 heads and a key; csa_fast_out_n: a head
-// and a value) are the same chains of fused multiply-adds, so a prefill's and two decode
-// steps' logits must agree bit for bit with either pair forced on every step. On the
-// emulated device the tiled kernels run item loops, so this checks their own device
-// code only on the GPU (-device gpu).
+// TestFastV41AttentionKernelsAgree: with DEEPINFER_CUDA_V41_ATT_TC=0, V4.1's fast
+// attention from the tiled kernels (csa_fast_logits: a launch block per row, 64 heads
+// and 32 keys; csa_fast_out: per row, 64 heads and 32 values; the stages in shared
+// memory) and from the narrow ones (csa_fast_logits_n: a work item per row, 4 heads and
+// a key; csa_fast_out_n: a head and a value) are the same chains of fused multiply-adds,
+// so a prefill's and two decode steps' logits must agree bit for bit with either pair
+// forced on every step. By default the tensor-core kernels run (csa_tc_*): the wide ones
+// (64 keys or values a warp) forced and the narrow ones (8) forced agree bit for bit
+// too, and their logits are within 2e-5 (relative, a row's largest difference over its
+// largest logit) of the fused multiply-adds' (on the emulated device these fixtures'
+// logits come out equal: the attention's outputs are rounded to bf16, and the two
+// kernels' differences, TestFastV41AttentionNearSerial, move none of them here). On the emulated device the tiled kernels
+// run item loops, so this checks their own device code only on the GPU (-device gpu).
 func TestFastV41AttentionKernelsAgree(t *testing.T) {
 	for _, m := range []string{"tiny-v41-dev", "tiny-v41-dev2"} {
 		t.Run(m, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, "../../testdata/"+m)
+			tcForce := func(n int64) ([][]float32, map[string]int) {
+				defer cuda.SetTCWideWarps(n)()
+				return prefillAndDecode(t, p, ws, 70)
+			}
+			tw, ktw := tcForce(1)
+			tn, ktn := tcForce(1 << 60)
+			for _, k := range []string{"csa_tc_logits", "csa_tc_out"} {
+				if ktw != nil && (ktw[k] == 0 || ktw[k+"_n"] != 0 || ktn[k] != 0 || ktn[k+"_n"] == 0 || ktw["csa_fast_logits"]+ktw["csa_fast_logits_n"] != 0) {
+					t.Errorf("%s: wide %d / narrow %d launches when the wide kernels are forced, %d / %d when the narrow ones are (fused multiply-add logits %d); want >0/0, 0/>0, 0",
+						k, ktw[k], ktw[k+"_n"], ktn[k], ktn[k+"_n"], ktw["csa_fast_logits"]+ktw["csa_fast_logits_n"])
+				}
+			}
+			for i := range tw {
+				for j := range tw[i] {
+					if math.Float32bits(tw[i][j]) != math.Float32bits(tn[i][j]) {
+						t.Fatalf("row %d, logit %d: %g with the wide tensor-core kernels, %g with the narrow ones", i, j, tw[i][j], tn[i][j])
+					}
+				}
+			}
+			t.Setenv(cuda.EnvV41AttentionTC, "0")
 			force := func(n int64) ([][]float32, map[string]int) {
 				defer cuda.SetCSAWideLogits(n)()
 				defer cuda.SetCSAWideOut(n)()
@@ -106,6 +131,18 @@ func TestFastV41AttentionKernelsAgree(t *testing.T) {
 						t.Fatalf("row %d, logit %d: %g with the tiled kernels, %g with the narrow ones", i, j, a[i][j], b[i][j])
 					}
 				}
+			}
+			worst, differ := 0.0, 0
+			for i := range a {
+				e := relErr(tw[i], a[i])
+				worst = max(worst, e)
+				if e > 0 {
+					differ++
+				}
+			}
+			t.Logf("logits of %d rows: tensor-core attention against the fused multiply-adds, worst relative difference %.3g (%d rows differ)", len(a), worst, differ)
+			if worst > 2e-5 {
+				t.Errorf("tensor-core attention's logits: worst relative difference %.3g (%d rows differ), want ≤ 2e-5", worst, differ)
 			}
 		})
 	}

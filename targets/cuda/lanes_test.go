@@ -49,7 +49,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	dir := t.TempDir()
 	build := func(name, prefix, flag string) string {
 		src, bin := filepath.Join(dir, name+".cc"), filepath.Join(dir, name)
-		if err := os.WriteFile(src, []byte(prefix+head+cuFile("tensorcore.cu")+string(harness)), 0o644); err != nil {
+		if err := os.WriteFile(src, []byte(prefix+head+cuFile("tensorcore.cu")+cuFile("tensorcore_attn.cu")+string(harness)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(h.cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", flag, "-o", bin, src).CombinedOutput()
@@ -60,6 +60,68 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	}
 	emu := build("emulated", "", "-DDI_EMULATE")
 	lanes := build("lanes", string(stubs), "-DDI_LANES")
+	// V4.1's attention tiles (tensorcore_attn.cu, csa_tc_*): the device code's logits and
+	// outputs equal the emulated device's bit for bit, wide and narrow, the warps in step
+	// and skewed. Shapes: 20 heads (a partial group of 16), a dim not a multiple of 64 (or
+	// of 4: the scalar loads), key lists not multiples of the tiles, a softmax block that
+	// is not a multiple of the tensor-core step (16) and one that is.
+	for _, c := range []struct{ rows, heads, dim, lmax, block int }{{5, 20, 72, 37, 8}, {4, 16, 70, 80, 64}, {3, 18, 64, 21, 16}} {
+		t.Run(fmt.Sprintf("csa_tc_%d_rows_%d_heads_of_%d_lmax%d_block%d", c.rows, c.heads, c.dim, c.lmax, c.block), func(t *testing.T) {
+			run := func(bin, kernel string, extra ...string) []float32 {
+				out := filepath.Join(dir, "csa.bin")
+				args := append([]string{kernel, fmt.Sprint(c.rows), fmt.Sprint(c.heads), fmt.Sprint(c.dim), fmt.Sprint(c.lmax),
+					fmt.Sprint(c.block), "5", out}, extra...)
+				if msg, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+					t.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, msg)
+				}
+				b, err := os.ReadFile(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := make([]float32, len(b)/4)
+				if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, v); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			for _, k := range []string{"csa_tc_logits", "csa_tc_out"} {
+				want := run(emu, k)
+				// the reference itself: a fifth of the values finite at least (row 1, in no
+				// view, and slots past a row's keys are not written; empty slots' logits are
+				// −inf), and none 0 but the outputs of row 2 (no keys)
+				finite, zeros, keyless := 0, 0, 0
+				if k == "csa_tc_out" {
+					keyless = c.heads * c.dim
+				}
+				for _, v := range want {
+					if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+						finite++
+						if v == 0 {
+							zeros++
+						}
+					}
+				}
+				if finite < len(want)/5 || zeros > keyless {
+					t.Fatalf("emulated %s: %d of %d values finite, %d of them 0", k, finite, len(want), zeros)
+				}
+				for _, g := range []struct {
+					what string
+					got  []float32
+				}{
+					{"emulated narrow", run(emu, k+"_n")},
+					{"device code", run(lanes, k)},
+					{"device code, narrow", run(lanes, k+"_n")},
+					{"device code, warps skewed", run(lanes, k, "eager")},
+				} {
+					for i := range want {
+						if math.Float32bits(g.got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s's %s: value %d is %g, the emulated kernel's %g", k, g.what, i, g.got[i], want[i])
+						}
+					}
+				}
+			}
+		})
+	}
 	for _, c := range []struct {
 		fmt             int
 		N, K, M, G, bf  int64

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"deepinfer/kvlayout"
@@ -512,6 +513,12 @@ func csaBindAttention(b *Bind) error {
 	kf, pb, ps := b.Scratch(lmax*dim*4, 0), b.Scratch(lmax*heads*4, 0), b.Scratch(heads*lmax*4, 0)
 	bsc, den, valid := b.Scratch(nblk*heads*4, 0), b.Scratch(heads*4, 0), b.Scratch((lmax+7)&^7, 0)
 	rlen, kref := b.Scratch(8, 0), b.Scratch(lmax*24, 0) // kref: a csa_Key (3 × 8 bytes) per key
+	// the fast mode's logits and output on the tensor cores, whose probabilities lie
+	// head-major (csa_attn_softmax's pbhm)
+	tc, pbhm := b.Fast() && os.Getenv(EnvV41AttentionTC) != "0", int64(0)
+	if tc {
+		pbhm = 1
+	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		rows := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -555,13 +562,64 @@ func csaBindAttention(b *Bind) error {
 		a.I(nblk)
 		a.P(s.Scratch(rlen))
 		a.P(s.Scratch(kref))
+		a.I(pbhm)
 		return rows
 	}
 	b.Launch("csa_attn_rows", fill)
 	b.Launch("csa_attn_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax })
 	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * ((dim + 3) / 4) })
 	groups := (heads + csaHeadGroup - 1) / csaHeadGroup
-	if b.Fast() {
+	if tc {
+		// the logits and the output on the tensor cores (tensorcore_attn.cu, csa_tc_*):
+		// warps of (row, 16 heads, 64 keys or values), or 8 of each for small steps; each
+		// value's chain depends on the shapes alone
+		tcArgs := func(s *Step, a *ArgBuf) int64 {
+			rows := s.Arg(0).Rows()
+			a.P(s.Arg(0).Ptr)
+			a.P(s.Scratch(kf))
+			a.P(s.Scratch(valid))
+			a.P(s.Scratch(rlen))
+			a.P(s.Scratch(pb))
+			a.P(s.Scratch(bsc))
+			a.P(s.Scratch(den))
+			a.P(s.Result(0).Ptr)
+			a.I(rows)
+			a.I(heads)
+			a.I(dim)
+			a.I(lmax)
+			a.I(nblk)
+			a.I(block)
+			a.F(scale)
+			return rows
+		}
+		tcGroups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads
+		wide := func(s *Step) bool { return s.Arg(0).Rows()*tcGroups*((dim+63)/64) >= attTCWideWarps }
+		for _, k := range []struct {
+			name string
+			wide bool
+			per  int64 // keys a warp
+		}{{"csa_tc_logits", true, 64}, {"csa_tc_logits_n", false, 8}} {
+			b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
+				if wide(s) != k.wide {
+					return 0
+				}
+				return tcArgs(s, a) * ((lmax + k.per - 1) / k.per) * tcGroups * 32
+			})
+		}
+		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
+		for _, k := range []struct {
+			name string
+			wide bool
+			per  int64 // values a warp
+		}{{"csa_tc_out", true, 64}, {"csa_tc_out_n", false, 8}} {
+			b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
+				if wide(s) != k.wide {
+					return 0
+				}
+				return tcArgs(s, a) * ((dim + k.per - 1) / k.per) * tcGroups * 32
+			})
+		}
+	} else if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
 		// value's order depends on the shapes alone, so batch-invariant mode uses them too
 		// the logits in tiles of csaTileHeads × csaTileKeys a launch block (csa_fast_logits)
@@ -607,6 +665,11 @@ func csaBindAttention(b *Bind) error {
 	}
 	return nil
 }
+
+// EnvV41AttentionTC set to 0 runs V4.1's fast attention logits and output as fused
+// multiply-add chains (csa_fast_*) instead of on the tensor cores (csa_tc_*; read when
+// a program is bound).
+const EnvV41AttentionTC = "DEEPINFER_CUDA_V41_ATT_TC"
 
 // csaHeadGroup is csa41.cu's CSA_HG: the heads one attention work item serves.
 // projTileRows and projTileChannels are the tile of csa41.cu's csa_fast_proj_tile

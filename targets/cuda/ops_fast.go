@@ -532,7 +532,7 @@ const fastWideMin = 64
 // groups: a block's 64 weight rows in one group.
 func fastWideOK(N, G int64) bool { return G <= 1 || (N/G)%fastWideN == 0 }
 
-// EnvWideGemm set to 0 keeps products of bf16 activations (xexact) with more than 32
+// EnvWideGemm set to 0 keeps products of bf16 activations (xexact) with more than 64
 // rows on fast_gemm_blk instead of fast_gemm_wide (the same values; a comparison of
 // the two in one run; read when a program is bound).
 const EnvWideGemm = "DEEPINFER_CUDA_WIDE_GEMM"

@@ -1272,6 +1272,7 @@ struct csa_AttnArgs {
   float* kf; float* pb; float* ps; float* bsc; float* den; unsigned char* valid; i64 lmax; i64 nblk;
   i64* rlen;  // [rows]: each row's key count (csa_attn_len), -1 for a row in no view
   struct csa_Key* kref;  // [rows, lmax]: each key's row bytes and format (csa_attn_keys)
+  i64 pbhm;  // 1: pb is [rows, heads, lmax] instead (the tensor-core kernels', csa_tc_*)
 };
 
 struct csa_Key {
@@ -1426,6 +1427,10 @@ DEV void csa_softmax_row(const csa_AttnArgs& a, i64 it, int lane) {
   const int step = 32;
 #endif
   float* ps = a.ps + it * a.lmax;
+  // key j's logit (then probability) at pr[j·ks]: pb [rows, lmax, heads], or [rows,
+  // heads, lmax] (pbhm), where a warp's loads of adjacent keys are adjacent
+  const i64 ks = a.pbhm ? 1 : a.heads;
+  float* pr = a.pb + (a.pbhm ? it * a.lmax : t * a.lmax * a.heads + h);
   float m = -F32_INF, sum = 0;
   for (i64 b = 0; b < L; b += a.block) {
     i64 bl = imin(a.block, L - b);
@@ -1433,7 +1438,7 @@ DEV void csa_softmax_row(const csa_AttnArgs& a, i64 it, int lane) {
     float bm = m;
     for (i64 e = lane; e < bl; e += step) {
       i64 j = b + e;
-      if (a.valid[t * a.lmax + j]) bm = go_max32(bm, a.pb[(t * a.lmax + j) * a.heads + h]);
+      if (a.valid[t * a.lmax + j]) bm = go_max32(bm, pr[j * ks]);
     }
 #ifndef DI_EMULATE
     for (int off = 16; off >= 1; off >>= 1) bm = go_max32(bm, __shfl_xor_sync(0xffffffffu, bm, off));
@@ -1447,7 +1452,7 @@ DEV void csa_softmax_row(const csa_AttnArgs& a, i64 it, int lane) {
     if (lane == 0) *bsc = sc;
     for (i64 e = lane; e < bl; e += step) {
       i64 j = b + e;
-      float* s = a.pb + (t * a.lmax + j) * a.heads + h;
+      float* s = pr + j * ks;
       if (!a.valid[t * a.lmax + j]) {
         ps[j] = 0;
         continue;

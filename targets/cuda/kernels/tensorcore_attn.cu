@@ -49,11 +49,11 @@ struct FastAttArgs {
 #define FATC_HG 16  // heads a warp serves (an mma's rows)
 
 // fatc_load: n consecutive values of a key row from value d, 0 past dim or for no row;
-// four a load where the row allows (rows of dim floats start 16-byte aligned when dim
-// is a multiple of 4).
+// four a load where the row allows (a row that starts 16-byte aligned, dim a multiple
+// of 4).
 template <int N>
 DEVM void fatc_load(const float* row, i64 d, i64 dim, float* v) {
-  if (row && (N & 3) == 0 && (dim & 3) == 0 && d + N <= dim) {
+  if (row && (N & 3) == 0 && (dim & 3) == 0 && d + N <= dim && ((unsigned long long)row & 15) == 0) {
     const float4* p = (const float4*)(row + d);
     UNROLL for (int j = 0; j < N / 4; j++) {
       float4 q = p[j];
@@ -276,3 +276,234 @@ DEVM void fatc_out(const FastAttArgs& a, long long GIDX, long long GSTRIDE) {
 }
 KERNEL(att_tc_out, FastAttArgs) { fatc_out<8>(a, GIDX, GSTRIDE); }
 KERNEL(att_tc_out_n, FastAttArgs) { fatc_out<1>(a, GIDX, GSTRIDE); }
+
+// ---- V4.1's attention logits and output on the tensor cores (fast mode) ----
+//
+// csa41.cu's split attention (csa_attn_kdec's widened keys, csa_attn_softmax's blocked
+// softmax) with its two products as warp tiles of mma.sync, as att_tc_* run V4's:
+//
+//   csa_tc_logits    a warp per (row, 16 heads, 8·NT keys): pb[t, h, j] = scale·q·k_j
+//                    (−inf for an empty slot), the query and the keys split into bf16
+//                    halves in registers (hi·hi + hi·lo + lo·hi, three mma, in that
+//                    order), the reduction permuted as fatc_logits_tile's
+//   csa_tc_out       a warp per (row, 16 heads, 8·NT values): per softmax block the
+//                    block's rescale (csa_attn_softmax's bsc), then its keys 16 an mma
+//                    step: p·v_hi + p·v_lo (the probabilities are bf16 already:
+//                    csa_attn_softmax rounds them), lane (g, t) holding keys 4t..4t+3 of
+//                    the step and, in tile j, value d0 + NT·g + j of each; out =
+//                    bf16(acc / den)
+//
+// NT is 8 (the wide kernels) or 1 (the narrow ones, 8× the warps, for small steps); each
+// logit and output value is the same chain of mma either way, and the chain depends on
+// the head dim, the row's key count and the softmax block alone, never on the batch.
+// Consecutive warps are the head groups of the same keys or values (a launch block's
+// four warps read a key row from memory once between them). A step of keys past the
+// row's count or its block's end, and an empty slot, add zeros. The emulated device
+// runs a warp's tile at its lane 0 in plain loops from the same bf16 halves, each mma's
+// 16 products summed in float32 in the order the lanes harness's mma sums them. Here pb
+// is [rows, heads, lmax] (csa_attn_softmax's pbhm: a warp's loads there of adjacent
+// keys are adjacent), not the other kernels' [rows, lmax, heads].
+
+// CsaTcArgs: the binder's (ops_csa41.go) arguments, csa41.cu's scratch of the same step.
+struct CsaTcArgs {
+  const float* q;              // [rows, heads, dim] the queries
+  const float* kf;             // [rows, lmax, dim] the keys widened (csa_attn_kdec)
+  const unsigned char* valid;  // [rows, lmax] whether a key slot holds a key
+  const i64* rlen;             // [rows] a row's key count, −1 for a row in no view
+  float* pb;                   // [rows, heads, lmax] the logits, then the bf16 probabilities
+  const float* bsc;            // [rows, nblk, heads] each block's rescale (< 0: none)
+  const float* den;            // [rows, heads] the softmax denominators
+  float* out;                  // [rows, heads·dim]
+  i64 rows, heads, dim, lmax, nblk, block;
+  double scale;
+};
+
+// ctc_logits_tile: the logits of heads h0.. (< heads) and keys kb..kb+8·NT (< the row's
+// count) of row t.
+template <int NT>
+DEVM void ctc_logits_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 kb, int lane) {
+  const i64 L = a.rlen[t], dp = (a.dim + 63) / 64 * 64;
+  if (kb >= L) return;  // past the row's keys, or a row in no view (−1)
+  const float scale = (float)a.scale;
+#ifdef DI_EMULATE
+  if (lane != 0) return;
+  for (int r = 0; r < FATC_HG && h0 + r < a.heads; r++) {
+    const float* qr = a.q + (t * a.heads + h0 + r) * a.dim;
+    for (int c = 0; c < 8 * NT && kb + c < L; c++) {
+      const i64 tj = t * a.lmax + kb + c;
+      const float* kr = a.kf + tj * a.dim;
+      float acc = 0;
+      for (i64 d0 = 0; d0 < dp; d0 += 64) {
+        float qh[64], ql[64], kh[64], kl[64];
+        for (int u = 0; u < 64; u++) {
+          const float x = d0 + u < a.dim ? qr[d0 + u] : 0.0f, y = d0 + u < a.dim ? kr[d0 + u] : 0.0f;
+          qh[u] = fatc_hi(x), ql[u] = fatc_lo(x), kh[u] = fatc_hi(y), kl[u] = fatc_lo(y);
+        }
+        for (int q = 0; q < 4; q++) {
+          // mma q's 16 k: lane t's values 4q..4q+3 of its 16 for t = 0..3
+          float hh = 0, hl = 0, lh = 0;
+          for (int tq = 0; tq < 4; tq++)
+            for (int u = 0; u < 4; u++) {
+              const int k = 16 * tq + 4 * q + u;
+              hh += qh[k] * kh[k];
+              hl += qh[k] * kl[k];
+              lh += ql[k] * kh[k];
+            }
+          acc += hh;
+          acc += hl;
+          acc += lh;
+        }
+      }
+      a.pb[(t * a.heads + h0 + r) * a.lmax + kb + c] = a.valid[tj] ? acc * scale : -F32_INF;
+    }
+  }
+#else
+  const int g = lane >> 2, tq = lane & 3;
+  const int live = (int)imin(NT, (L - kb + 7) / 8);  // key tiles with keys (every lane alike)
+  float acc[NT][4];
+  const float* krow[NT];
+  UNROLL for (int j = 0; j < NT; j++) {
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+    const i64 k = kb + 8 * j + g;
+    krow[j] = k < L ? a.kf + (t * a.lmax + k) * a.dim : 0;
+  }
+  const i64 ha = h0 + g, hb = h0 + g + 8;
+  const float* qa = ha < a.heads ? a.q + (t * a.heads + ha) * a.dim : 0;
+  const float* qb = hb < a.heads ? a.q + (t * a.heads + hb) * a.dim : 0;
+  auto dstep = [&](i64 d0) {
+    float v[16];
+    u32 ah0[8], al0[8], ah1[8], al1[8];
+    fatc_load<16>(qa, d0 + 16 * tq, a.dim, v);
+    fast_split16(v, ah0, al0);
+    fatc_load<16>(qb, d0 + 16 * tq, a.dim, v);
+    fast_split16(v, ah1, al1);
+    UNROLL for (int j = 0; j < NT; j++) {
+      if (j >= live) break;
+      fatc_load<16>(krow[j], d0 + 16 * tq, a.dim, v);
+      u32 bh[8], bl[8];
+      fast_split16(v, bh, bl);
+      UNROLL for (int q = 0; q < 4; q++) {
+        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+        fast_mma(acc[j], ah0[2 * q], ah1[2 * q], ah0[2 * q + 1], ah1[2 * q + 1], bl[2 * q], bl[2 * q + 1]);
+        fast_mma(acc[j], al0[2 * q], al1[2 * q], al0[2 * q + 1], al1[2 * q + 1], bh[2 * q], bh[2 * q + 1]);
+      }
+    }
+  };
+  if (NT == 1) {
+    UNROLL_BY(2)
+    for (i64 d0 = 0; d0 < dp; d0 += 64) dstep(d0);
+  } else {
+    for (i64 d0 = 0; d0 < dp; d0 += 64) dstep(d0);
+  }
+  // c0, c1: head g, keys 2t, 2t+1 of the tile; c2, c3: head g+8
+  UNROLL for (int j = 0; j < NT; j++) {
+    if (j >= live) break;
+    UNROLL for (int e = 0; e < 4; e++) {
+      const i64 h = h0 + g + (e >= 2 ? 8 : 0), k = kb + 8 * j + 2 * tq + (e & 1);
+      if (h < a.heads && k < L) {
+        a.pb[(t * a.heads + h) * a.lmax + k] = a.valid[t * a.lmax + k] ? acc[j][e] * scale : -F32_INF;
+      }
+    }
+  }
+#endif
+}
+
+// ctc_out_tile: the output values d0..d0+8·NT (< dim) of heads h0.. of row t.
+template <int NT>
+DEVM void ctc_out_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 d0, int lane) {
+  const i64 L = a.rlen[t];
+  if (L < 0) return;  // a row in no view
+  const float* kf = a.kf + t * a.lmax * a.dim;
+  const float* pr = a.pb + t * a.heads * a.lmax;  // the row's [heads, lmax]
+  const unsigned char* vr = a.valid + t * a.lmax;
+#ifdef DI_EMULATE
+  if (lane != 0) return;
+  for (int r = 0; r < FATC_HG && h0 + r < a.heads; r++) {
+    const i64 h = h0 + r, th = t * a.heads + h;
+    for (int c = 0; c < 8 * NT && d0 + c < a.dim; c++) {
+      float acc = 0;
+      for (i64 b = 0; b < L; b += a.block) {
+        const float s = a.bsc[(t * a.nblk + b / a.block) * a.heads + h];
+        if (s >= 0) acc *= s;
+        const i64 be = imin(b + a.block, L);
+        for (i64 k0 = b; k0 < be; k0 += 16) {
+          float hh = 0, hl = 0;
+          for (int u = 0; u < 16; u++) {
+            const i64 k = k0 + u;
+            const bool ok = k < be && vr[k];
+            const float p = ok ? pr[h * a.lmax + k] : 0.0f, v = ok ? kf[k * a.dim + d0 + c] : 0.0f;
+            hh += p * fatc_hi(v);
+            hl += p * fatc_lo(v);
+          }
+          acc += hh;
+          acc += hl;
+        }
+      }
+      a.out[th * a.dim + d0 + c] = q_bf16(acc / a.den[th]);
+    }
+  }
+#else
+  const int g = lane >> 2, tq = lane & 3;
+  float acc[NT][4];
+  UNROLL for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0;
+  const i64 ha = h0 + g, hb = h0 + g + 8;
+  const bool ina = ha < a.heads, inb = hb < a.heads;
+  const i64 dl = d0 + NT * g;  // the lane's first value (tile 0)
+  for (i64 b = 0; b < L; b += a.block) {
+    const float* bs = a.bsc + (t * a.nblk + b / a.block) * a.heads;
+    const float sa = ina ? bs[ha] : -1.0f, sb = inb ? bs[hb] : -1.0f;
+    UNROLL for (int j = 0; j < NT; j++) {
+      if (sa >= 0) acc[j][0] *= sa, acc[j][1] *= sa;
+      if (sb >= 0) acc[j][2] *= sb, acc[j][3] *= sb;
+    }
+    const i64 be = imin(b + a.block, L);
+    UNROLL_BY(2)
+    for (i64 k0 = b; k0 < be; k0 += 16) {
+      const i64 kk = k0 + 4 * tq;
+      float pa[4], pq[4], v[4][NT];
+      UNROLL for (int u = 0; u < 4; u++) {
+        const i64 k = kk + u;
+        const bool ok = k < be && vr[k];
+        pa[u] = ok && ina ? pr[ha * a.lmax + k] : 0.0f;
+        pq[u] = ok && inb ? pr[hb * a.lmax + k] : 0.0f;
+        fatc_load<NT>(ok ? kf + k * a.dim : 0, dl, a.dim, v[u]);
+      }
+      const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
+      UNROLL for (int j = 0; j < NT; j++) {
+        const u32 bh0 = fast_rn(v[0][j], v[1][j]), bh1 = fast_rn(v[2][j], v[3][j]);
+        const u32 bl0 = fast_rn(v[0][j] - fast_lo(bh0), v[1][j] - fast_hi(bh0));
+        const u32 bl1 = fast_rn(v[2][j] - fast_lo(bh1), v[3][j] - fast_hi(bh1));
+        fast_mma(acc[j], A0, A1, A2, A3, bh0, bh1);
+        fast_mma(acc[j], A0, A1, A2, A3, bl0, bl1);
+      }
+    }
+  }
+  // c0, c1: head g, columns 2t, 2t+1 (values d0 + NT·(2t) + j, d0 + NT·(2t+1) + j); c2, c3: head g+8
+  UNROLL for (int e = 0; e < 4; e++) {
+    const i64 h = h0 + g + (e >= 2 ? 8 : 0);
+    if (h >= a.heads) continue;
+    const i64 th = t * a.heads + h;
+    const float den = a.den[th];
+    UNROLL for (int j = 0; j < NT; j++) {
+      const i64 d = d0 + NT * (2 * tq + (e & 1)) + j;
+      if (d < a.dim) a.out[th * a.dim + d] = q_bf16(acc[j][e] / den);
+    }
+  }
+#endif
+}
+
+// warp w = ((row · chunks) + chunk) · groups + group, chunks of 8·NT keys (logits) or
+// values (output)
+template <int NT, bool OUT>
+DEVM void ctc_run(const CsaTcArgs& a, long long GIDX, long long GSTRIDE) {
+  const i64 groups = (a.heads + FATC_HG - 1) / FATC_HG, chunks = ((OUT ? a.dim : a.lmax) + 8 * NT - 1) / (8 * NT);
+  for (i64 i = GIDX; i < a.rows * chunks * groups * 32; i += GSTRIDE) {
+    const i64 w = i >> 5, grp = w % groups, c = (w / groups) % chunks, t = w / (groups * chunks);
+    if (OUT) ctc_out_tile<NT>(a, t, grp * FATC_HG, c * 8 * NT, (int)(i & 31));
+    else ctc_logits_tile<NT>(a, t, grp * FATC_HG, c * 8 * NT, (int)(i & 31));
+  }
+}
+KERNEL(csa_tc_logits, CsaTcArgs) { ctc_run<8, false>(a, GIDX, GSTRIDE); }
+KERNEL(csa_tc_logits_n, CsaTcArgs) { ctc_run<1, false>(a, GIDX, GSTRIDE); }
+KERNEL(csa_tc_out, CsaTcArgs) { ctc_run<8, true>(a, GIDX, GSTRIDE); }
+KERNEL(csa_tc_out_n, CsaTcArgs) { ctc_run<1, true>(a, GIDX, GSTRIDE); }

@@ -1,5 +1,6 @@
-// harness.cc: runs tensorcore.cu's dense products on one random problem and writes
-// their outputs, for lanes_test.go. It follows the kernel source in one translation
+// harness.cc: runs tensorcore.cu's dense products, or tensorcore_attn.cu's V4.1
+// attention tiles (csa_tc_*), on one random problem and writes their outputs, for
+// lanes_test.go. It follows the kernel source in one translation
 // unit, built one of two ways:
 //   - with DI_EMULATE: the emulated device's kernels (emu_*), as the fake driver runs them;
 //   - with DI_LANES and lanes.h first: the device branch, each launch block's 128 threads
@@ -10,8 +11,11 @@
 //     latest moment the device may), and __syncthreads.
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
 // m1fp8 (FP8 formats), blk or wide (bf16 x only: widex); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
-// (DI_LANES), the warps run skewed (lanes::eager).
+// (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
+// csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
+// (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
 #include <cstdio>
+#include <functional>
 #include <cstdlib>
 #include <vector>
 
@@ -61,15 +65,14 @@ MmaIn in[T];
 // and a copy lands at the wait that lets it complete (the latest)
 bool eager;
 float out[T][4];
-void (*body)(const FastGemmArgs);
-FastGemmArgs args;
+std::function<void()> body;  // the kernel on its arguments
 
 void block(int st) {
   th[cur].state = st;
   swapcontext(&th[cur].ctx, &sched);
 }
 void entry() {
-  body(args);
+  body();
   th[cur].state = DONE;
   swapcontext(&th[cur].ctx, &sched);
 }
@@ -151,10 +154,10 @@ void run(long long b) {
     exit(3);
   }
 }
-void launch(void (*k)(const FastGemmArgs), const FastGemmArgs& a, long long items) {
+template <class A>
+void launch(void (*k)(const A), const A& a, long long items) {
   long long grid = (items + T - 1) / T;
-  body = k;
-  args = a;
+  body = [k, a] { k(a); };
   blockDim.x = T;
   gridDim.x = (unsigned)grid;
   if (!stacks) stacks = (char*)malloc((size_t)T * STACK);
@@ -188,7 +191,63 @@ void lanes_cp_wait(int n) {
 }
 #endif
 
+// csa_main: the V4.1 attention tiles on random keys, queries and softmax results:
+// rows with empty slots, a row in no view (−1), a row without keys, and the rescales
+// of some blocks absent (−1).
+int csa_main(int argc, char** argv) {
+  if (argc != 9 && !(argc == 10 && strcmp(argv[9], "eager") == 0)) {
+    fprintf(stderr, "usage: harness csa_tc_logits|csa_tc_logits_n|csa_tc_out|csa_tc_out_n ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]\n");
+    return 2;
+  }
+#ifdef DI_LANES
+  lanes::eager = argc == 10;
+#endif
+  const char* kernel = argv[1];
+  i64 R = atoll(argv[2]), H = atoll(argv[3]), D = atoll(argv[4]), L = atoll(argv[5]), B = atoll(argv[6]);
+  rng ^= (u64)atoll(argv[7]) * 0x2545f4914f6cdd1dull;
+  const bool out = strncmp(kernel, "csa_tc_out", 10) == 0, narrow = kernel[strlen(kernel) - 1] == 'n';
+  i64 nblk = (L + B - 1) / B;
+  float* q = (float*)zalloc(4 * R * H * D);
+  float* kf = (float*)zalloc(4 * R * L * D);
+  unsigned char* valid = (unsigned char*)zalloc(R * L);
+  i64* rlen = (i64*)zalloc(8 * R);
+  float* pb = (float*)zalloc(4 * R * L * H);
+  float* bsc = (float*)zalloc(4 * R * nblk * H);
+  float* den = (float*)zalloc(4 * R * H);
+  float* o = (float*)zalloc(4 * R * H * D);
+  for (i64 i = 0; i < R * H * D; i++) q[i] = unif(-2, 2);
+  for (i64 r = 0; r < R; r++) {
+    rlen[r] = r == 1 ? -1 : r == 2 ? 0 : r == 0 ? L : 1 + (i64)(rnd() % (u32)L);
+    for (i64 j = 0; j < L; j++) {
+      bool in = j < rlen[r] && rnd() % 5 != 0;
+      valid[r * L + j] = in;
+      for (i64 d = 0; d < D; d++) kf[(r * L + j) * D + d] = in ? unif(-3, 3) : j < rlen[r] ? 0.0f : f32_bits(0x7fc0dead);
+      for (i64 h = 0; h < H; h++) pb[(r * H + h) * L + j] = out ? (in ? q_bf16(unif(0, 1)) : -F32_INF) : f32_bits(0x7fc0dead);
+    }
+    for (i64 i = 0; i < nblk * H; i++) bsc[r * nblk * H + i] = rnd() % 4 == 0 ? -1.0f : unif(0.25f, 1);
+    for (i64 h = 0; h < H; h++) den[r * H + h] = unif(1, 8);
+  }
+  for (i64 i = 0; i < R * H * D; i++) o[i] = f32_bits(0x7fc0dead);
+  CsaTcArgs a = {q, kf, valid, rlen, pb, bsc, den, o, R, H, D, L, nblk, B, 1 / sqrt((double)D)};
+  const i64 per = narrow ? 8 : 64, groups = (H + FATC_HG - 1) / FATC_HG;
+  const long long items = R * (((out ? D : L) + per - 1) / per) * groups * 32;
+#ifdef DI_LANES
+  lanes::launch(out ? (narrow ? csa_tc_out_n : csa_tc_out) : (narrow ? csa_tc_logits_n : csa_tc_logits), a, items);
+#else
+  (out ? (narrow ? emu_csa_tc_out_n : emu_csa_tc_out) : (narrow ? emu_csa_tc_logits_n : emu_csa_tc_logits))(&a, items);
+#endif
+  FILE* f = fopen(argv[8], "wb");
+  const float* res = out ? o : pb;
+  const i64 n = out ? R * H * D : R * L * H;
+  if (!f || fwrite(res, 4, n, f) != (size_t)n || fclose(f) != 0) {
+    fprintf(stderr, "cannot write %s\n", argv[8]);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && strncmp(argv[1], "csa_tc_", 7) == 0) return csa_main(argc, argv);
   if (argc != 12 && !(argc == 13 && strcmp(argv[12], "eager") == 0)) {
     fprintf(stderr, "usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager]\n");
     return 2;
