@@ -348,6 +348,18 @@ func TestRun16Later(t *testing.T) {
 	})
 }
 
+// TestRun17Later: the shipped cuda-fast on run 17's V4.1 reports, not fitted, is as
+// docs/perf/simulator.md says.
+func TestRun17Later(t *testing.T) {
+	reportErrs(t, Run17Later, map[string]reportWant{
+		"v41.fast.17a.bench.json":     {map[string]float64{"1/4096": 0.1019, "64/4096": 0.0849, "256/4096": 0.1365}, 4},
+		"v41.fast.17b.bench.json":     {map[string]float64{"1/4096": 0.0846, "64/4096": 0.0839, "256/4096": 0.1260}, 3},
+		"v41.fast.17b.tc0.bench.json": {map[string]float64{"1/4096": 0.0528, "64/4096": 0.0149, "256/4096": 0.0544}, 2},
+		"v41.fast.17c.bench.json":     {map[string]float64{"1/4096": 0.0816, "64/4096": 0.0927, "256/4096": 0.1483}, 6},
+		"v41.fast.17c.tc0.bench.json": {map[string]float64{"1/4096": 0.0548, "64/4096": 0.0026, "256/4096": 0.0515}, 3},
+	})
+}
+
 // TestRun13FitOnRun15: the previous cuda-fast (fitted on run 13's fast reports, shipped
 // until run 15) on its own points and on run 15c's V4.1 ones: over by up to 31% (the
 // tiles of runs 14 and 15), which is why the shipped one is refitted.

@@ -1,11 +1,15 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unsafe"
+
+	"deepinfer/quant"
 )
 
 // TestFastV41AttentionNearSerial: V4.1's fast decode attention (csa_fast_logits and
@@ -59,7 +63,7 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			qp, kp, vp := put(k, q), put(k, kf), putBytes(k, valid)
 			rp, sink := put(k, rlen), put(k, randRow(rng, H))
 			ps, bsc, den := put(k, make([]float32, T*H*lmax)), put(k, make([]float32, T*nblk*H)), put(k, make([]float32, T*H))
-			args := func(pb, out, kfp devptr, pbhm int64) func(a *ArgBuf) {
+			args := func(pb, out, kfp devptr, tc int64) func(a *ArgBuf) {
 				return func(a *ArgBuf) {
 					a.P(qp + devptr(4*c.qOffset))
 					a.P(0) // kv
@@ -89,16 +93,21 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 					a.I(nblk)
 					a.P(rp)
 					a.P(0) // kref
-					a.I(pbhm)
+					a.P(0) // rlo (csa_attn_rows' and csa_attn_kdec's)
+					a.I(tc)
 				}
 			}
-			// the tensor-core kernels' arguments (tensorcore_attn.cu's CsaTcArgs)
-			tcArgs := func(pb, out, kfp devptr) func(a *ArgBuf) {
+			// the tensor-core kernels' arguments (tensorcore_attn.cu's CsaTcArgs): the keys'
+			// bf16 halves (hi then lo, as csa_attn_kdec writes them) and the rows' flags of
+			// nonzero lo halves
+			tcArgs := func(pb, out, halves, rlo devptr) func(a *ArgBuf) {
 				return func(a *ArgBuf) {
 					a.P(qp + devptr(4*c.qOffset))
-					a.P(kfp)
+					a.P(halves)
+					a.P(halves + devptr(2*T*lmax*D))
 					a.P(vp)
 					a.P(rp)
+					a.P(rlo)
 					a.P(pb)
 					a.P(bsc)
 					a.P(den)
@@ -119,80 +128,70 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			pbNarrow := put(k, fill(T*lmax*H, sentinel))
 			k.run("csa_fast_logits_n", args(pbNarrow, 0, kp, 0))
 			sameBits(t, "csa_fast_logits against csa_fast_logits_n", got, k.get(pbNarrow, T*lmax*H))
-			differ := 0
-			for r := 0; r < T; r++ {
-				for j := 0; j < lmax; j++ {
-					for h := 0; h < H; h++ {
-						i := (r*lmax+j)*H + h
-						w, g := want[i], got[i]
-						switch {
-						case j >= int(rlen[r]):
-							if w != sentinel || g != sentinel {
-								t.Fatalf("row %d key %d head %d past the row's %d keys written: exact %g, fast %g", r, j, h, rlen[r], w, g)
-							}
-						case valid[r*lmax+j] == 0:
-							if !math.IsInf(float64(g), -1) || !math.IsInf(float64(w), -1) {
-								t.Fatalf("row %d key %d head %d, an empty slot: exact %g, fast %g", r, j, h, w, g)
-							}
-						default:
-							var mag float64
-							for d := 0; d < D; d++ {
-								mag += math.Abs(float64(q[c.qOffset+(r*H+h)*D+d]) * float64(kf[(r*lmax+j)*D+d]))
-							}
-							if bound := float64(D+1) * 0x1p-24 * mag * scale; math.Abs(float64(g-w)) > bound {
-								t.Fatalf("row %d key %d head %d: logit %g, the exact kernel's %g (bound %.3g)", r, j, h, g, w, bound)
-							}
-							if g != w {
-								differ++
+			// checkLogits: a kernel's logits (at(r, j, h) their index) against the exact ones:
+			// keys past a row's list untouched, empty slots −inf, the others within bound(mag,
+			// w) (mag: Σ|q·k|) and some different
+			checkLogits := func(what string, got []float32, at func(r, j, h int) int, bound func(mag float64, w float32) float64) {
+				t.Helper()
+				differ := 0
+				for r := 0; r < T; r++ {
+					for j := 0; j < lmax; j++ {
+						for h := 0; h < H; h++ {
+							w, g := want[(r*lmax+j)*H+h], got[at(r, j, h)]
+							switch {
+							case j >= int(rlen[r]):
+								if w != sentinel || g != sentinel {
+									t.Fatalf("%s: row %d key %d head %d past the row's %d keys written: exact %g, %g", what, r, j, h, rlen[r], w, g)
+								}
+							case valid[r*lmax+j] == 0:
+								if !math.IsInf(float64(g), -1) || !math.IsInf(float64(w), -1) {
+									t.Fatalf("%s: row %d key %d head %d, an empty slot: exact %g, %g", what, r, j, h, w, g)
+								}
+							default:
+								var mag float64
+								for d := 0; d < D; d++ {
+									mag += math.Abs(float64(q[c.qOffset+(r*H+h)*D+d]) * float64(kf[(r*lmax+j)*D+d]))
+								}
+								if b := bound(mag, w); math.IsNaN(float64(g)) || math.Abs(float64(g-w)) > b {
+									t.Fatalf("%s: row %d key %d head %d: logit %g, the exact kernel's %g (bound %.3g)", what, r, j, h, g, w, b)
+								}
+								if g != w {
+									differ++
+								}
 							}
 						}
 					}
 				}
+				if differ == 0 {
+					t.Fatalf("%s: every logit equal to the exact kernel's", what)
+				}
+				t.Logf("%s: %d logits differ from the exact kernel's, all within the bound", what, differ)
 			}
-			if differ == 0 {
-				t.Fatal("every logit equal to the exact kernel's: the fused multiply-adds did not run")
-			}
-			t.Logf("logits: %d differ from the exact kernel's, all within the bound", differ)
+			// the fused multiply-adds: the float32 dot's bound
+			checkLogits("csa_fast_logits", got, func(r, j, h int) int { return (r*lmax+j)*H + h },
+				func(mag float64, _ float32) float64 { return float64(D+1) * 0x1p-24 * mag * scale })
 			// the tensor-core logits
 			pbTC, pbTCn := put(k, fill(T*lmax*H, sentinel)), put(k, fill(T*lmax*H, sentinel))
-			k.run("csa_tc_logits", tcArgs(pbTC, 0, kp))
-			k.run("csa_tc_logits_n", tcArgs(pbTCn, 0, kp))
-			tc := k.get(pbTC, T*lmax*H)
-			sameBits(t, "csa_tc_logits against csa_tc_logits_n", tc, k.get(pbTCn, T*lmax*H))
-			differ = 0
+			kh, rloKeys := keyHalves(kf, T)
 			for r := 0; r < T; r++ {
+				keys := false
 				for j := 0; j < lmax; j++ {
-					for h := 0; h < H; h++ {
-						w, g := want[(r*lmax+j)*H+h], tc[(r*H+h)*lmax+j]
-						switch {
-						case j >= int(rlen[r]):
-							if g != sentinel {
-								t.Fatalf("tc: row %d key %d head %d past the row's %d keys written: %g", r, j, h, rlen[r], g)
-							}
-						case valid[r*lmax+j] == 0:
-							if !math.IsInf(float64(g), -1) {
-								t.Fatalf("tc: row %d key %d head %d, an empty slot: %g", r, j, h, g)
-							}
-						default:
-							var mag float64
-							for d := 0; d < D; d++ {
-								mag += math.Abs(float64(q[c.qOffset+(r*H+h)*D+d]) * float64(kf[(r*lmax+j)*D+d]))
-							}
-							bound := scale*(splitBound(mag, int64(D))+float64(D+1)*0x1p-24*mag) + 0x1p-23*math.Abs(float64(w))
-							if math.IsNaN(float64(g)) || math.Abs(float64(g-w)) > bound {
-								t.Fatalf("tc: row %d key %d head %d: logit %g, the exact kernel's %g (bound %.3g)", r, j, h, g, w, bound)
-							}
-							if g != w {
-								differ++
-							}
-						}
-					}
+					keys = keys || valid[r*lmax+j] != 0
+				}
+				if keys && rloKeys[r] == 0 {
+					t.Fatalf("row %d's random keys: no lo half marked", r)
 				}
 			}
-			if differ == 0 {
-				t.Fatal("every tensor-core logit equal to the exact kernel's: the split products did not run")
-			}
-			t.Logf("tensor-core logits: %d differ from the exact kernel's, all within the bound", differ)
+			hp, rlop := putBytes(k, kh), put(k, rloKeys)
+			k.run("csa_tc_logits", tcArgs(pbTC, 0, hp, rlop))
+			k.run("csa_tc_logits_n", tcArgs(pbTCn, 0, hp, rlop))
+			tc := k.get(pbTC, T*lmax*H)
+			sameBits(t, "csa_tc_logits against csa_tc_logits_n", tc, k.get(pbTCn, T*lmax*H))
+			// the split products: their bound and the exact dot's, and the scale's rounding
+			checkLogits("csa_tc_logits", tc, func(r, j, h int) int { return (r*H+h)*lmax + j },
+				func(mag float64, w float32) float64 {
+					return scale*(splitBound(mag, int64(D))+float64(D+1)*0x1p-24*mag) + 0x1p-23*math.Abs(float64(w))
+				})
 			// the softmax on the exact logits, then the three outputs from it
 			k.run("csa_attn_softmax", args(pbExact, 0, kp, 0))
 			outs := make([][]float32, 3)
@@ -232,7 +231,7 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			tcOut := make([][]float32, 2)
 			for i, name := range []string{"csa_tc_out", "csa_tc_out_n"} {
 				o := put(k, fill(T*H*D, sentinel))
-				k.run(name, tcArgs(pbT, o, kp))
+				k.run(name, tcArgs(pbT, o, hp, rlop))
 				tcOut[i] = k.get(o, T*H*D)
 			}
 			sameBits(t, "csa_tc_out against csa_tc_out_n", tcOut[0], tcOut[1])
@@ -243,7 +242,7 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			magOut := put(k, fill(T*H*D, sentinel))
 			k.run("csa_attn_out", args(pbExact, magOut, put(k, absKf), 0))
 			mags := k.get(magOut, T*H*D)
-			differ = 0
+			differ := 0
 			for r := 0; r < T; r++ {
 				for i := r * H * D; i < (r+1)*H*D; i++ {
 					w, g := outs[0][i], tcOut[0][i]
@@ -266,6 +265,40 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 				t.Fatal("every tensor-core output equal to the exact kernel's")
 			}
 			t.Logf("tensor-core outputs: %d differ from the exact kernel's, all within the bound", differ)
+			// keys that are bf16 values (V4.1's FP8 and FP4 keys): no row's lo halves are
+			// marked, and the kernels that leave their mma out give the values of the
+			// kernels that run them (rows forced marked) bit for bit
+			kfB := append([]float32(nil), kf...)
+			quant.BF16Slice(kfB)
+			khB, rloB := keyHalves(kfB, T)
+			for r, v := range rloB {
+				if v != 0 {
+					t.Fatalf("row %d of bf16 keys marked as having lo halves", r)
+				}
+			}
+			ones := make([]uint32, T)
+			for r := range ones {
+				ones[r] = 1
+			}
+			hpB, zero, one := putBytes(k, khB), put(k, rloB), put(k, ones)
+			for _, name := range []string{"csa_tc_logits", "csa_tc_logits_n", "csa_tc_out", "csa_tc_out_n"} {
+				out := strings.HasPrefix(name, "csa_tc_out")
+				n := T * lmax * H
+				if out {
+					n = T * H * D
+				}
+				got := make([][]float32, 2)
+				for i, flags := range []devptr{zero, one} {
+					dst := put(k, fill(n, sentinel))
+					if out {
+						k.run(name, tcArgs(pbT, dst, hpB, flags))
+					} else {
+						k.run(name, tcArgs(dst, 0, hpB, flags))
+					}
+					got[i] = k.get(dst, n)
+				}
+				sameBits(t, name+" on bf16 keys, the lo mma left out against run", got[0], got[1])
+			}
 			for r := 0; r < T; r++ {
 				for i := r * H * D; i < (r+1)*H*D; i++ {
 					w, g := outs[0][i], outs[1][i]
@@ -282,6 +315,24 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keyHalves is csa_attn_kdec's tensor-core layout of the keys of rows rows (kf: [rows,
+// lmax, dim]): their bf16 hi halves, then their lo halves (bf16(v − hi)), as bytes; and
+// each row's flag of a nonzero lo half.
+func keyHalves(kf []float32, rows int) ([]byte, []uint32) {
+	n, per := len(kf), len(kf)/rows
+	out, flags := make([]byte, 4*n), make([]uint32, rows)
+	for i, v := range kf {
+		hi := quant.BF16(v)
+		lo := quant.BF16(v - hi)
+		binary.LittleEndian.PutUint16(out[2*i:], uint16(math.Float32bits(hi)>>16))
+		binary.LittleEndian.PutUint16(out[2*(n+i):], uint16(math.Float32bits(lo)>>16))
+		if lo != 0 {
+			flags[i/per] = 1
+		}
+	}
+	return out, flags
 }
 
 func abs32(v float32) float32 { return float32(math.Abs(float64(v))) }

@@ -513,11 +513,12 @@ func csaBindAttention(b *Bind) error {
 	kf, pb, ps := b.Scratch(lmax*dim*4, 0), b.Scratch(lmax*heads*4, 0), b.Scratch(heads*lmax*4, 0)
 	bsc, den, valid := b.Scratch(nblk*heads*4, 0), b.Scratch(heads*4, 0), b.Scratch((lmax+7)&^7, 0)
 	rlen, kref := b.Scratch(8, 0), b.Scratch(lmax*24, 0) // kref: a csa_Key (3 × 8 bytes) per key
-	// the fast mode's logits and output on the tensor cores, whose probabilities lie
-	// head-major (csa_attn_softmax's pbhm)
-	tc, pbhm := b.Fast() && os.Getenv(EnvV41AttentionTC) != "0", int64(0)
+	rlo := b.Scratch(4, 0)                               // the tensor-core kernels': a row's keys have lo halves
+	// the fast mode's logits and output on the tensor cores: the keys widened to bf16
+	// halves, the probabilities head-major (csa41.cu's tc layouts)
+	tc, tcFlag := b.Fast() && os.Getenv(EnvV41AttentionTC) != "0", int64(0)
 	if tc {
-		pbhm = 1
+		tcFlag = 1
 	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		rows := s.Arg(0).Rows()
@@ -562,7 +563,8 @@ func csaBindAttention(b *Bind) error {
 		a.I(nblk)
 		a.P(s.Scratch(rlen))
 		a.P(s.Scratch(kref))
-		a.I(pbhm)
+		a.P(s.Scratch(rlo))
+		a.I(tcFlag)
 		return rows
 	}
 	b.Launch("csa_attn_rows", fill)
@@ -576,9 +578,11 @@ func csaBindAttention(b *Bind) error {
 		tcArgs := func(s *Step, a *ArgBuf) int64 {
 			rows := s.Arg(0).Rows()
 			a.P(s.Arg(0).Ptr)
-			a.P(s.Scratch(kf))
+			a.P(s.Scratch(kf))                           // the hi halves
+			a.P(s.Scratch(kf) + devptr(2*rows*lmax*dim)) // the lo halves
 			a.P(s.Scratch(valid))
 			a.P(s.Scratch(rlen))
+			a.P(s.Scratch(rlo))
 			a.P(s.Scratch(pb))
 			a.P(s.Scratch(bsc))
 			a.P(s.Scratch(den))

@@ -179,7 +179,7 @@ func (d *threadDriver) Launch(f function, grid, block uint32, s stream, args []u
 }
 
 // put uploads 4- or 8-byte values and returns their device address.
-func put[V float32 | int64 | float64](k *emuKernels, v []V) devptr {
+func put[V float32 | int64 | float64 | uint32](k *emuKernels, v []V) devptr {
 	k.t.Helper()
 	n := uint64(len(v)) * uint64(unsafe.Sizeof(v[0]))
 	p, err := k.d.Alloc(max(n, 8))

@@ -89,9 +89,38 @@ struct csa_View {
   unsigned char* state;
 };
 
+// csa_view_of is sequence q's view, its rows r..r+n−1 of the step's (the last n of its).
+DEV void csa_view_of(const SeqRec& s, i64 r, i64 n, csa_View* v) {
+  v->row = r;
+  v->n = n;
+  v->pos = s.pos + s.n - n;
+  v->fromZero = s.pos == 0 && n == s.n && !(s.flags & SEQ_INVARIANT);
+  v->decode = (s.flags & SEQ_DECODE) != 0;
+  v->orows = (s.flags & SEQ_ROWS) ? 1 : n;
+  v->spos = s.pos;
+  v->sn = s.n;
+  v->state = (unsigned char*)(u64)s.state;
+}
+
 // csa_view_at finds the view holding row t of the step's rows (keep > 0: each
-// sequence's last keep rows, packed).
+// sequence's last keep rows, packed). Without keep the sequences' rows are found by a
+// binary search over their first rows (the runtime lays them out in order; a row's
+// sequence is the one whose rows hold it, so the search finds the scan's), falling back
+// to the scan where it finds none: a scan of 256 sequences for each (row, key) item took
+// a share of the V4.1 indexer's and key lookup's time at batch 256 (run 17).
 DEV bool csa_view_at(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, csa_View* v) {
+  if (keep <= 0 && nseq > 0) {
+    i64 lo = 0, hi = nseq - 1;
+    while (lo < hi) {
+      const i64 mid = (lo + hi + 1) / 2;
+      if (seqs[mid].row <= t) lo = mid;
+      else hi = mid - 1;
+    }
+    if (t >= seqs[lo].row && t < seqs[lo].row + seqs[lo].n) {
+      csa_view_of(seqs[lo], seqs[lo].row, seqs[lo].n, v);
+      return true;
+    }
+  }
   i64 row = 0;
   for (i64 q = 0; q < nseq; q++) {
     i64 n = seqs[q].n;
@@ -99,15 +128,7 @@ DEV bool csa_view_at(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, csa_View* v)
     i64 r = keep > 0 ? row : seqs[q].row;
     row += n;
     if (t >= r && t < r + n) {
-      v->row = r;
-      v->n = n;
-      v->pos = seqs[q].pos + seqs[q].n - n;
-      v->fromZero = seqs[q].pos == 0 && n == seqs[q].n && !(seqs[q].flags & SEQ_INVARIANT);
-      v->decode = (seqs[q].flags & SEQ_DECODE) != 0;
-      v->orows = (seqs[q].flags & SEQ_ROWS) ? 1 : n;
-      v->spos = seqs[q].pos;
-      v->sn = seqs[q].n;
-      v->state = (unsigned char*)(u64)seqs[q].state;
+      csa_view_of(seqs[q], r, n, v);
       return true;
     }
   }
@@ -1272,7 +1293,11 @@ struct csa_AttnArgs {
   float* kf; float* pb; float* ps; float* bsc; float* den; unsigned char* valid; i64 lmax; i64 nblk;
   i64* rlen;  // [rows]: each row's key count (csa_attn_len), -1 for a row in no view
   struct csa_Key* kref;  // [rows, lmax]: each key's row bytes and format (csa_attn_keys)
-  i64 pbhm;  // 1: pb is [rows, heads, lmax] instead (the tensor-core kernels', csa_tc_*)
+  // the tensor-core kernels' layouts (tc = 1; tensorcore_attn.cu, csa_tc_*): pb is
+  // [rows, heads, lmax], kf holds the keys' bf16 halves (hi [rows, lmax, dim], then lo),
+  // and rlo[t] is nonzero where a key of row t has a nonzero lo half
+  unsigned* rlo;
+  i64 tc;
 };
 
 struct csa_Key {
@@ -1337,6 +1362,7 @@ KERNEL(csa_attn_rows, csa_AttnArgs) {
     }
     i64 W;
     a.rlen[t] = csa_attn_len(a, v, v.pos + (t - v.row), &W);
+    if (a.tc) a.rlo[t] = 0;  // csa_attn_kdec marks it
   }
 }
 
@@ -1363,10 +1389,44 @@ KERNEL(csa_attn_keys, csa_AttnArgs) {
 }
 
 // (4 values a work item, stored together where the rows allow: one value an item, until
-// run 14, read the key's record and stored one float for each value)
+// run 14, read the key's record and stored one float for each value). With tc, the
+// values' bf16 halves hi = bf16(v) and lo = bf16(v − hi) (tensorcore.cu's split), and
+// rlo[t] marked where a lo half is not 0 (V4.1's FP8 and FP4 keys are bf16 values, but
+// for scales at the ends of the range).
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
   const i64 nd = (a.dim + 3) / 4;
   const bool vec = (a.dim & 3) == 0 && csa_al16(a.kf);
+  if (a.tc) {
+    unsigned short* kh = (unsigned short*)a.kf;
+    unsigned short* kl = kh + a.rows * a.lmax * a.dim;
+    for (i64 it = GIDX; it < a.rows * a.lmax * nd; it += GSTRIDE) {
+      const i64 d0 = it % nd * 4, tj = it / nd, t = tj / a.lmax;
+      if (tj % a.lmax >= a.rlen[t]) continue;
+      const csa_Key k = a.kref[tj];
+      u32 h[4], l[4];
+      UNROLL for (int u = 0; u < 4; u++) {
+        const float v = k.p && d0 + u < a.dim ? csa_row_val(k.p, k.fmt, k.g, a.dim, d0 + u) : 0;
+        const float hv = q_bf16(v);
+        h[u] = bits_f32(hv) >> 16, l[u] = hv == v ? 0 : bits_f32(q_bf16(v - hv)) >> 16;
+      }
+      const i64 o = tj * a.dim + d0;
+      if (vec) {  // 8 bytes each: o a multiple of 4 values
+        *(u64*)(kh + o) = (u64)(h[0] | h[1] << 16) | (u64)(h[2] | h[3] << 16) << 32;
+        *(u64*)(kl + o) = (u64)(l[0] | l[1] << 16) | (u64)(l[2] | l[3] << 16) << 32;
+      } else {
+        UNROLL for (int u = 0; u < 4; u++)
+          if (d0 + u < a.dim) kh[o + u] = (unsigned short)h[u], kl[o + u] = (unsigned short)l[u];
+      }
+      if ((l[0] | l[1] | l[2] | l[3]) != 0) {
+#ifdef DI_EMULATE
+        a.rlo[t] = 1;
+#else
+        atomicOr(a.rlo + t, 1u);
+#endif
+      }
+    }
+    return;
+  }
   for (i64 it = GIDX; it < a.rows * a.lmax * nd; it += GSTRIDE) {
     const i64 d0 = it % nd * 4, tj = it / nd, t = tj / a.lmax;
     if (tj % a.lmax >= a.rlen[t]) continue;
@@ -1428,9 +1488,9 @@ DEV void csa_softmax_row(const csa_AttnArgs& a, i64 it, int lane) {
 #endif
   float* ps = a.ps + it * a.lmax;
   // key j's logit (then probability) at pr[j·ks]: pb [rows, lmax, heads], or [rows,
-  // heads, lmax] (pbhm), where a warp's loads of adjacent keys are adjacent
-  const i64 ks = a.pbhm ? 1 : a.heads;
-  float* pr = a.pb + (a.pbhm ? it * a.lmax : t * a.lmax * a.heads + h);
+  // heads, lmax] (tc), where a warp's loads of adjacent keys are adjacent
+  const i64 ks = a.tc ? 1 : a.heads;
+  float* pr = a.pb + (a.tc ? it * a.lmax : t * a.lmax * a.heads + h);
   float m = -F32_INF, sum = 0;
   for (i64 b = 0; b < L; b += a.block) {
     i64 bl = imin(a.block, L - b);
@@ -1461,16 +1521,20 @@ DEV void csa_softmax_row(const csa_AttnArgs& a, i64 it, int lane) {
       ps[j] = pe;
       *s = q_bf16(pe);
     }
-    float bsum = 0;
-#ifndef DI_EMULATE
+    float bsum;
+    FRow sr = {ps + b};
+#ifdef DI_EMULATE
+    bsum = cascade_sum(sr, bl);
+#else
+    // cascade_sum's 32 lanes (ATen's 4 ILP × 8 vector lanes) one a lane, folded by every
+    // lane from the shuffled lane values: cascade_sum's value bit for bit, as mhc.cu's
+    // split kernels compute it (until run 17 lane 0 ran cascade_sum alone, its 128
+    // accumulators in local memory)
     __syncwarp();
-#endif
-    if (lane == 0) {
-      FRow sr = {ps + b};
-      bsum = cascade_sum(sr, bl);
-    }
-#ifndef DI_EMULATE
-    bsum = __shfl_sync(0xffffffffu, bsum, 0);
+    const float mine = cascade_lane(sr, bl, lane >> 3, lane & 7);
+    float lv[32];
+    UNROLL for (int c = 0; c < 32; c++) lv[c] = __shfl_sync(0xffffffffu, mine, c);
+    bsum = cascade_fold(sr, bl, lv);
 #endif
     sum = sum * sc + bsum;
   }

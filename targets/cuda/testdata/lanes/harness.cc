@@ -192,8 +192,9 @@ void lanes_cp_wait(int n) {
 #endif
 
 // csa_main: the V4.1 attention tiles on random keys, queries and softmax results:
-// rows with empty slots, a row in no view (−1), a row without keys, and the rescales
-// of some blocks absent (−1).
+// rows with empty slots, a row in no view (−1), a row without keys, the rescales of some
+// blocks absent (−1), and the keys of every third row bf16 values (no lo halves: their
+// mma left out).
 int csa_main(int argc, char** argv) {
   if (argc != 9 && !(argc == 10 && strcmp(argv[9], "eager") == 0)) {
     fprintf(stderr, "usage: harness csa_tc_logits|csa_tc_logits_n|csa_tc_out|csa_tc_out_n ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]\n");
@@ -208,7 +209,9 @@ int csa_main(int argc, char** argv) {
   const bool out = strncmp(kernel, "csa_tc_out", 10) == 0, narrow = kernel[strlen(kernel) - 1] == 'n';
   i64 nblk = (L + B - 1) / B;
   float* q = (float*)zalloc(4 * R * H * D);
-  float* kf = (float*)zalloc(4 * R * L * D);
+  unsigned short* kh = (unsigned short*)zalloc(4 * R * L * D);
+  unsigned short* kl = kh + R * L * D;
+  unsigned* rlo = (unsigned*)zalloc(4 * R);
   unsigned char* valid = (unsigned char*)zalloc(R * L);
   i64* rlen = (i64*)zalloc(8 * R);
   float* pb = (float*)zalloc(4 * R * L * H);
@@ -221,14 +224,22 @@ int csa_main(int argc, char** argv) {
     for (i64 j = 0; j < L; j++) {
       bool in = j < rlen[r] && rnd() % 5 != 0;
       valid[r * L + j] = in;
-      for (i64 d = 0; d < D; d++) kf[(r * L + j) * D + d] = in ? unif(-3, 3) : j < rlen[r] ? 0.0f : f32_bits(0x7fc0dead);
+      for (i64 d = 0; d < D; d++) {
+        // a slot past the row's keys holds NaN halves (never read), an empty one zeros
+        float v = in ? unif(-3, 3) : j < rlen[r] ? 0.0f : f32_bits(0x7fc0dead);
+        if (r % 3 == 0) v = q_bf16(v);
+        const float hv = q_bf16(v), lv = v == v ? q_bf16(v - hv) : v;
+        kh[(r * L + j) * D + d] = (unsigned short)(bits_f32(hv) >> 16);
+        kl[(r * L + j) * D + d] = (unsigned short)(bits_f32(lv) >> 16);
+        if (j < rlen[r] && lv != 0) rlo[r] = 1;
+      }
       for (i64 h = 0; h < H; h++) pb[(r * H + h) * L + j] = out ? (in ? q_bf16(unif(0, 1)) : -F32_INF) : f32_bits(0x7fc0dead);
     }
     for (i64 i = 0; i < nblk * H; i++) bsc[r * nblk * H + i] = rnd() % 4 == 0 ? -1.0f : unif(0.25f, 1);
     for (i64 h = 0; h < H; h++) den[r * H + h] = unif(1, 8);
   }
   for (i64 i = 0; i < R * H * D; i++) o[i] = f32_bits(0x7fc0dead);
-  CsaTcArgs a = {q, kf, valid, rlen, pb, bsc, den, o, R, H, D, L, nblk, B, 1 / sqrt((double)D)};
+  CsaTcArgs a = {q, kh, kl, valid, rlen, rlo, pb, bsc, den, o, R, H, D, L, nblk, B, 1 / sqrt((double)D)};
   const i64 per = narrow ? 8 : 64, groups = (H + FATC_HG - 1) / FATC_HG;
   const long long items = R * (((out ? D : L) + per - 1) / per) * groups * 32;
 #ifdef DI_LANES
