@@ -357,6 +357,7 @@ func TestRun17Later(t *testing.T) {
 		"v41.fast.17b.tc0.bench.json": {map[string]float64{"1/4096": 0.0528, "64/4096": 0.0149, "256/4096": 0.0544}, 2},
 		"v41.fast.17c.bench.json":     {map[string]float64{"1/4096": 0.0816, "64/4096": 0.0927, "256/4096": 0.1483}, 6},
 		"v41.fast.17c.tc0.bench.json": {map[string]float64{"1/4096": 0.0548, "64/4096": 0.0026, "256/4096": 0.0515}, 3},
+		"v41.fast.17d.bench.json":     {map[string]float64{"1/4096": 0.0902, "64/4096": 0.1318, "256/4096": 0.1914}, 5},
 	})
 }
 

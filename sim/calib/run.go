@@ -175,14 +175,15 @@ var Run16Later = []Measured{
 
 // Run17Later are run 17's V4.1 reports (testdata/run17), compared with the fit, not
 // fitted: V4.1's attention products on the tensor cores (17a; 17b with the keys as bf16
-// halves; 17c, today's default) and each later call's DEEPINFER_CUDA_V41_ATT_TC=0 (the
-// fused multiply-adds, with 17b's softmax).
+// halves; 17c; 17d with the binary-search sequence lookup, today's default) and 17b's and
+// 17c's DEEPINFER_CUDA_V41_ATT_TC=0 (the fused multiply-adds, with 17b's softmax).
 var Run17Later = []Measured{
 	{"sim/calib/testdata/run17/v41.fast.17a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
 	{"sim/calib/testdata/run17/v41.fast.17b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
 	{"sim/calib/testdata/run17/v41.fast.17b.tc0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
 	{"sim/calib/testdata/run17/v41.fast.17c.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
 	{"sim/calib/testdata/run17/v41.fast.17c.tc0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
+	{"sim/calib/testdata/run17/v41.fast.17d.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
 }
 
 // Run15Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b
