@@ -133,7 +133,7 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			// w) (mag: Σ|q·k|) and some different
 			checkLogits := func(what string, got []float32, at func(r, j, h int) int, bound func(mag float64, w float32) float64) {
 				t.Helper()
-				differ := 0
+				differ, worst := 0, 0.0
 				for r := 0; r < T; r++ {
 					for j := 0; j < lmax; j++ {
 						for h := 0; h < H; h++ {
@@ -152,9 +152,11 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 								for d := 0; d < D; d++ {
 									mag += math.Abs(float64(q[c.qOffset+(r*H+h)*D+d]) * float64(kf[(r*lmax+j)*D+d]))
 								}
-								if b := bound(mag, w); math.IsNaN(float64(g)) || math.Abs(float64(g-w)) > b {
+								b := bound(mag, w)
+								if math.IsNaN(float64(g)) || math.Abs(float64(g-w)) > b {
 									t.Fatalf("%s: row %d key %d head %d: logit %g, the exact kernel's %g (bound %.3g)", what, r, j, h, g, w, b)
 								}
+								worst = max(worst, math.Abs(float64(g-w))/b)
 								if g != w {
 									differ++
 								}
@@ -165,7 +167,12 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 				if differ == 0 {
 					t.Fatalf("%s: every logit equal to the exact kernel's", what)
 				}
-				t.Logf("%s: %d logits differ from the exact kernel's, all within the bound", what, differ)
+				// the bounds are worst cases; on these seeds the errors reach 0.02-0.06 of them,
+				// and an eighth is the gate (a lost split product moves logits by ~2^-9·mag)
+				if worst > 0.125 {
+					t.Fatalf("%s: the worst logit error is %.3g of the worst-case bound, over the eighth these shapes reach", what, worst)
+				}
+				t.Logf("%s: %d logits differ from the exact kernel's, all within an eighth of the bound (the worst at %.3g of it)", what, differ, worst)
 			}
 			// the fused multiply-adds: the float32 dot's bound
 			checkLogits("csa_fast_logits", got, func(r, j, h int) int { return (r*lmax+j)*H + h },

@@ -598,31 +598,24 @@ func csaBindAttention(b *Bind) error {
 		}
 		tcGroups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads
 		wide := func(s *Step) bool { return s.Arg(0).Rows()*tcGroups*((dim+63)/64) >= attTCWideWarps }
-		for _, k := range []struct {
-			name string
-			wide bool
-			per  int64 // keys a warp
-		}{{"csa_tc_logits", true, 64}, {"csa_tc_logits_n", false, 8}} {
-			b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
-				if wide(s) != k.wide {
-					return 0
-				}
-				return tcArgs(s, a) * ((lmax + k.per - 1) / k.per) * tcGroups * 32
-			})
+		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each
+		tcPair := func(name string, n int64) {
+			for _, k := range []struct {
+				name string
+				wide bool
+				per  int64
+			}{{name, true, 64}, {name + "_n", false, 8}} {
+				b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
+					if wide(s) != k.wide {
+						return 0
+					}
+					return tcArgs(s, a) * ((n + k.per - 1) / k.per) * tcGroups * 32
+				})
+			}
 		}
+		tcPair("csa_tc_logits", lmax)
 		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
-		for _, k := range []struct {
-			name string
-			wide bool
-			per  int64 // values a warp
-		}{{"csa_tc_out", true, 64}, {"csa_tc_out_n", false, 8}} {
-			b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
-				if wide(s) != k.wide {
-					return 0
-				}
-				return tcArgs(s, a) * ((dim + k.per - 1) / k.per) * tcGroups * 32
-			})
-		}
+		tcPair("csa_tc_out", dim)
 	} else if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
 		// value's order depends on the shapes alone, so batch-invariant mode uses them too
