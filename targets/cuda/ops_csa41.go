@@ -463,7 +463,14 @@ func csaBindIndex(b *Bind, publish bool) error {
 		a.P(s.Scratch(kept))
 		return rows
 	}
-	b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })
+	if csaIndexBlkOK(heads, dim) {
+		// a launch block per (row, csaIndexKeys keys)
+		b.Launch("csa_index_score_blk", func(s *Step, a *ArgBuf) int64 {
+			return fill(s, a) * ceilDiv(ecap, csaIndexKeys) * launchBlock
+		})
+	} else {
+		b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })
+	}
 	if restricted {
 		b.Launch("csa_cand_clear", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * nbcap })
 		b.Launch("csa_cand_mark", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * candBlocks })
@@ -661,6 +668,29 @@ func csaBindAttention(b *Bind) error {
 		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) })
 	}
 	return nil
+}
+
+// csa41.cu's csa_index_score_blk: the keys a launch block scores (CSA_IXB), the most
+// heads (CSA_IXH), the key values a thread widens at a time (CSA_IXC, which divides the
+// head dim) and the most query values a row stages (CSA_IXQ).
+const (
+	csaIndexKeys    = 128
+	csaIndexHeads   = 32
+	csaIndexChunk   = 32
+	csaIndexQueries = 8192
+)
+
+// EnvIndexBlock set to 0 keeps V4.1's index scores on csa_index_score (a work item a
+// (row, key), the row's queries read from global memory by every key) instead of
+// csa_index_score_blk (a launch block per row and 128 keys, the queries staged in shared
+// memory once; the same values bit for bit, in both numerics modes). Read when a program
+// is bound; for comparisons.
+const EnvIndexBlock = "DEEPINFER_CUDA_INDEX_BLOCK"
+
+// csaIndexBlkOK reports whether an indexer of heads heads of dim values runs its scores
+// on csa_index_score_blk.
+func csaIndexBlkOK(heads, dim int64) bool {
+	return os.Getenv(EnvIndexBlock) != "0" && heads <= csaIndexHeads && dim%csaIndexChunk == 0 && heads*dim <= csaIndexQueries
 }
 
 // EnvV41AttentionTC set to 0 runs V4.1's fast attention logits and output as fused

@@ -1128,47 +1128,123 @@ DEV void csa_index_widths(const csa_IndexArgs& a, const csa_View& v, i64 p, i64*
 }
 
 #define CSA_IHB 16
+// csa_index_row: row t's view, position, widths and index-key owner k for the scores;
+// false for a row nothing is scored for (csa_index_select reports why).
+DEV bool csa_index_row(const csa_IndexArgs& a, i64 t, csa_View* v, i64* width, i64* clen, i64* k) {
+  if (!csa_view_at(a.seqs, a.nseq, a.keep, t, v)) return false;
+  i64 p = v->pos + (t - v->row);
+  csa_index_widths(a, *v, p, width, clen);
+  *k = csa_index_owner(a, *v, p);
+  return *k >= 0 && *width <= csa_owner_entries(a, *k, *v) && *width <= a.ecap;
+}
+// csa_index_item: score of key e for row t (csa_index_score's work item).
+DEV void csa_index_item(const csa_IndexArgs& a, i64 t, i64 e) {
+  csa_View v;
+  i64 width, clen, k;
+  if (!csa_index_row(a, t, &v, &width, &clen, &k) || e >= width) return;
+  csa_TopkElem* sc = a.work + t * a.ecap;
+  sc[e].i = (int)e;
+  if (e >= clen) {
+    sc[e].v = -F32_INF;
+    return;
+  }
+  const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
+  const float* qt = a.q + t * a.heads * a.dim;
+  float scale = (float)a.scale, sum = 0;
+  // CSA_IHB heads at a time: a key value is decoded once for them and their dots
+  // (each in key order) run side by side; the heads' sum stays in head order
+  for (i64 h0 = 0; h0 < a.heads; h0 += CSA_IHB) {
+    i64 nh = imin(CSA_IHB, a.heads - h0);
+    float dot[CSA_IHB];
+    UNROLL for (int u = 0; u < CSA_IHB; u++) dot[u] = 0;
+    const float* qh = qt + h0 * a.dim;
+    for (i64 d = 0; d < a.dim; d++) {
+      float kv = csa_row_val(key, a.ik_fmt, a.ik_group, a.dim, d);
+      UNROLL for (int u = 0; u < CSA_IHB; u++)
+        if (u < nh) dot[u] += qh[u * a.dim + d] * kv;
+    }
+    UNROLL for (int u = 0; u < CSA_IHB; u++) {
+      if (u >= nh) break;
+      float wt = q_bf16(a.w[t * a.heads + h0 + u] * scale);
+      sum += q_bf16(go_max32(q_bf16(dot[u]), 0.0f) * wt);
+    }
+  }
+  sc[e].v = q_bf16(sum);
+}
 // csa_index_score: score of key e for row t: Σ_h bf16(max(bf16(q_h·k), 0)·bf16(w_h·scale)),
 // bf16; keys past what the position closed score -inf.
 KERNEL(csa_index_score, csa_IndexArgs) {
-  for (i64 it = GIDX; it < a.rows * a.ecap; it += GSTRIDE) {
-    i64 t = it / a.ecap, e = it % a.ecap;
-    csa_View v;
-    if (!csa_view_at(a.seqs, a.nseq, a.keep, t, &v)) continue;
-    i64 p = v.pos + (t - v.row), width, clen;
-    csa_index_widths(a, v, p, &width, &clen);
-    if (e >= width) continue;
-    i64 k = csa_index_owner(a, v, p);
-    if (k < 0 || width > csa_owner_entries(a, k, v) || width > a.ecap) continue;  // csa_index_select reports it
-    csa_TopkElem* sc = a.work + t * a.ecap;
-    sc[e].i = (int)e;
-    if (e >= clen) {
-      sc[e].v = -F32_INF;
-      continue;
-    }
-    const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
-    const float* qt = a.q + t * a.heads * a.dim;
-    float scale = (float)a.scale, sum = 0;
-    // CSA_IHB heads at a time: a key value is decoded once for them and their dots
-    // (each in key order) run side by side; the heads' sum stays in head order
-    for (i64 h0 = 0; h0 < a.heads; h0 += CSA_IHB) {
-      i64 nh = imin(CSA_IHB, a.heads - h0);
-      float dot[CSA_IHB];
-      UNROLL for (int u = 0; u < CSA_IHB; u++) dot[u] = 0;
-      const float* qh = qt + h0 * a.dim;
-      for (i64 d = 0; d < a.dim; d++) {
-        float kv = csa_row_val(key, a.ik_fmt, a.ik_group, a.dim, d);
-        UNROLL for (int u = 0; u < CSA_IHB; u++)
-          if (u < nh) dot[u] += qh[u * a.dim + d] * kv;
-      }
-      UNROLL for (int u = 0; u < CSA_IHB; u++) {
-        if (u >= nh) break;
-        float wt = q_bf16(a.w[t * a.heads + h0 + u] * scale);
-        sum += q_bf16(go_max32(q_bf16(dot[u]), 0.0f) * wt);
-      }
-    }
-    sc[e].v = q_bf16(sum);
+  for (i64 it = GIDX; it < a.rows * a.ecap; it += GSTRIDE) csa_index_item(a, it / a.ecap, it % a.ecap);
+}
+
+// csa_index_score_blk: csa_index_score's values, a launch block per (row, CSA_IXB keys):
+// the row's queries (heads × dim floats, at most CSA_IXQ) and head weights staged in
+// shared memory once, a thread per key. A thread widens its key CSA_IXC values at a time
+// into registers and runs every head's dot over them (the heads' chains side by side,
+// each in key order, as csa_index_item's), reading the queries as 16-byte broadcasts:
+// the same operations in the same order, so the same values bit for bit. Go binds it for
+// heads ≤ CSA_IXH and dim a multiple of CSA_IXC (csaIndexBlkOK); the emulated device runs
+// csa_index_item for the block's keys.
+#define CSA_IXB 128
+#define CSA_IXH 32
+#define CSA_IXC 32
+#define CSA_IXQ 8192
+KERNEL(csa_index_score_blk, csa_IndexArgs) {
+  (void)GSTRIDE;
+  const i64 kb = (a.ecap + CSA_IXB - 1) / CSA_IXB;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  for (i64 b = 0; b < a.rows * kb; b++)
+    for (i64 e = (b % kb) * CSA_IXB; e < imin(a.ecap, (b % kb + 1) * CSA_IXB); e++) csa_index_item(a, b / kb, e);
+#else
+  __shared__ float4 qs[CSA_IXQ / 4];
+  __shared__ float wts[CSA_IXH];
+  const int tid = (int)(GIDX & (CSA_IXB - 1));
+  const i64 blk = GIDX / CSA_IXB, t = blk / kb, e = (blk % kb) * CSA_IXB + tid;
+  csa_View v;
+  i64 width, clen, k;
+  // the same for every thread of the block: a row without scores leaves it at once
+  if (t >= a.rows || !csa_index_row(a, t, &v, &width, &clen, &k)) return;
+  if ((blk % kb) * CSA_IXB >= width) return;
+  const i64 nq = a.heads * a.dim;
+  const float4* qt = (const float4*)(a.q + t * nq);
+  for (i64 i = tid; i < nq / 4; i += CSA_IXB) qs[i] = qt[i];
+  const float scale = (float)a.scale;
+  if (tid < a.heads) wts[tid] = q_bf16(a.w[t * a.heads + tid] * scale);
+  __syncthreads();
+  if (e >= width) return;
+  csa_TopkElem* sc = a.work + t * a.ecap;
+  sc[e].i = (int)e;
+  if (e >= clen) {
+    sc[e].v = -F32_INF;
+    return;
   }
+  const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
+  const int H = (int)a.heads, D = (int)a.dim;
+  float dot[CSA_IXH];
+  UNROLL for (int h = 0; h < CSA_IXH; h++) dot[h] = 0;
+  for (int c0 = 0; c0 < D; c0 += CSA_IXC) {
+    float kv[CSA_IXC];
+    UNROLL for (int j = 0; j < CSA_IXC; j++) kv[j] = csa_row_val(key, a.ik_fmt, a.ik_group, D, c0 + j);
+    UNROLL for (int h = 0; h < CSA_IXH; h++) {
+      if (h >= H) break;
+      const float4* qh = qs + (h * D + c0) / 4;
+      UNROLL for (int j = 0; j < CSA_IXC; j += 4) {
+        const float4 q4 = qh[j / 4];
+        dot[h] += q4.x * kv[j];
+        dot[h] += q4.y * kv[j + 1];
+        dot[h] += q4.z * kv[j + 2];
+        dot[h] += q4.w * kv[j + 3];
+      }
+    }
+  }
+  float sum = 0;
+  UNROLL for (int h = 0; h < CSA_IXH; h++) {
+    if (h >= H) break;
+    sum += q_bf16(go_max32(q_bf16(dot[h]), 0.0f) * wts[h]);
+  }
+  sc[e].v = q_bf16(sum);
+#endif
 }
 
 // csa_select_row: row t's view, widths and index-key owner for csa_index_select; false

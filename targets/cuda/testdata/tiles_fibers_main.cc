@@ -294,6 +294,72 @@ static int proj_case(long T, long d, long D, int fmt, long skip, unsigned seed) 
   return diff == 0 && g_errors == before ? 0 : 1;
 }
 
+// index_case: csa_index_score_blk against csa_index_item (the per-(row, key) item of
+// csa_index_score) for T rows of sequences at positions around pos0 (ratio r, heads H of
+// D values, index keys in format fmt: 0 float32, 1 FP8 + UE8M0, 2 FP4 + UE8M0, 3 FP4 +
+// E4M3 scales, groups of 32), a three-row prefill sequence at row multi (not a decode
+// view: the layer's source) and row skip in no sequence: every score and key bit for bit,
+// and the entries neither writes left as they were.
+static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, long multi, long skip, unsigned seed) {
+  std::mt19937 rng(seed);
+  const long g = 32, maxpos = pos0 + 3 * 160 + 8, ecap = maxpos / ratio + 1;
+  const long rowbytes = fmt == 0 ? 4 * D : (fmt == 1 ? D : D / 2) + D / g;
+  std::vector<SeqRec> seqs = decode_seqs(T, multi, skip);
+  // each sequence's index keys (ecap rows) in a state block of its own
+  std::vector<std::vector<unsigned char>> state(seqs.size());
+  for (size_t q = 0; q < seqs.size(); q++) {
+    seqs[q].pos = pos0 + (long)(rng() % 480);
+    std::vector<unsigned char>& st = state[q];
+    st.resize(ecap * rowbytes);
+    for (long e = 0; e < ecap; e++) {
+      unsigned char* row = st.data() + e * rowbytes;
+      if (fmt == 0) {
+        std::vector<float> kv(D);
+        fill_x(kv, rng);
+        memcpy(row, kv.data(), 4 * D);
+        continue;
+      }
+      const long cb = fmt == 1 ? D : D / 2;
+      for (long i = 0; i < cb; i++) {
+        row[i] = (unsigned char)(rng() % 256);
+        if (fmt == 1 && (row[i] & 0x7f) == 0x7f) row[i] = 0;  // no NaN codes
+      }
+      for (long i = 0; i < D / g; i++) {
+        unsigned char u = (unsigned char)(112 + rng() % 20);
+        if (fmt == 3) u = (unsigned char)(8 + rng() % 100);  // E4M3 scales, no NaN
+        row[cb + i] = u;
+      }
+    }
+    seqs[q].state = (long long)(unsigned long long)st.data();
+  }
+  std::vector<float> q(T * H * D), w(T * H);
+  fill_x(q, rng);
+  fill_x(w, rng);
+  csa_IndexArgs a{};
+  a.q = q.data(), a.w = w.data(), a.seqs = seqs.data(), a.nseq = (long)seqs.size(), a.rows = T;
+  a.layer = 0, a.source = 0, a.ratio = ratio, a.heads = H, a.dim = D, a.scale = 0.0883883476483184;
+  a.ecap = ecap, a.ik_fmt = fmt, a.ik_group = fmt == 0 ? D : g, a.ik_rowbytes = rowbytes;
+  a.nowners = 1, a.owners[0] = 0, a.owners[1] = ratio, a.owners[2] = 0;
+  const csa_TopkElem unset = {kUnset, -7};
+  std::vector<csa_TopkElem> got(T * ecap, unset), want(T * ecap, unset);
+  a.work = want.data();
+  for (long t = 0; t < T; t++)
+    for (long e = 0; e < ecap; e++) csa_index_item(a, t, e);
+  a.work = got.data();
+  long before = g_errors, diff = 0, scored = 0;
+  fibers_launch(csa_index_score_blk, a, T * ((ecap + 127) / 128));
+  for (long i = 0; i < T * ecap; i++) {
+    scored += want[i].i != -7;
+    if (__float_as_uint(got[i].v) != __float_as_uint(want[i].v) || got[i].i != want[i].i) {
+      if (diff < 3) fprintf(stderr, "index: [%ld] %a key %d, want %a key %d\n", i, got[i].v, got[i].i, want[i].v, want[i].i);
+      diff++;
+    }
+  }
+  printf("index T %ld heads %ld dim %ld fmt %d ratio %ld: %ld of %ld scores differ, errors %ld\n", T, H, D, fmt, ratio,
+         diff, scored, g_errors - before);
+  return diff == 0 && scored > 0 && g_errors == before ? 0 : 1;
+}
+
 int main() {
   int bad = 0;
   unsigned seed = 1;
@@ -338,6 +404,12 @@ int main() {
   bad += proj_case(33, 128, 5120, 1, 12, seed++);   // V4.1's shape and format (bf16)
   bad += proj_case(12, 40, 96, 4, -1, seed++);
   bad += proj_case(18, 66, 192, 5, 2, seed++);
+  // the indexer's scores: a launch block per row and 128 keys, the queries staged once
+  bad += index_case(3, 4, 64, 2, 4, 0, -1, -1, seed++);       // the fixtures' shape
+  bad += index_case(4, 32, 128, 2, 4, 200, -1, 2, seed++);    // V4.1's shape, a row in no sequence
+  bad += index_case(5, 3, 32, 0, 1, 40, 1, -1, seed++);       // float32 keys, a three-row sequence
+  bad += index_case(3, 17, 96, 1, 2, 130, -1, -1, seed++);    // FP8 keys
+  bad += index_case(2, 32, 256, 3, 4, 300, -1, -1, seed++);   // E4M3 scales, the most queries
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad != 0;
 }
