@@ -59,6 +59,13 @@ func bindFakeQuant(b *Bind) error {
 		a.I(groups)
 		a.I(g)
 		a.I(f)
+		// bf16 of a multiple of four values: four a work item (16-byte accesses; the
+		// operands are allocated 16-byte aligned)
+		vec := f == 0 && groups%4 == 0 && s.Arg(0).Ptr%16 == 0 && s.Result(0).Ptr%16 == 0
+		a.I(b2i(vec))
+		if vec {
+			return groups / 4
+		}
 		if f != 0 && g >= 2 && g <= 32 && g&(g-1) == 0 {
 			// a value a work item, rounded up to whole warps (misc41.cu mhc_fq_lanes)
 			return (groups*g + 31) / 32 * 32

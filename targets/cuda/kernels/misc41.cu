@@ -20,9 +20,10 @@ DEV float mhc_fq_round(i64 fmt, float v, float s) {
 // values becomes its quantized value q·s (quant.Format.FakeQuant). A group of g = 2..32
 // values (a power of two) is g consecutive work items, a value a lane (the group's
 // maximum across its lanes, a maximum not depending on the order; the items rounded up
-// to whole warps); other groups one work item each. The emulated device runs a group at
+// to whole warps); other groups one work item each; bf16 with vec, four values a work
+// item. The emulated device runs a group at
 // its first lane.
-struct mhc_FakeQuantArgs { const float* x; float* y; i64 groups; i64 g; i64 fmt; };
+struct mhc_FakeQuantArgs { const float* x; float* y; i64 groups; i64 g; i64 fmt; i64 vec; };
 DEV bool mhc_fq_lanes(const mhc_FakeQuantArgs& a) { return a.fmt != 0 && a.g >= 2 && a.g <= 32 && (a.g & (a.g - 1)) == 0; }
 DEV void mhc_fq_group(const mhc_FakeQuantArgs& a, i64 gi) {
   const float* x = a.x + gi * a.g;
@@ -37,6 +38,16 @@ DEV void mhc_fq_group(const mhc_FakeQuantArgs& a, i64 gi) {
   for (i64 i = 0; i < a.g; i++) y[i] = mhc_fq_round(a.fmt, x[i], s) * s;
 }
 KERNEL(mhc_fake_quant, mhc_FakeQuantArgs) {
+  if (a.fmt == 0 && a.vec) {
+    // bf16, four values a work item (16-byte loads and stores; Go binds it when the
+    // operand's values are a multiple of four): the same rounding of each value
+    for (i64 i = GIDX; i < a.groups / 4; i += GSTRIDE) {
+      float4 v = ((const float4*)a.x)[i];
+      v.x = q_bf16(v.x), v.y = q_bf16(v.y), v.z = q_bf16(v.z), v.w = q_bf16(v.w);
+      ((float4*)a.y)[i] = v;
+    }
+    return;
+  }
   if (!mhc_fq_lanes(a)) {
     for (i64 gi = GIDX; gi < a.groups; gi += GSTRIDE) mhc_fq_group(a, gi);
     return;
