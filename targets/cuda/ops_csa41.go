@@ -338,7 +338,8 @@ func csaBindCompress(b *Bind) error {
 		b.Launch("csa_fast_key_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * idim * kblocks })
 		b.Launch("csa_fast_key_sum", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * idim })
 	}
-	b.Launch("csa_compress_entry", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T })
+	// a warp a row (csa41.cu csa_compress_entry)
+	b.Launch("csa_compress_entry", func(s *Step, a *ArgBuf) int64 { fill(s, a); return 32 * s.T })
 	if ratio > 1 {
 		b.Launch("csa_compress_pend", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
 	}

@@ -156,18 +156,19 @@ DEV void csa_rms_row(const float* x, const Weight& w, float* y, i64 n, double ep
 
 // csa_rope_tables is ropeSpec.tables for one position (the forward rotation); inv holds
 // the frequencies (float32 values when fp32).
-DEV void csa_rope_tables(i64 rope_dim, i64 fp32, double af, const double* inv, i64 pos, double* cs, double* sn) {
-  for (i64 i = 0; i < rope_dim / 2; i++) {
-    if (fp32) {
-      float ang = (float)pos * (float)inv[i];
-      cs[i] = cos((double)ang);
-      sn[i] = sin((double)ang);
-    } else {
-      double ang = (double)pos * inv[i];
-      cs[i] = cos(ang) * af;
-      sn[i] = sin(ang) * af;
-    }
+DEV void csa_rope_pair(i64 fp32, double af, const double* inv, i64 pos, i64 i, double* cs, double* sn) {
+  if (fp32) {
+    float ang = (float)pos * (float)inv[i];
+    *cs = cos((double)ang);
+    *sn = sin((double)ang);
+  } else {
+    double ang = (double)pos * inv[i];
+    *cs = cos(ang) * af;
+    *sn = sin(ang) * af;
   }
+}
+DEV void csa_rope_tables(i64 rope_dim, i64 fp32, double af, const double* inv, i64 pos, double* cs, double* sn) {
+  for (i64 i = 0; i < rope_dim / 2; i++) csa_rope_pair(fp32, af, inv, pos, i, &cs[i], &sn[i]);
 }
 
 // csa_rope_apply is ropeSpec.apply: every head of a row of n values.
@@ -568,42 +569,121 @@ KERNEL(csa_fast_key_sum, csa_CompressArgs) {
   }
 }
 
+// csa_entry_at: row t's view and, when its position closes a group, the group's first
+// position and entry (an entry past the cache is error 401); false otherwise.
+DEV bool csa_entry_at(const csa_CompressArgs& a, i64 t, csa_View* v, i64* gpos, i64* e) {
+  if (!csa_view_at(a.seqs, a.nseq, 0, t, v)) return false;
+  i64 p = v->pos + (t - v->row);
+  if ((p + 1) % a.ratio != 0) return false;
+  *gpos = p + 1 - a.ratio, *e = *gpos / a.ratio;
+  if (*e >= a.kv_rows) {
+    *a.err = 401;
+    return false;
+  }
+  return true;
+}
+
+// csa_entry_row: csa_compress_entry's work for row t on one thread.
+DEV void csa_entry_row(const csa_CompressArgs& a, i64 t) {
+  csa_View v;
+  i64 gpos, e;
+  if (!csa_entry_at(a, t, &v, &gpos, &e)) return;
+  float* lat = a.L + t * a.d;
+  if (!a.kpart) csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
+  double cs[CSA_MAX_PAIRS], sn[CSA_MAX_PAIRS];
+  csa_rope_tables(a.rope_dim, a.rope_fp32, a.attn_factor, a.inv, gpos, cs, sn);
+  if (a.idim > 0) {
+    float* key = a.K + t * a.idim;
+    FRow lr = {lat};
+    bool par = csa_gonum_par(1, a.idim);
+    for (i64 j = 0; j < a.idim && !a.kpart; j++) {
+      WRow w = {a.wk, j};
+      key[j] = q_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
+    }
+    csa_rms_row(key, a.knorm, key, a.idim, a.eps);
+    csa_rope_apply(key, a.idim, a.idim, a.rope_dim, cs, sn);
+    for (i64 j = 0; j < a.idim; j++) key[j] = q_bf16(key[j]);
+    csa_pack_row(key, a.ik_fmt, a.ik_group, a.idim, v.state + a.ik_off + e * a.ik_rowbytes);
+  }
+  csa_rope_apply(lat, a.d, a.d, a.rope_dim, cs, sn);
+  for (i64 j = 0; j < a.d; j++) lat[j] = q_bf16(lat[j]);
+  csa_pack_row(lat, a.kv_fmt, a.kv_group, a.d, v.state + a.kv_off + e * a.kv_rowbytes);
+}
+
+#ifndef DI_EMULATE
+// csa_rms_lanes is csa_rms_row on a warp: every lane sums the whole row (the same
+// cascade, the same value), then writes its values i ≡ lane (mod 32); y may be x.
+DEV void csa_rms_lanes(const float* x, const Weight& w, float* y, i64 n, double eps, int lane) {
+  csa_SqRow sq = {x};
+  float rs = 1.0f / (float)sqrt((double)(cascade_sum(sq, n) / (float)n + (float)eps));
+  __syncwarp();  // every lane has read x before any writes y
+  for (i64 i = lane; i < n; i += 32) y[i] = q_bf16(x[i] * rs * wval(w, 0, i));
+  __syncwarp();
+}
+
+// csa_rope_lanes is csa_rope_apply for one head of n values on a warp (pair i on lane
+// i mod 32, its angle's tables computed there), then every value rounded to bf16.
+DEV void csa_rope_lanes(float* x, i64 n, const csa_CompressArgs& a, i64 pos, int lane) {
+  float* r = x + n - a.rope_dim;
+  for (i64 i = lane; i < a.rope_dim / 2; i += 32) {
+    double cs, sn;
+    csa_rope_pair(a.rope_fp32, a.attn_factor, a.inv, pos, i, &cs, &sn);
+    double x0 = (double)r[2 * i], x1 = (double)r[2 * i + 1];
+    r[2 * i] = (float)(x0 * cs - x1 * sn);
+    r[2 * i + 1] = (float)(x1 * cs + x0 * sn);
+  }
+  __syncwarp();
+  for (i64 j = lane; j < n; j += 32) x[j] = q_bf16(x[j]);
+  __syncwarp();
+}
+
+// csa_pack_lanes is csa_pack_row on a warp: group gi on lane gi mod 32 (a group's code
+// bytes and scale byte are its own).
+DEV void csa_pack_lanes(const float* x, i64 fmt, i64 g, i64 dim, unsigned char* dst, int lane) {
+  if (fmt == 0) g = dim;
+  for (i64 gi = lane; gi * g < dim; gi += 32) csa_pack_group(x, fmt, g, dim, gi, dst);
+}
+#endif
+
 // csa_compress_entry: each closed group's latent (RMSNorm), its index key (k_norm of
 // wk·latent in gonum's order, RoPE'd, bf16) and the RoPE'd latent, stored packed. With
 // kpart (the fast mode) the latent is normalized and the key's products are in K
-// already (csa_fast_entry_norm, csa_fast_key_part, csa_fast_key_sum).
+// already (csa_fast_entry_norm, csa_fast_key_part, csa_fast_key_sum). A warp a row (32
+// work items): the key's products a value a lane, the norms' sums on every lane, a RoPE
+// pair a lane, a packed group a lane — each value the same operations as on one thread
+// (csa_entry_row, which the emulated device runs; TestTilesDeviceCodeOnHostFibers
+// compares the two).
 KERNEL(csa_compress_entry, csa_CompressArgs) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+#ifdef DI_EMULATE
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) csa_entry_row(a, t);
+#else
+  const int lane = (int)(GIDX & 31);
+  for (i64 t = GIDX >> 5; t < a.T; t += GSTRIDE >> 5) {
     csa_View v;
-    if (!csa_view_at(a.seqs, a.nseq, 0, t, &v)) continue;
-    i64 p = v.pos + (t - v.row);
-    if ((p + 1) % a.ratio != 0) continue;
-    i64 gpos = p + 1 - a.ratio, e = gpos / a.ratio;
-    if (e >= a.kv_rows) {
-      *a.err = 401;
-      continue;
-    }
+    i64 gpos, e;
+    if (!csa_entry_at(a, t, &v, &gpos, &e)) continue;  // the same for the warp's lanes
     float* lat = a.L + t * a.d;
-    if (!a.kpart) csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
-    double cs[CSA_MAX_PAIRS], sn[CSA_MAX_PAIRS];
-    csa_rope_tables(a.rope_dim, a.rope_fp32, a.attn_factor, a.inv, gpos, cs, sn);
+    if (!a.kpart) csa_rms_lanes(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps, lane);
     if (a.idim > 0) {
       float* key = a.K + t * a.idim;
-      FRow lr = {lat};
-      bool par = csa_gonum_par(1, a.idim);
-      for (i64 j = 0; j < a.idim && !a.kpart; j++) {
-        WRow w = {a.wk, j};
-        key[j] = q_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
+      if (!a.kpart) {
+        FRow lr = {lat};
+        bool par = csa_gonum_par(1, a.idim);
+        for (i64 j = lane; j < a.idim; j += 32) {
+          WRow w = {a.wk, j};
+          key[j] = q_bf16(csa_gonum_nt(lr, w, a.d, j * a.d, par));
+        }
+        __syncwarp();
       }
-      csa_rms_row(key, a.knorm, key, a.idim, a.eps);
-      csa_rope_apply(key, a.idim, a.idim, a.rope_dim, cs, sn);
-      for (i64 j = 0; j < a.idim; j++) key[j] = q_bf16(key[j]);
-      csa_pack_row(key, a.ik_fmt, a.ik_group, a.idim, v.state + a.ik_off + e * a.ik_rowbytes);
+      csa_rms_lanes(key, a.knorm, key, a.idim, a.eps, lane);
+      csa_rope_lanes(key, a.idim, a, gpos, lane);
+      csa_pack_lanes(key, a.ik_fmt, a.ik_group, a.idim, v.state + a.ik_off + e * a.ik_rowbytes, lane);
     }
-    csa_rope_apply(lat, a.d, a.d, a.rope_dim, cs, sn);
-    for (i64 j = 0; j < a.d; j++) lat[j] = q_bf16(lat[j]);
-    csa_pack_row(lat, a.kv_fmt, a.kv_group, a.d, v.state + a.kv_off + e * a.kv_rowbytes);
+    csa_rope_lanes(lat, a.d, a, gpos, lane);
+    csa_pack_lanes(lat, a.kv_fmt, a.kv_group, a.d, v.state + a.kv_off + e * a.kv_rowbytes, lane);
+    __syncwarp();
   }
+#endif
 }
 
 // csa_compress_pend (ratio > 1): the rows of the group still open after the step go to

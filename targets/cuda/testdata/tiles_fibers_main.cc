@@ -360,6 +360,59 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
   return diff == 0 && scored > 0 && g_errors == before ? 0 : 1;
 }
 
+// entry_case: csa_compress_entry's warp a row against csa_entry_row (one thread a row)
+// for T rows (ratio r; exact: the latent's norm and the key's products computed there,
+// else the fast mode's, done before), latent d in format kvf, index keys idim in format
+// ikf, RoPE on the last rope values (float32 angles or not): latents, keys and the packed
+// state bytes bit for bit.
+static int entry_case(long T, long ratio, long d, long idim, long rope, int kvf, long kvg, int ikf, bool exact,
+                      bool fp32, long skip, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<SeqRec> seqs = decode_seqs(T, -1, skip);
+  const long rows = 64;
+  auto rowbytes = [](int f, long dim, long g) { return f == 0 ? 4 * dim : (f == 1 ? dim : dim / 2) + dim / g; };
+  const long kvb = rowbytes(kvf, d, kvg), ikb = idim ? rowbytes(ikf, idim, 32) : 0;
+  std::vector<std::vector<unsigned char>> st(seqs.size()), st2;
+  for (size_t q = 0; q < seqs.size(); q++) {
+    seqs[q].pos = (long)(rng() % 40) * ratio + (long)(rng() % ratio);
+    st[q].assign(rows * (kvb + ikb), 0xa5);
+  }
+  st2 = st;
+  std::vector<float> L(T * d), P(T * d), K(T * idim > 0 ? T * idim : 1), dummy(4);
+  fill_x(L, rng);
+  fill_x(P, rng);
+  fill_x(K, rng);
+  WeightData norm, knorm, wk;
+  make_weight(norm, 1, d, 0, rng);
+  make_weight(knorm, 1, idim > 0 ? idim : 1, 0, rng);
+  make_weight(wk, idim > 0 ? idim : 1, d, 1, rng);
+  long long err = 0;
+  csa_CompressArgs a{};
+  a.seqs = seqs.data(), a.nseq = (long)seqs.size(), a.T = T, a.d = d, a.idim = idim, a.ratio = ratio, a.eps = 1e-6;
+  a.norm = norm.w, a.knorm = knorm.w, a.wk = wk.w, a.P = P.data();
+  a.kv_off = 0, a.kv_fmt = kvf, a.kv_group = kvg, a.kv_rows = rows, a.kv_rowbytes = kvb;
+  a.ik_off = rows * kvb, a.ik_fmt = ikf, a.ik_group = 32, a.ik_rowbytes = ikb;
+  a.rope_dim = rope, a.rope_fp32 = fp32, a.attn_factor = 1.0703125;
+  for (long i = 0; i < rope / 2; i++) a.inv[i] = pow(10000.0, -2.0 * i / rope);
+  a.err = &err, a.kpart = exact ? nullptr : dummy.data();
+  std::vector<float> L2 = L, K2 = K;
+  for (size_t q = 0; q < seqs.size(); q++) seqs[q].state = (long long)(unsigned long long)st[q].data();
+  a.L = L.data(), a.K = K.data();
+  for (long t = 0; t < T; t++) csa_entry_row(a, t);
+  for (size_t q = 0; q < seqs.size(); q++) seqs[q].state = (long long)(unsigned long long)st2[q].data();
+  a.L = L2.data(), a.K = K2.data();
+  long before = g_errors;
+  fibers_launch(csa_compress_entry, a, (32 * T + 127) / 128);
+  long diff = compare("entry latents", L2, L) + compare("entry keys", K2, K), bytes = 0, closed = 0;
+  for (size_t q = 0; q < seqs.size(); q++) {
+    bytes += st[q] != st2[q];
+    closed += st[q] != std::vector<unsigned char>(st[q].size(), 0xa5);
+  }
+  printf("entry T %ld ratio %ld d %ld idim %ld rope %ld kv %d ik %d exact %d: %ld sequences stored an entry; %ld values and %ld states differ, errors %ld\n",
+         T, ratio, d, idim, rope, kvf, ikf, exact, closed, diff, bytes, g_errors - before);
+  return diff == 0 && bytes == 0 && closed > 0 && err == 0 && g_errors == before ? 0 : 1;
+}
+
 int main() {
   int bad = 0;
   unsigned seed = 1;
@@ -410,6 +463,11 @@ int main() {
   bad += index_case(5, 3, 32, 0, 1, 40, 1, -1, seed++);       // float32 keys, a three-row sequence
   bad += index_case(3, 17, 96, 1, 2, 130, -1, -1, seed++);    // FP8 keys
   bad += index_case(2, 32, 256, 3, 4, 300, -1, -1, seed++);   // E4M3 scales, the most queries
+  // the compressor's entries: a warp a row
+  bad += entry_case(5, 1, 512, 128, 64, 1, 64, 2, false, false, -1, seed++);  // V4.1's fast-mode shapes
+  bad += entry_case(16, 4, 512, 128, 64, 1, 64, 2, true, true, 2, seed++);    // the exact mode, float32 angles
+  bad += entry_case(9, 2, 96, 0, 32, 0, 96, 0, true, false, -1, seed++);     // no index key, float32 rows
+  bad += entry_case(4, 1, 192, 128, 96, 2, 32, 1, false, false, -1, seed++); // more RoPE pairs than lanes
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad != 0;
 }
