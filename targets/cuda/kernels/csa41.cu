@@ -1301,11 +1301,33 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
   }
   const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
   const int H = (int)a.heads, D = (int)a.dim;
+  // FP8 and FP4 rows in groups of CSA_IXC on 4-byte boundaries: a chunk's codes read as
+  // 4-byte words (a thread's key is a row of its own: one load a word instead of a
+  // value, the same value for each); other rows value by value
+  const i64 fmt = a.ik_fmt;
+  const bool words = (fmt == 1 || fmt == 2 || fmt == 3) && a.ik_group == CSA_IXC && ((u64)key & 3) == 0;
+  const unsigned char* scales = key + csa_code_bytes(fmt, D);
   float dot[CSA_IXH];
   UNROLL for (int h = 0; h < CSA_IXH; h++) dot[h] = 0;
   for (int c0 = 0; c0 < D; c0 += CSA_IXC) {
     float kv[CSA_IXC];
-    UNROLL for (int j = 0; j < CSA_IXC; j++) kv[j] = csa_row_val(key, a.ik_fmt, a.ik_group, D, c0 + j);
+    if (words && fmt == 1) {
+      const float sc = ue8m0_f32(scales[c0 / CSA_IXC]);
+      const u32* w = (const u32*)(key + c0);
+      UNROLL for (int q = 0; q < CSA_IXC / 4; q++) {
+        const u32 x = w[q];
+        UNROLL for (int b = 0; b < 4; b++) kv[4 * q + b] = e4m3_f32((unsigned char)(x >> (8 * b))) * sc;
+      }
+    } else if (words) {
+      const float sc = fmt == 3 ? e4m3_f32(scales[c0 / CSA_IXC]) : ue8m0_f32(scales[c0 / CSA_IXC]);
+      const u32* w = (const u32*)(key + c0 / 2);
+      UNROLL for (int q = 0; q < CSA_IXC / 8; q++) {
+        const u32 x = w[q];
+        UNROLL for (int b = 0; b < 8; b++) kv[8 * q + b] = e2m1_f32((unsigned char)((x >> (4 * b)) & 15)) * sc;
+      }
+    } else {
+      UNROLL for (int j = 0; j < CSA_IXC; j++) kv[j] = csa_row_val(key, fmt, a.ik_group, D, c0 + j);
+    }
     UNROLL for (int h = 0; h < CSA_IXH; h++) {
       if (h >= H) break;
       const float4* qh = qs + (h * D + c0) / 4;

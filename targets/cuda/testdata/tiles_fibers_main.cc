@@ -461,7 +461,8 @@ int main() {
   bad += index_case(3, 4, 64, 2, 4, 0, -1, -1, seed++);       // the fixtures' shape
   bad += index_case(4, 32, 128, 2, 4, 200, -1, 2, seed++);    // V4.1's shape, a row in no sequence
   bad += index_case(5, 3, 32, 0, 1, 40, 1, -1, seed++);       // float32 keys, a three-row sequence
-  bad += index_case(3, 17, 96, 1, 2, 130, -1, -1, seed++);    // FP8 keys
+  bad += index_case(3, 17, 96, 1, 2, 130, -1, -1, seed++);    // FP8 keys, rows on and off 4-byte boundaries
+  bad += index_case(3, 32, 128, 1, 4, 90, -1, -1, seed++);    // FP8 keys read as words
   bad += index_case(2, 32, 256, 3, 4, 300, -1, -1, seed++);   // E4M3 scales, the most queries
   // the compressor's entries: a warp a row
   bad += entry_case(5, 1, 512, 128, 64, 1, 64, 2, false, false, -1, seed++);  // V4.1's fast-mode shapes
