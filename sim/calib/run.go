@@ -36,6 +36,7 @@ const (
 	RunName15  = "run 15 (H200, 2026-12-02)"
 	RunName16  = "run 16 (H200, 2026-12-02/03)"
 	RunName17  = "run 17 (H200, 2026-12-03)"
+	RunName18  = "run 18 (H200, 2026-12-03)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -186,17 +187,38 @@ var Run17Later = []Measured{
 	{"sim/calib/testdata/run17/v41.fast.17d.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
 }
 
-// Run15Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b
+// Run18 are run 18b's fast reports of today's V4.1 kernels (testdata/run18: V4.1 at
+// 4,096 and 32,768, batch 1 / 64 / 256, with the index scores on a launch block a row).
+var Run18 = []Measured{
+	{"sim/calib/testdata/run18/v41.fast.18b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
+	{"sim/calib/testdata/run18/v41.fast.long.18b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
+}
+
+// Run18Later are run 18's other V4.1 reports, compared with the fit, not fitted: 18a
+// (run 17d's kernels, at 4,096 and 32,768) and 18b with DEEPINFER_CUDA_INDEX_BLOCK=0 (the
+// index scores a work item a (row, key), in the same call).
+var Run18Later = []Measured{
+	{"sim/calib/testdata/run18/v41.fast.18a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
+	{"sim/calib/testdata/run18/v41.fast.long.18a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
+	{"sim/calib/testdata/run18/v41.fast.18b.index0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
+}
+
+// Run15Fit are the fast reports cuda-fast was fitted on until run 18: V4's from run 14b
 // at 512, 4,096 and 32,768 (today's V4 kernels but for the one-tile FP8 products, which
 // ran uncapped there; the capped ones, today's default, moved only batch 1, by 4%, and
 // are compared in TestRun14), V4.1's from run 15c.
 var Run15Fit = append([]Measured{Run14[0], Run14[2]}, Run15...)
 
+// Run18Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
+// as in Run15Fit (V4's kernels have not changed since but for the one-tile FP8 products'
+// cap), V4.1's from run 18b.
+var Run18Fit = append([]Measured{Run14[0], Run14[2]}, Run18...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run15Fit, cuda-exact on run 8's exact reports (runs 9 to 15 took none; the exact
+// on Run18Fit, cuda-exact on run 8's exact reports (runs 9 to 18 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run15Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run18Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
