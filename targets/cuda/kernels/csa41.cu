@@ -1208,6 +1208,11 @@ DEV void csa_index_widths(const csa_IndexArgs& a, const csa_View& v, i64 p, i64*
 }
 
 #define CSA_IHB 16
+// CSA_IX_ROUND: the index score's bf16 roundings (a test harness may define it as the
+// value itself, so that a last-bit difference in a dot shows)
+#ifndef CSA_IX_ROUND
+#define CSA_IX_ROUND(v) q_bf16(v)
+#endif
 // csa_index_row: row t's view, position, widths and index-key owner k for the scores;
 // false for a row nothing is scored for (csa_index_select reports why).
 DEV bool csa_index_row(const csa_IndexArgs& a, i64 t, csa_View* v, i64* width, i64* clen, i64* k) {
@@ -1246,10 +1251,10 @@ DEV void csa_index_item(const csa_IndexArgs& a, i64 t, i64 e) {
     UNROLL for (int u = 0; u < CSA_IHB; u++) {
       if (u >= nh) break;
       float wt = q_bf16(a.w[t * a.heads + h0 + u] * scale);
-      sum += q_bf16(go_max32(q_bf16(dot[u]), 0.0f) * wt);
+      sum += CSA_IX_ROUND(go_max32(CSA_IX_ROUND(dot[u]), 0.0f) * wt);
     }
   }
-  sc[e].v = q_bf16(sum);
+  sc[e].v = CSA_IX_ROUND(sum);
 }
 // csa_index_score: score of key e for row t: Σ_h bf16(max(bf16(q_h·k), 0)·bf16(w_h·scale)),
 // bf16; keys past what the position closed score -inf.
@@ -1265,6 +1270,11 @@ KERNEL(csa_index_score, csa_IndexArgs) {
 // the same operations in the same order, so the same values bit for bit. Go binds it for
 // heads ≤ CSA_IXH and dim a multiple of CSA_IXC (csaIndexBlkOK); the emulated device runs
 // csa_index_item for the block's keys.
+// CsaFlag: a compile-time flag passed to a generic lambda.
+template <bool B>
+struct CsaFlag {
+  static constexpr bool value = B;
+};
 #define CSA_IXB 128
 #define CSA_IXH 32
 #define CSA_IXC 32
@@ -1288,10 +1298,32 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
   if ((blk % kb) * CSA_IXB >= width) return;
   const i64 nq = a.heads * a.dim;
   const float4* qt = (const float4*)(a.q + t * nq);
-  for (i64 i = tid; i < nq / 4; i += CSA_IXB) qs[i] = qt[i];
+  // the staged queries' shape, for fusing the products (below): all bf16 values (finite,
+  // 8 significant bits), the least nonzero and the largest magnitude
+  __shared__ float qlo[CSA_IXB], qhi[CSA_IXB];
+  __shared__ int qnarrow[CSA_IXB];
+  int nar = 1;
+  float lo = F32_INF, hi = 0;
+  for (i64 i = tid; i < nq / 4; i += CSA_IXB) {
+    const float4 x = qt[i];
+    qs[i] = x;
+    const float c[4] = {x.x, x.y, x.z, x.w};
+    UNROLL for (int j = 0; j < 4; j++) {
+      const float m = fabsf(c[j]);
+      nar &= (bits_f32(c[j]) & 0xffffu) == 0 && m <= f32_bits(0x7f7f0000u);
+      if (m > 0) lo = go_min32(lo, m);
+      hi = go_max32(hi, m);
+    }
+  }
+  qlo[tid] = lo, qhi[tid] = hi, qnarrow[tid] = nar;
   const float scale = (float)a.scale;
   if (tid < a.heads) wts[tid] = q_bf16(a.w[t * a.heads + tid] * scale);
   __syncthreads();
+  for (int i = 0; i < CSA_IXB; i++) {
+    nar &= qnarrow[i];
+    lo = go_min32(lo, qlo[i]);
+    hi = go_max32(hi, qhi[i]);
+  }
   if (e >= width) return;
   csa_TopkElem* sc = a.work + t * a.ecap;
   sc[e].i = (int)e;
@@ -1311,8 +1343,15 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
   UNROLL for (int h = 0; h < CSA_IXH; h++) dot[h] = 0;
   for (int c0 = 0; c0 < D; c0 += CSA_IXC) {
     float kv[CSA_IXC];
+    // fused: every product of this chunk is exact in float32 — a bf16 query (8
+    // significant bits) times an FP8 or FP4 key value (at most 4 + 1 or 2 + 4), neither
+    // below float32's least normal (2^-126) nor overflowing — so a fused multiply-add
+    // rounds once where the multiply and the add round the product (exactly) and then
+    // the sum: the same value, one instruction instead of two
+    bool fused = false;
     if (words && fmt == 1) {
       const float sc = ue8m0_f32(scales[c0 / CSA_IXC]);
+      fused = nar && (double)lo * sc * 0x1p-9 >= 0x1p-126 && (double)hi * sc * 448 < 0x1p126;
       const u32* w = (const u32*)(key + c0);
       UNROLL for (int q = 0; q < CSA_IXC / 4; q++) {
         const u32 x = w[q];
@@ -1320,6 +1359,7 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
       }
     } else if (words) {
       const float sc = fmt == 3 ? e4m3_f32(scales[c0 / CSA_IXC]) : ue8m0_f32(scales[c0 / CSA_IXC]);
+      fused = nar && (double)lo * sc * 0.5 >= 0x1p-126 && (double)hi * sc * 6 < 0x1p126;
       const u32* w = (const u32*)(key + c0 / 2);
       UNROLL for (int q = 0; q < CSA_IXC / 8; q++) {
         const u32 x = w[q];
@@ -1328,24 +1368,35 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
     } else {
       UNROLL for (int j = 0; j < CSA_IXC; j++) kv[j] = csa_row_val(key, fmt, a.ik_group, D, c0 + j);
     }
-    UNROLL for (int h = 0; h < CSA_IXH; h++) {
-      if (h >= H) break;
-      const float4* qh = qs + (h * D + c0) / 4;
-      UNROLL for (int j = 0; j < CSA_IXC; j += 4) {
-        const float4 q4 = qh[j / 4];
-        dot[h] += q4.x * kv[j];
-        dot[h] += q4.y * kv[j + 1];
-        dot[h] += q4.z * kv[j + 2];
-        dot[h] += q4.w * kv[j + 3];
+    auto chains = [&](auto fma) {
+      UNROLL for (int h = 0; h < CSA_IXH; h++) {
+        if (h >= H) break;
+        const float4* qh = qs + (h * D + c0) / 4;
+        UNROLL for (int j = 0; j < CSA_IXC; j += 4) {
+          const float4 q4 = qh[j / 4];
+          if (decltype(fma)::value) {
+            dot[h] = fmaf(q4.x, kv[j], dot[h]);
+            dot[h] = fmaf(q4.y, kv[j + 1], dot[h]);
+            dot[h] = fmaf(q4.z, kv[j + 2], dot[h]);
+            dot[h] = fmaf(q4.w, kv[j + 3], dot[h]);
+          } else {
+            dot[h] += q4.x * kv[j];
+            dot[h] += q4.y * kv[j + 1];
+            dot[h] += q4.z * kv[j + 2];
+            dot[h] += q4.w * kv[j + 3];
+          }
+        }
       }
-    }
+    };
+    if (fused) chains(CsaFlag<true>{});
+    else chains(CsaFlag<false>{});
   }
   float sum = 0;
   UNROLL for (int h = 0; h < CSA_IXH; h++) {
     if (h >= H) break;
-    sum += q_bf16(go_max32(q_bf16(dot[h]), 0.0f) * wts[h]);
+    sum += CSA_IX_ROUND(go_max32(CSA_IX_ROUND(dot[h]), 0.0f) * wts[h]);
   }
-  sc[e].v = q_bf16(sum);
+  sc[e].v = CSA_IX_ROUND(sum);
 #endif
 }
 

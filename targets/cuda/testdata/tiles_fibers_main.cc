@@ -300,7 +300,12 @@ static int proj_case(long T, long d, long D, int fmt, long skip, unsigned seed) 
 // E4M3 scales, groups of 32), a three-row prefill sequence at row multi (not a decode
 // view: the layer's source) and row skip in no sequence: every score and key bit for bit,
 // and the entries neither writes left as they were.
-static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, long multi, long skip, unsigned seed) {
+// qmode 1: the queries as V4.1's are (FP4 values in groups of 32, a power-of-two scale
+// each: bf16 values, so the products may fuse); 2: the same with scales so small that
+// the products fall below float32's normals and round there (they must not fuse). The
+// scores are compared before their bf16 roundings (CSA_IX_ROUND).
+static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, long multi, long skip, unsigned seed,
+                      int qmode = 0) {
   std::mt19937 rng(seed);
   const long g = 32, maxpos = pos0 + 3 * 160 + 8, ecap = maxpos / ratio + 1;
   const long rowbytes = fmt == 0 ? 4 * D : (fmt == 1 ? D : D / 2) + D / g;
@@ -325,7 +330,7 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
         if (fmt == 1 && (row[i] & 0x7f) == 0x7f) row[i] = 0;  // no NaN codes
       }
       for (long i = 0; i < D / g; i++) {
-        unsigned char u = (unsigned char)(112 + rng() % 20);
+        unsigned char u = (unsigned char)(qmode == 2 ? 50 + rng() % 6 : 112 + rng() % 20);
         if (fmt == 3) u = (unsigned char)(8 + rng() % 100);  // E4M3 scales, no NaN
         row[cb + i] = u;
       }
@@ -335,6 +340,13 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
   std::vector<float> q(T * H * D), w(T * H);
   fill_x(q, rng);
   fill_x(w, rng);
+  if (qmode != 0) {
+    static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    for (size_t i = 0; i < q.size(); i += 32) {
+      const float sc = ldexpf(1.0f, qmode == 2 ? -72 - (int)(rng() % 4) : (int)(rng() % 12) - 8);
+      for (size_t j = i; j < i + 32 && j < q.size(); j++) q[j] = (rng() % 2 ? -1 : 1) * e2m1[rng() % 8] * sc;
+    }
+  }
   csa_IndexArgs a{};
   a.q = q.data(), a.w = w.data(), a.seqs = seqs.data(), a.nseq = (long)seqs.size(), a.rows = T;
   a.layer = 0, a.source = 0, a.ratio = ratio, a.heads = H, a.dim = D, a.scale = 0.0883883476483184;
@@ -355,8 +367,8 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
       diff++;
     }
   }
-  printf("index T %ld heads %ld dim %ld fmt %d ratio %ld: %ld of %ld scores differ, errors %ld\n", T, H, D, fmt, ratio,
-         diff, scored, g_errors - before);
+  printf("index T %ld heads %ld dim %ld fmt %d ratio %ld queries %d: %ld of %ld scores differ, errors %ld\n", T, H, D, fmt,
+         ratio, qmode, diff, scored, g_errors - before);
   return diff == 0 && scored > 0 && g_errors == before ? 0 : 1;
 }
 
@@ -464,6 +476,10 @@ int main() {
   bad += index_case(3, 17, 96, 1, 2, 130, -1, -1, seed++);    // FP8 keys, rows on and off 4-byte boundaries
   bad += index_case(3, 32, 128, 1, 4, 90, -1, -1, seed++);    // FP8 keys read as words
   bad += index_case(2, 32, 256, 3, 4, 300, -1, -1, seed++);   // E4M3 scales, the most queries
+  bad += index_case(4, 32, 128, 2, 4, 200, -1, -1, seed++, 1); // V4.1's FP4 queries: the products fuse
+  bad += index_case(3, 32, 128, 1, 4, 90, -1, -1, seed++, 1);  // FP8 keys, fused
+  bad += index_case(3, 32, 256, 3, 4, 120, -1, -1, seed++, 1); // E4M3 scales, fused
+  bad += index_case(3, 32, 128, 2, 4, 200, -1, -1, seed++, 2); // products below the normals: not fused
   // the compressor's entries: a warp a row
   bad += entry_case(5, 1, 512, 128, 64, 1, 64, 2, false, false, -1, seed++);  // V4.1's fast-mode shapes
   bad += entry_case(16, 4, 512, 128, 64, 1, 64, 2, true, true, 2, seed++);    // the exact mode, float32 angles
