@@ -466,7 +466,11 @@ func csaBindIndex(b *Bind, publish bool) error {
 	}
 	if csaIndexBlkOK(heads, dim) {
 		// a launch block per (row, csaIndexKeys keys)
-		b.Launch("csa_index_score_blk", func(s *Step, a *ArgBuf) int64 {
+		name := "csa_index_score_blk"
+		if os.Getenv(EnvIndexWords) == "1" {
+			name = "csa_index_score_words"
+		}
+		b.Launch(name, func(s *Step, a *ArgBuf) int64 {
 			return fill(s, a) * ceilDiv(ecap, csaIndexKeys) * launchBlock
 		})
 	} else {
@@ -687,6 +691,13 @@ const (
 // memory once; the same values bit for bit, in both numerics modes). Read when a program
 // is bound; for comparisons.
 const EnvIndexBlock = "DEEPINFER_CUDA_INDEX_BLOCK"
+
+// EnvIndexWords set to 1 runs the index scores' launch blocks on csa_index_score_words
+// (FP8/FP4 key chunks widened from 4-byte words, the products fused where each is exact:
+// the same values) instead of csa_index_score_blk. Off by default: checked on host fibers
+// only, not yet run on a GPU (docs/perf/small-kernels.md, run 18c). Read when a program is
+// bound.
+const EnvIndexWords = "DEEPINFER_CUDA_INDEX_WORDS"
 
 // csaIndexBlkOK reports whether an indexer of heads heads of dim values runs its scores
 // on csa_index_score_blk.

@@ -1279,8 +1279,8 @@ struct CsaFlag {
 #define CSA_IXH 32
 #define CSA_IXC 32
 #define CSA_IXQ 8192
-KERNEL(csa_index_score_blk, csa_IndexArgs) {
-  (void)GSTRIDE;
+template <bool WORDS>
+DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX) {
   const i64 kb = (a.ecap + CSA_IXB - 1) / CSA_IXB;
 #ifdef DI_EMULATE
   (void)GIDX;
@@ -1307,6 +1307,7 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
   for (i64 i = tid; i < nq / 4; i += CSA_IXB) {
     const float4 x = qt[i];
     qs[i] = x;
+    if (!WORDS) continue;
     const float c[4] = {x.x, x.y, x.z, x.w};
     UNROLL for (int j = 0; j < 4; j++) {
       const float m = fabsf(c[j]);
@@ -1319,7 +1320,7 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
   const float scale = (float)a.scale;
   if (tid < a.heads) wts[tid] = q_bf16(a.w[t * a.heads + tid] * scale);
   __syncthreads();
-  for (int i = 0; i < CSA_IXB; i++) {
+  for (int i = 0; i < (WORDS ? CSA_IXB : 0); i++) {
     nar &= qnarrow[i];
     lo = go_min32(lo, qlo[i]);
     hi = go_max32(hi, qhi[i]);
@@ -1337,7 +1338,7 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
   // 4-byte words (a thread's key is a row of its own: one load a word instead of a
   // value, the same value for each); other rows value by value
   const i64 fmt = a.ik_fmt;
-  const bool words = (fmt == 1 || fmt == 2 || fmt == 3) && a.ik_group == CSA_IXC && ((u64)key & 3) == 0;
+  const bool words = WORDS && (fmt == 1 || fmt == 2 || fmt == 3) && a.ik_group == CSA_IXC && ((u64)key & 3) == 0;
   const unsigned char* scales = key + csa_code_bytes(fmt, D);
   float dot[CSA_IXH];
   UNROLL for (int h = 0; h < CSA_IXH; h++) dot[h] = 0;
@@ -1398,6 +1399,17 @@ KERNEL(csa_index_score_blk, csa_IndexArgs) {
   }
   sc[e].v = CSA_IX_ROUND(sum);
 #endif
+}
+// csa_index_score_blk: the chunks widened value by value, multiply and add apart (run
+// 18b); csa_index_score_words: FP8/FP4 chunks from 4-byte words, fused where exact (run
+// 18c). The same values.
+KERNEL(csa_index_score_blk, csa_IndexArgs) {
+  (void)GSTRIDE;
+  csa_index_blk<false>(a, GIDX);
+}
+KERNEL(csa_index_score_words, csa_IndexArgs) {
+  (void)GSTRIDE;
+  csa_index_blk<true>(a, GIDX);
 }
 
 // csa_select_row: row t's view, widths and index-key owner for csa_index_select; false

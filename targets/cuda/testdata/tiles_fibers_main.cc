@@ -359,8 +359,15 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
     for (long e = 0; e < ecap; e++) csa_index_item(a, t, e);
   a.work = got.data();
   long before = g_errors, diff = 0, scored = 0;
+  fibers_launch(csa_index_score_words, a, T * ((ecap + 127) / 128));
+  std::vector<csa_TopkElem> blk(T * ecap, unset);
+  a.work = blk.data();
   fibers_launch(csa_index_score_blk, a, T * ((ecap + 127) / 128));
   for (long i = 0; i < T * ecap; i++) {
+    if (__float_as_uint(blk[i].v) != __float_as_uint(want[i].v) || blk[i].i != want[i].i) {
+      if (diff < 3) fprintf(stderr, "index blk: [%ld] %a key %d, want %a key %d\n", i, blk[i].v, blk[i].i, want[i].v, want[i].i);
+      diff++;
+    }
     scored += want[i].i != -7;
     if (__float_as_uint(got[i].v) != __float_as_uint(want[i].v) || got[i].i != want[i].i) {
       if (diff < 3) fprintf(stderr, "index: [%ld] %a key %d, want %a key %d\n", i, got[i].v, got[i].i, want[i].v, want[i].i);
