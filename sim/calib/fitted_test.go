@@ -393,12 +393,13 @@ func TestRun17Later(t *testing.T) {
 }
 
 // TestRun18Later: the shipped cuda-fast (run 14b's V4 and run 18b's V4.1 fit) on run 18's
-// other V4.1 reports, not fitted, is as docs/perf/simulator.md says: 18a (run 17d's
-// kernels at 4,096 and 32,768: the index scores a work item a (row, key), the one-thread
-// compressor entries, the one-value bf16 rounding) and 18b with
-// DEEPINFER_CUDA_INDEX_BLOCK=0.
+// other V4.1 reports, not fitted, is as docs/perf/simulator.md says: 18c (today's
+// default at 4,096), 18a (run 17d's kernels at 4,096 and 32,768: the index scores a work
+// item a (row, key), the one-thread compressor entries, the one-value bf16 rounding) and
+// 18b with DEEPINFER_CUDA_INDEX_BLOCK=0.
 func TestRun18Later(t *testing.T) {
 	reportErrs(t, Fitted["cuda-fast"], Run18Later, map[string]reportWant{
+		"v41.fast.18c.bench.json":        {map[string]float64{"1/4096": 0.0958, "64/4096": 0.0047, "256/4096": 0.0098}, 4},
 		"v41.fast.18a.bench.json":        {map[string]float64{"1/4096": 0.0053, "64/4096": -0.0775, "256/4096": -0.0634}, 7},
 		"v41.fast.long.18a.bench.json":   {map[string]float64{"1/32768": -0.2632, "64/32768": -0.2402, "256/32768": -0.2125}, 8},
 		"v41.fast.18b.index0.bench.json": {map[string]float64{"1/4096": 0.0727, "64/4096": -0.0412, "256/4096": -0.0444}, 4},
@@ -411,6 +412,7 @@ func TestRun18Later(t *testing.T) {
 // are kernels of run 15), which is why cuda-fast is refitted on run 18b.
 func TestRun15FitOnRun18(t *testing.T) {
 	reportErrs(t, run15Fit(t), append(append([]Measured{}, Run18...), Run18Later...), map[string]reportWant{
+		"v41.fast.18c.bench.json":        {map[string]float64{"1/4096": 0.1555, "64/4096": 0.2237, "256/4096": 0.2842}, 13},
 		"v41.fast.18b.bench.json":        {map[string]float64{"1/4096": 0.1560, "64/4096": 0.1996, "256/4096": 0.2651}, 13},
 		"v41.fast.long.18b.bench.json":   {map[string]float64{"1/32768": -0.1480, "64/32768": 0.1866, "256/32768": 0.3500}, 12},
 		"v41.fast.18a.bench.json":        {map[string]float64{"1/4096": 0.0601, "64/4096": 0.1236, "256/4096": 0.1911}, 6},

@@ -187,17 +187,20 @@ var Run17Later = []Measured{
 	{"sim/calib/testdata/run17/v41.fast.17d.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName17},
 }
 
-// Run18 are run 18b's fast reports of today's V4.1 kernels (testdata/run18: V4.1 at
-// 4,096 and 32,768, batch 1 / 64 / 256, with the index scores on a launch block a row).
+// Run18 are run 18b's fast reports (testdata/run18: V4.1 at 4,096 and 32,768, batch 1 /
+// 64 / 256, with the index scores on a launch block a row; today's default, 18c, differs
+// only in how those blocks widen the keys and was timed at 4,096 only).
 var Run18 = []Measured{
 	{"sim/calib/testdata/run18/v41.fast.18b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
 	{"sim/calib/testdata/run18/v41.fast.long.18b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
 }
 
 // Run18Later are run 18's other V4.1 reports, compared with the fit, not fitted: 18a
-// (run 17d's kernels, at 4,096 and 32,768) and 18b with DEEPINFER_CUDA_INDEX_BLOCK=0 (the
-// index scores a work item a (row, key), in the same call).
+// (run 17d's kernels, at 4,096 and 32,768), 18b with DEEPINFER_CUDA_INDEX_BLOCK=0 (the
+// index scores a work item a (row, key), in the same call) and 18c (today's default: the
+// index scores' keys widened from words and their products fused; 4,096 only).
 var Run18Later = []Measured{
+	{"sim/calib/testdata/run18/v41.fast.18c.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
 	{"sim/calib/testdata/run18/v41.fast.18a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
 	{"sim/calib/testdata/run18/v41.fast.long.18a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
 	{"sim/calib/testdata/run18/v41.fast.18b.index0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},

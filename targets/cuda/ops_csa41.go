@@ -466,9 +466,9 @@ func csaBindIndex(b *Bind, publish bool) error {
 	}
 	if csaIndexBlkOK(heads, dim) {
 		// a launch block per (row, csaIndexKeys keys)
-		name := "csa_index_score_blk"
-		if os.Getenv(EnvIndexWords) == "1" {
-			name = "csa_index_score_words"
+		name := "csa_index_score_words"
+		if os.Getenv(EnvIndexWords) == "0" {
+			name = "csa_index_score_blk"
 		}
 		b.Launch(name, func(s *Step, a *ArgBuf) int64 {
 			return fill(s, a) * ceilDiv(ecap, csaIndexKeys) * launchBlock
@@ -692,11 +692,11 @@ const (
 // is bound; for comparisons.
 const EnvIndexBlock = "DEEPINFER_CUDA_INDEX_BLOCK"
 
-// EnvIndexWords set to 1 runs the index scores' launch blocks on csa_index_score_words
-// (FP8/FP4 key chunks widened from 4-byte words, the products fused where each is exact:
-// the same values) instead of csa_index_score_blk. Off by default: checked on host fibers
-// only, not yet run on a GPU (docs/perf/small-kernels.md, run 18c). Read when a program is
-// bound.
+// EnvIndexWords set to 0 runs the index scores' launch blocks on csa_index_score_blk
+// (each key value widened by itself, multiply and add apart; run 18b) instead of
+// csa_index_score_words (FP8/FP4 key chunks widened from 4-byte words, the products fused
+// where each is exact: the same values; run 18c on the H200: 0.764 against 1.285 ms at
+// batch 256 and 4,096). Read when a program is bound; for comparisons.
 const EnvIndexWords = "DEEPINFER_CUDA_INDEX_WORDS"
 
 // csaIndexBlkOK reports whether an indexer of heads heads of dim values runs its scores

@@ -135,3 +135,50 @@ func TestM1BoundsSameValues(t *testing.T) {
 			ka["fast_gemm_m1_fp8"], ka["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8"], kb["fast_gemm_m1_fp8_b4"])
 	}
 }
+
+// TestIndexScoreKernelsAgree: V4.1's index scores on csa_index_score_words (the default),
+// csa_index_score_blk (DEEPINFER_CUDA_INDEX_WORDS=0) and csa_index_score
+// (DEEPINFER_CUDA_INDEX_BLOCK=0) give the same logits bit for bit (fast numerics; the
+// exact instruction check runs the default): 20 sequences' prefill and three decode
+// steps on each V4.1 fixture. On the
+// emulated device the three run the same item loop and the launch counts show which
+// kernel each run took; on a GPU the device branches are compared.
+// TestTilesDeviceCodeOnHostFibers checks the blocks' device code itself.
+func TestIndexScoreKernelsAgree(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{
+		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			runs := []struct {
+				what, env, val, kernel string
+			}{
+				{"csa_index_score_words (the default)", cuda.EnvIndexWords, "", "csa_index_score_words"},
+				{"csa_index_score_blk (" + cuda.EnvIndexWords + "=0)", cuda.EnvIndexWords, "0", "csa_index_score_blk"},
+				{"csa_index_score (" + cuda.EnvIndexBlock + "=0)", cuda.EnvIndexBlock, "0", "csa_index_score"},
+			}
+			var first [][]float32
+			for i, r := range runs {
+				t.Setenv(r.env, r.val)
+				got, k := batchDecode(t, p, ws, 20, 3)
+				t.Setenv(r.env, "")
+				if len(got) != 80 {
+					t.Fatalf("%s: %d logits rows, want 80", r.what, len(got))
+				}
+				if i == 0 {
+					first = got
+				} else {
+					sameLogits(t, first, got, runs[0].what, r.what)
+				}
+				if k == nil {
+					continue
+				}
+				for _, o := range runs {
+					if n := k[o.kernel]; (o.kernel == r.kernel) != (n > 0) {
+						t.Errorf("%s: %s ran %d times", r.what, o.kernel, n)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1400,9 +1400,9 @@ DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX) {
   sc[e].v = CSA_IX_ROUND(sum);
 #endif
 }
-// csa_index_score_blk: the chunks widened value by value, multiply and add apart (run
-// 18b); csa_index_score_words: FP8/FP4 chunks from 4-byte words, fused where exact (run
-// 18c). The same values.
+// csa_index_score_words (the default): FP8/FP4 chunks from 4-byte words, fused where
+// exact (run 18c); csa_index_score_blk: the chunks widened value by value, multiply and
+// add apart (run 18b; DEEPINFER_CUDA_INDEX_WORDS=0). The same values.
 KERNEL(csa_index_score_blk, csa_IndexArgs) {
   (void)GSTRIDE;
   csa_index_blk<false>(a, GIDX);
