@@ -171,10 +171,12 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 			t.Setenv(cuda.EnvBlockGemm, "0")
 			b, kb := prefillAndDecode(t, p, ws, 160)
 			if ka != nil {
-				blk := ka["fast_gemm_blk"] + ka["fast_gemm_blk_f32"]
-				if blk == 0 || kb["fast_gemm_blk"]+kb["fast_gemm_blk_f32"] != 0 {
-					t.Errorf("fast_gemm_blk ran %d times, and %d times with %s=0; want > 0 and 0", blk,
-						kb["fast_gemm_blk"]+kb["fast_gemm_blk_f32"], cuda.EnvBlockGemm)
+				blocks := func(k map[string]int) int {
+					return k["fast_gemm_blk"] + k["fast_gemm_blk_f32"] + k["fast_gemm_stage_f32"]
+				}
+				if blocks(ka) == 0 || blocks(kb) != 0 {
+					t.Errorf("the block products ran %d times, and %d times with %s=0; want > 0 and 0", blocks(ka),
+						blocks(kb), cuda.EnvBlockGemm)
 				}
 			}
 			if len(a) != 162 || len(b) != 162 {
@@ -182,6 +184,47 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 			}
 			sameLogits(t, a, b, "with the block products", "without")
 		})
+	}
+}
+
+// TestStageF32MatchesBlock: products of float32 weights with more than 32 rows run on
+// fast_gemm_stage_f32 (the weights staged in shared memory, split where they are
+// multiplied) and must give fast_gemm_blk_f32's values (DEEPINFER_CUDA_STAGE_F32=0),
+// its three-block copy's ("3") and fast_gemm_m4_f32's (DEEPINFER_CUDA_BLOCK_GEMM=0) bit
+// for bit: a 160-token prefill (two blocks of rows, the second partial) and two decode
+// steps on tiny-v4-dev (float32 weights), every logits row compared exactly.
+func TestStageF32MatchesBlock(t *testing.T) {
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v4-dev")
+	runs := []struct {
+		env, val, kernel string
+	}{{cuda.EnvStageF32, "", "fast_gemm_stage_f32"}, {cuda.EnvStageF32, "0", "fast_gemm_blk_f32"},
+		{cuda.EnvStageF32, "3", "fast_gemm_stage_f32_b3"}, {cuda.EnvBlockGemm, "0", "fast_gemm_m4_f32"}}
+	var first [][]float32
+	for i, r := range runs {
+		t.Setenv(cuda.EnvStageF32, "")
+		t.Setenv(cuda.EnvBlockGemm, "")
+		t.Setenv(r.env, r.val)
+		got, k := prefillAndDecode(t, p, ws, 160)
+		if len(got) != 162 {
+			t.Fatalf("%s=%q: %d logits rows, want 162", r.env, r.val, len(got))
+		}
+		if k != nil {
+			others := 0
+			for _, o := range runs {
+				if o.kernel != r.kernel && o.kernel != "fast_gemm_m4_f32" {
+					others += k[o.kernel]
+				}
+			}
+			if k[r.kernel] == 0 || others != 0 {
+				t.Errorf("%s=%q: %s ran %d times, the other block kernels %d; want > 0 and 0", r.env, r.val, r.kernel,
+					k[r.kernel], others)
+			}
+		}
+		if i == 0 {
+			first = got
+			continue
+		}
+		sameLogits(t, first, got, "with fast_gemm_stage_f32", "with "+r.kernel)
 	}
 }
 

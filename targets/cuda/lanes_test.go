@@ -132,6 +132,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		{fmt: 1, N: 160, K: 576, M: 100, G: 1, name: "bf16, two slices, a partial weight block and row block", wantSlices: true, wantPartialRows: true},
 		{fmt: 5, N: 256, K: 570, M: 70, G: 1, name: "FP8 128-blocks, K not a multiple of 16", wantSlices: true, wantPartialRows: true},
 		{fmt: 0, N: 144, K: 320, M: 40, G: 1, bf: 1, name: "float32 (the _f32 kernels), bf16 outputs", wantPartialRows: true},
+		{fmt: 0, N: 272, K: 3140, M: 150, G: 1, name: "float32, two slices, a partial weight block, K past a step's end", wantSlices: true, wantPartialRows: true},
 		{fmt: 1, N: 256, K: 192, M: 72, G: 2, name: "two groups of 128 weight rows", wantPartialRows: true},
 		{fmt: 5, N: 256, K: 512, M: 9, G: 1, name: "FP8 128-blocks, whole reduction steps, two slices", wantSlices: true, wantPartialRows: true},
 		{fmt: 2, N: 128, K: 256, M: 128, G: 1, name: "FP8 32×32 blocks, whole blocks of rows"},
@@ -194,6 +195,19 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				{"fast_gemm_m1's device code", run(lanes, "m1"), nil},
 				{"fast_gemm_blk's device code, warps in step", run(lanes, "blk"), nil},
 				{"fast_gemm_blk's device code, warps skewed", run(lanes, "blk", "eager"), nil},
+			}
+			if c.fmt == 0 {
+				// float32 weights: the staged kernel (fast_gemm_stage_f32), and with x in
+				// bf16 and xexact, against the whole chain on the same x
+				checks = append(checks, check{"emulated fast_gemm_stage_f32", run(emu, "stg"), nil},
+					check{"fast_gemm_stage_f32's device code, warps in step", run(lanes, "stg"), nil},
+					check{"fast_gemm_stage_f32's device code, warps skewed", run(lanes, "stg", "eager"), nil})
+				bf := run(emu, "m4b")
+				if bytes.Equal(bf, want) {
+					t.Fatalf("%s: x rounded to bf16 gives the same outputs", c.name)
+				}
+				checks = append(checks, check{"fast_gemm_stage_f32's device code with xexact", run(lanes, "stgx"), bf},
+					check{"fast_gemm_stage_f32's device code with xexact, warps skewed", run(lanes, "stgx", "eager"), bf})
 			}
 			fp8 := c.fmt == 2 || c.fmt == 3 || c.fmt == 5
 			if fp8 {

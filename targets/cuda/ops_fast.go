@@ -179,15 +179,28 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(b2i(g.xExact))
 		return mtiles
 	}
+	// float32 weights in blocks of 64 rows: fast_gemm_stage_f32 (the weights staged in
+	// shared memory) where its copies are aligned, else fast_gemm_blk_f32
+	stageName := stageF32Kernel()
+	blkF32 := func(s *Step) string {
+		if w := s.Arg(g.w); stageName != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
+			return stageName
+		}
+		return "fast_gemm_blk_f32"
+	}
 	for _, v := range []struct {
 		kernel string
 		rows   int64
 		f32    bool
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
+		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b3", fastBlockRows, true},
 		{"fast_gemm_wide", fastWideRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
+				return 0
+			}
+			if v.rows == fastBlockRows && v.f32 && blkF32(s) != v.kernel {
 				return 0
 			}
 			if v.rows == 8 && !v.f32 && m1fp8(s) != (v.kernel == m1name) {
@@ -531,6 +544,29 @@ const fastWideMin = 64
 // fastWideOK reports whether fast_gemm_wide can run a product of N weight rows in G
 // groups: a block's 64 weight rows in one group.
 func fastWideOK(N, G int64) bool { return G <= 1 || (N/G)%fastWideN == 0 }
+
+// EnvStageF32 chooses the kernel of float32-weight products of more than 32 rows (V4's
+// fixtures, V4.1's LM head): unset, fast_gemm_stage_f32 (the weights staged in shared
+// memory by asynchronous copies, four launch blocks a multiprocessor); "3" its copy at
+// three blocks (fast_gemm_stage_f32_b3); "0" fast_gemm_blk_f32 (the weights loaded into
+// registers). The same values; for comparisons in one run; read when a program is bound.
+const EnvStageF32 = "DEEPINFER_CUDA_STAGE_F32"
+
+// stageF32Kernel is the staged float32 kernel EnvStageF32 chooses ("" for none).
+func stageF32Kernel() string {
+	switch os.Getenv(EnvStageF32) {
+	case "0":
+		return ""
+	case "3":
+		return "fast_gemm_stage_f32_b3"
+	}
+	return "fast_gemm_stage_f32"
+}
+
+// fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
+// cols values a row over a reduction of K: its 16-byte copies need an aligned weight
+// and rows and a reduction in whole units of four values.
+func fastStageOK(ptr uint64, cols, K int64) bool { return ptr%16 == 0 && cols%4 == 0 && K%4 == 0 }
 
 // EnvWideGemm set to 0 keeps products of bf16 activations (xexact) with more than 64
 // rows on fast_gemm_blk instead of fast_gemm_wide (the same values; a comparison of

@@ -657,6 +657,163 @@ KERNEL(fast_gemm_blk_f32, FastGemmArgs) {
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 
+// fast_gemm_stage_f32: fast_gemm_blk_f32's products (float32 weights; the same launch
+// blocks of four warps per (128 weight rows, slice, 64 rows of x), warp w holding weight
+// rows 32w..32w+31 and all 64 rows), with the weights staged in shared memory by
+// asynchronous copies instead of loaded into registers: fast_gemm_blk_f32 held a step's
+// 64 weight values a lane and their split halves (253 registers, two blocks an SM, each
+// step's weight loads waited for at its top: run 18a, Nsight Compute, 12.5% occupancy,
+// 0.42 eligible warps a scheduler). Here a stage is half a reduction step: h = 0 holds
+// the values [16t, 16t+8) of the step for t = 0..3, the ones mma q = 0, 1 read, and h = 1
+// the values [16t+8, 16t+16) for q = 2, 3, so that the half-steps in order are the chain's
+// own order. A stage is the block's 128 weight rows × 32 float32 values (16 KB, a row's
+// 16-byte units swizzled by the row's parity) and x's 64 rows × the two bf16 halves of
+// the same 32 values (8 KB, the hi and lo pieces of odd rows swapped); two stages (48
+// KB): the next half-step's copies are in flight while the warps multiply this one's. A
+// lane reads its two rows' 8 values of a 16-row tile from the stage and splits them into
+// bf16 halves there (fast_split16's operations), so a value is split once, by the warp
+// that multiplies it. Every output is the same chain of mma as in fast_tile (for each
+// step, q = 0..3: the hi, the lo and the weight residual's mma, in the same k positions
+// and slices), so the values are fast_gemm_m4_f32's bit for bit. Go binds it for float32
+// weights whose rows are whole 16-byte units (cols a multiple of 4), where the copies
+// are aligned (fastStageOK).
+#ifndef DI_EMULATE
+DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
+  i64 blk = GIDX >> 7;
+  i64 mb = blk % a.mtiles, s = (blk / a.mtiles) % a.S, nb = blk / (a.mtiles * a.S);
+  i64 m0 = mb * FAST_BLK_ROWS, kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
+  i64 grp = a.G > 1 ? (nb * FAST_BLK_N) / (a.N / a.G) : 0;
+  // [stage][weight row][16-byte unit, swizzled], then [stage][x row][hi/lo piece, swizzled]
+  __shared__ uint4 ws[2][FAST_BLK_N * 8];
+  __shared__ uint4 xs[2][FAST_BLK_ROWS * 8];
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 P = a.Kp / 2, nb0 = nb * FAST_BLK_N;
+  const int live = (int)((imin(a.M - m0, FAST_BLK_ROWS) + 7) / 8);  // activation tiles with rows
+  const bool xex = a.xexact != 0;
+  // the weight copies: a thread's unit v (lane chunk v/2, piece v%2) of rows wr0 + 16i
+  const int wv = tid & 7, wr0 = tid >> 3;
+  const int wt = wv >> 1, wps = wv & 1;
+  const float* wbase = (const float*)a.w.p;
+  uint4* wdst = &ws[0][wr0 * 8 + (wv ^ (wr0 & 1))];
+  // the x copies: a thread's piece t' (xt) of half xh (0 hi, 1 lo) of rows xr0 + 16i
+  const int xt = tid & 3, xhl = (tid >> 2) & 1, xr0 = tid >> 3;
+  const u32* xsrc = xhl ? a.xl : a.xh;
+  uint4* xdst = &xs[0][xr0 * 8 + (xhl ^ (xr0 & 1)) * 4 + xt];
+  // stage: half-step u's copies into stage buf, one group (rows past N or M and
+  // values past K as zeros)
+  auto stage = [&](i64 u, int buf) {
+    const i64 k0 = kb + 64 * (u >> 1), h = u & 1;
+    const i64 kw = k0 + 16 * wt + 8 * h + 4 * wps;
+    UNROLL for (int i = 0; i < FAST_BLK_N / 16; i++) {
+      const i64 r = nb0 + wr0 + 16 * i;
+      bool in = r < a.N && kw < a.K;
+      fast_cp16(wdst + buf * (FAST_BLK_N * 8) + 16 * 8 * i, in ? (const void*)(wbase + r * a.w.cols + kw) : a.xh, in);
+    }
+    const i64 kx = (k0 + 16 * xt + 8 * h) / 2;
+    UNROLL for (int i = 0; i < FAST_BLK_ROWS / 16; i++) {
+      const i64 m = m0 + xr0 + 16 * i;
+      bool in = m < a.M && !(xhl && xex);
+      fast_cp16(xdst + buf * (FAST_BLK_ROWS * 8) + 16 * 8 * i, in ? (const void*)(xsrc + (m * a.G + grp) * P + kx) : a.xh,
+                in);
+    }
+    fast_cp_commit();
+  };
+  float acc[2][8][4];
+  UNROLL for (int p = 0; p < 2; p++)
+    UNROLL for (int j = 0; j < 8; j++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
+  const i64 U = 2 * ((ke - kb + 63) / 64);  // half-steps
+  if (U > 0) stage(0, 0);
+  for (i64 u = 0; u < U; u++) {
+    const int buf = (int)(u & 1);
+    // this half-step's copies landed and seen by every thread, and every warp done with
+    // the other stage (the half-step before), which then takes the next one's copies
+    fast_cp_wait<0>();
+    __syncthreads();
+    if (u + 1 < U) stage(u + 1, buf ^ 1);
+    // the A fragments of the warp's two weight tiles: rows g and g+8 of tile p, this
+    // lane's 8 values (units 2t, 2t+1), split into bf16 halves
+    u32 ah[2][2][4], al[2][2][4];
+    UNROLL for (int p = 0; p < 2; p++)
+      UNROLL for (int e = 0; e < 2; e++) {
+        const int r = 32 * warp + 16 * p + g + 8 * e;
+        const uint4* wr = ws[buf] + r * 8;
+        uint4 v0 = wr[(2 * t) ^ (r & 1)], v1 = wr[(2 * t + 1) ^ (r & 1)];
+        float v[8] = {f32_bits(v0.x), f32_bits(v0.y), f32_bits(v0.z), f32_bits(v0.w),
+                      f32_bits(v1.x), f32_bits(v1.y), f32_bits(v1.z), f32_bits(v1.w)};
+        UNROLL for (int j = 0; j < 4; j++) {
+          u32 hh = fast_rn(v[2 * j], v[2 * j + 1]);
+          ah[p][e][j] = hh;
+          al[p][e][j] = fast_rn(v[2 * j] - fast_lo(hh), v[2 * j + 1] - fast_hi(hh));
+        }
+      }
+    const uint4* xb = xs[buf];
+    auto tiles = [&](auto all, auto ex) {
+      UNROLL for (int j = 0; j < 8; j++) {
+        if (!decltype(all)::value && j >= live) break;
+        const int r = 8 * j + g;
+        uint4 bh = xb[r * 8 + (r & 1) * 4 + t], bl = make_uint4(0, 0, 0, 0);
+        if (!decltype(ex)::value) bl = xb[r * 8 + ((r & 1) ^ 1) * 4 + t];
+        UNROLL for (int f = 0; f < 2; f++) {
+          const u32 b0 = f ? bh.z : bh.x, b1 = f ? bh.w : bh.y, l0 = f ? bl.z : bl.x, l1 = f ? bl.w : bl.y;
+          UNROLL for (int p = 0; p < 2; p++) {
+            fast_mma(acc[p][j], ah[p][0][2 * f], ah[p][1][2 * f], ah[p][0][2 * f + 1], ah[p][1][2 * f + 1], b0, b1);
+            if (!decltype(ex)::value)
+              fast_mma(acc[p][j], ah[p][0][2 * f], ah[p][1][2 * f], ah[p][0][2 * f + 1], ah[p][1][2 * f + 1], l0, l1);
+            fast_mma(acc[p][j], al[p][0][2 * f], al[p][1][2 * f], al[p][0][2 * f + 1], al[p][1][2 * f + 1], b0, b1);
+          }
+        }
+      }
+    };
+    if (live == 8 && xex) tiles(FastFlag<true>{}, FastFlag<true>{});
+    else if (live == 8) tiles(FastFlag<true>{}, FastFlag<false>{});
+    else if (xex) tiles(FastFlag<false>{}, FastFlag<true>{});
+    else tiles(FastFlag<false>{}, FastFlag<false>{});
+  }
+  FastGemmStore store = {&a, m0, s};
+  const i64 n0 = nb0 + 32 * warp;
+  UNROLL for (int p = 0; p < 2; p++)
+    UNROLL for (int j = 0; j < 8; j++) {
+      if (j >= live) break;
+      UNROLL for (int e = 0; e < 4; e++) {
+        i64 n = n0 + 16 * p + g + (e >= 2 ? 8 : 0);
+        int c = 8 * j + 2 * t + (e & 1);
+        if (n < a.N && m0 + c < a.M) store(0, n, c, acc[p][j][e]);
+      }
+    }
+}
+#endif
+// four launch blocks an SM (at most 128 registers a thread; 48 KB of shared memory
+// each); fast_gemm_stage_f32_b3: the same code at three (168 registers), for a
+// comparison in one run (EnvStageF32)
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
+KERNEL(fast_gemm_stage_f32, FastGemmArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<true>(a, b << 7);
+  (void)GIDX;
+#else
+  fast_gemm_stage_f32_tiles(a, GIDX);
+#endif
+}
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+#endif
+KERNEL(fast_gemm_stage_f32_b3, FastGemmArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<true>(a, b << 7);
+  (void)GIDX;
+#else
+  fast_gemm_stage_f32_tiles(a, GIDX);
+#endif
+}
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+
 // fast_gemm_wide: the block products for bf16 activations (xexact: no lo halves) and
 // weights other than float32, with each weight value widened once a launch block: a
 // block of four warps per (64 weight rows, slice, 128 rows of x). A step's 64 weight
