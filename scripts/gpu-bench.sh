@@ -26,7 +26,8 @@
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context;
-# and the PREFILL prompt),
+# and the PREFILL prompt; several sets separated by ';' each time it again, the prefill
+# with the first set only),
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS; TRACE_PACKED, default 1, the
 # DEEPINFER_CUDA_PACKED values to trace, "1 0" times packed and per-parameter uploads
@@ -107,13 +108,21 @@ run() {
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.nographs.bench.txt"
 		fi
 		if [ -n "${ENV_COMPARE:-}" ]; then
-			# the fast mode once more with ENV_COMPARE's assignments (e.g.
-			# DEEPINFER_CUDA_FP4_TILES=0), at the first context, profiled (the same run)
-			echo "==== $m: $ENV_COMPARE divm bench --numerics fast"
-			env $ENV_COMPARE timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
-				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
-				--numerics fast --out "$out/$m.fast.cmp.bench.json" 2>&1 | tee "$out/$m.fast.cmp.bench.txt"
-			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.cmp.bench.txt"
+			# the fast mode once more with each of ENV_COMPARE's sets of assignments (e.g.
+			# DEEPINFER_CUDA_FP4_TILES=0; sets separated by ';'), at the first context,
+			# profiled (the same run): reports $m.fast.cmp.bench.json, cmp2, cmp3, ...
+			local sets set n=0 tag
+			IFS=';' read -ra sets <<<"$ENV_COMPARE"
+			for set in "${sets[@]}"; do
+				n=$((n + 1))
+				tag=cmp
+				[ $n -gt 1 ] && tag=cmp$n
+				echo "==== $m: $set divm bench --numerics fast"
+				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+					--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
+					--numerics fast --out "$out/$m.fast.$tag.bench.json" 2>&1 | tee "$out/$m.fast.$tag.bench.txt"
+				echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.$tag.bench.txt"
+			done
 		fi
 		if [ -n "${LONG_CONTEXT:-}" ] && [[ " ${LONG_MODEL:-v4} " == *" $m "* ]]; then
 			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
@@ -129,8 +138,10 @@ run() {
 			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built|^  "
 			if [ -n "${ENV_COMPARE:-}" ]; then
-				echo "==== $m: $ENV_COMPARE prefill of $PREFILL tokens"
-				env $ENV_COMPARE timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+				# the first set of ENV_COMPARE only
+				local first=${ENV_COMPARE%%;*}
+				echo "==== $m: $first prefill of $PREFILL tokens"
+				env $first timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 					--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.cmp.txt" | grep -E "prefill of|built|^  "
 			fi
 		fi
@@ -222,8 +233,11 @@ PY
 		done
 		[ -f "$out/$m.fast.nographs.bench.txt" ] && echo "--- $m, fast numerics, no graphs" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.nographs.bench.txt"
-		[ -f "$out/$m.fast.cmp.bench.txt" ] && echo "--- $m, fast numerics, $ENV_COMPARE" &&
-			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.cmp.bench.txt"
+		local cf
+		for cf in "$out/$m".fast.cmp*.bench.txt; do
+			[ -f "$cf" ] && echo "--- $m, fast numerics, ENV_COMPARE: $(basename "$cf")" &&
+				sed -n '/^copy bandwidth/,/^batch 1, context/p' "$cf"
+		done
 		[ -f "$out/$m.fast.long.bench.txt" ] && echo "--- $m, fast numerics, long context" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.long.bench.txt"
 	done

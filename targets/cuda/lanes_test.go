@@ -199,15 +199,17 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			if c.fmt == 0 {
 				// float32 weights: the staged kernel (fast_gemm_stage_f32), and with x in
 				// bf16 and xexact, against the whole chain on the same x
-				checks = append(checks, check{"emulated fast_gemm_stage_f32", run(emu, "stg"), nil},
-					check{"fast_gemm_stage_f32's device code, warps in step", run(lanes, "stg"), nil},
-					check{"fast_gemm_stage_f32's device code, warps skewed", run(lanes, "stg", "eager"), nil})
+				checks = append(checks, check{"emulated fast_gemm_stage_f32", run(emu, "stg"), nil})
 				bf := run(emu, "m4b")
 				if bytes.Equal(bf, want) {
 					t.Fatalf("%s: x rounded to bf16 gives the same outputs", c.name)
 				}
-				checks = append(checks, check{"fast_gemm_stage_f32's device code with xexact", run(lanes, "stgx"), bf},
-					check{"fast_gemm_stage_f32's device code with xexact, warps skewed", run(lanes, "stgx", "eager"), bf})
+				for _, k := range []struct{ arg, name string }{{"stg", "fast_gemm_stage_f32"}, {"stgp", "fast_gemm_stage_f32_p"}} {
+					checks = append(checks, check{k.name + "'s device code, warps in step", run(lanes, k.arg), nil},
+						check{k.name + "'s device code, warps skewed", run(lanes, k.arg, "eager"), nil},
+						check{k.name + "'s device code with xexact", run(lanes, k.arg+"x"), bf},
+						check{k.name + "'s device code with xexact, warps skewed", run(lanes, k.arg+"x", "eager"), bf})
+				}
 			}
 			fp8 := c.fmt == 2 || c.fmt == 3 || c.fmt == 5
 			if fp8 {

@@ -581,7 +581,12 @@ func csaBindAttention(b *Bind) error {
 	}
 	b.Launch("csa_attn_rows", fill)
 	b.Launch("csa_attn_keys", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax })
-	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * lmax * ((dim + 3) / 4) })
+	b.Launch("csa_attn_kdec", func(s *Step, a *ArgBuf) int64 {
+		if tc {
+			return fill(s, a) * lmax * 32 // a warp a (row, key)
+		}
+		return fill(s, a) * lmax * ((dim + 3) / 4)
+	})
 	groups := (heads + csaHeadGroup - 1) / csaHeadGroup
 	if tc {
 		// the logits and the output on the tensor cores (tensorcore_attn.cu, csa_tc_*):

@@ -1607,6 +1607,28 @@ KERNEL(csa_attn_rows, csa_AttnArgs) {
   }
 }
 
+// csa_kdec4: values d0..d0+3 of key k (0 past dim or for an empty slot), as
+// csa_row_val gives them. FP8 and FP4 pieces that lie in one scale group are read as one
+// word (FP8: 4 bytes where aligned; FP4: 2 bytes) with the group's scale read once: the
+// same codes times the same scale, so the same values.
+DEV void csa_kdec4(const csa_Key& k, i64 dim, i64 d0, float* v) {
+  if (k.p && k.fmt != 0 && d0 + 4 <= dim && k.g % 4 == 0) {
+    const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
+    const float s = k.fmt == 3 ? e4m3_f32(sc[d0 / k.g]) : ue8m0_f32(sc[d0 / k.g]);
+    if (k.fmt == 1) {
+      const unsigned char* c = k.p + d0;
+      const u32 x = ((u64)c & 3) == 0 ? *(const u32*)c : (u32)c[0] | (u32)c[1] << 8 | (u32)c[2] << 16 | (u32)c[3] << 24;
+      UNROLL for (int u = 0; u < 4; u++) v[u] = e4m3_f32((unsigned char)(x >> (8 * u))) * s;
+    } else {
+      const unsigned char* c = k.p + d0 / 2;
+      const u32 x = (u32)c[0] | (u32)c[1] << 8;
+      UNROLL for (int u = 0; u < 4; u++) v[u] = e2m1_f32((unsigned char)((x >> (4 * u)) & 15)) * s;
+    }
+    return;
+  }
+  UNROLL for (int u = 0; u < 4; u++) v[u] = k.p && d0 + u < dim ? csa_row_val(k.p, k.fmt, k.g, dim, d0 + u) : 0;
+}
+
 // csa_attn_keys: one (row, key) a work item: where the key's row lies (csa_attn_key),
 // and whether it is one; csa_attn_kdec then widens each value, one (row, key, value) a
 // work item.
@@ -1633,32 +1655,41 @@ KERNEL(csa_attn_keys, csa_AttnArgs) {
 // run 14, read the key's record and stored one float for each value). With tc, the
 // values' bf16 halves hi = bf16(v) and lo = bf16(v − hi) (tensorcore.cu's split), and
 // rlo[t] marked where a lo half is not 0 (V4.1's FP8 and FP4 keys are bf16 values, but
-// for scales at the ends of the range).
+// for scales at the ends of the range); a warp a (row, key) since run 19 (the key's
+// record, the row's length and the divisions once a key instead of once 4 values;
+// csa_kdec4's word reads).
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
   const i64 nd = (a.dim + 3) / 4;
   const bool vec = (a.dim & 3) == 0 && csa_al16(a.kf);
   if (a.tc) {
+    // a warp per (row, key): lane l widens values 4l, 4l + 128, ... (the row's 4-value
+    // pieces, so a warp's stores are contiguous), the key located once
     unsigned short* kh = (unsigned short*)a.kf;
     unsigned short* kl = kh + a.rows * a.lmax * a.dim;
-    for (i64 it = GIDX; it < a.rows * a.lmax * nd; it += GSTRIDE) {
-      const i64 d0 = it % nd * 4, tj = it / nd, t = tj / a.lmax;
+    for (i64 it = GIDX; it < a.rows * a.lmax * 32; it += GSTRIDE) {
+      const i64 tj = it >> 5, t = tj / a.lmax;
       if (tj % a.lmax >= a.rlen[t]) continue;
       const csa_Key k = a.kref[tj];
-      u32 h[4], l[4];
-      UNROLL for (int u = 0; u < 4; u++) {
-        const float v = k.p && d0 + u < a.dim ? csa_row_val(k.p, k.fmt, k.g, a.dim, d0 + u) : 0;
-        const float hv = q_bf16(v);
-        h[u] = bits_f32(hv) >> 16, l[u] = hv == v ? 0 : bits_f32(q_bf16(v - hv)) >> 16;
+      u32 any = 0;
+      for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) {
+        float v[4];
+        csa_kdec4(k, a.dim, d0, v);
+        u32 h[4], l[4];
+        UNROLL for (int u = 0; u < 4; u++) {
+          const float hv = q_bf16(v[u]);
+          h[u] = bits_f32(hv) >> 16, l[u] = hv == v[u] ? 0 : bits_f32(q_bf16(v[u] - hv)) >> 16;
+        }
+        const i64 o = tj * a.dim + d0;
+        if (vec) {  // 8 bytes each: o a multiple of 4 values
+          *(u64*)(kh + o) = (u64)(h[0] | h[1] << 16) | (u64)(h[2] | h[3] << 16) << 32;
+          *(u64*)(kl + o) = (u64)(l[0] | l[1] << 16) | (u64)(l[2] | l[3] << 16) << 32;
+        } else {
+          UNROLL for (int u = 0; u < 4; u++)
+            if (d0 + u < a.dim) kh[o + u] = (unsigned short)h[u], kl[o + u] = (unsigned short)l[u];
+        }
+        any |= l[0] | l[1] | l[2] | l[3];
       }
-      const i64 o = tj * a.dim + d0;
-      if (vec) {  // 8 bytes each: o a multiple of 4 values
-        *(u64*)(kh + o) = (u64)(h[0] | h[1] << 16) | (u64)(h[2] | h[3] << 16) << 32;
-        *(u64*)(kl + o) = (u64)(l[0] | l[1] << 16) | (u64)(l[2] | l[3] << 16) << 32;
-      } else {
-        UNROLL for (int u = 0; u < 4; u++)
-          if (d0 + u < a.dim) kh[o + u] = (unsigned short)h[u], kl[o + u] = (unsigned short)l[u];
-      }
-      if ((l[0] | l[1] | l[2] | l[3]) != 0) {
+      if (any != 0) {
 #ifdef DI_EMULATE
         a.rlo[t] = 1;
 #else

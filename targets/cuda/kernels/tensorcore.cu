@@ -678,49 +678,51 @@ KERNEL(fast_gemm_blk_f32, FastGemmArgs) {
 // weights whose rows are whole 16-byte units (cols a multiple of 4), where the copies
 // are aligned (fastStageOK).
 #ifndef DI_EMULATE
-DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
-  i64 blk = GIDX >> 7;
-  i64 mb = blk % a.mtiles, s = (blk / a.mtiles) % a.S, nb = blk / (a.mtiles * a.S);
-  i64 m0 = mb * FAST_BLK_ROWS, kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
-  i64 grp = a.G > 1 ? (nb * FAST_BLK_N) / (a.N / a.G) : 0;
-  // [stage][weight row][16-byte unit, swizzled], then [stage][x row][hi/lo piece, swizzled]
-  __shared__ uint4 ws[2][FAST_BLK_N * 8];
-  __shared__ uint4 xs[2][FAST_BLK_ROWS * 8];
-  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const i64 P = a.Kp / 2, nb0 = nb * FAST_BLK_N;
-  const int live = (int)((imin(a.M - m0, FAST_BLK_ROWS) + 7) / 8);  // activation tiles with rows
-  const bool xex = a.xexact != 0;
-  // the weight copies: a thread's unit v (lane chunk v/2, piece v%2) of rows wr0 + 16i
-  const int wv = tid & 7, wr0 = tid >> 3;
-  const int wt = wv >> 1, wps = wv & 1;
-  const float* wbase = (const float*)a.w.p;
-  uint4* wdst = &ws[0][wr0 * 8 + (wv ^ (wr0 & 1))];
-  // the x copies: a thread's piece t' (xt) of half xh (0 hi, 1 lo) of rows xr0 + 16i
+// fast_stage_f32_loop: the half-steps of one block (ALL: its eight x tiles have rows;
+// EX: xexact, no lo mma; PSEQ: the two weight tiles one after the other), from shared
+// memory ws (two stages of FAST_BLK_N × 8 units) and xs (two of FAST_BLK_ROWS × 8); a
+// template so that each case is one straight loop.
+template <bool ALL, bool EX, bool PSEQ>
+DEVM void fast_stage_f32_loop(const FastGemmArgs& a, uint4* ws, uint4* xs, int tid, i64 m0, i64 nb0, i64 kb, i64 ke,
+                              i64 grp, int live, float (&acc)[2][8][4]) {
+  const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3, sw = g & 1;
+  const i64 P = a.Kp / 2;
+  // the weight copies: a thread's unit wv (the values kw0.. of a step's half 0) of rows
+  // nb0 + wr0 + 16i, i < wrows
+  const int wv = tid & 7, wr0 = tid >> 3, kw0 = 16 * (wv >> 1) + 4 * (wv & 1);
+  const float* wsrc = (const float*)a.w.p + (nb0 + wr0) * a.w.cols + kb + kw0;
+  const i64 wstride = 16 * a.w.cols;
+  const i64 wleft = a.N - nb0 - wr0;
+  const int wrows = wleft <= 0 ? 0 : wleft >= 8 * 16 ? 8 : (int)((wleft + 15) / 16);
+  uint4* wdst = ws + wr0 * 8 + (wv ^ (wr0 & 1));
+  // the x copies: a thread's piece xt of half xhl (0 hi, 1 lo) of rows m0 + xr0 + 16i,
+  // i < xrows (no lo halves with EX)
   const int xt = tid & 3, xhl = (tid >> 2) & 1, xr0 = tid >> 3;
-  const u32* xsrc = xhl ? a.xl : a.xh;
-  uint4* xdst = &xs[0][xr0 * 8 + (xhl ^ (xr0 & 1)) * 4 + xt];
-  // stage: half-step u's copies into stage buf, one group (rows past N or M and
-  // values past K as zeros)
+  const i64 xleft = a.M - m0 - xr0;
+  const int xrows = (EX && xhl) || xleft <= 0 ? 0 : xleft >= 4 * 16 ? 4 : (int)((xleft + 15) / 16);
+  const u32* xsrc = (xhl ? a.xl : a.xh) + (xrows > 0 ? ((m0 + xr0) * a.G + grp) * P + kb / 2 + 8 * xt : 0);
+  const i64 xstride = 16 * a.G * P;
+  uint4* xdst = xs + xr0 * 8 + (xhl ^ (xr0 & 1)) * 4 + xt;
+  // stage: half-step u's copies into stage buf, one group (rows past N or M and values
+  // past K as zeros)
   auto stage = [&](i64 u, int buf) {
-    const i64 k0 = kb + 64 * (u >> 1), h = u & 1;
-    const i64 kw = k0 + 16 * wt + 8 * h + 4 * wps;
-    UNROLL for (int i = 0; i < FAST_BLK_N / 16; i++) {
-      const i64 r = nb0 + wr0 + 16 * i;
-      bool in = r < a.N && kw < a.K;
-      fast_cp16(wdst + buf * (FAST_BLK_N * 8) + 16 * 8 * i, in ? (const void*)(wbase + r * a.w.cols + kw) : a.xh, in);
+    const i64 koff = 64 * (u >> 1) + 8 * (u & 1);
+    const bool kin = kb + koff + kw0 < a.K;
+    UNROLL for (int i = 0; i < 8; i++) {
+      const bool in = i < wrows && kin;
+      fast_cp16(wdst + buf * (FAST_BLK_N * 8) + 16 * 8 * i, in ? (const void*)(wsrc + i * wstride + koff) : a.xh, in);
     }
-    const i64 kx = (k0 + 16 * xt + 8 * h) / 2;
-    UNROLL for (int i = 0; i < FAST_BLK_ROWS / 16; i++) {
-      const i64 m = m0 + xr0 + 16 * i;
-      bool in = m < a.M && !(xhl && xex);
-      fast_cp16(xdst + buf * (FAST_BLK_ROWS * 8) + 16 * 8 * i, in ? (const void*)(xsrc + (m * a.G + grp) * P + kx) : a.xh,
-                in);
+    UNROLL for (int i = 0; i < 4; i++) {
+      const bool in = i < xrows;
+      fast_cp16(xdst + buf * (FAST_BLK_ROWS * 8) + 16 * 8 * i, in ? (const void*)(xsrc + i * xstride + koff / 2) : a.xh, in);
     }
     fast_cp_commit();
   };
-  float acc[2][8][4];
-  UNROLL for (int p = 0; p < 2; p++)
-    UNROLL for (int j = 0; j < 8; j++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
+  // a lane's fragments: weight rows 32·warp + 16p + g (+8), units 2t, 2t+1 (swizzled by
+  // the rows' parity, sw); x rows 8j + g, piece t of the hi and lo halves
+  const uint4* wl = ws + (32 * warp + g) * 8;
+  const uint4* xl = xs + g * 8 + t;
+  const int w0 = (2 * t) ^ sw, w1 = (2 * t + 1) ^ sw, xo = sw * 4, lo = (sw ^ 1) * 4;
   const i64 U = 2 * ((ke - kb + 63) / 64);  // half-steps
   if (U > 0) stage(0, 0);
   for (i64 u = 0; u < U; u++) {
@@ -730,45 +732,76 @@ DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
     fast_cp_wait<0>();
     __syncthreads();
     if (u + 1 < U) stage(u + 1, buf ^ 1);
-    // the A fragments of the warp's two weight tiles: rows g and g+8 of tile p, this
-    // lane's 8 values (units 2t, 2t+1), split into bf16 halves
-    u32 ah[2][2][4], al[2][2][4];
-    UNROLL for (int p = 0; p < 2; p++)
+    // the A fragments of weight tile p (rows g and g+8, this lane's 8 values), split
+    // into bf16 halves (fast_split16's operations)
+    const uint4* wb = wl + buf * (FAST_BLK_N * 8);
+    auto split = [&](int p, u32 (&ah)[2][4], u32 (&al)[2][4]) {
       UNROLL for (int e = 0; e < 2; e++) {
-        const int r = 32 * warp + 16 * p + g + 8 * e;
-        const uint4* wr = ws[buf] + r * 8;
-        uint4 v0 = wr[(2 * t) ^ (r & 1)], v1 = wr[(2 * t + 1) ^ (r & 1)];
-        float v[8] = {f32_bits(v0.x), f32_bits(v0.y), f32_bits(v0.z), f32_bits(v0.w),
-                      f32_bits(v1.x), f32_bits(v1.y), f32_bits(v1.z), f32_bits(v1.w)};
+        const uint4 v0 = wb[(16 * p + 8 * e) * 8 + w0], v1 = wb[(16 * p + 8 * e) * 8 + w1];
+        const u32 bits[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
         UNROLL for (int j = 0; j < 4; j++) {
-          u32 hh = fast_rn(v[2 * j], v[2 * j + 1]);
-          ah[p][e][j] = hh;
-          al[p][e][j] = fast_rn(v[2 * j] - fast_lo(hh), v[2 * j + 1] - fast_hi(hh));
-        }
-      }
-    const uint4* xb = xs[buf];
-    auto tiles = [&](auto all, auto ex) {
-      UNROLL for (int j = 0; j < 8; j++) {
-        if (!decltype(all)::value && j >= live) break;
-        const int r = 8 * j + g;
-        uint4 bh = xb[r * 8 + (r & 1) * 4 + t], bl = make_uint4(0, 0, 0, 0);
-        if (!decltype(ex)::value) bl = xb[r * 8 + ((r & 1) ^ 1) * 4 + t];
-        UNROLL for (int f = 0; f < 2; f++) {
-          const u32 b0 = f ? bh.z : bh.x, b1 = f ? bh.w : bh.y, l0 = f ? bl.z : bl.x, l1 = f ? bl.w : bl.y;
-          UNROLL for (int p = 0; p < 2; p++) {
-            fast_mma(acc[p][j], ah[p][0][2 * f], ah[p][1][2 * f], ah[p][0][2 * f + 1], ah[p][1][2 * f + 1], b0, b1);
-            if (!decltype(ex)::value)
-              fast_mma(acc[p][j], ah[p][0][2 * f], ah[p][1][2 * f], ah[p][0][2 * f + 1], ah[p][1][2 * f + 1], l0, l1);
-            fast_mma(acc[p][j], al[p][0][2 * f], al[p][1][2 * f], al[p][0][2 * f + 1], al[p][1][2 * f + 1], b0, b1);
-          }
+          const float f0 = f32_bits(bits[2 * j]), f1 = f32_bits(bits[2 * j + 1]);
+          const u32 hh = fast_rn(f0, f1);
+          ah[e][j] = hh;
+          al[e][j] = fast_rn(f0 - fast_lo(hh), f1 - fast_hi(hh));
         }
       }
     };
-    if (live == 8 && xex) tiles(FastFlag<true>{}, FastFlag<true>{});
-    else if (live == 8) tiles(FastFlag<true>{}, FastFlag<false>{});
-    else if (xex) tiles(FastFlag<false>{}, FastFlag<true>{});
-    else tiles(FastFlag<false>{}, FastFlag<false>{});
+    // tile p's mma with x tile j (q = 2h + f: the hi, the lo and the weight residual's)
+    auto mma3 = [&](float* c, const u32 (&ah)[2][4], const u32 (&al)[2][4], uint4 bh, uint4 bl) {
+      UNROLL for (int f = 0; f < 2; f++) {
+        const u32 b0 = f ? bh.z : bh.x, b1 = f ? bh.w : bh.y, l0 = f ? bl.z : bl.x, l1 = f ? bl.w : bl.y;
+        fast_mma(c, ah[0][2 * f], ah[1][2 * f], ah[0][2 * f + 1], ah[1][2 * f + 1], b0, b1);
+        if (!EX) fast_mma(c, ah[0][2 * f], ah[1][2 * f], ah[0][2 * f + 1], ah[1][2 * f + 1], l0, l1);
+        fast_mma(c, al[0][2 * f], al[1][2 * f], al[0][2 * f + 1], al[1][2 * f + 1], b0, b1);
+      }
+    };
+    const uint4* xb = xl + buf * (FAST_BLK_ROWS * 8);
+    if (PSEQ) {
+      // one weight tile's fragments at a time (fewer registers; x read twice)
+      UNROLL for (int p = 0; p < 2; p++) {
+        u32 ah[2][4], al[2][4];
+        split(p, ah, al);
+        UNROLL for (int j = 0; j < 8; j++) {
+          if (!ALL && j >= live) break;
+          const uint4 bh = xb[64 * j + xo];
+          const uint4 bl = EX ? make_uint4(0, 0, 0, 0) : xb[64 * j + lo];
+          mma3(acc[p][j], ah, al, bh, bl);
+        }
+      }
+    } else {
+      u32 ah[2][2][4], al[2][2][4];
+      split(0, ah[0], al[0]);
+      split(1, ah[1], al[1]);
+      UNROLL for (int j = 0; j < 8; j++) {
+        if (!ALL && j >= live) break;
+        const uint4 bh = xb[64 * j + xo];
+        const uint4 bl = EX ? make_uint4(0, 0, 0, 0) : xb[64 * j + lo];
+        UNROLL for (int p = 0; p < 2; p++) mma3(acc[p][j], ah[p], al[p], bh, bl);
+      }
+    }
   }
+}
+template <bool PSEQ>
+DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
+  i64 blk = GIDX >> 7;
+  i64 mb = blk % a.mtiles, s = (blk / a.mtiles) % a.S, nb = blk / (a.mtiles * a.S);
+  i64 m0 = mb * FAST_BLK_ROWS, kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
+  i64 grp = a.G > 1 ? (nb * FAST_BLK_N) / (a.N / a.G) : 0;
+  // two stages: [stage][weight row][16-byte unit, swizzled], [stage][x row][hi/lo piece]
+  __shared__ uint4 ws[2 * FAST_BLK_N * 8];
+  __shared__ uint4 xs[2 * FAST_BLK_ROWS * 8];
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 nb0 = nb * FAST_BLK_N;
+  const int live = (int)((imin(a.M - m0, FAST_BLK_ROWS) + 7) / 8);  // activation tiles with rows
+  float acc[2][8][4];
+  UNROLL for (int p = 0; p < 2; p++)
+    UNROLL for (int j = 0; j < 8; j++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
+  const bool xex = a.xexact != 0;
+  if (live == 8 && xex) fast_stage_f32_loop<true, true, PSEQ>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
+  else if (live == 8) fast_stage_f32_loop<true, false, PSEQ>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
+  else if (xex) fast_stage_f32_loop<false, true, PSEQ>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
+  else fast_stage_f32_loop<false, false, PSEQ>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
   FastGemmStore store = {&a, m0, s};
   const i64 n0 = nb0 + 32 * warp;
   UNROLL for (int p = 0; p < 2; p++)
@@ -782,37 +815,33 @@ DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
     }
 }
 #endif
-// four launch blocks an SM (at most 128 registers a thread; 48 KB of shared memory
-// each); fast_gemm_stage_f32_b3: the same code at three (168 registers), for a
-// comparison in one run (EnvStageF32)
-#ifndef DI_EMULATE
+// The staged kernels: fast_gemm_stage_f32 at four launch blocks an SM (at most 128
+// registers a thread; 48 KB of shared memory each), fast_gemm_stage_f32_b3 the same
+// code at three (168 registers), fast_gemm_stage_f32_p at four with one weight tile's
+// fragments at a time (PSEQ) — for comparisons in one run (EnvStageF32); the same values.
+#ifdef DI_EMULATE
+#define FAST_STAGE_BODY(PSEQ)                                                      \
+  (void)GSTRIDE;                                                                   \
+  for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) \
+    fast_gemm_blk_tiles<true>(a, b << 7);                                          \
+  (void)GIDX;
+#else
+#define FAST_STAGE_BODY(PSEQ) \
+  (void)GSTRIDE;              \
+  fast_gemm_stage_f32_tiles<PSEQ>(a, GIDX);
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 4)
 #endif
-KERNEL(fast_gemm_stage_f32, FastGemmArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<true>(a, b << 7);
-  (void)GIDX;
-#else
-  fast_gemm_stage_f32_tiles(a, GIDX);
-#endif
-}
+KERNEL(fast_gemm_stage_f32, FastGemmArgs) { FAST_STAGE_BODY(false) }
+KERNEL(fast_gemm_stage_f32_p, FastGemmArgs) { FAST_STAGE_BODY(true) }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 3)
 #endif
-KERNEL(fast_gemm_stage_f32_b3, FastGemmArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) fast_gemm_blk_tiles<true>(a, b << 7);
-  (void)GIDX;
-#else
-  fast_gemm_stage_f32_tiles(a, GIDX);
-#endif
-}
+KERNEL(fast_gemm_stage_f32_b3, FastGemmArgs) { FAST_STAGE_BODY(false) }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
+#undef FAST_STAGE_BODY
 
 // fast_gemm_wide: the block products for bf16 activations (xexact: no lo halves) and
 // weights other than float32, with each weight value widened once a launch block: a
