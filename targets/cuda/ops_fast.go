@@ -195,7 +195,8 @@ func fastProduct(b *Bind, g fastGemm) {
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b3", fastBlockRows, true},
-		{"fast_gemm_stage_f32_p", fastBlockRows, true},
+		{"fast_gemm_stage_f32_p", fastBlockRows, true}, {"fast_gemm_stage_f32_f3", fastBlockRows, true},
+		{"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wide", fastWideRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
@@ -549,9 +550,9 @@ func fastWideOK(N, G int64) bool { return G <= 1 || (N/G)%fastWideN == 0 }
 // EnvStageF32 chooses the kernel of float32-weight products of more than 32 rows (V4's
 // fixtures, V4.1's LM head): unset, fast_gemm_stage_f32 (the weights staged in shared
 // memory by asynchronous copies, four launch blocks a multiprocessor); "3" its copy at
-// three blocks (fast_gemm_stage_f32_b3); "p" the same with one weight tile's fragments
-// at a time (fast_gemm_stage_f32_p); "0" fast_gemm_blk_f32 (the weights loaded into
-// registers). The same values; for comparisons in one run; read when a program is bound.
+// three blocks (fast_gemm_stage_f32_b3); "f" at three with the x tiles' loads fenced
+// (_f3); "2" at two (_b2, 255 registers); "p" four blocks with one weight tile's
+// fragments at a time (_p); "0" fast_gemm_blk_f32 (the weights loaded into registers). The same values; for comparisons in one run; read when a program is bound.
 const EnvStageF32 = "DEEPINFER_CUDA_STAGE_F32"
 
 // stageF32Kernel is the staged float32 kernel EnvStageF32 chooses ("" for none).
@@ -563,6 +564,10 @@ func stageF32Kernel() string {
 		return "fast_gemm_stage_f32_b3"
 	case "p":
 		return "fast_gemm_stage_f32_p"
+	case "f":
+		return "fast_gemm_stage_f32_f3"
+	case "2":
+		return "fast_gemm_stage_f32_b2"
 	}
 	return "fast_gemm_stage_f32"
 }
