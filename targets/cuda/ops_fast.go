@@ -179,8 +179,8 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(b2i(g.xExact))
 		return mtiles
 	}
-	// float32 weights in blocks of 64 rows: fast_gemm_stage_f32 (the weights staged in
-	// shared memory) where its copies are aligned, else fast_gemm_blk_f32
+	// float32 weights in blocks of 64 rows: fast_gemm_blk_f32, or the staged form
+	// EnvStageF32 names where its copies are aligned
 	stageName := stageF32Kernel()
 	blkF32 := func(s *Step) string {
 		if w := s.Arg(g.w); stageName != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
@@ -548,18 +548,22 @@ const fastWideMin = 64
 func fastWideOK(N, G int64) bool { return G <= 1 || (N/G)%fastWideN == 0 }
 
 // EnvStageF32 chooses the kernel of float32-weight products of more than 32 rows (V4's
-// fixtures, V4.1's LM head): unset, fast_gemm_stage_f32 (the weights staged in shared
-// memory by asynchronous copies, four launch blocks a multiprocessor); "3" its copy at
-// three blocks (fast_gemm_stage_f32_b3); "f" at three with the x tiles' loads fenced
-// (_f3); "2" at two (_b2, 255 registers); "p" four blocks with one weight tile's
-// fragments at a time (_p); "0" fast_gemm_blk_f32 (the weights loaded into registers). The same values; for comparisons in one run; read when a program is bound.
+// fixtures, V4.1's LM head). Unset or "0": fast_gemm_blk_f32 (each warp's weights loaded
+// into registers). The staged forms (tensorcore.cu, fast_gemm_stage_f32: the weights
+// staged in shared memory by asynchronous copies, half a reduction step a stage): "1"
+// four launch blocks a multiprocessor (_stage_f32), "3" three (_b3), "f" three with the
+// x tiles' loads fenced (_f3), "2" two (_b2, 255 registers), "p" four with one weight
+// tile's fragments at a time (_p). The same values; for comparisons in one run; read
+// when a program is bound. On the H200 (runs 19a, 19b) the staged forms at 128 and 168
+// registers spilled, and none beat fast_gemm_blk_f32 at 64 rows (1.64-1.86 against
+// 1.48-1.50 ms for V4.1's head), so it stays the default (docs/perf/dense-gemm.md, run 19).
 const EnvStageF32 = "DEEPINFER_CUDA_STAGE_F32"
 
 // stageF32Kernel is the staged float32 kernel EnvStageF32 chooses ("" for none).
 func stageF32Kernel() string {
 	switch os.Getenv(EnvStageF32) {
-	case "0":
-		return ""
+	case "1":
+		return "fast_gemm_stage_f32"
 	case "3":
 		return "fast_gemm_stage_f32_b3"
 	case "p":
@@ -569,7 +573,7 @@ func stageF32Kernel() string {
 	case "2":
 		return "fast_gemm_stage_f32_b2"
 	}
-	return "fast_gemm_stage_f32"
+	return ""
 }
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
