@@ -37,6 +37,7 @@ const (
 	RunName16  = "run 16 (H200, 2026-12-02/03)"
 	RunName17  = "run 17 (H200, 2026-12-03)"
 	RunName18  = "run 18 (H200, 2026-12-03)"
+	RunName19  = "run 19 (H200, 2026-12-03)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -204,6 +205,20 @@ var Run18Later = []Measured{
 	{"sim/calib/testdata/run18/v41.fast.18a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
 	{"sim/calib/testdata/run18/v41.fast.long.18a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
 	{"sim/calib/testdata/run18/v41.fast.18b.index0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName18},
+}
+
+// Run19Later are run 19's V4.1 reports (testdata/run19), compared with the run-18 fit,
+// not fitted: 19a (the staged float32 head, four blocks an SM; at 4,096 and 32,768; and
+// with DEEPINFER_CUDA_STAGE_F32=0, fast_gemm_blk_f32, in the same call), 19b (the key
+// widening a warp a key; the staged head's second form; with fast_gemm_blk_f32 and with
+// the one-tile-at-a-time form in the same call).
+var Run19Later = []Measured{
+	{"sim/calib/testdata/run19/v41.fast.19a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
+	{"sim/calib/testdata/run19/v41.fast.19a.stage0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
+	{"sim/calib/testdata/run19/v41.fast.long.19a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
+	{"sim/calib/testdata/run19/v41.fast.19b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
+	{"sim/calib/testdata/run19/v41.fast.19b.stage0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
+	{"sim/calib/testdata/run19/v41.fast.19b.stagep.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
 }
 
 // Run15Fit are the fast reports cuda-fast was fitted on until run 18: V4's from run 14b
