@@ -31,6 +31,7 @@ type kernelCall struct {
 	// the model's terms behind US: per-call floor, memory and compute time
 	FloorUS, MemoryUS, ComputeUS float64
 	Scan                         float64 // entries in view (cost.Kernel.Scan)
+	Heap                         float64 // heap-select replacements a row (cost.Kernel.Heap)
 }
 
 // stepPrice is a priced step.
@@ -261,7 +262,18 @@ func (pr *pricer) predict(in *plan.Instr, k cost.Kernel) (kernelCall, error) {
 		return kernelCall{}, err
 	}
 	return kernelCall{Kernel: in.Kernel, Op: in.Op, Layer: attrI(in, "layer"), US: us, Bound: b.Bound, FLOPs: b.FLOPs, Bytes: b.Bytes,
-		FloorUS: b.LatencyUS, MemoryUS: b.MemoryUS, ComputeUS: b.ComputeUS, Scan: k.Scan}, nil
+		FloorUS: b.LatencyUS, MemoryUS: b.MemoryUS, ComputeUS: b.ComputeUS, Scan: k.Scan, Heap: k.Heap}, nil
+}
+
+// heapReplacements is cost.Kernel.Heap for a top-k of k over n entries: libstdc++'s
+// heap select (the cpu's torch.topk, and the cuda target's csa_topk_blk, where k·64 ≤ n)
+// replaces the heap's root about k·ln(n/k) times for scores in no order; 0 where the
+// selection partitions (introselect).
+func heapReplacements(k, n int) float64 {
+	if k < 1 || k*64 > n {
+		return 0
+	}
+	return float64(k) * math.Log(float64(n)/float64(k))
 }
 
 // rowsOf is the leading dim of an operand type for this step.
@@ -428,10 +440,12 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		// V4.1's index keys are FP4; with candidate blocks only their keys are scored
 		heads, dim, ratio := attrI(in, "heads"), attrI(in, "head_dim"), attrI(in, "ratio")
 		entries := max(1, int(s.Ctx)/ratio)
+		// the selection runs over every entry of a row (candidate blocks mask the rest)
+		heap := heapReplacements(attrI(in, "topk"), entries)
 		if len(in.ArgTypes) == 5 {
 			entries = min(entries, attrI(in, "cand_blocks")*attrI(in, "cand_block_size"))
 		}
-		return one(cost.Kernel{Op: "gemm", DType: "fp4", M: T * heads, N: entries, K: dim, Scan: float64(entries)})
+		return one(cost.Kernel{Op: "gemm", DType: "fp4", M: T * heads, N: entries, K: dim, Scan: float64(entries), Heap: heap})
 	case "compress":
 		wkv := pr.weight(in.Args[2])
 		c, err := gemm(in.ArgTypes[0], wkv, 2*int(wkv.Shape[0]))

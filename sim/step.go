@@ -22,6 +22,7 @@ type StepCost struct {
 	// time (µs; a class's US is not their sum where the model blends the two).
 	ClassFloorUS, ClassMemoryUS, ClassComputeUS map[string]float64
 	ClassScan                                   map[string]float64 // entries in view (cost.Kernel.Scan)
+	ClassHeap                                   map[string]float64 // heap-select replacements (cost.Kernel.Heap)
 }
 
 // DecodeStep prices one decode step of batch sequences, each ctx tokens into its
@@ -58,7 +59,7 @@ func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) 
 	}
 	sc := &StepCost{Model: m.ID(), ByClass: map[string]float64{}, ClassCalls: map[string]int{},
 		ClassBytes: map[string]float64{}, ClassFLOPs: map[string]float64{}, ClassFloorUS: map[string]float64{},
-		ClassMemoryUS: map[string]float64{}, ClassComputeUS: map[string]float64{}, ClassScan: map[string]float64{}}
+		ClassMemoryUS: map[string]float64{}, ClassComputeUS: map[string]float64{}, ClassScan: map[string]float64{}, ClassHeap: map[string]float64{}}
 	for _, sp := range []*stepPrice{static, dynamic} {
 		sc.US += sp.ComputeUS + sp.CommUS
 		sc.CommUS += sp.CommUS
@@ -71,6 +72,7 @@ func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) 
 			sc.ClassMemoryUS[c.Kernel] += c.MemoryUS
 			sc.ClassComputeUS[c.Kernel] += c.ComputeUS
 			sc.ClassScan[c.Kernel] += c.Scan
+			sc.ClassHeap[c.Kernel] += c.Heap
 			sc.Calls++
 		}
 	}

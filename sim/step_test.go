@@ -67,3 +67,49 @@ func TestDecodeStep(t *testing.T) {
 		}
 	}
 }
+
+// TestHeapSelectCount: V4.1's index selection is priced with the heap select's
+// replacements (cost.Kernel.Heap) only where it runs one — k·64 ≤ n, a ratio-1 layer's
+// 32,768 entries for k = 512, not 4,096 — about k·ln(n/k) a row and call.
+func TestHeapSelectCount(t *testing.T) {
+	out, err := compiler.Compile(compiler.Options{ModelDir: "../testdata/deepseek-v4.1-flash", Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.For("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heapAt := func(ctx int) (h float64, calls int) {
+		sc, err := DecodeStep(out.Plan, m, 1, ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range sc.ClassHeap {
+			if v != 0 && !strings.HasPrefix(k, "deepselect.") {
+				t.Errorf("class %s has %g heap replacements", k, v)
+			}
+			h += v
+		}
+		for k, n := range sc.ClassCalls {
+			if strings.HasPrefix(k, "deepselect.") {
+				calls += n
+			}
+		}
+		return h, calls
+	}
+	if h, _ := heapAt(4096); h != 0 {
+		t.Errorf("at 4,096: %g heap replacements, want 0 (introselect)", h)
+	}
+	h, calls := heapAt(32768)
+	per := 512 * math.Log(64)
+	if n := h / per; n < 0.99 || n > 1.01*float64(calls) {
+		t.Errorf("at 32,768: %g heap replacements, %.3f calls' worth of 512·ln(64) = %g, want 1 to %d", h, n, per, calls)
+	}
+	if got := heapReplacements(512, 32767); got != 0 {
+		t.Errorf("k·64 > n: %g replacements, want 0", got)
+	}
+	if got := heapReplacements(512, 32768); math.Abs(got-per) > 1e-9 {
+		t.Errorf("k·64 = n: %g replacements, want %g", got, per)
+	}
+}

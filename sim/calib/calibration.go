@@ -91,6 +91,12 @@ var (
 // were measured in (Measured.Run, in the order they first appear); a report that names
 // no run is an error.
 func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepbench.Point) bool) (map[string]*Calibration, error) {
+	return FitCalibrationsTerms(base, data, train, AllTerms)
+}
+
+// FitCalibrationsTerms is FitCalibrations with only the optional terms terms allows
+// (Terms{}: as the fits shipped before run 19 were made).
+func FitCalibrationsTerms(base *cost.Model, data []Loaded, train func(Loaded, stepbench.Point) bool, terms Terms) (map[string]*Calibration, error) {
 	groups := map[[2]string][]Loaded{}
 	runs := map[string][]string{}
 	for _, d := range data {
@@ -109,7 +115,7 @@ func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepben
 	}
 	out := map[string]*Calibration{}
 	for k, g := range groups {
-		t, err := FitClasses(base, g, train)
+		t, err := FitClassesTerms(base, g, train, terms)
 		if err != nil {
 			return nil, fmt.Errorf("%s numerics, %s: %w", k[0], k[1], err)
 		}
@@ -149,7 +155,7 @@ func GoSource(cs map[string]*Calibration, header string) string {
 			fmt.Fprintf(&b, "\t\t\t%q: {\n", mt)
 			for _, k := range sortedClasses(c.Models[mt]) {
 				v := c.Models[mt][k]
-				fmt.Fprintf(&b, "\t\t\t\t%q: {FloorUS: %.6g, GBps: %.6g, TFLOPS: %.6g, ScanNS: %.6g},\n", k, v.FloorUS, v.GBps, v.TFLOPS, v.ScanNS)
+				fmt.Fprintf(&b, "\t\t\t\t%q: {FloorUS: %.6g, GBps: %.6g, TFLOPS: %.6g, ScanNS: %.6g, HeapNS: %.6g},\n", k, v.FloorUS, v.GBps, v.TFLOPS, v.ScanNS, v.HeapNS)
 			}
 			b.WriteString("\t\t\t},\n")
 		}

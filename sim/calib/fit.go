@@ -10,15 +10,15 @@ import (
 	"deepinfer/vm/stepbench"
 )
 
-// nTerms are a class calibration's terms: floor, bytes, FLOPs, scan.
-const nTerms = 4
+// nTerms are a class calibration's terms: floor, bytes, FLOPs, scan, heap.
+const nTerms = 5
 
 // A sample is one kernel class's measured time at one point, with the model's counts
 // behind that class's calls there.
 type sample struct {
-	calls              float64
-	bytes, flops, scan float64
-	us                 float64 // measured
+	calls                    float64
+	bytes, flops, scan, heap float64
+	us                       float64 // measured
 }
 
 // FitClasses fits a ClassCal per kernel class to the measured class times of the
@@ -28,15 +28,31 @@ type sample struct {
 // fitted step, the sum of its classes, is priced as the graph-replayed step. base is the model whose byte and FLOP counts the calibration
 // scales (its efficiencies do not matter; its counts do).
 //
-// The fit: a class's time at a point is n·FloorUS + B/GBps + F/TFLOPS + S·ScanNS,
-// linear in (FloorUS, 1/GBps, 1/TFLOPS, ScanNS), with n, B, F and S the class's calls,
-// bytes, FLOPs and entries in view in the step as the simulator prices it. Least squares on the relative error
+// The fit: a class's time at a point is n·FloorUS + B/GBps + F/TFLOPS + S·ScanNS +
+// H·HeapNS, linear in (FloorUS, 1/GBps, 1/TFLOPS, ScanNS, HeapNS), with n, B, F, S and H
+// the class's calls, bytes, FLOPs, entries in view and heap-select replacements in the
+// step as the simulator prices it. Least squares on the relative error
 // (prediction/measured − 1) over the selected points, every coefficient ≥ 0 (active
 // sets tried exhaustively), with a vanishing ridge on the column-scaled coefficients
 // that picks the smallest solution where the points do not determine every term. The
-// scan term is fitted only where the points differ in the entries a row has in view
-// (more than one context); otherwise the floor carries it.
+// scan and heap terms are fitted only where the points differ in the entries a row has
+// in view or the replacements it makes (more than one context); otherwise the floor
+// carries them.
 func FitClasses(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Point) bool) (map[string]cost.ClassCal, error) {
+	return FitClassesTerms(base, data, keep, AllTerms)
+}
+
+// Terms says which of a class calibration's optional terms a fit may use.
+type Terms struct {
+	Heap bool // the heap-select term (HeapNS; since run 19)
+}
+
+// AllTerms lets a fit use every term (the shipped fits since run 19). The fits shipped
+// before run 19 had no heap term: Terms{} reproduces them.
+var AllTerms = Terms{Heap: true}
+
+// FitClassesTerms is FitClasses with only the optional terms terms allows.
+func FitClassesTerms(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Point) bool, terms Terms) (map[string]cost.ClassCal, error) {
 	samples := map[string][]sample{}
 	base = base.WithLaunch(cost.Device)
 	for _, d := range data {
@@ -54,7 +70,11 @@ func FitClasses(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Poi
 				if ms <= 0 || n == 0 {
 					continue // measured only: nothing in the plan's pricing to scale
 				}
-				samples[k] = append(samples[k], sample{calls: float64(n), bytes: sc.ClassBytes[k], flops: sc.ClassFLOPs[k], scan: sc.ClassScan[k], us: ms * 1e3})
+				s := sample{calls: float64(n), bytes: sc.ClassBytes[k], flops: sc.ClassFLOPs[k], scan: sc.ClassScan[k], us: ms * 1e3}
+				if terms.Heap {
+					s.heap = sc.ClassHeap[k]
+				}
+				samples[k] = append(samples[k], s)
 			}
 		}
 	}
@@ -72,33 +92,37 @@ func FitClasses(base *cost.Model, data []Loaded, keep func(Loaded, stepbench.Poi
 			c.TFLOPS = 1 / (x[2] * 1e6)
 		}
 		c.ScanNS = x[3] * 1e3
+		c.HeapNS = x[4] * 1e3
 		out[k] = c
 	}
 	return out, nil
 }
 
 // fitOne solves the non-negative least squares of one class: coefficients (µs per
-// call, µs per byte, µs per FLOP, µs per entry scanned).
+// call, µs per byte, µs per FLOP, µs per entry scanned, µs per heap replacement).
 func fitOne(ss []sample) [nTerms]float64 {
 	const ridge = 1e-9
 	rows := make([][nTerms]float64, len(ss))
 	var scale [nTerms]float64
 	for i, s := range ss {
-		rows[i] = [nTerms]float64{s.calls / s.us, s.bytes / s.us, s.flops / s.us, s.scan / s.us}
+		rows[i] = [nTerms]float64{s.calls / s.us, s.bytes / s.us, s.flops / s.us, s.scan / s.us, s.heap / s.us}
 		for j := range scale {
 			scale[j] = math.Max(scale[j], rows[i][j])
 		}
 	}
-	// a scan of the same length at every point is a fixed cost per call: the floor
-	// carries it (a scan term needs points at more than one context)
-	if scale[3] > 0 {
+	// a scan (or heap walk) of the same length at every point is a fixed cost per call:
+	// the floor carries it (its term needs points at more than one context)
+	for j, per := range map[int]func(sample) float64{3: func(s sample) float64 { return s.scan }, 4: func(s sample) float64 { return s.heap }} {
+		if scale[j] == 0 {
+			continue
+		}
 		lo, hi := math.Inf(1), 0.0
 		for _, s := range ss {
-			r := s.scan / s.calls
+			r := per(s) / s.calls
 			lo, hi = math.Min(lo, r), math.Max(hi, r)
 		}
 		if hi-lo <= 1e-9*hi {
-			scale[3] = 0
+			scale[j] = 0
 		}
 	}
 	best, bestLoss := [nTerms]float64{}, math.Inf(1)

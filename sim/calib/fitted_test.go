@@ -57,7 +57,7 @@ func run15Fit(t *testing.T) *Calibration {
 			return
 		}
 		var cs map[string]*Calibration
-		if cs, run15FitErr = FitCalibrations(h200.Model(), data, ShippedTrain); run15FitErr == nil {
+		if cs, run15FitErr = FitCalibrationsTerms(h200.Model(), data, ShippedTrain, Terms{}); run15FitErr == nil {
 			if run15FitCal = cs["cuda-fast"]; run15FitCal == nil || run15FitCal.Fit != RunName14+" + "+RunName15 || len(cs) != 1 {
 				run15FitErr = fmt.Errorf("the fit on Run15Fit: %v", cs)
 			}
@@ -72,7 +72,7 @@ func run15Fit(t *testing.T) *Calibration {
 // run8FastFit is the previous cuda-fast: the fit on run 8's fast reports.
 func run8FastFit(t *testing.T) *Calibration {
 	t.Helper()
-	cs, err := FitCalibrations(h200.Model(), loadRun8Fast(t), ShippedTrain)
+	cs, err := FitCalibrationsTerms(h200.Model(), loadRun8Fast(t), ShippedTrain, Terms{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +108,8 @@ type claim struct {
 var claims = []claim{
 	{"fast", "deepseek_v4", nil, map[string]float64{"1/512": 0.058, "64/512": 0.001, "256/512": -0.019, "1/4096": 0.040, "64/4096": -0.029, "256/4096": 0.009, "1/32768": -0.126, "64/32768": 0.032, "256/32768": 0.003},
 		[]string{"tilekernels.rope@1/512", "tilekernels.embedding@1/512", "deepselect.indexer_topk@64/512", "tilekernels.swiglu@64/512", "deepselect.indexer_topk@256/512", "tilekernels.mhc_init@1/4096", "tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 53},
-	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.096, "64/4096": -0.015, "256/4096": -0.005, "1/32768": -0.230, "64/32768": -0.111, "256/32768": -0.049},
-		[]string{"tilekernels.kv_compress@64/4096", "deepselect.indexer_topk_blocks@1/32768", "tilekernels.embedding@1/32768", "tilekernels.kv_compress@64/32768"}, 58},
+	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.090, "64/4096": -0.019, "256/4096": -0.008, "1/32768": -0.050, "64/32768": -0.047, "256/32768": -0.034},
+		[]string{"tilekernels.kv_compress@64/4096", "tilekernels.embedding@1/32768", "tilekernels.kv_compress@64/32768"}, 57},
 	{"exact", "deepseek_v4", nil, map[string]float64{"1/4096": 0.021, "64/4096": 0.048, "256/4096": -0.475},
 		[]string{"tilekernels.embedding@1/4096", "tilekernels.embedding@64/4096", "deepgemm.bf16_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt_grouped@256/4096", "tilekernels.embedding@256/4096"}, 6},
 	{"exact", "deepseek_v41", nil, map[string]float64{"1/4096": 0.025, "64/4096": 0.044, "256/4096": -0.327},
@@ -119,9 +119,9 @@ var claims = []claim{
 		[]string{"deepselect.indexer_topk@64/512", "tilekernels.swiglu@64/512", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 9},
 	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": -0.221, "64/32768": 0.052, "256/32768": 0.079},
 		[]string{"deepselect.indexer_topk@1/32768", "flashmla.sparse_decode@1/32768", "tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 18},
-	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.125, "64/32768": -0.011},
+	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.122, "64/32768": 0.057},
 		[]string{"deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "deepgemm.fp8_gemm_nt@64/4096", "deepgemm.bf16_gemm_nt@64/4096", "tilekernels.kv_compress@64/4096",
-			"deepgemm.m_grouped_fp8_gemm_nt_masked@64/32768", "deepgemm.fp8_gemm_nt@64/32768", "deepgemm.bf16_gemm_nt@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.mhc_pre@64/32768"}, 16},
+			"deepgemm.m_grouped_fp8_gemm_nt_masked@64/32768", "deepgemm.fp8_gemm_nt@64/32768", "deepgemm.bf16_gemm_nt@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.mhc_pre@64/32768"}, 15},
 	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.407, "64/32768": -0.207, "256/32768": -0.089},
 		[]string{"deepselect.indexer_topk_blocks@1/32768", "tilekernels.embedding@1/32768", "tilekernels.mhc_init@1/32768", "tilekernels.mhc_pre@1/32768",
 			"deepselect.indexer_topk_blocks@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.mhc_pre@64/32768", "deepselect.indexer_topk_blocks@256/32768", "tilekernels.embedding@256/32768"}, 34},
@@ -309,7 +309,7 @@ func TestRun8FitOnRun9(t *testing.T) {
 // until run 11) is as docs/perf/simulator.md says on its own points (in sample) and on
 // run 11c's (far over: the attention, the indexer, the products changed).
 func TestRun9FitOnRun11(t *testing.T) {
-	cs, err := FitCalibrations(h200.Model(), loadRun9(t), ShippedTrain)
+	cs, err := FitCalibrationsTerms(h200.Model(), loadRun9(t), ShippedTrain, Terms{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,31 +392,32 @@ func TestRun17Later(t *testing.T) {
 	})
 }
 
-// TestRun18Later: the shipped cuda-fast (run 14b's V4 and run 18b's V4.1 fit) on run 18's
+// TestRun18Later: the shipped cuda-fast (run 14b's V4 and run 18b's V4.1 fit, with the
+// heap-select term since run 19) on run 18's
 // other V4.1 reports, not fitted, is as docs/perf/simulator.md says: 18c (today's
 // default at 4,096), 18a (run 17d's kernels at 4,096 and 32,768: the index scores a work
 // item a (row, key), the one-thread compressor entries, the one-value bf16 rounding) and
 // 18b with DEEPINFER_CUDA_INDEX_BLOCK=0.
 func TestRun18Later(t *testing.T) {
 	reportErrs(t, Fitted["cuda-fast"], Run18Later, map[string]reportWant{
-		"v41.fast.18c.bench.json":        {map[string]float64{"1/4096": 0.0958, "64/4096": 0.0047, "256/4096": 0.0098}, 4},
-		"v41.fast.18a.bench.json":        {map[string]float64{"1/4096": 0.0053, "64/4096": -0.0775, "256/4096": -0.0634}, 7},
-		"v41.fast.long.18a.bench.json":   {map[string]float64{"1/32768": -0.2632, "64/32768": -0.2402, "256/32768": -0.2125}, 8},
-		"v41.fast.18b.index0.bench.json": {map[string]float64{"1/4096": 0.0727, "64/4096": -0.0412, "256/4096": -0.0444}, 4},
+		"v41.fast.18c.bench.json":        {map[string]float64{"1/4096": 0.0897, "64/4096": 0.0011, "256/4096": 0.0067}, 3},
+		"v41.fast.18a.bench.json":        {map[string]float64{"1/4096": -0.0003, "64/4096": -0.0808, "256/4096": -0.0663}, 8},
+		"v41.fast.long.18a.bench.json":   {map[string]float64{"1/32768": -0.0904, "64/32768": -0.1851, "256/32768": -0.2007}, 7},
+		"v41.fast.18b.index0.bench.json": {map[string]float64{"1/4096": 0.0667, "64/4096": -0.0446, "256/4096": -0.0473}, 5},
 	})
 }
 
-// TestRun19Later: the shipped cuda-fast (run 14b's V4 and run 18b's V4.1 fit) on run
-// 19's V4.1 reports, not fitted, is as docs/perf/simulator.md says: within 15% at every
-// point but batch 1 at 32,768 (the heap select, as in sample).
+// TestRun19Later: the shipped cuda-fast (run 14b's V4 and run 18b's V4.1 fit, with the
+// heap-select term) on run 19's V4.1 reports, not fitted, is as docs/perf/simulator.md
+// says: within 15% at every point, 32,768 included.
 func TestRun19Later(t *testing.T) {
 	reportErrs(t, Fitted["cuda-fast"], Run19Later, map[string]reportWant{
-		"v41.fast.19a.bench.json":        {map[string]float64{"1/4096": 0.0969, "64/4096": -0.0067, "256/4096": 0.0284}, 5},
-		"v41.fast.19a.stage0.bench.json": {map[string]float64{"1/4096": 0.1066, "64/4096": -0.0063, "256/4096": 0.0127}, 5},
-		"v41.fast.long.19a.bench.json":   {map[string]float64{"1/32768": -0.2319, "64/32768": -0.0645, "256/32768": 0.0793}, 5},
-		"v41.fast.19b.bench.json":        {map[string]float64{"1/4096": 0.1091, "64/4096": -0.0007, "256/4096": 0.0384}, 7},
-		"v41.fast.19b.stage0.bench.json": {map[string]float64{"1/4096": 0.1040, "64/4096": 0.0117, "256/4096": 0.0356}, 5},
-		"v41.fast.19b.stagep.bench.json": {map[string]float64{"1/4096": 0.1040, "64/4096": -0.0161, "256/4096": 0.0149}, 5},
+		"v41.fast.19a.bench.json":        {map[string]float64{"1/4096": 0.0908, "64/4096": -0.0102, "256/4096": 0.0253}, 4},
+		"v41.fast.19a.stage0.bench.json": {map[string]float64{"1/4096": 0.1004, "64/4096": -0.0099, "256/4096": 0.0097}, 4},
+		"v41.fast.long.19a.bench.json":   {map[string]float64{"1/32768": -0.0517, "64/32768": 0.0034, "256/32768": 0.0955}, 5},
+		"v41.fast.19b.bench.json":        {map[string]float64{"1/4096": 0.1029, "64/4096": -0.0042, "256/4096": 0.0353}, 6},
+		"v41.fast.19b.stage0.bench.json": {map[string]float64{"1/4096": 0.0978, "64/4096": 0.0080, "256/4096": 0.0325}, 4},
+		"v41.fast.19b.stagep.bench.json": {map[string]float64{"1/4096": 0.0979, "64/4096": -0.0196, "256/4096": 0.0118}, 4},
 	})
 }
 
@@ -443,7 +444,7 @@ func TestRun13FitOnRun15(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := FitCalibrations(h200.Model(), r13, ShippedTrain)
+	cs, err := FitCalibrationsTerms(h200.Model(), r13, ShippedTrain, Terms{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +520,7 @@ func loadRun11(t *testing.T) []Loaded {
 // routers' selection, the index scores and the one-row products moved), which is why
 // the shipped one is refitted.
 func TestRun11FitOnRun12(t *testing.T) {
-	cs, err := FitCalibrations(h200.Model(), loadRun11(t), ShippedTrain)
+	cs, err := FitCalibrationsTerms(h200.Model(), loadRun11(t), ShippedTrain, Terms{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +552,7 @@ func run12Fit(t *testing.T) ([]Loaded, *Calibration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := FitCalibrations(h200.Model(), own, ShippedTrain)
+	cs, err := FitCalibrationsTerms(h200.Model(), own, ShippedTrain, Terms{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +677,7 @@ func TestFittedIsCurrent(t *testing.T) {
 			}
 			for k, v := range tab {
 				w := f.Models[mt][k]
-				if !near(v.FloorUS, w.FloorUS) || !near(v.GBps, w.GBps) || !near(v.TFLOPS, w.TFLOPS) || !near(v.ScanNS, w.ScanNS) {
+				if !near(v.FloorUS, w.FloorUS) || !near(v.GBps, w.GBps) || !near(v.TFLOPS, w.TFLOPS) || !near(v.ScanNS, w.ScanNS) || !near(v.HeapNS, w.HeapNS) {
 					t.Errorf("%s %s %s: refit %+v, fitted.go %+v", name, mt, k, v, w)
 				}
 			}

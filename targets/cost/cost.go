@@ -62,6 +62,11 @@ type Kernel struct {
 	// FlashMLA-class kernel reads only the indices it is given); a class calibration
 	// may charge for it.
 	Scan float64
+	// Heap is the replacements one row's heap select makes (the top-k of n entries by
+	// libstdc++'s heap select where k·64 ≤ n: about k·ln(n/k) for scores in no order),
+	// a serial walk a row; 0 where the selection partitions instead. The roofline ignores
+	// it; a class calibration may charge for it.
+	Heap float64
 }
 
 func (k Kernel) String() string {
@@ -150,7 +155,7 @@ type Model struct {
 
 // ClassCal is one kernel class's calibration: the device time of one call is
 //
-//	FloorUS + Bytes/GBps + FLOPs/TFLOPS + Scan·ScanNS
+//	FloorUS + Bytes/GBps + FLOPs/TFLOPS + Scan·ScanNS + Heap·HeapNS
 //
 // with Bytes, FLOPs and Scan the model's own counts for the call (what it would move,
 // compute, and have in view), i.e. a kernel that does its memory traffic, its
@@ -161,12 +166,13 @@ type ClassCal struct {
 	GBps    float64 // bytes per second reached, 1e9
 	TFLOPS  float64 // arithmetic reached, 1e12 FLOP/s
 	ScanNS  float64 // time per entry in a row's view (Kernel.Scan), ns
+	HeapNS  float64 // time per heap-select replacement of a row (Kernel.Heap), ns
 }
 
-// US is the calibrated device time of a call moving bytes, computing flops and
-// scanning scan entries.
-func (c ClassCal) US(bytes, flops, scan float64) float64 {
-	us := c.FloorUS + scan*c.ScanNS/1e3
+// US is the calibrated device time of a call moving bytes, computing flops, scanning
+// scan entries and making heap heap-select replacements.
+func (c ClassCal) US(bytes, flops, scan, heap float64) float64 {
+	us := c.FloorUS + scan*c.ScanNS/1e3 + heap*c.HeapNS/1e3
 	if c.GBps > 0 {
 		us += bytes / (c.GBps * 1e3)
 	}
@@ -242,8 +248,8 @@ func (m *Model) Predict(k Kernel) (float64, Breakdown, error) {
 		return 0, Breakdown{}, fmt.Errorf("%s: %s: %w", m.ID(), k, err)
 	}
 	if c, ok := m.Classes[k.Class]; ok && k.Class != "" {
-		b.DeviceUS = c.US(b.Bytes, b.FLOPs, k.Scan)
-		b.LatencyUS = c.FloorUS + k.Scan*c.ScanNS/1e3
+		b.DeviceUS = c.US(b.Bytes, b.FLOPs, k.Scan, k.Heap)
+		b.LatencyUS = c.FloorUS + k.Scan*c.ScanNS/1e3 + k.Heap*c.HeapNS/1e3
 		b.MemoryUS, b.ComputeUS = 0, 0
 		if c.GBps > 0 {
 			b.MemoryUS = b.Bytes / (c.GBps * 1e3)

@@ -279,7 +279,17 @@ func TestClassCalibration(t *testing.T) {
 	if us, _, _ := m.Predict(scan); us != plain {
 		t.Errorf("the roofline charges for the scan: %g, want %g", us, plain)
 	}
-	if got := (ClassCal{FloorUS: 3}).US(1e9, 1e12, 1e9); got != 3 {
+	heap := scan
+	heap.Heap = 2000
+	hm := m.WithClasses("heap", map[string]ClassCal{"deepgemm.bf16_gemm_nt": {FloorUS: 1, ScanNS: 2, HeapNS: 500}})
+	hus, b, _ := hm.Predict(heap)
+	if math.Abs(hus-(1+2e6/1e3+2000*500/1e3)) > 1e-9 || math.Abs(b.LatencyUS-hus) > 1e-9 {
+		t.Errorf("a scan of 1e6 entries at 2 ns and 2,000 heap replacements at 500 ns: %g us (latency %g), want 3001", hus, b.LatencyUS)
+	}
+	if us, _, _ := m.Predict(heap); us != plain {
+		t.Errorf("the roofline charges for the heap walk: %g, want %g", us, plain)
+	}
+	if got := (ClassCal{FloorUS: 3}).US(1e9, 1e12, 1e9, 1e9); got != 3 {
 		t.Errorf("zero rates leave their terms out: %g", got)
 	}
 }

@@ -303,7 +303,7 @@ func terms(w io.Writer, base *cost.Model, t, prev map[string]cost.ClassCal, g []
 		arrow = "previous fit → fitted"
 	}
 	fmt.Fprintf(w, "  terms (default model's at batch %d → %s): floor µs per call | GB/s | TFLOP/s | ns per entry in a row's view\n", pt.Batch, arrow)
-	fmt.Fprintf(w, "  | class | calls | ms at batch %d | floor µs | GB/s | TFLOP/s | scan ns |\n  |---|---|---|---|---|---|---|\n", pt.Batch)
+	fmt.Fprintf(w, "  | class | calls | ms at batch %d | floor µs | GB/s | TFLOP/s | scan ns | heap ns |\n  |---|---|---|---|---|---|---|---|\n", pt.Batch)
 	rate := func(x, us float64, unit float64) string {
 		if us <= 0 || x <= 0 {
 			return "—"
@@ -323,19 +323,19 @@ func terms(w io.Writer, base *cost.Model, t, prev map[string]cost.ClassCal, g []
 			continue
 		}
 		floor := fmt.Sprintf("%.3g", c.FloorUS)
-		gb, tf, scan := fit(c.GBps), fit(c.TFLOPS), fit(c.ScanNS)
+		gb, tf, scan, heap := fit(c.GBps), fit(c.TFLOPS), fit(c.ScanNS), fit(c.HeapNS)
 		if prev != nil {
 			p, ok := prev[k]
 			if !ok {
-				floor, gb, tf, scan = "(new) → "+floor, "(new) → "+gb, "(new) → "+tf, "(new) → "+scan
+				floor, gb, tf, scan, heap = "(new) → "+floor, "(new) → "+gb, "(new) → "+tf, "(new) → "+scan, "(new) → "+heap
 			} else {
 				floor = fmt.Sprintf("%.3g → %s", p.FloorUS, floor)
-				gb, tf, scan = fit(p.GBps)+" → "+gb, fit(p.TFLOPS)+" → "+tf, fit(p.ScanNS)+" → "+scan
+				gb, tf, scan, heap = fit(p.GBps)+" → "+gb, fit(p.TFLOPS)+" → "+tf, fit(p.ScanNS)+" → "+scan, fit(p.HeapNS)+" → "+heap
 			}
 		}
-		fmt.Fprintf(w, "  | %s | %d | %.3f | %.3g → %s | %s → %s | %s → %s | 0 → %s |\n", k, sc.ClassCalls[k], pt.ClassMs[k],
+		fmt.Fprintf(w, "  | %s | %d | %.3f | %.3g → %s | %s → %s | %s → %s | 0 → %s | 0 → %s |\n", k, sc.ClassCalls[k], pt.ClassMs[k],
 			sc.ClassFloorUS[k]/n, floor,
 			rate(sc.ClassBytes[k], sc.ClassMemoryUS[k], 1e3), gb,
-			rate(sc.ClassFLOPs[k], sc.ClassComputeUS[k], 1e6), tf, scan)
+			rate(sc.ClassFLOPs[k], sc.ClassComputeUS[k], 1e6), tf, scan, heap)
 	}
 }
