@@ -418,6 +418,7 @@ func TestRun19Later(t *testing.T) {
 		"v41.fast.19b.bench.json":        {map[string]float64{"1/4096": 0.1029, "64/4096": -0.0042, "256/4096": 0.0353}, 6},
 		"v41.fast.19b.stage0.bench.json": {map[string]float64{"1/4096": 0.0978, "64/4096": 0.0080, "256/4096": 0.0325}, 4},
 		"v41.fast.19b.stagep.bench.json": {map[string]float64{"1/4096": 0.0979, "64/4096": -0.0196, "256/4096": 0.0118}, 4},
+		"v41.fast.19c.bench.json":        {map[string]float64{"1/4096": 0.0991, "64/4096": 0.0026, "256/4096": 0.0272}, 6},
 	})
 }
 

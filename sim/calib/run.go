@@ -211,7 +211,7 @@ var Run18Later = []Measured{
 // not fitted: 19a (the staged float32 head, four blocks an SM; at 4,096 and 32,768; and
 // with DEEPINFER_CUDA_STAGE_F32=0, fast_gemm_blk_f32, in the same call), 19b (the key
 // widening a warp a key; the staged head's second form; with fast_gemm_blk_f32 and with
-// the one-tile-at-a-time form in the same call).
+// the one-tile-at-a-time form in the same call), 19c (today's default, a short call).
 var Run19Later = []Measured{
 	{"sim/calib/testdata/run19/v41.fast.19a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
 	{"sim/calib/testdata/run19/v41.fast.19a.stage0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
@@ -219,6 +219,7 @@ var Run19Later = []Measured{
 	{"sim/calib/testdata/run19/v41.fast.19b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
 	{"sim/calib/testdata/run19/v41.fast.19b.stage0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
 	{"sim/calib/testdata/run19/v41.fast.19b.stagep.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
+	{"sim/calib/testdata/run19/v41.fast.19c.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
 }
 
 // Run15Fit are the fast reports cuda-fast was fitted on until run 18: V4's from run 14b

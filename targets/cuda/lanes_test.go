@@ -204,7 +204,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				if bytes.Equal(bf, want) {
 					t.Fatalf("%s: x rounded to bf16 gives the same outputs", c.name)
 				}
-				for _, k := range []struct{ arg, name string }{{"stg", "fast_gemm_stage_f32"}, {"stgp", "fast_gemm_stage_f32_p"}} {
+				for _, k := range []struct{ arg, name string }{{"stg", "fast_gemm_stage_f32"}} {
 					checks = append(checks, check{k.name + "'s device code, warps in step", run(lanes, k.arg), nil},
 						check{k.name + "'s device code, warps skewed", run(lanes, k.arg, "eager"), nil},
 						check{k.name + "'s device code with xexact", run(lanes, k.arg+"x"), bf},

@@ -194,9 +194,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		f32    bool
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
-		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b3", fastBlockRows, true},
-		{"fast_gemm_stage_f32_p", fastBlockRows, true}, {"fast_gemm_stage_f32_f3", fastBlockRows, true},
-		{"fast_gemm_stage_f32_b2", fastBlockRows, true},
+		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wide", fastWideRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
@@ -551,12 +549,11 @@ func fastWideOK(N, G int64) bool { return G <= 1 || (N/G)%fastWideN == 0 }
 // fixtures, V4.1's LM head). Unset or "0": fast_gemm_blk_f32 (each warp's weights loaded
 // into registers). The staged forms (tensorcore.cu, fast_gemm_stage_f32: the weights
 // staged in shared memory by asynchronous copies, half a reduction step a stage): "1"
-// four launch blocks a multiprocessor (_stage_f32), "3" three (_b3), "f" three with the
-// x tiles' loads fenced (_f3), "2" two (_b2, 255 registers), "p" four with one weight
-// tile's fragments at a time (_p). The same values; for comparisons in one run; read
-// when a program is bound. On the H200 (runs 19a, 19b) the staged forms at 128 and 168
-// registers spilled, and none beat fast_gemm_blk_f32 at 64 rows (1.64-1.86 against
-// 1.48-1.50 ms for V4.1's head), so it stays the default (docs/perf/dense-gemm.md, run 19).
+// four launch blocks a multiprocessor, "2" two (fast_gemm_stage_f32_b2). The same values;
+// for comparisons in one run; read when a program is bound. On the H200 (runs 19a, 19b)
+// the four-block form spilled and lost at 64 rows (1.64-1.71 against 1.48-1.50 ms for
+// V4.1's head), so fast_gemm_blk_f32 stays the default; the two-block form (no spills)
+// has not been timed (docs/perf/dense-gemm.md, run 19).
 const EnvStageF32 = "DEEPINFER_CUDA_STAGE_F32"
 
 // stageF32Kernel is the staged float32 kernel EnvStageF32 chooses ("" for none).
@@ -564,12 +561,6 @@ func stageF32Kernel() string {
 	switch os.Getenv(EnvStageF32) {
 	case "1":
 		return "fast_gemm_stage_f32"
-	case "3":
-		return "fast_gemm_stage_f32_b3"
-	case "p":
-		return "fast_gemm_stage_f32_p"
-	case "f":
-		return "fast_gemm_stage_f32_f3"
 	case "2":
 		return "fast_gemm_stage_f32_b2"
 	}

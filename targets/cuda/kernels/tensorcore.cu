@@ -678,18 +678,11 @@ KERNEL(fast_gemm_blk_f32, FastGemmArgs) {
 // weights whose rows are whole 16-byte units (cols a multiple of 4), where the copies
 // are aligned (fastStageOK).
 #ifndef DI_EMULATE
-// fast_fence: a compiler barrier (no memory access moved across it; no instruction)
-#ifdef DI_LANES
-DEV void fast_fence() {}
-#else
-DEV void fast_fence() { asm volatile("" ::: "memory"); }
-#endif
 // fast_stage_f32_loop: the half-steps of one block (ALL: its eight x tiles have rows;
-// EX: xexact, no lo mma; PSEQ: the two weight tiles one after the other; FENCE: the x
-// tiles' loads kept in order with their mma), from shared
+// EX: xexact, no lo mma), from shared
 // memory ws (two stages of FAST_BLK_N × 8 units) and xs (two of FAST_BLK_ROWS × 8); a
 // template so that each case is one straight loop.
-template <bool ALL, bool EX, bool PSEQ, bool FENCE>
+template <bool ALL, bool EX>
 DEVM void fast_stage_f32_loop(const FastGemmArgs& a, uint4* ws, uint4* xs, int tid, i64 m0, i64 nb0, i64 kb, i64 ke,
                               i64 grp, int live, float (&acc)[2][8][4]) {
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3, sw = g & 1;
@@ -764,35 +757,17 @@ DEVM void fast_stage_f32_loop(const FastGemmArgs& a, uint4* ws, uint4* xs, int t
       }
     };
     const uint4* xb = xl + buf * (FAST_BLK_ROWS * 8);
-    if (PSEQ) {
-      // one weight tile's fragments at a time (fewer registers; x read twice)
-      UNROLL for (int p = 0; p < 2; p++) {
-        u32 ah[2][4], al[2][4];
-        split(p, ah, al);
-        UNROLL for (int j = 0; j < 8; j++) {
-          if (!ALL && j >= live) break;
-          const uint4 bh = xb[64 * j + xo];
-          const uint4 bl = EX ? make_uint4(0, 0, 0, 0) : xb[64 * j + lo];
-          mma3(acc[p][j], ah, al, bh, bl);
-        }
-      }
-    } else {
-      u32 ah[2][2][4], al[2][2][4];
-      split(0, ah[0], al[0]);
-      split(1, ah[1], al[1]);
-      UNROLL for (int j = 0; j < 8; j++) {
-        if (!ALL && j >= live) break;
-        const uint4 bh = xb[64 * j + xo];
-        const uint4 bl = EX ? make_uint4(0, 0, 0, 0) : xb[64 * j + lo];
-        UNROLL for (int p = 0; p < 2; p++) mma3(acc[p][j], ah[p], al[p], bh, bl);
-        // FENCE: no shared-memory load moved above this tile's mma (one x tile's
-        // fragments live at a time, fewer registers)
-        if (FENCE) fast_fence();
-      }
+    u32 ah[2][2][4], al[2][2][4];
+    split(0, ah[0], al[0]);
+    split(1, ah[1], al[1]);
+    UNROLL for (int j = 0; j < 8; j++) {
+      if (!ALL && j >= live) break;
+      const uint4 bh = xb[64 * j + xo];
+      const uint4 bl = EX ? make_uint4(0, 0, 0, 0) : xb[64 * j + lo];
+      UNROLL for (int p = 0; p < 2; p++) mma3(acc[p][j], ah[p], al[p], bh, bl);
     }
   }
 }
-template <bool PSEQ, bool FENCE>
 DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
   i64 blk = GIDX >> 7;
   i64 mb = blk % a.mtiles, s = (blk / a.mtiles) % a.S, nb = blk / (a.mtiles * a.S);
@@ -808,10 +783,10 @@ DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
   UNROLL for (int p = 0; p < 2; p++)
     UNROLL for (int j = 0; j < 8; j++) acc[p][j][0] = acc[p][j][1] = acc[p][j][2] = acc[p][j][3] = 0;
   const bool xex = a.xexact != 0;
-  if (live == 8 && xex) fast_stage_f32_loop<true, true, PSEQ, FENCE>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
-  else if (live == 8) fast_stage_f32_loop<true, false, PSEQ, FENCE>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
-  else if (xex) fast_stage_f32_loop<false, true, PSEQ, FENCE>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
-  else fast_stage_f32_loop<false, false, PSEQ, FENCE>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
+  if (live == 8 && xex) fast_stage_f32_loop<true, true>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
+  else if (live == 8) fast_stage_f32_loop<true, false>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
+  else if (xex) fast_stage_f32_loop<false, true>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
+  else fast_stage_f32_loop<false, false>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
   FastGemmStore store = {&a, m0, s};
   const i64 n0 = nb0 + 32 * warp;
   UNROLL for (int p = 0; p < 2; p++)
@@ -826,38 +801,31 @@ DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
 }
 #endif
 // The staged kernels: fast_gemm_stage_f32 at four launch blocks an SM (at most 128
-// registers a thread; 48 KB of shared memory each), and for comparisons in one run
-// (EnvStageF32; the same values): fast_gemm_stage_f32_b3 the same code at three blocks
-// (168 registers), fast_gemm_stage_f32_f3 at three with FENCE, fast_gemm_stage_f32_b2
-// at two (255 registers, as fast_gemm_blk_f32), fast_gemm_stage_f32_p at four with one
-// weight tile's fragments at a time (PSEQ). Run 19b (the H200, ptxas): at 128 and 168
-// registers the loop spilled (a 96- to 296-byte stack frame).
+// registers a thread; 48 KB of shared memory each) and fast_gemm_stage_f32_b2 at two
+// (255), the same code (EnvStageF32; the same values). On the H200 (run 19, ptxas) the
+// loop spilled at 128 registers (a 96- to 192-byte stack frame) and at 168 (96 bytes;
+// three-block and fenced forms, removed after run 19, as was a form holding one weight
+// tile's fragments at a time, which spilled more and was slower); at two blocks it uses
+// 210 registers and no stack.
 #ifdef DI_EMULATE
-#define FAST_STAGE_BODY(PSEQ, FENCE)                                               \
+#define FAST_STAGE_BODY                                                            \
   (void)GSTRIDE;                                                                   \
   for (i64 b = 0; b < ((a.N + FAST_BLK_N - 1) / FAST_BLK_N) * a.S * a.mtiles; b++) \
     fast_gemm_blk_tiles<true>(a, b << 7);                                          \
   (void)GIDX;
 #else
-#define FAST_STAGE_BODY(PSEQ, FENCE) \
-  (void)GSTRIDE;                     \
-  fast_gemm_stage_f32_tiles<PSEQ, FENCE>(a, GIDX);
+#define FAST_STAGE_BODY \
+  (void)GSTRIDE;        \
+  fast_gemm_stage_f32_tiles(a, GIDX);
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 4)
 #endif
-KERNEL(fast_gemm_stage_f32, FastGemmArgs) { FAST_STAGE_BODY(false, false) }
-KERNEL(fast_gemm_stage_f32_p, FastGemmArgs) { FAST_STAGE_BODY(true, false) }
-#ifndef DI_EMULATE
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 3)
-#endif
-KERNEL(fast_gemm_stage_f32_b3, FastGemmArgs) { FAST_STAGE_BODY(false, false) }
-KERNEL(fast_gemm_stage_f32_f3, FastGemmArgs) { FAST_STAGE_BODY(false, true) }
+KERNEL(fast_gemm_stage_f32, FastGemmArgs) { FAST_STAGE_BODY }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 2)
 #endif
-KERNEL(fast_gemm_stage_f32_b2, FastGemmArgs) { FAST_STAGE_BODY(false, false) }
+KERNEL(fast_gemm_stage_f32_b2, FastGemmArgs) { FAST_STAGE_BODY }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 #undef FAST_STAGE_BODY
