@@ -521,6 +521,22 @@ template <int N>
 struct FastInt {
   static constexpr int value = N;
 };
+#ifndef DI_EMULATE
+// fast_blk_store: a block-product warp's outputs (weight rows n0.. as two 16-row tiles,
+// the live 8-row x tiles from m0; lane g, t's accumulators) through FastGemmStore.
+DEVM void fast_blk_store(const FastGemmArgs& a, i64 m0, i64 s, i64 n0, int live, int g, int t, float (&acc)[2][8][4]) {
+  FastGemmStore store = {&a, m0, s};
+  UNROLL for (int p = 0; p < 2; p++)
+    UNROLL for (int j = 0; j < 8; j++) {
+      if (j >= live) break;
+      UNROLL for (int e = 0; e < 4; e++) {
+        i64 n = n0 + 16 * p + g + (e >= 2 ? 8 : 0);
+        int c = 8 * j + 2 * t + (e & 1);
+        if (n < a.N && m0 + c < a.M) store(0, n, c, acc[p][j][e]);
+      }
+    }
+}
+#endif
 template <bool F32>
 DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
   i64 blk = GIDX >> 7;
@@ -613,16 +629,7 @@ DEVM void fast_gemm_blk_tiles(const FastGemmArgs& a, long long GIDX) {
     else if (xex) tiles(FastFlag<false>{}, FastFlag<true>{});
     else tiles(FastFlag<false>{}, FastFlag<false>{});
   }
-  FastGemmStore store = {&a, m0, s};
-  UNROLL for (int p = 0; p < 2; p++)
-    UNROLL for (int j = 0; j < 8; j++) {
-      if (j >= live) break;
-      UNROLL for (int e = 0; e < 4; e++) {
-        i64 n = n0 + 16 * p + g + (e >= 2 ? 8 : 0);
-        int c = 8 * j + 2 * t + (e & 1);
-        if (n < a.N && m0 + c < a.M) store(0, n, c, acc[p][j][e]);
-      }
-    }
+  fast_blk_store(a, m0, s, n0, live, g, t, acc);
 #endif
 }
 // The block products' launch bounds: three blocks an SM (at most 168 registers a
@@ -787,17 +794,7 @@ DEVM void fast_gemm_stage_f32_tiles(const FastGemmArgs& a, long long GIDX) {
   else if (live == 8) fast_stage_f32_loop<true, false>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
   else if (xex) fast_stage_f32_loop<false, true>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
   else fast_stage_f32_loop<false, false>(a, ws, xs, tid, m0, nb0, kb, ke, grp, live, acc);
-  FastGemmStore store = {&a, m0, s};
-  const i64 n0 = nb0 + 32 * warp;
-  UNROLL for (int p = 0; p < 2; p++)
-    UNROLL for (int j = 0; j < 8; j++) {
-      if (j >= live) break;
-      UNROLL for (int e = 0; e < 4; e++) {
-        i64 n = n0 + 16 * p + g + (e >= 2 ? 8 : 0);
-        int c = 8 * j + 2 * t + (e & 1);
-        if (n < a.N && m0 + c < a.M) store(0, n, c, acc[p][j][e]);
-      }
-    }
+  fast_blk_store(a, m0, s, nb0 + 32 * warp, live, g, t, acc);
 }
 #endif
 // The staged kernels: fast_gemm_stage_f32 at four launch blocks an SM (at most 128
