@@ -1222,18 +1222,28 @@ DEV bool csa_index_row(const csa_IndexArgs& a, i64 t, csa_View* v, i64* width, i
   *k = csa_index_owner(a, *v, p);
   return *k >= 0 && *width <= csa_owner_entries(a, *k, *v) && *width <= a.ecap;
 }
-// csa_index_item: score of key e for row t (csa_index_score's work item).
-DEV void csa_index_item(const csa_IndexArgs& a, i64 t, i64 e) {
-  csa_View v;
-  i64 width, clen, k;
-  if (!csa_index_row(a, t, &v, &width, &clen, &k) || e >= width) return;
+// csa_index_key: entry e of row t's scores (row t found by csa_index_row: width
+// entries, clen closed, index-key owner k) marked with its key, and its index key's
+// stored row; null where the entry takes no score (past the row's entries, left as it
+// is; or past the closed ones, scored −inf).
+DEV const unsigned char* csa_index_key(const csa_IndexArgs& a, const csa_View& v, i64 t, i64 e, i64 width, i64 clen,
+                                       i64 k) {
+  if (e >= width) return nullptr;
   csa_TopkElem* sc = a.work + t * a.ecap;
   sc[e].i = (int)e;
   if (e >= clen) {
     sc[e].v = -F32_INF;
-    return;
+    return nullptr;
   }
-  const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
+  return v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
+}
+// csa_index_item: score of key e for row t (csa_index_score's work item).
+DEV void csa_index_item(const csa_IndexArgs& a, i64 t, i64 e) {
+  csa_View v;
+  i64 width, clen, k;
+  if (!csa_index_row(a, t, &v, &width, &clen, &k)) return;
+  const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
+  if (!key) return;
   const float* qt = a.q + t * a.heads * a.dim;
   float scale = (float)a.scale, sum = 0;
   // CSA_IHB heads at a time: a key value is decoded once for them and their dots
@@ -1254,7 +1264,7 @@ DEV void csa_index_item(const csa_IndexArgs& a, i64 t, i64 e) {
       sum += CSA_IX_ROUND(go_max32(CSA_IX_ROUND(dot[u]), 0.0f) * wt);
     }
   }
-  sc[e].v = CSA_IX_ROUND(sum);
+  a.work[t * a.ecap + e].v = CSA_IX_ROUND(sum);
 }
 // csa_index_score: score of key e for row t: Σ_h bf16(max(bf16(q_h·k), 0)·bf16(w_h·scale)),
 // bf16; keys past what the position closed score -inf.
@@ -1325,14 +1335,9 @@ DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX) {
     lo = go_min32(lo, qlo[i]);
     hi = go_max32(hi, qhi[i]);
   }
-  if (e >= width) return;
+  const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
+  if (!key) return;
   csa_TopkElem* sc = a.work + t * a.ecap;
-  sc[e].i = (int)e;
-  if (e >= clen) {
-    sc[e].v = -F32_INF;
-    return;
-  }
-  const unsigned char* key = v.state + a.owners[3 * k + 2] + e * a.ik_rowbytes;
   const int H = (int)a.heads, D = (int)a.dim;
   // FP8 and FP4 rows in groups of CSA_IXC on 4-byte boundaries: a chunk's codes read as
   // 4-byte words (a thread's key is a row of its own: one load a word instead of a
