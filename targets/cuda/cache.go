@@ -29,7 +29,8 @@ type CompileStats struct {
 	Key      string
 	Arch     string
 	Compiler string
-	Cached   bool // the image came from the disk cache: nothing was compiled
+	Cached   bool     // the image came from the disk cache: nothing was compiled
+	Compiled []string // with units: the units compiled (not found in the cache), in Units' order
 	Took     time.Duration
 	Bytes    int
 }
@@ -145,6 +146,9 @@ func buildModules(d driver, cc compiler, arch string) ([]module, map[string]modu
 		}
 		h.Write([]byte(r.st.Key))
 		total.Cached = total.Cached && r.st.Cached
+		if !r.st.Cached {
+			total.Compiled = append(total.Compiled, units[i].Name)
+		}
 		total.Bytes += r.st.Bytes
 	}
 	total.Key = hex.EncodeToString(h.Sum(nil))[:32]

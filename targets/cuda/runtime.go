@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -670,6 +671,9 @@ func (rt *Runtime) Describe() string {
 	units := ""
 	if i.Compile.Units > 1 {
 		units = fmt.Sprintf("%d units in parallel, ", i.Compile.Units)
+		if n := len(i.Compile.Compiled); n > 0 && n < i.Compile.Units {
+			units = fmt.Sprintf("%d of %d units in parallel (%s; the rest from the cache), ", n, i.Compile.Units, strings.Join(i.Compile.Compiled, ", "))
+		}
 	}
 	k := fmt.Sprintf("kernels compiled by %s in %s (%s%d bytes, now in the kernel cache)", i.Compile.Compiler, i.Compile.Took.Round(time.Millisecond), units, i.Compile.Bytes)
 	if i.Compile.Cached {

@@ -1,10 +1,12 @@
 package cuda
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -500,7 +502,7 @@ func firstLines(s string, n int) string {
 // each unit once, loads a module per unit, finds every launched kernel in the unit that
 // defines it, and a second open compiles nothing.
 func TestSeparateUnitsOpen(t *testing.T) {
-	withCache(t)
+	dir := withCache(t)
 	p, ws := defaultPlan(t)
 	cc := &unitCounting{}
 	d := newFakeDriver(1 << 30)
@@ -519,7 +521,26 @@ func TestSeparateUnitsOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	if len(cc.names) != 0 || !rt.info.Compile.Cached {
+	if len(cc.names) != 0 || !rt.info.Compile.Cached || len(rt.info.Compile.Compiled) != 0 {
 		t.Errorf("second open compiled %v (stats %+v)", cc.names, rt.info.Compile)
+	}
+	rt.Close()
+	// one unit's entry gone: only it compiles, and the start-up line names it
+	u := Units()[n/2]
+	key := cacheKey(u.Src, compileOptions(rt.info.Compile.Arch), cc.Version())
+	if err := os.Remove(filepath.Join(dir, key+".bin")); err != nil {
+		t.Fatal(err)
+	}
+	cc.names = nil
+	rt, err = open(newFakeDriver(1<<30), cc, p, ws, targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if len(cc.names) != 1 || rt.info.Compile.Cached || !slices.Equal(rt.info.Compile.Compiled, []string{u.Name}) {
+		t.Errorf("third open compiled %v (stats %+v); want only %s", cc.names, rt.info.Compile, u.Name)
+	}
+	if want := fmt.Sprintf("1 of %d units in parallel (%s; the rest from the cache)", n, u.Name); !strings.Contains(rt.Describe(), want) {
+		t.Errorf("Describe: %q lacks %q", rt.Describe(), want)
 	}
 }
