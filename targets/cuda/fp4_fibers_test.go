@@ -132,3 +132,15 @@ func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 	src := fiberUnit(t, "#define CSA_PROJ_ROUND(v) (v)\n#define CSA_IX_ROUND(v) (v)\n", "testdata/tiles_fibers_main.cc", "dense41.cu", "moe.cu", "mhc.cu", "csa41.cu")
 	runOnFibers(t, "tiles_fibers", src, "-O1")
 }
+
+// TestQuantSplitDeviceCodeOnHostFibers runs the device branch of fast_quant_split
+// (V4.1's activation quantization and the split into bf16 halves in one launch: the
+// piece's maximum and the pairs formed by warp shuffles) on host fibers against the
+// device branches of the two launches it replaces (dense_quant, then fast_split or
+// fast_split_fp4), every half and the error word bit for bit (testdata/quant_fibers_main.cc:
+// partial pieces, padding, both pair orders, NaN, ±inf, signed zeros, bf16 ties,
+// subnormals, values past E4M3's range, a grid-stride loop over more pieces than
+// threads). TestQuantSplitSameValues checks the launches' choice and whole steps.
+func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "quant_fibers", fiberUnit(t, "", "testdata/quant_fibers_main.cc", "dense41.cu", "tensorcore.cu", "tensorcore_fp4.cu"), "-O1")
+}

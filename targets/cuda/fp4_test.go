@@ -37,8 +37,13 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 			a, ka := run(true)
 			b, kb := run(false)
 			// (the default FP4 tiles: the register ones; TestFP4PipelineMatchesRegisters
-			// checks the pipelined ones against them)
-			for _, k := range []string{"fast_moe_up_fp4_reg", "fast_moe_down_fp4_reg", "fast_split_fp4"} {
+			// checks the pipelined ones against them; V4.1's splits in the FP4 tiles' order
+			// are fast_quant_split's, TestQuantSplitSameValues)
+			fp4Kernels := []string{"fast_moe_up_fp4_reg", "fast_moe_down_fp4_reg", "fast_split_fp4"}
+			if m.name != "v4-flash-formats" {
+				fp4Kernels = fp4Kernels[:2]
+			}
+			for _, k := range fp4Kernels {
 				if ka == nil {
 					break // the GPU: no launch counts
 				}
@@ -172,7 +177,7 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 			b, kb := prefillAndDecode(t, p, ws, 160)
 			if ka != nil {
 				blocks := func(k map[string]int) int {
-					return k["fast_gemm_blk"] + k["fast_gemm_blk_f32"] + k["fast_gemm_stage_f32"]
+					return k["fast_gemm_blk"] + k["fast_gemm_blk_f32"] + k["fast_gemm_stage_f32"] + k["fast_gemm_stage_f32_b2"]
 				}
 				if blocks(ka) == 0 || blocks(kb) != 0 {
 					t.Errorf("the block products ran %d times, and %d times with %s=0; want > 0 and 0", blocks(ka),
@@ -188,44 +193,53 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 }
 
 // TestStageF32MatchesBlock: products of float32 weights with more than 32 rows run on
-// fast_gemm_blk_f32 by default, and with DEEPINFER_CUDA_STAGE_F32 on the staged forms
-// (the weights staged in shared memory, split where they are multiplied: "1", "2"); all
-// must give the same values as each other and as fast_gemm_m4_f32's (DEEPINFER_CUDA_BLOCK_GEMM=0) bit
-// for bit: a 160-token prefill (two blocks of rows, the second partial) and two decode
-// steps on tiny-v4-dev (float32 weights), every logits row compared exactly.
+// fast_gemm_blk_f32 or on the staged forms (the weights staged in shared memory, split
+// where they are multiplied): by default the two-block staged form from 128 rows and
+// fast_gemm_blk_f32 below, with DEEPINFER_CUDA_STAGE_F32 "0" fast_gemm_blk_f32, "1" and
+// "2" a staged form always. All must give the same values as each other and as
+// fast_gemm_m4_f32's (DEEPINFER_CUDA_BLOCK_GEMM=0) bit for bit: a prefill of n tokens
+// and two decode steps on tiny-v4-dev (float32 weights), every logits row compared
+// exactly, at n = 160 (two blocks of rows, the second partial; the default's staged
+// side) and n = 100 (its fast_gemm_blk_f32 side).
 func TestStageF32MatchesBlock(t *testing.T) {
 	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v4-dev")
-	runs := []struct {
-		env, val, kernel string
-	}{{cuda.EnvStageF32, "1", "fast_gemm_stage_f32"}, {cuda.EnvStageF32, "", "fast_gemm_blk_f32"},
-		{cuda.EnvStageF32, "2", "fast_gemm_stage_f32_b2"},
-		{cuda.EnvBlockGemm, "0", "fast_gemm_m4_f32"}}
-	var first [][]float32
-	for i, r := range runs {
-		t.Setenv(cuda.EnvStageF32, "")
-		t.Setenv(cuda.EnvBlockGemm, "")
-		t.Setenv(r.env, r.val)
-		got, k := prefillAndDecode(t, p, ws, 160)
-		if len(got) != 162 {
-			t.Fatalf("%s=%q: %d logits rows, want 162", r.env, r.val, len(got))
+	kernels := []string{"fast_gemm_stage_f32", "fast_gemm_blk_f32", "fast_gemm_stage_f32_b2"}
+	for _, n := range []int{160, 100} {
+		def := "fast_gemm_stage_f32_b2"
+		if n < 128 {
+			def = "fast_gemm_blk_f32"
 		}
-		if k != nil {
-			others := 0
-			for _, o := range runs {
-				if o.kernel != r.kernel && o.kernel != "fast_gemm_m4_f32" {
-					others += k[o.kernel]
+		runs := []struct {
+			env, val, kernel string
+		}{{cuda.EnvStageF32, "1", "fast_gemm_stage_f32"}, {cuda.EnvStageF32, "", def}, {cuda.EnvStageF32, "0", "fast_gemm_blk_f32"},
+			{cuda.EnvStageF32, "2", "fast_gemm_stage_f32_b2"}, {cuda.EnvBlockGemm, "0", "fast_gemm_m4_f32"}}
+		var first [][]float32
+		for i, r := range runs {
+			t.Setenv(cuda.EnvStageF32, "")
+			t.Setenv(cuda.EnvBlockGemm, "")
+			t.Setenv(r.env, r.val)
+			got, k := prefillAndDecode(t, p, ws, n)
+			if len(got) != n+2 {
+				t.Fatalf("n %d, %s=%q: %d logits rows, want %d", n, r.env, r.val, len(got), n+2)
+			}
+			if k != nil {
+				others := 0
+				for _, o := range kernels {
+					if o != r.kernel {
+						others += k[o]
+					}
+				}
+				if k[r.kernel] == 0 || others != 0 {
+					t.Errorf("n %d, %s=%q: %s ran %d times, the other block kernels %d; want > 0 and 0", n, r.env, r.val,
+						r.kernel, k[r.kernel], others)
 				}
 			}
-			if k[r.kernel] == 0 || others != 0 {
-				t.Errorf("%s=%q: %s ran %d times, the other block kernels %d; want > 0 and 0", r.env, r.val, r.kernel,
-					k[r.kernel], others)
+			if i == 0 {
+				first = got
+				continue
 			}
+			sameLogits(t, first, got, "with fast_gemm_stage_f32", "with "+r.kernel)
 		}
-		if i == 0 {
-			first = got
-			continue
-		}
-		sameLogits(t, first, got, "with fast_gemm_stage_f32", "with "+r.kernel)
 	}
 }
 
@@ -297,6 +311,47 @@ func sameLogits(t *testing.T, a, b [][]float32, as, bs string) {
 			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
 				t.Fatalf("row %d, logit %d: %g %s, %g %s", i, j, a[i][j], as, b[i][j], bs)
 			}
+		}
+	}
+}
+
+// TestQuantSplitSameValues: V4.1's activation quantization and its split into bf16
+// halves run as one launch (fast_quant_split: qlinear's products and the experts' x and
+// hid) and must give the two launches' values (dense_quant then fast_split or
+// fast_split_fp4; DEEPINFER_CUDA_QUANT_SPLIT=0) bit for bit: an 80-token prefill and
+// two decode steps on both V4.1 fixtures, with the FP4 expert tiles (their pair order)
+// and without (DEEPINFER_CUDA_FP4_TILES=0: fast_split's order), every logits row
+// compared exactly; on the emulated device the launches are counted too.
+func TestQuantSplitSameValues(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{
+		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
+	} {
+		for _, tiles := range []string{"", "0"} {
+			t.Run(m.name+"/fp4-tiles="+tiles, func(t *testing.T) {
+				p, ws := cuda.CompileDir(t, m.dir)
+				t.Setenv(cuda.EnvFP4Tiles, tiles)
+				t.Setenv(cuda.EnvQuantSplit, "0")
+				a, ka := prefillAndDecode(t, p, ws, 80)
+				t.Setenv(cuda.EnvQuantSplit, "")
+				b, kb := prefillAndDecode(t, p, ws, 80)
+				if len(a) != 82 || len(b) != 82 {
+					t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
+				}
+				if ka != nil {
+					split := "fast_split_fp4"
+					if tiles == "0" {
+						split = "fast_split"
+					}
+					// unfused: every quantization a dense_quant; fused: none, and no split
+					// of the experts' order left
+					if ka["fast_quant_split"] != 0 || ka["dense_quant"] == 0 || kb["dense_quant"] != 0 ||
+						kb["fast_quant_split"] != ka["dense_quant"] || ka[split] == 0 || (tiles == "" && kb[split] != 0) {
+						t.Errorf("launches: fast_quant_split %d / %d, dense_quant %d / %d, %s %d / %d (two launches / one)",
+							ka["fast_quant_split"], kb["fast_quant_split"], ka["dense_quant"], kb["dense_quant"], split, ka[split], kb[split])
+					}
+				}
+				sameLogits(t, a, b, "with dense_quant and the split ("+cuda.EnvQuantSplit+"=0)", "with fast_quant_split")
+			})
 		}
 	}
 }

@@ -59,7 +59,10 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		return bin
 	}
 	emu := build("emulated", "", "-DDI_EMULATE")
-	lanes := build("lanes", string(stubs), "-DDI_LANES")
+	// (no kernel run here shuffles: the warp shuffles the sources use stop the harness)
+	shuffles := "#include <cstdlib>\ntemplate <class T> T __shfl_xor_sync(unsigned, T, int, int = 32) { abort(); }\n" +
+		"template <class T> T __shfl_down_sync(unsigned, T, unsigned, int = 32) { abort(); }\n"
+	lanes := build("lanes", string(stubs)+shuffles, "-DDI_LANES")
 	// V4.1's attention tiles (tensorcore_attn.cu, csa_tc_*): the device code's logits and
 	// outputs equal the emulated device's bit for bit, wide and narrow, the warps in step
 	// and skewed. Shapes: 20 heads (a partial group of 16), a dim not a multiple of 64 (or

@@ -44,6 +44,11 @@ func bindQLinear(b *Bind) error {
 	if out == "bf16" {
 		outBF16 = 1
 	}
+	if b.Fast() && mode != 0 && chunk == 32 && xExactOn() && quantSplitOn() {
+		// the quantization and the split into bf16 halves in one launch
+		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, yScratch: -1, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16, xExact: true, quant: mode})
+		return nil
+	}
 	xq := -1
 	if mode != 0 {
 		xq = b.Scratch(4*K, 0)

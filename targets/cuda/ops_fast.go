@@ -30,6 +30,10 @@ type fastGemm struct {
 	// xExact: x is bf16 already (V4.1's quantized activations): its lo halves are zero,
 	// the tiles leave their mma out, and fast_split reports error 600 if one is not
 	xExact bool
+	// quant (1 bf16, 2 MXFP8: dense_quant's modes, pieces of 32 values): x is the
+	// unquantized operand and fast_quant_split quantizes and splits it in one launch
+	// (rows in order, ldx = K, one group, xExact)
+	quant int64
 }
 
 func init() {
@@ -85,7 +89,19 @@ func fastProduct(b *Bind, g fastGemm) {
 		p := s.Scratch(xs)
 		return p, p + devptr(rowsOf(s)*g.G*2*kp)
 	}
+	if g.quant != 0 && (g.rows >= 0 || g.G != 1 || g.ldx != g.K || g.xScratch >= 0 || !g.xExact) {
+		panic("fastProduct: a fused quantization needs whole rows of K in order, one group, bf16 values")
+	}
+	b.Launch("fast_quant_split", func(s *Step, a *ArgBuf) int64 {
+		if g.quant == 0 {
+			return 0
+		}
+		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false)
+	})
 	b.Launch("fast_split", func(s *Step, a *ArgBuf) int64 {
+		if g.quant != 0 {
+			return 0
+		}
 		M := rowsOf(s) * g.G
 		xh, xl := halves(s)
 		if g.xScratch >= 0 {
@@ -181,10 +197,10 @@ func fastProduct(b *Bind, g fastGemm) {
 	}
 	// float32 weights in blocks of 64 rows: fast_gemm_blk_f32, or the staged form
 	// EnvStageF32 names where its copies are aligned
-	stageName := stageF32Kernel()
+	stageEnv := os.Getenv(EnvStageF32)
 	blkF32 := func(s *Step) string {
-		if w := s.Arg(g.w); stageName != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
-			return stageName
+		if w, name := s.Arg(g.w), stageF32Kernel(stageEnv, rowsOf(s)); name != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
+			return name
 		}
 		return "fast_gemm_blk_f32"
 	}
@@ -225,6 +241,30 @@ func fastProduct(b *Bind, g fastGemm) {
 		})
 	}
 }
+
+// quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and
+// split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4).
+func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, fp4 bool) int64 {
+	a.P(x)
+	a.P(xs)
+	a.P(xs + devptr(M*2*Kp))
+	a.I(M)
+	a.I(K)
+	a.I(Kp)
+	a.I(mode)
+	a.I(b2i(fp4))
+	a.P(s.Err)
+	return M * Kp // a warp a piece of 32 values
+}
+
+// EnvQuantSplit set to 0 keeps V4.1's activation quantization (dense_quant) and the
+// split into bf16 halves (fast_split, fast_split_fp4) as two launches instead of
+// fast_quant_split's one (the same bits; a comparison in one run; read when a program
+// is bound).
+const EnvQuantSplit = "DEEPINFER_CUDA_QUANT_SPLIT"
+
+// quantSplitOn reports whether fast products may fuse the quantization and the split.
+func quantSplitOn() bool { return os.Getenv(EnvQuantSplit) != "0" }
 
 // EnvXExact set to 0 keeps the lo halves' mma in products whose activations are bf16
 // values already (V4.1's quantized activations; their lo halves are zero, so the values
@@ -345,6 +385,9 @@ type fastExperts struct {
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
 	xexact int64
+	// quant 2: x and hid are unquantized and their splits quantize them to MXFP8
+	// (fast_quant_split; the caller launches no dense_quant)
+	quant int64
 }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
@@ -404,13 +447,19 @@ const EnvFP4Pipe = "DEEPINFER_CUDA_FP4_PIPE"
 // split adds a fast_split (fast_split_fp4 for the FP4 tiles' order) of rows(s) rows
 // of width K (row stride K) from src into the halves at scratch xs, Kp values a row.
 func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs int, K, Kp int64) {
+	f.b.Launch("fast_quant_split", func(s *Step, a *ArgBuf) int64 {
+		if f.quant == 0 {
+			return 0
+		}
+		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s))
+	})
 	for _, fp4 := range []bool{false, true} {
 		kernel := "fast_split"
 		if fp4 {
 			kernel = "fast_split_fp4"
 		}
 		f.b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
-			if f.fp4Tiles(s) != fp4 {
+			if f.quant != 0 || f.fp4Tiles(s) != fp4 {
 				return 0
 			}
 			return f.splitArgs(s, a, src, rows, xs, K, Kp)
@@ -546,22 +595,35 @@ const fastWideMin = 64
 func fastWideOK(N, G int64) bool { return G <= 1 || (N/G)%fastWideN == 0 }
 
 // EnvStageF32 chooses the kernel of float32-weight products of more than 32 rows (V4's
-// fixtures, V4.1's LM head). Unset or "0": fast_gemm_blk_f32 (each warp's weights loaded
-// into registers). The staged forms (tensorcore.cu, fast_gemm_stage_f32: the weights
-// staged in shared memory by asynchronous copies, half a reduction step a stage): "1"
-// four launch blocks a multiprocessor, "2" two (fast_gemm_stage_f32_b2). The same values;
-// for comparisons in one run; read when a program is bound. On the H200 (runs 19a, 19b)
-// the four-block form spilled and lost at 64 rows (1.64-1.71 against 1.48-1.50 ms for
-// V4.1's head), so fast_gemm_blk_f32 stays the default; the two-block form (no spills)
-// has not been timed (docs/perf/dense-gemm.md, run 19).
+// fixtures, V4.1's LM head): fast_gemm_blk_f32 (each warp's weights loaded into
+// registers) or a staged form (tensorcore.cu, fast_gemm_stage_f32: the weights staged in
+// shared memory by asynchronous copies, half a reduction step a stage; "1" four launch
+// blocks a multiprocessor, "2" two, fast_gemm_stage_f32_b2). Unset: the two-block staged
+// form for products of at least fastStageRows rows, fast_gemm_blk_f32 below; "0":
+// fast_gemm_blk_f32 always; "1", "2": that staged form always. Every form gives the same
+// values bit for bit (TestStageF32MatchesBlock), so the choice by rows keeps a row's
+// value independent of the batch. Read when a program is bound. On the H200 (run 20a,
+// V4.1's head, docs/perf/dense-gemm.md): the two-block form 1.524 / 4.966 ms at 64 / 256
+// rows against fast_gemm_blk_f32's 1.478 / 5.771; the four-block form spilled and lost
+// (runs 19a, 19b).
 const EnvStageF32 = "DEEPINFER_CUDA_STAGE_F32"
 
-// stageF32Kernel is the staged float32 kernel EnvStageF32 chooses ("" for none).
-func stageF32Kernel() string {
-	switch os.Getenv(EnvStageF32) {
+// fastStageRows is the fewest rows the default runs on the two-block staged kernel: it
+// lost at 64 rows and won at 256 (run 20a); between them not measured.
+const fastStageRows = 128
+
+// stageF32Kernel is the staged float32 kernel EnvStageF32 chooses for a product of M
+// rows ("" for fast_gemm_blk_f32).
+func stageF32Kernel(env string, M int64) string {
+	switch env {
+	case "0":
+		return ""
 	case "1":
 		return "fast_gemm_stage_f32"
 	case "2":
+		return "fast_gemm_stage_f32_b2"
+	}
+	if M >= fastStageRows {
 		return "fast_gemm_stage_f32_b2"
 	}
 	return ""

@@ -290,8 +290,10 @@ func bindMoEExperts(b *Bind) error {
 	counts := b.Scratch(0, E*8)
 	// each (chunk of moeChunk slots, expert)'s count: E values a chunk, k slots a token
 	parts := b.Scratch((k*E*8+moeChunk-1)/moeChunk, E*8)
+	// V4.1's fast experts quantize x and hid as they split them (fast_quant_split)
+	fused := v41 == 1 && b.Fast() && xExactOn() && quantSplitOn()
 	xq := -1
-	if v41 == 1 {
+	if v41 == 1 && !fused {
 		xq = b.Scratch(D*4, 0)
 	}
 	hid := b.Scratch(k*I*4, 0)
@@ -365,7 +367,7 @@ func bindMoEExperts(b *Bind) error {
 	})
 	// mxfp8 (V4.1): the MXFP8 fake-quantization of rows of width values, src to dst
 	mxfp8 := func(src func(*Step) devptr, dst int, rows func(*Step) int64, width int64) {
-		if v41 == 0 {
+		if v41 == 0 || fused {
 			return
 		}
 		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
@@ -385,11 +387,14 @@ func bindMoEExperts(b *Bind) error {
 	if fast {
 		ft = newFastExperts(b, fastExpertShape{E: E, D: D, I: I, k: k, v41: v41, limit: limit},
 			func(s *Step) devptr {
-				if v41 == 1 {
+				if xq >= 0 {
 					return s.Scratch(xq)
 				}
 				return s.Arg(0).Ptr
 			}, tab, counts, off, list, hid, y)
+		if fused {
+			ft.quant = 2
+		}
 		ft.up()
 	}
 	b.Launch("moe_hidden", func(s *Step, a *ArgBuf) int64 {

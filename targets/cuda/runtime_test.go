@@ -475,6 +475,7 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 		"inline void __syncthreads() {} inline int __any_sync(unsigned, int p) { return p; } inline int min(int a, int b) { return a < b ? a : b; } inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; } inline unsigned atomicOr(unsigned* p, unsigned v) { unsigned o = *p; *p |= v; return o; }\n" +
 		"inline void __syncwarp() {} template <class T> T __shfl_sync(unsigned, T v, int) { return v; } template <class T> T __shfl_sync(unsigned, T v, int, int) { return v; }\n" +
 		"template <class T> T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }\n" +
+		"template <class T> T __shfl_down_sync(unsigned, T v, unsigned, int = 32) { return v; }\n" +
 		"template <class T> T __shfl_up_sync(unsigned, T v, unsigned, int = 32) { return v; } inline int __ffs(int v) { return v; }\n" +
 		"inline unsigned __ballot_sync(unsigned, int p) { return p; } inline int __popc(unsigned v) { return (int)v; }\n" +
 		"#include <cmath>\n#include <cstring>\n"

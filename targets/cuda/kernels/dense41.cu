@@ -11,23 +11,10 @@
 // output in order. The widened weights of the cpu target start 16-byte aligned (Go's
 // allocator), so a weight row's alignment is its element offset mod 4.
 
-// dense_mxfp8_group fake-quantizes g values in place to MXFP8 (quant.MXFP8.FakeQuant of
-// one group): scale 2^⌈log2(max(amax, 1e-4)/448)⌉, codes E4M3.
-DEV void dense_mxfp8_group(float* v, i64 g) {
-  float amax = 0;
-  for (i64 i = 0; i < g; i++) amax = go_max32(amax, (float)fabs((double)v[i]));
-  float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
-  for (i64 i = 0; i < g; i++)
-    v[i] = q_round_e4m3(go_min32(go_max32(v[i] / s, -448.0f), 448.0f)) * s;
-}
-
-// dense_quant_piece writes piece p of a row of n values (chunk values a piece) into dst:
-// bf16 (mode 1), or bf16 then MXFP8 over whole groups of chunk values (mode 2); mode 0
-// copies (cpu: quantizeActs).
+// dense_quant_piece writes piece p of a row of n values (chunk values a piece) into dst,
+// the row's place: q_act_piece's values (cpu: quantizeActs).
 DEV void dense_quant_piece(const float* x, float* dst, i64 n, i64 chunk, i64 p, i64 mode) {
-  i64 lo = p * chunk, hi = imin(lo + chunk, n);
-  for (i64 i = lo; i < hi; i++) dst[i] = mode == 0 ? x[i] : q_bf16(x[i]);
-  if (mode == 2 && hi - lo == chunk) dense_mxfp8_group(dst + lo, chunk);
+  q_act_piece(x, n, p * chunk, chunk, mode, dst + p * chunk);
 }
 
 // dense_quant: y = quantizeActs(x) row by row, 32 work items (a warp) per piece of a row
@@ -51,16 +38,8 @@ KERNEL(dense_quant, DenseQuantArgs) {
     if (lane == 0) dense_quant_piece(a.x + r * a.n, a.y + r * a.n, a.n, 32, p, a.mode);
 #else
     const i64 c = p * 32 + lane;
-    const bool in = c < a.n, whole = p * 32 + 32 <= a.n;
-    float v = in ? a.x[r * a.n + c] : 0.0f;
-    if (a.mode != 0) v = q_bf16(v);
-    if (a.mode == 2 && whole) {
-      float amax = go_max32(0.0f, (float)fabs((double)v));
-      for (int off = 16; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-      float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
-      v = q_round_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f)) * s;
-    }
-    if (in) a.y[r * a.n + c] = v;
+    const float v = q_act_lane32(a.x + r * a.n, a.n, p, lane, a.mode);
+    if (c < a.n) a.y[r * a.n + c] = v;
 #endif
   }
 }

@@ -84,6 +84,46 @@ DEV float q_pow2ceil(float x) {
   return f32_bits((u32)(e + 127) << 23);
 }
 
+// dense_mxfp8_group fake-quantizes g values in place to MXFP8 (quant.MXFP8.FakeQuant of
+// one group): scale 2^⌈log2(max(amax, 1e-4)/448)⌉, codes E4M3.
+DEV void dense_mxfp8_group(float* v, i64 g) {
+  float amax = 0;
+  for (i64 i = 0; i < g; i++) amax = go_max32(amax, (float)fabs((double)v[i]));
+  float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+  for (i64 i = 0; i < g; i++)
+    v[i] = q_round_e4m3(go_min32(go_max32(v[i] / s, -448.0f), 448.0f)) * s;
+}
+
+// q_act_piece writes the values [lo, lo + chunk) ∩ [0, n) of an activation row of n
+// values to v[0, …) as the cpu's quantizeActs leaves them: a copy (mode 0), bf16 (1),
+// bf16 then MXFP8 over a whole piece (2). It returns how many it wrote.
+DEV i64 q_act_piece(const float* x, i64 n, i64 lo, i64 chunk, i64 mode, float* v) {
+  i64 hi = imin(lo + chunk, n);
+  for (i64 i = lo; i < hi; i++) v[i - lo] = mode == 0 ? x[i] : q_bf16(x[i]);
+  if (mode == 2 && hi - lo == chunk) dense_mxfp8_group(v, chunk);
+  return hi > lo ? hi - lo : 0;
+}
+
+#ifndef DI_EMULATE
+// q_act_lane32 is the value at lane of piece p (32 values) of an activation row of n
+// values as the cpu's quantizeActs leaves it: a copy (mode 0), bf16 (1), bf16 then MXFP8
+// over whole pieces (2; the piece's maximum across the warp, an order-free maximum);
+// 0 past n. Every lane of the warp calls it with the same p (dense_quant,
+// fast_quant_split).
+DEVM float q_act_lane32(const float* x, i64 n, i64 p, int lane, i64 mode) {
+  const i64 c = p * 32 + lane;
+  float v = c < n ? x[c] : 0.0f;
+  if (mode != 0) v = q_bf16(v);
+  if (mode == 2 && p * 32 + 32 <= n) {
+    float amax = go_max32(0.0f, (float)fabs((double)v));
+    for (int off = 16; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+    v = q_round_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f)) * s;
+  }
+  return v;
+}
+#endif
+
 // The experts' SwiGLU (moe.cu, tensorcore.cu).
 DEV float moe_silu(float x) { return x / (1 + (float)exp((double)(-x))); }
 

@@ -195,10 +195,13 @@ DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 // xexact: the binder says x is bf16 already (V4.1's quantized activations), so every lo
 // half is zero and the tiles leave its mma out; a nonzero lo is error 600.
 struct FastSplitArgs { const float* x; const int* rows; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 ldx; i64 arows; i64* err; i64 xexact; };
-// fast_split_lo stores a pair's lo half, checking xexact's promise.
-DEV void fast_split_lo(const FastSplitArgs& a, i64 i, u32 lo) {
-  a.xl[i] = lo;
-  if (a.xexact && (lo & 0x7fff7fffu)) *a.err = 600;
+// fast_pair stores pair i of values v0, v1 as its bf16 halves, checking xexact's promise.
+DEV void fast_pair(u32* xh, u32* xl, i64 i, float v0, float v1, bool xexact, i64* err) {
+  u32 h = fast_rn(v0, v1);
+  xh[i] = h;
+  u32 lo = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
+  xl[i] = lo;
+  if (xexact && (lo & 0x7fff7fffu)) *err = 600;
 }
 KERNEL(fast_split, FastSplitArgs) {
   i64 P = a.Kp / 2;
@@ -211,9 +214,39 @@ KERNEL(fast_split, FastSplitArgs) {
     }
     const float* xr = a.x + r * a.ldx;
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 1 < a.K ? xr[k + 1] : 0.0f;
-    u32 h = fast_rn(v0, v1);
-    a.xh[i] = h;
-    fast_split_lo(a, i, fast_rn(v0 - fast_lo(h), v1 - fast_hi(h)));
+    fast_pair(a.xh, a.xl, i, v0, v1, a.xexact != 0, a.err);
+  }
+}
+
+// fast_quant_split is dense_quant (pieces of 32 values; mode 1 bf16, 2 bf16 then MXFP8)
+// and a split of bf16-valued activations (xexact; rows in order, row stride K) in one
+// launch: a warp a piece of 32 values of a row's Kp, each lane's value quantized as
+// dense_quant stores it, the pairs formed across lanes as fast_split forms them
+// (values k, k + 1) or, with fp4, as fast_split_fp4 does (pair 4w + j of a piece holds
+// its values 8w + j and 8w + j + 4), zero past K — the same bits in xh and xl as the two
+// launches. The emulated device runs a piece at its first lane.
+struct FastQuantSplitArgs { const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; };
+KERNEL(fast_quant_split, FastQuantSplitArgs) {
+  const i64 pieces = a.Kp / 32, P = a.Kp / 2;
+  const int d = a.fp4 ? 4 : 1;  // a pair's second value: d lanes on
+  for (i64 i = GIDX; i < a.M * pieces * 32; i += GSTRIDE) {
+    const i64 rp = i >> 5, m = rp / pieces, p = rp % pieces;
+    const int lane = (int)(i & 31);
+    u32* xh = a.xh + m * P + p * 16;
+    u32* xl = a.xl + m * P + p * 16;
+#ifdef DI_EMULATE
+    if (lane != 0) continue;
+    float v[32] = {0};
+    q_act_piece(a.x + m * a.K, a.K, p * 32, 32, a.mode, v);
+    for (int j = 0; j < 16; j++) {
+      const int k = a.fp4 ? 8 * (j >> 2) + (j & 3) : 2 * j;
+      fast_pair(xh, xl, j, v[k], v[k + d], true, a.err);
+    }
+#else
+    const float v = q_act_lane32(a.x + m * a.K, a.K, p, lane, a.mode);
+    const float w = __shfl_down_sync(0xffffffffu, v, d);
+    if ((lane & d) == 0) fast_pair(xh, xl, a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1, v, w, true, a.err);
+#endif
   }
 }
 

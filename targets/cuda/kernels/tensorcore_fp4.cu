@@ -57,9 +57,7 @@ KERNEL(fast_split_fp4, FastSplitArgs) {
     i64 u = p & 15, k = (p >> 4) * 32 + 8 * (u >> 2) + (u & 3);
     const float* xr = a.x + m * a.ldx;
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 4 < a.K ? xr[k + 4] : 0.0f;
-    u32 h = fast_rn(v0, v1);
-    a.xh[i] = h;
-    fast_split_lo(a, i, fast_rn(v0 - fast_lo(h), v1 - fast_hi(h)));
+    fast_pair(a.xh, a.xl, i, v0, v1, a.xexact != 0, a.err);
   }
 }
 

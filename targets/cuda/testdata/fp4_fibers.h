@@ -20,7 +20,6 @@ inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }
 inline unsigned atomicOr(unsigned* p, unsigned v) { unsigned o = *p; *p |= v; return o; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }
-inline double __shfl_xor_sync(unsigned, double, int) { abort(); }
 
 // the block's 128 threads are fibers (ucontext) run on one host thread; a fiber runs
 // until it waits at a barrier or returns, and the scheduler then resumes the lowest (or,
@@ -90,6 +89,13 @@ template <class T> T __shfl_up_sync(unsigned m, T v, unsigned d, int width = 32)
 }
 // __shfl_sync: lane l gets lane src's v
 template <class T> T __shfl_sync(unsigned m, T v, int src, int width = 32) { return warp_exchange(m, v, src & 31, width, 9); }
+// __shfl_down_sync: lane l gets lane l + d's v (its own past the warp)
+template <class T> T __shfl_down_sync(unsigned m, T v, unsigned d, int width = 32) {
+  int l = threadIdx.x & 31;
+  return warp_exchange(m, v, l + (int)d < 32 ? l + (int)d : -1, width, 13);
+}
+// __shfl_xor_sync: lane l gets lane l ^ x's v
+template <class T> T __shfl_xor_sync(unsigned m, T v, int x, int width = 32) { return warp_exchange(m, v, (threadIdx.x & 31) ^ x, width, 15); }
 inline void __syncwarp() { g_warp[threadIdx.x >> 5].bar->arrive_and_wait((void*)11); }
 static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
 static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
