@@ -26,8 +26,8 @@
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context;
-# and the PREFILL prompt; several sets separated by ';' each time it again, the prefill
-# with the first set only),
+# and the PREFILL prompt unless PREFILL_COMPARE=0; several sets separated by ';' each
+# time it again, the prefill with the first set only),
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS; TRACE_PACKED, default 1, the
 # DEEPINFER_CUDA_PACKED values to trace, "1 0" times packed and per-parameter uploads
@@ -137,8 +137,8 @@ run() {
 			echo "==== $m: prefill of $PREFILL tokens"
 			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built|^  "
-			if [ -n "${ENV_COMPARE:-}" ]; then
-				# the first set of ENV_COMPARE only
+			if [ -n "${ENV_COMPARE:-}" ] && [ "${PREFILL_COMPARE:-1}" != 0 ]; then
+				# the first set of ENV_COMPARE only (PREFILL_COMPARE=0: none)
 				local first=${ENV_COMPARE%%;*}
 				echo "==== $m: $first prefill of $PREFILL tokens"
 				env $first timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \

@@ -95,12 +95,13 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 					a.P(0) // kref
 					a.P(0) // rlo (csa_attn_rows' and csa_attn_kdec's)
 					a.I(tc)
+					a.P(0) // klo (csa_attn_kdec's)
 				}
 			}
 			// the tensor-core kernels' arguments (tensorcore_attn.cu's CsaTcArgs): the keys'
-			// bf16 halves (hi then lo, as csa_attn_kdec writes them) and the rows' flags of
-			// nonzero lo halves
-			tcArgs := func(pb, out, halves, rlo devptr) func(a *ArgBuf) {
+			// bf16 halves (hi then lo, as csa_attn_kdec writes them), the rows' flags of
+			// nonzero lo halves and the keys'
+			tcArgs := func(pb, out, halves, rlo, klo devptr) func(a *ArgBuf) {
 				return func(a *ArgBuf) {
 					a.P(qp + devptr(4*c.qOffset))
 					a.P(halves)
@@ -119,6 +120,7 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 					a.I(nblk)
 					a.I(block)
 					a.F(scale)
+					a.P(klo)
 				}
 			}
 			pbExact, pbFast := put(k, fill(T*lmax*H, sentinel)), put(k, fill(T*lmax*H, sentinel))
@@ -179,7 +181,7 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 				func(mag float64, _ float32) float64 { return float64(D+1) * 0x1p-24 * mag * scale })
 			// the tensor-core logits
 			pbTC, pbTCn := put(k, fill(T*lmax*H, sentinel)), put(k, fill(T*lmax*H, sentinel))
-			kh, rloKeys := keyHalves(kf, T)
+			kh, rloKeys, kloKeys := keyHalves(kf, T, lmax)
 			for r := 0; r < T; r++ {
 				keys := false
 				for j := 0; j < lmax; j++ {
@@ -189,9 +191,9 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 					t.Fatalf("row %d's random keys: no lo half marked", r)
 				}
 			}
-			hp, rlop := putBytes(k, kh), put(k, rloKeys)
-			k.run("csa_tc_logits", tcArgs(pbTC, 0, hp, rlop))
-			k.run("csa_tc_logits_n", tcArgs(pbTCn, 0, hp, rlop))
+			hp, rlop, klop := putBytes(k, kh), put(k, rloKeys), putBytes(k, kloKeys)
+			k.run("csa_tc_logits", tcArgs(pbTC, 0, hp, rlop, klop))
+			k.run("csa_tc_logits_n", tcArgs(pbTCn, 0, hp, rlop, klop))
 			tc := k.get(pbTC, T*lmax*H)
 			sameBits(t, "csa_tc_logits against csa_tc_logits_n", tc, k.get(pbTCn, T*lmax*H))
 			// the split products: their bound and the exact dot's, and the scale's rounding
@@ -238,7 +240,7 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			tcOut := make([][]float32, 2)
 			for i, name := range []string{"csa_tc_out", "csa_tc_out_n"} {
 				o := put(k, fill(T*H*D, sentinel))
-				k.run(name, tcArgs(pbT, o, hp, rlop))
+				k.run(name, tcArgs(pbT, o, hp, rlop, klop))
 				tcOut[i] = k.get(o, T*H*D)
 			}
 			sameBits(t, "csa_tc_out against csa_tc_out_n", tcOut[0], tcOut[1])
@@ -277,17 +279,20 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 			// kernels that run them (rows forced marked) bit for bit
 			kfB := append([]float32(nil), kf...)
 			quant.BF16Slice(kfB)
-			khB, rloB := keyHalves(kfB, T)
+			khB, rloB, _ := keyHalves(kfB, T, lmax)
 			for r, v := range rloB {
 				if v != 0 {
 					t.Fatalf("row %d of bf16 keys marked as having lo halves", r)
 				}
 			}
-			ones := make([]uint32, T)
+			ones, keyOnes := make([]uint32, T), make([]byte, T*lmax)
 			for r := range ones {
 				ones[r] = 1
 			}
-			hpB, zero, one := putBytes(k, khB), put(k, rloB), put(k, ones)
+			for i := range keyOnes {
+				keyOnes[i] = 1
+			}
+			hpB, zero, one, keysOne := putBytes(k, khB), put(k, rloB), put(k, ones), putBytes(k, keyOnes)
 			for _, name := range []string{"csa_tc_logits", "csa_tc_logits_n", "csa_tc_out", "csa_tc_out_n"} {
 				out := strings.HasPrefix(name, "csa_tc_out")
 				n := T * lmax * H
@@ -298,9 +303,9 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 				for i, flags := range []devptr{zero, one} {
 					dst := put(k, fill(n, sentinel))
 					if out {
-						k.run(name, tcArgs(pbT, dst, hpB, flags))
+						k.run(name, tcArgs(pbT, dst, hpB, flags, keysOne))
 					} else {
-						k.run(name, tcArgs(dst, 0, hpB, flags))
+						k.run(name, tcArgs(dst, 0, hpB, flags, keysOne))
 					}
 					got[i] = k.get(dst, n)
 				}
@@ -324,12 +329,14 @@ func TestFastV41AttentionNearSerial(t *testing.T) {
 	}
 }
 
-// keyHalves is csa_attn_kdec's tensor-core layout of the keys of rows rows (kf: [rows,
-// lmax, dim]): their bf16 hi halves, then their lo halves (bf16(v − hi)), as bytes; and
-// each row's flag of a nonzero lo half.
-func keyHalves(kf []float32, rows int) ([]byte, []uint32) {
+// keyHalves is csa_attn_kdec's tensor-core layout of the keys of rows rows of lmax (kf: [rows,
+// lmax, dim]): their bf16 hi halves, then their lo halves (bf16(v − hi)), as bytes; each
+// row's flag of a nonzero lo half, and each key's (dim values a key).
+func keyHalves(kf []float32, rows, lmax int) ([]byte, []uint32, []byte) {
 	n, per := len(kf), len(kf)/rows
 	out, flags := make([]byte, 4*n), make([]uint32, rows)
+	dim := len(kf) / rows / lmax
+	keys := make([]byte, len(kf)/dim)
 	for i, v := range kf {
 		hi := quant.BF16(v)
 		lo := quant.BF16(v - hi)
@@ -337,9 +344,10 @@ func keyHalves(kf []float32, rows int) ([]byte, []uint32) {
 		binary.LittleEndian.PutUint16(out[2*(n+i):], uint16(math.Float32bits(lo)>>16))
 		if lo != 0 {
 			flags[i/per] = 1
+			keys[i/dim] = 1
 		}
 	}
-	return out, flags
+	return out, flags, keys
 }
 
 func abs32(v float32) float32 { return float32(math.Abs(float64(v))) }
@@ -364,4 +372,164 @@ func putBytes(k *emuKernels, v []byte) devptr {
 		k.t.Fatal(err)
 	}
 	return p
+}
+
+// TestKeyWideningLoHalves: csa_attn_kdec's tensor-core branch (a warp a (row, key) on the
+// device, a key at a time on the emulated one) writes every attended key's bf16 hi
+// halves, the lo halves only of the keys that have a nonzero one (the rest left as they
+// were: the tensor-core kernels read them only where klo marks them), and marks those
+// keys (klo) and their rows (rlo): float32 keys (lo halves), float32 keys of bf16 values
+// but one (a lo half in one lane's values), FP8 keys (none), empty slots; a row without
+// lo halves, a row in no view, an empty row; dims of four pieces a lane, of fewer values
+// than a warp's 128, and off a multiple of 4. On the H200 (newKernels) the device branch.
+func TestKeyWideningLoHalves(t *testing.T) {
+	k := newKernels(t)
+	rng := rand.New(rand.NewPCG(20, 1))
+	const R, L, g = 5, 9, 32
+	for _, D := range []int{512, 72, 70} {
+		t.Run(fmt.Sprint("dim ", D), func(t *testing.T) {
+			rlen := []int64{L, -1, 0, 4, 7}
+			kref := make([]int64, 3*R*L) // csa_Key: the row's address, its format, its group
+			want := make([]uint16, 2*R*L*D)
+			for i := range want {
+				want[i] = 0xA5A5
+			}
+			wantKlo, wantRlo := make([]byte, R*L), make([]uint32, R)
+			for i := range wantKlo {
+				wantKlo[i] = 0xEE
+			}
+			for r := range R {
+				for j := range max(int(rlen[r]), 0) {
+					tj := r*L + j
+					kind := rng.IntN(4)
+					if r == 3 && kind < 2 {
+						kind = 2 // row 3: FP8 keys and empty slots only
+					}
+					vals := make([]float32, D)
+					switch kind {
+					case 0, 1: // float32; kind 1 bf16 values but one
+						row := make([]byte, 4*D)
+						one := rng.IntN(D)
+						for d := range vals {
+							vals[d] = float32(rng.NormFloat64() * 2)
+							if kind == 1 && d != one {
+								vals[d] = quant.BF16(vals[d])
+							}
+							binary.LittleEndian.PutUint32(row[4*d:], math.Float32bits(vals[d]))
+						}
+						kref[3*tj], kref[3*tj+1], kref[3*tj+2] = int64(putBytes(k, row)), 0, 1
+					case 2: // FP8 codes, a UE8M0 scale a group of 32
+						ng := (D + g - 1) / g
+						row := make([]byte, D+ng)
+						for i := range ng {
+							row[D+i] = byte(118 + rng.IntN(16))
+						}
+						for d := range vals {
+							c := byte(rng.IntN(256))
+							if c&0x7f == 0x7f {
+								c = 0
+							}
+							row[d] = c
+							vals[d] = quant.DecodeE4M3(c) * float32(math.Ldexp(1, int(row[D+d/g])-127))
+						}
+						kref[3*tj], kref[3*tj+1], kref[3*tj+2] = int64(putBytes(k, row)), 1, g
+					default: // an empty slot: zeros
+						kref[3*tj+1], kref[3*tj+2] = 1, g
+					}
+					any := false
+					lo := make([]uint16, D)
+					for d, v := range vals {
+						hv := quant.BF16(v)
+						want[tj*D+d] = uint16(math.Float32bits(hv) >> 16)
+						if hv != v {
+							lo[d] = uint16(math.Float32bits(quant.BF16(v-hv)) >> 16)
+						}
+						any = any || lo[d] != 0
+					}
+					if any {
+						copy(want[R*L*D+tj*D:], lo)
+						wantRlo[r] = 1
+					}
+					wantKlo[tj] = b2b(any)
+				}
+			}
+			if wantRlo[0] == 0 || wantRlo[3] != 0 {
+				t.Fatalf("the keys: rows' lo flags %v, want row 0 marked and row 3 not", wantRlo)
+			}
+			init := make([]byte, 4*R*L*D)
+			for i := range init {
+				init[i] = 0xA5
+			}
+			klo := make([]byte, R*L)
+			for i := range klo {
+				klo[i] = 0xEE
+			}
+			halves, kp, rlop, klop, rp := putBytes(k, init), put(k, kref), put(k, make([]uint32, R)), putBytes(k, klo), put(k, rlen)
+			k.run("csa_attn_kdec", func(a *ArgBuf) {
+				a.P(0) // q
+				a.P(0) // kv
+				a.W(Operand{})
+				a.P(0) // idx
+				a.P(0) // out
+				a.P(0) // seqs
+				a.I(0)
+				a.I(R)
+				a.I(0)
+				a.I(1) // heads
+				a.I(int64(D))
+				for range 15 { // window .. kv_ratio: the key lookup's, unused here
+					a.I(0)
+				}
+				a.P(0) // err
+				a.P(halves)
+				for range 5 { // pb, ps, bsc, den, valid
+					a.P(0)
+				}
+				a.I(L)
+				a.I(1) // nblk
+				a.P(rp)
+				a.P(kp)
+				a.P(rlop)
+				a.I(1) // tc
+				a.P(klop)
+			})
+			got := k.getBytes(halves, 4*R*L*D)
+			for i, w := range want {
+				if g := binary.LittleEndian.Uint16(got[2*i:]); g != w {
+					half, tj := "hi", i/D
+					if i >= R*L*D {
+						half, tj = "lo", (i-R*L*D)/D
+					}
+					t.Fatalf("row %d key %d value %d, %s half: %#04x, want %#04x", tj/L, tj%L, i%D, half, g, w)
+				}
+			}
+			if got := k.getBytes(klop, R*L); string(got) != string(wantKlo) {
+				t.Fatalf("keys' lo flags %v, want %v", got, wantKlo)
+			}
+			gotRlo := k.getBytes(rlop, 4*R)
+			for r := range R {
+				if binary.LittleEndian.Uint32(gotRlo[4*r:]) != wantRlo[r] {
+					t.Fatalf("rows' lo flags %v, want %v", gotRlo, wantRlo)
+				}
+			}
+		})
+	}
+}
+
+// b2b is 1 for true, as a byte.
+func b2b(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// getBytes reads n bytes at p.
+func (k *emuKernels) getBytes(p devptr, n int) []byte {
+	k.t.Helper()
+	v := make([]byte, n)
+	if err := k.d.DtoH(unsafe.Pointer(&v[0]), p, uint64(n), 0); err != nil {
+		k.t.Fatal(err)
+	}
+	return v
 }

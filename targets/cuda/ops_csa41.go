@@ -526,6 +526,7 @@ func csaBindAttention(b *Bind) error {
 	bsc, den, valid := b.Scratch(nblk*heads*4, 0), b.Scratch(heads*4, 0), b.Scratch((lmax+7)&^7, 0)
 	rlen, kref := b.Scratch(8, 0), b.Scratch(lmax*24, 0) // kref: a csa_Key (3 × 8 bytes) per key
 	rlo := b.Scratch(4, 0)                               // the tensor-core kernels': a row's keys have lo halves
+	klo := b.Scratch((lmax+7)&^7, 0)                     // and which keys have them
 	// the fast mode's logits and output on the tensor cores: the keys widened to bf16
 	// halves, the probabilities head-major (csa41.cu's tc layouts)
 	tc, tcFlag := b.Fast() && os.Getenv(EnvV41AttentionTC) != "0", int64(0)
@@ -577,6 +578,7 @@ func csaBindAttention(b *Bind) error {
 		a.P(s.Scratch(kref))
 		a.P(s.Scratch(rlo))
 		a.I(tcFlag)
+		a.P(s.Scratch(klo))
 		return rows
 	}
 	b.Launch("csa_attn_rows", fill)
@@ -611,6 +613,7 @@ func csaBindAttention(b *Bind) error {
 			a.I(nblk)
 			a.I(block)
 			a.F(scale)
+			a.P(s.Scratch(klo))
 			return rows
 		}
 		tcGroups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads

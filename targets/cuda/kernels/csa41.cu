@@ -1541,9 +1541,11 @@ struct csa_AttnArgs {
   struct csa_Key* kref;  // [rows, lmax]: each key's row bytes and format (csa_attn_keys)
   // the tensor-core kernels' layouts (tc = 1; tensorcore_attn.cu, csa_tc_*): pb is
   // [rows, heads, lmax], kf holds the keys' bf16 halves (hi [rows, lmax, dim], then lo),
-  // and rlo[t] is nonzero where a key of row t has a nonzero lo half
+  // and rlo[t] is nonzero where a key of row t has a nonzero lo half, klo[t, j] where
+  // key j does (its lo halves are written only then)
   unsigned* rlo;
   i64 tc;
+  unsigned char* klo;  // [rows, lmax]
 };
 
 struct csa_Key {
@@ -1658,11 +1660,32 @@ KERNEL(csa_attn_keys, csa_AttnArgs) {
 
 // (4 values a work item, stored together where the rows allow: one value an item, until
 // run 14, read the key's record and stored one float for each value). With tc, the
-// values' bf16 halves hi = bf16(v) and lo = bf16(v − hi) (tensorcore.cu's split), and
-// rlo[t] marked where a lo half is not 0 (V4.1's FP8 and FP4 keys are bf16 values, but
-// for scales at the ends of the range); a warp a (row, key) since run 19 (the key's
-// record, the row's length and the divisions once a key instead of once 4 values;
-// csa_kdec4's word reads).
+// values' bf16 halves hi = bf16(v) and lo = bf16(v − hi) (tensorcore.cu's split): a warp
+// a (row, key) since run 19 (the key's record, the row's length and the divisions once a
+// key instead of once 4 values; csa_kdec4's word reads). V4.1's FP8 and FP4 keys are
+// bf16 values but for scales at the ends of the range, so the lo halves are written
+// only for a key that has a nonzero one (since run 20: the key widened a second time),
+// marked in klo[t, j] and rlo[t]; the tensor-core kernels read a key's lo halves only
+// where both are marked, and skip the lo mma of a row with none.
+// csa_kdec_halves: the hi (lo_pass false) or lo halves of values d0..d0+3 of key k,
+// stored at o (kh or kl + the value's offset); their lo halves' bits or'ed together.
+DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass) {
+  float v[4];
+  csa_kdec4(k, dim, d0, v);
+  u32 h[4], l[4];
+  UNROLL for (int u = 0; u < 4; u++) {
+    const float hv = q_bf16(v[u]);
+    h[u] = bits_f32(hv) >> 16, l[u] = hv == v[u] ? 0 : bits_f32(q_bf16(v[u] - hv)) >> 16;
+  }
+  const u32* w = lo_pass ? l : h;
+  if (vec) {  // 8 bytes: d0 a multiple of 4 values
+    *(u64*)o = (u64)(w[0] | w[1] << 16) | (u64)(w[2] | w[3] << 16) << 32;
+  } else {
+    UNROLL for (int u = 0; u < 4; u++)
+      if (d0 + u < dim) o[u] = (unsigned short)w[u];
+  }
+  return l[0] | l[1] | l[2] | l[3];
+}
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
   const i64 nd = (a.dim + 3) / 4;
   const bool vec = (a.dim & 3) == 0 && csa_al16(a.kf);
@@ -1675,32 +1698,26 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
       const i64 tj = it >> 5, t = tj / a.lmax;
       if (tj % a.lmax >= a.rlen[t]) continue;
       const csa_Key k = a.kref[tj];
-      u32 any = 0;
-      for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) {
-        float v[4];
-        csa_kdec4(k, a.dim, d0, v);
-        u32 h[4], l[4];
-        UNROLL for (int u = 0; u < 4; u++) {
-          const float hv = q_bf16(v[u]);
-          h[u] = bits_f32(hv) >> 16, l[u] = hv == v[u] ? 0 : bits_f32(q_bf16(v[u] - hv)) >> 16;
-        }
-        const i64 o = tj * a.dim + d0;
-        if (vec) {  // 8 bytes each: o a multiple of 4 values
-          *(u64*)(kh + o) = (u64)(h[0] | h[1] << 16) | (u64)(h[2] | h[3] << 16) << 32;
-          *(u64*)(kl + o) = (u64)(l[0] | l[1] << 16) | (u64)(l[2] | l[3] << 16) << 32;
-        } else {
-          UNROLL for (int u = 0; u < 4; u++)
-            if (d0 + u < a.dim) kh[o + u] = (unsigned short)h[u], kl[o + u] = (unsigned short)l[u];
-        }
-        any |= l[0] | l[1] | l[2] | l[3];
-      }
-      if (any != 0) {
 #ifdef DI_EMULATE
-        a.rlo[t] = 1;
+      // the key at its first lane
+      if ((it & 31) != 0) continue;
+      u32 any = 0;
+      for (i64 d0 = 0; d0 < a.dim; d0 += 4) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false);
+      if (any != 0)
+        for (i64 d0 = 0; d0 < a.dim; d0 += 4) csa_kdec_halves(k, a.dim, d0, kl + tj * a.dim + d0, vec, true);
+      a.klo[tj] = any != 0;
+      if (any != 0) a.rlo[t] = 1;
 #else
-        atomicOr(a.rlo + t, 1u);
-#endif
+      u32 any = 0;
+      for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false);
+      const bool kany = __any_sync(0xffffffffu, any != 0);  // (tj, and so the branch above, is the warp's)
+      if (kany)
+        for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) csa_kdec_halves(k, a.dim, d0, kl + tj * a.dim + d0, vec, true);
+      if ((it & 31) == 0) {
+        a.klo[tj] = kany;
+        if (kany) atomicOr(a.rlo + t, 1u);
       }
+#endif
     }
     return;
   }

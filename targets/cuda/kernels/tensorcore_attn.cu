@@ -313,7 +313,8 @@ KERNEL(att_tc_out_n, FastAttArgs) { fatc_out<1>(a, GIDX, GSTRIDE); }
 // A row whose keys' lo halves are all 0 (rlo[t] = 0: V4.1's FP8 and FP4 keys are bf16
 // values) leaves the mma on kl out: they would add products that are all 0, so the
 // values are the same bit for bit, from half the mma of the output and two thirds of
-// the logits', and half the keys' bytes.
+// the logits', and half the keys' bytes. In a row with some, a key's lo halves are read
+// only where klo marks them (csa_attn_kdec writes no others): zeros for the rest.
 //
 // NT is 8 (the wide kernels) or 1 (the narrow ones, 8× the warps, for small steps); each
 // logit and output value is the same chain of mma either way, and the chain depends on
@@ -340,6 +341,7 @@ struct CsaTcArgs {
   float* out;                   // [rows, heads·dim]
   i64 rows, heads, dim, lmax, nblk, block;
   double scale;
+  const unsigned char* klo;     // [rows, lmax] nonzero where the key's lo halves are (written)
 };
 
 DEVM float ctc_bf(unsigned short h) { return f32_bits((u32)h << 16); }
@@ -393,7 +395,7 @@ DEVM void ctc_logits_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 kb, int lane) {
     const float* qr = a.q + (t * a.heads + h0 + r) * a.dim;
     for (int c = 0; c < 8 * NT && kb + c < L; c++) {
       const i64 tj = t * a.lmax + kb + c;
-      const unsigned short *kh = a.kh + tj * a.dim, *kl = a.kl + tj * a.dim;
+      const unsigned short *kh = a.kh + tj * a.dim, *kl = a.klo[tj] ? a.kl + tj * a.dim : 0;
       float acc = 0;
       for (i64 d0 = 0; d0 < dp; d0 += 64) {
         float qh[64], ql[64], kvh[64], kvl[64];
@@ -401,7 +403,7 @@ DEVM void ctc_logits_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 kb, int lane) {
           const bool in = d0 + u < a.dim;
           const float x = in ? qr[d0 + u] : 0.0f;
           qh[u] = fatc_hi(x), ql[u] = fatc_lo(x);
-          kvh[u] = in ? ctc_bf(kh[d0 + u]) : 0.0f, kvl[u] = in ? ctc_bf(kl[d0 + u]) : 0.0f;
+          kvh[u] = in ? ctc_bf(kh[d0 + u]) : 0.0f, kvl[u] = in && kl ? ctc_bf(kl[d0 + u]) : 0.0f;
         }
         for (int q = 0; q < 4; q++) {
           // mma q's 16 k: lane t's values 4q..4q+3 of its 16 for t = 0..3
@@ -445,7 +447,7 @@ DEVM void ctc_logits_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 kb, int lane) {
       u32 bh[8], bl[8];
       const unsigned short* kr = kb + 8 * j + g < L ? kr0 + 8 * j * a.dim : 0;
       ctc_pairs16(kr, d0 + 16 * tq, a.dim, bh);
-      if (lo) ctc_pairs16(kr ? kr + klo : 0, d0 + 16 * tq, a.dim, bl);
+      if (lo) ctc_pairs16(kr && a.klo[t * a.lmax + kb + 8 * j + g] ? kr + klo : 0, d0 + 16 * tq, a.dim, bl);
       fatc_mma3(acc[j], ah0, ah1, al0, al1, bh, bl, lo);
     }
   };
@@ -471,6 +473,7 @@ DEVM void ctc_out_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 d0, int lane) {
   const unsigned short* kl = a.kl + t * a.lmax * a.dim;
   const float* pr = a.pb + t * a.heads * a.lmax;  // the row's [heads, lmax]
   const unsigned char* vr = a.valid + t * a.lmax;
+  const unsigned char* kf = a.klo + t * a.lmax;  // the row's keys with lo halves
 #ifdef DI_EMULATE
   if (lane != 0) return;
   for (int r = 0; r < FATC_HG && h0 + r < a.heads; r++) {
@@ -488,7 +491,7 @@ DEVM void ctc_out_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 d0, int lane) {
             const bool ok = k < be && vr[k];
             const float p = ok ? pr[h * a.lmax + k] : 0.0f;
             hh += p * (ok ? ctc_bf(kh[k * a.dim + d0 + c]) : 0.0f);
-            hl += p * (ok ? ctc_bf(kl[k * a.dim + d0 + c]) : 0.0f);
+            hl += p * (ok && kf[k] ? ctc_bf(kl[k * a.dim + d0 + c]) : 0.0f);
           }
           acc += hh;
           if (lo) acc += hl;
@@ -523,7 +526,7 @@ DEVM void ctc_out_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 d0, int lane) {
         pa[u] = ok && ina ? pr[ha * a.lmax + k] : 0.0f;
         pq[u] = ok && inb ? pr[hb * a.lmax + k] : 0.0f;
         ctc_words<NT>(ok ? kh + k * a.dim : 0, dl, a.dim, vh[u]);
-        if (lo) ctc_words<NT>(ok ? kl + k * a.dim : 0, dl, a.dim, vl[u]);
+        if (lo) ctc_words<NT>(ok && kf[k] ? kl + k * a.dim : 0, dl, a.dim, vl[u]);
       }
       const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
       UNROLL for (int j = 0; j < NT; j++) {

@@ -432,6 +432,87 @@ static int entry_case(long T, long ratio, long d, long idim, long rope, int kvf,
   return diff == 0 && bytes == 0 && closed > 0 && err == 0 && g_errors == before ? 0 : 1;
 }
 
+// kdec_case: csa_attn_kdec's tensor-core branch (a warp a (row, key)) against the values
+// csa_row_val gives, key by key: every hi half, the lo halves only of keys with a nonzero
+// one (the others' left as they were), each key's flag and each row's. Keys: float32
+// rows (lo halves), FP8 and FP4 rows (bf16 values: none), empty slots, mixed in a row;
+// a row in no view and an empty row; dims past a warp's 128 values and off multiples of 4.
+static int kdec_case(long R, long L, long D, unsigned seed) {
+  std::mt19937 rng(seed);
+  const long g = 32;
+  std::vector<long long> rlen(R);
+  for (long t = 0; t < R; t++) rlen[t] = t == 1 ? -1 : t == 2 ? 0 : 1 + (long)(rng() % L);
+  rlen[0] = L;
+  std::vector<std::vector<unsigned char>> rows;
+  std::vector<csa_Key> kref(R * L);
+  std::vector<int> kind(R * L, -1);
+  for (long t = 0; t < R; t++)
+    for (long j = 0; j < rlen[t]; j++) {
+      // row 3 holds no float32 keys (a row without lo halves); the others mix them in
+      int f = (int)(rng() % 4);
+      if (t == 3 && f == 0) f = 1;
+      kind[t * L + j] = f;
+      if (f == 3) { kref[t * L + j] = csa_Key{nullptr, 1, g}; continue; }  // an empty slot
+      const int fmt = f == 0 ? 0 : f == 1 ? 1 : 2;
+      const long ng = (D + g - 1) / g;  // scale groups, the last maybe partial
+      std::vector<unsigned char> b(fmt == 0 ? 4 * D : (fmt == 1 ? D : (D + 1) / 2) + ng);
+      if (fmt == 0) {
+        std::normal_distribution<float> nd(0.0f, 2.0f);
+        // half of them bf16 values but one: a lo half in one lane's values only
+        const long one = rng() % 2 ? (long)(rng() % D) : -1;
+        for (long d = 0; d < D; d++) {
+          float v = nd(rng);
+          if (one >= 0 && d != one) v = q_bf16(v);
+          memcpy(&b[4 * d], &v, 4);
+        }
+      } else {
+        const long cb = fmt == 1 ? D : (D + 1) / 2;
+        for (long i = 0; i < cb; i++) {
+          b[i] = (unsigned char)(rng() % 256);
+          if (fmt == 1 && (b[i] & 0x7f) == 0x7f) b[i] = 0;  // no NaN codes
+        }
+        // (a scale byte of 0 or 1 would make subnormal values with lo halves)
+        for (long i = 0; i < ng; i++) b[cb + i] = (unsigned char)(118 + rng() % 16);
+      }
+      rows.push_back(b);
+      kref[t * L + j] = csa_Key{nullptr, fmt, fmt == 0 ? 1 : g};
+    }
+  size_t r = 0;  // the rows' addresses, once the vector no longer moves
+  for (long i = 0; i < R * L; i++)
+    if (kind[i] >= 0 && kind[i] != 3) kref[i].p = rows[r++].data();
+  std::vector<unsigned short> halves(2 * R * L * D + 8, 0xA5A5), want = halves;
+  std::vector<unsigned> rlo(R, 0), wrlo(R, 0);
+  std::vector<unsigned char> klo(R * L, 0xEE), wklo = klo;
+  for (long t = 0; t < R; t++)
+    for (long j = 0; j < rlen[t]; j++) {
+      const csa_Key& k = kref[t * L + j];
+      bool any = false;
+      std::vector<unsigned short> lo(D);
+      for (long d = 0; d < D; d++) {
+        const float v = k.p ? csa_row_val(k.p, k.fmt, k.g, D, d) : 0.0f, hv = q_bf16(v);
+        want[(t * L + j) * D + d] = (unsigned short)(__float_as_uint(hv) >> 16);
+        lo[d] = hv == v ? 0 : (unsigned short)(__float_as_uint(q_bf16(v - hv)) >> 16);
+        any = any || lo[d] != 0;
+      }
+      if (any)
+        for (long d = 0; d < D; d++) want[R * L * D + (t * L + j) * D + d] = lo[d];
+      wklo[t * L + j] = any;
+      if (any) wrlo[t] = 1;
+    }
+  csa_AttnArgs a{};
+  a.rows = R, a.lmax = L, a.dim = D, a.kf = (float*)halves.data(), a.rlen = rlen.data(), a.kref = kref.data();
+  a.rlo = rlo.data(), a.klo = klo.data(), a.tc = 1;
+  long before = g_errors;
+  fibers_launch(csa_attn_kdec, a, (R * L * 32 + 127) / 128);
+  long diff = 0, flags = 0, marked = 0;
+  for (size_t i = 0; i < halves.size(); i++) diff += halves[i] != want[i];
+  for (long i = 0; i < R * L; i++) flags += klo[i] != wklo[i], marked += wklo[i] == 1;
+  for (long t = 0; t < R; t++) flags += rlo[t] != wrlo[t];
+  printf("kdec R %ld L %ld D %ld: %ld of %ld keys with lo halves, %ld halves and %ld flags differ, errors %ld\n", R, L, D,
+         marked, R * L, diff, flags, g_errors - before);
+  return diff == 0 && flags == 0 && marked > 0 && wrlo[3] == 0 && g_errors == before ? 0 : 1;
+}
+
 int main() {
   int bad = 0;
   unsigned seed = 1;
@@ -492,6 +573,10 @@ int main() {
   bad += entry_case(16, 4, 512, 128, 64, 1, 64, 2, true, true, 2, seed++);    // the exact mode, float32 angles
   bad += entry_case(9, 2, 96, 0, 32, 0, 96, 0, true, false, -1, seed++);     // no index key, float32 rows
   bad += entry_case(4, 1, 192, 128, 96, 2, 32, 1, false, false, -1, seed++); // more RoPE pairs than lanes
+  // the tensor-core attention's key widening: lo halves only where a key has them
+  bad += kdec_case(5, 9, 512, seed++);    // V4.1's dim: four pieces a lane
+  bad += kdec_case(4, 13, 72, seed++);    // fewer values than a warp's 128
+  bad += kdec_case(4, 6, 70, seed++);     // not a multiple of 4: the scalar stores
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad != 0;
 }

@@ -213,6 +213,7 @@ int csa_main(int argc, char** argv) {
   unsigned short* kh = (unsigned short*)zalloc(4 * R * L * D);
   unsigned short* kl = kh + R * L * D;
   unsigned* rlo = (unsigned*)zalloc(4 * R);
+  unsigned char* klo = (unsigned char*)zalloc(R * L);
   unsigned char* valid = (unsigned char*)zalloc(R * L);
   i64* rlen = (i64*)zalloc(8 * R);
   float* pb = (float*)zalloc(4 * R * L * H);
@@ -225,22 +226,33 @@ int csa_main(int argc, char** argv) {
     for (i64 j = 0; j < L; j++) {
       bool in = j < rlen[r] && rnd() % 5 != 0;
       valid[r * L + j] = in;
+      // rows 0, 3, …: bf16 keys (no lo halves); the others mix keys with and without
+      const bool bf = r % 3 == 0 || rnd() % 3 == 0;
       for (i64 d = 0; d < D; d++) {
         // a slot past the row's keys holds NaN halves (never read), an empty one zeros
         float v = in ? unif(-3, 3) : j < rlen[r] ? 0.0f : f32_bits(0x7fc0dead);
-        if (r % 3 == 0) v = q_bf16(v);
+        if (bf) v = q_bf16(v);
         const float hv = q_bf16(v), lv = v == v ? q_bf16(v - hv) : v;
         kh[(r * L + j) * D + d] = (unsigned short)(bits_f32(hv) >> 16);
         kl[(r * L + j) * D + d] = (unsigned short)(bits_f32(lv) >> 16);
-        if (j < rlen[r] && lv != 0) rlo[r] = 1;
+        if (j < rlen[r] && lv != 0) rlo[r] = 1, klo[r * L + j] = 1;
       }
+      // a key of the row without lo halves: csa_attn_kdec writes none, so they must not
+      // be read; garbage here, a NaN on one side and 1 on the other, shows any read
+      if (j < rlen[r] && !klo[r * L + j])
+        for (i64 d = 0; d < D; d++)
+#ifdef DI_LANES
+          kl[(r * L + j) * D + d] = 0x3f80;
+#else
+          kl[(r * L + j) * D + d] = 0x7fc1;
+#endif
       for (i64 h = 0; h < H; h++) pb[(r * H + h) * L + j] = out ? (in ? q_bf16(unif(0, 1)) : -F32_INF) : f32_bits(0x7fc0dead);
     }
     for (i64 i = 0; i < nblk * H; i++) bsc[r * nblk * H + i] = rnd() % 4 == 0 ? -1.0f : unif(0.25f, 1);
     for (i64 h = 0; h < H; h++) den[r * H + h] = unif(1, 8);
   }
   for (i64 i = 0; i < R * H * D; i++) o[i] = f32_bits(0x7fc0dead);
-  CsaTcArgs a = {q, kh, kl, valid, rlen, rlo, pb, bsc, den, o, R, H, D, L, nblk, B, 1 / sqrt((double)D)};
+  CsaTcArgs a = {q, kh, kl, valid, rlen, rlo, pb, bsc, den, o, R, H, D, L, nblk, B, 1 / sqrt((double)D), klo};
   const i64 per = narrow ? 8 : 64, groups = (H + FATC_HG - 1) / FATC_HG;
   const long long items = R * (((out ? D : L) + per - 1) / per) * groups * 32;
 #ifdef DI_LANES
