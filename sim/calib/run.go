@@ -38,6 +38,7 @@ const (
 	RunName17  = "run 17 (H200, 2026-12-03)"
 	RunName18  = "run 18 (H200, 2026-12-03)"
 	RunName19  = "run 19 (H200, 2026-12-03)"
+	RunName20  = "run 20 (H200, 2026-12-03)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -220,6 +221,20 @@ var Run19Later = []Measured{
 	{"sim/calib/testdata/run19/v41.fast.19b.stage0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
 	{"sim/calib/testdata/run19/v41.fast.19b.stagep.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
 	{"sim/calib/testdata/run19/v41.fast.19c.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
+}
+
+// Run20Later are run 20's V4.1 reports (testdata/run20), compared with the run-18 fit,
+// not fitted: 20a (fast_gemm_blk_f32 for the head, then the default, at 4,096 and
+// 32,768; with the two-block staged head, DEEPINFER_CUDA_STAGE_F32=2, in the same call),
+// 20b (the quantization and split in one launch, the key widening's lo halves only
+// where nonzero, the staged head from 128 rows: today's default; with
+// DEEPINFER_CUDA_QUANT_SPLIT=0 in the same call), 20c (today's default at 32,768).
+var Run20Later = []Measured{
+	{"sim/calib/testdata/run20/v41.fast.20a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
+	{"sim/calib/testdata/run20/v41.fast.20a.stage2.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
+	{"sim/calib/testdata/run20/v41.fast.long.20a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
+	{"sim/calib/testdata/run20/v41.fast.20b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
+	{"sim/calib/testdata/run20/v41.fast.20b.split0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
 }
 
 // Run15Fit are the fast reports cuda-fast was fitted on until run 18: V4's from run 14b

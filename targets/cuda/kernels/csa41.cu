@@ -1619,9 +1619,12 @@ KERNEL(csa_attn_rows, csa_AttnArgs) {
 // word (FP8: 4 bytes where aligned; FP4: 2 bytes) with the group's scale read once: the
 // same codes times the same scale, so the same values.
 DEV void csa_kdec4(const csa_Key& k, i64 dim, i64 d0, float* v) {
-  if (k.p && k.fmt != 0 && d0 + 4 <= dim && k.g % 4 == 0) {
+  if (k.p && k.fmt != 0 && d0 + 4 <= dim && (k.g & 3) == 0) {
     const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
-    const float s = k.fmt == 3 ? e4m3_f32(sc[d0 / k.g]) : ue8m0_f32(sc[d0 / k.g]);
+    // the scale's index by a 32-bit division (a 64-bit one is a long call on the device;
+    // 0 ≤ d0 < dim and 0 < g, which fit in 32 bits, so the same quotient)
+    const u32 gi = (u32)d0 / (u32)k.g;
+    const float s = k.fmt == 3 ? e4m3_f32(sc[gi]) : ue8m0_f32(sc[gi]);
     if (k.fmt == 1) {
       const unsigned char* c = k.p + d0;
       const u32 x = ((u64)c & 3) == 0 ? *(const u32*)c : (u32)c[0] | (u32)c[1] << 8 | (u32)c[2] << 16 | (u32)c[3] << 24;
