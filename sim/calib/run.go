@@ -235,6 +235,7 @@ var Run20Later = []Measured{
 	{"sim/calib/testdata/run20/v41.fast.long.20a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
 	{"sim/calib/testdata/run20/v41.fast.20b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
 	{"sim/calib/testdata/run20/v41.fast.20b.split0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
+	{"sim/calib/testdata/run20/v41.fast.long.20c.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
 }
 
 // Run15Fit are the fast reports cuda-fast was fitted on until run 18: V4's from run 14b
