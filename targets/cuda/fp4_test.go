@@ -291,16 +291,24 @@ func TestXExactSameValues(t *testing.T) {
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			t.Setenv(cuda.EnvXExact, "0")
-			a, _ := prefillAndDecode(t, p, ws, 80)
-			t.Setenv(cuda.EnvXExact, "")
-			b, _ := prefillAndDecode(t, p, ws, 80)
-			if len(a) != 82 || len(b) != 82 {
-				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
-			}
+			a, _, b, _ := offAndOn(t, p, ws, cuda.EnvXExact, 80)
 			sameLogits(t, a, b, "with the lo mma ("+cuda.EnvXExact+"=0)", "without")
 		})
 	}
+}
+
+// offAndOn runs prefillAndDecode of n tokens with env set to "0", then unset (the
+// default): both runs' logits (n + 2 rows each, checked) and kernel counts.
+func offAndOn(t *testing.T, p *plan.Plan, ws []targets.Weight, env string, n int) (a [][]float32, ka map[string]int, b [][]float32, kb map[string]int) {
+	t.Helper()
+	t.Setenv(env, "0")
+	a, ka = prefillAndDecode(t, p, ws, n)
+	t.Setenv(env, "")
+	b, kb = prefillAndDecode(t, p, ws, n)
+	if len(a) != n+2 || len(b) != n+2 {
+		t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
+	}
+	return a, ka, b, kb
 }
 
 // sameLogits requires two runs' logits to be the same bit for bit.
@@ -330,13 +338,7 @@ func TestQuantSplitSameValues(t *testing.T) {
 			t.Run(m.name+"/fp4-tiles="+tiles, func(t *testing.T) {
 				p, ws := cuda.CompileDir(t, m.dir)
 				t.Setenv(cuda.EnvFP4Tiles, tiles)
-				t.Setenv(cuda.EnvQuantSplit, "0")
-				a, ka := prefillAndDecode(t, p, ws, 80)
-				t.Setenv(cuda.EnvQuantSplit, "")
-				b, kb := prefillAndDecode(t, p, ws, 80)
-				if len(a) != 82 || len(b) != 82 {
-					t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
-				}
+				a, ka, b, kb := offAndOn(t, p, ws, cuda.EnvQuantSplit, 80)
 				if ka != nil {
 					split := "fast_split_fp4"
 					if tiles == "0" {
