@@ -2,7 +2,9 @@
 # Decode-step benchmark of full-width synthetic layers on a GPU, in two halves:
 #
 #   scripts/gpu-bench.sh build   on any machine with Go: dic, divm and the cuda test binary
-#                                (cgo off) into build/bench/, packed as build/bench.tgz
+#                                (cgo off) into build/bench/, packed as build/bench.tgz,
+#                                and build/kernels.tgz: the kernel cache entries of earlier
+#                                runs' archives (build/kernels*.tgz) this tree still uses
 #   scripts/gpu-bench.sh run     on the GPU machine, from the repository root (unpack
 #                                build/bench.tgz into build/ first): the instruction check
 #                                of the three fixtures on the GPU (SKIP_CHECK=1 skips it),
@@ -53,8 +55,41 @@ build() {
 	tok=$(bash scripts/fetch-tokenizer.sh | tail -1) # the V4.1 fixtures' Engram token map needs it
 	mkdir -p "$bin/tokenizer"
 	cp "$tok"/tokenizer.json "$tok"/tokenizer_config.json "$bin/tokenizer/"
-	tar czf build/bench.tgz -C build bench/dic bench/divm bench/cuda.test bench/tokenizer # one file to carry
+	# the kernel units' cache keys on the H200 (sm_90a, NVRTC 13.0): run checks them
+	go run ./tools/kernelkeys -arch "${KEYS_ARCH:-sm_90a}" -compiler "${KEYS_COMPILER:-nvrtc 13.0}" > "$bin/kernel-keys.txt"
+	tar czf build/bench.tgz -C build bench/dic bench/divm bench/cuda.test bench/tokenizer bench/kernel-keys.txt # one file to carry
 	echo "built: $(ls "$bin" | tr '\n' ' ')(and build/bench.tgz, $(du -h build/bench.tgz | cut -f1))"
+	gather
+}
+
+# gather: the entries of earlier runs' kernel archives (build/kernels*.tgz, from
+# SAVE_KERNELS) whose keys this tree's units still have, packed as build/kernels.tgz:
+# carry it and set LOAD_KERNELS=build/kernels.tgz, and the GPU compiles only the rest.
+gather() {
+	local tmp unit key found=0 total=0 missing=""
+	tmp=$(mktemp -d)
+	for kf in build/kernels*.tgz; do
+		[ -f "$kf" ] && [ "$kf" != build/kernels.tgz ] && tar xzf "$kf" -C "$tmp" 2>/dev/null
+	done
+	mkdir -p "$tmp/keep"
+	while read -r unit key; do
+		total=$((total + 1))
+		if [ -f "$tmp/$key.bin" ]; then
+			found=$((found + 1))
+			cp "$tmp/$key.bin" "$tmp/keep/"
+			[ -f "$tmp/$key.log" ] && cp "$tmp/$key.log" "$tmp/keep/"
+		else
+			missing="$missing $unit"
+		fi
+	done < "$bin/kernel-keys.txt"
+	rm -f build/kernels.tgz
+	if [ "$found" -gt 0 ]; then
+		(cd "$tmp/keep" && tar czf - .) > build/kernels.tgz
+		echo "kernel cache: $found of $total units in earlier archives → build/kernels.tgz (to compile on the GPU:${missing:- none})"
+	else
+		echo "kernel cache: no unit of this tree in build/kernels*.tgz (all $total compile on the GPU)"
+	fi
+	rm -rf "$tmp"
 }
 
 run() {
@@ -73,6 +108,14 @@ run() {
 	done
 	# what this run compiles is newer than this mark (the archives keep their entries' times)
 	touch "$work/.kernels-mark"
+	if [ -f "$bin/kernel-keys.txt" ]; then
+		# (the keys of the H200's compiler: another one compiles every unit)
+		local unit key compile=""
+		while read -r unit key; do
+			[ -f "$DEEPINFER_KERNEL_CACHE/$key.bin" ] || compile="$compile $unit"
+		done < "$bin/kernel-keys.txt"
+		echo "kernel units to compile:${compile:- none}"
+	fi
 	nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$out/gpu.txt"
 	if [ -z "${SKIP_CHECK:-}" ]; then
 		# the kernels first: every instruction of the three fixtures against the cpu target
@@ -250,6 +293,7 @@ PY
 
 case ${1:-} in
 build) build ;;
+gather) bin=build/bench gather ;;
 run) run ;;
-*) echo "usage: scripts/gpu-bench.sh build|run" >&2; exit 2 ;;
+*) echo "usage: scripts/gpu-bench.sh build|gather|run" >&2; exit 2 ;;
 esac

@@ -52,6 +52,20 @@ func cacheKey(src string, opts []string, version string) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
+// UnitKey is a kernel unit's name and the key of its cache entry (KEY.bin).
+type UnitKey struct{ Name, Key string }
+
+// UnitKeys lists the cache keys the kernel units (Units) have for an architecture and a
+// compiler version ("nvrtc 13.0"), with the options a build would use: the entries a
+// machine's kernel cache needs so that nothing compiles (tools/kernelkeys).
+func UnitKeys(arch, compilerVersion string) []UnitKey {
+	var ks []UnitKey
+	for _, u := range Units() {
+		ks = append(ks, UnitKey{u.Name, cacheKey(u.Src, compileOptions(arch), compilerVersion)})
+	}
+	return ks
+}
+
 // build returns the module image for src, from the cache or compiled (and stored).
 // A cache that cannot be written is not an error: the image is still returned.
 func (c *kernelCache) build(cc compiler, src, name string, opts []string, arch string) ([]byte, CompileStats, error) {

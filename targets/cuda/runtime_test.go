@@ -525,6 +525,20 @@ func TestSeparateUnitsOpen(t *testing.T) {
 	if len(cc.names) != 0 || !rt.info.Compile.Cached || len(rt.info.Compile.Compiled) != 0 {
 		t.Errorf("second open compiled %v (stats %+v)", cc.names, rt.info.Compile)
 	}
+	// UnitKeys names exactly the entries the opens stored
+	var stored, listed []string
+	bins, _ := filepath.Glob(filepath.Join(dir, "*.bin"))
+	for _, b := range bins {
+		stored = append(stored, strings.TrimSuffix(filepath.Base(b), ".bin"))
+	}
+	for _, k := range UnitKeys(rt.info.Compile.Arch, cc.Version()) {
+		listed = append(listed, k.Key)
+	}
+	slices.Sort(stored)
+	slices.Sort(listed)
+	if len(listed) != n || !slices.Equal(stored, listed) {
+		t.Errorf("the cache holds %v, UnitKeys lists %v", stored, listed)
+	}
 	rt.Close()
 	// one unit's entry gone: only it compiles, and the start-up line names it
 	u := Units()[n/2]
