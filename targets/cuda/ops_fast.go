@@ -388,6 +388,8 @@ type fastExperts struct {
 	// quant 2: x and hid are unquantized and their splits quantize them to MXFP8
 	// (fast_quant_split; the caller launches no dense_quant)
 	quant int64
+	// wide: EnvFP4Wide's tiles for steps with many slots an expert (fp4Wide)
+	wide bool
 }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
@@ -408,6 +410,24 @@ func (f *fastExperts) fp4Tiles(s *Step) bool {
 	return f.fp4 == 1
 }
 
+// fp4Wide reports whether the step's FP4 tiles run 64 slots a pass (tensorcore_fp4.cu
+// fp4_tiles_wide: the weights widened once per 64 of an expert's slots, not 16): with
+// EnvFP4Wide=1, bf16 activations (xexact), and at least fp4WideSlots slots an expert on
+// average (a prefill's; a decode step's are a few). The same values either way.
+func (f *fastExperts) fp4Wide(s *Step) bool {
+	return f.wide && f.xexact == 1 && s.Arg(2).Elems() >= fp4WideSlots*f.sh.E
+}
+
+// fp4WideSlots is the average slots an expert from which EnvFP4Wide's tiles run (two
+// passes of the 16-slot tiles).
+const fp4WideSlots = 32
+
+// EnvFP4Wide set to 1 runs the FP4 tiles of steps with many slots an expert (prefill)
+// as fast_moe_up_fp4_wide/fast_moe_down_fp4_wide (64 slots a pass; bf16 activations
+// only). Off by default: checked on host fibers and the emulated device, not yet timed
+// on a GPU (docs/perf/moe.md, run 20). Read when a program is bound.
+const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
+
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
 const fmtFP4 = 4
 
@@ -426,6 +446,7 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	if os.Getenv(EnvFP4Pipe) != "1" {
 		f.fp4Suffix = "_reg"
 	}
+	f.wide = os.Getenv(EnvFP4Wide) == "1"
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
 	}
@@ -522,13 +543,19 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 // for the others (tensorcore.cu's warp tiles: fill's count); the step runs the one its
 // weights need (expert 0's w1 stands for all but FP4, which checks every expert).
 func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, fp4 func(s *Step) int64) {
-	f.b.Launch(kernel+"_fp4"+f.fp4Suffix, func(s *Step, a *ArgBuf) int64 {
-		if !f.fp4Tiles(s) {
-			return 0
+	for _, wide := range []bool{false, true} {
+		name := kernel + "_fp4" + f.fp4Suffix
+		if wide {
+			name = kernel + "_fp4_wide"
 		}
-		fill(s, a)
-		return fp4(s) * 128
-	})
+		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
+			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide {
+				return 0
+			}
+			fill(s, a)
+			return fp4(s) * 128
+		})
+	}
 	for _, f32 := range []bool{false, true} {
 		name := kernel
 		if f32 {

@@ -119,7 +119,8 @@ DEVM void fp4_streams(const FastMoEArgs& a, const Fp4Block& b, int warp, int g, 
 // scales (m1, and m2 when a scale exceeds 128), then for each live activation tile j the
 // slots' halves from shared memory (slot c's at xs[c·cs + half·16 + ...], swizzled) and
 // the mma chain: for w4 = 0..3, hi then lo for pairs 0-1, hi then lo for pairs 2-3.
-DEVM void fp4_step(float (&acc)[2][2][4], const uint4* ca, const uint4* cb, const u32* m1a, const u32* m1b,
+template <int J>
+DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, const u32* m1a, const u32* m1b,
                    const u32* m2a, const u32* m2b, bool big, const uint4* xs, int cs, int live, int g, int t,
                    bool xexact) {
   UNROLL for (int w4 = 0; w4 < 4; w4++) {
@@ -138,7 +139,7 @@ DEVM void fp4_step(float (&acc)[2][2][4], const uint4* ca, const uint4* cb, cons
         }
       }
     }
-    UNROLL for (int j = 0; j < 2; j++) {
+    UNROLL for (int j = 0; j < J; j++) {
       if (j >= live) break;
       int c = 8 * j + g;
       int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
@@ -283,6 +284,86 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     }
     // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
     UNROLL for (int j = 0; j < 2; j++) {
+      if (j >= live) break;
+      UNROLL for (int e = 0; e < 4; e++) {
+        int c = 8 * j + 2 * t + (e & 1);
+        if (c >= nc) continue;
+        i64 slot = a.list[base + c0 + c];
+        UNROLL for (int p = 0; p < 2; p++) {
+          i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
+          if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
+        }
+      }
+    }
+  }
+}
+
+// fp4_tiles_wide: fp4_tiles for bf16 activations (xexact) with 64 slots (8 activation
+// tiles) a pass instead of 16, so that an expert with many slots (a prefill's: about 128
+// at 8,192 tokens) widens its weights once per 64 slots instead of once per 16; the
+// slots' hi halves of one step (128 values) staged at a time (16 KB), two barriers a
+// step. Each output is the same chain of mma as fp4_tiles' (the same steps, the same
+// order inside a step: a tile's chain does not depend on the tiles beside it), so the
+// same values; Go runs it only with DEEPINFER_CUDA_FP4_WIDE=1 and xexact.
+#define FP4W_SLOTS 64
+template <int NW>
+DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
+  __shared__ uint4 xs[FP4W_SLOTS * 16];
+  __shared__ i64 srow[FP4W_SLOTS];  // the x row of each staged slot
+  Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
+  if (b.e < 0) return;  // the whole block
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 P = a.Kp / 2;
+  const i64 div = NW == 2 ? a.k : 1;
+  const i64 n = a.counts[b.e], base = a.off[b.e];
+  const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
+  const unsigned char *wa[2], *wb[2], *sa[2], *sb[2];
+  bool oka[2], okb[2];
+  i64 rt0[2];
+  fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  for (i64 c0 = 0; c0 < n; c0 += FP4W_SLOTS) {
+    const int nc = (int)imin(FP4W_SLOTS, n - c0), live = (nc + 7) / 8;
+    float acc[2][8][4];
+    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 8; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
+    uint4 qa[2], qb[2];
+    u32 ua[2], ub[2];
+    auto load = [&](int h) {
+      int kl = (int)b.kb + 128 * h + 32 * t;
+      UNROLL for (int p = 0; p < 2; p++) {
+        bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
+        qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
+        qb[p] = inb ? *(const uint4*)(wb[p] + kl / 2) : make_uint4(0, 0, 0, 0);
+        ua[p] = ina ? sa[p][kl / 32] : 127;
+        ub[p] = inb ? sb[p][kl / 32] : 127;
+      }
+    };
+    if (nsteps > 0) load(0);
+    __syncthreads();  // the last pass's reads of srow and xs are done
+    if (tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
+    for (int h = 0; h < nsteps; h++) {
+      __syncthreads();  // srow written; the last step's reads of xs done
+      // the slots' hi pairs of step h (zeros for slots past nc), swizzled as fp4_tiles'
+      for (int i = tid; i < live * 8 * 16; i += 128) {
+        int c4 = i & 3, tt = (i >> 2) & 3, c = i >> 4;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (c < nc) v = *(const uint4*)(a.xh + srow[c] * P + (b.kb + 128 * h) / 2 + tt * 16 + c4 * 4);
+        xs[c * 16 + tt * 4 + ((c4 + (tt >> 1) + 2 * (c & 1)) & 3)] = v;
+      }
+      __syncthreads();
+      uint4 ca[2] = {qa[0], qa[1]}, cb[2] = {qb[0], qb[1]};
+      u32 m1a[2], m1b[2], m2a[2], m2b[2];
+      bool big = false;
+      UNROLL for (int p = 0; p < 2; p++) {
+        m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
+        m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
+        big = big || ua[p] > 128 || ub[p] > 128;
+      }
+      big = __any_sync(0xffffffffu, big);
+      if (h + 1 < nsteps) load(h + 1);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs, 16, live, g, t, true);
+    }
+    // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
+    UNROLL for (int j = 0; j < 8; j++) {
       if (j >= live) break;
       UNROLL for (int e = 0; e < 4; e++) {
         int c = 8 * j + 2 * t + (e & 1);
@@ -492,6 +573,30 @@ KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) {
   fp4_tiles<1>(a, a.nact * ((a.N + 127) / 128) * a.S);
 #else
   fp4_tiles<1>(a, GIDX);
+#endif
+}
+// fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
+// activations only), two blocks a multiprocessor; the same values as the others.
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 2)
+#endif
+KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  fp4_tiles<2>(a, a.nact * ((a.N + 63) / 64) * a.S);
+#else
+  fp4_tiles_wide<2>(a, GIDX);
+#endif
+}
+KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  fp4_tiles<1>(a, a.nact * ((a.N + 127) / 128) * a.S);
+#else
+  fp4_tiles_wide<1>(a, GIDX);
 #endif
 }
 #undef KERNEL_BOUNDS
