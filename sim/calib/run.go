@@ -213,15 +213,15 @@ var Run18Later = []Measured{
 // with DEEPINFER_CUDA_STAGE_F32=0, fast_gemm_blk_f32, in the same call), 19b (the key
 // widening a warp a key; the staged head's second form; with fast_gemm_blk_f32 and with
 // the one-tile-at-a-time form in the same call), 19c (today's default, a short call).
-var Run19Later = []Measured{
-	{"sim/calib/testdata/run19/v41.fast.19a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
-	{"sim/calib/testdata/run19/v41.fast.19a.stage0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
-	{"sim/calib/testdata/run19/v41.fast.long.19a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
-	{"sim/calib/testdata/run19/v41.fast.19b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
-	{"sim/calib/testdata/run19/v41.fast.19b.stage0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
-	{"sim/calib/testdata/run19/v41.fast.19b.stagep.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
-	{"sim/calib/testdata/run19/v41.fast.19c.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName19},
-}
+var Run19Later = v41Fast(RunName19,
+	"run19/v41.fast.19a.bench.json",
+	"run19/v41.fast.19a.stage0.bench.json",
+	"run19/v41.fast.long.19a.bench.json",
+	"run19/v41.fast.19b.bench.json",
+	"run19/v41.fast.19b.stage0.bench.json",
+	"run19/v41.fast.19b.stagep.bench.json",
+	"run19/v41.fast.19c.bench.json",
+)
 
 // Run20Later are run 20's V4.1 reports (testdata/run20), compared with the run-18 fit,
 // not fitted: 20a (fast_gemm_blk_f32 for the head, then the default, at 4,096 and
@@ -229,13 +229,23 @@ var Run19Later = []Measured{
 // 20b (the quantization and split in one launch, the key widening's lo halves only
 // where nonzero, the staged head from 128 rows: today's default; with
 // DEEPINFER_CUDA_QUANT_SPLIT=0 in the same call), 20c (today's default at 32,768).
-var Run20Later = []Measured{
-	{"sim/calib/testdata/run20/v41.fast.20a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
-	{"sim/calib/testdata/run20/v41.fast.20a.stage2.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
-	{"sim/calib/testdata/run20/v41.fast.long.20a.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
-	{"sim/calib/testdata/run20/v41.fast.20b.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
-	{"sim/calib/testdata/run20/v41.fast.20b.split0.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
-	{"sim/calib/testdata/run20/v41.fast.long.20c.bench.json", "testdata/deepseek-v4.1-flash", "20-23", "fast", RunName20},
+var Run20Later = v41Fast(RunName20,
+	"run20/v41.fast.20a.bench.json",
+	"run20/v41.fast.20a.stage2.bench.json",
+	"run20/v41.fast.long.20a.bench.json",
+	"run20/v41.fast.20b.bench.json",
+	"run20/v41.fast.20b.split0.bench.json",
+	"run20/v41.fast.long.20c.bench.json",
+)
+
+// v41Fast lists fast-mode reports of V4.1's layers 20-23 (testdata/deepseek-v4.1-flash)
+// from one run, by their paths under sim/calib/testdata.
+func v41Fast(run string, files ...string) []Measured {
+	ms := make([]Measured, len(files))
+	for i, f := range files {
+		ms[i] = Measured{"sim/calib/testdata/" + f, "testdata/deepseek-v4.1-flash", "20-23", "fast", run}
+	}
+	return ms
 }
 
 // Run15Fit are the fast reports cuda-fast was fitted on until run 18: V4's from run 14b
