@@ -163,6 +163,53 @@ DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, cons
 }
 #endif
 
+#ifndef DI_EMULATE
+// fp4_load_regs: step h's codes (16 bytes of each of the lane's rows g and g+8, both
+// streams) and scale bytes into registers (the register and wide tiles); zeros and
+// scale 127 past K or N.
+DEVM void fp4_load_regs(i64 kb, int t, int K, int h, const unsigned char* const* wa, const unsigned char* const* wb,
+                        const unsigned char* const* sa, const unsigned char* const* sb, const bool* oka, const bool* okb,
+                        uint4* qa, uint4* qb, u32* ua, u32* ub) {
+  int kl = (int)kb + 128 * h + 32 * t;
+  UNROLL for (int p = 0; p < 2; p++) {
+    bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
+    qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
+    qb[p] = inb ? *(const uint4*)(wb[p] + kl / 2) : make_uint4(0, 0, 0, 0);
+    ua[p] = ina ? sa[p][kl / 32] : 127;
+    ub[p] = inb ? sb[p][kl / 32] : 127;
+  }
+}
+// fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1, and fp4_m2 for
+// bytes over 128), and whether any lane of the warp has such a byte (every tile kernel).
+DEVM bool fp4_scales(const u32* ua, const u32* ub, u32* m1a, u32* m1b, u32* m2a, u32* m2b) {
+  bool big = false;
+  UNROLL for (int p = 0; p < 2; p++) {
+    m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
+    m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
+    big = big || ua[p] > 128 || ub[p] > 128;
+  }
+  return __any_sync(0xffffffffu, big);
+}
+// fp4_store_pass: a pass's sums (J activation tiles of 8 slots) into part: lane (g, t)'s
+// c0, c1 are weight row g, slots 2t, 2t+1; c2, c3 row g+8 (every tile kernel).
+template <int NW, int J>
+DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0, i64 base, i64 c0, int nc, int live,
+                         int g, int t, const float (&acc)[2][J][4]) {
+  UNROLL for (int j = 0; j < J; j++) {
+    if (j >= live) break;
+    UNROLL for (int e = 0; e < 4; e++) {
+      int c = 8 * j + 2 * t + (e & 1);
+      if (c >= nc) continue;
+      i64 slot = a.list[base + c0 + c];
+      UNROLL for (int p = 0; p < 2; p++) {
+        i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
+        if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
+      }
+    }
+  }
+}
+#endif
+
 #ifdef DI_EMULATE
 template <int NW>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
@@ -238,16 +285,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
-    auto load = [&](int h) {
-      int kl = (int)b.kb + 128 * h + 32 * t;
-      UNROLL for (int p = 0; p < 2; p++) {
-        bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
-        qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
-        qb[p] = inb ? *(const uint4*)(wb[p] + kl / 2) : make_uint4(0, 0, 0, 0);
-        ua[p] = ina ? sa[p][kl / 32] : 127;
-        ub[p] = inb ? sb[p][kl / 32] : 127;
-      }
-    };
+    auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
     if (nsteps > 0) load(0);
     for (int h = 0; h < nsteps; h++) {
       if ((h & (FP4_STEPS - 1)) == 0) {
@@ -271,30 +309,12 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       }
       uint4 ca[2] = {qa[0], qa[1]}, cb[2] = {qb[0], qb[1]};
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
-      bool big = false;
-      UNROLL for (int p = 0; p < 2; p++) {
-        m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
-        m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
-        big = big || ua[p] > 128 || ub[p] > 128;
-      }
-      big = __any_sync(0xffffffffu, big);
+      const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
       const int hs = h & (FP4_STEPS - 1);
       fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t, a.xexact != 0);
     }
-    // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
-    UNROLL for (int j = 0; j < 2; j++) {
-      if (j >= live) break;
-      UNROLL for (int e = 0; e < 4; e++) {
-        int c = 8 * j + 2 * t + (e & 1);
-        if (c >= nc) continue;
-        i64 slot = a.list[base + c0 + c];
-        UNROLL for (int p = 0; p < 2; p++) {
-          i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
-          if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
-        }
-      }
-    }
+    fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
 }
 
@@ -327,16 +347,7 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 8; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
-    auto load = [&](int h) {
-      int kl = (int)b.kb + 128 * h + 32 * t;
-      UNROLL for (int p = 0; p < 2; p++) {
-        bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
-        qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
-        qb[p] = inb ? *(const uint4*)(wb[p] + kl / 2) : make_uint4(0, 0, 0, 0);
-        ua[p] = ina ? sa[p][kl / 32] : 127;
-        ub[p] = inb ? sb[p][kl / 32] : 127;
-      }
-    };
+    auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
     if (nsteps > 0) load(0);
     __syncthreads();  // the last pass's reads of srow and xs are done
     if (tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
@@ -352,29 +363,11 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
       __syncthreads();
       uint4 ca[2] = {qa[0], qa[1]}, cb[2] = {qb[0], qb[1]};
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
-      bool big = false;
-      UNROLL for (int p = 0; p < 2; p++) {
-        m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
-        m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
-        big = big || ua[p] > 128 || ub[p] > 128;
-      }
-      big = __any_sync(0xffffffffu, big);
+      const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
       fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs, 16, live, g, t, true);
     }
-    // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
-    UNROLL for (int j = 0; j < 8; j++) {
-      if (j >= live) break;
-      UNROLL for (int e = 0; e < 4; e++) {
-        int c = 8 * j + 2 * t + (e & 1);
-        if (c >= nc) continue;
-        i64 slot = a.list[base + c0 + c];
-        UNROLL for (int p = 0; p < 2; p++) {
-          i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
-          if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
-        }
-      }
-    }
+    fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
 }
 
@@ -499,33 +492,32 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
       issue_x(h + 1);      // into the buffer step h − 1 read
       issue_w(h + S - 1);  // into the stage step h − 1 read (this lane's own)
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
-      bool big = false;
-      UNROLL for (int p = 0; p < 2; p++) {
-        m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
-        m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
-        big = big || ua[p] > 128 || ub[p] > 128;
-      }
-      big = __any_sync(0xffffffffu, big);
+      const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (h & 1) * (FP4_SLOTS * 2 * 16), 2 * 16, live, g, t,
                a.xexact != 0);
     }
-    // c0, c1: weight row g, slots 2t, 2t+1; c2, c3: row g+8
-    UNROLL for (int j = 0; j < 2; j++) {
-      if (j >= live) break;
-      UNROLL for (int e = 0; e < 4; e++) {
-        int c = 8 * j + 2 * t + (e & 1);
-        if (c >= nc) continue;
-        i64 slot = a.list[base + c0 + c];
-        UNROLL for (int p = 0; p < 2; p++) {
-          i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
-          if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
-        }
-      }
-    }
+    fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
   fast_cp_wait<0>();  // nothing in flight at exit (the groups past the slice are empty)
 }
 #endif
+
+// fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
+// tiles, 1 the register tiles, 2 the wide ones; only that variant instantiated, so a
+// kernel holds only its own shared memory), on the emulated device the launch's blocks
+// in fp4_tiles' loops (every variant's values).
+template <int NW, int V>
+DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  (void)GIDX;
+  fp4_tiles<NW>(a, a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S);
+#else
+  if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
+  else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
+  else fp4_tiles_wide<NW>(a, GIDX);
+#endif
+}
 
 // fast_moe_up_fp4 (w1 and w3 into planes 0 and 1 of part) and fast_moe_down_fp4 (w2
 // into plane 0): a launch block of 128 work items per (active expert, weight rows,
@@ -535,69 +527,21 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 4)
 #endif
-KERNEL(fast_moe_up_fp4, FastMoEArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  (void)GIDX;
-  fp4_tiles<2>(a, a.nact * ((a.N + 63) / 64) * a.S);
-#else
-  fp4_pipe<2>(a, GIDX);
-#endif
-}
-KERNEL(fast_moe_down_fp4, FastMoEArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  (void)GIDX;
-  fp4_tiles<1>(a, a.nact * ((a.N + 127) / 128) * a.S);
-#else
-  fp4_pipe<1>(a, GIDX);
-#endif
-}
+KERNEL(fast_moe_up_fp4, FastMoEArgs) { fp4_launch<2, 0>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4, FastMoEArgs) { fp4_launch<1, 0>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg, fast_moe_down_fp4_reg: the same tiles with each lane's next step
 // of weights loaded into registers (fp4_tiles): the default, the pipelined ones above
 // only with DEEPINFER_CUDA_FP4_PIPE=1 (slower on the H200, run 11c). The same values:
 // every output is the same chain of mma.
-KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  (void)GIDX;
-  fp4_tiles<2>(a, a.nact * ((a.N + 63) / 64) * a.S);
-#else
-  fp4_tiles<2>(a, GIDX);
-#endif
-}
-KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  (void)GIDX;
-  fp4_tiles<1>(a, a.nact * ((a.N + 127) / 128) * a.S);
-#else
-  fp4_tiles<1>(a, GIDX);
-#endif
-}
+KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) { fp4_launch<2, 1>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), two blocks a multiprocessor; the same values as the others.
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 2)
 #endif
-KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  (void)GIDX;
-  fp4_tiles<2>(a, a.nact * ((a.N + 63) / 64) * a.S);
-#else
-  fp4_tiles_wide<2>(a, GIDX);
-#endif
-}
-KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) {
-  (void)GSTRIDE;
-#ifdef DI_EMULATE
-  (void)GIDX;
-  fp4_tiles<1>(a, a.nact * ((a.N + 127) / 128) * a.S);
-#else
-  fp4_tiles_wide<1>(a, GIDX);
-#endif
-}
+KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
