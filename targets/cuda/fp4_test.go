@@ -251,9 +251,7 @@ func TestStageF32MatchesBlock(t *testing.T) {
 // TestFastProductsOnSimulatedLanes has blocks past the first) and two decode steps,
 // every logits row compared exactly, on both V4.1 fixtures.
 func TestFastWideProductsMatchBlock(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{
-		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
-	} {
+	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			t.Setenv(cuda.EnvWideGemm, "")
@@ -286,15 +284,18 @@ func TestFastWideProductsMatchBlock(t *testing.T) {
 // four-tile products) and two decode steps (one-tile products). With -device gpu this
 // checks the real mma: adding a zero product leaves the accumulator as it is.
 func TestXExactSameValues(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{
-		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
-	} {
+	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			a, _, b, _ := offAndOn(t, p, ws, cuda.EnvXExact, 80)
 			sameLogits(t, a, b, "with the lo mma ("+cuda.EnvXExact+"=0)", "without")
 		})
 	}
+}
+
+// v41Fixtures are the two V4.1 fixtures the whole-step comparisons run on.
+var v41Fixtures = []struct{ name, dir string }{
+	{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
 }
 
 // offAndOn runs prefillAndDecode of n tokens with env set to "0", then unset (the
@@ -331,9 +332,7 @@ func sameLogits(t *testing.T, a, b [][]float32, as, bs string) {
 // and without (DEEPINFER_CUDA_FP4_TILES=0: fast_split's order), every logits row
 // compared exactly; on the emulated device the launches are counted too.
 func TestQuantSplitSameValues(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{
-		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
-	} {
+	for _, m := range v41Fixtures {
 		for _, tiles := range []string{"", "0"} {
 			t.Run(m.name+"/fp4-tiles="+tiles, func(t *testing.T) {
 				p, ws := cuda.CompileDir(t, m.dir)
@@ -364,9 +363,7 @@ func TestQuantSplitSameValues(t *testing.T) {
 // tiles; the logits are the default's bit for bit (on the GPU, the device branch; its
 // chains on host fibers: TestFP4DeviceCodeOnHostFibers).
 func TestFP4WideSameValues(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{
-		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
-	} {
+	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			t.Setenv(cuda.EnvFP4Wide, "")

@@ -71,9 +71,7 @@ func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) 
 // 9-token prompt's prefill and two decode steps, compared row by row; on the emulated
 // device the launch counts show which kernels each run took. TestTilesDeviceCodeOnHostFibers checks the tiles' device code itself.
 func TestFastTilesMatchLanes(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{
-		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
-	} {
+	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			t.Setenv(cuda.EnvTiles, "0")
@@ -145,9 +143,7 @@ func TestM1BoundsSameValues(t *testing.T) {
 // kernel each run took; on a GPU the device branches are compared.
 // TestTilesDeviceCodeOnHostFibers checks the blocks' device code itself.
 func TestIndexScoreKernelsAgree(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{
-		{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
-	} {
+	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			runs := []struct {
