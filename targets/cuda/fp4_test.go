@@ -298,13 +298,19 @@ var v41Fixtures = []struct{ name, dir string }{
 	{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},
 }
 
-// offAndOn runs prefillAndDecode of n tokens with env set to "0", then unset (the
-// default): both runs' logits (n + 2 rows each, checked) and kernel counts.
+// offAndOn is twoRuns with env "0", then unset (the default).
 func offAndOn(t *testing.T, p *plan.Plan, ws []targets.Weight, env string, n int) (a [][]float32, ka map[string]int, b [][]float32, kb map[string]int) {
 	t.Helper()
-	t.Setenv(env, "0")
+	return twoRuns(t, p, ws, env, "0", "", n)
+}
+
+// twoRuns runs prefillAndDecode of n tokens with env set to first, then to second: both
+// runs' logits (n + 2 rows each, checked) and kernel counts.
+func twoRuns(t *testing.T, p *plan.Plan, ws []targets.Weight, env, first, second string, n int) (a [][]float32, ka map[string]int, b [][]float32, kb map[string]int) {
+	t.Helper()
+	t.Setenv(env, first)
 	a, ka = prefillAndDecode(t, p, ws, n)
-	t.Setenv(env, "")
+	t.Setenv(env, second)
 	b, kb = prefillAndDecode(t, p, ws, n)
 	if len(a) != n+2 || len(b) != n+2 {
 		t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
@@ -366,13 +372,7 @@ func TestFP4WideSameValues(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			t.Setenv(cuda.EnvFP4Wide, "")
-			a, ka := prefillAndDecode(t, p, ws, 80)
-			t.Setenv(cuda.EnvFP4Wide, "1")
-			b, kb := prefillAndDecode(t, p, ws, 80)
-			if len(a) != 82 || len(b) != 82 {
-				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
-			}
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4Wide, "", "1", 80)
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
 					// the prefill's layers on the wide tiles, the decode steps' on the register ones
