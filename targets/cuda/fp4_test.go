@@ -363,26 +363,26 @@ func TestQuantSplitSameValues(t *testing.T) {
 	}
 }
 
-// TestFP4WideSameValues: with DEEPINFER_CUDA_FP4_WIDE=1 the FP4 tiles of steps with many
-// slots an expert (an 80-token prefill of the V4.1 fixtures: 160 slots over 4 experts)
-// run 64 slots a pass (fast_moe_*_fp4_wide) and the decode steps keep the register
-// tiles; the logits are the default's bit for bit (on the GPU, the device branch; its
-// chains on host fibers: TestFP4DeviceCodeOnHostFibers).
+// TestFP4WideSameValues: by default the FP4 tiles of steps with many slots an expert (an
+// 80-token prefill of the V4.1 fixtures: 160 slots over 4 experts) run 64 slots a pass
+// (fast_moe_*_fp4_wide) and the decode steps keep the register tiles; the logits are
+// DEEPINFER_CUDA_FP4_WIDE=0's (the register tiles everywhere) bit for bit (on the GPU,
+// the device branch; its chains on host fibers: TestFP4DeviceCodeOnHostFibers).
 func TestFP4WideSameValues(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4Wide, "", "1", 80)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4Wide, "0", "", 80)
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
 					// the prefill's layers on the wide tiles, the decode steps' on the register ones
 					if ka[k+"_wide"] != 0 || kb[k+"_wide"] == 0 || kb[k+"_reg"] == 0 || ka[k+"_reg"] <= kb[k+"_reg"] {
-						t.Errorf("%s: wide %d / %d, register %d / %d launches (default / %s=1)", k, ka[k+"_wide"], kb[k+"_wide"],
+						t.Errorf("%s: wide %d / %d, register %d / %d launches (%s=0 / default)", k, ka[k+"_wide"], kb[k+"_wide"],
 							ka[k+"_reg"], kb[k+"_reg"], cuda.EnvFP4Wide)
 					}
 				}
 			}
-			sameLogits(t, a, b, "with the register tiles", "with the wide tiles ("+cuda.EnvFP4Wide+"=1)")
+			sameLogits(t, a, b, "with the register tiles ("+cuda.EnvFP4Wide+"=0)", "with the wide tiles")
 		})
 	}
 }

@@ -411,9 +411,9 @@ func (f *fastExperts) fp4Tiles(s *Step) bool {
 }
 
 // fp4Wide reports whether the step's FP4 tiles run 64 slots a pass (tensorcore_fp4.cu
-// fp4_tiles_wide: the weights widened once per 64 of an expert's slots, not 16): with
-// EnvFP4Wide=1, bf16 activations (xexact), and at least fp4WideSlots slots an expert on
-// average (a prefill's; a decode step's are a few). The same values either way.
+// fp4_tiles_wide: the weights widened once per 64 of an expert's slots, not 16): unless
+// EnvFP4Wide=0, for bf16 activations (xexact) and at least fp4WideSlots slots an expert
+// on average (a prefill's; a decode step's are a few). The same values either way.
 func (f *fastExperts) fp4Wide(s *Step) bool {
 	return f.wide && f.xexact == 1 && s.Arg(2).Elems() >= fp4WideSlots*f.sh.E
 }
@@ -422,10 +422,11 @@ func (f *fastExperts) fp4Wide(s *Step) bool {
 // passes of the 16-slot tiles).
 const fp4WideSlots = 32
 
-// EnvFP4Wide set to 1 runs the FP4 tiles of steps with many slots an expert (prefill)
-// as fast_moe_up_fp4_wide/fast_moe_down_fp4_wide (64 slots a pass; bf16 activations
-// only). Off by default: checked on host fibers and the emulated device, not yet timed
-// on a GPU (docs/perf/moe.md, run 20). Read when a program is bound.
+// EnvFP4Wide set to 0 keeps the FP4 tiles of steps with many slots an expert (prefill)
+// on the register tiles instead of fast_moe_up_fp4_wide/fast_moe_down_fp4_wide (64 slots
+// a pass; bf16 activations only; the same values). The wide tiles are the default since
+// run 21 on the H200 (docs/perf/moe.md: an 8,192-token prefill's experts 259 → 201 ms
+// with run 20's form). Read when a program is bound.
 const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
@@ -446,7 +447,7 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	if os.Getenv(EnvFP4Pipe) != "1" {
 		f.fp4Suffix = "_reg"
 	}
-	f.wide = os.Getenv(EnvFP4Wide) == "1"
+	f.wide = os.Getenv(EnvFP4Wide) != "0"
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
 	}

@@ -320,16 +320,20 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
 
 // fp4_tiles_wide: fp4_tiles for bf16 activations (xexact) with 64 slots (8 activation
 // tiles) a pass instead of 16, so that an expert with many slots (a prefill's: about 128
-// at 8,192 tokens) widens its weights once per 64 slots instead of once per 16; the
-// slots' hi halves of one step (128 values) staged at a time (16 KB), two barriers a
-// step. Each output is the same chain of mma as fp4_tiles' (the same steps, the same
-// order inside a step: a tile's chain does not depend on the tiles beside it), so the
-// same values; Go runs it only with DEEPINFER_CUDA_FP4_WIDE=1 and xexact.
+// at 8,192 tokens) widens its weights once per 64 slots instead of once per 16. The
+// slots' hi halves of a step (128 values, 16 KB) are copied into one of two buffers by
+// cp.async a step ahead (since run 21: run 21a's form copied each step's after the last
+// one's mma, behind two barriers, and the warps waited for those copies every step), so
+// one barrier a step: after it, step h's halves have landed from every thread and every
+// warp is done with step h − 1's buffer, which then takes step h + 1's copies. Each
+// output is the same chain of mma as fp4_tiles' (the same steps, the same order inside
+// a step: a tile's chain does not depend on the tiles beside it), so the same values;
+// Go runs it for bf16 activations in steps with many slots an expert (fp4Wide).
 #define FP4W_SLOTS 64
 template <int NW>
 DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
-  __shared__ uint4 xs[FP4W_SLOTS * 16];
-  __shared__ i64 srow[FP4W_SLOTS];  // the x row of each staged slot
+  __shared__ uint4 xs[2][FP4W_SLOTS * 16];
+  __shared__ i64 srow[128];  // the x row of each staged slot (past nc: the last slot's)
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
   const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -341,6 +345,11 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
   bool oka[2], okb[2];
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  // this thread's chunks of a step's copies: chunk c4 of pair group tt of slots
+  // (tid >> 4) + 8·it, swizzled as fp4_tiles' xs (the same place in every slot of a
+  // thread but for the slot's parity, which is tid >> 4's)
+  const int c4 = tid & 3, tt = (tid >> 2) & 3, c8 = tid >> 4;
+  const int sx = c8 * 16 + tt * 4 + ((c4 + (tt >> 1) + 2 * (c8 & 1)) & 3);
   for (i64 c0 = 0; c0 < n; c0 += FP4W_SLOTS) {
     const int nc = (int)imin(FP4W_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][8][4];
@@ -348,24 +357,32 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
     auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
+    // issue: this thread's copies of step h's hi pairs into xs[h & 1] (zeros for slots
+    // past nc), as one group
+    auto issue = [&](int h) {
+      const i64 k2 = (b.kb + 128 * h) / 2 + tt * 16 + c4 * 4;
+      UNROLL for (int it = 0; it < 8; it++) {
+        if (it >= live) break;
+        const int c = c8 + 8 * it;
+        const bool in = c < nc;
+        fast_cp16(&xs[h & 1][sx + it * 8 * 16], in ? a.xh + srow[c] * P + k2 : a.xh, in);
+      }
+      fast_cp_commit();
+    };
     if (nsteps > 0) load(0);
     __syncthreads();  // the last pass's reads of srow and xs are done
-    if (tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
+    srow[tid] = a.list[base + c0 + imin(tid, nc - 1)] / div;  // every thread (no branch)
+    __syncthreads();                                           // srow written
+    if (nsteps > 0) issue(0);
     for (int h = 0; h < nsteps; h++) {
-      __syncthreads();  // srow written; the last step's reads of xs done
-      // the slots' hi pairs of step h (zeros for slots past nc), swizzled as fp4_tiles'
-      for (int i = tid; i < live * 8 * 16; i += 128) {
-        int c4 = i & 3, tt = (i >> 2) & 3, c = i >> 4;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (c < nc) v = *(const uint4*)(a.xh + srow[c] * P + (b.kb + 128 * h) / 2 + tt * 16 + c4 * 4);
-        xs[c * 16 + tt * 4 + ((c4 + (tt >> 1) + 2 * (c & 1)) & 3)] = v;
-      }
-      __syncthreads();
+      fast_cp_wait<0>();  // this thread's copies of step h (the only group in flight)
+      __syncthreads();    // every thread's; every warp done with step h − 1's buffer
+      if (h + 1 < nsteps) issue(h + 1);
       uint4 ca[2] = {qa[0], qa[1]}, cb[2] = {qb[0], qb[1]};
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs, 16, live, g, t, true);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs[h & 1], 16, live, g, t, true);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
