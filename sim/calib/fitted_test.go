@@ -69,6 +69,35 @@ func run15Fit(t *testing.T) *Calibration {
 	return run15FitCal
 }
 
+var (
+	run18FitOnce sync.Once
+	run18FitCal  *Calibration
+	run18FitErr  error
+)
+
+// run18Fit is the cuda-fast shipped from run 18 (with the heap term from run 19) until
+// run 21: the fit on run 14b's V4 and run 18b's V4.1 fast reports (Run18Fit). Runs 18
+// to 20's later reports are documented against it (docs/perf/simulator.md).
+func run18Fit(t *testing.T) *Calibration {
+	t.Helper()
+	run18FitOnce.Do(func() {
+		var data []Loaded
+		if data, run18FitErr = Load("../..", Run18Fit); run18FitErr != nil {
+			return
+		}
+		var cs map[string]*Calibration
+		if cs, run18FitErr = FitCalibrations(h200.Model(), data, ShippedTrain); run18FitErr == nil {
+			if run18FitCal = cs["cuda-fast"]; run18FitCal == nil || run18FitCal.Fit != RunName14+" + "+RunName18 || len(cs) != 1 {
+				run18FitErr = fmt.Errorf("the fit on Run18Fit: %v", cs)
+			}
+		}
+	})
+	if run18FitErr != nil {
+		t.Fatal(run18FitErr)
+	}
+	return run18FitCal
+}
+
 // run8FastFit is the previous cuda-fast: the fit on run 8's fast reports.
 func run8FastFit(t *testing.T) *Calibration {
 	t.Helper()
@@ -108,8 +137,8 @@ type claim struct {
 var claims = []claim{
 	{"fast", "deepseek_v4", nil, map[string]float64{"1/512": 0.058, "64/512": 0.001, "256/512": -0.019, "1/4096": 0.040, "64/4096": -0.029, "256/4096": 0.009, "1/32768": -0.126, "64/32768": 0.032, "256/32768": 0.003},
 		[]string{"tilekernels.rope@1/512", "tilekernels.embedding@1/512", "deepselect.indexer_topk@64/512", "tilekernels.swiglu@64/512", "deepselect.indexer_topk@256/512", "tilekernels.mhc_init@1/4096", "tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 53},
-	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.090, "64/4096": -0.019, "256/4096": -0.008, "1/32768": -0.050, "64/32768": -0.047, "256/32768": -0.034},
-		[]string{"tilekernels.kv_compress@64/4096", "tilekernels.embedding@1/32768", "tilekernels.kv_compress@64/32768"}, 57},
+	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.074, "64/4096": -0.029, "256/4096": 0.001, "1/32768": -0.045, "64/32768": -0.048, "256/32768": -0.004},
+		[]string{"tilekernels.kv_compress@64/4096", "tilekernels.embedding@64/4096"}, 53},
 	{"exact", "deepseek_v4", nil, map[string]float64{"1/4096": 0.021, "64/4096": 0.048, "256/4096": -0.475},
 		[]string{"tilekernels.embedding@1/4096", "tilekernels.embedding@64/4096", "deepgemm.bf16_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt_grouped@256/4096", "tilekernels.embedding@256/4096"}, 6},
 	{"exact", "deepseek_v41", nil, map[string]float64{"1/4096": 0.025, "64/4096": 0.044, "256/4096": -0.327},
@@ -119,12 +148,12 @@ var claims = []claim{
 		[]string{"deepselect.indexer_topk@64/512", "tilekernels.swiglu@64/512", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 9},
 	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": -0.221, "64/32768": 0.052, "256/32768": 0.079},
 		[]string{"deepselect.indexer_topk@1/32768", "flashmla.sparse_decode@1/32768", "tilekernels.embedding@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.embedding@64/32768"}, 18},
-	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.122, "64/32768": 0.057},
-		[]string{"deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "deepgemm.fp8_gemm_nt@64/4096", "deepgemm.bf16_gemm_nt@64/4096", "tilekernels.kv_compress@64/4096",
-			"deepgemm.m_grouped_fp8_gemm_nt_masked@64/32768", "deepgemm.fp8_gemm_nt@64/32768", "deepgemm.bf16_gemm_nt@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.mhc_pre@64/32768"}, 15},
-	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.407, "64/32768": -0.207, "256/32768": -0.089},
-		[]string{"deepselect.indexer_topk_blocks@1/32768", "tilekernels.embedding@1/32768", "tilekernels.mhc_init@1/32768", "tilekernels.mhc_pre@1/32768",
-			"deepselect.indexer_topk_blocks@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.mhc_pre@64/32768", "deepselect.indexer_topk_blocks@256/32768", "tilekernels.embedding@256/32768"}, 34},
+	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.106, "64/32768": 0.054},
+		[]string{"deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "deepgemm.fp8_gemm_nt@64/4096", "tilekernels.kv_compress@64/4096", "tilekernels.kv_store@64/4096", "tilekernels.embedding@64/4096",
+			"deepgemm.m_grouped_fp8_gemm_nt_masked@64/32768", "deepgemm.fp8_gemm_nt@64/32768", "tilekernels.kv_compress@64/32768"}, 15},
+	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.404, "64/32768": -0.214, "256/32768": -0.057},
+		[]string{"deepselect.indexer_topk_blocks@1/32768", "deepselect.indexer_topk_blocks@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.embedding@64/32768",
+			"deepselect.indexer_topk_blocks@256/32768", "tilekernels.embedding@256/32768"}, 29},
 	{"exact", "deepseek_v4", &BatchHoldout, map[string]float64{"64/4096": 0.776},
 		[]string{"deepgemm.bf16_gemm_nt@64/4096", "deepgemm.fp8_gemm_nt@64/4096", "deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "tilekernels.kv_compress@64/4096", "tilekernels.mhc_pre_norm@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/4096", "tilekernels.rmsnorm@64/4096", "deepselect.indexer_topk@64/4096", "tilekernels.embedding@64/4096"}, 9},
 	{"exact", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.576},
@@ -176,7 +205,7 @@ func check(t *testing.T, what string, res []PointResult, c claim) {
 // than it says.
 func TestFittedReproducesMeasured(t *testing.T) {
 	data := loadShipped(t)
-	if want := RunName14 + " + " + RunName18; Fitted["cuda-fast"].Fit != want || Fitted["cuda-exact"].Fit != RunName8 {
+	if want := RunName14 + " + " + RunName21; Fitted["cuda-fast"].Fit != want || Fitted["cuda-exact"].Fit != RunName8 {
 		t.Fatalf("fitted.go names its fits %q and %q, want %q and %q", Fitted["cuda-fast"].Fit, Fitted["cuda-exact"].Fit, want, RunName8)
 	}
 	base := h200.Model()
@@ -213,7 +242,7 @@ var defaultErrs = map[string]map[string]float64{
 	"exact deepseek_v4":  {"1/4096": -0.975, "64/4096": -0.954, "256/4096": -0.989},
 	"exact deepseek_v41": {"1/4096": -0.979, "64/4096": -0.945, "256/4096": -0.982},
 	"fast deepseek_v4":   {"1/512": -0.588, "64/512": -0.417, "256/512": -0.661, "1/4096": -0.612, "64/4096": -0.470, "256/4096": -0.684, "1/32768": -0.754, "64/32768": -0.588, "256/32768": -0.793},
-	"fast deepseek_v41":  {"1/4096": -0.628, "64/4096": 0.042, "256/4096": -0.408, "1/32768": -0.787, "64/32768": -0.255, "256/32768": -0.561},
+	"fast deepseek_v41":  {"1/4096": -0.628, "64/4096": 0.075, "256/4096": -0.367, "1/32768": -0.784, "64/32768": -0.193, "256/32768": -0.488},
 }
 
 // TestDefaultModel: the default h200 model (published-kernel parameters) on the measured
@@ -242,7 +271,7 @@ func TestDefaultModel(t *testing.T) {
 		}
 	}
 	if n != 21 {
-		t.Errorf("%d points, want 21 (15 fast: run 14b's 9 V4, run 18b's 6 V4.1; run 8's 6 exact)", n)
+		t.Errorf("%d points, want 21 (15 fast: run 14b's 9 V4, run 21b's 6 V4.1; run 8's 6 exact)", n)
 	}
 }
 
@@ -392,14 +421,14 @@ func TestRun17Later(t *testing.T) {
 	})
 }
 
-// TestRun18Later: the shipped cuda-fast (run 14b's V4 and run 18b's V4.1 fit, with the
-// heap-select term since run 19) on run 18's
+// TestRun18Later: the run-18 cuda-fast (run 14b's V4 and run 18b's V4.1 fit, with the
+// heap-select term since run 19; shipped until run 21) on run 18's
 // other V4.1 reports, not fitted, is as docs/perf/simulator.md says: 18c (today's
 // default at 4,096), 18a (run 17d's kernels at 4,096 and 32,768: the index scores a work
 // item a (row, key), the one-thread compressor entries, the one-value bf16 rounding) and
 // 18b with DEEPINFER_CUDA_INDEX_BLOCK=0.
 func TestRun18Later(t *testing.T) {
-	reportErrs(t, Fitted["cuda-fast"], Run18Later, map[string]reportWant{
+	reportErrs(t, run18Fit(t), Run18Later, map[string]reportWant{
 		"v41.fast.18c.bench.json":        {map[string]float64{"1/4096": 0.0897, "64/4096": 0.0011, "256/4096": 0.0067}, 3},
 		"v41.fast.18a.bench.json":        {map[string]float64{"1/4096": -0.0003, "64/4096": -0.0808, "256/4096": -0.0663}, 8},
 		"v41.fast.long.18a.bench.json":   {map[string]float64{"1/32768": -0.0904, "64/32768": -0.1851, "256/32768": -0.2007}, 7},
@@ -407,11 +436,11 @@ func TestRun18Later(t *testing.T) {
 	})
 }
 
-// TestRun19Later: the shipped cuda-fast (run 14b's V4 and run 18b's V4.1 fit, with the
+// TestRun19Later: the run-18 cuda-fast (run 14b's V4 and run 18b's V4.1 fit, with the
 // heap-select term) on run 19's V4.1 reports, not fitted, is as docs/perf/simulator.md
 // says: within 15% at every point, 32,768 included.
 func TestRun19Later(t *testing.T) {
-	reportErrs(t, Fitted["cuda-fast"], Run19Later, map[string]reportWant{
+	reportErrs(t, run18Fit(t), Run19Later, map[string]reportWant{
 		"v41.fast.19a.bench.json":        {map[string]float64{"1/4096": 0.0908, "64/4096": -0.0102, "256/4096": 0.0253}, 4},
 		"v41.fast.19a.stage0.bench.json": {map[string]float64{"1/4096": 0.1004, "64/4096": -0.0099, "256/4096": 0.0097}, 4},
 		"v41.fast.long.19a.bench.json":   {map[string]float64{"1/32768": -0.0517, "64/32768": 0.0034, "256/32768": 0.0955}, 5},
@@ -422,17 +451,42 @@ func TestRun19Later(t *testing.T) {
 	})
 }
 
-// TestRun20Later: the shipped cuda-fast on run 20's V4.1 reports, not fitted, is as
+// TestRun20Later: the run-18 cuda-fast on run 20's V4.1 reports, not fitted, is as
 // docs/perf/simulator.md says: within 15% at every point (the widest +12.5%, batch 256 at
 // 32,768: today's kernels are faster there than the run-18 kernels it was fitted on).
 func TestRun20Later(t *testing.T) {
-	reportErrs(t, Fitted["cuda-fast"], Run20Later, map[string]reportWant{
+	reportErrs(t, run18Fit(t), Run20Later, map[string]reportWant{
 		"v41.fast.20a.bench.json":        {map[string]float64{"1/4096": 0.1087, "64/4096": 0.0156, "256/4096": 0.0368}, 6},
 		"v41.fast.20a.stage2.bench.json": {map[string]float64{"1/4096": 0.0872, "64/4096": 0.0039, "256/4096": 0.0546}, 5},
 		"v41.fast.long.20a.bench.json":   {map[string]float64{"1/32768": -0.0518, "64/32768": 0.0209, "256/32768": 0.0992}, 3},
 		"v41.fast.20b.bench.json":        {map[string]float64{"1/4096": 0.0958, "64/4096": 0.0114, "256/4096": 0.0621}, 9},
 		"v41.fast.20b.split0.bench.json": {map[string]float64{"1/4096": 0.0792, "64/4096": 0.0082, "256/4096": 0.0564}, 3},
 		"v41.fast.long.20c.bench.json":   {map[string]float64{"1/32768": -0.0366, "64/32768": 0.0279, "256/32768": 0.1254}, 3},
+	})
+}
+
+// TestRun18FitOnRun21: the run-18 cuda-fast (shipped until run 21) on the reports the
+// shipped one is fitted on (run 21b's V4.1 default at 4,096 and 32,768) is as
+// docs/perf/simulator.md says: within 15% but for the growing batch-256 error at 32,768
+// (+12.7%), with 10 class times outside 25% — why cuda-fast is refitted on run 21b.
+func TestRun18FitOnRun21(t *testing.T) {
+	reportErrs(t, run18Fit(t), Run21, map[string]reportWant{
+		"v41.fast.21b.bench.json":      {map[string]float64{"1/4096": 0.0899, "64/4096": 0.0122, "256/4096": 0.0605}, 6},
+		"v41.fast.long.21b.bench.json": {map[string]float64{"1/32768": -0.0369, "64/32768": 0.0324, "256/32768": 0.1266}, 4},
+	})
+}
+
+// TestRun21Later: the shipped cuda-fast (run 14b's V4 and run 21b's V4.1 fit) on run
+// 21's other V4.1 reports, not fitted, is as docs/perf/simulator.md says: within 15% but
+// for DEEPINFER_CUDA_BLOCK_GEMM=0 (products of more than 32 rows on fast_gemm_m4, slower
+// kernels than those the fit priced: −17.9 / −24.9% at batch 64 / 256).
+func TestRun21Later(t *testing.T) {
+	reportErrs(t, Fitted["cuda-fast"], Run21Later, map[string]reportWant{
+		"v41.fast.21a.bench.json":        {map[string]float64{"1/4096": 0.0859, "64/4096": -0.0307, "256/4096": -0.0007}, 4},
+		"v41.fast.21a.wide.bench.json":   {map[string]float64{"1/4096": 0.0972, "64/4096": -0.0296, "256/4096": 0.0021}, 3},
+		"v41.fast.21c.bench.json":        {map[string]float64{"1/4096": 0.1122, "64/4096": -0.0094, "256/4096": 0.0149}, 9},
+		"v41.fast.21c.depth2.bench.json": {map[string]float64{"1/4096": 0.0952, "64/4096": -0.0448, "256/4096": -0.0195}, 1},
+		"v41.fast.21c.block0.bench.json": {map[string]float64{"1/4096": 0.0869, "64/4096": -0.1785, "256/4096": -0.2491}, 8},
 	})
 }
 

@@ -39,6 +39,7 @@ const (
 	RunName18  = "run 18 (H200, 2026-12-03)"
 	RunName19  = "run 19 (H200, 2026-12-03)"
 	RunName20  = "run 20 (H200, 2026-12-03)"
+	RunName21  = "run 21 (H200, 2026-12-03)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -238,6 +239,27 @@ var Run20Later = v41Fast(RunName20,
 	"run20/v41.fast.long.20c.bench.json",
 )
 
+// Run21 are run 21b's fast reports (testdata/run21: V4.1 at 4,096 and 32,768, batch 1 /
+// 64 / 256; today's decode kernels: run 20b's, the key widening's scale index by a
+// 32-bit division; the wide FP4 tiles, also new there, run only in prefills).
+var Run21 = v41Fast(RunName21,
+	"run21/v41.fast.21b.bench.json",
+	"run21/v41.fast.long.21b.bench.json",
+)
+
+// Run21Later are run 21's other V4.1 reports, compared with the fit, not fitted: 21a
+// (the same decode kernels, at 4,096; with the first form of the wide FP4 tiles,
+// DEEPINFER_CUDA_FP4_WIDE=1 then, in the same call: decode steps do not run them), 21c
+// (today's default again, at 4,096; with the FP4 register tiles two steps ahead,
+// DEEPINFER_CUDA_FP4_DEPTH=2, and with DEEPINFER_CUDA_BLOCK_GEMM=0, in the same call).
+var Run21Later = v41Fast(RunName21,
+	"run21/v41.fast.21a.bench.json",
+	"run21/v41.fast.21a.wide.bench.json",
+	"run21/v41.fast.21c.bench.json",
+	"run21/v41.fast.21c.depth2.bench.json",
+	"run21/v41.fast.21c.block0.bench.json",
+)
+
 // v41Fast lists fast-mode reports of V4.1's layers 20-23 (testdata/deepseek-v4.1-flash)
 // from one run, by their paths under sim/calib/testdata.
 func v41Fast(run string, files ...string) []Measured {
@@ -254,16 +276,21 @@ func v41Fast(run string, files ...string) []Measured {
 // are compared in TestRun14), V4.1's from run 15c.
 var Run15Fit = append([]Measured{Run14[0], Run14[2]}, Run15...)
 
-// Run18Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
-// as in Run15Fit (V4's kernels have not changed since but for the one-tile FP8 products'
-// cap), V4.1's from run 18b.
+// Run18Fit are the fast reports cuda-fast was fitted on from run 18 until run 21: V4's
+// from run 14b, as in Run15Fit (V4's kernels have not changed since but for the
+// one-tile FP8 products' cap), V4.1's from run 18b. Runs 18 to 20's later reports are
+// documented against that fit (with the heap term of run 19).
 var Run18Fit = append([]Measured{Run14[0], Run14[2]}, Run18...)
 
+// Run21Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
+// as before, V4.1's from run 21b.
+var Run21Fit = append([]Measured{Run14[0], Run14[2]}, Run21...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run18Fit, cuda-exact on run 8's exact reports (runs 9 to 18 took none; the exact
+// on Run21Fit, cuda-exact on run 8's exact reports (runs 9 to 21 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run18Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run21Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).

@@ -363,6 +363,28 @@ func TestQuantSplitSameValues(t *testing.T) {
 	}
 }
 
+// TestFP4DepthSameValues: with DEEPINFER_CUDA_FP4_DEPTH=2 the FP4 register tiles load
+// each lane's weights two steps ahead (fast_moe_*_fp4_reg2) in the decode steps, and the
+// logits are the default's (one step ahead) bit for bit (on the GPU, the device branch;
+// its chains on host fibers: TestFP4DeviceCodeOnHostFibers).
+func TestFP4DepthSameValues(t *testing.T) {
+	for _, m := range v41Fixtures {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4Depth, "", "2", 80)
+			if ka != nil {
+				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
+					if ka[k+"_reg2"] != 0 || kb[k+"_reg2"] == 0 || kb[k+"_reg"] != 0 || ka[k+"_reg"] != kb[k+"_reg2"] {
+						t.Errorf("%s: one step ahead %d / %d, two %d / %d launches (default / %s=2)", k, ka[k+"_reg"], kb[k+"_reg"],
+							ka[k+"_reg2"], kb[k+"_reg2"], cuda.EnvFP4Depth)
+					}
+				}
+			}
+			sameLogits(t, a, b, "one step ahead", "two steps ahead ("+cuda.EnvFP4Depth+"=2)")
+		})
+	}
+}
+
 // TestFP4WideSameValues: by default the FP4 tiles of steps with many slots an expert (an
 // 80-token prefill of the V4.1 fixtures: 160 slots over 4 experts) run 64 slots a pass
 // (fast_moe_*_fp4_wide) and the decode steps keep the register tiles; the logits are

@@ -380,7 +380,8 @@ type fastExperts struct {
 	// tensorcore_fp4.cu (0: not known yet, 1: yes, 2: no)
 	fp4 int8
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
-	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline)
+	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
+	// "_reg2" two steps ahead (EnvFP4Depth=2)
 	fp4Suffix string
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
@@ -429,6 +430,12 @@ const fp4WideSlots = 32
 // with run 20's form). Read when a program is bound.
 const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 
+// EnvFP4Depth set to 2 runs the FP4 register tiles as fast_moe_up_fp4_reg2/
+// fast_moe_down_fp4_reg2: each lane loads the weights two steps ahead instead of one
+// (three blocks a multiprocessor instead of four; the same values). For comparisons;
+// read when a program is bound.
+const EnvFP4Depth = "DEEPINFER_CUDA_FP4_DEPTH"
+
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
 const fmtFP4 = 4
 
@@ -446,6 +453,9 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	}
 	if os.Getenv(EnvFP4Pipe) != "1" {
 		f.fp4Suffix = "_reg"
+		if os.Getenv(EnvFP4Depth) == "2" {
+			f.fp4Suffix = "_reg2"
+		}
 	}
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
 	if sh.v41 == 1 && xExactOn() {

@@ -1,7 +1,7 @@
 // fp4_fibers_main.cc: TestFP4DeviceCodeOnHostFibers' cases (follows fp4_fibers.h and the
 // kernel sources' device branch): random FP4 experts and activation halves, each case's
-// launch run by fast_moe_*_fp4 (pipelined), fast_moe_*_fp4_reg and the emulated loop
-// (fp4_ref), and with bf16 activations (xexact) fast_moe_*_fp4_wide (64 slots a pass);
+// launch run by fast_moe_*_fp4 (pipelined), fast_moe_*_fp4_reg, fast_moe_*_fp4_reg2 (two
+// steps of weights ahead) and the emulated loop (fp4_ref), and with bf16 activations (xexact) fast_moe_*_fp4_wide (64 slots a pass);
 // all must write the same outputs, bit for bit.
 #include <random>
 #include <algorithm>
@@ -93,6 +93,19 @@ static int run_case(const Case& c, unsigned seed) {
   launch(c.NW == 2 ? fast_moe_up_fp4 : fast_moe_down_fp4, a, blocks);
   a.part = pr.data();
   launch(c.NW == 2 ? fast_moe_up_fp4_reg : fast_moe_down_fp4_reg, a, blocks);
+  long ddiff = 0;  // the register tiles two steps ahead (_reg2) against the register ones
+  {
+    std::vector<float> pd(psz);
+    for (size_t i = 0; i < psz; i++) memcpy(&pd[i], &SENT, 4);
+    FastMoEArgs d = a;
+    d.part = pd.data();
+    launch(c.NW == 2 ? fast_moe_up_fp4_reg2 : fast_moe_down_fp4_reg2, d, blocks);
+    for (size_t i = 0; i < psz; i++)
+      if (memcmp(&pd[i], &pr[i], 4) != 0) {
+        if (ddiff < 5) fprintf(stderr, "  reg2 %g reg %g at %zu\n", pd[i], pr[i], i);
+        ddiff++;
+      }
+  }
   a.part = pf.data();
   if (c.NW == 2) fp4_ref<2>(a, blocks); else fp4_ref<1>(a, blocks);
   long wdiff = 0;  // xexact: the wide tiles (64 slots a pass) against the register ones
@@ -130,11 +143,11 @@ static int run_case(const Case& c, unsigned seed) {
       if (!(d <= worst)) worst = d;
     }
   }
-  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
-         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, wdiff, unwritten, worst, chain,
+  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld reg2 != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
+         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, wdiff, unwritten, worst, chain,
          (long)g_errors);
   for (void* m : mem) free(m);
-  return diff == 0 && wdiff == 0 && unwritten == 0 && worst == 0 && chain == 0 && g_errors == 0 ? 0 : 1;
+  return diff == 0 && ddiff == 0 && wdiff == 0 && unwritten == 0 && worst == 0 && chain == 0 && g_errors == 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
