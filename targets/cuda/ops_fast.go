@@ -381,7 +381,8 @@ type fastExperts struct {
 	fp4 int8
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
-	// "_reg2" two steps ahead (EnvFP4Depth=2)
+	// "_reg2" two steps ahead (EnvFP4Depth=2), "_regx" compiled for bf16 activations
+	// (EnvFP4XE=1)
 	fp4Suffix string
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
@@ -436,6 +437,12 @@ const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 // read when a program is bound.
 const EnvFP4Depth = "DEEPINFER_CUDA_FP4_DEPTH"
 
+// EnvFP4XE set to 1 runs the FP4 register tiles of bf16 activations (V4.1's, unless
+// DEEPINFER_CUDA_XEXACT=0) as fast_moe_up_fp4_regx/fast_moe_down_fp4_regx: compiled for
+// bf16 activations only, without the lo halves' staging and mma (the same values; not
+// yet timed on a GPU). For comparisons; read when a program is bound.
+const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
+
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
 const fmtFP4 = 4
 
@@ -460,6 +467,9 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
+		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) == "1" {
+			f.fp4Suffix = "_regx"
+		}
 	}
 	return f
 }

@@ -265,8 +265,11 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 #else
 // D: the steps of weights a lane has in flight beyond the one it multiplies (1: the next
 // step's codes loaded into registers while this one's mma run; 2: the next two, so that
-// a step's loads have two steps' arithmetic to land in — fast_moe_*_fp4_reg2)
-template <int NW, int D = 1>
+// a step's loads have two steps' arithmetic to land in — fast_moe_*_fp4_reg2). XE: the
+// activations are bf16 values (a.xexact, which Go guarantees for these kernels), known
+// when compiled, so the lo halves' staging, loads and mma are not in the kernel at all
+// (fast_moe_*_fp4_regx); the same operations on every value the others compute.
+template <int NW, int D = 1, bool XE = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
@@ -299,9 +302,11 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         int ns = min(FP4_STEPS, nsteps - h);
         if (h == 0 && tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
         __syncthreads();
-        int total = live * 8 * FP4_STEPS * 2 * 16;
+        // (XE: the hi halves only; the lo halves' places are never read)
+        int total = live * 8 * FP4_STEPS * (XE ? 1 : 2) * 16;
         for (int i = tid; i < total; i += 128) {
-          int c4 = i & 3, tt = (i >> 2) & 3, half = (i >> 4) & 1, hh = (i >> 5) & (FP4_STEPS - 1), c = i >> 7;
+          int c4 = i & 3, tt = (i >> 2) & 3, half = XE ? 0 : (i >> 4) & 1;
+          int hh = (i >> (XE ? 4 : 5)) & (FP4_STEPS - 1), c = i >> (XE ? 6 : 7);
           uint4 v = make_uint4(0, 0, 0, 0);
           if (c < nc && hh < ns && !(half && a.xexact)) {
             const u32* src = (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
@@ -322,7 +327,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         if (h + 2 < nsteps) load2(h + 2);
       }
       const int hs = h & (FP4_STEPS - 1);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t, a.xexact != 0);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t,
+               XE || a.xexact != 0);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
@@ -530,8 +536,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 #endif
 
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
-// tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles two steps ahead;
-// only that variant instantiated, so a
+// tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles two steps ahead, 4
+// the register tiles for bf16 activations only; only that variant instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
 template <int NW, int V>
@@ -544,6 +550,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW, 1>(a, GIDX);
   else if constexpr (V == 3) fp4_tiles<NW, 2>(a, GIDX);
+  else if constexpr (V == 4) fp4_tiles<NW, 1, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -564,6 +571,11 @@ KERNEL(fast_moe_down_fp4, FastMoEArgs) { fp4_launch<1, 0>(a, GIDX, GSTRIDE); }
 // every output is the same chain of mma.
 KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) { fp4_launch<2, 1>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_regx, fast_moe_down_fp4_regx: the register tiles compiled for bf16
+// activations only (V4.1's: DEEPINFER_CUDA_FP4_XE=1), without the lo halves' code; the
+// same values.
+KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg2, fast_moe_down_fp4_reg2: the register tiles with two steps of
 // weights in flight a lane (DEEPINFER_CUDA_FP4_DEPTH=2), three blocks a multiprocessor
 // (at most 168 registers a thread: the second step's 20 registers); the same values.

@@ -1,7 +1,8 @@
 // fp4_fibers_main.cc: TestFP4DeviceCodeOnHostFibers' cases (follows fp4_fibers.h and the
 // kernel sources' device branch): random FP4 experts and activation halves, each case's
 // launch run by fast_moe_*_fp4 (pipelined), fast_moe_*_fp4_reg, fast_moe_*_fp4_reg2 (two
-// steps of weights ahead) and the emulated loop (fp4_ref), and with bf16 activations (xexact) fast_moe_*_fp4_wide (64 slots a pass);
+// steps of weights ahead), with bf16 activations fast_moe_*_fp4_regx, and the emulated
+// loop (fp4_ref), and with bf16 activations (xexact) fast_moe_*_fp4_wide (64 slots a pass);
 // all must write the same outputs, bit for bit.
 #include <random>
 #include <algorithm>
@@ -93,19 +94,24 @@ static int run_case(const Case& c, unsigned seed) {
   launch(c.NW == 2 ? fast_moe_up_fp4 : fast_moe_down_fp4, a, blocks);
   a.part = pr.data();
   launch(c.NW == 2 ? fast_moe_up_fp4_reg : fast_moe_down_fp4_reg, a, blocks);
-  long ddiff = 0;  // the register tiles two steps ahead (_reg2) against the register ones
-  {
+  // the register tiles two steps ahead (_reg2), and with bf16 activations the ones
+  // compiled for them (_regx), against the register ones
+  auto against_reg = [&](KernelFn up, KernelFn down, const char* name) {
+    long n = 0;
     std::vector<float> pd(psz);
     for (size_t i = 0; i < psz; i++) memcpy(&pd[i], &SENT, 4);
     FastMoEArgs d = a;
     d.part = pd.data();
-    launch(c.NW == 2 ? fast_moe_up_fp4_reg2 : fast_moe_down_fp4_reg2, d, blocks);
+    launch(c.NW == 2 ? up : down, d, blocks);
     for (size_t i = 0; i < psz; i++)
       if (memcmp(&pd[i], &pr[i], 4) != 0) {
-        if (ddiff < 5) fprintf(stderr, "  reg2 %g reg %g at %zu\n", pd[i], pr[i], i);
-        ddiff++;
+        if (n < 5) fprintf(stderr, "  %s %g reg %g at %zu\n", name, pd[i], pr[i], i);
+        n++;
       }
-  }
+    return n;
+  };
+  long ddiff = against_reg(fast_moe_up_fp4_reg2, fast_moe_down_fp4_reg2, "reg2");
+  if (c.xexact) ddiff += against_reg(fast_moe_up_fp4_regx, fast_moe_down_fp4_regx, "regx");
   a.part = pf.data();
   if (c.NW == 2) fp4_ref<2>(a, blocks); else fp4_ref<1>(a, blocks);
   long wdiff = 0;  // xexact: the wide tiles (64 slots a pass) against the register ones
@@ -143,7 +149,7 @@ static int run_case(const Case& c, unsigned seed) {
       if (!(d <= worst)) worst = d;
     }
   }
-  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld reg2 != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
+  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld reg2/regx != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
          c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, wdiff, unwritten, worst, chain,
          (long)g_errors);
   for (void* m : mem) free(m);
