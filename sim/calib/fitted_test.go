@@ -40,62 +40,56 @@ func loadRun8Fast(t *testing.T) []Loaded {
 	return run8Fast
 }
 
-var (
-	run15FitOnce sync.Once
-	run15FitCal  *Calibration
-	run15FitErr  error
-)
+// pastFit is a cuda-fast shipped before today's, refitted once from its reports.
+type pastFit struct {
+	once sync.Once
+	cal  *Calibration
+	err  error
+}
+
+// get fits runs (with the terms of that time: Terms{} before run 19's heap term, nil
+// for today's) and checks the fit's name.
+func (f *pastFit) get(t *testing.T, runs []Measured, terms *Terms, want string) *Calibration {
+	t.Helper()
+	f.once.Do(func() {
+		var data []Loaded
+		if data, f.err = Load("../..", runs); f.err != nil {
+			return
+		}
+		var cs map[string]*Calibration
+		if terms != nil {
+			cs, f.err = FitCalibrationsTerms(h200.Model(), data, ShippedTrain, *terms)
+		} else {
+			cs, f.err = FitCalibrations(h200.Model(), data, ShippedTrain)
+		}
+		if f.err == nil {
+			if f.cal = cs["cuda-fast"]; f.cal == nil || f.cal.Fit != want || len(cs) != 1 {
+				f.err = fmt.Errorf("the fit of %s: %v", want, cs)
+			}
+		}
+	})
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	return f.cal
+}
+
+var run15FitCache, run18FitCache pastFit
 
 // run15Fit is the cuda-fast shipped from run 15 until run 18: the fit on run 14b's V4
 // and run 15c's V4.1 fast reports (Run15Fit). Runs 13 to 17's later reports are
 // documented against it (docs/perf/simulator.md).
 func run15Fit(t *testing.T) *Calibration {
 	t.Helper()
-	run15FitOnce.Do(func() {
-		var data []Loaded
-		if data, run15FitErr = Load("../..", Run15Fit); run15FitErr != nil {
-			return
-		}
-		var cs map[string]*Calibration
-		if cs, run15FitErr = FitCalibrationsTerms(h200.Model(), data, ShippedTrain, Terms{}); run15FitErr == nil {
-			if run15FitCal = cs["cuda-fast"]; run15FitCal == nil || run15FitCal.Fit != RunName14+" + "+RunName15 || len(cs) != 1 {
-				run15FitErr = fmt.Errorf("the fit on Run15Fit: %v", cs)
-			}
-		}
-	})
-	if run15FitErr != nil {
-		t.Fatal(run15FitErr)
-	}
-	return run15FitCal
+	return run15FitCache.get(t, Run15Fit, &Terms{}, RunName14+" + "+RunName15)
 }
-
-var (
-	run18FitOnce sync.Once
-	run18FitCal  *Calibration
-	run18FitErr  error
-)
 
 // run18Fit is the cuda-fast shipped from run 18 (with the heap term from run 19) until
 // run 21: the fit on run 14b's V4 and run 18b's V4.1 fast reports (Run18Fit). Runs 18
 // to 20's later reports are documented against it (docs/perf/simulator.md).
 func run18Fit(t *testing.T) *Calibration {
 	t.Helper()
-	run18FitOnce.Do(func() {
-		var data []Loaded
-		if data, run18FitErr = Load("../..", Run18Fit); run18FitErr != nil {
-			return
-		}
-		var cs map[string]*Calibration
-		if cs, run18FitErr = FitCalibrations(h200.Model(), data, ShippedTrain); run18FitErr == nil {
-			if run18FitCal = cs["cuda-fast"]; run18FitCal == nil || run18FitCal.Fit != RunName14+" + "+RunName18 || len(cs) != 1 {
-				run18FitErr = fmt.Errorf("the fit on Run18Fit: %v", cs)
-			}
-		}
-	})
-	if run18FitErr != nil {
-		t.Fatal(run18FitErr)
-	}
-	return run18FitCal
+	return run18FitCache.get(t, Run18Fit, nil, RunName14+" + "+RunName18)
 }
 
 // run8FastFit is the previous cuda-fast: the fit on run 8's fast reports.
