@@ -367,31 +367,38 @@ func TestQuantSplitSameValues(t *testing.T) {
 // each lane's weights two steps ahead (fast_moe_*_fp4_reg2) in the decode steps, and the
 // logits are the default's (one step ahead) bit for bit (on the GPU, the device branch;
 // its chains on host fibers: TestFP4DeviceCodeOnHostFibers).
-func TestFP4DepthSameValues(t *testing.T) { sameAsRegisterTiles(t, cuda.EnvFP4Depth, "2", "_reg2") }
+func TestFP4DepthSameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4Depth, "2", "_reg", "_reg2") }
 
 // TestFP4XESameValues: with DEEPINFER_CUDA_FP4_XE=1 the FP4 register tiles of V4.1's
 // bf16 activations run compiled for them (fast_moe_*_fp4_regx: no lo halves' code), and
 // the logits are the default's bit for bit.
-func TestFP4XESameValues(t *testing.T) { sameAsRegisterTiles(t, cuda.EnvFP4XE, "1", "_regx") }
+func TestFP4XESameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, "1", "_reg", "_regx") }
 
-// sameAsRegisterTiles runs an 80-token prefill and two decode steps of both V4.1
-// fixtures by default and with env=value, which must run the decode steps' FP4 tiles on
-// the kernels named suffix instead of the register tiles (counted where the device
-// counts launches) and give the same logits bit for bit.
-func sameAsRegisterTiles(t *testing.T, env, value, suffix string) {
+// TestFP4Wide3SameValues: with DEEPINFER_CUDA_FP4_WIDE=3 the prefill's FP4 tiles run
+// the wide tiles' three-block form (fast_moe_*_fp4_wide3), and the logits are the
+// default's bit for bit.
+func TestFP4Wide3SameValues(t *testing.T) {
+	sameWithVariant(t, cuda.EnvFP4Wide, "3", "_wide", "_wide3")
+}
+
+// sameWithVariant runs an 80-token prefill and two decode steps of both V4.1 fixtures
+// by default and with env=value, which must run the FP4 tiles the default runs on the
+// kernels named from (fast_moe_*_fp4 + from) on those named to instead, as often
+// (counted where the device counts launches), and give the same logits bit for bit.
+func sameWithVariant(t *testing.T, env, value, from, to string) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			a, ka, b, kb := twoRuns(t, p, ws, env, "", value, 80)
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
-					if ka[k+suffix] != 0 || kb[k+suffix] == 0 || kb[k+"_reg"] != 0 || ka[k+"_reg"] != kb[k+suffix] {
-						t.Errorf("%s: the register tiles %d / %d, %s %d / %d launches (default / %s=%s)", k, ka[k+"_reg"], kb[k+"_reg"],
-							suffix, ka[k+suffix], kb[k+suffix], env, value)
+					if ka[k+to] != 0 || kb[k+to] == 0 || kb[k+from] != 0 || ka[k+from] != kb[k+to] {
+						t.Errorf("%s: %s %d / %d, %s %d / %d launches (default / %s=%s)", k, from, ka[k+from], kb[k+from],
+							to, ka[k+to], kb[k+to], env, value)
 					}
 				}
 			}
-			sameLogits(t, a, b, "the register tiles", suffix+" ("+env+"="+value+")")
+			sameLogits(t, a, b, "fast_moe_*_fp4"+from, "fast_moe_*_fp4"+to+" ("+env+"="+value+")")
 		})
 	}
 }

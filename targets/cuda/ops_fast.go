@@ -390,8 +390,10 @@ type fastExperts struct {
 	// quant 2: x and hid are unquantized and their splits quantize them to MXFP8
 	// (fast_quant_split; the caller launches no dense_quant)
 	quant int64
-	// wide: EnvFP4Wide's tiles for steps with many slots an expert (fp4Wide)
-	wide bool
+	// wide: EnvFP4Wide's tiles for steps with many slots an expert (fp4Wide);
+	// wideSuffix "3" their three-block form (EnvFP4Wide=3)
+	wide       bool
+	wideSuffix string
 }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
@@ -427,8 +429,10 @@ const fp4WideSlots = 32
 // EnvFP4Wide set to 0 keeps the FP4 tiles of steps with many slots an expert (prefill)
 // on the register tiles instead of fast_moe_up_fp4_wide/fast_moe_down_fp4_wide (64 slots
 // a pass; bf16 activations only; the same values). The wide tiles are the default since
-// run 21 on the H200 (docs/perf/moe.md: an 8,192-token prefill's experts 259 → 201 ms
-// with run 20's form). Read when a program is bound.
+// run 21 on the H200 (docs/perf/moe.md: an 8,192-token prefill's experts 259 → 135 ms).
+// Set to 3, it runs them as fast_moe_*_fp4_wide3, three blocks a multiprocessor instead
+// of two (at most 168 registers a thread; not yet timed on a GPU). Read when a program
+// is bound.
 const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 
 // EnvFP4Depth set to 2 runs the FP4 register tiles as fast_moe_up_fp4_reg2/
@@ -465,6 +469,9 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		}
 	}
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
+	if os.Getenv(EnvFP4Wide) == "3" {
+		f.wideSuffix = "3"
+	}
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
 		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) == "1" {
@@ -567,7 +574,7 @@ func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, 
 	for _, wide := range []bool{false, true} {
 		name := kernel + "_fp4" + f.fp4Suffix
 		if wide {
-			name = kernel + "_fp4_wide"
+			name = kernel + "_fp4_wide" + f.wideSuffix
 		}
 		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
 			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide {

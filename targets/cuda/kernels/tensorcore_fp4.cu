@@ -593,5 +593,14 @@ KERNEL(fast_moe_down_fp4_reg2, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 #endif
 KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_wide3, fast_moe_down_fp4_wide3: the same tiles at three blocks a
+// multiprocessor (DEEPINFER_CUDA_FP4_WIDE=3: more warps to hide the mma chains and the
+// copies, if 168 registers hold the 64 accumulators without spilling); the same values.
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+#endif
+KERNEL(fast_moe_up_fp4_wide3, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_wide3, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

@@ -115,6 +115,7 @@ static int run_case(const Case& c, unsigned seed) {
   if (c.xexact) {
     ddiff += against_reg(fast_moe_up_fp4_regx, fast_moe_down_fp4_regx, "regx");
     wdiff = against_reg(fast_moe_up_fp4_wide, fast_moe_down_fp4_wide, "wide");
+    wdiff += against_reg(fast_moe_up_fp4_wide3, fast_moe_down_fp4_wide3, "wide3");
   }
   a.part = pf.data();
   if (c.NW == 2) fp4_ref<2>(a, blocks); else fp4_ref<1>(a, blocks);
