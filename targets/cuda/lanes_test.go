@@ -219,6 +219,12 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				checks = append(checks, check{"emulated fast_gemm_m1_fp8", run(emu, "m1fp8"), nil},
 					check{"fast_gemm_m1_fp8's device code (the weight's bytes steps ahead where whole)", run(lanes, "m1fp8"), nil})
 			}
+			// every tile whole: fast_gemm_m1_fp8_only (its loop alone)
+			only := fp8 && c.N%16 == 0 && c.K%64 == 0
+			if only {
+				checks = append(checks, check{"emulated fast_gemm_m1_fp8_only", run(emu, "m1fp8o"), nil},
+					check{"fast_gemm_m1_fp8_only's device code", run(lanes, "m1fp8o"), nil})
+			}
 			// bf16 activations (lo halves zero): with xexact the tiles leave the lo mma
 			// out, and every kernel must give the whole chain's values on the same x
 			if c.fmt != 0 {
@@ -232,6 +238,9 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				}
 				if fp8 {
 					kernels = append(kernels, "m1fp8")
+				}
+				if only {
+					kernels = append(kernels, "m1fp8o")
 				}
 				for _, k := range kernels {
 					checks = append(checks, check{"emulated " + k + " with xexact, against the whole chain on bf16 x", run(emu, k+"x"), bf},

@@ -151,6 +151,18 @@ func fastProduct(b *Bind, g fastGemm) {
 	if os.Getenv(EnvM1Bounds) == "0" {
 		m1name = "fast_gemm_m1_fp8"
 	}
+	// (with EnvM1Only=1, fast_gemm_m1_fp8_only where every tile takes that loop: 16-row
+	// tiles whole, rows of whole 16-value pieces)
+	m1only := os.Getenv(EnvM1Only) == "1" && g.N%fastTileN == 0
+	m1kernel := func(s *Step) string {
+		switch {
+		case !m1fp8(s):
+			return "fast_gemm_m1"
+		case m1only && s.Arg(g.w).Cols%16 == 0:
+			return "fast_gemm_m1_fp8_only"
+		}
+		return m1name
+	}
 	mt := func(s *Step) int64 {
 		switch M := rowsOf(s); {
 		case M <= 8:
@@ -208,7 +220,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		kernel string
 		rows   int64
 		f32    bool
-	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
+	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m1_fp8_only", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wide", fastWideRows, false}} {
@@ -219,7 +231,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			if v.rows == fastBlockRows && v.f32 && blkF32(s) != v.kernel {
 				return 0
 			}
-			if v.rows == 8 && !v.f32 && m1fp8(s) != (v.kernel == m1name) {
+			if v.rows == 8 && !v.f32 && m1kernel(s) != v.kernel {
 				return 0
 			}
 			mtiles := fill(s, a)
@@ -280,6 +292,14 @@ func xExactOn() bool { return os.Getenv(EnvXExact) != "0" }
 // FP8 one-row products 0.308 → 0.236 ms, its batch-1 step 1.911 → 1.837 ms. Read when a
 // program is bound; for comparisons.
 const EnvM1Bounds = "DEEPINFER_CUDA_M1_BOUNDS"
+
+// EnvM1Only set to 1 runs the one-tile FP8 products whose every tile takes the loop
+// with the weight's bytes steps ahead (N a multiple of 16, rows of whole 16-value
+// pieces) on fast_gemm_m1_fp8_only, that loop alone in a kernel body, instead of
+// fast_gemm_m1_fp8_b4, whose body also carries fast_tile's paths for every other format
+// (the same values; at most 128 registers a thread either way; not yet timed on a GPU).
+// For comparisons; read when a program is bound.
+const EnvM1Only = "DEEPINFER_CUDA_M1_ONLY"
 
 // EnvTiles set to 0 keeps V4.1's ratio-1 compressor projections (gonum's 64-value
 // blocks) on csa_fast_proj_part and csa_fast_proj_sum instead of csa_fast_proj_tile (the

@@ -134,6 +134,28 @@ func TestM1BoundsSameValues(t *testing.T) {
 	}
 }
 
+// TestM1OnlySameValues: with DEEPINFER_CUDA_M1_ONLY=1 the one-tile FP8 products whose
+// every tile is whole run fast_gemm_m1_fp8_only (the FP8 loop alone in a kernel body)
+// instead of fast_gemm_m1_fp8_b4, and the logits are the default's bit for bit: the
+// V4-Flash-format model (FP8 128-blocks) and both V4.1 fixtures (FP8 32-blocks), a
+// prefill and two decode steps; on the emulated device the launch counts show the
+// switch (the products that are not whole stay on fast_gemm_m1_fp8_b4).
+func TestM1OnlySameValues(t *testing.T) {
+	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
+	for _, m := range models {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvM1Only, "", "1", 8)
+			sameLogits(t, a, b, "fast_gemm_m1_fp8_b4 (the default)", "fast_gemm_m1_fp8_only ("+cuda.EnvM1Only+"=1)")
+			if ka != nil && (ka["fast_gemm_m1_fp8_only"] != 0 || kb["fast_gemm_m1_fp8_only"] == 0 ||
+				kb["fast_gemm_m1_fp8_only"]+kb["fast_gemm_m1_fp8_b4"] != ka["fast_gemm_m1_fp8_b4"]) {
+				t.Errorf("fast_gemm_m1_fp8_b4 / _only ran %d / %d times by default and %d / %d with %s=1",
+					ka["fast_gemm_m1_fp8_b4"], ka["fast_gemm_m1_fp8_only"], kb["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8_only"], cuda.EnvM1Only)
+			}
+		})
+	}
+}
+
 // TestIndexScoreKernelsAgree: V4.1's index scores on csa_index_score_words (the default),
 // csa_index_score_blk (DEEPINFER_CUDA_INDEX_WORDS=0) and csa_index_score
 // (DEEPINFER_CUDA_INDEX_BLOCK=0) give the same logits bit for bit (fast numerics; the

@@ -470,6 +470,35 @@ DEVM void fast_gemm_tiles(const FastGemmArgs& a, long long GIDX, long long GSTRI
                                 a.xexact != 0);
   }
 }
+// fast_gemm_m1_only: fast_gemm_tiles<1, false, true> for products whose every tile takes
+// fast_m1_fp8 (FP8 weights, N a multiple of 16, K of 64, rows of a multiple of 16 values;
+// Go checks): that loop alone in the kernel's body, without fast_tile's paths for the
+// other formats (which make fast_gemm_m1_fp8_b4 27,456 instructions on sm_90a, its FP8
+// loop 1,140 of them); each lane's values and stores as fast_tile's for one weight plane
+// and one activation tile, so the same values. The emulated device runs
+// fast_gemm_tiles itself.
+DEVM void fast_gemm_m1_only(const FastGemmArgs& a, long long GIDX, long long GSTRIDE) {
+#ifdef DI_EMULATE
+  fast_gemm_tiles<1, false, true>(a, GIDX, GSTRIDE);
+#else
+  const i64 items = a.N / 16 * a.S * a.mtiles * 32;
+  for (i64 i = GIDX; i < items; i += GSTRIDE) {
+    const i64 tile = i >> 5;
+    const i64 mt = tile % a.mtiles, s = (tile / a.mtiles) % a.S, nt = tile / (a.mtiles * a.S);
+    const i64 m0 = mt * 8, kb = s * a.ks, ke = imin(a.Kp, kb + a.ks);
+    const FastGemmRows rows = {m0, a.M, a.G, a.G > 1 ? (nt * 16) / (a.N / a.G) : 0};
+    const FastGemmStore store = {&a, m0, s};
+    const int lane = (int)(i & 31), g = lane >> 2, t = lane & 3;
+    float acc[4] = {0, 0, 0, 0};
+    if (rows(0) >= 0) fast_m1_fp8(a.w, nt * 16, kb, ke, a.xh, a.xl, a.Kp / 2, rows(g), g, t, acc, a.xexact != 0);
+    // c0, c1: weight row g, activation rows 2t, 2t+1; c2, c3: weight row g+8
+    UNROLL for (int e = 0; e < 4; e++) {
+      const int c = 2 * t + (e & 1);
+      if (rows(c) >= 0) store(0, nt * 16 + g + (e >= 2 ? 8 : 0), c, acc[e]);
+    }
+  }
+#endif
+}
 // Four entries, so that each compiles with the registers it needs: one or four
 // activation tiles a warp (mtiles counts tiles of 8 or 32 rows), float32 weights or not.
 KERNEL(fast_gemm_m1, FastGemmArgs) { fast_gemm_tiles<1, false>(a, GIDX, GSTRIDE); }
@@ -486,6 +515,7 @@ KERNEL(fast_gemm_m1_fp8, FastGemmArgs) { fast_gemm_tiles<1, false, true>(a, GIDX
 #define KERNEL_BOUNDS __launch_bounds__(128, 4)
 #endif
 KERNEL(fast_gemm_m1_fp8_b4, FastGemmArgs) { fast_gemm_tiles<1, false, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_m1_fp8_only, FastGemmArgs) { fast_gemm_m1_only(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 KERNEL(fast_gemm_m4, FastGemmArgs) { fast_gemm_tiles<4, false>(a, GIDX, GSTRIDE); }

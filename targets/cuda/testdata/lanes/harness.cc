@@ -10,7 +10,7 @@
 //     asynchronous copies (each group applied when a wait lets it complete, the
 //     latest moment the device may), and __syncthreads.
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
-// m1fp8 (FP8 formats), blk, stg (float32 weights: fast_gemm_stage_f32) or wide (bf16 x
+// m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32) or wide (bf16 x
 // only: widex); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
@@ -290,7 +290,8 @@ int main(int argc, char** argv) {
   i64 N = atoll(argv[3]), K = atoll(argv[4]), M = atoll(argv[5]), G = atoll(argv[6]), S = atoll(argv[7]),
       ks = atoll(argv[8]), obf = atoll(argv[9]);
   rng ^= (u64)atoll(argv[10]) * 0x2545f4914f6cdd1dull;
-  bool blk = strcmp(kernel, "blk") == 0, m1p = strcmp(kernel, "m1fp8") == 0, m1 = m1p || strcmp(kernel, "m1") == 0;
+  bool m1o = strcmp(kernel, "m1fp8o") == 0;  // fast_gemm_m1_fp8_only (N % 16 == 0, K % 64 == 0)
+  bool blk = strcmp(kernel, "blk") == 0, m1p = m1o || strcmp(kernel, "m1fp8") == 0, m1 = m1p || strcmp(kernel, "m1") == 0;
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   blk = blk || stg;
   if ((!blk && !m1 && !wide && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0)) {
@@ -366,14 +367,14 @@ int main(int argc, char** argv) {
   lanes::launch(wide ? fast_gemm_wide
                 : stg  ? fast_gemm_stage_f32
                 : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
-                : m1 ? (f32 ? fast_gemm_m1_f32 : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
+                : m1 ? (f32 ? fast_gemm_m1_f32 : m1o ? fast_gemm_m1_fp8_only : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
                 a, items);
 #else
   (wide ? emu_fast_gemm_wide
    : stg  ? emu_fast_gemm_stage_f32
    : blk  ? (f32 ? emu_fast_gemm_blk_f32 : emu_fast_gemm_blk)
-   : m1 ? (f32 ? emu_fast_gemm_m1_f32 : m1p ? emu_fast_gemm_m1_fp8 : emu_fast_gemm_m1)
+   : m1 ? (f32 ? emu_fast_gemm_m1_f32 : m1o ? emu_fast_gemm_m1_fp8_only : m1p ? emu_fast_gemm_m1_fp8 : emu_fast_gemm_m1)
         : (f32 ? emu_fast_gemm_m4_f32 : emu_fast_gemm_m4))(&a, items);
 #endif
   FILE* f = fopen(argv[11], "wb");
