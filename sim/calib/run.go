@@ -250,7 +250,7 @@ var Run21 = v41Fast(RunName21,
 // Run21Later are run 21's other V4.1 reports, compared with the fit, not fitted: 21a
 // (the same decode kernels, at 4,096; with the first form of the wide FP4 tiles,
 // DEEPINFER_CUDA_FP4_WIDE=1 then, in the same call: decode steps do not run them), 21c
-// (today's default again, at 4,096; with the FP4 register tiles two steps ahead,
+// (today's default again, at 4,096; with the FP4 register tiles two steps ahead, since removed,
 // DEEPINFER_CUDA_FP4_DEPTH=2, and with DEEPINFER_CUDA_BLOCK_GEMM=0, in the same call).
 var Run21Later = v41Fast(RunName21,
 	"run21/v41.fast.21a.bench.json",

@@ -363,12 +363,6 @@ func TestQuantSplitSameValues(t *testing.T) {
 	}
 }
 
-// TestFP4DepthSameValues: with DEEPINFER_CUDA_FP4_DEPTH=2 the FP4 register tiles load
-// each lane's weights two steps ahead (fast_moe_*_fp4_reg2) in the decode steps, and the
-// logits are the default's (one step ahead) bit for bit (on the GPU, the device branch;
-// its chains on host fibers: TestFP4DeviceCodeOnHostFibers).
-func TestFP4DepthSameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4Depth, "2", "_reg", "_reg2") }
-
 // TestFP4XESameValues: with DEEPINFER_CUDA_FP4_XE=1 the FP4 register tiles of V4.1's
 // bf16 activations run compiled for them (fast_moe_*_fp4_regx: no lo halves' code), and
 // the logits are the default's bit for bit.

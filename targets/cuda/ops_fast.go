@@ -401,8 +401,7 @@ type fastExperts struct {
 	fp4 int8
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
-	// "_reg2" two steps ahead (EnvFP4Depth=2), "_regx" compiled for bf16 activations
-	// (EnvFP4XE=1)
+	// "_regx" those compiled for bf16 activations (EnvFP4XE=1)
 	fp4Suffix string
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
@@ -455,12 +454,6 @@ const fp4WideSlots = 32
 // is bound.
 const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 
-// EnvFP4Depth set to 2 runs the FP4 register tiles as fast_moe_up_fp4_reg2/
-// fast_moe_down_fp4_reg2: each lane loads the weights two steps ahead instead of one
-// (three blocks a multiprocessor instead of four; the same values). For comparisons;
-// read when a program is bound.
-const EnvFP4Depth = "DEEPINFER_CUDA_FP4_DEPTH"
-
 // EnvFP4XE set to 1 runs the FP4 register tiles of bf16 activations (V4.1's, unless
 // DEEPINFER_CUDA_XEXACT=0) as fast_moe_up_fp4_regx/fast_moe_down_fp4_regx: compiled for
 // bf16 activations only, without the lo halves' staging and mma (the same values; not
@@ -484,9 +477,6 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	}
 	if os.Getenv(EnvFP4Pipe) != "1" {
 		f.fp4Suffix = "_reg"
-		if os.Getenv(EnvFP4Depth) == "2" {
-			f.fp4Suffix = "_reg2"
-		}
 	}
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
 	if os.Getenv(EnvFP4Wide) == "3" {

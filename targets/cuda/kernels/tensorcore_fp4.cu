@@ -263,13 +263,12 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
   }
 }
 #else
-// D: the steps of weights a lane has in flight beyond the one it multiplies (1: the next
-// step's codes loaded into registers while this one's mma run; 2: the next two, so that
-// a step's loads have two steps' arithmetic to land in — fast_moe_*_fp4_reg2). XE: the
-// activations are bf16 values (a.xexact, which Go guarantees for these kernels), known
-// when compiled, so the lo halves' staging, loads and mma are not in the kernel at all
-// (fast_moe_*_fp4_regx); the same operations on every value the others compute.
-template <int NW, int D = 1, bool XE = false>
+// XE: the activations are bf16 values (a.xexact, which Go guarantees for these
+// kernels), known when compiled, so the lo halves' staging, loads and mma are not in the
+// kernel at all (fast_moe_*_fp4_regx); the same operations on every value the others
+// compute. (Run 21c timed a form loading the weights two steps ahead at three blocks a
+// multiprocessor: slower, removed; docs/perf/moe.md.)
+template <int NW, bool XE = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
@@ -289,12 +288,10 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][2][4];
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
-    uint4 qa[2], qb[2], qa2[2], qb2[2];  // steps h + 1 and (D 2) h + 2
-    u32 ua[2], ub[2], ua2[2], ub2[2];
+    uint4 qa[2], qb[2];
+    u32 ua[2], ub[2];
     auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
-    auto load2 = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa2, qb2, ua2, ub2); };
     if (nsteps > 0) load(0);
-    if (D == 2 && nsteps > 1) load2(1);
     for (int h = 0; h < nsteps; h++) {
       if ((h & (FP4_STEPS - 1)) == 0) {
         // stage the slots' pairs of the next FP4_KC values (zeros for slots past nc
@@ -320,12 +317,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       uint4 ca[2] = {qa[0], qa[1]}, cb[2] = {qb[0], qb[1]};
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
-      if (D == 1) {
-        if (h + 1 < nsteps) load(h + 1);
-      } else {  // step h + 1's registers from the second set, which takes step h + 2's
-        UNROLL for (int p = 0; p < 2; p++) qa[p] = qa2[p], qb[p] = qb2[p], ua[p] = ua2[p], ub[p] = ub2[p];
-        if (h + 2 < nsteps) load2(h + 2);
-      }
+      if (h + 1 < nsteps) load(h + 1);
       const int hs = h & (FP4_STEPS - 1);
       fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t,
                XE || a.xexact != 0);
@@ -536,8 +528,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 #endif
 
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
-// tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles two steps ahead, 4
-// the register tiles for bf16 activations only; only that variant instantiated, so a
+// tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
+// activations only; only that variant instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
 template <int NW, int V>
@@ -548,9 +540,8 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   fp4_tiles<NW>(a, a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
-  else if constexpr (V == 1) fp4_tiles<NW, 1>(a, GIDX);
-  else if constexpr (V == 3) fp4_tiles<NW, 2>(a, GIDX);
-  else if constexpr (V == 4) fp4_tiles<NW, 1, true>(a, GIDX);
+  else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
+  else if constexpr (V == 3) fp4_tiles<NW, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -574,17 +565,8 @@ KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE);
 // fast_moe_up_fp4_regx, fast_moe_down_fp4_regx: the register tiles compiled for bf16
 // activations only (V4.1's: DEEPINFER_CUDA_FP4_XE=1), without the lo halves' code; the
 // same values.
-KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_reg2, fast_moe_down_fp4_reg2: the register tiles with two steps of
-// weights in flight a lane (DEEPINFER_CUDA_FP4_DEPTH=2), three blocks a multiprocessor
-// (at most 168 registers a thread: the second step's 20 registers); the same values.
-#ifndef DI_EMULATE
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 3)
-#endif
-KERNEL(fast_moe_up_fp4_reg2, FastMoEArgs) { fp4_launch<2, 3>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_reg2, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 3>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), two blocks a multiprocessor; the same values as the others.
 #ifndef DI_EMULATE
