@@ -39,9 +39,10 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 			// (the default FP4 tiles: the register ones; TestFP4PipelineMatchesRegisters
 			// checks the pipelined ones against them; V4.1's splits in the FP4 tiles' order
 			// are fast_quant_split's, TestQuantSplitSameValues)
-			fp4Kernels := []string{"fast_moe_up_fp4_reg", "fast_moe_down_fp4_reg", "fast_split_fp4"}
-			if m.name != "v4-flash-formats" {
-				fp4Kernels = fp4Kernels[:2]
+			// (V4.1's bf16 activations: the tiles compiled for them, _regx)
+			fp4Kernels := []string{"fast_moe_up_fp4_regx", "fast_moe_down_fp4_regx"}
+			if m.name == "v4-flash-formats" {
+				fp4Kernels = []string{"fast_moe_up_fp4_reg", "fast_moe_down_fp4_reg", "fast_split_fp4"}
 			}
 			for _, k := range fp4Kernels {
 				if ka == nil {
@@ -98,11 +99,15 @@ func TestFP4PipelineMatchesRegisters(t *testing.T) {
 			a, ka := prefillAndDecode(t, p, ws, 80)
 			t.Setenv(cuda.EnvFP4Pipe, "")
 			b, kb := prefillAndDecode(t, p, ws, 80)
+			reg := "_regx" // V4.1's bf16 activations
+			if m.name == "v4-flash-formats" {
+				reg = "_reg"
+			}
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
-					if ka[k] == 0 || ka[k+"_reg"] != 0 || kb[k] != 0 || kb[k+"_reg"] != ka[k] {
-						t.Errorf("%s ran %d times and %s_reg %d times with %s=1, %d and %d by default; want n > 0 and 0, 0 and n",
-							k, ka[k], k, ka[k+"_reg"], cuda.EnvFP4Pipe, kb[k], kb[k+"_reg"])
+					if ka[k] == 0 || ka[k+reg] != 0 || kb[k] != 0 || kb[k+reg] != ka[k] {
+						t.Errorf("%s ran %d times and %s%s %d times with %s=1, %d and %d by default; want n > 0 and 0, 0 and n",
+							k, ka[k], k, reg, ka[k+reg], cuda.EnvFP4Pipe, kb[k], kb[k+reg])
 					}
 				}
 			}
@@ -363,17 +368,11 @@ func TestQuantSplitSameValues(t *testing.T) {
 	}
 }
 
-// TestFP4XESameValues: with DEEPINFER_CUDA_FP4_XE=1 the FP4 register tiles of V4.1's
-// bf16 activations run compiled for them (fast_moe_*_fp4_regx: no lo halves' code), and
-// the logits are the default's bit for bit.
-func TestFP4XESameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, "1", "_reg", "_regx") }
-
-// TestFP4Wide3SameValues: with DEEPINFER_CUDA_FP4_WIDE=3 the prefill's FP4 tiles run
-// the wide tiles' three-block form (fast_moe_*_fp4_wide3), and the logits are the
-// default's bit for bit.
-func TestFP4Wide3SameValues(t *testing.T) {
-	sameWithVariant(t, cuda.EnvFP4Wide, "3", "_wide", "_wide3")
-}
+// TestFP4XESameValues: by default the FP4 register tiles of V4.1's bf16 activations
+// run compiled for them (fast_moe_*_fp4_regx: no lo halves' code); with
+// DEEPINFER_CUDA_FP4_XE=0 they run the general ones (_reg), and the logits are the
+// same bit for bit.
+func TestFP4XESameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, "0", "_regx", "_reg") }
 
 // sameWithVariant runs an 80-token prefill and two decode steps of both V4.1 fixtures
 // by default and with env=value, which must run the FP4 tiles the default runs on the
@@ -410,9 +409,9 @@ func TestFP4WideSameValues(t *testing.T) {
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
 					// the prefill's layers on the wide tiles, the decode steps' on the register ones
-					if ka[k+"_wide"] != 0 || kb[k+"_wide"] == 0 || kb[k+"_reg"] == 0 || ka[k+"_reg"] <= kb[k+"_reg"] {
+					if ka[k+"_wide"] != 0 || kb[k+"_wide"] == 0 || kb[k+"_regx"] == 0 || ka[k+"_regx"] <= kb[k+"_regx"] {
 						t.Errorf("%s: wide %d / %d, register %d / %d launches (%s=0 / default)", k, ka[k+"_wide"], kb[k+"_wide"],
-							ka[k+"_reg"], kb[k+"_reg"], cuda.EnvFP4Wide)
+							ka[k+"_regx"], kb[k+"_regx"], cuda.EnvFP4Wide)
 					}
 				}
 			}

@@ -297,8 +297,11 @@ const EnvM1Bounds = "DEEPINFER_CUDA_M1_BOUNDS"
 // with the weight's bytes steps ahead (N a multiple of 16, rows of whole 16-value
 // pieces) on fast_gemm_m1_fp8_only, that loop alone in a kernel body, instead of
 // fast_gemm_m1_fp8_b4, whose body also carries fast_tile's paths for every other format
-// (the same values; at most 128 registers a thread either way; not yet timed on a GPU).
-// For comparisons; read when a program is bound.
+// (the same values; at most 128 registers a thread either way). Run 22a on the H200:
+// no faster as such (V4.1's one-row FP8 products 0.680 → 0.675 ms); since then, for bf16
+// activations (xexact), it also loads the activation values of the steps ahead with
+// their weight bytes (fast_m1_fp8x; not yet timed). For comparisons; read when a
+// program is bound.
 const EnvM1Only = "DEEPINFER_CUDA_M1_ONLY"
 
 // EnvTiles set to 0 keeps V4.1's ratio-1 compressor projections (gonum's 64-value
@@ -401,7 +404,8 @@ type fastExperts struct {
 	fp4 int8
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
-	// "_regx" those compiled for bf16 activations (EnvFP4XE=1)
+	// "_regx" those compiled for bf16 activations (the default for them since run 22;
+	// EnvFP4XE=0 keeps "_reg")
 	fp4Suffix string
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
@@ -409,10 +413,8 @@ type fastExperts struct {
 	// quant 2: x and hid are unquantized and their splits quantize them to MXFP8
 	// (fast_quant_split; the caller launches no dense_quant)
 	quant int64
-	// wide: EnvFP4Wide's tiles for steps with many slots an expert (fp4Wide);
-	// wideSuffix "3" their three-block form (EnvFP4Wide=3)
-	wide       bool
-	wideSuffix string
+	// wide: EnvFP4Wide's tiles for steps with many slots an expert (fp4Wide)
+	wide bool
 }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
@@ -448,16 +450,17 @@ const fp4WideSlots = 32
 // EnvFP4Wide set to 0 keeps the FP4 tiles of steps with many slots an expert (prefill)
 // on the register tiles instead of fast_moe_up_fp4_wide/fast_moe_down_fp4_wide (64 slots
 // a pass; bf16 activations only; the same values). The wide tiles are the default since
-// run 21 on the H200 (docs/perf/moe.md: an 8,192-token prefill's experts 259 → 135 ms).
-// Set to 3, it runs them as fast_moe_*_fp4_wide3, three blocks a multiprocessor instead
-// of two (at most 168 registers a thread; not yet timed on a GPU). Read when a program
-// is bound.
+// run 21 on the H200 (docs/perf/moe.md: an 8,192-token prefill's experts 259 → 135 ms),
+// three blocks a multiprocessor since run 22 (107 → 95 ms). Read when a program is
+// bound.
 const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 
-// EnvFP4XE set to 1 runs the FP4 register tiles of bf16 activations (V4.1's, unless
-// DEEPINFER_CUDA_XEXACT=0) as fast_moe_up_fp4_regx/fast_moe_down_fp4_regx: compiled for
-// bf16 activations only, without the lo halves' staging and mma (the same values; not
-// yet timed on a GPU). For comparisons; read when a program is bound.
+// EnvFP4XE set to 0 runs the FP4 register tiles of bf16 activations (V4.1's, unless
+// DEEPINFER_CUDA_XEXACT=0) as fast_moe_up_fp4_reg/fast_moe_down_fp4_reg instead of
+// fast_moe_up_fp4_regx/fast_moe_down_fp4_regx, which are compiled for bf16 activations
+// only, without the lo halves' staging and mma (the same values; the default since run
+// 22 on the H200: V4.1's expert tiles at batch 256 9.28 → 7.39 ms, docs/perf/moe.md).
+// For comparisons; read when a program is bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
@@ -479,12 +482,9 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		f.fp4Suffix = "_reg"
 	}
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
-	if os.Getenv(EnvFP4Wide) == "3" {
-		f.wideSuffix = "3"
-	}
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
-		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) == "1" {
+		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) != "0" {
 			f.fp4Suffix = "_regx"
 		}
 	}
@@ -584,7 +584,7 @@ func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, 
 	for _, wide := range []bool{false, true} {
 		name := kernel + "_fp4" + f.fp4Suffix
 		if wide {
-			name = kernel + "_fp4_wide" + f.wideSuffix
+			name = kernel + "_fp4_wide"
 		}
 		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
 			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide {

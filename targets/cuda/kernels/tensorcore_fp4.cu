@@ -563,26 +563,19 @@ KERNEL(fast_moe_down_fp4, FastMoEArgs) { fp4_launch<1, 0>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) { fp4_launch<2, 1>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_regx, fast_moe_down_fp4_regx: the register tiles compiled for bf16
-// activations only (V4.1's: DEEPINFER_CUDA_FP4_XE=1), without the lo halves' code; the
-// same values.
+// activations only (V4.1's), without the lo halves' code: the default for them since
+// run 22 (DEEPINFER_CUDA_FP4_XE=0 runs the _reg ones); the same values.
 KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 3>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
-// activations only), two blocks a multiprocessor; the same values as the others.
-#ifndef DI_EMULATE
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 2)
-#endif
-KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_wide3, fast_moe_down_fp4_wide3: the same tiles at three blocks a
-// multiprocessor (DEEPINFER_CUDA_FP4_WIDE=3: more warps to hide the mma chains and the
-// copies, if 168 registers hold the 64 accumulators without spilling); the same values.
+// activations only), three blocks a multiprocessor (at most 168 registers a thread; run
+// 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2
+// ms, down 38.9 → 35.0); the same values as the others.
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 3)
 #endif
-KERNEL(fast_moe_up_fp4_wide3, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_wide3, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
