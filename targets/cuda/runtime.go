@@ -89,7 +89,16 @@ type Info struct {
 	ArenaBytes  int64
 	StateBytes  int64 // per sequence
 	Emulated    bool
+	PDL         bool // programmatic dependent launches (EnvPDL)
 }
+
+// EnvPDL set to 0 launches every kernel in plain stream order (cuLaunchKernel) instead
+// of as a programmatic dependent launch of the kernel before it (cuLaunchKernelEx with
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; sm_90 and later), which lets a
+// kernel's blocks be placed while the previous kernel finishes; each waits at its first
+// instruction until the previous kernels are done (kernels/prelude.h GRID_DEPENDENCY),
+// so the values are the same. Read when a runtime opens.
+const EnvPDL = "DEEPINFER_CUDA_PDL"
 
 type paramBufs struct {
 	tokens, positions, rows, sample, mask devptr
@@ -237,6 +246,10 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 	}
 	a := arch(maj, min)
 	rt.info = Info{Device: d.DeviceName(rt.dev), Arch: a, Driver: d.Version(), Emulated: rt.fake != nil}
+	if rd, ok := d.(*realDriver); ok && maj >= 9 && os.Getenv(EnvPDL) != "0" {
+		rd.enablePDL()
+		rt.info.PDL = true
+	}
 	if rt.stream, err = d.NewStream(); err != nil {
 		return err
 	}
@@ -687,6 +700,9 @@ func (rt *Runtime) Describe() string {
 	uploads := "packed uploads (one copy each way a pipelined step)"
 	if !rt.packed {
 		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
+	}
+	if i.PDL {
+		uploads += "; programmatic dependent launches"
 	}
 	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s",
 		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads)
