@@ -1,6 +1,9 @@
 package cuda
 
-import "os"
+import (
+	"os"
+	"strconv"
+)
 
 // The fast numerics mode's products (kernels/tensorcore.cu): tensor-core tiles over bf16
 // halves of the activations, checked against the exact kernels with a tolerance.
@@ -134,6 +137,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	blockOn := os.Getenv(EnvBlockGemm) != "0"
 	blockOK := fastBlockOK(g.N, g.G) && blockOn
 	wideOK := g.xExact && fastWideOK(g.N, g.G) && blockOn && os.Getenv(EnvWideGemm) != "0"
+	wideMin := envRows(EnvWideMin, fastWideMin)
 	prefetch := int64(1)
 	if os.Getenv(EnvBlockPrefetch) == "0" {
 		prefetch = 0
@@ -169,7 +173,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			return 8
 		case M <= 32:
 			return 4 * 8
-		case wideOK && M > fastWideMin && s.Arg(g.w).Fmt != 0:
+		case wideOK && M > wideMin && s.Arg(g.w).Fmt != 0:
 			return fastWideRows
 		case !blockOK:
 			return 4 * 8
@@ -654,6 +658,21 @@ const (
 // FP8 products at 64 rows against the block kernel's 1.86 ms, and 3.54 ms against
 // 4.92 ms at 256 rows (docs/perf/dense-gemm.md).
 const fastWideMin = 64
+
+// EnvWideMin set to a number N runs products of bf16 activations (xexact) with more than
+// N rows on fast_gemm_wide (where its shapes allow) instead of more than fastWideMin (the
+// same values; run 16a's comparison at 64 rows predates the wide kernel's second form).
+// For comparisons; read when a program is bound.
+const EnvWideMin = "DEEPINFER_CUDA_WIDE_MIN"
+
+// envRows is the row count the environment variable env names (a whole number ≥ 0), or
+// def when it is unset or not one.
+func envRows(env string, def int64) int64 {
+	if n, err := strconv.ParseInt(os.Getenv(env), 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return def
+}
 
 // fastWideOK reports whether fast_gemm_wide can run a product of N weight rows in G
 // groups: a block's 64 weight rows in one group.

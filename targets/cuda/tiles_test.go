@@ -200,3 +200,21 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestWideMinSameValues: with DEEPINFER_CUDA_WIDE_MIN=32 a 40-token prefill of the V4.1
+// fixtures runs its FP8 products of bf16 activations on fast_gemm_wide (40 > 32 rows)
+// where the default keeps them on fast_gemm_blk (40 ≤ 64), and the logits are the same
+// bit for bit (on the GPU, the device code of both).
+func TestWideMinSameValues(t *testing.T) {
+	for _, m := range v41Fixtures {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvWideMin, "", "32", 40)
+			sameLogits(t, a, b, "fast_gemm_blk (the default)", "fast_gemm_wide ("+cuda.EnvWideMin+"=32)")
+			if ka != nil && (ka["fast_gemm_wide"] != 0 || kb["fast_gemm_wide"] == 0 || kb["fast_gemm_blk"] >= ka["fast_gemm_blk"]) {
+				t.Errorf("fast_gemm_blk / _wide ran %d / %d times by default and %d / %d with %s=32",
+					ka["fast_gemm_blk"], ka["fast_gemm_wide"], kb["fast_gemm_blk"], kb["fast_gemm_wide"], cuda.EnvWideMin)
+			}
+		})
+	}
+}
