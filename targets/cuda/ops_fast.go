@@ -155,9 +155,9 @@ func fastProduct(b *Bind, g fastGemm) {
 	if os.Getenv(EnvM1Bounds) == "0" {
 		m1name = "fast_gemm_m1_fp8"
 	}
-	// (with EnvM1Only=1, fast_gemm_m1_fp8_only where every tile takes that loop: 16-row
-	// tiles whole, rows of whole 16-value pieces)
-	m1only := os.Getenv(EnvM1Only) == "1" && g.N%fastTileN == 0
+	// (fast_gemm_m1_fp8_only where every tile takes that loop: 16-row tiles whole, rows
+	// of whole 16-value pieces; EnvM1Only=0, or the uncapped kernel, keeps m1name)
+	m1only := os.Getenv(EnvM1Only) != "0" && m1name == "fast_gemm_m1_fp8_b4" && g.N%fastTileN == 0
 	m1kernel := func(s *Step) string {
 		switch {
 		case !m1fp8(s):
@@ -297,15 +297,16 @@ func xExactOn() bool { return os.Getenv(EnvXExact) != "0" }
 // program is bound; for comparisons.
 const EnvM1Bounds = "DEEPINFER_CUDA_M1_BOUNDS"
 
-// EnvM1Only set to 1 runs the one-tile FP8 products whose every tile takes the loop
+// EnvM1Only set to 0 runs the one-tile FP8 products whose every tile takes the loop
 // with the weight's bytes steps ahead (N a multiple of 16, rows of whole 16-value
-// pieces) on fast_gemm_m1_fp8_only, that loop alone in a kernel body, instead of
-// fast_gemm_m1_fp8_b4, whose body also carries fast_tile's paths for every other format
-// (the same values; at most 128 registers a thread either way). Run 22a on the H200:
-// no faster as such (V4.1's one-row FP8 products 0.680 → 0.675 ms); since then, for bf16
-// activations (xexact), it also loads the activation values of the steps ahead with
-// their weight bytes (fast_m1_fp8x; not yet timed). For comparisons; read when a
-// program is bound.
+// pieces) on fast_gemm_m1_fp8_b4, whose body also carries fast_tile's paths for every
+// other format, instead of fast_gemm_m1_fp8_only, that loop alone in a kernel body,
+// which for bf16 activations (xexact) also loads the activation values of the steps
+// ahead with their weight bytes (fast_m1_fp8x). The same values; at most 128 registers a
+// thread either way. On the H200 the loop alone was no faster (run 22a: 0.680 → 0.675
+// ms, V4.1's one-row FP8 products at batch 1) and with the activations ahead 14% faster
+// (run 22b: 0.691 → 0.596 ms); the default since. For comparisons; read when a program
+// is bound.
 const EnvM1Only = "DEEPINFER_CUDA_M1_ONLY"
 
 // EnvTiles set to 0 keeps V4.1's ratio-1 compressor projections (gonum's 64-value
@@ -653,16 +654,16 @@ const (
 	fastWideN    = 64
 )
 
-// fastWideMin is the most rows a product keeps on fast_gemm_blk when fast_gemm_wide
-// could run it: on the H200 (run 16) the wide kernel took 2.10 ms a step for V4.1's
-// FP8 products at 64 rows against the block kernel's 1.86 ms, and 3.54 ms against
-// 4.92 ms at 256 rows (docs/perf/dense-gemm.md).
-const fastWideMin = 64
+// fastWideMin is the most rows a product keeps on fast_gemm_m4 / fast_gemm_blk when
+// fast_gemm_wide could run it: on the H200 the wide kernel's first form took 2.10 ms a
+// step for V4.1's FP8 products at 64 rows against the block kernel's 1.86 ms (run 16a),
+// its second form 1.60 against 1.88 (run 22b, DEEPINFER_CUDA_WIDE_MIN=32), and 2.62
+// against 4.89 at 256 rows (run 16b; docs/perf/dense-gemm.md).
+const fastWideMin = 32
 
 // EnvWideMin set to a number N runs products of bf16 activations (xexact) with more than
 // N rows on fast_gemm_wide (where its shapes allow) instead of more than fastWideMin (the
-// same values; run 16a's comparison at 64 rows predates the wide kernel's second form).
-// For comparisons; read when a program is bound.
+// same values). For comparisons; read when a program is bound.
 const EnvWideMin = "DEEPINFER_CUDA_WIDE_MIN"
 
 // envRows is the row count the environment variable env names (a whole number ≥ 0), or

@@ -123,6 +123,7 @@ func TestFastTilesMatchLanes(t *testing.T) {
 // the emulated device the launch counts show which kernel each run took.
 func TestM1BoundsSameValues(t *testing.T) {
 	p, ws := cuda.CompileDir(t, quantizedV4(t))
+	t.Setenv(cuda.EnvM1Only, "0") // (the capped kernel, not the loop alone: TestM1OnlySameValues)
 	t.Setenv(cuda.EnvM1Bounds, "0")
 	a, ka := prefillAndDecode(t, p, ws, 8)
 	t.Setenv(cuda.EnvM1Bounds, "")
@@ -134,23 +135,24 @@ func TestM1BoundsSameValues(t *testing.T) {
 	}
 }
 
-// TestM1OnlySameValues: with DEEPINFER_CUDA_M1_ONLY=1 the one-tile FP8 products whose
-// every tile is whole run fast_gemm_m1_fp8_only (the FP8 loop alone in a kernel body)
-// instead of fast_gemm_m1_fp8_b4, and the logits are the default's bit for bit: the
-// V4-Flash-format model (FP8 128-blocks) and both V4.1 fixtures (FP8 32-blocks), a
-// prefill and two decode steps; on the emulated device the launch counts show the
-// switch (the products that are not whole stay on fast_gemm_m1_fp8_b4).
+// TestM1OnlySameValues: by default the one-tile FP8 products whose every tile is whole
+// run fast_gemm_m1_fp8_only (the FP8 loop alone in a kernel body; for bf16 activations
+// with their values loaded steps ahead, fast_m1_fp8x), with DEEPINFER_CUDA_M1_ONLY=0
+// fast_gemm_m1_fp8_b4, and the logits are the same bit for bit: the V4-Flash-format
+// model (FP8 128-blocks) and both V4.1 fixtures (FP8 32-blocks), a prefill and two
+// decode steps; on the emulated device the launch counts show the switch (the products
+// that are not whole stay on fast_gemm_m1_fp8_b4).
 func TestM1OnlySameValues(t *testing.T) {
 	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
 	for _, m := range models {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvM1Only, "", "1", 8)
-			sameLogits(t, a, b, "fast_gemm_m1_fp8_b4 (the default)", "fast_gemm_m1_fp8_only ("+cuda.EnvM1Only+"=1)")
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvM1Only, "0", "", 8)
+			sameLogits(t, a, b, "fast_gemm_m1_fp8_b4 ("+cuda.EnvM1Only+"=0)", "fast_gemm_m1_fp8_only (the default)")
 			if ka != nil && (ka["fast_gemm_m1_fp8_only"] != 0 || kb["fast_gemm_m1_fp8_only"] == 0 ||
 				kb["fast_gemm_m1_fp8_only"]+kb["fast_gemm_m1_fp8_b4"] != ka["fast_gemm_m1_fp8_b4"]) {
-				t.Errorf("fast_gemm_m1_fp8_b4 / _only ran %d / %d times by default and %d / %d with %s=1",
-					ka["fast_gemm_m1_fp8_b4"], ka["fast_gemm_m1_fp8_only"], kb["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8_only"], cuda.EnvM1Only)
+				t.Errorf("fast_gemm_m1_fp8_b4 / _only ran %d / %d times with %s=0 and %d / %d by default",
+					ka["fast_gemm_m1_fp8_b4"], ka["fast_gemm_m1_fp8_only"], cuda.EnvM1Only, kb["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8_only"])
 			}
 		})
 	}
@@ -201,19 +203,19 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 	}
 }
 
-// TestWideMinSameValues: with DEEPINFER_CUDA_WIDE_MIN=32 a 40-token prefill of the V4.1
-// fixtures runs its FP8 products of bf16 activations on fast_gemm_wide (40 > 32 rows)
-// where the default keeps them on fast_gemm_blk (40 ≤ 64), and the logits are the same
-// bit for bit (on the GPU, the device code of both).
+// TestWideMinSameValues: by default a 40-token prefill of the V4.1 fixtures runs its FP8
+// products of bf16 activations on fast_gemm_wide (40 > 32 rows); with
+// DEEPINFER_CUDA_WIDE_MIN=64 (the limit until run 22) on fast_gemm_blk; the logits are
+// the same bit for bit (on the GPU, the device code of both).
 func TestWideMinSameValues(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvWideMin, "", "32", 40)
-			sameLogits(t, a, b, "fast_gemm_blk (the default)", "fast_gemm_wide ("+cuda.EnvWideMin+"=32)")
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvWideMin, "64", "", 40)
+			sameLogits(t, a, b, "fast_gemm_blk ("+cuda.EnvWideMin+"=64)", "fast_gemm_wide (the default)")
 			if ka != nil && (ka["fast_gemm_wide"] != 0 || kb["fast_gemm_wide"] == 0 || kb["fast_gemm_blk"] >= ka["fast_gemm_blk"]) {
-				t.Errorf("fast_gemm_blk / _wide ran %d / %d times by default and %d / %d with %s=32",
-					ka["fast_gemm_blk"], ka["fast_gemm_wide"], kb["fast_gemm_blk"], kb["fast_gemm_wide"], cuda.EnvWideMin)
+				t.Errorf("fast_gemm_blk / _wide ran %d / %d times with %s=64 and %d / %d by default",
+					ka["fast_gemm_blk"], ka["fast_gemm_wide"], cuda.EnvWideMin, kb["fast_gemm_blk"], kb["fast_gemm_wide"])
 			}
 		})
 	}
