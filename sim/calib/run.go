@@ -40,6 +40,7 @@ const (
 	RunName19  = "run 19 (H200, 2026-12-03)"
 	RunName20  = "run 20 (H200, 2026-12-03)"
 	RunName21  = "run 21 (H200, 2026-12-03)"
+	RunName22  = "run 22 (H200, 2026-12-03)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -260,6 +261,34 @@ var Run21Later = v41Fast(RunName21,
 	"run21/v41.fast.21c.block0.bench.json",
 )
 
+// Run22 are run 22c's fast reports (testdata/run22: V4.1 at 4,096 and 32,768, batch 1 /
+// 64 / 256; today's decode kernels: the FP4 register tiles compiled for bf16
+// activations, the one-row FP8 loop alone with the activations ahead, fast_gemm_wide
+// from 33 rows).
+var Run22 = v41Fast(RunName22,
+	"run22/v41.fast.22c.bench.json",
+	"run22/v41.fast.long.22c.bench.json",
+)
+
+// Run22Later are run 22's other V4.1 reports, compared with the fit, not fitted: 22a
+// (run 21's default at 4,096, and in the same call with DEEPINFER_CUDA_FP4_WIDE=3 — the
+// same decode kernels —, DEEPINFER_CUDA_FP4_XE=1 and DEEPINFER_CUDA_M1_ONLY=1), 22b (the
+// register tiles for bf16 activations by default, programmatic dependent launches on;
+// and in the same call with them off, with the one-row FP8 loop's activations ahead,
+// with fast_gemm_wide from 33 rows), 22c (today's default with programmatic dependent
+// launches).
+var Run22Later = v41Fast(RunName22,
+	"run22/v41.fast.22a.bench.json",
+	"run22/v41.fast.22a.wide3.bench.json",
+	"run22/v41.fast.22a.xe.bench.json",
+	"run22/v41.fast.22a.m1only.bench.json",
+	"run22/v41.fast.22b.pdl.bench.json",
+	"run22/v41.fast.22b.bench.json",
+	"run22/v41.fast.22b.m1only.bench.json",
+	"run22/v41.fast.22b.widemin.bench.json",
+	"run22/v41.fast.22c.pdl.bench.json",
+)
+
 // v41Fast lists fast-mode reports of V4.1's layers 20-23 (testdata/deepseek-v4.1-flash)
 // from one run, by their paths under sim/calib/testdata.
 func v41Fast(run string, files ...string) []Measured {
@@ -282,15 +311,20 @@ var Run15Fit = append([]Measured{Run14[0], Run14[2]}, Run15...)
 // documented against that fit (with the heap term of run 19).
 var Run18Fit = append([]Measured{Run14[0], Run14[2]}, Run18...)
 
-// Run21Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
-// as before, V4.1's from run 21b.
+// Run21Fit are the fast reports cuda-fast was fitted on from run 21 until run 22: V4's
+// from run 14b, as before, V4.1's from run 21b. Run 21's later reports are documented
+// against that fit.
 var Run21Fit = append([]Measured{Run14[0], Run14[2]}, Run21...)
 
+// Run22Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
+// as before, V4.1's from run 22c.
+var Run22Fit = append([]Measured{Run14[0], Run14[2]}, Run22...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run21Fit, cuda-exact on run 8's exact reports (runs 9 to 21 took none; the exact
+// on Run22Fit, cuda-exact on run 8's exact reports (runs 9 to 22 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run21Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run22Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
