@@ -264,7 +264,8 @@ var Run21Later = v41Fast(RunName21,
 // Run22 are run 22c's fast reports (testdata/run22: V4.1 at 4,096 and 32,768, batch 1 /
 // 64 / 256; today's decode kernels: the FP4 register tiles compiled for bf16
 // activations, the one-row FP8 loop alone with the activations ahead, fast_gemm_wide
-// from 33 rows).
+// from 33 rows; every kernel then also began with the two instructions of programmatic
+// dependent launches, off there and removed after run 22).
 var Run22 = v41Fast(RunName22,
 	"run22/v41.fast.22c.bench.json",
 	"run22/v41.fast.long.22c.bench.json",
@@ -275,8 +276,8 @@ var Run22 = v41Fast(RunName22,
 // same decode kernels —, DEEPINFER_CUDA_FP4_XE=1 and DEEPINFER_CUDA_M1_ONLY=1), 22b (the
 // register tiles for bf16 activations by default, programmatic dependent launches on;
 // and in the same call with them off, with the one-row FP8 loop's activations ahead,
-// with fast_gemm_wide from 33 rows), 22c (today's default with programmatic dependent
-// launches).
+// with fast_gemm_wide from 33 rows), 22c (the default with programmatic dependent
+// launches on). Programmatic dependent launches were removed after run 22.
 var Run22Later = v41Fast(RunName22,
 	"run22/v41.fast.22a.bench.json",
 	"run22/v41.fast.22a.wide3.bench.json",

@@ -91,7 +91,7 @@ var driverSymbols = []string{
 	"cuDeviceGetAttribute", "cuDeviceTotalMem", "cuDevicePrimaryCtxRetain",
 	"cuDevicePrimaryCtxRelease", "cuCtxSetCurrent", "cuMemGetInfo", "cuMemAlloc", "cuMemFree",
 	"cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async", "cuModuleLoadData",
-	"cuModuleGetFunction", "cuLaunchKernel", "cuLaunchKernelEx", "cuStreamCreate", "cuStreamSynchronize",
+	"cuModuleGetFunction", "cuLaunchKernel", "cuStreamCreate", "cuStreamSynchronize",
 	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime", "cuGetErrorName",
 	"cuMemAllocHost", "cuMemFreeHost", "cuStreamBeginCapture", "cuStreamEndCapture",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
@@ -113,52 +113,6 @@ type realDriver struct {
 	version int
 	fn      map[string]uintptr
 	ctx     map[int]uintptr
-	// pdl, once set (enablePDL), makes every launch a programmatic dependent of the
-	// kernel before it in the stream (cuLaunchKernelEx); nil: cuLaunchKernel
-	pdl *launchEx
-}
-
-// launchConfig is cuda.h's CUlaunchConfig and launchAttr its CUlaunchAttribute (CUDA
-// 12 and later, x86-64 and arm64 layouts: TestLaunchConfigLayout).
-type launchConfig struct {
-	gridX, gridY, gridZ    uint32
-	blockX, blockY, blockZ uint32
-	sharedMem              uint32
-	_                      uint32
-	stream                 uintptr
-	attrs                  uintptr // *launchAttr
-	numAttrs               uint32
-	_                      uint32
-}
-
-type launchAttr struct {
-	id  uint32
-	_   uint32
-	val [64]byte // CUlaunchAttributeValue
-}
-
-// launchEx is one launch's configuration and its attribute, allocated once per driver
-// (the heap does not move it; launches are made from one thread).
-type launchEx struct {
-	cfg  launchConfig
-	attr launchAttr
-}
-
-// attrProgrammaticSerialization is CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
-// its value's first int, set to 1, lets the launch overlap the previous kernel in the
-// stream, which the kernel resolves itself (prelude.h GRID_DEPENDENCY).
-const attrProgrammaticSerialization = 6
-
-// enablePDL makes the driver's launches programmatic dependent launches (sm_90 and
-// later: the kernels' griddepcontrol instructions).
-func (d *realDriver) enablePDL() {
-	ex := &launchEx{}
-	ex.cfg.gridY, ex.cfg.gridZ, ex.cfg.blockY, ex.cfg.blockZ = 1, 1, 1, 1
-	ex.attr.id = attrProgrammaticSerialization
-	ex.attr.val[0] = 1
-	ex.cfg.attrs = uintptr(unsafe.Pointer(&ex.attr))
-	ex.cfg.numAttrs = 1
-	d.pdl = ex
 }
 
 // openDriver loads libcuda from path, resolves every symbol the runtime needs and
@@ -354,13 +308,6 @@ func (d *realDriver) Function(m module, name string) (function, error) {
 
 func (d *realDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
 	params := [1]unsafe.Pointer{unsafe.Pointer(&args[0])}
-	if ex := d.pdl; ex != nil {
-		ex.cfg.gridX, ex.cfg.blockX, ex.cfg.stream = grid, block, uintptr(s)
-		err := d.call("cuLaunchKernelEx", uintptr(unsafe.Pointer(&ex.cfg)), uintptr(f), uintptr(unsafe.Pointer(&params[0])), 0)
-		runtime.KeepAlive(params)
-		runtime.KeepAlive(args)
-		return err
-	}
 	err := d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, uintptr(s),
 		uintptr(unsafe.Pointer(&params[0])), 0)
 	runtime.KeepAlive(params)

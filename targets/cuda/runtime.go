@@ -89,18 +89,7 @@ type Info struct {
 	ArenaBytes  int64
 	StateBytes  int64 // per sequence
 	Emulated    bool
-	PDL         bool // programmatic dependent launches (EnvPDL)
 }
-
-// EnvPDL set to 1 launches every kernel as a programmatic dependent launch of the kernel
-// before it (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-// sm_90 and later) instead of in plain stream order (cuLaunchKernel): a kernel's blocks
-// may then be placed while the previous kernel finishes, and each waits at its first
-// instruction until the previous kernels are done (kernels/prelude.h GRID_DEPENDENCY),
-// so the values are the same. Off by default: on the H200 it made V4.1's decode steps
-// 1-3% slower (run 22b: 4.016 / 11.815 / 30.684 → 4.097 / 12.196 / 30.831 ms at batch 1 /
-// 64 / 256), since no kernel does work before its wait. Read when a runtime opens.
-const EnvPDL = "DEEPINFER_CUDA_PDL"
 
 type paramBufs struct {
 	tokens, positions, rows, sample, mask devptr
@@ -248,10 +237,6 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 	}
 	a := arch(maj, min)
 	rt.info = Info{Device: d.DeviceName(rt.dev), Arch: a, Driver: d.Version(), Emulated: rt.fake != nil}
-	if rd, ok := d.(*realDriver); ok && maj >= 9 && os.Getenv(EnvPDL) == "1" {
-		rd.enablePDL()
-		rt.info.PDL = true
-	}
 	if rt.stream, err = d.NewStream(); err != nil {
 		return err
 	}
@@ -702,9 +687,6 @@ func (rt *Runtime) Describe() string {
 	uploads := "packed uploads (one copy each way a pipelined step)"
 	if !rt.packed {
 		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
-	}
-	if i.PDL {
-		uploads += "; programmatic dependent launches"
 	}
 	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s",
 		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads)

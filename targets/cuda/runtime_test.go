@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unsafe"
 
 	dic "deepinfer/compiler"
 	"deepinfer/deploy"
@@ -558,50 +557,5 @@ func TestSeparateUnitsOpen(t *testing.T) {
 	}
 	if want := fmt.Sprintf("1 of %d units in parallel (%s; the rest from the cache)", n, u.Name); !strings.Contains(rt.Describe(), want) {
 		t.Errorf("Describe: %q lacks %q", rt.Describe(), want)
-	}
-}
-
-// TestLaunchConfigLayout: the launch configuration handed to cuLaunchKernelEx has
-// cuda.h's CUlaunchConfig and CUlaunchAttribute layouts (the driver reads it by
-// offset: a field out of place launches the wrong grid or drops the attribute), and
-// enablePDL fills in the one attribute the kernels' GRID_DEPENDENCY expects.
-func TestLaunchConfigLayout(t *testing.T) {
-	var c launchConfig
-	var a launchAttr
-	for _, f := range []struct {
-		name      string
-		got, want uintptr
-	}{
-		{"CUlaunchConfig.blockDimX", unsafe.Offsetof(c.blockX), 12},
-		{"CUlaunchConfig.sharedMemBytes", unsafe.Offsetof(c.sharedMem), 24},
-		{"CUlaunchConfig.hStream", unsafe.Offsetof(c.stream), 32},
-		{"CUlaunchConfig.attrs", unsafe.Offsetof(c.attrs), 40},
-		{"CUlaunchConfig.numAttrs", unsafe.Offsetof(c.numAttrs), 48},
-		{"sizeof(CUlaunchConfig)", unsafe.Sizeof(c), 56},
-		{"CUlaunchAttribute.value", unsafe.Offsetof(a.val), 8},
-		{"sizeof(CUlaunchAttribute)", unsafe.Sizeof(a), 72},
-	} {
-		if f.got != f.want {
-			t.Errorf("%s at %d, want %d", f.name, f.got, f.want)
-		}
-	}
-	d := &realDriver{}
-	d.enablePDL()
-	ex := d.pdl
-	if ex.cfg.numAttrs != 1 || ex.cfg.attrs != uintptr(unsafe.Pointer(&ex.attr)) || ex.attr.id != 6 ||
-		*(*int32)(unsafe.Pointer(&ex.attr.val[0])) != 1 || ex.cfg.gridY != 1 || ex.cfg.gridZ != 1 || ex.cfg.blockY != 1 || ex.cfg.blockZ != 1 {
-		t.Errorf("enablePDL: %+v", *ex)
-	}
-	// every kernel's first statement is the grid dependency (a kernel launched as a
-	// programmatic dependent without it could read its inputs before they are written)
-	src, err := os.ReadFile("kernels/prelude.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(src)
-	i := strings.Index(s, `extern "C" __global__ void KERNEL_BOUNDS name(const Args a) {`)
-	if i < 0 || !strings.HasPrefix(strings.TrimLeft(s[i+strings.Index(s[i:], "{")+1:], " \\\n"), "GRID_DEPENDENCY();") ||
-		!strings.Contains(s, `"griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;"`) {
-		t.Error("prelude.h: the device KERNEL macro does not start with GRID_DEPENDENCY (griddepcontrol.launch_dependents, then wait)")
 	}
 }

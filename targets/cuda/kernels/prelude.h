@@ -41,22 +41,9 @@ struct alignas(16) float4 { float x, y, z, w; };
 // KERNEL_BOUNDS: the launch bounds of the kernels that follow (a file that needs them
 // redefines it before its kernels and back to empty after); empty by default.
 #define KERNEL_BOUNDS
-// GRID_DEPENDENCY: every kernel's first instructions (sm_90 and later). The runtime
-// launches kernels as programmatic dependents of the one before them in the stream
-// (docs/cuda.md, "Programmatic dependent launches"), so a kernel's blocks may be placed
-// while the previous kernel still runs: launch_dependents lets the next kernel be
-// placed once every block of this one has started, and wait holds this block until
-// every earlier kernel has finished and its writes are visible — the whole body runs
-// after it, as with plain stream order. Without the launch attribute both are no-ops.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define GRID_DEPENDENCY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
-#else
-#define GRID_DEPENDENCY()
-#endif
 #define KERNEL(name, Args)                                                    \
   static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE); \
   extern "C" __global__ void KERNEL_BOUNDS name(const Args a) {               \
-    GRID_DEPENDENCY();                                                        \
     name##_body(a, (long long)blockIdx.x * blockDim.x + threadIdx.x,          \
                 (long long)gridDim.x * blockDim.x);                           \
   }                                                                           \
