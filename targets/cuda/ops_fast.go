@@ -342,6 +342,23 @@ func tilesOn() bool { return os.Getenv(EnvTiles) != "0" }
 // gemvTilesOn reports whether the router and mixes run on their tiles.
 func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) != "0" }
 
+// EnvGemvAsync set to 1 runs V4.1's fast router and mix tiles of decode steps
+// (moe_fast_gate41_tile, mhc_fast_mix41_tile) as moe_fast_gate41_tile_a and
+// mhc_fast_mix41_tile_a: their rows staged in shared memory by cp.async, a few 16-byte
+// copies a thread a chunk, instead of a load, a widening and a store a value (numerics.h
+// gemv_tile_async; the same values). Not yet timed on a GPU; for comparisons; read when
+// a program is bound.
+const EnvGemvAsync = "DEEPINFER_CUDA_GEMV_ASYNC"
+
+// gemvTileName is a router or mix tile kernel's name: kernel, or its cp.async-staged
+// form (EnvGemvAsync=1).
+func gemvTileName(kernel string) string {
+	if os.Getenv(EnvGemvAsync) == "1" {
+		return kernel + "_a"
+	}
+	return kernel
+}
+
 // ceilDiv is n / d rounded up (d > 0).
 func ceilDiv(n, d int64) int64 { return (n + d - 1) / d }
 

@@ -220,3 +220,29 @@ func TestWideMinSameValues(t *testing.T) {
 		})
 	}
 }
+
+// TestGemvAsyncSameValues: with DEEPINFER_CUDA_GEMV_ASYNC=1 the router's and mixes' tiles
+// of decode steps run moe_fast_gate41_tile_a and mhc_fast_mix41_tile_a (the rows staged
+// by cp.async) instead of moe_fast_gate41_tile and mhc_fast_mix41_tile, as often, and the
+// logits of a 20-sequence prefill and three decode steps are the same bit for bit (on
+// the emulated device the kernels share one loop, so there this checks the switch; the
+// device code: TestTilesDeviceCodeOnHostFibers; on the GPU both).
+func TestGemvAsyncSameValues(t *testing.T) {
+	for _, m := range v41Fixtures {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka := batchDecode(t, p, ws, 20, 3)
+			t.Setenv(cuda.EnvGemvAsync, "1")
+			b, kb := batchDecode(t, p, ws, 20, 3)
+			if len(a) != 80 || len(b) != 80 {
+				t.Fatalf("%d and %d logits rows, want 80", len(a), len(b))
+			}
+			sameLogits(t, a, b, "the tiles (the default)", "the tiles staged by cp.async ("+cuda.EnvGemvAsync+"=1)")
+			for _, k := range []string{"moe_fast_gate41_tile", "mhc_fast_mix41_tile"} {
+				if ka != nil && (ka[k] == 0 || ka[k+"_a"] != 0 || kb[k] != 0 || kb[k+"_a"] != ka[k]) {
+					t.Errorf("%s / _a ran %d / %d times by default and %d / %d with %s=1", k, ka[k], ka[k+"_a"], kb[k], kb[k+"_a"], cuda.EnvGemvAsync)
+				}
+			}
+		})
+	}
+}

@@ -437,6 +437,30 @@ DEVM bool gemv_staged_ok(const Weight& w, i64 r, const float* xp, i64 m, i64 K, 
 
 #endif
 
+// fast_cp16: an asynchronous copy of 16 bytes from src to shared memory at dst (zeros
+// when !in; src is then not read); fast_cp_commit closes the thread's group of copies,
+// fast_cp_wait<n> waits until at most n of its groups are in flight. With DI_LANES, the
+// harness's stand-ins (a copy lands only when a wait lets it).
+#ifdef DI_LANES
+DEV void fast_cp16(void* dst, const void* src, bool in) { lanes_cp16(dst, src, in); }
+DEV void fast_cp_commit() { lanes_cp_commit(); }
+template <int n>
+DEV void fast_cp_wait() {
+  lanes_cp_wait(n);
+}
+#elif !defined(DI_EMULATE)
+DEV void fast_cp16(void* dst, const void* src, bool in) {
+  u32 d;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+DEV void fast_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int n>
+DEV void fast_cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory");
+}
+#endif
+
 // GemvTile<GT, GN, UT, UN, J> is the shape of gemv_tile: a launch block of 128 threads,
 // 16 lanes × 8 groups (GT × GN); group g holds the chains of UT x rows (tile rows
 // (g / GN)·UT + u) against UN weight rows ((g % GN)·UN + q), so a tile is TT = GT·UT rows
@@ -460,7 +484,30 @@ struct GemvTile {
     return p;
   }
   static constexpr int S = C + pad();
+  // gemv_tile_async's stages (F: 1 bf16 weights, 0 float32): two buffers, each TT x
+  // rows of SX floats and TN weight rows of SW values as stored, a row's C + 1 values
+  // from the 16-byte-aligned position before them (so C + 4 floats, C + 8 bf16), SW
+  // putting a warp's two groups (weight rows UN apart) on different banks
+  static constexpr int SX = C + 4;
+  template <int F>
+  static constexpr int sw() {
+    // (in values: 8 for bf16, 4 for float32 keep the rows 16-byte aligned; the two
+    // groups' rows UN·SW values apart, i.e. UN·SW/2 or UN·SW words, a half bank row off
+    // where a pad of whole 16 bytes can make it so)
+    const int base = F == 1 ? C + 8 : C + 4, step = F == 1 ? 8 : 4;
+    for (int p = 0; p < 32 * step; p += step)
+      if ((F == 1 ? UN * (base + p) / 2 : UN * (base + p)) % 32 == 16) return base + p;
+    return base;
+  }
+  template <int F>
+  static constexpr int async_floats() {
+    return 2 * (TT * SX + (F == 1 ? TN * sw<F>() / 2 : TN * sw<F>()));
+  }
+  static constexpr int amax(int a, int b) { return a > b ? a : b; }
+  // SMEM: floats of shared memory a launch block gives gemv_tile; ASMEM with async
+  // staging (either path)
   static constexpr int SMEM = ROWS * S;
+  static constexpr int ASMEM = amax(SMEM, amax(async_floats<0>(), async_floats<1>()));
 };
 #ifndef DI_EMULATE
 // gemv_tile_chains: gemv_tile for weights stored as F: 1 bf16, 0 float32 — a chunk's
@@ -515,6 +562,78 @@ DEVM void gemv_tile_chains(const float* const* xr, const float* xs, const Weight
   }
 }
 
+// gemv_tile_async: gemv_tile_chains for 16-byte-aligned rows (float32 x; weights F: 1
+// bf16, 0 float32, a row every w.cols values, w.cols a multiple of 8), every staged value
+// copied by cp.async, 16 bytes at a time, into one of two buffers a chunk ahead, as
+// stored (bf16 widened when read): a chunk's staging is a few copies a thread instead of
+// a load, a widening and a store a value. Each chunk stages positions [c·C, c·C + C + E)
+// of every row (E values to a 16-byte copy; positions 1 + c·C … c·C + C are the
+// chunk's), pieces at or past K zero-filled; null x rows and weight rows past N read a
+// clamped row whose chains are not stored (gemv_tile's callers store neither). The same
+// fused multiply-adds in the same order as gemv_tile_chains.
+template <int F, int GT, int GN, int UT, int UN, int J>
+DEVM void gemv_tile_async(const float* const* xr, const float* xs, const Weight& w, i64 n0, i64 N, i64 K, float* sm,
+                          float (&acc)[UT][UN]) {
+  typedef GemvTile<GT, GN, UT, UN, J> G;
+  constexpr int E = F == 1 ? 8 : 4, SW = G::template sw<F>();
+  constexpr int XP = G::C / 4 + 1, WP = G::C / E + 1;  // 16-byte pieces a row a chunk
+  constexpr int XB = G::TT * G::SX, WB = F == 1 ? G::TN * SW / 2 : G::TN * SW;  // floats a buffer
+  constexpr int PIECES = G::TT * XP + G::TN * WP;
+  const int tid = (int)threadIdx.x, L = tid & 15, g = tid >> 4, tg = g / GN, ng = g % GN;
+  const i64 nchain = K > 1 ? (K - 1) / 16 : 0, chunks = (nchain + G::J - 1) / G::J;
+  auto issue = [&](i64 c) {
+    float* xb = sm + (c & 1) * XB;
+    float* wb = sm + 2 * XB + (c & 1) * WB;
+    for (int i = tid; i < PIECES; i += 128) {
+      if (i < G::TT * XP) {
+        const int r = i / XP, p = i % XP;
+        const i64 k = c * G::C + 4 * p;
+        const float* src = (xr[r] ? xr[r] : xs) + k;
+        fast_cp16(xb + r * G::SX + 4 * p, k < K ? src : xs, k < K);
+      } else {
+        const int r = (i - G::TT * XP) / WP, p = (i - G::TT * XP) % WP;
+        const i64 k = c * G::C + E * p, n = imin(n0 + r, N - 1);
+        const char* src = (const char*)w.p + (n * w.cols + k) * (F == 1 ? 2 : 4);
+        fast_cp16((char*)wb + (r * SW + E * p) * (F == 1 ? 2 : 4), k < K ? (const void*)src : w.p, k < K);
+      }
+    }
+    fast_cp_commit();
+  };
+  if (chunks > 0) issue(0);
+  for (i64 c = 0; c < chunks; c++) {
+    if (c + 1 < chunks) issue(c + 1);
+    else fast_cp_commit();  // (an empty group: the wait below is the same every chunk)
+    fast_cp_wait<1>();
+    __syncthreads();  // every thread's copies of chunk c landed
+    const float* xb = sm + (c & 1) * XB;
+    const float* wbf = sm + 2 * XB + (c & 1) * WB;
+    const unsigned short* wbh = (const unsigned short*)wbf;
+    const int jn = (int)imin(G::J, nchain - c * G::J);
+    UNROLL_BY(8) for (int j = 0; j < G::J; j++) {
+      if (j >= jn) break;
+      const int kk = 1 + L + 16 * j;
+      float xv[UT], wv[UN];
+      UNROLL_BY(4) for (int u = 0; u < UT; u++) xv[u] = xb[(tg * UT + u) * G::SX + kk];
+      UNROLL_BY(8) for (int q = 0; q < UN; q++)
+        wv[q] = F == 1 ? bf16_f32(wbh[(ng * UN + q) * SW + kk]) : wbf[(ng * UN + q) * SW + kk];
+      UNROLL_BY(4) for (int u = 0; u < UT; u++)
+        UNROLL_BY(8) for (int q = 0; q < UN; q++) acc[u][q] = fma_fast(xv[u], wv[q], acc[u][q]);
+    }
+    __syncthreads();  // chunk c's buffer is free for chunk c + 2's copies
+  }
+}
+
+// gemv_async_ok reports whether gemv_tile_async can stage a tile: float32 or bf16
+// weights, 16-byte aligned with rows of a multiple of 8 values, K a multiple of 8, and
+// every x row 16-byte aligned (the same answer on every thread: xr is shared).
+template <int TT>
+DEVM bool gemv_async_ok(const float* const* xr, const Weight& w, i64 K) {
+  if (!(w.fmt == 0 || w.fmt == 1) || ((unsigned long long)w.p & 15) || (w.cols & 7) || (K & 7)) return false;
+  for (int r = 0; r < TT; r++)
+    if ((unsigned long long)xr[r] & 15) return false;
+  return true;
+}
+
 // gemv_tile runs the 16 lanes of MKL's GEMV order (mkl_lane's ORDER_GEMV: x(0)·w(0) on
 // lane 0, then the fused multiply-adds of k = 1 + L + 16j, j = 0 .. (K−1)/16 − 1, in that
 // order) of a tile: x rows xr[0 .. TT) (shared; null: a row not computed, its chains
@@ -523,8 +642,9 @@ DEVM void gemv_tile_chains(const float* const* xr, const float* xs, const Weight
 // (g / GN)·UT + u against weight row n0 + (g % GN)·UN + q, each the value mkl_lane
 // gives. Every thread of the block calls it. Each chunk's values are loaded (coalesced:
 // thread tid loads position tid of every row) while the chains of the previous chunk
-// run; a value in shared memory serves UN or UT chains.
-template <int GT, int GN, int UT, int UN, int J = 8>
+// run; a value in shared memory serves UN or UT chains. With A (and rows gemv_async_ok
+// accepts), gemv_tile_async stages them instead (sm: G::ASMEM floats, not G::SMEM).
+template <int GT, int GN, int UT, int UN, int J = 8, bool A = false>
 DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 K, float* sm, float (&acc)[UT][UN]) {
   typedef GemvTile<GT, GN, UT, UN, J> G;
   const int tid = (int)threadIdx.x, L = tid & 15, g = tid >> 4, tg = g / GN, ng = g % GN;
@@ -538,7 +658,10 @@ DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 
     }
   }
   if (!xs || N <= 0) return;  // no row to compute (the whole block: xr is shared)
-  if (w.fmt == 1) gemv_tile_chains<1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
+  if (A && gemv_async_ok<GT * UT>(xr, w, K)) {
+    if (w.fmt == 1) gemv_tile_async<1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
+    else gemv_tile_async<0, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
+  } else if (w.fmt == 1) gemv_tile_chains<1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
   else if (w.fmt == 0) gemv_tile_chains<0, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
   else gemv_tile_chains<-1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
 }

@@ -582,28 +582,7 @@ KERNEL(fast_gemm_m4_f32, FastGemmArgs) { fast_gemm_tiles<4, true>(a, GIDX, GSTRI
 // weight rows are whole blocks of 128 (Go: fastBlockOK).
 #define FAST_BLK_ROWS 64
 #define FAST_BLK_N 128
-#ifdef DI_LANES
-DEV void fast_cp16(void* dst, const void* src, bool in) { lanes_cp16(dst, src, in); }
-DEV void fast_cp_commit() { lanes_cp_commit(); }
-template <int n>
-DEV void fast_cp_wait() {
-  lanes_cp_wait(n);
-}
-#elif !defined(DI_EMULATE)
-// fast_cp16: an asynchronous copy of 16 bytes from src to shared memory at dst (zeros
-// when !in; src is then not read); fast_cp_commit closes the thread's group of copies,
-// fast_cp_wait<n> waits until at most n of its groups are in flight.
-DEV void fast_cp16(void* dst, const void* src, bool in) {
-  u32 d;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0) : "memory");
-}
-DEV void fast_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int n>
-DEV void fast_cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory");
-}
-#endif
+// (fast_cp16, fast_cp_commit, fast_cp_wait: numerics.h)
 // fast_wprefetch asks for the cache line of weight row r's values from k (a lane's
 // fast_wload at the next step) in the L1 cache: a hint, no value depends on it; nothing
 // past the weight's rows or K, and nothing off the device.

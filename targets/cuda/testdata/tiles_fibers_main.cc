@@ -1,7 +1,7 @@
 // tiles_fibers_main.cc: TestTilesDeviceCodeOnHostFibers' cases (follows fp4_fibers.h,
 // the headers, dense41.cu, moe.cu, mhc.cu and csa41.cu's device branches): V4.1's
-// exact-order tile kernels on host fibers — moe_fast_gate41_tile, _tile1 and
-// mhc_fast_mix41_tile against mkl_lane / the per-lane items, csa_fast_proj_tile against
+// exact-order tile kernels on host fibers — moe_fast_gate41_tile, _tile1, _tile_a and
+// mhc_fast_mix41_tile, _tile_a against mkl_lane / the per-lane items, csa_fast_proj_tile against
 // csa_gonum_nt (the sums before their bf16 rounding) — every output bit for bit, and the outputs a kernel must not write left
 // as they were.
 #include <random>
@@ -91,6 +91,15 @@ static long compare(const char* what, const std::vector<float>& got, const std::
 
 static const float kUnset = -12345.0f;
 
+// readable: the ranges the async staging's copies may read (the x rows and the weight;
+// a copy anywhere else is an error)
+static void readable(const std::vector<float>& x, const WeightData& w) {
+  g_valid.clear();
+  g_valid.push_back({(const char*)x.data(), (const char*)(x.data() + x.size())});
+  if (!w.f.empty()) g_valid.push_back({(const char*)w.f.data(), (const char*)(w.f.data() + w.f.size())});
+  if (!w.h.empty()) g_valid.push_back({(const char*)w.h.data(), (const char*)(w.h.data() + w.h.size())});
+}
+
 // gate_case: moe_fast_gate41_tile (one = false: 4 tokens × 32 experts a block) or
 // moe_fast_gate41_tile1 (1 token × 8 experts, 512 positions a chunk).
 static int gate_case(bool one, long T, long E, long D, int fmt, long multi, long skip, unsigned seed) {
@@ -121,6 +130,15 @@ static int gate_case(bool one, long T, long E, long D, int fmt, long multi, long
   long diff = compare("gate", got, want);
   printf("gate%s T %ld E %ld D %ld fmt %d multi %ld skip %ld: %ld lanes differ, errors %ld\n", one ? " (tile1)" : "", T, E,
          D, fmt, multi, skip, diff, g_errors - before);
+  if (!one) {
+    // the same tiles staged by cp.async (gemv_tile_async where the rows allow)
+    std::fill(got.begin(), got.end(), kUnset);
+    readable(x, w);
+    fibers_launch(moe_fast_gate41_tile_a, a, (T + 3) / 4 * ((E + 31) / 32));
+    long d = compare("gate (async)", got, want);
+    printf("gate (async staging) T %ld E %ld D %ld fmt %d: %ld lanes differ\n", T, E, D, fmt, d);
+    diff += d;
+  }
   return diff == 0 && g_errors == before ? 0 : 1;
 }
 
@@ -144,6 +162,12 @@ static int mix_case(long T, long m, long K, int fmt, long multi, unsigned seed) 
   long diff = compare("mix", got, want);
   printf("mix T %ld m %ld K %ld fmt %d multi %ld: %ld lanes differ, errors %ld\n", T, m, K, fmt, multi, diff,
          g_errors - before);
+  std::fill(got.begin(), got.end(), kUnset);
+  readable(x, w);
+  fibers_launch(mhc_fast_mix41_tile_a, a, tiles + lanes);
+  long d = compare("mix (async)", got, want);
+  printf("mix (async staging) T %ld m %ld K %ld fmt %d: %ld lanes differ\n", T, m, K, fmt, d);
+  diff += d;
   return diff == 0 && g_errors == before ? 0 : 1;
 }
 
@@ -528,6 +552,10 @@ int main() {
   bad += gate_case(false, 5, 40, 301, 4, -1, -1, seed++);  // FP4, an odd row length
   bad += gate_case(false, 5, 140, 300, 5, -1, -1, seed++);
   // the few-token tile: 512 positions a chunk, chains ending inside one
+  // 16-byte-aligned rows, K a multiple of 8 (the async staging's; the cases above with
+  // other K check that it falls back): chunks past K, rows past N, tokens past T, float32
+  bad += gate_case(false, 5, 40, 2056, 0, -1, -1, seed++);
+  bad += gate_case(false, 9, 70, 400, 1, 4, -1, seed++);   // a three-row sequence
   bad += gate_case(true, 1, 8, 17, 0, -1, -1, seed++);
   bad += gate_case(true, 3, 21, 1000, 2, -1, -1, seed++);
   bad += gate_case(true, 3, 12, 600, 0, 0, -1, seed++);    // a three-row sequence
@@ -547,6 +575,7 @@ int main() {
   bad += mix_case(6, 24, 1024, 1, 1, seed++);       // a three-row sequence
   bad += mix_case(2, 9, 20480, 0, -1, seed++);      // V4.1's mix width, mix rows past a tile
   bad += mix_case(3, 24, 700, 4, -1, seed++);       // FP4 weights
+  bad += mix_case(7, 24, 1544, 1, -1, seed++);      // bf16 mix weights, a chunk past K
   // the compressor's projections: blocks of 64 with every tail, rows past a tile
   bad += proj_case(1, 1, 64, 0, -1, seed++);
   bad += proj_case(17, 65, 100, 1, -1, seed++);
