@@ -1,6 +1,10 @@
 package cuda
 
-import "deepinfer/targets/ropefreq"
+import (
+	"os"
+
+	"deepinfer/targets/ropefreq"
+)
 
 // Binder of rope.cu's kernel, and the RoPE tables every rotating kernel takes (the
 // compressor rotates its entries too).
@@ -87,13 +91,30 @@ func bindRope(b *Bind) error {
 		a.F(sign)
 		spec.put(a)
 	}
-	// the channels before the rotated ones, when the result is not the input
+	// the channels before the rotated ones, when the result is not the input: four a
+	// work item where they are whole aligned float4s (rope_copy4), else one
+	keep := hd - spec.ropeDim
+	copies := func(s *Step) bool { return s.Result(0).Ptr != s.Arg(0).Ptr && keep > 0 }
+	vec := func(s *Step) bool {
+		return hd%4 == 0 && keep%4 == 0 && s.Arg(0).Ptr%16 == 0 && s.Result(0).Ptr%16 == 0 && os.Getenv(EnvRopeCopy4) != "0"
+	}
+	b.Launch("rope_copy4", func(s *Step, a *ArgBuf) int64 {
+		if !copies(s) || !vec(s) {
+			return 0
+		}
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(s.Arg(0).Rows() * H)
+		a.I(hd / 4)
+		a.I(keep / 4)
+		return s.Arg(0).Rows() * H * keep / 4
+	})
 	b.Launch("rope_copy", func(s *Step, a *ArgBuf) int64 {
-		if s.Result(0).Ptr == s.Arg(0).Ptr || hd == spec.ropeDim {
+		if !copies(s) || vec(s) {
 			return 0
 		}
 		args(s, a)
-		return s.Arg(0).Rows() * H * (hd - spec.ropeDim)
+		return s.Arg(0).Rows() * H * keep
 	})
 	// a work item per (token, group of ropeHeads heads, channel pair)
 	b.Launch("rope_apply", func(s *Step, a *ArgBuf) int64 {
@@ -102,6 +123,11 @@ func bindRope(b *Bind) error {
 	})
 	return nil
 }
+
+// EnvRopeCopy4 set to 0 copies rope's kept channels one a work item (rope_copy) even
+// where rope_copy4 could copy four (the same values; for comparisons; read when a
+// program is bound).
+const EnvRopeCopy4 = "DEEPINFER_CUDA_ROPE_COPY4"
 
 // ropeHeads is rope.cu's ROPE_HG: the heads one rope_apply work item rotates.
 const ropeHeads = 8

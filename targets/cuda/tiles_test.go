@@ -246,3 +246,22 @@ func TestGemvAsyncSameValues(t *testing.T) {
 		})
 	}
 }
+
+// TestRopeCopy4SameValues: rope's kept channels (when the result is not the input) are
+// copied four a work item by default (rope_copy4) and one a work item with
+// DEEPINFER_CUDA_ROPE_COPY4=0 (rope_copy), as often, with the same logits bit for bit:
+// the V4-Flash-format model and both V4.1 fixtures, a prefill and two decode steps.
+func TestRopeCopy4SameValues(t *testing.T) {
+	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
+	for _, m := range models {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvRopeCopy4, "0", "", 8)
+			sameLogits(t, a, b, "rope_copy ("+cuda.EnvRopeCopy4+"=0)", "rope_copy4 (the default)")
+			if ka != nil && (ka["rope_copy"] == 0 || ka["rope_copy4"] != 0 || kb["rope_copy"] != 0 || kb["rope_copy4"] != ka["rope_copy"]) {
+				t.Errorf("rope_copy / rope_copy4 ran %d / %d times with %s=0 and %d / %d by default", ka["rope_copy"], ka["rope_copy4"],
+					cuda.EnvRopeCopy4, kb["rope_copy"], kb["rope_copy4"])
+			}
+		})
+	}
+}

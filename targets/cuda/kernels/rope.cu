@@ -29,3 +29,26 @@ KERNEL(rope_copy, RopeArgs) {
     a.y[th * a.r.head_dim + c] = a.x[th * a.r.head_dim + c];
   }
 }
+// rope_copy4: rope_copy four channels a work item (Go: head_dim and the kept channels
+// multiples of four, x and y 16-byte aligned), with 32-bit index arithmetic where the
+// items fit (rope_copy's 64-bit division a value was most of its time: run 22c, V4.1's
+// query rows at batch 256, 0.33 ms a step for ~0.12 GB copied). hv: head rows (tokens ×
+// heads), hd4 and keep4: a head's and its kept channels' float4s.
+struct RopeCopyArgs { const float* x; float* y; i64 hv; i64 hd4; i64 keep4; };
+KERNEL(rope_copy4, RopeCopyArgs) {
+  const float4* x = (const float4*)a.x;
+  float4* y = (float4*)a.y;
+  const i64 n = a.hv * a.keep4;
+  if (n < (1ll << 31) && GSTRIDE < (1ll << 31)) {
+    const u32 keep4 = (u32)a.keep4, hd4 = (u32)a.hd4, stride = (u32)GSTRIDE;
+    for (u32 i = (u32)GIDX; i < (u32)n; i += stride) {
+      const u32 th = i / keep4, c = i - th * keep4;
+      y[(i64)th * hd4 + c] = x[(i64)th * hd4 + c];
+    }
+    return;
+  }
+  for (i64 i = GIDX; i < n; i += GSTRIDE) {
+    const i64 th = i / a.keep4, c = i - th * a.keep4;
+    y[th * a.hd4 + c] = x[th * a.hd4 + c];
+  }
+}
