@@ -563,7 +563,7 @@ KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
 // lanes (4 tokens a block). A token in another order takes mkl_lane on the block's
 // threads.
 #define MHC_TILE 1, 8, 2, 1, 32
-template <bool A>
+template <int AF>
 DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
   typedef GemvTile<MHC_TILE> G;
   const i64 per = a.m * 16 + 32, nr = (a.m + G::TN - 1) / G::TN, tiles = (a.T + G::TT - 1) / G::TT * nr;
@@ -572,7 +572,7 @@ DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
   for (i64 i = GIDX; i < a.T * per; i += GSTRIDE) mhc_mix41_part_item(a, i);
 #else
   (void)GSTRIDE;
-  __shared__ float sm[A ? G::ASMEM : G::SMEM];
+  __shared__ float sm[G::smem<AF>()];
   __shared__ const float* xr[G::TT];
   __shared__ int other[G::TT];
   const i64 b = GIDX / 128;
@@ -593,7 +593,7 @@ DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
   }
   __syncthreads();
   float acc[G::NUT][G::NUN];
-  gemv_tile<MHC_TILE, A>(xr, a.fn, r0, a.m, a.K, sm, acc);
+  gemv_tile<MHC_TILE, AF>(xr, a.fn, r0, a.m, a.K, sm, acc);
   UNROLL for (int u = 0; u < G::NUT; u++) {
     const int row = G::xrow(tid, u);
     UNROLL for (int q = 0; q < G::NUN; q++) {
@@ -610,10 +610,11 @@ DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
   }
 #endif
 }
-KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) { mhc_mix41_tile<false>(a, GIDX, GSTRIDE); }
+KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) { mhc_mix41_tile<-1>(a, GIDX, GSTRIDE); }
 // mhc_fast_mix41_tile_a: the same tiles with the rows staged by cp.async (numerics.h
-// gemv_tile_async, where the rows allow; DEEPINFER_CUDA_GEMV_ASYNC=1): the same values.
-KERNEL(mhc_fast_mix41_tile_a, mhc_FastMix41Args) { mhc_mix41_tile<true>(a, GIDX, GSTRIDE); }
+// gemv_tile_async, for float32 mix weights — V4.1's — where the rows allow;
+// DEEPINFER_CUDA_GEMV_ASYNC=1): the same values.
+KERNEL(mhc_fast_mix41_tile_a, mhc_FastMix41Args) { mhc_mix41_tile<0>(a, GIDX, GSTRIDE); }
 
 // mhc_fast_mix41_rows (V4.1, steps whose sequences have one row each: MKL's GEMV order):
 // mhc_fast_mix41_part's lanes with a launch block a (token, mix row) — and one a token

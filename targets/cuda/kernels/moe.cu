@@ -299,10 +299,10 @@ KERNEL(moe_fast_gate41_part, MoERoute41Args) {
 // work is one chain of (D−1)/16 steps a lane). A token in another order, should a step
 // hold one, takes mkl_lane on the block's threads.
 #ifndef DI_EMULATE
-template <int GT, int GN, int UT, int UN, int J, bool A = false>
+template <int GT, int GN, int UT, int UN, int J, int AF = -1>
 DEVM void moe_gate41_tile(const MoERoute41Args& a, i64 GIDX) {
   typedef GemvTile<GT, GN, UT, UN, J> G;
-  __shared__ float sm[A ? G::ASMEM : G::SMEM];
+  __shared__ float sm[G::template smem<AF>()];
   __shared__ const float* xr[G::TT];
   __shared__ int other[G::TT];
   const i64 ne = (a.E + G::TN - 1) / G::TN, blocks = (a.T + G::TT - 1) / G::TT * ne, b = GIDX / 128;
@@ -320,7 +320,7 @@ DEVM void moe_gate41_tile(const MoERoute41Args& a, i64 GIDX) {
   }
   __syncthreads();
   float acc[UT][UN];
-  gemv_tile<GT, GN, UT, UN, J, A>(xr, a.gate, e0, a.E, a.D, sm, acc);
+  gemv_tile<GT, GN, UT, UN, J, AF>(xr, a.gate, e0, a.E, a.D, sm, acc);
   UNROLL for (int u = 0; u < UT; u++) {
     const int row = G::xrow(tid, u);
     UNROLL for (int q = 0; q < UN; q++) {
@@ -361,14 +361,14 @@ KERNEL(moe_fast_gate41_tile, MoERoute41Args) {
 #endif
 }
 // moe_fast_gate41_tile_a: moe_fast_gate41_tile with the rows staged by cp.async
-// (numerics.h gemv_tile_async, where the rows allow; DEEPINFER_CUDA_GEMV_ASYNC=1): the
-// same values.
+// (numerics.h gemv_tile_async, for bf16 gate weights — V4.1's — where the rows allow;
+// DEEPINFER_CUDA_GEMV_ASYNC=1): the same values.
 KERNEL(moe_fast_gate41_tile_a, MoERoute41Args) {
 #ifdef DI_EMULATE
   moe_gate41_lanes_all(a, GIDX, GSTRIDE);
 #else
   (void)GSTRIDE;
-  moe_gate41_tile<1, 8, 4, 4, 8, true>(a, GIDX);
+  moe_gate41_tile<1, 8, 4, 4, 8, 1>(a, GIDX);
 #endif
 }
 KERNEL(moe_fast_gate41_tile1, MoERoute41Args) {

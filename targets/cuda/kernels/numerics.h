@@ -504,10 +504,13 @@ struct GemvTile {
     return 2 * (TT * SX + (F == 1 ? TN * sw<F>() / 2 : TN * sw<F>()));
   }
   static constexpr int amax(int a, int b) { return a > b ? a : b; }
-  // SMEM: floats of shared memory a launch block gives gemv_tile; ASMEM with async
-  // staging (either path)
+  // SMEM: floats of shared memory a launch block gives gemv_tile; smem<AF>() with async
+  // staging for weights of format AF (1 bf16, 0 float32; -1 none): either path
   static constexpr int SMEM = ROWS * S;
-  static constexpr int ASMEM = amax(SMEM, amax(async_floats<0>(), async_floats<1>()));
+  template <int AF>
+  static constexpr int smem() {
+    return AF < 0 ? SMEM : amax(SMEM, async_floats<(AF < 0 ? 0 : AF)>());
+  }
 };
 #ifndef DI_EMULATE
 // gemv_tile_chains: gemv_tile for weights stored as F: 1 bf16, 0 float32 — a chunk's
@@ -642,9 +645,10 @@ DEVM bool gemv_async_ok(const float* const* xr, const Weight& w, i64 K) {
 // (g / GN)·UT + u against weight row n0 + (g % GN)·UN + q, each the value mkl_lane
 // gives. Every thread of the block calls it. Each chunk's values are loaded (coalesced:
 // thread tid loads position tid of every row) while the chains of the previous chunk
-// run; a value in shared memory serves UN or UT chains. With A (and rows gemv_async_ok
-// accepts), gemv_tile_async stages them instead (sm: G::ASMEM floats, not G::SMEM).
-template <int GT, int GN, int UT, int UN, int J = 8, bool A = false>
+// run; a value in shared memory serves UN or UT chains. With AF ≥ 0, weights of that
+// format (1 bf16, 0 float32) and rows gemv_async_ok accepts, gemv_tile_async stages them
+// instead (sm: G::smem<AF>() floats, not G::SMEM; the buffers sized for that format).
+template <int GT, int GN, int UT, int UN, int J = 8, int AF = -1>
 DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 K, float* sm, float (&acc)[UT][UN]) {
   typedef GemvTile<GT, GN, UT, UN, J> G;
   const int tid = (int)threadIdx.x, L = tid & 15, g = tid >> 4, tg = g / GN, ng = g % GN;
@@ -658,10 +662,9 @@ DEVM void gemv_tile(const float* const* xr, const Weight& w, i64 n0, i64 N, i64 
     }
   }
   if (!xs || N <= 0) return;  // no row to compute (the whole block: xr is shared)
-  if (A && gemv_async_ok<GT * UT>(xr, w, K)) {
-    if (w.fmt == 1) gemv_tile_async<1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
-    else gemv_tile_async<0, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
-  } else if (w.fmt == 1) gemv_tile_chains<1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
+  if (AF >= 0 && w.fmt == AF && gemv_async_ok<GT * UT>(xr, w, K))
+    gemv_tile_async<(AF < 0 ? 0 : AF), GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
+  else if (w.fmt == 1) gemv_tile_chains<1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
   else if (w.fmt == 0) gemv_tile_chains<0, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
   else gemv_tile_chains<-1, GT, GN, UT, UN, J>(xr, xs, w, n0, N, K, sm, acc);
 }

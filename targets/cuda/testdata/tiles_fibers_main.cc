@@ -553,8 +553,8 @@ int main() {
   bad += gate_case(false, 5, 140, 300, 5, -1, -1, seed++);
   // the few-token tile: 512 positions a chunk, chains ending inside one
   // 16-byte-aligned rows, K a multiple of 8 (the async staging's; the cases above with
-  // other K check that it falls back): chunks past K, rows past N, tokens past T, float32
-  bad += gate_case(false, 5, 40, 2056, 0, -1, -1, seed++);
+  // other K or formats check that it falls back): chunks past K, rows past N, tokens past T
+  bad += gate_case(false, 5, 40, 2056, 1, -1, -1, seed++);
   bad += gate_case(false, 9, 70, 400, 1, 4, -1, seed++);   // a three-row sequence
   bad += gate_case(true, 1, 8, 17, 0, -1, -1, seed++);
   bad += gate_case(true, 3, 21, 1000, 2, -1, -1, seed++);
