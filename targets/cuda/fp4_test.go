@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -379,19 +380,34 @@ func TestFP4XESameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, "0", 
 // kernels named from (fast_moe_*_fp4 + from) on those named to instead, as often
 // (counted where the device counts launches), and give the same logits bit for bit.
 func sameWithVariant(t *testing.T, env, value, from, to string) {
-	for _, m := range v41Fixtures {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, env, "", value, 80)
-			if ka != nil {
-				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
-					if ka[k+to] != 0 || kb[k+to] == 0 || kb[k+from] != 0 || ka[k+from] != kb[k+to] {
-						t.Errorf("%s: %s %d / %d, %s %d / %d launches (default / %s=%s)", k, from, ka[k+from], kb[k+from],
-							to, ka[k+to], kb[k+to], env, value)
-					}
+	sameAcross(t, v41Fixtures, env, "", value, 80, "fast_moe_*_fp4"+from, "fast_moe_*_fp4"+to+" ("+env+"="+value+")",
+		func(ka, kb map[string]int) string {
+			for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
+				if ka[k+to] != 0 || kb[k+to] == 0 || kb[k+from] != 0 || ka[k+from] != kb[k+to] {
+					return fmt.Sprintf("%s: %s %d / %d, %s %d / %d launches (default / %s=%s)", k, from, ka[k+from], kb[k+from],
+						to, ka[k+to], kb[k+to], env, value)
 				}
 			}
-			sameLogits(t, a, b, "fast_moe_*_fp4"+from, "fast_moe_*_fp4"+to+" ("+env+"="+value+")")
+			return ""
+		})
+}
+
+// sameAcross runs an n-token prefill and two decode steps of each model with env=first,
+// then env=second (twoRuns; "" unsets it): the logits must be the same bit for bit
+// (as and bs name the two runs), and where the device counts launches, counts(first's,
+// second's) must return "" (else what is wrong).
+func sameAcross(t *testing.T, models []struct{ name, dir string }, env, first, second string, n int, as, bs string,
+	counts func(ka, kb map[string]int) string) {
+	for _, m := range models {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, env, first, second, n)
+			sameLogits(t, a, b, as, bs)
+			if ka != nil {
+				if msg := counts(ka, kb); msg != "" {
+					t.Error(msg)
+				}
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"fmt"
 	"testing"
 
 	"deepinfer/plan"
@@ -144,18 +145,15 @@ func TestM1BoundsSameValues(t *testing.T) {
 // that are not whole stay on fast_gemm_m1_fp8_b4).
 func TestM1OnlySameValues(t *testing.T) {
 	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
-	for _, m := range models {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvM1Only, "0", "", 8)
-			sameLogits(t, a, b, "fast_gemm_m1_fp8_b4 ("+cuda.EnvM1Only+"=0)", "fast_gemm_m1_fp8_only (the default)")
-			if ka != nil && (ka["fast_gemm_m1_fp8_only"] != 0 || kb["fast_gemm_m1_fp8_only"] == 0 ||
-				kb["fast_gemm_m1_fp8_only"]+kb["fast_gemm_m1_fp8_b4"] != ka["fast_gemm_m1_fp8_b4"]) {
-				t.Errorf("fast_gemm_m1_fp8_b4 / _only ran %d / %d times with %s=0 and %d / %d by default",
+	sameAcross(t, models, cuda.EnvM1Only, "0", "", 8, "fast_gemm_m1_fp8_b4 ("+cuda.EnvM1Only+"=0)", "fast_gemm_m1_fp8_only (the default)",
+		func(ka, kb map[string]int) string {
+			if ka["fast_gemm_m1_fp8_only"] != 0 || kb["fast_gemm_m1_fp8_only"] == 0 ||
+				kb["fast_gemm_m1_fp8_only"]+kb["fast_gemm_m1_fp8_b4"] != ka["fast_gemm_m1_fp8_b4"] {
+				return fmt.Sprintf("fast_gemm_m1_fp8_b4 / _only ran %d / %d times with %s=0 and %d / %d by default",
 					ka["fast_gemm_m1_fp8_b4"], ka["fast_gemm_m1_fp8_only"], cuda.EnvM1Only, kb["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8_only"])
 			}
+			return ""
 		})
-	}
 }
 
 // TestIndexScoreKernelsAgree: V4.1's index scores on csa_index_score_words (the default),
@@ -208,17 +206,14 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 // DEEPINFER_CUDA_WIDE_MIN=64 (the limit until run 22) on fast_gemm_blk; the logits are
 // the same bit for bit (on the GPU, the device code of both).
 func TestWideMinSameValues(t *testing.T) {
-	for _, m := range v41Fixtures {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvWideMin, "64", "", 40)
-			sameLogits(t, a, b, "fast_gemm_blk ("+cuda.EnvWideMin+"=64)", "fast_gemm_wide (the default)")
-			if ka != nil && (ka["fast_gemm_wide"] != 0 || kb["fast_gemm_wide"] == 0 || kb["fast_gemm_blk"] >= ka["fast_gemm_blk"]) {
-				t.Errorf("fast_gemm_blk / _wide ran %d / %d times with %s=64 and %d / %d by default",
+	sameAcross(t, v41Fixtures, cuda.EnvWideMin, "64", "", 40, "fast_gemm_blk ("+cuda.EnvWideMin+"=64)", "fast_gemm_wide (the default)",
+		func(ka, kb map[string]int) string {
+			if ka["fast_gemm_wide"] != 0 || kb["fast_gemm_wide"] == 0 || kb["fast_gemm_blk"] >= ka["fast_gemm_blk"] {
+				return fmt.Sprintf("fast_gemm_blk / _wide ran %d / %d times with %s=64 and %d / %d by default",
 					ka["fast_gemm_blk"], ka["fast_gemm_wide"], cuda.EnvWideMin, kb["fast_gemm_blk"], kb["fast_gemm_wide"])
 			}
+			return ""
 		})
-	}
 }
 
 // TestGemvAsyncSameValues: with DEEPINFER_CUDA_GEMV_ASYNC=1 the router's and mixes' tiles
@@ -253,15 +248,12 @@ func TestGemvAsyncSameValues(t *testing.T) {
 // the V4-Flash-format model and both V4.1 fixtures, a prefill and two decode steps.
 func TestRopeCopy4SameValues(t *testing.T) {
 	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
-	for _, m := range models {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvRopeCopy4, "0", "", 8)
-			sameLogits(t, a, b, "rope_copy ("+cuda.EnvRopeCopy4+"=0)", "rope_copy4 (the default)")
-			if ka != nil && (ka["rope_copy"] == 0 || ka["rope_copy4"] != 0 || kb["rope_copy"] != 0 || kb["rope_copy4"] != ka["rope_copy"]) {
-				t.Errorf("rope_copy / rope_copy4 ran %d / %d times with %s=0 and %d / %d by default", ka["rope_copy"], ka["rope_copy4"],
+	sameAcross(t, models, cuda.EnvRopeCopy4, "0", "", 8, "rope_copy ("+cuda.EnvRopeCopy4+"=0)", "rope_copy4 (the default)",
+		func(ka, kb map[string]int) string {
+			if ka["rope_copy"] == 0 || ka["rope_copy4"] != 0 || kb["rope_copy"] != 0 || kb["rope_copy4"] != ka["rope_copy"] {
+				return fmt.Sprintf("rope_copy / rope_copy4 ran %d / %d times with %s=0 and %d / %d by default", ka["rope_copy"], ka["rope_copy4"],
 					cuda.EnvRopeCopy4, kb["rope_copy"], kb["rope_copy4"])
 			}
+			return ""
 		})
-	}
 }
