@@ -302,7 +302,7 @@ const EnvM1Bounds = "DEEPINFER_CUDA_M1_BOUNDS"
 // pieces) on fast_gemm_m1_fp8_b4, whose body also carries fast_tile's paths for every
 // other format, instead of fast_gemm_m1_fp8_only, that loop alone in a kernel body,
 // which for bf16 activations (xexact) also loads the activation values of the steps
-// ahead with their weight bytes (fast_m1_fp8x). The same values; at most 128 registers a
+// ahead with their weight bytes (fast_m1_fp8_loop<true>). The same values; at most 128 registers a
 // thread either way. On the H200 the loop alone was no faster (run 22a: 0.680 → 0.675
 // ms, V4.1's one-row FP8 products at batch 1) and with the activations ahead 14% faster
 // (run 22b: 0.691 → 0.596 ms); the default since. For comparisons; read when a program

@@ -1,10 +1,5 @@
 package cuda
 
-import (
-	"os"
-	"strconv"
-)
-
 // Binders of mhc.cu's kernels: the mHC ops in V4's float64 mixes and, by the numerics
 // attribute, V4.1's fp32 reference order (targets/cpu/mhc.go, v41_mhc.go).
 
@@ -314,21 +309,9 @@ const mixTileTokens, mixTileRows = 2, 8
 // SeqTile<64, 32>): a launch block a tile.
 const seqMixTokens, seqMixRows = 64, 32
 
-// gemvRowsMax is the step size up to which a staged-rows kernel runs: def, 0 when
-// EnvGemvRows is 0, or EnvGemvRows's number.
-func gemvRowsMax(def int64) int64 {
-	switch v := os.Getenv(EnvGemvRows); v {
-	case "":
-		return def
-	case "0":
-		return 0
-	default:
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			return n
-		}
-		return def
-	}
-}
+// gemvRowsMax is the step size up to which a staged-rows kernel runs: def, or
+// EnvGemvRows's number (0 turns the staged rows off).
+func gemvRowsMax(def int64) int64 { return envRows(EnvGemvRows, def) }
 
 // fastMix41 is V4.1's mhc_mix41_dot in the fast mode, with the RMS scale of
 // mhc_mix41_split: the independent lanes of MKL's and ATen's fp32 orders as work items

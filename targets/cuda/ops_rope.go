@@ -95,9 +95,8 @@ func bindRope(b *Bind) error {
 	// work item where they are whole aligned float4s (rope_copy4), else one
 	keep := hd - spec.ropeDim
 	copies := func(s *Step) bool { return s.Result(0).Ptr != s.Arg(0).Ptr && keep > 0 }
-	vec := func(s *Step) bool {
-		return hd%4 == 0 && keep%4 == 0 && s.Arg(0).Ptr%16 == 0 && s.Result(0).Ptr%16 == 0 && os.Getenv(EnvRopeCopy4) != "0"
-	}
+	vecOK := hd%4 == 0 && keep%4 == 0 && os.Getenv(EnvRopeCopy4) != "0"
+	vec := func(s *Step) bool { return vecOK && s.Arg(0).Ptr%16 == 0 && s.Result(0).Ptr%16 == 0 }
 	b.Launch("rope_copy4", func(s *Step, a *ArgBuf) int64 {
 		if !copies(s) || !vec(s) {
 			return 0

@@ -1,7 +1,6 @@
 package cuda_test
 
 import (
-	"fmt"
 	"testing"
 
 	"deepinfer/plan"
@@ -138,7 +137,7 @@ func TestM1BoundsSameValues(t *testing.T) {
 
 // TestM1OnlySameValues: by default the one-tile FP8 products whose every tile is whole
 // run fast_gemm_m1_fp8_only (the FP8 loop alone in a kernel body; for bf16 activations
-// with their values loaded steps ahead, fast_m1_fp8x), with DEEPINFER_CUDA_M1_ONLY=0
+// with their values loaded steps ahead, fast_m1_fp8_loop<true>), with DEEPINFER_CUDA_M1_ONLY=0
 // fast_gemm_m1_fp8_b4, and the logits are the same bit for bit: the V4-Flash-format
 // model (FP8 128-blocks) and both V4.1 fixtures (FP8 32-blocks), a prefill and two
 // decode steps; on the emulated device the launch counts show the switch (the products
@@ -147,12 +146,7 @@ func TestM1OnlySameValues(t *testing.T) {
 	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
 	sameAcross(t, models, cuda.EnvM1Only, "0", "", 8, "fast_gemm_m1_fp8_b4 ("+cuda.EnvM1Only+"=0)", "fast_gemm_m1_fp8_only (the default)",
 		func(ka, kb map[string]int) string {
-			if ka["fast_gemm_m1_fp8_only"] != 0 || kb["fast_gemm_m1_fp8_only"] == 0 ||
-				kb["fast_gemm_m1_fp8_only"]+kb["fast_gemm_m1_fp8_b4"] != ka["fast_gemm_m1_fp8_b4"] {
-				return fmt.Sprintf("fast_gemm_m1_fp8_b4 / _only ran %d / %d times with %s=0 and %d / %d by default",
-					ka["fast_gemm_m1_fp8_b4"], ka["fast_gemm_m1_fp8_only"], cuda.EnvM1Only, kb["fast_gemm_m1_fp8_b4"], kb["fast_gemm_m1_fp8_only"])
-			}
-			return ""
+			return someMoved(ka, kb, "fast_gemm_m1_fp8_b4", "fast_gemm_m1_fp8_only")
 		})
 }
 
@@ -207,13 +201,7 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 // the same bit for bit (on the GPU, the device code of both).
 func TestWideMinSameValues(t *testing.T) {
 	sameAcross(t, v41Fixtures, cuda.EnvWideMin, "64", "", 40, "fast_gemm_blk ("+cuda.EnvWideMin+"=64)", "fast_gemm_wide (the default)",
-		func(ka, kb map[string]int) string {
-			if ka["fast_gemm_wide"] != 0 || kb["fast_gemm_wide"] == 0 || kb["fast_gemm_blk"] >= ka["fast_gemm_blk"] {
-				return fmt.Sprintf("fast_gemm_blk / _wide ran %d / %d times with %s=64 and %d / %d by default",
-					ka["fast_gemm_blk"], ka["fast_gemm_wide"], cuda.EnvWideMin, kb["fast_gemm_blk"], kb["fast_gemm_wide"])
-			}
-			return ""
-		})
+		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_gemm_blk", "fast_gemm_wide") })
 }
 
 // TestGemvAsyncSameValues: with DEEPINFER_CUDA_GEMV_ASYNC=1 the router's and mixes' tiles
@@ -234,8 +222,8 @@ func TestGemvAsyncSameValues(t *testing.T) {
 			}
 			sameLogits(t, a, b, "the tiles (the default)", "the tiles staged by cp.async ("+cuda.EnvGemvAsync+"=1)")
 			for _, k := range []string{"moe_fast_gate41_tile", "mhc_fast_mix41_tile"} {
-				if ka != nil && (ka[k] == 0 || ka[k+"_a"] != 0 || kb[k] != 0 || kb[k+"_a"] != ka[k]) {
-					t.Errorf("%s / _a ran %d / %d times by default and %d / %d with %s=1", k, ka[k], ka[k+"_a"], kb[k], kb[k+"_a"], cuda.EnvGemvAsync)
+				if msg := moved(ka, kb, k, k+"_a"); ka != nil && msg != "" {
+					t.Error(msg)
 				}
 			}
 		})
@@ -249,11 +237,5 @@ func TestGemvAsyncSameValues(t *testing.T) {
 func TestRopeCopy4SameValues(t *testing.T) {
 	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
 	sameAcross(t, models, cuda.EnvRopeCopy4, "0", "", 8, "rope_copy ("+cuda.EnvRopeCopy4+"=0)", "rope_copy4 (the default)",
-		func(ka, kb map[string]int) string {
-			if ka["rope_copy"] == 0 || ka["rope_copy4"] != 0 || kb["rope_copy"] != 0 || kb["rope_copy4"] != ka["rope_copy"] {
-				return fmt.Sprintf("rope_copy / rope_copy4 ran %d / %d times with %s=0 and %d / %d by default", ka["rope_copy"], ka["rope_copy4"],
-					cuda.EnvRopeCopy4, kb["rope_copy"], kb["rope_copy4"])
-			}
-			return ""
-		})
+		func(ka, kb map[string]int) string { return moved(ka, kb, "rope_copy", "rope_copy4") })
 }

@@ -626,12 +626,13 @@ DEVM void gemv_tile_async(const float* const* xr, const float* xs, const Weight&
   }
 }
 
-// gemv_async_ok reports whether gemv_tile_async can stage a tile: float32 or bf16
-// weights, 16-byte aligned with rows of a multiple of 8 values, K a multiple of 8, and
-// every x row 16-byte aligned (the same answer on every thread: xr is shared).
+// gemv_async_ok reports whether gemv_tile_async can stage a tile of weights in the
+// format it was compiled for: the weight 16-byte aligned with rows of a multiple of 8
+// values, K a multiple of 8, and every x row 16-byte aligned (the same answer on every
+// thread: xr is shared).
 template <int TT>
 DEVM bool gemv_async_ok(const float* const* xr, const Weight& w, i64 K) {
-  if (!(w.fmt == 0 || w.fmt == 1) || ((unsigned long long)w.p & 15) || (w.cols & 7) || (K & 7)) return false;
+  if (((unsigned long long)w.p & 15) || (w.cols & 7) || (K & 7)) return false;
   for (int r = 0; r < TT; r++)
     if ((unsigned long long)xr[r] & 15) return false;
   return true;
