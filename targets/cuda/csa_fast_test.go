@@ -533,3 +533,83 @@ func (k *emuKernels) getBytes(p devptr, n int) []byte {
 	}
 	return v
 }
+
+// TestAttnKeysIndexCheck: csa_attn_keys reports error 404 for a row whose top-k list
+// names a compressed entry its sequence does not hold, wherever in the list it lies
+// (past the row's key count too: the index is checked whole, as the cpu target does),
+// and nothing for lists of held entries and -1 pads; a row in no sequence is not
+// checked. The check is spread over the row's work items (one index an item), so a
+// bad index at the first, a middle and the last position each must be found.
+func TestAttnKeysIndexCheck(t *testing.T) {
+	k := newKernels(t)
+	const T, window, ratio, topk = 3, 4, 4, 8
+	lmax := int64(window + topk)
+	// rows 0 and 1 decode at positions 40 and 5 (10 and 1 entries held); row 2 in no
+	// sequence
+	state := putBytes(k, make([]byte, 1<<12))
+	seqs := []int64{0, 1, 40, int64(state), 1, 1, 1, 5, int64(state) + 2048, 1}
+	good := [][]int32{{0, 3, 9, 1, 2, 4, 5, 6}, {0, -1, -1, -1, -1, -1, -1, -1}, {77, 77, 77, 77, 77, 77, 77, 77}}
+	run := func(idx [][]int32) int64 {
+		var flat []uint32
+		for _, r := range idx {
+			for _, e := range r {
+				flat = append(flat, uint32(e))
+			}
+		}
+		ip, sp, errp := put(k, flat), put(k, seqs), put(k, []int64{0})
+		rlen, kref := put(k, make([]int64, T)), putBytes(k, make([]byte, 24*T*int(lmax)))
+		valid, rlo, klo := putBytes(k, make([]byte, T*int(lmax))), put(k, make([]uint32, T)), putBytes(k, make([]byte, T*int(lmax)))
+		for _, name := range []string{"csa_attn_rows", "csa_attn_keys"} {
+			k.run(name, func(a *ArgBuf) {
+				a.P(0) // q
+				a.P(0) // kv
+				a.W(Operand{})
+				a.P(ip)
+				a.P(0) // out
+				a.P(sp)
+				a.I(2) // nseq
+				a.I(T)
+				a.I(0) // keep
+				a.I(1) // heads
+				a.I(64)
+				a.I(window)
+				a.I(64)  // block
+				a.F(1)   // scale
+				a.I(ratio)
+				a.I(topk)
+				for _, v := range []int64{0, 0, 1, 32, 96, 1024, 1, 32, 96, ratio} { // ring_*, kv_*
+					a.I(v)
+				}
+				a.P(errp)
+				for range 5 { // kf, pb, ps, bsc, den
+					a.P(0)
+				}
+				a.P(valid)
+				a.I(lmax)
+				a.I(1) // nblk
+				a.P(rlen)
+				a.P(kref)
+				a.P(rlo)
+				a.I(1) // tc
+				a.P(klo)
+			})
+		}
+		if got := k.getI64(rlen, T); got[0] != window+topk || got[1] != window+1 || got[2] != -1 {
+			t.Fatalf("key counts %v, want [12 5 -1]", got)
+		}
+		return k.getI64(errp, 1)[0]
+	}
+	if e := run(good); e != 0 {
+		t.Fatalf("held entries: error %d", e)
+	}
+	for _, c := range []struct {
+		row, at int
+		e       int32
+	}{{0, 0, 10}, {0, 4, 11}, {0, topk - 1, 10}, {1, topk - 1, 1}, {1, 1, 2}} {
+		idx := [][]int32{append([]int32(nil), good[0]...), append([]int32(nil), good[1]...), good[2]}
+		idx[c.row][c.at] = c.e
+		if e := run(idx); e != 404 {
+			t.Errorf("row %d index %d = %d (not held): error %d, want 404", c.row, c.at, c.e, e)
+		}
+	}
+}
