@@ -573,8 +573,8 @@ func TestAttnKeysIndexCheck(t *testing.T) {
 				a.I(1) // heads
 				a.I(64)
 				a.I(window)
-				a.I(64)  // block
-				a.F(1)   // scale
+				a.I(64) // block
+				a.F(1)  // scale
 				a.I(ratio)
 				a.I(topk)
 				for _, v := range []int64{0, 0, 1, 32, 96, 1024, 1, 32, 96, ratio} { // ring_*, kv_*

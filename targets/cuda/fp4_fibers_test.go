@@ -144,3 +144,14 @@ func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "quant_fibers", fiberUnit(t, "", "testdata/quant_fibers_main.cc", "dense41.cu", "tensorcore.cu", "tensorcore_fp4.cu"), "-O1")
 }
+
+// TestRoutingDeviceCodeOnHostFibers runs the device branch of the routed experts'
+// grouping (moe_count, moe_count_sum: one warp scanning the counts into the experts'
+// offsets; moe_group; fast_moe_active: one warp placing the active experts by ballots)
+// on host fibers against a count, a stable grouping and an active list done in the
+// harness (testdata/route_fibers_main.cc: expert counts below, at and past a warp's 32,
+// 384 experts at batch-256 slot counts, idle experts in runs, a few busy ones).
+// TestMoEGroupChunks checks the emulated device's loops.
+func TestRoutingDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "route_fibers", fiberUnit(t, "", "testdata/route_fibers_main.cc", "dense41.cu", "moe.cu", "tensorcore.cu"), "-O1")
+}

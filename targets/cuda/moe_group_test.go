@@ -39,6 +39,7 @@ func TestMoEGroupChunks(t *testing.T) {
 				a.P(counts)
 				a.P(errp)
 				a.P(part)
+				a.P(off)
 			}
 			k.run("moe_count", count)
 			k.run("moe_count_sum", count)
@@ -84,6 +85,7 @@ func TestMoEGroupChunks(t *testing.T) {
 				a.P(counts)
 				a.P(errp)
 				a.P(part)
+				a.P(off)
 			})
 			if e := k.getI64(errp, 1)[0]; e != 202 {
 				t.Fatalf("error %d on a bad id, want 202", e)

@@ -637,7 +637,7 @@ func (f *fastExperts) up() {
 	f.split(f.x, tokens, f.xs, sh.D, f.dp)
 	f.b.Launch("fast_moe_active", func(s *Step, a *ArgBuf) int64 {
 		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
-		return sh.E
+		return 32 // one warp (tensorcore.cu)
 	})
 	f.tiles("fast_moe_up", func(s *Step, a *ArgBuf) int64 {
 		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)

@@ -349,9 +349,10 @@ func bindMoEExperts(b *Bind) error {
 		a.P(s.Scratch(counts))
 		a.P(s.Err)
 		a.P(s.Scratch(parts))
+		a.P(s.Scratch(off))
 	}
 	b.Launch("moe_count", func(s *Step, a *ArgBuf) int64 { count(s, a); return chunks(s) * E })
-	b.Launch("moe_count_sum", func(s *Step, a *ArgBuf) int64 { count(s, a); return E })
+	b.Launch("moe_count_sum", func(s *Step, a *ArgBuf) int64 { count(s, a); return 32 }) // one warp (moe.cu)
 	b.Launch("moe_group", func(s *Step, a *ArgBuf) int64 {
 		if split(s) {
 			return 0

@@ -509,9 +509,10 @@ KERNEL(moe_route_v41, MoERoute41Args) {
 // moe_count: how many (token, slot) pairs each expert serves (the row count of the
 // cpu's per-expert GEMMs), in two launches: a work item per (chunk of MOE_CH slots,
 // expert) counts the chunk's slots of the expert into part[expert, chunk] (the
-// expert-0 items also check the ids), then moe_count_sum adds an expert's chunks.
+// expert-0 items also check the ids), then moe_count_sum adds an expert's chunks and
+// writes each expert's offset off[e] (the counts of the experts before it) by a scan.
 #define MOE_CH 256
-struct MoECountArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* err; i64* part; };
+struct MoECountArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* err; i64* part; i64* off; };
 DEV i64 moe_chunks(i64 slots) { return (slots + MOE_CH - 1) / MOE_CH; }
 KERNEL(moe_count, MoECountArgs) {
   const i64 nch = moe_chunks(a.slots);
@@ -525,30 +526,62 @@ KERNEL(moe_count, MoECountArgs) {
     a.part[e * nch + c] = n;
   }
 }
+// moe_count_sum is one warp (32 work items): 32 experts a pass, each lane's count then
+// the pass's inclusive scan by shuffles. (moe_group summed the counts before its
+// expert itself, up to E loads a work item, and fast_moe_active likewise: ~35 µs a
+// launch each at any batch in run 22c.)
+DEV i64 moe_count_of(const MoECountArgs& a, i64 nch, i64 e) {
+  i64 n = 0;
+  for (i64 c = 0; c < nch; c++) n += a.part[e * nch + c];
+  return n;
+}
 KERNEL(moe_count_sum, MoECountArgs) {
   const i64 nch = moe_chunks(a.slots);
-  for (i64 e = GIDX; e < a.E; e += GSTRIDE) {
-    i64 n = 0;
-    for (i64 c = 0; c < nch; c++) n += a.part[e * nch + c];
+#ifdef DI_EMULATE
+  (void)GSTRIDE;
+  if (GIDX != 0) return;
+  i64 o = 0;
+  for (i64 e = 0; e < a.E; e++) {
+    const i64 n = moe_count_of(a, nch, e);
     a.counts[e] = n;
+    a.off[e] = o;
+    o += n;
   }
+#else
+  (void)GSTRIDE;
+  if (GIDX >= 32) return;
+  const int lane = (int)GIDX;
+  i64 run = 0;
+  for (i64 e0 = 0; e0 < a.E; e0 += 32) {
+    const i64 e = e0 + lane;
+    const i64 n = e < a.E ? moe_count_of(a, nch, e) : 0;
+    i64 inc = n;
+    for (int d = 1; d < 32; d <<= 1) {
+      const i64 v = __shfl_up_sync(0xffffffffu, inc, d);
+      if (lane >= d) inc += v;
+    }
+    if (e < a.E) {
+      a.counts[e] = n;
+      a.off[e] = run + inc - n;
+    }
+    run += __shfl_sync(0xffffffffu, inc, 31);
+  }
+#endif
 }
 
 // The routed experts, grouped by expert: moe_group lists each expert's slots (in slot
-// order, after the offsets of the experts before it; a work item per (chunk of MOE_CH
+// order, from the expert's offset moe_count_sum wrote; a work item per (chunk of MOE_CH
 // slots, expert) writes the chunk's slots of the expert after those of its earlier
 // chunks); moe_hidden reads each row of an
 // expert's w1 and w3 once for all its slots; moe_proj each row of its w2; moe_out sums
 // a token's slots. Every value is the one the cpu target computes: each output is
 // dense_gonum's sum, operation for operation (rows.h).
-struct MoEGroupArgs { const int* ids; const i64* counts; i64* off; int* list; i64 slots; i64 E; const i64* part; };
+struct MoEGroupArgs { const int* ids; const i64* counts; const i64* off; int* list; i64 slots; i64 E; const i64* part; };
 KERNEL(moe_group, MoEGroupArgs) {
   const i64 nch = moe_chunks(a.slots);
   for (i64 i = GIDX; i < nch * a.E; i += GSTRIDE) {
     const i64 c = i / a.E, e = i % a.E, s1 = imin(a.slots, (c + 1) * MOE_CH);
-    i64 o = 0;
-    for (i64 f = 0; f < e; f++) o += a.counts[f];
-    if (c == 0) a.off[e] = o;
+    i64 o = a.off[e];
     for (i64 d = 0; d < c; d++) o += a.part[e * nch + d];
     for (i64 s = c * MOE_CH; s < s1; s++)
       if (a.ids[s] == e) a.list[o++] = (int)s;
