@@ -263,7 +263,8 @@ func (l *lowering41) mainModel() {
 			c.NRouted, c.TopK)
 	}
 	h := l.norm(l.collapse(streams, premix), "norm.weight", c.Hidden)
-	logits := l.op("lm_head", nil, h, l.rows, l.f32("head.weight", c.VocabSize, c.Hidden))
+	// h is l.norm's bf16 rounding: the head may take it as bf16 values
+	logits := l.op("lm_head", ir.Attrs{"xbf16": true}, h, l.rows, l.f32("head.weight", c.VocabSize, c.Hidden))
 	if c.NumMTP > 0 && v.DSparkBlock > 0 && len(caps) > 0 {
 		l.dsparkWrite(caps)
 	}

@@ -500,7 +500,9 @@ func init() {
 			return one(a[0])
 		}})
 	declare(&OpInfo{Name: "lm_head", MinArgs: 3, MaxArgs: 3, Results: 1,
-		Doc: "logits for selected rows: lm_head(h[T,D], rows i32[R], W[V,D]) -> f32[R,V]",
+		Doc: "logits for selected rows: lm_head(h[T,D], rows i32[R], W[V,D]) -> f32[R,V]; " +
+			"xbf16: h holds bf16 values (a promise a target may use, e.g. to leave out products with its zero residual)",
+		Attrs: []AttrSpec{{"xbf16", ABool, false}},
 		Infer: func(a []Type, _ Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 2, "h"); err != nil {
 				return nil, err

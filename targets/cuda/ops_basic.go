@@ -131,7 +131,11 @@ func launchSplit(b *Bind, g splitProduct) func(s *Step) bool {
 // gemm launches c = x·wᵀ over x's rows (or the rows a rows operand picks).
 func gemm(b *Bind, x, rows, w, c int, N, K int64) {
 	if b.Fast() {
-		fastProduct(b, fastGemm{x: x, xScratch: -1, rows: rows, w: w, y: c, yScratch: -1, N: N, K: K, ldx: K, ldy: N})
+		// xbf16 (V4.1's LM head: its input is the final norm's bf16 rounding): the
+		// products leave out the activations' zero lo halves (fast_split checks them:
+		// error 600)
+		fastProduct(b, fastGemm{x: x, xScratch: -1, rows: rows, w: w, y: c, yScratch: -1, N: N, K: K, ldx: K, ldy: N,
+			xExact: b.Bool("xbf16") && xExactOn()})
 		return
 	}
 	split := launchSplit(b, splitProduct{x: x, xScratch: -1, rows: rows, w: w, y: c, N: N, K: K, ldx: K, ldy: N})

@@ -342,21 +342,32 @@ func tilesOn() bool { return os.Getenv(EnvTiles) != "0" }
 // gemvTilesOn reports whether the router and mixes run on their tiles.
 func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) != "0" }
 
-// EnvGemvAsync set to 1 runs V4.1's fast router and mix tiles of decode steps
-// (moe_fast_gate41_tile, mhc_fast_mix41_tile) as moe_fast_gate41_tile_a and
-// mhc_fast_mix41_tile_a: their rows staged in shared memory by cp.async, a few 16-byte
-// copies a thread a chunk, instead of a load, a widening and a store a value (numerics.h
-// gemv_tile_async; the same values). Not yet timed on a GPU; for comparisons; read when
-// a program is bound.
-const EnvGemvAsync = "DEEPINFER_CUDA_GEMV_ASYNC"
+// V4.1's fast router and mix tiles of decode steps (moe_fast_gate41_tile,
+// mhc_fast_mix41_tile) have forms whose rows are staged in shared memory by cp.async, a
+// few 16-byte copies a thread a chunk, instead of a load, a widening and a store a
+// value (numerics.h gemv_tile_async; the same values): moe_fast_gate41_tile_a, the
+// router's default since run 23a (1.22 → 0.59 ms a batch-256 step; EnvGemvAsync=0
+// keeps moe_fast_gate41_tile), and mhc_fast_mix41_tile_a, slower there (1.19 → 1.32
+// ms: its float32 stages take 42 KB of shared memory a block) and opt-in
+// (EnvMixAsync=1). Both read when a program is bound.
+const (
+	EnvGemvAsync = "DEEPINFER_CUDA_GEMV_ASYNC"
+	EnvMixAsync  = "DEEPINFER_CUDA_MIX_ASYNC"
+)
 
-// gemvTileName is a router or mix tile kernel's name: kernel, or its cp.async-staged
-// form (EnvGemvAsync=1).
-func gemvTileName(kernel string) string {
-	if os.Getenv(EnvGemvAsync) == "1" {
-		return kernel + "_a"
+// routerTileName and mixTileName name the router's and the mixes' tile kernels.
+func routerTileName() string {
+	if os.Getenv(EnvGemvAsync) == "0" {
+		return "moe_fast_gate41_tile"
 	}
-	return kernel
+	return "moe_fast_gate41_tile_a"
+}
+
+func mixTileName() string {
+	if os.Getenv(EnvMixAsync) == "1" {
+		return "mhc_fast_mix41_tile_a"
+	}
+	return "mhc_fast_mix41_tile"
 }
 
 // ceilDiv is n / d rounded up (d > 0).

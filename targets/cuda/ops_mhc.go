@@ -352,7 +352,7 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 	// the lanes; faster on the H200 since run 15)
 	tiles := gemvTilesOn()
 	tiled := func(s *Step) bool { return tiles && !oneRow(s) && s.T == max(s.NSeq, 1) }
-	b.Launch(gemvTileName("mhc_fast_mix41_tile"), func(s *Step, a *ArgBuf) int64 {
+	b.Launch(mixTileName(), func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || !tiled(s) {
 			return 0
 		}

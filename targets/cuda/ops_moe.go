@@ -105,7 +105,7 @@ func bindMoERoute(b *Bind) error {
 				}
 				return fill(s, a) * ceilDiv(E, gateTile1Experts) * launchBlock
 			})
-			b.Launch(gemvTileName("moe_fast_gate41_tile"), func(s *Step, a *ArgBuf) int64 {
+			b.Launch(routerTileName(), func(s *Step, a *ArgBuf) int64 {
 				if longRows(s) || !tiled(s) || s.T <= gateTile1Max {
 					return 0
 				}

@@ -63,7 +63,7 @@ func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) 
 }
 
 // TestFastTilesMatchLanes: V4.1's exact-order products on their tile kernels
-// (moe_fast_gate41_tile and mhc_fast_mix41_tile in decode steps of 20 one-row sequences,
+// (moe_fast_gate41_tile_a and mhc_fast_mix41_tile in decode steps of 20 one-row sequences,
 // moe_fast_gate41_tile1 in one sequence's decode steps, csa_fast_proj_tile in steps of
 // at least 8 rows) give the per-lane kernels' logits bit for bit
 // (DEEPINFER_CUDA_TILES=0 and DEEPINFER_CUDA_GEMV_TILES=0, against both unset: the
@@ -87,7 +87,7 @@ func TestFastTilesMatchLanes(t *testing.T) {
 			if ka == nil {
 				return
 			}
-			for _, k := range []string{"moe_fast_gate41_tile", "mhc_fast_mix41_tile", "csa_fast_proj_tile"} {
+			for _, k := range []string{"moe_fast_gate41_tile_a", "mhc_fast_mix41_tile", "csa_fast_proj_tile"} {
 				if ka[k] != 0 || kb[k] == 0 {
 					t.Errorf("%s ran %d times with the tiles off and %d times by default; want 0 and some", k, ka[k], kb[k])
 				}
@@ -204,25 +204,28 @@ func TestWideMinSameValues(t *testing.T) {
 		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_gemm_blk", "fast_gemm_wide") })
 }
 
-// TestGemvAsyncSameValues: with DEEPINFER_CUDA_GEMV_ASYNC=1 the router's and mixes' tiles
-// of decode steps run moe_fast_gate41_tile_a and mhc_fast_mix41_tile_a (the rows staged
-// by cp.async) instead of moe_fast_gate41_tile and mhc_fast_mix41_tile, as often, and the
-// logits of a 20-sequence prefill and three decode steps are the same bit for bit (on
-// the emulated device the kernels share one loop, so there this checks the switch; the
-// device code: TestTilesDeviceCodeOnHostFibers; on the GPU both).
+// TestGemvAsyncSameValues: the router's tiles of decode steps run
+// moe_fast_gate41_tile_a (the rows staged by cp.async) by default and
+// moe_fast_gate41_tile with DEEPINFER_CUDA_GEMV_ASYNC=0, the mixes' tiles
+// mhc_fast_mix41_tile by default and mhc_fast_mix41_tile_a with
+// DEEPINFER_CUDA_MIX_ASYNC=1, as often, and the logits of a 20-sequence prefill and
+// three decode steps are the same bit for bit (on the emulated device the kernels share
+// one loop, so there this checks the switches; the device code:
+// TestTilesDeviceCodeOnHostFibers; on the GPU both).
 func TestGemvAsyncSameValues(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			a, ka := batchDecode(t, p, ws, 20, 3)
-			t.Setenv(cuda.EnvGemvAsync, "1")
+			t.Setenv(cuda.EnvGemvAsync, "0")
+			t.Setenv(cuda.EnvMixAsync, "1")
 			b, kb := batchDecode(t, p, ws, 20, 3)
 			if len(a) != 80 || len(b) != 80 {
 				t.Fatalf("%d and %d logits rows, want 80", len(a), len(b))
 			}
-			sameLogits(t, a, b, "the tiles (the default)", "the tiles staged by cp.async ("+cuda.EnvGemvAsync+"=1)")
-			for _, k := range []string{"moe_fast_gate41_tile", "mhc_fast_mix41_tile"} {
-				if msg := moved(ka, kb, k, k+"_a"); ka != nil && msg != "" {
+			sameLogits(t, a, b, "the default tiles", "the router's tiles unstaged, the mixes' staged")
+			for _, m := range [][2]string{{"moe_fast_gate41_tile_a", "moe_fast_gate41_tile"}, {"mhc_fast_mix41_tile", "mhc_fast_mix41_tile_a"}} {
+				if msg := moved(ka, kb, m[0], m[1]); ka != nil && msg != "" {
 					t.Error(msg)
 				}
 			}

@@ -613,7 +613,8 @@ DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
 KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) { mhc_mix41_tile<-1>(a, GIDX, GSTRIDE); }
 // mhc_fast_mix41_tile_a: the same tiles with the rows staged by cp.async (numerics.h
 // gemv_tile_async, for float32 mix weights — V4.1's — where the rows allow;
-// DEEPINFER_CUDA_GEMV_ASYNC=1): the same values.
+// DEEPINFER_CUDA_MIX_ASYNC=1; slower than mhc_fast_mix41_tile in run 23a): the same
+// values.
 KERNEL(mhc_fast_mix41_tile_a, mhc_FastMix41Args) { mhc_mix41_tile<0>(a, GIDX, GSTRIDE); }
 
 // mhc_fast_mix41_rows (V4.1, steps whose sequences have one row each: MKL's GEMV order):

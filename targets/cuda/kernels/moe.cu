@@ -362,7 +362,8 @@ KERNEL(moe_fast_gate41_tile, MoERoute41Args) {
 }
 // moe_fast_gate41_tile_a: moe_fast_gate41_tile with the rows staged by cp.async
 // (numerics.h gemv_tile_async, for bf16 gate weights — V4.1's — where the rows allow;
-// DEEPINFER_CUDA_GEMV_ASYNC=1): the same values.
+// the default since run 23a, DEEPINFER_CUDA_GEMV_ASYNC=0 keeps the other): the same
+// values.
 KERNEL(moe_fast_gate41_tile_a, MoERoute41Args) {
 #ifdef DI_EMULATE
   moe_gate41_lanes_all(a, GIDX, GSTRIDE);
