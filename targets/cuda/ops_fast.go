@@ -214,8 +214,15 @@ func fastProduct(b *Bind, g fastGemm) {
 	// float32 weights in blocks of 64 rows: fast_gemm_blk_f32, or the staged form
 	// EnvStageF32 names where its copies are aligned
 	stageEnv := os.Getenv(EnvStageF32)
+	// (or, with EnvHeadWG=1, fast_gemm_wg_f32 for bf16 activations: wgmma, near the
+	// others' values rather than equal, so never in batch-invariant mode)
+	wgOn := os.Getenv(EnvHeadWG) == "1" && g.xExact && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	blkF32 := func(s *Step) string {
-		if w, name := s.Arg(g.w), stageF32Kernel(stageEnv, rowsOf(s)); name != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
+		w := s.Arg(g.w)
+		if wgOn && w.Cols == g.K && w.Ptr%16 == 0 {
+			return "fast_gemm_wg_f32"
+		}
+		if name := stageF32Kernel(stageEnv, rowsOf(s)); name != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
 			return name
 		}
 		return "fast_gemm_blk_f32"
@@ -227,7 +234,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m1_fp8_only", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
-		{"fast_gemm_wide", fastWideRows, false}} {
+		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
@@ -239,6 +246,10 @@ func fastProduct(b *Bind, g fastGemm) {
 				return 0
 			}
 			mtiles := fill(s, a)
+			if v.kernel == "fast_gemm_wg_f32" {
+				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
+				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
+			}
 			if v.rows == fastWideRows {
 				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
 				return (g.N + fastWideN - 1) / fastWideN * S * mtiles * 128
@@ -741,6 +752,12 @@ func stageF32Kernel(env string, M int64) string {
 	}
 	return ""
 }
+
+// EnvHeadWG set to 1 runs products of float32 weights and bf16-valued activations (V4.1's
+// LM head) of more than 32 rows on fast_gemm_wg_f32 (wgmma; written in session 23, not
+// yet timed: opt-in; near the mma.sync kernels' values, not equal; read when a program
+// is bound).
+const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
 // cols values a row over a reduction of K: its 16-byte copies need an aligned weight

@@ -1084,6 +1084,152 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 
+// ---- the float32 LM head on wgmma (sm_90a) ----
+// fast_gemm_wg_f32 (DEEPINFER_CUDA_HEAD_WG=1, opt-in; written in session 23, first run
+// 23b): products of float32 weights and bf16-valued activations (xexact: V4.1's LM
+// head) with G = 1, K a multiple of 64 and rows of K values, on Hopper's warpgroup
+// tensor-core instruction. A launch block is one warpgroup (128 threads) per (64
+// weight rows, slice, 128 rows of x); x-tiles fastest, so the blocks that share a
+// weight tile run together; a slice's sums go to part (fast_sum adds them) as
+// FastGemmStore's. Each 64-value step: the x rows' bf16 values (128 rows × 128 bytes,
+// the 128-byte swizzle wgmma's descriptors name) copied by cp.async a step ahead into
+// one of two buffers (32 KB); each warp's 16 weight rows loaded as float32 pairs a step
+// ahead into registers, split there into bf16 hi and lo = bf16(w − hi) in the A
+// fragment layout, and multiplied from registers: per 16 values, wgmma m64n128k16 with
+// the hi fragments, then with the lo ones, into the same float32 accumulators. Not the
+// chain of the mma.sync kernels (the tensor cores' own order inside a 16-value step):
+// near their values (TestHeadWGNearStaged), not equal; so not used in batch-invariant
+// mode, where a row's value must not depend on the step's row count.
+#define WG_BN 128
+#if defined(DI_EMULATE) || defined(DI_LANES)
+KERNEL(fast_gemm_wg_f32, FastGemmArgs) {
+  // the emulated device: each product as the split pairs' float32 sum (x·w_hi + x·w_lo,
+  // k in order): near the device's values, as the device's are near fast_gemm_m4's
+  const i64 P = a.Kp / 2;
+  for (i64 i = GIDX; i < a.S * a.M * a.N; i += GSTRIDE) {
+    const i64 sl = i / (a.M * a.N), m = i / a.N % a.M, n = i % a.N;
+    const float* wr = (const float*)a.w.p + n * a.w.cols;
+    float acc = 0;
+    for (i64 k = sl * a.ks; k < imin(a.K, sl * a.ks + a.ks); k += 2) {
+      const u32 x2 = a.xh[m * P + k / 2], h = fast_rn(wr[k], wr[k + 1]);
+      const u32 l = fast_rn(wr[k] - fast_lo(h), wr[k + 1] - fast_hi(h));
+      acc += fast_lo(x2) * fast_lo(h) + fast_lo(x2) * fast_lo(l);
+      acc += fast_hi(x2) * fast_hi(h) + fast_hi(x2) * fast_hi(l);
+    }
+    FastGemmStore{&a, m, sl}(0, n, 0, acc);
+  }
+}
+#else
+// wg_desc: a wgmma shared-memory matrix descriptor for a K-major tile at addr (1024-byte
+// aligned, rows of 128 bytes, the 128-byte swizzle: 8-row groups 1024 bytes apart).
+DEV u64 wg_desc(u32 addr) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+DEV void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// wg_m64n128: d += a (registers: this warp's 16 rows × 16 values, mma.sync's A layout)
+// × the 16 values of 128 x rows the descriptor names
+DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+KERNEL(fast_gemm_wg_f32, FastGemmArgs) {
+  (void)GSTRIDE;
+  __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
+  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
+  const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
+  if (n0 >= a.N) return;
+  const i64 P = a.Kp / 2, kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
+  // this thread's two weight rows (clamped: rows past N are loaded, not stored)
+  const float* w0 = (const float*)a.w.p + imin(n0 + 16 * warp + g, a.N - 1) * a.w.cols;
+  const float* w1 = (const float*)a.w.p + imin(n0 + 16 * warp + g + 8, a.N - 1) * a.w.cols;
+  // the step's weight pairs: [16-value piece s][row 0/1][pair 2t or 2t + 8]
+  float2 wv[4][2][2];
+  auto wload = [&](i64 k) {
+    UNROLL for (int s = 0; s < 4; s++) {
+      const i64 c = k + 16 * s + 2 * t;
+      wv[s][0][0] = *(const float2*)(w0 + c), wv[s][0][1] = *(const float2*)(w0 + c + 8);
+      wv[s][1][0] = *(const float2*)(w1 + c), wv[s][1][1] = *(const float2*)(w1 + c + 8);
+    }
+  };
+  // the x rows' step k into buffer b: 128 rows × 8 pieces of 16 bytes, piece c of row r
+  // at piece c ^ (r & 7) (the 128-byte swizzle); rows past M zero
+  auto xcopy = [&](i64 k, int b) {
+    UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
+      const int p = tid + 128 * i, r = p >> 3, c = p & 7;
+      const bool in = m0 + r < a.M;
+      const u32* src = a.xh + (in ? (m0 + r) * P : 0) + k / 2 + 4 * c;
+      fast_cp16(&xs[b][r * 64 + ((c ^ (r & 7)) << 3)], src, in);
+    }
+    fast_cp_commit();
+  };
+  float d[64];
+  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  u32 base[2];
+  UNROLL for (int b = 0; b < 2; b++) {
+    u32 s;
+    asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(&xs[b][0]));
+    base[b] = s;
+  }
+  if (steps > 0) {
+    xcopy(kb, 0);
+    wload(kb);
+  }
+  for (i64 i = 0; i < steps; i++) {
+    const int b = (int)(i & 1);
+    fast_cp_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // step i's x rows landed; every warp's step i − 1 products done
+    if (i + 1 < steps) xcopy(kb + 64 * (i + 1), b ^ 1);
+    u32 hi[4][4], lo[4][4];
+    UNROLL for (int s = 0; s < 4; s++) {
+      UNROLL for (int j = 0; j < 4; j++) {
+        // fragment register j: rows g (j even) or g + 8 (odd), values 2t.. (j < 2) or 2t + 8..
+        const float2 v = wv[s][j & 1][j >> 1];
+        hi[s][j] = fast_rn(v.x, v.y);
+        lo[s][j] = fast_rn(v.x - fast_lo(hi[s][j]), v.y - fast_hi(hi[s][j]));
+      }
+    }
+    if (i + 1 < steps) wload(kb + 64 * (i + 1));
+    wg_fence();
+    const u64 desc = wg_desc(base[b]);
+    UNROLL for (int s = 0; s < 4; s++) {
+      wg_m64n128(d, hi[s], desc + 2 * s);  // + 32 bytes a 16-value piece
+      wg_m64n128(d, lo[s], desc + 2 * s);
+    }
+    wg_commit();
+    wg_wait0();
+    // the accumulators as written by the products just waited for: nothing reads them
+    // before this point
+    UNROLL for (int j = 0; j < 64; j++) asm volatile("" : "+f"(d[j])::"memory");
+  }
+  // d[4j + q]: weight row n0 + 16·warp + g (+ 8 for q ≥ 2), x row m0 + 8j + 2t + (q & 1)
+  UNROLL for (int j = 0; j < 16; j++) {
+    UNROLL for (int q = 0; q < 4; q++) {
+      const i64 n = n0 + 16 * warp + g + (q >= 2 ? 8 : 0), m = m0 + 8 * j + 2 * t + (q & 1);
+      if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
+    }
+  }
+}
+#endif
+
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
   for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {
