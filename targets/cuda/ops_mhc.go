@@ -3,6 +3,8 @@ package cuda
 // Binders of mhc.cu's kernels: the mHC ops in V4's float64 mixes and, by the numerics
 // attribute, V4.1's fp32 reference order (targets/cpu/mhc.go, v41_mhc.go).
 
+import "os"
+
 func init() {
 	register("hc_init", bindHCInit)
 	register("hc_mix", bindHCMix)
@@ -197,21 +199,40 @@ func bindHCExpand(b *Bind) error {
 	if isV41(b) {
 		v41 = 1
 	}
-	b.Launch("mhc_expand", func(s *Step, a *ArgBuf) int64 {
-		T := s.Arg(0).Shape[0]
-		a.P(s.Arg(0).Ptr)
-		a.P(s.Arg(1).Ptr)
-		a.P(s.Arg(2).Ptr)
-		a.P(s.Arg(3).Ptr)
-		a.P(s.Result(0).Ptr)
-		a.I(T)
-		a.I(n)
-		a.I(d)
-		a.I(v41)
-		return T * n * d
-	})
+	// (mhc_expand4, a work item per token and 4 channels, where the streams are whole
+	// float4s and at most 8: the same values; EnvExpand4=0 keeps mhc_expand)
+	four := os.Getenv(EnvExpand4) != "0" && d%4 == 0 && n <= 8
+	vec := func(s *Step) bool {
+		return four && (s.Arg(0).Ptr|s.Arg(1).Ptr|s.Result(0).Ptr)%16 == 0
+	}
+	for _, k := range []string{"mhc_expand", "mhc_expand4"} {
+		b.Launch(k, func(s *Step, a *ArgBuf) int64 {
+			if vec(s) != (k == "mhc_expand4") {
+				return 0
+			}
+			T := s.Arg(0).Shape[0]
+			a.P(s.Arg(0).Ptr)
+			a.P(s.Arg(1).Ptr)
+			a.P(s.Arg(2).Ptr)
+			a.P(s.Arg(3).Ptr)
+			a.P(s.Result(0).Ptr)
+			a.I(T)
+			a.I(n)
+			a.I(d)
+			a.I(v41)
+			if k == "mhc_expand4" {
+				return T * d / 4
+			}
+			return T * n * d
+		})
+	}
 	return nil
 }
+
+// EnvExpand4 set to 0 keeps hc_expand on mhc_expand (a work item per output value)
+// instead of mhc_expand4 (a work item per token and 4 channels, every stream's output;
+// the same values; read when a program is bound).
+const EnvExpand4 = "DEEPINFER_CUDA_EXPAND4"
 
 // bindHCHead: the cpu target computes hc_head in V4's float64 for both numerics.
 func bindHCHead(b *Bind) error {

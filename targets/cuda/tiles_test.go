@@ -242,3 +242,14 @@ func TestRopeCopy4SameValues(t *testing.T) {
 	sameAcross(t, models, cuda.EnvRopeCopy4, "0", "", 8, "rope_copy ("+cuda.EnvRopeCopy4+"=0)", "rope_copy4 (the default)",
 		func(ka, kb map[string]int) string { return moved(ka, kb, "rope_copy", "rope_copy4") })
 }
+
+// TestExpand4SameValues: hc_expand runs mhc_expand4 (a work item per token and 4
+// channels, every stream's output) by default and mhc_expand (a work item per output
+// value) with DEEPINFER_CUDA_EXPAND4=0, as often, with the same logits bit for bit: the
+// V4-Flash-format model (V4's order) and both V4.1 fixtures (V4.1's), a prefill and two
+// decode steps.
+func TestExpand4SameValues(t *testing.T) {
+	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
+	sameAcross(t, models, cuda.EnvExpand4, "0", "", 8, "mhc_expand ("+cuda.EnvExpand4+"=0)", "mhc_expand4 (the default)",
+		func(ka, kb map[string]int) string { return moved(ka, kb, "mhc_expand", "mhc_expand4") })
+}

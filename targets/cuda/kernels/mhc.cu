@@ -401,6 +401,41 @@ KERNEL(mhc_expand, mhc_ExpandArgs) {
   }
 }
 
+// mhc_expand4: mhc_expand with a work item per (token, 4 channels) computing all n
+// streams' outputs (n ≤ 8; d a multiple of 4, the operands 16-byte aligned: Go checks):
+// each stream's 4 values loaded once as a float4, where mhc_expand's item per output
+// value loaded the n streams' values again for each of the n outputs. Each output value
+// is the same sum in the same order.
+KERNEL(mhc_expand4, mhc_ExpandArgs) {
+  const i64 n = a.n, d = a.d, d4 = d / 4;
+  for (i64 i = GIDX; i < a.T * d4; i += GSTRIDE) {
+    const i64 t = i / d4, c = (i % d4) * 4;
+    float4 xs[8];
+    UNROLL for (int j = 0; j < 8; j++)
+      if (j < n) xs[j] = *(const float4*)(a.x + (t * n + j) * d + c);
+    const float4 o = *(const float4*)(a.out + t * d + c);
+    for (i64 k = 0; k < n; k++) {
+      const float pk = a.post[t * n + k];
+      float v[4] = {pk * o.x, pk * o.y, pk * o.z, pk * o.w}, sum[4] = {0, 0, 0, 0};
+      UNROLL for (int j = 0; j < 8; j++) {
+        if (j >= n) break;
+        const float cw = a.comb[t * n * n + j * n + k];
+        const float xv[4] = {xs[j].x, xs[j].y, xs[j].z, xs[j].w};
+        UNROLL for (int u = 0; u < 4; u++) {
+          if (a.v41) sum[u] += cw * xv[u];
+          else v[u] += cw * xv[u];
+        }
+      }
+      float4 r;
+      r.x = a.v41 ? v[0] + sum[0] : v[0];
+      r.y = a.v41 ? v[1] + sum[1] : v[1];
+      r.z = a.v41 ? v[2] + sum[2] : v[2];
+      r.w = a.v41 ? v[3] + sum[3] : v[3];
+      *(float4*)(a.y + (t * n + k) * d + c) = r;
+    }
+  }
+}
+
 // mhc_head (V4): the streams collapsed with pre = sigmoid(mix·scale + base) + eps, mix
 // from mhc_mix_dot (cpu: newHCHead).
 struct mhc_HeadArgs { const float* x; const double* mix; Weight base; Weight scale; float* y; i64 T; i64 n; i64 d; double eps; };
