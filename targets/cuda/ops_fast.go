@@ -459,6 +459,9 @@ type fastExperts struct {
 	quant int64
 	// wide: EnvFP4Wide's tiles for steps with many slots an expert (fp4Wide)
 	wide bool
+	// dsum: fast_moe_dsum sums the w2 tiles' slices into y (false: the caller's
+	// moe_out_parts reads the slices)
+	dsum bool
 }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
@@ -511,7 +514,7 @@ const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 const fmtFP4 = 4
 
 func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, counts, off, list, hid, y int) *fastExperts {
-	f := &fastExperts{b: b, sh: sh, x: x, tab: tab, counts: counts, off: off, list: list, hid: hid, y: y}
+	f := &fastExperts{b: b, sh: sh, x: x, tab: tab, counts: counts, off: off, list: list, hid: hid, y: y, dsum: true}
 	f.Su, f.ksu = fastExpertSlices(sh.D)
 	f.Sd, f.ksd = fastExpertSlices(sh.I)
 	f.dp, f.ip = fastExpertPad(sh.D), fastExpertPad(sh.I)
@@ -681,6 +684,9 @@ func (f *fastExperts) down() {
 		return f.nact(s) * ((sh.D + fastTileN - 1) / fastTileN) * f.Sd * 32
 	}, func(s *Step) int64 { return f.nact(s) * ((sh.D + 127) / 128) * f.Sd })
 	f.b.Launch("fast_moe_dsum", func(s *Step, a *ArgBuf) int64 {
+		if !f.dsum {
+			return 0 // moe_out_parts sums the slices
+		}
 		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, s.Scratch(f.y))
 		return slots(s) * sh.D
 	})

@@ -442,21 +442,48 @@ func bindMoEExperts(b *Bind) error {
 		a.I(I)
 		return E * D
 	})
-	b.Launch("moe_out", func(s *Step, a *ArgBuf) int64 {
-		T := s.Arg(0).Rows()
-		a.P(s.Scratch(y))
-		a.P(s.Arg(1).Ptr)
-		a.P(s.Arg(2).Ptr)
-		a.P(s.Result(0).Ptr)
-		a.I(T)
-		a.I(k)
-		a.I(E)
-		a.I(D)
-		a.I(v41)
-		return T * D
-	})
+	// the fast mode's experts: moe_out_parts reads the w2 tiles' slices itself
+	// (fast_moe_dsum not launched) unless EnvMoEOutParts=0
+	outParts := fast && os.Getenv(EnvMoEOutParts) != "0"
+	if fast {
+		ft.dsum = !outParts
+	}
+	for _, kernel := range []string{"moe_out", "moe_out_parts"} {
+		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
+			if outParts != (kernel == "moe_out_parts") {
+				return 0
+			}
+			T := s.Arg(0).Rows()
+			if outParts {
+				a.P(s.Scratch(ft.part))
+			} else {
+				a.P(s.Scratch(y))
+			}
+			a.P(s.Arg(1).Ptr)
+			a.P(s.Arg(2).Ptr)
+			a.P(s.Result(0).Ptr)
+			a.I(T)
+			a.I(k)
+			a.I(E)
+			a.I(D)
+			a.I(v41)
+			if outParts {
+				a.I(ft.Sd)
+				a.I(s.Arg(2).Elems())
+			} else {
+				a.I(1)
+				a.I(0)
+			}
+			return T * D
+		})
+	}
 	return nil
 }
+
+// EnvMoEOutParts set to 0 keeps the fast mode's expert output as two launches,
+// fast_moe_dsum (each slot's w2·h from its slices) then moe_out, instead of
+// moe_out_parts's one (the same values; read when a program is bound).
+const EnvMoEOutParts = "DEEPINFER_CUDA_MOE_OUT_PARTS"
 
 // bindSingleRank: a collective on one rank is a copy (cpu: newSingleRank).
 func bindSingleRank(b *Bind) error {

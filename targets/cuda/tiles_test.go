@@ -253,3 +253,19 @@ func TestExpand4SameValues(t *testing.T) {
 	sameAcross(t, models, cuda.EnvExpand4, "0", "", 8, "mhc_expand ("+cuda.EnvExpand4+"=0)", "mhc_expand4 (the default)",
 		func(ka, kb map[string]int) string { return moved(ka, kb, "mhc_expand", "mhc_expand4") })
 }
+
+// TestMoEOutPartsSameValues: the fast mode's expert output runs moe_out_parts (each
+// slot's w2·h summed from the tiles' slices as it is read) by default and fast_moe_dsum
+// then moe_out with DEEPINFER_CUDA_MOE_OUT_PARTS=0, as often, with the same logits bit
+// for bit: the V4-Flash-format model (V4's weighted sum) and both V4.1 fixtures (V4.1's
+// bf16 sum in expert order), a prefill and two decode steps.
+func TestMoEOutPartsSameValues(t *testing.T) {
+	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
+	sameAcross(t, models, cuda.EnvMoEOutParts, "0", "", 8, "fast_moe_dsum and moe_out ("+cuda.EnvMoEOutParts+"=0)",
+		"moe_out_parts (the default)", func(ka, kb map[string]int) string {
+			if kb["fast_moe_dsum"] != 0 {
+				return "fast_moe_dsum ran by default"
+			}
+			return moved(ka, kb, "moe_out", "moe_out_parts")
+		})
+}

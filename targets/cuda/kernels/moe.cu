@@ -712,8 +712,22 @@ KERNEL(moe_psum, MoESplitArgs) {
 
 // moe_out: out[t, o] = the token's experts' w2·h summed: V4 weighted in fp32 and summed
 // in slot order; V4.1 rounded to bf16 and summed from zero in ascending expert id.
-struct MoEOutArgs { const float* y; const float* wts; const int* ids; float* out; i64 T; i64 k; i64 E; i64 D; i64 v41; };
-KERNEL(moe_out, MoEOutArgs) {
+// moe_out_parts (the fast mode's default since run 23): the same, each slot's w2·h read
+// as fast_moe_dsum summed it (its S slices' partial sums from zero, in slice order), so
+// that no launch writes and reads the slots' rows between.
+struct MoEOutArgs {
+  const float* y; const float* wts; const int* ids; float* out; i64 T; i64 k; i64 E; i64 D; i64 v41;
+  i64 S; i64 slots;  // moe_out_parts: y holds S planes of slots rows
+};
+template <bool PARTS>
+DEVM float moe_out_y(const MoEOutArgs& a, i64 s, i64 o) {
+  if (!PARTS) return a.y[s * a.D + o];
+  float v = 0;
+  for (i64 p = 0; p < a.S; p++) v += a.y[(p * a.slots + s) * a.D + o];
+  return v;
+}
+template <bool PARTS>
+DEVM void moe_out_items(const MoEOutArgs& a, long long GIDX, long long GSTRIDE) {
   for (i64 i = GIDX; i < a.T * a.D; i += GSTRIDE) {
     i64 t = i / a.D, o = i % a.D;
     bool bad = false;
@@ -726,7 +740,7 @@ KERNEL(moe_out, MoEOutArgs) {
     if (!a.v41) {
       for (i64 j = 0; j < a.k; j++) {
         i64 s = t * a.k + j;
-        float y = a.wts[s] * a.y[s * a.D + o];
+        float y = a.wts[s] * moe_out_y<PARTS>(a, s, o);
         if (j == 0) acc = y;
         else acc += y;
       }
@@ -743,11 +757,13 @@ KERNEL(moe_out, MoEOutArgs) {
         if (best < 0 || a.ids[t * a.k + j] < a.ids[t * a.k + best]) best = j;
       }
       done |= 1ll << best;
-      acc += q_bf16(a.y[(t * a.k + best) * a.D + o]);
+      acc += q_bf16(moe_out_y<PARTS>(a, t * a.k + best, o));
     }
     a.out[i] = acc;
   }
 }
+KERNEL(moe_out, MoEOutArgs) { moe_out_items<false>(a, GIDX, GSTRIDE); }
+KERNEL(moe_out_parts, MoEOutArgs) { moe_out_items<true>(a, GIDX, GSTRIDE); }
 
 // moe_copy: a collective on one rank.
 struct MoECopyArgs { const float* x; float* y; i64 n; };
