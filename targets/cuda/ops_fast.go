@@ -214,9 +214,10 @@ func fastProduct(b *Bind, g fastGemm) {
 	// float32 weights in blocks of 64 rows: fast_gemm_blk_f32, or the staged form
 	// EnvStageF32 names where its copies are aligned
 	stageEnv := os.Getenv(EnvStageF32)
-	// (or, with EnvHeadWG=1, fast_gemm_wg_f32 for bf16 activations: wgmma, near the
-	// others' values rather than equal, so never in batch-invariant mode)
-	wgOn := os.Getenv(EnvHeadWG) == "1" && g.xExact && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	// (or fast_gemm_wg_f32 for bf16 activations, the default since run 23b: wgmma, near
+	// the others' values rather than equal, so never in batch-invariant mode; EnvHeadWG=0
+	// keeps the others)
+	wgOn := os.Getenv(EnvHeadWG) != "0" && g.xExact && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	blkF32 := func(s *Step) string {
 		w := s.Arg(g.w)
 		if wgOn && w.Cols == g.K && w.Ptr%16 == 0 {
@@ -759,10 +760,11 @@ func stageF32Kernel(env string, M int64) string {
 	return ""
 }
 
-// EnvHeadWG set to 1 runs products of float32 weights and bf16-valued activations (V4.1's
-// LM head) of more than 32 rows on fast_gemm_wg_f32 (wgmma; written in session 23, not
-// yet timed: opt-in; near the mma.sync kernels' values, not equal; read when a program
-// is bound).
+// EnvHeadWG set to 0 keeps products of float32 weights and bf16-valued activations
+// (V4.1's LM head) of more than 32 rows on the mma.sync kernels (fast_gemm_blk_f32,
+// fast_gemm_stage_f32_b2) instead of fast_gemm_wg_f32 (wgmma: run 23b, V4.1's head at
+// batch 256 3.87 → 1.92 ms; near their values, not equal, and not in batch-invariant
+// mode; read when a program is bound).
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
