@@ -1085,8 +1085,8 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
 #define KERNEL_BOUNDS
 
 // ---- the float32 LM head on wgmma (sm_90a) ----
-// fast_gemm_wg_f32 (DEEPINFER_CUDA_HEAD_WG=1, opt-in; written in session 23, first run
-// 23b): products of float32 weights and bf16-valued activations (xexact: V4.1's LM
+// fast_gemm_wg_f32 (the default outside batch-invariant mode since run 23b;
+// DEEPINFER_CUDA_HEAD_WG=0 keeps the mma.sync kernels): products of float32 weights and bf16-valued activations (xexact: V4.1's LM
 // head) with G = 1, K a multiple of 64 and rows of K values, on Hopper's warpgroup
 // tensor-core instruction. A launch block is one warpgroup (128 threads) per (64
 // weight rows, slice, 128 rows of x); x-tiles fastest, so the blocks that share a
