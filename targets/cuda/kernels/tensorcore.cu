@@ -1102,7 +1102,7 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
 // mode, where a row's value must not depend on the step's row count.
 #define WG_BN 128
 #if defined(DI_EMULATE) || defined(DI_LANES)
-KERNEL(fast_gemm_wg_f32, FastGemmArgs) {
+DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product as the split pairs' float32 sum (x·w_hi + x·w_lo,
   // k in order): near the device's values, as the device's are near fast_gemm_m4's
   const i64 P = a.Kp / 2;
@@ -1149,7 +1149,7 @@ DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) {
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
-KERNEL(fast_gemm_wg_f32, FastGemmArgs) {
+DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -1229,6 +1229,7 @@ KERNEL(fast_gemm_wg_f32, FastGemmArgs) {
   }
 }
 #endif
+KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body(a, GIDX, GSTRIDE); }
 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
