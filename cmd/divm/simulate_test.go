@@ -29,7 +29,7 @@ func TestCompareRun10(t *testing.T) {
 	}
 	for _, want := range []string{
 		"SIMULATED with", "cuda-fast",
-		"with class calibration cuda-fast (run 14 (H200, 2026-12-02) + run 22 (H200, 2026-12-03))",
+		"with class calibration cuda-fast (run 14 (H200, 2026-12-02) + run 23 (H200, 2026-12-03))",
 		"batch 1, context 4096: step measured 2.961 ms, simulated 2.111 ms, error -28.7% MISS",
 		"class times scaled ×0.780: the profiled ones add up to 3.799 ms, +28.3% over the step",
 		"batch 64, context 4096: step measured 9.848 ms, simulated 7.647 ms, error -22.4% MISS",

@@ -41,6 +41,7 @@ const (
 	RunName20  = "run 20 (H200, 2026-12-03)"
 	RunName21  = "run 21 (H200, 2026-12-03)"
 	RunName22  = "run 22 (H200, 2026-12-03)"
+	RunName23  = "run 23 (H200, 2026-12-03)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -290,6 +291,34 @@ var Run22Later = v41Fast(RunName22,
 	"run22/v41.fast.22c.pdl.bench.json",
 )
 
+// Run23 are run 23c's fast reports (testdata/run23: V4.1 at 4,096 and 32,768, batch 1 /
+// 64 / 256; today's decode kernels: the LM head on wgmma (fast_gemm_wg_f32) with its
+// input as bf16 values, the router's tiles staged by cp.async, rope's four-value copies,
+// the one-warp routing scans and spread index check, mhc_expand4, the experts' output
+// summing its w2 slices).
+var Run23 = v41Fast(RunName23,
+	"run23/v41.fast.23c.bench.json",
+	"run23/v41.fast.long.23c.bench.json",
+)
+
+// Run23Later are run 23's other V4.1 reports, compared with the fit, not fitted: 23a
+// (run 22's default with rope_copy4, at 4,096; in the same call with the router's and
+// mixes' staged tiles, DEEPINFER_CUDA_GEMV_ASYNC=1 then, and with the two-value rope
+// copies, DEEPINFER_CUDA_ROPE_COPY4=0), 23b (the staged router tiles, the head's bf16
+// input, the serial loops spread; the head on mma.sync then, and in the same call on
+// wgmma, DEEPINFER_CUDA_HEAD_WG=1; and at 32,768), 23c (today's default with
+// DEEPINFER_CUDA_EXPAND4=0 and with DEEPINFER_CUDA_MOE_OUT_PARTS=0).
+var Run23Later = v41Fast(RunName23,
+	"run23/v41.fast.23a.bench.json",
+	"run23/v41.fast.23a.gemvasync.bench.json",
+	"run23/v41.fast.23a.ropecopy1.bench.json",
+	"run23/v41.fast.23b.bench.json",
+	"run23/v41.fast.23b.headwg.bench.json",
+	"run23/v41.fast.long.23b.bench.json",
+	"run23/v41.fast.23c.expand1.bench.json",
+	"run23/v41.fast.23c.dsum.bench.json",
+)
+
 // v41Fast lists fast-mode reports of V4.1's layers 20-23 (testdata/deepseek-v4.1-flash)
 // from one run, by their paths under sim/calib/testdata.
 func v41Fast(run string, files ...string) []Measured {
@@ -317,15 +346,20 @@ var Run18Fit = append([]Measured{Run14[0], Run14[2]}, Run18...)
 // against that fit.
 var Run21Fit = append([]Measured{Run14[0], Run14[2]}, Run21...)
 
-// Run22Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
-// as before, V4.1's from run 22c.
+// Run22Fit are the fast reports cuda-fast was fitted on from run 22 until run 23: V4's
+// from run 14b, as before, V4.1's from run 22c. Run 22's later reports are documented
+// against that fit.
 var Run22Fit = append([]Measured{Run14[0], Run14[2]}, Run22...)
 
+// Run23Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
+// as before, V4.1's from run 23c.
+var Run23Fit = append([]Measured{Run14[0], Run14[2]}, Run23...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run22Fit, cuda-exact on run 8's exact reports (runs 9 to 22 took none; the exact
+// on Run23Fit, cuda-exact on run 8's exact reports (runs 9 to 23 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run22Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run23Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
