@@ -260,9 +260,11 @@ func TestFastWideProductsMatchBlock(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			// the LM head on the mma.sync kernels in all three runs (its wgmma form,
-			// near rather than equal, has TestHeadWGNearStaged)
+			// the LM head and the FP8 products on the mma.sync kernels in all three runs
+			// (their wgmma forms, near rather than equal, have TestHeadWGNearStaged and
+			// TestWideWGNearWide)
 			t.Setenv(cuda.EnvHeadWG, "0")
+			t.Setenv(cuda.EnvWideWG, "0")
 			t.Setenv(cuda.EnvWideGemm, "")
 			a, ka := prefillAndDecode(t, p, ws, 110)
 			t.Setenv(cuda.EnvWideGemm, "0")
@@ -296,11 +298,52 @@ func TestXExactSameValues(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			// the LM head on the mma.sync kernels both times (its wgmma form runs only on
-			// bf16-valued activations, so only with xexact on)
+			// the LM head and the wide FP8 products on the mma.sync kernels both times
+			// (their wgmma forms run only on bf16-valued activations, so only with xexact
+			// on)
 			t.Setenv(cuda.EnvHeadWG, "0")
+			t.Setenv(cuda.EnvWideWG, "0")
 			a, _, b, _ := offAndOn(t, p, ws, cuda.EnvXExact, 80)
 			sameLogits(t, a, b, "with the lo mma ("+cuda.EnvXExact+"=0)", "without")
+		})
+	}
+}
+
+// TestWideWGNearWide: by default the FP8 products of V4.1's prefills (bf16 activations,
+// more than 32 rows, one group) run fast_gemm_wg_fp8 (wgmma on the GPU: the tensor
+// cores' order inside a 16-value step), and with DEEPINFER_CUDA_WIDE_WG=0
+// fast_gemm_wide (the mma.sync chain); a 110-token prefill on both V4.1 fixtures gives
+// logits rows within 1.2e-5 of each other relative to the row's largest magnitude (each
+// within the fast mode's 6e-6 of the cpu target's, TestFastInstructionsNearCPU; the
+// products' own distance is TestWGFP8NearWide's), and on the emulated device the launch
+// choice is checked (wgmma for the products of rows of K values, fast_gemm_wide for the
+// rest, none in batch-invariant mode: TestDeviceBatchInvariance).
+func TestWideWGNearWide(t *testing.T) {
+	for _, m := range v41Fixtures {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			const n = 110
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvWideWG, "0", "", n)
+			if ka != nil && (ka["fast_gemm_wg_fp8"] != 0 || kb["fast_gemm_wg_fp8"] == 0 ||
+				kb["fast_gemm_wg_fp8"]+kb["fast_gemm_wide"] != ka["fast_gemm_wide"]) {
+				t.Errorf("fast_gemm_wg_fp8 ran %d / %d times and fast_gemm_wide %d / %d (%s=0 / default); want 0, some, and as many wide products in all",
+					ka["fast_gemm_wg_fp8"], kb["fast_gemm_wg_fp8"], ka["fast_gemm_wide"], kb["fast_gemm_wide"], cuda.EnvWideWG)
+			}
+			worst := 0.0
+			for i := range n {
+				big, d := 0.0, 0.0
+				for j := range a[i] {
+					big = math.Max(big, math.Abs(float64(a[i][j])))
+					d = math.Max(d, math.Abs(float64(a[i][j])-float64(b[i][j])))
+				}
+				if r := d / math.Max(big, 1e-30); r > worst {
+					worst = r
+				}
+			}
+			t.Logf("worst difference %.3g of the row's largest logit", worst)
+			if worst > 1.2e-5 {
+				t.Errorf("prefill logits %.3g apart (relative to the row's largest), want within 1.2e-5", worst)
+			}
 		})
 	}
 }

@@ -228,6 +228,17 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return "fast_gemm_blk_f32"
 	}
+	// the wide products of FP8 weights (formats 2, 3, 5) in rows of K values, one group:
+	// fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than equal, so never in
+	// batch-invariant mode; EnvWideWG=0 keeps fast_gemm_wide)
+	wgFP8On := os.Getenv(EnvWideWG) != "0" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	wideKernel := func(s *Step) string {
+		w := s.Arg(g.w)
+		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
+			return "fast_gemm_wg_fp8"
+		}
+		return "fast_gemm_wide"
+	}
 	for _, v := range []struct {
 		kernel string
 		rows   int64
@@ -235,7 +246,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m1_fp8_only", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
-		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}} {
+		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
@@ -246,6 +257,9 @@ func fastProduct(b *Bind, g fastGemm) {
 			if v.rows == 8 && !v.f32 && m1kernel(s) != v.kernel {
 				return 0
 			}
+			if v.rows == fastWideRows && wideKernel(s) != v.kernel {
+				return 0
+			}
 			mtiles := fill(s, a)
 			if v.kernel == "fast_gemm_wg_f32" {
 				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
@@ -253,6 +267,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			}
 			if v.rows == fastWideRows {
 				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
+				// (fast_gemm_wg_fp8: one warpgroup)
 				return (g.N + fastWideN - 1) / fastWideN * S * mtiles * 128
 			}
 			if v.rows == fastBlockRows {
@@ -766,6 +781,14 @@ func stageF32Kernel(env string, M int64) string {
 // batch 256 3.87 → 1.92 ms; near their values, not equal, and not in batch-invariant
 // mode; read when a program is bound).
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
+
+// EnvWideWG set to 0 keeps the wide products of FP8 weights (bf16 activations, more
+// than fastWideMin rows, one group, rows of K values) on fast_gemm_wide (mma.sync, each
+// weight value widened once a launch block into shared memory) instead of
+// fast_gemm_wg_fp8 (wgmma with both operands in shared memory; outside batch-invariant
+// mode only: its values are near fast_gemm_wide's, not equal). Read when a program is
+// bound; for comparisons.
+const EnvWideWG = "DEEPINFER_CUDA_WIDE_WG"
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
 // cols values a row over a reduction of K: its 16-byte copies need an aligned weight

@@ -200,6 +200,7 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 // DEEPINFER_CUDA_WIDE_MIN=64 (the limit until run 22) on fast_gemm_blk; the logits are
 // the same bit for bit (on the GPU, the device code of both).
 func TestWideMinSameValues(t *testing.T) {
+	t.Setenv(cuda.EnvWideWG, "0") // fast_gemm_wide, not its wgmma form (TestWideWGNearWide)
 	sameAcross(t, v41Fixtures, cuda.EnvWideMin, "64", "", 40, "fast_gemm_blk ("+cuda.EnvWideMin+"=64)", "fast_gemm_wide (the default)",
 		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_gemm_blk", "fast_gemm_wide") })
 }

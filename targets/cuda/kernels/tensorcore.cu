@@ -1231,6 +1231,152 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 #endif
 KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body(a, GIDX, GSTRIDE); }
 
+// fast_gemm_wg_fp8: fast_gemm_wide's products (bf16 activations, more than fastWideMin
+// rows) for FP8 weights (formats 2, 3 and 5) with G = 1, rows of K values, K a multiple
+// of 64, on wgmma with both operands in shared memory. A launch block is one warpgroup
+// per (64 weight rows, slice, 128 rows of x), x-tiles fastest, as fast_gemm_wg_f32's.
+// Each 64-value step: the x rows' bf16 values copied by cp.async a step ahead into one
+// of two buffers (32 KB, the 128-byte swizzle); the 64 weight rows' FP8 bytes loaded a
+// step ahead into registers (a thread: 32 values of one row, two 16-byte loads and a
+// scale byte), widened (e4m3_widen16: exact) while the step's products run, and stored
+// into the other of two weight buffers (16 KB, the same swizzle); per 16 values one
+// wgmma m64n128k16 reading both from shared memory. Near fast_gemm_wide's values (the
+// same bf16 operands; the tensor cores' own order inside a 16-value step), not equal:
+// not used in batch-invariant mode (DEEPINFER_CUDA_WIDE_WG=0 keeps fast_gemm_wide).
+#if defined(DI_EMULATE) || defined(DI_LANES)
+DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
+  // the emulated device: each product as the widened pairs' float32 sum, k in order
+  const i64 P = a.Kp / 2;
+  for (i64 i = GIDX; i < a.S * a.M * a.N; i += GSTRIDE) {
+    const i64 sl = i / (a.M * a.N), m = i / a.N % a.M, n = i % a.N;
+    const unsigned char* wr = (const unsigned char*)a.w.p + n * a.w.cols;
+    float acc = 0;
+    for (i64 k = sl * a.ks; k < imin(a.K, sl * a.ks + a.ks); k += 16) {
+      uint4 q;
+      memcpy(&q, wr + k, 16);
+      u32 h[8];
+      e4m3_widen16(q, fast_fp8_scale(a.w, n, k), h);
+      for (int j = 0; j < 8; j++) {
+        const u32 x2 = a.xh[m * P + k / 2 + j];
+        acc += fast_lo(x2) * fast_lo(h[j]);
+        acc += fast_hi(x2) * fast_hi(h[j]);
+      }
+    }
+    FastGemmStore{&a, m, sl}(0, n, 0, acc);
+  }
+}
+#else
+// wg_ss_m64n128: d += the 64 rows × 16 values descriptor da names × the 16 values of
+// the 128 rows db names
+DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
+  (void)GSTRIDE;
+  __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
+  __shared__ __align__(1024) unsigned short ws[2][64 * 64];
+  const int tid = (int)threadIdx.x;
+  const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
+  const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
+  if (n0 >= a.N) return;
+  const i64 P = a.Kp / 2, kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
+  // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
+  // stored), values 32·wh.. of each step, and its scale bytes (one a 2^ssh values)
+  const int wr = tid >> 1, wh = tid & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
+  const i64 row = imin(n0 + wr, a.N - 1);
+  const unsigned char* wp = (const unsigned char*)a.w.p + row * a.w.cols + 32 * wh;
+  const unsigned char* sp = a.w.s + (fmt == 5 ? (row / 128) * ((a.w.cols + 127) / 128)
+                                     : fmt == 2 ? (row / 32) * ((a.w.cols + 31) / 32) : row * ((a.w.cols + 31) / 32));
+  uint4 raw0, raw1;
+  u32 su = 0;
+  auto wfetch = [&](i64 k) {
+    raw0 = *(const uint4*)(wp + k);
+    raw1 = *(const uint4*)(wp + k + 16);
+    su = sp[(k + 32 * wh) >> ssh];
+  };
+  // the widened 32 values into weight buffer b: pieces 4·wh .. 4·wh + 3 of row wr (8
+  // values each) at piece c ^ (wr & 7)
+  auto wstore = [&](int b) {
+    u32 h[16];
+    e4m3_widen16(raw0, su, h);
+    e4m3_widen16(raw1, su, h + 8);
+    UNROLL for (int c = 0; c < 4; c++)
+      *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
+  };
+  // the x rows' step k into buffer b, as fast_gemm_wg_f32's
+  auto xcopy = [&](i64 k, int b) {
+    UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
+      const int p = tid + 128 * i, r = p >> 3, c = p & 7;
+      const bool in = m0 + r < a.M;
+      const u32* src = a.xh + (in ? (m0 + r) * P : 0) + k / 2 + 4 * c;
+      fast_cp16(&xs[b][r * 64 + ((c ^ (r & 7)) << 3)], src, in);
+    }
+    fast_cp_commit();
+  };
+  float d[64];
+  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  u32 xbase[2], wbase[2];
+  UNROLL for (int b = 0; b < 2; b++) {
+    u32 s;
+    asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(&xs[b][0]));
+    xbase[b] = s;
+    asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(&ws[b][0]));
+    wbase[b] = s;
+  }
+  if (steps > 0) {
+    xcopy(kb, 0);
+    wfetch(kb);
+    wstore(0);
+  }
+  for (i64 i = 0; i < steps; i++) {
+    const int b = (int)(i & 1);
+    fast_cp_wait<0>();
+    // this thread's stores to the weight buffer and its copies seen by the tensor cores
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // step i's x rows and weights in place; every warp's step i − 1 products done
+    const bool more = i + 1 < steps;
+    if (more) {
+      xcopy(kb + 64 * (i + 1), b ^ 1);
+      wfetch(kb + 64 * (i + 1));
+    }
+    wg_fence();
+    const u64 da = wg_desc(wbase[b]), db = wg_desc(xbase[b]);
+    UNROLL for (int s = 0; s < 4; s++) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);  // + 32 bytes a 16-value piece
+    wg_commit();
+    // the next step's weights widened while these products run (buffer b ^ 1 was last
+    // read by step i − 1's, waited for)
+    if (more) wstore(b ^ 1);
+    wg_wait0();
+    UNROLL for (int j = 0; j < 64; j++) asm volatile("" : "+f"(d[j])::"memory");
+  }
+  // d[4j + q]: weight row n0 + 16·warp + g (+ 8 for q ≥ 2), x row m0 + 8j + 2t + (q & 1)
+  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  UNROLL for (int j = 0; j < 16; j++) {
+    UNROLL for (int q = 0; q < 4; q++) {
+      const i64 n = n0 + 16 * warp + g + (q >= 2 ? 8 : 0), m = m0 + 8 * j + 2 * t + (q & 1);
+      if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
+    }
+  }
+}
+#endif
+KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }
+
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
   for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {

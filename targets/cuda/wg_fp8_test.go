@@ -1,0 +1,141 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"deepinfer/quant"
+)
+
+// TestWGFP8NearWide: fast_gemm_wg_fp8 (wgmma on the GPU, both operands in shared
+// memory) against fast_gemm_wide (the mma.sync chain) on the same FP8 weights and bf16
+// activations, and both against a float64 reference of the widened operands: every
+// output within L·2^-23·Σ|x·w| of the reference (L the values a slice sums; the bound
+// of a float32 sum in any order) and of each other, and on the GPU not all equal (the
+// wgmma kernel ran its own order). Shapes: each FP8 format (32×32 blocks, rows of
+// 32-value groups, 128×128 blocks), a partial last tile of 64 weight rows, a partial
+// last block of 128 x rows and more than one, sliced reductions (a slice of one step),
+// a reduction of one step, scale bytes far from 127, and weight codes of every kind
+// (subnormals, zeros, both signs; never the NaN codes).
+func TestWGFP8NearWide(t *testing.T) {
+	k := newKernels(t)
+	rng := rand.New(rand.NewPCG(23, 8))
+	for _, c := range []struct{ M, N, K, fmt, S int64 }{
+		{200, 100, 320, 2, 1}, {40, 64, 512, 5, 2}, {129, 130, 192, 3, 3}, {300, 200, 64, 5, 1}, {64, 48, 256, 2, 4},
+	} {
+		t.Run(fmt.Sprintf("M%d_N%d_K%d_fmt%d_S%d", c.M, c.N, c.K, c.fmt, c.S), func(t *testing.T) {
+			M, N, K, S := c.M, c.N, c.K, c.S
+			ks := K / S / 64 * 64
+			if ks*S != K {
+				t.Fatalf("slices %d of K %d", S, K)
+			}
+			// the weight codes (no NaN: 0x7f, 0xff) and scale bytes
+			codes := make([]byte, N*K)
+			for i := range codes {
+				for codes[i] = byte(rng.IntN(256)); codes[i]&0x7f == 0x7f; codes[i] = byte(rng.IntN(256)) {
+				}
+			}
+			var srows, scols int64
+			switch c.fmt {
+			case 2:
+				srows, scols = (N+31)/32, (K+31)/32
+			case 3:
+				srows, scols = N, (K+31)/32
+			case 5:
+				srows, scols = (N+127)/128, (K+127)/128
+			}
+			scales := make([]byte, srows*scols)
+			for i := range scales {
+				scales[i] = byte(110 + rng.IntN(30))
+			}
+			scale := func(n, kk int64) byte {
+				switch c.fmt {
+				case 2:
+					return scales[(n/32)*scols+kk/32]
+				case 3:
+					return scales[n*scols+kk/32]
+				}
+				return scales[(n/128)*scols+kk/128]
+			}
+			w := func(n, kk int64) float64 {
+				return float64(quant.DecodeE4M3(codes[n*K+kk])) * math.Ldexp(1, int(scale(n, kk))-127)
+			}
+			// x's bf16 values as pairs (rows of Kp/2 words; Kp = K)
+			xv := make([]float32, M*K)
+			xw := make([]uint32, M*K/2)
+			for i := range xv {
+				xv[i] = math.Float32frombits(math.Float32bits(float32(rng.NormFloat64())) &^ 0xffff)
+			}
+			for i := range xw {
+				xw[i] = math.Float32bits(xv[2*i])>>16 | math.Float32bits(xv[2*i+1])&0xffff0000
+			}
+			pack := func(b []byte) []uint32 {
+				u := make([]uint32, (len(b)+3)/4)
+				for i, v := range b {
+					u[i/4] |= uint32(v) << (8 * (i % 4))
+				}
+				return u
+			}
+			wp, sp := put(k, pack(codes)), put(k, pack(scales))
+			xp := put(k, xw)
+			outs := S * M * N
+			run := func(kernel string) []float32 {
+				y := put(k, make([]float32, outs))
+				k.run(kernel, func(a *ArgBuf) {
+					a.P(xp)
+					a.P(xp) // xl: never read (xexact)
+					a.W(Operand{Ptr: wp, Scales: sp, Fmt: c.fmt, Cols: K})
+					a.P(y)
+					a.P(y) // part: S > 1
+					a.I(M)
+					a.I(N)
+					a.I(K)
+					a.I(K)
+					a.I(S)
+					a.I(ks)
+					a.I((M + fastWideRows - 1) / fastWideRows)
+					a.I(N) // ldy
+					a.I(0) // out_bf16
+					a.I(1) // G
+					a.I(1) // prefetch
+					a.I(1) // xexact
+				})
+				return k.get(y, int(outs))
+			}
+			wide, wg := run("fast_gemm_wide"), run("fast_gemm_wg_fp8")
+			worst, differ := 0.0, 0
+			for s := range S {
+				for m := range M {
+					for n := range N {
+						ref, mag := 0.0, 0.0
+						for kk := s * ks; kk < (s+1)*ks; kk++ {
+							p := float64(xv[m*K+kk]) * w(n, kk)
+							ref += p
+							mag += math.Abs(p)
+						}
+						bound := float64(ks) * 0x1p-23 * mag
+						i := (s*M+m)*N + n
+						for _, g := range []struct {
+							name string
+							v    float32
+						}{{"fast_gemm_wide", wide[i]}, {"fast_gemm_wg_fp8", wg[i]}} {
+							if d := math.Abs(float64(g.v) - ref); d > bound || math.IsNaN(float64(g.v)) {
+								t.Fatalf("slice %d, row %d, weight row %d: %s %g, reference %g (bound %g)", s, m, n, g.name, g.v, ref, bound)
+							}
+						}
+						if d := math.Abs(float64(wide[i]) - float64(wg[i])); d > 0 {
+							differ++
+							worst = math.Max(worst, d/math.Max(mag, 1e-30))
+						}
+					}
+				}
+			}
+			t.Logf("%d of %d outputs differ; worst %.3g of Σ|x·w|", differ, outs, worst)
+			if k.where != nil && differ == 0 {
+				t.Error("every output equal to fast_gemm_wide's on the GPU: the wgmma kernel did not run its own order")
+			}
+		})
+	}
+}
