@@ -309,9 +309,9 @@ func TestXExactSameValues(t *testing.T) {
 	}
 }
 
-// TestWideWGNearWide: by default the FP8 products of V4.1's prefills (bf16 activations,
-// more than 32 rows, one group) run fast_gemm_wg_fp8 (wgmma on the GPU: the tensor
-// cores' order inside a 16-value step), and with DEEPINFER_CUDA_WIDE_WG=0
+// TestWideWGNearWide: with DEEPINFER_CUDA_WIDE_WG=1 the FP8 products of V4.1's
+// prefills (bf16 activations, more than 32 rows, one group) run fast_gemm_wg_fp8 (wgmma
+// on the GPU: the tensor cores' order inside a 16-value step), by default
 // fast_gemm_wide (the mma.sync chain); a 110-token prefill on both V4.1 fixtures gives
 // logits rows within 1.2e-5 of each other relative to the row's largest magnitude (each
 // within the fast mode's 6e-6 of the cpu target's, TestFastInstructionsNearCPU; the
@@ -323,10 +323,10 @@ func TestWideWGNearWide(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			const n = 110
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvWideWG, "0", "", n)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvWideWG, "", "1", n)
 			if ka != nil && (ka["fast_gemm_wg_fp8"] != 0 || kb["fast_gemm_wg_fp8"] == 0 ||
 				kb["fast_gemm_wg_fp8"]+kb["fast_gemm_wide"] != ka["fast_gemm_wide"]) {
-				t.Errorf("fast_gemm_wg_fp8 ran %d / %d times and fast_gemm_wide %d / %d (%s=0 / default); want 0, some, and as many wide products in all",
+				t.Errorf("fast_gemm_wg_fp8 ran %d / %d times and fast_gemm_wide %d / %d (default / %s=1); want 0, some, and as many wide products in all",
 					ka["fast_gemm_wg_fp8"], kb["fast_gemm_wg_fp8"], ka["fast_gemm_wide"], kb["fast_gemm_wide"], cuda.EnvWideWG)
 			}
 			worst := 0.0

@@ -229,9 +229,9 @@ func fastProduct(b *Bind, g fastGemm) {
 		return "fast_gemm_blk_f32"
 	}
 	// the wide products of FP8 weights (formats 2, 3, 5) in rows of K values, one group:
-	// fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than equal, so never in
-	// batch-invariant mode; EnvWideWG=0 keeps fast_gemm_wide)
-	wgFP8On := os.Getenv(EnvWideWG) != "0" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	// with EnvWideWG=1 fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than
+	// equal, so never in batch-invariant mode; opt-in until it has run on a GPU)
+	wgFP8On := os.Getenv(EnvWideWG) == "1" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
@@ -782,12 +782,12 @@ func stageF32Kernel(env string, M int64) string {
 // mode; read when a program is bound).
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 
-// EnvWideWG set to 0 keeps the wide products of FP8 weights (bf16 activations, more
-// than fastWideMin rows, one group, rows of K values) on fast_gemm_wide (mma.sync, each
-// weight value widened once a launch block into shared memory) instead of
-// fast_gemm_wg_fp8 (wgmma with both operands in shared memory; outside batch-invariant
-// mode only: its values are near fast_gemm_wide's, not equal). Read when a program is
-// bound; for comparisons.
+// EnvWideWG set to 1 runs the wide products of FP8 weights (bf16 activations, more
+// than fastWideMin rows, one group, rows of K values) on fast_gemm_wg_fp8 (wgmma with
+// both operands in shared memory; outside batch-invariant mode only: its values are
+// near fast_gemm_wide's, not equal) instead of fast_gemm_wide (mma.sync, each weight
+// value widened once a launch block into shared memory). Opt-in: its device code has
+// not yet run on a GPU (docs/perf/dense-gemm.md, run 24). Read when a program is bound.
 const EnvWideWG = "DEEPINFER_CUDA_WIDE_WG"
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
