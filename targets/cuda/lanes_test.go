@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -17,7 +18,9 @@ import (
 // threads as coroutines; mma.sync from the lanes' fragments in PTX's layout, summed in
 // the emulated device's order; the asynchronous copies and __syncthreads played out):
 // fast_gemm_m4's, fast_gemm_m1's (and _fp8's) and fast_gemm_blk's device code must give the emulated device's
-// fast_gemm_m4 values bit for bit, on every weight format, with partial blocks of rows
+// fast_gemm_m4 values bit for bit, on every weight format (the wgmma kernels,
+// fast_gemm_wg_f32 and fast_gemm_wg_fp8, their emulated kernels' values: the harness
+// plays the warpgroup's operations, their products read through the descriptors), with partial blocks of rows
 // and weight rows, sliced reductions, a reduction not a multiple of 16, groups and bf16
 // outputs. The emulated device runs fast_tile for both kernels, so this is the check of
 // the block kernel's own indexing, staging and synchronization that runs without a
@@ -252,17 +255,49 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					}
 				}
 			}
+			// the wgmma kernels (bf16 x with xexact, one group, K a multiple of 64:
+			// fast_gemm_wg_f32 for float32 weights, fast_gemm_wg_fp8 for FP8): their
+			// device code, the warps in step and skewed, gives the emulated kernel's values
+			// bit for bit (the harness plays wgmma in the emulated kernel's order), every
+			// output written
+			if c.G == 1 && c.K%64 == 0 && (c.fmt == 0 || fp8) {
+				k, name := "wgf32x", "fast_gemm_wg_f32"
+				if fp8 {
+					k, name = "wgfp8x", "fast_gemm_wg_fp8"
+				}
+				ref := run(emu, k)
+				v := make([]float32, len(ref)/4)
+				if err := binary.Read(bytes.NewReader(ref), binary.LittleEndian, v); err != nil {
+					t.Fatal(err)
+				}
+				out := v[:c.M*c.N]
+				if S > 1 {
+					out = v[c.M*c.N:]
+				}
+				for i, x := range out {
+					if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+						t.Fatalf("%s: emulated %s output %d is %g", c.name, name, i, x)
+					}
+				}
+				checks = append(checks, check{name + "'s device code, warps in step", run(lanes, k), ref},
+					check{name + "'s device code, warps skewed", run(lanes, k, "eager"), ref})
+			}
 			for _, r := range checks {
-				ref := r.ref
-				if ref == nil {
+				ref, of := r.ref, "the emulated fast_gemm_m4"
+				switch {
+				case ref == nil:
 					ref = want
+				case strings.HasPrefix(r.what, "fast_gemm_wg_"):
+					of = "the emulated kernel"
+				default:
+					of = "the emulated fast_gemm_m4 on bf16 x"
 				}
 				if !bytes.Equal(r.got, ref) {
 					i := 0
 					for i < len(ref) && r.got[i] == ref[i] {
 						i++
 					}
-					t.Errorf("%s: %s differs from the emulated fast_gemm_m4 from output %d on", c.name, r.what, i/4)
+					t.Errorf("%s: %s differs from %s from output %d on", c.name, r.what, of, i/4)
 				}
 			}
 		})

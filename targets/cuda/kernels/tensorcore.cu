@@ -1101,20 +1101,28 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
 // near their values (TestHeadWGNearStaged), not equal; so not used in batch-invariant
 // mode, where a row's value must not depend on the step's row count.
 #define WG_BN 128
-#if defined(DI_EMULATE) || defined(DI_LANES)
+#ifdef DI_EMULATE
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
-  // the emulated device: each product as the split pairs' float32 sum (x·w_hi + x·w_lo,
-  // k in order): near the device's values, as the device's are near fast_gemm_m4's
+  // the emulated device: each product a float32 sum, per 16 values the x·w_hi products
+  // then the x·w_lo ones, k in order (the order the DI_LANES build's wgmma stand-in
+  // sums in): near the device's values, as the device's are near fast_gemm_m4's
   const i64 P = a.Kp / 2;
   for (i64 i = GIDX; i < a.S * a.M * a.N; i += GSTRIDE) {
     const i64 sl = i / (a.M * a.N), m = i / a.N % a.M, n = i % a.N;
     const float* wr = (const float*)a.w.p + n * a.w.cols;
     float acc = 0;
-    for (i64 k = sl * a.ks; k < imin(a.K, sl * a.ks + a.ks); k += 2) {
-      const u32 x2 = a.xh[m * P + k / 2], h = fast_rn(wr[k], wr[k + 1]);
-      const u32 l = fast_rn(wr[k] - fast_lo(h), wr[k + 1] - fast_hi(h));
-      acc += fast_lo(x2) * fast_lo(h) + fast_lo(x2) * fast_lo(l);
-      acc += fast_hi(x2) * fast_hi(h) + fast_hi(x2) * fast_hi(l);
+    for (i64 k0 = sl * a.ks; k0 < imin(a.K, sl * a.ks + a.ks); k0 += 16) {
+      u32 h[8], l[8];
+      for (int j = 0; j < 8; j++) {
+        h[j] = fast_rn(wr[k0 + 2 * j], wr[k0 + 2 * j + 1]);
+        l[j] = fast_rn(wr[k0 + 2 * j] - fast_lo(h[j]), wr[k0 + 2 * j + 1] - fast_hi(h[j]));
+      }
+      for (int half = 0; half < 2; half++)
+        for (int j = 0; j < 8; j++) {
+          const u32 x2 = a.xh[m * P + k0 / 2 + j], w2 = half ? l[j] : h[j];
+          acc += fast_lo(x2) * fast_lo(w2);
+          acc += fast_hi(x2) * fast_hi(w2);
+        }
     }
     FastGemmStore{&a, m, sl}(0, n, 0, acc);
   }
@@ -1125,9 +1133,35 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 DEV u64 wg_desc(u32 addr) {
   return (u64)((addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
 }
+// With DI_LANES (lanes_test.go's host build of the device branch) the wgmma
+// instructions, the shared addresses and the proxy fence are the harness's stand-ins:
+// a warpgroup's collective operations, the products read from shared memory through
+// the descriptors when a wait lets them complete.
+#ifdef DI_LANES
+DEV u32 wg_saddr(const void* p) { return lanes_smem_addr(p); }
+DEV void wg_proxy_fence() {}
+DEV void wg_fence() { lanes_wg_fence(); }
+DEV void wg_commit() { lanes_wg_commit(); }
+DEV void wg_wait0() { lanes_wg_wait(0); }
+DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) { lanes_wg_mma(d, a, 0, desc); }
+DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) { lanes_wg_mma(d, nullptr, da, db); }
+#define WG_KEEP(d)
+#else
+// wg_saddr: the shared-memory address of p (a __shared__ array's element)
+DEV u32 wg_saddr(const void* p) {
+  u32 s;
+  asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(p));
+  return s;
+}
+// wg_proxy_fence: this thread's earlier writes to shared memory (stores, landed
+// asynchronous copies) seen by the tensor cores' reads (the async proxy)
+DEV void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 DEV void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// WG_KEEP: the accumulators as written by the products just waited for (nothing reads
+// them before the wait)
+#define WG_KEEP(d) UNROLL for (int j_ = 0; j_ < 64; j_++) asm volatile("" : "+f"(d[j_])::"memory")
 // wg_m64n128: d += a (registers: this warp's 16 rows × 16 values, mma.sync's A layout)
 // × the 16 values of 128 x rows the descriptor names
 DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) {
@@ -1149,6 +1183,28 @@ DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) {
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
+// wg_ss_m64n128: d += the 64 rows × 16 values descriptor da names × the 16 values of
+// the 128 rows db names
+DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+#endif
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
@@ -1183,11 +1239,7 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
   u32 base[2];
-  UNROLL for (int b = 0; b < 2; b++) {
-    u32 s;
-    asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(&xs[b][0]));
-    base[b] = s;
-  }
+  UNROLL for (int b = 0; b < 2; b++) base[b] = wg_saddr(&xs[b][0]);
   if (steps > 0) {
     xcopy(kb, 0);
     wload(kb);
@@ -1195,7 +1247,7 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   for (i64 i = 0; i < steps; i++) {
     const int b = (int)(i & 1);
     fast_cp_wait<0>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_proxy_fence();
     __syncthreads();  // step i's x rows landed; every warp's step i − 1 products done
     if (i + 1 < steps) xcopy(kb + 64 * (i + 1), b ^ 1);
     u32 hi[4][4], lo[4][4];
@@ -1216,9 +1268,7 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     }
     wg_commit();
     wg_wait0();
-    // the accumulators as written by the products just waited for: nothing reads them
-    // before this point
-    UNROLL for (int j = 0; j < 64; j++) asm volatile("" : "+f"(d[j])::"memory");
+    WG_KEEP(d);
   }
   // d[4j + q]: weight row n0 + 16·warp + g (+ 8 for q ≥ 2), x row m0 + 8j + 2t + (q & 1)
   UNROLL for (int j = 0; j < 16; j++) {
@@ -1243,7 +1293,7 @@ KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body(a, GIDX, GSTRIDE); }
 // wgmma m64n128k16 reading both from shared memory. Near fast_gemm_wide's values (the
 // same bf16 operands; the tensor cores' own order inside a 16-value step), not equal:
 // not used in batch-invariant mode (DEEPINFER_CUDA_WIDE_WG=0 keeps fast_gemm_wide).
-#if defined(DI_EMULATE) || defined(DI_LANES)
+#ifdef DI_EMULATE
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product as the widened pairs' float32 sum, k in order
   const i64 P = a.Kp / 2;
@@ -1266,27 +1316,6 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
 }
 #else
-// wg_ss_m64n128: d += the 64 rows × 16 values descriptor da names × the 16 values of
-// the 128 rows db names
-DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(1));
-}
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
@@ -1332,13 +1361,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
-  UNROLL for (int b = 0; b < 2; b++) {
-    u32 s;
-    asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(&xs[b][0]));
-    xbase[b] = s;
-    asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(&ws[b][0]));
-    wbase[b] = s;
-  }
+  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
   if (steps > 0) {
     xcopy(kb, 0);
     wfetch(kb);
@@ -1348,7 +1371,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     const int b = (int)(i & 1);
     fast_cp_wait<0>();
     // this thread's stores to the weight buffer and its copies seen by the tensor cores
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_proxy_fence();
     __syncthreads();  // step i's x rows and weights in place; every warp's step i − 1 products done
     const bool more = i + 1 < steps;
     if (more) {
@@ -1363,7 +1386,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     // read by step i − 1's, waited for)
     if (more) wstore(b ^ 1);
     wg_wait0();
-    UNROLL for (int j = 0; j < 64; j++) asm volatile("" : "+f"(d[j])::"memory");
+    WG_KEEP(d);
   }
   // d[4j + q]: weight row n0 + 16·warp + g (+ 8 for q ≥ 2), x row m0 + 8j + 2t + (q & 1)
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;

@@ -8,15 +8,18 @@
 //     operations: mma.sync m16n8k16 from the lanes' fragments (PTX's layout; the 16
 //     products of an output summed in the order the emulated device sums them), the
 //     asynchronous copies (each group applied when a wait lets it complete, the
-//     latest moment the device may), and __syncthreads.
+//     latest moment the device may), __syncthreads, and the warpgroup's wgmma
+//     operations (the products read from shared memory through their descriptors).
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
-// m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32) or wide (bf16 x
-// only: widex); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
+// only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
+// with xexact, G 1, K a multiple of 64: wgf32x, wgfp8x); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
 // (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
 #include <cstdio>
 #include <functional>
+#include <cstdint>
 #include <cstdlib>
 #include <vector>
 
@@ -40,7 +43,7 @@ void* zalloc(size_t n) {
 namespace lanes {
 const int T = 128;        // a launch block's threads
 const int STACK = 1 << 17;
-enum { RUN, BAR, WARP, DONE };
+enum { RUN, BAR, WARP, WG, DONE };
 struct Copy {
   void* dst;
   const void* src;
@@ -79,6 +82,121 @@ void entry() {
 }
 float lo(u32 p) { return f32_bits(p << 16); }
 float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
+
+// The warpgroup's tensor-core operations (wgmma, m64n128k16, bf16 in, float32
+// accumulators). A thread's call is recorded in wgc and the thread blocks (WG); when all
+// 128 threads are at the same operation, it is played: a product is issued (its
+// operands' descriptors, each thread's A fragments in the register form and the address
+// of its accumulators), a commit closes the issued products into a group, a wait plays
+// the groups it needs complete — reading the operands from shared memory then, the
+// latest moment the device may (eager: at the issue, the earliest). A product's output
+// (row r of A, column c of B) is its accumulator plus the 16 products a·b added one
+// at a time in k order, in float32 (the emulated device's order for its wgmma
+// kernels). Thread i = 32w + 4g + t holds, in d[4j + q], row 16w + g + 8·(q ≥ 2) and
+// column 8j + 2t + (q & 1) (PTX's fragment layout).
+enum { WG_FENCE, WG_MMA, WG_COMMIT, WG_WAIT };
+struct WgCall {
+  int op, n;
+  const u32* a;
+  u64 da, db;
+  float* d;
+};
+WgCall wgc[T];
+struct WgMma {
+  bool rs;
+  u64 da, db;
+  u32 a[T][4];
+  float* d[T];
+};
+std::vector<WgMma> wg_open;
+std::vector<std::vector<WgMma>> wg_groups;
+// shared addresses: each array's window (from its 1024-byte-aligned start) gets 64 KB
+// of the 18-bit shared address space; a descriptor's address maps back through it
+std::vector<uintptr_t> wins;
+u32 smem_addr(const void* p) {
+  uintptr_t h = (uintptr_t)p;
+  for (size_t i = 0; i < wins.size(); i++)
+    if (h >= wins[i] && h < wins[i] + 65536) return (u32)(i * 65536 + (h - wins[i]));
+  if (wins.size() == 4) {
+    fprintf(stderr, "more than four shared arrays named by descriptors\n");
+    exit(3);
+  }
+  wins.push_back(h & ~(uintptr_t)1023);
+  return smem_addr(p);
+}
+// elem: element (r, k) of the K-major tile descriptor desc names (rows of 128 bytes,
+// groups of 8 rows SBO apart, the 128-byte swizzle: address bits 4-6 xor bits 7-9)
+float elem(u64 desc, int r, int k) {
+  if ((desc >> 62) != 1) {
+    fprintf(stderr, "descriptor %llx: only the 128-byte swizzle is played\n", (unsigned long long)desc);
+    exit(3);
+  }
+  u32 start = (u32)(desc & 0x3fff) << 4, sbo = (u32)((desc >> 32) & 0x3fff) << 4;
+  u32 addr = start + (u32)(r >> 3) * sbo + (u32)(r & 7) * 128 + 2 * (u32)k;
+  addr ^= ((addr >> 7) & 7) << 4;
+  if ((addr >> 16) >= wins.size()) {
+    fprintf(stderr, "descriptor %llx: address %x in no shared array\n", (unsigned long long)desc, addr);
+    exit(3);
+  }
+  unsigned short v;
+  memcpy(&v, (const void*)(wins[addr >> 16] + (addr & 0xffff)), 2);
+  return f32_bits((u32)v << 16);
+}
+void play(const WgMma& m) {
+  float A[64][16], B[128][16];
+  for (int r = 0; r < 64; r++)
+    for (int k = 0; k < 16; k++) {
+      if (m.rs) {
+        const u32* f = m.a[32 * (r >> 4) + 4 * (r & 7) + ((k & 7) >> 1)];
+        u32 v = f[2 * (k >> 3) + ((r >> 3) & 1)];
+        A[r][k] = k & 1 ? hi(v) : lo(v);
+      } else {
+        A[r][k] = elem(m.da, r, k);
+      }
+    }
+  for (int c = 0; c < 128; c++)
+    for (int k = 0; k < 16; k++) B[c][k] = elem(m.db, c, k);
+  for (int i = 0; i < T; i++) {
+    int w = i >> 5, g = (i & 31) >> 2, t = i & 3;
+    for (int e = 0; e < 64; e++) {
+      int r = 16 * w + g + 8 * ((e >> 1) & 1), c = 8 * (e >> 2) + 2 * t + (e & 1);
+      float acc = m.d[i][e];
+      for (int k = 0; k < 16; k++) acc += A[r][k] * B[c][k];
+      m.d[i][e] = acc;
+    }
+  }
+}
+// wg plays the operation every thread is at; false: they are not at the same one
+bool wg() {
+  const WgCall& c = wgc[0];
+  for (int i = 1; i < T; i++)
+    if (wgc[i].op != c.op || wgc[i].n != c.n || wgc[i].da != c.da || wgc[i].db != c.db || (wgc[i].a == nullptr) != (c.a == nullptr))
+      return false;
+  switch (c.op) {
+    case WG_MMA: {
+      WgMma m;
+      m.rs = c.a != nullptr, m.da = c.da, m.db = c.db;
+      for (int i = 0; i < T; i++) {
+        if (m.rs) memcpy(m.a[i], wgc[i].a, sizeof m.a[i]);
+        m.d[i] = wgc[i].d;
+      }
+      if (eager) play(m);
+      else wg_open.push_back(m);
+      break;
+    }
+    case WG_COMMIT:
+      wg_groups.push_back(wg_open);
+      wg_open.clear();
+      break;
+    case WG_WAIT:
+      while ((int)wg_groups.size() > c.n) {
+        for (const WgMma& m : wg_groups.front()) play(m);
+        wg_groups.erase(wg_groups.begin());
+      }
+      break;
+  }
+  return true;
+}
 // mma plays one warp's m16n8k16: A 16×16 (rows × k), B 16×8 (k × columns), C 16×8.
 void mma(int w) {
   float A[16][16], B[16][8], C[16][8];
@@ -143,15 +261,30 @@ void run(long long b) {
         if (!eager) break;
       }
     }
-    for (int i = 0; i < T; i++) done += th[i].state == DONE, bar += th[i].state == BAR;
-    if (done == T) return;
+    int atwg = 0;
+    for (int i = 0; i < T; i++) done += th[i].state == DONE, bar += th[i].state == BAR, atwg += th[i].state == WG;
+    if (done == T) {
+      if (!wg_open.empty() || !wg_groups.empty()) {
+        fprintf(stderr, "block %lld: ended with wgmma products not waited for\n", b);
+        exit(3);
+      }
+      return;
+    }
     if (released) continue;
+    if (atwg == T) {
+      if (!wg()) {
+        fprintf(stderr, "block %lld: the warpgroup's threads at different wgmma operations\n", b);
+        exit(3);
+      }
+      for (int i = 0; i < T; i++) th[i].state = RUN;
+      continue;
+    }
     if (bar + done == T) {
       for (int i = 0; i < T; i++)
         if (th[i].state == BAR) th[i].state = RUN;
       continue;
     }
-    fprintf(stderr, "block %lld: threads stuck (%d exited, %d at __syncthreads, the rest at an mma)\n", b, done, bar);
+    fprintf(stderr, "block %lld: threads stuck (%d exited, %d at __syncthreads, %d at a wgmma operation, the rest at an mma)\n", b, done, bar, atwg);
     exit(3);
   }
 }
@@ -174,6 +307,15 @@ void lanes_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
   lanes::block(lanes::WARP);
   for (int e = 0; e < 4; e++) c[e] = lanes::out[lanes::cur][e];
 }
+unsigned lanes_smem_addr(const void* p) { return lanes::smem_addr(p); }
+static void wg_call(int op, int n, const u32* a, u64 da, u64 db, float* d) {
+  lanes::wgc[lanes::cur] = {op, n, a, da, db, d};
+  lanes::block(lanes::WG);
+}
+void lanes_wg_fence() { wg_call(lanes::WG_FENCE, 0, nullptr, 0, 0, nullptr); }
+void lanes_wg_mma(float* d, const unsigned* a, unsigned long long da, unsigned long long db) { wg_call(lanes::WG_MMA, 0, a, da, db, d); }
+void lanes_wg_commit() { wg_call(lanes::WG_COMMIT, 0, nullptr, 0, 0, nullptr); }
+void lanes_wg_wait(int n) { wg_call(lanes::WG_WAIT, n, nullptr, 0, 0, nullptr); }
 void lanes_cp16(void* dst, const void* src, bool in) {
   if (lanes::eager) lanes::apply({{dst, src, in}});
   else lanes::th[lanes::cur].open.push_back({dst, src, in});
@@ -293,9 +435,13 @@ int main(int argc, char** argv) {
   bool m1o = strcmp(kernel, "m1fp8o") == 0;  // fast_gemm_m1_fp8_only (N % 16 == 0, K % 64 == 0)
   bool blk = strcmp(kernel, "blk") == 0, m1p = m1o || strcmp(kernel, "m1fp8") == 0, m1 = m1p || strcmp(kernel, "m1") == 0;
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
+  // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
+  // bf16 x with xexact, one group, K a multiple of 64
+  bool wgf = strcmp(kernel, "wgf32") == 0, wg8 = strcmp(kernel, "wgfp8") == 0, wgk = wgf || wg8;
   blk = blk || stg;
-  if ((!blk && !m1 && !wide && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0)) {
-    fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32; stg: float32 weights)\n", argv[1]);
+  if ((!blk && !m1 && !wide && !wgk && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0) ||
+      (wgk && (!xexact || G != 1 || K % 64 != 0 || (wgf && fmt != 0) || (wg8 && fmt != 2 && fmt != 3 && fmt != 5)))) {
+    fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32; stg: float32 weights; wgf32, wgfp8: bf16 x with xexact, one group, K a multiple of 64, float32 or FP8 weights)\n", argv[1]);
     return 2;
   }
   // the weight, random values in its format
@@ -357,21 +503,26 @@ int main(int argc, char** argv) {
   float* part = (float*)zalloc(4 * S * M * N);
   for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
   for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
-  i64 rows = wide ? FAST_WIDE_ROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
+  i64 rows = wide || wgk ? FAST_WIDE_ROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
-  long long items = wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
+  long long items = wgk ? (N + 63) / 64 * S * mtiles * 128
+                    : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
                     : blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128
                           : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
-  lanes::launch(wide ? fast_gemm_wide
+  lanes::launch(wgf ? fast_gemm_wg_f32
+                : wg8 ? fast_gemm_wg_fp8
+                : wide ? fast_gemm_wide
                 : stg  ? fast_gemm_stage_f32
                 : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
                 : m1 ? (f32 ? fast_gemm_m1_f32 : m1o ? fast_gemm_m1_fp8_only : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
                 a, items);
 #else
-  (wide ? emu_fast_gemm_wide
+  (wgf ? emu_fast_gemm_wg_f32
+   : wg8 ? emu_fast_gemm_wg_fp8
+   : wide ? emu_fast_gemm_wide
    : stg  ? emu_fast_gemm_stage_f32
    : blk  ? (f32 ? emu_fast_gemm_blk_f32 : emu_fast_gemm_blk)
    : m1 ? (f32 ? emu_fast_gemm_m1_f32 : m1o ? emu_fast_gemm_m1_fp8_only : m1p ? emu_fast_gemm_m1_fp8 : emu_fast_gemm_m1)

@@ -14,6 +14,8 @@ struct dim3_ { unsigned x, y, z; };
 static dim3_ blockIdx, threadIdx, gridDim, blockDim;
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+#define __align__(n) __attribute__((aligned(n)))
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
@@ -24,3 +26,11 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
 void lanes_cp16(void* dst, const void* src, bool in);
 void lanes_cp_commit();
 void lanes_cp_wait(int n);
+// the warpgroup's tensor-core operations (wgmma): shared addresses for descriptors, and
+// fence, the product (a: the A fragments in registers, or null with da its descriptor),
+// commit and wait as collective operations of the launch block's 128 threads
+unsigned lanes_smem_addr(const void* p);
+void lanes_wg_fence();
+void lanes_wg_mma(float* d, const unsigned* a, unsigned long long da, unsigned long long db);
+void lanes_wg_commit();
+void lanes_wg_wait(int n);
