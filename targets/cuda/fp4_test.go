@@ -348,6 +348,17 @@ func TestWideWGNearWide(t *testing.T) {
 	}
 }
 
+// TestHeadWGPipeSameValues: with DEEPINFER_CUDA_HEAD_WG=2 V4.1's LM head runs
+// fast_gemm_wg_f32p (two sets of A fragments, the next step's split while a step's
+// products run) instead of fast_gemm_wg_f32, the same products in the same order: the
+// logits of a 110-token prefill and two decode steps are the same bit for bit on both
+// V4.1 fixtures (on the GPU, the device code of both; on the emulated device, the launch
+// choice; the device code on the host's lanes: TestFastProductsOnSimulatedLanes).
+func TestHeadWGPipeSameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvHeadWG, "", "2", 110, "fast_gemm_wg_f32 (the default)", "fast_gemm_wg_f32p ("+cuda.EnvHeadWG+"=2)",
+		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_gemm_wg_f32", "fast_gemm_wg_f32p") })
+}
+
 // v41Fixtures are the two V4.1 fixtures the whole-step comparisons run on.
 var v41Fixtures = []struct{ name, dir string }{
 	{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},

@@ -281,14 +281,20 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				}
 				checks = append(checks, check{name + "'s device code, warps in step", run(lanes, k), ref},
 					check{name + "'s device code, warps skewed", run(lanes, k, "eager"), ref})
+				if !fp8 {
+					// the two-fragment-set form: the same products in the same order
+					checks = append(checks, check{"fast_gemm_wg_f32p's device code, warps in step", run(lanes, "wgf32px"), ref},
+						check{"fast_gemm_wg_f32p's device code, warps skewed", run(lanes, "wgf32px", "eager"), ref},
+						check{"emulated fast_gemm_wg_f32p", run(emu, "wgf32px"), ref})
+				}
 			}
 			for _, r := range checks {
 				ref, of := r.ref, "the emulated fast_gemm_m4"
 				switch {
 				case ref == nil:
 					ref = want
-				case strings.HasPrefix(r.what, "fast_gemm_wg_"):
-					of = "the emulated kernel"
+				case strings.Contains(r.what, "fast_gemm_wg_"):
+					of = "the emulated wgmma kernel"
 				default:
 					of = "the emulated fast_gemm_m4 on bf16 x"
 				}

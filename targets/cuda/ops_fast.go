@@ -217,10 +217,14 @@ func fastProduct(b *Bind, g fastGemm) {
 	// (or fast_gemm_wg_f32 for bf16 activations, the default since run 23b: wgmma, near
 	// the others' values rather than equal, so never in batch-invariant mode; EnvHeadWG=0
 	// keeps the others)
-	wgOn := os.Getenv(EnvHeadWG) != "0" && g.xExact && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	headWG := os.Getenv(EnvHeadWG)
+	wgOn := headWG != "0" && g.xExact && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	blkF32 := func(s *Step) string {
 		w := s.Arg(g.w)
 		if wgOn && w.Cols == g.K && w.Ptr%16 == 0 {
+			if headWG == "2" {
+				return "fast_gemm_wg_f32p"
+			}
 			return "fast_gemm_wg_f32"
 		}
 		if name := stageF32Kernel(stageEnv, rowsOf(s)); name != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
@@ -246,7 +250,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m1_fp8_only", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
-		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false}} {
+		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
@@ -261,7 +265,7 @@ func fastProduct(b *Bind, g fastGemm) {
 				return 0
 			}
 			mtiles := fill(s, a)
-			if v.kernel == "fast_gemm_wg_f32" {
+			if v.kernel == "fast_gemm_wg_f32" || v.kernel == "fast_gemm_wg_f32p" {
 				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
 			}
@@ -779,7 +783,9 @@ func stageF32Kernel(env string, M int64) string {
 // (V4.1's LM head) of more than 32 rows on the mma.sync kernels (fast_gemm_blk_f32,
 // fast_gemm_stage_f32_b2) instead of fast_gemm_wg_f32 (wgmma: run 23b, V4.1's head at
 // batch 256 3.87 → 1.92 ms; near their values, not equal, and not in batch-invariant
-// mode; read when a program is bound).
+// mode; read when a program is bound). Set to 2 it runs fast_gemm_wg_f32p instead: the
+// same products in the same order with two sets of A fragments, the next step's split
+// while a step's products run (the same values; opt-in, not yet run on a GPU).
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 
 // EnvWideWG set to 1 runs the wide products of FP8 weights (bf16 activations, more

@@ -1102,8 +1102,9 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
 // mode, where a row's value must not depend on the step's row count.
 #define WG_BN 128
 #ifdef DI_EMULATE
+template <bool PIPE>
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
-  // the emulated device: each product a float32 sum, per 16 values the x·w_hi products
+  // the emulated device (both forms): each product a float32 sum, per 16 values the x·w_hi products
   // then the x·w_lo ones, k in order (the order the DI_LANES build's wgmma stand-in
   // sums in): near the device's values, as the device's are near fast_gemm_m4's
   const i64 P = a.Kp / 2;
@@ -1205,6 +1206,7 @@ DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
       : "l"(da), "l"(db), "r"(1));
 }
 #endif
+template <bool PIPE>
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
@@ -1240,35 +1242,71 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
   u32 base[2];
   UNROLL for (int b = 0; b < 2; b++) base[b] = wg_saddr(&xs[b][0]);
-  if (steps > 0) {
-    xcopy(kb, 0);
-    wload(kb);
-  }
-  for (i64 i = 0; i < steps; i++) {
-    const int b = (int)(i & 1);
-    fast_cp_wait<0>();
-    wg_proxy_fence();
-    __syncthreads();  // step i's x rows landed; every warp's step i − 1 products done
-    if (i + 1 < steps) xcopy(kb + 64 * (i + 1), b ^ 1);
-    u32 hi[4][4], lo[4][4];
+  // split: wv's pairs as the A fragments, bf16 hi and lo = bf16(w − hi); fragment
+  // register j: rows g (j even) or g + 8 (odd), values 2t.. (j < 2) or 2t + 8..
+  auto split = [&](u32 (&hi)[4][4], u32 (&lo)[4][4]) {
     UNROLL for (int s = 0; s < 4; s++) {
       UNROLL for (int j = 0; j < 4; j++) {
-        // fragment register j: rows g (j even) or g + 8 (odd), values 2t.. (j < 2) or 2t + 8..
         const float2 v = wv[s][j & 1][j >> 1];
         hi[s][j] = fast_rn(v.x, v.y);
         lo[s][j] = fast_rn(v.x - fast_lo(hi[s][j]), v.y - fast_hi(hi[s][j]));
       }
     }
-    if (i + 1 < steps) wload(kb + 64 * (i + 1));
+  };
+  // the step's x rows landed and seen by the tensor cores; every warp's products of the
+  // step before done (its buffer takes the next step's copies)
+  auto enter = [&](i64 i) {
+    fast_cp_wait<0>();
+    wg_proxy_fence();
+    __syncthreads();
+    if (i + 1 < steps) xcopy(kb + 64 * (i + 1), (int)(i & 1) ^ 1);
+  };
+  auto issue = [&](i64 i, const u32 (&hi)[4][4], const u32 (&lo)[4][4]) {
     wg_fence();
-    const u64 desc = wg_desc(base[b]);
+    const u64 desc = wg_desc(base[i & 1]);
     UNROLL for (int s = 0; s < 4; s++) {
       wg_m64n128(d, hi[s], desc + 2 * s);  // + 32 bytes a 16-value piece
       wg_m64n128(d, lo[s], desc + 2 * s);
     }
     wg_commit();
-    wg_wait0();
-    WG_KEEP(d);
+  };
+  if (steps > 0) {
+    xcopy(kb, 0);
+    wload(kb);
+  }
+  if constexpr (!PIPE) {
+    // a step: split its weights, load the next step's, multiply, wait
+    for (i64 i = 0; i < steps; i++) {
+      enter(i);
+      u32 hi[4][4], lo[4][4];
+      split(hi, lo);
+      if (i + 1 < steps) wload(kb + 64 * (i + 1));
+      issue(i, hi, lo);
+      wg_wait0();
+      WG_KEEP(d);
+    }
+  } else {
+    // two sets of fragments: while step i's products run (on one set), step i + 1's
+    // weights are split into the other and step i + 2's loaded
+    u32 h0[4][4], l0[4][4], h1[4][4], l1[4][4];
+    if (steps > 0) {
+      split(h0, l0);
+      if (steps > 1) wload(kb + 64);
+    }
+    auto step = [&](i64 i, const u32 (&ch)[4][4], const u32 (&cl)[4][4], u32 (&nh)[4][4], u32 (&nl)[4][4]) {
+      enter(i);
+      issue(i, ch, cl);
+      if (i + 1 < steps) {
+        split(nh, nl);
+        if (i + 2 < steps) wload(kb + 64 * (i + 2));
+      }
+      wg_wait0();
+      WG_KEEP(d);
+    };
+    for (i64 i = 0; i < steps; i += 2) {
+      step(i, h0, l0, h1, l1);
+      if (i + 1 < steps) step(i + 1, h1, l1, h0, l0);
+    }
   }
   // d[4j + q]: weight row n0 + 16·warp + g (+ 8 for q ≥ 2), x row m0 + 8j + 2t + (q & 1)
   UNROLL for (int j = 0; j < 16; j++) {
@@ -1279,7 +1317,11 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
 }
 #endif
-KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body<false>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_f32p: the same products in the same order (the same values), with two
+// sets of A fragments: step i + 1's weights split, and step i + 2's loaded, while step
+// i's products run (DEEPINFER_CUDA_HEAD_WG=2; not yet run on a GPU)
+KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_fp8: fast_gemm_wide's products (bf16 activations, more than fastWideMin
 // rows) for FP8 weights (formats 2, 3 and 5) with G = 1, rows of K values, K a multiple

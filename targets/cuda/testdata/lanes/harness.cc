@@ -13,7 +13,7 @@
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
-// with xexact, G 1, K a multiple of 64: wgf32x, wgfp8x); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
 // (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
@@ -88,8 +88,9 @@ float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 // 128 threads are at the same operation, it is played: a product is issued (its
 // operands' descriptors, each thread's A fragments in the register form and the address
 // of its accumulators), a commit closes the issued products into a group, a wait plays
-// the groups it needs complete — reading the operands from shared memory then, the
-// latest moment the device may (eager: at the issue, the earliest). A product's output
+// the groups it needs complete — reading the operands from shared memory and the A
+// fragments from the threads' registers then, the latest moment the device may (eager:
+// at the issue, the earliest). A product's output
 // (row r of A, column c of B) is its accumulator plus the 16 products a·b added one
 // at a time in k order, in float32 (the emulated device's order for its wgmma
 // kernels). Thread i = 32w + 4g + t holds, in d[4j + q], row 16w + g + 8·(q ≥ 2) and
@@ -105,7 +106,7 @@ WgCall wgc[T];
 struct WgMma {
   bool rs;
   u64 da, db;
-  u32 a[T][4];
+  const u32* a[T];  // each thread's A fragments, read when the product is played
   float* d[T];
 };
 std::vector<WgMma> wg_open;
@@ -147,7 +148,7 @@ void play(const WgMma& m) {
   for (int r = 0; r < 64; r++)
     for (int k = 0; k < 16; k++) {
       if (m.rs) {
-        const u32* f = m.a[32 * (r >> 4) + 4 * (r & 7) + ((k & 7) >> 1)];
+        const u32* f = m.a[32 * (r >> 4) + 4 * (r & 7) + ((k & 7) >> 1)];  // (registers changed before the wait show)
         u32 v = f[2 * (k >> 3) + ((r >> 3) & 1)];
         A[r][k] = k & 1 ? hi(v) : lo(v);
       } else {
@@ -177,7 +178,7 @@ bool wg() {
       WgMma m;
       m.rs = c.a != nullptr, m.da = c.da, m.db = c.db;
       for (int i = 0; i < T; i++) {
-        if (m.rs) memcpy(m.a[i], wgc[i].a, sizeof m.a[i]);
+        m.a[i] = wgc[i].a;
         m.d[i] = wgc[i].d;
       }
       if (eager) play(m);
@@ -437,7 +438,8 @@ int main(int argc, char** argv) {
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
-  bool wgf = strcmp(kernel, "wgf32") == 0, wg8 = strcmp(kernel, "wgfp8") == 0, wgk = wgf || wg8;
+  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8 = strcmp(kernel, "wgfp8") == 0,
+       wgk = wgf || wg8;
   blk = blk || stg;
   if ((!blk && !m1 && !wide && !wgk && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0) ||
       (wgk && (!xexact || G != 1 || K % 64 != 0 || (wgf && fmt != 0) || (wg8 && fmt != 2 && fmt != 3 && fmt != 5)))) {
@@ -511,7 +513,8 @@ int main(int argc, char** argv) {
                           : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
-  lanes::launch(wgf ? fast_gemm_wg_f32
+  lanes::launch(wgp ? fast_gemm_wg_f32p
+                : wgf ? fast_gemm_wg_f32
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
                 : stg  ? fast_gemm_stage_f32
@@ -520,7 +523,8 @@ int main(int argc, char** argv) {
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
                 a, items);
 #else
-  (wgf ? emu_fast_gemm_wg_f32
+  (wgp ? emu_fast_gemm_wg_f32p
+   : wgf ? emu_fast_gemm_wg_f32
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide
    : stg  ? emu_fast_gemm_stage_f32
