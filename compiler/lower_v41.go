@@ -303,7 +303,8 @@ func (l *lowering41) output(p string, o *ir.Value, rope ir.Attrs) *ir.Value {
 	c := l.c
 	o = l.rope(o, rope, true)
 	G := c.OGroups
-	o = l.bf16(l.op("grouped_linear", ir.Attrs{"groups": int64(G), "numerics": "v41"}, o, l.f32(p+"wo_a.weight", G*c.OLoraRank, c.NumHeads*c.HeadDim/G)))
+	// (its input is rope's bf16 rounding: xbf16)
+	o = l.bf16(l.op("grouped_linear", ir.Attrs{"groups": int64(G), "numerics": "v41", "xbf16": true}, o, l.f32(p+"wo_a.weight", G*c.OLoraRank, c.NumHeads*c.HeadDim/G)))
 	return l.linear(o, l.f32(p+"wo_b.weight", c.Hidden, G*c.OLoraRank))
 }
 

@@ -266,8 +266,9 @@ func init() {
 			return one(T(F32, a[0].Shape[0], Dim{N: o}))
 		}})
 	declare(&OpInfo{Name: "grouped_linear", MinArgs: 2, MaxArgs: 2, Results: 1,
-		Attrs: []AttrSpec{{"groups", AInt, true}, {"numerics", AStr, false}, {"keep", AInt, false}},
-		Doc:   "block-diagonal projection: group g of x[T,G·in] times rows g·out..(g+1)·out of W[G·out,in]",
+		Attrs: []AttrSpec{{"groups", AInt, true}, {"numerics", AStr, false}, {"keep", AInt, false}, {"xbf16", ABool, false}},
+		Doc: "block-diagonal projection: group g of x[T,G·in] times rows g·out..(g+1)·out of W[G·out,in]; " +
+			"xbf16: x holds bf16 values (a promise a target may use, e.g. to leave out products with its zero residual)",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			if err := rows(a[0], F32, 2, "x"); err != nil {
 				return nil, err

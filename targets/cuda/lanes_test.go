@@ -147,6 +147,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		{fmt: 3, N: 136, K: 256, M: 65, G: 1, name: "FP8 row groups of 32, one row in the last block", wantPartialRows: true},
 		{fmt: 4, N: 128, K: 512, M: 96, G: 1, name: "FP4, two slices", wantSlices: true, wantPartialRows: true},
 		{fmt: 3, N: 96, K: 320, M: 200, G: 1, name: "FP8 row groups, two blocks of 128 rows (wide), the second partial", wantPartialRows: true},
+		{fmt: 5, N: 256, K: 256, M: 40, G: 2, name: "FP8 128-blocks, two groups of 128 weight rows (V4.1's wo_a with xbf16)", wantPartialRows: true},
 	} {
 		t.Run(fmt.Sprintf("fmt%d_N%d_K%d_M%d_G%d", c.fmt, c.N, c.K, c.M, c.G), func(t *testing.T) {
 			S, ks := fastSplits(c.N, c.K)

@@ -127,7 +127,10 @@ func bindGroupedLinear(b *Bind) error {
 		v41 = 1
 	}
 	if b.Fast() && out%fastTileN == 0 {
-		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, yScratch: -1, N: G * out, K: in, ldx: G * in, ldy: G * out, G: G})
+		// xbf16 (V4.1's wo_a: its input is rope's bf16 rounding): the lo halves' mma left
+		// out, and the wide kernel from 33 rows (fast_split checks the promise: error 600)
+		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, yScratch: -1, N: G * out, K: in, ldx: G * in, ldy: G * out, G: G,
+			xExact: b.Bool("xbf16") && xExactOn()})
 		return nil
 	}
 	kernel := "dense_grouped"
