@@ -359,6 +359,27 @@ func TestHeadWGPipeSameValues(t *testing.T) {
 		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_gemm_wg_f32", "fast_gemm_wg_f32p") })
 }
 
+// TestFusedSumSameValues: with DEEPINFER_CUDA_FUSED_SUM=1 the sliced one-row FP8
+// products on fast_gemm_m1_fp8_only add their slices in the kernel (the last warp of a
+// tile, found by a counter) instead of in fast_sum; the logits of a prefill and two
+// decode steps are the same bit for bit on both V4.1 fixtures, their reductions sliced
+// down to 64 values (the fixtures' are too short to slice otherwise), fast_sum launched
+// less often by as many launches as the one-row FP8 products made (on the emulated device;
+// the kernel's device code on the host's lanes, TestFastProductsOnSimulatedLanes, and on
+// the GPU here).
+func TestFusedSumSameValues(t *testing.T) {
+	defer cuda.SetMinSlice(64)()
+	sameAcross(t, v41Fixtures, cuda.EnvFusedSum, "", "1", 20, "with fast_sum (the default)", "with the fused sums ("+cuda.EnvFusedSum+"=1)",
+		func(ka, kb map[string]int) string {
+			m1, sum := "fast_gemm_m1_fp8_only", "fast_sum"
+			if ka[m1] == 0 || kb[m1] != ka[m1] || kb[sum] >= ka[sum] {
+				return fmt.Sprintf("%s / %s ran %d / %d times with fast_sum and %d / %d fused; want the same products and fewer sums",
+					m1, sum, ka[m1], ka[sum], kb[m1], kb[sum])
+			}
+			return ""
+		})
+}
+
 // v41Fixtures are the two V4.1 fixtures the whole-step comparisons run on.
 var v41Fixtures = []struct{ name, dir string }{
 	{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},

@@ -256,6 +256,35 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					}
 				}
 			}
+			// the fused slice sums (fast_gemm_m1_fp8_only with counters): y is the sum
+			// of part's slices in slice order, bit for bit, part is the unfused kernel's,
+			// the device code gives the same and leaves the counters zero (the harness
+			// exits otherwise)
+			if only && S > 1 && c.bf == 0 {
+				for _, xk := range []string{"", "x"} {
+					ref := run(emu, "m1fp8oc"+xk)
+					v := make([]float32, len(ref)/4)
+					if err := binary.Read(bytes.NewReader(ref), binary.LittleEndian, v); err != nil {
+						t.Fatal(err)
+					}
+					MN := int(c.M * c.N)
+					for i := range MN {
+						sum := float32(0)
+						for s := range int(S) {
+							sum += v[MN+s*MN+i]
+						}
+						if math.Float32bits(sum) != math.Float32bits(v[i]) || math.IsNaN(float64(sum)) {
+							t.Fatalf("%s: fused sums, output %d: %g, the slices' sum %g", c.name, i, v[i], sum)
+						}
+					}
+					unfused := run(emu, "m1fp8o"+xk)
+					if !bytes.Equal(ref[4*MN:], unfused[4*MN:]) {
+						t.Fatalf("%s: the fused kernel's slices differ from the unfused kernel's", c.name)
+					}
+					checks = append(checks, check{"fast_gemm_m1_fp8_only's device code with the fused sums" + xk, run(lanes, "m1fp8oc"+xk), ref},
+						check{"fast_gemm_m1_fp8_only's device code with the fused sums" + xk + ", warps skewed", run(lanes, "m1fp8oc"+xk, "eager"), ref})
+				}
+			}
 			// the wgmma kernels (bf16 x with xexact, one group, K a multiple of 64:
 			// fast_gemm_wg_f32 for float32 weights, fast_gemm_wg_fp8 for FP8): their
 			// device code, the warps in step and skewed, gives the emulated kernel's values

@@ -51,6 +51,10 @@ func b2i(v bool) int64 {
 	return 0
 }
 
+// fastMinSlice is the shortest slice fastSplits makes (a test lowers it to slice the
+// fixtures' short reductions).
+var fastMinSlice int64 = 256
+
 // fastSplits picks the reduction's slices from the weight's shape alone (never the
 // batch, so that a row's value does not depend on the rows beside it): enough warp
 // tiles for the device at one activation tile, each slice a multiple of 64 values and
@@ -59,7 +63,7 @@ func fastSplits(N, K int64) (S, ks int64) {
 	kp := (K + 63) / 64 * 64
 	ntiles := (N + fastTileN - 1) / fastTileN
 	S = 1
-	for S*ntiles < fastWarps && kp/(2*S) >= 256 {
+	for S*ntiles < fastWarps && kp/(2*S) >= fastMinSlice {
 		S *= 2
 	}
 	ks = (kp/S + 63) / 64 * 64
@@ -180,6 +184,15 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return fastBlockRows
 	}
+	// fused: the step's product runs fast_gemm_m1_fp8_only with the slices added by its
+	// last warps (EnvFusedSum=1; fast_sum not launched)
+	fusedOn := os.Getenv(EnvFusedSum) == "1" && S > 1
+	if fusedOn {
+		b.Counters((g.N + fastTileN - 1) / fastTileN) // a tile of 16 weight rows (mtiles 1)
+	}
+	fused := func(s *Step) bool {
+		return fusedOn && mt(s) == 8 && s.Arg(g.w).Fmt != 0 && m1kernel(s) == "fast_gemm_m1_fp8_only"
+	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		M := rowsOf(s)
 		xh, xl := halves(s)
@@ -209,6 +222,11 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(g.G)
 		a.I(prefetch)
 		a.I(b2i(g.xExact))
+		if fused(s) {
+			a.P(s.Cnt)
+		} else {
+			a.P(0)
+		}
 		return mtiles
 	}
 	// float32 weights in blocks of 64 rows: fast_gemm_blk_f32, or the staged form
@@ -283,6 +301,9 @@ func fastProduct(b *Bind, g fastGemm) {
 	}
 	if S > 1 {
 		b.Launch("fast_sum", func(s *Step, a *ArgBuf) int64 {
+			if fused(s) {
+				return 0
+			}
 			fill(s, a)
 			return rowsOf(s) * g.N
 		})
@@ -795,6 +816,13 @@ const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 // value widened once a launch block into shared memory). Opt-in: its device code has
 // not yet run on a GPU (docs/perf/dense-gemm.md, run 24). Read when a program is bound.
 const EnvWideWG = "DEEPINFER_CUDA_WIDE_WG"
+
+// EnvFusedSum set to 1 adds the slices of the one-row FP8 products that run
+// fast_gemm_m1_fp8_only inside that kernel (the warp that stores a tile's last slice,
+// found by a counter a tile, sums them in slice order: fast_sum's values) instead of in
+// a fast_sum launch after it: one launch fewer a sliced product. Opt-in: not yet run on
+// a GPU. Read when a program is bound.
+const EnvFusedSum = "DEEPINFER_CUDA_FUSED_SUM"
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
 // cols values a row over a reduction of K: its 16-byte copies need an aligned weight

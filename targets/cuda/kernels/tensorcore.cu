@@ -465,6 +465,7 @@ struct FastGemmArgs {
   const u32* xh; const u32* xl; Weight w; float* y; float* part;
   i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G; i64 prefetch;
   i64 xexact;  // x is bf16 already (fast_split's xexact): no lo mma
+  int* cnt;    // non-null: the kernel adds the slices itself (fast_slices_done; no fast_sum)
 };
 struct FastGemmRows {
   i64 m0, M, G, g;
@@ -495,6 +496,40 @@ DEVM void fast_gemm_tiles(const FastGemmArgs& a, long long GIDX, long long GSTRI
                                 a.xexact != 0);
   }
 }
+// The fused slice sums (DEEPINFER_CUDA_FUSED_SUM=1; fast_gemm_m1_fp8_only): with a.cnt,
+// after a warp has stored its tile's slice (16 weight rows from n0, 8 rows of x from m0)
+// into part, the warp that stores a tile's last slice — a counter a tile, counted by an
+// atomic after a fence, and left zero for the next launch — adds the S slices of the
+// tile's outputs in slice order into y as fast_sum does (the same values, one launch
+// fewer a product). With DI_LANES the fence, the lane broadcast and the loads are the
+// harness's.
+#ifdef DI_LANES
+DEV void fast_fence() {}
+DEV float fast_ldcg(const float* p) { return *p; }
+DEV int fast_bcast0(int v) { return lanes_bcast0(v); }
+#elif !defined(DI_EMULATE)
+DEV void fast_fence() { __threadfence(); }
+DEV float fast_ldcg(const float* p) { return __ldcg(p); }
+DEV int fast_bcast0(int v) { return __shfl_sync(0xffffffffu, v, 0); }
+#endif
+#ifndef DI_EMULATE
+DEVM void fast_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int lane) {
+  fast_fence();
+  int last = 0;
+  if (lane == 0) last = atomicAdd(&a.cnt[tile], 1) == (int)a.S - 1;
+  last = fast_bcast0(last);  // (every lane's stores and fence before lane 0's count)
+  if (!last) return;
+  fast_fence();
+  for (int e = lane; e < 128; e += 32) {
+    const i64 n = n0 + (e >> 3), m = m0 + (e & 7);
+    if (n >= a.N || m >= a.M) continue;
+    float v = 0;
+    for (i64 s = 0; s < a.S; s++) v += fast_ldcg(&a.part[(s * a.M + m) * a.N + n]);
+    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
+  }
+  if (lane == 0) a.cnt[tile] = 0;
+}
+#endif
 // fast_gemm_m1_only: fast_gemm_tiles<1, false, true> for products whose every tile takes
 // fast_m1_fp8 (FP8 weights, N a multiple of 16, K of 64, rows of a multiple of 16 values;
 // Go checks): that loop alone in the kernel's body, without fast_tile's paths for the
@@ -505,6 +540,14 @@ DEVM void fast_gemm_tiles(const FastGemmArgs& a, long long GIDX, long long GSTRI
 DEVM void fast_gemm_m1_only(const FastGemmArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
   fast_gemm_tiles<1, false, true>(a, GIDX, GSTRIDE);
+  // the fused slice sums: every tile's last warp's sums, in slice order
+  if (a.cnt && GIDX == 0)
+    for (i64 i = 0; i < a.M * a.N; i++) {
+      const i64 m = i / a.N, n = i % a.N;
+      float v = 0;
+      for (i64 s = 0; s < a.S; s++) v += a.part[(s * a.M + m) * a.N + n];
+      a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
+    }
 #else
   const i64 items = a.N / 16 * a.S * a.mtiles * 32;
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
@@ -522,6 +565,7 @@ DEVM void fast_gemm_m1_only(const FastGemmArgs& a, long long GIDX, long long GST
       const int c = 2 * t + (e & 1);
       if (rows(c) >= 0) store(0, nt * 16 + g + (e >= 2 ? 8 : 0), c, acc[e]);
     }
+    if (a.cnt) fast_slices_done(a, nt * a.mtiles + mt, nt * 16, m0, lane);
   }
 #endif
 }
