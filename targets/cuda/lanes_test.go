@@ -256,13 +256,28 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					}
 				}
 			}
-			// the fused slice sums (fast_gemm_m1_fp8_only with counters): y is the sum
-			// of part's slices in slice order, bit for bit, part is the unfused kernel's,
-			// the device code gives the same and leaves the counters zero (the harness
+			// the fused slice sums (fast_gemm_m1_fp8_only, fast_gemm_wide and
+			// fast_gemm_wg_fp8 with counters): y is the sum of part's slices in slice
+			// order, bit for bit, part is the unfused kernel's, and the device code, warps in
+			// step and skewed, gives the same and leaves the counters zero (the harness
 			// exits otherwise)
-			if only && S > 1 && c.bf == 0 {
-				for _, xk := range []string{"", "x"} {
-					ref := run(emu, "m1fp8oc"+xk)
+			if S > 1 && c.bf == 0 && c.fmt != 0 {
+				var fk []string
+				if only {
+					fk = append(fk, "m1fp8o", "m1fp8ox")
+				}
+				if c.G <= 1 || fastWideOK(c.N, c.G) {
+					fk = append(fk, "widex")
+				}
+				if fp8 && c.G == 1 && c.K%64 == 0 {
+					fk = append(fk, "wgfp8x")
+				}
+				for _, k := range fk {
+					base, sfx := strings.TrimSuffix(k, "x"), ""
+					if base != k {
+						sfx = "x"
+					}
+					ref := run(emu, base+"c"+sfx)
 					v := make([]float32, len(ref)/4)
 					if err := binary.Read(bytes.NewReader(ref), binary.LittleEndian, v); err != nil {
 						t.Fatal(err)
@@ -274,15 +289,14 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 							sum += v[MN+s*MN+i]
 						}
 						if math.Float32bits(sum) != math.Float32bits(v[i]) || math.IsNaN(float64(sum)) {
-							t.Fatalf("%s: fused sums, output %d: %g, the slices' sum %g", c.name, i, v[i], sum)
+							t.Fatalf("%s: %s with the fused sums, output %d: %g, the slices' sum %g", c.name, k, i, v[i], sum)
 						}
 					}
-					unfused := run(emu, "m1fp8o"+xk)
-					if !bytes.Equal(ref[4*MN:], unfused[4*MN:]) {
-						t.Fatalf("%s: the fused kernel's slices differ from the unfused kernel's", c.name)
+					if unfused := run(emu, k); !bytes.Equal(ref[4*MN:], unfused[4*MN:]) {
+						t.Fatalf("%s: %s with the fused sums: the slices differ from the unfused kernel's", c.name, k)
 					}
-					checks = append(checks, check{"fast_gemm_m1_fp8_only's device code with the fused sums" + xk, run(lanes, "m1fp8oc"+xk), ref},
-						check{"fast_gemm_m1_fp8_only's device code with the fused sums" + xk + ", warps skewed", run(lanes, "m1fp8oc"+xk, "eager"), ref})
+					checks = append(checks, check{k + "'s device code with the fused sums", run(lanes, base+"c"+sfx), ref},
+						check{k + "'s device code with the fused sums, warps skewed", run(lanes, base+"c"+sfx, "eager"), ref})
 				}
 			}
 			// the wgmma kernels (bf16 x with xexact, one group, K a multiple of 64:

@@ -184,14 +184,26 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return fastBlockRows
 	}
-	// fused: the step's product runs fast_gemm_m1_fp8_only with the slices added by its
-	// last warps (EnvFusedSum=1; fast_sum not launched)
+	// fused: the step's product adds its slices in the kernel (EnvFusedSum=1; fast_sum not
+	// launched): fast_gemm_m1_fp8_only's last warp of a tile, or fast_gemm_wide's and
+	// fast_gemm_wg_fp8's last launch block of a tile up to fusedRowsMax rows (a counter a
+	// tile: 16 weight rows, or 64 × 128 rows of x)
 	fusedOn := os.Getenv(EnvFusedSum) == "1" && S > 1
 	if fusedOn {
-		b.Counters((g.N + fastTileN - 1) / fastTileN) // a tile of 16 weight rows (mtiles 1)
+		b.Counters(max(ceilDiv(g.N, fastTileN), ceilDiv(g.N, fastWideN)*ceilDiv(fusedRowsMax, fastWideRows)))
 	}
+	var wideKernel func(s *Step) string // (below)
 	fused := func(s *Step) bool {
-		return fusedOn && mt(s) == 8 && s.Arg(g.w).Fmt != 0 && m1kernel(s) == "fast_gemm_m1_fp8_only"
+		if !fusedOn || s.Arg(g.w).Fmt == 0 {
+			return false
+		}
+		switch mt(s) {
+		case 8:
+			return m1kernel(s) == "fast_gemm_m1_fp8_only"
+		case fastWideRows:
+			return rowsOf(s) <= fusedRowsMax
+		}
+		return false
 	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		M := rowsOf(s)
@@ -254,7 +266,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	// with EnvWideWG=1 fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than
 	// equal, so never in batch-invariant mode; opt-in until it has run on a GPU)
 	wgFP8On := os.Getenv(EnvWideWG) == "1" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
-	wideKernel := func(s *Step) string {
+	wideKernel = func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			return "fast_gemm_wg_fp8"
@@ -817,12 +829,17 @@ const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 // not yet run on a GPU (docs/perf/dense-gemm.md, run 24). Read when a program is bound.
 const EnvWideWG = "DEEPINFER_CUDA_WIDE_WG"
 
-// EnvFusedSum set to 1 adds the slices of the one-row FP8 products that run
-// fast_gemm_m1_fp8_only inside that kernel (the warp that stores a tile's last slice,
-// found by a counter a tile, sums them in slice order: fast_sum's values) instead of in
-// a fast_sum launch after it: one launch fewer a sliced product. Opt-in: not yet run on
-// a GPU. Read when a program is bound.
+// EnvFusedSum set to 1 adds the slices of the sliced products that run
+// fast_gemm_m1_fp8_only (one-row FP8 products), fast_gemm_wide or fast_gemm_wg_fp8 (up
+// to fusedRowsMax rows) inside that kernel (the warp or launch block that stores a tile's
+// last slice, found by a counter a tile, sums them in slice order: fast_sum's values)
+// instead of in a fast_sum launch after it: one launch fewer a sliced product. Opt-in:
+// not yet run on a GPU. Read when a program is bound.
 const EnvFusedSum = "DEEPINFER_CUDA_FUSED_SUM"
+
+// fusedRowsMax is the most rows a wide product adds its slices in for (EnvFusedSum):
+// the counters a product asks for cover that many rows of x.
+const fusedRowsMax = 1024
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
 // cols values a row over a reduction of K: its 16-byte copies need an aligned weight

@@ -529,6 +529,37 @@ DEVM void fast_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int 
   }
   if (lane == 0) a.cnt[tile] = 0;
 }
+// fast_block_slices_done: the same for a launch block's tile (fast_gemm_wide,
+// fast_gemm_wg_fp8: 64 weight rows from n0 × 128 rows of x from m0), its 128 threads
+// counting once and, in the block that stores the last slice, adding the tile's outputs
+DEVM void fast_block_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int tid) {
+  __shared__ int last;
+  fast_fence();
+  __syncthreads();  // every thread's stores and fence before the count
+  if (tid == 0) last = atomicAdd(&a.cnt[tile], 1) == (int)a.S - 1;
+  __syncthreads();
+  if (!last) return;
+  fast_fence();
+  for (int e = tid; e < 64 * 128; e += 128) {
+    const i64 n = n0 + (e >> 7), m = m0 + (e & 127);
+    if (n >= a.N || m >= a.M) continue;
+    float v = 0;
+    for (i64 s = 0; s < a.S; s++) v += fast_ldcg(&a.part[(s * a.M + m) * a.N + n]);
+    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
+  }
+  if (tid == 0) a.cnt[tile] = 0;
+}
+#else
+// the emulated device's fused slice sums: every output's slices added in order, as the
+// tiles' last warps or blocks do
+DEVM void fast_emu_slice_sums(const FastGemmArgs& a) {
+  for (i64 i = 0; i < a.M * a.N; i++) {
+    const i64 m = i / a.N, n = i % a.N;
+    float v = 0;
+    for (i64 s = 0; s < a.S; s++) v += a.part[(s * a.M + m) * a.N + n];
+    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
+  }
+}
 #endif
 // fast_gemm_m1_only: fast_gemm_tiles<1, false, true> for products whose every tile takes
 // fast_m1_fp8 (FP8 weights, N a multiple of 16, K of 64, rows of a multiple of 16 values;
@@ -540,14 +571,7 @@ DEVM void fast_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int 
 DEVM void fast_gemm_m1_only(const FastGemmArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
   fast_gemm_tiles<1, false, true>(a, GIDX, GSTRIDE);
-  // the fused slice sums: every tile's last warp's sums, in slice order
-  if (a.cnt && GIDX == 0)
-    for (i64 i = 0; i < a.M * a.N; i++) {
-      const i64 m = i / a.N, n = i % a.N;
-      float v = 0;
-      for (i64 s = 0; s < a.S; s++) v += a.part[(s * a.M + m) * a.N + n];
-      a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
-    }
+  if (a.cnt && GIDX == 0) fast_emu_slice_sums(a);  // the fused slice sums
 #else
   const i64 items = a.N / 16 * a.S * a.mtiles * 32;
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
@@ -1109,6 +1133,7 @@ DEVM void fast_gemm_wide_tiles(const FastGemmArgs& a, long long GIDX) {
         if (n < a.N && m0 + c < a.M) store(0, n, c, acc[i][j][e]);
       }
     }
+  if (a.cnt) fast_block_slices_done(a, nb * a.mtiles + mb, n0, m0, tid);
 #endif
 }
 // three launch blocks an SM (at most 168 registers a thread; 40 KB of shared memory each)
@@ -1120,6 +1145,7 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   for (i64 b = 0; b < ((a.N + FAST_WIDE_N - 1) / FAST_WIDE_N) * a.S * a.mtiles; b++) fast_gemm_wide_tiles(a, b << 7);
+  if (a.cnt) fast_emu_slice_sums(a);  // the fused slice sums
   (void)GIDX;
 #else
   fast_gemm_wide_tiles(a, GIDX);
@@ -1400,6 +1426,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     }
     FastGemmStore{&a, m, sl}(0, n, 0, acc);
   }
+  if (a.cnt && GIDX == 0) fast_emu_slice_sums(a);  // the fused slice sums
 }
 #else
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
@@ -1482,6 +1509,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
     }
   }
+  if (a.cnt) fast_block_slices_done(a, blk / (mtiles * a.S) * mtiles + blk % mtiles, n0, m0, tid);
 }
 #endif
 KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }

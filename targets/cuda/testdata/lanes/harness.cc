@@ -11,10 +11,10 @@
 //     latest moment the device may), __syncthreads, and the warpgroup's wgmma
 //     operations (the products read from shared memory through their descriptors).
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
-// m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only;
-// m1fp8oc with the fused slice sums into y), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
+// m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
-// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x);
+// m1fp8o, wide and wgfp8 take a "c" before their suffix for the fused slice sums into y; the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
 // (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
@@ -454,9 +454,12 @@ int main(int argc, char** argv) {
   i64 N = atoll(argv[3]), K = atoll(argv[4]), M = atoll(argv[5]), G = atoll(argv[6]), S = atoll(argv[7]),
       ks = atoll(argv[8]), obf = atoll(argv[9]);
   rng ^= (u64)atoll(argv[10]) * 0x2545f4914f6cdd1dull;
-  // fast_gemm_m1_fp8_only (N % 16 == 0, K % 64 == 0); m1fp8oc: with the fused slice
-  // sums (counters, which must be left zero)
-  bool m1oc = strcmp(kernel, "m1fp8oc") == 0, m1o = m1oc || strcmp(kernel, "m1fp8o") == 0;
+  // a final "c" (before the b or x): the fused slice sums (a.cnt: counters, which must be
+  // left zero; m1fp8o, wide, wgfp8)
+  kl = strlen(kernel);
+  bool fsum = kl > 0 && kernel[kl - 1] == 'c';
+  if (fsum) kernel[kl - 1] = 0;
+  bool m1o = strcmp(kernel, "m1fp8o") == 0;  // fast_gemm_m1_fp8_only (N % 16 == 0, K % 64 == 0)
   bool blk = strcmp(kernel, "blk") == 0, m1p = m1o || strcmp(kernel, "m1fp8") == 0, m1 = m1p || strcmp(kernel, "m1") == 0;
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
@@ -529,7 +532,8 @@ int main(int argc, char** argv) {
   for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
   for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
   i64 rows = wide || wgk ? FAST_WIDE_ROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
-  int* cnt = m1oc && S > 1 ? (int*)zalloc(4 * ((N + 15) / 16) * mtiles) : nullptr;
+  const i64 ncnt = (N + 15) / 16 * ((M + 7) / 8);  // enough for any kernel's tiles
+  int* cnt = fsum && S > 1 ? (int*)zalloc(4 * ncnt) : nullptr;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0, cnt};
   long long items = wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
@@ -557,7 +561,7 @@ int main(int argc, char** argv) {
         : (f32 ? emu_fast_gemm_m4_f32 : emu_fast_gemm_m4))(&a, items);
 #endif
   if (cnt)
-    for (i64 i = 0; i < (N + 15) / 16 * mtiles; i++)
+    for (i64 i = 0; i < ncnt; i++)
       if (cnt[i] != 0) {
         fprintf(stderr, "counter %lld left at %d\n", (long long)i, cnt[i]);
         return 4;
