@@ -87,11 +87,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				v := make([]float32, len(b)/4)
-				if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, v); err != nil {
-					t.Fatal(err)
-				}
-				return v
+				return f32s(t, b)
 			}
 			for _, k := range []string{"csa_tc_logits", "csa_tc_out"} {
 				want := run(emu, k)
@@ -173,10 +169,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			}
 			want := run(emu, "m4")
 			// the reference itself: every output written, finite, and mostly nonzero
-			vals := make([]float32, len(want)/4)
-			if err := binary.Read(bytes.NewReader(want), binary.LittleEndian, vals); err != nil {
-				t.Fatal(err)
-			}
+			vals := f32s(t, want)
 			written := vals[:c.M*c.N]
 			if S > 1 {
 				written = vals[c.M*c.N:]
@@ -279,10 +272,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 						sfx = "x"
 					}
 					ref := run(emu, base+"c"+sfx)
-					v := make([]float32, len(ref)/4)
-					if err := binary.Read(bytes.NewReader(ref), binary.LittleEndian, v); err != nil {
-						t.Fatal(err)
-					}
+					v := f32s(t, ref)
 					MN := int(c.M * c.N)
 					for i := range MN {
 						sum := float32(0)
@@ -311,10 +301,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					k, name = "wgfp8x", "fast_gemm_wg_fp8"
 				}
 				ref := run(emu, k)
-				v := make([]float32, len(ref)/4)
-				if err := binary.Read(bytes.NewReader(ref), binary.LittleEndian, v); err != nil {
-					t.Fatal(err)
-				}
+				v := f32s(t, ref)
 				out := v[:c.M*c.N]
 				if S > 1 {
 					out = v[c.M*c.N:]
@@ -353,4 +340,14 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// f32s decodes a harness's output file (little-endian float32s).
+func f32s(t *testing.T, b []byte) []float32 {
+	t.Helper()
+	v := make([]float32, len(b)/4)
+	if err := binary.Read(bytes.NewReader(b), binary.LittleEndian, v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
