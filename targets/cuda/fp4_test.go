@@ -536,10 +536,10 @@ func TestFP4WideSameValues(t *testing.T) {
 // activations, more than 32 logits rows) runs fast_gemm_wg_f32 (wgmma on the GPU: the
 // tensor cores' order inside a 16-value step, not the mma.sync chain), and with
 // DEEPINFER_CUDA_HEAD_WG=0 the mma.sync kernels; the logits are near each other: the same split operands summed
-// in another order, so every logit within K·2^-24 (a float32 sum's bound over K = the
-// hidden size) of the row's largest magnitude (emulated: at most 9.6e-7 of it, the H200
-// in run 23b 5.1e-7, against the bound's 1.5e-5), and not all equal on the GPU (the
-// kernel ran); batch-invariant mode keeps the mma.sync kernels (TestDeviceBatchInvariance); a 110-token prefill on both V4.1 fixtures (the decode steps
+// in another order, so every logit within 2e-6 of the row's largest magnitude (about
+// twice the worst seen: emulated 9.6e-7, the H200 in run 23b 5.1e-7; a float32 sum's
+// worst case over K = the hidden size, K·2^-24, is 1.5e-5), and not all equal on the
+// GPU (the kernel ran); batch-invariant mode keeps the mma.sync kernels (TestDeviceBatchInvariance); a 110-token prefill on both V4.1 fixtures (the decode steps
 // after it may sample other tokens, so only the prefill's rows are compared). On the
 // emulated device the kernel's serial loop and the launch choice are checked.
 func TestHeadWGNearStaged(t *testing.T) {
@@ -547,7 +547,7 @@ func TestHeadWGNearStaged(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			const n = 110
-			bound := float64(p.Model.Hidden) * 0x1p-24
+			const bound = 2e-6
 			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvHeadWG, "0", "", n)
 			if len(a) != n+2 || len(b) != n+2 {
 				t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
