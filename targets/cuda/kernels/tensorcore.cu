@@ -513,6 +513,14 @@ DEV float fast_ldcg(const float* p) { return __ldcg(p); }
 DEV int fast_bcast0(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 #endif
 #ifndef DI_EMULATE
+// fast_slice_out: y[m, n] = the S slices of part added in slice order (fast_sum's value),
+// read past L1 (the other tiles' stores)
+DEVM void fast_slice_out(const FastGemmArgs& a, i64 m, i64 n) {
+  if (n >= a.N || m >= a.M) return;
+  float v = 0;
+  for (i64 s = 0; s < a.S; s++) v += fast_ldcg(&a.part[(s * a.M + m) * a.N + n]);
+  a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
+}
 DEVM void fast_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int lane) {
   fast_fence();
   int last = 0;
@@ -520,13 +528,7 @@ DEVM void fast_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int 
   last = fast_bcast0(last);  // (every lane's stores and fence before lane 0's count)
   if (!last) return;
   fast_fence();
-  for (int e = lane; e < 128; e += 32) {
-    const i64 n = n0 + (e >> 3), m = m0 + (e & 7);
-    if (n >= a.N || m >= a.M) continue;
-    float v = 0;
-    for (i64 s = 0; s < a.S; s++) v += fast_ldcg(&a.part[(s * a.M + m) * a.N + n]);
-    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
-  }
+  for (int e = lane; e < 128; e += 32) fast_slice_out(a, m0 + (e & 7), n0 + (e >> 3));
   if (lane == 0) a.cnt[tile] = 0;
 }
 // fast_block_slices_done: the same for a launch block's tile (fast_gemm_wide,
@@ -540,13 +542,7 @@ DEVM void fast_block_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0
   __syncthreads();
   if (!last) return;
   fast_fence();
-  for (int e = tid; e < 64 * 128; e += 128) {
-    const i64 n = n0 + (e >> 7), m = m0 + (e & 127);
-    if (n >= a.N || m >= a.M) continue;
-    float v = 0;
-    for (i64 s = 0; s < a.S; s++) v += fast_ldcg(&a.part[(s * a.M + m) * a.N + n]);
-    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
-  }
+  for (int e = tid; e < 64 * 128; e += 128) fast_slice_out(a, m0 + (e & 127), n0 + (e >> 7));
   if (tid == 0) a.cnt[tile] = 0;
 }
 #else
@@ -1269,6 +1265,19 @@ DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
       : "l"(da), "l"(db), "r"(1));
 }
 #endif
+// wg_xcopy: the x rows' step k into a buffer xb of the wgmma kernels: 128 rows (from
+// m0) × 8 pieces of 16 bytes, piece c of row r at piece c ^ (r & 7) (the 128-byte
+// swizzle the descriptors name); rows past M zero; one group of copies
+DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid) {
+  const i64 P = a.Kp / 2;
+  UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
+    const int p = tid + 128 * i, r = p >> 3, c = p & 7;
+    const bool in = m0 + r < a.M;
+    const u32* src = a.xh + (in ? (m0 + r) * P : 0) + k / 2 + 4 * c;
+    fast_cp16(&xb[r * 64 + ((c ^ (r & 7)) << 3)], src, in);
+  }
+  fast_cp_commit();
+}
 template <bool PIPE>
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
@@ -1290,17 +1299,7 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       wv[s][1][0] = *(const float2*)(w1 + c), wv[s][1][1] = *(const float2*)(w1 + c + 8);
     }
   };
-  // the x rows' step k into buffer b: 128 rows × 8 pieces of 16 bytes, piece c of row r
-  // at piece c ^ (r & 7) (the 128-byte swizzle); rows past M zero
-  auto xcopy = [&](i64 k, int b) {
-    UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
-      const int p = tid + 128 * i, r = p >> 3, c = p & 7;
-      const bool in = m0 + r < a.M;
-      const u32* src = a.xh + (in ? (m0 + r) * P : 0) + k / 2 + 4 * c;
-      fast_cp16(&xs[b][r * 64 + ((c ^ (r & 7)) << 3)], src, in);
-    }
-    fast_cp_commit();
-  };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy(a, xs[b], m0, k, tid); };
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
   u32 base[2];
@@ -1454,16 +1453,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     UNROLL for (int c = 0; c < 4; c++)
       *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  // the x rows' step k into buffer b, as fast_gemm_wg_f32's
-  auto xcopy = [&](i64 k, int b) {
-    UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
-      const int p = tid + 128 * i, r = p >> 3, c = p & 7;
-      const bool in = m0 + r < a.M;
-      const u32* src = a.xh + (in ? (m0 + r) * P : 0) + k / 2 + 4 * c;
-      fast_cp16(&xs[b][r * 64 + ((c ^ (r & 7)) << 3)], src, in);
-    }
-    fast_cp_commit();
-  };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy(a, xs[b], m0, k, tid); };
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
