@@ -93,13 +93,13 @@ func (b *Bind) State(key string, bytes int64) (int64, error) {
 	return b.rt.state.claim(key, bytes)
 }
 
-// Scratch claims device scratch for this instruction of perToken·T + fixed bytes, valid
-// during its launches only (every instruction's scratch shares one region), and returns
-// its index for Step.Scratch.
 // Counters asks for n int32 counters, zero when a kernel starts and left zero when it
 // ends (Step.Cnt: one region shared by every launch, which run one after another).
 func (b *Bind) Counters(n int64) { b.rt.counters = max(b.rt.counters, n) }
 
+// Scratch claims device scratch for this instruction of perToken·T + fixed bytes, valid
+// during its launches only (every instruction's scratch shares one region), and returns
+// its index for Step.Scratch.
 func (b *Bind) Scratch(perToken, fixed int64) int {
 	b.scratch = append(b.scratch, scratchReq{perToken, fixed})
 	return len(b.scratch) - 1

@@ -315,7 +315,9 @@ func TestXExactSameValues(t *testing.T) {
 // fast_gemm_wide (the mma.sync chain); a 110-token prefill on both V4.1 fixtures gives
 // logits rows within 1.2e-5 of each other relative to the row's largest magnitude (each
 // within the fast mode's 6e-6 of the cpu target's, TestFastInstructionsNearCPU; the
-// products' own distance is TestWGFP8NearWide's), and on the emulated device the launch
+// emulated device measured 0 — the activations' quantization absorbs the products'
+// differences there —, the H200 has not run it yet: tighten to about twice its figure
+// then; the products' own distance is TestWGFP8NearWide's), and on the emulated device the launch
 // choice is checked (wgmma for the products of rows of K values, fast_gemm_wide for the
 // rest, none in batch-invariant mode: TestDeviceBatchInvariance).
 func TestWideWGNearWide(t *testing.T) {

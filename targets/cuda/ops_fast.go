@@ -192,7 +192,6 @@ func fastProduct(b *Bind, g fastGemm) {
 	if fusedOn {
 		b.Counters(max(ceilDiv(g.N, fastTileN), ceilDiv(g.N, fastWideN)*ceilDiv(fusedRowsMax, fastWideRows)))
 	}
-	var wideKernel func(s *Step) string // (below)
 	fused := func(s *Step) bool {
 		if !fusedOn || s.Arg(g.w).Fmt == 0 {
 			return false
@@ -266,7 +265,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	// with EnvWideWG=1 fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than
 	// equal, so never in batch-invariant mode; opt-in until it has run on a GPU)
 	wgFP8On := os.Getenv(EnvWideWG) == "1" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
-	wideKernel = func(s *Step) string {
+	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			return "fast_gemm_wg_fp8"

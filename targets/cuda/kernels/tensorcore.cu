@@ -1286,7 +1286,7 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
   const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
   if (n0 >= a.N) return;
-  const i64 P = a.Kp / 2, kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
+  const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
   // this thread's two weight rows (clamped: rows past N are loaded, not stored)
   const float* w0 = (const float*)a.w.p + imin(n0 + 16 * warp + g, a.N - 1) * a.w.cols;
   const float* w1 = (const float*)a.w.p + imin(n0 + 16 * warp + g + 8, a.N - 1) * a.w.cols;
@@ -1429,7 +1429,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
   const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
   if (n0 >= a.N) return;
-  const i64 P = a.Kp / 2, kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
+  const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
   // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
   // stored), values 32·wh.. of each step, and its scale bytes (one a 2^ssh values)
   const int wr = tid >> 1, wh = tid & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
