@@ -16,8 +16,7 @@
 #                                synthetic checkpoint is deleted after.
 #
 # Environment (run): MODELS (default "v4 v41"), NUMERICS (default "exact fast"), CHECK_RUN
-# (the instruction check's -test.run pattern, default every exact and fast check), CHECK_ENV
-# ('VAR=VALUE ...' set for the check only),
+# (the instruction check's -test.run pattern, default every exact and fast check),
 # LAYERS_V4 (2-5), LAYERS_V41 (20-23),
 # BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
@@ -121,7 +120,7 @@ run() {
 	if [ -z "${SKIP_CHECK:-}" ]; then
 		# the kernels first: every instruction of the three fixtures against the cpu target
 		echo "==== instruction check on the GPU"
-		(cd targets/cuda && env ${CHECK_ENV:-} DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "${CHECK_RUN:-TestInstructionsMatchCPU|TestFastInstructionsNearCPU}" -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
+		(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "${CHECK_RUN:-TestInstructionsMatchCPU|TestFastInstructionsNearCPU}" -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
 	fi
 	local m cfg layers ctx
 	for m in ${MODELS:-v4 v41}; do

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"unsafe"
 
@@ -96,7 +95,6 @@ var driverSymbols = []string{
 	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime", "cuGetErrorName",
 	"cuMemAllocHost", "cuMemFreeHost", "cuStreamBeginCapture", "cuStreamEndCapture",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
-	"cuLaunchKernelEx",
 }
 
 // CUDA enum values used here (cuda.h, CUDA 13.0).
@@ -104,9 +102,6 @@ const (
 	attrComputeMajor = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 	attrComputeMinor = 76 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 	errNoDevice      = 100
-	// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the launch may begin
-	// before the stream's previous kernel has finished (programmatic dependent launch)
-	attrProgrammaticSerialization = 6
 	// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: one thread makes every driver call, and
 	// another thread's unsafe calls need not fail this thread's capture
 	captureThreadLocal = 1
@@ -118,9 +113,6 @@ type realDriver struct {
 	version int
 	fn      map[string]uintptr
 	ctx     map[int]uintptr
-	// pdl: kernels are launched as programmatic dependents of the stream's previous
-	// kernel (EnvPDL=1, read when the driver is opened; see launchConfig)
-	pdl bool
 }
 
 // openDriver loads libcuda from path, resolves every symbol the runtime needs and
@@ -134,7 +126,7 @@ func openDriver(path string) (*realDriver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s has no cuGetProcAddress_v2 (a CUDA 12 or later driver is needed): %v", path, err)
 	}
-	d := &realDriver{lib: path, fn: map[string]uintptr{}, ctx: map[int]uintptr{}, pdl: os.Getenv(EnvPDL) == "1"}
+	d := &realDriver{lib: path, fn: map[string]uintptr{}, ctx: map[int]uintptr{}}
 	for _, name := range driverSymbols {
 		var p uintptr
 		var status int32
@@ -316,44 +308,11 @@ func (d *realDriver) Function(m module, name string) (function, error) {
 
 func (d *realDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
 	params := [1]unsafe.Pointer{unsafe.Pointer(&args[0])}
-	var err error
-	if d.pdl {
-		attr := launchAttr{id: attrProgrammaticSerialization}
-		attr.value[0] = 1 // programmaticStreamSerializationAllowed
-		cfg := launchConfig{gridX: grid, gridY: 1, gridZ: 1, blockX: block, blockY: 1, blockZ: 1,
-			stream: s, attrs: &attr, numAttrs: 1}
-		err = d.call("cuLaunchKernelEx", uintptr(unsafe.Pointer(&cfg)), uintptr(f), uintptr(unsafe.Pointer(&params[0])), 0)
-		runtime.KeepAlive(&attr)
-	} else {
-		err = d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, uintptr(s),
-			uintptr(unsafe.Pointer(&params[0])), 0)
-	}
+	err := d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, uintptr(s),
+		uintptr(unsafe.Pointer(&params[0])), 0)
 	runtime.KeepAlive(params)
 	runtime.KeepAlive(args)
 	return err
-}
-
-// launchConfig is CUlaunchConfig and launchAttr CUlaunchAttribute (cuda.h, CUDA 12 and
-// 13; TestLaunchConfigLayout checks the offsets): cuLaunchKernelEx's description of a
-// launch. With the programmatic-serialization attribute a kernel may start before the
-// stream's previous kernel has finished; every kernel's first instruction is then
-// griddepcontrol.wait (prelude.h DI_GRID_WAIT), which returns once that kernel has
-// finished and its stores are visible, so each kernel still reads its inputs complete,
-// while its launch, block placement and set-up overlap the previous kernel's last
-// blocks. Stream capture records the dependency as a programmatic edge of the graph.
-type launchConfig struct {
-	gridX, gridY, gridZ    uint32
-	blockX, blockY, blockZ uint32
-	sharedMem              uint32
-	stream                 stream
-	attrs                  *launchAttr
-	numAttrs               uint32
-}
-
-type launchAttr struct {
-	id    uint32
-	_     [4]byte
-	value [16]uint32 // CUlaunchAttributeValue, a 64-byte union
 }
 
 func (d *realDriver) NewStream() (stream, error) {

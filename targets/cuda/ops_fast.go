@@ -828,12 +828,6 @@ const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 // not yet run on a GPU (docs/perf/dense-gemm.md, run 24). Read when a program is bound.
 const EnvWideWG = "DEEPINFER_CUDA_WIDE_WG"
 
-// EnvPDL=1 launches every kernel as a programmatic dependent of the stream's previous
-// kernel (cuLaunchKernelEx; read when the driver is opened): the same kernels and
-// values, each waiting at its first instruction for the one before (driver.go
-// launchConfig).
-const EnvPDL = "DEEPINFER_CUDA_PDL"
-
 // EnvFusedSum set to 1 adds the slices of the sliced products that run
 // fast_gemm_m1_fp8_only (one-row FP8 products), fast_gemm_wide or fast_gemm_wg_fp8 (up
 // to fusedRowsMax rows) inside that kernel (the warp or launch block that stores a tile's

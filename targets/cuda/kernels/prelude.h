@@ -41,20 +41,9 @@ struct alignas(16) float4 { float x, y, z, w; };
 // KERNEL_BOUNDS: the launch bounds of the kernels that follow (a file that needs them
 // redefines it before its kernels and back to empty after); empty by default.
 #define KERNEL_BOUNDS
-// DI_GRID_WAIT: a kernel's first instruction on sm_90 and later. Launched as a
-// programmatic dependent (DEEPINFER_CUDA_PDL=1, driver.go launchConfig), a kernel may
-// start before the stream's previous kernel has finished; griddepcontrol.wait returns
-// once that kernel has finished and its stores are visible. Launched normally, it
-// returns at once.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define DI_GRID_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
-#else
-#define DI_GRID_WAIT()
-#endif
 #define KERNEL(name, Args)                                                    \
   static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE); \
   extern "C" __global__ void KERNEL_BOUNDS name(const Args a) {               \
-    DI_GRID_WAIT();                                                           \
     name##_body(a, (long long)blockIdx.x * blockDim.x + threadIdx.x,          \
                 (long long)gridDim.x * blockDim.x);                           \
   }                                                                           \
