@@ -243,18 +243,18 @@ func fastProduct(b *Bind, g fastGemm) {
 	// float32 weights in blocks of 64 rows: fast_gemm_blk_f32, or the staged form
 	// EnvStageF32 names where its copies are aligned
 	stageEnv := os.Getenv(EnvStageF32)
-	// (or fast_gemm_wg_f32 for bf16 activations, the default since run 23b: wgmma, near
+	// (or fast_gemm_wg_f32p for bf16 activations, the default since run 24: wgmma, near
 	// the others' values rather than equal, so never in batch-invariant mode; EnvHeadWG=0
-	// keeps the others)
+	// keeps the others, EnvHeadWG=1 the one-fragment-set fast_gemm_wg_f32)
 	headWG := os.Getenv(EnvHeadWG)
 	wgOn := headWG != "0" && g.xExact && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	blkF32 := func(s *Step) string {
 		w := s.Arg(g.w)
 		if wgOn && w.Cols == g.K && w.Ptr%16 == 0 {
-			if headWG == "2" {
-				return "fast_gemm_wg_f32p"
+			if headWG == "1" {
+				return "fast_gemm_wg_f32"
 			}
-			return "fast_gemm_wg_f32"
+			return "fast_gemm_wg_f32p"
 		}
 		if name := stageF32Kernel(stageEnv, rowsOf(s)); name != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
 			return name
@@ -262,9 +262,9 @@ func fastProduct(b *Bind, g fastGemm) {
 		return "fast_gemm_blk_f32"
 	}
 	// the wide products of FP8 weights (formats 2, 3, 5) in rows of K values, one group:
-	// with EnvWideWG=1 fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than
-	// equal, so never in batch-invariant mode; opt-in until it has run on a GPU)
-	wgFP8On := os.Getenv(EnvWideWG) == "1" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	// fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than equal, so never
+	// in batch-invariant mode; the default since run 24, EnvWideWG=0 keeps fast_gemm_wide)
+	wgFP8On := os.Getenv(EnvWideWG) != "0" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
@@ -815,25 +815,29 @@ func stageF32Kernel(env string, M int64) string {
 // (V4.1's LM head) of more than 32 rows on the mma.sync kernels (fast_gemm_blk_f32,
 // fast_gemm_stage_f32_b2) instead of fast_gemm_wg_f32 (wgmma: run 23b, V4.1's head at
 // batch 256 3.87 → 1.92 ms; near their values, not equal, and not in batch-invariant
-// mode; read when a program is bound). Set to 2 it runs fast_gemm_wg_f32p instead: the
-// same products in the same order with two sets of A fragments, the next step's split
-// while a step's products run (the same values; opt-in, not yet run on a GPU).
+// mode; read when a program is bound). By default (since run 24: V4.1's head at batch
+// 256 1.91 → 1.62 ms on the H200) fast_gemm_wg_f32p: the same products in the same
+// order as fast_gemm_wg_f32 with two sets of A fragments, the next step's split while a
+// step's products run (the same values); set to 1 it runs fast_gemm_wg_f32.
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 
-// EnvWideWG set to 1 runs the wide products of FP8 weights (bf16 activations, more
-// than fastWideMin rows, one group, rows of K values) on fast_gemm_wg_fp8 (wgmma with
-// both operands in shared memory; outside batch-invariant mode only: its values are
-// near fast_gemm_wide's, not equal) instead of fast_gemm_wide (mma.sync, each weight
-// value widened once a launch block into shared memory). Opt-in: its device code has
-// not yet run on a GPU (docs/perf/dense-gemm.md, run 24). Read when a program is bound.
+// EnvWideWG set to 0 runs the wide products of FP8 weights (bf16 activations, more
+// than fastWideMin rows, one group, rows of K values) on fast_gemm_wide (mma.sync, each
+// weight value widened once a launch block into shared memory) instead of the default
+// since run 24, fast_gemm_wg_fp8 (wgmma with both operands in shared memory; outside
+// batch-invariant mode only: its values are near fast_gemm_wide's, not equal; V4.1's
+// products at batch 256 2.61 → 1.81 ms on the H200, docs/perf/dense-gemm.md). Read when
+// a program is bound.
 const EnvWideWG = "DEEPINFER_CUDA_WIDE_WG"
 
 // EnvFusedSum set to 1 adds the slices of the sliced products that run
 // fast_gemm_m1_fp8_only (one-row FP8 products), fast_gemm_wide or fast_gemm_wg_fp8 (up
 // to fusedRowsMax rows) inside that kernel (the warp or launch block that stores a tile's
 // last slice, found by a counter a tile, sums them in slice order: fast_sum's values)
-// instead of in a fast_sum launch after it: one launch fewer a sliced product. Opt-in:
-// not yet run on a GPU. Read when a program is bound.
+// instead of in a fast_sum launch after it: one launch fewer a sliced product. Opt-in
+// and slower on the H200 (run 24: the step 3.65 / 10.31 / 24.94 → 3.73 / 13.32 / 31.60
+// ms at batch 1 / 64 / 256, the wide products' last blocks summing whole tiles alone);
+// kept for the record until removed. Read when a program is bound.
 const EnvFusedSum = "DEEPINFER_CUDA_FUSED_SUM"
 
 // fusedRowsMax is the most rows a wide product adds its slices in for (EnvFusedSum):
