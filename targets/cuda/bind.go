@@ -93,10 +93,6 @@ func (b *Bind) State(key string, bytes int64) (int64, error) {
 	return b.rt.state.claim(key, bytes)
 }
 
-// Counters asks for n int32 counters, zero when a kernel starts and left zero when it
-// ends (Step.Cnt: one region shared by every launch, which run one after another).
-func (b *Bind) Counters(n int64) { b.rt.counters = max(b.rt.counters, n) }
-
 // Scratch claims device scratch for this instruction of perToken·T + fixed bytes, valid
 // during its launches only (every instruction's scratch shares one region), and returns
 // its index for Step.Scratch.
@@ -128,9 +124,7 @@ type Step struct {
 	// Seqs is the device table of SeqRec (prelude.h) for the step's sequences.
 	Seqs devptr
 	// Err is a device i64 a kernel sets nonzero on bad input (see errors.go).
-	Err devptr
-	// Cnt is the counters' region (Bind.Counters).
-	Cnt     devptr
+	Err     devptr
 	args    []Operand
 	results []Operand
 	scratch []devptr

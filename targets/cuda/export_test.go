@@ -49,11 +49,3 @@ func SetLongRows(n int64) (restore func()) {
 	mklSplitRows = n
 	return func() { mklSplitRows = old }
 }
-
-// SetMinSlice sets the shortest slice of the fast products' reductions (fastMinSlice)
-// and returns a function that restores it.
-func SetMinSlice(n int64) (restore func()) {
-	old := fastMinSlice
-	fastMinSlice = n
-	return func() { fastMinSlice = old }
-}

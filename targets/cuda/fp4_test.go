@@ -360,27 +360,6 @@ func TestHeadWGPipeSameValues(t *testing.T) {
 		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_gemm_wg_f32", "fast_gemm_wg_f32p") })
 }
 
-// TestFusedSumSameValues: with DEEPINFER_CUDA_FUSED_SUM=1 the sliced products on
-// fast_gemm_m1_fp8_only (one-row FP8) and fast_gemm_wide add their slices in the kernel
-// (the last warp or launch block of a tile, found by a counter) instead of in fast_sum;
-// the logits of a 40-token prefill and two decode steps are the same bit for bit on both
-// V4.1 fixtures, their reductions sliced down to 64 values (the fixtures' are too short
-// to slice otherwise), with fast_sum launched less often (on the emulated device; the
-// kernels' device code on the host's lanes, TestFastProductsOnSimulatedLanes, and on the
-// GPU here).
-func TestFusedSumSameValues(t *testing.T) {
-	defer cuda.SetMinSlice(64)()
-	sameAcross(t, v41Fixtures, cuda.EnvFusedSum, "", "1", 40, "with fast_sum (the default)", "with the fused sums ("+cuda.EnvFusedSum+"=1)",
-		func(ka, kb map[string]int) string {
-			m1, wide, sum := "fast_gemm_m1_fp8_only", "fast_gemm_wide", "fast_sum"
-			if ka[m1] == 0 || ka[wide] == 0 || kb[m1] != ka[m1] || kb[wide] != ka[wide] || kb[sum] >= ka[sum] {
-				return fmt.Sprintf("%s / %s / %s ran %d / %d / %d times with fast_sum and %d / %d / %d fused; want the same products and fewer sums",
-					m1, wide, sum, ka[m1], ka[wide], ka[sum], kb[m1], kb[wide], kb[sum])
-			}
-			return ""
-		})
-}
-
 // v41Fixtures are the two V4.1 fixtures the whole-step comparisons run on.
 var v41Fixtures = []struct{ name, dir string }{
 	{"tiny-v41-dev2", "../../testdata/tiny-v41-dev2"}, {"tiny-v41-dev", "../../testdata/tiny-v41-dev"},

@@ -66,8 +66,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	// stop the harness)
 	shuffles := "#include <cstdlib>\ntemplate <class T> T __shfl_xor_sync(unsigned, T, int, int = 32) { abort(); }\n" +
 		"template <class T> T __shfl_down_sync(unsigned, T, unsigned, int = 32) { abort(); }\n" +
-		"inline unsigned __ballot_sync(unsigned, int) { abort(); } inline int __popc(unsigned) { abort(); }\n" +
-		"inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }\n" // (the lanes run one at a time)
+		"inline unsigned __ballot_sync(unsigned, int) { abort(); } inline int __popc(unsigned) { abort(); }\n"
 	lanes := build("lanes", string(stubs)+shuffles, "-DDI_LANES")
 	// V4.1's attention tiles (tensorcore_attn.cu, csa_tc_*): the device code's logits and
 	// outputs equal the emulated device's bit for bit, wide and narrow, the warps in step
@@ -248,46 +247,6 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					if k == "wide" || k == "blk" {
 						checks = append(checks, check{k + "'s device code with xexact, warps skewed", run(lanes, k+"x", "eager"), bf})
 					}
-				}
-			}
-			// the fused slice sums (fast_gemm_m1_fp8_only, fast_gemm_wide and
-			// fast_gemm_wg_fp8 with counters): y is the sum of part's slices in slice
-			// order, bit for bit, part is the unfused kernel's, and the device code, warps in
-			// step and skewed, gives the same and leaves the counters zero (the harness
-			// exits otherwise)
-			if S > 1 && c.bf == 0 && c.fmt != 0 {
-				var fk []string
-				if only {
-					fk = append(fk, "m1fp8o", "m1fp8ox")
-				}
-				if c.G <= 1 || fastWideOK(c.N, c.G) {
-					fk = append(fk, "widex")
-				}
-				if fp8 && c.G == 1 && c.K%64 == 0 {
-					fk = append(fk, "wgfp8x")
-				}
-				for _, k := range fk {
-					base, sfx := strings.TrimSuffix(k, "x"), ""
-					if base != k {
-						sfx = "x"
-					}
-					ref := run(emu, base+"c"+sfx)
-					v := f32s(t, ref)
-					MN := int(c.M * c.N)
-					for i := range MN {
-						sum := float32(0)
-						for s := range int(S) {
-							sum += v[MN+s*MN+i]
-						}
-						if math.Float32bits(sum) != math.Float32bits(v[i]) || math.IsNaN(float64(sum)) {
-							t.Fatalf("%s: %s with the fused sums, output %d: %g, the slices' sum %g", c.name, k, i, v[i], sum)
-						}
-					}
-					if unfused := run(emu, k); !bytes.Equal(ref[4*MN:], unfused[4*MN:]) {
-						t.Fatalf("%s: %s with the fused sums: the slices differ from the unfused kernel's", c.name, k)
-					}
-					checks = append(checks, check{k + "'s device code with the fused sums", run(lanes, base+"c"+sfx), ref},
-						check{k + "'s device code with the fused sums, warps skewed", run(lanes, base+"c"+sfx, "eager"), ref})
 				}
 			}
 			// the wgmma kernels (bf16 x with xexact, one group, K a multiple of 64:

@@ -51,10 +51,6 @@ func b2i(v bool) int64 {
 	return 0
 }
 
-// fastMinSlice is the shortest slice fastSplits makes (a test lowers it to slice the
-// fixtures' short reductions).
-var fastMinSlice int64 = 256
-
 // fastSplits picks the reduction's slices from the weight's shape alone (never the
 // batch, so that a row's value does not depend on the rows beside it): enough warp
 // tiles for the device at one activation tile, each slice a multiple of 64 values and
@@ -63,7 +59,7 @@ func fastSplits(N, K int64) (S, ks int64) {
 	kp := (K + 63) / 64 * 64
 	ntiles := (N + fastTileN - 1) / fastTileN
 	S = 1
-	for S*ntiles < fastWarps && kp/(2*S) >= fastMinSlice {
+	for S*ntiles < fastWarps && kp/(2*S) >= 256 {
 		S *= 2
 	}
 	ks = (kp/S + 63) / 64 * 64
@@ -184,26 +180,6 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return fastBlockRows
 	}
-	// fused: the step's product adds its slices in the kernel (EnvFusedSum=1; fast_sum not
-	// launched): fast_gemm_m1_fp8_only's last warp of a tile, or fast_gemm_wide's and
-	// fast_gemm_wg_fp8's last launch block of a tile up to fusedRowsMax rows (a counter a
-	// tile: 16 weight rows, or 64 × 128 rows of x)
-	fusedOn := os.Getenv(EnvFusedSum) == "1" && S > 1
-	if fusedOn {
-		b.Counters(max(ceilDiv(g.N, fastTileN), ceilDiv(g.N, fastWideN)*ceilDiv(fusedRowsMax, fastWideRows)))
-	}
-	fused := func(s *Step) bool {
-		if !fusedOn || s.Arg(g.w).Fmt == 0 {
-			return false
-		}
-		switch mt(s) {
-		case 8:
-			return m1kernel(s) == "fast_gemm_m1_fp8_only"
-		case fastWideRows:
-			return rowsOf(s) <= fusedRowsMax
-		}
-		return false
-	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		M := rowsOf(s)
 		xh, xl := halves(s)
@@ -233,11 +209,6 @@ func fastProduct(b *Bind, g fastGemm) {
 		a.I(g.G)
 		a.I(prefetch)
 		a.I(b2i(g.xExact))
-		if fused(s) {
-			a.P(s.Cnt)
-		} else {
-			a.P(0)
-		}
 		return mtiles
 	}
 	// float32 weights in blocks of 64 rows: fast_gemm_blk_f32, or the staged form
@@ -312,9 +283,6 @@ func fastProduct(b *Bind, g fastGemm) {
 	}
 	if S > 1 {
 		b.Launch("fast_sum", func(s *Step, a *ArgBuf) int64 {
-			if fused(s) {
-				return 0
-			}
 			fill(s, a)
 			return rowsOf(s) * g.N
 		})
@@ -829,20 +797,6 @@ const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 // products at batch 256 2.61 → 1.81 ms on the H200, docs/perf/dense-gemm.md). Read when
 // a program is bound.
 const EnvWideWG = "DEEPINFER_CUDA_WIDE_WG"
-
-// EnvFusedSum set to 1 adds the slices of the sliced products that run
-// fast_gemm_m1_fp8_only (one-row FP8 products), fast_gemm_wide or fast_gemm_wg_fp8 (up
-// to fusedRowsMax rows) inside that kernel (the warp or launch block that stores a tile's
-// last slice, found by a counter a tile, sums them in slice order: fast_sum's values)
-// instead of in a fast_sum launch after it: one launch fewer a sliced product. Opt-in
-// and slower on the H200 (run 24: the step 3.65 / 10.31 / 24.94 → 3.73 / 13.32 / 31.60
-// ms at batch 1 / 64 / 256, the wide products' last blocks summing whole tiles alone);
-// kept for the record until removed. Read when a program is bound.
-const EnvFusedSum = "DEEPINFER_CUDA_FUSED_SUM"
-
-// fusedRowsMax is the most rows a wide product adds its slices in for (EnvFusedSum):
-// the counters a product asks for cover that many rows of x.
-const fusedRowsMax = 1024
 
 // fastStageOK reports whether fast_gemm_stage_f32 can run a float32 weight at ptr of
 // cols values a row over a reduction of K: its 16-byte copies need an aligned weight

@@ -48,8 +48,6 @@ type Runtime struct {
 	invariant  bool // batch-invariant mode (targets.Options.Invariant)
 	fast       bool // the fast numerics mode (targets.Options.Numerics)
 	errFlag    devptr
-	counters   int64  // int32 counters the kernels asked for (Bind.Counters)
-	cnt        devptr // their region in the arena, zeroed with it
 	scratch    devptr
 
 	info     Info
@@ -568,7 +566,6 @@ func (rt *Runtime) allocArena(maxT int64) error {
 	// the read-back region: the error flag, then the last step's sampled ids (one
 	// device-to-host copy brings both)
 	pErr := take(8 + 4*maxT)
-	pCnt := take(4 * rt.counters)
 	var pStage, stageBytes int64
 	if rt.packed {
 		stageBytes = stageRegionBytes(maxT, cols)
@@ -604,7 +601,6 @@ func (rt *Runtime) allocArena(maxT int64) error {
 		sample: mem + devptr(pSample), mask: mem + devptr(pMask), maskCols: cols}
 	rt.seqTab, rt.errFlag, rt.scratch = mem+devptr(pSeq), mem+devptr(pErr), mem+devptr(pScratch)
 	rt.prevIds = rt.errFlag + 8
-	rt.cnt = mem + devptr(pCnt)
 	rt.stageDev, rt.stageBytes = mem+devptr(pStage), stageBytes
 	base := mem + devptr(pSlots)
 	// operand addresses are fixed from here on; only shapes change step to step
@@ -618,11 +614,6 @@ func (rt *Runtime) allocArena(maxT int64) error {
 			return err
 		}
 		if err := rt.drv.Sync(rt.stream); err != nil {
-			return err
-		}
-	}
-	if rt.counters > 0 {
-		if err := rt.drv.Memset(rt.cnt, 0, uint64(4*rt.counters), rt.stream); err != nil {
 			return err
 		}
 	}
@@ -1033,7 +1024,7 @@ func (rt *Runtime) uploadParams(pr *prog, in *targets.StepIn, st Step, resolve b
 func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error) {
 	d, s := rt.drv, rt.stream
 	rt.stepN++
-	st.Seqs, st.Err, st.Cnt = rt.seqTab, rt.errFlag, rt.cnt
+	st.Seqs, st.Err = rt.seqTab, rt.errFlag
 	span := -1
 	if rt.tl.on {
 		if span, err = rt.tl.begin(rt, rt.stepN, pr.p.Phase); err != nil {
@@ -1117,7 +1108,7 @@ func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error
 // setShapes writes the step's shapes into c's operands.
 func (rt *Runtime) setShapes(c *call, st Step) {
 	T, R, K := st.T, st.R, st.K
-	c.step.T, c.step.R, c.step.K, c.step.NSeq, c.step.Phase, c.step.Seqs, c.step.Err, c.step.Cnt = T, R, K, st.NSeq, st.Phase, st.Seqs, st.Err, st.Cnt
+	c.step.T, c.step.R, c.step.K, c.step.NSeq, c.step.Phase, c.step.Seqs, c.step.Err = T, R, K, st.NSeq, st.Phase, st.Seqs, st.Err
 	for j := range c.step.args {
 		if c.argRefs[j].Kind != plan.OpWeight {
 			concrete(c.argT[j], T, R, K, c.step.args[j].Shape)

@@ -106,7 +106,6 @@ func TestWGFP8NearWide(t *testing.T) {
 					a.I(1) // G
 					a.I(1) // prefetch
 					a.I(1) // xexact
-					a.P(0) // cnt: fast_sum's slices
 				})
 				return k.get(y, int(outs))
 			}

@@ -465,7 +465,6 @@ struct FastGemmArgs {
   const u32* xh; const u32* xl; Weight w; float* y; float* part;
   i64 M; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 mtiles; i64 ldy; i64 out_bf16; i64 G; i64 prefetch;
   i64 xexact;  // x is bf16 already (fast_split's xexact): no lo mma
-  int* cnt;    // non-null: the kernel adds the slices itself (fast_slices_done; no fast_sum)
 };
 struct FastGemmRows {
   i64 m0, M, G, g;
@@ -496,67 +495,6 @@ DEVM void fast_gemm_tiles(const FastGemmArgs& a, long long GIDX, long long GSTRI
                                 a.xexact != 0);
   }
 }
-// The fused slice sums (DEEPINFER_CUDA_FUSED_SUM=1; fast_gemm_m1_fp8_only): with a.cnt,
-// after a warp has stored its tile's slice (16 weight rows from n0, 8 rows of x from m0)
-// into part, the warp that stores a tile's last slice — a counter a tile, counted by an
-// atomic after a fence, and left zero for the next launch — adds the S slices of the
-// tile's outputs in slice order into y as fast_sum does (the same values, one launch
-// fewer a product). With DI_LANES the fence, the lane broadcast and the loads are the
-// harness's.
-#ifdef DI_LANES
-DEV void fast_fence() {}
-DEV float fast_ldcg(const float* p) { return *p; }
-DEV int fast_bcast0(int v) { return lanes_bcast0(v); }
-#elif !defined(DI_EMULATE)
-DEV void fast_fence() { __threadfence(); }
-DEV float fast_ldcg(const float* p) { return __ldcg(p); }
-DEV int fast_bcast0(int v) { return __shfl_sync(0xffffffffu, v, 0); }
-#endif
-#ifndef DI_EMULATE
-// fast_slice_out: y[m, n] = the S slices of part added in slice order (fast_sum's value),
-// read past L1 (the other tiles' stores)
-DEVM void fast_slice_out(const FastGemmArgs& a, i64 m, i64 n) {
-  if (n >= a.N || m >= a.M) return;
-  float v = 0;
-  for (i64 s = 0; s < a.S; s++) v += fast_ldcg(&a.part[(s * a.M + m) * a.N + n]);
-  a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
-}
-DEVM void fast_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int lane) {
-  fast_fence();
-  int last = 0;
-  if (lane == 0) last = atomicAdd(&a.cnt[tile], 1) == (int)a.S - 1;
-  last = fast_bcast0(last);  // (every lane's stores and fence before lane 0's count)
-  if (!last) return;
-  fast_fence();
-  for (int e = lane; e < 128; e += 32) fast_slice_out(a, m0 + (e & 7), n0 + (e >> 3));
-  if (lane == 0) a.cnt[tile] = 0;
-}
-// fast_block_slices_done: the same for a launch block's tile (fast_gemm_wide,
-// fast_gemm_wg_fp8: 64 weight rows from n0 × 128 rows of x from m0), its 128 threads
-// counting once and, in the block that stores the last slice, adding the tile's outputs
-DEVM void fast_block_slices_done(const FastGemmArgs& a, i64 tile, i64 n0, i64 m0, int tid) {
-  __shared__ int last;
-  fast_fence();
-  __syncthreads();  // every thread's stores and fence before the count
-  if (tid == 0) last = atomicAdd(&a.cnt[tile], 1) == (int)a.S - 1;
-  __syncthreads();
-  if (!last) return;
-  fast_fence();
-  for (int e = tid; e < 64 * 128; e += 128) fast_slice_out(a, m0 + (e & 127), n0 + (e >> 7));
-  if (tid == 0) a.cnt[tile] = 0;
-}
-#else
-// the emulated device's fused slice sums: every output's slices added in order, as the
-// tiles' last warps or blocks do
-DEVM void fast_emu_slice_sums(const FastGemmArgs& a) {
-  for (i64 i = 0; i < a.M * a.N; i++) {
-    const i64 m = i / a.N, n = i % a.N;
-    float v = 0;
-    for (i64 s = 0; s < a.S; s++) v += a.part[(s * a.M + m) * a.N + n];
-    a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
-  }
-}
-#endif
 // fast_gemm_m1_only: fast_gemm_tiles<1, false, true> for products whose every tile takes
 // fast_m1_fp8 (FP8 weights, N a multiple of 16, K of 64, rows of a multiple of 16 values;
 // Go checks): that loop alone in the kernel's body, without fast_tile's paths for the
@@ -567,7 +505,6 @@ DEVM void fast_emu_slice_sums(const FastGemmArgs& a) {
 DEVM void fast_gemm_m1_only(const FastGemmArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
   fast_gemm_tiles<1, false, true>(a, GIDX, GSTRIDE);
-  if (a.cnt && GIDX == 0) fast_emu_slice_sums(a);  // the fused slice sums
 #else
   const i64 items = a.N / 16 * a.S * a.mtiles * 32;
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
@@ -585,7 +522,6 @@ DEVM void fast_gemm_m1_only(const FastGemmArgs& a, long long GIDX, long long GST
       const int c = 2 * t + (e & 1);
       if (rows(c) >= 0) store(0, nt * 16 + g + (e >= 2 ? 8 : 0), c, acc[e]);
     }
-    if (a.cnt) fast_slices_done(a, nt * a.mtiles + mt, nt * 16, m0, lane);
   }
 #endif
 }
@@ -1129,7 +1065,6 @@ DEVM void fast_gemm_wide_tiles(const FastGemmArgs& a, long long GIDX) {
         if (n < a.N && m0 + c < a.M) store(0, n, c, acc[i][j][e]);
       }
     }
-  if (a.cnt) fast_block_slices_done(a, nb * a.mtiles + mb, n0, m0, tid);
 #endif
 }
 // three launch blocks an SM (at most 168 registers a thread; 40 KB of shared memory each)
@@ -1141,7 +1076,6 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   for (i64 b = 0; b < ((a.N + FAST_WIDE_N - 1) / FAST_WIDE_N) * a.S * a.mtiles; b++) fast_gemm_wide_tiles(a, b << 7);
-  if (a.cnt) fast_emu_slice_sums(a);  // the fused slice sums
   (void)GIDX;
 #else
   fast_gemm_wide_tiles(a, GIDX);
@@ -1418,7 +1352,6 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     }
     FastGemmStore{&a, m, sl}(0, n, 0, acc);
   }
-  if (a.cnt && GIDX == 0) fast_emu_slice_sums(a);  // the fused slice sums
 }
 #else
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
@@ -1492,7 +1425,6 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
     }
   }
-  if (a.cnt) fast_block_slices_done(a, blk / (mtiles * a.S) * mtiles + blk % mtiles, n0, m0, tid);
 }
 #endif
 KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }

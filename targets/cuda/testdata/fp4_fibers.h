@@ -20,14 +20,13 @@ inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }
 inline unsigned atomicOr(unsigned* p, unsigned v) { unsigned o = *p; *p |= v; return o; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }
-// (no kernel these harnesses run takes the warpgroup's wgmma or a warp's broadcast:
+// (no kernel these harnesses run takes the warpgroup's wgmma:
 // lanes_test.go's harness plays those)
 unsigned lanes_smem_addr(const void*) { abort(); }
 void lanes_wg_fence() { abort(); }
 void lanes_wg_mma(float*, const unsigned*, unsigned long long, unsigned long long) { abort(); }
 void lanes_wg_commit() { abort(); }
 void lanes_wg_wait(int) { abort(); }
-int lanes_bcast0(int) { abort(); }
 
 // the block's 128 threads are fibers (ucontext) run on one host thread; a fiber runs
 // until it waits at a barrier or returns, and the scheduler then resumes the lowest (or,

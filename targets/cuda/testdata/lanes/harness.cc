@@ -13,8 +13,7 @@
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
-// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x);
-// m1fp8o, wide and wgfp8 take a "c" before their suffix for the fused slice sums into y; the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
 // (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
@@ -61,10 +60,8 @@ ucontext_t sched;
 int cur;
 char* stacks;
 struct MmaIn {
-  int kind;  // 0: mma; 1: broadcast lane 0's val (a warp's collective operations)
   u32 a[4], b[2];
   float c[4];
-  int val;
 };
 MmaIn in[T];
 // eager: each warp runs on until it waits at __syncthreads or ends, and a copy lands
@@ -201,19 +198,8 @@ bool wg() {
   }
   return true;
 }
-int outi[T];
-// mma plays one warp's m16n8k16: A 16×16 (rows × k), B 16×8 (k × columns), C 16×8 — or
-// its broadcast of lane 0's value.
+// mma plays one warp's m16n8k16: A 16×16 (rows × k), B 16×8 (k × columns), C 16×8.
 void mma(int w) {
-  for (int l = 1; l < 32; l++)
-    if (in[32 * w + l].kind != in[32 * w].kind) {
-      fprintf(stderr, "warp %d: lanes at different collective operations\n", w);
-      exit(3);
-    }
-  if (in[32 * w].kind == 1) {
-    for (int l = 0; l < 32; l++) outi[32 * w + l] = in[32 * w].val;
-    return;
-  }
   float A[16][16], B[16][8], C[16][8];
   for (int l = 0; l < 32; l++) {
     const MmaIn& m = in[32 * w + l];
@@ -317,17 +303,10 @@ void launch(void (*k)(const A), const A& a, long long items) {
 void __syncthreads() { lanes::block(lanes::BAR); }
 void lanes_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
   lanes::MmaIn& m = lanes::in[lanes::cur];
-  m.kind = 0;
   m.a[0] = a0, m.a[1] = a1, m.a[2] = a2, m.a[3] = a3, m.b[0] = b0, m.b[1] = b1;
   for (int e = 0; e < 4; e++) m.c[e] = c[e];
   lanes::block(lanes::WARP);
   for (int e = 0; e < 4; e++) c[e] = lanes::out[lanes::cur][e];
-}
-int lanes_bcast0(int v) {
-  lanes::MmaIn& m = lanes::in[lanes::cur];
-  m.kind = 1, m.val = v;
-  lanes::block(lanes::WARP);
-  return lanes::outi[lanes::cur];
 }
 unsigned lanes_smem_addr(const void* p) { return lanes::smem_addr(p); }
 static void wg_call(int op, int n, const u32* a, u64 da, u64 db, float* d) {
@@ -454,11 +433,6 @@ int main(int argc, char** argv) {
   i64 N = atoll(argv[3]), K = atoll(argv[4]), M = atoll(argv[5]), G = atoll(argv[6]), S = atoll(argv[7]),
       ks = atoll(argv[8]), obf = atoll(argv[9]);
   rng ^= (u64)atoll(argv[10]) * 0x2545f4914f6cdd1dull;
-  // a final "c" (before the b or x): the fused slice sums (a.cnt: counters, which must be
-  // left zero; m1fp8o, wide, wgfp8)
-  kl = strlen(kernel);
-  bool fsum = kl > 0 && kernel[kl - 1] == 'c';
-  if (fsum) kernel[kl - 1] = 0;
   bool m1o = strcmp(kernel, "m1fp8o") == 0;  // fast_gemm_m1_fp8_only (N % 16 == 0, K % 64 == 0)
   bool blk = strcmp(kernel, "blk") == 0, m1p = m1o || strcmp(kernel, "m1fp8") == 0, m1 = m1p || strcmp(kernel, "m1") == 0;
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
@@ -532,9 +506,7 @@ int main(int argc, char** argv) {
   for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
   for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
   i64 rows = wide || wgk ? FAST_WIDE_ROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
-  const i64 ncnt = (N + 15) / 16 * ((M + 7) / 8);  // enough for any kernel's tiles
-  int* cnt = fsum && S > 1 ? (int*)zalloc(4 * ncnt) : nullptr;
-  FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0, cnt};
+  FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
                     : blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128
@@ -560,12 +532,6 @@ int main(int argc, char** argv) {
    : m1 ? (f32 ? emu_fast_gemm_m1_f32 : m1o ? emu_fast_gemm_m1_fp8_only : m1p ? emu_fast_gemm_m1_fp8 : emu_fast_gemm_m1)
         : (f32 ? emu_fast_gemm_m4_f32 : emu_fast_gemm_m4))(&a, items);
 #endif
-  if (cnt)
-    for (i64 i = 0; i < ncnt; i++)
-      if (cnt[i] != 0) {
-        fprintf(stderr, "counter %lld left at %d\n", (long long)i, cnt[i]);
-        return 4;
-      }
   FILE* f = fopen(argv[11], "wb");
   if (!f || fwrite(y, 4, M * N, f) != (size_t)(M * N) || (S > 1 && fwrite(part, 4, S * M * N, f) != (size_t)(S * M * N)) ||
       fclose(f) != 0) {

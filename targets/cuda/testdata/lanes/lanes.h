@@ -26,7 +26,6 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
 void lanes_cp16(void* dst, const void* src, bool in);
 void lanes_cp_commit();
 void lanes_cp_wait(int n);
-int lanes_bcast0(int v);  // a warp's broadcast of lane 0's value
 // the warpgroup's tensor-core operations (wgmma): shared addresses for descriptors, and
 // fence, the product (a: the A fragments in registers, or null with da its descriptor),
 // commit and wait as collective operations of the launch block's 128 threads
