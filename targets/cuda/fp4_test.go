@@ -563,3 +563,56 @@ func TestHeadWGNearStaged(t *testing.T) {
 		})
 	}
 }
+
+// TestWGRLogits: by default the products of bf16 or FP8 weights with more than 32 rows
+// of activations in two halves (V4's LM head and FP8 linear layers in V4-Flash's
+// formats; one group, rows of K values) run fast_gemm_wg_bf16 and fast_gemm_wg_fp8r
+// (wgmma on the GPU: the tensor cores' order inside a 16-value step), with
+// DEEPINFER_CUDA_WG_BF16=0 and DEEPINFER_CUDA_WG_FP8R=0 fast_gemm_blk (the mma.sync
+// chain); a 110-token prefill on tiny-v4-dev in V4-Flash's formats gives logits within
+// 3e-5 of each other relative to the row's largest magnitude (twice the emulated
+// device's 1.4e-5: the same operands summed in another order, in the LM head and the
+// products before it, whose differences the layers carry; the products' own distance
+// is TestWGRNearBlk's), and on the emulated device the launch choice is checked (both
+// kernels by default, together as many launches as fast_gemm_blk's without them; none
+// in batch-invariant mode: TestDeviceBatchInvariance).
+func TestWGRLogits(t *testing.T) {
+	p, ws := cuda.CompileDir(t, quantizedV4(t))
+	const n = 110
+	t.Setenv(cuda.EnvWGFP8R, "0")
+	t.Setenv(cuda.EnvWGBF16, "0")
+	a, ka := prefillAndDecode(t, p, ws, n)
+	t.Setenv(cuda.EnvWGFP8R, "")
+	t.Setenv(cuda.EnvWGBF16, "")
+	b, kb := prefillAndDecode(t, p, ws, n)
+	if len(a) != n+2 || len(b) != n+2 {
+		t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
+	}
+	bf, f8 := "fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"
+	if ka != nil && (ka[bf]+ka[f8] != 0 || kb[bf] == 0 || kb[f8] == 0 || kb[bf]+kb[f8]+kb["fast_gemm_blk"] != ka["fast_gemm_blk"]) {
+		t.Errorf("%s / %s ran %d / %d times without them and %d / %d by default, fast_gemm_blk %d / %d; want none, then both, and as many block products in all",
+			bf, f8, ka[bf], ka[f8], kb[bf], kb[f8], ka["fast_gemm_blk"], kb["fast_gemm_blk"])
+	}
+	worst, differ := 0.0, 0
+	for i := range n {
+		big, d := 0.0, 0.0
+		for j := range a[i] {
+			big = math.Max(big, math.Abs(float64(a[i][j])))
+			e := math.Abs(float64(a[i][j]) - float64(b[i][j]))
+			d = math.Max(d, e)
+			if e > 0 {
+				differ++
+			}
+		}
+		if r := d / math.Max(big, 1e-30); r > worst {
+			worst = r
+		}
+	}
+	t.Logf("worst difference %.3g of the row's largest logit; %d logits differ", worst, differ)
+	if worst > 3e-5 {
+		t.Errorf("prefill logits %.3g apart (relative to the row's largest), want within 3e-5", worst)
+	}
+	if ka == nil && differ == 0 {
+		t.Error("every logit equal to the mma.sync kernels' on the GPU: the wgmma kernels did not run")
+	}
+}

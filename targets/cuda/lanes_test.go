@@ -43,7 +43,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	}
 	// the launch grid Go computes decodes as the kernel does
 	for name, want := range map[string]int64{"FAST_BLK_ROWS": fastBlockRows, "FAST_BLK_N": fastBlockN,
-		"FAST_WIDE_ROWS": fastWideRows, "FAST_WIDE_N": fastWideN} {
+		"FAST_WIDE_ROWS": fastWideRows, "FAST_WIDE_N": fastWideN, "WGB_MROWS": fastBlockRows, "WG_BN": fastBlockN} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu"))
 		if m == nil || m[1] != fmt.Sprint(want) {
 			t.Errorf("tensorcore.cu's %s: %v, Go's %d", name, m, want)
@@ -144,6 +144,8 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		{fmt: 4, N: 128, K: 512, M: 96, G: 1, name: "FP4, two slices", wantSlices: true, wantPartialRows: true},
 		{fmt: 3, N: 96, K: 320, M: 200, G: 1, name: "FP8 row groups, two blocks of 128 rows (wide), the second partial", wantPartialRows: true},
 		{fmt: 5, N: 256, K: 256, M: 40, G: 2, name: "FP8 128-blocks, two groups of 128 weight rows (V4.1's wo_a with xbf16)", wantPartialRows: true},
+		{fmt: 1, N: 272, K: 512, M: 130, G: 1, name: "bf16, two slices, three blocks of 64 rows (wgmma), the last partial", wantSlices: true, wantPartialRows: true},
+		{fmt: 1, N: 200, K: 192, M: 70, G: 1, bf: 1, name: "bf16, one slice, bf16 outputs, a partial block of 128 weight rows", wantPartialRows: true},
 	} {
 		t.Run(fmt.Sprintf("fmt%d_N%d_K%d_M%d_G%d", c.fmt, c.N, c.K, c.M, c.G), func(t *testing.T) {
 			S, ks := fastSplits(c.N, c.K)
@@ -277,6 +279,46 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					checks = append(checks, check{"fast_gemm_wg_f32p's device code, warps in step", run(lanes, "wgf32px"), ref},
 						check{"fast_gemm_wg_f32p's device code, warps skewed", run(lanes, "wgf32px", "eager"), ref},
 						check{"emulated fast_gemm_wg_f32p", run(emu, "wgf32px"), ref})
+				}
+			}
+			// fast_gemm_wg_bf16 and fast_gemm_wg_fp8r (bf16 or FP8 weights, x in two halves
+			// or bf16 with xexact, one group, K a multiple of 64): their device code, warps in step and skewed, gives
+			// the emulated kernel's values bit for bit; the emulated kernel's values are
+			// within a float32 sum's rounding of fast_gemm_m4's (another order of the same
+			// products)
+			if (c.fmt == 1 || fp8) && c.G == 1 && c.K%64 == 0 {
+				ks := []string{"wgbf16", "wgbf16x"}
+				if fp8 {
+					ks = []string{"wgfp8r", "wgfp8rx"}
+				}
+				for _, k := range ks {
+					ref := run(emu, k)
+					got, base := f32s(t, ref), f32s(t, want)
+					if strings.HasSuffix(k, "x") {
+						base = f32s(t, run(emu, "m4x"))
+					}
+					// (the outputs written: y, or with slices part's)
+					if S > 1 {
+						got, base = got[c.M*c.N:], base[c.M*c.N:]
+					}
+					// (a float32 sum of the same products in another order: within 1e-4 of
+					// the value and 1e-6 of the largest output, whose FP8 products run
+					// to 10^4 and cancel; with bf16 outputs a bf16 rounding too)
+					tol, big := 1e-4, 0.0
+					if c.bf == 1 {
+						tol = 1.0 / 128
+					}
+					for _, v := range base {
+						big = math.Max(big, math.Abs(float64(v)))
+					}
+					for i := range got {
+						d := math.Abs(float64(got[i]) - float64(base[i]))
+						if math.IsNaN(float64(got[i])) || d > tol*(1+math.Abs(float64(base[i])))+1e-6*big {
+							t.Fatalf("%s: emulated %s output %d is %g, fast_gemm_m4's %g", c.name, k, i, got[i], base[i])
+						}
+					}
+					checks = append(checks, check{"fast_gemm_wg_" + strings.TrimSuffix(k[2:], "x") + "'s device code (" + k + "), warps in step", run(lanes, k), ref},
+						check{"fast_gemm_wg_" + strings.TrimSuffix(k[2:], "x") + "'s device code (" + k + "), warps skewed", run(lanes, k, "eager"), ref})
 				}
 			}
 			for _, r := range checks {

@@ -243,6 +243,25 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return "fast_gemm_wide"
 	}
+	// the block products of bf16 weights (format 1) or FP8 weights (formats 2, 3, 5) in
+	// rows of K values, one group: fast_gemm_wg_bf16 or fast_gemm_wg_fp8r (wgmma, x in
+	// two halves as its registers; near fast_gemm_blk's values rather than equal, so
+	// never in batch-invariant mode; EnvWGBF16=0 and EnvWGFP8R=0 keep fast_gemm_blk)
+	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
+	blkKernel := func(s *Step) string {
+		w := s.Arg(g.w)
+		if w.Cols != g.K || w.Ptr%16 != 0 {
+			return "fast_gemm_blk"
+		}
+		switch f := w.Fmt; {
+		case wgBF16On && f == 1 && w.Cols%8 == 0:
+			return "fast_gemm_wg_bf16"
+		case wgFP8ROn && (f == 2 || f == 3 || f == 5) && w.Cols%16 == 0:
+			return "fast_gemm_wg_fp8r"
+		}
+		return "fast_gemm_blk"
+	}
 	for _, v := range []struct {
 		kernel string
 		rows   int64
@@ -250,12 +269,16 @@ func fastProduct(b *Bind, g fastGemm) {
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m1_fp8_only", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
-		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false}} {
+		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
+		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
 			}
 			if v.rows == fastBlockRows && v.f32 && blkF32(s) != v.kernel {
+				return 0
+			}
+			if v.rows == fastBlockRows && !v.f32 && blkKernel(s) != v.kernel {
 				return 0
 			}
 			if v.rows == 8 && !v.f32 && m1kernel(s) != v.kernel {
@@ -276,6 +299,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			}
 			if v.rows == fastBlockRows {
 				// a launch block of 128 work items per (128 weight rows, slice, 64 rows)
+				// (fast_gemm_wg_bf16, fast_gemm_wg_fp8r: one warpgroup)
 				return (g.N + fastBlockN - 1) / fastBlockN * S * mtiles * 128
 			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
@@ -788,6 +812,22 @@ func stageF32Kernel(env string, M int64) string {
 // order as fast_gemm_wg_f32 with two sets of A fragments, the next step's split while a
 // step's products run (the same values); set to 1 it runs fast_gemm_wg_f32.
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
+
+// EnvWGBF16 set to 0 runs the block products of bf16 weights (format 1: V4's LM head;
+// activations in two bf16 halves or bf16, more than 32 rows, one group, rows of K
+// values, K a multiple of 64) on fast_gemm_blk (mma.sync) instead of, the default,
+// fast_gemm_wg_bf16 (wgmma with the activations' halves as its register operand;
+// outside batch-invariant mode only: its values are near fast_gemm_blk's, not equal).
+// Read when a program is bound.
+const EnvWGBF16 = "DEEPINFER_CUDA_WG_BF16"
+
+// EnvWGFP8R set to 0 runs the block products of FP8 weights (formats 2, 3, 5: V4's
+// FP8 linear layers; activations in two bf16 halves, more than 32 rows, one group, rows
+// of K values, K a multiple of 64) on fast_gemm_blk instead of, the default,
+// fast_gemm_wg_fp8r (the weights widened into shared memory, wgmma with the
+// activations' halves as its register operand; outside batch-invariant mode only).
+// Read when a program is bound.
+const EnvWGFP8R = "DEEPINFER_CUDA_WG_FP8R"
 
 // EnvWideWG set to 0 runs the wide products of FP8 weights (bf16 activations, more
 // than fastWideMin rows, one group, rows of K values) on fast_gemm_wide (mma.sync, each

@@ -1429,6 +1429,170 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 #endif
 KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }
 
+// fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: products of bf16 weights (format 1) or FP8
+// weights (formats 2, 3, 5) and activations in two bf16 halves (fast_split's hi and lo:
+// V4's, whose activations are float32) with G = 1, rows of K values, K a multiple of
+// 64 and more than 32 rows, on wgmma with the roles of fast_gemm_wg_f32 swapped: here
+// the x rows are the A operand, from registers (their hi and lo pairs are already the
+// fragments: nothing to split), and the weight rows the B operand in shared memory. A
+// launch block is one warpgroup per (128 weight rows, slice, 64 rows of x), x-tiles
+// fastest, so the blocks that share a weight tile run together. Each 64-value step: the
+// 128 weight rows' bf16 values (128 bytes a row) in one of two buffers (32 KB, the
+// 128-byte swizzle) a step ahead — bf16 weights copied by cp.async, FP8 weights loaded
+// into registers (a thread: one row's 64 codes and scale bytes) and widened there
+// (e4m3_widen16: exact) while the step before runs; each warp's 16 x rows' pairs for the
+// step after loaded into the other of two register sets while the step's products run;
+// per 16 values wgmma m64n128k16 with the hi fragments, then with the lo ones (left out
+// with xexact), into the same float32 accumulators. Not the mma.sync chain's order
+// (the tensor cores' own order inside a 16-value step): near fast_gemm_blk's values,
+// not equal; not used in batch-invariant mode (DEEPINFER_CUDA_WG_BF16=0 and
+// DEEPINFER_CUDA_WG_FP8R=0 keep fast_gemm_blk).
+#define WGB_MROWS 64
+#ifdef DI_EMULATE
+template <bool F8>
+DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
+  // the emulated device: each product a float32 sum, per 16 values the x_hi·w products
+  // then the x_lo·w ones, k in order (the DI_LANES build's wgmma stand-in's order)
+  const i64 P = a.Kp / 2;
+  for (i64 i = GIDX; i < a.S * a.M * a.N; i += GSTRIDE) {
+    const i64 sl = i / (a.M * a.N), m = i / a.N % a.M, n = i % a.N;
+    float acc = 0;
+    for (i64 k0 = sl * a.ks; k0 < imin(a.K, sl * a.ks + a.ks); k0 += 16) {
+      u32 w2[8];
+      if constexpr (F8) {
+        uint4 q;
+        memcpy(&q, (const unsigned char*)a.w.p + n * a.w.cols + k0, 16);
+        e4m3_widen16(q, fast_fp8_scale(a.w, n, k0), w2);
+      } else {
+        const unsigned short* wr = (const unsigned short*)a.w.p + n * a.w.cols + k0;
+        for (int j = 0; j < 8; j++) w2[j] = (u32)wr[2 * j] | (u32)wr[2 * j + 1] << 16;
+      }
+      for (int half = 0; half < (a.xexact ? 1 : 2); half++) {
+        const u32* x = (half ? a.xl : a.xh) + m * P + k0 / 2;
+        for (int j = 0; j < 8; j++) {
+          acc += fast_lo(x[j]) * fast_lo(w2[j]);
+          acc += fast_hi(x[j]) * fast_hi(w2[j]);
+        }
+      }
+    }
+    FastGemmStore{&a, m, sl}(0, n, 0, acc);
+  }
+}
+#else
+// wg_wcopy: step k of the 128 bf16 weight rows from n0 into a buffer wb: 8 pieces of 16
+// bytes a row, piece c of row r at piece c ^ (r & 7) (the 128-byte swizzle); rows past
+// N zero; one group of copies
+DEVM void wg_wcopy(const FastGemmArgs& a, unsigned short* wb, i64 n0, i64 k, int tid) {
+  const unsigned short* w = (const unsigned short*)a.w.p;
+  UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
+    const int p = tid + 128 * i, r = p >> 3, c = p & 7;
+    const bool in = n0 + r < a.N;
+    fast_cp16(&wb[r * 64 + ((c ^ (r & 7)) << 3)], w + (in ? (n0 + r) * a.w.cols + k + 8 * c : 0), in);
+  }
+  fast_cp_commit();
+}
+template <bool F8>
+DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
+  (void)GSTRIDE;
+  __shared__ __align__(1024) unsigned short ws[2][WG_BN * 64];
+  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 mtiles = (a.M + WGB_MROWS - 1) / WGB_MROWS, blk = GIDX / 128;
+  const i64 m0 = blk % mtiles * WGB_MROWS, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * WG_BN;
+  if (n0 >= a.N) return;
+  const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64, P = a.Kp / 2;
+  const bool lo = !a.xexact;
+  // FP8: this thread's weight row (clamped: rows past N are loaded, not stored), its
+  // step's 64 codes and the scale bytes of its two halves (one a 2^ssh values)
+  const int fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
+  const i64 wrow = imin(n0 + tid, a.N - 1);
+  const unsigned char* wp = (const unsigned char*)a.w.p + wrow * a.w.cols;
+  const unsigned char* sp = a.w.s + (fmt == 5 ? (wrow / 128) * ((a.w.cols + 127) / 128)
+                                     : fmt == 2 ? (wrow / 32) * ((a.w.cols + 31) / 32) : wrow * ((a.w.cols + 31) / 32));
+  uint4 raw[4];
+  u32 su0 = 0, su1 = 0;
+  auto wfetch = [&](i64 k) {
+    UNROLL for (int c = 0; c < 4; c++) raw[c] = *(const uint4*)(wp + k + 16 * c);
+    su0 = sp[k >> ssh], su1 = sp[(k + 32) >> ssh];
+  };
+  // the widened 64 values into weight buffer b: row tid's 8 pieces (8 values each) at
+  // piece c ^ (tid & 7)
+  auto wstore = [&](int b) {
+    UNROLL for (int c = 0; c < 4; c++) {
+      u32 h[8];
+      e4m3_widen16(raw[c], c < 2 ? su0 : su1, h);
+      UNROLL for (int e = 0; e < 2; e++)
+        *(uint4*)&ws[b][tid * 64 + (((2 * c + e) ^ (tid & 7)) << 3)] = make_uint4(h[4 * e], h[4 * e + 1], h[4 * e + 2], h[4 * e + 3]);
+    }
+  };
+  // this thread's two x rows (clamped: rows past M are loaded, not stored), as pairs
+  const i64 r0 = imin(m0 + 16 * warp + g, a.M - 1) * P, r1 = imin(m0 + 16 * warp + g + 8, a.M - 1) * P;
+  // xload: step k's fragments, [16-value piece s][register j: row g (j even) or g + 8
+  // (odd), pairs t (j < 2) or t + 4], hi and (with lo) lo
+  auto xload = [&](i64 k, u32 (&h)[4][4], u32 (&l)[4][4]) {
+    UNROLL for (int s = 0; s < 4; s++) {
+      const i64 c = k / 2 + 8 * s + t;
+      h[s][0] = a.xh[r0 + c], h[s][1] = a.xh[r1 + c], h[s][2] = a.xh[r0 + c + 4], h[s][3] = a.xh[r1 + c + 4];
+      if (lo) l[s][0] = a.xl[r0 + c], l[s][1] = a.xl[r1 + c], l[s][2] = a.xl[r0 + c + 4], l[s][3] = a.xl[r1 + c + 4];
+    }
+  };
+  float d[64];
+  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  u32 base[2];
+  UNROLL for (int b = 0; b < 2; b++) base[b] = wg_saddr(&ws[b][0]);
+  // step i: its weights in place and seen by the tensor cores, every warp done with the
+  // other buffer (step i + 1's weights go there: copied, or fetched now and widened
+  // while the products run); its products from the current set, the next step's x
+  // into the other set while they run
+  auto step = [&](i64 i, const u32 (&ch)[4][4], const u32 (&cl)[4][4], u32 (&nh)[4][4], u32 (&nl)[4][4]) {
+    const int b = (int)(i & 1);
+    const bool more = i + 1 < steps;
+    if constexpr (!F8) fast_cp_wait<0>();
+    wg_proxy_fence();
+    __syncthreads();
+    if (more) {
+      if constexpr (F8) wfetch(kb + 64 * (i + 1));
+      else wg_wcopy(a, ws[b ^ 1], n0, kb + 64 * (i + 1), tid);
+    }
+    wg_fence();
+    const u64 desc = wg_desc(base[b]);
+    UNROLL for (int s = 0; s < 4; s++) {
+      wg_m64n128(d, ch[s], desc + 2 * s);  // + 32 bytes a 16-value piece
+      if (lo) wg_m64n128(d, cl[s], desc + 2 * s);
+    }
+    wg_commit();
+    if (more) {
+      if constexpr (F8) wstore(b ^ 1);
+      xload(kb + 64 * (i + 1), nh, nl);
+    }
+    wg_wait0();
+    WG_KEEP(d);
+  };
+  u32 h0[4][4], l0[4][4], h1[4][4], l1[4][4];
+  if (steps > 0) {
+    if constexpr (F8) {
+      wfetch(kb);
+      wstore(0);
+    } else {
+      wg_wcopy(a, ws[0], n0, kb, tid);
+    }
+    xload(kb, h0, l0);
+  }
+  for (i64 i = 0; i < steps; i += 2) {
+    step(i, h0, l0, h1, l1);
+    if (i + 1 < steps) step(i + 1, h1, l1, h0, l0);
+  }
+  // d[4j + q]: x row m0 + 16·warp + g (+ 8 for q ≥ 2), weight row n0 + 8j + 2t + (q & 1)
+  UNROLL for (int j = 0; j < 16; j++) {
+    UNROLL for (int q = 0; q < 4; q++) {
+      const i64 m = m0 + 16 * warp + g + (q >= 2 ? 8 : 0), n = n0 + 8 * j + 2 * t + (q & 1);
+      if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
+    }
+  }
+}
+#endif
+KERNEL(fast_gemm_wg_bf16, FastGemmArgs) { wg_r_body<false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_wg_fp8r, FastGemmArgs) { wg_r_body<true>(a, GIDX, GSTRIDE); }
+
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
   for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {

@@ -13,7 +13,8 @@
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
-// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x) and wgbf16,
+// wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
 // (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
@@ -440,8 +441,15 @@ int main(int argc, char** argv) {
   // bf16 x with xexact, one group, K a multiple of 64
   bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8 = strcmp(kernel, "wgfp8") == 0,
        wgk = wgf || wg8;
+  // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
+  // a multiple of 64
+  bool wgb16 = strcmp(kernel, "wgbf16") == 0, wgb8 = strcmp(kernel, "wgfp8r") == 0, wgb = wgb16 || wgb8;
   blk = blk || stg;
-  if ((!blk && !m1 && !wide && !wgk && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0) ||
+  if (wgb && ((wgb16 && fmt != 1) || (wgb8 && fmt != 2 && fmt != 3 && fmt != 5) || G != 1 || K % 64 != 0)) {
+    fprintf(stderr, "kernel %s: bf16 (wgbf16) or FP8 (wgfp8r) weights, one group, K a multiple of 64\n", argv[1]);
+    return 2;
+  }
+  if ((!blk && !m1 && !wide && !wgk && !wgb && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0) ||
       (wgk && (!xexact || G != 1 || K % 64 != 0 || (wgf && fmt != 0) || (wg8 && fmt != 2 && fmt != 3 && fmt != 5)))) {
     fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32; stg: float32 weights; wgf32, wgfp8: bf16 x with xexact, one group, K a multiple of 64, float32 or FP8 weights)\n", argv[1]);
     return 2;
@@ -505,15 +513,18 @@ int main(int argc, char** argv) {
   float* part = (float*)zalloc(4 * S * M * N);
   for (i64 i = 0; i < M * N; i++) y[i] = f32_bits(0x7fc0dead);
   for (i64 i = 0; i < S * M * N; i++) part[i] = f32_bits(0x7fc0dead);
-  i64 rows = wide || wgk ? FAST_WIDE_ROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
+  i64 rows = wide || wgk ? FAST_WIDE_ROWS : wgb ? WGB_MROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
-  long long items = wgk ? (N + 63) / 64 * S * mtiles * 128
+  long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
+                    : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
                     : blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128
                           : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
-  lanes::launch(wgp ? fast_gemm_wg_f32p
+  lanes::launch(wgb8 ? fast_gemm_wg_fp8r
+                : wgb ? fast_gemm_wg_bf16
+                : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
@@ -523,7 +534,9 @@ int main(int argc, char** argv) {
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
                 a, items);
 #else
-  (wgp ? emu_fast_gemm_wg_f32p
+  (wgb8 ? emu_fast_gemm_wg_fp8r
+   : wgb ? emu_fast_gemm_wg_bf16
+   : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide
