@@ -554,12 +554,6 @@ const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 // For comparisons; read when a program is bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 
-// EnvFP4Reg3 set to 1 runs the FP4 register tiles of activations in two halves (V4's)
-// as fast_moe_up_fp4_reg3/fast_moe_down_fp4_reg3: the same tiles at three blocks a
-// multiprocessor (168 registers a thread) instead of four (128, where they spill); the
-// same values. Opt-in until timed; read when a program is bound.
-const EnvFP4Reg3 = "DEEPINFER_CUDA_FP4_REG3"
-
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
 const fmtFP4 = 4
 
@@ -584,9 +578,6 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) != "0" {
 			f.fp4Suffix = "_regx"
 		}
-	}
-	if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4Reg3) == "1" {
-		f.fp4Suffix = "_reg3"
 	}
 	return f
 }

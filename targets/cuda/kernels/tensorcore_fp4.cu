@@ -577,11 +577,5 @@ KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 #endif
 KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_reg3, fast_moe_down_fp4_reg3: the _reg tiles (both halves of the
-// activations: V4's) at three blocks a multiprocessor, at most 168 registers a thread
-// where the four-block bound spills (DEEPINFER_CUDA_FP4_REG3=1, opt-in until timed); the
-// same code, so the same values.
-KERNEL(fast_moe_up_fp4_reg3, FastMoEArgs) { fp4_launch<2, 1>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_reg3, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
