@@ -42,6 +42,7 @@ const (
 	RunName21  = "run 21 (H200, 2026-12-03)"
 	RunName22  = "run 22 (H200, 2026-12-03)"
 	RunName23  = "run 23 (H200, 2026-12-03)"
+	RunName25  = "run 25 (H200, 2026-12-04)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -319,6 +320,46 @@ var Run23Later = v41Fast(RunName23,
 	"run23/v41.fast.23c.dsum.bench.json",
 )
 
+// Run25 are run 25's fast reports of today's default (testdata/run25): V4 (layers 4-5)
+// at 512, 4,096 (25c) and 32,768 (25c), its block products on wgmma
+// (fast_gemm_wg_bf16, fast_gemm_wg_fp8r) for the first time, and V4.1 at 4,096 and
+// 32,768 (25a: run 24's kernels, the wgmma FP8 products and two-set head the default).
+var Run25 = append(v4Fast(RunName25,
+	"run25/v4.fast.25c.bench.json",
+	"run25/v4.fast.long.25c.bench.json",
+), v41Fast(RunName25,
+	"run25/v41.fast.25a.bench.json",
+	"run25/v41.fast.long.25a.bench.json",
+)...)
+
+// Run25Later are run 25's other reports, compared with the fit, not fitted: V4 in 25a
+// (the default before the wgmma block products, at 512 / 4,096 and 32,768), in 25b (the
+// new default; with both wgmma block products off, DEEPINFER_CUDA_WG_BF16=0
+// DEEPINFER_CUDA_WG_FP8R=0; with the FP8 one off) and in 25c with the three-block FP4
+// tiles (DEEPINFER_CUDA_FP4_REG3=1, removed since), V4.1 in 25c (the default, and with
+// that switch, which V4.1's tiles do not take).
+var Run25Later = append(v4Fast(RunName25,
+	"run25/v4.fast.25a.bench.json",
+	"run25/v4.fast.long.25a.bench.json",
+	"run25/v4.fast.25b.bench.json",
+	"run25/v4.fast.25b.blk.bench.json",
+	"run25/v4.fast.25b.wgbf16only.bench.json",
+	"run25/v4.fast.25c.reg3.bench.json",
+), v41Fast(RunName25,
+	"run25/v41.fast.25c.bench.json",
+	"run25/v41.fast.25c.reg3.bench.json",
+)...)
+
+// v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
+// one run, by their paths under sim/calib/testdata.
+func v4Fast(run string, files ...string) []Measured {
+	ms := make([]Measured, len(files))
+	for i, f := range files {
+		ms[i] = Measured{"sim/calib/testdata/" + f, "testdata/deepseek-v4-flash", "4-5", "fast", run}
+	}
+	return ms
+}
+
 // v41Fast lists fast-mode reports of V4.1's layers 20-23 (testdata/deepseek-v4.1-flash)
 // from one run, by their paths under sim/calib/testdata.
 func v41Fast(run string, files ...string) []Measured {
@@ -351,15 +392,19 @@ var Run21Fit = append([]Measured{Run14[0], Run14[2]}, Run21...)
 // against that fit.
 var Run22Fit = append([]Measured{Run14[0], Run14[2]}, Run22...)
 
-// Run23Fit are the fast reports the shipped cuda-fast is fitted on: V4's from run 14b,
-// as before, V4.1's from run 23c.
+// Run23Fit are the fast reports cuda-fast was fitted on from run 23 until run 25: V4's
+// from run 14b, as before, V4.1's from run 23c.
 var Run23Fit = append([]Measured{Run14[0], Run14[2]}, Run23...)
 
+// Run25Fit are the fast reports the shipped cuda-fast is fitted on: run 25's (V4's from
+// 25c, the first V4 reports since run 14b; V4.1's from 25a).
+var Run25Fit = Run25
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run23Fit, cuda-exact on run 8's exact reports (runs 9 to 23 took none; the exact
+// on Run25Fit, cuda-exact on run 8's exact reports (runs 9 to 25 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run23Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run25Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
