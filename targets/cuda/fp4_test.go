@@ -617,3 +617,25 @@ func TestWGRLogits(t *testing.T) {
 		t.Error("every logit equal to the mma.sync kernels' on the GPU: the wgmma kernels did not run")
 	}
 }
+
+// TestWGRFragSameValues: by default fast_gemm_wg_bf16 and fast_gemm_wg_fp8r read the
+// activations' halves in wgr_pos's order (fast_split_wg), with DEEPINFER_CUDA_WGR_FRAG=0
+// their _n forms read fast_split's: the same products in the same order, so the logits
+// of a 110-token prefill and two decode steps on tiny-v4-dev in V4-Flash's formats are
+// the same bit for bit (on the GPU, both forms' device code), and on the emulated device
+// the launches moved (the splits with them).
+func TestWGRFragSameValues(t *testing.T) {
+	fixtures := []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}
+	sameAcross(t, fixtures, cuda.EnvWGRFrag, "0", "", 110, "x in fast_split's order ("+cuda.EnvWGRFrag+"=0)", "x in wgr_pos's order (the default)",
+		func(ka, kb map[string]int) string {
+			for _, k := range []string{"fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"} {
+				if ka[k] != 0 || kb[k] == 0 || kb[k] != ka[k+"n"] || kb[k+"n"] != 0 {
+					return fmt.Sprintf("%s ran %d / %d times and %sn %d / %d; want all of them moved", k, ka[k], kb[k], k, ka[k+"n"], kb[k+"n"])
+				}
+			}
+			if kb["fast_split_wg"] != kb["fast_gemm_wg_bf16"]+kb["fast_gemm_wg_fp8r"] || ka["fast_split_wg"] != 0 {
+				return fmt.Sprintf("fast_split_wg ran %d / %d times; want once a wgmma product by default, never without", ka["fast_split_wg"], kb["fast_split_wg"])
+			}
+			return ""
+		})
+}

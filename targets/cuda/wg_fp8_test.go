@@ -152,7 +152,9 @@ func TestWGFP8NearWide(t *testing.T) {
 // chain) on the same bf16 or FP8 weights and activations in two halves (hi = bf16(x),
 // lo = bf16(x − hi)), or bf16 activations with xexact, and both against a float64
 // reference of the halves' products: every output within refGate·Σ|x·w| of the
-// reference, and on the GPU not all equal (the wgmma kernel ran its own order). Shapes:
+// reference, and on the GPU not all equal (the wgmma kernel ran its own order); the
+// kernels on x in wgr_pos's order (fast_split_wg's) equal bit for bit to their _n forms
+// on x in fast_split's (the same products in the same order). Shapes:
 // bf16 and each FP8 format, a partial last tile of 128 weight rows, a partial last
 // block of 64 x rows and more than one, sliced reductions, a reduction of one step,
 // scale bytes far from 127, and weight codes of every kind (never the NaN codes).
@@ -247,13 +249,25 @@ func TestWGRNearBlk(t *testing.T) {
 				xh[i] = math.Float32bits(hv[2*i])>>16 | math.Float32bits(hv[2*i+1])&0xffff0000
 				xl[i] = math.Float32bits(lv[2*i])>>16 | math.Float32bits(lv[2*i+1])&0xffff0000
 			}
-			hp, lp := put(k, xh), put(k, xl)
+			// and in wgr_pos's order (fast_split_wg's), for the kernels other than _n
+			fh, fl := make([]uint32, M*K/2), make([]uint32, M*K/2)
+			for m := range M {
+				for q := range K / 2 {
+					fh[m*K/2+wgrPos(q)], fl[m*K/2+wgrPos(q)] = xh[m*K/2+q], xl[m*K/2+q]
+				}
+			}
+			hp, lp, fhp, flp := put(k, xh), put(k, xl), put(k, fh), put(k, fl)
 			outs := S * M * N
 			run := func(kernel string) []float32 {
 				y := put(k, make([]float32, outs))
 				k.run(kernel, func(a *ArgBuf) {
-					a.P(hp)
-					a.P(lp)
+					if kernel == "fast_gemm_wg_bf16" || kernel == "fast_gemm_wg_fp8r" {
+						a.P(fhp)
+						a.P(flp)
+					} else {
+						a.P(hp)
+						a.P(lp)
+					}
 					a.W(wop)
 					a.P(y)
 					a.P(y) // part: S > 1
@@ -272,7 +286,12 @@ func TestWGRNearBlk(t *testing.T) {
 				})
 				return k.get(y, int(outs))
 			}
-			blk, wg := run("fast_gemm_blk"), run(kernel)
+			blk, wg, wgn := run("fast_gemm_blk"), run(kernel), run(kernel+"n")
+			for i := range wg {
+				if math.Float32bits(wg[i]) != math.Float32bits(wgn[i]) {
+					t.Fatalf("output %d: %s %g, %sn (x in fast_split's order) %g; want the same bits", i, kernel, wg[i], kernel, wgn[i])
+				}
+			}
 			worst, worstRef, differ := 0.0, 0.0, 0
 			for s := range S {
 				for m := range M {
@@ -310,4 +329,10 @@ func TestWGRNearBlk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wgrPos is tensorcore.cu's wgr_pos: where fast_split_wg stores a row's pair q.
+func wgrPos(q int64) int64 {
+	r := q & 31
+	return q&^31 + 8*(r&3) + 2*(r>>3) + (r>>2)&1
 }

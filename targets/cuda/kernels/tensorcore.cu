@@ -203,7 +203,17 @@ DEV void fast_pair(u32* xh, u32* xl, i64 i, float v0, float v1, bool xexact, i64
   xl[i] = lo;
   if (xexact && (lo & 0x7fff7fffu)) *err = 600;
 }
-KERNEL(fast_split, FastSplitArgs) {
+// wgr_pos: where fast_split_wg stores a row's pair pn (values 2pn, 2pn + 1) for the
+// wgmma kernels that take x as their register operand (fast_gemm_wg_bf16,
+// fast_gemm_wg_fp8r; Kp a multiple of 64): within each step of 32 pairs, pair 8s + t + 4h
+// (16-value piece s, fragment column t, half h) goes to 8t + 2s + h, so that a thread's
+// four pieces' fragment pairs of a row are 32 contiguous bytes (two 16-byte loads).
+DEV i64 wgr_pos(i64 pn) {
+  const i64 q = pn & 31;
+  return (pn & ~(i64)31) + 8 * (q & 3) + 2 * (q >> 3) + ((q >> 2) & 1);
+}
+template <bool FRAG>
+DEVM void fast_split_body(const FastSplitArgs& a, i64 GIDX, i64 GSTRIDE) {
   i64 P = a.Kp / 2;
   for (i64 i = GIDX; i < a.M * P; i += GSTRIDE) {
     i64 m = i / P, k = 2 * (i % P);
@@ -214,9 +224,13 @@ KERNEL(fast_split, FastSplitArgs) {
     }
     const float* xr = a.x + r * a.ldx;
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 1 < a.K ? xr[k + 1] : 0.0f;
-    fast_pair(a.xh, a.xl, i, v0, v1, a.xexact != 0, a.err);
+    fast_pair(a.xh, a.xl, FRAG ? m * P + wgr_pos(i % P) : i, v0, v1, a.xexact != 0, a.err);
   }
 }
+KERNEL(fast_split, FastSplitArgs) { fast_split_body<false>(a, GIDX, GSTRIDE); }
+// fast_split_wg: fast_split with each row's pairs in wgr_pos's order (Kp a multiple of
+// 64), for fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: the same halves, elsewhere
+KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); }
 
 // fast_quant_split is dense_quant (pieces of 32 values; mode 1 bf16, 2 bf16 then MXFP8)
 // and a split of bf16-valued activations (xexact; rows in order, row stride K) in one
@@ -1446,10 +1460,12 @@ KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }
 // with xexact), into the same float32 accumulators. Not the mma.sync chain's order
 // (the tensor cores' own order inside a 16-value step): near fast_gemm_blk's values,
 // not equal; not used in batch-invariant mode (DEEPINFER_CUDA_WG_BF16=0 and
-// DEEPINFER_CUDA_WG_FP8R=0 keep fast_gemm_blk).
+// DEEPINFER_CUDA_WG_FP8R=0 keep fast_gemm_blk). x's pairs come in wgr_pos's order
+// (fast_split_wg), so that a thread loads a row's fragments of a step in two 16-byte
+// words; the _n forms read fast_split's order.
 #define WGB_MROWS 64
 #ifdef DI_EMULATE
-template <bool F8>
+template <bool F8, bool FRAG>
 DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product a float32 sum, per 16 values the x_hi·w products
   // then the x_lo·w ones, k in order (the DI_LANES build's wgmma stand-in's order)
@@ -1468,10 +1484,11 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
         for (int j = 0; j < 8; j++) w2[j] = (u32)wr[2 * j] | (u32)wr[2 * j + 1] << 16;
       }
       for (int half = 0; half < (a.xexact ? 1 : 2); half++) {
-        const u32* x = (half ? a.xl : a.xh) + m * P + k0 / 2;
+        const u32* x = (half ? a.xl : a.xh) + m * P;  // (FRAG: pairs in wgr_pos's order)
         for (int j = 0; j < 8; j++) {
-          acc += fast_lo(x[j]) * fast_lo(w2[j]);
-          acc += fast_hi(x[j]) * fast_hi(w2[j]);
+          const u32 x2 = x[FRAG ? wgr_pos(k0 / 2 + j) : k0 / 2 + j];
+          acc += fast_lo(x2) * fast_lo(w2[j]);
+          acc += fast_hi(x2) * fast_hi(w2[j]);
         }
       }
     }
@@ -1491,7 +1508,7 @@ DEVM void wg_wcopy(const FastGemmArgs& a, unsigned short* wb, i64 n0, i64 k, int
   }
   fast_cp_commit();
 }
-template <bool F8>
+template <bool F8, bool FRAG>
 DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   __shared__ __align__(1024) unsigned short ws[2][WG_BN * 64];
@@ -1527,13 +1544,27 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // this thread's two x rows (clamped: rows past M are loaded, not stored), as pairs
   const i64 r0 = imin(m0 + 16 * warp + g, a.M - 1) * P, r1 = imin(m0 + 16 * warp + g + 8, a.M - 1) * P;
   // xload: step k's fragments, [16-value piece s][register j: row g (j even) or g + 8
-  // (odd), pairs t (j < 2) or t + 4], hi and (with lo) lo
-  auto xload = [&](i64 k, u32 (&h)[4][4], u32 (&l)[4][4]) {
-    UNROLL for (int s = 0; s < 4; s++) {
-      const i64 c = k / 2 + 8 * s + t;
-      h[s][0] = a.xh[r0 + c], h[s][1] = a.xh[r1 + c], h[s][2] = a.xh[r0 + c + 4], h[s][3] = a.xh[r1 + c + 4];
-      if (lo) l[s][0] = a.xl[r0 + c], l[s][1] = a.xl[r1 + c], l[s][2] = a.xl[r0 + c + 4], l[s][3] = a.xl[r1 + c + 4];
+  // (odd), pairs t (j < 2) or t + 4], hi and (with lo) lo. FRAG: the pairs in wgr_pos's
+  // order (fast_split_wg), so a row's are pairs 8t .. 8t + 7 of the step, (s, h) at
+  // 2s + h: two 16-byte loads a row and half; else fast_split's order, a 4-byte load a
+  // register
+  auto frag = [&](const u32* x, i64 k, u32 (&f)[4][4]) {
+    if constexpr (FRAG) {
+      const uint4* p0 = (const uint4*)(x + r0 + k / 2 + 8 * t);
+      const uint4* p1 = (const uint4*)(x + r1 + k / 2 + 8 * t);
+      const uint4 a0 = p0[0], b0 = p0[1], a1 = p1[0], b1 = p1[1];
+      f[0][0] = a0.x, f[0][2] = a0.y, f[1][0] = a0.z, f[1][2] = a0.w, f[2][0] = b0.x, f[2][2] = b0.y, f[3][0] = b0.z, f[3][2] = b0.w;
+      f[0][1] = a1.x, f[0][3] = a1.y, f[1][1] = a1.z, f[1][3] = a1.w, f[2][1] = b1.x, f[2][3] = b1.y, f[3][1] = b1.z, f[3][3] = b1.w;
+    } else {
+      UNROLL for (int s = 0; s < 4; s++) {
+        const i64 c = k / 2 + 8 * s + t;
+        f[s][0] = x[r0 + c], f[s][1] = x[r1 + c], f[s][2] = x[r0 + c + 4], f[s][3] = x[r1 + c + 4];
+      }
     }
+  };
+  auto xload = [&](i64 k, u32 (&h)[4][4], u32 (&l)[4][4]) {
+    frag(a.xh, k, h);
+    if (lo) frag(a.xl, k, l);
   };
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
@@ -1590,8 +1621,12 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
 }
 #endif
-KERNEL(fast_gemm_wg_bf16, FastGemmArgs) { wg_r_body<false>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemm_wg_fp8r, FastGemmArgs) { wg_r_body<true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_wg_bf16, FastGemmArgs) { wg_r_body<false, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_wg_fp8r, FastGemmArgs) { wg_r_body<true, true>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_bf16n, fast_gemm_wg_fp8rn: the same kernels on x in fast_split's order
+// (a 4-byte load a fragment register: run 25b's form; DEEPINFER_CUDA_WGR_FRAG=0)
+KERNEL(fast_gemm_wg_bf16n, FastGemmArgs) { wg_r_body<false, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_wg_fp8rn, FastGemmArgs) { wg_r_body<true, false>(a, GIDX, GSTRIDE); }
 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
