@@ -593,6 +593,8 @@ func TestRun25Later(t *testing.T) {
 		"v4.fast.25b.blk.bench.json":        {map[string]float64{"1/512": 0.0656, "64/512": -0.0627, "256/512": -0.1265}, 5},
 		"v4.fast.25b.wgbf16only.bench.json": {map[string]float64{"1/512": 0.0871, "64/512": -0.0154, "256/512": -0.0567}, 7},
 		"v4.fast.25c.reg3.bench.json":       {map[string]float64{"1/512": 0.0654, "64/512": 0.0167, "256/512": -0.0329}, 4},
+		"v4.fast.25d.bench.json":            {map[string]float64{"1/512": 0.0212, "64/512": 0.0117, "256/512": -0.0012}, 7},
+		"v4.fast.25d.n.bench.json":          {map[string]float64{"1/512": 0.0169, "64/512": 0.0250, "256/512": -0.0046}, 8},
 		"v41.fast.25c.bench.json":           {map[string]float64{"1/4096": 0.0973, "64/4096": -0.0422, "256/4096": -0.0033}, 1},
 		"v41.fast.25c.reg3.bench.json":      {map[string]float64{"1/4096": 0.0841, "64/4096": -0.0446, "256/4096": -0.0047}, 2},
 	})

@@ -336,8 +336,10 @@ var Run25 = append(v4Fast(RunName25,
 // (the default before the wgmma block products, at 512 / 4,096 and 32,768), in 25b (the
 // new default; with both wgmma block products off, DEEPINFER_CUDA_WG_BF16=0
 // DEEPINFER_CUDA_WG_FP8R=0; with the FP8 one off) and in 25c with the three-block FP4
-// tiles (DEEPINFER_CUDA_FP4_REG3=1, removed since), V4.1 in 25c (the default, and with
-// that switch, which V4.1's tiles do not take).
+// tiles (DEEPINFER_CUDA_FP4_REG3=1, removed since), in 25d (both wgmma register kernels
+// on x in fragment order, and both on fast_split's order: today's default runs the FP8
+// one on the first, the bf16 one on the second), V4.1 in 25c (the default, and with the
+// three-block switch, which V4.1's tiles do not take).
 var Run25Later = append(v4Fast(RunName25,
 	"run25/v4.fast.25a.bench.json",
 	"run25/v4.fast.long.25a.bench.json",
@@ -345,6 +347,8 @@ var Run25Later = append(v4Fast(RunName25,
 	"run25/v4.fast.25b.blk.bench.json",
 	"run25/v4.fast.25b.wgbf16only.bench.json",
 	"run25/v4.fast.25c.reg3.bench.json",
+	"run25/v4.fast.25d.bench.json",
+	"run25/v4.fast.25d.n.bench.json",
 ), v41Fast(RunName25,
 	"run25/v41.fast.25c.bench.json",
 	"run25/v41.fast.25c.reg3.bench.json",

@@ -574,9 +574,9 @@ func TestHeadWGNearStaged(t *testing.T) {
 // device's 1.4e-5 and the H200's 1.52e-5 in run 25b: the same operands summed in
 // another order, in the LM head and the products before it, whose differences the
 // layers carry; the products' own distance is TestWGRNearBlk's), and on the emulated
-// device the launch choice is checked (both
-// kernels by default, together as many launches as fast_gemm_blk's without them; none
-// in batch-invariant mode: TestDeviceBatchInvariance).
+// device the launch choice is checked (both kernels by default, together as many
+// launches as fast_gemm_blk's without them, the FP8 one's activations split by
+// fast_split_wg; none in batch-invariant mode: TestDeviceBatchInvariance).
 func TestWGRLogits(t *testing.T) {
 	p, ws := cuda.CompileDir(t, quantizedV4(t))
 	const n = 110
@@ -590,9 +590,10 @@ func TestWGRLogits(t *testing.T) {
 		t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
 	}
 	bf, f8 := "fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"
-	if ka != nil && (ka[bf]+ka[f8] != 0 || kb[bf] == 0 || kb[f8] == 0 || kb[bf]+kb[f8]+kb["fast_gemm_blk"] != ka["fast_gemm_blk"]) {
-		t.Errorf("%s / %s ran %d / %d times without them and %d / %d by default, fast_gemm_blk %d / %d; want none, then both, and as many block products in all",
-			bf, f8, ka[bf], ka[f8], kb[bf], kb[f8], ka["fast_gemm_blk"], kb["fast_gemm_blk"])
+	if ka != nil && (ka[bf]+ka[f8] != 0 || kb[bf] == 0 || kb[f8] == 0 || kb[bf]+kb[f8]+kb["fast_gemm_blk"] != ka["fast_gemm_blk"] ||
+		kb["fast_split_wg"] != kb[f8] || ka["fast_split_wg"] != 0) {
+		t.Errorf("%s / %s ran %d / %d times without them and %d / %d by default, fast_gemm_blk %d / %d, fast_split_wg %d / %d; want none, then both, as many block products in all, and a fast_split_wg for each %s",
+			bf, f8, ka[bf], ka[f8], kb[bf], kb[f8], ka["fast_gemm_blk"], kb["fast_gemm_blk"], ka["fast_split_wg"], kb["fast_split_wg"], f8)
 	}
 	worst, differ := 0.0, 0
 	for i := range n {
@@ -616,26 +617,4 @@ func TestWGRLogits(t *testing.T) {
 	if ka == nil && differ == 0 {
 		t.Error("every logit equal to the mma.sync kernels' on the GPU: the wgmma kernels did not run")
 	}
-}
-
-// TestWGRFragSameValues: by default fast_gemm_wg_bf16 and fast_gemm_wg_fp8r read the
-// activations' halves in wgr_pos's order (fast_split_wg), with DEEPINFER_CUDA_WGR_FRAG=0
-// their _n forms read fast_split's: the same products in the same order, so the logits
-// of a 110-token prefill and two decode steps on tiny-v4-dev in V4-Flash's formats are
-// the same bit for bit (on the GPU, both forms' device code), and on the emulated device
-// the launches moved (the splits with them).
-func TestWGRFragSameValues(t *testing.T) {
-	fixtures := []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}
-	sameAcross(t, fixtures, cuda.EnvWGRFrag, "0", "", 110, "x in fast_split's order ("+cuda.EnvWGRFrag+"=0)", "x in wgr_pos's order (the default)",
-		func(ka, kb map[string]int) string {
-			for _, k := range []string{"fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"} {
-				if ka[k] != 0 || kb[k] == 0 || kb[k] != ka[k+"n"] || kb[k+"n"] != 0 {
-					return fmt.Sprintf("%s ran %d / %d times and %sn %d / %d; want all of them moved", k, ka[k], kb[k], k, ka[k+"n"], kb[k+"n"])
-				}
-			}
-			if kb["fast_split_wg"] != kb["fast_gemm_wg_bf16"]+kb["fast_gemm_wg_fp8r"] || ka["fast_split_wg"] != 0 {
-				return fmt.Sprintf("fast_split_wg ran %d / %d times; want once a wgmma product by default, never without", ka["fast_split_wg"], kb["fast_split_wg"])
-			}
-			return ""
-		})
 }

@@ -101,8 +101,8 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false)
 	})
-	// the split writes the pairs in wgr_pos's order for fast_gemm_wg_bf16 and
-	// fast_gemm_wg_fp8r (fast_split_wg; wgFrag is set once mt and blkKernel are)
+	// the split writes the pairs in wgr_pos's order for fast_gemm_wg_fp8r (fast_split_wg;
+	// wgFrag is set once mt and blkKernel are)
 	var wgFrag func(s *Step) bool
 	for _, split := range []string{"fast_split", "fast_split_wg"} {
 		b.Launch(split, func(s *Step, a *ArgBuf) int64 {
@@ -191,12 +191,6 @@ func fastProduct(b *Bind, g fastGemm) {
 	// never in batch-invariant mode; EnvWGBF16=0 and EnvWGFP8R=0 keep fast_gemm_blk)
 	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
-	// (their x halves in wgr_pos's order, fast_split_wg's; EnvWGRFrag=0 runs the _n forms
-	// on fast_split's)
-	wgSfx := ""
-	if os.Getenv(EnvWGRFrag) == "0" {
-		wgSfx = "n"
-	}
 	blkKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if w.Cols != g.K || w.Ptr%16 != 0 || g.quant != 0 {
@@ -204,9 +198,9 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		switch f := w.Fmt; {
 		case wgBF16On && f == 1 && w.Cols%8 == 0:
-			return "fast_gemm_wg_bf16" + wgSfx
+			return "fast_gemm_wg_bf16"
 		case wgFP8ROn && (f == 2 || f == 3 || f == 5) && w.Cols%16 == 0:
-			return "fast_gemm_wg_fp8r" + wgSfx
+			return "fast_gemm_wg_fp8r"
 		}
 		return "fast_gemm_blk"
 	}
@@ -214,8 +208,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		if mt(s) != fastBlockRows || s.Arg(g.w).Fmt == 0 {
 			return false
 		}
-		k := blkKernel(s)
-		return k == "fast_gemm_wg_bf16" || k == "fast_gemm_wg_fp8r"
+		return blkKernel(s) == "fast_gemm_wg_fp8r"
 	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		M := rowsOf(s)
@@ -288,8 +281,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
-		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
-		{"fast_gemm_wg_bf16n", fastBlockRows, false}, {"fast_gemm_wg_fp8rn", fastBlockRows, false}} {
+		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
 				return 0
@@ -318,7 +310,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			}
 			if v.rows == fastBlockRows {
 				// a launch block of 128 work items per (128 weight rows, slice, 64 rows)
-				// (fast_gemm_wg_bf16, fast_gemm_wg_fp8r and their _n forms: one warpgroup)
+				// (fast_gemm_wg_bf16, fast_gemm_wg_fp8r: one warpgroup)
 				return (g.N + fastBlockN - 1) / fastBlockN * S * mtiles * 128
 			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
@@ -839,12 +831,6 @@ const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 // outside batch-invariant mode only: its values are near fast_gemm_blk's, not equal).
 // Read when a program is bound.
 const EnvWGBF16 = "DEEPINFER_CUDA_WG_BF16"
-
-// EnvWGRFrag set to 0 runs fast_gemm_wg_bf16 and fast_gemm_wg_fp8r as their _n forms,
-// which read the activations' halves in fast_split's order (a 4-byte load a fragment
-// register: run 25b's kernels) instead of fast_split_wg's (two 16-byte loads a row and
-// half a step): the same values. For comparisons; read when a program is bound.
-const EnvWGRFrag = "DEEPINFER_CUDA_WGR_FRAG"
 
 // EnvWGFP8R set to 0 runs the block products of FP8 weights (formats 2, 3, 5: V4's
 // FP8 linear layers; activations in two bf16 halves, more than 32 rows, one group, rows

@@ -203,9 +203,9 @@ DEV void fast_pair(u32* xh, u32* xl, i64 i, float v0, float v1, bool xexact, i64
   xl[i] = lo;
   if (xexact && (lo & 0x7fff7fffu)) *err = 600;
 }
-// wgr_pos: where fast_split_wg stores a row's pair pn (values 2pn, 2pn + 1) for the
-// wgmma kernels that take x as their register operand (fast_gemm_wg_bf16,
-// fast_gemm_wg_fp8r; Kp a multiple of 64): within each step of 32 pairs, pair 8s + t + 4h
+// wgr_pos: where fast_split_wg stores a row's pair pn (values 2pn, 2pn + 1) for
+// fast_gemm_wg_fp8r, the wgmma kernel that takes x as its register operand (Kp a
+// multiple of 64): within each step of 32 pairs, pair 8s + t + 4h
 // (16-value piece s, fragment column t, half h) goes to 8t + 2s + h, so that a thread's
 // four pieces' fragment pairs of a row are 32 contiguous bytes (two 16-byte loads).
 DEV i64 wgr_pos(i64 pn) {
@@ -229,7 +229,7 @@ DEVM void fast_split_body(const FastSplitArgs& a, i64 GIDX, i64 GSTRIDE) {
 }
 KERNEL(fast_split, FastSplitArgs) { fast_split_body<false>(a, GIDX, GSTRIDE); }
 // fast_split_wg: fast_split with each row's pairs in wgr_pos's order (Kp a multiple of
-// 64), for fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: the same halves, elsewhere
+// 64), for fast_gemm_wg_fp8r: the same halves, elsewhere
 KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); }
 
 // fast_quant_split is dense_quant (pieces of 32 values; mode 1 bf16, 2 bf16 then MXFP8)
@@ -1460,9 +1460,10 @@ KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }
 // with xexact), into the same float32 accumulators. Not the mma.sync chain's order
 // (the tensor cores' own order inside a 16-value step): near fast_gemm_blk's values,
 // not equal; not used in batch-invariant mode (DEEPINFER_CUDA_WG_BF16=0 and
-// DEEPINFER_CUDA_WG_FP8R=0 keep fast_gemm_blk). x's pairs come in wgr_pos's order
-// (fast_split_wg), so that a thread loads a row's fragments of a step in two 16-byte
-// words; the _n forms read fast_split's order.
+// DEEPINFER_CUDA_WG_FP8R=0 keep fast_gemm_blk). fast_gemm_wg_fp8r reads x's pairs in
+// wgr_pos's order (fast_split_wg), so that a thread loads a row's fragments of a step in
+// two 16-byte words; fast_gemm_wg_bf16 reads fast_split's order, a 4-byte load a
+// fragment register.
 #define WGB_MROWS 64
 #ifdef DI_EMULATE
 template <bool F8, bool FRAG>
@@ -1621,12 +1622,11 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
 }
 #endif
-KERNEL(fast_gemm_wg_bf16, FastGemmArgs) { wg_r_body<false, true>(a, GIDX, GSTRIDE); }
+// (run 25d on the H200, each against the other order in the same call: the FP8 kernel
+// 1.35 → 1.09 ms at V4's batch 256 with x in wgr_pos's order, the bf16 one 1.69 → 1.76
+// ms, so each keeps the order it was faster with)
+KERNEL(fast_gemm_wg_bf16, FastGemmArgs) { wg_r_body<false, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_wg_fp8r, FastGemmArgs) { wg_r_body<true, true>(a, GIDX, GSTRIDE); }
-// fast_gemm_wg_bf16n, fast_gemm_wg_fp8rn: the same kernels on x in fast_split's order
-// (a 4-byte load a fragment register: run 25b's form; DEEPINFER_CUDA_WGR_FRAG=0)
-KERNEL(fast_gemm_wg_bf16n, FastGemmArgs) { wg_r_body<false, false>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemm_wg_fp8rn, FastGemmArgs) { wg_r_body<true, false>(a, GIDX, GSTRIDE); }
 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {

@@ -14,8 +14,8 @@
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x) and wgbf16,
-// wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; x's pairs in
-// wgr_pos's order, or with a final n, wgbf16n, wgfp8rn, in fast_split's); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
+// wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgfp8r reads
+// x's pairs in wgr_pos's order); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
 // (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
@@ -444,10 +444,6 @@ int main(int argc, char** argv) {
        wgk = wgf || wg8;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
-  // (a final "n": fast_gemm_wg_bf16n, fast_gemm_wg_fp8rn, x in fast_split's order; else
-  // x's pairs in wgr_pos's order, fast_split_wg's)
-  bool wgn = strcmp(kernel, "wgbf16n") == 0 || strcmp(kernel, "wgfp8rn") == 0;
-  if (wgn) kernel[strlen(kernel) - 1] = 0;
   bool wgb16 = strcmp(kernel, "wgbf16") == 0, wgb8 = strcmp(kernel, "wgfp8r") == 0, wgb = wgb16 || wgb8;
   blk = blk || stg;
   if (wgb && ((wgb16 && fmt != 1) || (wgb8 && fmt != 2 && fmt != 3 && fmt != 5) || G != 1 || K % 64 != 0)) {
@@ -513,8 +509,8 @@ int main(int argc, char** argv) {
       xh[r * P + k / 2] = h;
       xl[r * P + k / 2] = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
     }
-  // the wgmma kernels that take x as registers read its pairs in wgr_pos's order
-  if (wgb && !wgn) {
+  // fast_gemm_wg_fp8r reads x's pairs in wgr_pos's order (fast_split_wg's)
+  if (wgb8) {
     u32* t = (u32*)zalloc(4 * 2 * R * P);
     for (i64 r = 0; r < 2 * R; r++)
       for (i64 q = 0; q < P; q++) t[r * P + wgr_pos(q)] = xh[r * P + q];
@@ -534,8 +530,8 @@ int main(int argc, char** argv) {
                           : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
-  lanes::launch(wgb8 ? (wgn ? fast_gemm_wg_fp8rn : fast_gemm_wg_fp8r)
-                : wgb ? (wgn ? fast_gemm_wg_bf16n : fast_gemm_wg_bf16)
+  lanes::launch(wgb8 ? fast_gemm_wg_fp8r
+                : wgb ? fast_gemm_wg_bf16
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
                 : wg8 ? fast_gemm_wg_fp8
@@ -546,8 +542,8 @@ int main(int argc, char** argv) {
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
                 a, items);
 #else
-  (wgb8 ? (wgn ? emu_fast_gemm_wg_fp8rn : emu_fast_gemm_wg_fp8r)
-   : wgb ? (wgn ? emu_fast_gemm_wg_bf16n : emu_fast_gemm_wg_bf16)
+  (wgb8 ? emu_fast_gemm_wg_fp8r
+   : wgb ? emu_fast_gemm_wg_bf16
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
    : wg8 ? emu_fast_gemm_wg_fp8
