@@ -177,6 +177,10 @@ func TestFastBlockProductsMatchTiles(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
+			// the block products on fast_gemm_blk, not their wgmma forms (near rather
+			// than equal: TestWGRNearBlk, TestWGRLogits)
+			t.Setenv(cuda.EnvWGBF16, "0")
+			t.Setenv(cuda.EnvWGFP8R, "0")
 			t.Setenv(cuda.EnvBlockGemm, "")
 			a, ka := prefillAndDecode(t, p, ws, 160)
 			t.Setenv(cuda.EnvBlockGemm, "0")

@@ -87,16 +87,7 @@ func launchSplit(b *Bind, g splitProduct) func(s *Step) bool {
 	}
 	split := func(s *Step) bool { return rowsOf(s) <= splitRows }
 	fill := func(s *Step, a *ArgBuf) {
-		if g.xScratch >= 0 {
-			a.P(s.Scratch(g.xScratch))
-		} else {
-			a.P(s.Arg(g.x).Ptr)
-		}
-		if g.rows >= 0 {
-			a.P(s.Arg(g.rows).Ptr)
-		} else {
-			a.P(0)
-		}
+		xRowsArgs(s, a, g.x, g.xScratch, g.rows)
 		a.W(s.Arg(g.w))
 		a.P(s.Result(g.y).Ptr)
 		a.P(s.Scratch(part))
@@ -197,4 +188,19 @@ func bindSample(b *Bind) error {
 	b.Launch("sample_argmax_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ((V + chunk - 1) / chunk) })
 	b.Launch("sample", fill)
 	return nil
+}
+
+// xRowsArgs adds a product's x pointer (the scratch xScratch when ≥ 0, else argument x)
+// and its row list (argument rows when ≥ 0, else none: x's rows in order).
+func xRowsArgs(s *Step, a *ArgBuf, x, xScratch, rows int) {
+	if xScratch >= 0 {
+		a.P(s.Scratch(xScratch))
+	} else {
+		a.P(s.Arg(x).Ptr)
+	}
+	if rows >= 0 {
+		a.P(s.Arg(rows).Ptr)
+	} else {
+		a.P(0)
+	}
 }

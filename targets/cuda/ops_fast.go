@@ -111,16 +111,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			}
 			M := rowsOf(s) * g.G
 			xh, xl := halves(s)
-			if g.xScratch >= 0 {
-				a.P(s.Scratch(g.xScratch))
-			} else {
-				a.P(s.Arg(g.x).Ptr)
-			}
-			if g.rows >= 0 {
-				a.P(s.Arg(g.rows).Ptr)
-			} else {
-				a.P(0)
-			}
+			xRowsArgs(s, a, g.x, g.xScratch, g.rows)
 			a.P(xh)
 			a.P(xl)
 			a.I(M)
@@ -185,15 +176,17 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return fastBlockRows
 	}
-	// the block products of bf16 weights (format 1) or FP8 weights (formats 2, 3, 5) in
-	// rows of K values, one group: fast_gemm_wg_bf16 or fast_gemm_wg_fp8r (wgmma, x in
-	// two halves as its registers; near fast_gemm_blk's values rather than equal, so
-	// never in batch-invariant mode; EnvWGBF16=0 and EnvWGFP8R=0 keep fast_gemm_blk)
+	// the block products of activations in two halves (not xExact: V4's; bf16-valued
+	// ones take the wide kernels) and bf16 weights (format 1) or FP8 weights (formats 2,
+	// 3, 5) in rows of K values, one group: fast_gemm_wg_bf16 or fast_gemm_wg_fp8r
+	// (wgmma, x in two halves as its registers; near fast_gemm_blk's values rather than
+	// equal, so never in batch-invariant mode; EnvWGBF16=0 and EnvWGFP8R=0 keep
+	// fast_gemm_blk)
 	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
 	blkKernel := func(s *Step) string {
 		w := s.Arg(g.w)
-		if w.Cols != g.K || w.Ptr%16 != 0 || g.quant != 0 {
+		if w.Cols != g.K || w.Ptr%16 != 0 || g.xExact {
 			return "fast_gemm_blk"
 		}
 		switch f := w.Fmt; {
@@ -825,8 +818,8 @@ func stageF32Kernel(env string, M int64) string {
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 
 // EnvWGBF16 set to 0 runs the block products of bf16 weights (format 1: V4's LM head;
-// activations in two bf16 halves or bf16, more than 32 rows, one group, rows of K
-// values, K a multiple of 64) on fast_gemm_blk (mma.sync) instead of, the default,
+// activations in two bf16 halves, more than 32 rows, one group, rows of K values, K a
+// multiple of 64) on fast_gemm_blk (mma.sync) instead of, the default,
 // fast_gemm_wg_bf16 (wgmma with the activations' halves as its register operand;
 // outside batch-invariant mode only: its values are near fast_gemm_blk's, not equal).
 // Read when a program is bound.

@@ -36,37 +36,7 @@ func TestWGFP8NearWide(t *testing.T) {
 			if ks*S != K {
 				t.Fatalf("slices %d of K %d", S, K)
 			}
-			// the weight codes (no NaN: 0x7f, 0xff) and scale bytes
-			codes := make([]byte, N*K)
-			for i := range codes {
-				for codes[i] = byte(rng.IntN(256)); codes[i]&0x7f == 0x7f; codes[i] = byte(rng.IntN(256)) {
-				}
-			}
-			var srows, scols int64
-			switch c.fmt {
-			case 2:
-				srows, scols = (N+31)/32, (K+31)/32
-			case 3:
-				srows, scols = N, (K+31)/32
-			case 5:
-				srows, scols = (N+127)/128, (K+127)/128
-			}
-			scales := make([]byte, srows*scols)
-			for i := range scales {
-				scales[i] = byte(110 + rng.IntN(30))
-			}
-			scale := func(n, kk int64) byte {
-				switch c.fmt {
-				case 2:
-					return scales[(n/32)*scols+kk/32]
-				case 3:
-					return scales[n*scols+kk/32]
-				}
-				return scales[(n/128)*scols+kk/128]
-			}
-			w := func(n, kk int64) float64 {
-				return float64(quant.DecodeE4M3(codes[n*K+kk])) * math.Ldexp(1, int(scale(n, kk))-127)
-			}
+			codes, scales, w := randFP8(rng, N, K, c.fmt)
 			// x's bf16 values as pairs (rows of Kp/2 words; Kp = K)
 			xv := make([]float32, M*K)
 			xw := make([]uint32, M*K/2)
@@ -76,14 +46,7 @@ func TestWGFP8NearWide(t *testing.T) {
 			for i := range xw {
 				xw[i] = math.Float32bits(xv[2*i])>>16 | math.Float32bits(xv[2*i+1])&0xffff0000
 			}
-			pack := func(b []byte) []uint32 {
-				u := make([]uint32, (len(b)+3)/4)
-				for i, v := range b {
-					u[i/4] |= uint32(v) << (8 * (i % 4))
-				}
-				return u
-			}
-			wp, sp := put(k, pack(codes)), put(k, pack(scales))
+			wp, sp := put(k, packBytes(codes)), put(k, packBytes(scales))
 			xp := put(k, xw)
 			outs := S * M * N
 			run := func(kernel string) []float32 {
@@ -179,13 +142,6 @@ func TestWGRNearBlk(t *testing.T) {
 			if ks*S != K {
 				t.Fatalf("slices %d of K %d", S, K)
 			}
-			pack := func(b []byte) []uint32 {
-				u := make([]uint32, (len(b)+3)/4)
-				for i, v := range b {
-					u[i/4] |= uint32(v) << (8 * (i % 4))
-				}
-				return u
-			}
 			// the weights: bf16 values two to a word, or FP8 codes and scale bytes
 			wv := make([]float64, N*K)
 			var wop Operand
@@ -201,39 +157,13 @@ func TestWGRNearBlk(t *testing.T) {
 				wop = Operand{Ptr: put(k, ww), Fmt: 1, Cols: K}
 			} else {
 				kernel = "fast_gemm_wg_fp8r"
-				codes := make([]byte, N*K)
-				for i := range codes {
-					for codes[i] = byte(rng.IntN(256)); codes[i]&0x7f == 0x7f; codes[i] = byte(rng.IntN(256)) {
-					}
-				}
-				var srows, scols int64
-				switch c.fmt {
-				case 2:
-					srows, scols = (N+31)/32, (K+31)/32
-				case 3:
-					srows, scols = N, (K+31)/32
-				case 5:
-					srows, scols = (N+127)/128, (K+127)/128
-				}
-				scales := make([]byte, srows*scols)
-				for i := range scales {
-					scales[i] = byte(110 + rng.IntN(30))
-				}
+				codes, scales, w := randFP8(rng, N, K, c.fmt)
 				for n := range N {
 					for kk := range K {
-						var sc byte
-						switch c.fmt {
-						case 2:
-							sc = scales[(n/32)*scols+kk/32]
-						case 3:
-							sc = scales[n*scols+kk/32]
-						default:
-							sc = scales[(n/128)*scols+kk/128]
-						}
-						wv[n*K+kk] = float64(quant.DecodeE4M3(codes[n*K+kk])) * math.Ldexp(1, int(sc)-127)
+						wv[n*K+kk] = w(n, kk)
 					}
 				}
-				wop = Operand{Ptr: put(k, pack(codes)), Scales: put(k, pack(scales)), Fmt: c.fmt, Cols: K}
+				wop = Operand{Ptr: put(k, packBytes(codes)), Scales: put(k, packBytes(scales)), Fmt: c.fmt, Cols: K}
 			}
 			// x's halves as pairs (rows of K/2 words)
 			hv, lv := make([]float32, M*K), make([]float32, M*K)
@@ -330,4 +260,49 @@ func TestWGRNearBlk(t *testing.T) {
 func wgrPos(q int64) int64 {
 	r := q & 31
 	return q&^31 + 8*(r&3) + 2*(r>>3) + (r>>2)&1
+}
+
+// randFP8 draws an N×K FP8 weight of format f (2: 32×32 blocks, 3: rows of 32-value
+// groups, 5: 128×128 blocks): codes of every kind but the NaN ones (0x7f, 0xff), scale
+// bytes 110-139, and w, its value at (n, k) in float64.
+func randFP8(rng *rand.Rand, N, K, f int64) (codes, scales []byte, w func(n, k int64) float64) {
+	codes = make([]byte, N*K)
+	for i := range codes {
+		for codes[i] = byte(rng.IntN(256)); codes[i]&0x7f == 0x7f; codes[i] = byte(rng.IntN(256)) {
+		}
+	}
+	var srows, scols int64
+	switch f {
+	case 2:
+		srows, scols = (N+31)/32, (K+31)/32
+	case 3:
+		srows, scols = N, (K+31)/32
+	case 5:
+		srows, scols = (N+127)/128, (K+127)/128
+	}
+	scales = make([]byte, srows*scols)
+	for i := range scales {
+		scales[i] = byte(110 + rng.IntN(30))
+	}
+	scale := func(n, k int64) byte {
+		switch f {
+		case 2:
+			return scales[(n/32)*scols+k/32]
+		case 3:
+			return scales[n*scols+k/32]
+		}
+		return scales[(n/128)*scols+k/128]
+	}
+	return codes, scales, func(n, k int64) float64 {
+		return float64(quant.DecodeE4M3(codes[n*K+k])) * math.Ldexp(1, int(scale(n, k))-127)
+	}
+}
+
+// packBytes packs bytes four to a little-endian word.
+func packBytes(b []byte) []uint32 {
+	u := make([]uint32, (len(b)+3)/4)
+	for i, v := range b {
+		u[i/4] |= uint32(v) << (8 * (i % 4))
+	}
+	return u
 }
