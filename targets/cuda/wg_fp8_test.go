@@ -73,35 +73,14 @@ func TestWGFP8NearWide(t *testing.T) {
 				return k.get(y, int(outs))
 			}
 			wide, wg := run("fast_gemm_wide"), run("fast_gemm_wg_fp8")
-			worst, worstRef, differ := 0.0, 0.0, 0
-			for s := range S {
-				for m := range M {
-					for n := range N {
-						ref, mag := 0.0, 0.0
-						for kk := s * ks; kk < (s+1)*ks; kk++ {
-							p := float64(xv[m*K+kk]) * w(n, kk)
-							ref += p
-							mag += math.Abs(p)
-						}
-						bound := refGate * mag
-						i := (s*M+m)*N + n
-						for _, g := range []struct {
-							name string
-							v    float32
-						}{{"fast_gemm_wide", wide[i]}, {"fast_gemm_wg_fp8", wg[i]}} {
-							d := math.Abs(float64(g.v) - ref)
-							if d > bound || math.IsNaN(float64(g.v)) {
-								t.Fatalf("slice %d, row %d, weight row %d: %s %g, reference %g (bound %g)", s, m, n, g.name, g.v, ref, bound)
-							}
-							worstRef = math.Max(worstRef, d/math.Max(mag, 1e-30))
-						}
-						if d := math.Abs(float64(wide[i]) - float64(wg[i])); d > 0 {
-							differ++
-							worst = math.Max(worst, d/math.Max(mag, 1e-30))
-						}
-					}
+			differ, worst, worstRef := nearRef(t, S, M, N, refGate, func(s, m, n int64) (ref, mag float64) {
+				for kk := s * ks; kk < (s+1)*ks; kk++ {
+					p := float64(xv[m*K+kk]) * w(n, kk)
+					ref += p
+					mag += math.Abs(p)
 				}
-			}
+				return ref, mag
+			}, "fast_gemm_wide", wide, "fast_gemm_wg_fp8", wg)
 			t.Logf("%d of %d outputs differ; worst %.3g of Σ|x·w| apart, %.3g from the reference", differ, outs, worst, worstRef)
 			if k.where != nil && differ == 0 {
 				t.Error("every output equal to fast_gemm_wide's on the GPU: the wgmma kernel did not run its own order")
@@ -217,37 +196,16 @@ func TestWGRNearBlk(t *testing.T) {
 				return k.get(y, int(outs))
 			}
 			blk, wg := run("fast_gemm_blk"), run(kernel)
-			worst, worstRef, differ := 0.0, 0.0, 0
-			for s := range S {
-				for m := range M {
-					for n := range N {
-						ref, mag := 0.0, 0.0
-						for kk := s * ks; kk < (s+1)*ks; kk++ {
-							for _, x := range []float32{hv[m*K+kk], lv[m*K+kk]} {
-								p := float64(x) * wv[n*K+kk]
-								ref += p
-								mag += math.Abs(p)
-							}
-						}
-						bound := refGate * mag
-						i := (s*M+m)*N + n
-						for _, g := range []struct {
-							name string
-							v    float32
-						}{{"fast_gemm_blk", blk[i]}, {kernel, wg[i]}} {
-							d := math.Abs(float64(g.v) - ref)
-							if d > bound || math.IsNaN(float64(g.v)) {
-								t.Fatalf("slice %d, row %d, weight row %d: %s %g, reference %g (bound %g)", s, m, n, g.name, g.v, ref, bound)
-							}
-							worstRef = math.Max(worstRef, d/math.Max(mag, 1e-30))
-						}
-						if d := math.Abs(float64(blk[i]) - float64(wg[i])); d > 0 {
-							differ++
-							worst = math.Max(worst, d/math.Max(mag, 1e-30))
-						}
+			differ, worst, worstRef := nearRef(t, S, M, N, refGate, func(s, m, n int64) (ref, mag float64) {
+				for kk := s * ks; kk < (s+1)*ks; kk++ {
+					for _, x := range []float32{hv[m*K+kk], lv[m*K+kk]} {
+						p := float64(x) * wv[n*K+kk]
+						ref += p
+						mag += math.Abs(p)
 					}
 				}
-			}
+				return ref, mag
+			}, "fast_gemm_blk", blk, kernel, wg)
 			t.Logf("%d of %d outputs differ; worst %.3g of Σ|x·w| apart, %.3g from the reference", differ, outs, worst, worstRef)
 			if k.where != nil && differ == 0 {
 				t.Errorf("every output equal to fast_gemm_blk's on the GPU: %s did not run its own order", kernel)
@@ -305,4 +263,37 @@ func packBytes(b []byte) []uint32 {
 		u[i/4] |= uint32(v) << (8 * (i % 4))
 	}
 	return u
+}
+
+// nearRef checks two kernels' outputs of S slices × M rows × N weight rows (slice-major,
+// as part holds them) against a float64 reference: each within gate·Σ|x·w| of ref(s, m,
+// n)'s value, its magnitude the second result. It returns how many outputs the two
+// kernels' differ in, their worst distance and the worst from the reference, both
+// relative to Σ|x·w|.
+func nearRef(t *testing.T, S, M, N int64, gate float64, ref func(s, m, n int64) (float64, float64),
+	an string, a []float32, bn string, b []float32) (differ int, worst, worstRef float64) {
+	t.Helper()
+	for s := range S {
+		for m := range M {
+			for n := range N {
+				r, mag := ref(s, m, n)
+				i := (s*M+m)*N + n
+				for _, g := range []struct {
+					name string
+					v    float32
+				}{{an, a[i]}, {bn, b[i]}} {
+					d := math.Abs(float64(g.v) - r)
+					if d > gate*mag || math.IsNaN(float64(g.v)) {
+						t.Fatalf("slice %d, row %d, weight row %d: %s %g, reference %g (bound %g)", s, m, n, g.name, g.v, r, gate*mag)
+					}
+					worstRef = math.Max(worstRef, d/math.Max(mag, 1e-30))
+				}
+				if d := math.Abs(float64(a[i]) - float64(b[i])); d > 0 {
+					differ++
+					worst = math.Max(worst, d/math.Max(mag, 1e-30))
+				}
+			}
+		}
+	}
+	return differ, worst, worstRef
 }
