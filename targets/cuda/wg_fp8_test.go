@@ -52,23 +52,8 @@ func TestWGFP8NearWide(t *testing.T) {
 			run := func(kernel string) []float32 {
 				y := put(k, make([]float32, outs))
 				k.run(kernel, func(a *ArgBuf) {
-					a.P(xp)
-					a.P(xp) // xl: never read (xexact)
-					a.W(Operand{Ptr: wp, Scales: sp, Fmt: c.fmt, Cols: K})
-					a.P(y)
-					a.P(y) // part: S > 1
-					a.I(M)
-					a.I(N)
-					a.I(K)
-					a.I(K)
-					a.I(S)
-					a.I(ks)
-					a.I((M + fastWideRows - 1) / fastWideRows)
-					a.I(N) // ldy
-					a.I(0) // out_bf16
-					a.I(1) // G
-					a.I(1) // prefetch
-					a.I(1) // xexact
+					// (xl never read: xexact)
+					gemmArgs(a, xp, xp, Operand{Ptr: wp, Scales: sp, Fmt: c.fmt, Cols: K}, y, M, N, K, S, ks, fastWideRows, true)
 				})
 				return k.get(y, int(outs))
 			}
@@ -170,28 +155,11 @@ func TestWGRNearBlk(t *testing.T) {
 			run := func(kernel string) []float32 {
 				y := put(k, make([]float32, outs))
 				k.run(kernel, func(a *ArgBuf) {
+					xh, xl := hp, lp
 					if kernel == "fast_gemm_wg_fp8r" {
-						a.P(fhp)
-						a.P(flp)
-					} else {
-						a.P(hp)
-						a.P(lp)
+						xh, xl = fhp, flp
 					}
-					a.W(wop)
-					a.P(y)
-					a.P(y) // part: S > 1
-					a.I(M)
-					a.I(N)
-					a.I(K)
-					a.I(K)
-					a.I(S)
-					a.I(ks)
-					a.I((M + fastBlockRows - 1) / fastBlockRows)
-					a.I(N) // ldy
-					a.I(0) // out_bf16
-					a.I(1) // G
-					a.I(1) // prefetch
-					a.I(b2i(c.xexact))
+					gemmArgs(a, xh, xl, wop, y, M, N, K, S, ks, fastBlockRows, c.xexact)
 				})
 				return k.get(y, int(outs))
 			}
@@ -296,4 +264,27 @@ func nearRef(t *testing.T, S, M, N int64, gate float64, ref func(s, m, n int64) 
 		}
 	}
 	return differ, worst, worstRef
+}
+
+// gemmArgs fills FastGemmArgs for a product of M rows of K values (Kp = K) with N weight
+// rows in S slices of ks, one group, float32 outputs in y (and its slices there too),
+// the x tiles of rows rows.
+func gemmArgs(a *ArgBuf, xh, xl devptr, w Operand, y devptr, M, N, K, S, ks, rows int64, xexact bool) {
+	a.P(xh)
+	a.P(xl)
+	a.W(w)
+	a.P(y)
+	a.P(y) // part: S > 1
+	a.I(M)
+	a.I(N)
+	a.I(K)
+	a.I(K)
+	a.I(S)
+	a.I(ks)
+	a.I((M + rows - 1) / rows)
+	a.I(N) // ldy
+	a.I(0) // out_bf16
+	a.I(1) // G
+	a.I(1) // prefetch
+	a.I(b2i(xexact))
 }
