@@ -1213,18 +1213,34 @@ DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
       : "l"(da), "l"(db), "r"(1));
 }
 #endif
-// wg_xcopy: the x rows' step k into a buffer xb of the wgmma kernels: 128 rows (from
-// m0) × 8 pieces of 16 bytes, piece c of row r at piece c ^ (r & 7) (the 128-byte
-// swizzle the descriptors name); rows past M zero; one group of copies
-DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid) {
-  const i64 P = a.Kp / 2;
+// wg_rows_copy: step k of 128 rows (from r0, rows of ld 16-bit values at base) into a
+// buffer of the wgmma kernels: 8 pieces of 16 bytes a row, piece c of row r at piece
+// c ^ (r & 7) (the 128-byte swizzle the descriptors name); rows past nrows zero; one
+// group of copies. The x rows' halves (wg_xcopy) and the bf16 weight rows (wg_wcopy).
+DEVM void wg_rows_copy(const unsigned short* base, i64 ld, i64 nrows, unsigned short* dst, i64 r0, i64 k, int tid) {
   UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
     const int p = tid + 128 * i, r = p >> 3, c = p & 7;
-    const bool in = m0 + r < a.M;
-    const u32* src = a.xh + (in ? (m0 + r) * P : 0) + k / 2 + 4 * c;
-    fast_cp16(&xb[r * 64 + ((c ^ (r & 7)) << 3)], src, in);
+    const bool in = r0 + r < nrows;
+    fast_cp16(&dst[r * 64 + ((c ^ (r & 7)) << 3)], base + (in ? (r0 + r) * ld + k + 8 * c : 0), in);
   }
   fast_cp_commit();
+}
+// wg_xcopy: the x rows' hi halves at step k, 128 rows from m0, into a buffer xb
+DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid) {
+  wg_rows_copy((const unsigned short*)a.xh, a.Kp, a.M, xb, m0, k, tid);
+}
+// wg_store: a wgmma block's 64 accumulators a thread into the product: d[4j + q] is
+// row r0 + 16·warp + g (+ 8 for q ≥ 2) and column c0 + 8j + 2t + (q & 1), the rows x
+// rows (XROWS: wg_r_body's) or weight rows (wg_f32_body's, wg_fp8_body's)
+template <bool XROWS>
+DEVM void wg_store(const FastGemmArgs& a, i64 sl, i64 r0, i64 c0, int warp, int g, int t, const float (&d)[64]) {
+  UNROLL for (int j = 0; j < 16; j++) {
+    UNROLL for (int q = 0; q < 4; q++) {
+      const i64 r = r0 + 16 * warp + g + (q >= 2 ? 8 : 0), c = c0 + 8 * j + 2 * t + (q & 1);
+      const i64 m = XROWS ? r : c, n = XROWS ? c : r;
+      if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
+    }
+  }
 }
 template <bool PIPE>
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
@@ -1318,13 +1334,7 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       if (i + 1 < steps) step(i + 1, h1, l1, h0, l0);
     }
   }
-  // d[4j + q]: weight row n0 + 16·warp + g (+ 8 for q ≥ 2), x row m0 + 8j + 2t + (q & 1)
-  UNROLL for (int j = 0; j < 16; j++) {
-    UNROLL for (int q = 0; q < 4; q++) {
-      const i64 n = n0 + 16 * warp + g + (q >= 2 ? 8 : 0), m = m0 + 8 * j + 2 * t + (q & 1);
-      if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
-    }
-  }
+  wg_store<false>(a, sl, n0, m0, warp, g, t, d);
 }
 #endif
 KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body<false>(a, GIDX, GSTRIDE); }
@@ -1431,14 +1441,8 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     wg_wait0();
     WG_KEEP(d);
   }
-  // d[4j + q]: weight row n0 + 16·warp + g (+ 8 for q ≥ 2), x row m0 + 8j + 2t + (q & 1)
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-  UNROLL for (int j = 0; j < 16; j++) {
-    UNROLL for (int q = 0; q < 4; q++) {
-      const i64 n = n0 + 16 * warp + g + (q >= 2 ? 8 : 0), m = m0 + 8 * j + 2 * t + (q & 1);
-      if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
-    }
-  }
+  wg_store<false>(a, sl, n0, m0, warp, g, t, d);
 }
 #endif
 KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }
@@ -1497,17 +1501,9 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
 }
 #else
-// wg_wcopy: step k of the 128 bf16 weight rows from n0 into a buffer wb: 8 pieces of 16
-// bytes a row, piece c of row r at piece c ^ (r & 7) (the 128-byte swizzle); rows past
-// N zero; one group of copies
+// wg_wcopy: step k of the 128 bf16 weight rows from n0 into a buffer wb (wg_rows_copy)
 DEVM void wg_wcopy(const FastGemmArgs& a, unsigned short* wb, i64 n0, i64 k, int tid) {
-  const unsigned short* w = (const unsigned short*)a.w.p;
-  UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
-    const int p = tid + 128 * i, r = p >> 3, c = p & 7;
-    const bool in = n0 + r < a.N;
-    fast_cp16(&wb[r * 64 + ((c ^ (r & 7)) << 3)], w + (in ? (n0 + r) * a.w.cols + k + 8 * c : 0), in);
-  }
-  fast_cp_commit();
+  wg_rows_copy((const unsigned short*)a.w.p, a.w.cols, a.N, wb, n0, k, tid);
 }
 template <bool F8, bool FRAG>
 DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
@@ -1613,13 +1609,7 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     step(i, h0, l0, h1, l1);
     if (i + 1 < steps) step(i + 1, h1, l1, h0, l0);
   }
-  // d[4j + q]: x row m0 + 16·warp + g (+ 8 for q ≥ 2), weight row n0 + 8j + 2t + (q & 1)
-  UNROLL for (int j = 0; j < 16; j++) {
-    UNROLL for (int q = 0; q < 4; q++) {
-      const i64 m = m0 + 16 * warp + g + (q >= 2 ? 8 : 0), n = n0 + 8 * j + 2 * t + (q & 1);
-      if (n < a.N && m < a.M) FastGemmStore{&a, m, sl}(0, n, 0, d[4 * j + q]);
-    }
-  }
+  wg_store<true>(a, sl, m0, n0, warp, g, t, d);
 }
 #endif
 // (run 25d on the H200, each against the other order in the same call: the FP8 kernel
