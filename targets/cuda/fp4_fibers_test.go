@@ -20,7 +20,6 @@ import (
 // testdata/fp4_fibers_main.cc's cases (tails of N and K, unaligned scale rows, one to
 // four slices, more than 16 slots an expert). The pipelined tiles, the _reg tiles and
 // the emulated loop (fp4_tiles, here fp4_ref) must write the same values bit for bit,
-// and the _regh tiles the emulated loop's halves-as-columns sums (hc) bit for bit,
 // the stand-in mma summing in the emulated loop's order. What only the GPU can check:
 // that NVRTC accepts the PTX, the real mma's order, registers, speed.
 func TestFP4DeviceCodeOnHostFibers(t *testing.T) {
@@ -75,7 +74,7 @@ func fp4FiberSource() (string, error) {
 	}
 	head, _ := kernelFiles()
 	fp4 := cuFile("tensorcore_fp4.cu")
-	ref := regexp.MustCompile(`(?s)#ifdef DI_EMULATE\n(template <int NW>\nDEVM void fp4_tiles\(const FastMoEArgs& a, i64 blocks, bool hc\) \{.*?\n\})\n#else`).FindStringSubmatch(fp4)
+	ref := regexp.MustCompile(`(?s)#ifdef DI_EMULATE\n(template <int NW>\nDEVM void fp4_tiles\(const FastMoEArgs& a, i64 blocks\) \{.*?\n\})\n#else`).FindStringSubmatch(fp4)
 	if ref == nil {
 		return "", errors.New("fp4 fiber harness: the emulated fp4_tiles not found in tensorcore_fp4.cu")
 	}

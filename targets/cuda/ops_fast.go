@@ -497,8 +497,7 @@ type fastExperts struct {
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
 	// "_regx" those compiled for bf16 activations (the default for them since run 22;
-	// EnvFP4XE=0 keeps "_reg"), "_regh" those with the halves as columns (the default for
-	// float32 activations; EnvFP4HC=0 keeps "_reg")
+	// EnvFP4XE=0 keeps "_reg")
 	fp4Suffix string
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
@@ -583,19 +582,9 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) != "0" {
 			f.fp4Suffix = "_regx"
 		}
-	} else if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4HC) != "0" {
-		f.fp4Suffix = "_regh"
 	}
 	return f
 }
-
-// EnvFP4HC set to 0 runs the FP4 register tiles of float32 activations (V4's) as
-// fast_moe_up_fp4_reg/fast_moe_down_fp4_reg instead of fast_moe_up_fp4_regh/
-// fast_moe_down_fp4_regh, whose activation tiles hold four slots' hi and lo halves as
-// columns (one mma where the others run two; each output hi·w's chain plus lo·w's,
-// within TestFP4HCLogits' bound of the others). For comparisons; read when a program is
-// bound.
-const EnvFP4HC = "DEEPINFER_CUDA_FP4_HC"
 
 // EnvFP4Tiles set to 0 runs FP4 experts on tensorcore.cu's generic tiles instead of
 // tensorcore_fp4.cu's (a comparison of the two in one run; read when a program is bound).

@@ -119,11 +119,7 @@ DEVM void fp4_streams(const FastMoEArgs& a, const Fp4Block& b, int warp, int g, 
 // scales (m1, and m2 when a scale exceeds 128), then for each live activation tile j the
 // slots' halves from shared memory (slot c's at xs[c·cs + half·16 + ...], swizzled) and
 // the mma chain: for w4 = 0..3, hi then lo for pairs 0-1, hi then lo for pairs 2-3.
-//
-// HC (fp4_tiles' halves-as-columns form): activation tile j holds slots 4j..4j+3, column
-// g their hi (g < 4) or lo (g ≥ 4) halves of slot 4j + (g & 3), so a tile's chain is
-// hi·w for four slots and lo·w for the same four beside it, one mma a pair group.
-template <int J, bool HC = false>
+template <int J>
 DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, const u32* m1a, const u32* m1b,
                    const u32* m2a, const u32* m2b, bool big, const uint4* xs, int cs, int live, int g, int t,
                    bool xexact) {
@@ -145,15 +141,6 @@ DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, cons
     }
     UNROLL for (int j = 0; j < J; j++) {
       if (j >= live) break;
-      if constexpr (HC) {  // column g: slot 4j + (g & 3), half g >> 2
-        const int c = 4 * j + (g & 3), pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
-        const uint4 b = xs[c * cs + (g >> 2) * 16 + t * 4 + pos];
-        UNROLL for (int p = 0; p < 2; p++) {
-          fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], b.x, b.y);
-          fast_mma(acc[p][j], da[p][2], db[p][2], da[p][3], db[p][3], b.z, b.w);
-        }
-        continue;
-      }
       int c = 8 * j + g;
       int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
       uint4 bh = xs[c * cs + 0 * 16 + t * 4 + pos];
@@ -205,40 +192,27 @@ DEVM bool fp4_scales(const u32* ua, const u32* ub, u32* m1a, u32* m1b, u32* m2a,
 }
 // fp4_store_pass: a pass's sums (J activation tiles of 8 slots) into part: lane (g, t)'s
 // c0, c1 are weight row g, slots 2t, 2t+1; c2, c3 row g+8 (every tile kernel).
-// HC: lane (g, t < 2) holds the hi sums of slots 4j + 2t, 4j + 2t + 1 and lane t + 2 their
-// lo sums; the lane with the hi sums stores hi + lo (hi alone for bf16 activations).
-template <int NW, int J, bool HC = false>
+template <int NW, int J>
 DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0, i64 base, i64 c0, int nc, int live,
                          int g, int t, const float (&acc)[2][J][4]) {
   UNROLL for (int j = 0; j < J; j++) {
     if (j >= live) break;
     UNROLL for (int e = 0; e < 4; e++) {
-      float v[2];
-      UNROLL for (int p = 0; p < 2; p++) {
-        v[p] = acc[p][j][e];
-        if constexpr (HC) {
-          const float lo = __shfl_xor_sync(0xffffffffu, v[p], 2);  // every lane: the warp's live is uniform
-          if (!a.xexact) v[p] += lo;
-        }
-      }
-      if (HC && t >= 2) continue;
-      int c = HC ? 4 * j + 2 * t + (e & 1) : 8 * j + 2 * t + (e & 1);
+      int c = 8 * j + 2 * t + (e & 1);
       if (c >= nc) continue;
       i64 slot = a.list[base + c0 + c];
       UNROLL for (int p = 0; p < 2; p++) {
         i64 r = rt0[p] + g + (e >= 2 ? 8 : 0);
-        if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, v[p]);
+        if (r < a.N) fp4_store(a, NW == 2 ? p : 0, b.s, slot, r, acc[p][j][e]);
       }
     }
   }
 }
 #endif
 
-// (emulated) hc: the _regh tiles' sums (hi·w's chain plus lo·w's, added at the end),
-// else one chain of hi, lo, hi, lo …
 #ifdef DI_EMULATE
 template <int NW>
-DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks, bool hc) {
+DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
   const int RT = NW == 2 ? 1 : 2;
   const i64 P = a.Kp / 2;
   const i64 div = NW == 2 ? a.k : 1;
@@ -255,7 +229,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks, bool hc) {
           const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
           for (i64 c = 0; c < n; c++) {
             i64 slot = a.list[base + c], m = slot / div;
-            float acc = 0, accl = 0;
+            float acc = 0;
             for (i64 k0 = b.kb; k0 < b.ke; k0 += 128)
               for (int i = 0; i < 8; i++) {  // mma i: pairs 2i and 2i+1 of each lane t
                 float dh = 0, dl = 0;
@@ -280,11 +254,9 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks, bool hc) {
                   }
                 }
                 acc += dh;
-                if (a.xexact) continue;
-                if (hc) accl += dl;
-                else acc += dl;
+                if (!a.xexact) acc += dl;
               }
-            fp4_store(a, plane, b.s, slot, r, hc && !a.xexact ? acc + accl : acc);
+            fp4_store(a, plane, b.s, slot, r, acc);
           }
         }
       }
@@ -296,13 +268,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks, bool hc) {
 // kernel at all (fast_moe_*_fp4_regx); the same operations on every value the others
 // compute. (Run 21c timed a form loading the weights two steps ahead at three blocks a
 // multiprocessor: slower, removed; docs/perf/moe.md.)
-//
-// HC (fast_moe_*_fp4_regh, for float32 activations: V4's): the halves as columns of the
-// same activation tiles (fp4_step's HC), four slots a tile, 12 slots a pass (three
-// tiles): one mma a pair group and tile where the other form runs two (hi, then lo), so
-// a tile of up to four slots takes half the mma, and each column's chain is half as
-// long; each output is hi·w's chain plus lo·w's, added once at the store.
-template <int NW, bool XE = false, bool HC = false>
+template <int NW, bool XE = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
@@ -318,12 +284,10 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   bool oka[2], okb[2];
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
-  constexpr int PASS = HC ? 12 : FP4_SLOTS, JT = HC ? 3 : 2;
-  for (i64 c0 = 0; c0 < n; c0 += PASS) {
-    // live8: the staged groups of 8 slots; live: the activation tiles
-    const int nc = (int)imin(PASS, n - c0), live8 = (nc + 7) / 8, live = HC ? (nc + 3) / 4 : live8;
-    float acc[2][JT][4];
-    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < JT; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
+  for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
+    const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
+    float acc[2][2][4];
+    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
     auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
@@ -336,7 +300,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         if (h == 0 && tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
         __syncthreads();
         // (XE: the hi halves only; the lo halves' places are never read)
-        int total = live8 * 8 * FP4_STEPS * (XE ? 1 : 2) * 16;
+        int total = live * 8 * FP4_STEPS * (XE ? 1 : 2) * 16;
         for (int i = tid; i < total; i += 128) {
           int c4 = i & 3, tt = (i >> 2) & 3, half = XE ? 0 : (i >> 4) & 1;
           int hh = (i >> (XE ? 4 : 5)) & (FP4_STEPS - 1), c = i >> (XE ? 6 : 7);
@@ -355,10 +319,10 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
       const int hs = h & (FP4_STEPS - 1);
-      fp4_step<JT, HC>(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t,
-                       XE || a.xexact != 0);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t,
+               XE || a.xexact != 0);
     }
-    fp4_store_pass<NW, JT, HC>(a, b, rt0, base, c0, nc, live, g, t, acc);
+    fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
 }
 
@@ -565,8 +529,7 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
-// activations only, 4 the register tiles with the halves as columns; only that variant
-// instantiated, so a
+// activations only; only that variant instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
 template <int NW, int V>
@@ -574,12 +537,11 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   (void)GIDX;
-  fp4_tiles<NW>(a, a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S, V == 4);
+  fp4_tiles<NW>(a, a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
   else if constexpr (V == 3) fp4_tiles<NW, true>(a, GIDX);
-  else if constexpr (V == 4) fp4_tiles<NW, false, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -605,11 +567,6 @@ KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE);
 // run 22 (DEEPINFER_CUDA_FP4_XE=0 runs the _reg ones); the same values.
 KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 3>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_regh, fast_moe_down_fp4_regh: the register tiles with the halves as
-// columns (fp4_tiles' HC), for float32 activations (V4's): the default for them
-// (DEEPINFER_CUDA_FP4_HC=0 runs the _reg ones); each output hi·w's chain plus lo·w's.
-KERNEL(fast_moe_up_fp4_regh, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regh, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2
