@@ -622,3 +622,28 @@ func TestWGRLogits(t *testing.T) {
 		t.Error("every logit equal to the mma.sync kernels' on the GPU: the wgmma kernels did not run")
 	}
 }
+
+// TestPartTilesSteps: V4's fast router and mixes choose the tiles of 4 tokens × 4 rows
+// (moe_fast_gate_tile, mhc_fast_mix_tile) for steps of at least 32 tokens (an 80-token
+// prefill) and a sum a work item for smaller ones (the decode steps), unless
+// DEEPINFER_CUDA_PART_TILES=0: the logits of the prefill and two decode steps are the
+// same bit for bit either way, on tiny-v4-dev and on V4 in V4-Flash's formats.
+func TestPartTilesSteps(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := offAndOn(t, p, ws, cuda.EnvPartTiles, 80)
+			if ka != nil {
+				for _, k := range []string{"moe_fast_gate", "mhc_fast_mix"} {
+					// every layer's prefill moved to the tiles, the decode steps stayed
+					if ka[k+"_tile"] != 0 || kb[k+"_tile"] == 0 || kb[k+"_part"] == 0 || kb[k+"_part"]+kb[k+"_tile"] != ka[k+"_part"] ||
+						ka[k+"_part"] != 3*kb[k+"_tile"] {
+						t.Errorf("%s_part / _tile ran %d / %d times with %s=0 and %d / %d by default; want every prefill launch on the tiles",
+							k, ka[k+"_part"], ka[k+"_tile"], cuda.EnvPartTiles, kb[k+"_part"], kb[k+"_tile"])
+					}
+				}
+			}
+			sameLogits(t, a, b, "with a sum a work item ("+cuda.EnvPartTiles+"=0)", "with the part tiles")
+		})
+	}
+}

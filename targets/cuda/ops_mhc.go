@@ -284,7 +284,7 @@ func fastMixParts(K int64) int64 { return 2 * fastParts(K) }
 func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 	P := fastMixParts(K)
 	part := b.Scratch(8*(m+1)*P, 0)
-	b.Launch("mhc_fast_mix_part", func(s *Step, a *ArgBuf) int64 {
+	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Shape[0]
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(1))
@@ -293,7 +293,20 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 		a.I(m)
 		a.I(K)
 		a.I(P)
-		return T * (m + 1) * P
+		return T
+	}
+	tiles := partTilesOn()
+	b.Launch("mhc_fast_mix_part", func(s *Step, a *ArgBuf) int64 {
+		if tiles && s.Arg(0).Shape[0] >= partTileRows {
+			return 0
+		}
+		return fill(s, a) * (m + 1) * P
+	})
+	b.Launch("mhc_fast_mix_tile", func(s *Step, a *ArgBuf) int64 {
+		if !tiles || s.Arg(0).Shape[0] < partTileRows {
+			return 0
+		}
+		return (fill(s, a) + 3) / 4 * ((m + 4) / 4) * P
 	})
 	b.Launch("mhc_fast_mix_sum", func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Shape[0]
@@ -307,6 +320,20 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 		return T * m
 	})
 }
+
+// partTileRows is the fewest tokens a step must have for V4's fast router and mixes to
+// sum their parts in tiles of 4 tokens × 4 rows (moe_fast_gate_tile, mhc_fast_mix_tile:
+// the same values as moe_fast_gate_part and mhc_fast_mix_part); smaller steps keep a
+// sum a work item, which has 4 × 4 times the work items to fill the device with. A
+// variable so that a test can choose either kernel.
+var partTileRows int64 = 32
+
+// EnvPartTiles set to 0 keeps V4's fast router and mixes on a sum a work item
+// (moe_fast_gate_part, mhc_fast_mix_part) at every step size: the same values. For
+// comparisons in one run; read when a program is bound.
+const EnvPartTiles = "DEEPINFER_CUDA_PART_TILES"
+
+func partTilesOn() bool { return os.Getenv(EnvPartTiles) != "0" }
 
 // EnvGemvRows set to 0 keeps V4.1's fast mixes and router in decode steps on their lane
 // kernels (mhc_fast_mix41_part, moe_fast_gate41_part) instead of the staged rows

@@ -207,7 +207,20 @@ func bindMoERoute(b *Bind) error {
 			a.I(k)
 			return T * E
 		}
-		b.Launch("moe_fast_gate_part", func(s *Step, a *ArgBuf) int64 { return gate(s, a) * moeGateParts })
+		tiles := partTilesOn()
+		b.Launch("moe_fast_gate_part", func(s *Step, a *ArgBuf) int64 {
+			if tiles && s.Arg(0).Rows() >= partTileRows {
+				return 0
+			}
+			return gate(s, a) * moeGateParts
+		})
+		b.Launch("moe_fast_gate_tile", func(s *Step, a *ArgBuf) int64 {
+			if !tiles || s.Arg(0).Rows() < partTileRows {
+				return 0
+			}
+			T := gate(s, a) / E
+			return (T + 3) / 4 * ((E + 3) / 4) * moeGateParts
+		})
 		b.Launch("moe_fast_gate_sum", gate)
 	} else {
 		b.Launch("moe_gate_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * E })

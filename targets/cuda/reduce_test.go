@@ -22,7 +22,7 @@ func TestFastModeSplitsReductions(t *testing.T) {
 		{"tiny-v4-dev",
 			// (the fast mode's compressor projections and decode attention are tensor-core
 			// products)
-			[]string{"mhc_fast_mix_part", "mhc_fast_mix_sum", "mhc_fast_norm_part", "mhc_fast_norm_apply", "fast_gemm_m1", "fast_split",
+			[]string{"mhc_fast_mix_part", "mhc_fast_mix_tile", "mhc_fast_mix_sum", "mhc_fast_norm_part", "mhc_fast_norm_apply", "fast_gemm_m1", "fast_split",
 				"att_tc_keys", "att_tc_logits", "att_tc_logits_n", "att_tc_softmax", "att_tc_out", "att_tc_out_n"},
 			[]string{"mhc_mix_dot", "rmsnorm", "att_cmp_proj", "att_dec_keys", "att_dec_logits", "att_dec_softmax", "att_dec_out", "att_attention"}},
 		{"tiny-v41-dev2",
@@ -567,5 +567,69 @@ func TestIndexSelectMatchesRank(t *testing.T) {
 				t.Fatalf("%d entries: row %d, place %d empty", V, j/topk, j%topk)
 			}
 		}
+	}
+}
+
+// TestPartTilesSameValues: V4's fast router and mixes summed in tiles of 4 tokens × 4
+// rows (moe_fast_gate_tile, mhc_fast_mix_tile; rows.h part_dots_tile) must write every
+// part of moe_fast_gate_part and mhc_fast_mix_part bit for bit: tokens and rows that
+// are not multiples of 4 (a partial tile each way), reductions whose parts end unevenly
+// (K not a multiple of 4·P) and V4-Flash's sizes, the mixes' sum of squares in a tile of
+// its own and in one with mix rows. Also run with -device gpu.
+func TestPartTilesSameValues(t *testing.T) {
+	k := newKernels(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	same := func(name string, a, b []float64) {
+		t.Helper()
+		bad := 0
+		for i := range a {
+			if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+				if bad < 3 {
+					t.Errorf("%s: part %d: %v by the tiles, %v by a sum a work item", name, i, b[i], a[i])
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d parts differ", name, bad, len(a))
+		}
+	}
+	// the router: T tokens × E experts × moe.cu's 32 parts
+	for _, c := range []struct{ T, E, D int64 }{{37, 10, 1000}, {5, 7, 129}, {64, 256, 4096}} {
+		x, w := put(k, randRow(rng, int(c.T*c.D))), put(k, randRow(rng, int(c.E*c.D)))
+		n := int(c.T * c.E * 32)
+		p1, p2 := put(k, make([]float64, n)), put(k, make([]float64, n))
+		for i, kern := range []string{"moe_fast_gate_part", "moe_fast_gate_tile"} {
+			k.run(kern, func(a *ArgBuf) {
+				a.P(x)
+				a.W(Operand{Ptr: w, Cols: c.D})
+				a.P(0) // scratch: only the sums write it
+				a.P([]devptr{p1, p2}[i])
+				a.I(c.T)
+				a.I(c.E)
+				a.I(c.D)
+				a.I(6)
+			})
+		}
+		same(fmt.Sprintf("router %d×%d×%d", c.T, c.E, c.D), k.get64(p1, n), k.get64(p2, n))
+	}
+	// the mixes: T tokens × (m mix rows + the sum of squares) × P parts
+	for _, c := range []struct{ T, m, K int64 }{{37, 24, 1000}, {6, 3, 300}, {5, 4, 64}, {64, 24, 16384}} {
+		x, fn := put(k, randRow(rng, int(c.T*c.K))), put(k, randRow(rng, int(c.m*c.K)))
+		P := fastMixParts(c.K)
+		n := int(c.T * (c.m + 1) * P)
+		p1, p2 := put(k, make([]float64, n)), put(k, make([]float64, n))
+		for i, kern := range []string{"mhc_fast_mix_part", "mhc_fast_mix_tile"} {
+			k.run(kern, func(a *ArgBuf) {
+				a.P(x)
+				a.W(Operand{Ptr: fn, Cols: c.K})
+				a.P([]devptr{p1, p2}[i])
+				a.I(c.T)
+				a.I(c.m)
+				a.I(c.K)
+				a.I(P)
+			})
+		}
+		same(fmt.Sprintf("mixes %d×%d×%d", c.T, c.m+1, c.K), k.get64(p1, n), k.get64(p2, n))
 	}
 }
