@@ -508,6 +508,13 @@ KERNEL(mhc_fast_mix_part, mhc_FastMixPartArgs) {
 // the H200: the part kernel took 0.40 ms a V4 layer at batch 256, re-reading a token's
 // row for every mix row). Consecutive work items are a tile's parts, then the token
 // group's row groups.
+// (at most 128 registers a thread, four launch blocks a multiprocessor: unbounded, the
+// compiler took 255 for the router's tiles and 172 for the mixes', two blocks, and the
+// router's tiles ran slower than a sum a work item on the H200, run 26b)
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
 KERNEL(mhc_fast_mix_tile, mhc_FastMixPartArgs) {
   const i64 rows = a.m + 1, RG = (rows + 3) / 4, TG = (a.T + 3) / 4;
   for (i64 i = GIDX; i < TG * RG * a.P; i += GSTRIDE) {
@@ -517,6 +524,10 @@ KERNEL(mhc_fast_mix_tile, mhc_FastMixPartArgs) {
                          [&](int t, int r, double v) { a.part[((t0 + t) * rows + r0 + r) * a.P + p] = v; });
   }
 }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+#endif
 
 // mhc_fast_mix_sum (V4): the parts summed in order, mix[t, r] = dot / rms in float64,
 // as mhc_mix_dot. One work item a (token, mix row).

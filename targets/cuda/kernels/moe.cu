@@ -148,6 +148,13 @@ KERNEL(moe_fast_gate_part, MoEFastGateArgs) {
 // (run 25 on the H200: the part kernel took 0.48 ms a V4 layer at batch 256, re-reading
 // a token's row for every expert). Consecutive work items are a tile's parts, then the
 // token group's expert groups (a launch block's warps share the tokens' rows in L1).
+// (at most 128 registers a thread, four launch blocks a multiprocessor: unbounded, the
+// compiler took 255 for the router's tiles and 172 for the mixes', two blocks, and the
+// router's tiles ran slower than a sum a work item on the H200, run 26b)
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
 KERNEL(moe_fast_gate_tile, MoEFastGateArgs) {
   const i64 EG = (a.E + 3) / 4, TG = (a.T + 3) / 4;
   for (i64 i = GIDX; i < TG * EG * MOE_GP; i += GSTRIDE) {
@@ -156,6 +163,10 @@ KERNEL(moe_fast_gate_tile, MoEFastGateArgs) {
                          [&](int t, int e, double v) { a.part[((t0 + t) * a.E + e0 + e) * MOE_GP + p] = v; });
   }
 }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+#endif
 KERNEL(moe_fast_gate_sum, MoEFastGateArgs) {
   for (i64 te = GIDX; te < a.T * a.E; te += GSTRIDE) {
     i64 e = te % a.E, t = te / a.E;
