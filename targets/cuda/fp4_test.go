@@ -623,16 +623,16 @@ func TestWGRLogits(t *testing.T) {
 	}
 }
 
-// TestPartTilesSteps: V4's fast router and mixes choose the tiles of 4 tokens × 4 rows
-// (moe_fast_gate_tile, mhc_fast_mix_tile) for steps of at least 32 tokens (an 80-token
-// prefill) and a sum a work item for smaller ones (the decode steps), unless
+// TestPartTilesSteps: V4's fast mixes and router choose the tiles of 4 tokens × 4 rows
+// (mhc_fast_mix_tile, moe_fast_gate_tile) for steps of at least 32 and 128 tokens (a
+// 130-token prefill) and a sum a work item for smaller ones (the decode steps), unless
 // DEEPINFER_CUDA_PART_TILES=0: the logits of the prefill and two decode steps are the
 // same bit for bit either way, on tiny-v4-dev and on V4 in V4-Flash's formats.
 func TestPartTilesSteps(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := offAndOn(t, p, ws, cuda.EnvPartTiles, 80)
+			a, ka, b, kb := offAndOn(t, p, ws, cuda.EnvPartTiles, 130)
 			if ka != nil {
 				for _, k := range []string{"moe_fast_gate", "mhc_fast_mix"} {
 					// every layer's prefill moved to the tiles, the decode steps stayed

@@ -321,12 +321,18 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 	})
 }
 
-// partTileRows is the fewest tokens a step must have for V4's fast router and mixes to
-// sum their parts in tiles of 4 tokens × 4 rows (moe_fast_gate_tile, mhc_fast_mix_tile:
-// the same values as moe_fast_gate_part and mhc_fast_mix_part); smaller steps keep a
-// sum a work item, which has 4 × 4 times the work items to fill the device with. A
-// variable so that a test can choose either kernel.
-var partTileRows int64 = 32
+// partTileRows and gateTileRows are the fewest tokens a step must have for V4's fast
+// mixes and router to sum their parts in tiles of 4 tokens × 4 rows (mhc_fast_mix_tile,
+// moe_fast_gate_tile: the same values as mhc_fast_mix_part and moe_fast_gate_part);
+// smaller steps keep a sum a work item, which has 16 times the work items to fill the
+// device with. On the H200 (run 26c, V4 layers 4-5) the mixes' tiles were faster at 64
+// tokens (0.271 → 0.163 ms a step) and 256 (0.807 → 0.365), the router's only at 256
+// (0.972 → 0.714; 0.279 → 0.454 at 64: its 32 parts leave a 64-token step 32k work
+// items, two launch blocks a multiprocessor).
+const (
+	partTileRows = 32
+	gateTileRows = 128
+)
 
 // EnvPartTiles set to 0 keeps V4's fast router and mixes on a sum a work item
 // (moe_fast_gate_part, mhc_fast_mix_part) at every step size: the same values. For

@@ -209,13 +209,13 @@ func bindMoERoute(b *Bind) error {
 		}
 		tiles := partTilesOn()
 		b.Launch("moe_fast_gate_part", func(s *Step, a *ArgBuf) int64 {
-			if tiles && s.Arg(0).Rows() >= partTileRows {
+			if tiles && s.Arg(0).Rows() >= gateTileRows {
 				return 0
 			}
 			return gate(s, a) * moeGateParts
 		})
 		b.Launch("moe_fast_gate_tile", func(s *Step, a *ArgBuf) int64 {
-			if !tiles || s.Arg(0).Rows() < partTileRows {
+			if !tiles || s.Arg(0).Rows() < gateTileRows {
 				return 0
 			}
 			T := gate(s, a) / E
