@@ -279,8 +279,9 @@ func fastParts(K int64) int64 {
 // 11b on the H200); both chains stay short.
 func fastMixParts(K int64) int64 { return 2 * fastParts(K) }
 
-// fastMixDot is mixDot in the fast mode: the sums in parts (mhc_fast_mix_part), then
-// each (token, row)'s parts added in order and scaled by the RMS (mhc_fast_mix_sum).
+// fastMixDot is mixDot in the fast mode: the sums in parts (mhc_fast_mix_part or
+// mhc_fast_mix_tile), then each (token, row)'s parts added by a warp (each lane's in
+// order, then the lanes' sums folded pairwise) and scaled by the RMS (mhc_fast_mix_sum).
 func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 	P := fastMixParts(K)
 	part := b.Scratch(8*(m+1)*P, 0)
@@ -317,7 +318,7 @@ func fastMixDot(b *Bind, mix int, m, K int64, normEps float64) {
 		a.I(K)
 		a.I(P)
 		a.F(normEps)
-		return T * m
+		return T * m * 32 // a warp a (token, mix row)
 	})
 }
 

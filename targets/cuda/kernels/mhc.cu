@@ -520,7 +520,7 @@ KERNEL(mhc_fast_mix_tile, mhc_FastMixPartArgs) {
   for (i64 i = GIDX; i < TG * RG * a.P; i += GSTRIDE) {
     const i64 p = i % a.P, rg = (i / a.P) % RG, tg = i / (a.P * RG), t0 = 4 * tg, r0 = 4 * rg;
     const int sq = a.m >= r0 && a.m < r0 + 4 ? (int)(a.m - r0) : -1;  // the sum of squares
-    part_dots_tile<4, 4>(a.x + t0 * a.K, a.K, a.fn, r0, p, a.P, a.K, (int)imin(4, a.T - t0), (int)imin(4, rows - r0), sq,
+    part_dots_tile<4, 4, true>(a.x + t0 * a.K, a.K, a.fn, r0, p, a.P, a.K, (int)imin(4, a.T - t0), (int)imin(4, rows - r0), sq,
                          [&](int t, int r, double v) { a.part[((t0 + t) * rows + r0 + r) * a.P + p] = v; });
   }
 }
@@ -529,26 +529,58 @@ KERNEL(mhc_fast_mix_tile, mhc_FastMixPartArgs) {
 #define KERNEL_BOUNDS
 #endif
 
-// mhc_fast_mix_sum (V4): the parts summed in order, mix[t, r] = dot / rms in float64,
-// as mhc_mix_dot. One work item a (token, mix row).
+// mhc_fast_mix_sum (V4): a (token, mix row)'s parts summed, mix[t, r] = dot / rms in
+// float64, as mhc_mix_dot. A warp an item: lane l adds parts l, l + 32, … in order (the
+// dot's and the sum of squares'), then the lanes' sums fold pairwise, lanes l and
+// l ^ 16, then ^ 8, ^ 4, ^ 2, ^ 1. Until run 26 one thread added all P
+// parts in one chain: 24 threads at batch 1, about 24 µs a launch on the H200 (run 26d).
 struct mhc_FastMixSumArgs { const double* part; double* mix; i64 T; i64 m; i64 K; i64 P; double norm_eps; };
-KERNEL(mhc_fast_mix_sum, mhc_FastMixSumArgs) {
-  for (i64 i = GIDX; i < a.T * a.m; i += GSTRIDE) {
-    i64 t = i / a.m, r = i % a.m;
-    const double* pt = a.part + t * (a.m + 1) * a.P;
-    double ss = 0, acc = 0;
-    // 16 parts' loads before their sums (the same order), in flight together
-    i64 p = 0;
-    for (; p + 16 <= a.P; p += 16) {
-      double u[16], v[16];
-      UNROLL for (int j = 0; j < 16; j++) u[j] = pt[a.m * a.P + p + j], v[j] = pt[r * a.P + p + j];
-      UNROLL for (int j = 0; j < 16; j++) ss += u[j];
-      UNROLL for (int j = 0; j < 16; j++) acc += v[j];
-    }
-    for (; p < a.P; p++) ss += pt[a.m * a.P + p], acc += pt[r * a.P + p];
-    double inv = 1 / sqrt(ss / (double)a.K + a.norm_eps);
-    a.mix[i] = acc * inv;
+// mhc_mix_lane: lane l's sums of item (t, r): the dot's parts (*acc) and the squares'
+// (*ss), parts l, l + 32, … in order, their loads in flight together.
+DEVM void mhc_mix_lane(const mhc_FastMixSumArgs& a, i64 t, i64 r, int l, double* ss, double* acc) {
+  const double* pt = a.part + t * (a.m + 1) * a.P;
+  double s = 0, d = 0;
+  i64 p = l;
+  for (; p + 96 < a.P; p += 128) {
+    double u[4], v[4];
+    UNROLL for (int j = 0; j < 4; j++) u[j] = pt[a.m * a.P + p + 32 * j], v[j] = pt[r * a.P + p + 32 * j];
+    UNROLL for (int j = 0; j < 4; j++) s += u[j], d += v[j];
   }
+  for (; p < a.P; p += 32) s += pt[a.m * a.P + p], d += pt[r * a.P + p];
+  *ss = s, *acc = d;
+}
+DEVM void mhc_mix_store(const mhc_FastMixSumArgs& a, i64 i, double ss, double acc) {
+  double inv = 1 / sqrt(ss / (double)a.K + a.norm_eps);
+  a.mix[i] = acc * inv;
+}
+KERNEL(mhc_fast_mix_sum, mhc_FastMixSumArgs) {
+#ifdef DI_EMULATE
+  for (i64 w = GIDX; w < a.T * a.m * 32; w += GSTRIDE) {
+    if ((w & 31) != 0) continue;
+    const i64 i = w >> 5;
+    double ss[32], acc[32];
+    for (int l = 0; l < 32; l++) mhc_mix_lane(a, i / a.m, i % a.m, l, &ss[l], &acc[l]);
+    for (int off = 16; off >= 1; off >>= 1) {  // every lane l: its sum + lane l ^ off's
+      double ns[32], na[32];
+      for (int l = 0; l < 32; l++) ns[l] = ss[l] + ss[l ^ off], na[l] = acc[l] + acc[l ^ off];
+      for (int l = 0; l < 32; l++) ss[l] = ns[l], acc[l] = na[l];
+    }
+    mhc_mix_store(a, i, ss[0], acc[0]);
+  }
+#else
+  // (the launch's work items are whole warps: a warp's lanes share w >> 5)
+  for (i64 w = GIDX; w < a.T * a.m * 32; w += GSTRIDE) {
+    const i64 i = w >> 5;
+    const int l = (int)(w & 31);
+    double ss, acc;
+    mhc_mix_lane(a, i / a.m, i % a.m, l, &ss, &acc);
+    for (int off = 16; off >= 1; off >>= 1) {
+      ss += __shfl_xor_sync(0xffffffffu, ss, off);
+      acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    }
+    if (l == 0) mhc_mix_store(a, i, ss, acc);
+  }
+#endif
 }
 
 // mhc_fast_norm_part (V4): RMSNorm's sum of squares per chunk of g values in P parts,

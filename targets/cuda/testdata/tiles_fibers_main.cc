@@ -171,6 +171,46 @@ static int mix_case(long T, long m, long K, int fmt, long multi, unsigned seed) 
   return diff == 0 && g_errors == before ? 0 : 1;
 }
 
+// mix_sum_case: V4's fast mixes' sums (mhc_fast_mix_sum, a warp a (token, mix row)):
+// every mix against the harness's own float64 arithmetic — lane l's parts l, l + 32, …
+// in order, then lanes l and l ^ 16, ^ 8, ^ 4, ^ 2, ^ 1 added pairwise — bit for bit.
+static int mix_sum_case(long T, long m, long P, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::vector<double> part(T * (m + 1) * P), got(T * m, -1.0), want(T * m, -1.0);
+  for (auto& v : part) v = nd(rng) * 100;
+  for (long t = 0; t < T; t++)  // the sums of squares' parts are positive
+    for (long p = 0; p < P; p++) part[(t * (m + 1) + m) * P + p] = fabs(part[(t * (m + 1) + m) * P + p]);
+  const long K = 4 * P * P;
+  const double eps = 1e-6;
+  for (long t = 0; t < T; t++)
+    for (long r = 0; r < m; r++) {
+      double ss[32], acc[32];
+      for (int l = 0; l < 32; l++) {
+        ss[l] = 0, acc[l] = 0;
+        for (long p = l; p < P; p += 32) ss[l] += part[(t * (m + 1) + m) * P + p], acc[l] += part[(t * (m + 1) + r) * P + p];
+      }
+      for (int off = 16; off >= 1; off >>= 1) {
+        double ns[32], na[32];
+        for (int l = 0; l < 32; l++) ns[l] = ss[l] + ss[l ^ off], na[l] = acc[l] + acc[l ^ off];
+        for (int l = 0; l < 32; l++) ss[l] = ns[l], acc[l] = na[l];
+      }
+      want[t * m + r] = acc[0] * (1 / sqrt(ss[0] / (double)K + eps));
+    }
+  mhc_FastMixSumArgs a{};
+  a.part = part.data(), a.mix = got.data(), a.T = T, a.m = m, a.K = K, a.P = P, a.norm_eps = eps;
+  long before = g_errors;
+  fibers_launch(mhc_fast_mix_sum, a, (T * m * 32 + 127) / 128);
+  long diff = 0;
+  for (long i = 0; i < T * m; i++)
+    if (memcmp(&got[i], &want[i], 8) != 0) {
+      if (diff < 3) fprintf(stderr, "  mix sum %ld: %.17g, want %.17g\n", i, got[i], want[i]);
+      diff++;
+    }
+  printf("mix sums T %ld m %ld P %ld: %ld differ, errors %ld\n", T, m, P, diff, g_errors - before);
+  return diff == 0 && g_errors == before ? 0 : 1;
+}
+
 // planted_case: the tiles' chains round each fused multiply-add once (numerics.h
 // fma_fast). Lane 0 of token 0 against weight row 0 (float32 weights, everything else
 // 0) is planted with x(1)·w(1) = 1 + 2^-23 and x(17)·w(17) = 2^-24·(1 − 2^-46): the exact
@@ -602,6 +642,10 @@ int main() {
   bad += entry_case(16, 4, 512, 128, 64, 1, 64, 2, true, true, 2, seed++);    // the exact mode, float32 angles
   bad += entry_case(9, 2, 96, 0, 32, 0, 96, 0, true, false, -1, seed++);     // no index key, float32 rows
   bad += entry_case(4, 1, 192, 128, 96, 2, 32, 1, false, false, -1, seed++); // more RoPE pairs than lanes
+  // V4's mixes' sums: a warp a (token, mix row), parts not a multiple of the lanes' 128
+  bad += mix_sum_case(3, 24, 256, seed++);  // V4-Flash: 256 parts
+  bad += mix_sum_case(5, 3, 40, seed++);    // a lane with two parts, others one
+  bad += mix_sum_case(2, 7, 16, seed++);    // lanes without parts
   // the tensor-core attention's key widening: lo halves only where a key has them
   bad += kdec_case(5, 9, 512, seed++);    // V4.1's dim: four pieces a lane
   bad += kdec_case(4, 13, 72, seed++);    // fewer values than a warp's 128
