@@ -520,7 +520,7 @@ KERNEL(mhc_fast_mix_tile, mhc_FastMixPartArgs) {
   for (i64 i = GIDX; i < TG * RG * a.P; i += GSTRIDE) {
     const i64 p = i % a.P, rg = (i / a.P) % RG, tg = i / (a.P * RG), t0 = 4 * tg, r0 = 4 * rg;
     const int sq = a.m >= r0 && a.m < r0 + 4 ? (int)(a.m - r0) : -1;  // the sum of squares
-    part_dots_tile<4, 4, true>(a.x + t0 * a.K, a.K, a.fn, r0, p, a.P, a.K, (int)imin(4, a.T - t0), (int)imin(4, rows - r0), sq,
+    part_dots_tile<4, 4>(a.x + t0 * a.K, a.K, a.fn, r0, p, a.P, a.K, (int)imin(4, a.T - t0), (int)imin(4, rows - r0), sq,
                          [&](int t, int r, double v) { a.part[((t0 + t) * rows + r0 + r) * a.P + p] = v; });
   }
 }

@@ -159,7 +159,7 @@ KERNEL(moe_fast_gate_tile, MoEFastGateArgs) {
   const i64 EG = (a.E + 3) / 4, TG = (a.T + 3) / 4;
   for (i64 i = GIDX; i < TG * EG * MOE_GP; i += GSTRIDE) {
     const i64 p = i % MOE_GP, eg = (i / MOE_GP) % EG, tg = i / (MOE_GP * EG), t0 = 4 * tg, e0 = 4 * eg;
-    part_dots_tile<4, 4, false>(a.x + t0 * a.D, a.D, a.gate, e0, p, MOE_GP, a.D, (int)imin(4, a.T - t0), (int)imin(4, a.E - e0), -1,
+    part_dots_tile<4, 4>(a.x + t0 * a.D, a.D, a.gate, e0, p, MOE_GP, a.D, (int)imin(4, a.T - t0), (int)imin(4, a.E - e0), -1,
                          [&](int t, int e, double v) { a.part[((t0 + t) * a.E + e0 + e) * MOE_GP + p] = v; });
   }
 }

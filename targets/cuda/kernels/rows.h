@@ -214,43 +214,39 @@ DEVM void gonum_rows(const float* x, i64 ldx, const int* rows, i64 r0, i64 n, co
 // part_dots_tile: V4's fast-mode float64 sums in parts (moe.cu's router, mhc.cu's mixes)
 // for a tile of TT tokens × RR rows: for part p of P (the values k = p, p + P, … < K),
 // out(t, r, v) with v = Σ (double)w_r[k] · (double)x_t[k], added in k order from 0 —
-// each product exact (float × float in float64) and each add rounded — the value the
+// each product exact (float × float in float64), each add rounded — the value the
 // one-sum-a-work-item kernels (moe_fast_gate_part, mhc_fast_mix_part) give. Token t is
-// row t of x (ldx values apart), row r the weight's row r0 + r; with SQ, tile row sq
-// (−1: none) is each token's own x instead (the sum of squares). Tokens from nt and rows
-// from nr read zeros and are not stored. Each value is converted to float64 once for
-// the tile's TT·RR products, where a sum a work item converts two a product
-// (conversions run at a quarter of the float64 rate on the H200), and each load serves
-// TT or RR sums. U terms' loads are in flight before their products (run 26b/26c: four
-// made the router's tiles 255 registers unbounded, 128 with a 56-byte frame bounded).
-template <int TT, int RR, bool SQ, class Out>
+// row t of x (ldx values apart), row r the weight's row r0 + r; tile row sq (−1: none)
+// is each token's own x instead (the sum of squares). Tokens from nt and rows from nr
+// read zeros and are not stored. Each value is converted to float64 once for the tile's
+// TT·RR products, where a sum a work item converts two a product (conversions run at a
+// quarter of the float64 rate on the H200), and each load serves TT or RR sums.
+template <int TT, int RR, class Out>
 DEVM void part_dots_tile(const float* x, i64 ldx, const Weight& w, i64 r0, i64 p, i64 P, i64 K, int nt, int nr, int sq,
                          Out out) {
-  constexpr int U = 2;
   double acc[TT][RR];
   UNROLL for (int t = 0; t < TT; t++) UNROLL for (int r = 0; r < RR; r++) acc[t][r] = 0;
+  auto step = [&](const float (&xv)[TT], const float (&wv)[RR]) {
+    double xd[TT], wd[RR];
+    UNROLL for (int t = 0; t < TT; t++) xd[t] = (double)xv[t];
+    UNROLL for (int r = 0; r < RR; r++) wd[r] = (double)wv[r];
+    UNROLL for (int t = 0; t < TT; t++) UNROLL for (int r = 0; r < RR; r++) acc[t][r] += (r == sq ? xd[t] : wd[r]) * xd[t];
+  };
+  auto load = [&](i64 k, float (&xv)[TT], float (&wv)[RR]) {
+    UNROLL for (int t = 0; t < TT; t++) xv[t] = t < nt ? x[t * ldx + k] : 0.0f;
+    UNROLL for (int r = 0; r < RR; r++) wv[r] = r < nr && r != sq ? wval(w, r0 + r, k) : 0.0f;
+  };
   i64 k = p;
-  for (; k + (U - 1) * P < K; k += U * P) {
-    float xv[U][TT], wv[U][RR];
-    UNROLL for (int u = 0; u < U; u++) {
-      UNROLL for (int t = 0; t < TT; t++) xv[u][t] = t < nt ? x[t * ldx + k + u * P] : 0.0f;
-      UNROLL for (int r = 0; r < RR; r++) wv[u][r] = r < nr && !(SQ && r == sq) ? wval(w, r0 + r, k + u * P) : 0.0f;
-    }
-    UNROLL for (int u = 0; u < U; u++) {
-      UNROLL for (int t = 0; t < TT; t++) {
-        const double xd = (double)xv[u][t];
-        UNROLL for (int r = 0; r < RR; r++) acc[t][r] += (SQ && r == sq ? xd : (double)wv[u][r]) * xd;
-      }
-    }
+  // four values' loads in flight before their products (the same order)
+  for (; k + 3 * P < K; k += 4 * P) {
+    float xv[4][TT], wv[4][RR];
+    UNROLL for (int u = 0; u < 4; u++) load(k + u * P, xv[u], wv[u]);
+    UNROLL for (int u = 0; u < 4; u++) step(xv[u], wv[u]);
   }
   for (; k < K; k += P) {
-    UNROLL for (int t = 0; t < TT; t++) {
-      const double xd = t < nt ? (double)x[t * ldx + k] : 0.0;
-      UNROLL for (int r = 0; r < RR; r++) {
-        const double wd = r < nr && !(SQ && r == sq) ? (double)wval(w, r0 + r, k) : 0.0;
-        acc[t][r] += (SQ && r == sq ? xd : wd) * xd;
-      }
-    }
+    float xv[TT], wv[RR];
+    load(k, xv, wv);
+    step(xv, wv);
   }
   UNROLL for (int t = 0; t < TT; t++) UNROLL for (int r = 0; r < RR; r++) if (t < nt && r < nr) out(t, r, acc[t][r]);
 }
