@@ -29,11 +29,11 @@ func TestCompareRun10(t *testing.T) {
 	}
 	for _, want := range []string{
 		"SIMULATED with", "cuda-fast",
-		"with class calibration cuda-fast (run 25 (H200, 2026-12-04))",
-		"batch 1, context 4096: step measured 2.961 ms, simulated 2.041 ms, error -31.1% MISS",
+		"with class calibration cuda-fast (run 26 (H200, 2026-12-04) + run 25 (H200, 2026-12-04))",
+		"batch 1, context 4096: step measured 2.961 ms, simulated 2.030 ms, error -31.4% MISS",
 		"class times scaled ×0.780: the profiled ones add up to 3.799 ms, +28.3% over the step",
-		"batch 64, context 4096: step measured 9.848 ms, simulated 7.113 ms, error -27.8% MISS",
-		"batch 256, context 4096: step measured 21.388 ms, simulated 15.517 ms, error -27.5% MISS",
+		"batch 64, context 4096: step measured 9.848 ms, simulated 6.879 ms, error -30.2% MISS",
+		"batch 256, context 4096: step measured 21.388 ms, simulated 14.772 ms, error -30.9% MISS",
 		"3 of 3 steps and 28 of 60 class times outside the bounds",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -43,6 +43,7 @@ const (
 	RunName22  = "run 22 (H200, 2026-12-03)"
 	RunName23  = "run 23 (H200, 2026-12-03)"
 	RunName25  = "run 25 (H200, 2026-12-04)"
+	RunName26  = "run 26 (H200, 2026-12-04)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -354,6 +355,28 @@ var Run25Later = append(v4Fast(RunName25,
 	"run25/v41.fast.25c.reg3.bench.json",
 )...)
 
+// Run26Later are run 26's reports (testdata/run26), compared with the run-25 fit, not
+// fitted: V4 at 512 in 26a (the halves-as-columns FP4 tiles, removed since, and the
+// default of the time in the same call), 26b (V4's router and mixes in part tiles,
+// unbounded, and a sum a work item in the same call; at 4,096 too), 26c (the tiles at
+// most 128 registers, and a sum a work item), 26d (the router's tiles from 128 tokens:
+// at 512 and 4,096) and 26e (the mixes' sums a warp an item); V4.1 at 4,096 in 26b (both
+// switch settings: V4.1 runs neither kernel) and 26d.
+var Run26Later = append(v4Fast(RunName26,
+	"run26/v4.fast.26a.regh.bench.json",
+	"run26/v4.fast.26a.reg.bench.json",
+	"run26/v4.fast.26b.bench.json",
+	"run26/v4.fast.26b.off.bench.json",
+	"run26/v4.fast.26c.bench.json",
+	"run26/v4.fast.26c.off.bench.json",
+	"run26/v4.fast.26d.bench.json",
+	"run26/v4.fast.26e.bench.json",
+), v41Fast(RunName26,
+	"run26/v41.fast.26b.bench.json",
+	"run26/v41.fast.26b.off.bench.json",
+	"run26/v41.fast.26d.bench.json",
+)...)
+
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
 // one run, by their paths under sim/calib/testdata.
 func v4Fast(run string, files ...string) []Measured {
@@ -400,15 +423,27 @@ var Run22Fit = append([]Measured{Run14[0], Run14[2]}, Run22...)
 // from run 14b, as before, V4.1's from run 23c.
 var Run23Fit = append([]Measured{Run14[0], Run14[2]}, Run23...)
 
-// Run25Fit are the fast reports the shipped cuda-fast is fitted on: run 25's (V4's from
-// 25c, the first V4 reports since run 14b; V4.1's from 25a).
+// Run25Fit are the fast reports cuda-fast was fitted on from run 25 until run 26: run
+// 25's (V4's from 25c, the first V4 reports since run 14b; V4.1's from 25a). Run 26's
+// reports are documented against that fit (TestRun26Later).
 var Run25Fit = Run25
 
+// Run26Fit are the fast reports the shipped cuda-fast is fitted on: V4 at 512 and 4,096
+// from run 26d (the router's and mixes' part tiles; the mixes' sums still one thread an
+// item, as before run 26e), V4.1 at 4,096 from 26d and at 32,768 from run 25a (V4.1's
+// kernels have not changed since). V4 at 32,768 (run 25c) ran the router and mixes of
+// before the tiles, so it is compared with the fit, not fitted (TestRun26Fit).
+var Run26Fit = append(v4Fast(RunName26,
+	"run26/v4.fast.26d.bench.json",
+), append([]Measured{Run25[1]}, append(v41Fast(RunName26,
+	"run26/v41.fast.26d.bench.json",
+), Run25[3])...)...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run25Fit, cuda-exact on run 8's exact reports (runs 9 to 25 took none; the exact
+// on Run26Fit, cuda-exact on run 8's exact reports (runs 9 to 26 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run25Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run26Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
