@@ -118,6 +118,16 @@ func fiberUnit(t *testing.T, pre, main string, cus ...string) string {
 	return string(append(src, m...))
 }
 
+// TestIndexScoreBlkOnHostFibers runs the device branch of attention.cu's
+// att_index_score_blk (V4's index scores, a launch block per row and 128 entries, the
+// row's queries staged in shared memory; testdata/index_fibers_main.cc) on host fibers
+// against att_index_score_item, every score bit for bit: heads not a multiple of the
+// staged 16, partial chunks of entries, rows that see no entry, a row in no sequence, a
+// three-row sequence. TestIndexScoreBlkSameValues checks whole steps.
+func TestIndexScoreBlkOnHostFibers(t *testing.T) {
+	runOnFibers(t, "index_fibers", fiberUnit(t, "", "testdata/index_fibers_main.cc", "attention.cu"), "-O1")
+}
+
 // TestTilesDeviceCodeOnHostFibers runs the device branch of V4.1's exact-order tile
 // kernels (moe_fast_gate41_tile, mhc_fast_mix41_tile: numerics.h gemv_tile, MKL's GEMV
 // lanes on tiles staged in shared memory; csa_fast_proj_tile: gonum's 64-value blocks)

@@ -647,3 +647,24 @@ func TestPartTilesSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexScoreBlkSameValues: V4's index scores a launch block per row and 128 entries
+// (att_index_score_blk, DEEPINFER_CUDA_INDEX_BLK=1: the row's queries staged in shared
+// memory once) give the logits att_index_score gives, bit for bit, through an 80-token
+// prefill (its rows score every visible entry) and two decode steps, on tiny-v4-dev and V4
+// in V4-Flash's formats; on the emulated device every att_index_score launch moved. The
+// device branch runs on host fibers in TestIndexScoreBlkOnHostFibers.
+func TestIndexScoreBlkSameValues(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexBlk, "", "1", 80)
+			if ka != nil {
+				if d := moved(ka, kb, "att_index_score", "att_index_score_blk"); d != "" {
+					t.Error(d)
+				}
+			}
+			sameLogits(t, a, b, "with att_index_score", "with att_index_score_blk ("+cuda.EnvIndexBlk+"=1)")
+		})
+	}
+}

@@ -252,11 +252,18 @@ func bindIndexTopK(b *Bind) error {
 	// same values); the ranks: every (row, entry) against the row's entries for a few
 	// rows (all in parallel), a selection a row for more (the same list either way)
 	many := func(s *Step) bool { return s.Arg(0).Rows() >= attSelectRows }
+	blk := indexBlkOn() && dim <= attIndexBlkDim
 	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 {
-		if !many(s) {
+		if !many(s) || blk {
 			return 0
 		}
 		return fill(s, a) * maxE
+	})
+	b.Launch("att_index_score_blk", func(s *Step, a *ArgBuf) int64 {
+		if !many(s) || !blk {
+			return 0
+		}
+		return fill(s, a) * ((maxE + attIndexBlk - 1) / attIndexBlk) * attIndexBlk
 	})
 	b.Launch("att_index_score_w", func(s *Step, a *ArgBuf) int64 {
 		if many(s) {
@@ -285,6 +292,23 @@ func bindIndexTopK(b *Bind) error {
 	})
 	return nil
 }
+
+// attIndexBlk and attIndexBlkDim are attention.cu's ATT_IBK and ATT_IQD: the entries a
+// launch block of att_index_score_blk scores, and the most query values a head may have
+// for it (its shared memory holds 16 heads' queries).
+const (
+	attIndexBlk    = 128
+	attIndexBlkDim = 128
+)
+
+// EnvIndexBlk set to 1 runs V4's index scores of steps of attSelectRows rows or more as
+// att_index_score_blk (a launch block per row and 128 entries, the row's queries staged
+// in shared memory once for them) instead of att_index_score (a work item per row and
+// entry): the same values (TestIndexScoreBlkSameValues). Opt-in until timed on a GPU;
+// read when a program is bound.
+const EnvIndexBlk = "DEEPINFER_CUDA_INDEX_BLK"
+
+func indexBlkOn() bool { return os.Getenv(EnvIndexBlk) == "1" }
 
 // attSelectRows is the step size from which the indexer ranks by selection
 // (att_index_select/att_index_order) instead of att_index_rank: at batch 256 and

@@ -431,6 +431,57 @@ KERNEL(att_index_score, AttIndexArgs) {
   for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) att_index_score_item(a, i);
 }
 
+// att_index_score_blk: att_index_score with a launch block per (token, 128 entries):
+// the token's queries (as doubles, att_index_qd's) are staged in shared memory 16 heads
+// at a time and every thread of the block reads them from there (one broadcast a value),
+// where att_index_score's items each read all of them through the caches — at V4-Flash's
+// 64 heads of 128 values, 64 KB an item, 17 GB a CSA layer at batch 256 and context
+// 4,096 (att_index_score: 1.32 ms a step there and 10.3 ms at 32,768 on the H200, run
+// 26d / 25c). Thread i of the block scores entry 128·chunk + i with att_index_score_item's
+// operations in its order, so the same values. dim is at most ATT_IQD (Go checks).
+#define ATT_IBK 128
+#define ATT_IQD 128
+KERNEL(att_index_score_blk, AttIndexArgs) {
+  const i64 nch = (a.maxe + ATT_IBK - 1) / ATT_IBK;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.T * nch * ATT_IBK; i += GSTRIDE) {
+    const i64 t = i / (nch * ATT_IBK), e = i % (nch * ATT_IBK);
+    if (e < a.maxe) att_index_score_item(a, t * a.maxe + e);
+  }
+#else
+  (void)GSTRIDE;  // the grid is exactly the blocks
+  __shared__ double qs[ATT_IHB * ATT_IQD];
+  const i64 blk = GIDX / ATT_IBK;
+  const int tid = (int)(GIDX % ATT_IBK);
+  const i64 t = blk / nch, e0 = (blk % nch) * ATT_IBK, e = e0 + tid;
+  SeqRec s;
+  const i64 vis = att_index_visible(a, t, &s);  // the same for the whole block
+  if (vis <= e0) return;                         // the whole block: no barrier reached
+  const bool live = e < vis;
+  const float* key = live ? att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e * a.cdim : nullptr;
+  const double* qt = a.qd + t * a.heads * a.dim;
+  const float* wt = a.w + t * a.heads;
+  double sc = 0;
+  for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB) {
+    const i64 nh = imin(ATT_IHB, a.heads - h0);
+    __syncthreads();  // every thread done with the last group's queries
+    for (i64 x = tid; x < nh * a.dim; x += ATT_IBK) qs[x] = qt[h0 * a.dim + x];
+    __syncthreads();
+    if (!live) continue;
+    double dot[ATT_IHB];
+    UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
+    for (i64 j = 0; j < a.cdim; j++) {
+      double kj = (double)key[j];
+      UNROLL for (int u = 0; u < ATT_IHB; u++)
+        if (u < nh) dot[u] += qs[u * a.dim + j] * kj;
+    }
+    UNROLL for (int u = 0; u < ATT_IHB; u++)
+      if (u < nh && dot[u] > 0) sc += (double)wt[h0 + u] * dot[u];
+  }
+  if (live) a.scores[t * a.maxe + e] = sc * a.scale;
+#endif
+}
+
 // att_index_score_w: att_index_score with a warp per (token, entry), for steps of few
 // rows (where att_index_score has too few work items to fill the device): lane l runs
 // the chains of heads l, l + 32, ... (each in key order, as att_index_score's), and
