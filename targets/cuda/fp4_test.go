@@ -668,3 +668,22 @@ func TestIndexScoreBlkSameValues(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexSelectAllSameValues: with DEEPINFER_CUDA_INDEX_SELECT=1 V4's decode steps rank
+// their index entries by selection (att_index_select, att_index_order) instead of
+// att_index_rank, and the logits of an 80-token prefill and two decode steps are the same
+// bit for bit, on tiny-v4-dev and V4 in V4-Flash's formats; on the emulated device every
+// att_index_rank launch moved.
+func TestIndexSelectAllSameValues(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexSelect, "", "1", 80)
+			if ka != nil && (ka["att_index_rank"] == 0 || kb["att_index_rank"] != 0 || kb["att_index_select"] != ka["att_index_select"]+ka["att_index_rank"]) {
+				t.Errorf("att_index_rank / att_index_select ran %d / %d times by default and %d / %d with %s=1; want every rank launch a selection",
+					ka["att_index_rank"], ka["att_index_select"], kb["att_index_rank"], kb["att_index_select"], cuda.EnvIndexSelect)
+			}
+			sameLogits(t, a, b, "with att_index_rank", "with the selection ("+cuda.EnvIndexSelect+"=1)")
+		})
+	}
+}

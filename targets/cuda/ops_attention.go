@@ -252,6 +252,8 @@ func bindIndexTopK(b *Bind) error {
 	// same values); the ranks: every (row, entry) against the row's entries for a few
 	// rows (all in parallel), a selection a row for more (the same list either way)
 	many := func(s *Step) bool { return s.Arg(0).Rows() >= attSelectRows }
+	selectAll := os.Getenv(EnvIndexSelect) == "1"
+	selects := func(s *Step) bool { return selectAll || many(s) }
 	blk := indexBlkOn() && dim <= attIndexBlkDim
 	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 {
 		if !many(s) || blk {
@@ -273,19 +275,19 @@ func bindIndexTopK(b *Bind) error {
 	})
 	b.Launch("att_index_pad", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * topk })
 	b.Launch("att_index_rank", func(s *Step, a *ArgBuf) int64 {
-		if many(s) {
+		if selects(s) {
 			return 0
 		}
 		return fill(s, a) * maxE
 	})
 	b.Launch("att_index_select", func(s *Step, a *ArgBuf) int64 {
-		if !many(s) {
+		if !selects(s) {
 			return 0
 		}
 		return fill(s, a) * rowSpread
 	})
 	b.Launch("att_index_order", func(s *Step, a *ArgBuf) int64 {
-		if !many(s) {
+		if !selects(s) {
 			return 0
 		}
 		return fill(s, a) * topk
@@ -309,6 +311,14 @@ const (
 const EnvIndexBlk = "DEEPINFER_CUDA_INDEX_BLK"
 
 func indexBlkOn() bool { return os.Getenv(EnvIndexBlk) == "1" }
+
+// EnvIndexSelect set to 1 ranks V4's index entries by selection (att_index_select,
+// att_index_order) at every step size instead of only from attSelectRows rows: the same
+// lists. att_index_rank compares every visible entry with every other, which grows with
+// the context squared: 0.83 ms of V4's 3.11 ms batch-1 step at 32,768 on the H200 (run
+// 25c), 0.11 of 1.94 at 4,096 (run 26d). Opt-in until timed; read when a program is
+// bound.
+const EnvIndexSelect = "DEEPINFER_CUDA_INDEX_SELECT"
 
 // attSelectRows is the step size from which the indexer ranks by selection
 // (att_index_select/att_index_order) instead of att_index_rank: at batch 256 and
