@@ -404,6 +404,21 @@ KERNEL(att_index_qd, AttIndexArgs) {
 // cpu's); ATT_IHB heads at a time, so that a key value is read once for them and their
 // chains run side by side.
 #define ATT_IHB 16
+// att_index_heads: heads h0 .. h0 + nh (nh ≤ ATT_IHB) of one (row, entry): each head's dot
+// with the key in key order (the heads' queries at qh, dim apart), then their positive
+// terms added to sc in head order (wt: the heads' weights from h0).
+DEVM double att_index_heads(const double* qh, i64 dim, const float* key, i64 cdim, i64 nh, const float* wt, double sc) {
+  double dot[ATT_IHB];
+  UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
+  for (i64 j = 0; j < cdim; j++) {
+    double kj = (double)key[j];
+    UNROLL for (int u = 0; u < ATT_IHB; u++)
+      if (u < nh) dot[u] += qh[u * dim + j] * kj;
+  }
+  UNROLL for (int u = 0; u < ATT_IHB; u++)
+    if (u < nh && dot[u] > 0) sc += (double)wt[u] * dot[u];
+  return sc;
+}
 DEVM void att_index_score_item(const AttIndexArgs& a, i64 i) {
   i64 t = i / a.maxe, e = i % a.maxe;
   SeqRec s;
@@ -412,19 +427,8 @@ DEVM void att_index_score_item(const AttIndexArgs& a, i64 i) {
   const double* qt = a.qd + t * a.heads * a.dim;
   const float* wt = a.w + t * a.heads;
   double sc = 0;
-  for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB) {
-    i64 nh = imin(ATT_IHB, a.heads - h0);
-    double dot[ATT_IHB];
-    UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
-    const double* qh = qt + h0 * a.dim;
-    for (i64 j = 0; j < a.cdim; j++) {
-      double kj = (double)key[j];
-      UNROLL for (int u = 0; u < ATT_IHB; u++)
-        if (u < nh) dot[u] += qh[u * a.dim + j] * kj;
-    }
-    UNROLL for (int u = 0; u < ATT_IHB; u++)
-      if (u < nh && dot[u] > 0) sc += (double)wt[h0 + u] * dot[u];
-  }
+  for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB)
+    sc = att_index_heads(qt + h0 * a.dim, a.dim, key, a.cdim, imin(ATT_IHB, a.heads - h0), wt + h0, sc);
   a.scores[i] = sc * a.scale;
 }
 KERNEL(att_index_score, AttIndexArgs) {
@@ -467,16 +471,7 @@ KERNEL(att_index_score_blk, AttIndexArgs) {
     __syncthreads();  // every thread done with the last group's queries
     for (i64 x = tid; x < nh * a.dim; x += ATT_IBK) qs[x] = qt[h0 * a.dim + x];
     __syncthreads();
-    if (!live) continue;
-    double dot[ATT_IHB];
-    UNROLL for (int u = 0; u < ATT_IHB; u++) dot[u] = 0;
-    for (i64 j = 0; j < a.cdim; j++) {
-      double kj = (double)key[j];
-      UNROLL for (int u = 0; u < ATT_IHB; u++)
-        if (u < nh) dot[u] += qs[u * a.dim + j] * kj;
-    }
-    UNROLL for (int u = 0; u < ATT_IHB; u++)
-      if (u < nh && dot[u] > 0) sc += (double)wt[h0 + u] * dot[u];
+    if (live) sc = att_index_heads(qs, a.dim, key, a.cdim, nh, wt + h0, sc);
   }
   if (live) a.scores[t * a.maxe + e] = sc * a.scale;
 #endif
