@@ -425,14 +425,15 @@ var Run23Fit = append([]Measured{Run14[0], Run14[2]}, Run23...)
 
 // Run25Fit are the fast reports cuda-fast was fitted on from run 25 until run 26: run
 // 25's (V4's from 25c, the first V4 reports since run 14b; V4.1's from 25a). Run 26's
-// reports are documented against that fit (TestRun26Later).
+// reports are documented against that fit (TestRun25FitOnRun26).
 var Run25Fit = Run25
 
 // Run26Fit are the fast reports the shipped cuda-fast is fitted on: V4 at 512 and 4,096
 // from run 26d (the router's and mixes' part tiles; the mixes' sums still one thread an
-// item, as before run 26e), V4.1 at 4,096 from 26d and at 32,768 from run 25a (V4.1's
-// kernels have not changed since). V4 at 32,768 (run 25c) ran the router and mixes of
-// before the tiles, so it is compared with the fit, not fitted (TestRun26Fit).
+// item, as before run 26e) and at 32,768 from run 25c (the router and mixes of before
+// the tiles: without it V4's context terms come from 512 and 4,096 alone, and V4 at
+// 32,768, batch 1, falls 18.6% under), V4.1 at 4,096 from 26d and at 32,768 from run 25a
+// (V4.1's kernels have not changed since). docs/perf/simulator.md, "The run 26 refit".
 var Run26Fit = append(v4Fast(RunName26,
 	"run26/v4.fast.26d.bench.json",
 ), append([]Measured{Run25[1]}, append(v41Fast(RunName26,
