@@ -253,6 +253,7 @@ func (e *Engine) propose(running []*active) {
 	var anchors []int32
 	var who []*active
 	var caps []int
+	var want []bool
 	for _, a := range running {
 		a.prop = nil
 		if !a.spec || a.done || a.fed < len(a.req.Prompt) {
@@ -263,11 +264,13 @@ func (e *Engine) propose(running []*active) {
 			continue
 		}
 		seqs, anchors, who, caps = append(seqs, a.seq), append(anchors, a.pending), append(who, a), append(caps, capN)
+		// the drafter's logits rows only for the requests that draw their drafts from them
+		want = append(want, a.req.Sampling.Temperature > 0 && e.Spec.Override == nil)
 	}
 	if len(who) == 0 {
 		return
 	}
-	drafts, err := e.M.Draft(seqs, anchors)
+	drafts, err := e.M.DraftWant(seqs, anchors, want)
 	e.spec.add(func(s *SpecStats) { s.DraftSteps++; s.DraftRows += int64(len(who) * B) })
 	if err != nil {
 		for _, a := range who {

@@ -189,3 +189,80 @@ func TestSpeculativeForcedDrafts(t *testing.T) {
 func idx(reqs []vm.Request, id string) int {
 	return slices.IndexFunc(reqs, func(r vm.Request) bool { return r.ID == id })
 }
+
+// TestDraftWantLogits: Machine.DraftWant reads the drafts' logits rows back only for the
+// sequences that want them (the engine asks for sampled requests alone): the same draft
+// tokens and confidences as Draft, the same rows where wanted, nil elsewhere, and no
+// logits at all when no sequence wants them.
+func TestDraftWantLogits(t *testing.T) {
+	dir := fixturesV41[0]
+	v41Tokenizer(t)
+	m := compileAndLoad(t, compiler.Options{ModelDir: dir})
+	cases, err := vm.ReadCases(filepath.Join(dir, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompt []int32
+	for _, c := range cases.Cases {
+		prompt = c.InputIDs
+		break
+	}
+	draft := func(n int, want []bool) []vm.Draft {
+		t.Helper()
+		var seqs []*vm.Sequence
+		var anchors []int32
+		for range n {
+			seq, err := m.NewSequence()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := m.Forward([]vm.Chunk{{Seq: seq, Tokens: prompt}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs, anchors = append(seqs, seq), append(anchors, out[0].Token)
+		}
+		var d []vm.Draft
+		if want == nil {
+			d, err = m.Draft(seqs, anchors)
+		} else {
+			d, err = m.DraftWant(seqs, anchors, want)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	all := draft(1, nil)
+	for _, want := range [][]bool{{true, false}, {false, true}, {false, false}} {
+		var full []vm.Draft
+		for range want {
+			full = append(full, all[0])
+		}
+		got := draft(len(want), want)
+		for i, d := range got {
+			if !slices.Equal(d.Tokens, full[i].Tokens) || !slices.Equal(d.Confidence, full[i].Confidence) {
+				t.Errorf("want %v, sequence %d: drafts %v / %v, confidences %v / %v", want, i, d.Tokens, full[i].Tokens, d.Confidence, full[i].Confidence)
+			}
+			switch {
+			case !want[i] && d.Logits != nil:
+				t.Errorf("want %v, sequence %d: %d logits rows read back", want, i, len(d.Logits))
+			case want[i] && len(d.Logits) != len(full[i].Logits):
+				t.Errorf("want %v, sequence %d: %d logits rows, want %d", want, i, len(d.Logits), len(full[i].Logits))
+			case want[i]:
+				for j := range d.Logits {
+					if !slices.Equal(d.Logits[j], full[i].Logits[j]) {
+						t.Errorf("want %v, sequence %d, row %d: logits differ", want, i, j)
+					}
+				}
+			}
+		}
+	}
+	seq, err := m.NewSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DraftWant([]*vm.Sequence{seq}, []int32{1}, nil); err == nil {
+		t.Error("DraftWant took 1 sequence and 0 logits flags")
+	}
+}

@@ -27,15 +27,32 @@ func (m *Machine) CanDraft() bool {
 // sequence's last token; the stages attend to their window rings, which the prefill
 // and decode steps wrote. It does not change the sequences.
 func (m *Machine) Draft(seqs []*Sequence, anchors []int32) ([]Draft, error) {
+	want := make([]bool, len(seqs))
+	for i := range want {
+		want[i] = true
+	}
+	return m.DraftWant(seqs, anchors, want)
+}
+
+// DraftWant is Draft with the drafts' logits rows read back only for the sequences whose
+// want is set (a sampled request draws its drafts from them; a greedy one takes the
+// drafter's argmax tokens, which the step returns anyway): a Draft without them has nil
+// Logits. A logits row is V floats — at batch 256, DSpark's block of 5 and V4.1's
+// vocabulary, 660 MB a step from a GPU when every row comes back.
+func (m *Machine) DraftWant(seqs []*Sequence, anchors []int32, want []bool) ([]Draft, error) {
 	ds := m.Plan.Model.DSpark
 	if !m.rt.HasPhase(plan.PhaseDraft) || ds == nil {
 		return nil, fmt.Errorf("plan %s has no DSpark draft program", m.Plan.ModelType)
 	}
-	if len(seqs) != len(anchors) {
-		return nil, fmt.Errorf("%d sequences, %d anchors", len(seqs), len(anchors))
+	if len(seqs) != len(anchors) || len(seqs) != len(want) {
+		return nil, fmt.Errorf("%d sequences, %d anchors, %d logits flags", len(seqs), len(anchors), len(want))
 	}
 	V, B := m.Plan.Model.Vocab, ds.Block
 	in := &targets.StepIn{Phase: plan.PhaseDraft}
+	anyWant := false
+	for _, w := range want {
+		anyWant = anyWant || w
+	}
 	for i, s := range seqs {
 		if s.broken != nil {
 			return nil, fmt.Errorf("sequence %d is unusable after an earlier failure: %w", i, s.broken)
@@ -57,7 +74,9 @@ func (m *Machine) Draft(seqs []*Sequence, anchors []int32) ([]Draft, error) {
 			in.Tokens = append(in.Tokens, tok)
 			in.Rows = append(in.Rows, int32(i*B+j))
 			in.Sample = append(in.Sample, 0, 0, 0, 0)
-			in.Want = append(in.Want, true)
+			if anyWant {
+				in.Want = append(in.Want, want[i])
+			}
 		}
 		in.Seqs = append(in.Seqs, targets.SeqIn{State: s.state, N: B, Pos: s.Len()})
 	}
@@ -66,14 +85,21 @@ func (m *Machine) Draft(seqs []*Sequence, anchors []int32) ([]Draft, error) {
 		return nil, err
 	}
 	T := len(seqs) * B
-	if len(out.Drafts) != T || len(out.Confidences) != T || len(out.Logits) != T {
+	if len(out.Drafts) != T || len(out.Confidences) != T || (anyWant && len(out.Logits) != T) {
 		return nil, fmt.Errorf("draft step returned %d drafts, %d confidences and %d logits rows for %d rows", len(out.Drafts), len(out.Confidences), len(out.Logits), T)
 	}
 	res := make([]Draft, len(seqs))
 	for i := range seqs {
 		res[i] = Draft{Tokens: append([]int32{anchors[i]}, out.Drafts[i*B:(i+1)*B]...),
-			Confidence: append([]float32(nil), out.Confidences[i*B:(i+1)*B]...),
-			Logits:     out.Logits[i*B : (i+1)*B]}
+			Confidence: append([]float32(nil), out.Confidences[i*B:(i+1)*B]...)}
+		if want[i] {
+			res[i].Logits = out.Logits[i*B : (i+1)*B]
+			for j, row := range res[i].Logits {
+				if len(row) != V {
+					return nil, fmt.Errorf("draft step returned a logits row of %d values for sequence %d, row %d; want %d", len(row), i, j, V)
+				}
+			}
+		}
 	}
 	return res, nil
 }
