@@ -649,15 +649,17 @@ func TestPartTilesSteps(t *testing.T) {
 }
 
 // TestIndexScoreBlkSameValues: V4's index scores a launch block per row and 128 entries
-// (att_index_score_blk, DEEPINFER_CUDA_INDEX_BLK=1: the row's queries staged in shared
-// memory once) give the logits att_index_score gives, bit for bit, through an 80-token
-// prefill (its rows score every visible entry) and two decode steps, on tiny-v4-dev and V4
-// in V4-Flash's formats; on the emulated device every att_index_score launch moved. The
-// device branch runs on host fibers in TestIndexScoreBlkOnHostFibers.
+// (att_index_score_blk, DEEPINFER_CUDA_INDEX_BLK=1 with DEEPINFER_CUDA_INDEX_TILE=0: the
+// row's queries staged in shared memory once) give the logits att_index_score gives, bit
+// for bit, through an 80-token prefill (its rows score every visible entry) and two decode
+// steps, on tiny-v4-dev and V4 in V4-Flash's formats; on the emulated device every
+// att_index_score launch moved. The device branch runs on host fibers in
+// TestIndexScoreBlkOnHostFibers.
 func TestIndexScoreBlkSameValues(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
+			t.Setenv(cuda.EnvIndexTile, "0")
 			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexBlk, "", "1", 80)
 			if ka != nil {
 				if d := moved(ka, kb, "att_index_score", "att_index_score_blk"); d != "" {
@@ -669,21 +671,47 @@ func TestIndexScoreBlkSameValues(t *testing.T) {
 	}
 }
 
-// TestIndexSelectAllSameValues: with DEEPINFER_CUDA_INDEX_SELECT=1 V4's decode steps rank
-// their index entries by selection (att_index_select, att_index_order) instead of
-// att_index_rank, and the logits of an 80-token prefill and two decode steps are the same
-// bit for bit, on tiny-v4-dev and V4 in V4-Flash's formats; on the emulated device every
-// att_index_rank launch moved.
+// TestIndexScoreTileSameValues: V4's index scores on att_index_score_t (the default: a
+// launch block per row and 64 entries, 64 entries × 64 heads of dots in registers) give
+// the logits of att_index_score_w and att_index_score (DEEPINFER_CUDA_INDEX_TILE=0) bit
+// for bit, through a 300-token prefill (75 entries a row at the end: a second block of
+// entries) and two decode steps, on tiny-v4-dev and V4 in V4-Flash's formats; on the
+// emulated device every launch of the two moved to att_index_score_t. The device branch
+// runs on host fibers in TestIndexScoreBlkOnHostFibers.
+func TestIndexScoreTileSameValues(t *testing.T) {
+	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexTile, "0", "", 300)
+			if ka != nil {
+				old := ka["att_index_score"] + ka["att_index_score_w"]
+				if ka["att_index_score"] == 0 || ka["att_index_score_w"] == 0 || ka["att_index_score_t"] != 0 ||
+					kb["att_index_score_t"] != old || kb["att_index_score"]+kb["att_index_score_w"] != 0 {
+					t.Errorf("att_index_score / _w / _t ran %d / %d / %d times with %s=0 and %d / %d / %d by default; want every launch on _t",
+						ka["att_index_score"], ka["att_index_score_w"], ka["att_index_score_t"], cuda.EnvIndexTile,
+						kb["att_index_score"], kb["att_index_score_w"], kb["att_index_score_t"])
+				}
+			}
+			sameLogits(t, a, b, "with att_index_score and _w ("+cuda.EnvIndexTile+"=0)", "with att_index_score_t")
+		})
+	}
+}
+
+// TestIndexSelectAllSameValues: V4's decode steps rank their index entries by selection
+// (att_index_select, att_index_order; the default) and with DEEPINFER_CUDA_INDEX_SELECT=0
+// by att_index_rank, and the logits of an 80-token prefill and two decode steps are the
+// same bit for bit, on tiny-v4-dev and V4 in V4-Flash's formats; on the emulated device
+// every att_index_rank launch moved.
 func TestIndexSelectAllSameValues(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexSelect, "", "1", 80)
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexSelect, "0", "", 80)
 			if ka != nil && (ka["att_index_rank"] == 0 || kb["att_index_rank"] != 0 || kb["att_index_select"] != ka["att_index_select"]+ka["att_index_rank"]) {
-				t.Errorf("att_index_rank / att_index_select ran %d / %d times by default and %d / %d with %s=1; want every rank launch a selection",
-					ka["att_index_rank"], ka["att_index_select"], kb["att_index_rank"], kb["att_index_select"], cuda.EnvIndexSelect)
+				t.Errorf("att_index_rank / att_index_select ran %d / %d times with %s=0 and %d / %d by default; want every rank launch a selection",
+					ka["att_index_rank"], ka["att_index_select"], cuda.EnvIndexSelect, kb["att_index_rank"], kb["att_index_select"])
 			}
-			sameLogits(t, a, b, "with att_index_rank", "with the selection ("+cuda.EnvIndexSelect+"=1)")
+			sameLogits(t, a, b, "with att_index_rank ("+cuda.EnvIndexSelect+"=0)", "with the selection")
 		})
 	}
 }

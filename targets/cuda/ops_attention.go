@@ -224,6 +224,7 @@ func bindIndexTopK(b *Bind) error {
 	scores := b.Scratch(8*maxE, 0)
 	qd := b.Scratch(8*heads*dim, 0)
 	sel := b.Scratch(8*(2*topk+1), 0)
+	vis := b.Scratch(16, 0)
 	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Rows()
 		a.P(s.Arg(0).Ptr)
@@ -245,30 +246,40 @@ func bindIndexTopK(b *Bind) error {
 		a.I(maxE)
 		a.P(s.Scratch(qd))
 		a.P(s.Scratch(sel))
+		a.P(s.Scratch(vis))
 		return T
 	}
 	b.Launch("att_index_qd", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * dim })
-	// the scores: a warp per (row, entry) for a few rows, a work item for more (the
-	// same values); the ranks: every (row, entry) against the row's entries for a few
-	// rows (all in parallel), a selection a row for more (the same list either way)
+	// the scores: a launch block per row and 64 entries (att_index_score_t) at every
+	// step size where the heads fit it; otherwise a warp per (row, entry) for a few
+	// rows, a work item for more (all the same values); the ranks: a selection a row
+	// (att_index_select), or with DEEPINFER_CUDA_INDEX_SELECT=0 every (row, entry)
+	// against the row's entries for a few rows (the same list either way)
 	many := func(s *Step) bool { return s.Arg(0).Rows() >= attSelectRows }
-	selectAll := os.Getenv(EnvIndexSelect) == "1"
+	selectAll := os.Getenv(EnvIndexSelect) != "0"
 	selects := func(s *Step) bool { return selectAll || many(s) }
-	blk := indexBlkOn() && dim <= attIndexBlkDim
+	tile := os.Getenv(EnvIndexTile) != "0" && heads <= attIndexTileHeads
+	blk := !tile && indexBlkOn() && dim <= attIndexBlkDim
+	b.Launch("att_index_score_t", func(s *Step, a *ArgBuf) int64 {
+		if !tile {
+			return 0
+		}
+		return fill(s, a) * ceilDiv(maxE, attIndexTile) * launchBlock
+	})
 	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 {
-		if !many(s) || blk {
+		if tile || !many(s) || blk {
 			return 0
 		}
 		return fill(s, a) * maxE
 	})
 	b.Launch("att_index_score_blk", func(s *Step, a *ArgBuf) int64 {
-		if !many(s) || !blk {
+		if tile || !many(s) || !blk {
 			return 0
 		}
 		return fill(s, a) * ((maxE + attIndexBlk - 1) / attIndexBlk) * attIndexBlk
 	})
 	b.Launch("att_index_score_w", func(s *Step, a *ArgBuf) int64 {
-		if many(s) {
+		if tile || many(s) {
 			return 0
 		}
 		return fill(s, a) * maxE * 32
@@ -312,13 +323,28 @@ const EnvIndexBlk = "DEEPINFER_CUDA_INDEX_BLK"
 
 func indexBlkOn() bool { return os.Getenv(EnvIndexBlk) == "1" }
 
-// EnvIndexSelect set to 1 ranks V4's index entries by selection (att_index_select,
-// att_index_order) at every step size instead of only from attSelectRows rows: the same
-// lists. att_index_rank compares every visible entry with every other, which grows with
-// the context squared: 0.83 ms of V4's 3.11 ms batch-1 step at 32,768 on the H200 (run
-// 25c), 0.11 of 1.94 at 4,096 (run 26d). Opt-in until timed; read when a program is
-// bound.
+// EnvIndexSelect: V4's index entries are ranked by selection (att_index_select,
+// att_index_order) at every step size; set to 0, steps of fewer than attSelectRows rows
+// rank them with att_index_rank instead (the same lists). att_index_rank compares every
+// visible entry with every other, which grows with the context squared: 0.837 ms of V4's
+// batch-1 step at 32,768 on the H200 against the selection's 0.075 in the same call (run
+// 27a). Read when a program is bound.
 const EnvIndexSelect = "DEEPINFER_CUDA_INDEX_SELECT"
+
+// EnvIndexTile set to 0 keeps V4's index scores off att_index_score_t (a launch block
+// per row and 64 entries, the dots of 64 entries × 64 heads in registers, keys and
+// queries staged in shared memory as doubles) and on att_index_score_w (a few rows) or
+// att_index_score / att_index_score_blk (more): the same values
+// (TestIndexScoreTileSameValues, and the device branch on host fibers in
+// TestIndexScoreBlkOnHostFibers). Read when a program is bound.
+const EnvIndexTile = "DEEPINFER_CUDA_INDEX_TILE"
+
+// attIndexTile and attIndexTileHeads are attention.cu's ATT_ITE and ATT_ITH: the entries
+// a launch block of att_index_score_t scores, and the most heads it holds.
+const (
+	attIndexTile      = 64
+	attIndexTileHeads = 64
+)
 
 // attSelectRows is the step size from which the indexer ranks by selection
 // (att_index_select/att_index_order) instead of att_index_rank: at batch 256 and

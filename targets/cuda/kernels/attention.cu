@@ -140,8 +140,14 @@ DEV void rope_rotate(const RopeSpec& r, const float* x, float* y, i64 pos, doubl
 
 // ---- state ----
 
-// att_seq_of is the index of the sequence holding token row t, or -1.
+// att_seq_of is the index of the sequence holding token row t, or -1. The sequences'
+// rows do not overlap, so the first look, at sequence min(t, nseq - 1) (a decode step's
+// sequence of row t), finds the one the scan would.
 DEV i64 att_seq_of(const SeqRec* seqs, i64 nseq, i64 t) {
+  if (nseq > 0) {
+    const i64 g = imin(t, nseq - 1);
+    if (t >= seqs[g].row && t < seqs[g].row + seqs[g].n) return g;
+  }
   for (i64 q = 0; q < nseq; q++)
     if (t >= seqs[q].row && t < seqs[q].row + seqs[q].n) return q;
   return -1;
@@ -386,6 +392,7 @@ struct AttIndexArgs {
   i64 off; i64 ratio; i64 width; i64 cdim; i64 heads; i64 dim; i64 topk; double scale; i64 maxe;
   double* qd;  // [T, heads·dim]: q as doubles (att_index_qd)
   u64* sel;    // [T, 2·topk + 1]: att_index_select's list
+  i64* vis;    // [T, 2]: each row's att_index_visible (-1: no sequence) and sequence (att_index_qd)
 };
 
 // att_index_visible is how many entries token t may see (-1: no sequence).
@@ -397,7 +404,14 @@ DEV i64 att_index_visible(const AttIndexArgs& a, i64 t, SeqRec* s) {
 }
 
 KERNEL(att_index_qd, AttIndexArgs) {
-  for (i64 i = GIDX; i < a.T * a.heads * a.dim; i += GSTRIDE) a.qd[i] = (double)a.q[i];
+  for (i64 i = GIDX; i < a.T * a.heads * a.dim; i += GSTRIDE) {
+    a.qd[i] = (double)a.q[i];
+    if (i < a.T) {
+      SeqRec s;
+      a.vis[2 * i] = att_index_visible(a, i, &s);
+      a.vis[2 * i + 1] = att_seq_of(a.seqs, a.nseq, i);
+    }
+  }
 }
 
 // att_index_score: each head's dot in key order, the heads' sum in head order (the
@@ -476,6 +490,109 @@ KERNEL(att_index_score_blk, AttIndexArgs) {
   if (live) a.scores[t * a.maxe + e] = sc * a.scale;
 #endif
 }
+
+// att_index_score_t: V4's index scores a launch block per row and 64 entries, every dot
+// of the block's 64 entries × 64 heads in registers: thread (eg, hg) = (tid / 8, tid % 8)
+// holds entries 16·v + eg (v < 4) by heads 8·u + hg (u < 8), 32 chains side by side. The
+// entries' keys and the row's queries are staged in shared memory 16 key values at a
+// time, widened to doubles once (att_index_score_blk widened a key value for every 16
+// heads and read a query value from shared memory for every product; att_index_score
+// read them through the caches), rows padded so that a warp's 16-byte reads fall in
+// distinct banks; a thread issues its part of a stage's loads before the barrier that
+// frees the buffer, at most 128 registers so that four blocks share a multiprocessor
+// (180 and two blocks with the next stage's loads held through the products: 2.2 ms at
+// batch 256 and context 32,768 on the H200, run 27c; 32 values a stage at 128 registers
+// spilled, 2.08 ms, run 27d). Each chain adds its products in key order, as
+// att_index_score_item's; a product of two floats is exact in a double, so fma(q, k, dot)
+// rounds once where the item's product and sum round twice to the same value (and the
+// zeros staged past the keys' end add nothing: a chain starts at +0 and never becomes
+// -0). Then each (entry, head)'s term — wt·dot where dot > 0, else +0, which leaves a sum
+// that started at +0 as it was — goes to shared memory, and thread e < 64 adds entry e's
+// terms in head order, as the item does. A row's visible entries come from att_index_qd
+// (a.vis, with the row's sequence): the grid covers every row's maxe entries, and most blocks of a short context
+// have none, so they return after one load. heads ≤ ATT_ITH (Go checks).
+#define ATT_ITE 64            // entries a block
+#define ATT_ITJ 16            // key values a stage
+#define ATT_ITP (ATT_ITJ + 2) // a staged row, doubles (16-byte steps between rows' banks)
+#define ATT_ITH 64            // the most heads
+#define ATT_ITT (ATT_ITH + 1) // a row of terms, doubles
+#define ATT_ITL (ATT_ITE * ATT_ITJ / 128)  // staged values a thread, of keys and of queries
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
+KERNEL(att_index_score_t, AttIndexArgs) {
+  const i64 nch = (a.maxe + ATT_ITE - 1) / ATT_ITE;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.T * nch * ATT_ITE; i += GSTRIDE) {
+    const i64 t = i / (nch * ATT_ITE), e = i % (nch * ATT_ITE);
+    if (e < a.maxe) att_index_score_item(a, t * a.maxe + e);
+  }
+#else
+  (void)GSTRIDE;  // the grid is exactly the blocks
+  // the stage (keys, then queries), later the terms
+  __shared__ __align__(16) double buf[ATT_ITE * ATT_ITT > 2 * ATT_ITE * ATT_ITP ? ATT_ITE * ATT_ITT : 2 * ATT_ITE * ATT_ITP];
+  double* ks = buf;
+  double* qs = buf + ATT_ITE * ATT_ITP;
+  const i64 blk = GIDX / 128;
+  const int tid = (int)(GIDX % 128), eg = tid >> 3, hg = tid & 7;
+  const i64 t = blk / nch, e0 = (blk % nch) * ATT_ITE;
+  const i64 vis = a.vis[2 * t];  // the same for the whole block
+  if (vis <= e0) return;         // the whole block: no barrier reached
+  const SeqRec s = a.seqs[a.vis[2 * t + 1]];
+  const i64 ne = imin(ATT_ITE, vis - e0);
+  const float* keys = att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e0 * a.cdim;
+  const float* qt = a.q + t * a.heads * a.dim;
+  double dot[4][8];
+  UNROLL for (int v = 0; v < 4; v++) UNROLL for (int u = 0; u < 8; u++) dot[v][u] = 0;
+  for (i64 j0 = 0; j0 < a.cdim; j0 += ATT_ITJ) {
+    // thread tid stages the values x = tid + 128·l (l < ATT_ITL) of a stage: row x / ATT_ITJ,
+    // value x % ATT_ITJ; every load issued before the first store
+    float kr[ATT_ITL], qr[ATT_ITL];
+    UNROLL for (int l = 0; l < ATT_ITL; l++) {
+      const int x = tid + 128 * l, r = x / ATT_ITJ, j = x % ATT_ITJ;
+      const bool in = j0 + j < a.cdim;
+      kr[l] = in && r < ne ? keys[r * a.cdim + j0 + j] : 0.0f;
+      qr[l] = in && r < a.heads ? qt[r * a.dim + j0 + j] : 0.0f;
+    }
+    __syncthreads();  // every thread done with the last stage
+    UNROLL for (int l = 0; l < ATT_ITL; l++) {
+      const int x = tid + 128 * l, r = x / ATT_ITJ, j = x % ATT_ITJ;
+      ks[r * ATT_ITP + j] = (double)kr[l];
+      qs[r * ATT_ITP + j] = (double)qr[l];
+    }
+    __syncthreads();
+    UNROLL for (int j = 0; j < ATT_ITJ; j += 2) {
+      double2 k[4];
+      UNROLL for (int v = 0; v < 4; v++) k[v] = *(const double2*)&ks[(16 * v + eg) * ATT_ITP + j];
+      UNROLL for (int u = 0; u < 8; u++) {
+        const double2 q = *(const double2*)&qs[(8 * u + hg) * ATT_ITP + j];
+        UNROLL for (int v = 0; v < 4; v++) {
+          dot[v][u] = fma(q.x, k[v].x, dot[v][u]);
+          dot[v][u] = fma(q.y, k[v].y, dot[v][u]);
+        }
+      }
+    }
+  }
+  const float* wt = a.w + t * a.heads;
+  __syncthreads();  // every thread done with the stage: the buffer takes the terms
+  UNROLL for (int u = 0; u < 8; u++) {
+    const int h = 8 * u + hg;
+    const double w = h < a.heads ? (double)wt[h] : 0.0;
+    UNROLL for (int v = 0; v < 4; v++) buf[(16 * v + eg) * ATT_ITT + h] = dot[v][u] > 0 ? w * dot[v][u] : 0.0;
+  }
+  __syncthreads();
+  if (tid < ne) {
+    double sc = 0;
+    for (int h = 0; h < ATT_ITH; h++) sc += buf[tid * ATT_ITT + h];
+    a.scores[t * a.maxe + e0 + tid] = sc * a.scale;
+  }
+#endif
+}
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+#endif
 
 // att_index_score_w: att_index_score with a warp per (token, entry), for steps of few
 // rows (where att_index_score has too few work items to fill the device): lane l runs

@@ -15,6 +15,7 @@ static dim3_ blockIdx, threadIdx, gridDim, blockDim;
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
+struct alignas(16) double2 { double x, y; };
 #define __align__(n) __attribute__((aligned(n)))
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
