@@ -118,13 +118,14 @@ func fiberUnit(t *testing.T, pre, main string, cus ...string) string {
 	return string(append(src, m...))
 }
 
-// TestIndexScoreBlkOnHostFibers runs the device branch of attention.cu's
-// att_index_score_blk (V4's index scores, a launch block per row and 128 entries, the
-// row's queries staged in shared memory; testdata/index_fibers_main.cc) on host fibers
-// against att_index_score_item, every score bit for bit: heads not a multiple of the
-// staged 16, partial chunks of entries, rows that see no entry, a row in no sequence, a
-// three-row sequence. TestIndexScoreBlkSameValues checks whole steps.
-func TestIndexScoreBlkOnHostFibers(t *testing.T) {
+// TestIndexScoreTileOnHostFibers runs the device branch of attention.cu's
+// att_index_score_t (V4's index scores, a launch block per row and 64 entries, keys and
+// queries staged in shared memory 16 values at a time; testdata/index_fibers_main.cc) on
+// host fibers against att_index_score_item, every score bit for bit: heads below 64 and
+// not a multiple of 8, key values past a stage, partial blocks of entries, rows that see
+// no entry, a row in no sequence, a three-row sequence. TestIndexScoreTileSameValues
+// checks whole steps.
+func TestIndexScoreTileOnHostFibers(t *testing.T) {
 	runOnFibers(t, "index_fibers", fiberUnit(t, "", "testdata/index_fibers_main.cc", "attention.cu"), "-O1")
 }
 

@@ -648,36 +648,13 @@ func TestPartTilesSteps(t *testing.T) {
 	}
 }
 
-// TestIndexScoreBlkSameValues: V4's index scores a launch block per row and 128 entries
-// (att_index_score_blk, DEEPINFER_CUDA_INDEX_BLK=1 with DEEPINFER_CUDA_INDEX_TILE=0: the
-// row's queries staged in shared memory once) give the logits att_index_score gives, bit
-// for bit, through an 80-token prefill (its rows score every visible entry) and two decode
-// steps, on tiny-v4-dev and V4 in V4-Flash's formats; on the emulated device every
-// att_index_score launch moved. The device branch runs on host fibers in
-// TestIndexScoreBlkOnHostFibers.
-func TestIndexScoreBlkSameValues(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			t.Setenv(cuda.EnvIndexTile, "0")
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexBlk, "", "1", 80)
-			if ka != nil {
-				if d := moved(ka, kb, "att_index_score", "att_index_score_blk"); d != "" {
-					t.Error(d)
-				}
-			}
-			sameLogits(t, a, b, "with att_index_score", "with att_index_score_blk ("+cuda.EnvIndexBlk+"=1)")
-		})
-	}
-}
-
 // TestIndexScoreTileSameValues: V4's index scores on att_index_score_t (the default: a
 // launch block per row and 64 entries, 64 entries × 64 heads of dots in registers) give
 // the logits of att_index_score_w and att_index_score (DEEPINFER_CUDA_INDEX_TILE=0) bit
 // for bit, through a 300-token prefill (75 entries a row at the end: a second block of
 // entries) and two decode steps, on tiny-v4-dev and V4 in V4-Flash's formats; on the
 // emulated device every launch of the two moved to att_index_score_t. The device branch
-// runs on host fibers in TestIndexScoreBlkOnHostFibers.
+// runs on host fibers in TestIndexScoreTileOnHostFibers.
 func TestIndexScoreTileSameValues(t *testing.T) {
 	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
 		t.Run(m.name, func(t *testing.T) {

@@ -259,7 +259,6 @@ func bindIndexTopK(b *Bind) error {
 	selectAll := os.Getenv(EnvIndexSelect) != "0"
 	selects := func(s *Step) bool { return selectAll || many(s) }
 	tile := os.Getenv(EnvIndexTile) != "0" && heads <= attIndexTileHeads
-	blk := !tile && indexBlkOn() && dim <= attIndexBlkDim
 	b.Launch("att_index_score_t", func(s *Step, a *ArgBuf) int64 {
 		if !tile {
 			return 0
@@ -267,16 +266,10 @@ func bindIndexTopK(b *Bind) error {
 		return fill(s, a) * ceilDiv(maxE, attIndexTile) * launchBlock
 	})
 	b.Launch("att_index_score", func(s *Step, a *ArgBuf) int64 {
-		if tile || !many(s) || blk {
+		if tile || !many(s) {
 			return 0
 		}
 		return fill(s, a) * maxE
-	})
-	b.Launch("att_index_score_blk", func(s *Step, a *ArgBuf) int64 {
-		if tile || !many(s) || !blk {
-			return 0
-		}
-		return fill(s, a) * ((maxE + attIndexBlk - 1) / attIndexBlk) * attIndexBlk
 	})
 	b.Launch("att_index_score_w", func(s *Step, a *ArgBuf) int64 {
 		if tile || many(s) {
@@ -306,23 +299,6 @@ func bindIndexTopK(b *Bind) error {
 	return nil
 }
 
-// attIndexBlk and attIndexBlkDim are attention.cu's ATT_IBK and ATT_IQD: the entries a
-// launch block of att_index_score_blk scores, and the most query values a head may have
-// for it (its shared memory holds 16 heads' queries).
-const (
-	attIndexBlk    = 128
-	attIndexBlkDim = 128
-)
-
-// EnvIndexBlk set to 1 runs V4's index scores of steps of attSelectRows rows or more as
-// att_index_score_blk (a launch block per row and 128 entries, the row's queries staged
-// in shared memory once for them) instead of att_index_score (a work item per row and
-// entry): the same values (TestIndexScoreBlkSameValues). Opt-in until timed on a GPU;
-// read when a program is bound.
-const EnvIndexBlk = "DEEPINFER_CUDA_INDEX_BLK"
-
-func indexBlkOn() bool { return os.Getenv(EnvIndexBlk) == "1" }
-
 // EnvIndexSelect: V4's index entries are ranked by selection (att_index_select,
 // att_index_order) at every step size; set to 0, steps of fewer than attSelectRows rows
 // rank them with att_index_rank instead (the same lists). att_index_rank compares every
@@ -334,9 +310,10 @@ const EnvIndexSelect = "DEEPINFER_CUDA_INDEX_SELECT"
 // EnvIndexTile set to 0 keeps V4's index scores off att_index_score_t (a launch block
 // per row and 64 entries, the dots of 64 entries × 64 heads in registers, keys and
 // queries staged in shared memory as doubles) and on att_index_score_w (a few rows) or
-// att_index_score / att_index_score_blk (more): the same values
-// (TestIndexScoreTileSameValues, and the device branch on host fibers in
-// TestIndexScoreBlkOnHostFibers). Read when a program is bound.
+// att_index_score (more): the same values (TestIndexScoreTileSameValues, and the device
+// branch on host fibers in TestIndexScoreTileOnHostFibers). On the H200 at context
+// 32,768 (run 27d, same call): 0.298 → 0.020 ms at batch 1, 9.9 → 2.1 ms at batch 256.
+// Read when a program is bound.
 const EnvIndexTile = "DEEPINFER_CUDA_INDEX_TILE"
 
 // attIndexTile and attIndexTileHeads are attention.cu's ATT_ITE and ATT_ITH: the entries

@@ -469,7 +469,7 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 	// the device branch with stand-ins for what NVRTC provides
 	stubs := "#define __device__\n#define __global__\n#define __forceinline__ inline\n" +
 		"struct dim3_ { unsigned x, y, z; }; static dim3_ blockIdx, threadIdx, gridDim, blockDim;\n" +
-		"struct alignas(16) uint4 { unsigned x, y, z, w; }; struct alignas(16) float4 { float x, y, z, w; }; struct alignas(8) float2 { float x, y; };\n" +
+		"struct alignas(16) uint4 { unsigned x, y, z, w; }; struct alignas(16) float4 { float x, y, z, w; }; struct alignas(8) float2 { float x, y; }; struct alignas(16) double2 { double x, y; };\n" +
 		"#define __align__(n) __attribute__((aligned(n)))\n" +
 		"float __uint_as_float(unsigned); unsigned __float_as_uint(float); double __longlong_as_double(long long); long long __double_as_longlong(double);\n" +
 		"#define __shared__\n#define __launch_bounds__(t, b)\ninline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }\n" +

@@ -449,55 +449,15 @@ KERNEL(att_index_score, AttIndexArgs) {
   for (i64 i = GIDX; i < a.T * a.maxe; i += GSTRIDE) att_index_score_item(a, i);
 }
 
-// att_index_score_blk: att_index_score with a launch block per (token, 128 entries):
-// the token's queries (as doubles, att_index_qd's) are staged in shared memory 16 heads
-// at a time and every thread of the block reads them from there (one broadcast a value),
-// where att_index_score's items each read all of them through the caches — at V4-Flash's
-// 64 heads of 128 values, 64 KB an item, 17 GB a CSA layer at batch 256 and context
-// 4,096 (att_index_score: 1.32 ms a step there and 10.3 ms at 32,768 on the H200, run
-// 26d / 25c). Thread i of the block scores entry 128·chunk + i with att_index_score_item's
-// operations in its order, so the same values. dim is at most ATT_IQD (Go checks).
-#define ATT_IBK 128
-#define ATT_IQD 128
-KERNEL(att_index_score_blk, AttIndexArgs) {
-  const i64 nch = (a.maxe + ATT_IBK - 1) / ATT_IBK;
-#ifdef DI_EMULATE
-  for (i64 i = GIDX; i < a.T * nch * ATT_IBK; i += GSTRIDE) {
-    const i64 t = i / (nch * ATT_IBK), e = i % (nch * ATT_IBK);
-    if (e < a.maxe) att_index_score_item(a, t * a.maxe + e);
-  }
-#else
-  (void)GSTRIDE;  // the grid is exactly the blocks
-  __shared__ double qs[ATT_IHB * ATT_IQD];
-  const i64 blk = GIDX / ATT_IBK;
-  const int tid = (int)(GIDX % ATT_IBK);
-  const i64 t = blk / nch, e0 = (blk % nch) * ATT_IBK, e = e0 + tid;
-  SeqRec s;
-  const i64 vis = att_index_visible(a, t, &s);  // the same for the whole block
-  if (vis <= e0) return;                         // the whole block: no barrier reached
-  const bool live = e < vis;
-  const float* key = live ? att_cache(s, a.off, a.ratio, a.width, a.cdim).ent + e * a.cdim : nullptr;
-  const double* qt = a.qd + t * a.heads * a.dim;
-  const float* wt = a.w + t * a.heads;
-  double sc = 0;
-  for (i64 h0 = 0; h0 < a.heads; h0 += ATT_IHB) {
-    const i64 nh = imin(ATT_IHB, a.heads - h0);
-    __syncthreads();  // every thread done with the last group's queries
-    for (i64 x = tid; x < nh * a.dim; x += ATT_IBK) qs[x] = qt[h0 * a.dim + x];
-    __syncthreads();
-    if (live) sc = att_index_heads(qs, a.dim, key, a.cdim, nh, wt + h0, sc);
-  }
-  if (live) a.scores[t * a.maxe + e] = sc * a.scale;
-#endif
-}
-
 // att_index_score_t: V4's index scores a launch block per row and 64 entries, every dot
 // of the block's 64 entries × 64 heads in registers: thread (eg, hg) = (tid / 8, tid % 8)
 // holds entries 16·v + eg (v < 4) by heads 8·u + hg (u < 8), 32 chains side by side. The
 // entries' keys and the row's queries are staged in shared memory 16 key values at a
-// time, widened to doubles once (att_index_score_blk widened a key value for every 16
-// heads and read a query value from shared memory for every product; att_index_score
-// read them through the caches), rows padded so that a warp's 16-byte reads fall in
+// time, widened to doubles once (att_index_score reads a row's 64 KB of queries for
+// every entry through the caches: 9.9 ms of V4's batch-256 step at 32,768 on the H200
+// against this kernel's 2.0, run 27; a form with a block per row and 128 entries that
+// staged only the queries, widened a key value for every 16 heads and read a query value
+// from shared memory for every product took 6.9 ms and was removed), rows padded so that a warp's 16-byte reads fall in
 // distinct banks; a thread issues its part of a stage's loads before the barrier that
 // frees the buffer, at most 128 registers so that four blocks share a multiprocessor
 // (180 and two blocks with the next stage's loads held through the products: 2.2 ms at

@@ -1,10 +1,9 @@
-// index_fibers_main.cc: TestIndexScoreBlkOnHostFibers' cases (follows fp4_fibers.h, the
+// index_fibers_main.cc: TestIndexScoreTileOnHostFibers' cases (follows fp4_fibers.h, the
 // headers and attention.cu's device branch): V4's index scores a launch block per row and
-// 128 entries (att_index_score_blk, the row's queries staged in shared memory 16 heads at
-// a time) and a launch block per row and 64 entries (att_index_score_t, 64 entries × 64
-// heads of dots in registers, keys and queries staged 32 values at a time) against
-// att_index_score_item (att_index_score's per-(row, entry) work), every score bit for bit,
-// and the scores of entries a row does not see left as they were.
+// 64 entries (att_index_score_t, 64 entries × 64 heads of dots in registers, keys and
+// queries staged 16 values at a time) against att_index_score_item (att_index_score's
+// per-(row, entry) work), every score bit for bit, and the scores of entries a row does
+// not see left as they were.
 #include <random>
 #include <vector>
 
@@ -52,39 +51,31 @@ static int index_case(long T, long H, long D, long r, long maxe, long multi, lon
   a.vis = vis.data();
   a.scores = want.data();
   for (long i = 0; i < T * maxe; i++) att_index_score_item(a, i);
-  int bad = 0;
-  for (int kind = 0; kind < 2; kind++) {
-    std::vector<double> got(T * maxe, unset);
-    a.scores = got.data();
-    long before = g_errors;
-    if (kind == 0) fibers_launch(att_index_score_blk, a, T * ((maxe + 127) / 128));
-    else if (H <= 64) fibers_launch(att_index_score_t, a, T * ((maxe + 63) / 64));
-    else continue;
-    long diff = 0, scored = 0;
-    for (long i = 0; i < T * maxe; i++) {
-      if (memcmp(&got[i], &want[i], 8) != 0) {
-        if (diff < 3) fprintf(stderr, "  score %ld: %.17g, want %.17g\n", i, got[i], want[i]);
-        diff++;
-      }
-      scored += want[i] != unset;
+  std::vector<double> got(T * maxe, unset);
+  a.scores = got.data();
+  long before = g_errors;
+  fibers_launch(att_index_score_t, a, T * ((maxe + 63) / 64));
+  long diff = 0, scored = 0;
+  for (long i = 0; i < T * maxe; i++) {
+    if (memcmp(&got[i], &want[i], 8) != 0) {
+      if (diff < 3) fprintf(stderr, "  score %ld: %.17g, want %.17g\n", i, got[i], want[i]);
+      diff++;
     }
-    printf("%s T %ld H %ld D %ld ratio %ld entries %ld: %ld of %ld scored, %ld differ, errors %ld\n",
-           kind == 0 ? "att_index_score_blk" : "att_index_score_t", T, H, D, r, maxe, scored, T * maxe, diff,
-           g_errors - before);
-    bad |= !(diff == 0 && scored > 0 && g_errors == before);
+    scored += want[i] != unset;
   }
-  return bad;
+  printf("att_index_score_t T %ld H %ld D %ld ratio %ld entries %ld: %ld of %ld scored, %ld differ, errors %ld\n", T, H, D,
+         r, maxe, scored, T * maxe, diff, g_errors - before);
+  return diff == 0 && scored > 0 && g_errors == before ? 0 : 1;
 }
 
 int main() {
   int bad = 0;
   unsigned seed = 1;
-  bad += index_case(6, 20, 32, 4, 300, 2, 5, seed++);   // heads not a multiple of 16, chunks of 128 and a partial one
+  bad += index_case(6, 20, 32, 4, 300, 2, 5, seed++);   // heads not a multiple of 8, blocks of 64 and a partial one
   bad += index_case(4, 64, 128, 4, 200, -1, -1, seed++); // V4-Flash's 64 heads of 128 values
-  bad += index_case(5, 16, 72, 2, 129, 0, 3, seed++);    // one entry past a chunk
-  bad += index_case(3, 3, 8, 1, 40, -1, 1, seed++);      // fewer entries than a chunk
-  bad += index_case(3, 80, 16, 4, 70, -1, -1, seed++);   // more heads than att_index_score_t takes (blk only)
-  bad += index_case(4, 64, 40, 4, 190, 1, -1, seed++);   // key values past a stage of 32
+  bad += index_case(5, 16, 72, 2, 129, 0, 3, seed++);    // one entry past two blocks
+  bad += index_case(3, 3, 8, 1, 40, -1, 1, seed++);      // fewer entries than a block
+  bad += index_case(4, 64, 40, 4, 190, 1, -1, seed++);   // key values past two stages of 16
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad != 0;
 }
