@@ -44,6 +44,7 @@ const (
 	RunName23  = "run 23 (H200, 2026-12-03)"
 	RunName25  = "run 25 (H200, 2026-12-04)"
 	RunName26  = "run 26 (H200, 2026-12-04)"
+	RunName27  = "run 27 (H200, 2026-12-04)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -377,6 +378,27 @@ var Run26Later = append(v4Fast(RunName26,
 	"run26/v41.fast.26d.bench.json",
 )...)
 
+// Run27Later are run 27's other reports (testdata/run27), compared with the fit, not
+// fitted: V4 at 32,768, 4,096 and 512 in 27a (the default of run 26, and at 32,768 with
+// the opt-in index scores a block per row and 128 entries and the selection at every
+// step size), 27b (V4's index scores on att_index_score_t's first form, and at 32,768 the
+// 128-entry blocks), 27c (the tiles' second form, and the 128-entry blocks), 27d (the
+// tiles at most 128 registers with the rows' visible entries from att_index_qd; at
+// 32,768 run 26's default in the same call), V4.1 at 4,096 in 27d (V4's switches, which
+// V4.1 does not read, both ways).
+var Run27Later = append(v4Fast(RunName27,
+	"run27/v4.fast.27a.bench.json",
+	"run27/v4.fast.27a.cmp.bench.json",
+	"run27/v4.fast.27b.bench.json",
+	"run27/v4.fast.27b.cmp.bench.json",
+	"run27/v4.fast.27c.bench.json",
+	"run27/v4.fast.27c.cmp.bench.json",
+	"run27/v4.fast.27d.bench.json",
+	"run27/v4.fast.27d.cmp.bench.json",
+), v41Fast(RunName27,
+	"run27/v41.fast.27d.cmp.bench.json",
+)...)
+
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
 // one run, by their paths under sim/calib/testdata.
 func v4Fast(run string, files ...string) []Measured {
@@ -428,7 +450,7 @@ var Run23Fit = append([]Measured{Run14[0], Run14[2]}, Run23...)
 // reports are documented against that fit (TestRun25FitOnRun26).
 var Run25Fit = Run25
 
-// Run26Fit are the fast reports the shipped cuda-fast is fitted on: V4 at 512 and 4,096
+// Run26Fit are the fast reports cuda-fast was fitted on from run 26 until run 27: V4 at 512 and 4,096
 // from run 26d (the router's and mixes' part tiles; the mixes' sums still one thread an
 // item, as before run 26e) and at 32,768 from run 25c (the router and mixes of before
 // the tiles: without it V4's context terms come from 512 and 4,096 alone, and V4 at
@@ -440,11 +462,22 @@ var Run26Fit = append(v4Fast(RunName26,
 	"run26/v41.fast.26d.bench.json",
 ), Run25[3])...)...)
 
+// Run27Fit are the fast reports the shipped cuda-fast is fitted on: V4 at 512, 4,096 and
+// 32,768 from run 27e (V4's index scores on att_index_score_t and the selection at
+// every step size: 9.9 → 2.0 ms at batch 256 and 32,768), V4.1 at 4,096 from 27d and at
+// 32,768 from run 25a (V4.1's kernels have not changed since). docs/perf/simulator.md,
+// "The run 27 refit".
+var Run27Fit = append(v4Fast(RunName27,
+	"run27/v4.fast.27e.bench.json",
+), append(v41Fast(RunName27,
+	"run27/v41.fast.27d.bench.json",
+), Run25[3])...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run26Fit, cuda-exact on run 8's exact reports (runs 9 to 26 took none; the exact
+// on Run27Fit, cuda-exact on run 8's exact reports (runs 9 to 27 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run26Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run27Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).

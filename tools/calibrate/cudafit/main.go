@@ -1,15 +1,15 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 26d's V4 and V4.1 fast-mode reports and run 25a's V4.1 one at 32,768, run 8's
+// run 27e's V4 and 27d's V4.1 fast-mode reports and run 25a's V4.1 one at 32,768, run 8's
 // exact-mode ones; each point's class times scaled to its measured step where they add
 // up to more, calib.StepScaledClasses), writes them as Go source, and prints how well
 // they and the default h200 model predict the measured steps (class misses against the
 // scaled and the unscaled class times): in sample, and in hold-out experiments (fit on
 // batch 1 and 256, check batch 64; fit on the shorter contexts, check 32,768; fit on V4,
-// check V4.1). It also prints the previous cuda-fast (fitted on run 25's fast reports,
-// calib.Run25Fit) on the new fast points, with its terms next to the new ones; run 26's
-// other fast reports and run 25c's V4 at 32,768 (calib.Run26Later, calib.Run25[1]),
-// compared with the new fit, not fitted; and run 8's graphs-off report (step times
+// check V4.1). It also prints the previous cuda-fast (fitted on run 26's and 25's fast
+// reports, calib.Run26Fit) on the new fast points, with its terms next to the new ones;
+// run 27's other fast reports (calib.Run27Later), compared with the new fit, not fitted;
+// and run 8's graphs-off report (step times
 // only), compared with the fit on run 8's graphs-on reports, not fitted.
 //
 //	go run ./tools/calibrate/cudafit -o sim/calib/fitted.go
@@ -48,7 +48,7 @@ func main() {
 	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
 	fit := flag.String("fit", "", "with -reports: names the run in the calibrations, e.g. \"run 10 (H200, 2027-01-05)\"")
 	flag.Parse()
-	in := inputs{runs: calib.Shipped, previous: calib.Run25Fit, later: calib.Run26Later, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
+	in := inputs{runs: calib.Shipped, previous: calib.Run26Fit, later: calib.Run27Later, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
 	if *reports != "" {
 		if *fit == "" {
 			fmt.Fprintln(os.Stderr, "cudafit: -reports needs -fit to name the run")
