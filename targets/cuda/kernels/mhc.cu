@@ -477,6 +477,13 @@ KERNEL(mhc_rmsnorm41, mhc_RMSNorm41Args) {
 // second launch adds a row's P parts in order. The values differ from the cpu target's
 // by the summation order only.
 
+// PART_AHEAD: the terms whose loads mhc_fast_mix_part (a sum a work item) issues before
+// adding them, in order: at one token its launches hold few threads, so each thread's
+// loads in flight set the rate at which the weights stream (8 until run 27: about 35 µs
+// a launch at one token on the H200).
+#ifndef PART_AHEAD
+#define PART_AHEAD 32
+#endif
 // mhc_fast_mix_part: the parts of the mixes' sums of token t: row r < m is fn[r]·x_t,
 // row m the sum of squares x_t·x_t. One work item a (token, row, part), into
 // part[t, r, p] (T × (m+1) × P doubles).
@@ -488,15 +495,15 @@ KERNEL(mhc_fast_mix_part, mhc_FastMixPartArgs) {
     const float* x = a.x + t * a.K;
     double acc = 0;
     i64 k = p;
-    // 8 terms' loads issued before their sums (the same order), so that they are in
-    // flight together
-    for (; k + 7 * a.P < a.K; k += 8 * a.P) {
-      float xv[8], wv[8];
-      UNROLL for (int u = 0; u < 8; u++) {
+    // PART_AHEAD terms' loads issued before their sums (the same order), so that they
+    // are in flight together
+    for (; k + (PART_AHEAD - 1) * a.P < a.K; k += PART_AHEAD * a.P) {
+      float xv[PART_AHEAD], wv[PART_AHEAD];
+      UNROLL for (int u = 0; u < PART_AHEAD; u++) {
         xv[u] = x[k + u * a.P];
         wv[u] = r == a.m ? xv[u] : wval(a.fn, r, k + u * a.P);
       }
-      UNROLL for (int u = 0; u < 8; u++) acc += (double)wv[u] * (double)xv[u];
+      UNROLL for (int u = 0; u < PART_AHEAD; u++) acc += (double)wv[u] * (double)xv[u];
     }
     for (; k < a.K; k += a.P) acc += (double)(r == a.m ? x[k] : wval(a.fn, r, k)) * (double)x[k];
     a.part[i] = acc;
