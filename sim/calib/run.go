@@ -384,8 +384,9 @@ var Run26Later = append(v4Fast(RunName26,
 // step size), 27b (V4's index scores on att_index_score_t's first form, and at 32,768 the
 // 128-entry blocks), 27c (the tiles' second form, and the 128-entry blocks), 27d (the
 // tiles at most 128 registers with the rows' visible entries from att_index_qd; at
-// 32,768 run 26's default in the same call), V4.1 at 4,096 in 27d (V4's switches, which
-// V4.1 does not read, both ways).
+// 32,768 run 26's default in the same call), 27e (the tiles 16 key values a stage), 27f
+// (mhc_fast_mix_part 32 terms' loads ahead, no change), V4.1 at 4,096 in 27d (V4's
+// switches, which V4.1 does not read, both ways).
 var Run27Later = append(v4Fast(RunName27,
 	"run27/v4.fast.27a.bench.json",
 	"run27/v4.fast.27a.cmp.bench.json",
@@ -395,6 +396,8 @@ var Run27Later = append(v4Fast(RunName27,
 	"run27/v4.fast.27c.cmp.bench.json",
 	"run27/v4.fast.27d.bench.json",
 	"run27/v4.fast.27d.cmp.bench.json",
+	"run27/v4.fast.27e.bench.json",
+	"run27/v4.fast.27f.bench.json",
 ), v41Fast(RunName27,
 	"run27/v41.fast.27d.cmp.bench.json",
 )...)
@@ -463,12 +466,13 @@ var Run26Fit = append(v4Fast(RunName26,
 ), Run25[3])...)...)
 
 // Run27Fit are the fast reports the shipped cuda-fast is fitted on: V4 at 512, 4,096 and
-// 32,768 from run 27e (V4's index scores on att_index_score_t and the selection at
-// every step size: 9.9 → 2.0 ms at batch 256 and 32,768), V4.1 at 4,096 from 27d and at
+// 32,768 from run 27g (V4's index scores on att_index_score_t and the selection at
+// every step size: 9.9 → 2.0 ms at batch 256 and 32,768; mhc_fast_mix_part without
+// wval's switch around its loads), V4.1 at 4,096 from 27d and at
 // 32,768 from run 25a (V4.1's kernels have not changed since). docs/perf/simulator.md,
 // "The run 27 refit".
 var Run27Fit = append(v4Fast(RunName27,
-	"run27/v4.fast.27e.bench.json",
+	"run27/v4.fast.27g.bench.json",
 ), append(v41Fast(RunName27,
 	"run27/v41.fast.27d.bench.json",
 ), Run25[3])...)

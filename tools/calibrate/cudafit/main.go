@@ -1,6 +1,6 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 27e's V4 and 27d's V4.1 fast-mode reports and run 25a's V4.1 one at 32,768, run 8's
+// run 27g's V4 and 27d's V4.1 fast-mode reports and run 25a's V4.1 one at 32,768, run 8's
 // exact-mode ones; each point's class times scaled to its measured step where they add
 // up to more, calib.StepScaledClasses), writes them as Go source, and prints how well
 // they and the default h200 model predict the measured steps (class misses against the
