@@ -37,7 +37,9 @@ func usage() {
       per step and, on a runtime with a device timeline (cuda), the device's steps and
       the idle gaps between them; --trace-kernels adds every kernel launch, which runs
       steps without their CUDA graphs. The async scheduler (on by default;
-      DEEPINFER_ASYNC=0 turns it off) is summarized after the run.
+      DEEPINFER_ASYNC=0 turns it off) is summarized after the run. A run that lasts
+      longer than 5 s prints a progress line to stderr every 5 s (steps, tokens run,
+      requests running, waiting and done).
   divm run plan.dip --input batch.jsonl --output results.jsonl [--model DIR]
            [--max-tokens 256] [--max-batch-tokens 2048] [--max-seqs 64]
       Run an OpenAI Batch API file: one result or error line per input line, resumable
@@ -323,7 +325,7 @@ func runCmd(args []string, stdout io.Writer) error {
 	}
 	ro := promptRun{ids: ids, n: *repeat, maxTokens: *maxTokens, maxSeqs: *seqs, batchTokens: *batchTokens,
 		sampling: vm.Sampling{Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed},
-		trace:    *tracePath, kernels: *traceKernels, spec: sc.spec}
+		trace:    *tracePath, kernels: *traceKernels, spec: sc.spec, progress: os.Stderr, progressEvery: progressEvery}
 	if !flagSet(fs, "max-seqs") && *repeat > 1 {
 		ro.maxSeqs = *repeat
 	}
@@ -378,6 +380,43 @@ type promptRun struct {
 	trace                 string // trace file ("" for none)
 	kernels               bool
 	spec                  *vm.Speculation
+	progress              io.Writer     // a line every progressEvery while the run goes on (nil: none)
+	progressEvery         time.Duration // (zero: none)
+}
+
+// progressEvery is how often divm run reports a run that is still going.
+const progressEvery = 5 * time.Second
+
+// startProgress writes progressLine to w every interval until the returned stop is
+// called (stop waits for the writer to be done): a long run shows how far it got.
+func startProgress(w io.Writer, every time.Duration, eng *vm.Engine, start time.Time, total int) (stop func()) {
+	if w == nil || every <= 0 {
+		return func() {}
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintln(w, progressLine(eng.Stats(), time.Since(start), total))
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// progressLine is one progress report of divm run: the time so far, the steps run and
+// the tokens they carried (prompt rows, decode rows, drafts verified), the requests
+// running, waiting and done.
+func progressLine(st vm.Stats, el time.Duration, total int) string {
+	finished := max(total-st.Running-st.Queued, 0)
+	return fmt.Sprintf("divm run: %s: %d steps, %d tokens run (%.1f a second); %d requests running, %d waiting, %d of %d done",
+		el.Round(time.Second), st.Steps, st.Tokens, float64(st.Tokens)/max(el.Seconds(), 1e-9), st.Running, st.Queued, finished, total)
 }
 
 // runPrompts runs the prompt requests (and writes the trace); it returns the first
@@ -405,7 +444,9 @@ func runPrompts(m *vm.Machine, ro promptRun) (vm.Result, *vm.Engine, []string, e
 	}
 	results := make([]vm.Result, len(reqs))
 	start := time.Now()
+	stop := startProgress(ro.progress, ro.progressEvery, eng, start, len(reqs))
 	eng.Run(reqs, func(r vm.Result) { results[r.Index] = r })
+	stop()
 	el := time.Since(start)
 	var generated int
 	for _, r := range results {

@@ -296,3 +296,58 @@ func TestRunTraceCPU(t *testing.T) {
 		t.Fatalf("--trace-kernels without --trace: %v", err)
 	}
 }
+
+// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRunProgress: divm run reports a run that is still going — a line each interval
+// with the steps run so far — and stops reporting when the run ends.
+func TestRunProgress(t *testing.T) {
+	if got, want := progressLine(vm.Stats{Running: 3, Queued: 2, Steps: 40, Tokens: 90}, 18*time.Second, 8),
+		"divm run: 18s: 40 steps, 90 tokens run (5.0 a second); 3 requests running, 2 waiting, 3 of 8 done"; got != want {
+		t.Fatalf("progress line %q, want %q", got, want)
+	}
+	_, p := compileDefault(t)
+	w, err := vm.LoadWeights(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := targets.Lookup("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.LoadOn(p, w, timelineExec{Executor: tgt.(targets.Executor), rt: &timelineRT{}}) // 50 µs a step at least
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var buf lockedBuffer
+	ro := promptRun{ids: []int32{5, 6, 7}, n: 8, maxTokens: 12, maxSeqs: 8, batchTokens: 64, progress: &buf, progressEvery: 100 * time.Microsecond}
+	if _, _, _, err := runPrompts(m, ro); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "divm run: ") || !strings.Contains(lines[0], " steps, ") || !strings.Contains(lines[0], "of 8 done") {
+		t.Fatalf("progress: %q", buf.String())
+	}
+	after := buf.String()
+	time.Sleep(5 * time.Millisecond)
+	if buf.String() != after {
+		t.Fatal("progress lines after the run ended")
+	}
+}
