@@ -649,3 +649,71 @@ func TestGraphCaptureFailureFallsBack(t *testing.T) {
 		t.Errorf("a failed launch turned graphs off: %+v", rt.GraphStats())
 	}
 }
+
+// TestStateSaveOnDevice: a sequence's state is saved to a second device block and
+// restored from it in stream order — no host copy and no wait for the stream — and
+// the restore gives back the saved bytes exactly; a restore after a later save is an
+// error, and releasing the state frees both blocks.
+func TestStateSaveOnDevice(t *testing.T) {
+	rt := openFixture(t, "tiny-v41-dev2", targets.Options{MaxTokens: 64})
+	live := rt.fake.Live()
+	s := newScript(t, rt, 2)
+	var out targets.StepOut
+	step := func(in *targets.StepIn) {
+		t.Helper()
+		if err := rt.Step(in, &out); err != nil {
+			t.Fatal(err)
+		}
+		s.took(in, &out)
+	}
+	step(s.prefill([]int{0, 1}))
+	st := s.states[0].(*devState)
+	before := st.Digest()
+	fs := rt.fake.stats
+	restore, err := st.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(s.decode([]int{0, 1}, nil, false))
+	step(s.decode([]int{0, 1}, nil, false))
+	moved := st.Digest()
+	if moved == before {
+		t.Fatal("two decode steps left the state as it was")
+	}
+	fs2 := rt.fake.stats
+	if err := restore(); err != nil {
+		t.Fatal(err)
+	}
+	fs3 := rt.fake.stats
+	if got := st.Digest(); got != before {
+		t.Fatal("the restored state differs from the saved one")
+	}
+	// the save and the restore themselves: no host copies, no waits (the steps between
+	// them upload their inputs and read back their tokens)
+	if fs3.Uploads != fs2.Uploads || fs3.Downloads != fs2.Downloads || fs3.Syncs != fs2.Syncs {
+		t.Errorf("the restore copied %d up, %d down and waited %d times", fs3.Uploads-fs2.Uploads, fs3.Downloads-fs2.Downloads, fs3.Syncs-fs2.Syncs)
+	}
+	if fs.Allocs+1 > fs2.Allocs {
+		t.Errorf("the save allocated no device block")
+	}
+	fs4 := rt.fake.stats
+	again, err := st.Save()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rt.fake.stats; f.Uploads != fs4.Uploads || f.Downloads != fs4.Downloads || f.Syncs != fs4.Syncs || f.Allocs != fs4.Allocs {
+		t.Errorf("a second save: %+v after %+v (want no host copy, wait or allocation)", f, fs4)
+	}
+	if err := restore(); err == nil || !strings.Contains(err.Error(), "later save") {
+		t.Errorf("restoring a replaced save: %v", err)
+	}
+	if err := again(); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range s.states {
+		x.Release()
+	}
+	if got := rt.fake.Live(); got != live {
+		t.Errorf("%d bytes live after the states' release, %d before them", got, live)
+	}
+}

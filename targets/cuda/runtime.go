@@ -711,6 +711,10 @@ func (rt *Runtime) HasPhase(phase string) bool { return rt.progs[phase] != nil }
 type devState struct {
 	rt  *Runtime
 	mem devptr
+	// saved is the device copy Save keeps (allocated at the first save, reused, freed
+	// with the state); gen counts the saves, so that only the latest one restores.
+	saved devptr
+	gen   uint64
 }
 
 // NewState implements targets.Runtime: one zeroed block of the state layout.
@@ -741,18 +745,66 @@ const (
 	seqInvariant = 4
 )
 
-// Save implements targets.SavableState: the whole state block is copied to the host,
-// and the restore copies it back — O(block), where the cpu target copies only the
-// bounded parts (rings, open groups) and truncates the append-only ones.
+// Save implements targets.SavableState: the whole state block is copied to a second
+// device block of the sequence, in stream order (no host copy, no wait: the copy runs
+// after the steps already enqueued and before the next), and the restore copies it
+// back the same way — O(block) device bandwidth, where the cpu target copies only the
+// bounded parts (rings, open groups) and truncates the append-only ones. Each save
+// replaces the last one; a restore of an earlier save is an error. Where the device
+// cannot hold the second block, the copy goes through the host (saveHost).
 func (s *devState) Save() (func() error, error) {
+	rt := s.rt
+	if s.mem == 0 || rt.state.size == 0 {
+		return func() error { return nil }, nil
+	}
+	n := uint64(rt.state.size)
+	var err error
+	rt.w.do(func() {
+		if s.saved == 0 {
+			if s.saved, err = rt.drv.Alloc(n); err != nil {
+				s.saved = 0
+				return
+			}
+		}
+		err = rt.drv.DtoD(s.saved, s.mem, n, rt.stream)
+	})
+	if s.saved == 0 {
+		return s.saveHost()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("saving the sequence state: %w", err)
+	}
+	s.gen++
+	gen := s.gen
+	return func() error {
+		if s.mem == 0 || s.saved == 0 {
+			return fmt.Errorf("restoring the sequence state: the state was released")
+		}
+		if s.gen != gen {
+			return fmt.Errorf("restoring the sequence state: a later save replaced this one")
+		}
+		var err error
+		rt.w.do(func() { err = rt.drv.DtoD(s.mem, s.saved, n, rt.stream) })
+		return err
+	}, nil
+}
+
+// saveHost is Save through the host: the block is read back, and the restore copies
+// it to the device again.
+func (s *devState) saveHost() (func() error, error) {
 	rt := s.rt
 	buf, err := s.read()
 	if err != nil {
 		return nil, err
 	}
+	s.gen++
+	gen := s.gen
 	return func() error {
 		if s.mem == 0 || len(buf) == 0 {
 			return nil
+		}
+		if s.gen != gen {
+			return fmt.Errorf("restoring the sequence state: a later save replaced this one")
 		}
 		var err error
 		rt.w.do(func() {
@@ -797,9 +849,14 @@ func (s *devState) Release() {
 	if s.mem == 0 || s.rt.closed {
 		return
 	}
-	m := s.mem
-	s.mem = 0
-	s.rt.w.do(func() { _ = s.rt.drv.Free(m) })
+	m, sv := s.mem, s.saved
+	s.mem, s.saved = 0, 0
+	s.rt.w.do(func() {
+		_ = s.rt.drv.Free(m)
+		if sv != 0 {
+			_ = s.rt.drv.Free(sv)
+		}
+	})
 }
 
 // Close implements targets.Runtime.
