@@ -477,55 +477,18 @@ KERNEL(mhc_rmsnorm41, mhc_RMSNorm41Args) {
 // second launch adds a row's P parts in order. The values differ from the cpu target's
 // by the summation order only.
 
-// PART_AHEAD: the terms whose loads mhc_fast_mix_part (a sum a work item) issues before
-// adding them, in order.
-#ifndef PART_AHEAD
-#define PART_AHEAD 16
-#endif
-
 // mhc_fast_mix_part: the parts of the mixes' sums of token t: row r < m is fn[r]·x_t,
 // row m the sum of squares x_t·x_t. One work item a (token, row, part), into
 // part[t, r, p] (T × (m+1) × P doubles).
 struct mhc_FastMixPartArgs { const float* x; Weight fn; double* part; i64 T; i64 m; i64 K; i64 P; };
-// mhc_mix_part_chain: part p of one row's sum, the weight's values from wv(k) (a
-// float32 or bf16 row read directly: wval's format switch around every load kept each
-// load's widening inside the switch, so the loads of a group did not overlap — about
-// 33 µs a launch at one token on the H200, one DRAM round trip a term, run 27f); PART_AHEAD
-// terms' loads are issued before their sums (the same order, the same values).
-template <class W>
-DEVM double mhc_mix_part_chain(const float* x, W wv, i64 p, i64 P, i64 K) {
-  double acc = 0;
-  i64 k = p;
-  for (; k + (PART_AHEAD - 1) * P < K; k += PART_AHEAD * P) {
-    float xv[PART_AHEAD], w[PART_AHEAD];
-    UNROLL for (int u = 0; u < PART_AHEAD; u++) {
-      xv[u] = x[k + u * P];
-      w[u] = wv(k + u * P, xv[u]);
-    }
-    UNROLL for (int u = 0; u < PART_AHEAD; u++) acc += (double)w[u] * (double)xv[u];
-  }
-  for (; k < K; k += P) acc += (double)wv(k, x[k]) * (double)x[k];
-  return acc;
-}
+// (rows.h part_chain_row: the weight's format chosen once a work item, PART_AHEAD terms'
+// loads ahead; run 27 on the H200: 33 → 6 µs a launch at one token)
 KERNEL(mhc_fast_mix_part, mhc_FastMixPartArgs) {
   const i64 rows = a.m + 1;
   for (i64 i = GIDX; i < a.T * rows * a.P; i += GSTRIDE) {
     i64 p = i % a.P, r = (i / a.P) % rows, t = i / (a.P * rows);
     const float* x = a.x + t * a.K;
-    const i64 row = r * a.fn.cols;
-    double acc;
-    if (r == a.m) acc = mhc_mix_part_chain(x, [](i64, float xk) { return xk; }, p, a.P, a.K);
-    else if (a.fn.fmt == 0) {
-      const float* w = (const float*)a.fn.p + row;
-      acc = mhc_mix_part_chain(x, [w](i64 k, float) { return w[k]; }, p, a.P, a.K);
-    } else if (a.fn.fmt == 1) {
-      const unsigned short* w = (const unsigned short*)a.fn.p + row;
-      acc = mhc_mix_part_chain(x, [w](i64 k, float) { return bf16_f32(w[k]); }, p, a.P, a.K);
-    } else {
-      const Weight fn = a.fn;
-      acc = mhc_mix_part_chain(x, [fn, r](i64 k, float) { return wval(fn, r, k); }, p, a.P, a.K);
-    }
-    a.part[i] = acc;
+    a.part[i] = r == a.m ? part_chain(x, FRow{x}, p, a.P, a.K) : part_chain_row(x, a.fn, r, p, a.P, a.K);
   }
 }
 

@@ -211,6 +211,48 @@ DEVM void gonum_rows(const float* x, i64 ldx, const int* rows, i64 r0, i64 n, co
 }
 
 
+// PART_AHEAD: the terms whose loads part_chain issues before adding them, in order.
+#define PART_AHEAD 16
+
+// BRow reads a bf16 weight row (numerics.h's FRow reads a float32 one, WRow any format
+// through wval).
+struct BRow {
+  const unsigned short* p;
+  DEVM float operator()(i64 k) const { return bf16_f32(p[k]); }
+};
+
+// part_chain: part p of P of a row's float64 sum: Σ (double)w(k) · (double)x[k] over k =
+// p, p + P, … < K, added in k order from 0 (each product exact, each add rounded), with
+// PART_AHEAD terms' loads issued before their adds. w(k) is the weight row's value k.
+template <class W>
+DEVM double part_chain(const float* x, W w, i64 p, i64 P, i64 K) {
+  double acc = 0;
+  i64 k = p;
+  for (; k + (PART_AHEAD - 1) * P < K; k += PART_AHEAD * P) {
+    float xv[PART_AHEAD], wv[PART_AHEAD];
+    UNROLL for (int u = 0; u < PART_AHEAD; u++) {
+      xv[u] = x[k + u * P];
+      wv[u] = w(k + u * P);
+    }
+    UNROLL for (int u = 0; u < PART_AHEAD; u++) acc += (double)wv[u] * (double)xv[u];
+  }
+  for (; k < K; k += P) acc += (double)w(k) * (double)x[k];
+  return acc;
+}
+
+// part_chain_row: part_chain of row r of w, its format chosen once: float32 and bf16 rows
+// are read directly, other formats through wval. (wval switches on the format around
+// every load, which kept each load's widening inside the switch, so the loads of an
+// unrolled group did not overlap: one DRAM round trip a term — mhc_fast_mix_part took 33
+// µs a launch at one token on the H200 that way, 6 µs read directly, run 27.)
+DEVM double part_chain_row(const float* x, const Weight& w, i64 r, i64 p, i64 P, i64 K) {
+  switch (w.fmt) {
+    case 0: return part_chain(x, FRow{(const float*)w.p + r * w.cols}, p, P, K);
+    case 1: return part_chain(x, BRow{(const unsigned short*)w.p + r * w.cols}, p, P, K);
+    default: return part_chain(x, WRow{w, r}, p, P, K);
+  }
+}
+
 // part_dots_tile: V4's fast-mode float64 sums in parts (moe.cu's router, mhc.cu's mixes)
 // for a tile of TT tokens × RR rows: for part p of P (the values k = p, p + P, … < K),
 // out(t, r, v) with v = Σ (double)w_r[k] · (double)x_t[k], added in k order from 0 —
