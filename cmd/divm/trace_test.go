@@ -195,10 +195,10 @@ func compileDefault(t *testing.T) (string, *plan.Plan) {
 	return path, out.Plan
 }
 
-// TestTraceTimeline runs a batch on a runtime with a device timeline and checks the
-// trace: host spans for every step, one device span per step with its kernels, and
-// idle gaps that are exactly the time between consecutive device steps.
-func TestTraceTimeline(t *testing.T) {
+// timelineMachine loads the embedded default model on the cpu target behind a runtime
+// with a device timeline (timelineRT: at least 50 µs a step).
+func timelineMachine(t *testing.T) *vm.Machine {
+	t.Helper()
 	_, p := compileDefault(t)
 	w, err := vm.LoadWeights(p, "")
 	if err != nil {
@@ -208,12 +208,19 @@ func TestTraceTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := &timelineRT{}
-	m, err := vm.LoadOn(p, w, timelineExec{Executor: tgt.(targets.Executor), rt: rt})
+	m, err := vm.LoadOn(p, w, timelineExec{Executor: tgt.(targets.Executor), rt: &timelineRT{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestTraceTimeline runs a batch on a runtime with a device timeline and checks the
+// trace: host spans for every step, one device span per step with its kernels, and
+// idle gaps that are exactly the time between consecutive device steps.
+func TestTraceTimeline(t *testing.T) {
+	m := timelineMachine(t)
 	path := filepath.Join(t.TempDir(), "trace.json")
 	ro := promptRun{ids: []int32{5, 6, 7}, n: 8, maxTokens: 12, maxSeqs: 8, batchTokens: 64, trace: path, kernels: true}
 	if _, _, lines, err := runPrompts(m, ro); err != nil {
@@ -322,20 +329,7 @@ func TestRunProgress(t *testing.T) {
 		"divm run: 18s: 40 steps, 90 tokens run (5.0 a second); 3 requests running, 2 waiting, 3 of 8 done"; got != want {
 		t.Fatalf("progress line %q, want %q", got, want)
 	}
-	_, p := compileDefault(t)
-	w, err := vm.LoadWeights(p, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt, err := targets.Lookup("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := vm.LoadOn(p, w, timelineExec{Executor: tgt.(targets.Executor), rt: &timelineRT{}}) // 50 µs a step at least
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := timelineMachine(t) // 50 µs a step at least
 	var buf lockedBuffer
 	ro := promptRun{ids: []int32{5, 6, 7}, n: 8, maxTokens: 12, maxSeqs: 8, batchTokens: 64, progress: &buf, progressEvery: 100 * time.Microsecond}
 	if _, _, _, err := runPrompts(m, ro); err != nil {

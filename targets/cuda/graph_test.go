@@ -100,6 +100,19 @@ func (s *script) took(in *targets.StepIn, out *targets.StepOut) {
 	}
 }
 
+// stepper returns a function that runs a step of the script with Step and takes its
+// tokens.
+func (s *script) stepper(t *testing.T) func(in *targets.StepIn) {
+	var out targets.StepOut
+	return func(in *targets.StepIn) {
+		t.Helper()
+		if err := s.rt.Step(in, &out); err != nil {
+			t.Fatal(err)
+		}
+		s.took(in, &out)
+	}
+}
+
 // batches are the decode steps' sequences.
 var batches = [][]int{{0, 1, 2, 3}, {0, 1, 2, 3}, {1, 3}, {0}, {0, 1, 2, 3}, {1, 3}, {2}, {0, 1, 2, 3}}
 
@@ -215,14 +228,7 @@ func TestGraphCacheBounds(t *testing.T) {
 	}
 	rt.graphs.limit = 3
 	s := newScript(t, rt, 7)
-	var out targets.StepOut
-	step := func(in *targets.StepIn) {
-		t.Helper()
-		if err := rt.Step(in, &out); err != nil {
-			t.Fatal(err)
-		}
-		s.took(in, &out)
-	}
+	step := s.stepper(t)
 	step(s.prefill([]int{0, 1})) // 8 tokens
 	step(s.decode([]int{0, 1}, nil, false))
 	step(s.decode([]int{0}, nil, false))
@@ -468,14 +474,7 @@ func TestPipelineErrors(t *testing.T) {
 func TestTimeline(t *testing.T) {
 	rt := openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 32})
 	s := newScript(t, rt, 2)
-	var out targets.StepOut
-	step := func(in *targets.StepIn) {
-		t.Helper()
-		if err := rt.Step(in, &out); err != nil {
-			t.Fatal(err)
-		}
-		s.took(in, &out)
-	}
+	step := s.stepper(t)
 	step(s.prefill([]int{0, 1})) // before recording: no span
 	rt.SetTimeline(true, false)
 	for i := 0; i < 3; i++ {
@@ -486,6 +485,7 @@ func TestTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out targets.StepOut
 	if err := p.Wait(&out); err != nil {
 		t.Fatal(err)
 	}
@@ -658,14 +658,7 @@ func TestStateSaveOnDevice(t *testing.T) {
 	rt := openFixture(t, "tiny-v41-dev2", targets.Options{MaxTokens: 64})
 	live := rt.fake.Live()
 	s := newScript(t, rt, 2)
-	var out targets.StepOut
-	step := func(in *targets.StepIn) {
-		t.Helper()
-		if err := rt.Step(in, &out); err != nil {
-			t.Fatal(err)
-		}
-		s.took(in, &out)
-	}
+	step := s.stepper(t)
 	step(s.prefill([]int{0, 1}))
 	st := s.states[0].(*devState)
 	before := st.Digest()
