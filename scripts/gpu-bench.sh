@@ -2,7 +2,8 @@
 # Decode-step benchmark of full-width synthetic layers on a GPU, in two halves:
 #
 #   scripts/gpu-bench.sh build   on any machine with Go: dic, divm and the cuda test binary
-#                                (cgo off) into build/bench/, packed as build/bench.tgz,
+#                                (cgo off) into build/bench/, packed as build/bench.tgz
+#                                (and build/bench.txz, smaller, where xz is installed),
 #                                and build/kernels.tgz: the kernel cache entries of earlier
 #                                runs' archives (build/kernels*.tgz) this tree still uses
 #   scripts/gpu-bench.sh run     on the GPU machine, from the repository root (unpack
@@ -59,6 +60,12 @@ build() {
 	go run ./tools/kernelkeys -arch "${KEYS_ARCH:-sm_90a}" -compiler "${KEYS_COMPILER:-nvrtc 13.0}" > "$bin/kernel-keys.txt"
 	tar czf build/bench.tgz -C build bench/dic bench/divm bench/cuda.test bench/tokenizer bench/kernel-keys.txt # one file to carry
 	echo "built: $(ls "$bin" | tr '\n' ' ')(and build/bench.tgz, $(du -h build/bench.tgz | cut -f1))"
+	# the same, smaller (xz), for a call whose carried files must stay under a limit:
+	# unpack it there with python3 -c "import tarfile; tarfile.open('build/bench.txz','r:xz').extractall('build')"
+	if command -v xz >/dev/null; then
+		tar cJf build/bench.txz -C build bench/dic bench/divm bench/cuda.test bench/tokenizer bench/kernel-keys.txt
+		echo "and build/bench.txz, $(du -h build/bench.txz | cut -f1)"
+	fi
 	gather
 }
 
