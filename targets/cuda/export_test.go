@@ -49,3 +49,6 @@ func SetLongRows(n int64) (restore func()) {
 	mklSplitRows = n
 	return func() { mklSplitRows = old }
 }
+
+// DriverStats is what the runtime asked of the emulated device's driver so far.
+func DriverStats(rt *Runtime) FakeStats { return rt.fake.stats }

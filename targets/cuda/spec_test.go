@@ -148,3 +148,48 @@ func checkDeviceInvariance(t *testing.T, model, mode string) {
 		}
 	}
 }
+
+// capExec opens plans on the emulated device and keeps the runtime, for its driver's
+// counts.
+type capExec struct {
+	targets.Target
+	rt **cuda.Runtime
+}
+
+func (c capExec) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	rt, err := cuda.OpenEmulated(p, w, o, 4<<30)
+	*c.rt = rt
+	return rt, err
+}
+
+// TestSpeculationHostTraffic: speculation's rollbacks stay on the device. 16 greedy
+// requests whose drafts are all rejected (random fixture weights) run 160 verify groups,
+// each saved and restored; the run's host copies and stream waits must not grow with
+// the groups — until run 27 each group copied the state block to the host and back with
+// a wait each way (on this fixture 368 waits and 7.2 MB for 160 groups; on V4.1 at batch
+// 256 on the H200, about 1 MB a sequence each way).
+func TestSpeculationHostTraffic(t *testing.T) {
+	var rt *cuda.Runtime
+	m := loadWith(t, "tiny-v41-dev2", func(tg targets.Target) targets.Executor { return capExec{tg, &rt} }, targets.Options{MaxTokens: 512})
+	var reqs []vm.Request
+	for _, r := range devRequests(t, "tiny-v41-dev2", 16, 12) {
+		r.KeepLogits, r.Sampling = false, vm.Sampling{}
+		reqs = append(reqs, r)
+	}
+	before := cuda.DriverStats(rt)
+	e := &vm.Engine{M: m, Spec: &vm.Speculation{MaxDraft: 4}, MaxSeqs: 64}
+	vmtest.RunAll(t, e, reqs)
+	after := cuda.DriverStats(rt)
+	groups := e.SpecStats().Groups
+	if groups < 100 || e.SpecStats().Accepted == e.SpecStats().Drafted {
+		t.Fatalf("%d verify groups, %d of %d drafts accepted: want many groups rolled back", groups, e.SpecStats().Accepted, e.SpecStats().Drafted)
+	}
+	syncs := int64(after.Syncs - before.Syncs)
+	bytes := int64(after.UploadBytes-before.UploadBytes) + int64(after.DownloadBytes-before.DownloadBytes)
+	state := rt.Info().StateBytes
+	if syncs >= groups/2 || bytes >= groups*state/10 {
+		t.Errorf("%d verify groups (state block %d bytes): %d stream waits, %d bytes copied to and from the host; want fewer waits than half the groups and under a tenth of a block a group",
+			groups, state, syncs, bytes)
+	}
+	t.Logf("%d verify groups: %d stream waits, %d bytes to and from the host", groups, syncs, bytes)
+}
