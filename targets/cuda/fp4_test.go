@@ -174,7 +174,7 @@ func prefillAndDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, n int) ([
 // every logits row compared exactly, on tiny-v4-dev (float32 weights: the _f32 entry)
 // and the V4-Flash-format model (FP8 128-blocks and bf16).
 func TestFastBlockProductsMatchTiles(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
+	for _, m := range v4Models(t) {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			// the block products on fast_gemm_blk, not their wgmma forms (near rather
@@ -629,7 +629,7 @@ func TestWGRLogits(t *testing.T) {
 // DEEPINFER_CUDA_PART_TILES=0: the logits of the prefill and two decode steps are the
 // same bit for bit either way, on tiny-v4-dev and on V4 in V4-Flash's formats.
 func TestPartTilesSteps(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
+	for _, m := range v4Models(t) {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			a, ka, b, kb := offAndOn(t, p, ws, cuda.EnvPartTiles, 130)
@@ -656,22 +656,16 @@ func TestPartTilesSteps(t *testing.T) {
 // emulated device every launch of the two moved to att_index_score_t. The device branch
 // runs on host fibers in TestIndexScoreTileOnHostFibers.
 func TestIndexScoreTileSameValues(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexTile, "0", "", 300)
-			if ka != nil {
-				old := ka["att_index_score"] + ka["att_index_score_w"]
-				if ka["att_index_score"] == 0 || ka["att_index_score_w"] == 0 || ka["att_index_score_t"] != 0 ||
-					kb["att_index_score_t"] != old || kb["att_index_score"]+kb["att_index_score_w"] != 0 {
-					t.Errorf("att_index_score / _w / _t ran %d / %d / %d times with %s=0 and %d / %d / %d by default; want every launch on _t",
-						ka["att_index_score"], ka["att_index_score_w"], ka["att_index_score_t"], cuda.EnvIndexTile,
-						kb["att_index_score"], kb["att_index_score_w"], kb["att_index_score_t"])
-				}
+	sameAcross(t, v4Models(t), cuda.EnvIndexTile, "0", "", 300, "with att_index_score and _w ("+cuda.EnvIndexTile+"=0)", "with att_index_score_t",
+		func(ka, kb map[string]int) string {
+			if ka["att_index_score"] == 0 || ka["att_index_score_w"] == 0 || ka["att_index_score_t"] != 0 ||
+				kb["att_index_score_t"] != ka["att_index_score"]+ka["att_index_score_w"] || kb["att_index_score"]+kb["att_index_score_w"] != 0 {
+				return fmt.Sprintf("att_index_score / _w / _t ran %d / %d / %d times with %s=0 and %d / %d / %d by default; want every launch on _t",
+					ka["att_index_score"], ka["att_index_score_w"], ka["att_index_score_t"], cuda.EnvIndexTile,
+					kb["att_index_score"], kb["att_index_score_w"], kb["att_index_score_t"])
 			}
-			sameLogits(t, a, b, "with att_index_score and _w ("+cuda.EnvIndexTile+"=0)", "with att_index_score_t")
+			return ""
 		})
-	}
 }
 
 // TestIndexSelectAllSameValues: V4's decode steps rank their index entries by selection
@@ -680,15 +674,17 @@ func TestIndexScoreTileSameValues(t *testing.T) {
 // same bit for bit, on tiny-v4-dev and V4 in V4-Flash's formats; on the emulated device
 // every att_index_rank launch moved.
 func TestIndexSelectAllSameValues(t *testing.T) {
-	for _, m := range []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}} {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvIndexSelect, "0", "", 80)
-			if ka != nil && (ka["att_index_rank"] == 0 || kb["att_index_rank"] != 0 || kb["att_index_select"] != ka["att_index_select"]+ka["att_index_rank"]) {
-				t.Errorf("att_index_rank / att_index_select ran %d / %d times with %s=0 and %d / %d by default; want every rank launch a selection",
+	sameAcross(t, v4Models(t), cuda.EnvIndexSelect, "0", "", 80, "with att_index_rank ("+cuda.EnvIndexSelect+"=0)", "with the selection",
+		func(ka, kb map[string]int) string {
+			if ka["att_index_rank"] == 0 || kb["att_index_rank"] != 0 || kb["att_index_select"] != ka["att_index_select"]+ka["att_index_rank"] {
+				return fmt.Sprintf("att_index_rank / att_index_select ran %d / %d times with %s=0 and %d / %d by default; want every rank launch a selection",
 					ka["att_index_rank"], ka["att_index_select"], cuda.EnvIndexSelect, kb["att_index_rank"], kb["att_index_select"])
 			}
-			sameLogits(t, a, b, "with att_index_rank ("+cuda.EnvIndexSelect+"=0)", "with the selection")
+			return ""
 		})
-	}
+}
+
+// v4Models are tiny-v4-dev and V4 in V4-Flash's storage formats.
+func v4Models(t *testing.T) []struct{ name, dir string } {
+	return []struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}, {"v4-flash-formats", quantizedV4(t)}}
 }

@@ -165,7 +165,7 @@ func (c capExec) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targ
 // TestSpeculationHostTraffic: speculation's rollbacks stay on the device. 16 greedy
 // requests whose drafts are all rejected (random fixture weights) run 160 verify groups,
 // each saved and restored; the run's host copies and stream waits must not grow with
-// the groups — until run 27 each group copied the state block to the host and back with
+// the groups (measured: 48 waits and 75 KB for 160 groups of a 22 KB block) — until run 27 each group copied the state block to the host and back with
 // a wait each way (on this fixture 368 waits and 7.2 MB for 160 groups; on V4.1 at batch
 // 256 on the H200, about 1 MB a sequence each way).
 func TestSpeculationHostTraffic(t *testing.T) {
@@ -187,8 +187,8 @@ func TestSpeculationHostTraffic(t *testing.T) {
 	syncs := int64(after.Syncs - before.Syncs)
 	bytes := int64(after.UploadBytes-before.UploadBytes) + int64(after.DownloadBytes-before.DownloadBytes)
 	state := rt.Info().StateBytes
-	if syncs >= groups/2 || bytes >= groups*state/10 {
-		t.Errorf("%d verify groups (state block %d bytes): %d stream waits, %d bytes copied to and from the host; want fewer waits than half the groups and under a tenth of a block a group",
+	if syncs >= groups/3 || bytes >= groups*state/40 {
+		t.Errorf("%d verify groups (state block %d bytes): %d stream waits, %d bytes copied to and from the host; want fewer waits than a third of the groups and under a 40th of a block a group",
 			groups, state, syncs, bytes)
 	}
 	t.Logf("%d verify groups: %d stream waits, %d bytes to and from the host", groups, syncs, bytes)

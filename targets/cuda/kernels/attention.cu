@@ -395,12 +395,15 @@ struct AttIndexArgs {
   i64* vis;    // [T, 2]: each row's att_index_visible (-1: no sequence) and sequence (att_index_qd)
 };
 
-// att_index_visible is how many entries token t may see (-1: no sequence).
-DEV i64 att_index_visible(const AttIndexArgs& a, i64 t, SeqRec* s) {
-  i64 q = att_seq_of(a.seqs, a.nseq, t);
+// att_index_visible_of is how many entries token t of sequence q may see (-1: q < 0, no
+// sequence); att_index_visible finds the sequence.
+DEV i64 att_index_visible_of(const AttIndexArgs& a, i64 t, i64 q, SeqRec* s) {
   if (q < 0) return -1;
   *s = a.seqs[q];
   return imin(imin((s->pos + s->n) / a.ratio, ((i64)a.pos[t] + 1) / a.ratio), a.maxe);
+}
+DEV i64 att_index_visible(const AttIndexArgs& a, i64 t, SeqRec* s) {
+  return att_index_visible_of(a, t, att_seq_of(a.seqs, a.nseq, t), s);
 }
 
 KERNEL(att_index_qd, AttIndexArgs) {
@@ -408,8 +411,9 @@ KERNEL(att_index_qd, AttIndexArgs) {
     a.qd[i] = (double)a.q[i];
     if (i < a.T) {
       SeqRec s;
-      a.vis[2 * i] = att_index_visible(a, i, &s);
-      a.vis[2 * i + 1] = att_seq_of(a.seqs, a.nseq, i);
+      const i64 q = att_seq_of(a.seqs, a.nseq, i);
+      a.vis[2 * i] = att_index_visible_of(a, i, q, &s);
+      a.vis[2 * i + 1] = q;
     }
   }
 }
