@@ -166,3 +166,13 @@ func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
 func TestRoutingDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "route_fibers", fiberUnit(t, "", "testdata/route_fibers_main.cc", "dense41.cu", "moe.cu", "tensorcore.cu"), "-O1")
 }
+
+// TestGemvDeviceCodeOnHostFibers runs the device branch of tensorcore.cu's fast_gemv_f32,
+// _bf16 and _fp8 (a warp two weight rows, the lanes' sums folded by shuffles) on host
+// fibers against the emulated branch's order, bit for bit, and against a float64 dot
+// (testdata/gemv_fibers_main.cc: every weight format, one to four rows, reductions that
+// leave lanes short, groups, bf16 outputs, an odd N, grid-stride loops). TestGemvSteps
+// checks whole steps and the launches' choice.
+func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "gemv_fibers", fiberUnit(t, "", "testdata/gemv_fibers_main.cc", "tensorcore.cu"), "-O1")
+}

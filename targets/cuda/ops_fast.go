@@ -266,6 +266,25 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return "fast_gemm_wide"
 	}
+	// products of at most fastGemvRows rows on the CUDA cores (fast_gemv_f32, _bf16,
+	// _fp8: a warp two weight rows, no slices; another summation order than the tiles',
+	// so never in batch-invariant mode; EnvGemv=0 keeps the tiles)
+	gemvOn := os.Getenv(EnvGemv) != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
+	gemvKernel := func(s *Step) string {
+		w := s.Arg(g.w)
+		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
+			return ""
+		}
+		switch w.Fmt {
+		case 0:
+			return "fast_gemv_f32"
+		case 1:
+			return "fast_gemv_bf16"
+		case 2, 3, 5:
+			return "fast_gemv_fp8"
+		}
+		return ""
+	}
 	for _, v := range []struct {
 		kernel string
 		rows   int64
@@ -276,7 +295,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
-			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 {
+			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
 				return 0
 			}
 			if v.rows == fastBlockRows && v.f32 && blkF32(s) != v.kernel {
@@ -309,13 +328,39 @@ func fastProduct(b *Bind, g fastGemm) {
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
 	}
+	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8"} {
+		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
+			if gemvKernel(s) != kernel {
+				return 0
+			}
+			fill(s, a)
+			return ceilDiv(g.N, fastGemvR) * 32 // a warp a pair of weight rows
+		})
+	}
 	if S > 1 {
 		b.Launch("fast_sum", func(s *Step, a *ArgBuf) int64 {
+			if gemvKernel(s) != "" {
+				return 0
+			}
 			fill(s, a)
 			return rowsOf(s) * g.N
 		})
 	}
 }
+
+// fastGemvRows and fastGemvR are tensorcore.cu's FAST_GEMV_M (the most activation rows
+// fast_gemv_* take) and FAST_GEMV_R (a warp's weight rows).
+const (
+	fastGemvRows = 4
+	fastGemvR    = 2
+)
+
+// EnvGemv set to 0 keeps the fast products of at most four activation rows (decode at
+// batch 1-4) on the warp tiles (fast_gemm_m1 and its FP8 forms, with fast_sum for sliced
+// reductions) instead of fast_gemv_f32, _bf16 and _fp8 (CUDA cores, a warp two weight
+// rows and the whole reduction; another summation order, near the tiles' values rather
+// than equal). Read when a program is bound; for comparisons.
+const EnvGemv = "DEEPINFER_CUDA_GEMV"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and
 // split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4).

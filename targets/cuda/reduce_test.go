@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -226,6 +227,25 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	}
 	if err := k.d.Launch(f, grid, launchBlock, 0, a.w); err != nil {
 		k.t.Fatal(err)
+	}
+}
+
+// randWeight puts a random rows × cols weight on the device in prelude.h's format f: 0
+// float32, 1 bf16, or an FP8 block format (randFP8's codes and scales).
+func randWeight(k *emuKernels, rng *rand.Rand, rows, cols, f int64) Operand {
+	k.t.Helper()
+	switch f {
+	case 0:
+		return Operand{Ptr: put(k, randRow(rng, int(rows*cols))), Fmt: 0, Cols: cols}
+	case 1:
+		b := make([]byte, 2*rows*cols)
+		for i := range rows * cols {
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(math.Float32bits(float32(rng.NormFloat64()))>>16))
+		}
+		return Operand{Ptr: putBytes(k, b), Fmt: 1, Cols: cols}
+	default:
+		codes, scales, _ := randFP8(rng, rows, cols, f)
+		return Operand{Ptr: putBytes(k, codes), Scales: putBytes(k, scales), Fmt: f, Cols: cols}
 	}
 }
 
@@ -595,14 +615,14 @@ func TestPartTilesSameValues(t *testing.T) {
 		}
 	}
 	// the router: T tokens × E experts × moe.cu's 32 parts
-	for _, c := range []struct{ T, E, D int64 }{{37, 10, 1000}, {5, 7, 129}, {64, 256, 4096}} {
-		x, w := put(k, randRow(rng, int(c.T*c.D))), put(k, randRow(rng, int(c.E*c.D)))
+	for _, c := range []struct{ T, E, D, fmt int64 }{{37, 10, 1000, 0}, {5, 7, 129, 1}, {9, 6, 320, 2}, {64, 256, 4096, 1}} {
+		x, w := put(k, randRow(rng, int(c.T*c.D))), randWeight(k, rng, c.E, c.D, c.fmt)
 		n := int(c.T * c.E * 32)
 		p1, p2 := put(k, make([]float64, n)), put(k, make([]float64, n))
 		for i, kern := range []string{"moe_fast_gate_part", "moe_fast_gate_tile"} {
 			k.run(kern, func(a *ArgBuf) {
 				a.P(x)
-				a.W(Operand{Ptr: w, Cols: c.D})
+				a.W(w)
 				a.P(0) // scratch: only the sums write it
 				a.P([]devptr{p1, p2}[i])
 				a.I(c.T)
@@ -611,18 +631,18 @@ func TestPartTilesSameValues(t *testing.T) {
 				a.I(6)
 			})
 		}
-		same(fmt.Sprintf("router %d×%d×%d", c.T, c.E, c.D), k.get64(p1, n), k.get64(p2, n))
+		same(fmt.Sprintf("router %d×%d×%d format %d", c.T, c.E, c.D, c.fmt), k.get64(p1, n), k.get64(p2, n))
 	}
 	// the mixes: T tokens × (m mix rows + the sum of squares) × P parts
-	for _, c := range []struct{ T, m, K int64 }{{37, 24, 1000}, {6, 3, 300}, {5, 4, 64}, {64, 24, 16384}} {
-		x, fn := put(k, randRow(rng, int(c.T*c.K))), put(k, randRow(rng, int(c.m*c.K)))
+	for _, c := range []struct{ T, m, K, fmt int64 }{{37, 24, 1000, 0}, {6, 3, 300, 1}, {5, 4, 64, 2}, {64, 24, 16384, 0}} {
+		x, fn := put(k, randRow(rng, int(c.T*c.K))), randWeight(k, rng, c.m, c.K, c.fmt)
 		P := fastMixParts(c.K)
 		n := int(c.T * (c.m + 1) * P)
 		p1, p2 := put(k, make([]float64, n)), put(k, make([]float64, n))
 		for i, kern := range []string{"mhc_fast_mix_part", "mhc_fast_mix_tile"} {
 			k.run(kern, func(a *ArgBuf) {
 				a.P(x)
-				a.W(Operand{Ptr: fn, Cols: c.K})
+				a.W(fn)
 				a.P([]devptr{p1, p2}[i])
 				a.I(c.T)
 				a.I(c.m)
@@ -630,6 +650,6 @@ func TestPartTilesSameValues(t *testing.T) {
 				a.I(P)
 			})
 		}
-		same(fmt.Sprintf("mixes %d×%d×%d", c.T, c.m+1, c.K), k.get64(p1, n), k.get64(p2, n))
+		same(fmt.Sprintf("mixes %d×%d×%d format %d", c.T, c.m+1, c.K, c.fmt), k.get64(p1, n), k.get64(p2, n))
 	}
 }

@@ -263,9 +263,10 @@ DEVM double part_chain_row(const float* x, const Weight& w, i64 r, i64 p, i64 P,
 // read zeros and are not stored. Each value is converted to float64 once for the tile's
 // TT·RR products, where a sum a work item converts two a product (conversions run at a
 // quarter of the float64 rate on the H200), and each load serves TT or RR sums.
-template <int TT, int RR, class Out>
-DEVM void part_dots_tile(const float* x, i64 ldx, const Weight& w, i64 r0, i64 p, i64 P, i64 K, int nt, int nr, int sq,
-                         Out out) {
+// W reads the weight: w(r, k) is value k of tile row r (part_dots_tile below picks the
+// reader for the weight's format once).
+template <int TT, int RR, class W, class Out>
+DEVM void part_dots_tile_of(const float* x, i64 ldx, W w, i64 p, i64 P, i64 K, int nt, int nr, int sq, Out out) {
   double acc[TT][RR];
   UNROLL for (int t = 0; t < TT; t++) UNROLL for (int r = 0; r < RR; r++) acc[t][r] = 0;
   auto step = [&](const float (&xv)[TT], const float (&wv)[RR]) {
@@ -276,7 +277,7 @@ DEVM void part_dots_tile(const float* x, i64 ldx, const Weight& w, i64 r0, i64 p
   };
   auto load = [&](i64 k, float (&xv)[TT], float (&wv)[RR]) {
     UNROLL for (int t = 0; t < TT; t++) xv[t] = t < nt ? x[t * ldx + k] : 0.0f;
-    UNROLL for (int r = 0; r < RR; r++) wv[r] = r < nr && r != sq ? wval(w, r0 + r, k) : 0.0f;
+    UNROLL for (int r = 0; r < RR; r++) wv[r] = r < nr && r != sq ? w(r, k) : 0.0f;
   };
   i64 k = p;
   // four values' loads in flight before their products (the same order)
@@ -291,4 +292,38 @@ DEVM void part_dots_tile(const float* x, i64 ldx, const Weight& w, i64 r0, i64 p
     step(xv, wv);
   }
   UNROLL for (int t = 0; t < TT; t++) UNROLL for (int r = 0; r < RR; r++) if (t < nt && r < nr) out(t, r, acc[t][r]);
+}
+
+// FTile, BTile and WTile read a tile's weight rows (row r0 + r, ld values apart) as
+// float32, bf16, or any format through wval.
+struct FTile {
+  const float* p;
+  i64 ld;
+  DEVM float operator()(int r, i64 k) const { return p[r * ld + k]; }
+};
+struct BTile {
+  const unsigned short* p;
+  i64 ld;
+  DEVM float operator()(int r, i64 k) const { return bf16_f32(p[r * ld + k]); }
+};
+struct WTile {
+  Weight w;
+  i64 r0;
+  DEVM float operator()(int r, i64 k) const { return wval(w, r0 + r, k); }
+};
+
+// part_dots_tile: part_dots_tile_of on rows r0… of w, the reader chosen once for the
+// weight's format (a format switch around every load, as wval has, keeps each load's
+// widening inside the switch, so the loads of an unrolled group do not overlap: see
+// part_chain_row).
+template <int TT, int RR, class Out>
+DEVM void part_dots_tile(const float* x, i64 ldx, const Weight& w, i64 r0, i64 p, i64 P, i64 K, int nt, int nr, int sq,
+                         Out out) {
+  switch (w.fmt) {
+    case 0: part_dots_tile_of<TT, RR>(x, ldx, FTile{(const float*)w.p + r0 * w.cols, w.cols}, p, P, K, nt, nr, sq, out); break;
+    case 1:
+      part_dots_tile_of<TT, RR>(x, ldx, BTile{(const unsigned short*)w.p + r0 * w.cols, w.cols}, p, P, K, nt, nr, sq, out);
+      break;
+    default: part_dots_tile_of<TT, RR>(x, ldx, WTile{w, r0}, p, P, K, nt, nr, sq, out);
+  }
 }

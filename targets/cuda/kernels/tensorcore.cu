@@ -558,6 +558,140 @@ KERNEL(fast_gemm_m1_fp8_b4, FastGemmArgs) { fast_gemm_tiles<1, false, true>(a, G
 KERNEL(fast_gemm_m1_fp8_only, FastGemmArgs) { fast_gemm_m1_only(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
+
+// fast_gemv_*: the fast mode's products of at most FAST_GEMV_M activation rows on the
+// CUDA cores, for decode steps of a few tokens, where the warp tiles' mma units idle on
+// 7 of their 8 activation rows and their slices need a second launch (fast_sum): a warp
+// holds FAST_GEMV_R weight rows (of one group) and its lanes the reduction in pieces of
+// 16 values, lane l pieces l, l + 32, l + 64, … in order, the weight bytes of
+// FAST_GEMV_D pieces in flight before the first is used. Each weight value is widened
+// as the tiles widen it (exact: bf16 pairs, FP8 codes × their scale by e4m3_widen16;
+// float32 as it is), each activation value is its halves' sum hi + lo (exact in float32,
+// so the value the split was made from to about 2^-16, as the tiles' hi·w + lo·w), and
+// a lane adds its products by fma in float32 in k order; the lanes' sums then fold
+// pairwise, lane l and l ^ 16, then ^ 8, ^ 4, ^ 2, ^ 1, and lane 0 stores y (no slices).
+// Another summation order than the tiles', so never in batch-invariant mode (Go
+// chooses). WF: 0 float32 weights, 1 bf16, 2 FP8 (formats 2, 3, 5). Go checks K a
+// multiple of 16, rows 16-byte aligned, N / G a multiple of FAST_GEMV_R.
+#define FAST_GEMV_M 4
+#define FAST_GEMV_R 2
+#define FAST_GEMV_D 4
+
+// GemvRaw: a piece's weight bits as loaded (FP8: a, the codes, and u, the scale byte;
+// bf16: a and b; float32: a, b, c and d).
+struct GemvRaw {
+  uint4 a, b, c, d;
+  u32 u;
+};
+template <int WF>
+DEVM void gemv_load(const Weight& w, i64 n, i64 k, GemvRaw& o) {
+  if constexpr (WF == 2) {
+    o.a = *(const uint4*)((const unsigned char*)w.p + n * w.cols + k);
+    o.u = fast_fp8_scale(w, n, k);
+  } else if constexpr (WF == 1) {
+    const uint4* q = (const uint4*)((const unsigned short*)w.p + n * w.cols + k);
+    o.a = q[0], o.b = q[1];
+  } else {
+    const uint4* q = (const uint4*)((const float*)w.p + n * w.cols + k);
+    o.a = q[0], o.b = q[1], o.c = q[2], o.d = q[3];
+  }
+}
+// gemv_widen: the piece's 16 weight values as floats.
+template <int WF>
+DEVM void gemv_widen(const GemvRaw& o, float* v) {
+  if constexpr (WF == 0) {
+    const uint4 q[4] = {o.a, o.b, o.c, o.d};
+    UNROLL for (int j = 0; j < 4; j++) {
+      v[4 * j] = f32_bits(q[j].x), v[4 * j + 1] = f32_bits(q[j].y), v[4 * j + 2] = f32_bits(q[j].z), v[4 * j + 3] = f32_bits(q[j].w);
+    }
+  } else {
+    u32 h[8];
+    if constexpr (WF == 2) {
+      e4m3_widen16(o.a, o.u, h);
+    } else {
+      h[0] = o.a.x, h[1] = o.a.y, h[2] = o.a.z, h[3] = o.a.w, h[4] = o.b.x, h[5] = o.b.y, h[6] = o.b.z, h[7] = o.b.w;
+    }
+    UNROLL for (int j = 0; j < 8; j++) v[2 * j] = fast_lo(h[j]), v[2 * j + 1] = fast_hi(h[j]);
+  }
+}
+// fast_gemv_lane: lane l's sums acc[r][m] of weight row n0 + r (rows past N read row
+// N − 1, not stored) and activation row m < M.
+template <int WF>
+DEVM void fast_gemv_lane(const FastGemmArgs& a, i64 n0, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
+  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] = 0.0f;
+  const i64 P = a.Kp / 2, pieces = a.K / 16, grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
+  for (i64 p0 = l; p0 < pieces; p0 += 32 * FAST_GEMV_D) {
+    GemvRaw raw[FAST_GEMV_D][FAST_GEMV_R];
+    UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+      if (p0 + 32 * d < pieces) {
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) gemv_load<WF>(a.w, imin(n0 + r, a.N - 1), 16 * (p0 + 32 * d), raw[d][r]);
+      }
+    }
+    UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+      const i64 p = p0 + 32 * d;
+      if (p >= pieces) break;
+      float wv[FAST_GEMV_R][16];
+      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) gemv_widen<WF>(raw[d][r], wv[r]);
+      UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
+        if (m >= a.M) break;
+        const i64 row = (m * a.G + grp) * P + 8 * p;  // the piece's 8 pairs
+        const uint4* ph = (const uint4*)(a.xh + row);
+        const uint4 h0 = ph[0], h1 = ph[1];
+        const u32 hv[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+        float xv[16];
+        UNROLL for (int j = 0; j < 8; j++) xv[2 * j] = fast_lo(hv[j]), xv[2 * j + 1] = fast_hi(hv[j]);
+        if (!a.xexact) {
+          const uint4* pl = (const uint4*)(a.xl + row);
+          const uint4 l0 = pl[0], l1 = pl[1];
+          const u32 lv[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+          UNROLL for (int j = 0; j < 8; j++) xv[2 * j] += fast_lo(lv[j]), xv[2 * j + 1] += fast_hi(lv[j]);
+        }
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int j = 0; j < 16; j++) acc[r][m] = fma_fast(wv[r][j], xv[j], acc[r][m]);
+      }
+    }
+  }
+}
+// fast_gemv_store: lane 0's folded sums into y.
+DEVM void fast_gemv_store(const FastGemmArgs& a, i64 n0, const float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
+  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
+    if (m < a.M && n0 + r < a.N) a.y[m * a.ldy + n0 + r] = a.out_bf16 ? q_bf16(acc[r][m]) : acc[r][m];
+  }
+}
+template <int WF>
+DEVM void fast_gemv(const FastGemmArgs& a, long long GIDX, long long GSTRIDE) {
+  const i64 items = (a.N + FAST_GEMV_R - 1) / FAST_GEMV_R * 32;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < items; i += GSTRIDE) {
+    if ((i & 31) != 0) continue;
+    const i64 n0 = (i >> 5) * FAST_GEMV_R;
+    float acc[32][FAST_GEMV_R][FAST_GEMV_M];
+    for (int l = 0; l < 32; l++) fast_gemv_lane<WF>(a, n0, l, acc[l]);
+    for (int off = 16; off >= 1; off >>= 1) {  // every lane l: its sums + lane l ^ off's
+      float nx[32][FAST_GEMV_R][FAST_GEMV_M];
+      for (int l = 0; l < 32; l++)
+        for (int r = 0; r < FAST_GEMV_R; r++)
+          for (int m = 0; m < FAST_GEMV_M; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
+      memcpy(acc, nx, sizeof acc);
+    }
+    fast_gemv_store(a, n0, acc[0]);
+  }
+#else
+  // (the launch's work items are whole warps: a warp's lanes share i >> 5)
+  for (i64 i = GIDX; i < items; i += GSTRIDE) {
+    const i64 n0 = (i >> 5) * FAST_GEMV_R;
+    const int l = (int)(i & 31);
+    float acc[FAST_GEMV_R][FAST_GEMV_M];
+    fast_gemv_lane<WF>(a, n0, l, acc);
+    UNROLL for (int off = 16; off >= 1; off >>= 1)
+      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++)
+        acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);
+    if (l == 0) fast_gemv_store(a, n0, acc);
+  }
+#endif
+}
+KERNEL(fast_gemv_f32, FastGemmArgs) { fast_gemv<0>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_bf16, FastGemmArgs) { fast_gemv<1>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_fp8, FastGemmArgs) { fast_gemv<2>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_m4, FastGemmArgs) { fast_gemm_tiles<4, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_m1_f32, FastGemmArgs) { fast_gemm_tiles<1, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_m4_f32, FastGemmArgs) { fast_gemm_tiles<4, true>(a, GIDX, GSTRIDE); }
