@@ -2,10 +2,12 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -32,7 +34,7 @@ func TestFP4DeviceCodeOnHostFibers(t *testing.T) {
 
 // runOnFibers compiles a fiber harness's translation unit with the host compiler (the
 // device branch, DI_LANES) and runs it; its output must end in PASS.
-func runOnFibers(t *testing.T, name, src, opt string) {
+func runOnFibers(t *testing.T, name, src, opt string) string {
 	t.Helper()
 	h, err := newHostCompiler()
 	if err != nil {
@@ -52,6 +54,7 @@ func runOnFibers(t *testing.T, name, src, opt string) {
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "PASS") {
 		t.Fatalf("the device branch on host fibers: %v", err)
 	}
+	return string(out)
 }
 
 // fp4FiberSource is the harness's translation unit: lanes/lanes.h (NVRTC's types, as
@@ -174,5 +177,24 @@ func TestRoutingDeviceCodeOnHostFibers(t *testing.T) {
 // leave lanes short, groups, bf16 outputs, an odd N, grid-stride loops). TestGemvSteps
 // checks whole steps and the launches' choice.
 func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
-	runOnFibers(t, "gemv_fibers", fiberUnit(t, "", "testdata/gemv_fibers_main.cc", "tensorcore.cu"), "-O1")
+	// (-O0: an optimizer may copy a __syncthreads call into both arms of a branch, which
+	// the harness's barriers, each generation from one call site, would report)
+	out := runOnFibers(t, "gemv_fibers", fiberUnit(t, "", "testdata/gemv_fibers_main.cc", "tensorcore.cu"), "-O0")
+	// the launch Go sizes is the one the kernel decodes
+	for name, want := range map[string]int64{"FAST_GEMV_M": fastGemvRows, "FAST_GEMV_R": fastGemvR} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu"))
+		if m == nil || m[1] != fmt.Sprint(want) {
+			t.Errorf("tensorcore.cu's %s: %v, Go's %d", name, m, want)
+		}
+	}
+	cases := regexp.MustCompile(`N (\d+) .*\(KS (\d+)\)`).FindAllStringSubmatch(out, -1)
+	for _, c := range cases {
+		n, _ := strconv.ParseInt(c[1], 10, 64)
+		if ks, _ := strconv.ParseInt(c[2], 10, 64); ks != gemvSlices(n) {
+			t.Errorf("N %d: fast_gemv_ks %d, Go's gemvSlices %d", n, ks, gemvSlices(n))
+		}
+	}
+	if len(cases) != 12 {
+		t.Errorf("%d cases reported their slices, want 12", len(cases))
+	}
 }

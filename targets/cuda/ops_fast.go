@@ -101,12 +101,38 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false)
 	})
+	// products of at most fastGemvRows rows on the CUDA cores (fast_gemv_f32, _bf16,
+	// _fp8, reading x's float32 rows, so without the split; _q forms read a quantized
+	// split's hi halves): a warp two weight rows, no slices; another summation order
+	// than the tiles', so never in batch-invariant mode; EnvGemv=0 keeps the tiles
+	gemvOn := os.Getenv(EnvGemv) != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
+	gemvKernel := func(s *Step) string {
+		w := s.Arg(g.w)
+		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
+			return ""
+		}
+		name := ""
+		switch w.Fmt {
+		case 0:
+			name = "fast_gemv_f32"
+		case 1:
+			name = "fast_gemv_bf16"
+		case 2, 3, 5:
+			name = "fast_gemv_fp8"
+		default:
+			return ""
+		}
+		if g.quant != 0 {
+			return name + "_q"
+		}
+		return name
+	}
 	// the split writes the pairs in wgr_pos's order for fast_gemm_wg_fp8r (fast_split_wg;
 	// wgFrag is set once mt and blkKernel are)
 	var wgFrag func(s *Step) bool
 	for _, split := range []string{"fast_split", "fast_split_wg"} {
 		b.Launch(split, func(s *Step, a *ArgBuf) int64 {
-			if g.quant != 0 || (split == "fast_split_wg") != wgFrag(s) {
+			if g.quant != 0 || (split == "fast_split_wg") != wgFrag(s) || gemvKernel(s) != "" {
 				return 0
 			}
 			M := rowsOf(s) * g.G
@@ -266,25 +292,6 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return "fast_gemm_wide"
 	}
-	// products of at most fastGemvRows rows on the CUDA cores (fast_gemv_f32, _bf16,
-	// _fp8: a warp two weight rows, no slices; another summation order than the tiles',
-	// so never in batch-invariant mode; EnvGemv=0 keeps the tiles)
-	gemvOn := os.Getenv(EnvGemv) != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
-	gemvKernel := func(s *Step) string {
-		w := s.Arg(g.w)
-		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
-			return ""
-		}
-		switch w.Fmt {
-		case 0:
-			return "fast_gemv_f32"
-		case 1:
-			return "fast_gemv_bf16"
-		case 2, 3, 5:
-			return "fast_gemv_fp8"
-		}
-		return ""
-	}
 	for _, v := range []struct {
 		kernel string
 		rows   int64
@@ -328,13 +335,31 @@ func fastProduct(b *Bind, g fastGemm) {
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
 	}
-	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8"} {
+	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q"} {
 		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 			if gemvKernel(s) != kernel {
 				return 0
 			}
-			fill(s, a)
-			return ceilDiv(g.N, fastGemvR) * 32 // a warp a pair of weight rows
+			xRowsArgs(s, a, g.x, g.xScratch, g.rows)
+			xh, _ := halves(s)
+			a.P(xh)
+			a.W(s.Arg(g.w))
+			if g.yScratch >= 0 {
+				a.P(s.Scratch(g.yScratch))
+			} else {
+				a.P(s.Result(g.y).Ptr)
+			}
+			a.I(rowsOf(s))
+			a.I(g.N)
+			a.I(g.K)
+			a.I(kp)
+			a.I(g.ldx / g.G)
+			a.I(g.ldy)
+			a.I(g.outBF16)
+			a.I(g.G)
+			a.I(s.Arg(g.x).Rows())
+			a.P(s.Err)
+			return gemvItems(g.N)
 		})
 	}
 	if S > 1 {
@@ -349,17 +374,36 @@ func fastProduct(b *Bind, g fastGemm) {
 }
 
 // fastGemvRows and fastGemvR are tensorcore.cu's FAST_GEMV_M (the most activation rows
-// fast_gemv_* take) and FAST_GEMV_R (a warp's weight rows).
+// fast_gemv_* take) and FAST_GEMV_R (a pair's weight rows).
 const (
 	fastGemvRows = 4
 	fastGemvR    = 2
 )
 
+// gemvSlices is tensorcore.cu's fast_gemv_ks: the warps that share a pair of weight rows
+// (more for products of fewer rows).
+func gemvSlices(N int64) int64 {
+	switch {
+	case N >= 4096:
+		return 1
+	case N >= 2048:
+		return 2
+	}
+	return 4
+}
+
+// gemvItems is a fast_gemv_* launch's work items: launch blocks of 128 threads (four
+// warps), 4 / gemvSlices(N) pairs of weight rows each (fast_gemv_blocks).
+func gemvItems(N int64) int64 {
+	return ceilDiv(ceilDiv(N, fastGemvR), 4/gemvSlices(N)) * 128
+}
+
 // EnvGemv set to 0 keeps the fast products of at most four activation rows (decode at
-// batch 1-4) on the warp tiles (fast_gemm_m1 and its FP8 forms, with fast_sum for sliced
-// reductions) instead of fast_gemv_f32, _bf16 and _fp8 (CUDA cores, a warp two weight
-// rows and the whole reduction; another summation order, near the tiles' values rather
-// than equal). Read when a program is bound; for comparisons.
+// batch 1-4) on the split and the warp tiles (fast_gemm_m1 and its FP8 forms, with
+// fast_sum for sliced reductions) instead of fast_gemv_f32, _bf16, _fp8 and their _q
+// forms (CUDA cores, x's rows read directly, one to four warps a pair of weight rows;
+// another summation order, near the tiles' values rather than equal). Read when a
+// program is bound; for comparisons.
 const EnvGemv = "DEEPINFER_CUDA_GEMV"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and

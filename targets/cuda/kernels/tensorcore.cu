@@ -561,21 +561,32 @@ KERNEL(fast_gemm_m1_fp8_only, FastGemmArgs) { fast_gemm_m1_only(a, GIDX, GSTRIDE
 
 // fast_gemv_*: the fast mode's products of at most FAST_GEMV_M activation rows on the
 // CUDA cores, for decode steps of a few tokens, where the warp tiles' mma units idle on
-// 7 of their 8 activation rows and their slices need a second launch (fast_sum): a warp
-// holds FAST_GEMV_R weight rows (of one group) and its lanes the reduction in pieces of
-// 16 values, lane l pieces l, l + 32, l + 64, … in order, the weight bytes of
-// FAST_GEMV_D pieces in flight before the first is used. Each weight value is widened
-// as the tiles widen it (exact: bf16 pairs, FP8 codes × their scale by e4m3_widen16;
-// float32 as it is), each activation value is its halves' sum hi + lo (exact in float32,
-// so the value the split was made from to about 2^-16, as the tiles' hi·w + lo·w), and
-// a lane adds its products by fma in float32 in k order; the lanes' sums then fold
-// pairwise, lane l and l ^ 16, then ^ 8, ^ 4, ^ 2, ^ 1, and lane 0 stores y (no slices).
-// Another summation order than the tiles', so never in batch-invariant mode (Go
-// chooses). WF: 0 float32 weights, 1 bf16, 2 FP8 (formats 2, 3, 5). Go checks K a
-// multiple of 16, rows 16-byte aligned, N / G a multiple of FAST_GEMV_R.
+// 7 of their 8 activation rows and their slices need a second launch (fast_sum). A
+// launch block (four warps) holds 4 / KS pairs of weight rows (of one group), KS warps a
+// pair (KS = fast_gemv_ks(N): 1, 2 or 4, more for fewer rows, so that a product of few
+// rows still has about 2,048 warps); warp s of a pair takes the reduction's 16-value
+// pieces 32·(s + KS·j) + l at lane l (j = 0, 1, …), FAST_GEMV_D pieces' weight bytes in
+// flight before the first is used. Each weight value is widened exactly (FP8 codes to
+// their e4m3 values, the piece's UE8M0 scale applied to its sum — a power of two, so
+// exactly as to each value; bf16 and float32 as they are), each product added by fma in
+// float32 in k order from 0 a piece (FP8) or a lane (the others). The activations are
+// x's float32 rows themselves (XQ false: no split, no halves; rows picked by a rows
+// operand or in order, group g of row t at t·G + g) or the hi halves of a quantized
+// split (XQ: V4.1's bf16-valued activations, fast_quant_split's). A warp's lanes fold
+// pairwise, l and l ^ 16, then ^ 8, ^ 4, ^ 2, ^ 1; a pair's KS warp sums are added in
+// slice order; y written directly. Another summation order than the tiles', so never in
+// batch-invariant mode (Go chooses). WF: 0 float32 weights, 1 bf16, 2 FP8 (formats 2,
+// 3, 5). Go checks K a multiple of 16, rows 16-byte aligned, N / G a multiple of
+// FAST_GEMV_R. The emulated device runs a block at its first thread.
 #define FAST_GEMV_M 4
 #define FAST_GEMV_R 2
 #define FAST_GEMV_D 4
+struct FastGemvArgs {
+  const float* x; const int* rows; const u32* xh; Weight w; float* y;
+  i64 M; i64 N; i64 K; i64 Kp; i64 ldx; i64 ldy; i64 out_bf16; i64 G; i64 arows; i64* err;
+};
+// fast_gemv_ks: the warps a pair of weight rows shares (Go's gemvSlices).
+DEVM int fast_gemv_ks(i64 N) { return N >= 4096 ? 1 : N >= 2048 ? 2 : 4; }
 
 // GemvRaw: a piece's weight bits as loaded (FP8: a, the codes, and u, the scale byte;
 // bf16: a and b; float32: a, b, c and d).
@@ -596,102 +607,182 @@ DEVM void gemv_load(const Weight& w, i64 n, i64 k, GemvRaw& o) {
     o.a = q[0], o.b = q[1], o.c = q[2], o.d = q[3];
   }
 }
-// gemv_widen: the piece's 16 weight values as floats.
+// e4m3x2_f32: the FP8 e4m3 codes in bytes 0 and 1 of c as floats (exact; NaN codes NaN).
+#if defined(DI_EMULATE) || defined(DI_LANES)
+DEV void e4m3x2_f32(u32 c, float* v) {
+  v[0] = e4m3_f32((unsigned char)(c & 0xff));
+  v[1] = e4m3_f32((unsigned char)(c >> 8 & 0xff));
+}
+#else
+DEV void e4m3x2_f32(u32 c, float* v) {
+  u32 h2;
+  unsigned short lo, hi;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"((unsigned short)(c & 0xffff)));
+  lo = (unsigned short)(h2 & 0xffff), hi = (unsigned short)(h2 >> 16);
+  asm("cvt.f32.f16 %0, %1;" : "=f"(v[0]) : "h"(lo));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(v[1]) : "h"(hi));
+}
+#endif
+// gemv_widen: the piece's 16 weight values as floats (FP8: the codes' values, unscaled).
 template <int WF>
 DEVM void gemv_widen(const GemvRaw& o, float* v) {
+  const uint4 q[4] = {o.a, o.b, o.c, o.d};
   if constexpr (WF == 0) {
-    const uint4 q[4] = {o.a, o.b, o.c, o.d};
     UNROLL for (int j = 0; j < 4; j++) {
       v[4 * j] = f32_bits(q[j].x), v[4 * j + 1] = f32_bits(q[j].y), v[4 * j + 2] = f32_bits(q[j].z), v[4 * j + 3] = f32_bits(q[j].w);
     }
-  } else {
-    u32 h[8];
-    if constexpr (WF == 2) {
-      e4m3_widen16(o.a, o.u, h);
-    } else {
-      h[0] = o.a.x, h[1] = o.a.y, h[2] = o.a.z, h[3] = o.a.w, h[4] = o.b.x, h[5] = o.b.y, h[6] = o.b.z, h[7] = o.b.w;
-    }
+  } else if constexpr (WF == 1) {
+    const u32 h[8] = {o.a.x, o.a.y, o.a.z, o.a.w, o.b.x, o.b.y, o.b.z, o.b.w};
     UNROLL for (int j = 0; j < 8; j++) v[2 * j] = fast_lo(h[j]), v[2 * j + 1] = fast_hi(h[j]);
+  } else {
+    const u32 c[4] = {o.a.x, o.a.y, o.a.z, o.a.w};
+    UNROLL for (int j = 0; j < 4; j++) e4m3x2_f32(c[j], v + 4 * j), e4m3x2_f32(c[j] >> 16, v + 4 * j + 2);
   }
 }
-// fast_gemv_lane: lane l's sums acc[r][m] of weight row n0 + r (rows past N read row
-// N − 1, not stored) and activation row m < M.
-template <int WF>
-DEVM void fast_gemv_lane(const FastGemmArgs& a, i64 n0, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
+// gemv_scale: 2^(u − 127) for a UE8M0 scale byte (NaN for 0xff), as ue8m0_f32.
+DEVM float gemv_scale(u32 u) { return u == 255 ? f32_bits(0x7fc00000u) : u == 0 ? f32_bits(0x00400000u) : f32_bits(u << 23); }
+// gemv_x: activation row m's values [k, k + 16) for weight group grp, or false for a
+// row the rows operand does not have (error 2).
+template <bool XQ>
+DEVM bool gemv_x(const FastGemvArgs& a, i64 m, i64 grp, i64 k, float* v) {
+  const i64 q = m * a.G + grp;
+  if constexpr (XQ) {
+    const uint4* p = (const uint4*)(a.xh + q * (a.Kp / 2) + k / 2);
+    const uint4 h0 = p[0], h1 = p[1];
+    const u32 h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    UNROLL for (int j = 0; j < 8; j++) v[2 * j] = fast_lo(h[j]), v[2 * j + 1] = fast_hi(h[j]);
+  } else {
+    const i64 r = a.rows ? a.rows[q] : q;
+    if (a.rows && (r < 0 || r >= a.arows)) return false;  // (as fast_split checks)
+    const float4* p = (const float4*)(a.x + r * a.ldx + k);
+    UNROLL for (int j = 0; j < 4; j++) {
+      const float4 f = p[j];
+      v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+    }
+  }
+  return true;
+}
+// fast_gemv_lane: lane l of slice s (of KS)'s sums acc[r][m] of weight row n0 + r (rows
+// past N read row N − 1, not stored) and activation row m < M.
+template <int WF, bool XQ>
+DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
   UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] = 0.0f;
-  const i64 P = a.Kp / 2, pieces = a.K / 16, grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
-  for (i64 p0 = l; p0 < pieces; p0 += 32 * FAST_GEMV_D) {
+  const i64 pieces = a.K / 16, grp = a.G > 1 ? n0 / (a.N / a.G) : 0, step = 32 * KS;
+  bool bad = false;
+  for (i64 p0 = 32 * s + l; p0 < pieces; p0 += step * FAST_GEMV_D) {
     GemvRaw raw[FAST_GEMV_D][FAST_GEMV_R];
     UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
-      if (p0 + 32 * d < pieces) {
-        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) gemv_load<WF>(a.w, imin(n0 + r, a.N - 1), 16 * (p0 + 32 * d), raw[d][r]);
+      if (p0 + step * d < pieces) {
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) gemv_load<WF>(a.w, imin(n0 + r, a.N - 1), 16 * (p0 + step * d), raw[d][r]);
       }
     }
     UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
-      const i64 p = p0 + 32 * d;
+      const i64 p = p0 + step * d;
       if (p >= pieces) break;
-      float wv[FAST_GEMV_R][16];
-      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) gemv_widen<WF>(raw[d][r], wv[r]);
-      UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
-        if (m >= a.M) break;
-        const i64 row = (m * a.G + grp) * P + 8 * p;  // the piece's 8 pairs
-        const uint4* ph = (const uint4*)(a.xh + row);
-        const uint4 h0 = ph[0], h1 = ph[1];
-        const u32 hv[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-        float xv[16];
-        UNROLL for (int j = 0; j < 8; j++) xv[2 * j] = fast_lo(hv[j]), xv[2 * j + 1] = fast_hi(hv[j]);
-        if (!a.xexact) {
-          const uint4* pl = (const uint4*)(a.xl + row);
-          const uint4 l0 = pl[0], l1 = pl[1];
-          const u32 lv[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-          UNROLL for (int j = 0; j < 8; j++) xv[2 * j] += fast_lo(lv[j]), xv[2 * j + 1] += fast_hi(lv[j]);
+      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
+        float wv[16];
+        gemv_widen<WF>(raw[d][r], wv);
+        UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
+          if (m >= a.M) break;
+          float xv[16];
+          if (!gemv_x<XQ>(a, m, grp, 16 * p, xv)) {
+            bad = true;
+            continue;
+          }
+          if constexpr (WF == 2) {
+            float ps = 0.0f;
+            UNROLL for (int j = 0; j < 16; j++) ps = fma_fast(wv[j], xv[j], ps);
+            acc[r][m] = fma_fast(ps, gemv_scale(raw[d][r].u), acc[r][m]);
+          } else {
+            UNROLL for (int j = 0; j < 16; j++) acc[r][m] = fma_fast(wv[j], xv[j], acc[r][m]);
+          }
         }
-        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int j = 0; j < 16; j++) acc[r][m] = fma_fast(wv[r][j], xv[j], acc[r][m]);
       }
     }
   }
+  if (bad) *a.err = 2;
 }
-// fast_gemv_store: lane 0's folded sums into y.
-DEVM void fast_gemv_store(const FastGemmArgs& a, i64 n0, const float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
+// fast_gemv_store: a pair's sums into y.
+DEVM void fast_gemv_store(const FastGemvArgs& a, i64 n0, const float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
   UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
     if (m < a.M && n0 + r < a.N) a.y[m * a.ldy + n0 + r] = a.out_bf16 ? q_bf16(acc[r][m]) : acc[r][m];
   }
 }
-template <int WF>
-DEVM void fast_gemv(const FastGemmArgs& a, long long GIDX, long long GSTRIDE) {
-  const i64 items = (a.N + FAST_GEMV_R - 1) / FAST_GEMV_R * 32;
+// fast_gemv_blocks: the launch blocks of a product (4 / KS pairs a block).
+DEVM i64 fast_gemv_blocks(i64 N, int KS) {
+  const i64 pairs = (N + FAST_GEMV_R - 1) / FAST_GEMV_R, per = 4 / KS;
+  return (pairs + per - 1) / per;
+}
+template <int WF, bool XQ>
+DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
+  const int KS = fast_gemv_ks(a.N);
+  const i64 items = fast_gemv_blocks(a.N, KS) * 128;
+  typedef float Sums[FAST_GEMV_R][FAST_GEMV_M];
 #ifdef DI_EMULATE
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
-    if ((i & 31) != 0) continue;
-    const i64 n0 = (i >> 5) * FAST_GEMV_R;
-    float acc[32][FAST_GEMV_R][FAST_GEMV_M];
-    for (int l = 0; l < 32; l++) fast_gemv_lane<WF>(a, n0, l, acc[l]);
-    for (int off = 16; off >= 1; off >>= 1) {  // every lane l: its sums + lane l ^ off's
-      float nx[32][FAST_GEMV_R][FAST_GEMV_M];
-      for (int l = 0; l < 32; l++)
-        for (int r = 0; r < FAST_GEMV_R; r++)
-          for (int m = 0; m < FAST_GEMV_M; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
-      memcpy(acc, nx, sizeof acc);
+    if (i % 128 != 0) continue;
+    Sums part[4];  // a warp's folded sums
+    for (int w = 0; w < 4; w++) {
+      const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
+      Sums acc[32], nx[32];
+      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ>(a, n0, w % KS, KS, l, acc[l]);
+      for (int off = 16; off >= 1; off >>= 1) {  // every lane l: its sums + lane l ^ off's
+        for (int l = 0; l < 32; l++)
+          for (int r = 0; r < FAST_GEMV_R; r++)
+            for (int m = 0; m < FAST_GEMV_M; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
+        memcpy(acc, nx, sizeof acc);
+      }
+      memcpy(part[w], acc[0], sizeof(Sums));
     }
-    fast_gemv_store(a, n0, acc[0]);
+    for (int w = 0; w < 4; w += KS) {
+      Sums t;
+      memcpy(t, part[w], sizeof t);
+      for (int s = 1; s < KS; s++)
+        for (int r = 0; r < FAST_GEMV_R; r++)
+          for (int m = 0; m < FAST_GEMV_M; m++) t[r][m] += part[w + s][r][m];
+      fast_gemv_store(a, ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R, t);
+    }
   }
 #else
-  // (the launch's work items are whole warps: a warp's lanes share i >> 5)
+  __shared__ float part[4][FAST_GEMV_R][FAST_GEMV_M];
+  // (a block's threads take the same trips: GSTRIDE and items are multiples of 128)
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
-    const i64 n0 = (i >> 5) * FAST_GEMV_R;
-    const int l = (int)(i & 31);
-    float acc[FAST_GEMV_R][FAST_GEMV_M];
-    fast_gemv_lane<WF>(a, n0, l, acc);
+    const int tid = (int)(i % 128), w = tid >> 5, l = tid & 31, s = w % KS;
+    const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
+    Sums acc;
+    fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc);
     UNROLL for (int off = 16; off >= 1; off >>= 1)
       UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++)
         acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);
-    if (l == 0) fast_gemv_store(a, n0, acc);
+    if (KS == 1) {
+      if (l == 0) fast_gemv_store(a, n0, acc);
+      continue;
+    }
+    if (l == 0) UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) part[w][r][m] = acc[r][m];
+    __syncthreads();
+    if (l == 0 && s == 0) {
+      for (int u = 1; u < KS; u++)
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] += part[w + u][r][m];
+      fast_gemv_store(a, n0, acc);
+    }
+    __syncthreads();  // the sums read before the next trip writes them
   }
 #endif
 }
-KERNEL(fast_gemv_f32, FastGemmArgs) { fast_gemv<0>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv_bf16, FastGemmArgs) { fast_gemv<1>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv_fp8, FastGemmArgs) { fast_gemv<2>(a, GIDX, GSTRIDE); }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
+KERNEL(fast_gemv_f32, FastGemvArgs) { fast_gemv<0, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_bf16, FastGemvArgs) { fast_gemv<1, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_fp8, FastGemvArgs) { fast_gemv<2, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_f32_q, FastGemvArgs) { fast_gemv<0, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_bf16_q, FastGemvArgs) { fast_gemv<1, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_fp8_q, FastGemvArgs) { fast_gemv<2, true>(a, GIDX, GSTRIDE); }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+#endif
 KERNEL(fast_gemm_m4, FastGemmArgs) { fast_gemm_tiles<4, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_m1_f32, FastGemmArgs) { fast_gemm_tiles<1, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_m4_f32, FastGemmArgs) { fast_gemm_tiles<4, true>(a, GIDX, GSTRIDE); }

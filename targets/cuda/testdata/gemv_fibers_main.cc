@@ -1,13 +1,50 @@
 // gemv_fibers_main.cc: TestGemvDeviceCodeOnHostFibers' cases (follows fp4_fibers.h, the
-// headers and tensorcore.cu's device branch): fast_gemv_f32, _bf16 and _fp8 on host
-// fibers (a warp two weight rows, the lanes' sums folded by __shfl_xor_sync) against the
-// emulated branch's order played out here (each lane's fast_gemv_lane, then the fold in
-// arrays), every output bit for bit, and the values against a float64 dot of the widened
-// weights and the halves' sums (within 1e-5 of the row's absolute sum).
+// headers and tensorcore.cu's device branch): fast_gemv_* on host fibers (four warps a
+// launch block, one to four a pair of weight rows, the lanes' sums folded by
+// __shfl_xor_sync, the slices' through shared memory) against the emulated branch's
+// order played out here (each lane's fast_gemv_lane, the folds in arrays, the slices
+// added in order), every output bit for bit, and the values against a float64 dot of the
+// widened weights and the activations (within 1e-5 of the dot's absolute sum).
 #include <random>
 #include <vector>
 
-struct GemvCase { long M, N, K, G; int fmt; bool xexact, bf16out; long blocks; };
+struct GemvCase { long M, N, K, G; int fmt; bool xq, bf16out, picked; long blocks; };
+
+typedef float Sums[FAST_GEMV_R][FAST_GEMV_M];
+
+template <int WF, bool XQ>
+static void reference(const FastGemvArgs& a) {
+  const int KS = fast_gemv_ks(a.N);
+  for (long n0 = 0; n0 < a.N; n0 += FAST_GEMV_R) {
+    Sums t;
+    for (int s = 0; s < KS; s++) {
+      static Sums acc[32], nx[32];
+      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc[l]);
+      for (int off = 16; off >= 1; off >>= 1) {
+        for (int l = 0; l < 32; l++)
+          for (int r = 0; r < FAST_GEMV_R; r++)
+            for (int m = 0; m < FAST_GEMV_M; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
+        memcpy(acc, nx, sizeof acc);
+      }
+      for (int r = 0; r < FAST_GEMV_R; r++)
+        for (int m = 0; m < FAST_GEMV_M; m++) t[r][m] = s == 0 ? acc[0][r][m] : t[r][m] + acc[0][r][m];
+    }
+    fast_gemv_store(a, n0, t);
+  }
+}
+
+template <bool XQ>
+static void both(const FastGemvArgs& a, int fmt, long blocks, std::vector<float>& want, std::vector<float>& got) {
+  FastGemvArgs b = a;
+  b.y = want.data();
+  if (fmt == 0) reference<0, XQ>(b);
+  else if (fmt == 1) reference<1, XQ>(b);
+  else reference<2, XQ>(b);
+  b.y = got.data();
+  if (fmt == 0) fibers_launch(XQ ? fast_gemv_f32_q : fast_gemv_f32, b, blocks);
+  else if (fmt == 1) fibers_launch(XQ ? fast_gemv_bf16_q : fast_gemv_bf16, b, blocks);
+  else fibers_launch(XQ ? fast_gemv_fp8_q : fast_gemv_fp8, b, blocks);
+}
 
 static int gemv_case(const GemvCase& c, unsigned seed) {
   std::mt19937 rng(seed);
@@ -33,41 +70,29 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
     for (auto& v : scales) v = (unsigned char)(116 + rng() % 10);
     w.p = codes.data(), w.s = scales.data();
   }
-  // the activations' halves (hi bf16, lo its residual; zero lo where xexact)
+  // the activations: x's rows (row q of the product at rows[q] with picked, the rows
+  // reversed, in a matrix of rows + 2 rows with a wider stride), or the hi halves of a
+  // split of bf16 values
+  const long arows = rows + 2, ldx = c.K + 16;
+  std::vector<float> x(arows * ldx);
+  for (auto& v : x) v = nd(rng) * (rng() % 8 == 0 ? 1e3f : 1.0f);
+  std::vector<int> pick(rows);
+  for (long q = 0; q < rows; q++) pick[q] = (int)(rows - 1 - q + 1);
   std::vector<u32> xs(2 * rows * P, 0);
-  for (long r = 0; r < rows; r++)
+  for (long q = 0; q < rows; q++)
     for (long k = 0; k < c.K; k += 2) {
-      float v0 = nd(rng) * (rng() % 8 == 0 ? 1e3f : 1.0f), v1 = k + 1 < c.K ? nd(rng) : 0.0f;
-      if (c.xexact) v0 = q_bf16(v0), v1 = q_bf16(v1);
       i64 err = 0;
-      fast_pair(xs.data(), xs.data() + rows * P, r * P + k / 2, v0, v1, c.xexact, &err);
+      fast_pair(xs.data(), xs.data() + rows * P, q * P + k / 2, q_bf16(nd(rng)), q_bf16(nd(rng)), true, &err);
     }
   const long ldy = c.N + 3;
   std::vector<float> got(c.M * ldy, -7.0f), want(c.M * ldy, -7.0f);
-  FastGemmArgs a{};
-  a.xh = xs.data(), a.xl = xs.data() + rows * P, a.w = w, a.M = c.M, a.N = c.N, a.K = c.K, a.Kp = Kp, a.S = 1, a.ks = Kp;
-  a.mtiles = 1, a.ldy = ldy, a.out_bf16 = c.bf16out, a.G = c.G, a.xexact = c.xexact;
-  // the emulated branch's order
-  a.y = want.data();
-  for (long n0 = 0; n0 < c.N; n0 += FAST_GEMV_R) {
-    static float acc[32][FAST_GEMV_R][FAST_GEMV_M], nx[32][FAST_GEMV_R][FAST_GEMV_M];
-    for (int l = 0; l < 32; l++) {
-      if (c.fmt == 0) fast_gemv_lane<0>(a, n0, l, acc[l]);
-      else if (c.fmt == 1) fast_gemv_lane<1>(a, n0, l, acc[l]);
-      else fast_gemv_lane<2>(a, n0, l, acc[l]);
-    }
-    for (int off = 16; off >= 1; off >>= 1) {
-      for (int l = 0; l < 32; l++)
-        for (int r = 0; r < FAST_GEMV_R; r++)
-          for (int m = 0; m < FAST_GEMV_M; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
-      memcpy(acc, nx, sizeof acc);
-    }
-    fast_gemv_store(a, n0, acc[0]);
-  }
-  // the device branch
-  a.y = got.data();
+  i64 err = 0;
+  FastGemvArgs a{};
+  a.x = x.data(), a.rows = c.picked ? pick.data() : nullptr, a.xh = xs.data(), a.w = w, a.M = c.M, a.N = c.N, a.K = c.K, a.Kp = Kp;
+  a.ldx = ldx, a.ldy = ldy, a.out_bf16 = c.bf16out, a.G = c.G, a.arows = arows, a.err = &err;
   long before = g_errors;
-  fibers_launch(c.fmt == 0 ? fast_gemv_f32 : c.fmt == 1 ? fast_gemv_bf16 : fast_gemv_fp8, a, c.blocks);
+  if (c.xq) both<true>(a, c.fmt, c.blocks, want, got);
+  else both<false>(a, c.fmt, c.blocks, want, got);
   long diff = 0, far = 0;
   for (size_t i = 0; i < got.size(); i++)
     if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
@@ -77,12 +102,12 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
   // the values: a float64 dot of the same operands
   for (long m = 0; m < c.M; m++)
     for (long n = 0; n < c.N; n++) {
-      const long row = m * c.G + (c.G > 1 ? n / (c.N / c.G) : 0);
+      const long q = m * c.G + (c.G > 1 ? n / (c.N / c.G) : 0);
       double dot = 0, mag = 0;
       for (long k = 0; k < c.K; k++) {
-        const u32 h = xs[row * P + k / 2], l = xs[rows * P + row * P + k / 2];
-        const double x = (double)(k % 2 ? fast_hi(h) : fast_lo(h)) + (double)(k % 2 ? fast_hi(l) : fast_lo(l));
-        dot += (double)wval(w, n, k) * x, mag += fabs((double)wval(w, n, k) * x);
+        const u32 h = xs[q * P + k / 2];
+        const double xv = c.xq ? (double)(k % 2 ? fast_hi(h) : fast_lo(h)) : (double)x[(c.picked ? pick[q] : q) * ldx + k];
+        dot += (double)wval(w, n, k) * xv, mag += fabs((double)wval(w, n, k) * xv);
       }
       const double v = got[m * ldy + n], tol = (c.bf16out ? 1.0 / 128 : 1e-5) * fmax(mag, fabs(dot));
       if (!(fabs(v - dot) <= tol)) {
@@ -90,23 +115,40 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
         far++;
       }
     }
-  printf("gemv M %ld N %ld K %ld G %ld fmt %d xexact %d bf16 %d blocks %ld: %ld differ from the emulated order, %ld far from the dot, errors %ld\n",
-         c.M, c.N, c.K, c.G, c.fmt, c.xexact, c.bf16out, c.blocks, diff, far, g_errors - before);
-  return diff || far || g_errors != before;
+  printf("gemv M %ld N %ld K %ld G %ld fmt %d xq %d bf16 %d picked %d blocks %ld (KS %d): %ld differ from the emulated order, %ld far from the dot, err %ld, errors %ld\n",
+         c.M, c.N, c.K, c.G, c.fmt, c.xq, c.bf16out, c.picked, c.blocks, fast_gemv_ks(c.N), diff, far, (long)err, g_errors - before);
+  return diff || far || err || g_errors != before;
+}
+
+// bad_row: a rows operand naming a row x does not have sets error 2.
+static int bad_row() {
+  std::vector<float> x(4 * 64, 1.0f), y(8, 0.0f), wf(4 * 64, 0.5f);
+  std::vector<int> pick = {0, 7};  // 7 ≥ arows
+  i64 err = 0;
+  FastGemvArgs a{};
+  a.x = x.data(), a.rows = pick.data(), a.w.p = wf.data(), a.w.fmt = 0, a.w.cols = 64, a.y = y.data(), a.M = 2, a.N = 4, a.K = 64, a.Kp = 64;
+  a.ldx = 64, a.ldy = 4, a.G = 1, a.arows = 4, a.err = &err;
+  fibers_launch(fast_gemv_f32, a, 1);
+  printf("a row past x: err %ld (want 2)\n", (long)err);
+  return err != 2;
 }
 
 int main() {
   int bad = 0;
   unsigned seed = 1;
-  // every format; one to four rows; a reduction that is not a multiple of a warp's 512
-  // values (lanes with fewer pieces) or of FAST_GEMV_D's steps; groups; bf16 outputs; an
-  // odd N (a warp's second row past it; groups of an even N / G, as Go requires); fewer blocks than warps (the grid-stride loop)
-  for (GemvCase c : {GemvCase{1, 64, 1024, 1, 5, false, false, 4}, GemvCase{2, 30, 4096, 1, 2, false, false, 2},
-                     GemvCase{4, 34, 208, 1, 3, true, false, 9}, GemvCase{3, 40, 2064, 2, 5, true, true, 3},
-                     GemvCase{1, 16, 512, 1, 1, false, false, 4}, GemvCase{4, 24, 336, 2, 1, false, true, 1},
-                     GemvCase{1, 12, 1040, 1, 0, false, false, 2}, GemvCase{2, 9, 96, 1, 0, true, false, 3},
-                     GemvCase{1, 7, 64, 1, 2, false, false, 1}})
+  // every format, both activation sources; one to four rows; one, two and four warps a
+  // pair (N ≥ 4096, ≥ 2048, smaller); a reduction that is not a multiple of a warp's 512
+  // values (lanes with fewer pieces) or of FAST_GEMV_D's steps; groups (N / G even, as
+  // Go requires); bf16 outputs; picked rows; an odd N (a pair's second row past it);
+  // fewer blocks than the launch has (the grid-stride loop)
+  for (GemvCase c : {GemvCase{1, 64, 1024, 1, 5, false, false, false, 4}, GemvCase{2, 30, 4096, 1, 2, true, false, false, 2},
+                     GemvCase{4, 34, 208, 1, 3, true, false, false, 9}, GemvCase{3, 40, 2064, 2, 5, false, true, false, 3},
+                     GemvCase{1, 16, 512, 1, 1, false, false, true, 4}, GemvCase{4, 24, 336, 2, 1, true, true, false, 1},
+                     GemvCase{1, 12, 1040, 1, 0, false, false, false, 2}, GemvCase{2, 9, 96, 1, 0, true, false, false, 3},
+                     GemvCase{1, 7, 64, 1, 2, false, false, true, 1}, GemvCase{1, 4096, 64, 1, 5, false, false, false, 700},
+                     GemvCase{2, 2050, 128, 1, 1, false, true, false, 300}, GemvCase{1, 2048, 96, 2, 3, true, false, false, 1000}})
     bad += gemv_case(c, seed++);
+  bad += bad_row();
   if (bad) {
     printf("FAIL\n");
     return 1;
