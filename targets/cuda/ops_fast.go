@@ -105,7 +105,10 @@ func fastProduct(b *Bind, g fastGemm) {
 	// _fp8, reading x's float32 rows, so without the split; _q forms read a quantized
 	// split's hi halves): a warp two weight rows, no slices; another summation order
 	// than the tiles', so never in batch-invariant mode; EnvGemv=0 keeps the tiles
-	gemvOn := os.Getenv(EnvGemv) != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
+	// (FP8 weights by default: run 28c on the H200 measured the tiles faster for the bf16
+	// and float32 heads; EnvGemv=all takes every format)
+	gemvEnv := os.Getenv(EnvGemv)
+	gemvOn := gemvEnv != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
 	gemvKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
@@ -120,6 +123,9 @@ func fastProduct(b *Bind, g fastGemm) {
 		case 2, 3, 5:
 			name = "fast_gemv_fp8"
 		default:
+			return ""
+		}
+		if w.Fmt < 2 && gemvEnv != "all" {
 			return ""
 		}
 		if g.quant != 0 {
@@ -398,12 +404,13 @@ func gemvItems(N int64) int64 {
 	return ceilDiv(ceilDiv(N, fastGemvR), 4/gemvSlices(N)) * 128
 }
 
-// EnvGemv set to 0 keeps the fast products of at most four activation rows (decode at
-// batch 1-4) on the split and the warp tiles (fast_gemm_m1 and its FP8 forms, with
-// fast_sum for sliced reductions) instead of fast_gemv_f32, _bf16, _fp8 and their _q
-// forms (CUDA cores, x's rows read directly, one to four warps a pair of weight rows;
-// another summation order, near the tiles' values rather than equal). Read when a
-// program is bound; for comparisons.
+// EnvGemv set to 0 keeps the fast products of FP8 weights and at most four activation
+// rows (decode at batch 1-4) on the split and the warp tiles (fast_gemm_m1_fp8_only,
+// with fast_sum for sliced reductions) instead of fast_gemv_fp8 and fast_gemv_fp8_q
+// (CUDA cores, x's rows read directly, one to four warps a pair of weight rows; another
+// summation order, near the tiles' values rather than equal); set to "all" it also runs
+// float32 and bf16 weights' on fast_gemv_f32 and _bf16 (slower than the tiles for the LM
+// heads on the H200, run 28c). Read when a program is bound; for comparisons.
 const EnvGemv = "DEEPINFER_CUDA_GEMV"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and

@@ -679,16 +679,18 @@ DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, fl
     UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
       const i64 p = p0 + step * d;
       if (p >= pieces) break;
-      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
-        float wv[16];
-        gemv_widen<WF>(raw[d][r], wv);
-        UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
-          if (m >= a.M) break;
-          float xv[16];
-          if (!gemv_x<XQ>(a, m, grp, 16 * p, xv)) {
-            bad = true;
-            continue;
-          }
+      // (an activation piece loaded once for the pair's rows; a row widened again for
+      // each activation row: at one row, once)
+      UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
+        if (m >= a.M) break;
+        float xv[16];
+        if (!gemv_x<XQ>(a, m, grp, 16 * p, xv)) {
+          bad = true;
+          continue;
+        }
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
+          float wv[16];
+          gemv_widen<WF>(raw[d][r], wv);
           if constexpr (WF == 2) {
             float ps = 0.0f;
             UNROLL for (int j = 0; j < 16; j++) ps = fma_fast(wv[j], xv[j], ps);
@@ -753,7 +755,7 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
     fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc);
     UNROLL for (int off = 16; off >= 1; off >>= 1)
       UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++)
-        acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);
+        if (m < a.M) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);  // (the rows stored)
     if (KS == 1) {
       if (l == 0) fast_gemv_store(a, n0, acc);
       continue;
