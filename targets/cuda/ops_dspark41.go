@@ -126,17 +126,29 @@ func bindDSparkHead(b *Bind) error {
 	if Dim(b.Args[6], -1) != D+R {
 		return b.Errorf("confidence weight %s for %d hidden and %d Markov values", b.Args[6], D, R)
 	}
+	// In the fast mode the logits are the fast mode's product (the LM head's kernels):
+	// dspark_head_logits in gonum's order took about 1.1 s a draft step at 64 requests on
+	// the H200 (run 28d's trace: T·V work items, each reading a head row of D values).
+	// dspark_head_logits then runs over one vocabulary column only, for its check that
+	// the rows are whole blocks (error 503); the product overwrites that column after.
+	cols := V
+	if b.Fast() {
+		cols = 1
+	}
 	b.Launch("dspark_head_logits", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(3))
 		a.P(s.Result(0).Ptr)
 		a.I(s.T)
-		a.I(V)
+		a.I(cols)
 		a.I(D)
 		a.I(block)
 		a.P(s.Err)
-		return s.T * V
+		return s.T * cols
 	})
+	if b.Fast() {
+		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 3, y: 0, yScratch: -1, N: V, K: D, ldx: D, ldy: V})
+	}
 	for i := int64(0); i < block; i++ {
 		b.Launch("dspark_head_bias", func(s *Step, a *ArgBuf) int64 {
 			a.P(s.Arg(2).Ptr)
