@@ -45,6 +45,7 @@ const (
 	RunName25  = "run 25 (H200, 2026-12-04)"
 	RunName26  = "run 26 (H200, 2026-12-04)"
 	RunName27  = "run 27 (H200, 2026-12-04)"
+	RunName28  = "run 28 (H200, 2026-12-04)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -402,6 +403,25 @@ var Run27Later = append(v4Fast(RunName27,
 	"run27/v41.fast.27d.cmp.bench.json",
 )...)
 
+// Run28Later are run 28's other reports (testdata/run28), compared with the fit, not
+// fitted: V4 and V4.1 at 4,096 in 28a (the part tiles' rows read without wval's switch;
+// the one-to-four-row products on fast_gemv's first form, every format, and on the tiles
+// in .cmp), 28c (fast_gemv's second form, every format, V4 at 32,768 too; .cmp the
+// tiles), 28d's comparisons (the tiles at 4,096).
+var Run28Later = append(v4Fast(RunName28,
+	"run28/v4.fast.28a.bench.json",
+	"run28/v4.fast.28a.cmp.bench.json",
+	"run28/v4.fast.28c.bench.json",
+	"run28/v4.fast.28c.cmp.bench.json",
+	"run28/v4.fast.28d.cmp.bench.json",
+), v41Fast(RunName28,
+	"run28/v41.fast.28a.bench.json",
+	"run28/v41.fast.28a.cmp.bench.json",
+	"run28/v41.fast.28c.bench.json",
+	"run28/v41.fast.28c.cmp.bench.json",
+	"run28/v41.fast.28d.cmp.bench.json",
+)...)
+
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
 // one run, by their paths under sim/calib/testdata.
 func v4Fast(run string, files ...string) []Measured {
@@ -477,11 +497,24 @@ var Run27Fit = append(v4Fast(RunName27,
 	"run27/v41.fast.27d.bench.json",
 ), Run25[3])...)
 
+// Run28Fit are the fast reports the shipped cuda-fast is fitted on: V4 at 4,096 and
+// 32,768 from run 28d (the router's and mixes' part tiles reading their rows without
+// wval's switch: the router's 0.72 → 0.13 ms at batch 256; V4's FP8 products of one to
+// four rows on fast_gemv_fp8), V4.1 at 4,096 from 28d (its FP8 one-row products on
+// fast_gemv_fp8_q) and at 32,768 from run 25a (V4.1's other kernels have not changed
+// since). No V4 report at 512 (run 28 timed none): V4's context terms come from 4,096
+// and 32,768. docs/perf/simulator.md, "The run 28 refit".
+var Run28Fit = append(v4Fast(RunName28,
+	"run28/v4.fast.28d.bench.json",
+), append(v41Fast(RunName28,
+	"run28/v41.fast.28d.bench.json",
+), Run25[3])...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run27Fit, cuda-exact on run 8's exact reports (runs 9 to 27 took none; the exact
+// on Run28Fit, cuda-exact on run 8's exact reports (runs 9 to 28 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run27Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run28Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).

@@ -48,7 +48,7 @@ func main() {
 	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
 	fit := flag.String("fit", "", "with -reports: names the run in the calibrations, e.g. \"run 10 (H200, 2027-01-05)\"")
 	flag.Parse()
-	in := inputs{runs: calib.Shipped, previous: calib.Run26Fit, later: calib.Run27Later, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
+	in := inputs{runs: calib.Shipped, previous: calib.Run27Fit, later: calib.Run28Later, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
 	if *reports != "" {
 		if *fit == "" {
 			fmt.Fprintln(os.Stderr, "cudafit: -reports needs -fit to name the run")
