@@ -1,14 +1,14 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 27g's V4 and 27d's V4.1 fast-mode reports and run 25a's V4.1 one at 32,768, run 8's
+// run 28d's V4 and V4.1 fast-mode reports and run 25a's V4.1 one at 32,768, run 8's
 // exact-mode ones; each point's class times scaled to its measured step where they add
 // up to more, calib.StepScaledClasses), writes them as Go source, and prints how well
 // they and the default h200 model predict the measured steps (class misses against the
 // scaled and the unscaled class times): in sample, and in hold-out experiments (fit on
 // batch 1 and 256, check batch 64; fit on the shorter contexts, check 32,768; fit on V4,
-// check V4.1). It also prints the previous cuda-fast (fitted on run 26's and 25's fast
-// reports, calib.Run26Fit) on the new fast points, with its terms next to the new ones;
-// run 27's other fast reports (calib.Run27Later), compared with the new fit, not fitted;
+// check V4.1). It also prints the previous cuda-fast (fitted on run 27's and 25's fast
+// reports, calib.Run27Fit) on the new fast points, with its terms next to the new ones;
+// run 28's other fast reports (calib.Run28Later), compared with the new fit, not fitted;
 // and run 8's graphs-off report (step times
 // only), compared with the fit on run 8's graphs-on reports, not fitted.
 //
