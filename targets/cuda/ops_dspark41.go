@@ -165,7 +165,7 @@ func bindDSparkHead(b *Bind) error {
 			if s.T%block != 0 {
 				return 0
 			}
-			return s.T / block * V
+			return V // a work item a vocabulary entry, every block in turn
 		})
 		b.Launch("dspark_head_pick", func(s *Step, a *ArgBuf) int64 {
 			a.P(s.Arg(1).Ptr)
