@@ -235,17 +235,20 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		return blkKernel(s) == "fast_gemm_wg_fp8r"
 	}
+	// yPtr is where the product's values go: the scratch yScratch, or result y
+	yPtr := func(s *Step) devptr {
+		if g.yScratch >= 0 {
+			return s.Scratch(g.yScratch)
+		}
+		return s.Result(g.y).Ptr
+	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		M := rowsOf(s)
 		xh, xl := halves(s)
 		a.P(xh)
 		a.P(xl)
 		a.W(s.Arg(g.w))
-		if g.yScratch >= 0 {
-			a.P(s.Scratch(g.yScratch))
-		} else {
-			a.P(s.Result(g.y).Ptr)
-		}
+		a.P(yPtr(s))
 		if part >= 0 {
 			a.P(s.Scratch(part))
 		} else {
@@ -350,11 +353,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			xh, _ := halves(s)
 			a.P(xh)
 			a.W(s.Arg(g.w))
-			if g.yScratch >= 0 {
-				a.P(s.Scratch(g.yScratch))
-			} else {
-				a.P(s.Result(g.y).Ptr)
-			}
+			a.P(yPtr(s))
 			a.I(rowsOf(s))
 			a.I(g.N)
 			a.I(g.K)
