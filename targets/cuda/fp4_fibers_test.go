@@ -198,3 +198,13 @@ func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
 		t.Errorf("%d cases reported their slices, want 12", len(cases))
 	}
 }
+
+// TestDraftPickDeviceCodeOnHostFibers runs the device branch of dspark41.cu's
+// dspark_head_pick (a warp a DSpark block: the lanes' argmaxes folded by shuffles) on
+// host fibers against the serial scan the emulated device runs
+// (testdata/pick_fibers_main.cc: ties, NaNs, signed zeros, infinities; vocabularies below,
+// across and above a warp's 32): every drafted id and confidence the same. The exact
+// instruction check covers the emulated branch.
+func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "pick_fibers", fiberUnit(t, "", "testdata/pick_fibers_main.cc", "dspark41.cu"), "-O1")
+}

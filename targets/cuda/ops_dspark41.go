@@ -184,7 +184,7 @@ func bindDSparkHead(b *Bind) error {
 			if s.T%block != 0 {
 				return 0
 			}
-			return s.T / block
+			return s.T / block * 32 // a warp a block
 		})
 	}
 	return nil

@@ -231,21 +231,58 @@ struct DSparkPickArgs {
   const float* x; const int* tokens; Weight membed; Weight conf; const float* logits; int* ids; float* confOut;
   i64 T; i64 V; i64 D; i64 R; i64 block; i64 i;
 };
+// dspark_pick_better: whether logit a at index ia comes before b at ib in the argmax's
+// order: a NaN before a number, a larger number before a smaller, of equals (or two
+// NaNs) the lower index. The serial scan (replace the best when a later logit is greater,
+// or is NaN where the best is not) returns the first of this order's maxima.
+DEV bool dspark_pick_better(float a, i64 ia, float b, i64 ib) {
+  const bool na = isnan32(a), nb = isnan32(b);
+  if (na != nb) return na;
+  if (!na && a != b) return a > b;
+  return ia < ib;
+}
+// dspark_pick_store: the block's draft and its confidence (lane 0's float64 sum in order).
+DEVM void dspark_pick_store(const DSparkPickArgs& a, i64 r, int tok, i64 best) {
+  double c = 0;
+  const float* xi = a.x + r * a.D;
+  for (i64 j = 0; j < a.D; j++) c += (double)xi[j] * (double)wval(a.conf, 0, j);
+  for (i64 j = 0; j < a.R; j++) c += (double)wval(a.membed, tok, j) * (double)wval(a.conf, 0, a.D + j);
+  a.confOut[r] = (float)c;
+  a.ids[r] = (int)best;
+}
+// A warp a block: lane l scans logits l, l + 32, … keeping the first of its maxima, and
+// the lanes' bests fold by the same order (l and l ^ 16, then ^ 8, … ^ 1: the order is a
+// total one on (value, index), so the fold's result is the serial scan's). Until run 28
+// a thread scanned a block's 129,280 logits alone. The emulated device scans serially at
+// lane 0.
 KERNEL(dspark_head_pick, DSparkPickArgs) {
   i64 nb = a.T % a.block == 0 ? a.T / a.block : 0;
-  for (i64 b = GIDX; b < nb; b += GSTRIDE) {
+  for (i64 w = GIDX; w < nb * 32; w += GSTRIDE) {
+    const i64 b = w >> 5;
+    const int lane = (int)(w & 31);
     int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);
-    if (tok < 0 || tok >= a.V) continue;
+    if (tok < 0 || tok >= a.V) continue;  // (the whole warp)
     i64 r = b * a.block + a.i;
     const float* row = a.logits + r * a.V;
+#ifdef DI_EMULATE
+    if (lane != 0) continue;
     i64 best = 0;
     for (i64 j = 0; j < a.V; j++)
       if (row[j] > row[best] || (isnan32(row[j]) && !isnan32(row[best]))) best = j;
-    double c = 0;
-    const float* xi = a.x + r * a.D;
-    for (i64 j = 0; j < a.D; j++) c += (double)xi[j] * (double)wval(a.conf, 0, j);
-    for (i64 j = 0; j < a.R; j++) c += (double)wval(a.membed, tok, j) * (double)wval(a.conf, 0, a.D + j);
-    a.confOut[r] = (float)c;
-    a.ids[r] = (int)best;
+#else
+    i64 best = imin(lane, a.V - 1);
+    float bv = row[best];
+    for (i64 j = lane + 32; j < a.V; j += 32) {
+      const float v = row[j];
+      if (dspark_pick_better(v, j, bv, best)) bv = v, best = j;
+    }
+    for (int off = 16; off >= 1; off >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+      const i64 oi = __shfl_xor_sync(0xffffffffu, best, off);
+      if (dspark_pick_better(ov, oi, bv, best)) bv = ov, best = oi;
+    }
+    if (lane != 0) continue;
+#endif
+    dspark_pick_store(a, r, tok, best);
   }
 }
