@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"deepinfer/plan"
+	"deepinfer/targets"
 	"deepinfer/targets/cuda"
 )
 
@@ -69,6 +71,54 @@ func TestGemvSteps(t *testing.T) {
 			if fp8 := gemv(kb, "fast_gemv_fp8"); gemv(kc, "fast_gemv_") != fp8 || gemv(kc, "fast_gemv_fp8") != fp8 || m1(kc) != m1(ka)-fp8 {
 				t.Errorf("by default %d fast_gemv_* launches (%d FP8) and %d one-row tiles; want the %d FP8 ones of =all and the other %d tiles",
 					gemv(kc, "fast_gemv_"), gemv(kc, "fast_gemv_fp8"), m1(kc), fp8, m1(ka)-fp8)
+			}
+		})
+	}
+}
+
+// TestDraftStepWholeBlocks: a DSpark draft step whose rows are not whole blocks fails
+// with the drafter's error (503, raised by dspark_head_logits) in both numerics modes —
+// in the fast mode, where the logits come from the fast product, the kernel still runs
+// for that check — and a step of whole blocks succeeds.
+func TestDraftStepWholeBlocks(t *testing.T) {
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
+	B := p.Model.DSpark.Block
+	for _, mode := range []string{targets.NumericsExact, targets.NumericsFast} {
+		t.Run(mode, func(t *testing.T) {
+			r, err := devExec{}.Open(p, ws, targets.Options{Numerics: mode, MaxTokens: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			st, err := r.NewState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := func(phase string, toks []int32, pos int) error {
+				in := targets.StepIn{Phase: phase, Tokens: toks, Seqs: []targets.SeqIn{{State: st, N: len(toks), Pos: pos}}}
+				for j := range toks {
+					in.Rows = append(in.Rows, int32(j))
+					in.Sample = append(in.Sample, 0, 0, 0, 0)
+				}
+				var o targets.StepOut
+				return r.Step(&in, &o)
+			}
+			if err := step(plan.PhasePrefill, []int32{3, 5, 7, 9}, 0); err != nil {
+				t.Fatal(err)
+			}
+			draft := func(n int) []int32 {
+				d := make([]int32, n)
+				for j := range d {
+					d[j] = int32(p.Model.DSpark.Noise)
+				}
+				d[0] = 11
+				return d
+			}
+			if err := step(plan.PhaseDraft, draft(B-1), 4); err == nil || !strings.Contains(err.Error(), "whole DSpark blocks") {
+				t.Errorf("a draft step of %d rows (block %d): %v, want the whole-block error", B-1, B, err)
+			}
+			if err := step(plan.PhaseDraft, draft(B), 4); err != nil {
+				t.Errorf("a draft step of one whole block: %v", err)
 			}
 		})
 	}

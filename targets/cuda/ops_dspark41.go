@@ -129,22 +129,21 @@ func bindDSparkHead(b *Bind) error {
 	// In the fast mode the logits are the fast mode's product (the LM head's kernels):
 	// dspark_head_logits in gonum's order took about 1.1 s a draft step at 64 requests on
 	// the H200 (run 28d's trace: T·V work items, each reading a head row of D values).
-	// dspark_head_logits then runs over one vocabulary column only, for its check that
-	// the rows are whole blocks (error 503); the product overwrites that column after.
-	cols := V
-	if b.Fast() {
-		cols = 1
-	}
+	// There dspark_head_logits runs only for a step whose rows are not whole blocks, one
+	// work item, to report it (error 503).
 	b.Launch("dspark_head_logits", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Arg(0).Ptr)
 		a.W(s.Arg(3))
 		a.P(s.Result(0).Ptr)
 		a.I(s.T)
-		a.I(cols)
+		a.I(V)
 		a.I(D)
 		a.I(block)
 		a.P(s.Err)
-		return s.T * cols
+		if b.Fast() {
+			return b2i(s.T%block != 0)
+		}
+		return s.T * V
 	})
 	if b.Fast() {
 		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 3, y: 0, yScratch: -1, N: V, K: D, ldx: D, ldy: V})

@@ -106,7 +106,9 @@ func fastProduct(b *Bind, g fastGemm) {
 	// split's hi halves): a warp two weight rows, no slices; another summation order
 	// than the tiles', so never in batch-invariant mode; EnvGemv=0 keeps the tiles
 	// (FP8 weights by default: run 28c on the H200 measured the tiles faster for the bf16
-	// and float32 heads; EnvGemv=all takes every format)
+	// and float32 heads; EnvGemv=all takes every format). Without the split, xExact's
+	// promise (bf16-valued activations, error 600 from fast_split) goes unchecked in those
+	// steps; the same products' larger steps still check it.
 	gemvEnv := os.Getenv(EnvGemv)
 	gemvOn := gemvEnv != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
 	gemvKernel := func(s *Step) string {
