@@ -64,6 +64,8 @@ type FakeStats struct {
 	// graphs captured, instantiated executables launched, and those destroyed
 	Captures, GraphLaunches, GraphExecs, GraphExecFrees, GraphFrees int
 	EventSyncs                                                      int
+	// launches made (or captured) as programmatic dependent launches
+	PDLLaunches int
 }
 
 type fakeAlloc struct {
@@ -318,8 +320,13 @@ func (d *fakeDriver) Function(m module, name string) (function, error) {
 	return function(len(fakeFuncs)), nil
 }
 
-func (d *fakeDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
+func (d *fakeDriver) Launch(f function, grid, block uint32, s stream, args []uint64, pdl bool) error {
 	d.mu.Lock()
+	if pdl {
+		// the emulated device runs launches one after another: a programmatic
+		// dependent launch is an ordinary one there (counted for the tests)
+		d.stats.PDLLaunches++
+	}
 	if err := d.fail("cuLaunchKernel"); err != nil {
 		d.mu.Unlock()
 		return err

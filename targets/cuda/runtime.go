@@ -63,6 +63,10 @@ type Runtime struct {
 	resolveFn  function
 	resolveBuf ArgBuf
 
+	// pdl: kernels launched as programmatic dependent launches (on unless EnvPDL=0;
+	// read once, when the runtime opens, so its graphs are all of one kind)
+	pdl bool
+
 	// packed uploads (packed.go): on unless EnvPacked=0; the staging region in the
 	// arena and the kernels that unpack a step and keep its ids
 	packed     bool
@@ -188,6 +192,14 @@ func discover(fs fsys) (driver, compiler, error) {
 // partial port only: diff_test.go's -partial).
 var allowUnbound bool
 
+// EnvPDL set to 0 launches every kernel as an ordinary launch. By default each is a
+// programmatic dependent launch (cuLaunchKernelEx with programmatic stream
+// serialization, where the driver has it): the driver may start placing a kernel's
+// launch blocks while the previous kernel's last ones run; each kernel's first
+// instructions wait for the previous kernel to complete and then let the next launch
+// begin (kernels/prelude.h), so the values are the same either way.
+const EnvPDL = "DEEPINFER_CUDA_PDL"
+
 // Options beyond targets.Options.
 const (
 	defaultMaxTokens = 2048
@@ -207,6 +219,7 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		fast: o.Numerics == targets.NumericsFast}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0")
 	rt.packed = os.Getenv(EnvPacked) != "0"
+	rt.pdl = os.Getenv(EnvPDL) != "0"
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -1065,7 +1078,7 @@ func (rt *Runtime) uploadParams(pr *prog, in *targets.StepIn, st Step, resolve b
 		a.I(rt.prevN)
 		a.P(rt.errFlag)
 		grid := (st.T + launchBlock - 1) / launchBlock
-		if err := d.Launch(rt.resolveFn, uint32(grid), launchBlock, s, a.w); err != nil {
+		if err := d.Launch(rt.resolveFn, uint32(grid), launchBlock, s, a.w, rt.pdl); err != nil {
 			return fmt.Errorf("kernel resolve_prev: %w", err)
 		}
 	}
@@ -1209,7 +1222,7 @@ func (rt *Runtime) launch(c *call) error {
 				return err
 			}
 		}
-		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, l.buf.w); err != nil {
+		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, l.buf.w, rt.pdl); err != nil {
 			return fmt.Errorf("kernel %s: %w", l.kernel, err)
 		}
 		if span >= 0 {
