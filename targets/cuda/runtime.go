@@ -65,7 +65,8 @@ type Runtime struct {
 
 	// pdl: kernels launched as programmatic dependent launches (on unless EnvPDL=0;
 	// read once, when the runtime opens, so its graphs are all of one kind)
-	pdl bool
+	pdl     bool
+	pdlNote string // why not, when not
 
 	// packed uploads (packed.go): on unless EnvPacked=0; the staging region in the
 	// arena and the kernels that unpack a step and keep its ids
@@ -220,6 +221,10 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0")
 	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.pdl = os.Getenv(EnvPDL) != "0"
+	rt.pdlNote = EnvPDL + "=0"
+	if rd, ok := drv.(*realDriver); ok && rt.pdl && rd.fn["cuLaunchKernelEx"] == 0 {
+		rt.pdl, rt.pdlNote = false, "the driver has no cuLaunchKernelEx"
+	}
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -701,8 +706,12 @@ func (rt *Runtime) Describe() string {
 	if !rt.packed {
 		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
 	}
-	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s",
-		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads)
+	launches := "programmatic dependent launches"
+	if !rt.pdl {
+		launches = "ordinary launches (" + rt.pdlNote + ")"
+	}
+	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s; %s",
+		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads, launches)
 }
 
 func human(n int64) string {
