@@ -208,3 +208,12 @@ func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
 func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "pick_fibers", fiberUnit(t, "", "testdata/pick_fibers_main.cc", "dspark41.cu"), "-O1")
 }
+
+// TestSampleDeviceCodeOnHostFibers runs the device branch of basic.cu's greedy sampling
+// (sample_argmax_part a warp a (row, chunk), sample a warp a row, both folding by
+// shuffles) on host fibers against the serial greedy scan (testdata/sample_fibers_main.cc):
+// ties, NaNs, signed zeros, infinities, masks (a row allowing nothing), vocabularies of
+// one to 36 chunks; rows sampled at a temperature against the serial walk.
+func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
+}

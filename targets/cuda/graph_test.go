@@ -712,12 +712,12 @@ func TestStateSaveOnDevice(t *testing.T) {
 	}
 }
 
-// TestPDLLaunches: by default every kernel is a programmatic dependent launch
-// (EnvPDL), and none is with EnvPDL=0. The emulated device runs both alike; the device
+// TestPDLLaunches: with EnvPDL=1 every kernel is a programmatic dependent launch, and
+// none is by default or with EnvPDL=0. The emulated device runs both alike; the device
 // side (each kernel waiting for its predecessor first) is in kernels/prelude.h, and the
 // GPU runs of the instruction checks run with it on.
 func TestPDLLaunches(t *testing.T) {
-	for _, env := range []string{"", "0"} {
+	for _, env := range []string{"", "0", "1"} {
 		t.Run("pdl="+env, func(t *testing.T) {
 			t.Setenv(EnvPDL, env)
 			t.Setenv(EnvGraphs, "0")
@@ -734,9 +734,9 @@ func TestPDLLaunches(t *testing.T) {
 				s.took(in, &out)
 			}
 			st := rt.fake.stats
-			want := st.Launches
-			if env == "0" {
-				want = 0
+			want := 0
+			if env == "1" {
+				want = st.Launches
 			}
 			if st.Launches == 0 || st.PDLLaunches != want {
 				t.Errorf("%s=%q: %d launches, %d of them programmatic; want %d", EnvPDL, env, st.Launches, st.PDLLaunches, want)

@@ -185,8 +185,9 @@ func bindSample(b *Bind) error {
 		return s.R
 	}
 	const chunk = 256 // basic.cu's SAMPLE_CHUNK
-	b.Launch("sample_argmax_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ((V + chunk - 1) / chunk) })
-	b.Launch("sample", fill)
+	// a warp a (row, chunk), then a warp a row
+	b.Launch("sample_argmax_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ((V + chunk - 1) / chunk) * 32 })
+	b.Launch("sample", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
 	return nil
 }
 

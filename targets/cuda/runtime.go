@@ -63,7 +63,7 @@ type Runtime struct {
 	resolveFn  function
 	resolveBuf ArgBuf
 
-	// pdl: kernels launched as programmatic dependent launches (on unless EnvPDL=0;
+	// pdl: kernels launched as programmatic dependent launches (EnvPDL=1;
 	// read once, when the runtime opens, so its graphs are all of one kind)
 	pdl     bool
 	pdlNote string // why not, when not
@@ -193,12 +193,13 @@ func discover(fs fsys) (driver, compiler, error) {
 // partial port only: diff_test.go's -partial).
 var allowUnbound bool
 
-// EnvPDL set to 0 launches every kernel as an ordinary launch. By default each is a
-// programmatic dependent launch (cuLaunchKernelEx with programmatic stream
-// serialization, where the driver has it): the driver may start placing a kernel's
-// launch blocks while the previous kernel's last ones run; each kernel's first
-// instructions wait for the previous kernel to complete and then let the next launch
-// begin (kernels/prelude.h), so the values are the same either way.
+// EnvPDL set to 1 makes every kernel a programmatic dependent launch (cuLaunchKernelEx
+// with programmatic stream serialization, where the driver has it): the driver may
+// start placing a kernel's launch blocks while the previous kernel's last ones run;
+// each kernel's first instructions wait for the previous kernel to complete and then
+// let the next launch begin (kernels/prelude.h), so the values are the same either way.
+// Off by default: run 29a timed it on the H200 no faster at batch 1 and up to 6% slower
+// at batch 64 (docs/perf/small-kernels.md, "Run 29").
 const EnvPDL = "DEEPINFER_CUDA_PDL"
 
 // Options beyond targets.Options.
@@ -220,8 +221,8 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		fast: o.Numerics == targets.NumericsFast}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0")
 	rt.packed = os.Getenv(EnvPacked) != "0"
-	rt.pdl = os.Getenv(EnvPDL) != "0"
-	rt.pdlNote = EnvPDL + "=0"
+	rt.pdl = os.Getenv(EnvPDL) == "1"
+	rt.pdlNote = "the default; " + EnvPDL + "=1 for programmatic ones"
 	if rd, ok := drv.(*realDriver); ok && rt.pdl && rd.fn["cuLaunchKernelEx"] == 0 {
 		rt.pdl, rt.pdlNote = false, "the driver has no cuLaunchKernelEx"
 	}
@@ -706,7 +707,7 @@ func (rt *Runtime) Describe() string {
 	if !rt.packed {
 		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
 	}
-	launches := "programmatic dependent launches"
+	launches := "programmatic dependent launches (" + EnvPDL + "=1)"
 	if !rt.pdl {
 		launches = "ordinary launches (" + rt.pdlNote + ")"
 	}

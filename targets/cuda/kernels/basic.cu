@@ -157,15 +157,54 @@ struct SamplePart { float maxv; int maxi; int first; int pad; };
 DEV const int* sample_words(const SampleArgs& a, i64 r) {
   return (a.mask && a.mask[r * a.cols] != 0) ? a.mask + r * a.cols + 1 : 0;
 }
+// sample_part_better: whether part b's largest value comes before part a's in the
+// greedy scan's order (a larger value, or an equal one at a lower id; -1: none). The
+// scan keeps the first id of the largest non-NaN value, so folding parts (or lanes) by
+// this order, in any grouping, gives the scan's answer; first is the lowest allowed id.
+DEV bool sample_part_better(const SamplePart& a, const SamplePart& b) {
+  if (b.maxi < 0) return false;
+  if (a.maxi < 0) return true;
+  if (b.maxv != a.maxv) return b.maxv > a.maxv;
+  return b.maxi < a.maxi;
+}
+DEV void sample_part_fold(SamplePart* p, const SamplePart& o) {
+  if (sample_part_better(*p, o)) p->maxv = o.maxv, p->maxi = o.maxi;
+  if (o.first >= 0 && (p->first < 0 || o.first < p->first)) p->first = o.first;
+}
+#ifndef DI_EMULATE
+// sample_part_warp: the lanes' parts folded by shuffles (l and l ^ 16, then ^ 8, … ^ 1);
+// every lane ends with the warp's part.
+DEV SamplePart sample_part_warp(SamplePart p) {
+  for (int off = 16; off >= 1; off >>= 1) {
+    SamplePart o;
+    o.maxv = __shfl_xor_sync(0xffffffffu, p.maxv, off);
+    o.maxi = __shfl_xor_sync(0xffffffffu, p.maxi, off);
+    o.first = __shfl_xor_sync(0xffffffffu, p.first, off);
+    sample_part_fold(&p, o);
+  }
+  return p;
+}
+#endif
+// A warp a (row, chunk): lane l scans ids l, l + 32, … of the chunk (coalesced loads),
+// the lanes' parts folded by sample_part_better. Until run 29 a thread scanned a chunk
+// alone. The emulated device scans the chunk serially at lane 0.
 KERNEL(sample_argmax_part, SampleArgs) {
   i64 nch = (a.V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
-  for (i64 it = GIDX; it < a.R * nch; it += GSTRIDE) {
+  for (i64 w = GIDX; w < a.R * nch * 32; w += GSTRIDE) {
+    const i64 it = w >> 5;
+    const int lane = (int)(w & 31);
     i64 r = it / nch, c = it % nch;
-    if (a.params[4 * r] != 0) continue;
+    if (a.params[4 * r] != 0) continue;  // (the whole warp)
     const float* lg = a.logits + r * a.V;
     const int* words = sample_words(a, r);
     SamplePart part = {0, -1, -1, 0};
-    for (i64 i = c * SAMPLE_CHUNK; i < imin(a.V, (c + 1) * SAMPLE_CHUNK); i++) {
+    const i64 end = imin(a.V, (c + 1) * SAMPLE_CHUNK);
+#ifdef DI_EMULATE
+    if (lane != 0) continue;
+    for (i64 i = c * SAMPLE_CHUNK; i < end; i++) {
+#else
+    for (i64 i = c * SAMPLE_CHUNK + lane; i < end; i += 32) {
+#endif
       if (words && !sample_allowed(words, i)) continue;
       if (part.first < 0) part.first = (int)i;
       if (isnan32(lg[i])) continue;
@@ -174,12 +213,21 @@ KERNEL(sample_argmax_part, SampleArgs) {
         part.maxi = (int)i;
       }
     }
+#ifndef DI_EMULATE
+    part = sample_part_warp(part);
+    if (lane != 0) continue;
+#endif
     ((SamplePart*)(a.scratch + r * a.V * 12))[c] = part;
   }
 }
 
+// A warp a row: a greedy row's parts folded by the warp (lane l folds parts l, l + 32, …
+// in order, then the lanes by shuffles; the emulated device folds them serially at lane
+// 0), another row sampled by lane 0 alone. Until run 29 a thread a row folded the parts.
 KERNEL(sample, SampleArgs) {
-  for (i64 r = GIDX; r < a.R; r += GSTRIDE) {
+  for (i64 w = GIDX; w < a.R * 32; w += GSTRIDE) {
+    const i64 r = w >> 5;
+    const int lane = (int)(w & 31);
     const float* lg = a.logits + r * a.V;
     const float* p = a.params + 4 * r;
     double temp = (double)p[0], topP = (double)p[1], U = (double)p[3];
@@ -188,19 +236,22 @@ KERNEL(sample, SampleArgs) {
     if (a.mask && a.mask[r * a.cols] != 0) words = a.mask + r * a.cols + 1;
     if (temp == 0) {
       const SamplePart* parts = (const SamplePart*)(a.scratch + r * a.V * 12);
-      i64 nch = (a.V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK, first = -1, best = -1;
-      float bestv = 0;
-      for (i64 c = 0; c < nch; c++) {
-        if (first < 0) first = parts[c].first;
-        if (parts[c].maxi >= 0 && (best < 0 || parts[c].maxv > bestv)) {
-          best = parts[c].maxi;
-          bestv = parts[c].maxv;
-        }
-      }
+      const i64 nch = (a.V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
+      SamplePart f = {0, -1, -1, 0};
+#ifdef DI_EMULATE
+      if (lane != 0) continue;
+      for (i64 c = 0; c < nch; c++) sample_part_fold(&f, parts[c]);
+#else
+      for (i64 c = lane; c < nch; c += 32) sample_part_fold(&f, parts[c]);
+      f = sample_part_warp(f);
+      if (lane != 0) continue;
+#endif
+      i64 first = f.first, best = f.maxi;
       if (first >= 0 && isnan32(lg[first])) best = first;
       a.out[r] = (int)(best < 0 ? (first < 0 ? 0 : first) : best);
       continue;
     }
+    if (lane != 0) continue;
     double* prob = (double*)(a.scratch + r * a.V * 12);
     int* order = (int*)(a.scratch + r * a.V * 12 + a.V * 8);
     double mx = -F64_INF;

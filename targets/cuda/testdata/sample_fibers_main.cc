@@ -1,0 +1,104 @@
+// sample_fibers_main.cc: TestSampleDeviceCodeOnHostFibers' cases (follows fp4_fibers.h,
+// the headers and basic.cu's device branch): sample_argmax_part (a warp a row's chunk of
+// ids) and sample (a warp a row) on host fibers against the serial greedy scan, on
+// logits full of ties, NaNs, signed zeros and infinities, with and without a mask of
+// allowed ids; and rows sampled at a temperature (lane 0 alone) against the serial walk.
+#include <random>
+#include <vector>
+
+// the greedy scan the emulated device and the cpu target compute: the first allowed id,
+// replaced only by a strictly larger allowed value, a NaN first id kept
+static int greedy(const float* lg, long V, const int* words) {
+  long first = -1, best = -1;
+  for (long i = 0; i < V; i++) {
+    if (words && !sample_allowed(words, i)) continue;
+    if (first < 0) first = i;
+    if (isnan32(lg[i])) continue;
+    if (best < 0 || lg[i] > lg[best]) best = i;
+  }
+  if (first >= 0 && isnan32(lg[first])) best = first;
+  return (int)(best < 0 ? (first < 0 ? 0 : first) : best);
+}
+
+// a row sampled at temperature temp with topK 0 and topP 0 (sample's first path): the
+// allowed ids' probabilities walked in id order
+static int walk(const float* lg, long V, const int* words, double temp, double U) {
+  double mx = -INFINITY, sum = 0;
+  std::vector<long> ids;
+  for (long i = 0; i < V; i++)
+    if (!words || sample_allowed(words, i)) mx = fmax64(mx, (double)lg[i]), ids.push_back(i);
+  if (ids.empty()) return 0;
+  std::vector<double> prob(V);
+  for (long i : ids) prob[i] = exp(((double)lg[i] - mx) / temp), sum += prob[i];
+  double u = U * sum;
+  for (long i : ids)
+    if ((u -= prob[i]) < 0) return (int)i;
+  return (int)ids.back();
+}
+
+static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> logits(R * V), params(4 * R, 0.0f);
+  for (auto& v : logits) {
+    switch (kind) {
+      case 0: v = (float)(rng() % 1000000) / 3.0f - 1000.0f; break;
+      case 1: v = (float)(rng() % 3); break;
+      case 2: v = rng() % 20 == 0 ? __uint_as_float(0x7fc00000u) : (float)(rng() % 5); break;
+      default: {
+        const float s[] = {0.0f, -0.0f, __uint_as_float(0xff800000u), __uint_as_float(0x7f800000u), -1.0f};
+        v = s[rng() % 5];
+      }
+    }
+  }
+  // every third row sampled at a temperature (finite logits there)
+  for (long r = 2; r < R; r += 3) {
+    params[4 * r] = 0.7f, params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
+    for (long i = 0; i < V; i++) logits[r * V + i] = (float)(rng() % 100) / 10.0f;
+  }
+  // the mask: a header word (1: masked) then two words a 64 ids; row 0 allows none
+  const long cols = 1 + 2 * ((V + 63) / 64);
+  std::vector<int> mask(R * cols, 0);
+  for (long r = 0; r < R && masked; r++) {
+    mask[r * cols] = 1;
+    for (long i = 0; i < V; i++)
+      if (r != 0 && rng() % 3 != 0) mask[r * cols + 1 + 2 * (i >> 6) + ((i >> 5) & 1)] |= 1 << (i & 31);
+  }
+  std::vector<int> out(R, -7), want(R);
+  for (long r = 0; r < R; r++) {
+    const int* words = masked ? mask.data() + r * cols + 1 : nullptr;
+    want[r] = params[4 * r] != 0 ? walk(logits.data() + r * V, V, words, (double)params[4 * r], (double)params[4 * r + 3])
+                                 : greedy(logits.data() + r * V, V, words);
+  }
+  std::vector<char> scratch(R * V * 12 + 64);
+  SampleArgs a{};
+  a.logits = logits.data(), a.params = params.data(), a.mask = masked ? mask.data() : nullptr, a.out = out.data();
+  a.R = R, a.V = V, a.cols = cols, a.scratch = scratch.data();
+  const long nch = (V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
+  long before = g_errors;
+  fibers_launch(sample_argmax_part, a, (R * nch * 32 + 127) / 128);
+  fibers_launch(sample, a, (R * 32 + 127) / 128);
+  long diff = 0;
+  for (long r = 0; r < R; r++)
+    if (out[r] != want[r]) {
+      if (diff < 3) fprintf(stderr, "row %ld: %d, want %d\n", r, out[r], want[r]);
+      diff++;
+    }
+  printf("sample rows %ld, V %ld, logits kind %d, masked %d: %ld rows differ, errors %ld\n", R, V, kind, (int)masked, diff, g_errors - before);
+  return diff || g_errors != before;
+}
+
+int main() {
+  int bad = 0;
+  unsigned seed = 1;
+  // vocabularies below a warp, within one chunk, not a multiple of 32, and of many
+  // chunks (more than a warp's 32 parts)
+  for (long V : {7L, 200L, 1000L, 9000L})
+    for (int kind = 0; kind < 4; kind++)
+      for (bool masked : {false, true}) bad += sample_case(kind == 3 ? 6 : 5, V, kind, masked, seed++);
+  if (bad) {
+    printf("FAIL\n");
+    return 1;
+  }
+  printf("PASS\n");
+  return 0;
+}
