@@ -219,23 +219,3 @@ func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
 }
-
-// TestNormBlocksOnHostFibers runs mhc.cu's mhc_fast_norm41_blk and _fold (V4.1's RMSNorm
-// for steps of few chunks: the cascade lanes' level-0 blocks summed in parallel, then
-// the levels replayed) on host fibers against mhc_fast_norm41_part, every lane's sum bit
-// for bit, and cascade_lane_fold against cascade_lane on sizes with two and three levels
-// of promotion and tails (testdata/cascade_fibers_main.cc); norm41Blocks' block count
-// against the C one.
-func TestNormBlocksOnHostFibers(t *testing.T) {
-	out := runOnFibers(t, "cascade_fibers", fiberUnit(t, "", "testdata/cascade_fibers_main.cc", "mhc.cu"), "-O1")
-	cases := regexp.MustCompile(`(?:g|n) (\d+) \((\d+) blocks a lane\)`).FindAllStringSubmatch(out, -1)
-	for _, c := range cases {
-		n, _ := strconv.ParseInt(c[1], 10, 64)
-		if nb, _ := strconv.ParseInt(c[2], 10, 64); nb != cascadeBlocks(n) {
-			t.Errorf("%d values: cascade_blocks %d, Go's cascadeBlocks %d", n, nb, cascadeBlocks(n))
-		}
-	}
-	if len(cases) != 19 {
-		t.Errorf("%d cases reported their blocks, want 19", len(cases))
-	}
-}

@@ -763,22 +763,3 @@ func TestLaunchConfigLayout(t *testing.T) {
 		t.Errorf("config %+v, attribute %+v", *p, *p.attrs)
 	}
 }
-
-// TestNorm41BlocksRule: V4.1's fast RMSNorm sums its cascade lanes' blocks in parallel
-// for steps of fewer than 128 chunks when a lane has more than one block (V4.1's 5,120
-// and 20,480-value norms: 10 and 40), always with DEEPINFER_CUDA_NORM_BLOCKS=1, never with
-// =0.
-func TestNorm41BlocksRule(t *testing.T) {
-	if nb := []int64{cascadeBlocks(5120), cascadeBlocks(20480), cascadeBlocks(512)}; !slices.Equal(nb, []int64{10, 40, 1}) {
-		t.Errorf("cascadeBlocks(5120, 20480, 512) = %v, want [10 40 1]", nb)
-	}
-	for _, c := range []struct {
-		mode       string
-		chunks, nb int64
-		want       bool
-	}{{"", 1, 10, true}, {"", 127, 40, true}, {"", 128, 10, false}, {"", 1, 1, false}, {"0", 1, 10, false}, {"1", 512, 1, true}} {
-		if got := norm41Blocks(c.mode, c.chunks, c.nb); got != c.want {
-			t.Errorf("norm41Blocks(%q, %d chunks, %d blocks) = %v, want %v", c.mode, c.chunks, c.nb, got, c.want)
-		}
-	}
-}

@@ -1,7 +1,5 @@
 package cuda
 
-import "os"
-
 func init() { register("rmsnorm", bindRMSNorm) }
 
 // bindRMSNorm: per chunk of `group` values (default the last dim), weighted when the
@@ -46,42 +44,6 @@ func bindRMSNorm(b *Bind) error {
 	return nil
 }
 
-// cascadeBlocks is numerics.h's cascade_blocks: the level-0 blocks of each of ATen's
-// cascade-sum lanes over n values (steps of 2^power terms, and the tail's).
-func cascadeBlocks(n int64) int64 {
-	sizeILP := n / 8 / 4
-	power := int64(4)
-	if sizeILP > 1 {
-		l := int64(0)
-		for int64(1)<<l < sizeILP {
-			l++
-		}
-		power = max(l/4, 4)
-	}
-	step := int64(1) << power
-	return (sizeILP + step - 1) / step
-}
-
-// norm41Blocks: whether a V4.1 RMSNorm of this many chunks sums its cascade lanes'
-// blocks in parallel (mhc_fast_norm41_blk, then _fold: two launches, the same values)
-// rather than a work item a lane (mhc_fast_norm41_part, one launch). With fewer than
-// 128 chunks the part kernel's 32 work items a chunk each chain all of a lane's terms
-// (a decode step of few tokens: latency-bound, run 29a's profile); EnvNormBlocks=0 keeps
-// the part kernel always, =1 takes the blocks always (for comparisons and tests); mode
-// is the variable's value when the program was bound.
-func norm41Blocks(mode string, chunks, nb int64) bool {
-	switch mode {
-	case "0":
-		return false
-	case "1":
-		return true
-	}
-	return nb > 1 && chunks < 128
-}
-
-// EnvNormBlocks: see norm41Blocks.
-const EnvNormBlocks = "DEEPINFER_CUDA_NORM_BLOCKS"
-
 // isV41 reports whether an instruction asks for DeepSeek-V4.1's numerics.
 func isV41(b *Bind) bool { return b.Str("numerics") == "v41" }
 
@@ -107,8 +69,6 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 	}
 	if isV41(b) {
 		part := b.Scratch(4*32*((perToken+g-1)/g), 0)
-		nb := cascadeBlocks(g)
-		bpart := b.Scratch(4*32*nb*((perToken+g-1)/g), 0)
 		fill := func(s *Step, a *ArgBuf) int64 {
 			chunks := s.Arg(0).Elems() / g
 			a.P(s.Arg(0).Ptr)
@@ -123,30 +83,9 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 			a.I(g)
 			a.F(eps)
 			a.I(weighted)
-			a.P(s.Scratch(bpart))
 			return chunks
 		}
-		// the lanes' blocks in parallel for steps of few chunks (norm41Blocks)
-		mode := os.Getenv(EnvNormBlocks)
-		blocks := func(s *Step) bool { return norm41Blocks(mode, s.Arg(0).Elems()/g, nb) }
-		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 {
-			if blocks(s) {
-				return 0
-			}
-			return fill(s, a) * 32
-		})
-		b.Launch("mhc_fast_norm41_blk", func(s *Step, a *ArgBuf) int64 {
-			if !blocks(s) {
-				return 0
-			}
-			return fill(s, a) * nb * 32
-		})
-		b.Launch("mhc_fast_norm41_fold", func(s *Step, a *ArgBuf) int64 {
-			if !blocks(s) {
-				return 0
-			}
-			return fill(s, a) * 32
-		})
+		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
 		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * g })
 		return true
 	}

@@ -788,36 +788,12 @@ KERNEL(mhc_fast_mix41_sum, mhc_FastMix41Args) {
 
 // mhc_fast_norm41_part (V4.1): the 32 cascade lanes of each chunk's sum of squares,
 // into part[c, 32]. One work item a (chunk, lane).
-struct mhc_FastNorm41Args { const float* x; Weight w; float* y; float* part; i64 chunks; i64 g; double eps; i64 weighted; float* bpart; };
+struct mhc_FastNorm41Args { const float* x; Weight w; float* y; float* part; i64 chunks; i64 g; double eps; i64 weighted; };
 KERNEL(mhc_fast_norm41_part, mhc_FastNorm41Args) {
   for (i64 i = GIDX; i < a.chunks * 32; i += GSTRIDE) {
     mhc_Sq sq;
     sq.p = a.x + i / 32 * a.g;
     a.part[i] = cascade_lane(sq, a.g, (int)(i % 32 / 8), (int)(i % 8));
-  }
-}
-
-// mhc_fast_norm41_blk and mhc_fast_norm41_fold (V4.1, steps of few chunks: Go picks them
-// or mhc_fast_norm41_part): the same part[c, 32], with the lanes' level-0 blocks summed
-// in parallel — one work item a (chunk, block, lane), a warp's 32 lanes reading 32
-// adjacent values a term — into bpart[c, block, lane], then one a (chunk, lane)
-// replaying the levels from them (cascade_lane_fold).
-KERNEL(mhc_fast_norm41_blk, mhc_FastNorm41Args) {
-  const i64 nb = cascade_blocks(a.g);
-  for (i64 i = GIDX; i < a.chunks * nb * 32; i += GSTRIDE) {
-    const i64 c = i / (nb * 32), b = i / 32 % nb;
-    const int lane = (int)(i % 32);
-    mhc_Sq sq;
-    sq.p = a.x + c * a.g;
-    a.bpart[i] = cascade_block_sum(sq, a.g, lane / 8, lane % 8, b);
-  }
-}
-KERNEL(mhc_fast_norm41_fold, mhc_FastNorm41Args) {
-  const i64 nb = cascade_blocks(a.g);
-  for (i64 i = GIDX; i < a.chunks * 32; i += GSTRIDE) {
-    const i64 c = i / 32;
-    const int lane = (int)(i % 32);
-    a.part[i] = cascade_lane_fold(a.bpart + c * nb * 32 + lane, 32, a.g);
   }
 }
 
