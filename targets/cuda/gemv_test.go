@@ -123,39 +123,3 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 		})
 	}
 }
-
-// TestGemvAheadSameValues: the FP8 one-to-four-row products load a trip's weight bytes a
-// trip ahead (fast_gemv_fp8, _fp8_q) or not (_na, DEEPINFER_CUDA_GEMV_AHEAD=0): the same
-// products in the same order, so every logit the same bit for bit through a prefill and
-// two decode steps, on V4 in V4-Flash's formats and a V4.1 fixture (the _q forms); on the
-// emulated device the decode steps ran the _na kernels only with the switch.
-func TestGemvAheadSameValues(t *testing.T) {
-	models := append(v4Models(t)[1:], v41Fixtures[0]) // V4-Flash's formats, tiny-v41-dev2
-	for _, m := range models {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvGemvAhead, "", "0", 8)
-			sameLogits(t, a, b, "loads a trip ahead", "without ("+cuda.EnvGemvAhead+"=0)")
-			if ka == nil {
-				return
-			}
-			na := func(k map[string]int) (n, all int) {
-				for name, c := range k {
-					if strings.HasPrefix(name, "fast_gemv_fp8") {
-						all += c
-						if strings.HasSuffix(name, "_na") {
-							n += c
-						}
-					}
-				}
-				return n, all
-			}
-			if n, all := na(ka); n != 0 || all == 0 {
-				t.Errorf("by default: %d of %d FP8 one-row launches on the _na kernels, want 0 of some", n, all)
-			}
-			if n, all := na(kb); n == 0 || n != all {
-				t.Errorf("%s=0: %d of %d FP8 one-row launches on the _na kernels, want all", cuda.EnvGemvAhead, n, all)
-			}
-		})
-	}
-}

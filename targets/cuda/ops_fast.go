@@ -110,7 +110,6 @@ func fastProduct(b *Bind, g fastGemm) {
 	// promise (bf16-valued activations, error 600 from fast_split) goes unchecked in those
 	// steps; the same products' larger steps still check it.
 	gemvEnv := os.Getenv(EnvGemv)
-	gemvAhead := os.Getenv(EnvGemvAhead) != "0"
 	gemvOn := gemvEnv != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
 	gemvKernel := func(s *Step) string {
 		w := s.Arg(g.w)
@@ -132,10 +131,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			return ""
 		}
 		if g.quant != 0 {
-			name += "_q"
-		}
-		if w.Fmt >= 2 && !gemvAhead {
-			name += "_na"
+			return name + "_q"
 		}
 		return name
 	}
@@ -350,8 +346,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
 	}
-	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q",
-		"fast_gemv_fp8_na", "fast_gemv_fp8_q_na"} {
+	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q"} {
 		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 			if gemvKernel(s) != kernel {
 				return 0
@@ -418,12 +413,6 @@ func gemvItems(N int64) int64 {
 // float32 and bf16 weights' on fast_gemv_f32 and _bf16 (slower than the tiles for the LM
 // heads on the H200, run 28c). Read when a program is bound; for comparisons.
 const EnvGemv = "DEEPINFER_CUDA_GEMV"
-
-// EnvGemvAhead set to 0 runs the FP8 one-to-four-row products on fast_gemv_fp8_na and
-// fast_gemv_fp8_q_na, which load a trip's weight bytes only when the previous trip's
-// products are done (the form of run 28), instead of a trip ahead: the same values, for
-// comparisons on the GPU. Read when a program is bound.
-const EnvGemvAhead = "DEEPINFER_CUDA_GEMV_AHEAD"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and
 // split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4).

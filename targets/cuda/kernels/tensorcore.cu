@@ -664,36 +664,17 @@ DEVM bool gemv_x(const FastGemvArgs& a, i64 m, i64 grp, i64 k, float* v) {
 }
 // fast_gemv_lane: lane l of slice s (of KS)'s sums acc[r][m] of weight row n0 + r (rows
 // past N read row N − 1, not stored) and activation row m < M.
-// gemv_loads: the weight bytes of the FAST_GEMV_D pieces from p0 (step apart) for the
-// pair's rows (pieces past the end not loaded).
-template <int WF>
-DEVM void gemv_loads(const FastGemvArgs& a, i64 n0, i64 p0, i64 step, i64 pieces, GemvRaw (&raw)[FAST_GEMV_D][FAST_GEMV_R]) {
-  UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
-    if (p0 + step * d < pieces) {
-      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) gemv_load<WF>(a.w, imin(n0 + r, a.N - 1), 16 * (p0 + step * d), raw[d][r]);
-    }
-  }
-}
-// fast_gemv_lane: lane l of slice s (of KS)'s sums acc[r][m] of weight row n0 + r (rows
-// past N read row N − 1, not stored) and activation row m < M. FP8 weights (WF 2, five
-// registers a piece) are loaded a trip ahead: the next FAST_GEMV_D pieces' bytes are in
-// flight while this trip's are multiplied (run 29; before, a trip's loads waited for the
-// previous trip's products; the _na kernels keep that, for comparisons: EnvGemvAhead).
-// The same products in the same order either way.
-template <int WF, bool XQ, bool AH>
+template <int WF, bool XQ>
 DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
   UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] = 0.0f;
   const i64 pieces = a.K / 16, grp = a.G > 1 ? n0 / (a.N / a.G) : 0, step = 32 * KS;
-  constexpr bool ahead = WF == 2 && AH;
   bool bad = false;
-  GemvRaw raw[FAST_GEMV_D][FAST_GEMV_R];
-  if constexpr (ahead) gemv_loads<WF>(a, n0, 32 * s + l, step, pieces, raw);
   for (i64 p0 = 32 * s + l; p0 < pieces; p0 += step * FAST_GEMV_D) {
-    GemvRaw next[FAST_GEMV_D][FAST_GEMV_R];
-    if constexpr (ahead) {
-      gemv_loads<WF>(a, n0, p0 + step * FAST_GEMV_D, step, pieces, next);
-    } else {
-      gemv_loads<WF>(a, n0, p0, step, pieces, raw);
+    GemvRaw raw[FAST_GEMV_D][FAST_GEMV_R];
+    UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+      if (p0 + step * d < pieces) {
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) gemv_load<WF>(a.w, imin(n0 + r, a.N - 1), 16 * (p0 + step * d), raw[d][r]);
+      }
     }
     UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
       const i64 p = p0 + step * d;
@@ -720,9 +701,6 @@ DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, fl
         }
       }
     }
-    if constexpr (ahead) {
-      UNROLL for (int d = 0; d < FAST_GEMV_D; d++) UNROLL for (int r = 0; r < FAST_GEMV_R; r++) raw[d][r] = next[d][r];
-    }
   }
   if (bad) *a.err = 2;
 }
@@ -737,7 +715,7 @@ DEVM i64 fast_gemv_blocks(i64 N, int KS) {
   const i64 pairs = (N + FAST_GEMV_R - 1) / FAST_GEMV_R, per = 4 / KS;
   return (pairs + per - 1) / per;
 }
-template <int WF, bool XQ, bool AH = true>
+template <int WF, bool XQ>
 DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
   const int KS = fast_gemv_ks(a.N);
   const i64 items = fast_gemv_blocks(a.N, KS) * 128;
@@ -749,7 +727,7 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
     for (int w = 0; w < 4; w++) {
       const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
       Sums acc[32], nx[32];
-      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ, AH>(a, n0, w % KS, KS, l, acc[l]);
+      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ>(a, n0, w % KS, KS, l, acc[l]);
       for (int off = 16; off >= 1; off >>= 1) {  // every lane l: its sums + lane l ^ off's
         for (int l = 0; l < 32; l++)
           for (int r = 0; r < FAST_GEMV_R; r++)
@@ -774,7 +752,7 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
     const int tid = (int)(i % 128), w = tid >> 5, l = tid & 31, s = w % KS;
     const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
     Sums acc;
-    fast_gemv_lane<WF, XQ, AH>(a, n0, s, KS, l, acc);
+    fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc);
     UNROLL for (int off = 16; off >= 1; off >>= 1)
       UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++)
         if (m < a.M) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);  // (the rows stored)
@@ -803,8 +781,6 @@ KERNEL(fast_gemv_fp8, FastGemvArgs) { fast_gemv<2, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_f32_q, FastGemvArgs) { fast_gemv<0, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_bf16_q, FastGemvArgs) { fast_gemv<1, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_fp8_q, FastGemvArgs) { fast_gemv<2, true>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv_fp8_na, FastGemvArgs) { fast_gemv<2, false, false>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv_fp8_q_na, FastGemvArgs) { fast_gemv<2, true, false>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

@@ -4,9 +4,7 @@
 // __shfl_xor_sync, the slices' through shared memory) against the emulated branch's
 // order played out here (each lane's fast_gemv_lane, the folds in arrays, the slices
 // added in order), every output bit for bit, and the values against a float64 dot of the
-// widened weights and the activations (within 1e-5 of the dot's absolute sum). The
-// reference's lanes load each trip's weights when they use them (AH false); the FP8
-// kernels load a trip ahead, and their _na forms do not: all three the same bit for bit.
+// widened weights and the activations (within 1e-5 of the dot's absolute sum).
 #include <random>
 #include <vector>
 
@@ -21,7 +19,7 @@ static void reference(const FastGemvArgs& a) {
     Sums t;
     for (int s = 0; s < KS; s++) {
       static Sums acc[32], nx[32];
-      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ, false>(a, n0, s, KS, l, acc[l]);
+      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc[l]);
       for (int off = 16; off >= 1; off >>= 1) {
         for (int l = 0; l < 32; l++)
           for (int r = 0; r < FAST_GEMV_R; r++)
@@ -42,22 +40,10 @@ static void both(const FastGemvArgs& a, int fmt, long blocks, std::vector<float>
   if (fmt == 0) reference<0, XQ>(b);
   else if (fmt == 1) reference<1, XQ>(b);
   else reference<2, XQ>(b);
-  std::vector<float> na(got);  // (the outputs' untouched fill as well)
   b.y = got.data();
   if (fmt == 0) fibers_launch(XQ ? fast_gemv_f32_q : fast_gemv_f32, b, blocks);
   else if (fmt == 1) fibers_launch(XQ ? fast_gemv_bf16_q : fast_gemv_bf16, b, blocks);
   else fibers_launch(XQ ? fast_gemv_fp8_q : fast_gemv_fp8, b, blocks);
-  if (fmt >= 2) {
-    // the _na forms into a second output, which must equal the first
-    b.y = na.data();
-    fibers_launch(XQ ? fast_gemv_fp8_q_na : fast_gemv_fp8_na, b, blocks);
-    for (size_t i = 0; i < na.size(); i++)
-      if (__float_as_uint(na[i]) != __float_as_uint(got[i])) {
-        fprintf(stderr, "_na [%zu] %a, ahead %a\n", i, na[i], got[i]);
-        g_errors++;
-        break;
-      }
-  }
 }
 
 static int gemv_case(const GemvCase& c, unsigned seed) {
@@ -160,11 +146,7 @@ int main() {
                      GemvCase{1, 16, 512, 1, 1, false, false, true, 4}, GemvCase{4, 24, 336, 2, 1, true, true, false, 1},
                      GemvCase{1, 12, 1040, 1, 0, false, false, false, 2}, GemvCase{2, 9, 96, 1, 0, true, false, false, 3},
                      GemvCase{1, 7, 64, 1, 2, false, false, true, 1}, GemvCase{1, 4096, 64, 1, 5, false, false, false, 64},
-                     GemvCase{2, 2050, 128, 1, 1, false, true, false, 40}, GemvCase{1, 2048, 96, 2, 3, true, false, false, 50},
-                     // several trips a lane (FP8: the next trip's weights loaded ahead),
-                     // the last one partial
-                     GemvCase{1, 12, 9232, 1, 5, false, false, false, 2}, GemvCase{2, 10, 8720, 1, 2, true, false, false, 3},
-                     GemvCase{1, 4096, 4160, 1, 3, false, false, false, 8}})
+                     GemvCase{2, 2050, 128, 1, 1, false, true, false, 40}, GemvCase{1, 2048, 96, 2, 3, true, false, false, 50}})
     bad += gemv_case(c, seed++);
   bad += bad_row();
   if (bad) {
