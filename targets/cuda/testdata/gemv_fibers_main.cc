@@ -146,7 +146,10 @@ int main() {
                      GemvCase{1, 16, 512, 1, 1, false, false, true, 4}, GemvCase{4, 24, 336, 2, 1, true, true, false, 1},
                      GemvCase{1, 12, 1040, 1, 0, false, false, false, 2}, GemvCase{2, 9, 96, 1, 0, true, false, false, 3},
                      GemvCase{1, 7, 64, 1, 2, false, false, true, 1}, GemvCase{1, 4096, 64, 1, 5, false, false, false, 64},
-                     GemvCase{2, 2050, 128, 1, 1, false, true, false, 40}, GemvCase{1, 2048, 96, 2, 3, true, false, false, 50}})
+                     GemvCase{2, 2050, 128, 1, 1, false, true, false, 40}, GemvCase{1, 2048, 96, 2, 3, true, false, false, 50},
+                     // several trips of FAST_GEMV_D pieces a lane, the last one partial
+                     GemvCase{1, 12, 9232, 1, 5, false, false, false, 2}, GemvCase{2, 10, 8720, 1, 2, true, false, false, 3},
+                     GemvCase{1, 4096, 4160, 1, 3, false, false, false, 8}})
     bad += gemv_case(c, seed++);
   bad += bad_row();
   if (bad) {
