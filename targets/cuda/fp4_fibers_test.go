@@ -201,11 +201,13 @@ func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
 }
 
 // TestDraftPickDeviceCodeOnHostFibers runs the device branch of dspark41.cu's
-// dspark_head_pick (a warp a DSpark block: the lanes' argmaxes folded by shuffles) on
+// dspark_head_pick_part (a warp a DSpark block's chunk of logits) and dspark_head_pick (a
+// warp a block folding the chunks' bests; the lanes' argmaxes folded by shuffles) on
 // host fibers against the serial scan the emulated device runs
-// (testdata/pick_fibers_main.cc: ties, NaNs, signed zeros, infinities; vocabularies below,
-// across and above a warp's 32): every drafted id and confidence the same. The exact
-// instruction check covers the emulated branch.
+// (testdata/pick_fibers_main.cc: ties, NaNs, signed zeros, infinities, the largest logit
+// last in the row or in a chunk; vocabularies below, across and above a warp's 32, of one,
+// two and 33 chunks): every drafted id and confidence the same. The exact instruction
+// check covers the emulated branch.
 func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "pick_fibers", fiberUnit(t, "", "testdata/pick_fibers_main.cc", "dspark41.cu"), "-O1")
 }
@@ -217,4 +219,21 @@ func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 // one to 36 chunks; rows sampled at a temperature against the serial walk.
 func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
+}
+
+// TestDraftBiasDeviceCodeOnHostFibers runs the device branch of dspark41.cu's
+// dspark_head_bias (a launch block 32 vocabulary entries, head rows staged in shared
+// memory, a warp a DSpark block) on host fibers against the serial form the emulated
+// device runs, every logit bit for bit (testdata/bias_fibers_main.cc: ranks within and
+// above the staged rows, vocabularies not a multiple of 32, blocks not a multiple of four,
+// bf16 and float32 embeddings, a token past the vocabulary); Go's tile constants against
+// the C ones.
+func TestDraftBiasDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "bias_fibers", fiberUnit(t, "", "testdata/bias_fibers_main.cc", "dspark41.cu"), "-O0")
+	for name, want := range map[string]int64{"DSPARK_BIAS_ROWS": dsparkBiasRows, "DSPARK_BIAS_RMAX": dsparkBiasRMax} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("dspark41.cu"))
+		if m == nil || m[1] != fmt.Sprint(want) {
+			t.Errorf("dspark41.cu's %s: %v, Go's %d", name, m, want)
+		}
+	}
 }

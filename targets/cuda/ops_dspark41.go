@@ -148,6 +148,9 @@ func bindDSparkHead(b *Bind) error {
 	if b.Fast() {
 		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 3, y: 0, yScratch: -1, N: V, K: D, ldx: D, ldy: V})
 	}
+	// dspark_head_pick_part's (value, index) a (block, chunk): 8 bytes a chunk, claimed per
+	// token (a block a token is the most)
+	parts := b.Scratch(8*((V+dsparkPickChunk-1)/dsparkPickChunk), 0)
 	for i := int64(0); i < block; i++ {
 		b.Launch("dspark_head_bias", func(s *Step, a *ArgBuf) int64 {
 			a.P(s.Arg(2).Ptr)
@@ -164,9 +167,13 @@ func bindDSparkHead(b *Bind) error {
 			if s.T%block != 0 {
 				return 0
 			}
+			if R <= dsparkBiasRMax {
+				// a launch block a tile of dsparkBiasRows entries (dspark41.cu)
+				return (V + dsparkBiasRows - 1) / dsparkBiasRows * launchBlock
+			}
 			return V // a work item a vocabulary entry, every block in turn
 		})
-		b.Launch("dspark_head_pick", func(s *Step, a *ArgBuf) int64 {
+		pick := func(s *Step, a *ArgBuf) int64 {
 			a.P(s.Arg(1).Ptr)
 			a.P(s.Arg(2).Ptr)
 			a.W(s.Arg(4))
@@ -180,11 +187,25 @@ func bindDSparkHead(b *Bind) error {
 			a.I(R)
 			a.I(block)
 			a.I(i)
+			a.P(s.Scratch(parts))
 			if s.T%block != 0 {
 				return 0
 			}
 			return s.T / block * 32 // a warp a block
+		}
+		b.Launch("dspark_head_pick_part", func(s *Step, a *ArgBuf) int64 {
+			return pick(s, a) * ((V + dsparkPickChunk - 1) / dsparkPickChunk) // a warp a (block, chunk)
 		})
+		b.Launch("dspark_head_pick", pick)
 	}
 	return nil
 }
+
+// dspark41.cu's DSPARK_BIAS_ROWS and DSPARK_BIAS_RMAX: dspark_head_bias's tile of
+// vocabulary entries a launch block, and the largest Markov rank it stages.
+const (
+	dsparkBiasRows = 32
+	dsparkBiasRMax = 256
+	// DSPARK_PICK_CHUNK: the logits a warp of dspark_head_pick_part scans
+	dsparkPickChunk = 4096
+)

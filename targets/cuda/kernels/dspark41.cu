@@ -202,35 +202,84 @@ DEV int dspark_head_tok(const int* tokens, const int* ids, i64 b, i64 i, i64 blo
 }
 
 // dspark_head_bias: for row i of every block, logits += markov_head·markov_embed[tok].
-// A work item a vocabulary entry v, for every block in turn: the entry's head row is read
-// from memory once and from the cache for the other blocks (until run 28 a work item was a
-// (block, entry), so each head row was read once a block: at 64 blocks and V4.1's
-// vocabulary about 4 GB of reads a launch, five launches a draft step). Each (block,
-// entry)'s dot is the same as before, in the same order.
+// Each (block, entry)'s dot is dspark_gemm_nt's, in its order, however the work is laid
+// out. On the device (rank ≤ DSPARK_BIAS_RMAX): a launch block a tile of
+// DSPARK_BIAS_ROWS vocabulary entries, their head rows staged in shared memory by
+// coalesced loads (each row padded by one value, so the lanes' rows sit in different
+// banks), lane l computing entry v0 + l; warp w takes blocks w, w + 4, …, staging each
+// block's embedding row once for its 32 lanes. Until run 29 a thread an entry read its
+// head row from memory for every block (at 64 blocks, 11 ms a launch on the H200; until
+// run 28 a thread a (block, entry)). The emulated device (and a larger rank) runs a
+// thread an entry looping over the blocks.
+#define DSPARK_BIAS_ROWS 32
+#define DSPARK_BIAS_RMAX 256
 struct DSparkBiasArgs { const int* tokens; const int* ids; Weight membed; Weight mhead; float* logits; i64 T; i64 V; i64 R; i64 block; i64 i; i64* err; };
-KERNEL(dspark_head_bias, DSparkBiasArgs) {
-  i64 nb = a.T % a.block == 0 ? a.T / a.block : 0;
-  for (i64 v = GIDX; v < (nb > 0 ? a.V : 0); v += GSTRIDE) {
-    WRow y = {a.mhead, v};
-    for (i64 b = 0; b < nb; b++) {
-      int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);
-      if (tok < 0 || tok >= a.V) {
-        if (v == 0) *a.err = 504;
-        continue;
-      }
-      WRow x = {a.membed, tok};
-      float bias = dspark_gemm_nt(x, y, v, a.R, dspark_gonum_parallel(1, a.V));
-      a.logits[(b * a.block + a.i) * a.V + v] += bias;
+// dspark_bias_entry: entry v's bias for every block, a block at a time (the serial form).
+DEVM void dspark_bias_entry(const DSparkBiasArgs& a, i64 v, i64 nb) {
+  WRow y = {a.mhead, v};
+  for (i64 b = 0; b < nb; b++) {
+    int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);
+    if (tok < 0 || tok >= a.V) {
+      if (v == 0) *a.err = 504;
+      continue;
     }
+    WRow x = {a.membed, tok};
+    float bias = dspark_gemm_nt(x, y, v, a.R, dspark_gonum_parallel(1, a.V));
+    a.logits[(b * a.block + a.i) * a.V + v] += bias;
   }
+}
+// dspark_bias_tiled: whether the device runs the tiles (Go's launch size follows it).
+DEVM bool dspark_bias_tiled(const DSparkBiasArgs& a) { return a.R <= DSPARK_BIAS_RMAX; }
+KERNEL(dspark_head_bias, DSparkBiasArgs) {
+  const i64 nb = a.T % a.block == 0 ? a.T / a.block : 0;
+#ifndef DI_EMULATE
+  if (dspark_bias_tiled(a)) {
+    __shared__ float hs[DSPARK_BIAS_ROWS][DSPARK_BIAS_RMAX + 1];
+    __shared__ float es[4][DSPARK_BIAS_RMAX];
+    const i64 tiles = nb > 0 ? (a.V + DSPARK_BIAS_ROWS - 1) / DSPARK_BIAS_ROWS : 0;
+    // (a block's threads take the same trips: GSTRIDE is a multiple of 128)
+    for (i64 it = GIDX; it < tiles * 128; it += GSTRIDE) {
+      const i64 v0 = it / 128 * DSPARK_BIAS_ROWS;
+      const int tid = (int)(it % 128), w = tid >> 5, l = tid & 31;
+      for (i64 q = tid; q < DSPARK_BIAS_ROWS * a.R; q += 128) {
+        const i64 r = q / a.R, k = q % a.R;
+        hs[r][k] = v0 + r < a.V ? wval(a.mhead, v0 + r, k) : 0.0f;
+      }
+      __syncthreads();
+      const i64 v = v0 + l;
+      for (i64 b = w; b < nb; b += 4) {
+        const int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);  // (the warp's)
+        if (tok < 0 || tok >= a.V) {
+          if (v == 0) *a.err = 504;
+          continue;
+        }
+        for (i64 k = l; k < a.R; k += 32) es[w][k] = wval(a.membed, tok, k);
+        __syncwarp();
+        if (v < a.V) {
+          FRow x = {es[w]}, y = {hs[l]};
+          const float bias = dspark_gemm_nt(x, y, v, a.R, dspark_gonum_parallel(1, a.V));
+          a.logits[(b * a.block + a.i) * a.V + v] += bias;
+        }
+        __syncwarp();  // every lane's dot read es before the next block's row
+      }
+      __syncthreads();  // every warp done with hs before the next tile's rows
+    }
+    return;
+  }
+#endif
+  for (i64 v = GIDX; v < (nb > 0 ? a.V : 0); v += GSTRIDE) dspark_bias_entry(a, v, nb);
 }
 
 // dspark_head_pick: row i of every block drafts its argmax (NaN over numbers, the first
 // of equals) and scores conf·[x, markov_embed(tok)] in float64.
 struct DSparkPickArgs {
   const float* x; const int* tokens; Weight membed; Weight conf; const float* logits; int* ids; float* confOut;
-  i64 T; i64 V; i64 D; i64 R; i64 block; i64 i;
+  i64 T; i64 V; i64 D; i64 R; i64 block; i64 i; char* parts;
 };
+// DSPARK_PICK_CHUNK: the logits a warp of dspark_head_pick_part scans (Go's
+// dsparkPickChunk sizes the parts' scratch).
+#define DSPARK_PICK_CHUNK 4096
+struct DSparkPickPart { float v; int j; };
 // dspark_pick_better: whether logit a at index ia comes before b at ib in the argmax's
 // order: a NaN before a number, a larger number before a smaller, of equals (or two
 // NaNs) the lower index. The serial scan (replace the best when a later logit is greater,
@@ -250,11 +299,51 @@ DEVM void dspark_pick_store(const DSparkPickArgs& a, i64 r, int tok, i64 best) {
   a.confOut[r] = (float)c;
   a.ids[r] = (int)best;
 }
-// A warp a block: lane l scans logits l, l + 32, … keeping the first of its maxima, and
-// the lanes' bests fold by the same order (l and l ^ 16, then ^ 8, … ^ 1: the order is a
-// total one on (value, index), so the fold's result is the serial scan's). Until run 28
-// a thread scanned a block's 129,280 logits alone. The emulated device scans serially at
-// lane 0.
+#ifndef DI_EMULATE
+// dspark_pick_fold: the warp's (value, index) folded by the order (l and l ^ 16, then
+// ^ 8, … ^ 1: a total order on (value, index), so every grouping gives the serial scan's
+// result); every lane ends with it.
+DEV void dspark_pick_fold(float* bv, i64* best) {
+  for (int off = 16; off >= 1; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, *bv, off);
+    const i64 oi = __shfl_xor_sync(0xffffffffu, *best, off);
+    if (dspark_pick_better(ov, oi, *bv, *best)) *bv = ov, *best = oi;
+  }
+}
+#endif
+// dspark_head_pick_part: a warp a (block, chunk of DSPARK_PICK_CHUNK logits of its row
+// i): lane l scans logits l, l + 32, … of the chunk (a lane past the row's end starts
+// at its last logit, a duplicate the fold ignores), the lanes fold, and lane 0 stores
+// the chunk's best in parts[block, chunk]. dspark_head_pick folds the chunks. Until run
+// 29 a warp scanned a block's 129,280 logits alone (1.2 ms a launch at 64 blocks).
+// Nothing on the emulated device, whose dspark_head_pick scans the row serially.
+KERNEL(dspark_head_pick_part, DSparkPickArgs) {
+#ifndef DI_EMULATE
+  const i64 nb = a.T % a.block == 0 ? a.T / a.block : 0, nch = (a.V + DSPARK_PICK_CHUNK - 1) / DSPARK_PICK_CHUNK;
+  for (i64 w = GIDX; w < nb * nch * 32; w += GSTRIDE) {
+    const i64 b = (w >> 5) / nch, c = (w >> 5) % nch;
+    const int lane = (int)(w & 31);
+    int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);
+    if (tok < 0 || tok >= a.V) continue;  // (the whole warp)
+    const float* row = a.logits + (b * a.block + a.i) * a.V;
+    const i64 end = imin(a.V, (c + 1) * DSPARK_PICK_CHUNK);
+    i64 best = imin(c * DSPARK_PICK_CHUNK + lane, a.V - 1);
+    float bv = row[best];
+    for (i64 j = c * DSPARK_PICK_CHUNK + lane + 32; j < end; j += 32) {
+      const float v = row[j];
+      if (dspark_pick_better(v, j, bv, best)) bv = v, best = j;
+    }
+    dspark_pick_fold(&bv, &best);
+    if (lane == 0) {
+      DSparkPickPart* p = (DSparkPickPart*)a.parts + b * nch + c;
+      p->v = bv, p->j = (int)best;
+    }
+  }
+#endif
+}
+// dspark_head_pick: a warp a block: lane l folds the block's chunk parts l, l + 32, …,
+// the lanes fold, lane 0 stores the draft and its confidence. The emulated device scans
+// the row serially at lane 0.
 KERNEL(dspark_head_pick, DSparkPickArgs) {
   i64 nb = a.T % a.block == 0 ? a.T / a.block : 0;
   for (i64 w = GIDX; w < nb * 32; w += GSTRIDE) {
@@ -263,24 +352,20 @@ KERNEL(dspark_head_pick, DSparkPickArgs) {
     int tok = dspark_head_tok(a.tokens, a.ids, b, a.i, a.block);
     if (tok < 0 || tok >= a.V) continue;  // (the whole warp)
     i64 r = b * a.block + a.i;
-    const float* row = a.logits + r * a.V;
 #ifdef DI_EMULATE
     if (lane != 0) continue;
+    const float* row = a.logits + r * a.V;
     i64 best = 0;
     for (i64 j = 0; j < a.V; j++)
       if (row[j] > row[best] || (isnan32(row[j]) && !isnan32(row[best]))) best = j;
 #else
-    i64 best = imin(lane, a.V - 1);
-    float bv = row[best];
-    for (i64 j = lane + 32; j < a.V; j += 32) {
-      const float v = row[j];
-      if (dspark_pick_better(v, j, bv, best)) bv = v, best = j;
-    }
-    for (int off = 16; off >= 1; off >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-      const i64 oi = __shfl_xor_sync(0xffffffffu, best, off);
-      if (dspark_pick_better(ov, oi, bv, best)) bv = ov, best = oi;
-    }
+    const i64 nch = (a.V + DSPARK_PICK_CHUNK - 1) / DSPARK_PICK_CHUNK;
+    const DSparkPickPart* p = (const DSparkPickPart*)a.parts + b * nch;
+    i64 best = p[imin(lane, nch - 1)].j;
+    float bv = p[imin(lane, nch - 1)].v;
+    for (i64 c = lane + 32; c < nch; c += 32)
+      if (dspark_pick_better(p[c].v, p[c].j, bv, best)) bv = p[c].v, best = p[c].j;
+    dspark_pick_fold(&bv, &best);
     if (lane != 0) continue;
 #endif
     dspark_pick_store(a, r, tok, best);
