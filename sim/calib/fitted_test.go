@@ -727,6 +727,25 @@ func TestRun28Later(t *testing.T) {
 	})
 }
 
+// TestRun28FitOnRun29: the shipped cuda-fast (run 28's fit) on run 29's reports, not
+// fitted, is as docs/perf/simulator.md says: every step within 13.3% (V4 at batch 1 and
+// context 512 over by 13.2% in 29a), but the sampling class over by 120-335% wherever the
+// greedy sampler runs on warps (29c, both forms: the shipped code), so that class no
+// longer holds its 25%; the other class misses are small classes near the bound
+// (mhc_init, embedding, mhc_head, the router and the indexer at 512).
+func TestRun28FitOnRun29(t *testing.T) {
+	reportErrs(t, Fitted["cuda-fast"], Run29Later, map[string]reportWant{
+		"v4.fast.29a.bench.json":      {map[string]float64{"1/512": 0.1324, "64/512": -0.0396, "256/512": -0.0193, "1/4096": 0.0467, "64/4096": -0.0978, "256/4096": -0.0046}, 13},
+		"v4.fast.29a.cmp.bench.json":  {map[string]float64{"1/512": 0.1107, "64/512": 0.0232, "256/512": -0.0039}, 8},
+		"v4.fast.29c.bench.json":      {map[string]float64{"1/4096": 0.0319, "64/4096": -0.0304, "256/4096": 0.0151}, 7},
+		"v4.fast.29c.cmp.bench.json":  {map[string]float64{"1/4096": 0.0836, "64/4096": -0.0316, "256/4096": 0.0198}, 8},
+		"v41.fast.29a.bench.json":     {map[string]float64{"1/4096": 0.1172, "64/4096": -0.0564, "256/4096": -0.0115}, 7},
+		"v41.fast.29a.cmp.bench.json": {map[string]float64{"1/4096": 0.1130, "64/4096": -0.0443, "256/4096": -0.0047}, 8},
+		"v41.fast.29c.bench.json":     {map[string]float64{"1/4096": 0.0850, "64/4096": -0.0361, "256/4096": 0.0016}, 10},
+		"v41.fast.29c.cmp.bench.json": {map[string]float64{"1/4096": 0.1254, "64/4096": -0.0320, "256/4096": 0.0036}, 11},
+	})
+}
+
 // TestRun15FitOnRun18: the run-15 cuda-fast (shipped until run 18) on run 18's V4.1
 // reports is as far off as docs/perf/simulator.md says — over by up to 35% at batch 256
 // (the attention, FP8 product, index score, compressor and rounding classes it prices

@@ -46,6 +46,7 @@ const (
 	RunName26  = "run 26 (H200, 2026-12-04)"
 	RunName27  = "run 27 (H200, 2026-12-04)"
 	RunName28  = "run 28 (H200, 2026-12-04)"
+	RunName29  = "run 29 (H200, 2026-12-04)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -420,6 +421,24 @@ var Run28Later = append(v4Fast(RunName28,
 	"run28/v41.fast.28c.bench.json",
 	"run28/v41.fast.28c.cmp.bench.json",
 	"run28/v41.fast.28d.cmp.bench.json",
+)...)
+
+// Run29Later are run 29's reports (testdata/run29), compared with the shipped fit (run
+// 28's), not fitted: 29a (V4 at 512 and 4,096, V4.1 at 4,096, every kernel a
+// programmatic dependent launch; .cmp ordinary launches, the default since), 29c (greedy
+// sampling on warps, fast_gemv's FP8 weights loaded a trip ahead and V4.1's norms'
+// cascade blocks in parallel; .cmp without the last two, which were reverted: the code
+// shipped after run 29).
+var Run29Later = append(v4Fast(RunName29,
+	"run29/v4.fast.29a.bench.json",
+	"run29/v4.fast.29a.cmp.bench.json",
+	"run29/v4.fast.29c.bench.json",
+	"run29/v4.fast.29c.cmp.bench.json",
+), v41Fast(RunName29,
+	"run29/v41.fast.29a.bench.json",
+	"run29/v41.fast.29a.cmp.bench.json",
+	"run29/v41.fast.29c.bench.json",
+	"run29/v41.fast.29c.cmp.bench.json",
 )...)
 
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
