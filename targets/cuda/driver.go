@@ -31,12 +31,8 @@ type driver interface {
 	LoadModule(image []byte) (module, error)
 	Function(m module, name string) (function, error)
 	// Launch runs f over grid×block threads with one argument: the kernel's argument
-	// struct, whose words are copied when the launch is made (or captured). With pdl
-	// the launch may begin while the stream's previous kernel is still running
-	// (programmatic dependent launch, sm_90 and later): every kernel waits for its
-	// predecessor at its first instruction (kernels/prelude.h), so only the launch's
-	// latency overlaps, never a kernel's reads or writes.
-	Launch(f function, grid, block uint32, s stream, args []uint64, pdl bool) error
+	// struct, whose words are copied when the launch is made (or captured).
+	Launch(f function, grid, block uint32, s stream, args []uint64) error
 	NewStream() (stream, error)
 	Sync(s stream) error
 	NewEvent() (event, error)
@@ -101,10 +97,6 @@ var driverSymbols = []string{
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 }
 
-// optionalSymbols are resolved when the driver has them; without one, what needs it is
-// off (cuLaunchKernelEx: programmatic dependent launches).
-var optionalSymbols = []string{"cuLaunchKernelEx"}
-
 // CUDA enum values used here (cuda.h, CUDA 13.0).
 const (
 	attrComputeMajor = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -145,16 +137,6 @@ func openDriver(path string) (*realDriver, error) {
 			return nil, fmt.Errorf("%s: cuGetProcAddress(%s) failed (CUresult %d, status %d)", path, name, r, status)
 		}
 		d.fn[name] = p
-	}
-	for _, name := range optionalSymbols {
-		var p uintptr
-		var status int32
-		cname := cstr(name)
-		r, _, _ := purego.SyscallN(gpa, uintptr(unsafe.Pointer(&cname[0])), uintptr(unsafe.Pointer(&p)), driverABI, 0, uintptr(unsafe.Pointer(&status)))
-		runtime.KeepAlive(cname)
-		if r == 0 && p != 0 {
-			d.fn[name] = p
-		}
 	}
 	if err := d.call("cuInit", 0); err != nil {
 		if ce, ok := err.(*cuError); ok && ce.code == errNoDevice {
@@ -324,49 +306,8 @@ func (d *realDriver) Function(m module, name string) (function, error) {
 	return f, err
 }
 
-// launchAttr is CUlaunchAttribute (cuda.h, CUDA 12.0-13.0): a 4-byte id, padding to 8,
-// a 64-byte union of values.
-type launchAttr struct {
-	id  uint32
-	_   uint32
-	val [64]byte
-}
-
-// launchConfig is CUlaunchConfig: seven unsigned ints (grid, block, shared bytes), the
-// stream at offset 32, the attributes' pointer at 40 and their count at 48; 56 bytes.
-type launchConfig struct {
-	gridX, gridY, gridZ    uint32
-	blockX, blockY, blockZ uint32
-	sharedBytes            uint32
-	_                      uint32
-	stream                 uintptr
-	attrs                  *launchAttr
-	numAttrs               uint32
-	_                      uint32
-}
-
-// attrProgrammaticSerialization is CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-// its value (an int, 1) allows the launch to begin before the previous kernel ends.
-const attrProgrammaticSerialization = 6
-
-// pdlConfig is the cuLaunchKernelEx configuration of a programmatic dependent launch.
-func pdlConfig(grid, block uint32, s stream) *launchConfig {
-	a := &launchAttr{id: attrProgrammaticSerialization}
-	a.val[0] = 1
-	return &launchConfig{gridX: grid, gridY: 1, gridZ: 1, blockX: block, blockY: 1, blockZ: 1,
-		stream: uintptr(s), attrs: a, numAttrs: 1}
-}
-
-func (d *realDriver) Launch(f function, grid, block uint32, s stream, args []uint64, pdl bool) error {
+func (d *realDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
 	params := [1]unsafe.Pointer{unsafe.Pointer(&args[0])}
-	if pdl && d.fn["cuLaunchKernelEx"] != 0 {
-		cfg := pdlConfig(grid, block, s)
-		err := d.call("cuLaunchKernelEx", uintptr(unsafe.Pointer(cfg)), uintptr(f), uintptr(unsafe.Pointer(&params[0])), 0)
-		runtime.KeepAlive(cfg)
-		runtime.KeepAlive(params)
-		runtime.KeepAlive(args)
-		return err
-	}
 	err := d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, uintptr(s),
 		uintptr(unsafe.Pointer(&params[0])), 0)
 	runtime.KeepAlive(params)

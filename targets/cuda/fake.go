@@ -64,8 +64,6 @@ type FakeStats struct {
 	// graphs captured, instantiated executables launched, and those destroyed
 	Captures, GraphLaunches, GraphExecs, GraphExecFrees, GraphFrees int
 	EventSyncs                                                      int
-	// launches made (or captured) as programmatic dependent launches
-	PDLLaunches int
 }
 
 type fakeAlloc struct {
@@ -320,13 +318,8 @@ func (d *fakeDriver) Function(m module, name string) (function, error) {
 	return function(len(fakeFuncs)), nil
 }
 
-func (d *fakeDriver) Launch(f function, grid, block uint32, s stream, args []uint64, pdl bool) error {
+func (d *fakeDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
 	d.mu.Lock()
-	if pdl {
-		// the emulated device runs launches one after another: a programmatic
-		// dependent launch is an ordinary one there (counted for the tests)
-		d.stats.PDLLaunches++
-	}
 	if err := d.fail("cuLaunchKernel"); err != nil {
 		d.mu.Unlock()
 		return err

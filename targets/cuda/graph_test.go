@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"deepinfer/plan"
 	"deepinfer/targets"
@@ -709,57 +708,5 @@ func TestStateSaveOnDevice(t *testing.T) {
 	}
 	if got := rt.fake.Live(); got != live {
 		t.Errorf("%d bytes live after the states' release, %d before them", got, live)
-	}
-}
-
-// TestPDLLaunches: with EnvPDL=1 every kernel is a programmatic dependent launch, and
-// none is by default or with EnvPDL=0. The emulated device runs both alike; the device
-// side (each kernel waiting for its predecessor first) is in kernels/prelude.h, and the
-// GPU runs of the instruction checks run with it on.
-func TestPDLLaunches(t *testing.T) {
-	for _, env := range []string{"", "0", "1"} {
-		t.Run("pdl="+env, func(t *testing.T) {
-			t.Setenv(EnvPDL, env)
-			t.Setenv(EnvGraphs, "0")
-			rt := openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 32})
-			s := newScript(t, rt, 2)
-			var out targets.StepOut
-			for _, in := range []*targets.StepIn{s.prefill([]int{0, 1}), nil} {
-				if in == nil {
-					in = s.decode([]int{0, 1}, nil, false)
-				}
-				if err := rt.Step(in, &out); err != nil {
-					t.Fatal(err)
-				}
-				s.took(in, &out)
-			}
-			st := rt.fake.stats
-			want := 0
-			if env == "1" {
-				want = st.Launches
-			}
-			if st.Launches == 0 || st.PDLLaunches != want {
-				t.Errorf("%s=%q: %d launches, %d of them programmatic; want %d", EnvPDL, env, st.Launches, st.PDLLaunches, want)
-			}
-		})
-	}
-}
-
-// TestLaunchConfigLayout: the structs passed to cuLaunchKernelEx have cuda.h's layout
-// (CUDA 12.0-13.0, 64-bit): CUlaunchConfig 56 bytes with hStream at 32, attrs at 40 and
-// numAttrs at 48; CUlaunchAttribute 72 bytes with its value at 8; and a programmatic
-// dependent launch's configuration holds one attribute, id 6, value 1.
-func TestLaunchConfigLayout(t *testing.T) {
-	var c launchConfig
-	var a launchAttr
-	got := []uintptr{unsafe.Sizeof(c), unsafe.Offsetof(c.sharedBytes), unsafe.Offsetof(c.stream), unsafe.Offsetof(c.attrs),
-		unsafe.Offsetof(c.numAttrs), unsafe.Sizeof(a), unsafe.Offsetof(a.val)}
-	if want := []uintptr{56, 24, 32, 40, 48, 72, 8}; !slices.Equal(got, want) {
-		t.Errorf("sizes and offsets %v, want %v", got, want)
-	}
-	p := pdlConfig(7, 128, 3)
-	if p.gridX != 7 || p.gridY != 1 || p.gridZ != 1 || p.blockX != 128 || p.blockY != 1 || p.blockZ != 1 || p.sharedBytes != 0 ||
-		p.stream != 3 || p.numAttrs != 1 || p.attrs.id != 6 || *(*int32)(unsafe.Pointer(&p.attrs.val[0])) != 1 {
-		t.Errorf("config %+v, attribute %+v", *p, *p.attrs)
 	}
 }

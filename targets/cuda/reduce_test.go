@@ -174,8 +174,8 @@ func (d *threadDriver) Function(m module, name string) (f function, err error) {
 	return f, err
 }
 
-func (d *threadDriver) Launch(f function, grid, block uint32, s stream, args []uint64, pdl bool) (err error) {
-	d.w.do(func() { err = d.driver.Launch(f, grid, block, s, args, pdl) })
+func (d *threadDriver) Launch(f function, grid, block uint32, s stream, args []uint64) (err error) {
+	d.w.do(func() { err = d.driver.Launch(f, grid, block, s, args) })
 	return err
 }
 
@@ -225,7 +225,7 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	if k.where != nil {
 		grid = 4096
 	}
-	if err := k.d.Launch(f, grid, launchBlock, 0, a.w, false); err != nil {
+	if err := k.d.Launch(f, grid, launchBlock, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }

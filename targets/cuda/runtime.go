@@ -63,11 +63,6 @@ type Runtime struct {
 	resolveFn  function
 	resolveBuf ArgBuf
 
-	// pdl: kernels launched as programmatic dependent launches (EnvPDL=1;
-	// read once, when the runtime opens, so its graphs are all of one kind)
-	pdl     bool
-	pdlNote string // why not, when not
-
 	// packed uploads (packed.go): on unless EnvPacked=0; the staging region in the
 	// arena and the kernels that unpack a step and keep its ids
 	packed     bool
@@ -193,15 +188,6 @@ func discover(fs fsys) (driver, compiler, error) {
 // partial port only: diff_test.go's -partial).
 var allowUnbound bool
 
-// EnvPDL set to 1 makes every kernel a programmatic dependent launch (cuLaunchKernelEx
-// with programmatic stream serialization, where the driver has it): the driver may
-// start placing a kernel's launch blocks while the previous kernel's last ones run;
-// each kernel's first instructions wait for the previous kernel to complete and then
-// let the next launch begin (kernels/prelude.h), so the values are the same either way.
-// Off by default: run 29a timed it on the H200 no faster at batch 1 and up to 6% slower
-// at batch 64 (docs/perf/small-kernels.md, "Run 29").
-const EnvPDL = "DEEPINFER_CUDA_PDL"
-
 // Options beyond targets.Options.
 const (
 	defaultMaxTokens = 2048
@@ -221,11 +207,6 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		fast: o.Numerics == targets.NumericsFast}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0")
 	rt.packed = os.Getenv(EnvPacked) != "0"
-	rt.pdl = os.Getenv(EnvPDL) == "1"
-	rt.pdlNote = "the default; " + EnvPDL + "=1 for programmatic ones"
-	if rd, ok := drv.(*realDriver); ok && rt.pdl && rd.fn["cuLaunchKernelEx"] == 0 {
-		rt.pdl, rt.pdlNote = false, "the driver has no cuLaunchKernelEx"
-	}
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -707,12 +688,8 @@ func (rt *Runtime) Describe() string {
 	if !rt.packed {
 		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
 	}
-	launches := "programmatic dependent launches (" + EnvPDL + "=1)"
-	if !rt.pdl {
-		launches = "ordinary launches (" + rt.pdlNote + ")"
-	}
-	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s; %s",
-		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads, launches)
+	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s",
+		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads)
 }
 
 func human(n int64) string {
@@ -1088,7 +1065,7 @@ func (rt *Runtime) uploadParams(pr *prog, in *targets.StepIn, st Step, resolve b
 		a.I(rt.prevN)
 		a.P(rt.errFlag)
 		grid := (st.T + launchBlock - 1) / launchBlock
-		if err := d.Launch(rt.resolveFn, uint32(grid), launchBlock, s, a.w, rt.pdl); err != nil {
+		if err := d.Launch(rt.resolveFn, uint32(grid), launchBlock, s, a.w); err != nil {
 			return fmt.Errorf("kernel resolve_prev: %w", err)
 		}
 	}
@@ -1232,7 +1209,7 @@ func (rt *Runtime) launch(c *call) error {
 				return err
 			}
 		}
-		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, l.buf.w, rt.pdl); err != nil {
+		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, l.buf.w); err != nil {
 			return fmt.Errorf("kernel %s: %w", l.kernel, err)
 		}
 		if span >= 0 {

@@ -41,22 +41,9 @@ struct alignas(16) float4 { float x, y, z, w; };
 // KERNEL_BOUNDS: the launch bounds of the kernels that follow (a file that needs them
 // redefines it before its kernels and back to empty after); empty by default.
 #define KERNEL_BOUNDS
-// di_grid_order: a kernel's first instructions. Launched as a programmatic dependent
-// launch (runtime.go EnvPDL), a kernel's launch blocks may be placed while the previous
-// kernel still runs; griddepcontrol.wait holds them until that kernel has completed and
-// its writes are visible, before any read or write of this one, and only then does
-// griddepcontrol.launch_dependents let the next kernel's launch begin (so at most two
-// kernels' blocks are resident at once). In an ordinary launch both are no-ops.
-static __device__ __forceinline__ void di_grid_order() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 #define KERNEL(name, Args)                                                    \
   static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE); \
   extern "C" __global__ void KERNEL_BOUNDS name(const Args a) {               \
-    di_grid_order();                                                          \
     name##_body(a, (long long)blockIdx.x * blockDim.x + threadIdx.x,          \
                 (long long)gridDim.x * blockDim.x);                           \
   }                                                                           \
