@@ -425,7 +425,8 @@ var Run28Later = append(v4Fast(RunName28,
 
 // Run29Later are run 29's reports (testdata/run29), compared with the shipped fit (run
 // 28's), not fitted: 29a (V4 at 512 and 4,096, V4.1 at 4,096, every kernel a
-// programmatic dependent launch; .cmp ordinary launches, the default since), 29c (greedy
+// programmatic dependent launch; .cmp ordinary launches: both with the griddepcontrol
+// instructions in every kernel, removed after the run), 29c (greedy
 // sampling on warps, fast_gemv's FP8 weights loaded a trip ahead and V4.1's norms'
 // cascade blocks in parallel; .cmp without the last two, which were reverted: the code
 // shipped after run 29).
