@@ -212,11 +212,14 @@ func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "pick_fibers", fiberUnit(t, "", "testdata/pick_fibers_main.cc", "dspark41.cu"), "-O1")
 }
 
-// TestSampleDeviceCodeOnHostFibers runs the device branch of basic.cu's greedy sampling
-// (sample_argmax_part a warp a (row, chunk), sample a warp a row, both folding by
-// shuffles) on host fibers against the serial greedy scan (testdata/sample_fibers_main.cc):
+// TestSampleDeviceCodeOnHostFibers runs the device branch of basic.cu's sampling on host
+// fibers (testdata/sample_fibers_main.cc): greedy rows (sample_argmax_part a warp a (row,
+// chunk), sample a warp a row, both folding by shuffles) against the serial greedy scan —
 // ties, NaNs, signed zeros, infinities, masks (a row allowing nothing), vocabularies of
-// one to 36 chunks; rows sampled at a temperature against the serial walk.
+// one to 36 chunks; rows at a temperature (the warp's maximum, probabilities and
+// candidate list, lane 0's sum and draw; rows with a NaN on lane 0 alone) against
+// sample_row, the serial form the emulated device runs, with plain walks, top-k, top-p
+// and both.
 func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
 }

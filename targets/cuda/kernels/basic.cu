@@ -221,9 +221,66 @@ KERNEL(sample_argmax_part, SampleArgs) {
   }
 }
 
+// sample_pick: the sampled id of n candidates (order: allowed ids in id order, prob
+// their probabilities, sum their sum in that order), as vm/sampling.Row: with neither
+// top-k nor top-p a walk down the ids, else a heap sort by probability then id, the
+// top-k and top-p cuts, and a walk down the kept ones. One thread.
+DEVM int sample_pick(const double* prob, int* order, i64 n, double sum, i64 topK, double topP, double U) {
+  if (n == 0) return 0;
+  if (topK == 0 && (topP <= 0 || topP >= 1)) {
+    double u = U * sum;
+    int pick = order[n - 1];
+    for (i64 j = 0; j < n; j++) {
+      u -= prob[order[j]];
+      if (u < 0) { pick = order[j]; break; }
+    }
+    return pick;
+  }
+  // heap sort into the order sampling.Row sorts by
+  for (i64 j = n / 2 - 1; j >= 0; j--) sample_sift(order, prob, j, n);
+  for (i64 end = n - 1; end > 0; end--) {
+    int t = order[0]; order[0] = order[end]; order[end] = t;
+    sample_sift(order, prob, 0, end);
+  }
+  if (topK > 0 && topK < n) n = topK;
+  if (topP > 0 && topP < 1) {
+    double acc = 0;
+    for (i64 j = 0; j < n; j++) {
+      acc += prob[order[j]] / sum;
+      if (acc >= topP) { n = j + 1; break; }
+    }
+  }
+  double kept = 0;
+  for (i64 j = 0; j < n; j++) kept += prob[order[j]];
+  double u = U * kept;
+  int pick = order[n - 1];
+  for (i64 j = 0; j < n; j++) {
+    u -= prob[order[j]];
+    if (u < 0) { pick = order[j]; break; }
+  }
+  return pick;
+}
+// sample_row: a row sampled at temperature temp by one thread (the serial scan: the
+// maximum by fmax64 in id order, the probabilities and their sum in id order).
+DEVM int sample_row(const float* lg, const int* words, i64 V, double* prob, int* order, double temp, i64 topK, double topP, double U) {
+  double mx = -F64_INF;
+  for (i64 i = 0; i < V; i++)
+    if (!words || sample_allowed(words, i)) mx = fmax64(mx, (double)lg[i]);
+  double sum = 0;
+  i64 n = 0;
+  for (i64 i = 0; i < V; i++) {
+    if (words && !sample_allowed(words, i)) continue;
+    prob[i] = exp(((double)lg[i] - mx) / temp);
+    sum += prob[i];
+    order[n++] = (int)i;
+  }
+  return sample_pick(prob, order, n, sum, topK, topP, U);
+}
 // A warp a row: a greedy row's parts folded by the warp (lane l folds parts l, l + 32, …
 // in order, then the lanes by shuffles; the emulated device folds them serially at lane
-// 0), another row sampled by lane 0 alone. Until run 29 a thread a row folded the parts.
+// 0); another row's maximum, probabilities and candidate list by the warp, then its sum
+// and draw by lane 0 (a row with a NaN allowed logit, and every row on the emulated
+// device, all by lane 0: sample_row). Until run 29 a thread a row did all of it.
 KERNEL(sample, SampleArgs) {
   for (i64 w = GIDX; w < a.R * 32; w += GSTRIDE) {
     const i64 r = w >> 5;
@@ -251,54 +308,42 @@ KERNEL(sample, SampleArgs) {
       a.out[r] = (int)(best < 0 ? (first < 0 ? 0 : first) : best);
       continue;
     }
-    if (lane != 0) continue;
     double* prob = (double*)(a.scratch + r * a.V * 12);
     int* order = (int*)(a.scratch + r * a.V * 12 + a.V * 8);
+#ifndef DI_EMULATE
+    // the warp: the allowed logits' maximum (when none is NaN: then the maximum does not
+    // depend on the order; a NaN row goes to lane 0's serial scan, whose fmax64 fold it
+    // follows), each allowed id's probability, and the allowed ids in order (a ballot a
+    // 32 ids); lane 0 then sums them in that order and samples, as sample_row does
+    bool nan = false;
     double mx = -F64_INF;
-    for (i64 i = 0; i < a.V; i++)
-      if (!words || sample_allowed(words, i)) mx = fmax64(mx, (double)lg[i]);
-    double sum = 0;
-    i64 n = 0;
-    for (i64 i = 0; i < a.V; i++) {
-      if (words && !sample_allowed(words, i)) continue;
-      prob[i] = exp(((double)lg[i] - mx) / temp);
-      sum += prob[i];
-      order[n++] = (int)i;
-    }
-    if (n == 0) { a.out[r] = 0; continue; }
-    if (topK == 0 && (topP <= 0 || topP >= 1)) {
-      double u = U * sum;
-      int pick = order[n - 1];
-      for (i64 j = 0; j < n; j++) {
-        u -= prob[order[j]];
-        if (u < 0) { pick = order[j]; break; }
+    for (i64 i = lane; i < a.V; i += 32)
+      if (!words || sample_allowed(words, i)) {
+        const float v = lg[i];
+        if (isnan32(v)) nan = true;
+        else mx = fmax64(mx, (double)v);
       }
-      a.out[r] = pick;
+    if (!__any_sync(0xffffffffu, nan)) {
+      for (int off = 16; off >= 1; off >>= 1) mx = fmax64(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      i64 n = 0;
+      for (i64 base = 0; base < a.V; base += 32) {
+        const i64 i = base + lane;
+        const bool ok = i < a.V && (!words || sample_allowed(words, i));
+        if (ok) prob[i] = exp(((double)lg[i] - mx) / temp);
+        const u32 m = __ballot_sync(0xffffffffu, ok);
+        if (ok) order[n + __popc(m & ((1u << lane) - 1u))] = (int)i;
+        n += __popc(m);
+      }
+      __syncwarp();  // every lane's prob and order written before lane 0 reads them
+      if (lane != 0) continue;
+      double sum = 0;
+      for (i64 j = 0; j < n; j++) sum += prob[order[j]];
+      a.out[r] = sample_pick(prob, order, n, sum, topK, topP, U);
       continue;
     }
-    // heap sort into the order sampling.Row sorts by
-    for (i64 j = n / 2 - 1; j >= 0; j--) sample_sift(order, prob, j, n);
-    for (i64 end = n - 1; end > 0; end--) {
-      int t = order[0]; order[0] = order[end]; order[end] = t;
-      sample_sift(order, prob, 0, end);
-    }
-    if (topK > 0 && topK < n) n = topK;
-    if (topP > 0 && topP < 1) {
-      double acc = 0;
-      for (i64 j = 0; j < n; j++) {
-        acc += prob[order[j]] / sum;
-        if (acc >= topP) { n = j + 1; break; }
-      }
-    }
-    double kept = 0;
-    for (i64 j = 0; j < n; j++) kept += prob[order[j]];
-    double u = U * kept;
-    int pick = order[n - 1];
-    for (i64 j = 0; j < n; j++) {
-      u -= prob[order[j]];
-      if (u < 0) { pick = order[j]; break; }
-    }
-    a.out[r] = pick;
+#endif
+    if (lane != 0) continue;
+    a.out[r] = sample_row(lg, words, a.V, prob, order, temp, topK, topP, U);
   }
 }
 

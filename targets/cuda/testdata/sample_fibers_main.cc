@@ -2,7 +2,9 @@
 // the headers and basic.cu's device branch): sample_argmax_part (a warp a row's chunk of
 // ids) and sample (a warp a row) on host fibers against the serial greedy scan, on
 // logits full of ties, NaNs, signed zeros and infinities, with and without a mask of
-// allowed ids; and rows sampled at a temperature (lane 0 alone) against the serial walk.
+// allowed ids; and rows sampled at a temperature (the warp's maximum, probabilities and
+// candidates, lane 0's sum and draw; a NaN row by lane 0 alone) against sample_row, the
+// serial form the emulated device runs: plain walks, top-k, top-p and both.
 #include <random>
 #include <vector>
 
@@ -20,22 +22,6 @@ static int greedy(const float* lg, long V, const int* words) {
   return (int)(best < 0 ? (first < 0 ? 0 : first) : best);
 }
 
-// a row sampled at temperature temp with topK 0 and topP 0 (sample's first path): the
-// allowed ids' probabilities walked in id order
-static int walk(const float* lg, long V, const int* words, double temp, double U) {
-  double mx = -INFINITY, sum = 0;
-  std::vector<long> ids;
-  for (long i = 0; i < V; i++)
-    if (!words || sample_allowed(words, i)) mx = fmax64(mx, (double)lg[i]), ids.push_back(i);
-  if (ids.empty()) return 0;
-  std::vector<double> prob(V);
-  for (long i : ids) prob[i] = exp(((double)lg[i] - mx) / temp), sum += prob[i];
-  double u = U * sum;
-  for (long i : ids)
-    if ((u -= prob[i]) < 0) return (int)i;
-  return (int)ids.back();
-}
-
 static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<float> logits(R * V), params(4 * R, 0.0f);
@@ -50,10 +36,14 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
       }
     }
   }
-  // every third row sampled at a temperature (finite logits there)
+  // every third row sampled at a temperature: a plain walk, top-k, top-p, both (in
+  // turn); finite logits but for a NaN in every second case
   for (long r = 2; r < R; r += 3) {
-    params[4 * r] = 0.7f, params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
+    const int c = (int)(r / 3 + seed) % 4;
+    params[4 * r] = 0.7f, params[4 * r + 1] = (c & 2) ? 0.9f : 0.0f, params[4 * r + 2] = (c & 1) ? 5.0f : 0.0f;
+    params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
     for (long i = 0; i < V; i++) logits[r * V + i] = (float)(rng() % 100) / 10.0f;
+    if ((r / 3 + seed) % 2) logits[r * V + rng() % V] = __uint_as_float(0x7fc00000u);
   }
   // the mask: a header word (1: masked) then two words a 64 ids; row 0 allows none
   const long cols = 1 + 2 * ((V + 63) / 64);
@@ -64,10 +54,13 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
       if (r != 0 && rng() % 3 != 0) mask[r * cols + 1 + 2 * (i >> 6) + ((i >> 5) & 1)] |= 1 << (i & 31);
   }
   std::vector<int> out(R, -7), want(R);
+  std::vector<double> wprob(V);
+  std::vector<int> worder(V);
   for (long r = 0; r < R; r++) {
     const int* words = masked ? mask.data() + r * cols + 1 : nullptr;
-    want[r] = params[4 * r] != 0 ? walk(logits.data() + r * V, V, words, (double)params[4 * r], (double)params[4 * r + 3])
-                                 : greedy(logits.data() + r * V, V, words);
+    const float* p = params.data() + 4 * r;
+    want[r] = p[0] != 0 ? sample_row(logits.data() + r * V, words, V, wprob.data(), worder.data(), (double)p[0], (i64)p[2], (double)p[1], (double)p[3])
+                        : greedy(logits.data() + r * V, V, words);
   }
   std::vector<char> scratch(R * V * 12 + 64);
   SampleArgs a{};
