@@ -221,10 +221,44 @@ KERNEL(sample_argmax_part, SampleArgs) {
   }
 }
 
+// sample_cut: the draw from the first candidates of the sorted order (sorted[0..m), the
+// whole order when m = n): the top-k cut, the top-p cut (the probabilities over sum
+// added in order until they reach topP), then a walk down the kept ones, as
+// vm/sampling.Row. Returns -1 when the cuts fall past the m sorted candidates (m < n:
+// more are needed). One thread.
+DEVM int sample_cut(const double* prob, const int* sorted, i64 m, i64 n, double sum, i64 topK, double topP, double U) {
+  if (topK > 0 && topK < n) n = topK;
+  if (topP > 0 && topP < 1) {
+    double acc = 0;
+    for (i64 j = 0; j < imin(n, m); j++) {
+      acc += prob[sorted[j]] / sum;
+      if (acc >= topP) { n = j + 1; break; }
+    }
+  }
+  if (n > m) return -1;
+  double kept = 0;
+  for (i64 j = 0; j < n; j++) kept += prob[sorted[j]];
+  double u = U * kept;
+  int pick = sorted[n - 1];
+  for (i64 j = 0; j < n; j++) {
+    u -= prob[sorted[j]];
+    if (u < 0) { pick = sorted[j]; break; }
+  }
+  return pick;
+}
+// sample_sort: candidates order[0..n) heap-sorted into the order sampling.Row sorts by
+// (a larger probability first, then the lower id). One thread.
+DEVM void sample_sort(int* order, const double* prob, i64 n) {
+  for (i64 j = n / 2 - 1; j >= 0; j--) sample_sift(order, prob, j, n);
+  for (i64 end = n - 1; end > 0; end--) {
+    int t = order[0]; order[0] = order[end]; order[end] = t;
+    sample_sift(order, prob, 0, end);
+  }
+}
 // sample_pick: the sampled id of n candidates (order: allowed ids in id order, prob
 // their probabilities, sum their sum in that order), as vm/sampling.Row: with neither
-// top-k nor top-p a walk down the ids, else a heap sort by probability then id, the
-// top-k and top-p cuts, and a walk down the kept ones. One thread.
+// top-k nor top-p a walk down the ids, else every candidate sorted, the cuts and a walk
+// down the kept ones. One thread.
 DEVM int sample_pick(const double* prob, int* order, i64 n, double sum, i64 topK, double topP, double U) {
   if (n == 0) return 0;
   if (topK == 0 && (topP <= 0 || topP >= 1)) {
@@ -236,29 +270,8 @@ DEVM int sample_pick(const double* prob, int* order, i64 n, double sum, i64 topK
     }
     return pick;
   }
-  // heap sort into the order sampling.Row sorts by
-  for (i64 j = n / 2 - 1; j >= 0; j--) sample_sift(order, prob, j, n);
-  for (i64 end = n - 1; end > 0; end--) {
-    int t = order[0]; order[0] = order[end]; order[end] = t;
-    sample_sift(order, prob, 0, end);
-  }
-  if (topK > 0 && topK < n) n = topK;
-  if (topP > 0 && topP < 1) {
-    double acc = 0;
-    for (i64 j = 0; j < n; j++) {
-      acc += prob[order[j]] / sum;
-      if (acc >= topP) { n = j + 1; break; }
-    }
-  }
-  double kept = 0;
-  for (i64 j = 0; j < n; j++) kept += prob[order[j]];
-  double u = U * kept;
-  int pick = order[n - 1];
-  for (i64 j = 0; j < n; j++) {
-    u -= prob[order[j]];
-    if (u < 0) { pick = order[j]; break; }
-  }
-  return pick;
+  sample_sort(order, prob, n);
+  return sample_cut(prob, order, n, n, sum, topK, topP, U);
 }
 // sample_row: a row sampled at temperature temp by one thread (the serial scan: the
 // maximum by fmax64 in id order, the probabilities and their sum in id order).
@@ -335,10 +348,57 @@ KERNEL(sample, SampleArgs) {
         n += __popc(m);
       }
       __syncwarp();  // every lane's prob and order written before lane 0 reads them
-      if (lane != 0) continue;
       double sum = 0;
-      for (i64 j = 0; j < n; j++) sum += prob[order[j]];
-      a.out[r] = sample_pick(prob, order, n, sum, topK, topP, U);
+      if (lane == 0)
+        for (i64 j = 0; j < n; j++) sum += prob[order[j]];
+      if (n == 0 || (topK == 0 && (topP <= 0 || topP >= 1))) {
+        if (lane == 0) a.out[r] = sample_pick(prob, order, n, sum, topK, topP, U);
+        continue;
+      }
+      // top-k / top-p: the candidates of probability ≥ tau are a prefix of the sorted
+      // order (a larger probability sorts first), so sorting them alone gives its first
+      // entries exactly; tau falls (1, 1/16, …, then 0: every candidate) until the prefix
+      // holds top-k's candidates or about topP of the mass, and again if the exact cuts
+      // fall past it (sample_cut: -1). A row of +inf logits (NaN probabilities) sorts all.
+      sum = __shfl_sync(0xffffffffu, sum, 0);
+      bool inf = false;
+      for (i64 i = lane; i < a.V; i += 32)
+        if ((!words || sample_allowed(words, i)) && lg[i] == F32_INF) inf = true;
+      double tau = __any_sync(0xffffffffu, inf) ? 0.0 : 1.0;
+      int pick = -1;
+      while (pick < 0) {
+        int cnt = 0;
+        double mass = 0;
+        for (i64 i = lane; i < a.V; i += 32)
+          if ((!words || sample_allowed(words, i)) && prob[i] >= tau) cnt++, mass += prob[i];
+        for (int off = 16; off >= 1; off >>= 1) {
+          cnt += __shfl_xor_sync(0xffffffffu, cnt, off);
+          mass += __shfl_xor_sync(0xffffffffu, mass, off);
+        }
+        const bool all = tau == 0 || cnt == n;
+        if (!all && !(topK > 0 && topK <= cnt) && !(topP > 0 && topP < 1 && mass >= topP * sum * 1.000001)) {
+          tau = tau < 1e-30 ? 0.0 : tau * 0.0625;
+          continue;
+        }
+        // the prefix's ids into order (in id order; the sort does not depend on it)
+        i64 m = 0;
+        for (i64 base = 0; base < a.V; base += 32) {
+          const i64 i = base + lane;
+          const bool in = i < a.V && (!words || sample_allowed(words, i)) && (all || prob[i] >= tau);
+          const u32 bm = __ballot_sync(0xffffffffu, in);
+          if (in) order[m + __popc(bm & ((1u << lane) - 1u))] = (int)i;
+          m += __popc(bm);
+        }
+        __syncwarp();  // the prefix written before lane 0 sorts it
+        if (lane == 0) {
+          sample_sort(order, prob, m);
+          pick = sample_cut(prob, order, m, n, sum, topK, topP, U);
+        }
+        pick = __shfl_sync(0xffffffffu, pick, 0);
+        __syncwarp();  // lane 0's sort read before the next round writes order
+        if (pick < 0) tau = tau < 1e-30 ? 0.0 : tau * 0.0625;
+      }
+      if (lane == 0) a.out[r] = pick;
       continue;
     }
 #endif

@@ -36,14 +36,19 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
       }
     }
   }
-  // every third row sampled at a temperature: a plain walk, top-k, top-p, both (in
-  // turn); finite logits but for a NaN in every second case
+  // every third row sampled at a temperature, with a plain walk, top-k, top-p or both
+  // (in turn, top-p from 0.5 to 0.999999, top-k from 1 past the vocabulary), over flat
+  // or peaked logits (a few ids far above the rest: the top-p prefix short); a NaN logit
+  // in some rows (the serial form), a +inf logit in others (NaN probabilities)
+  static const float cuts[][2] = {{0, 0}, {5, 0}, {0, 0.9f}, {5, 0.9f}, {0, 0.5f}, {100000, 0}, {3, 0.999f}, {0, 0.999999f}, {1, 0}, {40, 0.95f}};
   for (long r = 2; r < R; r += 3) {
-    const int c = (int)(r / 3 + seed) % 4;
-    params[4 * r] = 0.7f, params[4 * r + 1] = (c & 2) ? 0.9f : 0.0f, params[4 * r + 2] = (c & 1) ? 5.0f : 0.0f;
+    const long c = (r / 3 + seed) % 10;
+    params[4 * r] = (r / 3 + seed) % 3 == 0 ? 1.3f : 0.7f, params[4 * r + 1] = cuts[c][1], params[4 * r + 2] = cuts[c][0];
     params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
-    for (long i = 0; i < V; i++) logits[r * V + i] = (float)(rng() % 100) / 10.0f;
-    if ((r / 3 + seed) % 2) logits[r * V + rng() % V] = __uint_as_float(0x7fc00000u);
+    const bool peaked = (r / 3 + seed) % 2 == 0;
+    for (long i = 0; i < V; i++) logits[r * V + i] = (float)(rng() % 100) / 10.0f + (peaked && rng() % 97 == 0 ? 25.0f : 0.0f);
+    if ((r / 3 + seed) % 5 == 1) logits[r * V + rng() % V] = __uint_as_float(0x7fc00000u);
+    if ((r / 3 + seed) % 7 == 3) logits[r * V + rng() % V] = __uint_as_float(0x7f800000u);
   }
   // the mask: a header word (1: masked) then two words a 64 ids; row 0 allows none
   const long cols = 1 + 2 * ((V + 63) / 64);
@@ -87,7 +92,7 @@ int main() {
   // chunks (more than a warp's 32 parts)
   for (long V : {7L, 200L, 1000L, 9000L})
     for (int kind = 0; kind < 4; kind++)
-      for (bool masked : {false, true}) bad += sample_case(kind == 3 ? 6 : 5, V, kind, masked, seed++);
+      for (bool masked : {false, true}) bad += sample_case(kind == 3 ? 33 : 30, V, kind, masked, seed++);
   if (bad) {
     printf("FAIL\n");
     return 1;
