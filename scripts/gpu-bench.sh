@@ -31,6 +31,9 @@
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context;
 # and the PREFILL prompt unless PREFILL_COMPARE=0; several sets separated by ';' each
 # time it again, the prefill with the first set only),
+# SAMPLE_COMPARE='--temperature 1 [--top-p 0.9] [--top-k 50]' times the fast mode again
+# with every decode row sampled with those flags (first context, profiled; the report
+# $m.fast.sample.bench.json),
 # TRACE=1 runs divm run --trace (TRACE_MODEL, default v4; TRACE_BATCH, default 256, may
 # list several; TRACE_TOKENS, TRACE_NUMERICS, TRACE_FLAGS; TRACE_PACKED, default 1, the
 # DEEPINFER_CUDA_PACKED values to trace, "1 0" times packed and per-parameter uploads
@@ -174,6 +177,15 @@ run() {
 				echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.$tag.bench.txt"
 			done
 		fi
+		if [ -n "${SAMPLE_COMPARE:-}" ]; then
+			# the fast mode once more with the decode rows sampled (the same run)
+			echo "==== $m: divm bench --numerics fast $SAMPLE_COMPARE"
+			# shellcheck disable=SC2086 # SAMPLE_COMPARE is a list of flags
+			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
+				--numerics fast $SAMPLE_COMPARE --out "$out/$m.fast.sample.bench.json" 2>&1 | tee "$out/$m.fast.sample.bench.txt"
+			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.sample.bench.txt"
+		fi
 		if [ -n "${LONG_CONTEXT:-}" ] && [[ " ${LONG_MODEL:-v4} " == *" $m "* ]]; then
 			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
 			echo "==== $m: divm bench --numerics fast --context $LONG_CONTEXT"
@@ -288,6 +300,8 @@ PY
 			[ -f "$cf" ] && echo "--- $m, fast numerics, ENV_COMPARE: $(basename "$cf")" &&
 				sed -n '/^copy bandwidth/,/^batch 1, context/p' "$cf"
 		done
+		[ -f "$out/$m.fast.sample.bench.txt" ] && echo "--- $m, fast numerics, sampled rows" &&
+			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.sample.bench.txt"
 		[ -f "$out/$m.fast.long.bench.txt" ] && echo "--- $m, fast numerics, long context" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.long.bench.txt"
 	done

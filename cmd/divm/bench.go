@@ -33,6 +33,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 	out := fs.String("out", "", "write the full report as JSON")
 	graphs := fs.Bool("graphs", true, "run a device runtime's steps as captured CUDA graphs (false: each kernel launched on its own, to compare)")
 	numerics := fs.String("numerics", "exact", "a device runtime's numerics: exact (the cpu target's values bit for bit) or fast (tensor-core products, within a tolerance)")
+	temp := fs.Float64("temperature", 0, "sample the decode rows at this temperature (0: greedy)")
+	topP := fs.Float64("top-p", 1, "with --temperature: the nucleus sampling mass")
+	topK := fs.Int("top-k", 0, "with --temperature: keep the k most likely tokens (0: all)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -50,6 +53,13 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	if err := targets.CheckNumerics(*numerics); err != nil {
 		return usageError{Err: fmt.Errorf("--numerics: %w", err)}
+	}
+	cfg.Sampling = vm.Sampling{Temperature: *temp, TopP: *topP, TopK: *topK, Seed: *seed}
+	if err := cfg.Sampling.Validate(); err != nil {
+		return usageError{Err: err}
+	}
+	if *temp == 0 && (*topP != 1 || *topK != 0) {
+		return usageError{Err: fmt.Errorf("--top-p and --top-k need --temperature above 0 (greedy rows take neither)")}
 	}
 	if *steps < 1 || *warmup < 0 || *profile < 0 || *chunk < 1 || *copyMiB < 1 {
 		return usageError{Err: fmt.Errorf("--steps, --chunk and --copy-mib must be positive, --warmup and --profile-steps not negative")}

@@ -61,11 +61,12 @@ func usage() {
       sampling randoms, outputs) with every kernel replaced by a no-op.
   divm bench plan.dip [--model DIR] [--batch 1,64,256] [--context 4096] [--steps 10]
            [--warmup 3] [--profile-steps 3] [--profile-prefill] [--chunk 1024] [--copy-mib 2048]
-           [--numerics exact|fast] [--graphs=false] [--out FILE]
+           [--numerics exact|fast] [--graphs=false] [--temperature 0 [--top-p 1] [--top-k 0]] [--out FILE]
       Time decode steps at each batch size and context (one sequence prefilled, the rest
       copied from it on the device), next to the bytes a step must read and the
       device's copy bandwidth measured in the same run; per-kernel times from events
-      (--profile-prefill: each context built again with events, the prefill by kernel).
+      (--profile-prefill: each context built again with events, the prefill by kernel;
+      --temperature: the decode rows sampled, not greedy, to time the sampler).
   divm tokenize [--tokenizer DIR] [--decode]
       JSON strings, one per line, to {"ids":[...]} lines (or back with --decode).
 `)

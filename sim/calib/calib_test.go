@@ -218,3 +218,25 @@ func TestFromDir(t *testing.T) {
 		t.Errorf("a report without a numerics mode and none listed: %v", err)
 	}
 }
+
+// TestFromDirSkipsSampled: a directory's sampled-rows report (SAMPLE_COMPARE's
+// *.sample.bench.json) is not a calibration input: the calibrations describe greedy steps.
+func TestFromDirSkipsSampled(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("testdata/run8/v4.fast.bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"v4.fast.bench.json", "v4.fast.sample.bench.json"} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms, err := FromDir(dir, "4-5", "20-23")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || !strings.HasSuffix(ms[0].File, "v4.fast.bench.json") {
+		t.Errorf("FromDir listed %v, want the greedy report alone", ms)
+	}
+}

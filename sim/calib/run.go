@@ -607,7 +607,8 @@ func under(root, p string) string {
 // timed testdata/deepseek-v4-flash cut to layersV4, v41.*.bench.json
 // testdata/deepseek-v4.1-flash cut to layersV41; the numerics mode is read from each
 // report. The graphs-off comparison reports (*.nographs.bench.json, no class times) are
-// left out: the calibrations describe steps run as captured graphs.
+// left out: the calibrations describe steps run as captured graphs; so are the sampled
+// rows' (*.sample.bench.json, SAMPLE_COMPARE): the calibrations describe greedy steps.
 func FromDir(dir, layersV4, layersV41 string) ([]Measured, error) {
 	var out []Measured
 	for _, c := range []struct{ glob, config, layers string }{
@@ -619,7 +620,7 @@ func FromDir(dir, layersV4, layersV41 string) ([]Measured, error) {
 			return nil, err
 		}
 		for _, f := range files {
-			if strings.HasSuffix(f, ".nographs.bench.json") {
+			if strings.HasSuffix(f, ".nographs.bench.json") || strings.HasSuffix(f, ".sample.bench.json") {
 				continue
 			}
 			if abs, err := filepath.Abs(f); err == nil {

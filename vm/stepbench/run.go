@@ -11,6 +11,7 @@ import (
 
 	"deepinfer/targets"
 	"deepinfer/vm"
+	"deepinfer/vm/sampling"
 )
 
 // Config is a benchmark's grid and repetitions.
@@ -30,6 +31,9 @@ type Config struct {
 	// ProfilePrefill builds each context once more, on a fresh sequence, with
 	// per-instruction device events, for the prefill's time by kernel class (Report.Prefill).
 	ProfilePrefill bool
+	// Sampling, when its temperature is above 0, samples every decode row with these
+	// parameters (a random number a row and step from Seed) instead of greedily.
+	Sampling vm.Sampling
 }
 
 // PrefillProfile is one context's build, run again with per-instruction events: the
@@ -68,6 +72,8 @@ type Report struct {
 	Points []Point
 	// Prefill holds the profiled context builds (Config.ProfilePrefill).
 	Prefill []PrefillProfile `json:",omitempty"`
+	// Sampling is the decode rows' sampling (Config.Sampling; nil: greedy).
+	Sampling *vm.Sampling `json:",omitempty"`
 }
 
 // CopyBWMedian is the median of the copy-bandwidth measurements (0 without a device).
@@ -99,6 +105,9 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("stepbench: context %d plus %d steps needs %d positions; the machine holds %d", c, cfg.Warmup+cfg.Steps+cfg.ProfileSteps, need, m.MaxPositions())
 		}
 	}
+	if err := cfg.Sampling.Validate(); err != nil {
+		return nil, fmt.Errorf("stepbench: %w", err)
+	}
 	if cfg.Chunk <= 0 {
 		cfg.Chunk = 1024
 	}
@@ -111,6 +120,10 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 		}
 	}
 	rep := &Report{Device: m.Describe()}
+	if cfg.Sampling.Temperature > 0 {
+		sp := cfg.Sampling
+		rep.Sampling = &sp
+	}
 	// a device runtime answers for its graphs and timeline through the same value as
 	// its profiler
 	rtv := any(m.Profiler())
@@ -239,7 +252,14 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 	for i := range chunks {
 		chunks[i] = vm.Chunk{Seq: seqs[i], Tokens: []int32{token()}, Decode: true}
 	}
+	sp := cfg.Sampling
+	urng := rand.New(rand.NewPCG(sp.Seed^cfg.Seed, uint64(B)))
 	step := func() (float64, error) {
+		if sp.Temperature > 0 {
+			for i := range chunks {
+				chunks[i].Sample = sampling.Params{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, U: urng.Float64()}
+			}
+		}
 		t := time.Now()
 		outs, err := m.Forward(chunks)
 		el := time.Since(t).Seconds() * 1e3
@@ -366,6 +386,9 @@ func (r *Report) Table(w io.Writer) {
 			each = append(each, fmt.Sprintf("%.0f", b/1e9))
 		}
 		fmt.Fprintf(w, "copy bandwidth (device to device, read + write): median %.0f GB/s (%s)\n", bw/1e9, strings.Join(each, ", "))
+	}
+	if sp := r.Sampling; sp != nil {
+		fmt.Fprintf(w, "decode rows sampled: temperature %g, top-p %g, top-k %d (not greedy)\n", sp.Temperature, sp.TopP, sp.TopK)
 	}
 	if r.Graphs != "" {
 		fmt.Fprintf(w, "%s\n", r.Graphs)

@@ -319,3 +319,41 @@ func TestPrefillFLOPs(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSampledRows: Config.Sampling samples the decode rows (the report says so and
+// its table prints it), every step still timed; sampling parameters out of range are an
+// error before anything runs.
+func TestRunSampledRows(t *testing.T) {
+	p := compile(t, "tiny-v41-dev2", "h200")
+	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := targets.Lookup("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.LoadOn(p, ws, emulated{tg}, targets.Options{MaxTokens: 64, MaxContext: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := stepbench.Config{Batches: []int{3}, Contexts: []int{12}, Steps: 2, Chunk: 8, CopyBytes: 1 << 20, Seed: 5,
+		Sampling: vm.Sampling{Temperature: 0.8, TopP: 0.9, TopK: 7, Seed: 2}}
+	rep, err := stepbench.Run(m, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sampling == nil || *rep.Sampling != cfg.Sampling || len(rep.Points) != 1 || len(rep.Points[0].StepMs) != 2 {
+		t.Fatalf("sampling %+v, points %+v", rep.Sampling, rep.Points)
+	}
+	var tab bytes.Buffer
+	rep.Table(&tab)
+	if !strings.Contains(tab.String(), "decode rows sampled: temperature 0.8, top-p 0.9, top-k 7") {
+		t.Errorf("the table does not say the rows were sampled:\n%s", tab.String())
+	}
+	cfg.Sampling = vm.Sampling{Temperature: -1}
+	if _, err := stepbench.Run(m, cfg); err == nil || !strings.Contains(err.Error(), "temperature") {
+		t.Errorf("a negative temperature: %v", err)
+	}
+}
