@@ -85,20 +85,7 @@ func (emulated) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targe
 // one prefilled sequence, the copy bandwidth and per-kernel times measured, and a
 // batch's steps equal to what the same sequences give when each is prefilled alone.
 func TestRunOnEmulatedDevice(t *testing.T) {
-	p := compile(t, "tiny-v41-dev2", "h200")
-	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := targets.Lookup("h200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := vm.LoadOn(p, ws, emulated{tg}, targets.Options{MaxTokens: 64, MaxContext: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := emulatedMachine(t)
 	var progress bytes.Buffer
 	cfg := stepbench.Config{Batches: []int{1, 3}, Contexts: []int{12, 30}, Warmup: 1, Steps: 3, ProfileSteps: 2, Chunk: 8,
 		CopyBytes: 1 << 20, Seed: 5, Progress: &progress}
@@ -324,20 +311,7 @@ func TestPrefillFLOPs(t *testing.T) {
 // its table prints it), every step still timed; sampling parameters out of range are an
 // error before anything runs.
 func TestRunSampledRows(t *testing.T) {
-	p := compile(t, "tiny-v41-dev2", "h200")
-	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := targets.Lookup("h200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := vm.LoadOn(p, ws, emulated{tg}, targets.Options{MaxTokens: 64, MaxContext: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := emulatedMachine(t)
 	cfg := stepbench.Config{Batches: []int{3}, Contexts: []int{12}, Steps: 2, Chunk: 8, CopyBytes: 1 << 20, Seed: 5,
 		Sampling: vm.Sampling{Temperature: 0.8, TopP: 0.9, TopK: 7, Seed: 2}}
 	rep, err := stepbench.Run(m, cfg)
@@ -356,4 +330,25 @@ func TestRunSampledRows(t *testing.T) {
 	if _, err := stepbench.Run(m, cfg); err == nil || !strings.Contains(err.Error(), "temperature") {
 		t.Errorf("a negative temperature: %v", err)
 	}
+}
+
+// emulatedMachine loads tiny-v41-dev2 compiled for h200 on the emulated device (closed
+// when the test ends).
+func emulatedMachine(t *testing.T) *vm.Machine {
+	t.Helper()
+	p := compile(t, "tiny-v41-dev2", "h200")
+	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := targets.Lookup("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := vm.LoadOn(p, ws, emulated{tg}, targets.Options{MaxTokens: 64, MaxContext: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }

@@ -221,6 +221,17 @@ KERNEL(sample_argmax_part, SampleArgs) {
   }
 }
 
+// sample_walk: the draw from ids[0..n) of probabilities summing to total: U·total less
+// each probability in turn, the id where it falls below 0 (the last one if it never
+// does), as vm/sampling.Row walks. One thread.
+DEVM int sample_walk(const double* prob, const int* ids, i64 n, double total, double U) {
+  double u = U * total;
+  for (i64 j = 0; j < n; j++) {
+    u -= prob[ids[j]];
+    if (u < 0) return ids[j];
+  }
+  return ids[n - 1];
+}
 // sample_cut: the draw from the first candidates of the sorted order (sorted[0..m), the
 // whole order when m = n): the top-k cut, the top-p cut (the probabilities over sum
 // added in order until they reach topP), then a walk down the kept ones, as
@@ -238,13 +249,7 @@ DEVM int sample_cut(const double* prob, const int* sorted, i64 m, i64 n, double 
   if (n > m) return -1;
   double kept = 0;
   for (i64 j = 0; j < n; j++) kept += prob[sorted[j]];
-  double u = U * kept;
-  int pick = sorted[n - 1];
-  for (i64 j = 0; j < n; j++) {
-    u -= prob[sorted[j]];
-    if (u < 0) { pick = sorted[j]; break; }
-  }
-  return pick;
+  return sample_walk(prob, sorted, n, kept, U);
 }
 // sample_sort: candidates order[0..n) heap-sorted into the order sampling.Row sorts by
 // (a larger probability first, then the lower id). One thread.
@@ -261,15 +266,7 @@ DEVM void sample_sort(int* order, const double* prob, i64 n) {
 // down the kept ones. One thread.
 DEVM int sample_pick(const double* prob, int* order, i64 n, double sum, i64 topK, double topP, double U) {
   if (n == 0) return 0;
-  if (topK == 0 && (topP <= 0 || topP >= 1)) {
-    double u = U * sum;
-    int pick = order[n - 1];
-    for (i64 j = 0; j < n; j++) {
-      u -= prob[order[j]];
-      if (u < 0) { pick = order[j]; break; }
-    }
-    return pick;
-  }
+  if (topK == 0 && (topP <= 0 || topP >= 1)) return sample_walk(prob, order, n, sum, U);
   sample_sort(order, prob, n);
   return sample_cut(prob, order, n, n, sum, topK, topP, U);
 }
