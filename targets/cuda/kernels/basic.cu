@@ -251,6 +251,9 @@ DEVM int sample_cut(const double* prob, const int* sorted, i64 m, i64 n, double 
   for (i64 j = 0; j < n; j++) kept += prob[sorted[j]];
   return sample_walk(prob, sorted, n, kept, U);
 }
+// sample_tau_next: the next, lower probability bound of the top-k/top-p prefix (16×
+// lower, then 0: every candidate).
+DEV double sample_tau_next(double tau) { return tau < 1e-30 ? 0.0 : tau * 0.0625; }
 // sample_sort: candidates order[0..n) heap-sorted into the order sampling.Row sorts by
 // (a larger probability first, then the lower id). One thread.
 DEVM void sample_sort(int* order, const double* prob, i64 n) {
@@ -356,12 +359,11 @@ KERNEL(sample, SampleArgs) {
       // order (a larger probability sorts first), so sorting them alone gives its first
       // entries exactly; tau falls (1, 1/16, …, then 0: every candidate) until the prefix
       // holds top-k's candidates or about topP of the mass, and again if the exact cuts
-      // fall past it (sample_cut: -1). A row of +inf logits (NaN probabilities) sorts all.
+      // fall past it (sample_cut: -1). A row with a +inf logit has probabilities of NaN
+      // and 0 only, which no tau above 0 counts, so it sorts every candidate, as the
+      // serial form does.
       sum = __shfl_sync(0xffffffffu, sum, 0);
-      bool inf = false;
-      for (i64 i = lane; i < a.V; i += 32)
-        if ((!words || sample_allowed(words, i)) && lg[i] == F32_INF) inf = true;
-      double tau = __any_sync(0xffffffffu, inf) ? 0.0 : 1.0;
+      double tau = 1.0;
       int pick = -1;
       while (pick < 0) {
         int cnt = 0;
@@ -374,7 +376,7 @@ KERNEL(sample, SampleArgs) {
         }
         const bool all = tau == 0 || cnt == n;
         if (!all && !(topK > 0 && topK <= cnt) && !(topP > 0 && topP < 1 && mass >= topP * sum * 1.000001)) {
-          tau = tau < 1e-30 ? 0.0 : tau * 0.0625;
+          tau = sample_tau_next(tau);
           continue;
         }
         // the prefix's ids into order (in id order; the sort does not depend on it)
@@ -393,7 +395,7 @@ KERNEL(sample, SampleArgs) {
         }
         pick = __shfl_sync(0xffffffffu, pick, 0);
         __syncwarp();  // lane 0's sort read before the next round writes order
-        if (pick < 0) tau = tau < 1e-30 ? 0.0 : tau * 0.0625;
+        if (pick < 0) tau = sample_tau_next(tau);
       }
       if (lane == 0) a.out[r] = pick;
       continue;
