@@ -255,11 +255,7 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 	sp := cfg.Sampling
 	urng := rand.New(rand.NewPCG(sp.Seed^cfg.Seed, uint64(B)))
 	step := func() (float64, error) {
-		if sp.Temperature > 0 {
-			for i := range chunks {
-				chunks[i].Sample = sampling.Params{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, U: urng.Float64()}
-			}
-		}
+		sampleRows(chunks, sp, urng)
 		t := time.Now()
 		outs, err := m.Forward(chunks)
 		el := time.Since(t).Seconds() * 1e3
@@ -509,4 +505,15 @@ func stepGaps(spans []targets.DeviceSpan) (stepMs, gapUs float64) {
 		last = sp
 	}
 	return median(steps), median(gaps)
+}
+
+// sampleRows sets every decode row's sampling for the next step: sp's parameters with a
+// fresh random number a row; greedy rows (temperature 0) are left as they are.
+func sampleRows(chunks []vm.Chunk, sp vm.Sampling, rng *rand.Rand) {
+	if sp.Temperature <= 0 {
+		return
+	}
+	for i := range chunks {
+		chunks[i].Sample = sampling.Params{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, U: rng.Float64()}
+	}
 }
