@@ -210,6 +210,10 @@ func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
 // check covers the emulated branch.
 func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "pick_fibers", fiberUnit(t, "", "testdata/pick_fibers_main.cc", "dspark41.cu"), "-O1")
+	// the parts' scratch Go sizes is the one the kernels index
+	if m := regexp.MustCompile(`(?m)^#define DSPARK_PICK_CHUNK (\d+)$`).FindStringSubmatch(cuFile("dspark41.cu")); m == nil || m[1] != fmt.Sprint(dsparkPickChunk) {
+		t.Errorf("dspark41.cu's DSPARK_PICK_CHUNK: %v, Go's %d", m, dsparkPickChunk)
+	}
 }
 
 // TestSampleDeviceCodeOnHostFibers runs the device branch of basic.cu's sampling on host
