@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"deepinfer/internal/sleef"
 	"math"
 )
 
@@ -17,39 +18,8 @@ import (
 // scalar loop (it steps two 16-lane vectors at a time).
 func vecTail(n int) int { return n - n%32 }
 
-// expSleef is SLEEF's xexpf (the u10 variant) with FMA, as Vectorized<float>::exp
-// computes each lane: a Cody–Waite reduction by ln 2, a degree-6 polynomial, and a
-// scaling by 2^q done as two multiplications.
-func expSleef(d float32) float32 {
-	const (
-		rln2 = float32(1.442695040888963407359924681001892137426645954152985934135449406931)
-		l2u  = float32(0.693145751953125)
-		l2l  = float32(1.428606765330187045e-06)
-	)
-	q := int32(math.RoundToEven(float64(d * rln2)))
-	qf := float32(q)
-	s := fma32(qf, -l2u, d)
-	s = fma32(qf, -l2l, s)
-	u := float32(0.000198527617612853646278381)
-	u = fma32(u, s, 0.00139304355252534151077271)
-	u = fma32(u, s, 0.00833336077630519866943359)
-	u = fma32(u, s, 0.0416664853692054748535156)
-	u = fma32(u, s, 0.166666671633720397949219)
-	u = fma32(u, s, 0.5)
-	u = 1 + fma32(s*s, u, s)
-	h := q >> 1
-	u = u * pow2f(h) * pow2f(q-h)
-	if d < -104 {
-		u = 0
-	}
-	if d > 100 {
-		u = float32(math.Inf(1))
-	}
-	return u
-}
-
-// pow2f is 2^e built from exponent bits, as SLEEF's vpow2i does (no range checks).
-func pow2f(e int32) float32 { return math.Float32frombits(uint32(e+0x7f) << 23) }
+// expSleef is SLEEF's xexpf as Vectorized<float>::exp computes each lane (internal/sleef).
+func expSleef(d float32) float32 { return sleef.Exp(d) }
 
 // expScalar is glibc's expf, to within its own rare misroundings: the exact value
 // rounded to fp32.

@@ -218,12 +218,13 @@ func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 
 // TestSampleDeviceCodeOnHostFibers runs the device branch of basic.cu's sampling on host
 // fibers (testdata/sample_fibers_main.cc): greedy rows (sample_argmax_part a warp a (row,
-// chunk), sample a warp a row, both folding by shuffles) against the serial greedy scan —
-// ties, NaNs, signed zeros, infinities, masks (a row allowing nothing), vocabularies of
-// one to 36 chunks; rows at a temperature (the warp's maximum, probabilities and
-// candidate list, lane 0's sum and draw; rows with a NaN on lane 0 alone) against
-// sample_row, the serial form the emulated device runs, with plain walks, top-k, top-p
-// and both.
+// chunk), sample's first warp folding the parts by shuffles) against the serial greedy
+// scan — ties, NaNs, signed zeros, infinities, masks (a row allowing nothing),
+// vocabularies of one to 36 chunks; rows at a temperature (sample_blk: a launch block's
+// sums, the cut's boundary found digit by digit in shared-memory histograms, the tie and
+// the draw by chunks; rows with a NaN or +Inf) against sample_row, the serial form the
+// emulated device runs, with plain draws, top-k, top-p and both, over ties at the cut and
+// ids of no mass.
 func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
 }

@@ -185,9 +185,9 @@ func bindSample(b *Bind) error {
 		return s.R
 	}
 	const chunk = 256 // basic.cu's SAMPLE_CHUNK
-	// a warp a (row, chunk), then a warp a row
+	// a warp a greedy row's (row, chunk), then a launch block a row
 	b.Launch("sample_argmax_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ((V + chunk - 1) / chunk) * 32 })
-	b.Launch("sample", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
+	b.Launch("sample", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
 	return nil
 }
 

@@ -3,7 +3,10 @@ package sampling
 import (
 	"math"
 	"math/rand/v2"
+	"sort"
 	"testing"
+
+	"deepinfer/internal/sleef"
 )
 
 func TestGreedyAndMask(t *testing.T) {
@@ -59,4 +62,178 @@ func TestCuts(t *testing.T) {
 	if a != b {
 		t.Fatal("Row is not a function of its inputs")
 	}
+}
+
+// refRow is Row's definition written out plainly (every allowed id sorted, zero masses
+// too; the cuts by position; the draw by a scan of the ids), for the differential tests.
+func refRow(logits []float32, p Params, allowed func(int) bool) int {
+	if !(p.Temperature > 0) {
+		var s Scratch
+		return Row(logits, p, allowed, &s)
+	}
+	var ids []int
+	for i := range logits {
+		if allowed == nil || allowed(i) {
+			ids = append(ids, i)
+		}
+	}
+	if len(ids) == 0 {
+		return 0
+	}
+	mx := float32(math.Inf(-1))
+	for _, i := range ids {
+		if math.IsNaN(float64(logits[i])) {
+			return ids[len(ids)-1]
+		}
+		mx = max(mx, logits[i])
+	}
+	if math.IsInf(float64(mx), 0) {
+		return ids[len(ids)-1]
+	}
+	e := map[int]float32{}
+	var total uint64
+	for _, i := range ids {
+		e[i] = sleef.Exp((logits[i] - mx) / float32(p.Temperature))
+		total += Mass(e[i])
+	}
+	sorted := append([]int(nil), ids...)
+	sort.SliceStable(sorted, func(a, b int) bool { return e[sorted[a]] > e[sorted[b]] })
+	keep := len(sorted)
+	if p.TopK > 0 && p.TopK < keep {
+		keep = p.TopK
+	}
+	if tp := float32(p.TopP); tp > 0 && tp < 1 {
+		need := uint64(math.Ceil(float64(tp) * float64(total)))
+		var acc uint64
+		for j := 0; j < keep; j++ {
+			if acc += Mass(e[sorted[j]]); acc >= need {
+				keep = j + 1
+				break
+			}
+		}
+	}
+	kept := map[int]bool{}
+	var m uint64
+	for _, i := range sorted[:keep] {
+		kept[i] = true
+		m += Mass(e[i])
+	}
+	u := uint64(0)
+	if x := p.U * float64(m); x >= 1 {
+		u = min(uint64(min(x, float64(m-1))), m-1)
+	}
+	var acc uint64
+	for _, i := range ids {
+		if kept[i] {
+			if acc += Mass(e[i]); acc > u {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// TestRowMatchesDefinition: Row against refRow on flat, peaked and tied rows, every
+// kind of cut, with and without a mask; and the rows Row does not sample by mass.
+func TestRowMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	var s Scratch
+	for trial := 0; trial < 3000; trial++ {
+		v := 1 + rng.IntN(300)
+		logits := make([]float32, v)
+		for i := range logits {
+			switch trial % 4 {
+			case 0:
+				logits[i] = float32(rng.NormFloat64())
+			case 1:
+				logits[i] = float32(rng.IntN(3)) // ties
+			case 2:
+				logits[i] = float32(rng.NormFloat64()) + float32(30*(rng.IntN(50)/49)) // peaked
+			default:
+				logits[i] = float32(rng.NormFloat64() * 40) // masses below 2^-40
+			}
+		}
+		p := Params{Temperature: []float64{0.3, 0.7, 1, 1.7}[rng.IntN(4)], U: rng.Float64()}
+		if rng.IntN(2) == 0 {
+			p.TopK = rng.IntN(v + 3)
+		}
+		if rng.IntN(2) == 0 {
+			p.TopP = []float64{0.1, 0.5, 0.9, 0.999, 1, 0}[rng.IntN(6)]
+		}
+		var allowed func(int) bool
+		if trial%3 == 0 {
+			bits := rng.Uint64()
+			allowed = func(i int) bool { return bits>>(i%64)&1 != 0 }
+		}
+		got, want := Row(logits, p, allowed, &s), refRow(logits, p, allowed)
+		if got != want {
+			t.Fatalf("trial %d (%+v, %d ids): Row %d, the definition %d", trial, p, v, got, want)
+		}
+		if allowed != nil && !allowed(got) && got != 0 {
+			t.Fatalf("trial %d: Row drew %d, not allowed", trial, got)
+		}
+	}
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, c := range []struct {
+		logits []float32
+		want   int
+	}{
+		{[]float32{1, nan, 2, 0}, 3},     // a NaN: the last allowed id
+		{[]float32{1, inf, 2, 0}, 3},     // +Inf largest
+		{[]float32{-inf, -inf, -inf}, 2}, // every logit -Inf
+		{[]float32{-inf, 5, -inf}, 1},    // the others have no mass
+		{[]float32{0, 0, 0, 0}, 2},       // uniform: U = 0.6 falls in the third quarter
+	} {
+		if got := Row(c.logits, Params{Temperature: 1, U: 0.6}, nil, &s); got != c.want {
+			t.Errorf("%v: Row %d, want %d", c.logits, got, c.want)
+		}
+	}
+	if got := Row([]float32{1, 2}, Params{Temperature: 1, U: 0.5}, func(int) bool { return false }, &s); got != 0 {
+		t.Errorf("nothing allowed: Row %d, want 0", got)
+	}
+	// temperature below 0 or NaN is greedy
+	for _, temp := range []float64{-1, math.NaN()} {
+		if got := Row([]float32{1, 3, 2}, Params{Temperature: temp, U: 0.1}, nil, &s); got != 1 {
+			t.Errorf("temperature %v: Row %d, want the greedy 1", temp, got)
+		}
+	}
+}
+
+// FuzzRow: any row and parameters give an allowed id in range (0 when none is allowed),
+// the definition's.
+func FuzzRow(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 1.0, 0.9, 3, 0.5, uint64(0))
+	f.Add([]byte{0x7f, 0xc0, 0, 0, 0, 0, 0x80, 0x3f}, 0.5, 0.0, 0, 0.99, uint64(5))
+	f.Fuzz(func(t *testing.T, raw []byte, temp, topP float64, topK int, u float64, mask uint64) {
+		logits := make([]float32, len(raw)/4)
+		for i := range logits {
+			logits[i] = math.Float32frombits(uint32(raw[4*i]) | uint32(raw[4*i+1])<<8 | uint32(raw[4*i+2])<<16 | uint32(raw[4*i+3])<<24)
+		}
+		if len(logits) == 0 || math.IsInf(temp, 0) || topK < 0 || topK > 1<<20 {
+			return
+		}
+		u = math.Abs(math.Mod(u, 1))
+		var allowed func(int) bool
+		if mask != 0 {
+			allowed = func(i int) bool { return mask>>(i%64)&1 != 0 }
+		}
+		var s Scratch
+		p := Params{Temperature: temp, TopP: topP, TopK: topK, U: u}
+		got := Row(logits, p, allowed, &s)
+		if got < 0 || got >= len(logits) {
+			t.Fatalf("Row %d of %d ids", got, len(logits))
+		}
+		if allowed != nil && !allowed(got) {
+			any := false
+			for i := range logits {
+				any = any || allowed(i)
+			}
+			if any {
+				t.Fatalf("Row drew %d, not allowed", got)
+			}
+		}
+		if want := refRow(logits, p, allowed); got != want {
+			t.Fatalf("%+v: Row %d, the definition %d", p, got, want)
+		}
+	})
 }

@@ -1,10 +1,5 @@
 package sampling
 
-import (
-	"math"
-	"slices"
-)
-
 // Streams of a request's random numbers: one uniform per (token index, stream).
 const (
 	StreamSample = 0 // the token sampled at an index (plain decoding; the bonus or resample)
@@ -30,61 +25,25 @@ func Uniform(seed uint64, idx int, stream int) float64 {
 }
 
 // Probs is the distribution Row draws from at p's temperature, top-k and top-p (U
-// ignored), written into dst (len(logits)); ids cut away get 0. Temperature 0 puts all
-// the mass on the greedy token.
+// ignored), written into dst (len(logits)): each kept id's mass over the kept mass, 0
+// for the others. Temperature not above 0 puts all the mass on the greedy token.
 func Probs(logits []float32, p Params, dst []float64, s *Scratch) []float64 {
 	dst = dst[:len(logits)]
 	clear(dst)
-	if p.Temperature == 0 {
+	if !(p.Temperature > 0) {
 		dst[Row(logits, p, nil, s)] = 1
 		return dst
 	}
-	mx := math.Inf(-1)
-	for _, v := range logits {
-		mx = max(mx, float64(v))
+	e, total, tok := weigh(logits, p.Temperature, nil, s)
+	if tok >= 0 {
+		dst[tok] = 1
+		return dst
 	}
-	order := s.order[:0]
-	var sum float64
-	for i, v := range logits {
-		dst[i] = math.Exp((float64(v) - mx) / p.Temperature)
-		sum += dst[i]
-		order = append(order, i)
-	}
-	if p.TopK > 0 && p.TopK < len(order) || p.TopP > 0 && p.TopP < 1 {
-		slices.SortFunc(order, func(a, b int) int {
-			if dst[a] != dst[b] {
-				if dst[a] > dst[b] {
-					return -1
-				}
-				return 1
-			}
-			return a - b
-		})
-		keep := len(order)
-		if p.TopK > 0 && p.TopK < keep {
-			keep = p.TopK
+	c := cutRow(e, total, p, s)
+	for i, v := range e {
+		if q := Mass(v); q > 0 && c.keeps(i, v) {
+			dst[i] = float64(q) / float64(c.mass)
 		}
-		if p.TopP > 0 && p.TopP < 1 {
-			var acc float64
-			for i, id := range order[:keep] {
-				acc += dst[id] / sum
-				if acc >= p.TopP {
-					keep = i + 1
-					break
-				}
-			}
-		}
-		for _, id := range order[keep:] {
-			dst[id] = 0
-		}
-		sum = 0
-		for _, id := range order[:keep] {
-			sum += dst[id]
-		}
-	}
-	s.order = order
-	for i := range dst {
-		dst[i] /= sum
 	}
 	return dst
 }

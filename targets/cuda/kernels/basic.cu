@@ -120,29 +120,12 @@ KERNEL(dense_sum, DenseSplitArgs) {
   }
 }
 
-// sample: one token per logits row, vm/sampling.Row. scratch holds, per row, V doubles
-// (probabilities) and V ints (the candidate order).
+// sample: one token per logits row, vm/sampling.Row. scratch holds, per row, 12·V bytes:
+// a greedy row's parts (sample_argmax_part), or a sampled row's V relative probabilities
+// (floats) and, on the emulated device, V ints (the candidate order).
 DEV bool sample_allowed(const int* words, i64 id) {
   u32 w = (u32)words[2 * (id >> 6) + ((id >> 5) & 1)];
   return ((w >> (id & 31)) & 1) != 0;
-}
-
-// before reports whether candidate x sorts before y: higher probability, then lower id.
-DEV bool sample_before(const double* prob, int x, int y) {
-  if (prob[x] != prob[y]) return prob[x] > prob[y];
-  return x < y;
-}
-
-DEV void sample_sift(int* order, const double* prob, i64 root, i64 n) {
-  // a max-heap on "sorts after", so that popping yields the sorted order at the end
-  for (;;) {
-    i64 child = 2 * root + 1;
-    if (child >= n) return;
-    if (child + 1 < n && sample_before(prob, order[child], order[child + 1])) child++;
-    if (!sample_before(prob, order[root], order[child])) return;
-    int t = order[root]; order[root] = order[child]; order[child] = t;
-    root = child;
-  }
 }
 
 struct SampleArgs { const float* logits; const float* params; const int* mask; int* out; i64 R; i64 V; i64 cols; char* scratch; };
@@ -194,7 +177,7 @@ KERNEL(sample_argmax_part, SampleArgs) {
     const i64 it = w >> 5;
     const int lane = (int)(w & 31);
     i64 r = it / nch, c = it % nch;
-    if (a.params[4 * r] != 0) continue;  // (the whole warp)
+    if (a.params[4 * r] > 0) continue;  // sampled at a temperature (the whole warp)
     const float* lg = a.logits + r * a.V;
     const int* words = sample_words(a, r);
     SamplePart part = {0, -1, -1, 0};
@@ -221,90 +204,341 @@ KERNEL(sample_argmax_part, SampleArgs) {
   }
 }
 
-// sample_walk: the draw from ids[0..n) of probabilities summing to total: U·total less
-// each probability in turn, the id where it falls below 0 (the last one if it never
-// does), as vm/sampling.Row walks. One thread.
-DEVM int sample_walk(const double* prob, const int* ids, i64 n, double total, double U) {
-  double u = U * total;
-  for (i64 j = 0; j < n; j++) {
-    u -= prob[ids[j]];
-    if (u < 0) return ids[j];
+// Rows sampled at a temperature: vm/sampling.Row. Each allowed id's relative
+// probability e = exp_sleef((logit − max) / T) in float32 and its integer mass
+// ⌊e · 2^40⌋ (sample_mass); the cuts over the candidates of positive mass sorted by e
+// (larger first, then lower id): the first top_k, then the shortest prefix whose mass
+// reaches ⌈top_p · total⌉; the draw u = ⌊U · kept mass⌋ and the first kept id, in id
+// order, where the kept mass so far exceeds u. Integer sums do not depend on their
+// order, so a launch block finds the same token as the serial loop without sorting.
+#define SAMPLE_MASS_SCALE 1099511627776.0f  // 2^40, vm/sampling.MassScale
+DEV u64 sample_mass(float e) { return (u64)(e * SAMPLE_MASS_SCALE); }
+DEV float sample_e(float lg, float mx, float t) {
+  const float x = (lg - mx) / t;
+  return x < -104 ? 0.0f : exp_sleef(x);
+}
+// sample_threshold: ⌊U · m⌋, 0 below 1 (or NaN), at most m − 1 (sampling.Threshold)
+DEV u64 sample_threshold(double U, u64 m) {
+  const double x = U * (double)m;
+  if (!(x >= 1)) return 0;
+  if (x >= (double)m) return m - 1;
+  const u64 u = (u64)x;
+  return u < m - 1 ? u : m - 1;
+}
+// sample_need: the top-p cut's mass ⌈top_p · total⌉ (sampling.NeedMass)
+DEV u64 sample_need(float topP, u64 total) { return (u64)ceil((double)topP * (double)total); }
+DEV bool sample_inf(float x) { return x == F32_INF || x == -F32_INF; }
+// sample_keeps: whether id i of relative probability e is kept by the cut (all: every
+// id of positive mass; else e above key's, or equal up to id last)
+DEV bool sample_keeps(bool all, u32 key, i64 last, i64 i, float e) {
+  const u32 k = bits_f32(e);
+  return all || k > key || (k == key && i <= last);
+}
+
+// sample_row: one row at temperature t by one thread, as vm/sampling.Row (e and order:
+// V floats and V ints of scratch). The emulated device runs it; the launch block's form
+// (sample_blk) must give the same token.
+DEV bool sample_before(const float* e, int x, int y) { return e[x] != e[y] ? e[x] > e[y] : x < y; }
+DEVM void sample_sift(int* order, const float* e, i64 root, i64 n) {
+  for (;;) {
+    i64 child = 2 * root + 1;
+    if (child >= n) return;
+    if (child + 1 < n && sample_before(e, order[child], order[child + 1])) child++;
+    if (!sample_before(e, order[root], order[child])) return;
+    int t = order[root]; order[root] = order[child]; order[child] = t;
+    root = child;
   }
-  return ids[n - 1];
 }
-// sample_cut: the draw from the first candidates of the sorted order (sorted[0..m), the
-// whole order when m = n): the top-k cut, the top-p cut (the probabilities over sum
-// added in order until they reach topP), then a walk down the kept ones, as
-// vm/sampling.Row. Returns -1 when the cuts fall past the m sorted candidates (m < n:
-// more are needed). One thread.
-DEVM int sample_cut(const double* prob, const int* sorted, i64 m, i64 n, double sum, i64 topK, double topP, double U) {
-  if (topK > 0 && topK < n) n = topK;
-  if (topP > 0 && topP < 1) {
-    double acc = 0;
-    for (i64 j = 0; j < imin(n, m); j++) {
-      acc += prob[sorted[j]] / sum;
-      if (acc >= topP) { n = j + 1; break; }
-    }
-  }
-  if (n > m) return -1;
-  double kept = 0;
-  for (i64 j = 0; j < n; j++) kept += prob[sorted[j]];
-  return sample_walk(prob, sorted, n, kept, U);
-}
-// sample_tau_next: the next, lower probability bound of the top-k/top-p prefix (16×
-// lower, then 0: every candidate).
-DEV double sample_tau_next(double tau) { return tau < 1e-30 ? 0.0 : tau * 0.0625; }
-// sample_sort: candidates order[0..n) heap-sorted into the order sampling.Row sorts by
-// (a larger probability first, then the lower id). One thread.
-DEVM void sample_sort(int* order, const double* prob, i64 n) {
-  for (i64 j = n / 2 - 1; j >= 0; j--) sample_sift(order, prob, j, n);
-  for (i64 end = n - 1; end > 0; end--) {
-    int t = order[0]; order[0] = order[end]; order[end] = t;
-    sample_sift(order, prob, 0, end);
-  }
-}
-// sample_pick: the sampled id of n candidates (order: allowed ids in id order, prob
-// their probabilities, sum their sum in that order), as vm/sampling.Row: with neither
-// top-k nor top-p a walk down the ids, else every candidate sorted, the cuts and a walk
-// down the kept ones. One thread.
-DEVM int sample_pick(const double* prob, int* order, i64 n, double sum, i64 topK, double topP, double U) {
-  if (n == 0) return 0;
-  if (topK == 0 && (topP <= 0 || topP >= 1)) return sample_walk(prob, order, n, sum, U);
-  sample_sort(order, prob, n);
-  return sample_cut(prob, order, n, n, sum, topK, topP, U);
-}
-// sample_row: a row sampled at temperature temp by one thread (the serial scan: the
-// maximum by fmax64 in id order, the probabilities and their sum in id order).
-DEVM int sample_row(const float* lg, const int* words, i64 V, double* prob, int* order, double temp, i64 topK, double topP, double U) {
-  double mx = -F64_INF;
-  for (i64 i = 0; i < V; i++)
-    if (!words || sample_allowed(words, i)) mx = fmax64(mx, (double)lg[i]);
-  double sum = 0;
-  i64 n = 0;
+DEVM int sample_row(const float* lg, const int* words, i64 V, float* e, int* order, float t, i64 topK, float topP, double U) {
+  i64 n = 0, last = -1;
+  bool nan = false;
+  float mx = -F32_INF;
   for (i64 i = 0; i < V; i++) {
     if (words && !sample_allowed(words, i)) continue;
-    prob[i] = exp(((double)lg[i] - mx) / temp);
-    sum += prob[i];
-    order[n++] = (int)i;
+    n++, last = i;
+    if (isnan32(lg[i])) nan = true;
+    else if (lg[i] > mx) mx = lg[i];
   }
-  return sample_pick(prob, order, n, sum, topK, topP, U);
+  if (n == 0) return 0;
+  if (nan || sample_inf(mx)) return (int)last;
+  u64 total = 0;
+  for (i64 i = 0; i < V; i++) {
+    e[i] = (!words || sample_allowed(words, i)) ? sample_e(lg[i], mx, t) : 0.0f;
+    total += sample_mass(e[i]);
+  }
+  const bool nucleus = topP > 0 && topP < 1;
+  bool all = true;
+  u32 key = 0;
+  i64 lastk = 0;
+  u64 m = total;
+  if (topK > 0 || nucleus) {
+    i64 np = 0;
+    for (i64 i = 0; i < V; i++)
+      if (sample_mass(e[i]) > 0) order[np++] = (int)i;
+    i64 keep = np;
+    if (topK > 0 && topK < keep) keep = topK;
+    if (keep < np || nucleus) {
+      // heap sort into (e larger first, then lower id)
+      for (i64 j = np / 2 - 1; j >= 0; j--) sample_sift(order, e, j, np);
+      for (i64 end = np - 1; end > 0; end--) {
+        int x = order[0]; order[0] = order[end]; order[end] = x;
+        sample_sift(order, e, 0, end);
+      }
+      if (nucleus) {
+        const u64 need = sample_need(topP, total);
+        u64 acc = 0;
+        for (i64 j = 0; j < keep; j++)
+          if ((acc += sample_mass(e[order[j]])) >= need) { keep = j + 1; break; }
+      }
+      m = 0;
+      for (i64 j = 0; j < keep; j++) m += sample_mass(e[order[j]]);
+      all = false, key = bits_f32(e[order[keep - 1]]), lastk = order[keep - 1];
+    }
+  }
+  const u64 u = sample_threshold(U, m);
+  u64 acc = 0;
+  i64 got = 0;
+  for (i64 i = 0; i < V; i++) {
+    const u64 q = sample_mass(e[i]);
+    if (q == 0 || !sample_keeps(all, key, lastk, i, e[i])) continue;
+    got = i;
+    if ((acc += q) > u) break;
+  }
+  return (int)got;
 }
-// A warp a row: a greedy row's parts folded by the warp (lane l folds parts l, l + 32, …
-// in order, then the lanes by shuffles; the emulated device folds them serially at lane
-// 0); another row's maximum, probabilities and candidate list by the warp, then its sum
-// and draw by lane 0 (a row with a NaN allowed logit, and every row on the emulated
-// device, all by lane 0: sample_row). Until run 29 a thread a row did all of it.
+
+#ifndef DI_EMULATE
+// The launch block's form: ROW_SPREAD threads a row, the passes over the row strided
+// (thread j: ids j, j + ROW_SPREAD, …) or in contiguous chunks where the id order
+// matters (the tie and the draw), the integer sums by shuffles and shared memory. The
+// cut's boundary (the e at which the sorted mass, or count, first reaches its target)
+// is found digit by digit of e's bits (three passes: bits 30-20, 19-10, 9-0), a
+// histogram of mass and count a digit in shared memory, instead of by a sort.
+#define SAMPLE_NT ROW_SPREAD
+#define SAMPLE_NW (SAMPLE_NT / 32)
+struct SampleShared {
+  u64 hm[2048];
+  u32 hc[2048];
+  u64 red[SAMPLE_NW];
+  u64 r_m, r_c;
+  u32 r_digit;
+  int r_found;
+  i64 r_id;
+};
+// sample_blk_sum: the block's sum of v (every thread gets it)
+DEV u64 sample_blk_sum(u64 v, int tid, SampleShared& S) {
+  for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  if ((tid & 31) == 0) S.red[tid >> 5] = v;
+  __syncthreads();
+  u64 s = 0;
+  for (int w = 0; w < SAMPLE_NW; w++) s += S.red[w];
+  __syncthreads();
+  return s;
+}
+// sample_blk_max: the block's largest v (unsigned)
+DEV u64 sample_blk_max(u64 v, int tid, SampleShared& S) {
+  for (int off = 16; off >= 1; off >>= 1) {
+    const u64 o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  if ((tid & 31) == 0) S.red[tid >> 5] = v;
+  __syncthreads();
+  u64 s = 0;
+  for (int w = 0; w < SAMPLE_NW; w++) s = S.red[w] > s ? S.red[w] : s;
+  __syncthreads();
+  return s;
+}
+// sample_blk_exscan: the sum of v over the threads before this one
+DEV u64 sample_blk_exscan(u64 v, int tid, SampleShared& S) {
+  const int lane = tid & 31;
+  u64 x = v;
+  for (int off = 1; off < 32; off <<= 1) {
+    const u64 o = __shfl_up_sync(0xffffffffu, x, off);
+    if (lane >= off) x += o;
+  }
+  if (lane == 31) S.red[tid >> 5] = x;
+  __syncthreads();
+  u64 before = 0;
+  for (int w = 0; w < (tid >> 5); w++) before += S.red[w];
+  __syncthreads();
+  return before + x - v;
+}
+// sample_descend: the key (e's bits) of the candidate of positive mass at which the
+// mass (by_mass) or the count of the candidates taken in sorted order first reaches
+// target, and the mass and count of those sorting above that key (keys larger). Returns
+// false when all of them together stay below target.
+DEV bool sample_descend(const float* E, i64 V, bool by_mass, u64 target, int tid, SampleShared& S, u32* key, u64* am, u64* ac) {
+  u32 prefix = 0;
+  u64 above_m = 0, above_c = 0;
+  const int shifts[3] = {20, 10, 0}, widths[3] = {11, 10, 10};
+  for (int lv = 0; lv < 3; lv++) {
+    const int sh = shifts[lv], nb = 1 << widths[lv], top = sh + widths[lv];
+    for (int d = tid; d < nb; d += SAMPLE_NT) S.hm[d] = 0, S.hc[d] = 0;
+    __syncthreads();
+    for (i64 i = tid; i < V; i += SAMPLE_NT) {
+      const float e = E[i];
+      const u64 q = sample_mass(e);
+      const u32 k = bits_f32(e);
+      if (q == 0 || (k >> top) != prefix) continue;
+      const u32 d = (k >> sh) & (u32)(nb - 1);
+      atomicAdd(&S.hm[d], q);
+      atomicAdd(&S.hc[d], 1u);
+    }
+    __syncthreads();
+    if (tid < 32) {
+      // lane l sums digits nb-1-l·c down to nb-(l+1)·c (c = nb/32), the lanes' sums
+      // scanned from the largest digits down; the lane where the target is crossed
+      // walks its digits
+      const int c = nb / 32, hi = nb - 1 - tid * c;
+      u64 sm = 0, sc = 0;
+      for (int j = 0; j < c; j++) sm += S.hm[hi - j], sc += S.hc[hi - j];
+      u64 xm = sm, xc = sc;
+      for (int off = 1; off < 32; off <<= 1) {
+        const u64 om = __shfl_up_sync(0xffffffffu, xm, off), oc = __shfl_up_sync(0xffffffffu, xc, off);
+        if (tid >= off) xm += om, xc += oc;
+      }
+      u64 bm = above_m + xm - sm, bc = above_c + xc - sc;  // above this lane's digits
+      const u64 before = by_mass ? bm : bc, mine = by_mass ? sm : sc;
+      if (tid == 0) S.r_found = 0;
+      __syncwarp();
+      if (before < target && target <= before + mine) {
+        for (int j = 0; j < c; j++) {
+          const int d = hi - j;
+          const u64 dm = S.hm[d], dc = S.hc[d];
+          if ((by_mass ? bm + dm : bc + dc) >= target) {
+            S.r_digit = (u32)d, S.r_m = bm, S.r_c = bc, S.r_found = 1;
+            break;
+          }
+          bm += dm, bc += dc;
+        }
+      }
+    }
+    __syncthreads();
+    const bool found = S.r_found != 0;
+    prefix = (prefix << widths[lv]) | S.r_digit;
+    above_m = S.r_m, above_c = S.r_c;
+    __syncthreads();  // read before the next level writes them
+    if (!found) return false;
+  }
+  *key = prefix, *am = above_m, *ac = above_c;
+  return true;
+}
+// sample_blk: one row at temperature t by the launch block (tid: its thread); writes
+// a.out[r] from thread 0 or the thread whose chunk holds the token.
+DEV void sample_blk(const SampleArgs& a, i64 r, int tid, SampleShared& S) {
+  const float* lg = a.logits + r * a.V;
+  const float* p = a.params + 4 * r;
+  const float t = p[0], topP = p[1];
+  const i64 topK = (i64)p[2];
+  const double U = (double)p[3];
+  const int* words = sample_words(a, r);
+  float* E = (float*)(a.scratch + r * a.V * 12);
+  const i64 V = a.V;
+  // the allowed ids: how many, the last, a NaN among them, the largest
+  u64 n = 0, last = 0, nan = 0;
+  float mx = -F32_INF;
+  for (i64 i = tid; i < V; i += SAMPLE_NT) {
+    if (words && !sample_allowed(words, i)) continue;
+    n++, last = (u64)i + 1;
+    const float v = lg[i];
+    if (isnan32(v)) nan = 1;
+    else if (v > mx) mx = v;
+  }
+  n = sample_blk_sum(n, tid, S);
+  last = sample_blk_max(last, tid, S);
+  nan = sample_blk_max(nan, tid, S);
+  // the largest as an ordered key (the float's bits, negatives flipped)
+  const u32 mb = bits_f32(mx);
+  const u64 mkey = sample_blk_max((u64)(mb & 0x80000000u ? ~mb : mb | 0x80000000u), tid, S);
+  const u32 mk = (u32)mkey;
+  mx = f32_bits(mk & 0x80000000u ? mk & 0x7fffffffu : ~mk);
+  if (n == 0 || nan || sample_inf(mx)) {
+    if (tid == 0) a.out[r] = n == 0 ? 0 : (int)(last - 1);
+    return;
+  }
+  u64 total = 0, npos = 0;
+  for (i64 i = tid; i < V; i += SAMPLE_NT) {
+    const float e = (!words || sample_allowed(words, i)) ? sample_e(lg[i], mx, t) : 0.0f;
+    E[i] = e;
+    const u64 q = sample_mass(e);
+    total += q, npos += q > 0;
+  }
+  total = sample_blk_sum(total, tid, S);
+  npos = sample_blk_sum(npos, tid, S);  // (its __syncthreads also orders E's writes before the reads below)
+  // the cut: the boundary key, the ties at it taken (in id order), the mass above it
+  const bool nucleus = topP > 0 && topP < 1;
+  bool all = true;
+  u32 key = 0;
+  u64 m = total, ties = 0, am = 0, ac = 0;
+  i64 pos = (i64)npos;
+  if (nucleus) {
+    const u64 need = sample_need(topP, total);
+    if (sample_descend(E, V, true, need, tid, S, &key, &am, &ac)) {
+      const u64 q = sample_mass(f32_bits(key));
+      ties = (need - am + q - 1) / q;
+      pos = (i64)(ac + ties);
+      all = false;
+    }
+  }
+  if (topK > 0 && topK < pos) {
+    sample_descend(E, V, false, (u64)topK, tid, S, &key, &am, &ac);
+    ties = (u64)topK - ac;
+    all = false;
+  }
+  i64 lastk = 0;
+  const i64 C = (V + SAMPLE_NT - 1) / SAMPLE_NT, lo = imin(V, tid * C), hi = imin(V, lo + C);
+  if (!all) {
+    m = am + ties * sample_mass(f32_bits(key));
+    // the ties-th id of e's bits equal to key, in id order: each thread counts its
+    // chunk's, the thread where the count crosses walks its chunk
+    u64 cnt = 0;
+    for (i64 i = lo; i < hi; i++) cnt += bits_f32(E[i]) == key;
+    const u64 before = sample_blk_exscan(cnt, tid, S);
+    if (before < ties && ties <= before + cnt) {
+      u64 c = before;
+      for (i64 i = lo; i < hi; i++)
+        if (bits_f32(E[i]) == key && ++c == ties) { S.r_id = i; break; }
+    }
+    __syncthreads();
+    lastk = S.r_id;
+    __syncthreads();
+  }
+  // the draw: each thread's chunk's kept mass, the thread where u falls walks it
+  const u64 u = sample_threshold(U, m);
+  u64 s = 0;
+  for (i64 i = lo; i < hi; i++) {
+    const float e = E[i];
+    const u64 q = sample_mass(e);
+    if (q > 0 && sample_keeps(all, key, lastk, i, e)) s += q;
+  }
+  const u64 before = sample_blk_exscan(s, tid, S);
+  if (before <= u && u < before + s) {
+    u64 acc = before;
+    for (i64 i = lo; i < hi; i++) {
+      const float e = E[i];
+      const u64 q = sample_mass(e);
+      if (q == 0 || !sample_keeps(all, key, lastk, i, e)) continue;
+      if ((acc += q) > u) { a.out[r] = (int)i; break; }
+    }
+  }
+}
+#endif
+
+// A launch block a row. A greedy row's parts folded by its first warp (lane l folds
+// parts l, l + 32, … in order, then the lanes by shuffles); a row at a temperature by
+// the whole block (sample_blk). The emulated device runs each row at thread 0: the
+// parts folded serially, or sample_row. Until run 29 a thread a row did all of it;
+// until run 30 a warp a row (a temperature's sort and draw on lane 0).
 KERNEL(sample, SampleArgs) {
-  for (i64 w = GIDX; w < a.R * 32; w += GSTRIDE) {
-    const i64 r = w >> 5;
-    const int lane = (int)(w & 31);
-    const float* lg = a.logits + r * a.V;
+#ifndef DI_EMULATE
+  __shared__ SampleShared S;
+#endif
+  for (i64 w = GIDX; w < a.R * ROW_SPREAD; w += GSTRIDE) {
+    const i64 r = w / ROW_SPREAD;
+    const int tid = (int)(w % ROW_SPREAD), lane = tid & 31;
     const float* p = a.params + 4 * r;
-    double temp = (double)p[0], topP = (double)p[1], U = (double)p[3];
-    i64 topK = (i64)p[2];
-    const int* words = 0;
-    if (a.mask && a.mask[r * a.cols] != 0) words = a.mask + r * a.cols + 1;
-    if (temp == 0) {
+    if (!(p[0] > 0)) {
+      if (tid >= 32) continue;
       const SamplePart* parts = (const SamplePart*)(a.scratch + r * a.V * 12);
       const i64 nch = (a.V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
       SamplePart f = {0, -1, -1, 0};
@@ -316,93 +550,21 @@ KERNEL(sample, SampleArgs) {
       f = sample_part_warp(f);
       if (lane != 0) continue;
 #endif
+      const float* lg = a.logits + r * a.V;
       i64 first = f.first, best = f.maxi;
       if (first >= 0 && isnan32(lg[first])) best = first;
       a.out[r] = (int)(best < 0 ? (first < 0 ? 0 : first) : best);
       continue;
     }
-    double* prob = (double*)(a.scratch + r * a.V * 12);
-    int* order = (int*)(a.scratch + r * a.V * 12 + a.V * 8);
-#ifndef DI_EMULATE
-    // the warp: the allowed logits' maximum (when none is NaN: then the maximum does not
-    // depend on the order; a NaN row goes to lane 0's serial scan, whose fmax64 fold it
-    // follows), each allowed id's probability, and the allowed ids in order (a ballot a
-    // 32 ids); lane 0 then sums them in that order and samples, as sample_row does
-    bool nan = false;
-    double mx = -F64_INF;
-    for (i64 i = lane; i < a.V; i += 32)
-      if (!words || sample_allowed(words, i)) {
-        const float v = lg[i];
-        if (isnan32(v)) nan = true;
-        else mx = fmax64(mx, (double)v);
-      }
-    if (!__any_sync(0xffffffffu, nan)) {
-      for (int off = 16; off >= 1; off >>= 1) mx = fmax64(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      i64 n = 0;
-      for (i64 base = 0; base < a.V; base += 32) {
-        const i64 i = base + lane;
-        const bool ok = i < a.V && (!words || sample_allowed(words, i));
-        if (ok) prob[i] = exp(((double)lg[i] - mx) / temp);
-        const u32 m = __ballot_sync(0xffffffffu, ok);
-        if (ok) order[n + __popc(m & ((1u << lane) - 1u))] = (int)i;
-        n += __popc(m);
-      }
-      __syncwarp();  // every lane's prob and order written before lane 0 reads them
-      double sum = 0;
-      if (lane == 0)
-        for (i64 j = 0; j < n; j++) sum += prob[order[j]];
-      if (n == 0 || (topK == 0 && (topP <= 0 || topP >= 1))) {
-        if (lane == 0) a.out[r] = sample_pick(prob, order, n, sum, topK, topP, U);
-        continue;
-      }
-      // top-k / top-p: the candidates of probability ≥ tau are a prefix of the sorted
-      // order (a larger probability sorts first), so sorting them alone gives its first
-      // entries exactly; tau falls (1, 1/16, …, then 0: every candidate) until the prefix
-      // holds top-k's candidates or about topP of the mass, and again if the exact cuts
-      // fall past it (sample_cut: -1). A row with a +inf logit has probabilities of NaN
-      // and 0 only, which no tau above 0 counts, so it sorts every candidate, as the
-      // serial form does.
-      sum = __shfl_sync(0xffffffffu, sum, 0);
-      double tau = 1.0;
-      int pick = -1;
-      while (pick < 0) {
-        int cnt = 0;
-        double mass = 0;
-        for (i64 i = lane; i < a.V; i += 32)
-          if ((!words || sample_allowed(words, i)) && prob[i] >= tau) cnt++, mass += prob[i];
-        for (int off = 16; off >= 1; off >>= 1) {
-          cnt += __shfl_xor_sync(0xffffffffu, cnt, off);
-          mass += __shfl_xor_sync(0xffffffffu, mass, off);
-        }
-        const bool all = tau == 0 || cnt == n;
-        if (!all && !(topK > 0 && topK <= cnt) && !(topP > 0 && topP < 1 && mass >= topP * sum * 1.000001)) {
-          tau = sample_tau_next(tau);
-          continue;
-        }
-        // the prefix's ids into order (in id order; the sort does not depend on it)
-        i64 m = 0;
-        for (i64 base = 0; base < a.V; base += 32) {
-          const i64 i = base + lane;
-          const bool in = i < a.V && (!words || sample_allowed(words, i)) && (all || prob[i] >= tau);
-          const u32 bm = __ballot_sync(0xffffffffu, in);
-          if (in) order[m + __popc(bm & ((1u << lane) - 1u))] = (int)i;
-          m += __popc(bm);
-        }
-        __syncwarp();  // the prefix written before lane 0 sorts it
-        if (lane == 0) {
-          sample_sort(order, prob, m);
-          pick = sample_cut(prob, order, m, n, sum, topK, topP, U);
-        }
-        pick = __shfl_sync(0xffffffffu, pick, 0);
-        __syncwarp();  // lane 0's sort read before the next round writes order
-        if (pick < 0) tau = sample_tau_next(tau);
-      }
-      if (lane == 0) a.out[r] = pick;
-      continue;
-    }
+#ifdef DI_EMULATE
+    if (tid != 0) continue;
+    float* e = (float*)(a.scratch + r * a.V * 12);
+    int* order = (int*)(a.scratch + r * a.V * 12 + a.V * 4);
+    a.out[r] = sample_row(a.logits + r * a.V, sample_words(a, r), a.V, e, order, p[0], (i64)p[2], p[1], (double)p[3]);
+#else
+    sample_blk(a, r, tid, S);
+    __syncthreads();  // the block's shared memory free for its next row
 #endif
-    if (lane != 0) continue;
-    a.out[r] = sample_row(lg, words, a.V, prob, order, temp, topK, topP, U);
   }
 }
 

@@ -1,10 +1,11 @@
 // sample_fibers_main.cc: TestSampleDeviceCodeOnHostFibers' cases (follows fp4_fibers.h,
 // the headers and basic.cu's device branch): sample_argmax_part (a warp a row's chunk of
-// ids) and sample (a warp a row) on host fibers against the serial greedy scan, on
-// logits full of ties, NaNs, signed zeros and infinities, with and without a mask of
-// allowed ids; and rows sampled at a temperature (the warp's maximum, probabilities and
-// candidates, lane 0's sum and draw; a NaN row by lane 0 alone) against sample_row, the
-// serial form the emulated device runs: plain walks, top-k, top-p and both.
+// ids) and sample (a launch block a row; a greedy row's parts folded by its first warp)
+// on host fibers against the serial greedy scan, on logits full of ties, NaNs, signed
+// zeros and infinities, with and without a mask of allowed ids; and rows sampled at a
+// temperature (sample_blk: the block's sums, the cut's boundary digit by digit, the tie
+// and the draw in chunks) against sample_row, the serial form the emulated device runs:
+// plain draws, top-k, top-p and both, over ties at the boundary and masses below 2^-40.
 #include <random>
 #include <vector>
 
@@ -44,9 +45,12 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
   for (long r = 2; r < R; r += 3) {
     const long c = (r / 3 + seed) % 10;
     params[4 * r] = (r / 3 + seed) % 3 == 0 ? 1.3f : 0.7f, params[4 * r + 1] = cuts[c][1], params[4 * r + 2] = cuts[c][0];
-    params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
+    // (U = 0 in one row in six: the draw's u is 0, at a chunk's start)
+    params[4 * r + 3] = (r / 3 + seed) % 6 == 0 ? 0.0f : (float)(rng() % 1000) / 1000.0f;
     const bool peaked = (r / 3 + seed) % 2 == 0;
-    for (long i = 0; i < V; i++) logits[r * V + i] = (float)(rng() % 100) / 10.0f + (peaked && rng() % 97 == 0 ? 25.0f : 0.0f);
+    // (one row in four spread 8× wider: many ids below 2^-40 of the largest, no mass)
+    const float spread = (r / 3 + seed) % 4 == 2 ? 8.0f : 1.0f;
+    for (long i = 0; i < V; i++) logits[r * V + i] = spread * (float)(rng() % 100) / 10.0f + (peaked && rng() % 97 == 0 ? 25.0f : 0.0f);
     if ((r / 3 + seed) % 5 == 1) logits[r * V + rng() % V] = __uint_as_float(0x7fc00000u);
     if ((r / 3 + seed) % 7 == 3) logits[r * V + rng() % V] = __uint_as_float(0x7f800000u);
   }
@@ -59,13 +63,13 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
       if (r != 0 && rng() % 3 != 0) mask[r * cols + 1 + 2 * (i >> 6) + ((i >> 5) & 1)] |= 1 << (i & 31);
   }
   std::vector<int> out(R, -7), want(R);
-  std::vector<double> wprob(V);
+  std::vector<float> we(V);
   std::vector<int> worder(V);
   for (long r = 0; r < R; r++) {
     const int* words = masked ? mask.data() + r * cols + 1 : nullptr;
     const float* p = params.data() + 4 * r;
-    want[r] = p[0] != 0 ? sample_row(logits.data() + r * V, words, V, wprob.data(), worder.data(), (double)p[0], (i64)p[2], (double)p[1], (double)p[3])
-                        : greedy(logits.data() + r * V, V, words);
+    want[r] = p[0] > 0 ? sample_row(logits.data() + r * V, words, V, we.data(), worder.data(), p[0], (i64)p[2], p[1], (double)p[3])
+                       : greedy(logits.data() + r * V, V, words);
   }
   std::vector<char> scratch(R * V * 12 + 64);
   SampleArgs a{};
@@ -74,7 +78,7 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
   const long nch = (V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
   long before = g_errors;
   fibers_launch(sample_argmax_part, a, (R * nch * 32 + 127) / 128);
-  fibers_launch(sample, a, (R * 32 + 127) / 128);
+  fibers_launch(sample, a, R);
   long diff = 0;
   for (long r = 0; r < R; r++)
     if (out[r] != want[r]) {
