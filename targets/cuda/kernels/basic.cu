@@ -308,14 +308,17 @@ DEVM int sample_row(const float* lg, const int* words, i64 V, float* e, int* ord
 }
 
 #ifndef DI_EMULATE
-// The launch block's form: ROW_SPREAD threads a row, the passes over the row strided
-// (thread j: ids j, j + ROW_SPREAD, …) or in contiguous chunks where the id order
-// matters (the tie and the draw), the integer sums by shuffles and shared memory. The
-// cut's boundary (the e at which the sorted mass, or count, first reaches its target)
-// is found digit by digit of e's bits (three passes: bits 30-20, 19-10, 9-0), a
-// histogram of mass and count a digit in shared memory, instead of by a sort.
+// The launch block's form: ROW_SPREAD threads a row. The passes over the row are
+// strided (thread j: ids j, j + ROW_SPREAD, …) with eight loads issued before their
+// values are used (a row's pass is a chain of memory round trips otherwise: run 30a's
+// first form took 2 ms a row); the draw's pass runs over contiguous chunks, in id order.
+// Integer sums by shuffles and shared memory. The cut's boundary (the e at which the
+// sorted mass, or count, first reaches its target) is found digit by digit of e's bits
+// (bits 30-20, 19-10, 9-0), a histogram of mass and count a digit in shared memory,
+// instead of by a sort; the ties at the boundary are taken in id order by the draw.
 #define SAMPLE_NT ROW_SPREAD
 #define SAMPLE_NW (SAMPLE_NT / 32)
+#define SAMPLE_AHEAD 8
 struct SampleShared {
   u64 hm[2048];
   u32 hc[2048];
@@ -323,8 +326,34 @@ struct SampleShared {
   u64 r_m, r_c;
   u32 r_digit;
   int r_found;
-  i64 r_id;
 };
+// sample_each: f(i, src[i]) for i = tid, tid + SAMPLE_NT, … below V, SAMPLE_AHEAD loads
+// issued before the first value is used
+template <class F> DEV void sample_each(const float* src, i64 V, int tid, F f) {
+  i64 i = tid;
+  for (; i + (SAMPLE_AHEAD - 1) * SAMPLE_NT < V; i += SAMPLE_AHEAD * SAMPLE_NT) {
+    float v[SAMPLE_AHEAD];
+    UNROLL_BY(8)
+    for (int j = 0; j < SAMPLE_AHEAD; j++) v[j] = src[i + j * SAMPLE_NT];
+    UNROLL_BY(8)
+    for (int j = 0; j < SAMPLE_AHEAD; j++) f(i + j * SAMPLE_NT, v[j]);
+  }
+  for (; i < V; i += SAMPLE_NT) f(i, src[i]);
+}
+// sample_span: f(i, src[i]) for i in [lo, hi) in order until f returns true, loads
+// SAMPLE_AHEAD at a time
+template <class F> DEV void sample_span(const float* src, i64 lo, i64 hi, F f) {
+  i64 i = lo;
+  for (; i + SAMPLE_AHEAD <= hi; i += SAMPLE_AHEAD) {
+    float v[SAMPLE_AHEAD];
+    UNROLL_BY(8)
+    for (int j = 0; j < SAMPLE_AHEAD; j++) v[j] = src[i + j];
+    for (int j = 0; j < SAMPLE_AHEAD; j++)
+      if (f(i + j, v[j])) return;
+  }
+  for (; i < hi; i++)
+    if (f(i, src[i])) return;
+}
 // sample_blk_sum: the block's sum of v (every thread gets it)
 DEV u64 sample_blk_sum(u64 v, int tid, SampleShared& S) {
   for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -363,68 +392,85 @@ DEV u64 sample_blk_exscan(u64 v, int tid, SampleShared& S) {
   __syncthreads();
   return before + x - v;
 }
+// the digits of e's bits the descent takes: level lv's shift and width
+DEV int sample_shift(int lv) { return lv == 0 ? 20 : lv == 1 ? 10 : 0; }
+DEV int sample_width(int lv) { return lv == 0 ? 11 : 10; }
+DEV void sample_hist_zero(int lv, int tid, SampleShared& S) {
+  for (int d = tid; d < (1 << sample_width(lv)); d += SAMPLE_NT) S.hm[d] = 0, S.hc[d] = 0;
+}
+// sample_hist_add: a candidate of mass q > 0 and key k into level lv's histogram when
+// its bits above the level are prefix
+DEV void sample_hist_add(int lv, u32 prefix, u32 k, u64 q, SampleShared& S) {
+  const int sh = sample_shift(lv), w = sample_width(lv);
+  if ((k >> (sh + w)) != prefix) return;
+  const u32 d = (k >> sh) & ((1u << w) - 1u);
+  atomicAdd(&S.hm[d], q);
+  atomicAdd(&S.hc[d], 1u);
+}
+// sample_digit: level lv's digit at which the mass (by_mass) or count, added from the
+// largest digit down after above's, first reaches target; prefix and above move to it
+// (above: the mass and count of the keys larger than the digit's). Returns false when
+// the level's candidates together stay below it. The histogram must be complete.
+DEV bool sample_digit(int lv, bool by_mass, u64 target, int tid, SampleShared& S, u32* prefix, u64* above_m, u64* above_c) {
+  if (tid < 32) {
+    // lane l sums digits nb-1-l·c down to nb-(l+1)·c (c = nb/32), the lanes' sums
+    // scanned from the largest digits down; the lane where the target is crossed walks
+    // its digits
+    const int nb = 1 << sample_width(lv), c = nb / 32, hi = nb - 1 - tid * c;
+    u64 sm = 0, sc = 0;
+    for (int j = 0; j < c; j++) sm += S.hm[hi - j], sc += S.hc[hi - j];
+    u64 xm = sm, xc = sc;
+    for (int off = 1; off < 32; off <<= 1) {
+      const u64 om = __shfl_up_sync(0xffffffffu, xm, off), oc = __shfl_up_sync(0xffffffffu, xc, off);
+      if (tid >= off) xm += om, xc += oc;
+    }
+    u64 bm = *above_m + xm - sm, bc = *above_c + xc - sc;  // above this lane's digits
+    const u64 before = by_mass ? bm : bc, mine = by_mass ? sm : sc;
+    if (tid == 0) S.r_found = 0;
+    __syncwarp();
+    if (before < target && target <= before + mine) {
+      for (int j = 0; j < c; j++) {
+        const int d = hi - j;
+        const u64 dm = S.hm[d], dc = S.hc[d];
+        if ((by_mass ? bm + dm : bc + dc) >= target) {
+          S.r_digit = (u32)d, S.r_m = bm, S.r_c = bc, S.r_found = 1;
+          break;
+        }
+        bm += dm, bc += dc;
+      }
+    }
+  }
+  __syncthreads();
+  const bool found = S.r_found != 0;
+  *prefix = (*prefix << sample_width(lv)) | S.r_digit;
+  *above_m = S.r_m, *above_c = S.r_c;
+  __syncthreads();  // read before the histogram or the results are written again
+  return found;
+}
 // sample_descend: the key (e's bits) of the candidate of positive mass at which the
 // mass (by_mass) or the count of the candidates taken in sorted order first reaches
-// target, and the mass and count of those sorting above that key (keys larger). Returns
-// false when all of them together stay below target.
-DEV bool sample_descend(const float* E, i64 V, bool by_mass, u64 target, int tid, SampleShared& S, u32* key, u64* am, u64* ac) {
+// target, and the mass and count of those above it (larger keys); level 0's histogram
+// already filled when have0. Returns false when they all stay below target.
+DEV bool sample_descend(const float* E, i64 V, bool by_mass, u64 target, bool have0, int tid, SampleShared& S, u32* key, u64* am, u64* ac) {
   u32 prefix = 0;
   u64 above_m = 0, above_c = 0;
-  const int shifts[3] = {20, 10, 0}, widths[3] = {11, 10, 10};
   for (int lv = 0; lv < 3; lv++) {
-    const int sh = shifts[lv], nb = 1 << widths[lv], top = sh + widths[lv];
-    for (int d = tid; d < nb; d += SAMPLE_NT) S.hm[d] = 0, S.hc[d] = 0;
-    __syncthreads();
-    for (i64 i = tid; i < V; i += SAMPLE_NT) {
-      const float e = E[i];
-      const u64 q = sample_mass(e);
-      const u32 k = bits_f32(e);
-      if (q == 0 || (k >> top) != prefix) continue;
-      const u32 d = (k >> sh) & (u32)(nb - 1);
-      atomicAdd(&S.hm[d], q);
-      atomicAdd(&S.hc[d], 1u);
+    if (lv > 0 || !have0) {
+      sample_hist_zero(lv, tid, S);
+      __syncthreads();
+      sample_each(E, V, tid, [&](i64, float e) {
+        const u64 q = sample_mass(e);
+        if (q > 0) sample_hist_add(lv, prefix, bits_f32(e), q, S);
+      });
+      __syncthreads();
     }
-    __syncthreads();
-    if (tid < 32) {
-      // lane l sums digits nb-1-l·c down to nb-(l+1)·c (c = nb/32), the lanes' sums
-      // scanned from the largest digits down; the lane where the target is crossed
-      // walks its digits
-      const int c = nb / 32, hi = nb - 1 - tid * c;
-      u64 sm = 0, sc = 0;
-      for (int j = 0; j < c; j++) sm += S.hm[hi - j], sc += S.hc[hi - j];
-      u64 xm = sm, xc = sc;
-      for (int off = 1; off < 32; off <<= 1) {
-        const u64 om = __shfl_up_sync(0xffffffffu, xm, off), oc = __shfl_up_sync(0xffffffffu, xc, off);
-        if (tid >= off) xm += om, xc += oc;
-      }
-      u64 bm = above_m + xm - sm, bc = above_c + xc - sc;  // above this lane's digits
-      const u64 before = by_mass ? bm : bc, mine = by_mass ? sm : sc;
-      if (tid == 0) S.r_found = 0;
-      __syncwarp();
-      if (before < target && target <= before + mine) {
-        for (int j = 0; j < c; j++) {
-          const int d = hi - j;
-          const u64 dm = S.hm[d], dc = S.hc[d];
-          if ((by_mass ? bm + dm : bc + dc) >= target) {
-            S.r_digit = (u32)d, S.r_m = bm, S.r_c = bc, S.r_found = 1;
-            break;
-          }
-          bm += dm, bc += dc;
-        }
-      }
-    }
-    __syncthreads();
-    const bool found = S.r_found != 0;
-    prefix = (prefix << widths[lv]) | S.r_digit;
-    above_m = S.r_m, above_c = S.r_c;
-    __syncthreads();  // read before the next level writes them
-    if (!found) return false;
+    if (!sample_digit(lv, by_mass, target, tid, S, &prefix, &above_m, &above_c)) return false;
   }
   *key = prefix, *am = above_m, *ac = above_c;
   return true;
 }
-// sample_blk: one row at temperature t by the launch block (tid: its thread); writes
-// a.out[r] from thread 0 or the thread whose chunk holds the token.
+// sample_blk: one row at temperature t by the launch block (tid: its thread); the thread
+// whose chunk holds the token (or thread 0) writes a.out[r].
 DEV void sample_blk(const SampleArgs& a, i64 r, int tid, SampleShared& S) {
   const float* lg = a.logits + r * a.V;
   const float* p = a.params + 4 * r;
@@ -437,43 +483,48 @@ DEV void sample_blk(const SampleArgs& a, i64 r, int tid, SampleShared& S) {
   // the allowed ids: how many, the last, a NaN among them, the largest
   u64 n = 0, last = 0, nan = 0;
   float mx = -F32_INF;
-  for (i64 i = tid; i < V; i += SAMPLE_NT) {
-    if (words && !sample_allowed(words, i)) continue;
+  sample_each(lg, V, tid, [&](i64 i, float v) {
+    if (words && !sample_allowed(words, i)) return;
     n++, last = (u64)i + 1;
-    const float v = lg[i];
     if (isnan32(v)) nan = 1;
     else if (v > mx) mx = v;
-  }
+  });
   n = sample_blk_sum(n, tid, S);
   last = sample_blk_max(last, tid, S);
   nan = sample_blk_max(nan, tid, S);
   // the largest as an ordered key (the float's bits, negatives flipped)
   const u32 mb = bits_f32(mx);
-  const u64 mkey = sample_blk_max((u64)(mb & 0x80000000u ? ~mb : mb | 0x80000000u), tid, S);
-  const u32 mk = (u32)mkey;
+  const u32 mk = (u32)sample_blk_max((u64)(mb & 0x80000000u ? ~mb : mb | 0x80000000u), tid, S);
   mx = f32_bits(mk & 0x80000000u ? mk & 0x7fffffffu : ~mk);
   if (n == 0 || nan || sample_inf(mx)) {
     if (tid == 0) a.out[r] = n == 0 ? 0 : (int)(last - 1);
     return;
   }
+  // each id's relative probability into E, the total mass, the count of positive mass,
+  // and (with a top-p cut) the descent's first histogram
+  const bool nucleus = topP > 0 && topP < 1;
+  if (nucleus) sample_hist_zero(0, tid, S);
+  __syncthreads();
   u64 total = 0, npos = 0;
-  for (i64 i = tid; i < V; i += SAMPLE_NT) {
-    const float e = (!words || sample_allowed(words, i)) ? sample_e(lg[i], mx, t) : 0.0f;
+  sample_each(lg, V, tid, [&](i64 i, float v) {
+    const float e = (!words || sample_allowed(words, i)) ? sample_e(v, mx, t) : 0.0f;
     E[i] = e;
     const u64 q = sample_mass(e);
-    total += q, npos += q > 0;
-  }
-  total = sample_blk_sum(total, tid, S);
-  npos = sample_blk_sum(npos, tid, S);  // (its __syncthreads also orders E's writes before the reads below)
-  // the cut: the boundary key, the ties at it taken (in id order), the mass above it
-  const bool nucleus = topP > 0 && topP < 1;
+    if (q == 0) return;
+    total += q, npos++;
+    if (nucleus) sample_hist_add(0, 0, bits_f32(e), q, S);
+  });
+  total = sample_blk_sum(total, tid, S);  // (its barriers order E's and the histogram's writes before their reads)
+  npos = sample_blk_sum(npos, tid, S);
+  // the cut: the boundary key, how many ids of that key are kept (the first in id
+  // order), the mass above it
   bool all = true;
   u32 key = 0;
-  u64 m = total, ties = 0, am = 0, ac = 0;
+  u64 ties = 0, am = 0, ac = 0;
   i64 pos = (i64)npos;
   if (nucleus) {
     const u64 need = sample_need(topP, total);
-    if (sample_descend(E, V, true, need, tid, S, &key, &am, &ac)) {
+    if (sample_descend(E, V, true, need, true, tid, S, &key, &am, &ac)) {
       const u64 q = sample_mass(f32_bits(key));
       ties = (need - am + q - 1) / q;
       pos = (i64)(ac + ties);
@@ -481,45 +532,39 @@ DEV void sample_blk(const SampleArgs& a, i64 r, int tid, SampleShared& S) {
     }
   }
   if (topK > 0 && topK < pos) {
-    sample_descend(E, V, false, (u64)topK, tid, S, &key, &am, &ac);
+    sample_descend(E, V, false, (u64)topK, false, tid, S, &key, &am, &ac);
     ties = (u64)topK - ac;
     all = false;
   }
-  i64 lastk = 0;
-  const i64 C = (V + SAMPLE_NT - 1) / SAMPLE_NT, lo = imin(V, tid * C), hi = imin(V, lo + C);
-  if (!all) {
-    m = am + ties * sample_mass(f32_bits(key));
-    // the ties-th id of e's bits equal to key, in id order: each thread counts its
-    // chunk's, the thread where the count crosses walks its chunk
-    u64 cnt = 0;
-    for (i64 i = lo; i < hi; i++) cnt += bits_f32(E[i]) == key;
-    const u64 before = sample_blk_exscan(cnt, tid, S);
-    if (before < ties && ties <= before + cnt) {
-      u64 c = before;
-      for (i64 i = lo; i < hi; i++)
-        if (bits_f32(E[i]) == key && ++c == ties) { S.r_id = i; break; }
-    }
-    __syncthreads();
-    lastk = S.r_id;
-    __syncthreads();
-  }
-  // the draw: each thread's chunk's kept mass, the thread where u falls walks it
+  const u64 qk = all ? 0 : sample_mass(f32_bits(key));
+  const u64 m = all ? total : am + ties * qk;
   const u64 u = sample_threshold(U, m);
-  u64 s = 0;
-  for (i64 i = lo; i < hi; i++) {
-    const float e = E[i];
+  // the draw: each thread's chunk's kept mass (its ids above the key, and the ties of
+  // the key kept: those the threads before left of the first ties), the thread where u
+  // falls walks its chunk
+  const i64 C = (V + SAMPLE_NT - 1) / SAMPLE_NT, lo = imin(V, tid * C), hi = imin(V, lo + C);
+  u64 above = 0, tc = 0;
+  sample_span(E, lo, hi, [&](i64, float e) {
     const u64 q = sample_mass(e);
-    if (q > 0 && sample_keeps(all, key, lastk, i, e)) s += q;
-  }
+    const u32 k = bits_f32(e);
+    if (q > 0 && (all || k > key)) above += q;
+    else if (!all && q > 0 && k == key) tc++;
+    return false;
+  });
+  const u64 tb = all ? 0 : sample_blk_exscan(tc, tid, S);
+  const u64 kt = tb >= ties ? 0 : (ties - tb < tc ? ties - tb : tc);  // this chunk's kept ties
+  const u64 s = above + kt * qk;
   const u64 before = sample_blk_exscan(s, tid, S);
   if (before <= u && u < before + s) {
-    u64 acc = before;
-    for (i64 i = lo; i < hi; i++) {
-      const float e = E[i];
+    u64 acc = before, seen = 0;
+    sample_span(E, lo, hi, [&](i64 i, float e) {
       const u64 q = sample_mass(e);
-      if (q == 0 || !sample_keeps(all, key, lastk, i, e)) continue;
-      if ((acc += q) > u) { a.out[r] = (int)i; break; }
-    }
+      const u32 k = bits_f32(e);
+      if (q == 0 || !(all || k > key || (k == key && seen++ < kt))) return false;
+      if ((acc += q) <= u) return false;
+      a.out[r] = (int)i;
+      return true;
+    });
   }
 }
 #endif

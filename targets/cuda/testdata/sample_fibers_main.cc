@@ -89,8 +89,43 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
   return diff || g_errors != before;
 }
 
+// tie_case: every row at a temperature over four distinct logits (a cut's boundary
+// falls inside a large group of ties, some kept, the rest not, ids above the boundary
+// on both sides of the last kept one), top-k from 1 to V and top-p in turn
+static int tie_case(long R, long V, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> logits(R * V), params(4 * R);
+  for (auto& v : logits) v = (float)(rng() % 4) * 0.5f;
+  for (long r = 0; r < R; r++) {
+    params[4 * r] = 1.0f;
+    params[4 * r + 1] = r % 3 == 0 ? 0.05f + 0.9f * (float)(rng() % 1000) / 1000.0f : 0.0f;
+    params[4 * r + 2] = r % 3 == 1 ? 0.0f : (float)(1 + rng() % V);
+    params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
+  }
+  std::vector<int> out(R, -7), want(R), worder(V);
+  std::vector<float> we(V);
+  for (long r = 0; r < R; r++) {
+    const float* p = params.data() + 4 * r;
+    want[r] = sample_row(logits.data() + r * V, nullptr, V, we.data(), worder.data(), p[0], (i64)p[2], p[1], (double)p[3]);
+  }
+  std::vector<char> scratch(R * V * 12 + 64);
+  SampleArgs a{};
+  a.logits = logits.data(), a.params = params.data(), a.mask = nullptr, a.out = out.data();
+  a.R = R, a.V = V, a.cols = 1 + 2 * ((V + 63) / 64), a.scratch = scratch.data();
+  long before = g_errors, diff = 0;
+  fibers_launch(sample, a, R);
+  for (long r = 0; r < R; r++)
+    if (out[r] != want[r]) {
+      if (diff < 3) fprintf(stderr, "tie row %ld: %d, want %d\n", r, out[r], want[r]);
+      diff++;
+    }
+  printf("tie rows %ld, V %ld: %ld rows differ, errors %ld\n", R, V, diff, g_errors - before);
+  return diff || g_errors != before;
+}
+
 int main() {
   int bad = 0;
+  bad += tie_case(60, 3001, 99);
   unsigned seed = 1;
   // vocabularies below a warp, within one chunk, not a multiple of 32, and of many
   // chunks (more than a warp's 32 parts)
