@@ -47,6 +47,7 @@ const (
 	RunName27  = "run 27 (H200, 2026-12-04)"
 	RunName28  = "run 28 (H200, 2026-12-04)"
 	RunName29  = "run 29 (H200, 2026-12-04)"
+	RunName30  = "run 30 (H200, 2026-12-04)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -442,6 +443,22 @@ var Run29Later = append(v4Fast(RunName29,
 	"run29/v41.fast.29c.cmp.bench.json",
 )...)
 
+// Run30Later are run 30's greedy reports (testdata/run30), compared with the shipped
+// fit (run 28's), not fitted: 30a and 30b (the bench feeding each row the token it
+// sampled, as every run before; 30a the warp sampler of run 29, 30b the launch-block
+// sampler's first form) and 30c (each row fed a fresh random token every step: V4.1's
+// rows no longer fall onto the same few experts; 4,096 and 32,768). The sampled reports
+// (.sample.) time the sampler, which the cost model prices greedy; they are not compared.
+var Run30Later = append(v4Fast(RunName30,
+	"run30/v4.fast.30a.bench.json",
+	"run30/v4.fast.30b.bench.json",
+	"run30/v4.fast.30c.bench.json",
+), v41Fast(RunName30,
+	"run30/v41.fast.30a.bench.json",
+	"run30/v41.fast.30b.bench.json",
+	"run30/v41.fast.30c.bench.json",
+)...)
+
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
 // one run, by their paths under sim/calib/testdata.
 func v4Fast(run string, files ...string) []Measured {
@@ -517,7 +534,7 @@ var Run27Fit = append(v4Fast(RunName27,
 	"run27/v41.fast.27d.bench.json",
 ), Run25[3])...)
 
-// Run28Fit are the fast reports the shipped cuda-fast is fitted on: V4 at 4,096 and
+// Run28Fit are the fast reports cuda-fast was fitted on from run 28 until run 30: V4 at 4,096 and
 // 32,768 from run 28d (the router's and mixes' part tiles reading their rows without
 // wval's switch: the router's 0.72 → 0.13 ms at batch 256; V4's FP8 products of one to
 // four rows on fast_gemv_fp8), V4.1 at 4,096 from 28d (its FP8 one-row products on
@@ -530,11 +547,22 @@ var Run28Fit = append(v4Fast(RunName28,
 	"run28/v41.fast.28d.bench.json",
 ), Run25[3])...)
 
+// Run30Fit are the fast reports the shipped cuda-fast is fitted on: V4 and V4.1 at 4,096
+// and 32,768 from run 30c, one call, the bench feeding each row a fresh random token
+// every step (before run 30c V4.1's rows fell onto the same few experts, so every V4.1
+// fit before this one learned expert and product classes cheaper than independent
+// requests make them). docs/perf/simulator.md, "The run 30 refit".
+var Run30Fit = append(v4Fast(RunName30,
+	"run30/v4.fast.30c.bench.json",
+), v41Fast(RunName30,
+	"run30/v41.fast.30c.bench.json",
+)...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run28Fit, cuda-exact on run 8's exact reports (runs 9 to 28 took none; the exact
+// on Run30Fit, cuda-exact on run 8's exact reports (runs 9 to 30 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run28Fit...), Run8Exact...)
+var Shipped = append(append([]Measured{}, Run30Fit...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
