@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"deepinfer/ir"
 )
 
 // TestFP4DeviceCodeOnHostFibers runs the device branch of tensorcore_fp4.cu (the code
@@ -242,6 +244,22 @@ func TestDraftBiasDeviceCodeOnHostFibers(t *testing.T) {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("dspark41.cu"))
 		if m == nil || m[1] != fmt.Sprint(want) {
 			t.Errorf("dspark41.cu's %s: %v, Go's %d", name, m, want)
+		}
+	}
+}
+
+// TestSampleBindRefusesLargeVocab: the sampler's histogram parts sum below 2^32 only for
+// vocabularies below 2^21, so the binder refuses larger ones with an error (not wrong
+// tokens), and binds one just below.
+func TestSampleBindRefusesLargeVocab(t *testing.T) {
+	for _, c := range []struct {
+		v  int64
+		ok bool
+	}{{sampleMaxVocab - 1, true}, {sampleMaxVocab, false}, {sampleMaxVocab + 5, false}} {
+		b := &Bind{Args: []ir.Type{ir.T(ir.F32, "R", int(c.v)), ir.T(ir.F32, "R", 4)}}
+		err := bindSample(b)
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "vocabulary")) {
+			t.Errorf("vocabulary %d: %v", c.v, err)
 		}
 	}
 }

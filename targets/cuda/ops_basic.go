@@ -1,6 +1,10 @@
 package cuda
 
-import "deepinfer/ir"
+import (
+	"fmt"
+
+	"deepinfer/ir"
+)
 
 // Binders of basic.cu's kernels.
 
@@ -164,8 +168,16 @@ func bindLMHead(b *Bind) error {
 	return nil
 }
 
+// sampleMaxVocab: the sampler's histogram parts (basic.cu SAMPLE_PARTS, 11 bits each)
+// sum below 2^32 for vocabularies below 2^21.
+const sampleMaxVocab = 1 << 21
+
 func bindSample(b *Bind) error {
 	V := b.Args[0].Last()
+	if V >= sampleMaxVocab {
+		// basic.cu's SampleShared sums a histogram digit's masses in 11-bit parts
+		return fmt.Errorf("sample: a vocabulary of %d ids; the sampler takes fewer than %d", V, sampleMaxVocab)
+	}
 	cols := ir.MaskCols(V)
 	scratch := b.Scratch(12*V, 0)
 	masked := len(b.Args) == 3

@@ -319,8 +319,12 @@ DEVM int sample_row(const float* lg, const int* words, i64 V, float* e, int* ord
 #define SAMPLE_NT ROW_SPREAD
 #define SAMPLE_NW (SAMPLE_NT / 32)
 #define SAMPLE_AHEAD 8
+// (shared-memory atomics add 32-bit words natively; a 64-bit add is a compare-and-swap
+// loop, which run 30c's form paid for every id, so a mass goes into the histogram as
+// four 11-bit parts, each part's sum below 2^32 for vocabularies below 2^21)
+#define SAMPLE_PARTS 4
 struct SampleShared {
-  u64 hm[2048];
+  u32 hp[SAMPLE_PARTS][2048];
   u32 hc[2048];
   u64 red[SAMPLE_NW];
   u64 r_m, r_c;
@@ -396,7 +400,14 @@ DEV u64 sample_blk_exscan(u64 v, int tid, SampleShared& S) {
 DEV int sample_shift(int lv) { return lv == 0 ? 20 : lv == 1 ? 10 : 0; }
 DEV int sample_width(int lv) { return lv == 0 ? 11 : 10; }
 DEV void sample_hist_zero(int lv, int tid, SampleShared& S) {
-  for (int d = tid; d < (1 << sample_width(lv)); d += SAMPLE_NT) S.hm[d] = 0, S.hc[d] = 0;
+  for (int d = tid; d < (1 << sample_width(lv)); d += SAMPLE_NT) {
+    for (int j = 0; j < SAMPLE_PARTS; j++) S.hp[j][d] = 0;
+    S.hc[d] = 0;
+  }
+}
+// sample_hist_mass: digit d's mass, its parts put together
+DEV u64 sample_hist_mass(const SampleShared& S, int d) {
+  return ((u64)S.hp[3][d] << 33) + ((u64)S.hp[2][d] << 22) + ((u64)S.hp[1][d] << 11) + (u64)S.hp[0][d];
 }
 // sample_hist_add: a candidate of mass q > 0 and key k into level lv's histogram when
 // its bits above the level are prefix
@@ -404,7 +415,10 @@ DEV void sample_hist_add(int lv, u32 prefix, u32 k, u64 q, SampleShared& S) {
   const int sh = sample_shift(lv), w = sample_width(lv);
   if ((k >> (sh + w)) != prefix) return;
   const u32 d = (k >> sh) & ((1u << w) - 1u);
-  atomicAdd(&S.hm[d], q);
+  atomicAdd(&S.hp[0][d], (u32)(q & 0x7ffu));
+  atomicAdd(&S.hp[1][d], (u32)((q >> 11) & 0x7ffu));
+  atomicAdd(&S.hp[2][d], (u32)((q >> 22) & 0x7ffu));
+  atomicAdd(&S.hp[3][d], (u32)(q >> 33));
   atomicAdd(&S.hc[d], 1u);
 }
 // sample_digit: level lv's digit at which the mass (by_mass) or count, added from the
@@ -418,7 +432,7 @@ DEV bool sample_digit(int lv, bool by_mass, u64 target, int tid, SampleShared& S
     // its digits
     const int nb = 1 << sample_width(lv), c = nb / 32, hi = nb - 1 - tid * c;
     u64 sm = 0, sc = 0;
-    for (int j = 0; j < c; j++) sm += S.hm[hi - j], sc += S.hc[hi - j];
+    for (int j = 0; j < c; j++) sm += sample_hist_mass(S, hi - j), sc += S.hc[hi - j];
     u64 xm = sm, xc = sc;
     for (int off = 1; off < 32; off <<= 1) {
       const u64 om = __shfl_up_sync(0xffffffffu, xm, off), oc = __shfl_up_sync(0xffffffffu, xc, off);
@@ -431,7 +445,7 @@ DEV bool sample_digit(int lv, bool by_mass, u64 target, int tid, SampleShared& S
     if (before < target && target <= before + mine) {
       for (int j = 0; j < c; j++) {
         const int d = hi - j;
-        const u64 dm = S.hm[d], dc = S.hc[d];
+        const u64 dm = sample_hist_mass(S, d), dc = S.hc[d];
         if ((by_mass ? bm + dm : bc + dc) >= target) {
           S.r_digit = (u32)d, S.r_m = bm, S.r_c = bc, S.r_found = 1;
           break;

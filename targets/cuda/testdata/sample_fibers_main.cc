@@ -123,8 +123,38 @@ static int tie_case(long R, long V, unsigned seed) {
   return diff || g_errors != before;
 }
 
+// hist_case: masses up to 2^40 added into one digit of the histogram in parts come back
+// as their exact sum (sample_hist_mass), for as many ids as a vocabulary below 2^21 holds
+static int hist_case() {
+  static SampleShared S;
+  std::mt19937_64 rng(7);
+  int bad = 0;
+  for (int trial = 0; trial < 4; trial++) {
+    for (int d = 0; d < 2048; d++) {
+      for (int j = 0; j < SAMPLE_PARTS; j++) S.hp[j][d] = 0;
+      S.hc[d] = 0;
+    }
+    const u32 key = 0x3f000000u | (u32)(trial * 0x100000u);  // level 0's digit key >> 20
+    const long n = trial == 3 ? (1L << 21) - 1 : 1000 + trial * 50000;
+    u64 want = 0;
+    for (long i = 0; i < n; i++) {
+      const u64 q = trial == 3 ? (1ull << 40) : rng() % ((1ull << 40) + 1);
+      want += q;
+      sample_hist_add(0, 0, key, q, S);
+    }
+    const u64 got = sample_hist_mass(S, (int)(key >> 20));
+    if (got != want || S.hc[key >> 20] != (u32)n) {
+      fprintf(stderr, "histogram trial %d: mass %llu, want %llu; count %u, want %ld\n", trial, got, want, S.hc[key >> 20], n);
+      bad++;
+    }
+  }
+  printf("histogram parts: %d trials differ\n", bad);
+  return bad;
+}
+
 int main() {
   int bad = 0;
+  bad += hist_case();
   bad += tie_case(60, 3001, 99);
   unsigned seed = 1;
   // vocabularies below a warp, within one chunk, not a multiple of 32, and of many
