@@ -3,6 +3,7 @@ package stepbench_test
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -351,4 +352,72 @@ func emulatedMachine(t *testing.T) *vm.Machine {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// recording is the emulated device with every decode step's input tokens and sampled
+// tokens kept (the runtime wrapped, so the bench prefills each sequence itself).
+type recording struct {
+	targets.Target
+	fed, got *[][]int32
+}
+
+func (r recording) Open(p *plan.Plan, w []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	rt, err := cuda.OpenEmulated(p, w, o, 4<<30)
+	return &recorded{Runtime: rt, fed: r.fed, got: r.got}, err
+}
+
+type recorded struct {
+	targets.Runtime
+	fed, got *[][]int32
+}
+
+func (r *recorded) Step(in *targets.StepIn, out *targets.StepOut) error {
+	err := r.Runtime.Step(in, out)
+	if in.Phase == plan.PhaseDecode {
+		*r.fed = append(*r.fed, append([]int32(nil), in.Tokens...))
+		*r.got = append(*r.got, append([]int32(nil), out.Tokens...))
+	}
+	return err
+}
+
+// TestDecodeRowsFedRandomTokens: each decode step feeds every row a fresh random token,
+// not the token the row sampled the step before (run 30: rows copied from one sequence
+// and fed a random-weight model's greedy tokens route to the same few experts).
+func TestDecodeRowsFedRandomTokens(t *testing.T) {
+	p := compile(t, "tiny-v41-dev2", "h200")
+	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := targets.Lookup("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fed, got [][]int32
+	m, err := vm.LoadOn(p, ws, recording{tg, &fed, &got}, targets.Options{MaxTokens: 64, MaxContext: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cfg := stepbench.Config{Batches: []int{4}, Contexts: []int{12}, Warmup: 1, Steps: 4, Chunk: 8, CopyBytes: 1 << 20, Seed: 5}
+	if _, err := stepbench.Run(m, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(fed) < 5 {
+		t.Fatalf("%d decode steps recorded, want 5", len(fed))
+	}
+	for s := 1; s < len(fed); s++ {
+		same := 0
+		for i := range fed[s] {
+			if fed[s][i] == got[s-1][i] {
+				same++
+			}
+		}
+		if same == len(fed[s]) {
+			t.Errorf("step %d fed every row the token it sampled the step before: %v", s, fed[s])
+		}
+		if slices.Equal(fed[s], fed[s-1]) {
+			t.Errorf("steps %d and %d fed the same tokens %v", s-1, s, fed[s])
+		}
+	}
 }
