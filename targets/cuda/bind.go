@@ -45,6 +45,7 @@ type Bind struct {
 type launch struct {
 	kernel string
 	fill   func(s *Step, a *ArgBuf) int64
+	block  int64 // threads a launch block (0: launchBlock)
 	fn     function
 	buf    ArgBuf
 }
@@ -114,6 +115,13 @@ func (b *Bind) WeightTable(first, n int) int {
 // for a step and returns the work items (0 skips the launch).
 func (b *Bind) Launch(kernel string, fill func(s *Step, a *ArgBuf) int64) {
 	b.launches = append(b.launches, launch{kernel: kernel, fill: fill})
+}
+
+// LaunchBlocks is Launch with launch blocks of block threads instead of launchBlock's
+// (a kernel whose block shares one row's passes: its source's launch bounds must allow
+// block threads).
+func (b *Bind) LaunchBlocks(kernel string, block int64, fill func(s *Step, a *ArgBuf) int64) {
+	b.launches = append(b.launches, launch{kernel: kernel, fill: fill, block: block})
 }
 
 // Step is what a launch's fill sees of the running step.

@@ -168,6 +168,9 @@ func bindLMHead(b *Bind) error {
 	return nil
 }
 
+// sampleBlock is basic.cu's SAMPLE_NT: the sample kernel's launch block, one a row.
+const sampleBlock = 1024
+
 // sampleMaxVocab: the sampler's histogram parts (basic.cu SAMPLE_PARTS, 11 bits each)
 // sum below 2^32 for vocabularies below 2^21.
 const sampleMaxVocab = 1 << 21
@@ -197,9 +200,9 @@ func bindSample(b *Bind) error {
 		return s.R
 	}
 	const chunk = 256 // basic.cu's SAMPLE_CHUNK
-	// a warp a greedy row's (row, chunk), then a launch block a row
+	// a warp a greedy row's (row, chunk), then a launch block of sampleBlock threads a row
 	b.Launch("sample_argmax_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ((V + chunk - 1) / chunk) * 32 })
-	b.Launch("sample", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
+	b.LaunchBlocks("sample", sampleBlock, func(s *Step, a *ArgBuf) int64 { return fill(s, a) * sampleBlock })
 	return nil
 }
 

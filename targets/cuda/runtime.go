@@ -1193,7 +1193,11 @@ func (rt *Runtime) launch(c *call) error {
 		if n <= 0 {
 			continue
 		}
-		grid := (n + launchBlock - 1) / launchBlock
+		block := int64(launchBlock)
+		if l.block > 0 {
+			block = l.block
+		}
+		grid := (n + block - 1) / block
 		if grid > 1<<31-1 {
 			return fmt.Errorf("kernel %s: %d work items", l.kernel, n)
 		}
@@ -1209,7 +1213,7 @@ func (rt *Runtime) launch(c *call) error {
 				return err
 			}
 		}
-		if err := rt.drv.Launch(l.fn, uint32(grid), launchBlock, rt.stream, l.buf.w); err != nil {
+		if err := rt.drv.Launch(l.fn, uint32(grid), uint32(block), rt.stream, l.buf.w); err != nil {
 			return fmt.Errorf("kernel %s: %w", l.kernel, err)
 		}
 		if span >= 0 {

@@ -307,16 +307,19 @@ DEVM int sample_row(const float* lg, const int* words, i64 V, float* e, int* ord
   return (int)got;
 }
 
+// SAMPLE_NT: the sample kernel's launch block, one a row (ops_basic.go sampleBlock): a
+// row's passes are chains of memory round trips per thread, so the more threads share a
+// row the shorter they are (run 30d: 128 threads, 0.70 ms a row; 30e: 1,024).
+#define SAMPLE_NT 1024
 #ifndef DI_EMULATE
-// The launch block's form: ROW_SPREAD threads a row. The passes over the row are
-// strided (thread j: ids j, j + ROW_SPREAD, …) with eight loads issued before their
-// values are used (a row's pass is a chain of memory round trips otherwise: run 30a's
+// The launch block's form: SAMPLE_NT threads a row. The passes over the row are
+// strided (thread j: ids j, j + SAMPLE_NT, …) with eight loads issued before their
+// values are used (a row's pass is a chain of memory round trips otherwise: run 30b's
 // first form took 2 ms a row); the draw's pass runs over contiguous chunks, in id order.
 // Integer sums by shuffles and shared memory. The cut's boundary (the e at which the
 // sorted mass, or count, first reaches its target) is found digit by digit of e's bits
 // (bits 30-20, 19-10, 9-0), a histogram of mass and count a digit in shared memory,
 // instead of by a sort; the ties at the boundary are taken in id order by the draw.
-#define SAMPLE_NT ROW_SPREAD
 #define SAMPLE_NW (SAMPLE_NT / 32)
 #define SAMPLE_AHEAD 8
 // (shared-memory atomics add 32-bit words natively; a 64-bit add is a compare-and-swap
@@ -583,18 +586,20 @@ DEV void sample_blk(const SampleArgs& a, i64 r, int tid, SampleShared& S) {
 }
 #endif
 
-// A launch block a row. A greedy row's parts folded by its first warp (lane l folds
+// A launch block (SAMPLE_NT threads) a row. A greedy row's parts folded by its first warp (lane l folds
 // parts l, l + 32, … in order, then the lanes by shuffles); a row at a temperature by
 // the whole block (sample_blk). The emulated device runs each row at thread 0: the
 // parts folded serially, or sample_row. Until run 29 a thread a row did all of it;
 // until run 30 a warp a row (a temperature's sort and draw on lane 0).
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(SAMPLE_NT, 1)
 KERNEL(sample, SampleArgs) {
 #ifndef DI_EMULATE
   __shared__ SampleShared S;
 #endif
-  for (i64 w = GIDX; w < a.R * ROW_SPREAD; w += GSTRIDE) {
-    const i64 r = w / ROW_SPREAD;
-    const int tid = (int)(w % ROW_SPREAD), lane = tid & 31;
+  for (i64 w = GIDX; w < a.R * SAMPLE_NT; w += GSTRIDE) {
+    const i64 r = w / SAMPLE_NT;
+    const int tid = (int)(w % SAMPLE_NT), lane = tid & 31;
     const float* p = a.params + 4 * r;
     if (!(p[0] > 0)) {
       if (tid >= 32) continue;
@@ -626,6 +631,9 @@ KERNEL(sample, SampleArgs) {
 #endif
   }
 }
+
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 
 // resolve_prev: a pipelined step's input tokens that stand for the previous step's
 // sampled tokens (targets.FromPrevious(j) = -1 - j) replaced by them, on the device, so

@@ -2,7 +2,7 @@
 // besides lanes/lanes.h's stand-ins for NVRTC's types,
 // for TestFP4DeviceCodeOnHostFibers (fp4_fibers_test.go), built with DI_LANES (the
 // sources then call the lanes_ functions below instead of their inline PTX): a launch
-// block's 128 threads as fibers that take turns on one host thread, __syncthreads and the
+// block's threads (128, or up to FIBERS_MAX with fibers_launch_n) as fibers that take turns on one host thread, __syncthreads and the
 // warp's collectives (__any_sync, the mma) as barriers between them, and cp.async as
 // copies that clobber their destination when issued and land only when a wait_group
 // requires them.
@@ -35,10 +35,11 @@ void lanes_wg_wait(int) { abort(); }
 // in every other block, the highest) numbered fiber that can go on, so that one warp runs
 // as far ahead of the others as the barriers allow
 struct Bar;
-static ucontext_t g_sched, g_fib[128];
+#define FIBERS_MAX 1024
+static ucontext_t g_sched, g_fib[FIBERS_MAX];
 static int g_cur;
-static Bar* g_wait_bar[128];  // the barrier a fiber waits at (null: runnable)
-static long g_wait_gen[128];
+static Bar* g_wait_bar[FIBERS_MAX];  // the barrier a fiber waits at (null: runnable)
+static long g_wait_gen[FIBERS_MAX];
 inline void fiber_yield() { swapcontext(&g_fib[g_cur], &g_sched); }
 // a barrier of n fibers; every arrival of a generation must come from the same call
 // site (a thread that skips a __syncthreads others reach is an error, or a deadlock)
@@ -63,7 +64,7 @@ struct WarpX {
   unsigned a[32][4], b[32][2];
   long long word[32];
 };
-static WarpX g_warp[4];
+static WarpX g_warp[FIBERS_MAX / 32];
 __attribute__((noinline)) void __syncthreads() { g_block_bar->arrive_and_wait(__builtin_return_address(0)); }
 inline unsigned __ballot_sync(unsigned m, int p) {
   if (m != 0xffffffffu) abort();
@@ -148,7 +149,7 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
 // too soon changes the values
 struct Copy { void* dst; const void* src; int size, n; };
 struct CpState { std::vector<Copy> open; std::vector<std::vector<Copy>> groups; };
-static CpState g_cps[128];
+static CpState g_cps[FIBERS_MAX];
 #define g_cp g_cps[threadIdx.x]
 static std::vector<std::pair<const char*, const char*>> g_valid;  // readable global ranges
 static void cp_check(const void* src, int n, int size, uintptr_t dst) {
@@ -184,36 +185,39 @@ template <class Args> struct FiberLaunch {
 };
 template <class Args> void (*FiberLaunch<Args>::fn)(const Args);
 template <class Args> const Args* FiberLaunch<Args>::args;
-static bool g_done[128];
+static bool g_done[FIBERS_MAX];
 template <class Args> static void fiber_main() {
   FiberLaunch<Args>::fn(*FiberLaunch<Args>::args);
   g_done[g_cur] = true;
 }
-static std::vector<char> g_stacks(128 * 256 * 1024);
+static std::vector<char> g_stacks(64 << 20);  // 512 KB a fiber of 128, 64 KB of 1,024
 
-template <class Args> static void fibers_launch(void (*fn)(const Args), const Args& a, long blocks) {
-  gridDim.x = (unsigned)blocks, blockDim.x = 128;
+// fibers_launch_n: blocks of nt threads (a multiple of 32, at most FIBERS_MAX)
+template <class Args> static void fibers_launch_n(void (*fn)(const Args), const Args& a, long blocks, int nt) {
+  if (nt % 32 || nt > FIBERS_MAX) abort();
+  const size_t stack = g_stacks.size() / nt;
+  gridDim.x = (unsigned)blocks, blockDim.x = (unsigned)nt;
   FiberLaunch<Args>::fn = fn, FiberLaunch<Args>::args = &a;
   for (long blk = 0; blk < blocks; blk++) {
-    Bar bb(128);
-    Bar wb[4] = {Bar(32), Bar(32), Bar(32), Bar(32)};
+    Bar bb(nt);
+    std::vector<Bar> wb(nt / 32, Bar(32));
     g_block_bar = &bb;
-    for (int w = 0; w < 4; w++) g_warp[w].bar = &wb[w];
+    for (int w = 0; w < nt / 32; w++) g_warp[w].bar = &wb[w];
     blockIdx.x = (unsigned)blk;
-    for (int tid = 0; tid < 128; tid++) {
+    for (int tid = 0; tid < nt; tid++) {
       g_done[tid] = false;
       g_cps[tid] = CpState{};
       getcontext(&g_fib[tid]);
-      g_fib[tid].uc_stack.ss_sp = &g_stacks[tid * 256 * 1024];
-      g_fib[tid].uc_stack.ss_size = 256 * 1024;
+      g_fib[tid].uc_stack.ss_sp = &g_stacks[tid * stack];
+      g_fib[tid].uc_stack.ss_size = stack;
       g_fib[tid].uc_link = &g_sched;
       makecontext(&g_fib[tid], fiber_main<Args>, 0);
     }
-    for (int tid = 0; tid < 128; tid++) g_wait_bar[tid] = nullptr;
+    for (int tid = 0; tid < nt; tid++) g_wait_bar[tid] = nullptr;
     for (;;) {
       int next = -1, left = 0;
-      for (int i = 0; i < 128; i++) {
-        int tid = blk % 2 ? 127 - i : i;
+      for (int i = 0; i < nt; i++) {
+        int tid = blk % 2 ? nt - 1 - i : i;
         if (g_done[tid]) continue;
         left++;
         if (next < 0 && fiber_runnable(tid)) next = tid;
@@ -224,10 +228,11 @@ template <class Args> static void fibers_launch(void (*fn)(const Args), const Ar
       g_cur = next, threadIdx.x = (unsigned)next;
       swapcontext(&g_sched, &g_fib[next]);
     }
-    for (int tid = 0; tid < 128; tid++) {
+    for (int tid = 0; tid < nt; tid++) {
       CpState& c = g_cps[tid];
       if (!c.open.empty()) { fprintf(stderr, "uncommitted copies at exit\n"); g_errors++; }
       for (auto& gr : c.groups) if (!gr.empty()) { fprintf(stderr, "copies in flight at exit\n"); g_errors++; }
     }
   }
 }
+template <class Args> static void fibers_launch(void (*fn)(const Args), const Args& a, long blocks) { fibers_launch_n(fn, a, blocks, 128); }

@@ -78,7 +78,7 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
   const long nch = (V + SAMPLE_CHUNK - 1) / SAMPLE_CHUNK;
   long before = g_errors;
   fibers_launch(sample_argmax_part, a, (R * nch * 32 + 127) / 128);
-  fibers_launch(sample, a, R);
+  fibers_launch_n(sample, a, R, SAMPLE_NT);
   long diff = 0;
   for (long r = 0; r < R; r++)
     if (out[r] != want[r]) {
@@ -113,7 +113,7 @@ static int tie_case(long R, long V, unsigned seed) {
   a.logits = logits.data(), a.params = params.data(), a.mask = nullptr, a.out = out.data();
   a.R = R, a.V = V, a.cols = 1 + 2 * ((V + 63) / 64), a.scratch = scratch.data();
   long before = g_errors, diff = 0;
-  fibers_launch(sample, a, R);
+  fibers_launch_n(sample, a, R, SAMPLE_NT);
   for (long r = 0; r < R; r++)
     if (out[r] != want[r]) {
       if (diff < 3) fprintf(stderr, "tie row %ld: %d, want %d\n", r, out[r], want[r]);
