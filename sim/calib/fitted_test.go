@@ -768,12 +768,13 @@ func TestRun28FitOnRun30(t *testing.T) {
 		"v41.fast.30c.bench.json": {map[string]float64{"1/32768": -0.0517, "1/4096": 0.1167, "256/32768": -0.1415, "256/4096": -0.1526, "64/32768": -0.2431, "64/4096": -0.2541}, 19},
 		"v4.fast.30d.bench.json":  {map[string]float64{"1/4096": 0.1008, "256/4096": 0.0417, "64/4096": -0.0370}, 8},
 		"v41.fast.30d.bench.json": {map[string]float64{"1/4096": 0.1078, "256/4096": -0.1429, "64/4096": -0.2521}, 10},
+		"v4.fast.30e.bench.json":  {map[string]float64{"1/4096": 0.0753, "256/4096": 0.0333, "64/4096": -0.0480}, 5},
 	})
 }
 
 // TestRun30Later: the shipped cuda-fast (run 30c's fit) on run 30's greedy reports, as
-// docs/perf/simulator.md says: in sample on 30c (every step within 10.3%), on 30d within
-// 9.5%; on 30a and 30b, the bench feeding back the sampled tokens, V4 within 6.8% but
+// docs/perf/simulator.md says: in sample on 30c (every step within 10.3%), on 30d and
+// 30e within 9.5%; on 30a and 30b, the bench feeding back the sampled tokens, V4 within 6.8% but
 // V4.1 over by 12-26% at batch 64 and 256, where those rows read fewer experts than
 // independent requests.
 func TestRun30Later(t *testing.T) {
@@ -786,6 +787,7 @@ func TestRun30Later(t *testing.T) {
 		"v41.fast.30c.bench.json": {map[string]float64{"1/32768": -0.0561, "1/4096": 0.1034, "256/32768": 0.0378, "256/4096": 0.0279, "64/32768": -0.0625, "64/4096": -0.0383}, 3},
 		"v4.fast.30d.bench.json":  {map[string]float64{"1/4096": -0.0152, "256/4096": 0.0314, "64/4096": -0.0404}, 5},
 		"v41.fast.30d.bench.json": {map[string]float64{"1/4096": 0.0946, "256/4096": 0.0396, "64/4096": -0.0357}, 2},
+		"v4.fast.30e.bench.json":  {map[string]float64{"1/4096": -0.0379, "256/4096": 0.0231, "64/4096": -0.0514}, 3},
 	})
 }
 

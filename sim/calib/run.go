@@ -448,13 +448,15 @@ var Run29Later = append(v4Fast(RunName29,
 // sampled, as every run before; 30a the warp sampler of run 29, 30b the launch-block
 // sampler's first form), 30c (each row fed a fresh random token every step: V4.1's
 // rows no longer fall onto the same few experts; 4,096 and 32,768) and 30d (the
-// sampler's histogram in 32-bit parts; random tokens; 4,096). The sampled reports
+// sampler's histogram in 32-bit parts; random tokens; 4,096) and 30e (V4 only, the
+// sampler a block of 1,024 threads a row). The sampled reports
 // (.sample.) time the sampler, which the cost model prices greedy; they are not compared.
 var Run30Later = append(v4Fast(RunName30,
 	"run30/v4.fast.30a.bench.json",
 	"run30/v4.fast.30b.bench.json",
 	"run30/v4.fast.30c.bench.json",
 	"run30/v4.fast.30d.bench.json",
+	"run30/v4.fast.30e.bench.json",
 ), v41Fast(RunName30,
 	"run30/v41.fast.30a.bench.json",
 	"run30/v41.fast.30b.bench.json",
