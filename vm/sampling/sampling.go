@@ -44,8 +44,9 @@ func Mass(e float32) uint64 { return uint64(e * MassScale) }
 //   - the cuts: the candidates of positive mass sorted by e (larger first, then lower
 //     id); keep the first top_k, then the shortest prefix whose mass reaches
 //     ⌈top_p · total⌉ (top_p as a float32, the product in float64);
-//   - the draw: u = ⌊U · kept mass⌋ (at most kept − 1), and the first kept id, walking
-//     the ids in order, at which the kept mass so far exceeds u.
+//   - the draw: u = ⌊U · kept mass⌋ (at most kept − 1), U rounded to a float32 first (the
+//     precision a step's parameters reach a device with: vm/machine.go), and the first
+//     kept id, walking the ids in order, at which the kept mass so far exceeds u.
 func Row(logits []float32, p Params, allowed func(int) bool, s *Scratch) int {
 	if !(p.Temperature > 0) {
 		best := -1
@@ -61,7 +62,7 @@ func Row(logits []float32, p Params, allowed func(int) bool, s *Scratch) int {
 		return tok
 	}
 	c := cutRow(e, total, p, s)
-	u := Threshold(p.U, c.mass)
+	u := Threshold(float64(float32(p.U)), c.mass)
 	var acc uint64
 	last := 0
 	for i, v := range e {

@@ -119,7 +119,7 @@ func refRow(logits []float32, p Params, allowed func(int) bool) int {
 		m += Mass(e[i])
 	}
 	u := uint64(0)
-	if x := p.U * float64(m); x >= 1 {
+	if x := float64(float32(p.U)) * float64(m); x >= 1 {
 		u = min(uint64(min(x, float64(m-1))), m-1)
 	}
 	var acc uint64
@@ -236,4 +236,44 @@ func FuzzRow(f *testing.F) {
 			t.Fatalf("%+v: Row %d, the definition %d", p, got, want)
 		}
 	})
+}
+
+// TestRowSeesUAsFloat32: a row's token depends on U only through float32(U), the precision
+// a step's parameters reach a device with, so the VM's host path (float64 U) and the
+// device (float32 U) draw the same token. For a flat row the test puts U just below the
+// cumulative probability at which the draw moves to the next id, where float32(U) lies
+// just above it, and requires Row to give both the same token (it does not when Row uses
+// U's float64 value).
+func TestRowSeesUAsFloat32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	var s Scratch
+	logits := make([]float32, 20000)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 0.01)
+	}
+	for _, topP := range []float64{0, 0.9} {
+		p := Params{Temperature: 1, TopP: topP}
+		probs := Probs(logits, p, make([]float64, len(logits)), &s)
+		var c float64
+		checked := 0
+		for _, q := range probs {
+			c += q
+			u := c - 0x1p-35
+			if q == 0 || c >= 1 || float64(float32(u)) < c+0x1p-40 {
+				continue
+			}
+			p.U = u
+			a := Row(logits, p, nil, &s)
+			p.U = float64(float32(u))
+			if b := Row(logits, p, nil, &s); a != b {
+				t.Fatalf("top-p %g: U %v draws %d, float32(U) %v draws %d", topP, u, a, p.U, b)
+			}
+			if checked++; checked == 200 {
+				break
+			}
+		}
+		if checked < 200 {
+			t.Fatalf("top-p %g: %d boundaries checked", topP, checked)
+		}
+	}
 }
