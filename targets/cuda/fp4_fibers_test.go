@@ -225,8 +225,10 @@ func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 // vocabularies of one to 36 chunks; rows at a temperature (sample_blk: a launch block's
 // sums, the cut's boundary found digit by digit in shared-memory histograms, the tie and
 // the draw by chunks; rows with a NaN or +Inf) against sample_row, the serial form the
-// emulated device runs, with plain draws, top-k, top-p and both, over ties at the cut and
-// ids of no mass.
+// emulated device runs, with plain draws, top-k, top-p and both, over ties at the cut
+// (among them rows whose whole kept mass lies in one thread's chunk of the draw, kept
+// ties, cut ties and ids above the cut interleaved) and ids of no mass; and the
+// histogram's masses put together from their 32-bit parts.
 func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
 }
