@@ -26,21 +26,21 @@ type Scratch struct {
 	order []int32
 }
 
-// MassScale: a candidate's mass is its probability relative to the row's largest (a
+// massScale: a candidate's mass is its probability relative to the row's largest (a
 // float32 in [0, 1]) times 2^40, truncated to an integer. Sums of masses are exact and
 // do not depend on their order, which is what lets a GPU add them in parallel and still
 // draw the token a serial loop draws; a candidate below 2^-40 of the largest has no
 // mass and is never drawn.
-const MassScale = 1 << 40
+const massScale = 1 << 40
 
-// Mass is a relative probability's integer mass.
-func Mass(e float32) uint64 { return uint64(e * MassScale) }
+// mass is a relative probability's integer mass.
+func mass(e float32) uint64 { return uint64(e * massScale) }
 
 // Row draws a token. Greedy (temperature not above 0): the lowest-index maximum.
 // Otherwise, over the allowed ids (allowed, when set, is a grammar's mask):
 //   - none allowed: 0; an allowed logit NaN, or the largest ±Inf: the last allowed id;
 //   - each id's relative probability e = exp((logit − max) / T) in float32 (T the
-//     temperature as a float32, exp SLEEF's expf: internal/sleef), its mass Mass(e);
+//     temperature as a float32, exp SLEEF's expf: internal/sleef), its mass ⌊e · 2^40⌋;
 //   - the cuts: the candidates of positive mass sorted by e (larger first, then lower
 //     id); keep the first top_k, then the shortest prefix whose mass reaches
 //     ⌈top_p · total⌉ (top_p as a float32, the product in float64);
@@ -62,11 +62,11 @@ func Row(logits []float32, p Params, allowed func(int) bool, s *Scratch) int {
 		return tok
 	}
 	c := cutRow(e, total, p, s)
-	u := Threshold(float64(float32(p.U)), c.mass)
+	u := threshold(float64(float32(p.U)), c.mass)
 	var acc uint64
 	last := 0
 	for i, v := range e {
-		q := Mass(v)
+		q := mass(v)
 		if q == 0 || !c.keeps(i, v) {
 			continue
 		}
@@ -79,8 +79,8 @@ func Row(logits []float32, p Params, allowed func(int) bool, s *Scratch) int {
 	return last // not reached: u is below the kept mass
 }
 
-// Threshold is the draw's ⌊U · mass⌋, 0 for U·mass below 1 (or NaN), at most mass − 1.
-func Threshold(U float64, mass uint64) uint64 {
+// threshold is the draw's ⌊U · mass⌋, 0 for U·mass below 1 (or NaN), at most mass − 1.
+func threshold(U float64, mass uint64) uint64 {
 	x := U * float64(mass)
 	if !(x >= 1) {
 		return 0
@@ -91,8 +91,8 @@ func Threshold(U float64, mass uint64) uint64 {
 	return min(uint64(x), mass-1)
 }
 
-// NeedMass is the top-p cut's mass: ⌈top_p · total⌉, top_p a float32.
-func NeedMass(topP float32, total uint64) uint64 {
+// needMass is the top-p cut's mass: ⌈top_p · total⌉, top_p a float32.
+func needMass(topP float32, total uint64) uint64 {
 	return uint64(math.Ceil(float64(topP) * float64(total)))
 }
 
@@ -129,7 +129,7 @@ func weigh(logits []float32, temp float64, allowed func(int) bool, s *Scratch) (
 		e[i] = 0
 		if allowed == nil || allowed(i) {
 			e[i] = sleef.Exp((v - mx) / t)
-			total += Mass(e[i])
+			total += mass(e[i])
 		}
 	}
 	return e, total, -1
@@ -155,7 +155,7 @@ func cutRow(e []float32, total uint64, p Params, s *Scratch) cut {
 	}
 	order := s.order[:0]
 	for i, v := range e {
-		if Mass(v) > 0 {
+		if mass(v) > 0 {
 			order = append(order, int32(i))
 		}
 	}
@@ -177,10 +177,10 @@ func cutRow(e []float32, total uint64, p Params, s *Scratch) cut {
 		return int(a - b)
 	})
 	if nucleus {
-		need := NeedMass(topP, total)
+		need := needMass(topP, total)
 		var acc uint64
 		for j, id := range order[:keep] {
-			acc += Mass(e[id])
+			acc += mass(e[id])
 			if acc >= need {
 				keep = j + 1
 				break
@@ -189,7 +189,7 @@ func cutRow(e []float32, total uint64, p Params, s *Scratch) cut {
 	}
 	var m uint64
 	for _, id := range order[:keep] {
-		m += Mass(e[id])
+		m += mass(e[id])
 	}
 	b := order[keep-1]
 	return cut{key: e[b], last: int(b), mass: m}

@@ -94,7 +94,7 @@ func refRow(logits []float32, p Params, allowed func(int) bool) int {
 	var total uint64
 	for _, i := range ids {
 		e[i] = sleef.Exp((logits[i] - mx) / float32(p.Temperature))
-		total += Mass(e[i])
+		total += mass(e[i])
 	}
 	sorted := append([]int(nil), ids...)
 	sort.SliceStable(sorted, func(a, b int) bool { return e[sorted[a]] > e[sorted[b]] })
@@ -106,7 +106,7 @@ func refRow(logits []float32, p Params, allowed func(int) bool) int {
 		need := uint64(math.Ceil(float64(tp) * float64(total)))
 		var acc uint64
 		for j := 0; j < keep; j++ {
-			if acc += Mass(e[sorted[j]]); acc >= need {
+			if acc += mass(e[sorted[j]]); acc >= need {
 				keep = j + 1
 				break
 			}
@@ -116,7 +116,7 @@ func refRow(logits []float32, p Params, allowed func(int) bool) int {
 	var m uint64
 	for _, i := range sorted[:keep] {
 		kept[i] = true
-		m += Mass(e[i])
+		m += mass(e[i])
 	}
 	u := uint64(0)
 	if x := float64(float32(p.U)) * float64(m); x >= 1 {
@@ -125,7 +125,7 @@ func refRow(logits []float32, p Params, allowed func(int) bool) int {
 	var acc uint64
 	for _, i := range ids {
 		if kept[i] {
-			if acc += Mass(e[i]); acc > u {
+			if acc += mass(e[i]); acc > u {
 				return i
 			}
 		}

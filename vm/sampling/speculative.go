@@ -41,7 +41,7 @@ func Probs(logits []float32, p Params, dst []float64, s *Scratch) []float64 {
 	}
 	c := cutRow(e, total, p, s)
 	for i, v := range e {
-		if q := Mass(v); q > 0 && c.keeps(i, v) {
+		if q := mass(v); q > 0 && c.keeps(i, v) {
 			dst[i] = float64(q) / float64(c.mass)
 		}
 	}

@@ -337,6 +337,13 @@ func TestRunSampledRows(t *testing.T) {
 // when the test ends).
 func emulatedMachine(t *testing.T) *vm.Machine {
 	t.Helper()
+	return machineOn(t, func(tg targets.Target) targets.Executor { return emulated{tg} })
+}
+
+// machineOn loads tiny-v41-dev2 compiled for h200 on the executor exec makes of the h200
+// target (closed when the test ends).
+func machineOn(t *testing.T, exec func(targets.Target) targets.Executor) *vm.Machine {
+	t.Helper()
 	p := compile(t, "tiny-v41-dev2", "h200")
 	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
 	if err != nil {
@@ -346,7 +353,7 @@ func emulatedMachine(t *testing.T) *vm.Machine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := vm.LoadOn(p, ws, emulated{tg}, targets.Options{MaxTokens: 64, MaxContext: 60})
+	m, err := vm.LoadOn(p, ws, exec(tg), targets.Options{MaxTokens: 64, MaxContext: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,27 +391,14 @@ func (r *recorded) Step(in *targets.StepIn, out *targets.StepOut) error {
 // not the token the row sampled the step before (run 30: rows copied from one sequence
 // and fed a random-weight model's greedy tokens route to the same few experts).
 func TestDecodeRowsFedRandomTokens(t *testing.T) {
-	p := compile(t, "tiny-v41-dev2", "h200")
-	ws, err := vm.LoadWeights(p, "../../testdata/tiny-v41-dev2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, err := targets.Lookup("h200")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var fed, got [][]int32
-	m, err := vm.LoadOn(p, ws, recording{tg, &fed, &got}, targets.Options{MaxTokens: 64, MaxContext: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := machineOn(t, func(tg targets.Target) targets.Executor { return recording{tg, &fed, &got} })
 	cfg := stepbench.Config{Batches: []int{4}, Contexts: []int{12}, Warmup: 1, Steps: 4, Chunk: 8, CopyBytes: 1 << 20, Seed: 5}
 	if _, err := stepbench.Run(m, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if len(fed) < 5 {
-		t.Fatalf("%d decode steps recorded, want 5", len(fed))
+	if len(fed) != 5 || len(fed[0]) != 4 {
+		t.Fatalf("%d decode steps recorded (rows %v), want 5 of 4 rows (1 warm-up, 4 timed)", len(fed), fed)
 	}
 	for s := 1; s < len(fed); s++ {
 		same := 0

@@ -211,13 +211,15 @@ KERNEL(sample_argmax_part, SampleArgs) {
 // reaches ⌈top_p · total⌉; the draw u = ⌊U · kept mass⌋ and the first kept id, in id
 // order, where the kept mass so far exceeds u. Integer sums do not depend on their
 // order, so a launch block finds the same token as the serial loop without sorting.
-#define SAMPLE_MASS_SCALE 1099511627776.0f  // 2^40, vm/sampling.MassScale
+#define SAMPLE_MASS_SCALE 1099511627776.0f  // 2^40, vm/sampling's massScale
 DEV u64 sample_mass(float e) { return (u64)(e * SAMPLE_MASS_SCALE); }
+// sample_e: e = exp((lg − mx) / t), 0 below -104 before exp_sleef is called (its
+// rounding of an infinite argument to an int is undefined on the host)
 DEV float sample_e(float lg, float mx, float t) {
   const float x = (lg - mx) / t;
   return x < -104 ? 0.0f : exp_sleef(x);
 }
-// sample_threshold: ⌊U · m⌋, 0 below 1 (or NaN), at most m − 1 (sampling.Threshold)
+// sample_threshold: ⌊U · m⌋, 0 below 1 (or NaN), at most m − 1 (vm/sampling threshold)
 DEV u64 sample_threshold(double U, u64 m) {
   const double x = U * (double)m;
   if (!(x >= 1)) return 0;
@@ -225,7 +227,7 @@ DEV u64 sample_threshold(double U, u64 m) {
   const u64 u = (u64)x;
   return u < m - 1 ? u : m - 1;
 }
-// sample_need: the top-p cut's mass ⌈top_p · total⌉ (sampling.NeedMass)
+// sample_need: the top-p cut's mass ⌈top_p · total⌉ (vm/sampling needMass)
 DEV u64 sample_need(float topP, u64 total) { return (u64)ceil((double)topP * (double)total); }
 DEV bool sample_inf(float x) { return x == F32_INF || x == -F32_INF; }
 // sample_keeps: whether id i of relative probability e is kept by the cut (all: every

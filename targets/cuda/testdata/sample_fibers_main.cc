@@ -89,19 +89,9 @@ static int sample_case(long R, long V, int kind, bool masked, unsigned seed) {
   return diff || g_errors != before;
 }
 
-// tie_case: every row at a temperature over four distinct logits (a cut's boundary
-// falls inside a large group of ties, some kept, the rest not, ids above the boundary
-// on both sides of the last kept one), top-k from 1 to V and top-p in turn
-static int tie_case(long R, long V, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<float> logits(R * V), params(4 * R);
-  for (auto& v : logits) v = (float)(rng() % 4) * 0.5f;
-  for (long r = 0; r < R; r++) {
-    params[4 * r] = 1.0f;
-    params[4 * r + 1] = r % 3 == 0 ? 0.05f + 0.9f * (float)(rng() % 1000) / 1000.0f : 0.0f;
-    params[4 * r + 2] = r % 3 == 1 ? 0.0f : (float)(1 + rng() % V);
-    params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
-  }
+// unmasked_rows: R rows of V unmasked logits at their parameters through sample's launch
+// blocks on fibers, against sample_row; reports under label
+static int unmasked_rows(const char* label, long R, long V, std::vector<float>& logits, std::vector<float>& params) {
   std::vector<int> out(R, -7), want(R), worder(V);
   std::vector<float> we(V);
   for (long r = 0; r < R; r++) {
@@ -116,11 +106,27 @@ static int tie_case(long R, long V, unsigned seed) {
   fibers_launch_n(sample, a, R, SAMPLE_NT);
   for (long r = 0; r < R; r++)
     if (out[r] != want[r]) {
-      if (diff < 3) fprintf(stderr, "tie row %ld: %d, want %d\n", r, out[r], want[r]);
+      if (diff < 3) fprintf(stderr, "%s row %ld: %d, want %d\n", label, r, out[r], want[r]);
       diff++;
     }
-  printf("tie rows %ld, V %ld: %ld rows differ, errors %ld\n", R, V, diff, g_errors - before);
+  printf("%s rows %ld, V %ld: %ld rows differ, errors %ld\n", label, R, V, diff, g_errors - before);
   return diff || g_errors != before;
+}
+
+// tie_case: every row at a temperature over four distinct logits (a cut's boundary
+// falls inside a large group of ties, some kept, the rest not, ids above the boundary
+// on both sides of the last kept one), top-k from 1 to V and top-p in turn
+static int tie_case(long R, long V, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> logits(R * V), params(4 * R);
+  for (auto& v : logits) v = (float)(rng() % 4) * 0.5f;
+  for (long r = 0; r < R; r++) {
+    params[4 * r] = 1.0f;
+    params[4 * r + 1] = r % 3 == 0 ? 0.05f + 0.9f * (float)(rng() % 1000) / 1000.0f : 0.0f;
+    params[4 * r + 2] = r % 3 == 1 ? 0.0f : (float)(1 + rng() % V);
+    params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
+  }
+  return unmasked_rows("tie", R, V, logits, params);
 }
 
 // chunk_tie_case: every row's mass in one thread's chunk of the draw (64 ids of 65,536:
@@ -136,25 +142,7 @@ static int chunk_tie_case(long R, unsigned seed) {
     params[4 * r + 2] = (float)(32 + 1 + rng() % 31);
     params[4 * r + 3] = (float)(rng() % 1000) / 1000.0f;
   }
-  std::vector<int> out(R, -7), want(R), worder(V);
-  std::vector<float> we(V);
-  for (long r = 0; r < R; r++) {
-    const float* p = params.data() + 4 * r;
-    want[r] = sample_row(logits.data() + r * V, nullptr, V, we.data(), worder.data(), p[0], (i64)p[2], p[1], (double)p[3]);
-  }
-  std::vector<char> scratch(R * V * 12 + 64);
-  SampleArgs a{};
-  a.logits = logits.data(), a.params = params.data(), a.mask = nullptr, a.out = out.data();
-  a.R = R, a.V = V, a.cols = 1 + 2 * ((V + 63) / 64), a.scratch = scratch.data();
-  long before = g_errors, diff = 0;
-  fibers_launch_n(sample, a, R, SAMPLE_NT);
-  for (long r = 0; r < R; r++)
-    if (out[r] != want[r]) {
-      if (diff < 3) fprintf(stderr, "chunk tie row %ld: %d, want %d\n", r, out[r], want[r]);
-      diff++;
-    }
-  printf("chunk tie rows %ld: %ld rows differ, errors %ld\n", R, diff, g_errors - before);
-  return diff || g_errors != before;
+  return unmasked_rows("chunk tie", R, V, logits, params);
 }
 
 // hist_case: masses up to 2^40 added into one digit of the histogram in parts come back
