@@ -15,6 +15,7 @@ type stepShape struct {
 	T   int     // tokens in the step on this rank
 	R   int     // logit rows
 	K   int     // rows kept by SWA bounded replay (Σ min(n_i, keep)); 0 means T
+	S   int     // logit rows sampled at a temperature (the rest greedy); at most R
 	Ctx float64 // mean position of the step's tokens (keys visible to a query ≈ this)
 }
 
@@ -52,7 +53,7 @@ type pricer struct {
 	imbalance  float64       // max/mean expert load over ranks
 	layer      []int         // per instruction: the model layer it belongs to (-1: embedding or head)
 	groupSize  map[int64]int // fusion group → its elementwise members
-	static     map[[3]int]*stepPrice
+	static     map[[4]int]*stepPrice
 	dynamic    map[[3]int]*stepPrice
 	activation int // bytes per activation element on the device
 	keep       int // SWA bounded replay's rows kept per sequence (0: the program has no cut)
@@ -65,7 +66,7 @@ func newPricer(m *cost.Model, p *plan.Plan, prog *plan.Program, role *plan.Role)
 	if role.Balancedness > 0 {
 		imb = 1 / role.Balancedness
 	}
-	pr := &pricer{m: m, p: p, prog: prog, imbalance: imb, static: map[[3]int]*stepPrice{},
+	pr := &pricer{m: m, p: p, prog: prog, imbalance: imb, static: map[[4]int]*stepPrice{},
 		dynamic: map[[3]int]*stepPrice{}, activation: 2, tableRanks: max(1, role.EP), commMode: "normal"}
 	pr.groupSize = map[int64]int{}
 	for i := range prog.Instrs {
@@ -170,7 +171,7 @@ func (pr *pricer) price(s stepShape) (static, dynamic *stepPrice, err error) {
 	if s.K == 0 {
 		s.K = s.T
 	}
-	sk, dk := [3]int{s.T, s.R, s.K}, [3]int{s.T, s.K, int(s.Ctx)}
+	sk, dk := [4]int{s.T, s.R, s.K, s.S}, [3]int{s.T, s.K, int(s.Ctx)}
 	static, dynamic = pr.static[sk], pr.dynamic[dk]
 	if static == nil {
 		if static, err = pr.priceSome(s, false); err != nil {
@@ -248,6 +249,11 @@ func (pr *pricer) priceSome(s stepShape, dyn bool) (*stepPrice, error) {
 func attrI(in *plan.Instr, k string) int { v, _ := in.Attrs.Int(k); return int(v) }
 
 func (pr *pricer) predict(in *plan.Instr, k cost.Kernel) (kernelCall, error) {
+	return pr.predictAs(in, in.Kernel, k)
+}
+
+// predictAs is predict with the call priced and reported under class.
+func (pr *pricer) predictAs(in *plan.Instr, class string, k cost.Kernel) (kernelCall, error) {
 	// a device without a rate for the weights' dtype runs them widened (FP4 experts
 	// on Hopper are dequantized to FP8 on the fly)
 	if k.DType == "fp4" && pr.m.Rates.TFLOPS["fp4"] == 0 {
@@ -256,12 +262,12 @@ func (pr *pricer) predict(in *plan.Instr, k cost.Kernel) (kernelCall, error) {
 	if k.DType == "fp8e4m3" && pr.m.Rates.TFLOPS["fp8"] == 0 {
 		k.DType = "bf16"
 	}
-	k.Class = in.Kernel
+	k.Class = class
 	us, b, err := pr.m.Predict(k)
 	if err != nil {
 		return kernelCall{}, err
 	}
-	return kernelCall{Kernel: in.Kernel, Op: in.Op, Layer: attrI(in, "layer"), US: us, Bound: b.Bound, FLOPs: b.FLOPs, Bytes: b.Bytes,
+	return kernelCall{Kernel: class, Op: in.Op, Layer: attrI(in, "layer"), US: us, Bound: b.Bound, FLOPs: b.FLOPs, Bytes: b.Bytes,
 		FloorUS: b.LatencyUS, MemoryUS: b.MemoryUS, ComputeUS: b.ComputeUS, Scan: k.Scan, Heap: k.Heap}, nil
 }
 
@@ -402,6 +408,15 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		}
 		down, err := pr.predict(in, cost.Kernel{Op: "grouped_gemm", DType: dt, M: perSlot, N: hidden, K: inter, Groups: groups})
 		return []kernelCall{up, down}, err
+	case "sample":
+		if s.S > 0 {
+			calls, err := elementwise()
+			if err != nil {
+				return nil, err
+			}
+			return pr.sampled(in, s, calls[0])
+		}
+		return elementwise()
 	case "rope":
 		// in place, on the rope_dim slice of each head only
 		x := in.ArgTypes[0]
@@ -498,6 +513,44 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		return nil, fmt.Errorf("the simulator has no cost mapping for op %s", in.Op)
 	}
 	return elementwise()
+}
+
+// SampledClass is the class a sampler's calls are priced, reported and calibrated
+// under when some of its rows are sampled at a temperature: a greedy row is one pass
+// over its logits, a sampled row a launch block's several passes (vm/sampling.Row's
+// maximum, relative probabilities, cut and draw), a different kernel in cost.
+func SampledClass(kernel string) string { return kernel + sampledSuffix }
+
+// IsSampledClass reports whether class is a SampledClass.
+func IsSampledClass(class string) bool { return strings.HasSuffix(class, sampledSuffix) }
+
+const sampledSuffix = " (sampled)"
+
+// sampledPasses are the float32 passes the cuda target's sampler makes over a sampled
+// row (basic.cu sample_blk): the maximum, the relative probabilities written and their
+// sum, three levels of the cut's radix descent, and the draw's walk.
+const sampledPasses = 7
+
+// sampled prices a sampler call of s.S sampled rows (greedy the price of the call with
+// every row greedy): the greedy pass's bytes plus sampledPasses float32 passes over
+// each sampled row, and as Kernel.Scan the entries one multiprocessor walks in turn: a
+// row is one launch block, so rows beyond the device's multiprocessors wait for a second
+// wave. The roofline prices the bytes alone; a class calibration (SampledClass) charges
+// for the waves.
+func (pr *pricer) sampled(in *plan.Instr, s stepShape, greedy kernelCall) ([]kernelCall, error) {
+	if len(in.ArgTypes) == 0 || len(in.ArgTypes[0].Shape) < 2 {
+		return nil, fmt.Errorf("sample: the logits operand has no vocabulary dimension")
+	}
+	vocab := int(in.ArgTypes[0].Last())
+	rows := min(s.S, s.R)
+	waves := rows
+	if cu := pr.m.Rates.ComputeUnits; cu > 0 {
+		waves = (rows + cu - 1) / cu
+	}
+	bytes := int64(greedy.Bytes) + int64(rows)*int64(vocab)*4*sampledPasses
+	c, err := pr.predictAs(in, SampledClass(in.Kernel), cost.Kernel{Op: "elementwise", DType: "bf16", M: int(bytes) / pr.activation,
+		Bytes: bytes, Scan: float64(waves) * float64(vocab)})
+	return []kernelCall{c}, err
 }
 
 // elementwiseOps are priced as one memory-bound pass over their step-shaped operands

@@ -15,8 +15,12 @@ func WriteReport(w io.Writer, r *Result) {
 		load = fmt.Sprintf("Poisson arrivals at %g requests/s", wl.Rate)
 	}
 	fmt.Fprintf(w, "SIMULATED with %s on target %s — predictions, not measurements\n", r.Model, r.Target)
-	fmt.Fprintf(w, "workload: %d requests, %s, input %s, output %s, two-batch overlap %v\n",
-		wl.Requests, load, wl.in, wl.out, wl.overlap())
+	rows := "greedy"
+	if wl.Temperature > 0 {
+		rows = fmt.Sprintf("sampled at temperature %g (every logit row priced as a sampled row)", wl.Temperature)
+	}
+	fmt.Fprintf(w, "workload: %d requests, %s, input %s, output %s, two-batch overlap %v, %s\n",
+		wl.Requests, load, wl.in, wl.out, wl.overlap(), rows)
 	for i := range r.Roles {
 		writeRole(w, &r.Roles[i], r.Model)
 	}

@@ -64,7 +64,7 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 				ctx += float64(r.ctx)
 			}
 			T := b * (1 + gamma)
-			if err := slow.rank(pr, stepShape{T: T, R: T, Ctx: ctx / float64(b)}, w.overlap(), b); err != nil {
+			if err := slow.rank(pr, w.rows(stepShape{T: T, R: T, Ctx: ctx / float64(b)}), w.overlap(), b); err != nil {
 				return nil, err
 			}
 		}
@@ -124,7 +124,7 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 		rr.TokensPerSecPerDevice = float64(rr.TokensOut) / clock / float64(role.DP*role.CP*role.TP)
 	}
 	acc.finish(rr)
-	if err := representative(rr, pr, stepShape{T: max(1, int(rr.MeanTokens)), R: max(1, int(rr.MeanTokens)), Ctx: w.in.Mean() + w.out.Mean()/2}); err != nil {
+	if err := representative(rr, pr, w.rows(stepShape{T: max(1, int(rr.MeanTokens)), R: max(1, int(rr.MeanTokens)), Ctx: w.in.Mean() + w.out.Mean()/2})); err != nil {
 		return nil, err
 	}
 	if gamma > 0 {
@@ -153,11 +153,11 @@ func sampleAccepted(p []float64, g *generator) int {
 func speculativeSpeedup(rr *RoleResult, pr *pricer, w *Workload, gamma int) error {
 	b := max(1, int(rr.MeanBatch))
 	ctx := w.in.Mean() + w.out.Mean()/2
-	ps, pd, err := pr.price(stepShape{T: b * (1 + gamma), R: b * (1 + gamma), Ctx: ctx})
+	ps, pd, err := pr.price(w.rows(stepShape{T: b * (1 + gamma), R: b * (1 + gamma), Ctx: ctx}))
 	if err != nil {
 		return err
 	}
-	bs, bd, err := pr.price(stepShape{T: b, R: b, Ctx: ctx})
+	bs, bd, err := pr.price(w.rows(stepShape{T: b, R: b, Ctx: ctx}))
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			if T == 0 {
 				continue
 			}
-			if err := slow.rank(pr, stepShape{T: T, R: seqs, K: pr.kept(ns), Ctx: pos / float64(T)}, w.overlap(), seqs); err != nil {
+			if err := slow.rank(pr, w.rows(stepShape{T: T, R: seqs, K: pr.kept(ns), Ctx: pos / float64(T)}), w.overlap(), seqs); err != nil {
 				return nil, err
 			}
 		}
@@ -265,6 +265,7 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 	if pr.keep > 0 {
 		rep.K = min(rep.T, rep.R*pr.keep)
 	}
+	rep = w.rows(rep)
 	if err := representative(rr, pr, rep); err != nil {
 		return nil, err
 	}

@@ -126,9 +126,43 @@ func TestWorkloadErrors(t *testing.T) {
 		"concurrency_per_rank=2,requests=4,input_len=poisson:3,output_len=fixed:1",
 		"concurrency_per_rank=2,requests=4,input_len=uniform:9:3,output_len=fixed:1",
 		"concurrency_per_rank=2,requests=4,input_len=fixed:1,output_len=fixed:1,colour=red",
+		"concurrency_per_rank=2,requests=4,input_len=fixed:1,output_len=fixed:1,temperature=-1",
+		"concurrency_per_rank=2,requests=4,input_len=fixed:1,output_len=fixed:1,temperature=NaN",
+		"concurrency_per_rank=2,requests=4,input_len=fixed:1,output_len=fixed:1,temperature=+Inf",
+		"concurrency_per_rank=2,requests=4,input_len=fixed:1,output_len=fixed:1,temperature=warm",
 	} {
 		if _, err := ReadWorkload(bad); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
+	}
+}
+
+// TestSampledWorkload: a workload that samples at a temperature prices every decode
+// step's rows as sampled (slower steps, the same tokens) and says so in the report.
+func TestSampledWorkload(t *testing.T) {
+	const wl = "concurrency_per_rank=8,requests=32,input_len=fixed:256,output_len=fixed:64"
+	g := simulate(t, wl)
+	s := simulate(t, wl+",temperature=0.7")
+	gd, sd := role(g, "decode"), role(s, "decode")
+	if sd.TokensOut != gd.TokensOut || sd.Steps != gd.Steps {
+		t.Errorf("sampled: %d tokens in %d steps, greedy %d in %d", sd.TokensOut, sd.Steps, gd.TokensOut, gd.Steps)
+	}
+	if !(sd.TPOT.P50 > gd.TPOT.P50) {
+		t.Errorf("TPOT p50 sampled %g ms, greedy %g: the sampled rows cost nothing", sd.TPOT.P50, gd.TPOT.P50)
+	}
+	var b bytes.Buffer
+	WriteReport(&b, s)
+	if !strings.Contains(b.String(), "sampled at temperature 0.7") {
+		t.Errorf("the report does not say the rows are sampled:\n%s", b.String())
+	}
+	b.Reset()
+	WriteReport(&b, g)
+	if !strings.Contains(b.String(), ", greedy") {
+		t.Errorf("the report does not say the rows are greedy:\n%s", b.String())
+	}
+	// the file form
+	w, err := ParseWorkload([]byte("concurrency_per_rank: 8\nrequests: 32\ninput_len: fixed:256\noutput_len: fixed:64\ntemperature: 1\n"), "w.yaml")
+	if err != nil || w.Temperature != 1 {
+		t.Fatalf("file form: %v, temperature %v", err, w)
 	}
 }

@@ -31,6 +31,12 @@ type StepCost struct {
 // every expert local. The step is the sum of its kernels, as on a device that runs
 // them one after another; communication, if any, is added without overlap.
 func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) {
+	return DecodeStepSampled(p, m, batch, ctx, false)
+}
+
+// DecodeStepSampled is DecodeStep with every row sampled at a temperature when sampled
+// is set (the sampler priced as SampledClass of its kernel), greedy otherwise.
+func DecodeStepSampled(p *plan.Plan, m *cost.Model, batch, ctx int, sampled bool) (*StepCost, error) {
 	if batch < 1 || ctx < 0 {
 		return nil, fmt.Errorf("decode step of batch %d at context %d: needs batch ≥ 1 and context ≥ 0", batch, ctx)
 	}
@@ -53,7 +59,11 @@ func DecodeStep(p *plan.Plan, m *cost.Model, batch, ctx int) (*StepCost, error) 
 		return nil, fmt.Errorf("the plan has no %s program", role.Name)
 	}
 	pr := newPricer(m, p, prog, role)
-	static, dynamic, err := pr.price(stepShape{T: batch, R: batch, Ctx: float64(ctx)})
+	shape := stepShape{T: batch, R: batch, Ctx: float64(ctx)}
+	if sampled {
+		shape.S = batch
+	}
+	static, dynamic, err := pr.price(shape)
 	if err != nil {
 		return nil, err
 	}

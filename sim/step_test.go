@@ -116,3 +116,76 @@ func TestHeapSelectCount(t *testing.T) {
 		t.Errorf("k·64 = n: %g replacements, want %g", got, per)
 	}
 }
+
+// TestDecodeStepSampled: a step whose rows are sampled prices its sampler under
+// SampledClass, with sampledPasses more float32 passes over each row's logits and a
+// wave of the vocabulary a multiprocessor walks for every ComputeUnits rows; the other
+// classes are the greedy step's. A class calibration charges the waves.
+func TestDecodeStepSampled(t *testing.T) {
+	out, err := compiler.Compile(compiler.Options{Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := out.Plan
+	m, err := cost.For("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = m.WithLaunch(cost.Device)
+	var sampler string
+	vocab := 0
+	for _, in := range p.Program("decode").Instrs {
+		if in.Op == "sample" {
+			sampler, vocab = in.Kernel, int(in.ArgTypes[0].Last())
+		}
+	}
+	if sampler == "" || vocab < 2 {
+		t.Fatalf("no sampler in the decode program (kernel %q, vocabulary %d)", sampler, vocab)
+	}
+	cu := m.Rates.ComputeUnits
+	if cu < 2 {
+		t.Fatalf("h200 has %d compute units", cu)
+	}
+	cal := m.WithClasses("test", map[string]cost.ClassCal{SampledClass(sampler): {FloorUS: 10, ScanNS: 1}})
+	for _, c := range []struct{ batch, waves int }{{1, 1}, {cu, 1}, {cu + 1, 2}, {2*cu + 1, 3}} {
+		g, err := DecodeStep(p, m, c.batch, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := DecodeStepSampled(p, m, c.batch, 100, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s.ByClass[sampler]; ok {
+			t.Errorf("batch %d: the sampled step still prices %s as greedy", c.batch, sampler)
+		}
+		if s.ClassCalls[SampledClass(sampler)] != g.ClassCalls[sampler] || g.ClassCalls[sampler] != 1 {
+			t.Errorf("batch %d: %d sampled calls, %d greedy ones", c.batch, s.ClassCalls[SampledClass(sampler)], g.ClassCalls[sampler])
+		}
+		if want := g.ClassBytes[sampler] + float64(c.batch*vocab*4*sampledPasses); s.ClassBytes[SampledClass(sampler)] != want {
+			t.Errorf("batch %d: the sampled sampler moves %g bytes, want %g", c.batch, s.ClassBytes[SampledClass(sampler)], want)
+		}
+		if got := s.ClassScan[SampledClass(sampler)]; got != float64(c.waves*vocab) {
+			t.Errorf("batch %d: scan %g entries, want %d waves of %d", c.batch, got, c.waves, vocab)
+		}
+		for k, us := range g.ByClass {
+			if k != sampler && s.ByClass[k] != us {
+				t.Errorf("batch %d: %s priced %g us sampled, %g greedy", c.batch, k, s.ByClass[k], us)
+			}
+		}
+		if !(s.US > g.US) {
+			t.Errorf("batch %d: sampled step %g us, greedy %g", c.batch, s.US, g.US)
+		}
+		cs, err := DecodeStepSampled(p, cal, c.batch, 100, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantUS := 10 + float64(c.waves*vocab)/1e3
+		if got := cs.ByClass[SampledClass(sampler)]; math.Abs(got-wantUS) > 1e-9*wantUS {
+			t.Errorf("batch %d: calibrated sampled sampler %g us, want %g (floor + waves × vocabulary × 1 ns)", c.batch, got, wantUS)
+		}
+	}
+	if !IsSampledClass(SampledClass(sampler)) || IsSampledClass(sampler) {
+		t.Errorf("IsSampledClass does not tell %q from %q", SampledClass(sampler), sampler)
+	}
+}

@@ -118,6 +118,10 @@ type Workload struct {
 	// TwoBatchOverlap splits each step into two micro-batches so that one's all-to-all
 	// runs under the other's compute (default on).
 	TwoBatchOverlap *bool `json:"two_batch_overlap"`
+	// Temperature above 0: every request samples at a temperature (top-p, top-k), so
+	// every logit row of a step is priced as a sampled row (sim.SampledClass); 0, the
+	// default: greedy. Only whether it is above 0 changes a price.
+	Temperature float64 `json:"temperature"`
 
 	in, out Dist
 }
@@ -143,6 +147,8 @@ func ReadWorkload(arg string) (*Workload, error) {
 				w.OutputLen = v
 			case "seed":
 				w.Seed, err = strconv.ParseUint(v, 10, 64)
+			case "temperature":
+				w.Temperature, err = strconv.ParseFloat(v, 64)
 			default:
 				return nil, fmt.Errorf("workload: unknown key %q", k)
 			}
@@ -190,6 +196,9 @@ func (w *Workload) check() error {
 	if w.Rate < 0 || math.IsInf(w.Rate, 0) || math.IsNaN(w.Rate) {
 		return fmt.Errorf("workload: rate %g must be a positive number of requests per second", w.Rate)
 	}
+	if !(w.Temperature >= 0) || math.IsInf(w.Temperature, 0) {
+		return fmt.Errorf("workload: temperature %g is not a number ≥ 0 (0: greedy)", w.Temperature)
+	}
 	if len(w.Acceptance) > 33 {
 		return fmt.Errorf("workload: acceptance has %d entries: at most 33 (γ ≤ 32 drafts)", len(w.Acceptance))
 	}
@@ -213,6 +222,14 @@ func (w *Workload) check() error {
 		return fmt.Errorf("workload: acceptance probabilities sum to %g, not 1", sum)
 	}
 	return nil
+}
+
+// rows marks a step's logit rows sampled when the workload samples at a temperature.
+func (w *Workload) rows(s stepShape) stepShape {
+	if w.Temperature > 0 {
+		s.S = s.R
+	}
+	return s
 }
 
 // overlap reports whether two-batch overlap is on.

@@ -43,4 +43,20 @@ func TestCompareRun10(t *testing.T) {
 	if err := compareCmd(&out, planPath, bench, "cuda-slow"); err == nil || !strings.Contains(err.Error(), `no calibration "cuda-slow"`) {
 		t.Errorf("an unknown calibration: %v", err)
 	}
+	// a report of sampled rows (divm bench --temperature): the sampler priced sampled
+	out.Reset()
+	if err := compareCmd(&out, planPath, "../../sim/calib/testdata/run30/v4.fast.30e.sample.bench.json", "auto"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"batch 1, context 4096: step measured 1.668 ms, simulated 1.483 ms, error -11.1% ok",
+		"tilekernels.sampling (sampled)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the sampled comparison lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "tilekernels.sampling   ") {
+		t.Errorf("the sampled comparison still lists the greedy sampler class:\n%s", out.String())
+	}
 }

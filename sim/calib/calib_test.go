@@ -219,15 +219,20 @@ func TestFromDir(t *testing.T) {
 	}
 }
 
-// TestFromDirSkipsSampled: a directory's sampled-rows report (SAMPLE_COMPARE's
-// *.sample.bench.json) is not a calibration input: the calibrations describe greedy steps.
-func TestFromDirSkipsSampled(t *testing.T) {
+// TestFromDirTakesSampled: a directory's sampled-rows report (SAMPLE_COMPARE's
+// *.sample.bench.json) is listed, and a fit of the directory takes the sampler's sampled
+// class from it (FitCalibrations) for every model type.
+func TestFromDirTakesSampled(t *testing.T) {
 	dir := t.TempDir()
-	b, err := os.ReadFile("testdata/run8/v4.fast.bench.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"v4.fast.bench.json", "v4.fast.sample.bench.json"} {
+	for name, from := range map[string]string{
+		"v4.fast.bench.json":        "testdata/run30/v4.fast.30c.bench.json",
+		"v4.fast.sample.bench.json": "testdata/run30/v4.fast.30e.sample.bench.json",
+		"v41.fast.bench.json":       "testdata/run30/v41.fast.30c.bench.json",
+	} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +241,34 @@ func TestFromDirSkipsSampled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 1 || !strings.HasSuffix(ms[0].File, "v4.fast.bench.json") {
-		t.Errorf("FromDir listed %v, want the greedy report alone", ms)
+	if len(ms) != 3 {
+		t.Fatalf("FromDir listed %v, want the three reports", ms)
+	}
+	for i := range ms {
+		ms[i].Run = "test run"
+	}
+	data, err := Load("../..", ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := FitCalibrations(h200.Model(), data, ShippedTrain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const class = "tilekernels.sampling (sampled)"
+	c := cs["cuda-fast"]
+	if c == nil || len(cs) != 1 {
+		t.Fatalf("fitted %v", cs)
+	}
+	for _, mt := range []string{"deepseek_v4", "deepseek_v41"} {
+		got, want := c.Models[mt][class], Fitted["cuda-fast"].Models[mt][class]
+		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*math.Abs(b) }
+		if !near(got.FloorUS, want.FloorUS) || !near(got.GBps, want.GBps) || !near(got.ScanNS, want.ScanNS) || want.FloorUS == 0 {
+			t.Errorf("%s: %s fitted %+v, want the shipped fit's %+v (the same report)", mt, class, got, want)
+		}
+	}
+	// a sampled report alone: nothing to fit the other kernels on
+	if _, err := FitCalibrations(h200.Model(), data[1:2], ShippedTrain); err == nil || !strings.Contains(err.Error(), "no greedy report") {
+		t.Errorf("a fit on a sampled report alone: %v", err)
 	}
 }

@@ -90,6 +90,13 @@ var (
 // type), on the points train selects. A calibration's Fit names the runs its reports
 // were measured in (Measured.Run, in the order they first appear); a report that names
 // no run is an error.
+//
+// Sampled reports (Sampled: decode rows sampled at a temperature) fit only their
+// sampler's sampled class (sim.SampledClass), pooled over every model type of a
+// numerics mode and put in each of its tables: the sampler is one kernel over the
+// same 129,280-entry vocabulary in V4 and V4.1, and its counts carry the vocabulary. The
+// other kernels of a sampled step are the greedy steps' and are fitted on the greedy
+// reports.
 func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepbench.Point) bool) (map[string]*Calibration, error) {
 	return FitCalibrationsTerms(base, data, train, AllTerms)
 }
@@ -98,13 +105,18 @@ func FitCalibrations(base *cost.Model, data []Loaded, train func(Loaded, stepben
 // (Terms{}: as the fits shipped before run 19 were made).
 func FitCalibrationsTerms(base *cost.Model, data []Loaded, train func(Loaded, stepbench.Point) bool, terms Terms) (map[string]*Calibration, error) {
 	groups := map[[2]string][]Loaded{}
+	sampled := map[string][]Loaded{}
 	runs := map[string][]string{}
 	for _, d := range data {
 		if d.Run == "" {
 			return nil, fmt.Errorf("%s: the report names no run to name the fit by", d.File)
 		}
-		k := [2]string{d.Numerics, d.Plan.ModelType}
-		groups[k] = append(groups[k], d)
+		if Sampled(d.Report) {
+			sampled[d.Numerics] = append(sampled[d.Numerics], d)
+		} else {
+			k := [2]string{d.Numerics, d.Plan.ModelType}
+			groups[k] = append(groups[k], d)
+		}
 		seen := false
 		for _, r := range runs[d.Numerics] {
 			seen = seen || r == d.Run
@@ -126,6 +138,21 @@ func FitCalibrationsTerms(base *cost.Model, data []Loaded, train func(Loaded, st
 			out[name] = c
 		}
 		c.Models[k[1]] = t
+	}
+	for num, g := range sampled {
+		c := out["cuda-"+num]
+		if c == nil {
+			return nil, fmt.Errorf("%s numerics: sampled reports but no greedy report to fit the other kernels on", num)
+		}
+		t, err := FitClassesTerms(base, g, train, terms)
+		if err != nil {
+			return nil, fmt.Errorf("%s numerics, sampled rows: %w", num, err)
+		}
+		for _, tab := range c.Models {
+			for k, v := range t {
+				tab[k] = v
+			}
+		}
 	}
 	return out, nil
 }

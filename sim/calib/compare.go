@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"deepinfer/plan"
-	"deepinfer/sim"
 	"deepinfer/targets/cost"
 	"deepinfer/vm/stepbench"
 )
@@ -82,7 +81,7 @@ func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]Poin
 	m = m.WithLaunch(cost.Device)
 	var out []PointResult
 	for i, pt := range r.Points {
-		sc, err := sim.DecodeStep(p, m, pt.Batch, pt.Context)
+		sc, err := PriceStep(p, m, r, pt)
 		if err != nil {
 			return nil, fmt.Errorf("point %d (batch %d, context %d): the plan cannot be simulated there: %w", i, pt.Batch, pt.Context, err)
 		}
@@ -95,16 +94,18 @@ func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]Poin
 			}
 		}
 		classMs, scale := StepScaledClasses(pt)
+		classMs = sampledNames(classMs, sc)
+		profiled := sampledNames(pt.ClassMs, sc)
 		pr.Scale = scale
 		seen := map[string]bool{}
-		for k := range pt.ClassMs {
+		for k := range profiled {
 			seen[k] = true
 		}
 		for k := range sc.ByClass {
 			seen[k] = true
 		}
 		for k := range seen {
-			c := ClassResult{Class: k, MeasuredMs: classMs[k], ProfiledMs: pt.ClassMs[k], SimulatedMs: sc.ByClass[k] / 1e3}
+			c := ClassResult{Class: k, MeasuredMs: classMs[k], ProfiledMs: profiled[k], SimulatedMs: sc.ByClass[k] / 1e3}
 			c.Miss = !(math.Abs(c.Err()) <= b.Class)
 			pr.Classes = append(pr.Classes, c)
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 
+	"deepinfer/plan"
 	"deepinfer/sim"
 	"deepinfer/targets/cost"
 	"deepinfer/vm/stepbench"
@@ -60,12 +61,16 @@ func FitClassesTerms(base *cost.Model, data []Loaded, keep func(Loaded, stepbenc
 			if keep != nil && !keep(d, pt) {
 				continue
 			}
-			sc, err := sim.DecodeStep(d.Plan, base, pt.Batch, pt.Context)
+			sc, err := PriceStep(d.Plan, base, d.Report, pt)
 			if err != nil {
 				return nil, fmt.Errorf("%s: point %d (batch %d, context %d): %w", d.File, i, pt.Batch, pt.Context, err)
 			}
 			classMs, _ := StepScaledClasses(pt)
+			classMs = sampledNames(classMs, sc)
 			for k, ms := range classMs {
+				if Sampled(d.Report) && !sim.IsSampledClass(k) {
+					continue // a sampled report fits its sampler alone (FitCalibrations)
+				}
 				n := sc.ClassCalls[k]
 				if ms <= 0 || n == 0 {
 					continue // measured only: nothing in the plan's pricing to scale
@@ -294,4 +299,29 @@ func Evaluate(m *cost.Model, data []Loaded, keep func(Loaded, stepbench.Point) b
 		out = append(out, res...)
 	}
 	return out, nil
+}
+
+// Sampled reports whether a report's decode rows were sampled at a temperature
+// (divm bench --temperature), not greedy.
+func Sampled(r *stepbench.Report) bool { return r.Sampling != nil && r.Sampling.Temperature > 0 }
+
+// PriceStep prices a report's point as one decode step of p with m, its rows sampled
+// or greedy as the report's were.
+func PriceStep(p *plan.Plan, m *cost.Model, r *stepbench.Report, pt stepbench.Point) (*sim.StepCost, error) {
+	return sim.DecodeStepSampled(p, m, pt.Batch, pt.Context, Sampled(r))
+}
+
+// sampledNames names a sampled step's measured sampler class as the simulator prices
+// it: a class the priced step lacks whose sim.SampledClass it has is renamed.
+func sampledNames(classMs map[stepbench.Class]float64, sc *sim.StepCost) map[stepbench.Class]float64 {
+	out := make(map[stepbench.Class]float64, len(classMs))
+	for k, v := range classMs {
+		if _, ok := sc.ByClass[k]; !ok {
+			if _, ok := sc.ByClass[sim.SampledClass(k)]; ok {
+				k = sim.SampledClass(k)
+			}
+		}
+		out[k] += v
+	}
+	return out
 }

@@ -87,6 +87,7 @@ var Fitted = map[string]*Calibration{
 				"tilekernels.rmsnorm":                   {FloorUS: 13.4586, GBps: 111.736, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
 				"tilekernels.rope":                      {FloorUS: 10.6293, GBps: 235.959, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
 				"tilekernels.sampling":                  {FloorUS: 11.8933, GBps: 650.2, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
+				"tilekernels.sampling (sampled)":        {FloorUS: 87.843, GBps: 3092.35, TFLOPS: 0, ScanNS: 0.289129, HeapNS: 0},
 				"tilekernels.swiglu":                    {FloorUS: 4.33504, GBps: 508.782, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
 			},
 			"deepseek_v41": {
@@ -113,6 +114,7 @@ var Fitted = map[string]*Calibration{
 				"tilekernels.rmsnorm":                   {FloorUS: 12.8205, GBps: 219.226, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
 				"tilekernels.rope":                      {FloorUS: 11.1467, GBps: 211.807, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
 				"tilekernels.sampling":                  {FloorUS: 13.2395, GBps: 996.799, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
+				"tilekernels.sampling (sampled)":        {FloorUS: 87.843, GBps: 3092.35, TFLOPS: 0, ScanNS: 0.289129, HeapNS: 0},
 				"tilekernels.swiglu":                    {FloorUS: 5.21349, GBps: 658.887, TFLOPS: 0, ScanNS: 0, HeapNS: 0},
 			},
 		},

@@ -449,8 +449,8 @@ var Run29Later = append(v4Fast(RunName29,
 // sampler's first form), 30c (each row fed a fresh random token every step: V4.1's
 // rows no longer fall onto the same few experts; 4,096 and 32,768) and 30d (the
 // sampler's histogram in 32-bit parts; random tokens; 4,096) and 30e (V4 only, the
-// sampler a block of 1,024 threads a row). The sampled reports
-// (.sample.) time the sampler, which the cost model prices greedy; they are not compared.
+// sampler a block of 1,024 threads a row). Of the sampled reports (.sample.) 30e's is
+// fitted (Run30Sampled); 30a-30d's timed earlier forms of the sampler and are not compared.
 var Run30Later = append(v4Fast(RunName30,
 	"run30/v4.fast.30a.bench.json",
 	"run30/v4.fast.30b.bench.json",
@@ -563,11 +563,20 @@ var Run30Fit = append(v4Fast(RunName30,
 	"run30/v41.fast.30c.bench.json",
 )...)
 
+// Run30Sampled are the sampled reports cuda-fast's sampled sampler class is fitted on
+// (FitCalibrations): V4 at 4,096, batch 1, 64 and 256, from run 30e, the sampler a
+// launch block of 1,024 threads a row (the kernel shipped since). Run 30's other sampled
+// reports timed earlier forms of the kernel; no V4.1 report times this one (the class is
+// put in V4.1's table from V4's: the same kernel and vocabulary).
+var Run30Sampled = v4Fast(RunName30,
+	"run30/v4.fast.30e.sample.bench.json",
+)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run30Fit, cuda-exact on run 8's exact reports (runs 9 to 30 took none; the exact
+// on Run30Fit and its sampled sampler on Run30Sampled, cuda-exact on run 8's exact reports (runs 9 to 30 took none; the exact
 // kernels have changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append([]Measured{}, Run30Fit...), Run8Exact...)
+var Shipped = append(append(append([]Measured{}, Run30Fit...), Run30Sampled...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
@@ -640,8 +649,9 @@ func under(root, p string) string {
 // timed testdata/deepseek-v4-flash cut to layersV4, v41.*.bench.json
 // testdata/deepseek-v4.1-flash cut to layersV41; the numerics mode is read from each
 // report. The graphs-off comparison reports (*.nographs.bench.json, no class times) are
-// left out: the calibrations describe steps run as captured graphs; so are the sampled
-// rows' (*.sample.bench.json, SAMPLE_COMPARE): the calibrations describe greedy steps.
+// left out: the calibrations describe steps run as captured graphs. The sampled rows'
+// (*.sample.bench.json, SAMPLE_COMPARE) are listed: a fit takes only the sampler's
+// sampled class from them (FitCalibrations).
 func FromDir(dir, layersV4, layersV41 string) ([]Measured, error) {
 	var out []Measured
 	for _, c := range []struct{ glob, config, layers string }{
@@ -653,7 +663,7 @@ func FromDir(dir, layersV4, layersV41 string) ([]Measured, error) {
 			return nil, err
 		}
 		for _, f := range files {
-			if strings.HasSuffix(f, ".nographs.bench.json") || strings.HasSuffix(f, ".sample.bench.json") {
+			if strings.HasSuffix(f, ".nographs.bench.json") {
 				continue
 			}
 			if abs, err := filepath.Abs(f); err == nil {

@@ -1,6 +1,7 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 30c's V4 and V4.1 fast-mode reports at 4,096 and 32,768, run 8's exact-mode ones;
+// run 30c's V4 and V4.1 fast-mode reports at 4,096 and 32,768, run 30e's V4 sampled-rows
+// report for the sampler's sampled class only, run 8's exact-mode ones;
 // each point's class times scaled to its measured step where they add up to more,
 // calib.StepScaledClasses), writes them as Go source, and prints how well they and the
 // default h200 model predict the measured steps (class misses against the scaled and the
