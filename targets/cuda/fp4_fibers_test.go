@@ -233,6 +233,22 @@ func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
 }
 
+// TestDraftAttentionDeviceCodeOnHostFibers runs the device branch of dspark41.cu's
+// dspark_attention (a warp a (row, head): the ring's tags, the keys' scores and the
+// values' accumulators split over the lanes; the chunks' maxima and sums in every lane)
+// on host fibers against dspark_attn_item, the serial form the emulated device runs, every
+// output bit for bit and the same error word (testdata/attn_fibers_main.cc: rings full,
+// wrapped and not yet full, heads of 20, 40, 64 and 512 values and past DSPARK_ATT_DMAX,
+// more keys than the scratch's bound, chunks of -inf keys, NaN keys, rows in no sequence,
+// errors 501 and 502); Go's bound on the head against the C one. The exact instruction
+// check (TestInstructionsMatchCPU) covers the serial form against the cpu target.
+func TestDraftAttentionDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "attn_fibers", fiberUnit(t, "", "testdata/attn_fibers_main.cc", "dspark41.cu"), "-O1")
+	if m := regexp.MustCompile(`(?m)^#define DSPARK_ATT_DMAX (\d+)$`).FindStringSubmatch(cuFile("dspark41.cu")); m == nil || m[1] != "1024" {
+		t.Errorf("dspark41.cu's DSPARK_ATT_DMAX: %v, the stride's comment and the harness assume 1024", m)
+	}
+}
+
 // TestDraftBiasDeviceCodeOnHostFibers runs the device branch of dspark41.cu's
 // dspark_head_bias (a launch block 32 vocabulary entries, head rows staged in shared
 // memory, a warp a DSpark block) on host fibers against the serial form the emulated

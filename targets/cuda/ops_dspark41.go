@@ -92,7 +92,8 @@ func bindDSparkAttention(b *Bind) error {
 	if r.dim != dim || Dim(b.Args[1], -1) != dim || Dim(b.Args[0], -1) != heads*dim {
 		return b.Errorf("q %s, kv %s for %d heads of %d and a ring of %d", b.Args[0], b.Args[1], heads, dim, r.dim)
 	}
-	scratch := b.Scratch(heads*(block+dim)*4, 0)
+	stride := dsparkAttnStride(block, dim, window)
+	scratch := b.Scratch(heads*stride*4, 0)
 	b.Launch("dspark_attention", func(s *Step, a *ArgBuf) int64 {
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Arg(1).Ptr)
@@ -110,9 +111,17 @@ func bindDSparkAttention(b *Bind) error {
 		a.I(r.cap)
 		a.P(s.Scratch(scratch))
 		a.P(s.Err)
-		return s.T * heads
+		a.I(stride)
+		return s.T * heads * 32 // a warp a (row, head)
 	})
 	return nil
+}
+
+// dsparkAttnStride is dspark_attention's scratch a (row, head), in floats: the serial
+// form's block scores and dim accumulators, or the warp form's scores of every key a
+// block of block rows attends to (window ring rows and the block's own).
+func dsparkAttnStride(block, dim, window int64) int64 {
+	return max(block+dim, window+block)
 }
 
 // bindDSparkHead: the head GEMM, then per row of the block (the chain of greedy

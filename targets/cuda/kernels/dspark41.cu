@@ -57,79 +57,174 @@ KERNEL(dspark_push, DSparkPushArgs) {
 // dspark_attention: one work item per (token, head). A sequence's block starts at the
 // position after its last decoded token p; its keys are the ring's rows at positions
 // p - (p-j) % window for j < min(window, p+1), then the block's own rows (not causal),
-// through the V4.1 block online softmax (cpu: blockSoftmax). scratch holds, per item,
-// block scores then dim accumulators.
+// through the V4.1 block online softmax (cpu: blockSoftmax): the keys in chunks of
+// `block`, each chunk's scores' maximum, its probabilities exp(score − m) summed by
+// cascade_sum and, rounded to bf16, multiplied into the accumulators in key order.
 struct DSparkAttnArgs {
   const float* q; const float* kv; Weight sink; float* out; const SeqRec* seqs; i64 nseq; i64 T;
   i64 heads; i64 dim; i64 window; i64 block; double scale; i64 off; i64 cap; float* scratch; i64* err;
+  i64 stride;  // scratch floats a work item (Go's dsparkAttnStride)
 };
+// DSPARK_ATT_DMAX: the largest head_dim whose accumulators the warp form keeps in
+// registers (DSPARK_ATT_DMAX / 32 a lane); a larger one runs dspark_attn_item at lane 0.
+#define DSPARK_ATT_DMAX 1024
+// dspark_attn_seq: the sequence holding row t, -1 if none.
+DEVM i64 dspark_attn_seq(const DSparkAttnArgs& a, i64 t) {
+  i64 qi = -1;
+  for (i64 k = 0; k < a.nseq; k++)
+    if (t >= a.seqs[k].row && t < a.seqs[k].row + a.seqs[k].n) qi = k;
+  return qi;
+}
+// dspark_attn_key: key e of the sequence's block (nring ring rows, then the block's own).
+DEVM const float* dspark_attn_key(const DSparkAttnArgs& a, const SeqRec& sq, const float* ring, i64 p, i64 nring,
+                                  i64 e) {
+  if (e < nring) return ring + ((p - (p - e) % a.window) % a.cap) * a.dim;
+  return a.kv + (sq.row + e - nring) * a.dim;
+}
+// dspark_attn_item: work item it, serially (the emulated device; the device's warps past
+// DSPARK_ATT_DMAX or with more keys than their scratch holds). s: block + dim floats.
+DEVM void dspark_attn_item(const DSparkAttnArgs& a, i64 it, float* s) {
+  i64 t = it / a.heads, h = it % a.heads;
+  i64 qi = dspark_attn_seq(a, t);
+  if (qi < 0) return;
+  const SeqRec sq = a.seqs[qi];
+  i64 p = sq.pos - 1;
+  if (p < 0) { *a.err = 501; return; }
+  const char* st = (const char*)sq.state + a.off;
+  const i64* tags = (const i64*)st;
+  const float* ring = (const float*)(st + 8 * a.cap);
+  i64 nring = imin(a.window, p + 1);
+  bool ok = a.cap > 0;
+  for (i64 j = 0; ok && j < nring; j++) {
+    i64 qp = p - (p - j) % a.window;
+    if (tags[qp % a.cap] != qp + 1) ok = false;
+  }
+  if (!ok) { *a.err = 502; return; }
+  i64 nk = nring + sq.n;
+  float scale = (float)a.scale;
+  const float* qh = a.q + (t * a.heads + h) * a.dim;
+  float* acc = s + a.block;
+  float m = -F32_INF, sum = 0;
+  for (i64 d = 0; d < a.dim; d++) acc[d] = 0;
+  for (i64 b0 = 0; b0 < nk; b0 += a.block) {
+    i64 b1 = imin(b0 + a.block, nk);
+    float bm = m;
+    for (i64 e = b0; e < b1; e++) {
+      const float* k = dspark_attn_key(a, sq, ring, p, nring, e);
+      float dot = 0;
+      for (i64 d = 0; d < a.dim; d++) dot += qh[d] * k[d];
+      s[e - b0] = dot * scale;
+      bm = go_max32(bm, s[e - b0]);
+    }
+    if (bm == -F32_INF) continue;
+    float sc = (float)exp((double)(m - bm));
+    m = bm;
+    for (i64 d = 0; d < a.dim; d++) acc[d] *= sc;
+    for (i64 e = b0; e < b1; e++) {
+      const float* k = dspark_attn_key(a, sq, ring, p, nring, e);
+      float pr = (float)exp((double)(s[e - b0] - m));
+      s[e - b0] = pr;
+      float pb = q_bf16(pr);
+      for (i64 d = 0; d < a.dim; d++) acc[d] += pb * k[d];
+    }
+    FRow sr = {s};
+    float bsum = cascade_sum(sr, b1 - b0);
+    sum = sum * sc + bsum;
+  }
+  sum += (float)exp((double)(wval(a.sink, 0, h) - m));
+  float* o = a.out + (t * a.heads + h) * a.dim;
+  for (i64 d = 0; d < a.dim; d++) o[d] = q_bf16(acc[d] / sum);
+}
+#ifndef DI_EMULATE
+// dspark_attn_warp: work item it by a warp, the serial form's values bit for bit: lane l
+// checks the ring's tags j = l, l + 32, …; computes the scores of keys l, l + 32, … (each
+// dot in d order, as the serial form) into the item's scratch; then chunk by chunk every
+// lane takes the chunk's maximum in key order (the same go_max32 chain), lane j < n the
+// probability of key b0 + j, and lane l the accumulators of values l, l + 32, … in key
+// order; every lane sums the chunk's probabilities by cascade_sum. Until this form a
+// thread ran a whole item (18.3 ms of a 100 ms draft step at 64 requests in run 29d).
+DEV void dspark_attn_warp(const DSparkAttnArgs& a, i64 it, int lane) {
+  const i64 t = it / a.heads, h = it % a.heads;
+  const i64 qi = dspark_attn_seq(a, t);
+  if (qi < 0) return;
+  const SeqRec sq = a.seqs[qi];
+  const i64 p = sq.pos - 1;
+  if (p < 0) {
+    if (lane == 0) *a.err = 501;
+    return;
+  }
+  const char* st = (const char*)sq.state + a.off;
+  const i64* tags = (const i64*)st;
+  const float* ring = (const float*)(st + 8 * a.cap);
+  const i64 nring = imin(a.window, p + 1);
+  bool bad = a.cap <= 0;
+  for (i64 j = lane; !bad && j < nring; j += 32) {
+    const i64 qp = p - (p - j) % a.window;
+    if (tags[qp % a.cap] != qp + 1) bad = true;
+  }
+  if (__any_sync(0xffffffffu, bad)) {
+    if (lane == 0) *a.err = 502;
+    return;
+  }
+  const i64 nk = nring + sq.n;
+  float* s = a.scratch + it * a.stride;
+  if (a.dim > DSPARK_ATT_DMAX || nk > a.stride) {  // (the whole warp)
+    if (lane == 0) dspark_attn_item(a, it, s);
+    return;
+  }
+  const float scale = (float)a.scale;
+  const float* qh = a.q + (t * a.heads + h) * a.dim;
+  for (i64 e = lane; e < nk; e += 32) {
+    const float* k = dspark_attn_key(a, sq, ring, p, nring, e);
+    float dot = 0;
+    for (i64 d = 0; d < a.dim; d++) dot += qh[d] * k[d];
+    s[e] = dot * scale;
+  }
+  __syncwarp();
+  float acc[DSPARK_ATT_DMAX / 32];
+  UNROLL for (int r = 0; r < DSPARK_ATT_DMAX / 32; r++) acc[r] = 0;
+  float m = -F32_INF, sum = 0;
+  for (i64 b0 = 0; b0 < nk; b0 += a.block) {
+    const i64 b1 = imin(b0 + a.block, nk);
+    float bm = m;
+    for (i64 e = b0; e < b1; e++) bm = go_max32(bm, s[e]);
+    if (bm == -F32_INF) continue;
+    const float sc = (float)exp((double)(m - bm));
+    m = bm;
+    UNROLL for (int r = 0; r < DSPARK_ATT_DMAX / 32; r++) acc[r] *= sc;
+    __syncwarp();  // (every lane has read the chunk's scores)
+    if (lane < b1 - b0) s[b0 + lane] = (float)exp((double)(s[b0 + lane] - m));
+    __syncwarp();
+    for (i64 e = b0; e < b1; e++) {
+      const float* k = dspark_attn_key(a, sq, ring, p, nring, e);
+      const float pb = q_bf16(s[e]);
+      UNROLL for (int r = 0; r < DSPARK_ATT_DMAX / 32; r++) {
+        const i64 d = lane + 32 * r;
+        if (d < a.dim) acc[r] += pb * k[d];
+      }
+    }
+    FRow sr = {s + b0};
+    sum = sum * sc + cascade_sum(sr, b1 - b0);
+  }
+  sum += (float)exp((double)(wval(a.sink, 0, h) - m));
+  float* o = a.out + (t * a.heads + h) * a.dim;
+  UNROLL for (int r = 0; r < DSPARK_ATT_DMAX / 32; r++) {
+    const i64 d = lane + 32 * r;
+    if (d < a.dim) o[d] = q_bf16(acc[r] / sum);
+  }
+}
+#endif
+// A warp a work item on the device (dspark_attn_warp), lane 0 of each running
+// dspark_attn_item on the emulated device.
 KERNEL(dspark_attention, DSparkAttnArgs) {
-  for (i64 it = GIDX; it < a.T * a.heads; it += GSTRIDE) {
-    i64 t = it / a.heads, h = it % a.heads;
-    i64 qi = -1;
-    for (i64 k = 0; k < a.nseq; k++)
-      if (t >= a.seqs[k].row && t < a.seqs[k].row + a.seqs[k].n) qi = k;
-    if (qi < 0) continue;
-    const SeqRec sq = a.seqs[qi];
-    i64 p = sq.pos - 1;
-    if (p < 0) { *a.err = 501; continue; }
-    const char* st = (const char*)sq.state + a.off;
-    const i64* tags = (const i64*)st;
-    const float* ring = (const float*)(st + 8 * a.cap);
-    i64 nring = imin(a.window, p + 1);
-    bool ok = a.cap > 0;
-    for (i64 j = 0; ok && j < nring; j++) {
-      i64 qp = p - (p - j) % a.window;
-      if (tags[qp % a.cap] != qp + 1) ok = false;
-    }
-    if (!ok) { *a.err = 502; continue; }
-    i64 nk = nring + sq.n;
-    float scale = (float)a.scale;
-    const float* qh = a.q + (t * a.heads + h) * a.dim;
-    float* s = a.scratch + it * (a.block + a.dim);
-    float* acc = s + a.block;
-    float m = -F32_INF, sum = 0;
-    for (i64 d = 0; d < a.dim; d++) acc[d] = 0;
-    for (i64 b0 = 0; b0 < nk; b0 += a.block) {
-      i64 b1 = imin(b0 + a.block, nk);
-      float bm = m;
-      for (i64 e = b0; e < b1; e++) {
-        const float* k;
-        if (e < nring) {
-          i64 qp = p - (p - e) % a.window;
-          k = ring + (qp % a.cap) * a.dim;
-        } else {
-          k = a.kv + (sq.row + e - nring) * a.dim;
-        }
-        float dot = 0;
-        for (i64 d = 0; d < a.dim; d++) dot += qh[d] * k[d];
-        s[e - b0] = dot * scale;
-        bm = go_max32(bm, s[e - b0]);
-      }
-      if (bm == -F32_INF) continue;
-      float sc = (float)exp((double)(m - bm));
-      m = bm;
-      for (i64 d = 0; d < a.dim; d++) acc[d] *= sc;
-      for (i64 e = b0; e < b1; e++) {
-        const float* k;
-        if (e < nring) {
-          i64 qp = p - (p - e) % a.window;
-          k = ring + (qp % a.cap) * a.dim;
-        } else {
-          k = a.kv + (sq.row + e - nring) * a.dim;
-        }
-        float pr = (float)exp((double)(s[e - b0] - m));
-        s[e - b0] = pr;
-        float pb = q_bf16(pr);
-        for (i64 d = 0; d < a.dim; d++) acc[d] += pb * k[d];
-      }
-      FRow sr = {s};
-      float bsum = cascade_sum(sr, b1 - b0);
-      sum = sum * sc + bsum;
-    }
-    sum += (float)exp((double)(wval(a.sink, 0, h) - m));
-    float* o = a.out + (t * a.heads + h) * a.dim;
-    for (i64 d = 0; d < a.dim; d++) o[d] = q_bf16(acc[d] / sum);
+  for (i64 w = GIDX; w < a.T * a.heads * 32; w += GSTRIDE) {
+    const i64 it = w >> 5;
+    const int lane = (int)(w & 31);
+#ifdef DI_EMULATE
+    if (lane == 0) dspark_attn_item(a, it, a.scratch + it * a.stride);
+#else
+    dspark_attn_warp(a, it, lane);
+#endif
   }
 }
 
