@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cmath>
 #include <ucontext.h>
+#include <setjmp.h>
 static long g_errors;
 // (the CUDA types and qualifiers: lanes/lanes.h, which comes first)
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -30,17 +31,27 @@ void lanes_wg_mma(float*, const unsigned*, unsigned long long, unsigned long lon
 void lanes_wg_commit() { abort(); }
 void lanes_wg_wait(int) { abort(); }
 
-// the block's 128 threads are fibers (ucontext) run on one host thread; a fiber runs
-// until it waits at a barrier or returns, and the scheduler then resumes the lowest (or,
-// in every other block, the highest) numbered fiber that can go on, so that one warp runs
-// as far ahead of the others as the barriers allow
+// the block's 128 threads are fibers run on one host thread; a fiber runs until it waits
+// at a barrier or returns, and the scheduler then resumes the lowest (or, in every other
+// block, the highest) numbered fiber that can go on, so that one warp runs as far ahead
+// of the others as the barriers allow. A fiber starts on its own stack by setcontext and
+// is switched by _setjmp/_longjmp after that (swapcontext saves and restores the signal
+// mask, a system call, at every switch); the scheduler rescans from the first fiber only
+// when a barrier has opened since its last pick (before that, no fiber ahead of the last
+// one picked can have become runnable), so a block of n fibers costs O(n) a barrier, not
+// O(n²)
 struct Bar;
 #define FIBERS_MAX 1024
 static ucontext_t g_sched, g_fib[FIBERS_MAX];
+static jmp_buf g_sched_jb, g_fib_jb[FIBERS_MAX];
+static bool g_started[FIBERS_MAX];
+static long g_opened;  // barrier generations completed (the scheduler's rescan signal)
 static int g_cur;
 static Bar* g_wait_bar[FIBERS_MAX];  // the barrier a fiber waits at (null: runnable)
 static long g_wait_gen[FIBERS_MAX];
-inline void fiber_yield() { swapcontext(&g_fib[g_cur], &g_sched); }
+inline void fiber_yield() {
+  if (!_setjmp(g_fib_jb[g_cur])) _longjmp(g_sched_jb, 1);
+}
 // a barrier of n fibers; every arrival of a generation must come from the same call
 // site (a thread that skips a __syncthreads others reach is an error, or a deadlock)
 struct Bar {
@@ -51,7 +62,7 @@ struct Bar {
   void arrive_and_wait(void* at) {
     if (count == 0) site = at;
     else if (site != at) { fprintf(stderr, "threads wait at different barriers\n"); g_errors++; }
-    if (++count == n) { count = 0, gen++; return; }
+    if (++count == n) { count = 0, gen++, g_opened++; return; }
     g_wait_bar[g_cur] = this, g_wait_gen[g_cur] = gen;
     fiber_yield();
   }
@@ -186,9 +197,12 @@ template <class Args> struct FiberLaunch {
 template <class Args> void (*FiberLaunch<Args>::fn)(const Args);
 template <class Args> const Args* FiberLaunch<Args>::args;
 static bool g_done[FIBERS_MAX];
+static int g_ndone;
 template <class Args> static void fiber_main() {
   FiberLaunch<Args>::fn(*FiberLaunch<Args>::args);
   g_done[g_cur] = true;
+  g_ndone++;
+  _longjmp(g_sched_jb, 1);  // (never returns: its uc_link context is not the scheduler's now)
 }
 static std::vector<char> g_stacks(64 << 20);  // 512 KB a fiber of 128, 64 KB of 1,024
 
@@ -204,8 +218,9 @@ template <class Args> static void fibers_launch_n(void (*fn)(const Args), const 
     g_block_bar = &bb;
     for (int w = 0; w < nt / 32; w++) g_warp[w].bar = &wb[w];
     blockIdx.x = (unsigned)blk;
+    g_ndone = 0;
     for (int tid = 0; tid < nt; tid++) {
-      g_done[tid] = false;
+      g_done[tid] = false, g_started[tid] = false;
       g_cps[tid] = CpState{};
       getcontext(&g_fib[tid]);
       g_fib[tid].uc_stack.ss_sp = &g_stacks[tid * stack];
@@ -214,19 +229,28 @@ template <class Args> static void fibers_launch_n(void (*fn)(const Args), const 
       makecontext(&g_fib[tid], fiber_main<Args>, 0);
     }
     for (int tid = 0; tid < nt; tid++) g_wait_bar[tid] = nullptr;
+    int from = 0;
+    long opened = g_opened;
     for (;;) {
-      int next = -1, left = 0;
-      for (int i = 0; i < nt; i++) {
+      if (g_ndone == nt) break;
+      if (g_opened != opened) from = 0, opened = g_opened;
+      int next = -1, at = from;
+      for (int i = from; i < nt; i++) {
         int tid = blk % 2 ? nt - 1 - i : i;
-        if (g_done[tid]) continue;
-        left++;
-        if (next < 0 && fiber_runnable(tid)) next = tid;
+        if (!g_done[tid] && fiber_runnable(tid)) {
+          next = tid, at = i;
+          break;
+        }
       }
-      if (left == 0) break;
-      if (next < 0) { fprintf(stderr, "block %ld: %d threads wait at barriers forever\n", blk, left); g_errors++; return; }
+      if (next < 0) { fprintf(stderr, "block %ld: %d threads wait at barriers forever\n", blk, nt - g_ndone); g_errors++; return; }
+      from = at;
       g_wait_bar[next] = nullptr;
       g_cur = next, threadIdx.x = (unsigned)next;
-      swapcontext(&g_sched, &g_fib[next]);
+      if (!_setjmp(g_sched_jb)) {
+        if (g_started[next]) _longjmp(g_fib_jb[next], 1);
+        g_started[next] = true;
+        setcontext(&g_fib[next]);
+      }
     }
     for (int tid = 0; tid < nt; tid++) {
       CpState& c = g_cps[tid];
