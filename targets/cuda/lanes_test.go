@@ -55,7 +55,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		if err := os.WriteFile(src, []byte(prefix+head+cuFile("tensorcore.cu")+cuFile("tensorcore_attn.cu")+string(harness)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(h.cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", flag, "-o", bin, src).CombinedOutput()
+		out, err := exec.Command(h.cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-U_FORTIFY_SOURCE", flag, "-o", bin, src).CombinedOutput()
 		if err != nil {
 			t.Fatalf("building the %s harness: %v\n%s", name, err, firstLines(string(out), 20))
 		}

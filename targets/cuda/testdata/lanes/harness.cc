@@ -4,7 +4,7 @@
 // unit, built one of two ways:
 //   - with DI_EMULATE: the emulated device's kernels (emu_*), as the fake driver runs them;
 //   - with DI_LANES and lanes.h first: the device branch, each launch block's 128 threads
-//     run as coroutines (ucontext) by a scheduler that plays the warps' collective
+//     run as coroutines (ucontext, then _setjmp/_longjmp) by a scheduler that plays the warps' collective
 //     operations: mma.sync m16n8k16 from the lanes' fragments (PTX's layout; the 16
 //     products of an output summed in the order the emulated device sums them), the
 //     asynchronous copies (each group applied when a wait lets it complete, the
@@ -59,6 +59,11 @@ struct Thread {
 };
 Thread th[T];
 ucontext_t sched;
+// a thread starts on its own stack by setcontext and is switched by _setjmp/_longjmp
+// after that (swapcontext saves and restores the signal mask, a system call, at every
+// switch)
+jmp_buf sched_jb, th_jb[T];
+bool started[T];
 int cur;
 char* stacks;
 struct MmaIn {
@@ -75,12 +80,21 @@ std::function<void()> body;  // the kernel on its arguments
 
 void block(int st) {
   th[cur].state = st;
-  swapcontext(&th[cur].ctx, &sched);
+  if (!_setjmp(th_jb[cur])) _longjmp(sched_jb, 1);
 }
 void entry() {
   body();
   th[cur].state = DONE;
-  swapcontext(&th[cur].ctx, &sched);
+  _longjmp(sched_jb, 1);
+}
+// resume thread i where it blocked (or start it)
+void resume(int i) {
+  cur = i;
+  threadIdx.x = (unsigned)i;
+  if (_setjmp(sched_jb)) return;
+  if (started[i]) _longjmp(th_jb[i], 1);
+  started[i] = true;
+  setcontext(&th[i].ctx);
 }
 float lo(u32 p) { return f32_bits(p << 16); }
 float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
@@ -237,6 +251,7 @@ void run(long long b) {
   blockIdx.x = (unsigned)b;
   for (int i = 0; i < T; i++) {
     th[i].state = RUN;
+    started[i] = false;
     th[i].open.clear();
     th[i].groups.clear();
     getcontext(&th[i].ctx);
@@ -251,9 +266,7 @@ void run(long long b) {
       for (;;) {
         for (int i = 32 * w; i < 32 * w + 32; i++) {
           if (th[i].state != RUN) continue;
-          cur = i;
-          threadIdx.x = (unsigned)i;
-          swapcontext(&sched, &th[i].ctx);
+          resume(i);
         }
         int at = 0;
         for (int l = 0; l < 32; l++) at += th[32 * w + l].state == WARP;

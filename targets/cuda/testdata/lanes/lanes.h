@@ -3,6 +3,7 @@
 // memory is a function's static array (the blocks run one after another), and the
 // warps' collective operations are the harness's.
 #include <ucontext.h>
+#include <setjmp.h>
 #include <cmath>
 #include <cstring>
 #define __device__
