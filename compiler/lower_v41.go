@@ -451,7 +451,9 @@ func (l *lowering41) draft() {
 	xc := l.collapse(streams, premix)
 	hn := l.norm(xc, last+"norm.weight", c.Hidden)
 	r := v.DSparkMarkovRank
-	out := b.Op("dspark_head", ir.Attrs{"block": int64(v.DSparkBlock)}, hn, xc, l.tok,
+	// hn is l.norm's bf16 rounding, as the target head's input: the head may take it as
+	// bf16 values
+	out := b.Op("dspark_head", ir.Attrs{"block": int64(v.DSparkBlock), "xbf16": true}, hn, xc, l.tok,
 		l.f32("head.weight", c.VocabSize, c.Hidden),
 		l.f32(last+"markov_head.embed.weight", c.VocabSize, r), l.f32(last+"markov_head.head.weight", c.VocabSize, r),
 		l.f32(last+"confidence_head.proj.weight", 1, c.Hidden+r))

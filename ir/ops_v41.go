@@ -378,10 +378,11 @@ func init() {
 			return one(a[0])
 		}})
 	declare(&OpInfo{Name: "dspark_head", MinArgs: 7, MaxArgs: 7, Results: 3,
-		Attrs: []AttrSpec{{"block", AInt, true}},
+		Attrs: []AttrSpec{{"block", AInt, true}, {"xbf16", ABool, false}},
 		Doc: "DSpark head over draft blocks of `block` rows: dspark_head(hn[T,D], x[T,D], tokens i32[T], head[V,D], markov_embed[V,r], " +
 			"markov_head[V,r], conf[1,D+r]) -> logits f32[T,V] (head·hn plus the Markov bias of the previous token), draft ids i32[T] " +
-			"(greedy, chained through the block), confidences f32[T] (raw logits)",
+			"(greedy, chained through the block), confidences f32[T] (raw logits); " +
+			"xbf16: hn holds bf16 values (a promise a target may use, e.g. to leave out products with its zero residual)",
 		Infer: func(a []Type, at Attrs) ([]Type, error) {
 			for i, name := range []string{"hn", "x"} {
 				if err := rows(a[i], F32, 2, name); err != nil {

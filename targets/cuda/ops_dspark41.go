@@ -155,7 +155,14 @@ func bindDSparkHead(b *Bind) error {
 		return s.T * V
 	})
 	if b.Fast() {
-		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 3, y: 0, yScratch: -1, N: V, K: D, ldx: D, ldy: V})
+		// xbf16 (hn is the drafter's final norm's bf16 rounding, as the LM head's input
+		// is): the products leave out the activations' zero lo halves and may run on
+		// the LM head's wgmma kernel (fast_split checks them: error 600). Until after
+		// run 30 the head's product ran both halves on fast_gemm_stage_f32_b2: 6.1 ms a
+		// draft step at 64 requests in run 29d, where the target's head took 2.3 ms at
+		// 384 rows on fast_gemm_wg_f32p.
+		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 3, y: 0, yScratch: -1, N: V, K: D, ldx: D, ldy: V,
+			xExact: b.Bool("xbf16") && xExactOn()})
 	}
 	// dspark_head_pick_part's (value, index) a (block, chunk): 8 bytes a chunk, claimed per
 	// token (a block a token is the most)
