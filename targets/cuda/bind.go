@@ -129,6 +129,11 @@ type Step struct {
 	T, R, K int64 // tokens, logits rows, rows kept by SWA bounded replay
 	NSeq    int64
 	Phase   string
+	// RowsAlone: every row is summed as in a one-row step (its sequence has one row,
+	// or its rows are flagged so: speculation's verify groups, batch-invariant mode;
+	// SeqRec's SEQ_ROWS). Kernels of one-row orders (V4.1's router tiles) may take such
+	// a step whatever its rows a sequence.
+	RowsAlone bool
 	// Seqs is the device table of SeqRec (prelude.h) for the step's sequences.
 	Seqs devptr
 	// Err is a device i64 a kernel sets nonzero on bad input (see errors.go).

@@ -10,14 +10,14 @@ import (
 // one cuGraphLaunch instead of one cuLaunchKernel per kernel.
 //
 // What a launch's fill writes (its grid and its argument struct) depends on the step's
-// shape — T, R, K, NSeq — and on device addresses that are fixed while the arena stays
+// shape — T, R, K, NSeq, RowsAlone — and on device addresses that are fixed while the arena stays
 // (operands, scratch, the sequence table, the error flag, the weight tables); it never
 // depends on a step's host values (positions, context lengths, tokens), which kernels
 // read from the device (the uploaded parameters and SeqRec table). The binders in
-// ops_*.go were audited for this: fills read only Step's T, R, K, NSeq, Seqs, Err,
+// ops_*.go were audited for this: fills read only Step's T, R, K, NSeq, RowsAlone, Seqs, Err,
 // operands, scratch and tables, and values fixed when the plan was bound (csa41's
 // lanes also read GOMAXPROCS, which matters only on the emulated device and does not
-// change while a process runs). So (phase, T, R, K, NSeq) keys a graph, and every
+// change while a process runs). So (phase, T, R, K, NSeq, RowsAlone) keys a graph, and every
 // graph is dropped when the arena is reallocated. With packed uploads a graph also
 // holds unpack_step and keep_ids, whose arguments follow the same rule (packed.go).
 
@@ -30,6 +30,7 @@ const maxGraphs = 64
 type graphKey struct {
 	phase         string
 	T, R, K, NSeq int64
+	rowsAlone     bool
 }
 
 type graphEntry struct {
@@ -98,7 +99,7 @@ func (rt *Runtime) graphable() bool {
 // this shape has none.
 func (rt *Runtime) runGraph(pr *prog, st Step, lay *packLayout) error {
 	g := &rt.graphs
-	k := graphKey{pr.p.Phase, st.T, st.R, st.K, st.NSeq}
+	k := graphKey{pr.p.Phase, st.T, st.R, st.K, st.NSeq, st.RowsAlone}
 	e := g.m[k]
 	if e == nil {
 		if len(g.m) >= g.limit {

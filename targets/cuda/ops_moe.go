@@ -96,9 +96,12 @@ func bindMoERoute(b *Bind) error {
 			// decode steps (one row a sequence) run tiles of tokens × experts instead
 			// (EnvGemvTiles=0 keeps the rows and lanes): moe_fast_gate41_tile1 up to
 			// gateTile1Max tokens, moe_fast_gate41_tile past them (the same values;
-			// faster on the H200 since run 15)
+			// faster on the H200 since run 15); so do steps whose every row is summed as
+			// in a one-row step (Step.RowsAlone: speculation's verify groups), which ran
+			// the lanes until after run 30 (3.4 ms of a 30 ms verify step at 64 requests
+			// in run 29d, where the decode step's tiles took 0.25)
 			tiles := gemvTilesOn()
-			tiled := func(s *Step) bool { return tiles && s.T == max(s.NSeq, 1) }
+			tiled := func(s *Step) bool { return tiles && (s.T == max(s.NSeq, 1) || s.RowsAlone) }
 			b.Launch("moe_fast_gate41_tile1", func(s *Step, a *ArgBuf) int64 {
 				if longRows(s) || !tiled(s) || s.T > gateTile1Max {
 					return 0

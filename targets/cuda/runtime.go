@@ -937,6 +937,7 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 	h := &rt.host
 	h.positions, h.seqs = h.positions[:0], h.seqs[:0]
 	var K, row int64
+	alone := true
 	for i, s := range in.Seqs {
 		ds, ok := s.State.(*devState)
 		if !ok || ds.rt != rt || (ds.mem == 0 && rt.state.size > 0) {
@@ -957,6 +958,7 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 		if rt.invariant {
 			flags |= seqInvariant
 		}
+		alone = alone && (s.N == 1 || flags&seqRows != 0)
 		h.seqs = append(h.seqs, row, int64(s.N), int64(s.Pos), int64(ds.mem), flags)
 		row += int64(s.N)
 		if pr.keep > 0 {
@@ -987,7 +989,7 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 			}
 		}
 	}
-	st := Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase}
+	st := Step{T: T, R: R, K: K, NSeq: int64(len(in.Seqs)), Phase: in.Phase, RowsAlone: alone}
 	if rt.packed {
 		h.lay = rt.packFor(pr, in, st)
 	}
@@ -1166,6 +1168,7 @@ func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error
 func (rt *Runtime) setShapes(c *call, st Step) {
 	T, R, K := st.T, st.R, st.K
 	c.step.T, c.step.R, c.step.K, c.step.NSeq, c.step.Phase, c.step.Seqs, c.step.Err = T, R, K, st.NSeq, st.Phase, st.Seqs, st.Err
+	c.step.RowsAlone = st.RowsAlone
 	for j := range c.step.args {
 		if c.argRefs[j].Kind != plan.OpWeight {
 			concrete(c.argT[j], T, R, K, c.step.args[j].Shape)

@@ -63,6 +63,92 @@ func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) 
 	return logits, cuda.KernelRuns(rt)
 }
 
+// verifyGroups prefills B sequences (fast mode) and runs one step of verify groups: each
+// sequence rows decode rows at once (targets.SeqIn.Decode, as speculation's groups),
+// every row's logits returned; on the emulated device also the launch counts.
+func verifyGroups(t *testing.T, p *plan.Plan, ws []targets.Weight, B, rows int) ([][]float32, map[string]int) {
+	t.Helper()
+	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFast, MaxTokens: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := r.(*cuda.Runtime)
+	defer rt.Close()
+	V := p.Model.Vocab
+	in := targets.StepIn{Phase: plan.PhasePrefill}
+	states := make([]targets.State, B)
+	pos := make([]int, B)
+	for b := range states {
+		if states[b], err = rt.NewState(); err != nil {
+			t.Fatal(err)
+		}
+		n := 2 + b%5
+		in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: n})
+		for i := 0; i < n; i++ {
+			in.Tokens = append(in.Tokens, int32((b*131+i*977+13)%V))
+		}
+		in.Rows = append(in.Rows, int32(len(in.Tokens)-1))
+		in.Sample = append(in.Sample, 0, 0, 0, 0)
+		in.Want = append(in.Want, true)
+		pos[b] = n
+	}
+	var o targets.StepOut
+	if err := rt.Step(&in, &o); err != nil {
+		t.Fatal(err)
+	}
+	logits := append([][]float32(nil), o.Logits...)
+	in = targets.StepIn{Phase: plan.PhaseDecode}
+	for b := range states {
+		in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: rows, Pos: pos[b], Decode: true})
+		for i := 0; i < rows; i++ {
+			in.Rows = append(in.Rows, int32(len(in.Tokens)))
+			in.Tokens = append(in.Tokens, int32((b*37+i*511+5)%V))
+			in.Sample = append(in.Sample, 0, 0, 0, 0)
+			in.Want = append(in.Want, true)
+		}
+	}
+	if err := rt.Step(&in, &o); err != nil {
+		t.Fatal(err)
+	}
+	logits = append(logits, o.Logits...)
+	if *device == "gpu" {
+		return logits, nil
+	}
+	return logits, cuda.KernelRuns(rt)
+}
+
+// TestFastTilesTakeVerifyGroups: a step of speculation's verify groups (several decode
+// rows a sequence, each summed as in a one-row step) runs V4.1's router on its tile
+// kernel, as a decode step does, with the lane kernels' logits bit for bit
+// (DEEPINFER_CUDA_GEMV_TILES=0 against the default): 12 sequences' prefill, then 4 rows
+// each; on the emulated device the launch counts show the verify step took the tile.
+// (The mixes keep their lanes there: run 29d's per-row times, 5.4 µs on the lanes at
+// 384 rows against 6.8 on the tiles at 64, do not say the tiles would win.)
+func TestFastTilesTakeVerifyGroups(t *testing.T) {
+	for _, m := range v41Fixtures {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			t.Setenv(cuda.EnvGemvTiles, "0")
+			a, ka := verifyGroups(t, p, ws, 12, 4)
+			t.Setenv(cuda.EnvGemvTiles, "")
+			b, kb := verifyGroups(t, p, ws, 12, 4)
+			if len(a) != 12+48 || len(b) != len(a) {
+				t.Fatalf("%d and %d logits rows, want 60", len(a), len(b))
+			}
+			sameLogits(t, a, b, "on the lane kernels ("+cuda.EnvGemvTiles+"=0)", "on the tiles")
+			if ka == nil {
+				return
+			}
+			if k := "moe_fast_gate41_tile_a"; ka[k] != 0 || kb[k] == 0 {
+				t.Errorf("%s ran %d times with the tiles off and %d times by default; want 0 and some (the verify step)", k, ka[k], kb[k])
+			}
+			if k := "moe_fast_gate41_part"; kb[k] >= ka[k] {
+				t.Errorf("%s ran %d times with the tiles off and %d times by default; want fewer with the tiles", k, ka[k], kb[k])
+			}
+		})
+	}
+}
+
 // TestFastTilesMatchLanes: V4.1's exact-order products on their tile kernels
 // (moe_fast_gate41_tile_a and mhc_fast_mix41_tile in decode steps of 20 one-row sequences,
 // moe_fast_gate41_tile1 in one sequence's decode steps, csa_fast_proj_tile in steps of
