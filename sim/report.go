@@ -47,7 +47,11 @@ func writeRole(w io.Writer, rr *RoleResult, model string) {
 	fmt.Fprintf(w, "  step time on the slowest rank: %.0f%% compute, %.0f%% exposed communication (all-to-all is %.0f%% of kernel time, the rest hidden by two-batch overlap)\n",
 		100*rr.ComputeShare, 100*rr.CommExposedShare, 100*rr.CommShare)
 	if rr.Speedup > 0 {
-		fmt.Fprintf(w, "  speculative decoding: %.2fx tokens/s over plain decoding at this batch (drafter cost not included: an upper bound)\n", rr.Speedup)
+		if rr.DrafterPriced {
+			fmt.Fprintf(w, "  speculative decoding: %.2fx tokens/s over plain decoding at this batch (the draft step and the rejected groups' rebuild included)\n", rr.Speedup)
+		} else {
+			fmt.Fprintf(w, "  speculative decoding: %.2fx tokens/s over plain decoding at this batch (the plan has no draft program: drafter cost not included, an upper bound)\n", rr.Speedup)
+		}
 	}
 	fmt.Fprintf(w, "  bottleneck: %s\n", rr.Bottleneck)
 	var bounds []string

@@ -2,13 +2,18 @@ package sim
 
 import (
 	"fmt"
+	"math"
 
 	"deepinfer/plan"
 )
 
 // simDecode runs a decode role: every rank steps in lockstep (the expert all-to-all
-// joins them every layer), so a step lasts as long as the slowest rank's.
-func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
+// joins them every layer), so a step lasts as long as the slowest rank's. With
+// speculation and a draft program (draft, V4.1's DSpark drafter; nil without one) a
+// rank's step is the verify step (1 + γ rows a sequence), the draft step (the drafter's
+// block of rows a sequence) and the rebuild of the groups that rejected a draft (their
+// k + 1 accepted rows run again), one after the other.
+func simDecode(o Options, role *plan.Role, pr, draft *pricer) (*RoleResult, error) {
 	w := o.Workload
 	ranks := make([]*rankState, role.DP)
 	for i := range ranks {
@@ -35,6 +40,7 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			}
 		}
 	}
+	block := draftBlock(o.Plan, draft, gamma)
 	finished := 0
 	for step := 0; finished < w.Requests; step++ {
 		if step >= o.MaxSteps {
@@ -64,7 +70,26 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 				ctx += float64(r.ctx)
 			}
 			T := b * (1 + gamma)
-			if err := slow.rank(pr, w.rows(stepShape{T: T, R: T, Ctx: ctx / float64(b)}), w.overlap(), b); err != nil {
+			parts := []stepPart{{pr, w.rows(stepShape{T: T, R: T, Ctx: ctx / float64(b)})}}
+			if gamma > 0 {
+				// each request's accepted drafts, drawn now (in the order the advance
+				// below takes them) so that the rebuild can be priced with the step
+				rebuild, groups := 0, 0
+				for _, r := range st.running {
+					r.accepted = sampleAccepted(w.Acceptance, g)
+					if r.accepted < gamma {
+						rebuild += r.accepted + 1
+						groups++
+					}
+				}
+				if block > 0 {
+					parts = append(parts, stepPart{draft, stepShape{T: b * block, R: b * block, Ctx: ctx / float64(b)}})
+					if rebuild > 0 {
+						parts = append(parts, stepPart{pr, stepShape{T: rebuild, R: groups, Ctx: ctx / float64(b)}})
+					}
+				}
+			}
+			if err := slow.rank(parts, w.overlap(), b); err != nil {
 				return nil, err
 			}
 		}
@@ -82,7 +107,7 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			for _, r := range st.running {
 				adv := 1
 				if gamma > 0 {
-					adv += sampleAccepted(w.Acceptance, g)
+					adv += r.accepted
 				}
 				adv = min(adv, r.out-r.generated)
 				if r.generated == 0 {
@@ -128,11 +153,22 @@ func simDecode(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 		return nil, err
 	}
 	if gamma > 0 {
-		if err := speculativeSpeedup(rr, pr, w, gamma); err != nil {
+		if err := speculativeSpeedup(rr, pr, draft, block, w, gamma); err != nil {
 			return nil, err
 		}
+		rr.DrafterPriced = block > 0
 	}
 	return rr, nil
+}
+
+// draftBlock is the draft step's rows a sequence: the drafter's block (plan.DSpark)
+// when speculation is on and the plan has a draft program, else 0 (the drafter is not
+// priced).
+func draftBlock(p *plan.Plan, draft *pricer, gamma int) int {
+	if gamma == 0 || draft == nil || p.Model.DSpark == nil {
+		return 0
+	}
+	return p.Model.DSpark.Block
 }
 
 func sampleAccepted(p []float64, g *generator) int {
@@ -148,21 +184,35 @@ func sampleAccepted(p []float64, g *generator) int {
 
 // speculativeSpeedup compares tokens per second with speculation (1 + E[accepted]
 // tokens per step, verifying 1+γ tokens per sequence) against plain decoding (one token
-// per step) at the same batch. The drafter's own cost is not in the plan and is not
-// counted, so this is an upper bound.
-func speculativeSpeedup(rr *RoleResult, pr *pricer, w *Workload, gamma int) error {
+// per step) at the same batch. With a draft program (block > 0) a speculative step also
+// pays the draft step and the expected rebuild (E[k + 1 | k < γ] rows for the groups
+// that reject a draft); without one the drafter is not counted and this is an upper
+// bound.
+func speculativeSpeedup(rr *RoleResult, pr, draft *pricer, block int, w *Workload, gamma int) error {
 	b := max(1, int(rr.MeanBatch))
 	ctx := w.in.Mean() + w.out.Mean()/2
-	ps, pd, err := pr.price(w.rows(stepShape{T: b * (1 + gamma), R: b * (1 + gamma), Ctx: ctx}))
+	parts := []stepPart{{pr, w.rows(stepShape{T: b * (1 + gamma), R: b * (1 + gamma), Ctx: ctx})}}
+	if block > 0 {
+		parts = append(parts, stepPart{draft, stepShape{T: b * block, R: b * block, Ctx: ctx}})
+		var rows, groups float64
+		for k, pk := range w.Acceptance {
+			if k < gamma {
+				rows += pk * float64(k+1)
+				groups += pk
+			}
+		}
+		if n := int(math.Round(rows * float64(b))); n > 0 {
+			parts = append(parts, stepPart{pr, stepShape{T: n, R: max(1, int(math.Round(groups*float64(b)))), Ctx: ctx}})
+		}
+	}
+	spec, _, _, err := priceParts(parts, w.overlap())
 	if err != nil {
 		return err
 	}
-	bs, bd, err := pr.price(w.rows(stepShape{T: b, R: b, Ctx: ctx}))
+	base, _, _, err := priceParts([]stepPart{{pr, w.rows(stepShape{T: b, R: b, Ctx: ctx})}}, w.overlap())
 	if err != nil {
 		return err
 	}
-	spec := stepTime(ps.ComputeUS+pd.ComputeUS, ps.CommUS+pd.CommUS, w.overlap(), ps.MoELayers)
-	base := stepTime(bs.ComputeUS+bd.ComputeUS, bs.CommUS+bd.CommUS, w.overlap(), bs.MoELayers)
 	rr.Speedup = (1 + w.MeanAccepted()) / (spec / base)
 	return nil
 }
@@ -224,7 +274,7 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 			if T == 0 {
 				continue
 			}
-			if err := slow.rank(pr, w.rows(stepShape{T: T, R: seqs, K: pr.kept(ns), Ctx: pos / float64(T)}), w.overlap(), seqs); err != nil {
+			if err := slow.rank([]stepPart{{pr, w.rows(stepShape{T: T, R: seqs, K: pr.kept(ns), Ctx: pos / float64(T)})}}, w.overlap(), seqs); err != nil {
 				return nil, err
 			}
 		}
@@ -275,27 +325,49 @@ func simPrefill(o Options, role *plan.Role, pr *pricer) (*RoleResult, error) {
 // slowest tracks a lockstep step's slowest rank and the ranks' mean batch.
 type slowest struct {
 	us, compute          float64
-	static, dynamic      *stepPrice
+	prices               []*stepPrice
 	busy, seqSum, tokSum int
 }
 
-// rank prices one rank's step and keeps it if it is the slowest so far.
-func (s *slowest) rank(pr *pricer, shape stepShape, overlap bool, seqs int) error {
-	static, dynamic, err := pr.price(shape)
+// A stepPart is one program run in a rank's step at one shape.
+type stepPart struct {
+	pr    *pricer
+	shape stepShape
+}
+
+// priceParts prices the parts of a rank's step, run one after another: the step's time
+// (each part's compute and communication combined by stepTime), its compute, and the
+// parts' priced calls.
+func priceParts(parts []stepPart, overlap bool) (us, compute float64, prices []*stepPrice, err error) {
+	for _, p := range parts {
+		static, dynamic, err := p.pr.price(p.shape)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		c := static.ComputeUS + dynamic.ComputeUS
+		us += stepTime(c, static.CommUS+dynamic.CommUS, overlap, static.MoELayers)
+		compute += c
+		prices = append(prices, static, dynamic)
+	}
+	return us, compute, prices, nil
+}
+
+// rank prices one rank's step (its parts) and keeps it if it is the slowest so far; the
+// first part's tokens are the rank's tokens.
+func (s *slowest) rank(parts []stepPart, overlap bool, seqs int) error {
+	t, compute, prices, err := priceParts(parts, overlap)
 	if err != nil {
 		return err
 	}
-	compute := static.ComputeUS + dynamic.ComputeUS
-	t := stepTime(compute, static.CommUS+dynamic.CommUS, overlap, static.MoELayers)
 	if t > s.us {
-		s.us, s.compute, s.static, s.dynamic = t, compute, static, dynamic
+		s.us, s.compute, s.prices = t, compute, prices
 	}
 	s.busy++
 	s.seqSum += seqs
-	s.tokSum += shape.T
+	s.tokSum += parts[0].shape.T
 	return nil
 }
 
 func (s *slowest) record(acc *accumulator, role string, clock float64) {
-	acc.add(role, clock, s.static, s.dynamic, s.us, s.compute, s.seqSum/s.busy, s.tokSum/s.busy)
+	acc.add(role, clock, s.prices, s.us, s.compute, s.seqSum/s.busy, s.tokSum/s.busy)
 }

@@ -73,7 +73,11 @@ type RoleResult struct {
 	// Speedup is the decode speedup from speculation (tokens per step over the step
 	// time ratio against non-speculative decoding); 0 without speculation.
 	Speedup float64
-	Trace   []TraceEvent
+	// DrafterPriced: the speculative steps include the plan's draft program (the
+	// drafter's block of rows a sequence) and the rebuild of groups that rejected a
+	// draft; otherwise the drafter is not counted and Speedup is an upper bound.
+	DrafterPriced bool
+	Trace         []TraceEvent
 }
 
 // Result is a whole simulation.
@@ -93,6 +97,7 @@ type request struct {
 	firstTok  float64
 	lastTok   float64
 	fed       int // prompt tokens prefilled (prefill role)
+	accepted  int // drafts accepted in this step (decode role with speculation)
 }
 
 type rankState struct {
@@ -124,7 +129,11 @@ func Run(o Options) (*Result, error) {
 		if role.Name == "prefill" {
 			rr, err = simPrefill(o, role, pr)
 		} else {
-			rr, err = simDecode(o, role, pr)
+			var draft *pricer
+			if dp := p.Program(plan.PhaseDraft); dp != nil {
+				draft = newPricer(o.Model, p, dp, role)
+			}
+			rr, err = simDecode(o, role, pr, draft)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("role %s: %w", role.Name, err)
@@ -217,8 +226,8 @@ func newAccumulator() *accumulator {
 	return &accumulator{kernels: map[string]*KernelShare{}, bounds: map[cost.Bound]float64{}, maxTrace: 2000}
 }
 
-func (a *accumulator) add(role string, t0 float64, static, dynamic *stepPrice, step, compute float64, batch, tokens int) {
-	for _, sp := range []*stepPrice{static, dynamic} {
+func (a *accumulator) add(role string, t0 float64, prices []*stepPrice, step, compute float64, batch, tokens int) {
+	for _, sp := range prices {
 		for _, c := range sp.Calls {
 			k := a.kernels[c.Kernel]
 			if k == nil {

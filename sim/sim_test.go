@@ -8,6 +8,7 @@ import (
 
 	"deepinfer/compiler"
 	"deepinfer/deploy"
+	"deepinfer/plan"
 	_ "deepinfer/targets/all"
 	"deepinfer/targets/cost"
 )
@@ -164,5 +165,81 @@ func TestSampledWorkload(t *testing.T) {
 	w, err := ParseWorkload([]byte("concurrency_per_rank: 8\nrequests: 32\ninput_len: fixed:256\noutput_len: fixed:64\ntemperature: 1\n"), "w.yaml")
 	if err != nil || w.Temperature != 1 {
 		t.Fatalf("file form: %v, temperature %v", err, w)
+	}
+}
+
+// TestSpeculationPricesTheDrafter: with a draft program in the plan (V4.1's DSpark
+// drafter) a speculative step also pays the draft step and the rebuild of the groups
+// that rejected a draft: every draft accepted, the step is the verify step plus the
+// draft step (more than without the draft program, the same tokens); every draft
+// rejected, a one-row rebuild a sequence is added; the speed-up falls accordingly, and
+// the report says what it includes.
+func TestSpeculationPricesTheDrafter(t *testing.T) {
+	const v41spec = `target: sm100
+topology: {nodes: 1, devices_per_node: 4}
+roles:
+  decode: {dp: 4, ep: 4, max_num_seqs: 16, max_model_len: 8192, max_num_batched_tokens: 96}
+experts: {num_redundant: 0, policy: default, synthetic: "zipf:1.0"}
+speculative: {method: dspark, num_speculative_tokens: 5}
+`
+	s, err := deploy.Parse([]byte(v41spec), "spec.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := compiler.Compile(compiler.Options{Spec: s, ModelDir: "../testdata/deepseek-v4.1-flash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := out.Plan
+	if p.Program(plan.PhaseDraft) == nil || p.Model.DSpark == nil {
+		t.Fatal("the V4.1 plan has no draft program")
+	}
+	noDraft := *p
+	noDraft.Programs = nil
+	for _, pr := range p.Programs {
+		if pr.Phase != plan.PhaseDraft {
+			noDraft.Programs = append(noDraft.Programs, pr)
+		}
+	}
+	m, err := cost.For("sm100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(pl *plan.Plan, acceptance []float64) *RoleResult {
+		t.Helper()
+		w, err := ReadWorkload("concurrency_per_rank=16,requests=64,input_len=fixed:1024,output_len=fixed:60")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Acceptance = acceptance
+		r, err := Run(Options{Plan: pl, Workload: w, Model: m.WithLaunch(cost.Device)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return role(r, "decode")
+	}
+	all, none := []float64{0, 0, 0, 0, 0, 1}, []float64{1, 0, 0, 0, 0, 0}
+	accD, accN := run(p, all), run(&noDraft, all)
+	if !accD.DrafterPriced || accN.DrafterPriced {
+		t.Fatalf("drafter priced: %v with the draft program, %v without", accD.DrafterPriced, accN.DrafterPriced)
+	}
+	if accD.Steps != accN.Steps || accD.TokensOut != accN.TokensOut {
+		t.Errorf("every draft accepted: %d steps for %d tokens with the drafter priced, %d for %d without", accD.Steps, accD.TokensOut, accN.Steps, accN.TokensOut)
+	}
+	if !(accD.StepMS.P50 > accN.StepMS.P50) || !(accD.Speedup < accN.Speedup) {
+		t.Errorf("every draft accepted: step p50 %.3f ms and speed-up %.2f with the drafter, %.3f and %.2f without", accD.StepMS.P50, accD.Speedup, accN.StepMS.P50, accN.Speedup)
+	}
+	rejD, rejN := run(p, none), run(&noDraft, none)
+	if !(rejD.StepMS.P50 > accD.StepMS.P50) || rejN.StepMS.P50 != accN.StepMS.P50 {
+		t.Errorf("step p50: every draft rejected %.3f ms, accepted %.3f (drafter priced); %.3f and %.3f without: the rebuild should cost only where the drafter is priced",
+			rejD.StepMS.P50, accD.StepMS.P50, rejN.StepMS.P50, accN.StepMS.P50)
+	}
+	if !(rejD.Speedup < 1) {
+		t.Errorf("every draft rejected: speed-up %.2f, want below 1 (one token a step for a verify, a draft and a rebuild)", rejD.Speedup)
+	}
+	var b bytes.Buffer
+	WriteReport(&b, &Result{Model: m.ID(), Target: "sm100", Workload: &Workload{}, Roles: []RoleResult{*accD}})
+	if !strings.Contains(b.String(), "the draft step and the rejected groups' rebuild included") {
+		t.Errorf("the report does not say the drafter is priced:\n%s", b.String())
 	}
 }
