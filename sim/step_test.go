@@ -6,23 +6,30 @@ import (
 	"testing"
 
 	"deepinfer/compiler"
+	"deepinfer/plan"
 	"deepinfer/targets/cost"
 )
+
+// h200Default is the embedded default model compiled for h200 (no deployment) and the
+// h200 cost model in device-launch mode.
+func h200Default(t *testing.T) (*plan.Plan, *cost.Model) {
+	t.Helper()
+	out, err := compiler.Compile(compiler.Options{Target: "h200"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cost.For("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Plan, m.WithLaunch(cost.Device)
+}
 
 // TestDecodeStep prices one step of a plan compiled without a deployment: the step is
 // the sum of its classes, grows with the batch, and the routed experts are priced for
 // the experts the batch touches.
 func TestDecodeStep(t *testing.T) {
-	out, err := compiler.Compile(compiler.Options{Target: "h200"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := out.Plan
-	m, err := cost.For("h200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m = m.WithLaunch(cost.Device)
+	p, m := h200Default(t)
 	var prev *StepCost
 	for _, b := range []int{1, 8, 64} {
 		sc, err := DecodeStep(p, m, b, 100)
@@ -122,16 +129,7 @@ func TestHeapSelectCount(t *testing.T) {
 // wave of the vocabulary a multiprocessor walks for every ComputeUnits rows; the other
 // classes are the greedy step's. A class calibration charges the waves.
 func TestDecodeStepSampled(t *testing.T) {
-	out, err := compiler.Compile(compiler.Options{Target: "h200"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := out.Plan
-	m, err := cost.For("h200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m = m.WithLaunch(cost.Device)
+	p, m := h200Default(t)
 	var sampler string
 	vocab := 0
 	for _, in := range p.Program("decode").Instrs {

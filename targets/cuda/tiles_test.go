@@ -9,77 +9,23 @@ import (
 	"deepinfer/targets/cuda"
 )
 
-// batchDecode runs B sequences on one fast-mode runtime: a prefill step of every
-// sequence's first tokens (a different count each, so rows are not in lockstep), then
-// steps decode steps of B one-row sequences; it returns every step's logits rows and,
-// on the emulated device, the kernels' launch counts.
-func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) ([][]float32, map[string]int) {
+// openPrefilled opens a fast-mode runtime on p and prefills B sequences of 2 to 6
+// tokens in one step, the last row's logits each: the runtime, the sequences' states and
+// positions, and the prefill step's logits.
+func openPrefilled(t *testing.T, p *plan.Plan, ws []targets.Weight, B int) (*cuda.Runtime, []targets.State, []int, [][]float32, []int32) {
 	t.Helper()
 	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFast, MaxTokens: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rt := r.(*cuda.Runtime)
-	defer rt.Close()
 	V := p.Model.Vocab
 	states := make([]targets.State, B)
 	pos := make([]int, B)
-	next := make([]int32, B)
 	in := targets.StepIn{Phase: plan.PhasePrefill}
 	for b := range states {
 		if states[b], err = rt.NewState(); err != nil {
-			t.Fatal(err)
-		}
-		n := 2 + b%5
-		in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: n})
-		for i := 0; i < n; i++ {
-			in.Tokens = append(in.Tokens, int32((b*131+i*977+13)%V))
-		}
-		in.Rows = append(in.Rows, int32(len(in.Tokens)-1))
-		in.Sample = append(in.Sample, 0, 0, 0, 0)
-		in.Want = append(in.Want, true)
-		pos[b] = n
-	}
-	var logits [][]float32
-	for step := 0; step <= steps; step++ {
-		var o targets.StepOut
-		if err := rt.Step(&in, &o); err != nil {
-			t.Fatal(err)
-		}
-		logits = append(logits, o.Logits...)
-		copy(next, o.Tokens)
-		in = targets.StepIn{Phase: plan.PhaseDecode, Tokens: append([]int32(nil), next...)}
-		for b := range states {
-			in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: 1, Pos: pos[b]})
-			in.Rows = append(in.Rows, int32(b))
-			in.Sample = append(in.Sample, 0, 0, 0, 0)
-			in.Want = append(in.Want, true)
-			pos[b]++
-		}
-	}
-	if *device == "gpu" {
-		return logits, nil
-	}
-	return logits, cuda.KernelRuns(rt)
-}
-
-// verifyGroups prefills B sequences (fast mode) and runs one step of verify groups: each
-// sequence rows decode rows at once (targets.SeqIn.Decode, as speculation's groups),
-// every row's logits returned; on the emulated device also the launch counts.
-func verifyGroups(t *testing.T, p *plan.Plan, ws []targets.Weight, B, rows int) ([][]float32, map[string]int) {
-	t.Helper()
-	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFast, MaxTokens: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := r.(*cuda.Runtime)
-	defer rt.Close()
-	V := p.Model.Vocab
-	in := targets.StepIn{Phase: plan.PhasePrefill}
-	states := make([]targets.State, B)
-	pos := make([]int, B)
-	for b := range states {
-		if states[b], err = rt.NewState(); err != nil {
+			rt.Close()
 			t.Fatal(err)
 		}
 		n := 2 + b%5
@@ -94,10 +40,57 @@ func verifyGroups(t *testing.T, p *plan.Plan, ws []targets.Weight, B, rows int) 
 	}
 	var o targets.StepOut
 	if err := rt.Step(&in, &o); err != nil {
+		rt.Close()
 		t.Fatal(err)
 	}
-	logits := append([][]float32(nil), o.Logits...)
-	in = targets.StepIn{Phase: plan.PhaseDecode}
+	return rt, states, pos, o.Logits, o.Tokens
+}
+
+// kernelRuns is the emulated device's launch counts (nil on the GPU).
+func kernelRuns(rt *cuda.Runtime) map[string]int {
+	if *device == "gpu" {
+		return nil
+	}
+	return cuda.KernelRuns(rt)
+}
+
+// batchDecode runs B sequences on one fast-mode runtime: a prefill step of every
+// sequence's first tokens (a different count each, so rows are not in lockstep), then
+// steps decode steps of B one-row sequences; it returns every step's logits rows and,
+// on the emulated device, the kernels' launch counts.
+func batchDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, B, steps int) ([][]float32, map[string]int) {
+	t.Helper()
+	rt, states, pos, first, next := openPrefilled(t, p, ws, B)
+	defer rt.Close()
+	logits := append([][]float32(nil), first...)
+	for step := 1; step <= steps; step++ {
+		in := targets.StepIn{Phase: plan.PhaseDecode, Tokens: append([]int32(nil), next...)}
+		for b := range states {
+			in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: 1, Pos: pos[b]})
+			in.Rows = append(in.Rows, int32(b))
+			in.Sample = append(in.Sample, 0, 0, 0, 0)
+			in.Want = append(in.Want, true)
+			pos[b]++
+		}
+		var o targets.StepOut
+		if err := rt.Step(&in, &o); err != nil {
+			t.Fatal(err)
+		}
+		logits = append(logits, o.Logits...)
+		next = append(next[:0], o.Tokens...)
+	}
+	return logits, kernelRuns(rt)
+}
+
+// verifyGroups prefills B sequences (fast mode) and runs one step of verify groups: each
+// sequence rows decode rows at once (targets.SeqIn.Decode, as speculation's groups),
+// every row's logits returned; on the emulated device also the launch counts.
+func verifyGroups(t *testing.T, p *plan.Plan, ws []targets.Weight, B, rows int) ([][]float32, map[string]int) {
+	t.Helper()
+	rt, states, pos, logits, _ := openPrefilled(t, p, ws, B)
+	defer rt.Close()
+	V := p.Model.Vocab
+	in := targets.StepIn{Phase: plan.PhaseDecode}
 	for b := range states {
 		in.Seqs = append(in.Seqs, targets.SeqIn{State: states[b], N: rows, Pos: pos[b], Decode: true})
 		for i := 0; i < rows; i++ {
@@ -107,14 +100,11 @@ func verifyGroups(t *testing.T, p *plan.Plan, ws []targets.Weight, B, rows int) 
 			in.Want = append(in.Want, true)
 		}
 	}
+	var o targets.StepOut
 	if err := rt.Step(&in, &o); err != nil {
 		t.Fatal(err)
 	}
-	logits = append(logits, o.Logits...)
-	if *device == "gpu" {
-		return logits, nil
-	}
-	return logits, cuda.KernelRuns(rt)
+	return append(logits, o.Logits...), kernelRuns(rt)
 }
 
 // TestFastTilesTakeVerifyGroups: a step of speculation's verify groups (several decode
