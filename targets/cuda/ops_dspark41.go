@@ -118,8 +118,10 @@ func bindDSparkAttention(b *Bind) error {
 }
 
 // dsparkAttnStride is dspark_attention's scratch a (row, head), in floats: the serial
-// form's block scores and dim accumulators, or the warp form's scores of every key a
-// block of block rows attends to (window ring rows and the block's own).
+// form's softmax-block scores and dim accumulators, or the warp form's scores of every
+// key a row attends to — the window ring's rows and its sequence's rows in the step (a
+// DSpark block, 5 in V4.1's plans; up to the softmax block here: a sequence of more
+// rows runs the serial form).
 func dsparkAttnStride(block, dim, window int64) int64 {
 	return max(block+dim, window+block)
 }

@@ -138,10 +138,11 @@ DEVM void dspark_attn_item(const DSparkAttnArgs& a, i64 it, float* s) {
 #ifndef DI_EMULATE
 // dspark_attn_warp: work item it by a warp, the serial form's values bit for bit: lane l
 // checks the ring's tags j = l, l + 32, …; computes the scores of keys l, l + 32, … (each
-// dot in d order, as the serial form) into the item's scratch; then chunk by chunk every
-// lane takes the chunk's maximum in key order (the same go_max32 chain), lane j < n the
-// probability of key b0 + j, and lane l the accumulators of values l, l + 32, … in key
-// order; every lane sums the chunk's probabilities by cascade_sum. Until this form a
+// dot in d order, as the serial form) into the item's scratch; then chunk by chunk (the
+// softmax's blocks of `block` keys, 64 in V4.1's plans) every lane takes the chunk's
+// maximum in key order (the same go_max32 chain), lane l the probabilities of the chunk's
+// keys l, l + 32, …, and the accumulators of values l, l + 32, … in key order; every
+// lane sums the chunk's probabilities by cascade_sum. Until this form a
 // thread ran a whole item (18.3 ms of a 100 ms draft step at 64 requests in run 29d).
 DEV void dspark_attn_warp(const DSparkAttnArgs& a, i64 it, int lane) {
   const i64 t = it / a.heads, h = it % a.heads;
@@ -193,7 +194,7 @@ DEV void dspark_attn_warp(const DSparkAttnArgs& a, i64 it, int lane) {
     m = bm;
     UNROLL for (int r = 0; r < DSPARK_ATT_DMAX / 32; r++) acc[r] *= sc;
     __syncwarp();  // (every lane has read the chunk's scores)
-    if (lane < b1 - b0) s[b0 + lane] = (float)exp((double)(s[b0 + lane] - m));
+    for (i64 e = b0 + lane; e < b1; e += 32) s[e] = (float)exp((double)(s[e] - m));
     __syncwarp();
     for (i64 e = b0; e < b1; e++) {
       const float* k = dspark_attn_key(a, sq, ring, p, nring, e);

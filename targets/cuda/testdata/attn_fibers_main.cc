@@ -3,7 +3,8 @@
 // warp a (row, head): the tags checked by lanes, the scores of keys l, l + 32, … a lane,
 // the chunks' maxima, probabilities and sums, the accumulators of values l, l + 32, … a
 // lane) on host fibers against dspark_attn_item, the serial form the emulated device runs,
-// every output bit for bit and the same error: rings not yet full and wrapped, heads of
+// every output bit for bit and the same error: softmax blocks of fewer and more keys than
+// a warp's lanes (V4.1's plans: 64), rings not yet full and wrapped, heads of
 // fewer values than a warp, not a multiple of 32, and past DSPARK_ATT_DMAX (the serial
 // form at lane 0), a sequence of more rows than the scratch's bound (the same), keys of
 // -inf (a chunk of no mass skipped), NaNs, a row in no sequence, a block with no decoded
@@ -97,6 +98,9 @@ int main() {
   // V4.1's shape, smaller: rings full and wrapped, and one not yet full
   bad += attn_case("wrapped", {{5, 300}, {5, 41}, {5, 3}}, 0, 2, 64, 40, 5, 40, 0, seed++);
   bad += attn_case("head 512", {{5, 200}, {5, 9}}, 0, 1, 512, 128, 5, 128, 0, seed++);
+  // V4.1's softmax blocks of 64 keys (more than a warp's lanes), and of 40
+  bad += attn_case("softmax 64", {{5, 300}, {5, 70}, {5, 20}}, 0, 2, 512, 128, 64, 128, 0, seed++);
+  bad += attn_case("softmax 40", {{5, 90}}, 0, 2, 64, 100, 40, 100, 1, seed++);
   // heads of fewer values than a warp and not a multiple of 32; a larger ring than the window
   bad += attn_case("dim 20", {{3, 70}, {3, 2}}, 2, 3, 20, 33, 3, 50, 0, seed++);
   bad += attn_case("dim 40", {{5, 100}}, 0, 2, 40, 70, 5, 70, 0, seed++);
