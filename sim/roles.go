@@ -41,6 +41,9 @@ func simDecode(o Options, role *plan.Role, pr, draft *pricer) (*RoleResult, erro
 		}
 	}
 	block := draftBlock(o.Plan, draft, gamma)
+	if block > 0 && gamma > block {
+		return nil, fmt.Errorf("the workload's acceptance has %d drafts a step (γ), the plan's drafter proposes at most %d (its block)", gamma, block)
+	}
 	finished := 0
 	for step := 0; finished < w.Requests; step++ {
 		if step >= o.MaxSteps {

@@ -237,6 +237,16 @@ speculative: {method: dspark, num_speculative_tokens: 5}
 	if !(rejD.Speedup < 1) {
 		t.Errorf("every draft rejected: speed-up %.2f, want below 1 (one token a step for a verify, a draft and a rebuild)", rejD.Speedup)
 	}
+	// more drafts a step than the drafter proposes: an error, not a price
+	w, err := ReadWorkload("concurrency_per_rank=4,requests=8,input_len=fixed:64,output_len=fixed:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Acceptance = make([]float64, p.Model.DSpark.Block+2)
+	w.Acceptance[0] = 1
+	if _, err := Run(Options{Plan: p, Workload: w, Model: m.WithLaunch(cost.Device)}); err == nil || !strings.Contains(err.Error(), "proposes at most") {
+		t.Errorf("γ = %d with a drafter block of %d: %v", len(w.Acceptance)-1, p.Model.DSpark.Block, err)
+	}
 	var b bytes.Buffer
 	WriteReport(&b, &Result{Model: m.ID(), Target: "sm100", Workload: &Workload{}, Roles: []RoleResult{*accD}})
 	if !strings.Contains(b.String(), "the draft step and the rejected groups' rebuild included") {
