@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strconv"
 )
 
 // CUDA graphs: a program's launches for one step shape are captured once into a graph
@@ -27,6 +28,29 @@ const EnvGraphs = "DEEPINFER_CUDA_GRAPHS"
 // maxGraphs bounds the graphs kept: the least recently replayed is dropped first.
 const maxGraphs = 64
 
+// EnvGraphAfter is the number of steps of one shape after which the shape is captured
+// into a graph (a positive integer): 1, the default, captures a shape at its first step;
+// N > 1 launches a shape's first N − 1 steps kernel by kernel and captures it at the Nth,
+// so that shapes that never come back (speculation's rebuild and verify groups, whose
+// rows follow the acceptance; a serving batch's changing mix) pay no capture and
+// instantiation and evict no graph that is replayed. On the emulated device, 16
+// requests with speculation and partial acceptance captured 21 graphs in 30 speculative
+// steps with the default. For comparisons in one run; read when a runtime is opened.
+const EnvGraphAfter = "DEEPINFER_CUDA_GRAPH_AFTER"
+
+// graphAfter reads EnvGraphAfter (1 when unset; an error names a bad value).
+func graphAfter() (int, error) {
+	v := os.Getenv(EnvGraphAfter)
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1<<20 {
+		return 0, fmt.Errorf("%s=%q: want a number of steps from 1", EnvGraphAfter, v)
+	}
+	return n, nil
+}
+
 type graphKey struct {
 	phase         string
 	T, R, K, NSeq int64
@@ -39,8 +63,10 @@ type graphEntry struct {
 }
 
 type graphCache struct {
-	on    bool // not turned off (EnvGraphs, SetGraphs)
-	limit int  // maxGraphs (tests lower it)
+	on    bool             // not turned off (EnvGraphs, SetGraphs)
+	limit int              // maxGraphs (tests lower it)
+	after int              // EnvGraphAfter
+	seen  map[graphKey]int // steps launched one by one of shapes not captured yet (after > 1)
 	m     map[graphKey]*graphEntry
 	tick  uint64
 	stats GraphStats
@@ -51,12 +77,15 @@ type GraphStats struct {
 	On       bool   // steps may run as graphs (not off by DEEPINFER_CUDA_GRAPHS or SetGraphs)
 	Captured int64  // graphs captured (one per new step shape)
 	Replayed int64  // steps run as a graph (the capturing step included)
+	Waiting  int64  // steps launched one by one before their shape's capture (EnvGraphAfter > 1)
 	Dropped  int64  // graphs dropped to keep at most maxGraphs, or with the arena
 	Cached   int    // graphs held now
 	Failed   string // why graphs were turned off after a capture failed ("" if not)
 }
 
-func (g *graphCache) init(on bool) { g.on, g.limit, g.m = on, maxGraphs, map[graphKey]*graphEntry{} }
+func (g *graphCache) init(on bool, after int) {
+	g.on, g.limit, g.after, g.m, g.seen = on, maxGraphs, after, map[graphKey]*graphEntry{}, map[graphKey]int{}
+}
 
 // clear drops every graph.
 func (g *graphCache) clear(d driver) error {
@@ -68,6 +97,7 @@ func (g *graphCache) clear(d driver) error {
 		delete(g.m, k)
 		g.stats.Dropped++
 	}
+	clear(g.seen)
 	return first
 }
 
@@ -96,20 +126,30 @@ func (rt *Runtime) graphable() bool {
 }
 
 // runGraph launches the program for st's shape as a graph, capturing it first when
-// this shape has none.
-func (rt *Runtime) runGraph(pr *prog, st Step, lay *packLayout) error {
+// this shape has none; with EnvGraphAfter > 1 a shape's first steps are left to the
+// caller to launch one by one (graphed false).
+func (rt *Runtime) runGraph(pr *prog, st Step, lay *packLayout) (graphed bool, err error) {
 	g := &rt.graphs
 	k := graphKey{pr.p.Phase, st.T, st.R, st.K, st.NSeq, st.RowsAlone}
 	e := g.m[k]
+	if e == nil && g.seen[k]+1 < g.after {
+		if len(g.seen) >= 16*maxGraphs { // (a bound on the shapes remembered)
+			clear(g.seen)
+		}
+		g.seen[k]++
+		g.stats.Waiting++
+		return false, nil
+	}
 	if e == nil {
+		delete(g.seen, k)
 		if len(g.m) >= g.limit {
 			if err := g.evict(rt.drv); err != nil {
-				return err
+				return false, err
 			}
 		}
 		x, err := rt.capture(pr, st, lay)
 		if err != nil {
-			return err
+			return false, err
 		}
 		e = &graphEntry{exec: x}
 		g.m[k] = e
@@ -118,10 +158,10 @@ func (rt *Runtime) runGraph(pr *prog, st Step, lay *packLayout) error {
 	g.tick++
 	e.used = g.tick
 	if err := rt.drv.GraphLaunch(e.exec, rt.stream); err != nil {
-		return err
+		return false, err
 	}
 	g.stats.Replayed++
-	return nil
+	return true, nil
 }
 
 // captureError is a graph call's failure while capturing (begin, end, instantiate):
@@ -226,6 +266,9 @@ func (rt *Runtime) GraphSummary() string {
 			return fmt.Sprintf("graphs off after a failed capture (%s; %d steps replayed while on)", g.Failed, g.Replayed)
 		}
 		return fmt.Sprintf("graphs off (%d steps replayed while on)", g.Replayed)
+	}
+	if rt.graphs.after > 1 {
+		return fmt.Sprintf("graphs on (%d captured, %d steps replayed; a shape captured at its step %d, %d steps launched one by one before)", g.Captured, g.Replayed, rt.graphs.after, g.Waiting)
 	}
 	return fmt.Sprintf("graphs on (%d captured, %d steps replayed)", g.Captured, g.Replayed)
 }

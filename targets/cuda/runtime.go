@@ -203,9 +203,13 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	if err := targets.CheckNumerics(o.Numerics); err != nil {
 		return nil, err
 	}
+	after, err := graphAfter()
+	if err != nil {
+		return nil, err
+	}
 	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant,
 		fast: o.Numerics == targets.NumericsFast}
-	rt.graphs.init(os.Getenv(EnvGraphs) != "0")
+	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
@@ -217,7 +221,6 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	if o.MaxContext > 0 {
 		rt.maxPos = min(rt.maxPos, int64(o.MaxContext))
 	}
-	var err error
 	rt.w.do(func() { err = rt.openOnThread(cc, ws) })
 	if err != nil {
 		rt.Close()
@@ -1105,9 +1108,9 @@ func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error
 	graphed := false
 	if rt.graphable() {
 		var ce *captureError
-		switch err := rt.runGraph(pr, st, lay); {
+		switch ok, err := rt.runGraph(pr, st, lay); {
 		case err == nil:
-			graphed = true
+			graphed = ok
 		case errors.As(err, &ce):
 			rt.graphFailed(err)
 		default:

@@ -3,7 +3,10 @@ package cuda_test
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"deepinfer/internal/vmtest"
@@ -192,4 +195,63 @@ func TestSpeculationHostTraffic(t *testing.T) {
 			groups, state, syncs, bytes)
 	}
 	t.Logf("%d verify groups: %d stream waits, %d bytes to and from the host", groups, syncs, bytes)
+}
+
+// TestGraphAfter: with DEEPINFER_CUDA_GRAPH_AFTER=3 a step shape is launched kernel by
+// kernel at its first two steps and captured at its third, so speculation's one-off
+// shapes (verify and rebuild groups that follow the acceptance) capture nothing; the
+// tokens and logits are those of steps launched one by one; a bad value is an error.
+func TestGraphAfter(t *testing.T) {
+	model := "tiny-v41-dev2"
+	o := targets.Options{MaxTokens: 256}
+	reqs := devRequests(t, model, 16, 24)
+	spec := func(plain []vm.Result) *vm.Speculation {
+		s := &vm.Speculation{MaxDraft: 4, Exact: true}
+		s.Override = func(r *vm.Request, gen, drafted []int32) []int32 {
+			want := plain[slices.IndexFunc(reqs, func(q vm.Request) bool { return q.ID == r.ID })].Tokens
+			good := (len(gen)*7 + len(r.ID)) % 5 // a prefix of 0-4 right drafts, then a wrong one
+			var d []int32
+			for j := len(gen); j < len(want) && len(d) < 4; j++ {
+				tok := want[j]
+				if len(d) == good {
+					tok = (tok + 1) % 100
+				}
+				d = append(d, tok)
+			}
+			return d
+		}
+		return s
+	}
+	// the machine's description carries the runtime's graph summary
+	counts := regexp.MustCompile(`graphs on \((\d+) captured, (\d+) steps replayed(?:; a shape captured at its step (\d+), (\d+) steps launched one by one before)?\)`)
+	run := func(after string) (res []vm.Result, captured, replayed, waiting int) {
+		t.Setenv(cuda.EnvGraphAfter, after)
+		m := loadDevice(t, model, o)
+		plain := vmtest.RunAll(t, &vm.Engine{M: m}, reqs)
+		res = vmtest.RunAll(t, &vm.Engine{M: m, Spec: spec(plain)}, reqs)
+		vmtest.SameResults(t, "speculative, graphs after "+after, res, plain)
+		c := counts.FindStringSubmatch(m.Describe())
+		if c == nil {
+			t.Fatalf("no graph summary in %q", m.Describe())
+		}
+		atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+		if after != "" && c[3] != after {
+			t.Errorf("summary %q: want a shape captured at its step %s", c[0], after)
+		}
+		return res, atoi(c[1]), atoi(c[2]), atoi(c[4])
+	}
+	first, c1, r1, w1 := run("")
+	third, c3, r3, w3 := run("3")
+	vmtest.SameResults(t, "graphs after 3 against 1", third, first)
+	if w1 != 0 || w3 == 0 || !(c3 < c1) || r3+w3 != r1 {
+		t.Errorf("graphs at first sight: %d captured, %d replayed; at the third: %d captured, %d replayed, %d launched one by one: want fewer captures, the same steps", c1, r1, c3, r3, w3)
+	}
+	t.Logf("at first sight: %d captured, %d replayed; at the third: %d captured, %d replayed, %d launched one by one", c1, r1, c3, r3, w3)
+	for _, bad := range []string{"0", "x", "-2"} {
+		t.Setenv(cuda.EnvGraphAfter, bad)
+		p, ws := cuda.CompileDir(t, "../../testdata/"+model)
+		if _, err := (devExec{}).Open(p, ws, o); err == nil || !strings.Contains(err.Error(), cuda.EnvGraphAfter) {
+			t.Errorf("%s=%s: %v", cuda.EnvGraphAfter, bad, err)
+		}
+	}
 }
