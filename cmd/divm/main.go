@@ -52,10 +52,15 @@ func usage() {
   divm eval --model DIR --cases cases.json --out logits.safetensors [--target cpu] [--solo]
       Compile DIR, run every reference case (prefill_N, incremental_L_S, greedy) as one
       continuous batch, and write the logits and greedy ids under the cases' keys.
-  divm simulate plan.dip --workload W [--trace FILE] [--plots DIR]
+  divm simulate plan.dip --workload W [--calibration cuda-fast|cuda-exact] [--acceptance STATS]
+           [--trace FILE] [--plots DIR]
       Predict how a deployed plan (dic compile --spec) serves a workload on its target,
-      rank by rank and step by step, with the target's cost model. Every figure is a
-      prediction, labelled with the model that made it.
+      rank by rank and step by step, with the target's cost model (--calibration: an
+      h200 plan's kernels priced as this project's cuda kernels were measured). Every
+      figure is a prediction, labelled with the model that made it.
+  divm simulate plan.dip --compare BENCH.json [--calibration NAME|auto]
+      Price each point of a divm bench report as one decode step and set it against the
+      measured step and kernel classes.
   divm overhead plan.dip [--batch 256] [--steps 300]
       Measure the VM's own time per decode step (scheduling, batch preparation,
       sampling randoms, outputs) with every kernel replaced by a no-op.

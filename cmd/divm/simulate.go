@@ -23,7 +23,7 @@ func simulateCmd(args []string, w io.Writer) error {
 	plots := fs.String("plots", "", "write time-per-layer and roofline plots (PNG and SVG) into this directory")
 	acceptance := fs.String("acceptance", "", "speculation counters written by divm run --spec-stats: their measured accepted-length distribution replaces the workload's acceptance")
 	compare := fs.String("compare", "", "a divm bench report (JSON): price each of its points as one decode step of the plan and set step and kernel-class times against the measured ones (no workload)")
-	calibration := fs.String("calibration", "", "cost-model calibration: the target's default, or one of "+calibNames()+" (auto: the one for the bench report's numerics mode)")
+	calibration := fs.String("calibration", "", "cost-model calibration: the target's default, or one of "+calibNames()+" (auto, with --compare: the one for the bench report's numerics mode); with --workload, an h200 plan's kernels priced as this project's cuda kernels were measured")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -34,11 +34,11 @@ func simulateCmd(args []string, w io.Writer) error {
 		}
 		return compareCmd(w, pos[0], *compare, *calibration)
 	}
-	if *calibration != "" {
-		return usageError{Err: fmt.Errorf("--calibration applies to --compare only")}
-	}
 	if len(pos) != 1 || *workload == "" {
-		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--acceptance STATS] [--trace FILE] [--plots DIR]")}
+		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--calibration NAME] [--acceptance STATS] [--trace FILE] [--plots DIR]")}
+	}
+	if *calibration == "auto" {
+		return usageError{Err: fmt.Errorf("--calibration auto chooses by a bench report's numerics mode (--compare); with --workload name one of %s", strings.Join(calib.Names()[:len(calib.Names())-1], ", "))}
 	}
 	start := time.Now()
 	p, err := plan.ReadFile(pos[0])
@@ -60,6 +60,18 @@ func simulateCmd(args []string, w io.Writer) error {
 	m, err := cost.For(p.Target)
 	if err != nil {
 		return err
+	}
+	if *calibration != "" {
+		c, ok := calib.Fitted[*calibration]
+		if !ok {
+			return fmt.Errorf("no calibration %q (known: %s)", *calibration, calibNames())
+		}
+		if p.Target != calib.Target {
+			return fmt.Errorf("calibration %s prices this project's cuda kernels on an H200 (target %s); the plan targets %s", c.Name, calib.Target, p.Target)
+		}
+		if m, err = c.Apply(m, p.ModelType); err != nil {
+			return err
+		}
 	}
 	res, err := sim.Run(sim.Options{Plan: p, Workload: wl, Model: m.WithLaunch(cost.Device)})
 	if err != nil {

@@ -19,6 +19,10 @@ type Calibration struct {
 	Models   map[string]map[string]cost.ClassCal
 }
 
+// Target is the plan target the calibrations describe: this project's cuda kernels on
+// an H200.
+const Target = "h200"
+
 // Names lists the calibrations Apply knows, and "auto".
 func Names() []string {
 	var ns []string
