@@ -88,7 +88,9 @@ func simDecode(o Options, role *plan.Role, pr, draft *pricer) (*RoleResult, erro
 				if block > 0 {
 					parts = append(parts, stepPart{draft, stepShape{T: b * block, R: b * block, Ctx: ctx / float64(b)}})
 					if rebuild > 0 {
-						parts = append(parts, stepPart{pr, stepShape{T: rebuild, R: groups, Ctx: ctx / float64(b)}})
+						// (its rows follow the acceptance: rounded to about 2%, as contexts
+						// are, so that the priced shapes stay few)
+						parts = append(parts, stepPart{pr, stepShape{T: ctxBucket(float64(rebuild)), R: ctxBucket(float64(groups)), Ctx: ctx / float64(b)}})
 					}
 				}
 			}
