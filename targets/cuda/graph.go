@@ -34,8 +34,8 @@ const maxGraphs = 64
 // so that shapes that never come back (speculation's rebuild and verify groups, whose
 // rows follow the acceptance; a serving batch's changing mix) pay no capture and
 // instantiation and evict no graph that is replayed. On the emulated device, 16
-// requests with speculation and partial acceptance captured 21 graphs in 30 speculative
-// steps with the default. For comparisons in one run; read when a runtime is opened.
+// requests run plainly and then with speculation and partial acceptance captured 13
+// graphs with the default and 6 with 3 (8 requests, TestGraphAfter: 5 and 3). For comparisons in one run; read when a runtime is opened.
 const EnvGraphAfter = "DEEPINFER_CUDA_GRAPH_AFTER"
 
 // graphAfter reads EnvGraphAfter (1 when unset; an error names a bad value).

@@ -204,7 +204,7 @@ func TestSpeculationHostTraffic(t *testing.T) {
 func TestGraphAfter(t *testing.T) {
 	model := "tiny-v41-dev2"
 	o := targets.Options{MaxTokens: 256}
-	reqs := devRequests(t, model, 16, 24)
+	reqs := devRequests(t, model, 8, 20)
 	spec := func(plain []vm.Result) *vm.Speculation {
 		s := &vm.Speculation{MaxDraft: 4, Exact: true}
 		s.Override = func(r *vm.Request, gen, drafted []int32) []int32 {
