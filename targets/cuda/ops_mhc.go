@@ -404,9 +404,12 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 	})
 	// larger decode steps run tiles of tokens × mix rows, then the cascade lanes in
 	// blocks of 4 tokens (mhc_fast_mix41_tile: the same values; EnvGemvTiles=0 keeps
-	// the lanes; faster on the H200 since run 15)
+	// the lanes; faster on the H200 since run 15: 2.576 → 1.801 ms at batch 256); so do
+	// steps whose every row is summed as in a one-row step (Step.RowsAlone:
+	// speculation's verify groups), which ran the lanes until after run 30 (2.1 ms of a
+	// 30 ms verify step at 64 requests in run 29d)
 	tiles := gemvTilesOn()
-	tiled := func(s *Step) bool { return tiles && !oneRow(s) && s.T == max(s.NSeq, 1) }
+	tiled := func(s *Step) bool { return tiles && !oneRow(s) && (s.T == max(s.NSeq, 1) || s.RowsAlone) }
 	b.Launch(mixTileName(), func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || !tiled(s) {
 			return 0
