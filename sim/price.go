@@ -341,7 +341,8 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		c, err := pr.predict(in, k)
 		return []kernelCall{c}, err
 	}
-	elementwise := func() ([]kernelCall, error) {
+	// the elements an elementwise pass moves: its step-shaped operands and its results
+	elementwiseElems := func() int {
 		var elems int
 		for _, t := range in.ArgTypes {
 			if t.DType != ir.State && len(t.Shape) > 0 && t.Shape[0].Sym != "" {
@@ -353,6 +354,10 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 				elems += rowsOf(t, s) * colsOf(t)
 			}
 		}
+		return elems
+	}
+	elementwise := func() ([]kernelCall, error) {
+		elems := elementwiseElems()
 		return one(cost.Kernel{Op: "elementwise", DType: "bf16", M: elems, Bytes: int64(elems * pr.activation)})
 	}
 	// T: the rows of the instruction's first operand (the step's tokens, or the rows
@@ -410,11 +415,7 @@ func (pr *pricer) instr(in *plan.Instr, s stepShape) ([]kernelCall, error) {
 		return []kernelCall{up, down}, err
 	case "sample":
 		if s.S > 0 {
-			calls, err := elementwise()
-			if err != nil {
-				return nil, err
-			}
-			return pr.sampled(in, s, calls[0])
+			return pr.sampled(in, s, int64(elementwiseElems()*pr.activation))
 		}
 		return elementwise()
 	case "rope":
@@ -531,13 +532,13 @@ const sampledSuffix = " (sampled)"
 // sum, three levels of the cut's radix descent, and the draw's walk.
 const sampledPasses = 7
 
-// sampled prices a sampler call of s.S sampled rows (greedy the price of the call with
-// every row greedy): the greedy pass's bytes plus sampledPasses float32 passes over
+// sampled prices a sampler call of s.S sampled rows (greedy: the bytes of the call with
+// every row greedy): those bytes plus sampledPasses float32 passes over
 // each sampled row, and as Kernel.Scan the entries one multiprocessor walks in turn: a
 // row is one launch block, so rows beyond the device's multiprocessors wait for a second
 // wave. The roofline prices the bytes alone; a class calibration (SampledClass) charges
 // for the waves.
-func (pr *pricer) sampled(in *plan.Instr, s stepShape, greedy kernelCall) ([]kernelCall, error) {
+func (pr *pricer) sampled(in *plan.Instr, s stepShape, greedy int64) ([]kernelCall, error) {
 	if len(in.ArgTypes) == 0 || len(in.ArgTypes[0].Shape) < 2 {
 		return nil, fmt.Errorf("sample: the logits operand has no vocabulary dimension")
 	}
@@ -547,7 +548,7 @@ func (pr *pricer) sampled(in *plan.Instr, s stepShape, greedy kernelCall) ([]ker
 	if cu := pr.m.Rates.ComputeUnits; cu > 0 {
 		waves = (rows + cu - 1) / cu
 	}
-	bytes := int64(greedy.Bytes) + int64(rows)*int64(vocab)*4*sampledPasses
+	bytes := greedy + int64(rows)*int64(vocab)*4*sampledPasses
 	c, err := pr.predictAs(in, SampledClass(in.Kernel), cost.Kernel{Op: "elementwise", DType: "bf16", M: int(bytes) / pr.activation,
 		Bytes: bytes, Scan: float64(waves) * float64(vocab)})
 	return []kernelCall{c}, err

@@ -37,9 +37,6 @@ func simulateCmd(args []string, w io.Writer) error {
 	if len(pos) != 1 || *workload == "" {
 		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--calibration NAME] [--acceptance STATS] [--trace FILE] [--plots DIR]")}
 	}
-	if *calibration == "auto" {
-		return usageError{Err: fmt.Errorf("--calibration auto chooses by a bench report's numerics mode (--compare); with --workload name one of %s", strings.Join(calib.Names()[:len(calib.Names())-1], ", "))}
-	}
 	start := time.Now()
 	p, err := plan.ReadFile(pos[0])
 	if err != nil {
@@ -62,12 +59,9 @@ func simulateCmd(args []string, w io.Writer) error {
 		return err
 	}
 	if *calibration != "" {
-		c, ok := calib.Fitted[*calibration]
-		if !ok {
-			return fmt.Errorf("no calibration %q (known: %s)", *calibration, calibNames())
-		}
-		if p.Target != calib.Target {
-			return fmt.Errorf("calibration %s prices this project's cuda kernels on an H200 (target %s); the plan targets %s", c.Name, calib.Target, p.Target)
+		c, err := calib.ForPlan(*calibration, p.Target)
+		if err != nil {
+			return err
 		}
 		if m, err = c.Apply(m, p.ModelType); err != nil {
 			return err

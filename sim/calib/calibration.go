@@ -24,13 +24,16 @@ type Calibration struct {
 const Target = "h200"
 
 // Names lists the calibrations Apply knows, and "auto".
-func Names() []string {
+func Names() []string { return append(fittedNames(), "auto") }
+
+// fittedNames lists the calibrations, sorted.
+func fittedNames() []string {
 	var ns []string
 	for n := range Fitted {
 		ns = append(ns, n)
 	}
 	sort.Strings(ns)
-	return append(ns, "auto")
+	return ns
 }
 
 // ForReport picks a calibration: name, or for "auto" the one fitted to the numerics
@@ -43,9 +46,31 @@ func ForReport(name string, r *stepbench.Report) (*Calibration, error) {
 		}
 		name = "cuda-" + num
 	}
+	return Lookup(name)
+}
+
+// Lookup is the calibration named name (not "auto", which needs a bench report).
+func Lookup(name string) (*Calibration, error) {
 	c, ok := Fitted[name]
 	if !ok {
 		return nil, fmt.Errorf("no calibration %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return c, nil
+}
+
+// ForPlan is the calibration named name for a plan of target: this project's cuda
+// kernels on an H200, so an h200 plan only. "auto" chooses by a bench report's numerics
+// mode and is refused here.
+func ForPlan(name, target string) (*Calibration, error) {
+	if name == "auto" {
+		return nil, fmt.Errorf("--calibration auto chooses by a bench report's numerics mode (--compare); name one of %s", strings.Join(fittedNames(), ", "))
+	}
+	c, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if target != Target {
+		return nil, fmt.Errorf("calibration %s prices this project's cuda kernels on an H200 (target %s); the plan targets %s", c.Name, Target, target)
 	}
 	return c, nil
 }

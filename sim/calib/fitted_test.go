@@ -808,8 +808,8 @@ func TestRun30Later(t *testing.T) {
 // TestSampledRows: the shipped cuda-fast on run 30e's sampled steps (V4, 4,096, every
 // row at temperature 1 and top-p 0.9; its sampler class is fitted on them, the other
 // classes on 30c's greedy steps) is as docs/perf/simulator.md says: every step within
-// 11.1%, the sampler's sampled class within 0.1% in sample and, refitted on batch 1 and
-// 256, within 4.2% at batch 64; V4.1's table carries V4's sampled class. Without the
+// 11.1% and the sampler's sampled class, refitted on batch 1 and 256, within 4.2% at
+// batch 64; V4.1's table carries V4's sampled class. Without the
 // sampled class (the sampler priced as a greedy one) the batch-1 step is 18.0% under.
 func TestSampledRows(t *testing.T) {
 	reportErrs(t, Fitted["cuda-fast"], Run30Sampled, map[string]reportWant{
@@ -854,7 +854,8 @@ func TestSampledRows(t *testing.T) {
 		got  map[string]float64
 		want map[string]float64
 	}{
-		{"in sample", classErr(shipped, nil), map[string]float64{"1/4096": 0, "64/4096": 0, "256/4096": 0}},
+		// (in sample the class's three terms meet its three points exactly: only the
+		// held-out point says how well it predicts)
 		{BatchHoldout.Name + ", held out", classErr(held, BatchHoldout.Check), map[string]float64{"64/4096": -0.0423}},
 	} {
 		if len(c.got) != len(c.want) {

@@ -131,8 +131,9 @@ type Step struct {
 	Phase   string
 	// RowsAlone: every row is summed as in a one-row step (its sequence has one row,
 	// or its rows are flagged so: speculation's verify groups, batch-invariant mode;
-	// SeqRec's SEQ_ROWS). Kernels of one-row orders (V4.1's router and mix tiles) may
-	// take such a step whatever its rows a sequence.
+	// SeqRec's SEQ_ROWS); a decode step of one row a sequence is one. Kernels of
+	// one-row orders (V4.1's router and mix tiles) may take such a step whatever its
+	// rows a sequence.
 	RowsAlone bool
 	// Seqs is the device table of SeqRec (prelude.h) for the step's sequences.
 	Seqs devptr

@@ -409,7 +409,7 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 	// speculation's verify groups), which ran the lanes until after run 30 (2.1 ms of a
 	// 30 ms verify step at 64 requests in run 29d)
 	tiles := gemvTilesOn()
-	tiled := func(s *Step) bool { return tiles && !oneRow(s) && (s.T == max(s.NSeq, 1) || s.RowsAlone) }
+	tiled := func(s *Step) bool { return tiles && !oneRow(s) && s.RowsAlone }
 	b.Launch(mixTileName(), func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || !tiled(s) {
 			return 0

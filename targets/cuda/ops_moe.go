@@ -101,7 +101,7 @@ func bindMoERoute(b *Bind) error {
 			// the lanes until after run 30 (3.4 ms of a 30 ms verify step at 64 requests
 			// in run 29d, where the decode step's tiles took 0.25)
 			tiles := gemvTilesOn()
-			tiled := func(s *Step) bool { return tiles && (s.T == max(s.NSeq, 1) || s.RowsAlone) }
+			tiled := func(s *Step) bool { return tiles && s.RowsAlone }
 			b.Launch("moe_fast_gate41_tile1", func(s *Step, a *ArgBuf) int64 {
 				if longRows(s) || !tiled(s) || s.T > gateTile1Max {
 					return 0

@@ -243,8 +243,9 @@ func TestGraphAfter(t *testing.T) {
 	first, c1, r1, w1 := run("")
 	third, c3, r3, w3 := run("3")
 	vmtest.SameResults(t, "graphs after 3 against 1", third, first)
-	if w1 != 0 || w3 == 0 || !(c3 < c1) || r3+w3 != r1 {
-		t.Errorf("graphs at first sight: %d captured, %d replayed; at the third: %d captured, %d replayed, %d launched one by one: want fewer captures, the same steps", c1, r1, c3, r3, w3)
+	// (the counts docs/cuda.md quotes: the same steps, 5 captures against 3)
+	if c1 != 5 || r1 != 29 || w1 != 0 || c3 != 3 || r3 != 20 || w3 != 9 {
+		t.Errorf("graphs at first sight: %d captured, %d replayed; at the third: %d captured, %d replayed, %d launched one by one; documented 5, 29; 3, 20, 9", c1, r1, c3, r3, w3)
 	}
 	t.Logf("at first sight: %d captured, %d replayed; at the third: %d captured, %d replayed, %d launched one by one", c1, r1, c3, r3, w3)
 	for _, bad := range []string{"0", "x", "-2"} {
