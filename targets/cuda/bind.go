@@ -40,7 +40,13 @@ type Bind struct {
 	launches []launch
 	scratch  []scratchReq
 	tables   [][2]int // weight tables: first operand, count
+	rounds   bool     // RoundsOnStore
 }
+
+// RoundsOnStore declares that every launch of the instruction passes Step.Round to its
+// kernel, which then stores each value of result 0 rounded to bf16: the runtime may run
+// a fake_quant to bf16 of that result as this instruction's epilogue (ops_fuse.go).
+func (b *Bind) RoundsOnStore() { b.rounds = true }
 
 type launch struct {
 	kernel string
@@ -135,6 +141,9 @@ type Step struct {
 	// one-row orders (V4.1's router and mix tiles) may take such a step whatever its
 	// rows a sequence.
 	RowsAlone bool
+	// Round: store result 0 rounded to bf16 (the instruction runs the bf16 rounding
+	// that follows it as its epilogue; ops_fuse.go). Set once when a program is bound.
+	Round bool
 	// Seqs is the device table of SeqRec (prelude.h) for the step's sequences.
 	Seqs devptr
 	// Err is a device i64 a kernel sets nonzero on bad input (see errors.go).

@@ -52,3 +52,23 @@ func SetLongRows(n int64) (restore func()) {
 
 // DriverStats is what the runtime asked of the emulated device's driver so far.
 func DriverStats(rt *Runtime) FakeStats { return rt.fake.stats }
+
+// SetEpilogueWithHook fuses bf16 roundings into their producers while a Hook is set
+// too (epilogueWithHook) and returns a function that restores it.
+func SetEpilogueWithHook(on bool) (restore func()) {
+	old := epilogueWithHook
+	epilogueWithHook = on
+	return func() { epilogueWithHook = old }
+}
+
+// EpilogueProducers maps each instruction of the phase's program that stores a bf16
+// rounding's values to that rounding's index.
+func EpilogueProducers(rt *Runtime, phase string) map[int]int {
+	m := map[int]int{}
+	for i, c := range rt.progs[phase].calls {
+		if c.step.Round {
+			m[i] = c.roundFor
+		}
+	}
+	return m
+}

@@ -126,7 +126,18 @@ func TestFP4PipelineMatchesRegisters(t *testing.T) {
 // emulated device, how many times each kernel ran (nil on the GPU).
 func prefillAndDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, n int) ([][]float32, map[string]int) {
 	t.Helper()
-	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFast, MaxTokens: n + 16})
+	l, k, _ := prefillAndDecodeIn(t, p, ws, n, targets.Options{Numerics: targets.NumericsFast}, nil)
+	return l, k
+}
+
+// prefillAndDecodeIn is prefillAndDecode with the given options (MaxTokens set here);
+// it also returns the bf16 roundings of the decode program its producers store
+// (ops_fuse.go). opened, when not nil, sees the runtime before the first step, and is
+// called again with step set before each.
+func prefillAndDecodeIn(t *testing.T, p *plan.Plan, ws []targets.Weight, n int, o targets.Options, opened func(rt *cuda.Runtime, step int)) ([][]float32, map[string]int, int) {
+	t.Helper()
+	o.MaxTokens = n + 16
+	r, err := devExec{}.Open(p, ws, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +155,9 @@ func prefillAndDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, n int) ([
 	var logits [][]float32
 	pos := 0
 	for step := 0; step < 3; step++ {
+		if opened != nil {
+			opened(rt, step)
+		}
 		in := targets.StepIn{Phase: plan.PhaseDecode, Tokens: toks, Seqs: []targets.SeqIn{{State: st, N: len(toks), Pos: pos}}}
 		if len(toks) > 1 {
 			in.Phase = plan.PhasePrefill
@@ -162,9 +176,9 @@ func prefillAndDecode(t *testing.T, p *plan.Plan, ws []targets.Weight, n int) ([
 		toks = []int32{o.Tokens[len(o.Tokens)-1]}
 	}
 	if *device == "gpu" {
-		return logits, nil
+		return logits, nil, rt.Epilogues(plan.PhaseDecode)
 	}
-	return logits, cuda.KernelRuns(rt)
+	return logits, cuda.KernelRuns(rt), rt.Epilogues(plan.PhaseDecode)
 }
 
 // TestFastBlockProductsMatchTiles: products of more than 32 rows run on fast_gemm_blk

@@ -36,12 +36,14 @@ func bindEmbed(b *Bind) error {
 }
 
 func bindAdd(b *Bind) error {
+	b.RoundsOnStore()
 	b.Launch("add", func(s *Step, a *ArgBuf) int64 {
 		n := s.Result(0).Elems()
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Arg(1).Ptr)
 		a.P(s.Result(0).Ptr)
 		a.I(n)
+		a.I(b2i(s.Round))
 		return n
 	})
 	return nil

@@ -164,7 +164,18 @@ func bindHCCollapse(b *Bind) error {
 	if err != nil {
 		return err
 	}
-	launchStreams(b, "mhc_collapse", n, d)
+	b.RoundsOnStore()
+	b.Launch("mhc_collapse", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Shape[0]
+		a.P(s.Arg(0).Ptr)
+		a.P(s.Arg(1).Ptr)
+		a.P(s.Result(0).Ptr)
+		a.I(T)
+		a.I(n)
+		a.I(d)
+		a.I(b2i(s.Round))
+		return T * d
+	})
 	return nil
 }
 
@@ -205,6 +216,7 @@ func bindHCExpand(b *Bind) error {
 	vec := func(s *Step) bool {
 		return four && (s.Arg(0).Ptr|s.Arg(1).Ptr|s.Result(0).Ptr)%16 == 0
 	}
+	b.RoundsOnStore()
 	for _, k := range []string{"mhc_expand", "mhc_expand4"} {
 		b.Launch(k, func(s *Step, a *ArgBuf) int64 {
 			if vec(s) != (k == "mhc_expand4") {
@@ -220,6 +232,7 @@ func bindHCExpand(b *Bind) error {
 			a.I(n)
 			a.I(d)
 			a.I(v41)
+			a.I(b2i(s.Round))
 			if k == "mhc_expand4" {
 				return T * d / 4
 			}

@@ -26,6 +26,9 @@ func bindRMSNorm(b *Bind) error {
 	if b.Fast() && fastNorm(b, g, eps, weighted) {
 		return nil
 	}
+	if isV41(b) {
+		b.RoundsOnStore()
+	}
 	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g
 		a.P(s.Arg(0).Ptr)
@@ -39,6 +42,9 @@ func bindRMSNorm(b *Bind) error {
 		a.I(g)
 		a.F(eps)
 		a.I(weighted)
+		if isV41(b) {
+			a.I(b2i(s.Round))
+		}
 		return chunks
 	})
 	return nil
@@ -83,8 +89,10 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 			a.I(g)
 			a.F(eps)
 			a.I(weighted)
+			a.I(b2i(s.Round))
 			return chunks
 		}
+		b.RoundsOnStore()
 		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
 		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * g })
 		return true

@@ -89,12 +89,14 @@ func bindRope(b *Bind) error {
 		a.I(s.Arg(0).Rows())
 		a.I(H)
 		a.F(sign)
+		a.I(b2i(s.Round))
 		spec.put(a)
 	}
+	b.RoundsOnStore()
 	// the channels before the rotated ones, when the result is not the input: four a
 	// work item where they are whole aligned float4s (rope_copy4), else one
 	keep := hd - spec.ropeDim
-	copies := func(s *Step) bool { return s.Result(0).Ptr != s.Arg(0).Ptr && keep > 0 }
+	copies := func(s *Step) bool { return (s.Result(0).Ptr != s.Arg(0).Ptr || s.Round) && keep > 0 }
 	vecOK := hd%4 == 0 && keep%4 == 0 && os.Getenv(EnvRopeCopy4) != "0"
 	vec := func(s *Step) bool { return vecOK && s.Arg(0).Ptr%16 == 0 && s.Result(0).Ptr%16 == 0 }
 	b.Launch("rope_copy4", func(s *Step, a *ArgBuf) int64 {
@@ -106,6 +108,7 @@ func bindRope(b *Bind) error {
 		a.I(s.Arg(0).Rows() * H)
 		a.I(hd / 4)
 		a.I(keep / 4)
+		a.I(b2i(s.Round))
 		return s.Arg(0).Rows() * H * keep / 4
 	})
 	b.Launch("rope_copy", func(s *Step, a *ArgBuf) int64 {

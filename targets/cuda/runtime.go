@@ -104,6 +104,7 @@ type prog struct {
 	keep                            int64
 	slotOff                         []int64 // byte offsets in the arena at maxT
 	slotBytes                       int64
+	epilogues                       int // bf16 roundings run by their producers (ops_fuse.go)
 }
 
 type call struct {
@@ -116,6 +117,10 @@ type call struct {
 	scratch  []scratchReq
 	tables   [][2]int
 	step     Step // reused: operands for the current step
+	rounds   bool // its binder called RoundsOnStore
+	// epilogue: a fake_quant to bf16 that its producer runs (ops_fuse.go): no launches
+	epilogue bool
+	roundFor int // with step.Round: the index of the rounding it runs
 }
 
 type hostStage struct {
@@ -354,7 +359,7 @@ func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
 		if err := bf(b); err != nil {
 			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
 		}
-		c.launches, c.scratch, c.tables = b.launches, b.scratch, b.tables
+		c.launches, c.scratch, c.tables, c.rounds = b.launches, b.scratch, b.tables, b.rounds
 		c.step.args = make([]Operand, len(c.argRefs))
 		c.step.results = make([]Operand, len(c.resRefs))
 		c.step.scratch = make([]devptr, len(c.scratch))
@@ -365,6 +370,9 @@ func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
 			c.step.results[j].Shape = make([]int64, len(c.resT[j].Shape))
 		}
 		pr.calls = append(pr.calls, c)
+	}
+	if (rt.hook == nil || epilogueWithHook) && os.Getenv(EnvEpilogue) != "0" {
+		fuseEpilogues(pr)
 	}
 	return pr, nil
 }
@@ -685,6 +693,9 @@ func (rt *Runtime) Describe() string {
 	num := "exact numerics (the cpu target's values)"
 	if rt.fast {
 		num = "fast numerics (tensor-core products)"
+	}
+	if n := rt.Epilogues(plan.PhaseDecode); n > 0 {
+		num += fmt.Sprintf(", %d bf16 roundings of a decode step stored by their producers", n)
 	}
 	graphs := rt.GraphSummary()
 	uploads := "packed uploads (one copy each way a pipelined step)"

@@ -12,9 +12,13 @@ KERNEL(embed, EmbedArgs) {
   }
 }
 
-struct AddArgs { const float* x; const float* y; float* z; i64 n; };
+// add; round: each sum then rounded to bf16 (an epilogue, ops_fuse.go).
+struct AddArgs { const float* x; const float* y; float* z; i64 n; i64 round; };
 KERNEL(add, AddArgs) {
-  for (i64 i = GIDX; i < a.n; i += GSTRIDE) a.z[i] = a.x[i] + a.y[i];
+  for (i64 i = GIDX; i < a.n; i += GSTRIDE) {
+    const float v = a.x[i] + a.y[i];
+    a.z[i] = a.round ? q_bf16(v) : v;
+  }
 }
 
 DEV float silu32(float x) { return x / (1.0f + (float)exp((double)(-x))); }

@@ -370,20 +370,22 @@ DEVM void mhc_mix41_split_lanes(const mhc_Mix41SplitArgs& a, i64 t, int l, unsig
 // mhc_mix41_split: a token takes 16 work items, as mhc_mix_split.
 KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) { MHC_SPLIT_HALVES(mhc_mix41_split_token, mhc_mix41_split_lanes) }
 
-// mhc_collapse: y_t = Σ_j w_j·stream_j (cpu: collapse).
-struct mhc_CollapseArgs { const float* x; const float* w; float* y; i64 T; i64 n; i64 d; };
+// mhc_collapse: y_t = Σ_j w_j·stream_j (cpu: collapse); round: each value then rounded to
+// bf16 (a fake_quant to bf16 run as this kernel's epilogue, ops_fuse.go).
+struct mhc_CollapseArgs { const float* x; const float* w; float* y; i64 T; i64 n; i64 d; i64 round; };
 KERNEL(mhc_collapse, mhc_CollapseArgs) {
   for (i64 i = GIDX; i < a.T * a.d; i += GSTRIDE) {
     i64 t = i / a.d, c = i % a.d;
     float acc = 0;
     for (i64 j = 0; j < a.n; j++) acc += a.w[t * a.n + j] * a.x[(t * a.n + j) * a.d + c];
-    a.y[i] = acc;
+    a.y[i] = a.round ? q_bf16(acc) : acc;
   }
 }
 
 // mhc_expand: new_k = post_k·out + Σ_j comb[j,k]·stream_j; V4 adds the terms to
-// post_k·out one by one, V4.1 sums them first (cpu: newHCExpand, newHCExpandAny).
-struct mhc_ExpandArgs { const float* x; const float* out; const float* post; const float* comb; float* y; i64 T; i64 n; i64 d; i64 v41; };
+// post_k·out one by one, V4.1 sums them first (cpu: newHCExpand, newHCExpandAny); round:
+// each value then rounded to bf16 (an epilogue, ops_fuse.go).
+struct mhc_ExpandArgs { const float* x; const float* out; const float* post; const float* comb; float* y; i64 T; i64 n; i64 d; i64 v41; i64 round; };
 KERNEL(mhc_expand, mhc_ExpandArgs) {
   for (i64 i = GIDX; i < a.T * a.n * a.d; i += GSTRIDE) {
     i64 n = a.n, d = a.d;
@@ -392,11 +394,12 @@ KERNEL(mhc_expand, mhc_ExpandArgs) {
     if (a.v41) {
       float sum = 0;
       for (i64 j = 0; j < n; j++) sum += a.comb[t * n * n + j * n + k] * a.x[(t * n + j) * d + c];
-      a.y[i] = pk * o + sum;
+      const float v = pk * o + sum;
+      a.y[i] = a.round ? q_bf16(v) : v;
     } else {
       float v = pk * o;
       for (i64 j = 0; j < n; j++) v += a.comb[t * n * n + j * n + k] * a.x[(t * n + j) * d + c];
-      a.y[i] = v;
+      a.y[i] = a.round ? q_bf16(v) : v;
     }
   }
 }
@@ -431,6 +434,7 @@ KERNEL(mhc_expand4, mhc_ExpandArgs) {
       r.y = a.v41 ? v[1] + sum[1] : v[1];
       r.z = a.v41 ? v[2] + sum[2] : v[2];
       r.w = a.v41 ? v[3] + sum[3] : v[3];
+      if (a.round) r.x = q_bf16(r.x), r.y = q_bf16(r.y), r.z = q_bf16(r.z), r.w = q_bf16(r.w);
       *(float4*)(a.y + (t * n + k) * d + c) = r;
     }
   }
@@ -454,7 +458,7 @@ KERNEL(mhc_head, mhc_HeadArgs) {
 
 // mhc_rmsnorm41: V4.1's RMSNorm per chunk of g values, the statistics in ATen's fp32
 // order (cpu: newRMSNormAny).
-struct mhc_RMSNorm41Args { const float* x; Weight w; float* y; i64 chunks; i64 g; double eps; i64 weighted; };
+struct mhc_RMSNorm41Args { const float* x; Weight w; float* y; i64 chunks; i64 g; double eps; i64 weighted; i64 round; };
 KERNEL(mhc_rmsnorm41, mhc_RMSNorm41Args) {
   for (i64 c = GIDX; c < a.chunks; c += GSTRIDE) {
     const float* x = a.x + c * a.g;
@@ -463,7 +467,7 @@ KERNEL(mhc_rmsnorm41, mhc_RMSNorm41Args) {
     for (i64 i = 0; i < a.g; i++) {
       float v = x[i] * rs;
       if (a.weighted) v *= wval(a.w, 0, i);
-      y[i] = v;
+      y[i] = a.round ? q_bf16(v) : v;
     }
   }
 }
@@ -788,7 +792,7 @@ KERNEL(mhc_fast_mix41_sum, mhc_FastMix41Args) {
 
 // mhc_fast_norm41_part (V4.1): the 32 cascade lanes of each chunk's sum of squares,
 // into part[c, 32]. One work item a (chunk, lane).
-struct mhc_FastNorm41Args { const float* x; Weight w; float* y; float* part; i64 chunks; i64 g; double eps; i64 weighted; };
+struct mhc_FastNorm41Args { const float* x; Weight w; float* y; float* part; i64 chunks; i64 g; double eps; i64 weighted; i64 round; };
 KERNEL(mhc_fast_norm41_part, mhc_FastNorm41Args) {
   for (i64 i = GIDX; i < a.chunks * 32; i += GSTRIDE) {
     mhc_Sq sq;
@@ -808,6 +812,6 @@ KERNEL(mhc_fast_norm41_apply, mhc_FastNorm41Args) {
     float rs = 1 / (float)sqrt((double)(mean + (float)a.eps));
     float v = a.x[i] * rs;
     if (a.weighted) v *= wval(a.w, 0, k);
-    a.y[i] = v;
+    a.y[i] = a.round ? q_bf16(v) : v;
   }
 }

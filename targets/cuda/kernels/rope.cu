@@ -6,9 +6,11 @@
 // x[T, heads·head_dim]: the pair's angle at the token's position (sign -1: the inverse
 // rotation) computed once for the group's heads, each head's pair of the trailing
 // rope_dim channels rotated into y (y may be x); rope_copy copies the channels before
-// them when y is not x. The same operations a value as ropeSpec.apply.
+// them when y is not x. The same operations a value as ropeSpec.apply. round: every value
+// stored rounded to bf16 (a fake_quant to bf16 run as the epilogue, ops_fuse.go; y is
+// then not x, so rope_copy or rope_copy4 rounds the channels before the rotated ones).
 #define ROPE_HG 8
-struct RopeArgs { const float* x; const int* pos; float* y; i64 n; i64 heads; double sign; RopeSpec r; };
+struct RopeArgs { const float* x; const int* pos; float* y; i64 n; i64 heads; double sign; i64 round; RopeSpec r; };
 KERNEL(rope_apply, RopeArgs) {
   const i64 half = a.r.rope_dim / 2, groups = (a.heads + ROPE_HG - 1) / ROPE_HG, off = a.r.head_dim - a.r.rope_dim;
   for (i64 i = GIDX; i < a.n * groups * half; i += GSTRIDE) {
@@ -19,6 +21,10 @@ KERNEL(rope_apply, RopeArgs) {
     for (i64 h = g * ROPE_HG; h < h1; h++) {
       const i64 o = (t * a.heads + h) * a.r.head_dim;
       rope_pair(a.x + o, a.y + o, off + 2 * p, c, s);
+      if (a.round) {
+        float* y = a.y + o + off + 2 * p;
+        y[0] = q_bf16(y[0]), y[1] = q_bf16(y[1]);
+      }
     }
   }
 }
@@ -26,7 +32,8 @@ KERNEL(rope_copy, RopeArgs) {
   const i64 keep = a.r.head_dim - a.r.rope_dim;
   for (i64 i = GIDX; i < a.n * a.heads * keep; i += GSTRIDE) {
     const i64 c = i % keep, th = i / keep;
-    a.y[th * a.r.head_dim + c] = a.x[th * a.r.head_dim + c];
+    const float v = a.x[th * a.r.head_dim + c];
+    a.y[th * a.r.head_dim + c] = a.round ? q_bf16(v) : v;
   }
 }
 // rope_copy4: rope_copy four channels a work item (Go: head_dim and the kept channels
@@ -34,7 +41,11 @@ KERNEL(rope_copy, RopeArgs) {
 // items fit (rope_copy's 64-bit division a value was most of its time: run 22c, V4.1's
 // query rows at batch 256, 0.33 ms a step for ~0.12 GB copied). hv: head rows (tokens ×
 // heads), hd4 and keep4: a head's and its kept channels' float4s.
-struct RopeCopyArgs { const float* x; float* y; i64 hv; i64 hd4; i64 keep4; };
+struct RopeCopyArgs { const float* x; float* y; i64 hv; i64 hd4; i64 keep4; i64 round; };
+DEV float4 rope_round4(float4 v, i64 round) {
+  if (round) v.x = q_bf16(v.x), v.y = q_bf16(v.y), v.z = q_bf16(v.z), v.w = q_bf16(v.w);
+  return v;
+}
 KERNEL(rope_copy4, RopeCopyArgs) {
   const float4* x = (const float4*)a.x;
   float4* y = (float4*)a.y;
@@ -43,12 +54,12 @@ KERNEL(rope_copy4, RopeCopyArgs) {
     const u32 keep4 = (u32)a.keep4, hd4 = (u32)a.hd4, stride = (u32)GSTRIDE;
     for (u32 i = (u32)GIDX; i < (u32)n; i += stride) {
       const u32 th = i / keep4, c = i - th * keep4;
-      y[(i64)th * hd4 + c] = x[(i64)th * hd4 + c];
+      y[(i64)th * hd4 + c] = rope_round4(x[(i64)th * hd4 + c], a.round);
     }
     return;
   }
   for (i64 i = GIDX; i < n; i += GSTRIDE) {
     const i64 th = i / a.keep4, c = i - th * a.keep4;
-    y[th * a.hd4 + c] = x[th * a.hd4 + c];
+    y[th * a.hd4 + c] = rope_round4(x[th * a.hd4 + c], a.round);
   }
 }

@@ -1,0 +1,166 @@
+package cuda_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"deepinfer/plan"
+	"deepinfer/targets"
+	"deepinfer/targets/cuda"
+)
+
+// TestEpilogueSameValues: V4.1's bf16 roundings stored by their producers (RMSNorm,
+// rotary embedding, mHC expansion and collapse, residual add; ops_fuse.go) give the
+// logits of the roundings run alone (DEEPINFER_CUDA_EPILOGUE=0) bit for bit, in both
+// numerics modes: an 80-token prefill and two decode steps of both V4.1 fixtures. On
+// the emulated device the launches are counted: mhc_fake_quant runs exactly once less
+// for each rounding fused in each step's program, and every other kernel as often.
+func TestEpilogueSameValues(t *testing.T) {
+	for _, m := range v41Fixtures {
+		for _, numerics := range []string{targets.NumericsFast, targets.NumericsExact} {
+			t.Run(m.name+"/"+numerics, func(t *testing.T) {
+				p, ws := cuda.CompileDir(t, m.dir)
+				t.Setenv(cuda.EnvEpilogue, "0")
+				a, ka, na := prefillAndDecodeIn(t, p, ws, 80, targets.Options{Numerics: numerics}, nil)
+				t.Setenv(cuda.EnvEpilogue, "")
+				b, kb, nb := prefillAndDecodeIn(t, p, ws, 80, targets.Options{Numerics: numerics}, nil)
+				if len(a) != 82 || len(b) != 82 {
+					t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
+				}
+				sameLogits(t, a, b, "with the roundings alone", "with them in their producers")
+				if na != 0 || nb == 0 {
+					t.Fatalf("decode roundings fused: %d with %s=0, %d by default; want 0 and some", na, cuda.EnvEpilogue, nb)
+				}
+				t.Logf("%d bf16 roundings of the decode program fused", nb)
+				if ka == nil {
+					return
+				}
+				pre := prefillEpilogues(t, p, ws, numerics)
+				if want := pre + 2*nb; ka["mhc_fake_quant"]-kb["mhc_fake_quant"] != want {
+					t.Errorf("mhc_fake_quant ran %d times alone and %d fused; want %d fewer (%d in the prefill, %d in each decode step)",
+						ka["mhc_fake_quant"], kb["mhc_fake_quant"], want, pre, nb)
+				}
+				for k, n := range ka {
+					if k != "mhc_fake_quant" && kb[k] != n {
+						t.Errorf("%s ran %d times alone and %d fused; want the same", k, n, kb[k])
+					}
+				}
+			})
+		}
+	}
+}
+
+// prefillEpilogues is how many roundings the prefill program's producers store.
+func prefillEpilogues(t *testing.T, p *plan.Plan, ws []targets.Weight, numerics string) int {
+	t.Helper()
+	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: numerics, MaxTokens: 96})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	return r.(*cuda.Runtime).Epilogues(plan.PhasePrefill)
+}
+
+// TestEpilogueInstructionsSame: with the fusion on while a Hook reads every
+// instruction's results (cuda.SetEpilogueWithHook), the same steps as
+// TestEpilogueSameValues give every instruction's results of the roundings-alone run
+// bit for bit, except a fused producer's, which must be its rounding's values (the
+// producer stores them, and the rounding launches nothing). This reaches values the
+// logits do not show (a query's unrotated channels, which attention rounds to bf16
+// again).
+func TestEpilogueInstructionsSame(t *testing.T) {
+	defer cuda.SetEpilogueWithHook(true)()
+	for _, m := range v41Fixtures {
+		for _, numerics := range []string{targets.NumericsFast, targets.NumericsExact} {
+			t.Run(m.name+"/"+numerics, func(t *testing.T) {
+				p, ws := cuda.CompileDir(t, m.dir)
+				t.Setenv(cuda.EnvEpilogue, "0")
+				a, _ := hookedRun(t, p, ws, numerics)
+				t.Setenv(cuda.EnvEpilogue, "")
+				b, prods := hookedRun(t, p, ws, numerics)
+				if len(a) != len(b) || len(a) == 0 {
+					t.Fatalf("%d and %d results recorded", len(a), len(b))
+				}
+				fused := 0
+				for k, va := range a {
+					var step, index, j int
+					var phase string
+					if _, err := fmt.Sscanf(k, "%d %s %d %d", &step, &phase, &index, &j); err != nil {
+						t.Fatal(err)
+					}
+					want := va
+					if f, ok := prods[phase][index]; ok {
+						// the producer's result is its rounding's
+						want = a[fmt.Sprintf("%d %s %d %d", step, phase, f, 0)]
+						fused++
+					}
+					if i, d := firstDiff(b[k], want); i >= 0 {
+						t.Fatalf("step %d, %s instruction %d, result %d, value %d: %s with the fusion, want %s", step, phase, index, j, i, d[0], d[1])
+					}
+				}
+				if fused == 0 {
+					t.Fatal("no producer stored a rounding")
+				}
+				t.Logf("%d results compared, %d of them fused producers'", len(a), fused)
+			})
+		}
+	}
+}
+
+// hookedRun runs prefillAndDecodeIn's steps with a Hook recording every instruction's
+// results (float32 and int32 values as bits), keyed "step phase index result", and
+// returns them with each program's fused producers (cuda.EpilogueProducers).
+func hookedRun(t *testing.T, p *plan.Plan, ws []targets.Weight, numerics string) (map[string][]uint32, map[string]map[int]int) {
+	t.Helper()
+	vals := map[string][]uint32{}
+	var rt *cuda.Runtime
+	step := 0
+	hook := func(phase string, index int, in *plan.Instr, run func() error) error {
+		if err := run(); err != nil {
+			return err
+		}
+		n := 0
+		for j := range in.Results {
+			if in.Results[j].Kind == plan.OpNone {
+				continue
+			}
+			f, ints, err := rt.Result(phase, index, j)
+			if err != nil {
+				return err
+			}
+			bits := make([]uint32, 0, len(f)+len(ints))
+			for _, v := range f {
+				bits = append(bits, math.Float32bits(v))
+			}
+			for _, v := range ints {
+				bits = append(bits, uint32(v))
+			}
+			vals[fmt.Sprintf("%d %s %d %d", step, phase, index, n)] = bits
+			n++
+		}
+		return nil
+	}
+	prods := map[string]map[int]int{}
+	prefillAndDecodeIn(t, p, ws, 80, targets.Options{Numerics: numerics, Hook: hook}, func(r *cuda.Runtime, s int) {
+		rt, step = r, s
+		for _, ph := range []string{plan.PhasePrefill, plan.PhaseDecode} {
+			prods[ph] = cuda.EpilogueProducers(r, ph)
+		}
+	})
+	return vals, prods
+}
+
+// firstDiff is the first index where a and b differ (as float32 values) and both
+// values, or -1.
+func firstDiff(a, b []uint32) (int, [2]string) {
+	if len(a) != len(b) {
+		return 0, [2]string{fmt.Sprintf("%d values", len(a)), fmt.Sprintf("%d", len(b))}
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i, [2]string{fmt.Sprint(math.Float32frombits(a[i])), fmt.Sprint(math.Float32frombits(b[i]))}
+		}
+	}
+	return -1, [2]string{}
+}
