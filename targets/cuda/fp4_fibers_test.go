@@ -147,8 +147,9 @@ func TestIndexScoreTileOnHostFibers(t *testing.T) {
 // choice and the whole steps.
 func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 	// the projections compared before their bf16 rounding, which hides most orders
-	// (and the index scores before theirs, where a dot's last bit would not show)
-	src := fiberUnit(t, "#define CSA_PROJ_ROUND(v) (v)\n#define CSA_IX_ROUND(v) (v)\n", "testdata/tiles_fibers_main.cc", "dense41.cu", "moe.cu", "mhc.cu", "csa41.cu")
+	// (and the index scores and the compressor's norms before theirs, where a sum's last
+	// bit would not show)
+	src := fiberUnit(t, "#define CSA_PROJ_ROUND(v) (v)\n#define CSA_IX_ROUND(v) (v)\n#define CSA_NORM_ROUND(v) (v)\n", "testdata/tiles_fibers_main.cc", "dense41.cu", "moe.cu", "mhc.cu", "csa41.cu")
 	runOnFibers(t, "tiles_fibers", src, "-O1")
 }
 

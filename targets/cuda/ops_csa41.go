@@ -334,7 +334,8 @@ func csaBindCompress(b *Bind) error {
 		b.Launch("csa_compress_pool", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * d })
 	}
 	if keyS >= 0 {
-		b.Launch("csa_fast_entry_norm", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T })
+		// a warp a row (csa41.cu)
+		b.Launch("csa_fast_entry_norm", func(s *Step, a *ArgBuf) int64 { fill(s, a); return 32 * s.T })
 		b.Launch("csa_fast_key_part", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * idim * kblocks })
 		b.Launch("csa_fast_key_sum", func(s *Step, a *ArgBuf) int64 { fill(s, a); return s.T * idim })
 	}

@@ -148,10 +148,15 @@ struct csa_BF16Row {
 
 // csa_rms_row is the cpu's rmsRow: fp32 statistics in ATen's order, the weight, bf16.
 // y may be x.
+// CSA_NORM_ROUND: the normalized values' bf16 rounding (the fiber harness leaves it out,
+// so that a change in the sum's last bit shows).
+#ifndef CSA_NORM_ROUND
+#define CSA_NORM_ROUND q_bf16
+#endif
 DEV void csa_rms_row(const float* x, const Weight& w, float* y, i64 n, double eps) {
   csa_SqRow sq = {x};
   float rs = 1.0f / (float)sqrt((double)(cascade_sum(sq, n) / (float)n + (float)eps));
-  for (i64 i = 0; i < n; i++) y[i] = q_bf16(x[i] * rs * wval(w, 0, i));
+  for (i64 i = 0; i < n; i++) y[i] = CSA_NORM_ROUND(x[i] * rs * wval(w, 0, i));
 }
 
 // csa_rope_tables is ropeSpec.tables for one position (the forward rotation); inv holds
@@ -537,15 +542,6 @@ DEV bool csa_entry_closes(const csa_CompressArgs& a, i64 t, csa_View* v) {
 // value, block) each, into kpart[t, j, block]; each key value's blocks added in order
 // (and rounded to bf16) into K. csa_compress_entry then takes the key from K instead
 // of computing the products itself: the same values.
-KERNEL(csa_fast_entry_norm, csa_CompressArgs) {
-  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
-    csa_View v;
-    if (!csa_entry_closes(a, t, &v)) continue;
-    float* lat = a.L + t * a.d;
-    csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
-  }
-}
-
 KERNEL(csa_fast_key_part, csa_CompressArgs) {
   for (i64 i = GIDX; i < a.T * a.idim * a.kblocks; i += GSTRIDE) {
     i64 blk = i % a.kblocks, j = i / a.kblocks % a.idim, t = i / (a.kblocks * a.idim);
@@ -611,13 +607,18 @@ DEV void csa_entry_row(const csa_CompressArgs& a, i64 t) {
 }
 
 #ifndef DI_EMULATE
-// csa_rms_lanes is csa_rms_row on a warp: every lane sums the whole row (the same
+// csa_rms_lanes is csa_rms_row on a warp: every lane folds the row's sum (the same
 // cascade, the same value), then writes its values i ≡ lane (mod 32); y may be x.
 DEV void csa_rms_lanes(const float* x, const Weight& w, float* y, i64 n, double eps, int lane) {
   csa_SqRow sq = {x};
-  float rs = 1.0f / (float)sqrt((double)(cascade_sum(sq, n) / (float)n + (float)eps));
+  // the sum of squares' 32 cascade lanes a lane each, then folded on every lane: the
+  // serial cascade_sum's value (numerics.h), its chain a 32nd as long
+  const float mine = cascade_lane(sq, n, lane >> 3, lane & 7);
+  float parts[32];
+  UNROLL for (int j = 0; j < 32; j++) parts[j] = __shfl_sync(0xffffffffu, mine, j);
+  float rs = 1.0f / (float)sqrt((double)(cascade_fold(sq, n, parts) / (float)n + (float)eps));
   __syncwarp();  // every lane has read x before any writes y
-  for (i64 i = lane; i < n; i += 32) y[i] = q_bf16(x[i] * rs * wval(w, 0, i));
+  for (i64 i = lane; i < n; i += 32) y[i] = CSA_NORM_ROUND(x[i] * rs * wval(w, 0, i));
   __syncwarp();
 }
 
@@ -644,6 +645,29 @@ DEV void csa_pack_lanes(const float* x, i64 fmt, i64 g, i64 dim, unsigned char* 
   for (i64 gi = lane; gi * g < dim; gi += 32) csa_pack_group(x, fmt, g, dim, gi, dst);
 }
 #endif
+
+// csa_fast_entry_norm (described above with csa_fast_key_part): a warp a row
+// (csa_rms_lanes; it ran a thread a row, its 512 values' sum and products one dependent
+// load after another: 86 µs at batch 1 in run 29b's profile); the emulated device runs
+// the row on one thread.
+KERNEL(csa_fast_entry_norm, csa_CompressArgs) {
+#ifdef DI_EMULATE
+  for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
+    csa_View v;
+    if (!csa_entry_closes(a, t, &v)) continue;
+    float* lat = a.L + t * a.d;
+    csa_rms_row(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps);
+  }
+#else
+  const int lane = (int)(GIDX & 31);
+  for (i64 t = GIDX >> 5; t < a.T; t += GSTRIDE >> 5) {
+    csa_View v;
+    if (!csa_entry_closes(a, t, &v)) continue;  // the same for the warp's lanes
+    float* lat = a.L + t * a.d;
+    csa_rms_lanes(a.ratio == 1 ? a.P + t * a.d : lat, a.norm, lat, a.d, a.eps, lane);
+  }
+#endif
+}
 
 // csa_compress_entry: each closed group's latent (RMSNorm), its index key (k_norm of
 // wk·latent in gonum's order, RoPE'd, bf16) and the RoPE'd latent, stored packed. With

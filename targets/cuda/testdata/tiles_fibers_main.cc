@@ -496,6 +496,42 @@ static int entry_case(long T, long ratio, long d, long idim, long rope, int kvf,
   return diff == 0 && bytes == 0 && closed > 0 && err == 0 && g_errors == before ? 0 : 1;
 }
 
+// entry_norm_case: csa_fast_entry_norm's warp a row against csa_rms_row (one thread a
+// row) for T rows at compression ratio r (1: the latent normalized from P into L; else
+// in place in L), latents of d values: the normalized rows bit for bit, the rows that
+// close no group untouched.
+static int entry_norm_case(long T, long ratio, long d, long skip, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<SeqRec> seqs = decode_seqs(T, -1, skip);
+  for (size_t q = 0; q < seqs.size(); q++) seqs[q].pos = (long)(rng() % 40) * ratio + (long)(rng() % ratio);
+  std::vector<float> L(T * d), P(T * d);
+  fill_x(L, rng);
+  fill_x(P, rng);
+  WeightData norm;
+  make_weight(norm, 1, d, 1, rng);
+  long long err = 0;
+  csa_CompressArgs a{};
+  a.seqs = seqs.data(), a.nseq = (long)seqs.size(), a.T = T, a.d = d, a.ratio = ratio, a.eps = 1e-6;
+  a.norm = norm.w, a.P = P.data(), a.kv_rows = 64, a.err = &err;
+  std::vector<float> L2 = L, orig = L;
+  a.L = L.data();
+  long closed = 0;
+  for (long t = 0; t < T; t++) {
+    csa_View v;
+    if (!csa_entry_closes(a, t, &v)) continue;
+    closed++;
+    csa_rms_row(ratio == 1 ? P.data() + t * d : L.data() + t * d, a.norm, L.data() + t * d, d, a.eps);
+  }
+  a.L = L2.data();
+  long before = g_errors;
+  fibers_launch(csa_fast_entry_norm, a, (32 * T + 127) / 128);
+  long diff = compare("entry norms", L2, L), moved = 0;
+  for (long i = 0; i < T * d; i++) moved += L[i] != orig[i];
+  printf("entry norm T %ld ratio %ld d %ld: %ld rows closed a group; %ld values differ, errors %ld\n", T, ratio, d, closed, diff,
+         g_errors - before);
+  return diff == 0 && closed > 0 && closed < T && moved > 0 && err == 0 && g_errors == before ? 0 : 1;
+}
+
 // kdec_case: csa_attn_kdec's tensor-core branch (a warp a (row, key)) against the values
 // csa_row_val gives, key by key: every hi half, the lo halves only of keys with a nonzero
 // one (the others' left as they were), each key's flag and each row's. Keys: float32
@@ -642,6 +678,9 @@ int main() {
   bad += entry_case(16, 4, 512, 128, 64, 1, 64, 2, true, true, 2, seed++);    // the exact mode, float32 angles
   bad += entry_case(9, 2, 96, 0, 32, 0, 96, 0, true, false, -1, seed++);     // no index key, float32 rows
   bad += entry_case(4, 1, 192, 128, 96, 2, 32, 1, false, false, -1, seed++); // more RoPE pairs than lanes
+  bad += entry_norm_case(6, 1, 512, 3, seed++);   // V4.1's ratio-1 latents (from P), a row in no sequence
+  bad += entry_norm_case(12, 4, 512, -1, seed++); // ratio 4: in place, some rows close no group
+  bad += entry_norm_case(5, 2, 200, -1, seed++);  // a length off the cascade's 32-value blocks (its tails)
   // V4's mixes' sums: a warp a (token, mix row), parts not a multiple of the lanes' 128
   bad += mix_sum_case(3, 24, 256, seed++);  // V4-Flash: 256 parts
   bad += mix_sum_case(5, 3, 40, seed++);    // a lane with two parts, others one
