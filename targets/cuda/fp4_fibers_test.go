@@ -285,3 +285,22 @@ func TestSampleBindRefusesLargeVocab(t *testing.T) {
 		}
 	}
 }
+
+// TestNormOneOnHostFibers runs mhc.cu's mhc_fast_norm41_one (V4.1's fast RMSNorm, a
+// launch block a chunk) on host fibers against mhc_fast_norm41_part then _apply, every
+// output bit for bit, and cascade_lane_fold against cascade_lane on sizes with two and
+// three levels of promotion and tails (testdata/norm_fibers_main.cc); Go's
+// cascadeBlocks against the C one.
+func TestNormOneOnHostFibers(t *testing.T) {
+	out := runOnFibers(t, "norm_fibers", fiberUnit(t, "", "testdata/norm_fibers_main.cc", "mhc.cu"), "-O1")
+	cases := regexp.MustCompile(`(?:g|n) (\d+) \((\d+) blocks a lane\)`).FindAllStringSubmatch(out, -1)
+	for _, c := range cases {
+		n, _ := strconv.ParseInt(c[1], 10, 64)
+		if nb, _ := strconv.ParseInt(c[2], 10, 64); nb != cascadeBlocks(n) {
+			t.Errorf("%d values: cascade_blocks %d, Go's cascadeBlocks %d", n, nb, cascadeBlocks(n))
+		}
+	}
+	if len(cases) != 25 {
+		t.Errorf("%d cases reported their blocks, want 25", len(cases))
+	}
+}

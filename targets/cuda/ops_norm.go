@@ -1,6 +1,35 @@
 package cuda
 
+import "os"
+
 func init() { register("rmsnorm", bindRMSNorm) }
+
+// EnvNormOne set to 0 runs V4.1's fast RMSNorm as two launches (mhc_fast_norm41_part,
+// then _apply) where mhc_fast_norm41_one would run it as one (the same values; for
+// comparisons; read when a program is bound).
+const EnvNormOne = "DEEPINFER_CUDA_NORM_ONE"
+
+// norm41OneBlocks is mhc.cu's NORM41_ONE_BLOCKS: the most level-0 blocks a cascade lane
+// may have for mhc_fast_norm41_one (its shared memory holds 32 lanes' blocks).
+const norm41OneBlocks = 64
+
+// cascadeBlocks is numerics.h's cascade_blocks: the level-0 blocks of each of ATen's
+// cascade-sum lanes over n values.
+func cascadeBlocks(n int64) int64 {
+	sizeILP := n / 8 / 4
+	power := 4
+	if sizeILP > 1 {
+		l := 0
+		for int64(1)<<l < sizeILP {
+			l++
+		}
+		if p := l / 4; p > 4 {
+			power = p
+		}
+	}
+	step := int64(1) << power
+	return (sizeILP + step - 1) / step
+}
 
 // bindRMSNorm: per chunk of `group` values (default the last dim), weighted when the
 // instruction has a weight operand.
@@ -93,6 +122,11 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 			return chunks
 		}
 		b.RoundsOnStore()
+		if cascadeBlocks(g) <= norm41OneBlocks && os.Getenv(EnvNormOne) != "0" {
+			// a launch block a chunk (mhc.cu)
+			b.Launch("mhc_fast_norm41_one", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
+			return true
+		}
 		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
 		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * g })
 		return true

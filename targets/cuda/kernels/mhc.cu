@@ -801,6 +801,60 @@ KERNEL(mhc_fast_norm41_part, mhc_FastNorm41Args) {
   }
 }
 
+// mhc_fast_norm41_one (V4.1, chunks whose cascade lanes have at most NORM41_ONE_BLOCKS
+// level-0 blocks: Go checks): mhc_fast_norm41_part's and _apply's work in one launch, a
+// launch block (ROW_SPREAD threads) a chunk — the lanes' level-0 blocks summed in
+// parallel (cascade_block_sum: the 32 lanes of a block read 32 adjacent values), each
+// lane's levels replayed from them (cascade_lane_fold), the lanes folded once
+// (cascade_fold), every value normalized: the part and apply kernels' values bit for
+// bit. At batch 1 a V4.1 norm was two launches, the first one warp chaining 160 terms a
+// lane (10.7 µs in run 29b's profile). The emulated device runs a chunk on one thread.
+#define NORM41_ONE_BLOCKS 64
+KERNEL(mhc_fast_norm41_one, mhc_FastNorm41Args) {
+#ifdef DI_EMULATE
+  for (i64 c = GIDX; c < a.chunks; c += GSTRIDE) {
+    mhc_Sq sq;
+    sq.p = a.x + c * a.g;
+    float lanes[32];
+    for (int l = 0; l < 32; l++) lanes[l] = cascade_lane(sq, a.g, l / 8, l % 8);
+    float mean = cascade_fold(sq, a.g, lanes) / (float)a.g;
+    float rs = 1 / (float)sqrt((double)(mean + (float)a.eps));
+    for (i64 k = 0; k < a.g; k++) {
+      float v = a.x[c * a.g + k] * rs;
+      if (a.weighted) v *= wval(a.w, 0, k);
+      a.y[c * a.g + k] = a.round ? q_bf16(v) : v;
+    }
+  }
+#else
+  // (every thread folds the lanes itself: the same value, and no branch between the
+  // barriers; a chunk's shared values are written only after the next chunk's first
+  // barrier, which every thread reaches after its last read of them)
+  __shared__ float bs[NORM41_ONE_BLOCKS * 32];
+  __shared__ float lanes[32];
+  const int tid = (int)(GIDX % ROW_SPREAD);
+  const i64 nb = cascade_blocks(a.g);
+  for (i64 c = GIDX / ROW_SPREAD; c < a.chunks; c += GSTRIDE / ROW_SPREAD) {
+    mhc_Sq sq;
+    sq.p = a.x + c * a.g;
+    for (i64 i = tid; i < nb * 32; i += ROW_SPREAD) {
+      const int lane = (int)(i % 32);
+      bs[i] = cascade_block_sum(sq, a.g, lane / 8, lane % 8, i / 32);
+    }
+    __syncthreads();
+    const float lf = cascade_lane_fold(bs + (tid & 31), 32, a.g);
+    if (tid < 32) lanes[tid] = lf;
+    __syncthreads();
+    const float mean = cascade_fold(sq, a.g, lanes) / (float)a.g;
+    const float rs = 1 / (float)sqrt((double)(mean + (float)a.eps));
+    for (i64 k = tid; k < a.g; k += ROW_SPREAD) {
+      float v = a.x[c * a.g + k] * rs;
+      if (a.weighted) v *= wval(a.w, 0, k);
+      a.y[c * a.g + k] = a.round ? q_bf16(v) : v;
+    }
+  }
+#endif
+}
+
 // mhc_fast_norm41_apply (V4.1): y = x·rs (· w) as mhc_rmsnorm41, rs from the chunk's
 // lanes. One work item a value; each folds its chunk's lanes itself.
 KERNEL(mhc_fast_norm41_apply, mhc_FastNorm41Args) {

@@ -279,6 +279,64 @@ DEVM float cascade_lane(X x, i64 n, int k, int l) {
   return acc[0];
 }
 
+// cascade_blocks: the level-0 blocks of each of cascade_lane's lanes (the lane's terms
+// in steps of `step`, and a last, shorter block for the tail when there is one). A
+// block's sum from 0 in term order is what cascade_lane's acc[0] holds when the block
+// ends (acc[0] is 0 when a block begins), so cascade_lane_fold replays the levels from
+// the blocks' sums alone, and the blocks can be summed in parallel
+// (mhc_fast_norm41_one).
+DEVM void cascade_shape(i64 n, i64* sizeILP, i64* step, int* power) {
+  const int lanes = 8, ilp = 4, levels = 4;
+  *sizeILP = n / lanes / ilp;
+  *power = 4;
+  if (*sizeILP > 1) {
+    int p = ceil_log2(*sizeILP) / levels;
+    *power = p > 4 ? p : 4;
+  }
+  *step = 1ll << *power;
+}
+DEVM i64 cascade_blocks(i64 n) {
+  i64 sizeILP, step;
+  int power;
+  cascade_shape(n, &sizeILP, &step, &power);
+  return (sizeILP + step - 1) / step;
+}
+// cascade_block_sum: block b of lane (k, l): its terms summed from 0 in order.
+template <class X>
+DEVM float cascade_block_sum(X x, i64 n, int k, int l, i64 b) {
+  const int lanes = 8, ilp = 4;
+  i64 sizeILP, step;
+  int power;
+  cascade_shape(n, &sizeILP, &step, &power);
+  const i64 end = imin(sizeILP, (b + 1) * step);
+  float s = 0;
+  for (i64 i = b * step; i < end; i++) s += x((i * ilp + k) * lanes + l);
+  return s;
+}
+// cascade_lane_fold: cascade_lane(x, n, k, l) from the lane's block sums bs[b·stride].
+DEVM float cascade_lane_fold(const float* bs, i64 stride, i64 n) {
+  const int levels = 4;
+  i64 sizeILP, step;
+  int power;
+  cascade_shape(n, &sizeILP, &step, &power);
+  const i64 mask = step - 1;
+  float acc[levels];
+  for (int j = 0; j < levels; j++) acc[j] = 0;
+  i64 i = 0, b = 0;
+  while (i + step <= sizeILP) {
+    acc[0] = bs[stride * b++];  // (acc[0] is 0 when a block begins)
+    i += step;
+    for (int j = 1; j < levels; j++) {
+      acc[j] += acc[j - 1];
+      acc[j - 1] = 0;
+      if ((i & (mask << (j * power))) != 0) break;
+    }
+  }
+  if (i < sizeILP) acc[0] = bs[stride * b];  // the tail's block
+  for (int j = 1; j < levels; j++) acc[0] += acc[j];
+  return acc[0];
+}
+
 // cascade_fold is cascade_sum(x, n) from its 32 lanes (lane[k·8 + l]).
 template <class X>
 DEVM float cascade_fold(X x, i64 n, const float* lane) {
