@@ -180,3 +180,23 @@ func TestNormOneSameValues(t *testing.T) {
 			return s
 		})
 }
+
+// TestMoEPlanSameValues: the routed experts' counts, positions, lists and active experts
+// in one launch (moe_plan) give the logits of the four launches it replaces
+// (DEEPINFER_CUDA_MOE_PLAN=0) bit for bit on both V4.1 fixtures, and on the emulated
+// device every moe_count launch became a moe_plan launch and no moe_count_sum,
+// moe_group or fast_moe_active is left (every step of the 80-token prefill and the
+// decode steps has at most 512 slots). TestMoEPlanOnHostFibers checks the kernel's
+// device code; the instruction checks run it in both numerics modes.
+func TestMoEPlanSameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvMoEPlan, "0", "", 80, "in four launches", "in one",
+		func(ka, kb map[string]int) string {
+			s := moved(ka, kb, "moe_count", "moe_plan")
+			for _, k := range []string{"moe_count_sum", "moe_group", "fast_moe_active"} {
+				if ka[k] == 0 || kb[k] != 0 {
+					s += fmt.Sprintf("%s ran %d times in four launches' run and %d in one's; want some and 0. ", k, ka[k], kb[k])
+				}
+			}
+			return s
+		})
+}

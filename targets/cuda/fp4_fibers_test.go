@@ -304,3 +304,13 @@ func TestNormOneOnHostFibers(t *testing.T) {
 		t.Errorf("%d cases reported their blocks, want 25", len(cases))
 	}
 }
+
+// TestMoEPlanOnHostFibers runs moe.cu's moe_plan (the experts' counts, positions, lists
+// and active experts in one launch block) on host fibers against a serial reference of
+// the four kernels it replaces (testdata/moe_plan_fibers_main.cc).
+func TestMoEPlanOnHostFibers(t *testing.T) {
+	out := runOnFibers(t, "moe_plan_fibers", fiberUnit(t, "", "testdata/moe_plan_fibers_main.cc", "dense41.cu", "moe.cu"), "-O1")
+	if n := strings.Count(out, "plan slots"); n != 8 {
+		t.Errorf("%d cases ran, want 8", n)
+	}
+}

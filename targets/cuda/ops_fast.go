@@ -588,6 +588,8 @@ type fastExperts struct {
 	tab, counts, off, list, hid, y int
 	xs, hs, part, act              int
 	Su, ksu, Sd, ksd, dp, ip       int64
+	// planned: the step's moe_plan wrote the active experts (no fast_moe_active)
+	planned func(*Step) bool
 	// fp4 caches whether every expert weight is FP4 and the shapes suit
 	// tensorcore_fp4.cu (0: not known yet, 1: yes, 2: no)
 	fp4 int8
@@ -806,6 +808,9 @@ func (f *fastExperts) up() {
 	tokens := func(s *Step) int64 { return s.Arg(0).Rows() }
 	f.split(f.x, tokens, f.xs, sh.D, f.dp)
 	f.b.Launch("fast_moe_active", func(s *Step, a *ArgBuf) int64 {
+		if f.planned != nil && f.planned(s) {
+			return 0 // moe_plan wrote the list (moe.cu)
+		}
 		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
 		return 32 // one warp (tensorcore.cu)
 	})

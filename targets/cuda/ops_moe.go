@@ -276,6 +276,18 @@ const moeGateTokens = 4
 // moeChunk is moe.cu's MOE_CH: the slots one moe_count or moe_group work item scans.
 const moeChunk = 256
 
+// moePlanSlots and moePlanE are moe.cu's MOE_PLAN_SLOTS and MOE_PLAN_E: the most slots
+// and experts moe_plan's shared memory holds.
+const (
+	moePlanSlots = 512
+	moePlanE     = 512
+)
+
+// EnvMoEPlan set to 0 keeps the experts' counts, positions, lists and active experts
+// as four launches (moe_count, moe_count_sum, moe_group, fast_moe_active) where
+// moe_plan would compute them in one (the same values; read when a program is bound).
+const EnvMoEPlan = "DEEPINFER_CUDA_MOE_PLAN"
+
 // moeGateParts is moe.cu's MOE_GP: the fast mode's parts of a gate logit.
 const moeGateParts = 32
 
@@ -367,10 +379,46 @@ func bindMoEExperts(b *Bind) error {
 		a.P(s.Scratch(parts))
 		a.P(s.Scratch(off))
 	}
-	b.Launch("moe_count", func(s *Step, a *ArgBuf) int64 { count(s, a); return chunks(s) * E })
-	b.Launch("moe_count_sum", func(s *Step, a *ArgBuf) int64 { count(s, a); return 32 }) // one warp (moe.cu)
+	// the fast experts (below); moe_plan writes their active list
+	var ft *fastExperts
+	// moe_plan: the counts, positions, lists (and active experts) in one launch block
+	// where the step's slots and the experts fit its shared memory (moe.cu)
+	planOK := E <= moePlanE && os.Getenv(EnvMoEPlan) != "0"
+	plan := func(s *Step) bool { return planOK && s.Arg(2).Elems() <= moePlanSlots }
+	b.Launch("moe_plan", func(s *Step, a *ArgBuf) int64 {
+		if !plan(s) {
+			return 0
+		}
+		a.P(s.Arg(2).Ptr)
+		a.I(s.Arg(2).Elems())
+		a.I(E)
+		a.P(s.Scratch(counts))
+		a.P(s.Scratch(off))
+		a.P(s.Scratch(list))
+		if ft != nil {
+			a.P(s.Scratch(ft.act))
+		} else {
+			a.P(0)
+		}
+		a.P(s.Err)
+		return rowSpread
+	})
+	b.Launch("moe_count", func(s *Step, a *ArgBuf) int64 {
+		if plan(s) {
+			return 0
+		}
+		count(s, a)
+		return chunks(s) * E
+	})
+	b.Launch("moe_count_sum", func(s *Step, a *ArgBuf) int64 {
+		if plan(s) {
+			return 0
+		}
+		count(s, a)
+		return 32 // one warp (moe.cu)
+	})
 	b.Launch("moe_group", func(s *Step, a *ArgBuf) int64 {
-		if split(s) {
+		if split(s) || plan(s) {
 			return 0
 		}
 		a.P(s.Arg(2).Ptr)
@@ -400,7 +448,6 @@ func bindMoEExperts(b *Bind) error {
 	mxfp8(func(s *Step) devptr { return s.Arg(0).Ptr }, xq, func(s *Step) int64 { return s.Arg(0).Rows() }, D)
 	splitLaunch("moe_hpart", func(n int64) int64 { return n * I * nbD })
 	splitLaunch("moe_hsum", func(n int64) int64 { return n * I })
-	var ft *fastExperts
 	if fast {
 		ft = newFastExperts(b, fastExpertShape{E: E, D: D, I: I, k: k, v41: v41, limit: limit},
 			func(s *Step) devptr {
@@ -412,6 +459,7 @@ func bindMoEExperts(b *Bind) error {
 		if fused {
 			ft.quant = 2
 		}
+		ft.planned = plan
 		ft.up()
 	}
 	b.Launch("moe_hidden", func(s *Step, a *ArgBuf) int64 {

@@ -590,6 +590,93 @@ KERNEL(moe_count_sum, MoECountArgs) {
 // expert's w1 and w3 once for all its slots; moe_proj each row of its w2; moe_out sums
 // a token's slots. Every value is the one the cpu target computes: each output is
 // dense_gonum's sum, operation for operation (rows.h).
+// moe_plan (at most MOE_PLAN_SLOTS slots and MOE_PLAN_E experts: Go checks): what
+// moe_count, moe_count_sum, moe_group and (with act) fast_moe_active compute, in one
+// launch block — each expert's count and first position, its slots in slot order, the
+// active experts in order then -1 — where those were four launches of a few µs each, at
+// any batch (run 29b: 21 µs a layer at batch 1). The counts in shared memory by atomic
+// adds (a count, whatever the order), the positions by every warp's scan of them (the
+// same values; warp 0 stores them), a slot's place among its expert's by counting the
+// earlier slots of that expert (the ids staged in shared memory). The emulated device
+// runs it on one thread.
+#define MOE_PLAN_SLOTS 512
+#define MOE_PLAN_E 512
+struct MoEPlanArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* off; int* list; int* act; i64* err; };
+KERNEL(moe_plan, MoEPlanArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  if (GIDX != 0) return;
+  i64 run[MOE_PLAN_E];
+  for (i64 e = 0; e < a.E; e++) a.counts[e] = 0, run[e] = 0;
+  for (i64 s = 0; s < a.slots; s++) {
+    const int e = a.ids[s];
+    if (e < 0 || e >= a.E) *a.err = 202;
+    else a.counts[e]++;
+  }
+  i64 o = 0, j = 0;
+  for (i64 e = 0; e < a.E; e++) {
+    a.off[e] = o;
+    o += a.counts[e];
+    if (a.act && a.counts[e] > 0) a.act[j++] = (int)e;
+  }
+  if (a.act)
+    for (; j < a.E; j++) a.act[j] = -1;
+  for (i64 s = 0; s < a.slots; s++) {
+    const int e = a.ids[s];
+    if (e >= 0 && e < a.E) a.list[a.off[e] + run[e]++] = (int)s;
+  }
+#else
+  __shared__ int sid[MOE_PLAN_SLOTS];
+  __shared__ int cnt[MOE_PLAN_E];
+  __shared__ int offs[MOE_PLAN_E];
+  if (GIDX >= ROW_SPREAD) return;  // one launch block (Go launches one)
+  // (the loops before a barrier take the same trips on every thread)
+  const int tid = (int)GIDX, lane = tid & 31;
+  for (i64 e0 = 0; e0 < a.E; e0 += ROW_SPREAD)
+    if (e0 + tid < a.E) cnt[e0 + tid] = 0;
+  for (i64 s0 = 0; s0 < a.slots; s0 += ROW_SPREAD)
+    if (s0 + tid < a.slots) sid[s0 + tid] = a.ids[s0 + tid];
+  __syncthreads();
+  for (i64 s0 = 0; s0 < a.slots; s0 += ROW_SPREAD) {
+    const i64 s = s0 + tid;
+    const int e = s < a.slots ? sid[s] : 0;
+    if (s < a.slots && (e < 0 || e >= a.E)) *a.err = 202;
+    else if (s < a.slots) atomicAdd(&cnt[e], 1);
+  }
+  __syncthreads();
+  int run = 0, arun = 0;
+  for (i64 e0 = 0; e0 < a.E; e0 += 32) {
+    const i64 e = e0 + lane;
+    const int n = e < a.E ? cnt[e] : 0;
+    int inc = n;
+    for (int d = 1; d < 32; d <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, inc, d);
+      if (lane >= d) inc += v;
+    }
+    const u32 m = __ballot_sync(0xffffffffu, n > 0);
+    if (e < a.E) offs[e] = run + inc - n;  // (every warp stores the same value)
+    if (tid < 32 && e < a.E) {
+      a.counts[e] = n;
+      a.off[e] = run + inc - n;
+      if (a.act && n > 0) a.act[arun + __popc(m & ((1u << lane) - 1))] = (int)e;
+    }
+    run += __shfl_sync(0xffffffffu, inc, 31);
+    arun += __popc(m);
+  }
+  for (i64 j0 = arun; j0 < a.E; j0 += ROW_SPREAD)
+    if (a.act && j0 + tid < a.E) a.act[j0 + tid] = -1;
+  // (no barrier: each warp's own scan wrote every offs value its lanes read next, its
+  // last shuffle ordering them; the other warps write the same values)
+  for (i64 s = tid; s < a.slots; s += ROW_SPREAD) {
+    const int e = sid[s];
+    if (e < 0 || e >= a.E) continue;
+    int r = 0;
+    for (i64 q = 0; q < s; q++) r += sid[q] == e;
+    a.list[offs[e] + r] = (int)s;
+  }
+#endif
+}
+
 struct MoEGroupArgs { const int* ids; const i64* counts; const i64* off; int* list; i64 slots; i64 E; const i64* part; };
 KERNEL(moe_group, MoEGroupArgs) {
   const i64 nch = moe_chunks(a.slots);
