@@ -165,17 +165,23 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 	return -1, [2]string{}
 }
 
-// TestNormOneSameValues: V4.1's fast RMSNorm as one launch a step
-// (mhc_fast_norm41_one, a launch block a chunk) gives the logits of its two launches
-// (mhc_fast_norm41_part, then _apply; DEEPINFER_CUDA_NORM_ONE=0) bit for bit on both
-// V4.1 fixtures, and on the emulated device every part launch became a one-launch norm
-// and no apply is left. TestNormOneOnHostFibers checks the kernel's device code.
+// TestNormOneSameValues: the fast RMSNorm as one launch (V4.1's mhc_fast_norm41_one,
+// V4's mhc_fast_norm_one, a launch block a chunk) gives the logits of its two launches
+// (the part kernel, then the apply kernel; DEEPINFER_CUDA_NORM_ONE=0) bit for bit on
+// tiny-v4-dev and both V4.1 fixtures, and on the emulated device every part launch
+// became a one-launch norm and no apply is left. TestNormOneOnHostFibers checks the
+// kernels' device code.
 func TestNormOneSameValues(t *testing.T) {
-	sameAcross(t, v41Fixtures, cuda.EnvNormOne, "0", "", 80, "in two launches", "in one",
+	models := append([]struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}}, v41Fixtures...)
+	sameAcross(t, models, cuda.EnvNormOne, "0", "", 80, "in two launches", "in one",
 		func(ka, kb map[string]int) string {
-			s := moved(ka, kb, "mhc_fast_norm41_part", "mhc_fast_norm41_one")
-			if kb["mhc_fast_norm41_apply"] != 0 {
-				s += fmt.Sprintf("mhc_fast_norm41_apply ran %d times in one launch's run; want 0. ", kb["mhc_fast_norm41_apply"])
+			k := "mhc_fast_norm" // V4's
+			if ka["mhc_fast_norm41_part"] > 0 {
+				k = "mhc_fast_norm41"
+			}
+			s := moved(ka, kb, k+"_part", k+"_one")
+			if kb[k+"_apply"] != 0 {
+				s += fmt.Sprintf("%s_apply ran %d times in one launch's run; want 0. ", k, kb[k+"_apply"])
 			}
 			return s
 		})

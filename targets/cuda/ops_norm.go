@@ -4,10 +4,15 @@ import "os"
 
 func init() { register("rmsnorm", bindRMSNorm) }
 
-// EnvNormOne set to 0 runs V4.1's fast RMSNorm as two launches (mhc_fast_norm41_part,
-// then _apply) where mhc_fast_norm41_one would run it as one (the same values; for
-// comparisons; read when a program is bound).
+// EnvNormOne set to 0 runs the fast RMSNorm as two launches (V4.1: mhc_fast_norm41_part,
+// then _apply; V4: mhc_fast_norm_part, then _apply) where mhc_fast_norm41_one or
+// mhc_fast_norm_one would run it as one (the same values; for comparisons; read when a
+// program is bound).
 const EnvNormOne = "DEEPINFER_CUDA_NORM_ONE"
+
+// normOneParts is mhc.cu's NORM_ONE_PARTS: the most parts V4's fast RMSNorm may have for
+// mhc_fast_norm_one (its shared memory holds them).
+const normOneParts = 256
 
 // norm41OneBlocks is mhc.cu's NORM41_ONE_BLOCKS: the most level-0 blocks a cascade lane
 // may have for mhc_fast_norm41_one (its shared memory holds 32 lanes' blocks).
@@ -132,6 +137,27 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		return true
 	}
 	P := fastParts(g)
+	if P <= normOneParts && os.Getenv(EnvNormOne) != "0" {
+		// a launch block a chunk (mhc.cu)
+		b.Launch("mhc_fast_norm_one", func(s *Step, a *ArgBuf) int64 {
+			chunks := s.Arg(0).Elems() / g
+			a.P(s.Arg(0).Ptr)
+			if weighted == 1 {
+				a.W(s.Arg(1))
+			} else {
+				a.W(Operand{})
+			}
+			a.P(s.Result(0).Ptr)
+			a.P(0) // (no parts in memory)
+			a.I(chunks)
+			a.I(g)
+			a.I(P)
+			a.F(eps)
+			a.I(weighted)
+			return chunks * rowSpread
+		})
+		return true
+	}
 	part := b.Scratch(8*P*((perToken+g-1)/g), 0)
 	b.Launch("mhc_fast_norm_part", func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g

@@ -605,6 +605,52 @@ KERNEL(mhc_fast_norm_apply, mhc_FastNormApplyArgs) {
   }
 }
 
+// mhc_fast_norm_one (V4, P at most NORM_ONE_PARTS: Go checks): mhc_fast_norm_part's and
+// _apply's work in one launch, a launch block (ROW_SPREAD threads) a chunk — the P parts
+// summed by threads p < P as the part kernel sums them, then every value normalized
+// from the parts added in order, as the apply kernel adds them: the same values bit for
+// bit, one launch where there were two. The emulated device runs a chunk on one thread.
+#define NORM_ONE_PARTS 256
+KERNEL(mhc_fast_norm_one, mhc_FastNormApplyArgs) {
+#ifdef DI_EMULATE
+  for (i64 c = GIDX; c < a.chunks; c += GSTRIDE) {
+    const float* x = a.x + c * a.g;
+    double ss = 0;
+    for (i64 p = 0; p < a.P; p++) {
+      double acc = 0;
+      for (i64 k = p; k < a.g; k += a.P) acc += (double)x[k] * (double)x[k];
+      ss += acc;
+    }
+    double inv = 1.0 / sqrt(ss / (double)a.g + a.eps);
+    for (i64 k = 0; k < a.g; k++) {
+      float v = (float)((double)x[k] * inv);
+      a.y[c * a.g + k] = a.weighted ? v * wval(a.w, 0, k) : v;
+    }
+  }
+#else
+  __shared__ double part[NORM_ONE_PARTS];
+  const int tid = (int)(GIDX % ROW_SPREAD);
+  for (i64 c = GIDX / ROW_SPREAD; c < a.chunks; c += GSTRIDE / ROW_SPREAD) {
+    const float* x = a.x + c * a.g;
+    for (i64 p0 = 0; p0 < a.P; p0 += ROW_SPREAD) {  // (the same trips on every thread)
+      const i64 p = p0 + tid;
+      double acc = 0;
+      for (i64 k = p; k < a.g && p < a.P; k += a.P) acc += (double)x[k] * (double)x[k];
+      if (p < a.P) part[p] = acc;
+    }
+    __syncthreads();
+    double ss = 0;
+    for (i64 p = 0; p < a.P; p++) ss += part[p];
+    const double inv = 1.0 / sqrt(ss / (double)a.g + a.eps);
+    for (i64 k = tid; k < a.g; k += ROW_SPREAD) {
+      float v = (float)((double)x[k] * inv);
+      a.y[c * a.g + k] = a.weighted ? v * wval(a.w, 0, k) : v;
+    }
+    __syncthreads();  // the parts read before the next chunk's are written
+  }
+#endif
+}
+
 // V4.1 in the fast mode: the reference's fp32 orders keep independent lanes — ATen's
 // cascade_sum 32, MKL's dot_gemv and dot_small 16, dot_split4 4 (numerics.h's
 // cascade_lane and mkl_lane) — so these kernels compute the lanes as separate work

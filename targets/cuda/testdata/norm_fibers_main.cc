@@ -44,6 +44,37 @@ static int norm_case(long chunks, long g, bool weighted, bool round, unsigned se
   return diff || g_errors != before;
 }
 
+// v4_case: V4's mhc_fast_norm_one (P float64 parts, a launch block a chunk) against
+// mhc_fast_norm_part then _apply, every output bit for bit.
+static int v4_case(long chunks, long g, long P, bool weighted, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> x(chunks * g);
+  std::vector<double> part(chunks * P);
+  for (auto& v : x) v = ((float)(rng() % 2000001) - 1000000.0f) / (float)(1 + rng() % 1000);
+  std::vector<unsigned short> wh = bf16_row(g, rng);
+  Weight w{};
+  w.fmt = 1, w.cols = g, w.p = wh.data(), w.s = nullptr;
+  std::vector<float> want(chunks * g, -1.0f), got(chunks * g, -2.0f);
+  mhc_FastNormPartArgs pa{x.data(), part.data(), chunks, g, P};
+  mhc_FastNormApplyArgs a{};
+  a.x = x.data(), a.w = w, a.part = part.data(), a.chunks = chunks, a.g = g, a.P = P, a.eps = 1e-6, a.weighted = weighted;
+  long before = g_errors;
+  a.y = want.data();
+  fibers_launch(mhc_fast_norm_part, pa, (chunks * P + 127) / 128);
+  fibers_launch(mhc_fast_norm_apply, a, (chunks * g + 127) / 128);
+  a.y = got.data(), a.part = nullptr;
+  fibers_launch(mhc_fast_norm_one, a, chunks > 1 ? chunks - 1 : 1);  // a block takes two chunks
+  long diff = 0;
+  for (long i = 0; i < chunks * g; i++)
+    if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
+      if (diff < 3) fprintf(stderr, "chunk %ld value %ld: %a, want %a\n", i / g, i % g, got[i], want[i]);
+      diff++;
+    }
+  printf("v4 norm chunks %ld, g %ld, P %ld, weighted %d: %ld values differ, errors %ld\n", chunks, g, P, weighted, diff,
+         g_errors - before);
+  return diff || g_errors != before;
+}
+
 // cascade_lane_fold from blocks summed here, against cascade_lane, every lane of n values
 static int fold_case(long n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -76,6 +107,13 @@ int main() {
     for (long chunks : {1L, 3L}) bad += norm_case(chunks, g, chunks == 1, g % 3 == 2, seed++);
   bad += norm_case(2, 5120, true, true, seed++);
   bad += norm_case(2, 5120, false, false, seed++);
+  // V4's: its hidden (4,096: 64 parts), the mHC streams (16,384: 128), a query latent
+  // (1,024: 32), the most parts (256, more than a block's threads), a ragged chunk
+  bad += v4_case(1, 4096, 64, true, seed++);
+  bad += v4_case(3, 16384, 128, false, seed++);
+  bad += v4_case(3, 1024, 32, true, seed++);
+  bad += v4_case(2, 65536, 256, true, seed++);
+  bad += v4_case(3, 1000, 32, false, seed++);
   // the levels: 256 and 4,096 steps (two and three promotions), with tails
   for (long n : {32L * 16 * 256, 32L * 16 * 256 + 96, 32L * 16 * 300 + 7, 32L * 16 * 4096 + 32 * 5, 31L, 33L, 32L * 17})
     bad += fold_case(n, seed++);
