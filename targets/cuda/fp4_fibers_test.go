@@ -314,3 +314,14 @@ func TestMoEPlanOnHostFibers(t *testing.T) {
 		t.Errorf("%d cases ran, want 8", n)
 	}
 }
+
+// TestPushDeviceCodeOnHostFibers runs csa41.cu's csa_ring_push and dspark41.cu's
+// dspark_push (a warp a (row, group), the group's maximum by shuffles) on host fibers
+// against the one-thread-a-group packing the emulated device runs, every state byte bit
+// for bit (testdata/push_fibers_main.cc).
+func TestPushDeviceCodeOnHostFibers(t *testing.T) {
+	out := runOnFibers(t, "push_fibers", fiberUnit(t, "", "testdata/push_fibers_main.cc", "csa41.cu", "dspark41.cu"), "-O1")
+	if n := strings.Count(out, " push rows "); n != 11 {
+		t.Errorf("%d cases ran, want 11", n)
+	}
+}

@@ -679,7 +679,8 @@ func csaBindAttention(b *Bind) error {
 		b.Launch("csa_attn_out", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * groups * dim })
 	}
 	if b.Phase != plan.PhaseDraft && ring.rows > 0 {
-		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) })
+		// a warp a (row, group) (csa41.cu)
+		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) * 32 })
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func bindDSparkPush(b *Bind) error {
 		a.I(keep)
 		a.I(r.off)
 		a.I(mx)
-		return rows * ((r.dim + 31) / 32)
+		return rows * ((r.dim + 31) / 32) * 32 // a warp a (row, group of 32) (dspark41.cu)
 	})
 	return nil
 }

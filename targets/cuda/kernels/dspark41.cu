@@ -17,41 +17,76 @@ DEV float dspark_mxfp8(float v, float s) {
   return e4m3_f32(q_enc_e4m3(c)) * s;
 }
 
-// dspark_push: one work item per (pushed row, group of 32 values). rows of kv are the
+// dspark_push: pushed row r's place: its ring row and its position (false: r is no
+// sequence's pushed row, or a later row of the push fills its slot). rows of kv are the
 // step's tokens, or with keep > 0 each sequence's last keep rows, packed; a sequence
-// keeps only its last cap. The group holding value 0 writes the position tag.
+// keeps only its last cap.
 struct DSparkPushArgs { const float* kv; const SeqRec* seqs; i64 nseq; i64 rows; i64 dim; i64 cap; i64 keep; i64 off; i64 mxfp8; };
+DEV bool dspark_push_at(const DSparkPushArgs& a, i64 r, float** dst, i64** tag, i64* pos) {
+  i64 base = 0;
+  for (i64 q = 0; q < a.nseq; q++) {
+    const SeqRec sq = a.seqs[q];
+    i64 n = sq.n;
+    if (a.keep > 0 && n > a.keep) n = a.keep;
+    i64 start = a.keep > 0 ? base : sq.row;
+    base += n;
+    if (r < start || r >= start + n) continue;
+    i64 i = r - start;
+    if (i < n - a.cap) return false;  // dropped: later rows of the push fill its slot
+    *pos = sq.pos + sq.n - n + i;
+    char* st = (char*)sq.state + a.off;
+    *tag = (i64*)st + *pos % a.cap;
+    *dst = (float*)(st + 8 * a.cap) + (*pos % a.cap) * a.dim;
+    return true;
+  }
+  return false;
+}
+
+// dspark_push: a warp a (pushed row, group of 32 values), a value a lane, the group's
+// largest magnitude by shuffles (a maximum whatever the order); the group holding
+// value 0 writes the position tag. (It was a thread a group, its 32 values one after
+// another: 17 µs a launch at batch 1 in run 29b's profile.) The emulated device packs a
+// group on one thread.
 KERNEL(dspark_push, DSparkPushArgs) {
   i64 groups = (a.dim + 31) / 32;
+#ifdef DI_EMULATE
   for (i64 it = GIDX; it < a.rows * groups; it += GSTRIDE) {
-    i64 r = it / groups, g = (it % groups) * 32, ge = imin(g + 32, a.dim);
-    i64 base = 0;
-    for (i64 q = 0; q < a.nseq; q++) {
-      const SeqRec sq = a.seqs[q];
-      i64 n = sq.n;
-      if (a.keep > 0 && n > a.keep) n = a.keep;
-      i64 start = a.keep > 0 ? base : sq.row;
-      base += n;
-      if (r < start || r >= start + n) continue;
-      i64 i = r - start;
-      if (i < n - a.cap) break;  // dropped: later rows of the push fill its slot
-      i64 pos = sq.pos + sq.n - n + i;
-      char* st = (char*)sq.state + a.off;
-      i64* tags = (i64*)st;
-      float* dst = (float*)(st + 8 * a.cap) + (pos % a.cap) * a.dim;
-      const float* src = a.kv + r * a.dim;
-      if (!a.mxfp8) {
-        for (i64 d = g; d < ge; d++) dst[d] = src[d];
-      } else {
-        float amax = 0;
-        for (i64 d = g; d < ge; d++) amax = go_max32(amax, fabsf(src[d]));
-        float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
-        for (i64 d = g; d < ge; d++) dst[d] = dspark_mxfp8(src[d], s);
-      }
-      if (g == 0) tags[pos % a.cap] = pos + 1;
-      break;
+    i64 r = it / groups, g = (it % groups) * 32, ge = imin(g + 32, a.dim), pos;
+    float* dst;
+    i64* tag;
+    if (!dspark_push_at(a, r, &dst, &tag, &pos)) continue;
+    const float* src = a.kv + r * a.dim;
+    if (!a.mxfp8) {
+      for (i64 d = g; d < ge; d++) dst[d] = src[d];
+    } else {
+      float amax = 0;
+      for (i64 d = g; d < ge; d++) amax = go_max32(amax, fabsf(src[d]));
+      float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
+      for (i64 d = g; d < ge; d++) dst[d] = dspark_mxfp8(src[d], s);
     }
+    if (g == 0) *tag = pos + 1;
   }
+#else
+  const int lane = (int)(GIDX & 31);
+  for (i64 it = GIDX >> 5; it < a.rows * groups; it += GSTRIDE >> 5) {
+    i64 r = it / groups, g = (it % groups) * 32, pos;
+    float* dst;
+    i64* tag;
+    if (!dspark_push_at(a, r, &dst, &tag, &pos)) continue;  // (the same for a warp's lanes)
+    const i64 d = g + lane;
+    const bool in = d < a.dim;
+    const float v = in ? a.kv[r * a.dim + d] : 0.0f;
+    if (!a.mxfp8) {
+      if (in) dst[d] = v;
+    } else {
+      float amax = go_max32(0.0f, fabsf(v));
+      for (int off = 16; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      const float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
+      if (in) dst[d] = dspark_mxfp8(v, s);
+    }
+    if (g == 0 && lane == 0) *tag = pos + 1;
+  }
+#endif
 }
 
 // dspark_attention: one work item per (token, head). A sequence's block starts at the
