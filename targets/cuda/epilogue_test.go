@@ -206,3 +206,19 @@ func TestMoEPlanSameValues(t *testing.T) {
 			return s
 		})
 }
+
+// TestRouteFoldSameValues: V4.1's fast router logits folded from their lanes by the
+// route kernel itself (moe_route_v41 with fold) give the logits of a fold launch of
+// their own (moe_fast_gate41_sum; DEEPINFER_CUDA_ROUTE_FOLD=0) bit for bit on both V4.1
+// fixtures, and on the emulated device no moe_fast_gate41_sum is left and the route
+// runs as often. TestRouteFoldOnHostFibers checks the device code.
+func TestRouteFoldSameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvRouteFold, "0", "", 80, "folded in a launch of their own", "folded by the route",
+		func(ka, kb map[string]int) string {
+			if ka["moe_fast_gate41_sum"] == 0 || kb["moe_fast_gate41_sum"] != 0 || ka["moe_route_v41"] != kb["moe_route_v41"] {
+				return fmt.Sprintf("moe_fast_gate41_sum ran %d and %d times, moe_route_v41 %d and %d; want some then none, and the route as often",
+					ka["moe_fast_gate41_sum"], kb["moe_fast_gate41_sum"], ka["moe_route_v41"], kb["moe_route_v41"])
+			}
+			return ""
+		})
+}

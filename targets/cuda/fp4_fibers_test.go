@@ -325,3 +325,14 @@ func TestPushDeviceCodeOnHostFibers(t *testing.T) {
 		t.Errorf("%d cases ran, want 11", n)
 	}
 }
+
+// TestRouteFoldOnHostFibers runs moe.cu's moe_route_v41 with fold (V4.1's fast router
+// logits folded from their lanes by the route's own warp) on host fibers against
+// moe_fast_gate41_sum then moe_route_v41 without it, bit for bit
+// (testdata/route_fibers_main.cc).
+func TestRouteFoldOnHostFibers(t *testing.T) {
+	out := runOnFibers(t, "route_fibers", fiberUnit(t, "", "testdata/route_fibers_main.cc", "dense41.cu", "moe.cu"), "-O1")
+	if n := strings.Count(out, "route T "); n != 4 {
+		t.Errorf("%d cases ran, want 4", n)
+	}
+}

@@ -53,6 +53,11 @@ func bindMoERoute(b *Bind) error {
 		if b.Fast() {
 			part = b.Scratch(E*16*4, 0)
 		}
+		// the fast mode's route folds each token's logits from their lanes itself
+		// (moe.cu moe_route_v41) unless EnvRouteFold is 0, which keeps
+		// moe_fast_gate41_sum's launch; steps of long sequences have no lanes
+		foldOK := part >= 0 && os.Getenv(EnvRouteFold) != "0"
+		routeFolds := func(s *Step) bool { return foldOK && !longRows(s) }
 		fill := func(s *Step, a *ArgBuf) int64 {
 			T := s.Arg(0).Rows()
 			a.P(s.Arg(0).Ptr)
@@ -80,6 +85,7 @@ func bindMoERoute(b *Bind) error {
 			} else {
 				a.P(0)
 			}
+			a.I(b2i(routeFolds(s)))
 			return T
 		}
 		// the gate logits, one (token, expert) a work item (the fast mode: a (token,
@@ -127,7 +133,7 @@ func bindMoERoute(b *Bind) error {
 				return (fill(s, a) + moeGateTokens - 1) / moeGateTokens * E * 16
 			})
 			b.Launch("moe_fast_gate41_sum", func(s *Step, a *ArgBuf) int64 {
-				if longRows(s) {
+				if longRows(s) || routeFolds(s) {
 					return 0
 				}
 				return fill(s, a) * E
@@ -269,6 +275,11 @@ const (
 	gateTileTokens, gateTileExperts = 4, 32
 	gateTile1Experts, gateTile1Max  = 8, 3
 )
+
+// EnvRouteFold set to 0 folds V4.1's fast router logits from their lanes in a launch of
+// their own (moe_fast_gate41_sum) instead of in moe_route_v41 (the same values; read
+// when a program is bound).
+const EnvRouteFold = "DEEPINFER_CUDA_ROUTE_FOLD"
 
 // moeGateTokens is moe.cu's MOE_GT: the tokens one moe_fast_gate41_part work item serves.
 const moeGateTokens = 4

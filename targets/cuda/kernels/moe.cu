@@ -236,6 +236,7 @@ struct MoERoute41Args {
   i64 T; i64 E; i64 D; i64 k; i64 norm; double scale; const SeqRec* seqs; i64 nseq; i64 keep;
   char* scratch;
   float* part;  // the fast mode's lanes of the logits (moe_fast_gate41_part)
+  i64 fold;     // moe_route_v41 folds the lanes itself (no moe_fast_gate41_sum)
 };
 // moe_gate41_score: token t's expert e from its logit v: score and selection value.
 DEVM void moe_gate41_score(const MoERoute41Args& a, i64 t, i64 e, float v) {
@@ -485,18 +486,22 @@ KERNEL(moe_fast_gate41_rows, MoERoute41Args) {
   if (tid < 16) a.part[(t * a.E + e) * 16 + tid] = v;
 #endif
 }
+// moe_gate41_fold: token t's expert e's logit folded from its lanes, scored.
+DEVM void moe_gate41_fold(const MoERoute41Args& a, i64 t, i64 e) {
+  i64 first, rows;
+  FRow x;
+  WRow w;
+  if (moe_gate41_at(a, t, e, &x, &w, &first, &rows))
+    moe_gate41_score(a, t, e, mkl_fold(x, w, rows, t - first, a.D, a.E, a.part + (t * a.E + e) * 16));
+}
 KERNEL(moe_fast_gate41_sum, MoERoute41Args) {
-  for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) {
-    i64 t = i / a.E, e = i % a.E, first, rows;
-    FRow x;
-    WRow w;
-    if (moe_gate41_at(a, t, e, &x, &w, &first, &rows))
-      moe_gate41_score(a, t, e, mkl_fold(x, w, rows, t - first, a.D, a.E, a.part + i * 16));
-  }
+  for (i64 i = GIDX; i < a.T * a.E; i += GSTRIDE) moe_gate41_fold(a, i / a.E, i % a.E);
 }
 
 // moe_route_v41: one token's work, after moe_gate_v41: top-k (moe_select, the first
-// warp of the token's ROW_SPREAD work items, one launch block) and the weights.
+// warp of the token's ROW_SPREAD work items, one launch block) and the weights. With
+// fold (the fast mode) the warp first folds the token's logits from their lanes, as
+// moe_fast_gate41_sum does (an expert a lane in turn): one launch where there were two.
 KERNEL(moe_route_v41, MoERoute41Args) {
   for (i64 it = GIDX; it < a.T * ROW_SPREAD; it += GSTRIDE) {
     int lane = moe_lane(it);
@@ -507,6 +512,14 @@ KERNEL(moe_route_v41, MoERoute41Args) {
     i64* pick = (i64*)(sel + 2 * a.E);
     i64 first, rows;
     if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
+    if (a.fold) {
+#ifdef DI_EMULATE
+      for (i64 e = 0; e < a.E; e++) moe_gate41_fold(a, t, e);
+#else
+      for (i64 e = lane; e < a.E; e += 32) moe_gate41_fold(a, t, e);
+      __syncwarp();  // every expert's score written before the selection reads them
+#endif
+    }
     if (!moe_select(sel, a.E, pick, a.k, lane)) continue;
     float sum = 0;
     for (i64 j = 0; j < a.k; j++) sum += sc[pick[j]];
