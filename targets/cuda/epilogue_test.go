@@ -222,3 +222,19 @@ func TestRouteFoldSameValues(t *testing.T) {
 			return ""
 		})
 }
+
+// TestMixFoldSameValues: V4.1's fast mHC mixes and RMS scale folded from their lanes by
+// the split kernel itself (mhc_mix41_split with fold) give the logits of a fold launch
+// of their own (mhc_fast_mix41_sum; DEEPINFER_CUDA_MIX_FOLD=0) bit for bit on both V4.1
+// fixtures, and on the emulated device no mhc_fast_mix41_sum is left and the split runs
+// as often. TestMixFoldOnHostFibers checks the device code.
+func TestMixFoldSameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvMixFold, "0", "", 80, "folded in a launch of their own", "folded by the split",
+		func(ka, kb map[string]int) string {
+			if ka["mhc_fast_mix41_sum"] == 0 || kb["mhc_fast_mix41_sum"] != 0 || ka["mhc_mix41_split"] != kb["mhc_mix41_split"] {
+				return fmt.Sprintf("mhc_fast_mix41_sum ran %d and %d times, mhc_mix41_split %d and %d; want some then none, and the split as often",
+					ka["mhc_fast_mix41_sum"], kb["mhc_fast_mix41_sum"], ka["mhc_mix41_split"], kb["mhc_mix41_split"])
+			}
+			return ""
+		})
+}

@@ -336,3 +336,14 @@ func TestRouteFoldOnHostFibers(t *testing.T) {
 		t.Errorf("%d cases ran, want 4", n)
 	}
 }
+
+// TestMixFoldOnHostFibers runs mhc.cu's mhc_mix41_split with fold (V4.1's fast mHC
+// mixes and RMS scale folded from their lanes by the split's own lanes) on host fibers
+// against mhc_fast_mix41_sum then mhc_mix41_split without it, bit for bit
+// (testdata/mix_fibers_main.cc).
+func TestMixFoldOnHostFibers(t *testing.T) {
+	out := runOnFibers(t, "mix_fibers", fiberUnit(t, "", "testdata/mix_fibers_main.cc", "mhc.cu"), "-O1")
+	if n := strings.Count(out, "mix T "); n != 3 {
+		t.Errorf("%d cases ran, want 3", n)
+	}
+}

@@ -50,10 +50,15 @@ func bindHCMix(b *Bind) error {
 	if isV41(b) {
 		keep := b.Int("keep")
 		mix := b.Scratch(4*m, 0)
-		rs := -1
+		rs, part := -1, -1
+		// the fast mode's split folds the mixes and RMS scale from their lanes itself
+		// (mhc.cu mhc_mix41_split's fold) unless EnvMixFold is 0, which keeps
+		// mhc_fast_mix41_sum's launch; steps of long sequences have no lanes
+		foldOK := b.Fast() && os.Getenv(EnvMixFold) != "0"
+		folds := func(s *Step) bool { return foldOK && !longRows(s) }
 		if b.Fast() {
 			rs = b.Scratch(4, 0)
-			fastMix41(b, mix, rs, m, K, normEps, keep)
+			part = fastMix41(b, mix, rs, m, K, normEps, keep, folds)
 		}
 		{
 			fill := func(s *Step, a *ArgBuf) int64 {
@@ -114,6 +119,13 @@ func bindHCMix(b *Bind) error {
 			} else {
 				a.P(0) // mhc_mix41_split computes the RMS scale itself
 			}
+			a.W(s.Arg(1))
+			if part >= 0 {
+				a.P(s.Scratch(part))
+			} else {
+				a.P(0)
+			}
+			a.I(b2i(folds(s)))
 			return T * 16 // half a warp a token (kernels/mhc.cu)
 		})
 		return nil
@@ -385,9 +397,9 @@ func gemvRowsMax(def int64) int64 { return envRows(EnvGemvRows, def) }
 // mhc_mix41_split: the independent lanes of MKL's and ATen's fp32 orders as work items
 // (mhc_fast_mix41_part), then folded per (token, row) into scratch mix and per token
 // into scratch rs (mhc_fast_mix41_sum) — the cpu target's values, bit for bit.
-func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
+func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64, folds func(*Step) bool) (part int) {
 	per := m*16 + 32
-	part := b.Scratch(4*per, 0)
+	part = b.Scratch(4*per, 0)
 	fill := func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Shape[0]
 		a.P(s.Arg(0).Ptr)
@@ -437,9 +449,15 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64) {
 		return fill(s, a) * per
 	})
 	b.Launch("mhc_fast_mix41_sum", func(s *Step, a *ArgBuf) int64 {
-		if longRows(s) {
+		if longRows(s) || folds(s) {
 			return 0
 		}
 		return fill(s, a) * (m + 1)
 	})
+	return part
 }
+
+// EnvMixFold set to 0 folds V4.1's fast mHC mixes from their lanes in a launch of their
+// own (mhc_fast_mix41_sum) instead of in mhc_mix41_split (the same values; read when a
+// program is bound).
+const EnvMixFold = "DEEPINFER_CUDA_MIX_FOLD"

@@ -290,16 +290,46 @@ KERNEL(mhc_fast_mix41_seq, mhc_Mix41DotArgs) {
 #endif
 }
 
+// mhc_mix41_fold_row (V4.1, the fast mode): token t's mix row r < m folded from its MKL
+// lanes in part (per token m·16 + 32 values), as mhc_mix41_dot computes it, or (r = m)
+// its RMS scale folded from the cascade's 32 lanes, as mhc_rms41 computes it
+// (mhc_fast_mix41_sum, or mhc_mix41_split with fold).
+DEVM void mhc_mix41_fold_row(const float* xs, const Weight& fn, const float* part, float* mix, float* rs, i64 m, i64 K,
+                             double norm_eps, const SeqRec* seqs, i64 nseq, i64 keep, i64 t, i64 r) {
+  const float* pt = part + t * (m * 16 + 32);
+  FRow x;
+  x.p = xs + t * K;
+  if (r == m) {
+    mhc_Sq sq;
+    sq.p = x.p;
+    float mean = cascade_fold(sq, K, pt + m * 16) / (float)K;
+    rs[t] = 1 / (float)sqrt((double)(mean + (float)norm_eps));
+    return;
+  }
+  i64 first, rows;
+  mhc_view(seqs, nseq, keep, t, &first, &rows);
+  WRow w;
+  w.w = fn;
+  w.r = r;
+  mix[t * m + r] = mkl_fold(x, w, rows, t - first, K, m, pt + r * 16);
+}
+
 // mhc_mix41_split (V4.1): the RMS scaling of one token's mixes, then hc_split_sinkhorn
-// in fp32 (cpu: mixRow41, splitSinkhorn).
+// in fp32 (cpu: mixRow41, splitSinkhorn). With fold (the fast mode's decode steps) it
+// first folds the token's mixes and RMS scale from their lanes itself, as
+// mhc_fast_mix41_sum does (a lane two rows): one launch where there were two.
 struct mhc_Mix41SplitArgs {
   const float* x; float* mix; Weight base; Weight scale; float* pre; float* post; float* comb;
   i64 T; i64 n; i64 K; double norm_eps; double eps; i64 iters; const SeqRec* seqs; i64 nseq; i64 keep;
-  const float* rs;  // the fast mode's per-token RMS scales (mhc_fast_mix41_sum); null: computed here
+  float* rs;  // the fast mode's per-token RMS scales (mhc_fast_mix41_sum); null: computed here
+  Weight fn; const float* part; i64 fold;  // with fold: the mixes' weights and lanes
 };
 DEVM void mhc_mix41_split_token(const mhc_Mix41SplitArgs& a, i64 t) {
   i64 n = a.n, m = (2 + n) * n, first, rows;
   float eps = (float)a.eps;
+  if (a.fold)
+    for (i64 r = 0; r <= m; r++)
+      mhc_mix41_fold_row(a.x, a.fn, a.part, a.mix, a.rs, m, a.K, a.norm_eps, a.seqs, a.nseq, a.keep, t, r);
   mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
   bool vec = (t - first) * n < vec_tail(rows * n);
   float* mx = a.mix + t * m;
@@ -337,6 +367,11 @@ DEVM void mhc_mix41_split_token(const mhc_Mix41SplitArgs& a, i64 t) {
 DEVM void mhc_mix41_split_lanes(const mhc_Mix41SplitArgs& a, i64 t, int l, unsigned mask) {
   const int n = 4, m = (2 + n) * n, i = l / n;
   float eps = (float)a.eps;
+  if (a.fold) {
+    for (int r = l; r <= m; r += 16)
+      mhc_mix41_fold_row(a.x, a.fn, a.part, a.mix, a.rs, m, a.K, a.norm_eps, a.seqs, a.nseq, a.keep, t, r);
+    __syncwarp(mask);  // the token's mixes and scale written before its lanes read them
+  }
   i64 first, rows;
   mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
   bool vec = (t - first) * n < vec_tail(rows * n);
@@ -814,26 +849,9 @@ KERNEL(mhc_fast_mix41_rows, mhc_FastMix41Args) {
 // and rs[t] as mhc_rms41 (for mhc_mix41_split). One work item a (token, mix row), the
 // row m item writing rs.
 KERNEL(mhc_fast_mix41_sum, mhc_FastMix41Args) {
-  const i64 per = a.m * 16 + 32;
-  for (i64 i = GIDX; i < a.T * (a.m + 1); i += GSTRIDE) {
-    i64 t = i / (a.m + 1), r = i % (a.m + 1);
-    const float* pt = a.part + t * per;
-    FRow x;
-    x.p = a.x + t * a.K;
-    if (r == a.m) {
-      mhc_Sq sq;
-      sq.p = x.p;
-      float mean = cascade_fold(sq, a.K, pt + a.m * 16) / (float)a.K;
-      a.rs[t] = 1 / (float)sqrt((double)(mean + (float)a.norm_eps));
-      continue;
-    }
-    i64 first, rows;
-    mhc_view(a.seqs, a.nseq, a.keep, t, &first, &rows);
-    WRow w;
-    w.w = a.fn;
-    w.r = r;
-    a.mix[t * a.m + r] = mkl_fold(x, w, rows, t - first, a.K, a.m, pt + r * 16);
-  }
+  for (i64 i = GIDX; i < a.T * (a.m + 1); i += GSTRIDE)
+    mhc_mix41_fold_row(a.x, a.fn, a.part, a.mix, a.rs, a.m, a.K, a.norm_eps, a.seqs, a.nseq, a.keep, i / (a.m + 1),
+                       i % (a.m + 1));
 }
 
 // mhc_fast_norm41_part (V4.1): the 32 cascade lanes of each chunk's sum of squares,

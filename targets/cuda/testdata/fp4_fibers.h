@@ -91,10 +91,14 @@ inline unsigned __ballot_sync(unsigned m, int p) {
 inline int __any_sync(unsigned m, int p) { return __ballot_sync(m, p) != 0; }
 // warp_exchange: every lane offers v; lane l gets lane src(l)'s (its own where src is
 // out of the warp); site tells this collective's barriers from the others'
+// A half warp's mask (width 16: mhc.cu's 16-lane groups) is played as the whole warp:
+// both halves must reach the same call (a half with nothing to do would wait forever,
+// which the scheduler reports), each reading within its own half.
 template <class T> T warp_exchange(unsigned m, T v, int src, int width, long site) {
   static_assert(sizeof(T) <= 8, "a value of up to 8 bytes");
-  if (m != 0xffffffffu || width != 32) abort();
   int tid = threadIdx.x, w = tid >> 5, l = tid & 31;
+  if (width == 16 && m == (0xffffu << (l & 16)) && src >= 0) src = (l & 16) + (src & 15);
+  else if (m != 0xffffffffu || width != 32) abort();
   WarpX& x = g_warp[w];
   memcpy(&x.word[l], &v, sizeof(T));
   x.bar->arrive_and_wait((void*)site);
@@ -118,6 +122,11 @@ template <class T> T __shfl_down_sync(unsigned m, T v, unsigned d, int width = 3
 // __shfl_xor_sync: lane l gets lane l ^ x's v
 template <class T> T __shfl_xor_sync(unsigned m, T v, int x, int width = 32) { return warp_exchange(m, v, (threadIdx.x & 31) ^ x, width, 15); }
 inline void __syncwarp() { g_warp[threadIdx.x >> 5].bar->arrive_and_wait((void*)11); }
+// (a half warp's mask as warp_exchange plays it: the whole warp)
+inline void __syncwarp(unsigned m) {
+  if (m != 0xffffffffu && m != (0xffffu << (threadIdx.x & 16))) abort();
+  __syncwarp();
+}
 static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
 static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
 // lanes_mma: mma.sync m16n8k16 bf16 (fragments as the PTX ISA lays them out), each
