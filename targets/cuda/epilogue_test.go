@@ -10,47 +10,6 @@ import (
 	"deepinfer/targets/cuda"
 )
 
-// TestEpilogueSameValues: V4.1's bf16 roundings stored by their producers (RMSNorm,
-// rotary embedding, mHC expansion and collapse, residual add; ops_fuse.go) give the
-// logits of the roundings run alone (DEEPINFER_CUDA_EPILOGUE=0) bit for bit, in both
-// numerics modes: an 80-token prefill and two decode steps of both V4.1 fixtures. On
-// the emulated device the launches are counted: mhc_fake_quant runs exactly once less
-// for each rounding fused in each step's program, and every other kernel as often.
-func TestEpilogueSameValues(t *testing.T) {
-	for _, m := range v41Fixtures {
-		for _, numerics := range []string{targets.NumericsFast, targets.NumericsExact} {
-			t.Run(m.name+"/"+numerics, func(t *testing.T) {
-				p, ws := cuda.CompileDir(t, m.dir)
-				t.Setenv(cuda.EnvEpilogue, "0")
-				a, ka, na := prefillAndDecodeIn(t, p, ws, 80, targets.Options{Numerics: numerics}, nil)
-				t.Setenv(cuda.EnvEpilogue, "")
-				b, kb, nb := prefillAndDecodeIn(t, p, ws, 80, targets.Options{Numerics: numerics}, nil)
-				if len(a) != 82 || len(b) != 82 {
-					t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
-				}
-				sameLogits(t, a, b, "with the roundings alone", "with them in their producers")
-				if na != 0 || nb == 0 {
-					t.Fatalf("decode roundings fused: %d with %s=0, %d by default; want 0 and some", na, cuda.EnvEpilogue, nb)
-				}
-				t.Logf("%d bf16 roundings of the decode program fused", nb)
-				if ka == nil {
-					return
-				}
-				pre := prefillEpilogues(t, p, ws, numerics)
-				if want := pre + 2*nb; ka["mhc_fake_quant"]-kb["mhc_fake_quant"] != want {
-					t.Errorf("mhc_fake_quant ran %d times alone and %d fused; want %d fewer (%d in the prefill, %d in each decode step)",
-						ka["mhc_fake_quant"], kb["mhc_fake_quant"], want, pre, nb)
-				}
-				for k, n := range ka {
-					if k != "mhc_fake_quant" && kb[k] != n {
-						t.Errorf("%s ran %d times alone and %d fused; want the same", k, n, kb[k])
-					}
-				}
-			})
-		}
-	}
-}
-
 // prefillEpilogues is how many roundings the prefill program's producers store.
 func prefillEpilogues(t *testing.T, p *plan.Plan, ws []targets.Weight, numerics string) int {
 	t.Helper()
@@ -63,12 +22,12 @@ func prefillEpilogues(t *testing.T, p *plan.Plan, ws []targets.Weight, numerics 
 }
 
 // TestEpilogueInstructionsSame: with the fusion on while a Hook reads every
-// instruction's results (cuda.SetEpilogueWithHook), the same steps as
-// TestEpilogueSameValues give every instruction's results of the roundings-alone run
-// bit for bit, except a fused producer's, which must be its rounding's values (the
-// producer stores them, and the rounding launches nothing). This reaches values the
-// logits do not show (a query's unrotated channels, which attention rounds to bf16
-// again).
+// instruction's results (cuda.SetEpilogueWithHook), an 80-token prefill and two decode
+// steps of both V4.1 fixtures in both numerics modes give every instruction's results of
+// the roundings-alone run (DEEPINFER_CUDA_EPILOGUE=0) bit for bit, except a fused
+// producer's, which must be its rounding's values (the producer stores them, and the
+// rounding launches nothing): every intermediate value, not only what reaches the
+// logits.
 func TestEpilogueInstructionsSame(t *testing.T) {
 	defer cuda.SetEpilogueWithHook(true)()
 	for _, m := range v41Fixtures {
@@ -165,76 +124,97 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 	return -1, [2]string{}
 }
 
-// TestNormOneSameValues: the fast RMSNorm as one launch (V4.1's mhc_fast_norm41_one,
-// V4's mhc_fast_norm_one, a launch block a chunk) gives the logits of its two launches
-// (the part kernel, then the apply kernel; DEEPINFER_CUDA_NORM_ONE=0) bit for bit on
-// tiny-v4-dev and both V4.1 fixtures, and on the emulated device every part launch
-// became a one-launch norm and no apply is left. TestNormOneOnHostFibers checks the
-// kernels' device code.
-func TestNormOneSameValues(t *testing.T) {
+// TestLaunchCutsSameValues: the launches cut after run 30 — V4.1's bf16 roundings
+// stored by their producers (DEEPINFER_CUDA_EPILOGUE), the RMSNorm in one launch
+// (DEEPINFER_CUDA_NORM_ONE), the experts' bookkeeping in one (DEEPINFER_CUDA_MOE_PLAN),
+// V4.1's router and mix folds inside the route and the split (DEEPINFER_CUDA_ROUTE_FOLD,
+// DEEPINFER_CUDA_MIX_FOLD) — give the logits of the kernels they replace (every switch
+// 0) bit for bit: an 80-token prefill and two decode steps of tiny-v4-dev and both V4.1
+// fixtures in the fast mode. On the emulated device the launches are counted: one
+// mhc_fake_quant fewer for each rounding fused in each step's program; every norm part
+// launch a one-launch norm and no apply left; every moe_count a moe_plan and no
+// moe_count_sum, moe_group or fast_moe_active left; no moe_fast_gate41_sum or
+// mhc_fast_mix41_sum left, the route and the split as often; every other kernel as
+// often. Each kernel's device code is checked on host fibers (TestNormOneOnHostFibers,
+// TestMoEPlanOnHostFibers, TestRouteFoldOnHostFibers, TestMixFoldOnHostFibers) and the
+// fused roundings instruction by instruction (TestEpilogueInstructionsSame).
+func TestLaunchCutsSameValues(t *testing.T) {
+	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold}
 	models := append([]struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}}, v41Fixtures...)
-	sameAcross(t, models, cuda.EnvNormOne, "0", "", 80, "in two launches", "in one",
-		func(ka, kb map[string]int) string {
-			k := "mhc_fast_norm" // V4's
-			if ka["mhc_fast_norm41_part"] > 0 {
-				k = "mhc_fast_norm41"
+	for _, m := range models {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			opt := targets.Options{Numerics: targets.NumericsFast}
+			for _, e := range switches {
+				t.Setenv(e, "0")
 			}
-			s := moved(ka, kb, k+"_part", k+"_one")
-			if kb[k+"_apply"] != 0 {
-				s += fmt.Sprintf("%s_apply ran %d times in one launch's run; want 0. ", k, kb[k+"_apply"])
+			a, ka, na := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+			for _, e := range switches {
+				t.Setenv(e, "")
 			}
-			return s
-		})
-}
-
-// TestMoEPlanSameValues: the routed experts' counts, positions, lists and active experts
-// in one launch (moe_plan) give the logits of the four launches it replaces
-// (DEEPINFER_CUDA_MOE_PLAN=0) bit for bit on both V4.1 fixtures, and on the emulated
-// device every moe_count launch became a moe_plan launch and no moe_count_sum,
-// moe_group or fast_moe_active is left (every step of the 80-token prefill and the
-// decode steps has at most 512 slots). TestMoEPlanOnHostFibers checks the kernel's
-// device code; the instruction checks run it in both numerics modes.
-func TestMoEPlanSameValues(t *testing.T) {
-	sameAcross(t, v41Fixtures, cuda.EnvMoEPlan, "0", "", 80, "in four launches", "in one",
-		func(ka, kb map[string]int) string {
-			s := moved(ka, kb, "moe_count", "moe_plan")
-			for _, k := range []string{"moe_count_sum", "moe_group", "fast_moe_active"} {
-				if ka[k] == 0 || kb[k] != 0 {
-					s += fmt.Sprintf("%s ran %d times in four launches' run and %d in one's; want some and 0. ", k, ka[k], kb[k])
+			b, kb, nb := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+			if len(a) != 82 || len(b) != 82 {
+				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
+			}
+			sameLogits(t, a, b, "with the replaced kernels", "by default")
+			v41 := m.name != "tiny-v4-dev"
+			if na != 0 || (nb == 0) == v41 {
+				t.Fatalf("decode roundings fused: %d with the switches off, %d by default; want 0, and some on V4.1 only", na, nb)
+			}
+			if ka == nil {
+				return
+			}
+			named := map[string]bool{}
+			check := func(msg string, kernels ...string) {
+				for _, k := range kernels {
+					named[k] = true
+				}
+				if msg != "" {
+					t.Error(msg)
 				}
 			}
-			return s
-		})
-}
-
-// TestRouteFoldSameValues: V4.1's fast router logits folded from their lanes by the
-// route kernel itself (moe_route_v41 with fold) give the logits of a fold launch of
-// their own (moe_fast_gate41_sum; DEEPINFER_CUDA_ROUTE_FOLD=0) bit for bit on both V4.1
-// fixtures, and on the emulated device no moe_fast_gate41_sum is left and the route
-// runs as often. TestRouteFoldOnHostFibers checks the device code.
-func TestRouteFoldSameValues(t *testing.T) {
-	sameAcross(t, v41Fixtures, cuda.EnvRouteFold, "0", "", 80, "folded in a launch of their own", "folded by the route",
-		func(ka, kb map[string]int) string {
-			if ka["moe_fast_gate41_sum"] == 0 || kb["moe_fast_gate41_sum"] != 0 || ka["moe_route_v41"] != kb["moe_route_v41"] {
-				return fmt.Sprintf("moe_fast_gate41_sum ran %d and %d times, moe_route_v41 %d and %d; want some then none, and the route as often",
-					ka["moe_fast_gate41_sum"], kb["moe_fast_gate41_sum"], ka["moe_route_v41"], kb["moe_route_v41"])
+			if v41 {
+				pre := prefillEpilogues(t, p, ws, targets.NumericsFast)
+				msg := ""
+				if want := pre + 2*nb; ka["mhc_fake_quant"]-kb["mhc_fake_quant"] != want {
+					msg = fmt.Sprintf("mhc_fake_quant ran %d times alone and %d fused; want %d fewer (%d in the prefill, %d in each decode step)",
+						ka["mhc_fake_quant"], kb["mhc_fake_quant"], want, pre, nb)
+				}
+				check(msg, "mhc_fake_quant")
+				for _, f := range [][3]string{{"moe_fast_gate41_sum", "moe_route_v41"}, {"mhc_fast_mix41_sum", "mhc_mix41_split"}} {
+					msg := ""
+					if ka[f[0]] == 0 || kb[f[0]] != 0 || ka[f[1]] != kb[f[1]] {
+						msg = fmt.Sprintf("%s ran %d and %d times, %s %d and %d; want some then none, and %s as often", f[0], ka[f[0]], kb[f[0]], f[1], ka[f[1]], kb[f[1]], f[1])
+					}
+					check(msg, f[0], f[1])
+				}
 			}
-			return ""
-		})
-}
-
-// TestMixFoldSameValues: V4.1's fast mHC mixes and RMS scale folded from their lanes by
-// the split kernel itself (mhc_mix41_split with fold) give the logits of a fold launch
-// of their own (mhc_fast_mix41_sum; DEEPINFER_CUDA_MIX_FOLD=0) bit for bit on both V4.1
-// fixtures, and on the emulated device no mhc_fast_mix41_sum is left and the split runs
-// as often. TestMixFoldOnHostFibers checks the device code.
-func TestMixFoldSameValues(t *testing.T) {
-	sameAcross(t, v41Fixtures, cuda.EnvMixFold, "0", "", 80, "folded in a launch of their own", "folded by the split",
-		func(ka, kb map[string]int) string {
-			if ka["mhc_fast_mix41_sum"] == 0 || kb["mhc_fast_mix41_sum"] != 0 || ka["mhc_mix41_split"] != kb["mhc_mix41_split"] {
-				return fmt.Sprintf("mhc_fast_mix41_sum ran %d and %d times, mhc_mix41_split %d and %d; want some then none, and the split as often",
-					ka["mhc_fast_mix41_sum"], kb["mhc_fast_mix41_sum"], ka["mhc_mix41_split"], kb["mhc_mix41_split"])
+			norm := "mhc_fast_norm"
+			if v41 {
+				norm = "mhc_fast_norm41"
 			}
-			return ""
+			msg := moved(ka, kb, norm+"_part", norm+"_one")
+			if kb[norm+"_apply"] != 0 {
+				msg += fmt.Sprintf("%s_apply ran %d times by default; want 0. ", norm, kb[norm+"_apply"])
+			}
+			check(msg, norm+"_part", norm+"_one", norm+"_apply")
+			msg = moved(ka, kb, "moe_count", "moe_plan")
+			for _, k := range []string{"moe_count_sum", "moe_group", "fast_moe_active"} {
+				if ka[k] == 0 || kb[k] != 0 {
+					msg += fmt.Sprintf("%s ran %d times with the switches off and %d by default; want some and 0. ", k, ka[k], kb[k])
+				}
+			}
+			check(msg, "moe_count", "moe_plan", "moe_count_sum", "moe_group", "fast_moe_active")
+			for k, n := range ka {
+				if !named[k] && kb[k] != n {
+					t.Errorf("%s ran %d times with the switches off and %d by default; want the same", k, n, kb[k])
+				}
+			}
+			for k, n := range kb {
+				if !named[k] && ka[k] == 0 {
+					t.Errorf("%s ran %d times by default and never with the switches off", k, n)
+				}
+			}
 		})
+	}
 }
