@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -291,6 +292,7 @@ func (d *fakeDriver) LoadModule(image []byte) (module, error) {
 type fakeFunction struct {
 	name string
 	sym  uintptr
+	size int64 // its argument struct's bytes (0: not known)
 }
 
 var (
@@ -305,16 +307,21 @@ func (d *fakeDriver) Function(m module, name string) (function, error) {
 		return 0, &cuError{call: "cuModuleGetFunction", code: 400, name: "CUDA_ERROR_INVALID_HANDLE"}
 	}
 	var sym uintptr
+	var size int64
 	if h := d.modules[m-1].handle; h != 0 {
 		s, err := purego.Dlsym(h, "emu_"+name)
 		if err != nil {
 			return 0, &cuError{call: "cuModuleGetFunction", code: 500, name: "CUDA_ERROR_NOT_FOUND: " + name}
 		}
 		sym = s
+		if z, err := purego.Dlsym(h, "emusize_"+name); err == nil {
+			r, _, _ := purego.SyscallN(z)
+			size = int64(r)
+		}
 	}
 	fakeFuncMu.Lock()
 	defer fakeFuncMu.Unlock()
-	fakeFuncs = append(fakeFuncs, fakeFunction{name, sym})
+	fakeFuncs = append(fakeFuncs, fakeFunction{name, sym, size})
 	return function(len(fakeFuncs)), nil
 }
 
@@ -327,6 +334,15 @@ func (d *fakeDriver) Launch(f function, grid, block uint32, s stream, args []uin
 	if grid == 0 || block == 0 {
 		d.mu.Unlock()
 		return &cuError{call: "cuLaunchKernel", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
+	}
+	// the argument words must fill the kernel's struct exactly: a binder (or a test)
+	// that passes fewer would have the kernel read past them, as a GPU would
+	fakeFuncMu.Lock()
+	fn := fakeFuncs[f-1]
+	fakeFuncMu.Unlock()
+	if fn.size > 0 && int64(8*len(args)) != fn.size {
+		d.mu.Unlock()
+		return fmt.Errorf("kernel %s: %d bytes of arguments for its %d-byte argument struct", fn.name, 8*len(args), fn.size)
 	}
 	if d.capturing != 0 && s == d.capturing {
 		// captured, not run: the argument struct is copied now, as the driver does
@@ -555,7 +571,10 @@ func newHostCompiler() (*hostCompiler, error) {
 	return &hostCompiler{cxx: cxx, version: cxx + " " + strings.TrimSpace(string(out))}, nil
 }
 
-func (h *hostCompiler) Version() string { return "emulated " + h.version }
+func (h *hostCompiler) Version() string { return "emulated (argument sizes) " + h.version }
+
+// kernelArgs finds each kernel's name and argument struct in the sources.
+var kernelArgs = regexp.MustCompile(`(?m)^KERNEL\((\w+),\s*(\w+)\)`)
 
 func (h *hostCompiler) Compile(src, name string, _ []string) ([]byte, string, error) {
 	dir, err := os.MkdirTemp("", "deepinfer-emu-build-")
@@ -564,6 +583,12 @@ func (h *hostCompiler) Compile(src, name string, _ []string) ([]byte, string, er
 	}
 	defer os.RemoveAll(dir)
 	in, out := dir+"/"+name+".cc", dir+"/"+name+".so"
+	// each kernel's argument struct size, for the launches' check (fakeDriver.Launch)
+	var sizes strings.Builder
+	for _, m := range kernelArgs.FindAllStringSubmatch(src, -1) {
+		fmt.Fprintf(&sizes, "extern \"C\" long long emusize_%s(void) { return (long long)sizeof(%s); }\n", m[1], m[2])
+	}
+	src += "\n" + sizes.String()
 	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
 		return nil, "", err
 	}

@@ -83,6 +83,7 @@ func gate41Args(x, gate, bias, seqs devptr, nseq int, T, E, D, K int64, scratch,
 		a.I(0)
 		a.P(scratch)
 		a.P(part)
+		a.I(0) // fold
 	}
 }
 

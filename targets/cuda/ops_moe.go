@@ -290,7 +290,7 @@ const moeChunk = 256
 // moePlanSlots and moePlanE are moe.cu's MOE_PLAN_SLOTS and MOE_PLAN_E: the most slots
 // and experts moe_plan's shared memory holds.
 const (
-	moePlanSlots = 512
+	moePlanSlots = 4096
 	moePlanE     = 512
 )
 

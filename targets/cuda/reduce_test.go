@@ -292,6 +292,7 @@ func TestFastV41LanesAreExact(t *testing.T) {
 			a.I(int64(g))
 			a.F(eps)
 			a.I(1)
+			a.I(0) // round
 		})
 		for _, name := range []string{"mhc_fast_norm41_part", "mhc_fast_norm41_apply"} {
 			k.run(name, func(a *ArgBuf) {
@@ -303,6 +304,7 @@ func TestFastV41LanesAreExact(t *testing.T) {
 				a.I(int64(g))
 				a.F(eps)
 				a.I(1)
+				a.I(0) // round
 			})
 		}
 		sameBits(t, fmt.Sprintf("rmsnorm41, g %d", g), k.get(y2, chunks*g), k.get(y1, chunks*g))
@@ -335,6 +337,9 @@ func TestFastV41LanesAreExact(t *testing.T) {
 					a.I(1)
 					a.I(0)
 					a.P(rs)
+					a.W(Operand{}) // fn, part and fold: the mixes given
+					a.P(0)
+					a.I(0)
 				})
 				return k.get(out, T*(2*n+n*n))
 			}
@@ -574,6 +579,7 @@ func TestIndexSelectMatchesRank(t *testing.T) {
 					a.I(int64(V))
 					a.P(0)
 					a.P(sel)
+					a.P(0) // vis (att_index_qd's; these kernels do not read it)
 				})
 			}
 			lists[i] = k.get(out, T*topk)

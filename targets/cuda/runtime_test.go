@@ -474,7 +474,7 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 		"float __uint_as_float(unsigned); unsigned __float_as_uint(float); double __longlong_as_double(long long); long long __double_as_longlong(double);\n" +
 		"#define __shared__\n#define __launch_bounds__(t, b)\ninline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }\n" +
 		"inline void __syncthreads() {} inline int __any_sync(unsigned, int p) { return p; } inline int min(int a, int b) { return a < b ? a : b; } inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; } inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p += v; return o; } inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { unsigned long long o = *p; *p += v; return o; } inline unsigned atomicOr(unsigned* p, unsigned v) { unsigned o = *p; *p |= v; return o; }\n" +
-		"inline void __syncwarp() {} template <class T> T __shfl_sync(unsigned, T v, int) { return v; } template <class T> T __shfl_sync(unsigned, T v, int, int) { return v; }\n" +
+		"inline void __syncwarp() {} inline void __syncwarp(unsigned) {} template <class T> T __shfl_sync(unsigned, T v, int) { return v; } template <class T> T __shfl_sync(unsigned, T v, int, int) { return v; }\n" +
 		"template <class T> T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }\n" +
 		"template <class T> T __shfl_down_sync(unsigned, T v, unsigned, int = 32) { return v; }\n" +
 		"template <class T> T __shfl_up_sync(unsigned, T v, unsigned, int = 32) { return v; } inline int __ffs(int v) { return v; }\n" +

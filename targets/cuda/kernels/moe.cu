@@ -607,13 +607,15 @@ KERNEL(moe_count_sum, MoECountArgs) {
 // moe_count, moe_count_sum, moe_group and (with act) fast_moe_active compute, in one
 // launch block — each expert's count and first position, its slots in slot order, the
 // active experts in order then -1 — where those were four launches of a few µs each, at
-// any batch (run 29b: 21 µs a layer at batch 1). The counts in shared memory by atomic
-// adds (a count, whatever the order), the positions by every warp's scan of them (the
-// same values; warp 0 stores them), a slot's place among its expert's by counting the
-// earlier slots of that expert (the ids staged in shared memory). The emulated device
-// runs it on one thread.
-#define MOE_PLAN_SLOTS 512
+// any batch (run 29b: 21 µs a layer at batch 1). Each of the block's four warps takes a
+// quarter of the slots in order: their counts by shared-memory atomic adds (a count,
+// whatever the order), the experts' totals scanned into first positions (every warp the
+// same values; warp 0 stores them), each warp's own start in an expert after the
+// quarters before it, then its slots placed 32 at a time, a slot's rank among the
+// chunk's slots of its expert by shuffles. The emulated device runs it on one thread.
+#define MOE_PLAN_SLOTS 4096
 #define MOE_PLAN_E 512
+#define MOE_PLAN_W 4  // warps (ROW_SPREAD / 32)
 struct MoEPlanArgs { const int* ids; i64 slots; i64 E; i64* counts; i64* off; int* list; int* act; i64* err; };
 KERNEL(moe_plan, MoEPlanArgs) {
   (void)GSTRIDE;
@@ -640,35 +642,42 @@ KERNEL(moe_plan, MoEPlanArgs) {
   }
 #else
   __shared__ int sid[MOE_PLAN_SLOTS];
-  __shared__ int cnt[MOE_PLAN_E];
-  __shared__ int offs[MOE_PLAN_E];
+  __shared__ int cw[MOE_PLAN_W][MOE_PLAN_E];  // each warp's counts
+  __shared__ int bw[MOE_PLAN_W][MOE_PLAN_E];  // each warp's next place in an expert's list
   if (GIDX >= ROW_SPREAD) return;  // one launch block (Go launches one)
   // (the loops before a barrier take the same trips on every thread)
-  const int tid = (int)GIDX, lane = tid & 31;
+  const int tid = (int)GIDX, lane = tid & 31, w = tid >> 5;
   for (i64 e0 = 0; e0 < a.E; e0 += ROW_SPREAD)
-    if (e0 + tid < a.E) cnt[e0 + tid] = 0;
+    if (e0 + tid < a.E)
+      for (int q = 0; q < MOE_PLAN_W; q++) cw[q][e0 + tid] = 0;
   for (i64 s0 = 0; s0 < a.slots; s0 += ROW_SPREAD)
     if (s0 + tid < a.slots) sid[s0 + tid] = a.ids[s0 + tid];
   __syncthreads();
-  for (i64 s0 = 0; s0 < a.slots; s0 += ROW_SPREAD) {
-    const i64 s = s0 + tid;
-    const int e = s < a.slots ? sid[s] : 0;
-    if (s < a.slots && (e < 0 || e >= a.E)) *a.err = 202;
-    else if (s < a.slots) atomicAdd(&cnt[e], 1);
+  const i64 per = (a.slots + MOE_PLAN_W - 1) / MOE_PLAN_W, s0w = imin(a.slots, w * per), s1w = imin(a.slots, s0w + per);
+  for (i64 c0 = s0w; c0 < s1w; c0 += 32) {
+    const i64 s = c0 + lane;
+    const int e = s < s1w ? sid[s] : 0;
+    if (s < s1w && (e < 0 || e >= a.E)) *a.err = 202;
+    else if (s < s1w) atomicAdd(&cw[w][e], 1);
   }
   __syncthreads();
   int run = 0, arun = 0;
   for (i64 e0 = 0; e0 < a.E; e0 += 32) {
     const i64 e = e0 + lane;
-    const int n = e < a.E ? cnt[e] : 0;
+    int n = 0, mine = 0;  // the expert's total, and the slots of the quarters before this warp's
+    if (e < a.E)
+      for (int q = 0; q < MOE_PLAN_W; q++) {
+        if (q == w) mine = n;
+        n += cw[q][e];
+      }
     int inc = n;
     for (int d = 1; d < 32; d <<= 1) {
       const int v = __shfl_up_sync(0xffffffffu, inc, d);
       if (lane >= d) inc += v;
     }
     const u32 m = __ballot_sync(0xffffffffu, n > 0);
-    if (e < a.E) offs[e] = run + inc - n;  // (every warp stores the same value)
-    if (tid < 32 && e < a.E) {
+    if (e < a.E) bw[w][e] = run + inc - n + mine;
+    if (w == 0 && e < a.E) {
       a.counts[e] = n;
       a.off[e] = run + inc - n;
       if (a.act && n > 0) a.act[arun + __popc(m & ((1u << lane) - 1))] = (int)e;
@@ -678,14 +687,22 @@ KERNEL(moe_plan, MoEPlanArgs) {
   }
   for (i64 j0 = arun; j0 < a.E; j0 += ROW_SPREAD)
     if (a.act && j0 + tid < a.E) a.act[j0 + tid] = -1;
-  // (no barrier: each warp's own scan wrote every offs value its lanes read next, its
-  // last shuffle ordering them; the other warps write the same values)
-  for (i64 s = tid; s < a.slots; s += ROW_SPREAD) {
-    const int e = sid[s];
-    if (e < 0 || e >= a.E) continue;
-    int r = 0;
-    for (i64 q = 0; q < s; q++) r += sid[q] == e;
-    a.list[offs[e] + r] = (int)s;
+  __syncwarp();  // the warp's own bw row written before its lanes read it
+  for (i64 c0 = s0w; c0 < s1w; c0 += 32) {
+    const i64 s = c0 + lane;
+    const int e = s < s1w ? sid[s] : -1, ok = e >= 0 && e < a.E;
+    int r = 0, c = 0;  // the chunk's earlier slots of e, and all of them
+    for (int q = 0; q < 32; q++) {
+      const int eq = __shfl_sync(0xffffffffu, ok ? e : -1, q);
+      if (ok && eq == e) {
+        c++;
+        if (q < lane) r++;
+      }
+    }
+    if (ok) a.list[bw[w][e] + r] = (int)s;
+    __syncwarp();  // every lane has read bw before the last of each expert's advances it
+    if (ok && r == c - 1) bw[w][e] += c;
+    __syncwarp();
   }
 #endif
 }

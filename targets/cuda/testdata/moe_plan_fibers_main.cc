@@ -2,7 +2,7 @@
 // headers, dense41.cu and moe.cu's device branches): moe_plan's launch block against a
 // serial reference of what moe_count, moe_count_sum, moe_group and fast_moe_active
 // compute — every count, first position, list entry and active expert — on slot counts
-// from one to MOE_PLAN_SLOTS, expert counts around a warp's multiples, skewed and
+// from one to MOE_PLAN_SLOTS (4,096), expert counts around a warp's multiples, skewed and
 // uniform routing, with and without the active list, and ids out of range (error 202,
 // those slots in no list).
 #include <random>
@@ -61,6 +61,10 @@ int main() {
   bad += plan_case(1, 16, 0, true, 0, seed++);       // one slot
   bad += plan_case(200, 33, 0, true, 0, seed++);     // experts past a warp's multiple
   bad += plan_case(300, 512, 0, true, 3, seed++);    // the most experts; ids out of range
+  bad += plan_case(1536, 384, 0, true, 0, seed++);   // V4.1 at batch 256
+  bad += plan_case(1536, 256, 3, true, 2, seed++);   // three experts take every slot; bad ids
+  bad += plan_case(4096, 384, 0, false, 0, seed++);  // the most slots
+  bad += plan_case(37, 8, 0, true, 0, seed++);       // quarters of ten slots: a warp's chunk part empty
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad != 0;
 }
