@@ -23,14 +23,15 @@ func prefillEpilogues(t *testing.T, p *plan.Plan, ws []targets.Weight, numerics 
 
 // TestEpilogueInstructionsSame: with the fusion on while a Hook reads every
 // instruction's results (cuda.SetEpilogueWithHook), an 80-token prefill and two decode
-// steps of both V4.1 fixtures in both numerics modes give every instruction's results of
+// steps of tiny-v41-dev2 in both numerics modes give every instruction's results of
 // the roundings-alone run (DEEPINFER_CUDA_EPILOGUE=0) bit for bit, except a fused
 // producer's, which must be its rounding's values (the producer stores them, and the
 // rounding launches nothing): every intermediate value, not only what reaches the
 // logits.
 func TestEpilogueInstructionsSame(t *testing.T) {
 	defer cuda.SetEpilogueWithHook(true)()
-	for _, m := range v41Fixtures {
+	// (tiny-v41-dev2 alone: both fixtures' logits are TestLaunchCutsSameValues')
+	for _, m := range v41Fixtures[:1] {
 		for _, numerics := range []string{targets.NumericsFast, targets.NumericsExact} {
 			t.Run(m.name+"/"+numerics, func(t *testing.T) {
 				p, ws := cuda.CompileDir(t, m.dir)
@@ -135,9 +136,8 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 // launch a one-launch norm and no apply left; every moe_count a moe_plan and no
 // moe_count_sum, moe_group or fast_moe_active left; no moe_fast_gate41_sum or
 // mhc_fast_mix41_sum left, the route and the split as often; every other kernel as
-// often. Each kernel's device code is checked on host fibers (TestNormOneOnHostFibers,
-// TestMoEPlanOnHostFibers, TestRouteFoldOnHostFibers, TestMixFoldOnHostFibers) and the
-// fused roundings instruction by instruction (TestEpilogueInstructionsSame).
+// often. Each kernel's device code is checked on host fibers (TestLaunchCutsOnHostFibers)
+// and the fused roundings instruction by instruction (TestEpilogueInstructionsSame).
 func TestLaunchCutsSameValues(t *testing.T) {
 	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold}
 	models := append([]struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}}, v41Fixtures...)

@@ -286,13 +286,38 @@ func TestSampleBindRefusesLargeVocab(t *testing.T) {
 	}
 }
 
-// TestNormOneOnHostFibers runs mhc.cu's mhc_fast_norm41_one (V4.1's fast RMSNorm, a
-// launch block a chunk) on host fibers against mhc_fast_norm41_part then _apply, every
-// output bit for bit, and cascade_lane_fold against cascade_lane on sizes with two and
-// three levels of promotion and tails (testdata/norm_fibers_main.cc); Go's
-// cascadeBlocks against the C one.
-func TestNormOneOnHostFibers(t *testing.T) {
-	out := runOnFibers(t, "norm_fibers", fiberUnit(t, "", "testdata/norm_fibers_main.cc", "mhc.cu"), "-O1")
+// TestLaunchCutsOnHostFibers runs the device code of the kernels that cut launches
+// after run 30 on host fibers, each against what it replaces, bit for bit, in one
+// harness (testdata/*_fibers_main.cc's case functions): V4.1's and V4's one-launch
+// RMSNorm against part then apply, and cascade_lane_fold against cascade_lane on sizes
+// with two and three levels of promotion (norm_fibers_main.cc; Go's cascadeBlocks
+// against the C one); moe_plan against a serial reference of the four kernels it
+// replaces (moe_plan_fibers_main.cc); the window and drafter ring pushes a warp a group
+// against one thread a group (push_fibers_main.cc); the route's and the split's folds
+// against their own launches (route_fibers_main.cc, mix_fibers_main.cc, whose cases
+// have even token counts: the fibers play a half warp's width-16 shuffles as the whole
+// warp's).
+func TestLaunchCutsOnHostFibers(t *testing.T) {
+	var main strings.Builder
+	for _, f := range []string{"norm", "moe_plan", "push", "route", "mix"} {
+		b, err := os.ReadFile("testdata/" + f + "_fibers_main.cc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		main.Write(b)
+	}
+	main.WriteString(`
+int main() {
+  int bad = norm_cases() + moe_plan_cases() + push_cases() + route_cases() + mix_cases();
+  printf(bad ? "FAIL\n" : "PASS\n");
+  return bad != 0;
+}
+`)
+	path := filepath.Join(t.TempDir(), "cuts_fibers_main.cc")
+	if err := os.WriteFile(path, []byte(main.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runOnFibers(t, "cuts_fibers", fiberUnit(t, "", path, "csa41.cu", "dense41.cu", "dspark41.cu", "mhc.cu", "moe.cu"), "-O1")
 	cases := regexp.MustCompile(`(?:g|n) (\d+) \((\d+) blocks a lane\)`).FindAllStringSubmatch(out, -1)
 	for _, c := range cases {
 		n, _ := strconv.ParseInt(c[1], 10, 64)
@@ -300,50 +325,9 @@ func TestNormOneOnHostFibers(t *testing.T) {
 			t.Errorf("%d values: cascade_blocks %d, Go's cascadeBlocks %d", n, nb, cascadeBlocks(n))
 		}
 	}
-	if len(cases) != 25 {
-		t.Errorf("%d cases reported their blocks, want 25", len(cases))
-	}
-}
-
-// TestMoEPlanOnHostFibers runs moe.cu's moe_plan (the experts' counts, positions, lists
-// and active experts in one launch block) on host fibers against a serial reference of
-// the four kernels it replaces (testdata/moe_plan_fibers_main.cc).
-func TestMoEPlanOnHostFibers(t *testing.T) {
-	out := runOnFibers(t, "moe_plan_fibers", fiberUnit(t, "", "testdata/moe_plan_fibers_main.cc", "dense41.cu", "moe.cu"), "-O1")
-	if n := strings.Count(out, "plan slots"); n != 12 {
-		t.Errorf("%d cases ran, want 12", n)
-	}
-}
-
-// TestPushDeviceCodeOnHostFibers runs csa41.cu's csa_ring_push and dspark41.cu's
-// dspark_push (a warp a (row, group), the group's maximum by shuffles) on host fibers
-// against the one-thread-a-group packing the emulated device runs, every state byte bit
-// for bit (testdata/push_fibers_main.cc).
-func TestPushDeviceCodeOnHostFibers(t *testing.T) {
-	out := runOnFibers(t, "push_fibers", fiberUnit(t, "", "testdata/push_fibers_main.cc", "csa41.cu", "dspark41.cu"), "-O1")
-	if n := strings.Count(out, " push rows "); n != 11 {
-		t.Errorf("%d cases ran, want 11", n)
-	}
-}
-
-// TestRouteFoldOnHostFibers runs moe.cu's moe_route_v41 with fold (V4.1's fast router
-// logits folded from their lanes by the route's own warp) on host fibers against
-// moe_fast_gate41_sum then moe_route_v41 without it, bit for bit
-// (testdata/route_fibers_main.cc).
-func TestRouteFoldOnHostFibers(t *testing.T) {
-	out := runOnFibers(t, "route_fibers", fiberUnit(t, "", "testdata/route_fibers_main.cc", "dense41.cu", "moe.cu"), "-O1")
-	if n := strings.Count(out, "route T "); n != 4 {
-		t.Errorf("%d cases ran, want 4", n)
-	}
-}
-
-// TestMixFoldOnHostFibers runs mhc.cu's mhc_mix41_split with fold (V4.1's fast mHC
-// mixes and RMS scale folded from their lanes by the split's own lanes) on host fibers
-// against mhc_fast_mix41_sum then mhc_mix41_split without it, bit for bit
-// (testdata/mix_fibers_main.cc).
-func TestMixFoldOnHostFibers(t *testing.T) {
-	out := runOnFibers(t, "mix_fibers", fiberUnit(t, "", "testdata/mix_fibers_main.cc", "mhc.cu"), "-O1")
-	if n := strings.Count(out, "mix T "); n != 3 {
-		t.Errorf("%d cases ran, want 3", n)
+	for what, want := range map[string]int{"blocks a lane)": 25, "v4 norm ": 5, "plan slots ": 12, " push rows ": 11, "route T ": 4, "mix T ": 3} {
+		if n := strings.Count(out, what); n != want {
+			t.Errorf("%d cases printed %q, want %d", n, what, want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-// mix_fibers_main.cc: TestMixFoldOnHostFibers' cases (follows fp4_fibers.h, the headers
+// mix_fibers_main.cc: TestLaunchCutsOnHostFibers' cases (follows fp4_fibers.h, the headers
 // and mhc.cu's device branch): mhc_mix41_split folding each token's mHC mixes and RMS
 // scale from their lanes itself (fold, half a warp a token) against mhc_fast_mix41_sum
 // then mhc_mix41_split without fold — pre, post, comb, the scaled mixes and the scale
@@ -49,13 +49,12 @@ static int mix_case(std::vector<long> ns, long d, unsigned seed) {
   return diff || g_errors != before;
 }
 
-int main() {
+static int mix_cases() {
   int bad = 0;
   unsigned seed = 1;
   // (an even token count: the fibers play a half warp's shuffles as the whole warp's)
   bad += mix_case({1, 1}, 5120, seed++);        // V4.1's width, two decode tokens
   bad += mix_case({1, 1, 1, 1}, 64, seed++);    // four decode tokens
   bad += mix_case({3, 1, 2, 2}, 96, seed++);    // sequences of several rows
-  printf(bad ? "FAIL\n" : "PASS\n");
-  return bad != 0;
+  return bad;
 }

@@ -1,4 +1,4 @@
-// moe_plan_fibers_main.cc: TestMoEPlanOnHostFibers' cases (follows fp4_fibers.h, the
+// moe_plan_fibers_main.cc: TestLaunchCutsOnHostFibers' cases (follows fp4_fibers.h, the
 // headers, dense41.cu and moe.cu's device branches): moe_plan's launch block against a
 // serial reference of what moe_count, moe_count_sum, moe_group and fast_moe_active
 // compute — every count, first position, list entry and active expert — on slot counts
@@ -50,7 +50,7 @@ static int plan_case(long slots, long E, int skew, bool act, int bad_ids, unsign
   return diff || g_errors != before;
 }
 
-int main() {
+static int moe_plan_cases() {
   int bad = 0;
   unsigned seed = 1;
   bad += plan_case(6, 384, 0, true, 0, seed++);      // V4.1 at batch 1: 6 slots of 384 experts
@@ -65,6 +65,5 @@ int main() {
   bad += plan_case(1536, 256, 3, true, 2, seed++);   // three experts take every slot; bad ids
   bad += plan_case(4096, 384, 0, false, 0, seed++);  // the most slots
   bad += plan_case(37, 8, 0, true, 0, seed++);       // quarters of ten slots: a warp's chunk part empty
-  printf(bad ? "FAIL\n" : "PASS\n");
-  return bad != 0;
+  return bad;
 }

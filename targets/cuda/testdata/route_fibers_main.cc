@@ -1,4 +1,4 @@
-// route_fibers_main.cc: TestRouteFoldOnHostFibers' cases (follows fp4_fibers.h, the
+// route_fibers_main.cc: TestLaunchCutsOnHostFibers' cases (follows fp4_fibers.h, the
 // headers, dense41.cu and moe.cu's device branches): moe_route_v41 folding each
 // token's router logits from their lanes itself (fold, an expert a lane in turn) against
 // moe_fast_gate41_sum then moe_route_v41 without fold — the routing weights, the experts
@@ -55,13 +55,12 @@ static int route_case(std::vector<long> ns, long E, long D, long k, bool bias, u
   return diff || g_errors != before;
 }
 
-int main() {
+static int route_cases() {
   int bad = 0;
   unsigned seed = 1;
   bad += route_case({1}, 384, 512, 6, true, seed++);         // V4.1's experts, a decode token
   bad += route_case({1, 1, 1, 1}, 384, 256, 6, false, seed++);
   bad += route_case({3, 1, 5}, 70, 96, 4, true, seed++);     // several rows a sequence: MKL's other orders
   bad += route_case({2, 6}, 33, 64, 2, false, seed++);
-  printf(bad ? "FAIL\n" : "PASS\n");
-  return bad != 0;
+  return bad;
 }
