@@ -294,12 +294,12 @@ func TestSampleBindRefusesLargeVocab(t *testing.T) {
 // against the C one); moe_plan against a serial reference of the four kernels it
 // replaces (moe_plan_fibers_main.cc); the window and drafter ring pushes a warp a group
 // against one thread a group (push_fibers_main.cc); the route's and the split's folds
-// against their own launches (route_fibers_main.cc, mix_fibers_main.cc, whose cases
+// against their own launches (route_fold_fibers_main.cc, mix_fibers_main.cc, whose cases
 // have even token counts: the fibers play a half warp's width-16 shuffles as the whole
 // warp's).
 func TestLaunchCutsOnHostFibers(t *testing.T) {
 	var main strings.Builder
-	for _, f := range []string{"norm", "moe_plan", "push", "route", "mix"} {
+	for _, f := range []string{"norm", "moe_plan", "push", "route_fold", "mix"} {
 		b, err := os.ReadFile("testdata/" + f + "_fibers_main.cc")
 		if err != nil {
 			t.Fatal(err)
