@@ -177,17 +177,7 @@ func bindHCCollapse(b *Bind) error {
 		return err
 	}
 	b.RoundsOnStore()
-	b.Launch("mhc_collapse", func(s *Step, a *ArgBuf) int64 {
-		T := s.Arg(0).Shape[0]
-		a.P(s.Arg(0).Ptr)
-		a.P(s.Arg(1).Ptr)
-		a.P(s.Result(0).Ptr)
-		a.I(T)
-		a.I(n)
-		a.I(d)
-		a.I(b2i(s.Round))
-		return T * d
-	})
+	launchStreamsRound(b, "mhc_collapse", n, d, true)
 	return nil
 }
 
@@ -195,6 +185,12 @@ func bindHCCollapse(b *Bind) error {
 // instruction's operand addresses (every argument, then every result), then T, n, d
 // and extra.
 func launchStreams(b *Bind, kernel string, n, d int64, extra ...int64) {
+	launchStreamsRound(b, kernel, n, d, false, extra...)
+}
+
+// launchStreamsRound is launchStreams with, when round, Step.Round after extra (a
+// kernel that stores its result rounded to bf16 on request: Bind.RoundsOnStore).
+func launchStreamsRound(b *Bind, kernel string, n, d int64, round bool, extra ...int64) {
 	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 		T := s.Arg(0).Shape[0]
 		for j := range s.args {
@@ -208,6 +204,9 @@ func launchStreams(b *Bind, kernel string, n, d int64, extra ...int64) {
 		a.I(d)
 		for _, v := range extra {
 			a.I(v)
+		}
+		if round {
+			a.I(b2i(s.Round))
 		}
 		return T * d
 	})

@@ -137,28 +137,38 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		return true
 	}
 	P := fastParts(g)
-	if P <= normOneParts && os.Getenv(EnvNormOne) != "0" {
+	one := P <= normOneParts && os.Getenv(EnvNormOne) != "0"
+	part := -1
+	if !one {
+		part = b.Scratch(8*P*((perToken+g-1)/g), 0)
+	}
+	// mhc_fast_norm_apply's arguments, and mhc_fast_norm_one's (no parts in memory)
+	apply := func(s *Step, a *ArgBuf) int64 {
+		chunks := s.Arg(0).Elems() / g
+		a.P(s.Arg(0).Ptr)
+		if weighted == 1 {
+			a.W(s.Arg(1))
+		} else {
+			a.W(Operand{})
+		}
+		a.P(s.Result(0).Ptr)
+		if part >= 0 {
+			a.P(s.Scratch(part))
+		} else {
+			a.P(0)
+		}
+		a.I(chunks)
+		a.I(g)
+		a.I(P)
+		a.F(eps)
+		a.I(weighted)
+		return chunks
+	}
+	if one {
 		// a launch block a chunk (mhc.cu)
-		b.Launch("mhc_fast_norm_one", func(s *Step, a *ArgBuf) int64 {
-			chunks := s.Arg(0).Elems() / g
-			a.P(s.Arg(0).Ptr)
-			if weighted == 1 {
-				a.W(s.Arg(1))
-			} else {
-				a.W(Operand{})
-			}
-			a.P(s.Result(0).Ptr)
-			a.P(0) // (no parts in memory)
-			a.I(chunks)
-			a.I(g)
-			a.I(P)
-			a.F(eps)
-			a.I(weighted)
-			return chunks * rowSpread
-		})
+		b.Launch("mhc_fast_norm_one", func(s *Step, a *ArgBuf) int64 { return apply(s, a) * rowSpread })
 		return true
 	}
-	part := b.Scratch(8*P*((perToken+g-1)/g), 0)
 	b.Launch("mhc_fast_norm_part", func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g
 		a.P(s.Arg(0).Ptr)
@@ -168,22 +178,6 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		a.I(P)
 		return chunks * P
 	})
-	b.Launch("mhc_fast_norm_apply", func(s *Step, a *ArgBuf) int64 {
-		chunks := s.Arg(0).Elems() / g
-		a.P(s.Arg(0).Ptr)
-		if weighted == 1 {
-			a.W(s.Arg(1))
-		} else {
-			a.W(Operand{})
-		}
-		a.P(s.Result(0).Ptr)
-		a.P(s.Scratch(part))
-		a.I(chunks)
-		a.I(g)
-		a.I(P)
-		a.F(eps)
-		a.I(weighted)
-		return chunks * g
-	})
+	b.Launch("mhc_fast_norm_apply", func(s *Step, a *ArgBuf) int64 { return apply(s, a) * g })
 	return true
 }

@@ -42,6 +42,25 @@ DEV bool dspark_push_at(const DSparkPushArgs& a, i64 r, float** dst, i64** tag, 
   return false;
 }
 
+// dspark_push_group: pushed row r's group of 32 values from g on one thread (what the
+// emulated device runs; the warp form's reference).
+DEV void dspark_push_group(const DSparkPushArgs& a, i64 r, i64 g) {
+  i64 ge = imin(g + 32, a.dim), pos;
+  float* dst;
+  i64* tag;
+  if (!dspark_push_at(a, r, &dst, &tag, &pos)) return;
+  const float* src = a.kv + r * a.dim;
+  if (!a.mxfp8) {
+    for (i64 d = g; d < ge; d++) dst[d] = src[d];
+  } else {
+    float amax = 0;
+    for (i64 d = g; d < ge; d++) amax = go_max32(amax, fabsf(src[d]));
+    float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
+    for (i64 d = g; d < ge; d++) dst[d] = dspark_mxfp8(src[d], s);
+  }
+  if (g == 0) *tag = pos + 1;
+}
+
 // dspark_push: a warp a (pushed row, group of 32 values), a value a lane, the group's
 // largest magnitude by shuffles (a maximum whatever the order); the group holding
 // value 0 writes the position tag. (It was a thread a group, its 32 values one after
@@ -50,22 +69,7 @@ DEV bool dspark_push_at(const DSparkPushArgs& a, i64 r, float** dst, i64** tag, 
 KERNEL(dspark_push, DSparkPushArgs) {
   i64 groups = (a.dim + 31) / 32;
 #ifdef DI_EMULATE
-  for (i64 it = GIDX; it < a.rows * groups; it += GSTRIDE) {
-    i64 r = it / groups, g = (it % groups) * 32, ge = imin(g + 32, a.dim), pos;
-    float* dst;
-    i64* tag;
-    if (!dspark_push_at(a, r, &dst, &tag, &pos)) continue;
-    const float* src = a.kv + r * a.dim;
-    if (!a.mxfp8) {
-      for (i64 d = g; d < ge; d++) dst[d] = src[d];
-    } else {
-      float amax = 0;
-      for (i64 d = g; d < ge; d++) amax = go_max32(amax, fabsf(src[d]));
-      float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
-      for (i64 d = g; d < ge; d++) dst[d] = dspark_mxfp8(src[d], s);
-    }
-    if (g == 0) *tag = pos + 1;
-  }
+  for (i64 it = GIDX; it < a.rows * groups; it += GSTRIDE) dspark_push_group(a, it / groups, (it % groups) * 32);
 #else
   const int lane = (int)(GIDX & 31);
   for (i64 it = GIDX >> 5; it < a.rows * groups; it += GSTRIDE >> 5) {

@@ -16,6 +16,17 @@ static std::vector<unsigned short> bf16_row(long n, std::mt19937& rng) {
   return h;
 }
 
+// norm_diff: the values of two runs that differ (the first three reported), g a chunk.
+static long norm_diff(const std::vector<float>& got, const std::vector<float>& want, long g) {
+  long diff = 0;
+  for (size_t i = 0; i < got.size(); i++)
+    if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
+      if (diff < 3) fprintf(stderr, "chunk %ld value %ld: %a, want %a\n", (long)i / g, (long)i % g, got[i], want[i]);
+      diff++;
+    }
+  return diff;
+}
+
 static int norm_case(long chunks, long g, bool weighted, bool round, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<float> x(chunks * g), part(chunks * 32);
@@ -33,12 +44,7 @@ static int norm_case(long chunks, long g, bool weighted, bool round, unsigned se
   fibers_launch(mhc_fast_norm41_apply, a, (chunks * g + 127) / 128);
   a.y = got.data(), a.part = nullptr;  // the one-launch form keeps no parts
   fibers_launch(mhc_fast_norm41_one, a, chunks > 1 ? chunks - 1 : 1);  // a block takes two chunks
-  long diff = 0;
-  for (long i = 0; i < chunks * g; i++)
-    if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
-      if (diff < 3) fprintf(stderr, "chunk %ld value %ld: %a, want %a\n", i / g, i % g, got[i], want[i]);
-      diff++;
-    }
+  const long diff = norm_diff(got, want, g);
   printf("norm chunks %ld, g %ld (%lld blocks a lane), weighted %d, round %d: %ld values differ, errors %ld\n", chunks, g,
          cascade_blocks(g), weighted, round, diff, g_errors - before);
   return diff || g_errors != before;
@@ -64,12 +70,7 @@ static int v4_case(long chunks, long g, long P, bool weighted, unsigned seed) {
   fibers_launch(mhc_fast_norm_apply, a, (chunks * g + 127) / 128);
   a.y = got.data(), a.part = nullptr;
   fibers_launch(mhc_fast_norm_one, a, chunks > 1 ? chunks - 1 : 1);  // a block takes two chunks
-  long diff = 0;
-  for (long i = 0; i < chunks * g; i++)
-    if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
-      if (diff < 3) fprintf(stderr, "chunk %ld value %ld: %a, want %a\n", i / g, i % g, got[i], want[i]);
-      diff++;
-    }
+  const long diff = norm_diff(got, want, g);
   printf("v4 norm chunks %ld, g %ld, P %ld, weighted %d: %ld values differ, errors %ld\n", chunks, g, P, weighted, diff,
          g_errors - before);
   return diff || g_errors != before;

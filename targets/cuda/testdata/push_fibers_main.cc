@@ -91,22 +91,7 @@ static int dspark_case(std::vector<long> ns, long dim, long cap, long keep, bool
   // the reference: one thread a group of 32, as the emulated device runs it
   const long groups = (dim + 31) / 32;
   for (long r = 0; r < pushed; r++)
-    for (long gg = 0; gg < groups; gg++) {
-      long long g = gg * 32, ge = g + 32 < dim ? g + 32 : dim, pos;
-      float* dst;
-      long long* tag;
-      if (!dspark_push_at(a, r, &dst, &tag, &pos)) continue;
-      const float* src = kv.data() + r * dim;
-      if (!mx) {
-        for (long long d = g; d < ge; d++) dst[d] = src[d];
-      } else {
-        float amax = 0;
-        for (long d = g; d < ge; d++) amax = go_max32(amax, fabsf(src[d]));
-        float s = q_pow2ceil(go_max32(amax, 1e-4f) * (float)(1.0 / 448));
-        for (long d = g; d < ge; d++) dst[d] = dspark_mxfp8(src[d], s);
-      }
-      if (g == 0) *tag = pos + 1;
-    }
+    for (long gg = 0; gg < groups; gg++) dspark_push_group(a, r, gg * 32);
   for (size_t q = 0; q < seqs.size(); q++) seqs[q].state = (long long)(unsigned long long)got[q].data();
   long before = g_errors;
   fibers_launch(dspark_push, a, (pushed * groups * 32 + 127) / 128);
