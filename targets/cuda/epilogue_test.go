@@ -3,6 +3,7 @@ package cuda_test
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"deepinfer/plan"
@@ -129,9 +130,13 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 // stored by their producers (DEEPINFER_CUDA_EPILOGUE), the RMSNorm in one launch
 // (DEEPINFER_CUDA_NORM_ONE), the experts' bookkeeping in one (DEEPINFER_CUDA_MOE_PLAN),
 // V4.1's router and mix folds inside the route and the split (DEEPINFER_CUDA_ROUTE_FOLD,
-// DEEPINFER_CUDA_MIX_FOLD) — give the logits of the kernels they replace (every switch
-// 0) bit for bit: an 80-token prefill and two decode steps of tiny-v4-dev and both V4.1
-// fixtures in the fast mode. On the emulated device the launches are counted: one
+// DEEPINFER_CUDA_MIX_FOLD) — and the one-to-four-row FP8 products with their bytes
+// staged in shared memory (DEEPINFER_CUDA_GEMV_STAGED) give the logits of the kernels
+// they replace (every switch 0) bit for bit: an 80-token prefill and two decode steps of
+// tiny-v4-dev and both V4.1 fixtures in the fast mode. On the emulated device (where
+// the staged products run fast_gemv_fp8's emulated branch: their device code is checked
+// in TestGemvDeviceCodeOnHostFibers) the launches are counted: every fast_gemv_fp8 and
+// _fp8_q launch a staged one; one
 // mhc_fake_quant fewer for each rounding fused in each step's program; every norm part
 // launch a one-launch norm and no apply left; every moe_count a moe_plan and no
 // moe_count_sum, moe_group or fast_moe_active left; no moe_fast_gate41_sum or
@@ -139,7 +144,7 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 // often. Each kernel's device code is checked on host fibers (TestLaunchCutsOnHostFibers)
 // and the fused roundings instruction by instruction (TestEpilogueInstructionsSame).
 func TestLaunchCutsSameValues(t *testing.T) {
-	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold}
+	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold, cuda.EnvGemvStaged}
 	models := append([]struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}}, v41Fixtures...)
 	for _, m := range models {
 		t.Run(m.name, func(t *testing.T) {
@@ -198,6 +203,17 @@ func TestLaunchCutsSameValues(t *testing.T) {
 				msg += fmt.Sprintf("%s_apply ran %d times by default; want 0. ", norm, kb[norm+"_apply"])
 			}
 			check(msg, norm+"_part", norm+"_one", norm+"_apply")
+			msg = ""
+			if v41 && ka["fast_gemv_fp8_q"] == 0 {
+				msg = "no one-row FP8 product ran with the switches off. "
+			}
+			for _, k := range []string{"fast_gemv_fp8", "fast_gemv_fp8_q"} {
+				st := "fast_gemv_fp8s" + strings.TrimPrefix(k, "fast_gemv_fp8")
+				if kb[k] != 0 || ka[st] != 0 || kb[st] != ka[k] {
+					msg += fmt.Sprintf("%s ran %d / %d times, %s %d / %d (switches off / default); want every launch moved. ", k, ka[k], kb[k], st, ka[st], kb[st])
+				}
+			}
+			check(msg, "fast_gemv_fp8", "fast_gemv_fp8_q", "fast_gemv_fp8s", "fast_gemv_fp8s_q")
 			msg = moved(ka, kb, "moe_count", "moe_plan")
 			for _, k := range []string{"moe_count_sum", "moe_group", "fast_moe_active"} {
 				if ka[k] == 0 || kb[k] != 0 {

@@ -3,6 +3,7 @@ package cuda
 import (
 	"os"
 	"strconv"
+	"strings"
 )
 
 // The fast numerics mode's products (kernels/tensorcore.cu): tensor-core tiles over bf16
@@ -111,6 +112,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	// steps; the same products' larger steps still check it.
 	gemvEnv := os.Getenv(EnvGemv)
 	gemvOn := gemvEnv != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
+	gemvStaged := os.Getenv(EnvGemvStaged) != "0"
 	gemvKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
@@ -124,6 +126,9 @@ func fastProduct(b *Bind, g fastGemm) {
 			name = "fast_gemv_bf16"
 		case 2, 3, 5:
 			name = "fast_gemv_fp8"
+			if gemvStaged {
+				name = "fast_gemv_fp8s"
+			}
 		default:
 			return ""
 		}
@@ -346,7 +351,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
 	}
-	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q"} {
+	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q", "fast_gemv_fp8s", "fast_gemv_fp8s_q"} {
 		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 			if gemvKernel(s) != kernel {
 				return 0
@@ -366,6 +371,9 @@ func fastProduct(b *Bind, g fastGemm) {
 			a.I(g.G)
 			a.I(s.Arg(g.x).Rows())
 			a.P(s.Err)
+			if strings.HasPrefix(kernel, "fast_gemv_fp8s") {
+				return min(gemvItems(g.N), gemvStagedBlocks*128)
+			}
 			return gemvItems(g.N)
 		})
 	}
@@ -404,6 +412,19 @@ func gemvSlices(N int64) int64 {
 func gemvItems(N int64) int64 {
 	return ceilDiv(ceilDiv(N, fastGemvR), 4/gemvSlices(N)) * 128
 }
+
+// gemvStagedBlocks caps fast_gemv_fp8s's grid: four launch blocks (its bound) on each
+// of the H200's 132 multiprocessors, so that each block takes several pairs of weight
+// rows in turn with the next pair's bytes in flight (on another device the kernel's
+// grid-stride loop still covers every pair).
+const gemvStagedBlocks = 4 * 132
+
+// EnvGemvStaged set to 0 keeps fast_gemv_fp8 and fast_gemv_fp8_q (each lane's weight
+// bytes loaded into registers a trip at a time, a launch block a few pairs) instead of
+// fast_gemv_fp8s and fast_gemv_fp8s_q (the bytes copied into shared memory a trip
+// ahead, on a grid of gemvStagedBlocks): the same values; for comparisons. Read when a
+// program is bound.
+const EnvGemvStaged = "DEEPINFER_CUDA_GEMV_STAGED"
 
 // EnvGemv set to 0 keeps the fast products of FP8 weights and at most four activation
 // rows (decode at batch 1-4) on the split and the warp tiles (fast_gemm_m1_fp8_only,

@@ -662,6 +662,31 @@ DEVM bool gemv_x(const FastGemvArgs& a, i64 m, i64 grp, i64 k, float* v) {
   }
   return true;
 }
+// gemv_piece: piece p's products (the pair's weight bits raw) added to acc[r][m], the
+// activation piece loaded once for the pair's rows and a row widened again for each
+// activation row (at one row, once); bad set for a row the rows operand does not have.
+template <int WF, bool XQ>
+DEVM void gemv_piece(const FastGemvArgs& a, i64 grp, i64 p, const GemvRaw (&raw)[FAST_GEMV_R], float (&acc)[FAST_GEMV_R][FAST_GEMV_M], bool& bad) {
+  UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
+    if (m >= a.M) break;
+    float xv[16];
+    if (!gemv_x<XQ>(a, m, grp, 16 * p, xv)) {
+      bad = true;
+      continue;
+    }
+    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
+      float wv[16];
+      gemv_widen<WF>(raw[r], wv);
+      if constexpr (WF == 2) {
+        float ps = 0.0f;
+        UNROLL for (int j = 0; j < 16; j++) ps = fma_fast(wv[j], xv[j], ps);
+        acc[r][m] = fma_fast(ps, gemv_scale(raw[r].u), acc[r][m]);
+      } else {
+        UNROLL for (int j = 0; j < 16; j++) acc[r][m] = fma_fast(wv[j], xv[j], acc[r][m]);
+      }
+    }
+  }
+}
 // fast_gemv_lane: lane l of slice s (of KS)'s sums acc[r][m] of weight row n0 + r (rows
 // past N read row N − 1, not stored) and activation row m < M.
 template <int WF, bool XQ>
@@ -679,27 +704,7 @@ DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, fl
     UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
       const i64 p = p0 + step * d;
       if (p >= pieces) break;
-      // (an activation piece loaded once for the pair's rows; a row widened again for
-      // each activation row: at one row, once)
-      UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
-        if (m >= a.M) break;
-        float xv[16];
-        if (!gemv_x<XQ>(a, m, grp, 16 * p, xv)) {
-          bad = true;
-          continue;
-        }
-        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
-          float wv[16];
-          gemv_widen<WF>(raw[d][r], wv);
-          if constexpr (WF == 2) {
-            float ps = 0.0f;
-            UNROLL for (int j = 0; j < 16; j++) ps = fma_fast(wv[j], xv[j], ps);
-            acc[r][m] = fma_fast(ps, gemv_scale(raw[d][r].u), acc[r][m]);
-          } else {
-            UNROLL for (int j = 0; j < 16; j++) acc[r][m] = fma_fast(wv[j], xv[j], acc[r][m]);
-          }
-        }
-      }
+      gemv_piece<WF, XQ>(a, grp, p, raw[d], acc, bad);
     }
   }
   if (bad) *a.err = 2;
@@ -715,6 +720,29 @@ DEVM i64 fast_gemv_blocks(i64 N, int KS) {
   const i64 pairs = (N + FAST_GEMV_R - 1) / FAST_GEMV_R, per = 4 / KS;
   return (pairs + per - 1) / per;
 }
+#ifndef DI_EMULATE
+// gemv_finish: a pair's sums at the end of a device block's trip: each warp's lanes
+// folded (l ^ 16, ^ 8, … ^ 1), then with KS == 1 lane 0 stores them, else the warps' sums
+// meet in part and the pair's first warp adds them in slice order and stores (two
+// barriers: every thread of the block calls it once a trip).
+DEVM void gemv_finish(const FastGemvArgs& a, i64 n0, int KS, int w, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M], float (*part)[FAST_GEMV_R][FAST_GEMV_M]) {
+  UNROLL for (int off = 16; off >= 1; off >>= 1)
+    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++)
+      if (m < a.M) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);  // (the rows stored)
+  if (KS == 1) {
+    if (l == 0) fast_gemv_store(a, n0, acc);
+    return;
+  }
+  if (l == 0) UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) part[w][r][m] = acc[r][m];
+  __syncthreads();
+  if (l == 0 && w % KS == 0) {
+    for (int u = 1; u < KS; u++)
+      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] += part[w + u][r][m];
+    fast_gemv_store(a, n0, acc);
+  }
+  __syncthreads();  // the sums read before the next trip writes them
+}
+#endif
 template <int WF, bool XQ>
 DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
   const int KS = fast_gemv_ks(a.N);
@@ -753,22 +781,87 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
     const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
     Sums acc;
     fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc);
-    UNROLL for (int off = 16; off >= 1; off >>= 1)
-      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++)
-        if (m < a.M) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);  // (the rows stored)
-    if (KS == 1) {
-      if (l == 0) fast_gemv_store(a, n0, acc);
-      continue;
-    }
-    if (l == 0) UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) part[w][r][m] = acc[r][m];
-    __syncthreads();
-    if (l == 0 && s == 0) {
-      for (int u = 1; u < KS; u++)
-        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] += part[w + u][r][m];
-      fast_gemv_store(a, n0, acc);
-    }
-    __syncthreads();  // the sums read before the next trip writes them
+    gemv_finish(a, n0, KS, w, l, acc, part);
   }
+#endif
+}
+// fast_gemv_fp8s, fast_gemv_fp8s_q: fast_gemv_fp8's and _fp8_q's products — the same
+// pairs, slices, lanes' pieces, products, order and folds, so the same values bit for
+// bit — with each lane's weight bytes copied into shared memory by cp.async (16 bytes a
+// piece and row, into the lane's own slots: no other thread reads them) one trip ahead,
+// across the warp's pairs: the next trip's copies are in flight while a trip is summed,
+// where fast_gemv_fp8's loads sit idle behind its products and a launch block ends
+// after one pair. Go launches them on a grid of at most gemvStagedBlocks launch blocks
+// (each then takes several pairs in turn). A trip's scale bytes are loaded into
+// registers when its copies are issued and put beside them after the trip before it is
+// summed. A warp runs T trips a pair, lane 0's count (its slice's first piece, 32·s,
+// the lowest): a lane past the pieces copies zeros and sums nothing. The emulated device
+// runs fast_gemv_fp8's emulated branch.
+#define GEMV_SLOTS (FAST_GEMV_D * FAST_GEMV_R)
+#ifndef DI_EMULATE
+// gemv_stage: the copies of lane l's trip from piece p0 (its pieces p0 + step·d) of
+// weight rows n0, n0 + 1 into the slots dst[d·R + r][l], their scale bytes into sr.
+DEVM void gemv_stage(const FastGemvArgs& a, i64 n0, i64 p0, i64 step, i64 pieces, int l, uint4 (*dst)[32], u32 (&sr)[GEMV_SLOTS]) {
+  UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+    const i64 p = p0 + step * d;
+    const bool in = p < pieces;
+    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
+      const i64 n = imin(n0 + r, a.N - 1);
+      fast_cp16(&dst[d * FAST_GEMV_R + r][l], (const unsigned char*)a.w.p + n * a.w.cols + 16 * (in ? p : 0), in);
+      sr[d * FAST_GEMV_R + r] = in ? fast_fp8_scale(a.w, n, 16 * p) : 0u;
+    }
+  }
+  fast_cp_commit();
+}
+#endif
+template <bool XQ>
+DEVM void fast_gemv_staged(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
+#ifdef DI_EMULATE
+  fast_gemv<2, XQ>(a, GIDX, GSTRIDE);
+#else
+  typedef float Sums[FAST_GEMV_R][FAST_GEMV_M];
+  __shared__ uint4 slot[4][2][GEMV_SLOTS][32];
+  __shared__ u32 scale[4][2][GEMV_SLOTS][32];
+  __shared__ float part[4][FAST_GEMV_R][FAST_GEMV_M];
+  const int KS = fast_gemv_ks(a.N);
+  const i64 items = fast_gemv_blocks(a.N, KS) * 128;
+  const int tid = (int)(GIDX % 128), w = tid >> 5, l = tid & 31, s = w % KS;
+  const i64 pieces = a.K / 16, step = 32 * KS, trip = step * FAST_GEMV_D, first = 32 * s;
+  const i64 T = first < pieces ? (pieces - first + trip - 1) / trip : 0;
+  // a block's threads take the same pairs (GSTRIDE and items are multiples of 128)
+  auto pair = [&](i64 i) { return ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R; };
+  u32 sr[GEMV_SLOTS];
+  int b = 0;
+  if (T > 0 && GIDX < items) {
+    gemv_stage(a, pair(GIDX), first + l, step, pieces, l, slot[w][0], sr);
+    UNROLL for (int q = 0; q < GEMV_SLOTS; q++) scale[w][0][q][l] = sr[q];
+  }
+  bool bad = false;
+  for (i64 i = GIDX; i < items; i += GSTRIDE) {
+    const i64 n0 = pair(i), grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
+    Sums acc;
+    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] = 0.0f;
+    for (i64 t = 0; t < T; t++) {
+      // the next trip (this pair's t + 1 or the next pair's first) copied ahead
+      const i64 ni = t + 1 < T ? i : i + GSTRIDE, nt = t + 1 < T ? t + 1 : 0;
+      const bool ahead = ni < items;
+      if (ahead) gemv_stage(a, pair(ni), first + l + nt * trip, step, pieces, l, slot[w][b ^ 1], sr);
+      else fast_cp_commit();  // (an empty group: the wait below is then this trip's)
+      fast_cp_wait<1>();
+      const i64 p0 = first + l + t * trip;
+      UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+        const i64 p = p0 + step * d;
+        if (p >= pieces) break;
+        GemvRaw raw[FAST_GEMV_R];
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) raw[r].a = slot[w][b][d * FAST_GEMV_R + r][l], raw[r].u = scale[w][b][d * FAST_GEMV_R + r][l];
+        gemv_piece<2, XQ>(a, grp, p, raw, acc, bad);
+      }
+      if (ahead) UNROLL for (int q = 0; q < GEMV_SLOTS; q++) scale[w][b ^ 1][q][l] = sr[q];
+      b ^= 1;
+    }
+    gemv_finish(a, n0, KS, w, l, acc, part);
+  }
+  if (bad) *a.err = 2;
 #endif
 }
 #ifndef DI_EMULATE
@@ -781,6 +874,8 @@ KERNEL(fast_gemv_fp8, FastGemvArgs) { fast_gemv<2, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_f32_q, FastGemvArgs) { fast_gemv<0, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_bf16_q, FastGemvArgs) { fast_gemv<1, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_fp8_q, FastGemvArgs) { fast_gemv<2, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_fp8s, FastGemvArgs) { fast_gemv_staged<false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_fp8s_q, FastGemvArgs) { fast_gemv_staged<true>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

@@ -33,8 +33,10 @@ static void reference(const FastGemvArgs& a) {
   }
 }
 
+// both: the emulated order into want, the device code into got; FP8 weights also
+// through the staged kernel (fast_gemv_fp8s, _q) into staged on `sblocks` blocks
 template <bool XQ>
-static void both(const FastGemvArgs& a, int fmt, long blocks, std::vector<float>& want, std::vector<float>& got) {
+static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std::vector<float>& want, std::vector<float>& got, std::vector<float>& staged) {
   FastGemvArgs b = a;
   b.y = want.data();
   if (fmt == 0) reference<0, XQ>(b);
@@ -44,6 +46,10 @@ static void both(const FastGemvArgs& a, int fmt, long blocks, std::vector<float>
   if (fmt == 0) fibers_launch(XQ ? fast_gemv_f32_q : fast_gemv_f32, b, blocks);
   else if (fmt == 1) fibers_launch(XQ ? fast_gemv_bf16_q : fast_gemv_bf16, b, blocks);
   else fibers_launch(XQ ? fast_gemv_fp8_q : fast_gemv_fp8, b, blocks);
+  if (fmt >= 2) {
+    b.y = staged.data();
+    fibers_launch(XQ ? fast_gemv_fp8s_q : fast_gemv_fp8s, b, sblocks);
+  }
 }
 
 static int gemv_case(const GemvCase& c, unsigned seed) {
@@ -70,6 +76,8 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
     for (auto& v : scales) v = (unsigned char)(116 + rng() % 10);
     w.p = codes.data(), w.s = scales.data();
   }
+  g_valid.clear();  // (what the staged kernel's cp.async may read)
+  g_valid.push_back({(const char*)codes.data(), (const char*)(codes.data() + codes.size())});
   // the activations: x's rows (row q of the product at rows[q] with picked, the rows
   // reversed, in a matrix of rows + 2 rows with a wider stride), or the hi halves of a
   // split of bf16 values
@@ -85,20 +93,28 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
       fast_pair(xs.data(), xs.data() + rows * P, q * P + k / 2, q_bf16(nd(rng)), q_bf16(nd(rng)), true, &err);
     }
   const long ldy = c.N + 3;
-  std::vector<float> got(c.M * ldy, -7.0f), want(c.M * ldy, -7.0f);
+  std::vector<float> got(c.M * ldy, -7.0f), want(c.M * ldy, -7.0f), staged(c.M * ldy, -7.0f);
   i64 err = 0;
   FastGemvArgs a{};
   a.x = x.data(), a.rows = c.picked ? pick.data() : nullptr, a.xh = xs.data(), a.w = w, a.M = c.M, a.N = c.N, a.K = c.K, a.Kp = Kp;
   a.ldx = ldx, a.ldy = ldy, a.out_bf16 = c.bf16out, a.G = c.G, a.arows = arows, a.err = &err;
   long before = g_errors;
-  if (c.xq) both<true>(a, c.fmt, c.blocks, want, got);
-  else both<false>(a, c.fmt, c.blocks, want, got);
-  long diff = 0, far = 0;
-  for (size_t i = 0; i < got.size(); i++)
+  // the staged kernel on fewer blocks than pairs need (each block several pairs in
+  // turn, the next one's bytes copied ahead), or on one block
+  const long sblocks = c.blocks > 1 ? (c.blocks + 1) / 2 : 1;
+  if (c.xq) both<true>(a, c.fmt, c.blocks, sblocks, want, got, staged);
+  else both<false>(a, c.fmt, c.blocks, sblocks, want, got, staged);
+  long diff = 0, far = 0, sdiff = 0;
+  for (size_t i = 0; i < got.size(); i++) {
     if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
       if (diff < 3) fprintf(stderr, "[%zu] %a, want %a\n", i, got[i], want[i]);
       diff++;
     }
+    if (c.fmt >= 2 && __float_as_uint(staged[i]) != __float_as_uint(want[i])) {
+      if (sdiff < 3) fprintf(stderr, "staged [%zu] %a, want %a\n", i, staged[i], want[i]);
+      sdiff++;
+    }
+  }
   // the values: a float64 dot of the same operands
   for (long m = 0; m < c.M; m++)
     for (long n = 0; n < c.N; n++) {
@@ -115,9 +131,9 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
         far++;
       }
     }
-  printf("gemv M %ld N %ld K %ld G %ld fmt %d xq %d bf16 %d picked %d blocks %ld (KS %d): %ld differ from the emulated order, %ld far from the dot, err %ld, errors %ld\n",
-         c.M, c.N, c.K, c.G, c.fmt, c.xq, c.bf16out, c.picked, c.blocks, fast_gemv_ks(c.N), diff, far, (long)err, g_errors - before);
-  return diff || far || err || g_errors != before;
+  printf("gemv M %ld N %ld K %ld G %ld fmt %d xq %d bf16 %d picked %d blocks %ld (KS %d): %ld differ from the emulated order, %ld far from the dot, err %ld, errors %ld; staged on %ld blocks: %ld differ\n",
+         c.M, c.N, c.K, c.G, c.fmt, c.xq, c.bf16out, c.picked, c.blocks, fast_gemv_ks(c.N), diff, far, (long)err, g_errors - before, c.fmt >= 2 ? sblocks : 0, sdiff);
+  return diff || sdiff || far || err || g_errors != before;
 }
 
 // bad_row: a rows operand naming a row x does not have sets error 2.
@@ -130,7 +146,15 @@ static int bad_row() {
   a.ldx = 64, a.ldy = 4, a.G = 1, a.arows = 4, a.err = &err;
   fibers_launch(fast_gemv_f32, a, 1);
   printf("a row past x: err %ld (want 2)\n", (long)err);
-  return err != 2;
+  // the same through the staged FP8 kernel (codes of 1.0, scale 2^0)
+  std::vector<unsigned char> codes(4 * 64, 0x38), scales(2 * 2, 127);
+  i64 serr = 0;
+  a.w.p = codes.data(), a.w.s = scales.data(), a.w.fmt = 3, a.err = &serr;
+  g_valid.clear();
+  g_valid.push_back({(const char*)codes.data(), (const char*)(codes.data() + codes.size())});
+  fibers_launch(fast_gemv_fp8s, a, 1);
+  printf("a row past x, staged: err %ld (want 2)\n", (long)serr);
+  return err != 2 || serr != 2;
 }
 
 int main() {
