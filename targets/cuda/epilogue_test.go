@@ -131,12 +131,14 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 // (DEEPINFER_CUDA_NORM_ONE), the experts' bookkeeping in one (DEEPINFER_CUDA_MOE_PLAN),
 // V4.1's router and mix folds inside the route and the split (DEEPINFER_CUDA_ROUTE_FOLD,
 // DEEPINFER_CUDA_MIX_FOLD) — and the one-to-four-row FP8 products with their bytes
-// staged in shared memory (DEEPINFER_CUDA_GEMV_STAGED) give the logits of the kernels
+// staged in shared memory (DEEPINFER_CUDA_GEMV_STAGED) and the wgmma FP8 products with
+// their weight bytes two steps ahead (DEEPINFER_CUDA_WG_AHEAD) give the logits of the kernels
 // they replace (every switch 0) bit for bit: an 80-token prefill and two decode steps of
 // tiny-v4-dev and both V4.1 fixtures in the fast mode. On the emulated device (where
 // the staged products run fast_gemv_fp8's emulated branch: their device code is checked
 // in TestGemvDeviceCodeOnHostFibers) the launches are counted: every fast_gemv_fp8 and
-// _fp8_q launch a staged one; one
+// _fp8_q launch a staged one, every fast_gemm_wg_fp8 launch (V4.1) a fast_gemm_wg_fp8a;
+// one
 // mhc_fake_quant fewer for each rounding fused in each step's program; every norm part
 // launch a one-launch norm and no apply left; every moe_count a moe_plan and no
 // moe_count_sum, moe_group or fast_moe_active left; no moe_fast_gate41_sum or
@@ -144,7 +146,7 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 // often. Each kernel's device code is checked on host fibers (TestLaunchCutsOnHostFibers)
 // and the fused roundings instruction by instruction (TestEpilogueInstructionsSame).
 func TestLaunchCutsSameValues(t *testing.T) {
-	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold, cuda.EnvGemvStaged}
+	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold, cuda.EnvGemvStaged, cuda.EnvWGAhead}
 	models := append([]struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}}, v41Fixtures...)
 	for _, m := range models {
 		t.Run(m.name, func(t *testing.T) {
@@ -214,6 +216,11 @@ func TestLaunchCutsSameValues(t *testing.T) {
 				}
 			}
 			check(msg, "fast_gemv_fp8", "fast_gemv_fp8_q", "fast_gemv_fp8s", "fast_gemv_fp8s_q")
+			msg = ""
+			if v41 {
+				msg = moved(ka, kb, "fast_gemm_wg_fp8", "fast_gemm_wg_fp8a")
+			}
+			check(msg, "fast_gemm_wg_fp8", "fast_gemm_wg_fp8a")
 			msg = moved(ka, kb, "moe_count", "moe_plan")
 			for _, k := range []string{"moe_count_sum", "moe_group", "fast_moe_active"} {
 				if ka[k] == 0 || kb[k] != 0 {

@@ -274,6 +274,12 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				}
 				checks = append(checks, check{name + "'s device code, warps in step", run(lanes, k), ref},
 					check{name + "'s device code, warps skewed", run(lanes, k, "eager"), ref})
+				if fp8 {
+					// the weight bytes two steps ahead: the same products in the same order
+					checks = append(checks, check{"fast_gemm_wg_fp8a's device code, warps in step", run(lanes, "wgfp8ax"), ref},
+						check{"fast_gemm_wg_fp8a's device code, warps skewed", run(lanes, "wgfp8ax", "eager"), ref},
+						check{"emulated fast_gemm_wg_fp8a", run(emu, "wgfp8ax"), ref})
+				}
 				if !fp8 {
 					// the two-fragment-set form: the same products in the same order
 					checks = append(checks, check{"fast_gemm_wg_f32p's device code, warps in step", run(lanes, "wgf32px"), ref},

@@ -300,11 +300,17 @@ func fastProduct(b *Bind, g fastGemm) {
 	// the wide products of FP8 weights (formats 2, 3, 5) in rows of K values, one group:
 	// fast_gemm_wg_fp8 (wgmma, near fast_gemm_wide's values rather than equal, so never
 	// in batch-invariant mode; the default since run 24, EnvWideWG=0 keeps fast_gemm_wide)
+	// (fast_gemm_wg_fp8a, its weight bytes two steps ahead, by default: the same values;
+	// EnvWGAhead=0 keeps fast_gemm_wg_fp8)
 	wgFP8On := os.Getenv(EnvWideWG) != "0" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	wgFP8 := "fast_gemm_wg_fp8a"
+	if os.Getenv(EnvWGAhead) == "0" {
+		wgFP8 = "fast_gemm_wg_fp8"
+	}
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
-			return "fast_gemm_wg_fp8"
+			return wgFP8
 		}
 		return "fast_gemm_wide"
 	}
@@ -316,6 +322,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
+		{"fast_gemm_wg_fp8a", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
@@ -418,6 +425,12 @@ func gemvItems(N int64) int64 {
 // rows in turn with the next pair's bytes in flight (on another device the kernel's
 // grid-stride loop still covers every pair).
 const gemvStagedBlocks = 4 * 132
+
+// EnvWGAhead set to 0 keeps fast_gemm_wg_fp8 (each thread's weight bytes loaded one step
+// ahead, right before the step's products, and widened right after: the load's latency in
+// every step) instead of fast_gemm_wg_fp8a (two steps ahead in two sets of registers):
+// the same values; for comparisons. Read when a program is bound.
+const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 
 // EnvGemvStaged set to 0 keeps fast_gemv_fp8 and fast_gemv_fp8_q (each lane's weight
 // bytes loaded into registers a trip at a time, a launch block a few pairs) instead of

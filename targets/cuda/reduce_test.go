@@ -261,7 +261,7 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 	t.Helper()
 	for i := range want {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s: value %d is %g, the serial kernel's %g", what, i, got[i], want[i])
+			t.Fatalf("%s: value %d is %g, want %g", what, i, got[i], want[i])
 		}
 	}
 }

@@ -19,7 +19,8 @@ import (
 // 32-value groups, 128×128 blocks), a partial last tile of 64 weight rows, a partial
 // last block of 128 x rows and more than one, sliced reductions (a slice of one step),
 // a reduction of one step, scale bytes far from 127, and weight codes of every kind
-// (subnormals, zeros, both signs; never the NaN codes).
+// (subnormals, zeros, both signs; never the NaN codes). fast_gemm_wg_fp8a's outputs are
+// fast_gemm_wg_fp8's bit for bit.
 func TestWGFP8NearWide(t *testing.T) {
 	// each output within 1.5e-6 of Σ|x·w| of the reference: about twice the worst the
 	// emulated device (6.6e-7) and the H200 (6.8e-7, run 24) showed, far inside a float32 sum's worst case over a
@@ -67,6 +68,9 @@ func TestWGFP8NearWide(t *testing.T) {
 				return ref, mag
 			}, "fast_gemm_wide", wide, "fast_gemm_wg_fp8", wg)
 			t.Logf("%d of %d outputs differ; worst %.3g of Σ|x·w| apart, %.3g from the reference", differ, outs, worst, worstRef)
+			// fast_gemm_wg_fp8a (the weight bytes two steps ahead): the same products in
+			// the same order
+			sameBits(t, "fast_gemm_wg_fp8a against fast_gemm_wg_fp8", run("fast_gemm_wg_fp8a"), wg)
 			if k.where != nil && differ == 0 {
 				t.Error("every output equal to fast_gemm_wide's on the GPU: the wgmma kernel did not run its own order")
 			}

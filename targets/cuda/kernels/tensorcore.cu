@@ -1678,6 +1678,7 @@ KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 // same bf16 operands; the tensor cores' own order inside a 16-value step), not equal:
 // not used in batch-invariant mode (DEEPINFER_CUDA_WIDE_WG=0 keeps fast_gemm_wide).
 #ifdef DI_EMULATE
+template <bool AHEAD2>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product as the widened pairs' float32 sum, k in order
   const i64 P = a.Kp / 2;
@@ -1700,6 +1701,12 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
 }
 #else
+// WgFP8Raw: one thread's weight bytes of a step (32 FP8 codes, their scale byte)
+struct WgFP8Raw {
+  uint4 a, b;
+  u32 u;
+};
+template <bool AHEAD2>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
@@ -1716,19 +1723,20 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   const unsigned char* wp = (const unsigned char*)a.w.p + row * a.w.cols + 32 * wh;
   const unsigned char* sp = a.w.s + (fmt == 5 ? (row / 128) * ((a.w.cols + 127) / 128)
                                      : fmt == 2 ? (row / 32) * ((a.w.cols + 31) / 32) : row * ((a.w.cols + 31) / 32));
-  uint4 raw0, raw1;
-  u32 su = 0;
-  auto wfetch = [&](i64 k) {
-    raw0 = *(const uint4*)(wp + k);
-    raw1 = *(const uint4*)(wp + k + 16);
-    su = sp[(k + 32 * wh) >> ssh];
+  // a step's weight bytes as loaded: two sets, so that with AHEAD2 step i + 2's are in
+  // flight while step i + 1's are widened (set j holds the steps of parity j ^ 1 there)
+  WgFP8Raw set0, set1;
+  auto wfetch = [&](i64 k, WgFP8Raw& r) {
+    r.a = *(const uint4*)(wp + k);
+    r.b = *(const uint4*)(wp + k + 16);
+    r.u = sp[(k + 32 * wh) >> ssh];
   };
   // the widened 32 values into weight buffer b: pieces 4·wh .. 4·wh + 3 of row wr (8
   // values each) at piece c ^ (wr & 7)
-  auto wstore = [&](int b) {
+  auto wstore = [&](int b, const WgFP8Raw& r) {
     u32 h[16];
-    e4m3_widen16(raw0, su, h);
-    e4m3_widen16(raw1, su, h + 8);
+    e4m3_widen16(r.a, r.u, h);
+    e4m3_widen16(r.b, r.u, h + 8);
     UNROLL for (int c = 0; c < 4; c++)
       *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
@@ -1739,10 +1747,16 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
   if (steps > 0) {
     xcopy(kb, 0);
-    wfetch(kb);
-    wstore(0);
+    wfetch(kb, set0);
+    wstore(0, set0);
   }
-  for (i64 i = 0; i < steps; i++) {
+  if (AHEAD2) {
+    if (steps > 1) wfetch(kb + 64, set1);
+    if (steps > 2) wfetch(kb + 128, set0);
+  }
+  // step i; nx: the set holding step i + 1's weight bytes (AHEAD2: loaded two steps
+  // before, refilled with step i + 3's once widened; else loaded here, after the barrier)
+  auto step = [&](i64 i, WgFP8Raw& nx) {
     const int b = (int)(i & 1);
     fast_cp_wait<0>();
     // this thread's stores to the weight buffer and its copies seen by the tensor cores
@@ -1751,7 +1765,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     const bool more = i + 1 < steps;
     if (more) {
       xcopy(kb + 64 * (i + 1), b ^ 1);
-      wfetch(kb + 64 * (i + 1));
+      if (!AHEAD2) wfetch(kb + 64 * (i + 1), nx);
     }
     wg_fence();
     const u64 da = wg_desc(wbase[b]), db = wg_desc(xbase[b]);
@@ -1759,15 +1773,29 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     wg_commit();
     // the next step's weights widened while these products run (buffer b ^ 1 was last
     // read by step i − 1's, waited for)
-    if (more) wstore(b ^ 1);
+    if (more) wstore(b ^ 1, nx);
+    if (AHEAD2 && i + 3 < steps) wfetch(kb + 64 * (i + 3), nx);
     wg_wait0();
     WG_KEEP(d);
+  };
+  if (AHEAD2) {
+    for (i64 i = 0; i < steps; i += 2) {
+      step(i, set1);
+      if (i + 1 < steps) step(i + 1, set0);
+    }
+  } else {
+    for (i64 i = 0; i < steps; i++) step(i, set0);
   }
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   wg_store<false>(a, sl, n0, m0, warp, g, t, d);
 }
 #endif
-KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body<false>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_fp8a: the same products in the same order (the same values), each
+// thread's weight bytes loaded two steps ahead (two sets of registers) instead of one
+// (loaded after a step's barrier, widened after its products are issued: a load's
+// latency in every step)
+KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: products of bf16 weights (format 1) or FP8
 // weights (formats 2, 3, 5) and activations in two bf16 halves (fast_split's hi and lo:

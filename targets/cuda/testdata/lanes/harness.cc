@@ -13,7 +13,8 @@
 // Usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager], KERNEL m4, m1,
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
-// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x) and wgbf16,
+// with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
+// (the weight bytes two steps ahead)) and wgbf16,
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgfp8r reads
 // x's pairs in wgr_pos's order); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
@@ -453,8 +454,8 @@ int main(int argc, char** argv) {
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
-  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8 = strcmp(kernel, "wgfp8") == 0,
-       wgk = wgf || wg8;
+  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0,
+       wg8 = wg8a || strcmp(kernel, "wgfp8") == 0, wgk = wgf || wg8;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
   bool wgb16 = strcmp(kernel, "wgbf16") == 0, wgb8 = strcmp(kernel, "wgfp8r") == 0, wgb = wgb16 || wgb8;
@@ -547,6 +548,7 @@ int main(int argc, char** argv) {
                 : wgb ? fast_gemm_wg_bf16
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
+                : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
                 : stg  ? fast_gemm_stage_f32
@@ -559,6 +561,7 @@ int main(int argc, char** argv) {
    : wgb ? emu_fast_gemm_wg_bf16
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
+   : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide
    : stg  ? emu_fast_gemm_stage_f32
