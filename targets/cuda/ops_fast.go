@@ -223,6 +223,12 @@ func fastProduct(b *Bind, g fastGemm) {
 	// fast_gemm_blk)
 	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
+	// (fast_gemm_wg_bf16a, the weight rows copied two steps ahead, by default: the same
+	// values; EnvWGAhead=0 keeps fast_gemm_wg_bf16)
+	wgBF16 := "fast_gemm_wg_bf16a"
+	if os.Getenv(EnvWGAhead) == "0" {
+		wgBF16 = "fast_gemm_wg_bf16"
+	}
 	blkKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if w.Cols != g.K || w.Ptr%16 != 0 || g.xExact {
@@ -230,7 +236,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		}
 		switch f := w.Fmt; {
 		case wgBF16On && f == 1 && w.Cols%8 == 0:
-			return "fast_gemm_wg_bf16"
+			return wgBF16
 		case wgFP8ROn && (f == 2 || f == 3 || f == 5) && w.Cols%16 == 0:
 			return "fast_gemm_wg_fp8r"
 		}
@@ -323,7 +329,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false},
-		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false}} {
+		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
 				return 0
@@ -428,8 +434,10 @@ const gemvStagedBlocks = 4 * 132
 
 // EnvWGAhead set to 0 keeps fast_gemm_wg_fp8 (each thread's weight bytes loaded one step
 // ahead, right before the step's products, and widened right after: the load's latency in
-// every step) instead of fast_gemm_wg_fp8a (two steps ahead in two sets of registers):
-// the same values; for comparisons. Read when a program is bound.
+// every step) instead of fast_gemm_wg_fp8a (two steps ahead in two sets of registers),
+// and fast_gemm_wg_bf16 (the weight rows copied one step ahead into two buffers) instead
+// of fast_gemm_wg_bf16a (two steps ahead into three): the same values; for comparisons.
+// Read when a program is bound.
 const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 
 // EnvGemvStaged set to 0 keeps fast_gemv_fp8 and fast_gemv_fp8_q (each lane's weight

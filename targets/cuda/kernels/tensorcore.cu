@@ -1820,7 +1820,7 @@ KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 // fragment register.
 #define WGB_MROWS 64
 #ifdef DI_EMULATE
-template <bool F8, bool FRAG>
+template <bool F8, bool FRAG, bool AHEAD = false>
 DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product a float32 sum, per 16 values the x_hi·w products
   // then the x_lo·w ones, k in order (the DI_LANES build's wgmma stand-in's order)
@@ -1855,10 +1855,12 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 DEVM void wg_wcopy(const FastGemmArgs& a, unsigned short* wb, i64 n0, i64 k, int tid) {
   wg_rows_copy((const unsigned short*)a.w.p, a.w.cols, a.N, wb, n0, k, tid);
 }
-template <bool F8, bool FRAG>
+template <bool F8, bool FRAG, bool AHEAD = false>
 DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
-  __shared__ __align__(1024) unsigned short ws[2][WG_BN * 64];
+  // (AHEAD, bf16 weights: three buffers, each step's copies issued two steps ahead)
+  constexpr bool A3 = AHEAD && !F8;
+  __shared__ __align__(1024) unsigned short ws[A3 ? 3 : 2][WG_BN * 64];
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const i64 mtiles = (a.M + WGB_MROWS - 1) / WGB_MROWS, blk = GIDX / 128;
   const i64 m0 = blk % mtiles * WGB_MROWS, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * WG_BN;
@@ -1915,24 +1917,30 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   };
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
-  u32 base[2];
-  UNROLL for (int b = 0; b < 2; b++) base[b] = wg_saddr(&ws[b][0]);
+  const u32 base0 = wg_saddr(&ws[0][0]);  // (the buffers one after another)
   // step i: its weights in place and seen by the tensor cores, every warp done with the
   // other buffer (step i + 1's weights go there: copied, or fetched now and widened
   // while the products run); its products from the current set, the next step's x
   // into the other set while they run
+  // (A3: step i's buffer i % 3; its copies landed when one group, step i + 1's, is left
+  // in flight; step i + 2's go into the buffer step i − 1 read — every step commits a
+  // group, empty past the last)
   auto step = [&](i64 i, const u32 (&ch)[4][4], const u32 (&cl)[4][4], u32 (&nh)[4][4], u32 (&nl)[4][4]) {
-    const int b = (int)(i & 1);
+    const int b = A3 ? (int)(i % 3) : (int)(i & 1);
     const bool more = i + 1 < steps;
-    if constexpr (!F8) fast_cp_wait<0>();
+    if constexpr (A3) fast_cp_wait<1>();
+    else if constexpr (!F8) fast_cp_wait<0>();
     wg_proxy_fence();
     __syncthreads();
-    if (more) {
+    if constexpr (A3) {
+      if (i + 2 < steps) wg_wcopy(a, ws[(i + 2) % 3], n0, kb + 64 * (i + 2), tid);
+      else fast_cp_commit();
+    } else if (more) {
       if constexpr (F8) wfetch(kb + 64 * (i + 1));
       else wg_wcopy(a, ws[b ^ 1], n0, kb + 64 * (i + 1), tid);
     }
     wg_fence();
-    const u64 desc = wg_desc(base[b]);
+    const u64 desc = wg_desc(base0 + (u32)b * (WG_BN * 64 * 2));
     UNROLL for (int s = 0; s < 4; s++) {
       wg_m64n128(d, ch[s], desc + 2 * s);  // + 32 bytes a 16-value piece
       if (lo) wg_m64n128(d, cl[s], desc + 2 * s);
@@ -1952,6 +1960,10 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       wstore(0);
     } else {
       wg_wcopy(a, ws[0], n0, kb, tid);
+      if constexpr (A3) {
+        if (steps > 1) wg_wcopy(a, ws[1], n0, kb + 64, tid);
+        else fast_cp_commit();
+      }
     }
     xload(kb, h0, l0);
   }
@@ -1967,6 +1979,10 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 // ms, so each keeps the order it was faster with)
 KERNEL(fast_gemm_wg_bf16, FastGemmArgs) { wg_r_body<false, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_wg_fp8r, FastGemmArgs) { wg_r_body<true, true>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_bf16a: fast_gemm_wg_bf16's products in the same order (the same values),
+// its weight rows copied two steps ahead into three buffers (48 KB) instead of one step
+// ahead into two
+KERNEL(fast_gemm_wg_bf16a, FastGemmArgs) { wg_r_body<false, false, true>(a, GIDX, GSTRIDE); }
 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
