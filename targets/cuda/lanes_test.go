@@ -326,13 +326,12 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					name := "fast_gemm_wg_" + strings.TrimSuffix(k[2:], "x")
 					checks = append(checks, check{name + "'s device code (" + k + "), warps in step", run(lanes, k), ref},
 						check{name + "'s device code (" + k + "), warps skewed", run(lanes, k, "eager"), ref})
-					if !fp8 {
-						// the weight rows copied two steps ahead: the same products in the
-						// same order
-						ka := strings.Replace(k, "wgbf16", "wgbf16a", 1)
-						checks = append(checks, check{"fast_gemm_wg_bf16a's device code (" + ka + "), warps in step", run(lanes, ka), ref},
-							check{"fast_gemm_wg_bf16a's device code (" + ka + "), warps skewed", run(lanes, ka, "eager"), ref})
-					}
+					// the weight rows two steps ahead (fast_gemm_wg_bf16a, _fp8ra): the same
+					// products in the same order
+					ka := strings.Replace(strings.Replace(k, "wgbf16", "wgbf16a", 1), "wgfp8r", "wgfp8ra", 1)
+					na := name + "a"
+					checks = append(checks, check{na + "'s device code (" + ka + "), warps in step", run(lanes, ka), ref},
+						check{na + "'s device code (" + ka + "), warps skewed", run(lanes, ka, "eager"), ref})
 				}
 			}
 			for _, r := range checks {

@@ -223,11 +223,11 @@ func fastProduct(b *Bind, g fastGemm) {
 	// fast_gemm_blk)
 	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
-	// (fast_gemm_wg_bf16a, the weight rows copied two steps ahead, by default: the same
-	// values; EnvWGAhead=0 keeps fast_gemm_wg_bf16)
-	wgBF16 := "fast_gemm_wg_bf16a"
+	// (fast_gemm_wg_bf16a and _fp8ra, the weight rows two steps ahead, by default: the
+	// same values; EnvWGAhead=0 keeps fast_gemm_wg_bf16 and _fp8r)
+	wgBF16, wgFP8R := "fast_gemm_wg_bf16a", "fast_gemm_wg_fp8ra"
 	if os.Getenv(EnvWGAhead) == "0" {
-		wgBF16 = "fast_gemm_wg_bf16"
+		wgBF16, wgFP8R = "fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"
 	}
 	blkKernel := func(s *Step) string {
 		w := s.Arg(g.w)
@@ -238,7 +238,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		case wgBF16On && f == 1 && w.Cols%8 == 0:
 			return wgBF16
 		case wgFP8ROn && (f == 2 || f == 3 || f == 5) && w.Cols%16 == 0:
-			return "fast_gemm_wg_fp8r"
+			return wgFP8R
 		}
 		return "fast_gemm_blk"
 	}
@@ -246,7 +246,7 @@ func fastProduct(b *Bind, g fastGemm) {
 		if mt(s) != fastBlockRows || s.Arg(g.w).Fmt == 0 {
 			return false
 		}
-		return blkKernel(s) == "fast_gemm_wg_fp8r"
+		return strings.HasPrefix(blkKernel(s), "fast_gemm_wg_fp8r")
 	}
 	// yPtr is where the product's values go: the scratch yScratch, or result y
 	yPtr := func(s *Step) devptr {
@@ -329,7 +329,8 @@ func fastProduct(b *Bind, g fastGemm) {
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false},
-		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false}} {
+		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
+		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
 				return 0
@@ -435,8 +436,10 @@ const gemvStagedBlocks = 4 * 132
 // EnvWGAhead set to 0 keeps fast_gemm_wg_fp8 (each thread's weight bytes loaded one step
 // ahead, right before the step's products, and widened right after: the load's latency in
 // every step) instead of fast_gemm_wg_fp8a (two steps ahead in two sets of registers),
-// and fast_gemm_wg_bf16 (the weight rows copied one step ahead into two buffers) instead
-// of fast_gemm_wg_bf16a (two steps ahead into three): the same values; for comparisons.
+// fast_gemm_wg_bf16 (the weight rows copied one step ahead into two buffers) instead of
+// fast_gemm_wg_bf16a (two steps ahead into three), and fast_gemm_wg_fp8r (the codes
+// loaded into registers right before they are widened) instead of fast_gemm_wg_fp8ra
+// (copied into shared memory two steps ahead): the same values; for comparisons.
 // Read when a program is bound.
 const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 

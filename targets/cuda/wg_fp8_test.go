@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"deepinfer/quant"
@@ -89,7 +90,7 @@ func TestWGFP8NearWide(t *testing.T) {
 // bf16 and each FP8 format, a partial last tile of 128 weight rows, a partial last
 // block of 64 x rows and more than one, sliced reductions, a reduction of one step,
 // scale bytes far from 127, and weight codes of every kind (never the NaN codes).
-// fast_gemm_wg_bf16a's outputs are fast_gemm_wg_bf16's bit for bit.
+// fast_gemm_wg_bf16a's and _fp8ra's outputs are fast_gemm_wg_bf16's and _fp8r's bit for bit.
 func TestWGRNearBlk(t *testing.T) {
 	// each output within 1.5e-6 of Σ|x·w| of the reference: about twice the worst the
 	// emulated device showed (8.0e-7, an FP8 case) and 1.3 times the H200's in run 25b
@@ -148,7 +149,7 @@ func TestWGRNearBlk(t *testing.T) {
 				xh[i] = math.Float32bits(hv[2*i])>>16 | math.Float32bits(hv[2*i+1])&0xffff0000
 				xl[i] = math.Float32bits(lv[2*i])>>16 | math.Float32bits(lv[2*i+1])&0xffff0000
 			}
-			// and in wgr_pos's order (fast_split_wg's), which fast_gemm_wg_fp8r reads
+			// and in wgr_pos's order (fast_split_wg's), which fast_gemm_wg_fp8r[a] reads
 			fh, fl := make([]uint32, M*K/2), make([]uint32, M*K/2)
 			for m := range M {
 				for q := range K / 2 {
@@ -161,7 +162,7 @@ func TestWGRNearBlk(t *testing.T) {
 				y := put(k, make([]float32, outs))
 				k.run(kernel, func(a *ArgBuf) {
 					xh, xl := hp, lp
-					if kernel == "fast_gemm_wg_fp8r" {
+					if strings.HasPrefix(kernel, "fast_gemm_wg_fp8r") {
 						xh, xl = fhp, flp
 					}
 					gemmArgs(a, xh, xl, wop, y, M, N, K, S, ks, fastBlockRows, c.xexact)
@@ -180,11 +181,9 @@ func TestWGRNearBlk(t *testing.T) {
 				return ref, mag
 			}, "fast_gemm_blk", blk, kernel, wg)
 			t.Logf("%d of %d outputs differ; worst %.3g of Σ|x·w| apart, %.3g from the reference", differ, outs, worst, worstRef)
-			if c.fmt == 1 {
-				// fast_gemm_wg_bf16a (the weight rows two steps ahead): the same products
-				// in the same order
-				sameBits(t, "fast_gemm_wg_bf16a against fast_gemm_wg_bf16", run("fast_gemm_wg_bf16a"), wg)
-			}
+			// fast_gemm_wg_bf16a, _fp8ra (the weight rows two steps ahead): the same
+			// products in the same order
+			sameBits(t, kernel+"a against "+kernel, run(kernel+"a"), wg)
 			if k.where != nil && differ == 0 {
 				t.Errorf("every output equal to fast_gemm_blk's on the GPU: %s did not run its own order", kernel)
 			}

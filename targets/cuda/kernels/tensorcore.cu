@@ -1861,6 +1861,11 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // (AHEAD, bf16 weights: three buffers, each step's copies issued two steps ahead)
   constexpr bool A3 = AHEAD && !F8;
   __shared__ __align__(1024) unsigned short ws[A3 ? 3 : 2][WG_BN * 64];
+  // (AHEAD, FP8 weights: each thread's row's 64 codes a step copied by cp.async into
+  // two stages — [stage][16-byte piece][thread], read back by the thread alone — two
+  // steps ahead, its scale bytes into one of two register sets)
+  constexpr bool R2 = AHEAD && F8;
+  __shared__ __align__(16) uint4 wraw[R2 ? 2 : 1][4][R2 ? 128 : 1];
   const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const i64 mtiles = (a.M + WGB_MROWS - 1) / WGB_MROWS, blk = GIDX / 128;
   const i64 m0 = blk % mtiles * WGB_MROWS, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * WG_BN;
@@ -1882,13 +1887,19 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   };
   // the widened 64 values into weight buffer b: row tid's 8 pieces (8 values each) at
   // piece c ^ (tid & 7)
-  auto wstore = [&](int b) {
+  auto wstore = [&](int b, const uint4 (&rw)[4], u32 s0, u32 s1) {
     UNROLL for (int c = 0; c < 4; c++) {
       u32 h[8];
-      e4m3_widen16(raw[c], c < 2 ? su0 : su1, h);
+      e4m3_widen16(rw[c], c < 2 ? s0 : s1, h);
       UNROLL for (int e = 0; e < 2; e++)
         *(uint4*)&ws[b][tid * 64 + (((2 * c + e) ^ (tid & 7)) << 3)] = make_uint4(h[4 * e], h[4 * e + 1], h[4 * e + 2], h[4 * e + 3]);
     }
+  };
+  // R2: step k's codes into stage rb (one group of copies) and its scale bytes into sc
+  auto rcopy = [&](i64 k, int rb, u32 (&sc)[2]) {
+    UNROLL for (int c = 0; c < 4; c++) fast_cp16(&wraw[rb][c][R2 ? tid : 0], wp + k + 16 * c, true);
+    fast_cp_commit();
+    sc[0] = sp[k >> ssh], sc[1] = sp[(k + 32) >> ssh];
   };
   // this thread's two x rows (clamped: rows past M are loaded, not stored), as pairs
   const i64 r0 = imin(m0 + 16 * warp + g, a.M - 1) * P, r1 = imin(m0 + 16 * warp + g + 8, a.M - 1) * P;
@@ -1925,7 +1936,9 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // (A3: step i's buffer i % 3; its copies landed when one group, step i + 1's, is left
   // in flight; step i + 2's go into the buffer step i − 1 read — every step commits a
   // group, empty past the last)
-  auto step = [&](i64 i, const u32 (&ch)[4][4], const u32 (&cl)[4][4], u32 (&nh)[4][4], u32 (&nl)[4][4]) {
+  // (R2: sc holds step i + 1's scale bytes, loaded two steps before, and is refilled
+  // with step i + 3's once they are used)
+  auto step = [&](i64 i, const u32 (&ch)[4][4], const u32 (&cl)[4][4], u32 (&nh)[4][4], u32 (&nl)[4][4], u32 (&sc)[2]) {
     const int b = A3 ? (int)(i % 3) : (int)(i & 1);
     const bool more = i + 1 < steps;
     if constexpr (A3) fast_cp_wait<1>();
@@ -1935,7 +1948,7 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     if constexpr (A3) {
       if (i + 2 < steps) wg_wcopy(a, ws[(i + 2) % 3], n0, kb + 64 * (i + 2), tid);
       else fast_cp_commit();
-    } else if (more) {
+    } else if (more && !R2) {
       if constexpr (F8) wfetch(kb + 64 * (i + 1));
       else wg_wcopy(a, ws[b ^ 1], n0, kb + 64 * (i + 1), tid);
     }
@@ -1946,18 +1959,35 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       if (lo) wg_m64n128(d, cl[s], desc + 2 * s);
     }
     wg_commit();
-    if (more) {
-      if constexpr (F8) wstore(b ^ 1);
-      xload(kb + 64 * (i + 1), nh, nl);
+    if constexpr (R2) {
+      // step i + 1's codes landed when step i + 2's group alone is left in flight
+      if (more) {
+        fast_cp_wait<1>();
+        uint4 rw[4];
+        UNROLL for (int c = 0; c < 4; c++) rw[c] = wraw[(i + 1) & 1][c][tid];
+        wstore(b ^ 1, rw, sc[0], sc[1]);
+      }
+      if (i + 3 < steps) rcopy(kb + 64 * (i + 3), (int)((i + 1) & 1), sc);
+      else fast_cp_commit();
+    } else if (more && F8) {
+      wstore(b ^ 1, raw, su0, su1);
     }
+    if (more) xload(kb + 64 * (i + 1), nh, nl);
     wg_wait0();
     WG_KEEP(d);
   };
-  u32 h0[4][4], l0[4][4], h1[4][4], l1[4][4];
+  u32 h0[4][4], l0[4][4], h1[4][4], l1[4][4], sc0[2] = {0, 0}, sc1[2] = {0, 0};
   if (steps > 0) {
     if constexpr (F8) {
       wfetch(kb);
-      wstore(0);
+      wstore(0, raw, su0, su1);
+      if constexpr (R2) {
+        // steps 1 and 2 into stages 1 and 0 (a group each, empty past the last step)
+        if (steps > 1) rcopy(kb + 64, 1, sc1);
+        else fast_cp_commit();
+        if (steps > 2) rcopy(kb + 128, 0, sc0);
+        else fast_cp_commit();
+      }
     } else {
       wg_wcopy(a, ws[0], n0, kb, tid);
       if constexpr (A3) {
@@ -1968,8 +1998,8 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     xload(kb, h0, l0);
   }
   for (i64 i = 0; i < steps; i += 2) {
-    step(i, h0, l0, h1, l1);
-    if (i + 1 < steps) step(i + 1, h1, l1, h0, l0);
+    step(i, h0, l0, h1, l1, sc1);
+    if (i + 1 < steps) step(i + 1, h1, l1, h0, l0, sc0);
   }
   wg_store<true>(a, sl, m0, n0, warp, g, t, d);
 }
@@ -1983,6 +2013,11 @@ KERNEL(fast_gemm_wg_fp8r, FastGemmArgs) { wg_r_body<true, true>(a, GIDX, GSTRIDE
 // its weight rows copied two steps ahead into three buffers (48 KB) instead of one step
 // ahead into two
 KERNEL(fast_gemm_wg_bf16a, FastGemmArgs) { wg_r_body<false, false, true>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_fp8ra: fast_gemm_wg_fp8r's products in the same order (the same values),
+// each thread's codes copied by cp.async into shared memory two steps ahead (16 KB) and
+// its scale bytes loaded two steps ahead, instead of loaded into registers right before
+// they are widened
+KERNEL(fast_gemm_wg_fp8ra, FastGemmArgs) { wg_r_body<true, true, true>(a, GIDX, GSTRIDE); }
 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {

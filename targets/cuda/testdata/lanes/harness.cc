@@ -15,7 +15,7 @@
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
 // (the weight bytes two steps ahead)) and wgbf16,
-// wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x]: the
+// wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
 // x's pairs in wgr_pos's order); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
 // (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
@@ -459,8 +459,8 @@ int main(int argc, char** argv) {
        wg8 = wg8a || strcmp(kernel, "wgfp8") == 0, wgk = wgf || wg8;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
-  bool wgb16a = strcmp(kernel, "wgbf16a") == 0, wgb16 = wgb16a || strcmp(kernel, "wgbf16") == 0, wgb8 = strcmp(kernel, "wgfp8r") == 0,
-       wgb = wgb16 || wgb8;
+  bool wgb16a = strcmp(kernel, "wgbf16a") == 0, wgb16 = wgb16a || strcmp(kernel, "wgbf16") == 0, wgb8a = strcmp(kernel, "wgfp8ra") == 0,
+       wgb8 = wgb8a || strcmp(kernel, "wgfp8r") == 0, wgb = wgb16 || wgb8;
   blk = blk || stg;
   if (wgb && ((wgb16 && fmt != 1) || (wgb8 && fmt != 2 && fmt != 3 && fmt != 5) || G != 1 || K % 64 != 0)) {
     fprintf(stderr, "kernel %s: bf16 (wgbf16) or FP8 (wgfp8r) weights, one group, K a multiple of 64\n", argv[1]);
@@ -546,7 +546,8 @@ int main(int argc, char** argv) {
                           : (N + 15) / 16 * S * mtiles * 32;
   bool f32 = fmt == 0;
 #ifdef DI_LANES
-  lanes::launch(wgb8 ? fast_gemm_wg_fp8r
+  lanes::launch(wgb8a ? fast_gemm_wg_fp8ra
+                : wgb8 ? fast_gemm_wg_fp8r
                 : wgb16a ? fast_gemm_wg_bf16a
                 : wgb ? fast_gemm_wg_bf16
                 : wgp ? fast_gemm_wg_f32p
@@ -560,7 +561,8 @@ int main(int argc, char** argv) {
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
                 a, items);
 #else
-  (wgb8 ? emu_fast_gemm_wg_fp8r
+  (wgb8a ? emu_fast_gemm_wg_fp8ra
+   : wgb8 ? emu_fast_gemm_wg_fp8r
    : wgb16a ? emu_fast_gemm_wg_bf16a
    : wgb ? emu_fast_gemm_wg_bf16
    : wgp ? emu_fast_gemm_wg_f32p
