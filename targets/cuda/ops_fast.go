@@ -126,14 +126,14 @@ func fastProduct(b *Bind, g fastGemm) {
 			name = "fast_gemv_bf16"
 		case 2, 3, 5:
 			name = "fast_gemv_fp8"
-			if gemvStaged {
-				name = "fast_gemv_fp8s"
-			}
 		default:
 			return ""
 		}
 		if w.Fmt < 2 && gemvEnv != "all" {
 			return ""
+		}
+		if gemvStaged {
+			name += "s"
 		}
 		if g.quant != 0 {
 			return name + "_q"
@@ -365,7 +365,8 @@ func fastProduct(b *Bind, g fastGemm) {
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
 	}
-	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q", "fast_gemv_fp8s", "fast_gemv_fp8s_q"} {
+	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q",
+		"fast_gemv_f32s", "fast_gemv_bf16s", "fast_gemv_fp8s", "fast_gemv_f32s_q", "fast_gemv_bf16s_q", "fast_gemv_fp8s_q"} {
 		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 			if gemvKernel(s) != kernel {
 				return 0
@@ -385,7 +386,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			a.I(g.G)
 			a.I(s.Arg(g.x).Rows())
 			a.P(s.Err)
-			if strings.HasPrefix(kernel, "fast_gemv_fp8s") {
+			if strings.HasSuffix(strings.TrimSuffix(kernel, "_q"), "s") {
 				return min(gemvItems(g.N), gemvStagedBlocks*128)
 			}
 			return gemvItems(g.N)
@@ -446,8 +447,8 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // EnvGemvStaged set to 0 keeps fast_gemv_fp8 and fast_gemv_fp8_q (each lane's weight
 // bytes loaded into registers a trip at a time, a launch block a few pairs) instead of
 // fast_gemv_fp8s and fast_gemv_fp8s_q (the bytes copied into shared memory a trip
-// ahead, on a grid of gemvStagedBlocks): the same values; for comparisons. Read when a
-// program is bound.
+// ahead, on a grid of gemvStagedBlocks), and with EnvGemv=all the float32 and bf16
+// forms likewise: the same values; for comparisons. Read when a program is bound.
 const EnvGemvStaged = "DEEPINFER_CUDA_GEMV_STAGED"
 
 // EnvGemv set to 0 keeps the fast products of FP8 weights and at most four activation

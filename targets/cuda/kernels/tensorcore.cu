@@ -785,56 +785,65 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
   }
 #endif
 }
-// fast_gemv_fp8s, fast_gemv_fp8s_q: fast_gemv_fp8's and _fp8_q's products — the same
-// pairs, slices, lanes' pieces, products, order and folds, so the same values bit for
-// bit — with each lane's weight bytes copied into shared memory by cp.async (16 bytes a
-// piece and row, into the lane's own slots: no other thread reads them) one trip ahead,
-// across the warp's pairs: the next trip's copies are in flight while a trip is summed,
-// where fast_gemv_fp8's loads sit idle behind its products and a launch block ends
-// after one pair. Go launches them on a grid of at most gemvStagedBlocks launch blocks
-// (each then takes several pairs in turn). A trip's scale bytes are loaded into
-// registers when its copies are issued and put beside them after the trip before it is
-// summed. A warp runs T trips a pair, lane 0's count (its slice's first piece, 32·s,
-// the lowest): a lane past the pieces copies zeros and sums nothing. The emulated device
-// runs fast_gemv_fp8's emulated branch.
-#define GEMV_SLOTS (FAST_GEMV_D * FAST_GEMV_R)
+// fast_gemv_fp8s, fast_gemv_fp8s_q (and the float32 and bf16 forms, fast_gemv_f32s,
+// _bf16s and their _q): fast_gemv_*'s products — the same pairs, slices, lanes' pieces,
+// products, order and folds, so the same values bit for bit — with each lane's weight
+// bytes copied into shared memory by cp.async (16 bytes a copy, into the lane's own
+// slots: no other thread reads them) one trip ahead, across the warp's pairs: the next
+// trip's copies are in flight while a trip is summed, where fast_gemv_*'s loads sit idle
+// behind its products and a launch block ends after one pair. A trip is GEMV_TRIP(WF)
+// pieces (FP8 4, bf16 2, float32 1: 8 copies a lane either way, 4 KB a warp; a lane's
+// pieces come in the same order, trip or not). Go launches them on a grid of at most
+// gemvStagedBlocks launch blocks (each then takes several pairs in turn). An FP8 trip's
+// scale bytes are loaded into registers when its copies are issued and put beside them
+// after the trip before it is summed. A warp runs T trips a pair, lane 0's count (its
+// slice's first piece, 32·s, the lowest): a lane past the pieces copies zeros and sums
+// nothing. The emulated device runs fast_gemv_*'s emulated branch.
+#define GEMV_TRIP(WF) ((WF) == 2 ? FAST_GEMV_D : (WF) == 1 ? 2 : 1)
+#define GEMV_WORDS(WF) ((WF) == 2 ? 1 : (WF) == 1 ? 2 : 4)  // 16-byte words a piece
+#define GEMV_SLOTS 8  // a lane's copies a trip: GEMV_TRIP · FAST_GEMV_R · GEMV_WORDS
 #ifndef DI_EMULATE
 // gemv_stage: the copies of lane l's trip from piece p0 (its pieces p0 + step·d) of
-// weight rows n0, n0 + 1 into the slots dst[d·R + r][l], their scale bytes into sr.
+// weight rows n0, n0 + 1 into the slots dst[(d·R + r)·words + u][l], FP8 scale bytes
+// into sr[d·R + r].
+template <int WF>
 DEVM void gemv_stage(const FastGemvArgs& a, i64 n0, i64 p0, i64 step, i64 pieces, int l, uint4 (*dst)[32], u32 (&sr)[GEMV_SLOTS]) {
-  UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+  constexpr int D = GEMV_TRIP(WF), U = GEMV_WORDS(WF);
+  UNROLL for (int d = 0; d < D; d++) {
     const i64 p = p0 + step * d;
     const bool in = p < pieces;
     UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
       const i64 n = imin(n0 + r, a.N - 1);
-      fast_cp16(&dst[d * FAST_GEMV_R + r][l], (const unsigned char*)a.w.p + n * a.w.cols + 16 * (in ? p : 0), in);
-      sr[d * FAST_GEMV_R + r] = in ? fast_fp8_scale(a.w, n, 16 * p) : 0u;
+      const unsigned char* row = (const unsigned char*)a.w.p + n * a.w.cols * (WF == 2 ? 1 : WF == 1 ? 2 : 4);
+      UNROLL for (int u = 0; u < U; u++) fast_cp16(&dst[(d * FAST_GEMV_R + r) * U + u][l], row + (in ? 16 * (p * U + u) : 0), in);
+      if constexpr (WF == 2) sr[d * FAST_GEMV_R + r] = in ? fast_fp8_scale(a.w, n, 16 * p) : 0u;
     }
   }
   fast_cp_commit();
 }
 #endif
-template <bool XQ>
+template <int WF, bool XQ>
 DEVM void fast_gemv_staged(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
-  fast_gemv<2, XQ>(a, GIDX, GSTRIDE);
+  fast_gemv<WF, XQ>(a, GIDX, GSTRIDE);
 #else
   typedef float Sums[FAST_GEMV_R][FAST_GEMV_M];
+  constexpr int D = GEMV_TRIP(WF), U = GEMV_WORDS(WF), NS = WF == 2 ? GEMV_SLOTS : 1;
   __shared__ uint4 slot[4][2][GEMV_SLOTS][32];
-  __shared__ u32 scale[4][2][GEMV_SLOTS][32];
+  __shared__ u32 scale[4][2][NS][32];
   __shared__ float part[4][FAST_GEMV_R][FAST_GEMV_M];
   const int KS = fast_gemv_ks(a.N);
   const i64 items = fast_gemv_blocks(a.N, KS) * 128;
   const int tid = (int)(GIDX % 128), w = tid >> 5, l = tid & 31, s = w % KS;
-  const i64 pieces = a.K / 16, step = 32 * KS, trip = step * FAST_GEMV_D, first = 32 * s;
+  const i64 pieces = a.K / 16, step = 32 * KS, trip = step * D, first = 32 * s;
   const i64 T = first < pieces ? (pieces - first + trip - 1) / trip : 0;
   // a block's threads take the same pairs (GSTRIDE and items are multiples of 128)
   auto pair = [&](i64 i) { return ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R; };
   u32 sr[GEMV_SLOTS];
   int b = 0;
   if (T > 0 && GIDX < items) {
-    gemv_stage(a, pair(GIDX), first + l, step, pieces, l, slot[w][0], sr);
-    UNROLL for (int q = 0; q < GEMV_SLOTS; q++) scale[w][0][q][l] = sr[q];
+    gemv_stage<WF>(a, pair(GIDX), first + l, step, pieces, l, slot[w][0], sr);
+    UNROLL for (int q = 0; q < NS; q++) scale[w][0][q][l] = sr[q];
   }
   bool bad = false;
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
@@ -845,18 +854,24 @@ DEVM void fast_gemv_staged(const FastGemvArgs& a, long long GIDX, long long GSTR
       // the next trip (this pair's t + 1 or the next pair's first) copied ahead
       const i64 ni = t + 1 < T ? i : i + GSTRIDE, nt = t + 1 < T ? t + 1 : 0;
       const bool ahead = ni < items;
-      if (ahead) gemv_stage(a, pair(ni), first + l + nt * trip, step, pieces, l, slot[w][b ^ 1], sr);
+      if (ahead) gemv_stage<WF>(a, pair(ni), first + l + nt * trip, step, pieces, l, slot[w][b ^ 1], sr);
       else fast_cp_commit();  // (an empty group: the wait below is then this trip's)
       fast_cp_wait<1>();
       const i64 p0 = first + l + t * trip;
-      UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+      UNROLL for (int d = 0; d < D; d++) {
         const i64 p = p0 + step * d;
         if (p >= pieces) break;
         GemvRaw raw[FAST_GEMV_R];
-        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) raw[r].a = slot[w][b][d * FAST_GEMV_R + r][l], raw[r].u = scale[w][b][d * FAST_GEMV_R + r][l];
-        gemv_piece<2, XQ>(a, grp, p, raw, acc, bad);
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
+          const int q = (d * FAST_GEMV_R + r) * U;
+          raw[r].a = slot[w][b][q][l];
+          if constexpr (U > 1) raw[r].b = slot[w][b][q + 1][l];
+          if constexpr (U > 2) raw[r].c = slot[w][b][q + 2][l], raw[r].d = slot[w][b][q + 3][l];
+          if constexpr (WF == 2) raw[r].u = scale[w][b][d * FAST_GEMV_R + r][l];
+        }
+        gemv_piece<WF, XQ>(a, grp, p, raw, acc, bad);
       }
-      if (ahead) UNROLL for (int q = 0; q < GEMV_SLOTS; q++) scale[w][b ^ 1][q][l] = sr[q];
+      if (ahead) UNROLL for (int q = 0; q < NS; q++) scale[w][b ^ 1][q][l] = sr[q];
       b ^= 1;
     }
     gemv_finish(a, n0, KS, w, l, acc, part);
@@ -874,8 +889,12 @@ KERNEL(fast_gemv_fp8, FastGemvArgs) { fast_gemv<2, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_f32_q, FastGemvArgs) { fast_gemv<0, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_bf16_q, FastGemvArgs) { fast_gemv<1, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_fp8_q, FastGemvArgs) { fast_gemv<2, true>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv_fp8s, FastGemvArgs) { fast_gemv_staged<false>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv_fp8s_q, FastGemvArgs) { fast_gemv_staged<true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_fp8s, FastGemvArgs) { fast_gemv_staged<2, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_fp8s_q, FastGemvArgs) { fast_gemv_staged<2, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_f32s, FastGemvArgs) { fast_gemv_staged<0, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_f32s_q, FastGemvArgs) { fast_gemv_staged<0, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_bf16s, FastGemvArgs) { fast_gemv_staged<1, false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv_bf16s_q, FastGemvArgs) { fast_gemv_staged<1, true>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

@@ -33,8 +33,8 @@ static void reference(const FastGemvArgs& a) {
   }
 }
 
-// both: the emulated order into want, the device code into got; FP8 weights also
-// through the staged kernel (fast_gemv_fp8s, _q) into staged on `sblocks` blocks
+// both: the emulated order into want, the device code into got, and the staged kernel
+// (fast_gemv_f32s, _bf16s, _fp8s and their _q) into staged on `sblocks` blocks
 template <bool XQ>
 static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std::vector<float>& want, std::vector<float>& got, std::vector<float>& staged) {
   FastGemvArgs b = a;
@@ -46,10 +46,10 @@ static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std:
   if (fmt == 0) fibers_launch(XQ ? fast_gemv_f32_q : fast_gemv_f32, b, blocks);
   else if (fmt == 1) fibers_launch(XQ ? fast_gemv_bf16_q : fast_gemv_bf16, b, blocks);
   else fibers_launch(XQ ? fast_gemv_fp8_q : fast_gemv_fp8, b, blocks);
-  if (fmt >= 2) {
-    b.y = staged.data();
-    fibers_launch(XQ ? fast_gemv_fp8s_q : fast_gemv_fp8s, b, sblocks);
-  }
+  b.y = staged.data();
+  if (fmt == 0) fibers_launch(XQ ? fast_gemv_f32s_q : fast_gemv_f32s, b, sblocks);
+  else if (fmt == 1) fibers_launch(XQ ? fast_gemv_bf16s_q : fast_gemv_bf16s, b, sblocks);
+  else fibers_launch(XQ ? fast_gemv_fp8s_q : fast_gemv_fp8s, b, sblocks);
 }
 
 static int gemv_case(const GemvCase& c, unsigned seed) {
@@ -78,6 +78,8 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
   }
   g_valid.clear();  // (what the staged kernel's cp.async may read)
   g_valid.push_back({(const char*)codes.data(), (const char*)(codes.data() + codes.size())});
+  g_valid.push_back({(const char*)wf.data(), (const char*)(wf.data() + wf.size())});
+  g_valid.push_back({(const char*)wh.data(), (const char*)(wh.data() + wh.size())});
   // the activations: x's rows (row q of the product at rows[q] with picked, the rows
   // reversed, in a matrix of rows + 2 rows with a wider stride), or the hi halves of a
   // split of bf16 values
@@ -110,7 +112,7 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
       if (diff < 3) fprintf(stderr, "[%zu] %a, want %a\n", i, got[i], want[i]);
       diff++;
     }
-    if (c.fmt >= 2 && __float_as_uint(staged[i]) != __float_as_uint(want[i])) {
+    if (__float_as_uint(staged[i]) != __float_as_uint(want[i])) {
       if (sdiff < 3) fprintf(stderr, "staged [%zu] %a, want %a\n", i, staged[i], want[i]);
       sdiff++;
     }
@@ -132,7 +134,7 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
       }
     }
   printf("gemv M %ld N %ld K %ld G %ld fmt %d xq %d bf16 %d picked %d blocks %ld (KS %d): %ld differ from the emulated order, %ld far from the dot, err %ld, errors %ld; staged on %ld blocks: %ld differ\n",
-         c.M, c.N, c.K, c.G, c.fmt, c.xq, c.bf16out, c.picked, c.blocks, fast_gemv_ks(c.N), diff, far, (long)err, g_errors - before, c.fmt >= 2 ? sblocks : 0, sdiff);
+         c.M, c.N, c.K, c.G, c.fmt, c.xq, c.bf16out, c.picked, c.blocks, fast_gemv_ks(c.N), diff, far, (long)err, g_errors - before, sblocks, sdiff);
   return diff || sdiff || far || err || g_errors != before;
 }
 
