@@ -48,6 +48,7 @@ const (
 	RunName28  = "run 28 (H200, 2026-12-04)"
 	RunName29  = "run 29 (H200, 2026-12-04)"
 	RunName30  = "run 30 (H200, 2026-12-04)"
+	RunName31  = "run 31 (H200, 2026-12-05)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -462,6 +463,27 @@ var Run30Later = append(v4Fast(RunName30,
 	"run30/v41.fast.30b.bench.json",
 	"run30/v41.fast.30c.bench.json",
 	"run30/v41.fast.30d.bench.json",
+)...)
+
+// Run31Later are run 31's reports (testdata/run31, one call, 4,096 only), compared with
+// the shipped fit (run 30c's), not fitted: the default of that call (31a: the launch
+// cuts after run 30 all on, the staged one-row FP8 products, the wgmma products two steps
+// ahead) and each switch against it (.cmp: the launch cuts off; .cmp2: the staged
+// one-row products off; .cmp3: the two-steps-ahead wgmma forms off; .cmp4, V4.1 only:
+// the LM heads on the staged CUDA-core kernels). The default shipped since is none of
+// these (each change kept only where run 31 measured it faster), so no fit is made on
+// them.
+var Run31Later = append(v4Fast(RunName31,
+	"run31/v4.fast.31a.bench.json",
+	"run31/v4.fast.31a.cmp.bench.json",
+	"run31/v4.fast.31a.cmp2.bench.json",
+	"run31/v4.fast.31a.cmp3.bench.json",
+), v41Fast(RunName31,
+	"run31/v41.fast.31a.bench.json",
+	"run31/v41.fast.31a.cmp.bench.json",
+	"run31/v41.fast.31a.cmp2.bench.json",
+	"run31/v41.fast.31a.cmp3.bench.json",
+	"run31/v41.fast.31a.cmp4.bench.json",
 )...)
 
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from

@@ -131,22 +131,26 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 // (DEEPINFER_CUDA_NORM_ONE), the experts' bookkeeping in one (DEEPINFER_CUDA_MOE_PLAN),
 // V4.1's router and mix folds inside the route and the split (DEEPINFER_CUDA_ROUTE_FOLD,
 // DEEPINFER_CUDA_MIX_FOLD) — and the one-to-four-row FP8 products with their bytes
-// staged in shared memory (DEEPINFER_CUDA_GEMV_STAGED) and the wgmma FP8 products with
-// their weight bytes two steps ahead (DEEPINFER_CUDA_WG_AHEAD) give the logits of the kernels
-// they replace (every switch 0) bit for bit: an 80-token prefill and two decode steps of
-// tiny-v4-dev and both V4.1 fixtures in the fast mode. On the emulated device (where
-// the staged products run fast_gemv_fp8's emulated branch: their device code is checked
-// in TestGemvDeviceCodeOnHostFibers) the launches are counted: every fast_gemv_fp8 and
-// _fp8_q launch a staged one, every fast_gemm_wg_fp8 launch (V4.1) a fast_gemm_wg_fp8a;
-// one
-// mhc_fake_quant fewer for each rounding fused in each step's program; every norm part
-// launch a one-launch norm and no apply left; every moe_count a moe_plan and no
-// moe_count_sum, moe_group or fast_moe_active left; no moe_fast_gate41_sum or
-// mhc_fast_mix41_sum left, the route and the split as often; every other kernel as
-// often. Each kernel's device code is checked on host fibers (TestLaunchCutsOnHostFibers)
-// and the fused roundings instruction by instruction (TestEpilogueInstructionsSame).
+// staged in shared memory (DEEPINFER_CUDA_GEMV_STAGED) and the wgmma products with their
+// weight bytes two steps ahead (DEEPINFER_CUDA_WG_AHEAD=all), each on wherever it
+// applies (the defaults take some only for the step sizes run 31 measured them faster,
+// or not at all), give the logits of the kernels they replace (every switch 0) bit for
+// bit: an 80-token prefill and two decode steps of tiny-v4-dev and both V4.1 fixtures in
+// the fast mode. On the emulated device (where the staged products run fast_gemv_fp8's
+// emulated branch: their device code is checked in TestGemvDeviceCodeOnHostFibers) the
+// launches are counted: every fast_gemv_fp8 and _fp8_q launch a staged one, every
+// fast_gemm_wg_fp8 launch (V4.1) a fast_gemm_wg_fp8a; one mhc_fake_quant fewer for each
+// rounding fused in each step's program; every norm part launch a one-launch norm and no
+// apply left; every moe_count a moe_plan and no moe_count_sum, moe_group or
+// fast_moe_active left; no moe_fast_gate41_sum or mhc_fast_mix41_sum left, the route and
+// the split as often; every other kernel as often. Each kernel's device code is checked
+// on host fibers (TestLaunchCutsOnHostFibers) and the fused roundings instruction by
+// instruction (TestEpilogueInstructionsSame).
 func TestLaunchCutsSameValues(t *testing.T) {
 	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold, cuda.EnvGemvStaged, cuda.EnvWGAhead}
+	// each change everywhere it applies (the defaults take some of them only where run 31
+	// measured them faster, or not at all)
+	on := map[string]string{cuda.EnvNormOne: "1", cuda.EnvRouteFold: "1", cuda.EnvMixFold: "1", cuda.EnvGemvStaged: "1", cuda.EnvWGAhead: "all"}
 	models := append([]struct{ name, dir string }{{"tiny-v4-dev", "../../testdata/tiny-v4-dev"}}, v41Fixtures...)
 	for _, m := range models {
 		t.Run(m.name, func(t *testing.T) {
@@ -157,16 +161,16 @@ func TestLaunchCutsSameValues(t *testing.T) {
 			}
 			a, ka, na := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
 			for _, e := range switches {
-				t.Setenv(e, "")
+				t.Setenv(e, on[e])
 			}
 			b, kb, nb := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
 			if len(a) != 82 || len(b) != 82 {
 				t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
 			}
-			sameLogits(t, a, b, "with the replaced kernels", "by default")
+			sameLogits(t, a, b, "with the replaced kernels", "with every change on")
 			v41 := m.name != "tiny-v4-dev"
 			if na != 0 || (nb == 0) == v41 {
-				t.Fatalf("decode roundings fused: %d with the switches off, %d by default; want 0, and some on V4.1 only", na, nb)
+				t.Fatalf("decode roundings fused: %d with the switches off, %d with them on; want 0, and some on V4.1 only", na, nb)
 			}
 			if ka == nil {
 				return
@@ -202,7 +206,7 @@ func TestLaunchCutsSameValues(t *testing.T) {
 			}
 			msg := moved(ka, kb, norm+"_part", norm+"_one")
 			if kb[norm+"_apply"] != 0 {
-				msg += fmt.Sprintf("%s_apply ran %d times by default; want 0. ", norm, kb[norm+"_apply"])
+				msg += fmt.Sprintf("%s_apply ran %d times with the changes on; want 0. ", norm, kb[norm+"_apply"])
 			}
 			check(msg, norm+"_part", norm+"_one", norm+"_apply")
 			msg = ""
@@ -224,20 +228,61 @@ func TestLaunchCutsSameValues(t *testing.T) {
 			msg = moved(ka, kb, "moe_count", "moe_plan")
 			for _, k := range []string{"moe_count_sum", "moe_group", "fast_moe_active"} {
 				if ka[k] == 0 || kb[k] != 0 {
-					msg += fmt.Sprintf("%s ran %d times with the switches off and %d by default; want some and 0. ", k, ka[k], kb[k])
+					msg += fmt.Sprintf("%s ran %d times with the switches off and %d with them on; want some and 0. ", k, ka[k], kb[k])
 				}
 			}
 			check(msg, "moe_count", "moe_plan", "moe_count_sum", "moe_group", "fast_moe_active")
 			for k, n := range ka {
 				if !named[k] && kb[k] != n {
-					t.Errorf("%s ran %d times with the switches off and %d by default; want the same", k, n, kb[k])
+					t.Errorf("%s ran %d times with the switches off and %d with them on; want the same", k, n, kb[k])
 				}
 			}
 			for k, n := range kb {
 				if !named[k] && ka[k] == 0 {
-					t.Errorf("%s ran %d times by default and never with the switches off", k, n)
+					t.Errorf("%s ran %d times with the switches on and never with them off", k, n)
 				}
 			}
 		})
+	}
+}
+
+// TestFoldAndNormChoices: what the defaults run where run 31 measured the changes by
+// step size (tiny-v41-dev, an 80-token prefill and two decode steps, fast mode, on the
+// emulated device): V4.1's mixes folded inside mhc_mix41_split in the prefill (80 rows)
+// and by mhc_fast_mix41_sum in each one-row decode step (with
+// DEEPINFER_CUDA_MIX_FOLD=1 never by the sum, =0 always); the router's fold always
+// moe_fast_gate41_sum's; every RMSNorm (the fixture's rows are all short) as one launch
+// (the rule for long rows: TestNormOneRule). The values are the same either way
+// (TestLaunchCutsSameValues).
+func TestFoldAndNormChoices(t *testing.T) {
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
+	opt := targets.Options{Numerics: targets.NumericsFast}
+	counts := func(env string) map[string]int {
+		t.Setenv(cuda.EnvMixFold, env)
+		_, k, _ := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+		return k
+	}
+	def, all, none := counts(""), counts("1"), counts("0")
+	if def == nil {
+		t.Skip("launch counts come from the emulated device")
+	}
+	sum, split := "mhc_fast_mix41_sum", "mhc_mix41_split"
+	if all[sum] != 0 || none[sum] != none[split] || def[sum] == 0 || def[sum] >= none[sum] {
+		t.Errorf("%s ran %d / %d / %d times (=1 / default / =0) for %d splits; want none, the decode steps' only, and one a split",
+			sum, all[sum], def[sum], none[sum], none[split])
+	}
+	// the prefill's and the decode steps' mixes are as many a step: the decode steps'
+	// sums are two thirds of all
+	if 3*def[sum] != 2*none[sum] {
+		t.Errorf("by default %d of %d mix sums ran; want the two decode steps' (two thirds)", def[sum], none[sum])
+	}
+	if def["moe_fast_gate41_sum"] == 0 || def["moe_route_v41"] == 0 {
+		t.Errorf("by default moe_fast_gate41_sum ran %d times, moe_route_v41 %d; want the router folded by the sum", def["moe_fast_gate41_sum"], def["moe_route_v41"])
+	}
+	// (the fixture's rows are all short: every norm one launch, as TestNormOneRule's rule
+	// says for rows of at most 2,048 values)
+	if def["mhc_fast_norm41_part"] != 0 || def["mhc_fast_norm41_apply"] != 0 || def["mhc_fast_norm41_one"] == 0 {
+		t.Errorf("by default mhc_fast_norm41_part / _apply / _one ran %d / %d / %d times; want the short rows' norms in one launch",
+			def["mhc_fast_norm41_part"], def["mhc_fast_norm41_apply"], def["mhc_fast_norm41_one"])
 	}
 }

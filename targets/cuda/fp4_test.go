@@ -584,7 +584,7 @@ func TestHeadWGNearStaged(t *testing.T) {
 
 // TestWGRLogits: by default the products of bf16 or FP8 weights with more than 32 rows
 // of activations in two halves (V4's LM head and FP8 linear layers in V4-Flash's
-// formats; one group, rows of K values) run fast_gemm_wg_bf16a and fast_gemm_wg_fp8ra
+// formats; one group, rows of K values) run fast_gemm_wg_bf16 and fast_gemm_wg_fp8r
 // (wgmma on the GPU: the tensor cores' order inside a 16-value step), with
 // DEEPINFER_CUDA_WG_BF16=0 and DEEPINFER_CUDA_WG_FP8R=0 fast_gemm_blk (the mma.sync
 // chain); a 110-token prefill on tiny-v4-dev in V4-Flash's formats gives logits within
@@ -607,7 +607,7 @@ func TestWGRLogits(t *testing.T) {
 	if len(a) != n+2 || len(b) != n+2 {
 		t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
 	}
-	bf, f8 := "fast_gemm_wg_bf16a", "fast_gemm_wg_fp8ra"
+	bf, f8 := "fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"
 	if ka != nil && (ka[bf]+ka[f8] != 0 || kb[bf] == 0 || kb[f8] == 0 || kb[bf]+kb[f8]+kb["fast_gemm_blk"] != ka["fast_gemm_blk"] ||
 		kb["fast_split_wg"] != kb[f8] || ka["fast_split_wg"] != 0) {
 		t.Errorf("%s / %s ran %d / %d times without them and %d / %d by default, fast_gemm_blk %d / %d, fast_split_wg %d / %d; want none, then both, as many block products in all, and a fast_split_wg for each %s",

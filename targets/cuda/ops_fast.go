@@ -112,7 +112,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	// steps; the same products' larger steps still check it.
 	gemvEnv := os.Getenv(EnvGemv)
 	gemvOn := gemvEnv != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
-	gemvStaged := os.Getenv(EnvGemvStaged) != "0"
+	gemvStaged := os.Getenv(EnvGemvStaged) == "1"
 	gemvKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
@@ -223,11 +223,11 @@ func fastProduct(b *Bind, g fastGemm) {
 	// fast_gemm_blk)
 	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
-	// (fast_gemm_wg_bf16a and _fp8ra, the weight rows two steps ahead, by default: the
-	// same values; EnvWGAhead=0 keeps fast_gemm_wg_bf16 and _fp8r)
-	wgBF16, wgFP8R := "fast_gemm_wg_bf16a", "fast_gemm_wg_fp8ra"
-	if os.Getenv(EnvWGAhead) == "0" {
-		wgBF16, wgFP8R = "fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"
+	// (EnvWGAhead=all: fast_gemm_wg_bf16a and _fp8ra, the weight rows two steps ahead;
+	// the same values, slower on the H200 in run 31)
+	wgBF16, wgFP8R := "fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"
+	if os.Getenv(EnvWGAhead) == "all" {
+		wgBF16, wgFP8R = "fast_gemm_wg_bf16a", "fast_gemm_wg_fp8ra"
 	}
 	blkKernel := func(s *Step) string {
 		w := s.Arg(g.w)
@@ -436,19 +436,22 @@ const gemvStagedBlocks = 4 * 132
 
 // EnvWGAhead set to 0 keeps fast_gemm_wg_fp8 (each thread's weight bytes loaded one step
 // ahead, right before the step's products, and widened right after: the load's latency in
-// every step) instead of fast_gemm_wg_fp8a (two steps ahead in two sets of registers),
-// fast_gemm_wg_bf16 (the weight rows copied one step ahead into two buffers) instead of
-// fast_gemm_wg_bf16a (two steps ahead into three), and fast_gemm_wg_fp8r (the codes
-// loaded into registers right before they are widened) instead of fast_gemm_wg_fp8ra
-// (copied into shared memory two steps ahead): the same values; for comparisons.
-// Read when a program is bound.
+// every step) instead of fast_gemm_wg_fp8a (two steps ahead in two sets of registers; the
+// default: run 31 on the H200, V4.1's FP8 products 1.37 → 1.00 ms at batch 64 and 2.29 →
+// 1.70 at 256). Set to "all" it also runs fast_gemm_wg_bf16a (the weight rows copied two
+// steps ahead into three buffers) instead of fast_gemm_wg_bf16 and fast_gemm_wg_fp8ra
+// (the codes copied into shared memory two steps ahead) instead of fast_gemm_wg_fp8r,
+// which run 31 measured slower (V4's head 0.51 → 0.58 ms at batch 64, its FP8 products
+// 0.37 → 0.40 and 1.09 → 1.19 at 64 and 256). The same values either way; for
+// comparisons. Read when a program is bound.
 const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 
-// EnvGemvStaged set to 0 keeps fast_gemv_fp8 and fast_gemv_fp8_q (each lane's weight
-// bytes loaded into registers a trip at a time, a launch block a few pairs) instead of
-// fast_gemv_fp8s and fast_gemv_fp8s_q (the bytes copied into shared memory a trip
-// ahead, on a grid of gemvStagedBlocks), and with EnvGemv=all the float32 and bf16
-// forms likewise: the same values; for comparisons. Read when a program is bound.
+// EnvGemvStaged set to 1 runs fast_gemv_fp8s and fast_gemv_fp8s_q (each lane's weight
+// bytes copied into shared memory a trip ahead, on a grid of gemvStagedBlocks) instead of
+// fast_gemv_fp8 and fast_gemv_fp8_q (the bytes loaded into registers a trip at a time,
+// a launch block a few pairs), and with EnvGemv=all the float32 and bf16 forms likewise:
+// the same values; for comparisons (run 31 on the H200 measured the staged kernels 7-10%
+// slower, so they are not the default). Read when a program is bound.
 const EnvGemvStaged = "DEEPINFER_CUDA_GEMV_STAGED"
 
 // EnvGemv set to 0 keeps the fast products of FP8 weights and at most four activation

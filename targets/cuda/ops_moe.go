@@ -53,10 +53,12 @@ func bindMoERoute(b *Bind) error {
 		if b.Fast() {
 			part = b.Scratch(E*16*4, 0)
 		}
-		// the fast mode's route folds each token's logits from their lanes itself
-		// (moe.cu moe_route_v41) unless EnvRouteFold is 0, which keeps
-		// moe_fast_gate41_sum's launch; steps of long sequences have no lanes
-		foldOK := part >= 0 && os.Getenv(EnvRouteFold) != "0"
+		// with EnvRouteFold=1 the fast mode's route folds each token's logits from their
+		// lanes itself (moe.cu moe_route_v41); by default moe_fast_gate41_sum's launch
+		// does (run 31 on the H200: the fold made the route 0.05 → 0.30 ms a step at batch
+		// 1 and 0.25 → 1.36 at 256, for 0.04-0.25 ms of sum launches); steps of long
+		// sequences have no lanes
+		foldOK := part >= 0 && os.Getenv(EnvRouteFold) == "1"
 		routeFolds := func(s *Step) bool { return foldOK && !longRows(s) }
 		fill := func(s *Step, a *ArgBuf) int64 {
 			T := s.Arg(0).Rows()
@@ -276,9 +278,10 @@ const (
 	gateTile1Experts, gateTile1Max  = 8, 3
 )
 
-// EnvRouteFold set to 0 folds V4.1's fast router logits from their lanes in a launch of
-// their own (moe_fast_gate41_sum) instead of in moe_route_v41 (the same values; read
-// when a program is bound).
+// EnvRouteFold set to 1 folds V4.1's fast router logits from their lanes in
+// moe_route_v41 instead of in a launch of their own (moe_fast_gate41_sum, the default
+// since run 31 measured the fold slower at every batch size; the same values; read when
+// a program is bound).
 const EnvRouteFold = "DEEPINFER_CUDA_ROUTE_FOLD"
 
 // moeGateTokens is moe.cu's MOE_GT: the tokens one moe_fast_gate41_part work item serves.

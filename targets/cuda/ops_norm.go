@@ -7,8 +7,31 @@ func init() { register("rmsnorm", bindRMSNorm) }
 // EnvNormOne set to 0 runs the fast RMSNorm as two launches (V4.1: mhc_fast_norm41_part,
 // then _apply; V4: mhc_fast_norm_part, then _apply) where mhc_fast_norm41_one or
 // mhc_fast_norm_one would run it as one (the same values; for comparisons; read when a
-// program is bound).
+// program is bound); set to 1 it runs the one launch for every step, not only where
+// normOne chooses it.
 const EnvNormOne = "DEEPINFER_CUDA_NORM_ONE"
+
+// normOne reports whether a step's RMSNorm of chunks rows of g values runs as one launch
+// (a launch block a row): for rows of at most normOneShort values at any count, and for
+// longer rows from normOneRows of them. Run 31 on the H200 (V4 layers 4-5, V4.1 layers
+// 20-23, 4,096, each form in the same call): the one launch won for the q/kv norms (512
+// to 1,536 values) at every batch size and for the hidden and mHC norms (4,096 to 20,480
+// values) at batch 256, and lost for those at batch 1 (a launch block alone on a long
+// row: V4.1's mHC norm 0.133 → 0.206 ms a step) and at 64 (within ±0.02 ms).
+func normOne(env string, chunks, g int64) bool {
+	switch env {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	return g <= normOneShort || chunks >= normOneRows
+}
+
+const (
+	normOneShort = 2048
+	normOneRows  = 128
+)
 
 // normOneParts is mhc.cu's NORM_ONE_PARTS: the most parts V4's fast RMSNorm may have for
 // mhc_fast_norm_one (its shared memory holds them).
@@ -127,21 +150,35 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 			return chunks
 		}
 		b.RoundsOnStore()
-		if cascadeBlocks(g) <= norm41OneBlocks && os.Getenv(EnvNormOne) != "0" {
-			// a launch block a chunk (mhc.cu)
-			b.Launch("mhc_fast_norm41_one", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
-			return true
-		}
-		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
-		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * g })
+		env := os.Getenv(EnvNormOne)
+		oneOK := cascadeBlocks(g) <= norm41OneBlocks
+		one := func(s *Step) bool { return oneOK && normOne(env, s.Arg(0).Elems()/g, g) }
+		// a launch block a chunk (mhc.cu), or the lanes then the values
+		b.Launch("mhc_fast_norm41_one", func(s *Step, a *ArgBuf) int64 {
+			if !one(s) {
+				return 0
+			}
+			return fill(s, a) * rowSpread
+		})
+		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 {
+			if one(s) {
+				return 0
+			}
+			return fill(s, a) * 32
+		})
+		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 {
+			if one(s) {
+				return 0
+			}
+			return fill(s, a) * g
+		})
 		return true
 	}
 	P := fastParts(g)
-	one := P <= normOneParts && os.Getenv(EnvNormOne) != "0"
-	part := -1
-	if !one {
-		part = b.Scratch(8*P*((perToken+g-1)/g), 0)
-	}
+	env := os.Getenv(EnvNormOne)
+	oneOK := P <= normOneParts
+	one := func(s *Step) bool { return oneOK && normOne(env, s.Arg(0).Elems()/g, g) }
+	part := b.Scratch(8*P*((perToken+g-1)/g), 0)
 	// mhc_fast_norm_apply's arguments, and mhc_fast_norm_one's (no parts in memory)
 	apply := func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g
@@ -152,10 +189,10 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 			a.W(Operand{})
 		}
 		a.P(s.Result(0).Ptr)
-		if part >= 0 {
-			a.P(s.Scratch(part))
-		} else {
+		if one(s) {
 			a.P(0)
+		} else {
+			a.P(s.Scratch(part))
 		}
 		a.I(chunks)
 		a.I(g)
@@ -164,12 +201,17 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		a.I(weighted)
 		return chunks
 	}
-	if one {
-		// a launch block a chunk (mhc.cu)
-		b.Launch("mhc_fast_norm_one", func(s *Step, a *ArgBuf) int64 { return apply(s, a) * rowSpread })
-		return true
-	}
+	// a launch block a chunk (mhc.cu), or the parts then the values
+	b.Launch("mhc_fast_norm_one", func(s *Step, a *ArgBuf) int64 {
+		if !one(s) {
+			return 0
+		}
+		return apply(s, a) * rowSpread
+	})
 	b.Launch("mhc_fast_norm_part", func(s *Step, a *ArgBuf) int64 {
+		if one(s) {
+			return 0
+		}
 		chunks := s.Arg(0).Elems() / g
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Scratch(part))
@@ -178,6 +220,11 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		a.I(P)
 		return chunks * P
 	})
-	b.Launch("mhc_fast_norm_apply", func(s *Step, a *ArgBuf) int64 { return apply(s, a) * g })
+	b.Launch("mhc_fast_norm_apply", func(s *Step, a *ArgBuf) int64 {
+		if one(s) {
+			return 0
+		}
+		return apply(s, a) * g
+	})
 	return true
 }

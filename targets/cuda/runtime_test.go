@@ -560,3 +560,22 @@ func TestSeparateUnitsOpen(t *testing.T) {
 		t.Errorf("Describe: %q lacks %q", rt.Describe(), want)
 	}
 }
+
+// TestNormOneRule: the fast RMSNorm runs as one launch for rows of at most 2,048 values
+// at any count and for longer rows from 128 of them (run 31's measurements), never with
+// DEEPINFER_CUDA_NORM_ONE=0 and always with =1.
+func TestNormOneRule(t *testing.T) {
+	for _, c := range []struct {
+		env       string
+		chunks, g int64
+		want      bool
+	}{
+		{"", 1, 512, true}, {"", 1, 2048, true}, {"", 1, 2049, false}, {"", 1, 20480, false},
+		{"", 64, 5120, false}, {"", 127, 16384, false}, {"", 128, 16384, true}, {"", 256, 5120, true},
+		{"0", 256, 512, false}, {"1", 1, 20480, true},
+	} {
+		if got := normOne(c.env, c.chunks, c.g); got != c.want {
+			t.Errorf("normOne(%q, %d rows, %d values) = %v, want %v", c.env, c.chunks, c.g, got, c.want)
+		}
+	}
+}
