@@ -153,25 +153,11 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		env := os.Getenv(EnvNormOne)
 		oneOK := cascadeBlocks(g) <= norm41OneBlocks
 		one := func(s *Step) bool { return oneOK && normOne(env, s.Arg(0).Elems()/g, g) }
+		two := func(s *Step) bool { return !one(s) }
 		// a launch block a chunk (mhc.cu), or the lanes then the values
-		b.Launch("mhc_fast_norm41_one", func(s *Step, a *ArgBuf) int64 {
-			if !one(s) {
-				return 0
-			}
-			return fill(s, a) * rowSpread
-		})
-		b.Launch("mhc_fast_norm41_part", func(s *Step, a *ArgBuf) int64 {
-			if one(s) {
-				return 0
-			}
-			return fill(s, a) * 32
-		})
-		b.Launch("mhc_fast_norm41_apply", func(s *Step, a *ArgBuf) int64 {
-			if one(s) {
-				return 0
-			}
-			return fill(s, a) * g
-		})
+		launchWhen(b, "mhc_fast_norm41_one", one, func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
+		launchWhen(b, "mhc_fast_norm41_part", two, func(s *Step, a *ArgBuf) int64 { return fill(s, a) * 32 })
+		launchWhen(b, "mhc_fast_norm41_apply", two, func(s *Step, a *ArgBuf) int64 { return fill(s, a) * g })
 		return true
 	}
 	P := fastParts(g)
@@ -201,17 +187,10 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		a.I(weighted)
 		return chunks
 	}
+	two := func(s *Step) bool { return !one(s) }
 	// a launch block a chunk (mhc.cu), or the parts then the values
-	b.Launch("mhc_fast_norm_one", func(s *Step, a *ArgBuf) int64 {
-		if !one(s) {
-			return 0
-		}
-		return apply(s, a) * rowSpread
-	})
-	b.Launch("mhc_fast_norm_part", func(s *Step, a *ArgBuf) int64 {
-		if one(s) {
-			return 0
-		}
+	launchWhen(b, "mhc_fast_norm_one", one, func(s *Step, a *ArgBuf) int64 { return apply(s, a) * rowSpread })
+	launchWhen(b, "mhc_fast_norm_part", two, func(s *Step, a *ArgBuf) int64 {
 		chunks := s.Arg(0).Elems() / g
 		a.P(s.Arg(0).Ptr)
 		a.P(s.Scratch(part))
@@ -220,11 +199,17 @@ func fastNorm(b *Bind, g int64, eps float64, weighted int64) bool {
 		a.I(P)
 		return chunks * P
 	})
-	b.Launch("mhc_fast_norm_apply", func(s *Step, a *ArgBuf) int64 {
-		if one(s) {
+	launchWhen(b, "mhc_fast_norm_apply", two, func(s *Step, a *ArgBuf) int64 { return apply(s, a) * g })
+	return true
+}
+
+// launchWhen adds kernel's launch, made in the steps for which when is true (fill's work
+// items; none in the others).
+func launchWhen(b *Bind, kernel string, when func(*Step) bool, fill func(*Step, *ArgBuf) int64) {
+	b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
+		if !when(s) {
 			return 0
 		}
-		return apply(s, a) * g
+		return fill(s, a)
 	})
-	return true
 }
