@@ -365,8 +365,13 @@ func fastProduct(b *Bind, g fastGemm) {
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		})
 	}
-	for _, kernel := range []string{"fast_gemv_f32", "fast_gemv_bf16", "fast_gemv_fp8", "fast_gemv_f32_q", "fast_gemv_bf16_q", "fast_gemv_fp8_q",
-		"fast_gemv_f32s", "fast_gemv_bf16s", "fast_gemv_fp8s", "fast_gemv_f32s_q", "fast_gemv_bf16s_q", "fast_gemv_fp8s_q"} {
+	for _, v := range []struct {
+		kernel string
+		staged bool
+	}{{"fast_gemv_f32", false}, {"fast_gemv_bf16", false}, {"fast_gemv_fp8", false}, {"fast_gemv_f32_q", false}, {"fast_gemv_bf16_q", false},
+		{"fast_gemv_fp8_q", false}, {"fast_gemv_f32s", true}, {"fast_gemv_bf16s", true}, {"fast_gemv_fp8s", true}, {"fast_gemv_f32s_q", true},
+		{"fast_gemv_bf16s_q", true}, {"fast_gemv_fp8s_q", true}} {
+		kernel := v.kernel
 		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 			if gemvKernel(s) != kernel {
 				return 0
@@ -386,7 +391,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			a.I(g.G)
 			a.I(s.Arg(g.x).Rows())
 			a.P(s.Err)
-			if strings.HasSuffix(strings.TrimSuffix(kernel, "_q"), "s") {
+			if v.staged {
 				return min(gemvItems(g.N), gemvStagedBlocks*128)
 			}
 			return gemvItems(g.N)

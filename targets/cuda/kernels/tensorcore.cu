@@ -798,7 +798,8 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
 // scale bytes are loaded into registers when its copies are issued and put beside them
 // after the trip before it is summed. A warp runs T trips a pair, lane 0's count (its
 // slice's first piece, 32·s, the lowest): a lane past the pieces copies zeros and sums
-// nothing. The emulated device runs fast_gemv_*'s emulated branch.
+// nothing. The emulated device runs fast_gemv_*'s emulated branch. Opt-in
+// (DEEPINFER_CUDA_GEMV_STAGED=1): 7-10% slower than fast_gemv_* on the H200 (run 31).
 #define GEMV_TRIP(WF) ((WF) == 2 ? FAST_GEMV_D : (WF) == 1 ? 2 : 1)
 #define GEMV_WORDS(WF) ((WF) == 2 ? 1 : (WF) == 1 ? 2 : 4)  // 16-byte words a piece
 #define GEMV_SLOTS 8  // a lane's copies a trip: GEMV_TRIP · FAST_GEMV_R · GEMV_WORDS
@@ -2030,12 +2031,12 @@ KERNEL(fast_gemm_wg_bf16, FastGemmArgs) { wg_r_body<false, false>(a, GIDX, GSTRI
 KERNEL(fast_gemm_wg_fp8r, FastGemmArgs) { wg_r_body<true, true>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_bf16a: fast_gemm_wg_bf16's products in the same order (the same values),
 // its weight rows copied two steps ahead into three buffers (48 KB) instead of one step
-// ahead into two
+// ahead into two (slower on the H200, run 31: DEEPINFER_CUDA_WG_AHEAD=all only)
 KERNEL(fast_gemm_wg_bf16a, FastGemmArgs) { wg_r_body<false, false, true>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_fp8ra: fast_gemm_wg_fp8r's products in the same order (the same values),
 // each thread's codes copied by cp.async into shared memory two steps ahead (16 KB) and
 // its scale bytes loaded two steps ahead, instead of loaded into registers right before
-// they are widened
+// they are widened (slower on the H200, run 31: DEEPINFER_CUDA_WG_AHEAD=all only)
 KERNEL(fast_gemm_wg_fp8ra, FastGemmArgs) { wg_r_body<true, true, true>(a, GIDX, GSTRIDE); }
 
 // fast_sum: y = the S slices' sums, added in slice order.
