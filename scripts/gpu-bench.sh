@@ -28,7 +28,8 @@
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
-# ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context;
+# ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context,
+# the batch sizes CMP_BATCH if set;
 # and the PREFILL prompt unless PREFILL_COMPARE=0; several sets separated by ';' each
 # time it again, the prefill with the first set only),
 # SAMPLE_COMPARE='--temperature 1 [--top-p 0.9] [--top-k 50]' times the fast mode again
@@ -171,7 +172,7 @@ run() {
 				tag=cmp
 				[ $n -gt 1 ] && tag=cmp$n
 				echo "==== $m: $set divm bench --numerics fast"
-				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
 					--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 					--numerics fast --out "$out/$m.fast.$tag.bench.json" 2>&1 | tee "$out/$m.fast.$tag.bench.txt"
 				echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.$tag.bench.txt"

@@ -123,3 +123,55 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestGemvOneSameValues: the one-row steps' FP8 products on the forms compiled for one
+// activation row (DEEPINFER_CUDA_GEMV_ONE=1: fast_gemv1_fp8 and _fp8_q; =b: fast_gemv1b_fp8
+// and _fp8_q, bounded to eight launch blocks a multiprocessor) give the logits of
+// fast_gemv_fp8 and _fp8_q (unset) bit for bit: an 80-token prefill and two decode steps
+// of tiny-v4-dev in V4-Flash's formats (FP8 block weights) and both V4.1 fixtures in the
+// fast mode. On the emulated device the
+// launches are counted: every fast_gemv_fp8 and _fp8_q launch of those steps (all of
+// them: the prefill's products take the tiles) moved to the one-row form, every other
+// kernel as often. The device code of each form is checked on host fibers
+// (TestGemvDeviceCodeOnHostFibers).
+func TestGemvOneSameValues(t *testing.T) {
+	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
+	for _, m := range models {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			opt := targets.Options{Numerics: targets.NumericsFast}
+			t.Setenv(cuda.EnvGemvOne, "")
+			a, ka, _ := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+			for _, v := range []string{"1", "b"} {
+				t.Setenv(cuda.EnvGemvOne, v)
+				b, kb, _ := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+				if len(a) != 82 || len(b) != 82 {
+					t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
+				}
+				sameLogits(t, a, b, "on fast_gemv_fp8", "on the one-row forms ("+cuda.EnvGemvOne+"="+v+")")
+				if ka == nil {
+					continue
+				}
+				prefix := map[string]string{"1": "fast_gemv1_", "b": "fast_gemv1b_"}[v]
+				named := map[string]bool{}
+				n := 0
+				for _, k := range []string{"fast_gemv_fp8", "fast_gemv_fp8_q"} {
+					to := prefix + strings.TrimPrefix(k, "fast_gemv_")
+					named[k], named[to] = true, true
+					n += ka[k]
+					if ka[to] != 0 || kb[k] != 0 || kb[to] != ka[k] {
+						t.Errorf("=%s: %s / %s ran %d / %d times unset and %d / %d set; want every launch moved", v, k, to, ka[k], ka[to], kb[k], kb[to])
+					}
+				}
+				if n == 0 {
+					t.Errorf("no one-row FP8 product ran")
+				}
+				for k, c := range ka {
+					if !named[k] && kb[k] != c {
+						t.Errorf("=%s: %s ran %d times unset and %d set; want the same", v, k, c, kb[k])
+					}
+				}
+			}
+		})
+	}
+}

@@ -113,6 +113,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	gemvEnv := os.Getenv(EnvGemv)
 	gemvOn := gemvEnv != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
 	gemvStaged := os.Getenv(EnvGemvStaged) == "1"
+	gemvOne := os.Getenv(EnvGemvOne)
 	gemvKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
@@ -132,8 +133,13 @@ func fastProduct(b *Bind, g fastGemm) {
 		if w.Fmt < 2 && gemvEnv != "all" {
 			return ""
 		}
-		if gemvStaged {
+		switch {
+		case gemvStaged:
 			name += "s"
+		case w.Fmt >= 2 && rowsOf(s) == 1 && (gemvOne == "1" || gemvOne == "b"):
+			// (the FP8 forms compiled for one row: fast_gemv1_fp8, or fast_gemv1b_fp8
+			// with eight launch blocks a multiprocessor)
+			name = strings.Replace(name, "fast_gemv_", map[string]string{"1": "fast_gemv1_", "b": "fast_gemv1b_"}[gemvOne], 1)
 		}
 		if g.quant != 0 {
 			return name + "_q"
@@ -370,7 +376,8 @@ func fastProduct(b *Bind, g fastGemm) {
 		staged bool
 	}{{"fast_gemv_f32", false}, {"fast_gemv_bf16", false}, {"fast_gemv_fp8", false}, {"fast_gemv_f32_q", false}, {"fast_gemv_bf16_q", false},
 		{"fast_gemv_fp8_q", false}, {"fast_gemv_f32s", true}, {"fast_gemv_bf16s", true}, {"fast_gemv_fp8s", true}, {"fast_gemv_f32s_q", true},
-		{"fast_gemv_bf16s_q", true}, {"fast_gemv_fp8s_q", true}} {
+		{"fast_gemv_bf16s_q", true}, {"fast_gemv_fp8s_q", true}, {"fast_gemv1_fp8", false}, {"fast_gemv1_fp8_q", false},
+		{"fast_gemv1b_fp8", false}, {"fast_gemv1b_fp8_q", false}} {
 		kernel := v.kernel
 		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 			if gemvKernel(s) != kernel {
@@ -458,6 +465,14 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // the same values; for comparisons (run 31 on the H200 measured the staged kernels 7-10%
 // slower, so they are not the default). Read when a program is bound.
 const EnvGemvStaged = "DEEPINFER_CUDA_GEMV_STAGED"
+
+// EnvGemvOne set to 1 runs the one-row steps' FP8 products on fast_gemv1_fp8 and
+// fast_gemv1_fp8_q (fast_gemv_fp8's code compiled for one activation row: fewer
+// registers a lane) and set to b on fast_gemv1b_fp8 and _fp8_q (the same, bounded to
+// eight launch blocks a multiprocessor instead of four); the same values as
+// fast_gemv_fp8 and _fp8_q bit for bit. Unset (or 0) keeps fast_gemv_fp8 and _fp8_q.
+// Not with EnvGemvStaged=1 (the staged kernels then). Read when a program is bound.
+const EnvGemvOne = "DEEPINFER_CUDA_GEMV_ONE"
 
 // EnvGemv set to 0 keeps the fast products of FP8 weights and at most four activation
 // rows (decode at batch 1-4) on the split and the warp tiles (fast_gemm_m1_fp8_only,

@@ -665,9 +665,9 @@ DEVM bool gemv_x(const FastGemvArgs& a, i64 m, i64 grp, i64 k, float* v) {
 // gemv_piece: piece p's products (the pair's weight bits raw) added to acc[r][m], the
 // activation piece loaded once for the pair's rows and a row widened again for each
 // activation row (at one row, once); bad set for a row the rows operand does not have.
-template <int WF, bool XQ>
-DEVM void gemv_piece(const FastGemvArgs& a, i64 grp, i64 p, const GemvRaw (&raw)[FAST_GEMV_R], float (&acc)[FAST_GEMV_R][FAST_GEMV_M], bool& bad) {
-  UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
+template <int WF, bool XQ, int MM = FAST_GEMV_M>
+DEVM void gemv_piece(const FastGemvArgs& a, i64 grp, i64 p, const GemvRaw (&raw)[FAST_GEMV_R], float (&acc)[FAST_GEMV_R][MM], bool& bad) {
+  UNROLL for (int m = 0; m < MM; m++) {
     if (m >= a.M) break;
     float xv[16];
     if (!gemv_x<XQ>(a, m, grp, 16 * p, xv)) {
@@ -689,9 +689,9 @@ DEVM void gemv_piece(const FastGemvArgs& a, i64 grp, i64 p, const GemvRaw (&raw)
 }
 // fast_gemv_lane: lane l of slice s (of KS)'s sums acc[r][m] of weight row n0 + r (rows
 // past N read row N − 1, not stored) and activation row m < M.
-template <int WF, bool XQ>
-DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
-  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] = 0.0f;
+template <int WF, bool XQ, int MM = FAST_GEMV_M>
+DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, float (&acc)[FAST_GEMV_R][MM]) {
+  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < MM; m++) acc[r][m] = 0.0f;
   const i64 pieces = a.K / 16, grp = a.G > 1 ? n0 / (a.N / a.G) : 0, step = 32 * KS;
   bool bad = false;
   for (i64 p0 = 32 * s + l; p0 < pieces; p0 += step * FAST_GEMV_D) {
@@ -704,14 +704,15 @@ DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, fl
     UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
       const i64 p = p0 + step * d;
       if (p >= pieces) break;
-      gemv_piece<WF, XQ>(a, grp, p, raw[d], acc, bad);
+      gemv_piece<WF, XQ, MM>(a, grp, p, raw[d], acc, bad);
     }
   }
   if (bad) *a.err = 2;
 }
 // fast_gemv_store: a pair's sums into y.
-DEVM void fast_gemv_store(const FastGemvArgs& a, i64 n0, const float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
-  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
+template <int MM = FAST_GEMV_M>
+DEVM void fast_gemv_store(const FastGemvArgs& a, i64 n0, const float (&acc)[FAST_GEMV_R][MM]) {
+  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < MM; m++) {
     if (m < a.M && n0 + r < a.N) a.y[m * a.ldy + n0 + r] = a.out_bf16 ? q_bf16(acc[r][m]) : acc[r][m];
   }
 }
@@ -725,29 +726,30 @@ DEVM i64 fast_gemv_blocks(i64 N, int KS) {
 // folded (l ^ 16, ^ 8, … ^ 1), then with KS == 1 lane 0 stores them, else the warps' sums
 // meet in part and the pair's first warp adds them in slice order and stores (two
 // barriers: every thread of the block calls it once a trip).
-DEVM void gemv_finish(const FastGemvArgs& a, i64 n0, int KS, int w, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M], float (*part)[FAST_GEMV_R][FAST_GEMV_M]) {
+template <int MM = FAST_GEMV_M>
+DEVM void gemv_finish(const FastGemvArgs& a, i64 n0, int KS, int w, int l, float (&acc)[FAST_GEMV_R][MM], float (*part)[FAST_GEMV_R][MM]) {
   UNROLL for (int off = 16; off >= 1; off >>= 1)
-    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++)
+    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < MM; m++)
       if (m < a.M) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);  // (the rows stored)
   if (KS == 1) {
-    if (l == 0) fast_gemv_store(a, n0, acc);
+    if (l == 0) fast_gemv_store<MM>(a, n0, acc);
     return;
   }
-  if (l == 0) UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) part[w][r][m] = acc[r][m];
+  if (l == 0) UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < MM; m++) part[w][r][m] = acc[r][m];
   __syncthreads();
   if (l == 0 && w % KS == 0) {
     for (int u = 1; u < KS; u++)
-      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] += part[w + u][r][m];
-    fast_gemv_store(a, n0, acc);
+      UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < MM; m++) acc[r][m] += part[w + u][r][m];
+    fast_gemv_store<MM>(a, n0, acc);
   }
   __syncthreads();  // the sums read before the next trip writes them
 }
 #endif
-template <int WF, bool XQ>
+template <int WF, bool XQ, int MM = FAST_GEMV_M>
 DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
   const int KS = fast_gemv_ks(a.N);
   const i64 items = fast_gemv_blocks(a.N, KS) * 128;
-  typedef float Sums[FAST_GEMV_R][FAST_GEMV_M];
+  typedef float Sums[FAST_GEMV_R][MM];
 #ifdef DI_EMULATE
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
     if (i % 128 != 0) continue;
@@ -755,11 +757,11 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
     for (int w = 0; w < 4; w++) {
       const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
       Sums acc[32], nx[32];
-      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ>(a, n0, w % KS, KS, l, acc[l]);
+      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ, MM>(a, n0, w % KS, KS, l, acc[l]);
       for (int off = 16; off >= 1; off >>= 1) {  // every lane l: its sums + lane l ^ off's
         for (int l = 0; l < 32; l++)
           for (int r = 0; r < FAST_GEMV_R; r++)
-            for (int m = 0; m < FAST_GEMV_M; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
+            for (int m = 0; m < MM; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
         memcpy(acc, nx, sizeof acc);
       }
       memcpy(part[w], acc[0], sizeof(Sums));
@@ -769,19 +771,19 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
       memcpy(t, part[w], sizeof t);
       for (int s = 1; s < KS; s++)
         for (int r = 0; r < FAST_GEMV_R; r++)
-          for (int m = 0; m < FAST_GEMV_M; m++) t[r][m] += part[w + s][r][m];
-      fast_gemv_store(a, ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R, t);
+          for (int m = 0; m < MM; m++) t[r][m] += part[w + s][r][m];
+      fast_gemv_store<MM>(a, ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R, t);
     }
   }
 #else
-  __shared__ float part[4][FAST_GEMV_R][FAST_GEMV_M];
+  __shared__ float part[4][FAST_GEMV_R][MM];
   // (a block's threads take the same trips: GSTRIDE and items are multiples of 128)
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
     const int tid = (int)(i % 128), w = tid >> 5, l = tid & 31, s = w % KS;
     const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
     Sums acc;
-    fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc);
-    gemv_finish(a, n0, KS, w, l, acc, part);
+    fast_gemv_lane<WF, XQ, MM>(a, n0, s, KS, l, acc);
+    gemv_finish<MM>(a, n0, KS, w, l, acc, part);
   }
 #endif
 }
@@ -896,6 +898,21 @@ KERNEL(fast_gemv_f32s, FastGemvArgs) { fast_gemv_staged<0, false>(a, GIDX, GSTRI
 KERNEL(fast_gemv_f32s_q, FastGemvArgs) { fast_gemv_staged<0, true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_bf16s, FastGemvArgs) { fast_gemv_staged<1, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_bf16s_q, FastGemvArgs) { fast_gemv_staged<1, true>(a, GIDX, GSTRIDE); }
+// fast_gemv1_fp8, fast_gemv1_fp8_q: fast_gemv_fp8 and _fp8_q for steps of one
+// activation row, compiled for one row (MM = 1: a lane's sums and the activation loop one
+// row's, where fast_gemv_*'s registers hold four rows' sums and widened pieces; the same
+// pieces, order and folds, so the same values bit for bit); fast_gemv1b_fp8, _fp8_q: the
+// same code bounded to 64 registers a thread, eight launch blocks (32 warps) a
+// multiprocessor instead of four. Go picks them for one-row steps with
+// DEEPINFER_CUDA_GEMV_ONE (ops_fast.go).
+KERNEL(fast_gemv1_fp8, FastGemvArgs) { fast_gemv<2, false, 1>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1_fp8_q, FastGemvArgs) { fast_gemv<2, true, 1>(a, GIDX, GSTRIDE); }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 8)
+#endif
+KERNEL(fast_gemv1b_fp8, FastGemvArgs) { fast_gemv<2, false, 1>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1b_fp8_q, FastGemvArgs) { fast_gemv<2, true, 1>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

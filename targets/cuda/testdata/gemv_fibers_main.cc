@@ -34,9 +34,12 @@ static void reference(const FastGemvArgs& a) {
 }
 
 // both: the emulated order into want, the device code into got, and the staged kernel
-// (fast_gemv_f32s, _bf16s, _fp8s and their _q) into staged on `sblocks` blocks
+// (fast_gemv_f32s, _bf16s, _fp8s and their _q) into staged on `sblocks` blocks, and
+// for one FP8 row the forms compiled for one row (fast_gemv1_fp8, fast_gemv1b_fp8 and
+// their _q) into one and oneb
 template <bool XQ>
-static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std::vector<float>& want, std::vector<float>& got, std::vector<float>& staged) {
+static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std::vector<float>& want, std::vector<float>& got, std::vector<float>& staged,
+                 std::vector<float>& one, std::vector<float>& oneb) {
   FastGemvArgs b = a;
   b.y = want.data();
   if (fmt == 0) reference<0, XQ>(b);
@@ -50,6 +53,14 @@ static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std:
   if (fmt == 0) fibers_launch(XQ ? fast_gemv_f32s_q : fast_gemv_f32s, b, sblocks);
   else if (fmt == 1) fibers_launch(XQ ? fast_gemv_bf16s_q : fast_gemv_bf16s, b, sblocks);
   else fibers_launch(XQ ? fast_gemv_fp8s_q : fast_gemv_fp8s, b, sblocks);
+  if (fmt >= 2 && a.M == 1) {
+    b.y = one.data();
+    fibers_launch(XQ ? fast_gemv1_fp8_q : fast_gemv1_fp8, b, blocks);
+    b.y = oneb.data();
+    fibers_launch(XQ ? fast_gemv1b_fp8_q : fast_gemv1b_fp8, b, sblocks);
+  } else {
+    one = want, oneb = want;
+  }
 }
 
 static int gemv_case(const GemvCase& c, unsigned seed) {
@@ -95,7 +106,7 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
       fast_pair(xs.data(), xs.data() + rows * P, q * P + k / 2, q_bf16(nd(rng)), q_bf16(nd(rng)), true, &err);
     }
   const long ldy = c.N + 3;
-  std::vector<float> got(c.M * ldy, -7.0f), want(c.M * ldy, -7.0f), staged(c.M * ldy, -7.0f);
+  std::vector<float> got(c.M * ldy, -7.0f), want(c.M * ldy, -7.0f), staged(c.M * ldy, -7.0f), one(c.M * ldy, -7.0f), oneb(c.M * ldy, -7.0f);
   i64 err = 0;
   FastGemvArgs a{};
   a.x = x.data(), a.rows = c.picked ? pick.data() : nullptr, a.xh = xs.data(), a.w = w, a.M = c.M, a.N = c.N, a.K = c.K, a.Kp = Kp;
@@ -104,9 +115,9 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
   // the staged kernel on fewer blocks than pairs need (each block several pairs in
   // turn, the next one's bytes copied ahead), or on one block
   const long sblocks = c.blocks > 1 ? (c.blocks + 1) / 2 : 1;
-  if (c.xq) both<true>(a, c.fmt, c.blocks, sblocks, want, got, staged);
-  else both<false>(a, c.fmt, c.blocks, sblocks, want, got, staged);
-  long diff = 0, far = 0, sdiff = 0;
+  if (c.xq) both<true>(a, c.fmt, c.blocks, sblocks, want, got, staged, one, oneb);
+  else both<false>(a, c.fmt, c.blocks, sblocks, want, got, staged, one, oneb);
+  long diff = 0, far = 0, sdiff = 0, odiff = 0;
   for (size_t i = 0; i < got.size(); i++) {
     if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
       if (diff < 3) fprintf(stderr, "[%zu] %a, want %a\n", i, got[i], want[i]);
@@ -115,6 +126,10 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
     if (__float_as_uint(staged[i]) != __float_as_uint(want[i])) {
       if (sdiff < 3) fprintf(stderr, "staged [%zu] %a, want %a\n", i, staged[i], want[i]);
       sdiff++;
+    }
+    if (__float_as_uint(one[i]) != __float_as_uint(want[i]) || __float_as_uint(oneb[i]) != __float_as_uint(want[i])) {
+      if (odiff < 3) fprintf(stderr, "one-row forms [%zu] %a, %a, want %a\n", i, one[i], oneb[i], want[i]);
+      odiff++;
     }
   }
   // the values: a float64 dot of the same operands
@@ -133,9 +148,9 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
         far++;
       }
     }
-  printf("gemv M %ld N %ld K %ld G %ld fmt %d xq %d bf16 %d picked %d blocks %ld (KS %d): %ld differ from the emulated order, %ld far from the dot, err %ld, errors %ld; staged on %ld blocks: %ld differ\n",
-         c.M, c.N, c.K, c.G, c.fmt, c.xq, c.bf16out, c.picked, c.blocks, fast_gemv_ks(c.N), diff, far, (long)err, g_errors - before, sblocks, sdiff);
-  return diff || sdiff || far || err || g_errors != before;
+  printf("gemv M %ld N %ld K %ld G %ld fmt %d xq %d bf16 %d picked %d blocks %ld (KS %d): %ld differ from the emulated order, %ld far from the dot, err %ld, errors %ld; staged on %ld blocks: %ld differ; one-row forms: %ld differ\n",
+         c.M, c.N, c.K, c.G, c.fmt, c.xq, c.bf16out, c.picked, c.blocks, fast_gemv_ks(c.N), diff, far, (long)err, g_errors - before, sblocks, sdiff, odiff);
+  return diff || sdiff || odiff || far || err || g_errors != before;
 }
 
 // bad_row: a rows operand naming a row x does not have sets error 2.
