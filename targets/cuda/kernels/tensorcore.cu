@@ -899,20 +899,109 @@ KERNEL(fast_gemv_f32s_q, FastGemvArgs) { fast_gemv_staged<0, true>(a, GIDX, GSTR
 KERNEL(fast_gemv_bf16s, FastGemvArgs) { fast_gemv_staged<1, false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv_bf16s_q, FastGemvArgs) { fast_gemv_staged<1, true>(a, GIDX, GSTRIDE); }
 // fast_gemv1_fp8, fast_gemv1_fp8_q: fast_gemv_fp8 and _fp8_q for steps of one
-// activation row, compiled for one row (MM = 1: a lane's sums and the activation loop one
-// row's, where fast_gemv_*'s registers hold four rows' sums and widened pieces; the same
-// pieces, order and folds, so the same values bit for bit); fast_gemv1b_fp8, _fp8_q: the
-// same code bounded to 64 registers a thread, eight launch blocks (32 warps) a
-// multiprocessor instead of four. Go picks them for one-row steps with
-// DEEPINFER_CUDA_GEMV_ONE (ops_fast.go).
-KERNEL(fast_gemv1_fp8, FastGemvArgs) { fast_gemv<2, false, 1>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv1_fp8_q, FastGemvArgs) { fast_gemv<2, true, 1>(a, GIDX, GSTRIDE); }
+// activation row (Go checks M = 1), written for it: the same pairs, slices, lanes'
+// pieces, products, order and folds, so the same values bit for bit, with a lane's two
+// weight rows', their scale rows' and its activation row's addresses found once a pair
+// (fast_gemv_*'s loads compute each piece's from the row and k in 64-bit arithmetic,
+// behind a branch a piece), a trip's loads made unconditionally (a piece past the
+// reduction loads the trip's first again, whose products are then skipped), the weight
+// bytes read past L1 (ld.global.nc with no L1 allocation: the activation row, which every
+// warp of a multiprocessor reads, stays there), and one row's sums in registers.
+// fast_gemv1b_fp8, _fp8_q: the same code bounded to 80 registers a thread, six launch
+// blocks a multiprocessor instead of four. Go picks them for one-row steps with
+// DEEPINFER_CUDA_GEMV_ONE (ops_fast.go). The emulated device runs fast_gemv's emulated
+// branch for one row.
+#if defined(DI_EMULATE) || defined(DI_LANES)
+DEVM uint4 ld_stream16(const void* p) { return *(const uint4*)p; }
+#else
+DEVM uint4 ld_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+#endif
+template <bool XQ>
+DEVM void fast_gemv_one(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
+#ifdef DI_EMULATE
+  fast_gemv<2, XQ, 1>(a, GIDX, GSTRIDE);
+#else
+  __shared__ float part[4][FAST_GEMV_R][1];
+  const int KS = fast_gemv_ks(a.N);
+  const i64 items = fast_gemv_blocks(a.N, KS) * 128;
+  const int pieces = (int)(a.K / 16), step = 32 * KS;
+  // a scale byte's pieces: 2 (32 values: formats 2 and 3) or 8 (128 values: format 5);
+  // a scale row's bytes
+  const int sh = a.w.fmt == 5 ? 3 : 1;
+  const i64 sc = a.w.fmt == 5 ? (a.w.cols + 127) / 128 : (a.w.cols + 31) / 32;
+  for (i64 i = GIDX; i < items; i += GSTRIDE) {
+    const int tid = (int)(i % 128), w = tid >> 5, l = tid & 31, s = w % KS;
+    const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R, grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
+    const unsigned char* wr[FAST_GEMV_R];
+    const unsigned char* sr[FAST_GEMV_R];
+    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
+      const i64 n = imin(n0 + r, a.N - 1);
+      wr[r] = (const unsigned char*)a.w.p + n * a.w.cols;
+      sr[r] = a.w.s + (a.w.fmt == 5 ? (n / 128) * sc : a.w.fmt == 2 ? (n / 32) * sc : n * sc);
+    }
+    // the activation row (group grp of row 0), or none (error 2, as gemv_x: no products)
+    const u32* xq = XQ ? a.xh + grp * (a.Kp / 2) : nullptr;
+    const float* xr = nullptr;
+    bool ok = true;
+    if constexpr (!XQ) {
+      const i64 r = a.rows ? a.rows[grp] : grp;
+      ok = !a.rows || (r >= 0 && r < a.arows);
+      if (ok) xr = a.x + r * a.ldx;
+      else *a.err = 2;
+    }
+    float acc[FAST_GEMV_R][1];
+    UNROLL for (int r = 0; r < FAST_GEMV_R; r++) acc[r][0] = 0.0f;
+    const int first = 32 * s + l;
+    for (int p0 = first; ok && p0 < pieces; p0 += step * FAST_GEMV_D) {
+      uint4 raw[FAST_GEMV_D][FAST_GEMV_R];
+      u32 u[FAST_GEMV_D][FAST_GEMV_R];
+      UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+        const int p = p0 + step * d < pieces ? p0 + step * d : p0;
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) raw[d][r] = ld_stream16(wr[r] + 16 * (i64)p), u[d][r] = sr[r][p >> sh];
+      }
+      UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+        const int p = p0 + step * d;
+        if (p >= pieces) break;
+        float xv[16];
+        if constexpr (XQ) {
+          const uint4* q = (const uint4*)(xq + 8 * (i64)p);
+          const uint4 h0 = q[0], h1 = q[1];
+          const u32 h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+          UNROLL for (int j = 0; j < 8; j++) xv[2 * j] = fast_lo(h[j]), xv[2 * j + 1] = fast_hi(h[j]);
+        } else {
+          const float4* q = (const float4*)(xr + 16 * (i64)p);
+          UNROLL for (int j = 0; j < 4; j++) {
+            const float4 f = q[j];
+            xv[4 * j] = f.x, xv[4 * j + 1] = f.y, xv[4 * j + 2] = f.z, xv[4 * j + 3] = f.w;
+          }
+        }
+        UNROLL for (int r = 0; r < FAST_GEMV_R; r++) {
+          GemvRaw o;
+          o.a = raw[d][r];
+          float wv[16];
+          gemv_widen<2>(o, wv);
+          float ps = 0.0f;
+          UNROLL for (int j = 0; j < 16; j++) ps = fma_fast(wv[j], xv[j], ps);
+          acc[r][0] = fma_fast(ps, gemv_scale(u[d][r]), acc[r][0]);
+        }
+      }
+    }
+    gemv_finish<1>(a, n0, KS, w, l, acc, part);
+  }
+#endif
+}
+KERNEL(fast_gemv1_fp8, FastGemvArgs) { fast_gemv_one<false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1_fp8_q, FastGemvArgs) { fast_gemv_one<true>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 8)
+#define KERNEL_BOUNDS __launch_bounds__(128, 6)
 #endif
-KERNEL(fast_gemv1b_fp8, FastGemvArgs) { fast_gemv<2, false, 1>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv1b_fp8_q, FastGemvArgs) { fast_gemv<2, true, 1>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1b_fp8, FastGemvArgs) { fast_gemv_one<false>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1b_fp8_q, FastGemvArgs) { fast_gemv_one<true>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
