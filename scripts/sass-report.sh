@@ -70,6 +70,16 @@ for u in "${units[@]}"; do
 import re, subprocess, sys
 log, cubin, pick, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 txt = open(log).read()
+# the listing of each kernel: cuobjdump's whole dump cut at its "Function : NAME" lines
+dump = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
+listing, name = {}, None
+for line in dump.splitlines(keepends=True):
+    f = re.match(r"\s*Function : (\w+)", line)
+    if f:
+        name = f.group(1)
+        listing[name] = ""
+    if name:
+        listing[name] += line
 for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers[^\n]*", txt, re.S):
     name = m.group(1)
     if not re.search(pick, name):
@@ -77,7 +87,7 @@ for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers[^
     seg = txt[m.start():m.end()]
     st = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", seg)
     stack, ss, sl = st.groups() if st else ("?", "?", "?")
-    sass = subprocess.run(["cuobjdump", "-sass", "-fun", name, cubin], capture_output=True, text=True).stdout
+    sass = listing.get(name, "")
     n = len(re.findall(r"/\*[0-9a-f]{4,}\*/", sass))
     if out:
         open(f"{out}/{name}.sass", "w").write(sass)

@@ -124,54 +124,69 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 	}
 }
 
-// TestGemvOneSameValues: the one-row steps' FP8 products on the forms compiled for one
-// activation row (DEEPINFER_CUDA_GEMV_ONE=1: fast_gemv1_fp8 and _fp8_q; =b: fast_gemv1b_fp8
-// and _fp8_q, bounded to eight launch blocks a multiprocessor) give the logits of
-// fast_gemv_fp8 and _fp8_q (unset) bit for bit: an 80-token prefill and two decode steps
-// of tiny-v4-dev in V4-Flash's formats (FP8 block weights) and both V4.1 fixtures in the
-// fast mode. On the emulated device the
-// launches are counted: every fast_gemv_fp8 and _fp8_q launch of those steps (all of
-// them: the prefill's products take the tiles) moved to the one-row form, every other
-// kernel as often. The device code of each form is checked on host fibers
-// (TestGemvDeviceCodeOnHostFibers).
-func TestGemvOneSameValues(t *testing.T) {
+// TestOptInFormsSameValues: the opt-in forms that only load differently give the logits
+// of the kernels they replace bit for bit (an 80-token prefill and two decode steps of
+// tiny-v4-dev in V4-Flash's formats, FP8 block weights, and of both V4.1 fixtures, fast
+// mode): the one-row steps' FP8 products on the forms written for one activation row
+// (DEEPINFER_CUDA_GEMV_ONE=1: fast_gemv1_fp8 and _fp8_q; =b: fast_gemv1b_*, bounded to
+// six launch blocks a multiprocessor) against fast_gemv_fp8 and _fp8_q, and V4.1's
+// narrow tensor-core attention output with its key steps loaded four at a time
+// (DEEPINFER_CUDA_ATT_AHEAD=1: csa_tc_out_na) against csa_tc_out_n. On the emulated
+// device the launches are counted: every launch of the replaced kernels moved (each
+// form's kernels ran in some model: the attention's in V4.1's), every other kernel as
+// often. The device code of each form is checked on host fibers
+// (TestGemvDeviceCodeOnHostFibers) or simulated lanes (TestFastProductsOnSimulatedLanes).
+func TestOptInFormsSameValues(t *testing.T) {
+	forms := []struct {
+		env, value string
+		moves      map[string]string // replaced kernel → its form
+	}{
+		{cuda.EnvGemvOne, "1", map[string]string{"fast_gemv_fp8": "fast_gemv1_fp8", "fast_gemv_fp8_q": "fast_gemv1_fp8_q"}},
+		{cuda.EnvGemvOne, "b", map[string]string{"fast_gemv_fp8": "fast_gemv1b_fp8", "fast_gemv_fp8_q": "fast_gemv1b_fp8_q"}},
+		{cuda.EnvAttAhead, "1", map[string]string{"csa_tc_out_n": "csa_tc_out_na"}},
+	}
+	moved := make([]int, len(forms))
+	counted := false
 	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
 	for _, m := range models {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			opt := targets.Options{Numerics: targets.NumericsFast}
-			t.Setenv(cuda.EnvGemvOne, "")
+			for _, f := range forms {
+				t.Setenv(f.env, "")
+			}
 			a, ka, _ := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
-			for _, v := range []string{"1", "b"} {
-				t.Setenv(cuda.EnvGemvOne, v)
+			for i, f := range forms {
+				t.Setenv(f.env, f.value)
 				b, kb, _ := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+				t.Setenv(f.env, "")
 				if len(a) != 82 || len(b) != 82 {
 					t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
 				}
-				sameLogits(t, a, b, "on fast_gemv_fp8", "on the one-row forms ("+cuda.EnvGemvOne+"="+v+")")
+				sameLogits(t, a, b, "on the default kernels", "with "+f.env+"="+f.value)
 				if ka == nil {
 					continue
 				}
-				prefix := map[string]string{"1": "fast_gemv1_", "b": "fast_gemv1b_"}[v]
+				counted = true
 				named := map[string]bool{}
-				n := 0
-				for _, k := range []string{"fast_gemv_fp8", "fast_gemv_fp8_q"} {
-					to := prefix + strings.TrimPrefix(k, "fast_gemv_")
-					named[k], named[to] = true, true
-					n += ka[k]
-					if ka[to] != 0 || kb[k] != 0 || kb[to] != ka[k] {
-						t.Errorf("=%s: %s / %s ran %d / %d times unset and %d / %d set; want every launch moved", v, k, to, ka[k], ka[to], kb[k], kb[to])
+				for from, to := range f.moves {
+					named[from], named[to] = true, true
+					moved[i] += ka[from]
+					if ka[to] != 0 || kb[from] != 0 || kb[to] != ka[from] {
+						t.Errorf("%s=%s: %s / %s ran %d / %d times unset and %d / %d set; want every launch moved", f.env, f.value, from, to, ka[from], ka[to], kb[from], kb[to])
 					}
-				}
-				if n == 0 {
-					t.Errorf("no one-row FP8 product ran")
 				}
 				for k, c := range ka {
 					if !named[k] && kb[k] != c {
-						t.Errorf("=%s: %s ran %d times unset and %d set; want the same", v, k, c, kb[k])
+						t.Errorf("%s=%s: %s ran %d times unset and %d set; want the same", f.env, f.value, k, c, kb[k])
 					}
 				}
 			}
 		})
+	}
+	for i, f := range forms {
+		if counted && moved[i] == 0 {
+			t.Errorf("%s=%s: none of %v ran in any model", f.env, f.value, f.moves)
+		}
 	}
 }

@@ -70,7 +70,8 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	lanes := build("lanes", string(stubs)+shuffles, "-DDI_LANES")
 	// V4.1's attention tiles (tensorcore_attn.cu, csa_tc_*): the device code's logits and
 	// outputs equal the emulated device's bit for bit, wide and narrow, the warps in step
-	// and skewed. Shapes: 20 heads (a partial group of 16), a dim not a multiple of 64 (or
+	// and skewed (the narrow output also with its key steps loaded four at a time,
+	// csa_tc_out_na). Shapes: 20 heads (a partial group of 16), a dim not a multiple of 64 (or
 	// of 4: the scalar loads), key lists not multiples of the tiles, a softmax block that
 	// is not a multiple of the tensor-core step (16) and one that is.
 	for _, c := range []struct{ rows, heads, dim, lmax, block int }{{5, 20, 72, 37, 8}, {4, 16, 70, 80, 64}, {3, 18, 64, 21, 16}} {
@@ -108,15 +109,23 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				if finite < len(want)/5 || zeros > keyless {
 					t.Fatalf("emulated %s: %d of %d values finite, %d of them 0", k, finite, len(want), zeros)
 				}
-				for _, g := range []struct {
+				type form struct {
 					what string
 					got  []float32
-				}{
+				}
+				forms := []form{
 					{"emulated narrow", run(emu, k+"_n")},
 					{"device code", run(lanes, k)},
 					{"device code, narrow", run(lanes, k+"_n")},
 					{"device code, warps skewed", run(lanes, k, "eager")},
-				} {
+				}
+				if k == "csa_tc_out" {
+					// (csa_tc_out_na: the narrow output's key steps loaded four at a time)
+					forms = append(forms, form{"emulated narrow, steps ahead", run(emu, k+"_na")},
+						form{"device code, narrow, steps ahead", run(lanes, k+"_na")},
+						form{"device code, narrow, steps ahead, warps skewed", run(lanes, k+"_na", "eager")})
+				}
+				for _, g := range forms {
 					for i := range want {
 						if math.Float32bits(g.got[i]) != math.Float32bits(want[i]) {
 							t.Fatalf("%s's %s: value %d is %g, the emulated kernel's %g", k, g.what, i, g.got[i], want[i])

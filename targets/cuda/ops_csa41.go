@@ -620,14 +620,19 @@ func csaBindAttention(b *Bind) error {
 		tcGroups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads
 		wide := func(s *Step) bool { return s.Arg(0).Rows()*tcGroups*((dim+63)/64) >= attTCWideWarps }
 		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each
+		// (the output's narrow steps on csa_tc_out_na with EnvAttAhead=1: the same warps)
+		ahead := os.Getenv(EnvAttAhead) == "1"
 		tcPair := func(name string, n int64) {
 			for _, k := range []struct {
-				name string
-				wide bool
-				per  int64
-			}{{name, true, 64}, {name + "_n", false, 8}} {
+				name        string
+				wide, ahead bool
+				per         int64
+			}{{name, true, false, 64}, {name + "_n", false, false, 8}, {name + "_na", false, true, 8}} {
+				if k.ahead && name != "csa_tc_out" {
+					continue
+				}
 				b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
-					if wide(s) != k.wide {
+					if wide(s) != k.wide || (!k.wide && k.ahead != (ahead && name == "csa_tc_out")) {
 						return 0
 					}
 					return tcArgs(s, a) * ((n + k.per - 1) / k.per) * tcGroups * 32

@@ -474,6 +474,13 @@ const EnvGemvStaged = "DEEPINFER_CUDA_GEMV_STAGED"
 // Not with EnvGemvStaged=1 (the staged kernels then). Read when a program is bound.
 const EnvGemvOne = "DEEPINFER_CUDA_GEMV_ONE"
 
+// EnvAttAhead set to 1 runs V4.1's tensor-core attention output in small steps on
+// csa_tc_out_na (csa_tc_out_n with four key steps' probabilities and values loaded before
+// the first of them is multiplied: the same mma in the same order, so the same values
+// bit for bit) instead of csa_tc_out_n. Read when a program is bound; opt-in until a
+// GPU run has timed it.
+const EnvAttAhead = "DEEPINFER_CUDA_ATT_AHEAD"
+
 // EnvGemv set to 0 keeps the fast products of FP8 weights and at most four activation
 // rows (decode at batch 1-4) on the split and the warp tiles (fast_gemm_m1_fp8_only,
 // with fast_sum for sliced reductions) instead of fast_gemv_fp8 and fast_gemv_fp8_q

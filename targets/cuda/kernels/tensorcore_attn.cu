@@ -463,8 +463,12 @@ DEVM void ctc_logits_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 kb, int lane) {
 #endif
 }
 
-// ctc_out_tile: the output values d0..d0+8·NT (< dim) of heads h0.. of row t.
-template <int NT>
+// CTC_OUT_AHEAD: the key steps whose operands the narrow output kernel (csa_tc_out_n)
+// loads before the first of them is multiplied.
+#define CTC_OUT_AHEAD 4
+// ctc_out_tile: the output values d0..d0+8·NT (< dim) of heads h0.. of row t (AHEAD,
+// narrow only: CTC_OUT_AHEAD steps' operands loaded at once, csa_tc_out_na).
+template <int NT, bool AHEAD = false>
 DEVM void ctc_out_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 d0, int lane) {
   const i64 L = a.rlen[t];
   if (L < 0) return;  // a row in no view
@@ -515,23 +519,51 @@ DEVM void ctc_out_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 d0, int lane) {
       if (sb >= 0) acc[j][2] *= sb, acc[j][3] *= sb;
     }
     const i64 be = imin(b + a.block, L);
-    UNROLL_BY(2)
-    for (i64 k0 = b; k0 < be; k0 += 16) {
-      const i64 kk = k0 + 4 * tq;
-      float pa[4], pq[4];
-      u32 vh[4][(NT + 1) / 2], vl[4][(NT + 1) / 2];
-      UNROLL for (int u = 0; u < 4; u++) {
-        const i64 k = kk + u;
-        const bool ok = k < be && vr[k];
-        pa[u] = ok && ina ? pr[ha * a.lmax + k] : 0.0f;
-        pq[u] = ok && inb ? pr[hb * a.lmax + k] : 0.0f;
-        ctc_words<NT>(ok ? kh + k * a.dim : 0, dl, a.dim, vh[u]);
-        if (lo) ctc_words<NT>(ok && kf[k] ? kl + k * a.dim : 0, dl, a.dim, vl[u]);
+    if constexpr (NT == 1 && AHEAD) {
+      // (csa_tc_out_na: the narrow kernel, for small steps, where a warp's keys are a
+      // serial chain of loads and mma: CTC_OUT_AHEAD steps' flags, probabilities and values
+      // loaded before the first step's mma, the same mma in the same order)
+      for (i64 kg = b; kg < be; kg += 16 * CTC_OUT_AHEAD) {
+        float pa[CTC_OUT_AHEAD][4], pq[CTC_OUT_AHEAD][4];
+        u32 vh[CTC_OUT_AHEAD][4][1], vl[CTC_OUT_AHEAD][4][1];
+        UNROLL for (int st = 0; st < CTC_OUT_AHEAD; st++) {
+          const i64 kk = kg + 16 * st + 4 * tq;
+          UNROLL for (int u = 0; u < 4; u++) {
+            const i64 k = kk + u;
+            const bool ok = k < be && vr[k];
+            pa[st][u] = ok && ina ? pr[ha * a.lmax + k] : 0.0f;
+            pq[st][u] = ok && inb ? pr[hb * a.lmax + k] : 0.0f;
+            ctc_words<1>(ok ? kh + k * a.dim : 0, dl, a.dim, vh[st][u]);
+            if (lo) ctc_words<1>(ok && kf[k] ? kl + k * a.dim : 0, dl, a.dim, vl[st][u]);
+          }
+        }
+        UNROLL for (int st = 0; st < CTC_OUT_AHEAD; st++) {
+          if (kg + 16 * st >= be) break;
+          const u32 A0 = fast_rn(pa[st][0], pa[st][1]), A1 = fast_rn(pq[st][0], pq[st][1]), A2 = fast_rn(pa[st][2], pa[st][3]),
+                    A3 = fast_rn(pq[st][2], pq[st][3]);
+          fast_mma(acc[0], A0, A1, A2, A3, ctc_pair(vh[st][0], vh[st][1], 0), ctc_pair(vh[st][2], vh[st][3], 0));
+          if (lo) fast_mma(acc[0], A0, A1, A2, A3, ctc_pair(vl[st][0], vl[st][1], 0), ctc_pair(vl[st][2], vl[st][3], 0));
+        }
       }
-      const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
-      UNROLL for (int j = 0; j < NT; j++) {
-        fast_mma(acc[j], A0, A1, A2, A3, ctc_pair(vh[0], vh[1], j), ctc_pair(vh[2], vh[3], j));
-        if (lo) fast_mma(acc[j], A0, A1, A2, A3, ctc_pair(vl[0], vl[1], j), ctc_pair(vl[2], vl[3], j));
+    } else {
+      UNROLL_BY(2)
+      for (i64 k0 = b; k0 < be; k0 += 16) {
+        const i64 kk = k0 + 4 * tq;
+        float pa[4], pq[4];
+        u32 vh[4][(NT + 1) / 2], vl[4][(NT + 1) / 2];
+        UNROLL for (int u = 0; u < 4; u++) {
+          const i64 k = kk + u;
+          const bool ok = k < be && vr[k];
+          pa[u] = ok && ina ? pr[ha * a.lmax + k] : 0.0f;
+          pq[u] = ok && inb ? pr[hb * a.lmax + k] : 0.0f;
+          ctc_words<NT>(ok ? kh + k * a.dim : 0, dl, a.dim, vh[u]);
+          if (lo) ctc_words<NT>(ok && kf[k] ? kl + k * a.dim : 0, dl, a.dim, vl[u]);
+        }
+        const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
+        UNROLL for (int j = 0; j < NT; j++) {
+          fast_mma(acc[j], A0, A1, A2, A3, ctc_pair(vh[0], vh[1], j), ctc_pair(vh[2], vh[3], j));
+          if (lo) fast_mma(acc[j], A0, A1, A2, A3, ctc_pair(vl[0], vl[1], j), ctc_pair(vl[2], vl[3], j));
+        }
       }
     }
   }
@@ -551,12 +583,12 @@ DEVM void ctc_out_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 d0, int lane) {
 
 // warp w = ((row · chunks) + chunk) · groups + group, chunks of 8·NT keys (logits) or
 // values (output)
-template <int NT, bool OUT>
+template <int NT, bool OUT, bool AHEAD = false>
 DEVM void ctc_run(const CsaTcArgs& a, long long GIDX, long long GSTRIDE) {
   const i64 groups = (a.heads + FATC_HG - 1) / FATC_HG, chunks = ((OUT ? a.dim : a.lmax) + 8 * NT - 1) / (8 * NT);
   for (i64 i = GIDX; i < a.rows * chunks * groups * 32; i += GSTRIDE) {
     const i64 w = i >> 5, grp = w % groups, c = (w / groups) % chunks, t = w / (groups * chunks);
-    if (OUT) ctc_out_tile<NT>(a, t, grp * FATC_HG, c * 8 * NT, (int)(i & 31));
+    if (OUT) ctc_out_tile<NT, AHEAD>(a, t, grp * FATC_HG, c * 8 * NT, (int)(i & 31));
     else ctc_logits_tile<NT>(a, t, grp * FATC_HG, c * 8 * NT, (int)(i & 31));
   }
 }
@@ -567,3 +599,6 @@ KERNEL(csa_tc_logits, CsaTcArgs) { ctc_run<8, false>(a, GIDX, GSTRIDE); }
 KERNEL(csa_tc_logits_n, CsaTcArgs) { ctc_run<1, false>(a, GIDX, GSTRIDE); }
 KERNEL(csa_tc_out, CsaTcArgs) { ctc_run<8, true>(a, GIDX, GSTRIDE); }
 KERNEL(csa_tc_out_n, CsaTcArgs) { ctc_run<1, true>(a, GIDX, GSTRIDE); }
+// csa_tc_out_na: csa_tc_out_n with CTC_OUT_AHEAD key steps' operands loaded before the
+// first of them is multiplied (the same mma, the same values; DEEPINFER_CUDA_ATT_AHEAD=1)
+KERNEL(csa_tc_out_na, CsaTcArgs) { ctc_run<1, true, true>(a, GIDX, GSTRIDE); }

@@ -358,7 +358,7 @@ void lanes_cp_wait(int n) {
 // mma left out).
 int csa_main(int argc, char** argv) {
   if (argc != 9 && !(argc == 10 && strcmp(argv[9], "eager") == 0)) {
-    fprintf(stderr, "usage: harness csa_tc_logits|csa_tc_logits_n|csa_tc_out|csa_tc_out_n ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]\n");
+    fprintf(stderr, "usage: harness csa_tc_logits|csa_tc_logits_n|csa_tc_out|csa_tc_out_n|csa_tc_out_na ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]\n");
     return 2;
   }
 #ifdef DI_LANES
@@ -367,7 +367,8 @@ int csa_main(int argc, char** argv) {
   const char* kernel = argv[1];
   i64 R = atoll(argv[2]), H = atoll(argv[3]), D = atoll(argv[4]), L = atoll(argv[5]), B = atoll(argv[6]);
   rng ^= (u64)atoll(argv[7]) * 0x2545f4914f6cdd1dull;
-  const bool out = strncmp(kernel, "csa_tc_out", 10) == 0, narrow = kernel[strlen(kernel) - 1] == 'n';
+  const bool ahead = strcmp(kernel, "csa_tc_out_na") == 0;
+  const bool out = strncmp(kernel, "csa_tc_out", 10) == 0, narrow = kernel[strlen(kernel) - 1] == 'n' || ahead;
   i64 nblk = (L + B - 1) / B;
   float* q = (float*)zalloc(4 * R * H * D);
   unsigned short* kh = (unsigned short*)zalloc(4 * R * L * D);
@@ -416,9 +417,9 @@ int csa_main(int argc, char** argv) {
   const i64 per = narrow ? 8 : 64, groups = (H + FATC_HG - 1) / FATC_HG;
   const long long items = R * (((out ? D : L) + per - 1) / per) * groups * 32;
 #ifdef DI_LANES
-  lanes::launch(out ? (narrow ? csa_tc_out_n : csa_tc_out) : (narrow ? csa_tc_logits_n : csa_tc_logits), a, items);
+  lanes::launch(ahead ? csa_tc_out_na : out ? (narrow ? csa_tc_out_n : csa_tc_out) : (narrow ? csa_tc_logits_n : csa_tc_logits), a, items);
 #else
-  (out ? (narrow ? emu_csa_tc_out_n : emu_csa_tc_out) : (narrow ? emu_csa_tc_logits_n : emu_csa_tc_logits))(&a, items);
+  (ahead ? emu_csa_tc_out_na : out ? (narrow ? emu_csa_tc_out_n : emu_csa_tc_out) : (narrow ? emu_csa_tc_logits_n : emu_csa_tc_logits))(&a, items);
 #endif
   FILE* f = fopen(argv[8], "wb");
   const float* res = out ? o : pb;
