@@ -77,9 +77,9 @@ for line in dump.splitlines(keepends=True):
     f = re.match(r"\s*Function : (\w+)", line)
     if f:
         name = f.group(1)
-        listing[name] = ""
+        listing[name] = []
     if name:
-        listing[name] += line
+        listing[name].append(line)
 for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers[^\n]*", txt, re.S):
     name = m.group(1)
     if not re.search(pick, name):
@@ -87,7 +87,7 @@ for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers[^
     seg = txt[m.start():m.end()]
     st = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", seg)
     stack, ss, sl = st.groups() if st else ("?", "?", "?")
-    sass = listing.get(name, "")
+    sass = "".join(listing.get(name, []))
     n = len(re.findall(r"/\*[0-9a-f]{4,}\*/", sass))
     if out:
         open(f"{out}/{name}.sass", "w").write(sass)
