@@ -129,7 +129,8 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 // tiny-v4-dev in V4-Flash's formats, FP8 block weights, and of both V4.1 fixtures, fast
 // mode): the one-row steps' FP8 products on the forms written for one activation row
 // (DEEPINFER_CUDA_GEMV_ONE=1: fast_gemv1_fp8 and _fp8_q; =b: fast_gemv1b_*, bounded to
-// six launch blocks a multiprocessor) against fast_gemv_fp8 and _fp8_q, and V4.1's
+// six launch blocks a multiprocessor; =p: fast_gemv1p_*, two-piece stages a stage ahead)
+// against fast_gemv_fp8 and _fp8_q, and V4.1's
 // narrow tensor-core attention output with its key steps loaded four at a time
 // (DEEPINFER_CUDA_ATT_AHEAD=1: csa_tc_out_na) against csa_tc_out_n. On the emulated
 // device the launches are counted: every launch of the replaced kernels moved (each
@@ -143,6 +144,7 @@ func TestOptInFormsSameValues(t *testing.T) {
 	}{
 		{cuda.EnvGemvOne, "1", map[string]string{"fast_gemv_fp8": "fast_gemv1_fp8", "fast_gemv_fp8_q": "fast_gemv1_fp8_q"}},
 		{cuda.EnvGemvOne, "b", map[string]string{"fast_gemv_fp8": "fast_gemv1b_fp8", "fast_gemv_fp8_q": "fast_gemv1b_fp8_q"}},
+		{cuda.EnvGemvOne, "p", map[string]string{"fast_gemv_fp8": "fast_gemv1p_fp8", "fast_gemv_fp8_q": "fast_gemv1p_fp8_q"}},
 		{cuda.EnvAttAhead, "1", map[string]string{"csa_tc_out_n": "csa_tc_out_na"}},
 	}
 	moved := make([]int, len(forms))

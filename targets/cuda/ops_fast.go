@@ -136,10 +136,11 @@ func fastProduct(b *Bind, g fastGemm) {
 		switch {
 		case gemvStaged:
 			name += "s"
-		case w.Fmt >= 2 && rowsOf(s) == 1 && (gemvOne == "1" || gemvOne == "b"):
-			// (the FP8 forms compiled for one row: fast_gemv1_fp8, or fast_gemv1b_fp8
-			// with eight launch blocks a multiprocessor)
-			name = strings.Replace(name, "fast_gemv_", map[string]string{"1": "fast_gemv1_", "b": "fast_gemv1b_"}[gemvOne], 1)
+		case w.Fmt >= 2 && rowsOf(s) == 1 && gemvOnePrefix[gemvOne] != "":
+			// (the FP8 forms written for one row: fast_gemv1_fp8, fast_gemv1b_fp8 at six
+			// launch blocks a multiprocessor, fast_gemv1p_fp8 with two-piece stages a
+			// stage ahead)
+			name = strings.Replace(name, "fast_gemv_", gemvOnePrefix[gemvOne], 1)
 		}
 		if g.quant != 0 {
 			return name + "_q"
@@ -377,7 +378,7 @@ func fastProduct(b *Bind, g fastGemm) {
 	}{{"fast_gemv_f32", false}, {"fast_gemv_bf16", false}, {"fast_gemv_fp8", false}, {"fast_gemv_f32_q", false}, {"fast_gemv_bf16_q", false},
 		{"fast_gemv_fp8_q", false}, {"fast_gemv_f32s", true}, {"fast_gemv_bf16s", true}, {"fast_gemv_fp8s", true}, {"fast_gemv_f32s_q", true},
 		{"fast_gemv_bf16s_q", true}, {"fast_gemv_fp8s_q", true}, {"fast_gemv1_fp8", false}, {"fast_gemv1_fp8_q", false},
-		{"fast_gemv1b_fp8", false}, {"fast_gemv1b_fp8_q", false}} {
+		{"fast_gemv1b_fp8", false}, {"fast_gemv1b_fp8_q", false}, {"fast_gemv1p_fp8", false}, {"fast_gemv1p_fp8_q", false}} {
 		kernel := v.kernel
 		b.Launch(kernel, func(s *Step, a *ArgBuf) int64 {
 			if gemvKernel(s) != kernel {
@@ -467,12 +468,18 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 const EnvGemvStaged = "DEEPINFER_CUDA_GEMV_STAGED"
 
 // EnvGemvOne set to 1 runs the one-row steps' FP8 products on fast_gemv1_fp8 and
-// fast_gemv1_fp8_q (fast_gemv_fp8's code compiled for one activation row: fewer
-// registers a lane) and set to b on fast_gemv1b_fp8 and _fp8_q (the same, bounded to
-// eight launch blocks a multiprocessor instead of four); the same values as
-// fast_gemv_fp8 and _fp8_q bit for bit. Unset (or 0) keeps fast_gemv_fp8 and _fp8_q.
-// Not with EnvGemvStaged=1 (the staged kernels then). Read when a program is bound.
+// fast_gemv1_fp8_q (written for one activation row: each lane's addresses found once a
+// pair, a trip's loads without branches, the weights read past L1, one row's sums), set
+// to b on fast_gemv1b_fp8 and _fp8_q (the same, bounded to six launch blocks a
+// multiprocessor), set to p on fast_gemv1p_fp8 and _fp8_q (the same with stages of two
+// pieces in two register sets, the next stage's loads issued before a stage is
+// summed); the same values as fast_gemv_fp8 and _fp8_q bit for bit. Unset (or 0) keeps
+// fast_gemv_fp8 and _fp8_q. Not with EnvGemvStaged=1 (the staged kernels then). Read
+// when a program is bound.
 const EnvGemvOne = "DEEPINFER_CUDA_GEMV_ONE"
+
+// gemvOnePrefix maps EnvGemvOne's values to their kernels' prefix.
+var gemvOnePrefix = map[string]string{"1": "fast_gemv1_", "b": "fast_gemv1b_", "p": "fast_gemv1p_"}
 
 // EnvAttAhead set to 1 runs V4.1's tensor-core attention output in small steps on
 // csa_tc_out_na (csa_tc_out_n with four key steps' probabilities and values loaded before

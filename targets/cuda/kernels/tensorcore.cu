@@ -920,7 +920,7 @@ DEVM uint4 ld_stream16(const void* p) {
   return v;
 }
 #endif
-template <bool XQ>
+template <bool XQ, bool PIPE = false>
 DEVM void fast_gemv_one(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
   fast_gemv<2, XQ, 1>(a, GIDX, GSTRIDE);
@@ -956,14 +956,18 @@ DEVM void fast_gemv_one(const FastGemvArgs& a, long long GIDX, long long GSTRIDE
     float acc[FAST_GEMV_R][1];
     UNROLL for (int r = 0; r < FAST_GEMV_R; r++) acc[r][0] = 0.0f;
     const int first = 32 * s + l;
-    for (int p0 = first; ok && p0 < pieces; p0 += step * FAST_GEMV_D) {
-      uint4 raw[FAST_GEMV_D][FAST_GEMV_R];
-      u32 u[FAST_GEMV_D][FAST_GEMV_R];
-      UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+    // a stage of S pieces from p0 (this lane's p0, p0 + step, …): load their weight and
+    // scale bytes (a piece past the reduction loads p0's again), or sum those that exist
+    auto load = [&](auto& raw, auto& u, int p0) {
+      constexpr int S = sizeof(u) / sizeof(u[0]);
+      UNROLL for (int d = 0; d < S; d++) {
         const int p = p0 + step * d < pieces ? p0 + step * d : p0;
         UNROLL for (int r = 0; r < FAST_GEMV_R; r++) raw[d][r] = ld_stream16(wr[r] + 16 * (i64)p), u[d][r] = sr[r][p >> sh];
       }
-      UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
+    };
+    auto sum = [&](const auto& raw, const auto& u, int p0) {
+      constexpr int S = sizeof(u) / sizeof(u[0]);
+      UNROLL for (int d = 0; d < S; d++) {
         const int p = p0 + step * d;
         if (p >= pieces) break;
         float xv[16];
@@ -989,6 +993,29 @@ DEVM void fast_gemv_one(const FastGemvArgs& a, long long GIDX, long long GSTRIDE
           acc[r][0] = fma_fast(ps, gemv_scale(u[d][r]), acc[r][0]);
         }
       }
+    };
+    if constexpr (!PIPE) {
+      // a trip of FAST_GEMV_D pieces loaded, then summed
+      for (int p0 = first; ok && p0 < pieces; p0 += step * FAST_GEMV_D) {
+        uint4 raw[FAST_GEMV_D][FAST_GEMV_R];
+        u32 u[FAST_GEMV_D][FAST_GEMV_R];
+        load(raw, u, p0);
+        sum(raw, u, p0);
+      }
+    } else {
+      // stages of two pieces in two register sets: the next stage's loads issued before
+      // this one is summed
+      constexpr int S = 2;
+      uint4 ra[S][FAST_GEMV_R], rb[S][FAST_GEMV_R];
+      u32 ua[S][FAST_GEMV_R], ub[S][FAST_GEMV_R];
+      if (ok && first < pieces) load(ra, ua, first);
+      for (int p0 = first; ok && p0 < pieces; p0 += 2 * S * step) {
+        if (p0 + S * step < pieces) load(rb, ub, p0 + S * step);
+        sum(ra, ua, p0);
+        if (p0 + S * step >= pieces) break;
+        if (p0 + 2 * S * step < pieces) load(ra, ua, p0 + 2 * S * step);
+        sum(rb, ub, p0 + S * step);
+      }
     }
     gemv_finish<1>(a, n0, KS, w, l, acc, part);
   }
@@ -1002,6 +1029,12 @@ KERNEL(fast_gemv1_fp8_q, FastGemvArgs) { fast_gemv_one<true>(a, GIDX, GSTRIDE); 
 #endif
 KERNEL(fast_gemv1b_fp8, FastGemvArgs) { fast_gemv_one<false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv1b_fp8_q, FastGemvArgs) { fast_gemv_one<true>(a, GIDX, GSTRIDE); }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
+KERNEL(fast_gemv1p_fp8, FastGemvArgs) { fast_gemv_one<false, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1p_fp8_q, FastGemvArgs) { fast_gemv_one<true, true>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

@@ -35,11 +35,11 @@ static void reference(const FastGemvArgs& a) {
 
 // both: the emulated order into want, the device code into got, and the staged kernel
 // (fast_gemv_f32s, _bf16s, _fp8s and their _q) into staged on `sblocks` blocks, and
-// for one FP8 row the forms compiled for one row (fast_gemv1_fp8, fast_gemv1b_fp8 and
-// their _q) into one and oneb
+// for one FP8 row the forms written for one row (fast_gemv1_fp8, fast_gemv1b_fp8,
+// fast_gemv1p_fp8 and their _q) into one, oneb and onep
 template <bool XQ>
 static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std::vector<float>& want, std::vector<float>& got, std::vector<float>& staged,
-                 std::vector<float>& one, std::vector<float>& oneb) {
+                 std::vector<float>& one, std::vector<float>& oneb, std::vector<float>& onep) {
   FastGemvArgs b = a;
   b.y = want.data();
   if (fmt == 0) reference<0, XQ>(b);
@@ -58,8 +58,10 @@ static void both(const FastGemvArgs& a, int fmt, long blocks, long sblocks, std:
     fibers_launch(XQ ? fast_gemv1_fp8_q : fast_gemv1_fp8, b, blocks);
     b.y = oneb.data();
     fibers_launch(XQ ? fast_gemv1b_fp8_q : fast_gemv1b_fp8, b, sblocks);
+    b.y = onep.data();
+    fibers_launch(XQ ? fast_gemv1p_fp8_q : fast_gemv1p_fp8, b, blocks);
   } else {
-    one = want, oneb = want;
+    one = want, oneb = want, onep = want;
   }
 }
 
@@ -106,7 +108,8 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
       fast_pair(xs.data(), xs.data() + rows * P, q * P + k / 2, q_bf16(nd(rng)), q_bf16(nd(rng)), true, &err);
     }
   const long ldy = c.N + 3;
-  std::vector<float> got(c.M * ldy, -7.0f), want(c.M * ldy, -7.0f), staged(c.M * ldy, -7.0f), one(c.M * ldy, -7.0f), oneb(c.M * ldy, -7.0f);
+  std::vector<float> got(c.M * ldy, -7.0f), want(c.M * ldy, -7.0f), staged(c.M * ldy, -7.0f), one(c.M * ldy, -7.0f), oneb(c.M * ldy, -7.0f),
+      onep(c.M * ldy, -7.0f);
   i64 err = 0;
   FastGemvArgs a{};
   a.x = x.data(), a.rows = c.picked ? pick.data() : nullptr, a.xh = xs.data(), a.w = w, a.M = c.M, a.N = c.N, a.K = c.K, a.Kp = Kp;
@@ -115,8 +118,8 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
   // the staged kernel on fewer blocks than pairs need (each block several pairs in
   // turn, the next one's bytes copied ahead), or on one block
   const long sblocks = c.blocks > 1 ? (c.blocks + 1) / 2 : 1;
-  if (c.xq) both<true>(a, c.fmt, c.blocks, sblocks, want, got, staged, one, oneb);
-  else both<false>(a, c.fmt, c.blocks, sblocks, want, got, staged, one, oneb);
+  if (c.xq) both<true>(a, c.fmt, c.blocks, sblocks, want, got, staged, one, oneb, onep);
+  else both<false>(a, c.fmt, c.blocks, sblocks, want, got, staged, one, oneb, onep);
   long diff = 0, far = 0, sdiff = 0, odiff = 0;
   for (size_t i = 0; i < got.size(); i++) {
     if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
@@ -127,8 +130,9 @@ static int gemv_case(const GemvCase& c, unsigned seed) {
       if (sdiff < 3) fprintf(stderr, "staged [%zu] %a, want %a\n", i, staged[i], want[i]);
       sdiff++;
     }
-    if (__float_as_uint(one[i]) != __float_as_uint(want[i]) || __float_as_uint(oneb[i]) != __float_as_uint(want[i])) {
-      if (odiff < 3) fprintf(stderr, "one-row forms [%zu] %a, %a, want %a\n", i, one[i], oneb[i], want[i]);
+    if (__float_as_uint(one[i]) != __float_as_uint(want[i]) || __float_as_uint(oneb[i]) != __float_as_uint(want[i]) ||
+        __float_as_uint(onep[i]) != __float_as_uint(want[i])) {
+      if (odiff < 3) fprintf(stderr, "one-row forms [%zu] %a, %a, %a, want %a\n", i, one[i], oneb[i], onep[i], want[i]);
       odiff++;
     }
   }
