@@ -41,6 +41,7 @@
 # one after the other, the latter's files named .packed0) and prints its summary,
 # NCU=REGEX times the matching kernels' hardware counters with Nsight Compute (NCU_MODEL,
 # NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags,
+# NCU_ENV: sets of assignments, ';' between them, each profiled again into ncu2.txt, ...,
 # NCU_ARGS: ncu's sections instead of the default ones, e.g. "--section InstructionStats
 # --section SourceCounters"),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
@@ -228,15 +229,24 @@ run() {
 		fi
 		if [ -n "${NCU:-}" ] && [ "$m" = "${NCU_MODEL:-v4}" ]; then
 			# hardware counters of the kernels matching NCU (a regular expression), at
-			# NCU_BATCH (default 256), fast mode, one step without graphs
-			echo "==== $m: ncu -k regex:$NCU (batch ${NCU_BATCH:-256})"
-			timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" --launch-skip "${NCU_SKIP:-0}" \
-				--launch-count "${NCU_COUNT:-4}" ${NCU_ARGS:---section SpeedOfLight --section Occupancy --section LaunchStats \
-				--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats} \
-				"$bin/divm" bench "$ck.dip" --model "$ck" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \
-				--steps 1 --warmup 0 --profile-steps 0 --numerics fast ${NCU_FLAGS:-} > "$out/ncu.txt" 2>&1
-			echo "ncu exit status: $?"
-			grep -E "^  [a-z_0-9]+|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Compute \(SM\) Throughput|L2 Cache Throughput|L1/TEX Hit|Warp Cycles Per Issued|Block Limit Registers" "$out/ncu.txt" | head -120
+			# NCU_BATCH (default 256), fast mode, one step without graphs; once more with
+			# each of NCU_ENV's sets of assignments (';' between sets) into ncu2.txt, ...
+			local nsets nset nn=0 nf
+			IFS=';' read -ra nsets <<<";${NCU_ENV:-}"
+			[ -z "${NCU_ENV:-}" ] && nsets=("")
+			for nset in "${nsets[@]}"; do
+				nn=$((nn + 1))
+				nf=ncu.txt
+				[ $nn -gt 1 ] && nf=ncu$nn.txt
+				echo "==== $m: ${nset:+$nset }ncu -k regex:$NCU (batch ${NCU_BATCH:-256}) into $nf"
+				env $nset timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" --launch-skip "${NCU_SKIP:-0}" \
+					--launch-count "${NCU_COUNT:-4}" ${NCU_ARGS:---section SpeedOfLight --section Occupancy --section LaunchStats \
+					--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats} \
+					"$bin/divm" bench "$ck.dip" --model "$ck" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \
+					--steps 1 --warmup 0 --profile-steps 0 --numerics fast ${NCU_FLAGS:-} > "$out/$nf" 2>&1
+				echo "ncu exit status: $?"
+				grep -E "^  [a-z_0-9]+|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Compute \(SM\) Throughput|L2 Cache Throughput|L1/TEX Hit|Warp Cycles Per Issued|Block Limit Registers" "$out/$nf" | head -120
+			done
 		fi
 		rm -rf "$ck"
 	done
