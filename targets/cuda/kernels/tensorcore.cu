@@ -907,10 +907,11 @@ KERNEL(fast_gemv_bf16s_q, FastGemvArgs) { fast_gemv_staged<1, true>(a, GIDX, GST
 // reduction loads the trip's first again, whose products are then skipped), the weight
 // bytes read past L1 (ld.global.nc with no L1 allocation: the activation row, which every
 // warp of a multiprocessor reads, stays there), and one row's sums in registers.
-// fast_gemv1b_fp8, _fp8_q: the same code bounded to 80 registers a thread, six launch
-// blocks a multiprocessor instead of four. Go picks them for one-row steps with
-// DEEPINFER_CUDA_GEMV_ONE (ops_fast.go). The emulated device runs fast_gemv's emulated
-// branch for one row.
+// fast_gemv1b_fp8, _fp8_q: the same code bounded to six launch blocks a multiprocessor
+// instead of four (80 registers a thread). fast_gemv1p_fp8, _fp8_q (PIPE): stages of two
+// pieces in two register sets, the next stage's loads issued before a stage is summed.
+// Go picks them for one-row steps with DEEPINFER_CUDA_GEMV_ONE (ops_fast.go). The
+// emulated device runs fast_gemv's emulated branch for one row.
 #if defined(DI_EMULATE) || defined(DI_LANES)
 DEVM uint4 ld_stream16(const void* p) { return *(const uint4*)p; }
 #else
