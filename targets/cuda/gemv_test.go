@@ -125,7 +125,7 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 }
 
 // TestOptInFormsSameValues: the opt-in forms that only load differently give the logits
-// of the kernels they replace bit for bit (an 80-token prefill and two decode steps of
+// of the kernels they replace bit for bit (a 24-token prefill and two decode steps of
 // tiny-v4-dev in V4-Flash's formats, FP8 block weights, and of both V4.1 fixtures, fast
 // mode): the one-row steps' FP8 products on the forms written for one activation row
 // (DEEPINFER_CUDA_GEMV_ONE=1: fast_gemv1_fp8 and _fp8_q; =b: fast_gemv1b_*, bounded to
@@ -138,6 +138,7 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 // often. The device code of each form is checked on host fibers
 // (TestGemvDeviceCodeOnHostFibers) or simulated lanes (TestFastProductsOnSimulatedLanes).
 func TestOptInFormsSameValues(t *testing.T) {
+	const n = 24 // (the prefill only fills the cache: its products take the tiles)
 	forms := []struct {
 		env, value string
 		moves      map[string]string // replaced kernel → its form
@@ -157,13 +158,13 @@ func TestOptInFormsSameValues(t *testing.T) {
 			for _, f := range forms {
 				t.Setenv(f.env, "")
 			}
-			a, ka, _ := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+			a, ka, _ := prefillAndDecodeIn(t, p, ws, n, opt, nil)
 			for i, f := range forms {
 				t.Setenv(f.env, f.value)
-				b, kb, _ := prefillAndDecodeIn(t, p, ws, 80, opt, nil)
+				b, kb, _ := prefillAndDecodeIn(t, p, ws, n, opt, nil)
 				t.Setenv(f.env, "")
-				if len(a) != 82 || len(b) != 82 {
-					t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
+				if len(a) != n+2 || len(b) != n+2 {
+					t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
 				}
 				sameLogits(t, a, b, "on the default kernels", "with "+f.env+"="+f.value)
 				if ka == nil {
