@@ -1024,18 +1024,14 @@ DEVM void fast_gemv_one(const FastGemvArgs& a, long long GIDX, long long GSTRIDE
 }
 KERNEL(fast_gemv1_fp8, FastGemvArgs) { fast_gemv_one<false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv1_fp8_q, FastGemvArgs) { fast_gemv_one<true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1p_fp8, FastGemvArgs) { fast_gemv_one<false, true>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemv1p_fp8_q, FastGemvArgs) { fast_gemv_one<true, true>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 6)
 #endif
 KERNEL(fast_gemv1b_fp8, FastGemvArgs) { fast_gemv_one<false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemv1b_fp8_q, FastGemvArgs) { fast_gemv_one<true>(a, GIDX, GSTRIDE); }
-#ifndef DI_EMULATE
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 4)
-#endif
-KERNEL(fast_gemv1p_fp8, FastGemvArgs) { fast_gemv_one<false, true>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemv1p_fp8_q, FastGemvArgs) { fast_gemv_one<true, true>(a, GIDX, GSTRIDE); }
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
