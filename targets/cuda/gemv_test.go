@@ -135,8 +135,10 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 // (DEEPINFER_CUDA_ATT_AHEAD=1: csa_tc_out_na) against csa_tc_out_n. On the emulated
 // device the launches are counted: every launch of the replaced kernels moved (each
 // form's kernels ran in some model: the attention's in V4.1's), every other kernel as
-// often. The device code of each form is checked on host fibers
-// (TestGemvDeviceCodeOnHostFibers) or simulated lanes (TestFastProductsOnSimulatedLanes).
+// often. The emulated device runs each form's emulated branch, the replaced kernel's, so
+// there the values part checks only that the forms are routed whole; their device code
+// is checked on host fibers (TestGemvDeviceCodeOnHostFibers) or simulated lanes
+// (TestFastProductsOnSimulatedLanes), and on a GPU this test compares the kernels.
 func TestOptInFormsSameValues(t *testing.T) {
 	const n = 24 // (the prefill only fills the cache: its products take the tiles)
 	forms := []struct {

@@ -619,29 +619,30 @@ func csaBindAttention(b *Bind) error {
 		}
 		tcGroups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads
 		wide := func(s *Step) bool { return s.Arg(0).Rows()*tcGroups*((dim+63)/64) >= attTCWideWarps }
-		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each
-		// (the output's narrow steps on csa_tc_out_na with EnvAttAhead=1: the same warps)
-		ahead := os.Getenv(EnvAttAhead) == "1"
-		tcPair := func(name string, n int64) {
+		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each;
+		// narrow names the narrow kernel (the output's is csa_tc_out_na with EnvAttAhead=1:
+		// the same warps)
+		tcPair := func(name, narrow string, n int64) {
 			for _, k := range []struct {
-				name        string
-				wide, ahead bool
-				per         int64
-			}{{name, true, false, 64}, {name + "_n", false, false, 8}, {name + "_na", false, true, 8}} {
-				if k.ahead && name != "csa_tc_out" {
-					continue
-				}
+				name string
+				wide bool
+				per  int64
+			}{{name, true, 64}, {narrow, false, 8}} {
 				b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
-					if wide(s) != k.wide || (!k.wide && k.ahead != (ahead && name == "csa_tc_out")) {
+					if wide(s) != k.wide {
 						return 0
 					}
 					return tcArgs(s, a) * ((n + k.per - 1) / k.per) * tcGroups * 32
 				})
 			}
 		}
-		tcPair("csa_tc_logits", lmax)
+		tcPair("csa_tc_logits", "csa_tc_logits_n", lmax)
 		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
-		tcPair("csa_tc_out", dim)
+		outNarrow := "csa_tc_out_n"
+		if os.Getenv(EnvAttAhead) == "1" {
+			outNarrow = "csa_tc_out_na"
+		}
+		tcPair("csa_tc_out", outNarrow, dim)
 	} else if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
 		// value's order depends on the shapes alone, so batch-invariant mode uses them too

@@ -665,9 +665,9 @@ DEVM bool gemv_x(const FastGemvArgs& a, i64 m, i64 grp, i64 k, float* v) {
 // gemv_piece: piece p's products (the pair's weight bits raw) added to acc[r][m], the
 // activation piece loaded once for the pair's rows and a row widened again for each
 // activation row (at one row, once); bad set for a row the rows operand does not have.
-template <int WF, bool XQ, int MM = FAST_GEMV_M>
-DEVM void gemv_piece(const FastGemvArgs& a, i64 grp, i64 p, const GemvRaw (&raw)[FAST_GEMV_R], float (&acc)[FAST_GEMV_R][MM], bool& bad) {
-  UNROLL for (int m = 0; m < MM; m++) {
+template <int WF, bool XQ>
+DEVM void gemv_piece(const FastGemvArgs& a, i64 grp, i64 p, const GemvRaw (&raw)[FAST_GEMV_R], float (&acc)[FAST_GEMV_R][FAST_GEMV_M], bool& bad) {
+  UNROLL for (int m = 0; m < FAST_GEMV_M; m++) {
     if (m >= a.M) break;
     float xv[16];
     if (!gemv_x<XQ>(a, m, grp, 16 * p, xv)) {
@@ -689,9 +689,9 @@ DEVM void gemv_piece(const FastGemvArgs& a, i64 grp, i64 p, const GemvRaw (&raw)
 }
 // fast_gemv_lane: lane l of slice s (of KS)'s sums acc[r][m] of weight row n0 + r (rows
 // past N read row N − 1, not stored) and activation row m < M.
-template <int WF, bool XQ, int MM = FAST_GEMV_M>
-DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, float (&acc)[FAST_GEMV_R][MM]) {
-  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < MM; m++) acc[r][m] = 0.0f;
+template <int WF, bool XQ>
+DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, float (&acc)[FAST_GEMV_R][FAST_GEMV_M]) {
+  UNROLL for (int r = 0; r < FAST_GEMV_R; r++) UNROLL for (int m = 0; m < FAST_GEMV_M; m++) acc[r][m] = 0.0f;
   const i64 pieces = a.K / 16, grp = a.G > 1 ? n0 / (a.N / a.G) : 0, step = 32 * KS;
   bool bad = false;
   for (i64 p0 = 32 * s + l; p0 < pieces; p0 += step * FAST_GEMV_D) {
@@ -704,7 +704,7 @@ DEVM void fast_gemv_lane(const FastGemvArgs& a, i64 n0, int s, int KS, int l, fl
     UNROLL for (int d = 0; d < FAST_GEMV_D; d++) {
       const i64 p = p0 + step * d;
       if (p >= pieces) break;
-      gemv_piece<WF, XQ, MM>(a, grp, p, raw[d], acc, bad);
+      gemv_piece<WF, XQ>(a, grp, p, raw[d], acc, bad);
     }
   }
   if (bad) *a.err = 2;
@@ -745,11 +745,11 @@ DEVM void gemv_finish(const FastGemvArgs& a, i64 n0, int KS, int w, int l, float
   __syncthreads();  // the sums read before the next trip writes them
 }
 #endif
-template <int WF, bool XQ, int MM = FAST_GEMV_M>
+template <int WF, bool XQ>
 DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
   const int KS = fast_gemv_ks(a.N);
   const i64 items = fast_gemv_blocks(a.N, KS) * 128;
-  typedef float Sums[FAST_GEMV_R][MM];
+  typedef float Sums[FAST_GEMV_R][FAST_GEMV_M];
 #ifdef DI_EMULATE
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
     if (i % 128 != 0) continue;
@@ -757,11 +757,11 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
     for (int w = 0; w < 4; w++) {
       const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
       Sums acc[32], nx[32];
-      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ, MM>(a, n0, w % KS, KS, l, acc[l]);
+      for (int l = 0; l < 32; l++) fast_gemv_lane<WF, XQ>(a, n0, w % KS, KS, l, acc[l]);
       for (int off = 16; off >= 1; off >>= 1) {  // every lane l: its sums + lane l ^ off's
         for (int l = 0; l < 32; l++)
           for (int r = 0; r < FAST_GEMV_R; r++)
-            for (int m = 0; m < MM; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
+            for (int m = 0; m < FAST_GEMV_M; m++) nx[l][r][m] = acc[l][r][m] + acc[l ^ off][r][m];
         memcpy(acc, nx, sizeof acc);
       }
       memcpy(part[w], acc[0], sizeof(Sums));
@@ -771,19 +771,19 @@ DEVM void fast_gemv(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
       memcpy(t, part[w], sizeof t);
       for (int s = 1; s < KS; s++)
         for (int r = 0; r < FAST_GEMV_R; r++)
-          for (int m = 0; m < MM; m++) t[r][m] += part[w + s][r][m];
-      fast_gemv_store<MM>(a, ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R, t);
+          for (int m = 0; m < FAST_GEMV_M; m++) t[r][m] += part[w + s][r][m];
+      fast_gemv_store(a, ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R, t);
     }
   }
 #else
-  __shared__ float part[4][FAST_GEMV_R][MM];
+  __shared__ float part[4][FAST_GEMV_R][FAST_GEMV_M];
   // (a block's threads take the same trips: GSTRIDE and items are multiples of 128)
   for (i64 i = GIDX; i < items; i += GSTRIDE) {
     const int tid = (int)(i % 128), w = tid >> 5, l = tid & 31, s = w % KS;
     const i64 n0 = ((i / 128) * (4 / KS) + w / KS) * FAST_GEMV_R;
     Sums acc;
-    fast_gemv_lane<WF, XQ, MM>(a, n0, s, KS, l, acc);
-    gemv_finish<MM>(a, n0, KS, w, l, acc, part);
+    fast_gemv_lane<WF, XQ>(a, n0, s, KS, l, acc);
+    gemv_finish(a, n0, KS, w, l, acc, part);
   }
 #endif
 }
@@ -924,7 +924,7 @@ DEVM uint4 ld_stream16(const void* p) {
 template <bool XQ, bool PIPE = false>
 DEVM void fast_gemv_one(const FastGemvArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
-  fast_gemv<2, XQ, 1>(a, GIDX, GSTRIDE);
+  fast_gemv<2, XQ>(a, GIDX, GSTRIDE);  // (Go checks M = 1: the one row's values)
 #else
   __shared__ float part[4][FAST_GEMV_R][1];
   const int KS = fast_gemv_ks(a.N);

@@ -463,8 +463,8 @@ DEVM void ctc_logits_tile(const CsaTcArgs& a, i64 t, i64 h0, i64 kb, int lane) {
 #endif
 }
 
-// CTC_OUT_AHEAD: the key steps whose operands the narrow output kernel (csa_tc_out_n)
-// loads before the first of them is multiplied.
+// CTC_OUT_AHEAD: the key steps whose operands csa_tc_out_na (the narrow output kernel
+// with AHEAD) loads before the first of them is multiplied.
 #define CTC_OUT_AHEAD 4
 // ctc_out_tile: the output values d0..d0+8·NT (< dim) of heads h0.. of row t (AHEAD,
 // narrow only: CTC_OUT_AHEAD steps' operands loaded at once, csa_tc_out_na).
