@@ -7,3 +7,11 @@ package ir
 func init() {
 	passAttrs = append(passAttrs, AttrSpec{"fusion", AInt, false})
 }
+
+// The share_quant pass marks a qlinear "quant_shared" when the instruction before it is
+// a qlinear quantizing the same activation the same way (act, block, keep): a target may
+// reuse that instruction's quantized activation instead of quantizing again. The values
+// are the same either way.
+func init() {
+	passAttrs = append(passAttrs, AttrSpec{"quant_shared", ABool, false})
+}

@@ -53,6 +53,7 @@ var Table = []Pass{
 	{"place", placeExperts, "place each MoE layer's experts (and redundant replicas) on the expert-parallel ranks"},
 	{"dce", deadCode, "remove pure instructions whose results are never used"},
 	{"swa_replay", swaReplay, "SWA bounded replay (YOCO prefill truncation): prefill runs the layers after the last KV source on each sequence's last keep rows"},
+	{"share_quant", shareQuant, "place qlinears that quantize one activation the same way next to each other, the later ones marked quant_shared (a target quantizes it once)"},
 	{"fuse", fuse, "group single-use chains the target runs as one kernel (rules from the target)"},
 	{"lower", lowerToKernels, "pick the target kernel of every instruction, per phase"},
 	{"memplan", arenaPlan, "assign every value to an arena slot by liveness"},

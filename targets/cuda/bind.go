@@ -41,12 +41,23 @@ type Bind struct {
 	scratch  []scratchReq
 	tables   [][2]int // weight tables: first operand, count
 	rounds   bool     // RoundsOnStore
+	// quantizes: the launch that writes operand 0's quantized values into scratch
+	// buffer quantScratch (Quantizes; "" when none)
+	quantizes    string
+	quantScratch int
 }
 
 // RoundsOnStore declares that every launch of the instruction passes Step.Round to its
 // kernel, which then stores each value of result 0 rounded to bf16: the runtime may run
 // a fake_quant to bf16 of that result as this instruction's epilogue (ops_fuse.go).
 func (b *Bind) RoundsOnStore() { b.rounds = true }
+
+// Quantizes declares that the instruction's launch of kernel writes its operand 0's
+// quantized activations (all of them, nothing else) into scratch buffer i, that no other
+// launch of it writes that buffer, and that its other launches read the activations only
+// from there: an instruction marked quant_shared right after one that declares the same
+// may leave its own launch out and read the buffer its predecessor wrote (ops_fuse.go).
+func (b *Bind) Quantizes(kernel string, i int) { b.quantizes, b.quantScratch = kernel, i }
 
 type launch struct {
 	kernel string

@@ -291,3 +291,71 @@ func TestFoldAndNormChoices(t *testing.T) {
 			def["mhc_fast_norm41_part"], def["mhc_fast_norm41_apply"], def["mhc_fast_norm41_one"])
 	}
 }
+
+// TestSharedQuantSameValues: the qlinears the compiler marks quant_shared (V4.1's
+// attn.wkv after attn.wq_a, the shared expert's w3 after its w1, attn.indexer.wq_b after
+// attn.wq_b) read their predecessor's quantized activations instead of quantizing them
+// again, and give the logits of quantizing each time (DEEPINFER_CUDA_SHARE_QUANT=0) bit
+// for bit: an 80-token prefill and two decode steps of both V4.1 fixtures in both
+// numerics modes. Every marked instruction of both programs shares; on the emulated
+// device the quantizing kernel (fast_quant_split in the fast mode, dense_quant in the
+// exact one) runs once fewer for each share in each step, every other kernel as often.
+func TestSharedQuantSameValues(t *testing.T) {
+	for _, m := range v41Fixtures {
+		p, ws := cuda.CompileDir(t, m.dir)
+		marked := map[string]int{}
+		for _, pg := range p.Programs {
+			for _, in := range pg.Instrs {
+				if s, _ := in.Attrs.Bool("quant_shared"); s {
+					marked[pg.Phase]++
+				}
+			}
+		}
+		// three a layer with an indexer, two without
+		if marked[plan.PhasePrefill] < 2*len(p.Model.Layers) || marked[plan.PhaseDecode] < 2*len(p.Model.Layers) {
+			t.Fatalf("%s: %v instructions marked quant_shared for %d layers; want at least two a layer", m.name, marked, len(p.Model.Layers))
+		}
+		for _, numerics := range []string{targets.NumericsFast, targets.NumericsExact} {
+			t.Run(m.name+"/"+numerics, func(t *testing.T) {
+				opt := targets.Options{Numerics: numerics}
+				t.Setenv(cuda.EnvShareQuant, "0")
+				shares := map[string]int{}
+				count := func(rt *cuda.Runtime, step int) {
+					if step == 0 {
+						for _, ph := range []string{plan.PhasePrefill, plan.PhaseDecode} {
+							shares[ph] = rt.QuantShares(ph)
+						}
+					}
+				}
+				a, ka, _ := prefillAndDecodeIn(t, p, ws, 80, opt, count)
+				if shares[plan.PhasePrefill] != 0 || shares[plan.PhaseDecode] != 0 {
+					t.Fatalf("%v shares with %s=0", shares, cuda.EnvShareQuant)
+				}
+				t.Setenv(cuda.EnvShareQuant, "")
+				b, kb, _ := prefillAndDecodeIn(t, p, ws, 80, opt, count)
+				sameLogits(t, a, b, "quantizing each time", "sharing")
+				for _, ph := range []string{plan.PhasePrefill, plan.PhaseDecode} {
+					if shares[ph] != marked[ph] {
+						t.Errorf("%s: %d of %d marked instructions share", ph, shares[ph], marked[ph])
+					}
+				}
+				if ka == nil {
+					return
+				}
+				quant := "fast_quant_split"
+				if numerics == targets.NumericsExact {
+					quant = "dense_quant"
+				}
+				if want := shares[plan.PhasePrefill] + 2*shares[plan.PhaseDecode]; ka[quant]-kb[quant] != want {
+					t.Errorf("%s ran %d times alone and %d sharing; want %d fewer", quant, ka[quant], kb[quant], want)
+				}
+				for k, n := range ka {
+					if k != quant && kb[k] != n {
+						t.Errorf("%s ran %d times alone and %d sharing; want the same", k, n, kb[k])
+					}
+				}
+				t.Logf("%v shares; %s %d → %d launches", shares, quant, ka[quant], kb[quant])
+			})
+		}
+	}
+}

@@ -45,13 +45,16 @@ func bindQLinear(b *Bind) error {
 		outBF16 = 1
 	}
 	if b.Fast() && mode != 0 && chunk == 32 && xExactOn() && quantSplitOn() {
-		// the quantization and the split into bf16 halves in one launch
-		fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, yScratch: -1, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16, xExact: true, quant: mode})
+		// the quantization and the split into bf16 halves in one launch (left out where
+		// the previous qlinear quantized the same activations: ops_fuse.go)
+		xs := fastProduct(b, fastGemm{x: 0, xScratch: -1, rows: -1, w: 1, y: 0, yScratch: -1, N: N, K: K, ldx: K, ldy: N, outBF16: outBF16, xExact: true, quant: mode})
+		b.Quantizes("fast_quant_split", xs)
 		return nil
 	}
 	xq := -1
 	if mode != 0 {
 		xq = b.Scratch(4*K, 0)
+		b.Quantizes("dense_quant", xq)
 		b.Launch("dense_quant", func(s *Step, a *ArgBuf) int64 {
 			rows := s.Arg(0).Rows()
 			a.P(s.Arg(0).Ptr)

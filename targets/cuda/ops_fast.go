@@ -71,8 +71,9 @@ func fastSplits(N, K int64) (S, ks int64) {
 // fastProduct adds a product's launches: the activations split into bf16 halves
 // (fast_split; a grouped product's row t, group g is row t·G+g of K values), the warp
 // tiles (fast_gemm_m1, _m4 and their _f32 forms) and, when the reduction is sliced, the
-// sum of the slices (fast_sum).
-func fastProduct(b *Bind, g fastGemm) {
+// sum of the slices (fast_sum). It returns the scratch buffer of x's halves (with quant,
+// the quantized activations fast_quant_split writes).
+func fastProduct(b *Bind, g fastGemm) int {
 	if g.G <= 0 {
 		g.G = 1
 	}
@@ -414,6 +415,7 @@ func fastProduct(b *Bind, g fastGemm) {
 			return rowsOf(s) * g.N
 		})
 	}
+	return xs
 }
 
 // fastGemvRows and fastGemvR are tensorcore.cu's FAST_GEMV_M (the most activation rows

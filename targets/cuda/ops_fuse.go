@@ -1,6 +1,10 @@
 package cuda
 
-import "deepinfer/plan"
+import (
+	"reflect"
+
+	"deepinfer/plan"
+)
 
 // Epilogues: V4.1's reference rounds many activations to bf16 right after the op that
 // computes them (a fake_quant to bf16 after an RMSNorm, a rotary embedding, an mHC
@@ -94,6 +98,83 @@ func writesSlot(c *call, s int) bool {
 func (rt *Runtime) Epilogues(phase string) int {
 	if pr := rt.progs[phase]; pr != nil {
 		return pr.epilogues
+	}
+	return 0
+}
+
+// Shared quantizations: the compiler's share_quant pass places V4.1's qlinears that
+// quantize one activation the same way next to each other and marks the later ones
+// quant_shared (attn.wq_a and attn.wkv, the shared expert's w1 and w3, attn.wq_b and
+// attn.indexer.wq_b). Each instruction's scratch starts at the same address, so when two
+// such calls keep their quantized activations in the same buffer (the same requests up
+// to it), the later call can read what the earlier one wrote and leave its own
+// quantizing launch (fast_quant_split, or dense_quant) out: the same bits, one launch and
+// one pass over the activations fewer.
+//
+// While a Hook is set nothing is shared (the instruction-by-instruction checks may feed
+// an instruction the cpu target's input, not its predecessor's).
+
+// EnvShareQuant set to 0 quantizes every qlinear's activations in its own launch even
+// where its predecessor quantized the same ones (the same values; for comparisons; read
+// when a program is bound).
+const EnvShareQuant = "DEEPINFER_CUDA_SHARE_QUANT"
+
+// shareQuants leaves out the quantizing launch of each quant_shared call whose
+// predecessor quantizes the same operand the same way into the same scratch buffer.
+func shareQuants(pr *prog) {
+	for i := 1; i < len(pr.calls); i++ {
+		c, p := pr.calls[i], pr.calls[i-1]
+		if shared, _ := c.in.Attrs.Bool("quant_shared"); !shared || !sameQuant(p, c) {
+			continue
+		}
+		kept := c.launches[:0:0]
+		for _, l := range c.launches {
+			if l.kernel != c.quantizes {
+				kept = append(kept, l)
+			}
+		}
+		c.launches = kept
+		c.quantShared = true
+		pr.quantShares++
+	}
+}
+
+// sameQuant reports whether c may read p's quantized activations: both qlinears with
+// the same operand 0 (a slot p does not write), act, block and keep, the same quantizing
+// kernel, and the same scratch requests up to and including the buffer (so the same
+// address and size at any token count).
+func sameQuant(p, c *call) bool {
+	if p.in.Op != "qlinear" || c.in.Op != "qlinear" || p.quantizes == "" || p.quantizes != c.quantizes ||
+		p.quantScratch != c.quantScratch || len(p.argRefs) == 0 || len(c.argRefs) == 0 {
+		return false
+	}
+	x := c.argRefs[0]
+	if p.argRefs[0] != x || !p.argT[0].Equal(c.argT[0]) || (x.Kind == plan.OpSlot && writesSlot(p, x.Index)) {
+		return false
+	}
+	for _, k := range []string{"act", "block", "keep"} {
+		if !reflect.DeepEqual(p.in.Attrs[k], c.in.Attrs[k]) {
+			return false
+		}
+	}
+	k := c.quantScratch
+	if k < 0 || k >= len(p.scratch) || k >= len(c.scratch) {
+		return false
+	}
+	for j := 0; j <= k; j++ {
+		if p.scratch[j] != c.scratch[j] {
+			return false
+		}
+	}
+	return true
+}
+
+// QuantShares is how many quantizing launches of the phase's program read their
+// predecessor's activations instead (none while a Hook is set or with
+// DEEPINFER_CUDA_SHARE_QUANT=0).
+func (rt *Runtime) QuantShares(phase string) int {
+	if pr := rt.progs[phase]; pr != nil {
+		return pr.quantShares
 	}
 	return 0
 }

@@ -105,6 +105,7 @@ type prog struct {
 	slotOff                         []int64 // byte offsets in the arena at maxT
 	slotBytes                       int64
 	epilogues                       int // bf16 roundings run by their producers (ops_fuse.go)
+	quantShares                     int // quantizations left out, their predecessor's read (ops_fuse.go)
 }
 
 type call struct {
@@ -121,6 +122,11 @@ type call struct {
 	// epilogue: a fake_quant to bf16 that its producer runs (ops_fuse.go): no launches
 	epilogue bool
 	roundFor int // with step.Round: the index of the rounding it runs
+	// quantizes, quantScratch: Bind.Quantizes; quantShared: the launch that quantizes
+	// was left out, the predecessor's buffer is read (ops_fuse.go)
+	quantizes    string
+	quantScratch int
+	quantShared  bool
 }
 
 type hostStage struct {
@@ -360,6 +366,7 @@ func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
 			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
 		}
 		c.launches, c.scratch, c.tables, c.rounds = b.launches, b.scratch, b.tables, b.rounds
+		c.quantizes, c.quantScratch = b.quantizes, b.quantScratch
 		c.step.args = make([]Operand, len(c.argRefs))
 		c.step.results = make([]Operand, len(c.resRefs))
 		c.step.scratch = make([]devptr, len(c.scratch))
@@ -373,6 +380,9 @@ func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
 	}
 	if (rt.hook == nil || epilogueWithHook) && os.Getenv(EnvEpilogue) != "0" {
 		fuseEpilogues(pr)
+	}
+	if rt.hook == nil && os.Getenv(EnvShareQuant) != "0" {
+		shareQuants(pr)
 	}
 	return pr, nil
 }
@@ -696,6 +706,9 @@ func (rt *Runtime) Describe() string {
 	}
 	if n := rt.Epilogues(plan.PhaseDecode); n > 0 {
 		num += fmt.Sprintf(", %d bf16 roundings of a decode step stored by their producers", n)
+	}
+	if n := rt.QuantShares(plan.PhaseDecode); n > 0 {
+		num += fmt.Sprintf(", %d activation quantizations of a decode step shared with the product before", n)
 	}
 	graphs := rt.GraphSummary()
 	uploads := "packed uploads (one copy each way a pipelined step)"
