@@ -1836,25 +1836,35 @@ KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 #ifdef DI_EMULATE
 template <bool AHEAD2>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
-  // the emulated device: each product as the widened pairs' float32 sum, k in order
+  // the emulated device: each product as the widened pairs' float32 sum, k in order (a
+  // weight row's slice widened once, into wl and wh, for every row of x)
+  (void)GIDX, (void)GSTRIDE;
   const i64 P = a.Kp / 2;
-  for (i64 i = GIDX; i < a.S * a.M * a.N; i += GSTRIDE) {
-    const i64 sl = i / (a.M * a.N), m = i / a.N % a.M, n = i % a.N;
-    const unsigned char* wr = (const unsigned char*)a.w.p + n * a.w.cols;
-    float acc = 0;
-    for (i64 k = sl * a.ks; k < imin(a.K, sl * a.ks + a.ks); k += 16) {
-      uint4 q;
-      memcpy(&q, wr + k, 16);
-      u32 h[8];
-      e4m3_widen16(q, fast_fp8_scale(a.w, n, k), h);
-      for (int j = 0; j < 8; j++) {
-        const u32 x2 = a.xh[m * P + k / 2 + j];
-        acc += fast_lo(x2) * fast_lo(h[j]);
-        acc += fast_hi(x2) * fast_hi(h[j]);
+  float* wl = new float[a.ks / 2 + 8];
+  float* wh = new float[a.ks / 2 + 8];
+  for (i64 sl = 0; sl < a.S; sl++)
+    for (i64 n = 0; n < a.N; n++) {
+      const unsigned char* wr = (const unsigned char*)a.w.p + n * a.w.cols;
+      const i64 k0 = sl * a.ks, np = (imax(imin(a.K, k0 + a.ks), k0) - k0 + 15) / 16 * 8;
+      for (i64 k = k0; k < imin(a.K, k0 + a.ks); k += 16) {
+        uint4 q;
+        memcpy(&q, wr + k, 16);
+        u32 h[8];
+        e4m3_widen16(q, fast_fp8_scale(a.w, n, k), h);
+        for (int j = 0; j < 8; j++) wl[(k - k0) / 2 + j] = fast_lo(h[j]), wh[(k - k0) / 2 + j] = fast_hi(h[j]);
+      }
+      for (i64 m = 0; m < a.M; m++) {
+        const u32* x = a.xh + m * P + k0 / 2;
+        float acc = 0;
+        for (i64 p = 0; p < np; p++) {
+          acc += fast_lo(x[p]) * wl[p];
+          acc += fast_hi(x[p]) * wh[p];
+        }
+        FastGemmStore{&a, m, sl}(0, n, 0, acc);
       }
     }
-    FastGemmStore{&a, m, sl}(0, n, 0, acc);
-  }
+  delete[] wl;
+  delete[] wh;
 }
 #else
 // WgFP8Raw: one thread's weight bytes of a step (32 FP8 codes, their scale byte)

@@ -210,16 +210,29 @@ DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0
 }
 #endif
 
+// The emulated tiles: each weight row's pairs of the slice widened once (wl, wh), then
+// summed with every slot's activations in the device's order: mma i of step k0 takes
+// pairs 2i and 2i + 1 of each lane t's 32 values, hi halves then lo, its sum added to
+// the output's; the lo halves' products only where the activations have them.
 #ifdef DI_EMULATE
 template <int NW>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
   const int RT = NW == 2 ? 1 : 2;
   const i64 P = a.Kp / 2;
   const i64 div = NW == 2 ? a.k : 1;
+  float* wl = nullptr;
+  float* wh = nullptr;
+  i64 cap = 0;
   for (i64 blk = 0; blk < blocks; blk++) {
     Fp4Block b = fp4_where<NW>(a, blk);
     if (b.e < 0) continue;
     i64 n = a.counts[b.e], base = a.off[b.e];
+    const i64 steps = (b.ke - b.kb + 127) / 128, np = 64 * steps;  // the slice's pairs
+    if (np > cap) {
+      delete[] wl;
+      delete[] wh;
+      cap = np, wl = new float[cap], wh = new float[cap];
+    }
     for (int warp = 0; warp < 4; warp++)
       for (int p = 0; p < 2; p++) {
         Weight w = fp4_weight<NW>(a, b.e, p);
@@ -227,32 +240,38 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
         i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
         for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
           const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
+          for (i64 q0 = 0; q0 < np; q0 += 16) {  // lane t's 16 pairs of step k0
+            const i64 kl = b.kb + 2 * q0;
+            u32 m1 = fp4_m1(127), m2 = fp4_m2(127);
+            if (kl < a.K) {
+              u32 sc = w.s[r * (w.cols / 32) + kl / 32];
+              m1 = fp4_m1(sc), m2 = fp4_m2(sc);
+            }
+            for (int u = 0; u < 16; u++) {
+              u32 q = 0;
+              if (kl < a.K) memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
+              u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
+              wl[q0 + u] = fast_lo(wp), wh[q0 + u] = fast_hi(wp);
+            }
+          }
           for (i64 c = 0; c < n; c++) {
             i64 slot = a.list[base + c], m = slot / div;
+            const u32* xh = a.xh + m * P + b.kb / 2;
+            const u32* xl = a.xl + m * P + b.kb / 2;
             float acc = 0;
-            for (i64 k0 = b.kb; k0 < b.ke; k0 += 128)
+            for (i64 s = 0; s < steps; s++)
               for (int i = 0; i < 8; i++) {  // mma i: pairs 2i and 2i+1 of each lane t
                 float dh = 0, dl = 0;
-                for (int t = 0; t < 4; t++) {
-                  i64 kl = k0 + 32 * t;
-                  u32 q = 0, m1 = fp4_m1(127), m2 = fp4_m2(127);
+                for (int t = 0; t < 4; t++)
                   for (int v = 0; v < 2; v++) {
-                    int u = 2 * i + v;
-                    if (kl < a.K) {
-                      memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
-                      u32 sc = w.s[r * (w.cols / 32) + kl / 32];
-                      m1 = fp4_m1(sc), m2 = fp4_m2(sc);
-                    } else {
-                      q = 0;
+                    const i64 q = 64 * s + 16 * t + 2 * i + v;
+                    dh += wl[q] * fast_lo(xh[q]);
+                    dh += wh[q] * fast_hi(xh[q]);
+                    if (!a.xexact) {
+                      dl += wl[q] * fast_lo(xl[q]);
+                      dl += wh[q] * fast_hi(xl[q]);
                     }
-                    u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
-                    u32 xh = a.xh[m * P + kl / 2 + u], xl = a.xl[m * P + kl / 2 + u];
-                    dh += fast_lo(wp) * fast_lo(xh);
-                    dh += fast_hi(wp) * fast_hi(xh);
-                    dl += fast_lo(wp) * fast_lo(xl);
-                    dl += fast_hi(wp) * fast_hi(xl);
                   }
-                }
                 acc += dh;
                 if (!a.xexact) acc += dl;
               }
@@ -261,6 +280,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
         }
       }
   }
+  delete[] wl;
+  delete[] wh;
 }
 #else
 // XE: the activations are bf16 values (a.xexact, which Go guarantees for these
