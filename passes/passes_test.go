@@ -215,9 +215,9 @@ func checkFusionGroups(t *testing.T, m *ir.Module) {
 	}
 }
 
-// TestFuseV41AcrossRounding: in V4.1 the reference rounds activations to bf16 between
-// ops; the rules still fuse across those roundings.
-func TestFuseV41AcrossRounding(t *testing.T) {
+// loweredV41 is V4.1-Flash's config lowered (no pass run yet).
+func loweredV41(t *testing.T) *ir.Module {
+	t.Helper()
 	c, err := compiler.LoadConfig("../testdata/deepseek-v4.1-flash")
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +226,13 @@ func TestFuseV41AcrossRounding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// TestFuseV41AcrossRounding: in V4.1 the reference rounds activations to bf16 between
+// ops; the rules still fuse across those roundings.
+func TestFuseV41AcrossRounding(t *testing.T) {
+	m := loweredV41(t)
 	if _, err := passes.Run(m, &passes.Config{Target: sm100.Target}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"deepinfer/compiler"
 	"deepinfer/ir"
 	"deepinfer/passes"
 	"deepinfer/targets/cpu"
@@ -93,14 +92,7 @@ func prefill(%0 <f32[T,32]> "x", %1 <f32[32,32]> "w") {
 // earlier one did, and every main layer's attn.wkv (after attn.wq_a),
 // ffn.shared_experts.w3 (after w1) and attn.indexer.wq_b (after attn.wq_b) is marked.
 func TestShareQuantV41(t *testing.T) {
-	c, err := compiler.LoadConfig("../testdata/deepseek-v4.1-flash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := compiler.Lower(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loweredV41(t)
 	if _, err := passes.Run(m, &passes.Config{Target: cpu.Target{}, Verify: true}); err != nil {
 		t.Fatal(err)
 	}
