@@ -297,9 +297,11 @@ func TestFoldAndNormChoices(t *testing.T) {
 // attn.wq_b) read their predecessor's quantized activations instead of quantizing them
 // again, and give the logits of quantizing each time (DEEPINFER_CUDA_SHARE_QUANT=0) bit
 // for bit: an 80-token prefill and two decode steps of both V4.1 fixtures in both
-// numerics modes. Every marked instruction of both programs shares; on the emulated
+// numerics modes (and in the fast one with the quantization and the split as two
+// launches). Every marked instruction of both programs shares; on the emulated
 // device the quantizing kernel (fast_quant_split in the fast mode, dense_quant in the
-// exact one) runs once fewer for each share in each step, every other kernel as often.
+// exact one and with two launches) runs once fewer for each share in each step, every
+// other kernel as often.
 func TestSharedQuantSameValues(t *testing.T) {
 	for _, m := range v41Fixtures {
 		p, ws := cuda.CompileDir(t, m.dir)
@@ -315,8 +317,15 @@ func TestSharedQuantSameValues(t *testing.T) {
 		if marked[plan.PhasePrefill] < 2*len(p.Model.Layers) || marked[plan.PhaseDecode] < 2*len(p.Model.Layers) {
 			t.Fatalf("%s: %v instructions marked quant_shared for %d layers; want at least two a layer", m.name, marked, len(p.Model.Layers))
 		}
-		for _, numerics := range []string{targets.NumericsFast, targets.NumericsExact} {
-			t.Run(m.name+"/"+numerics, func(t *testing.T) {
+		for _, mode := range []string{targets.NumericsFast, targets.NumericsExact, "fast, two launches"} {
+			t.Run(m.name+"/"+mode, func(t *testing.T) {
+				numerics := mode
+				if mode == "fast, two launches" {
+					// the quantization and the split as two launches (dense_quant, then
+					// fast_split from its buffer)
+					numerics = targets.NumericsFast
+					t.Setenv(cuda.EnvQuantSplit, "0")
+				}
 				opt := targets.Options{Numerics: numerics}
 				t.Setenv(cuda.EnvShareQuant, "0")
 				shares := map[string]int{}
@@ -343,7 +352,7 @@ func TestSharedQuantSameValues(t *testing.T) {
 					return
 				}
 				quant := "fast_quant_split"
-				if numerics == targets.NumericsExact {
+				if mode != targets.NumericsFast {
 					quant = "dense_quant"
 				}
 				if want := shares[plan.PhasePrefill] + 2*shares[plan.PhaseDecode]; ka[quant]-kb[quant] != want {
