@@ -99,8 +99,30 @@ func bindRope(b *Bind) error {
 	copies := func(s *Step) bool { return (s.Result(0).Ptr != s.Arg(0).Ptr || s.Round) && keep > 0 }
 	vecOK := hd%4 == 0 && keep%4 == 0 && os.Getenv(EnvRopeCopy4) != "0"
 	vec := func(s *Step) bool { return vecOK && s.Arg(0).Ptr%16 == 0 && s.Result(0).Ptr%16 == 0 }
+	// a work item per (token, group of ropeHeads heads, channel pair)
+	applyItems := func(s *Step) int64 { return s.Arg(0).Rows() * ((H + ropeHeads - 1) / ropeHeads) * (spec.ropeDim / 2) }
+	// rope_one: the copies' items and the rotations' in one launch (EnvRopeOne=0: two)
+	one := os.Getenv(EnvRopeOne) != "0"
+	b.Launch("rope_one", func(s *Step, a *ArgBuf) int64 {
+		if !one {
+			return 0
+		}
+		args(s, a)
+		c4, nc := vec(s), int64(0)
+		if copies(s) {
+			nc = s.Arg(0).Rows() * H * keep
+			if c4 {
+				nc /= 4
+			}
+		}
+		a.I(hd / 4)
+		a.I(keep / 4)
+		a.I(b2i(c4))
+		a.I(nc)
+		return nc + applyItems(s)
+	})
 	b.Launch("rope_copy4", func(s *Step, a *ArgBuf) int64 {
-		if !copies(s) || !vec(s) {
+		if one || !copies(s) || !vec(s) {
 			return 0
 		}
 		a.P(s.Arg(0).Ptr)
@@ -112,19 +134,26 @@ func bindRope(b *Bind) error {
 		return s.Arg(0).Rows() * H * keep / 4
 	})
 	b.Launch("rope_copy", func(s *Step, a *ArgBuf) int64 {
-		if !copies(s) || vec(s) {
+		if one || !copies(s) || vec(s) {
 			return 0
 		}
 		args(s, a)
 		return s.Arg(0).Rows() * H * keep
 	})
-	// a work item per (token, group of ropeHeads heads, channel pair)
 	b.Launch("rope_apply", func(s *Step, a *ArgBuf) int64 {
+		if one {
+			return 0
+		}
 		args(s, a)
-		return s.Arg(0).Rows() * ((H + ropeHeads - 1) / ropeHeads) * (spec.ropeDim / 2)
+		return applyItems(s)
 	})
 	return nil
 }
+
+// EnvRopeOne set to 0 runs rope's copies of the kept channels (rope_copy4, rope_copy) and
+// its rotations (rope_apply) as two launches instead of one (rope_one: the same items,
+// the same values; for comparisons; read when a program is bound).
+const EnvRopeOne = "DEEPINFER_CUDA_ROPE_ONE"
 
 // EnvRopeCopy4 set to 0 copies rope's kept channels one a work item (rope_copy) even
 // where rope_copy4 could copy four (the same values; for comparisons; read when a

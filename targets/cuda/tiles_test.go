@@ -327,8 +327,36 @@ func TestGemvAsyncSameValues(t *testing.T) {
 // the V4-Flash-format model and both V4.1 fixtures, a prefill and two decode steps.
 func TestRopeCopy4SameValues(t *testing.T) {
 	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
+	t.Setenv(cuda.EnvRopeOne, "0") // (the copies as launches of their own)
 	sameAcross(t, models, cuda.EnvRopeCopy4, "0", "", 8, "rope_copy ("+cuda.EnvRopeCopy4+"=0)", "rope_copy4 (the default)",
 		func(ka, kb map[string]int) string { return moved(ka, kb, "rope_copy", "rope_copy4") })
+}
+
+// TestRopeOneSameValues: rope's copies of the kept channels and its rotations run as
+// one launch by default (rope_one) and as two with DEEPINFER_CUDA_ROPE_ONE=0 (rope_copy4
+// or rope_copy, then rope_apply), with the same logits bit for bit: the V4-Flash-format
+// model and both V4.1 fixtures, a prefill and two decode steps, with the copies four
+// channels a work item and (DEEPINFER_CUDA_ROPE_COPY4=0) one. Every rope_apply launch
+// becomes a rope_one, and no copy launch is left.
+func TestRopeOneSameValues(t *testing.T) {
+	models := append([]struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, v41Fixtures...)
+	for _, copy4 := range []string{"", "0"} {
+		t.Run("copy4="+copy4, func(t *testing.T) {
+			t.Setenv(cuda.EnvRopeCopy4, copy4)
+			copies := "rope_copy4"
+			if copy4 == "0" {
+				copies = "rope_copy"
+			}
+			sameAcross(t, models, cuda.EnvRopeOne, "0", "", 8, "two launches ("+cuda.EnvRopeOne+"=0)", "rope_one (the default)",
+				func(ka, kb map[string]int) string {
+					msg := moved(ka, kb, "rope_apply", "rope_one")
+					if ka[copies] == 0 || kb[copies] != 0 || kb["rope_copy"]+kb["rope_copy4"] != 0 {
+						msg += fmt.Sprintf("%s ran %d times in two launches and %d in one; want some, then none. ", copies, ka[copies], kb[copies])
+					}
+					return msg
+				})
+		})
+	}
 }
 
 // TestExpand4SameValues: hc_expand runs mhc_expand4 (a work item per token and 4

@@ -11,22 +11,25 @@
 // then not x, so rope_copy or rope_copy4 rounds the channels before the rotated ones).
 #define ROPE_HG 8
 struct RopeArgs { const float* x; const int* pos; float* y; i64 n; i64 heads; double sign; i64 round; RopeSpec r; };
-KERNEL(rope_apply, RopeArgs) {
+// rope_apply_items: rope_apply's work items; rope_apply_item: item i.
+DEVM i64 rope_apply_items(const RopeArgs& a) { return a.n * ((a.heads + ROPE_HG - 1) / ROPE_HG) * (a.r.rope_dim / 2); }
+DEVM void rope_apply_item(const RopeArgs& a, i64 i) {
   const i64 half = a.r.rope_dim / 2, groups = (a.heads + ROPE_HG - 1) / ROPE_HG, off = a.r.head_dim - a.r.rope_dim;
-  for (i64 i = GIDX; i < a.n * groups * half; i += GSTRIDE) {
-    const i64 p = i % half, g = (i / half) % groups, t = i / (half * groups);
-    double c, s;
-    rope_angle(a.r, (i64)a.pos[t], p, a.sign, &c, &s);
-    const i64 h1 = imin(a.heads, (g + 1) * ROPE_HG);
-    for (i64 h = g * ROPE_HG; h < h1; h++) {
-      const i64 o = (t * a.heads + h) * a.r.head_dim;
-      rope_pair(a.x + o, a.y + o, off + 2 * p, c, s);
-      if (a.round) {
-        float* y = a.y + o + off + 2 * p;
-        y[0] = q_bf16(y[0]), y[1] = q_bf16(y[1]);
-      }
+  const i64 p = i % half, g = (i / half) % groups, t = i / (half * groups);
+  double c, s;
+  rope_angle(a.r, (i64)a.pos[t], p, a.sign, &c, &s);
+  const i64 h1 = imin(a.heads, (g + 1) * ROPE_HG);
+  for (i64 h = g * ROPE_HG; h < h1; h++) {
+    const i64 o = (t * a.heads + h) * a.r.head_dim;
+    rope_pair(a.x + o, a.y + o, off + 2 * p, c, s);
+    if (a.round) {
+      float* y = a.y + o + off + 2 * p;
+      y[0] = q_bf16(y[0]), y[1] = q_bf16(y[1]);
     }
   }
+}
+KERNEL(rope_apply, RopeArgs) {
+  for (i64 i = GIDX; i < rope_apply_items(a); i += GSTRIDE) rope_apply_item(a, i);
 }
 KERNEL(rope_copy, RopeArgs) {
   const i64 keep = a.r.head_dim - a.r.rope_dim;
@@ -61,5 +64,41 @@ KERNEL(rope_copy4, RopeCopyArgs) {
   for (i64 i = GIDX; i < n; i += GSTRIDE) {
     const i64 th = i / a.keep4, c = i - th * a.keep4;
     y[th * a.hd4 + c] = rope_round4(x[th * a.hd4 + c], a.round);
+  }
+}
+
+// rope_one: rope_copy4's items (copy4 = 1; else rope_copy's), then rope_apply's, in one
+// launch: the same operations on the same values, one launch where there were two
+// (DEEPINFER_CUDA_ROPE_ONE=0 keeps the two). The copies write only the kept channels and
+// the rotations only the rotated ones, so no item reads what another writes.
+struct RopeOneArgs { RopeArgs r; i64 hd4; i64 keep4; i64 copy4; i64 ncopy; };
+KERNEL(rope_one, RopeOneArgs) {
+  const i64 n = a.ncopy + rope_apply_items(a.r), keep = a.r.r.head_dim - a.r.r.rope_dim;
+  const float4* x4 = (const float4*)a.r.x;
+  float4* y4 = (float4*)a.r.y;
+  if (a.copy4 && n < (1ll << 31) && GSTRIDE < (1ll << 31)) {
+    // (32-bit index arithmetic for the copies, as rope_copy4's)
+    const u32 keep4 = (u32)a.keep4, hd4 = (u32)a.hd4, stride = (u32)GSTRIDE, nc = (u32)a.ncopy;
+    for (u32 i = (u32)GIDX; i < (u32)n; i += stride) {
+      if (i >= nc) {
+        rope_apply_item(a.r, (i64)(i - nc));
+        continue;
+      }
+      const u32 th = i / keep4, c = i - th * keep4;
+      y4[(i64)th * hd4 + c] = rope_round4(x4[(i64)th * hd4 + c], a.r.round);
+    }
+    return;
+  }
+  for (i64 i = GIDX; i < n; i += GSTRIDE) {
+    if (i >= a.ncopy) {
+      rope_apply_item(a.r, i - a.ncopy);
+    } else if (a.copy4) {
+      const i64 th = i / a.keep4, c = i - th * a.keep4;
+      y4[th * a.hd4 + c] = rope_round4(x4[th * a.hd4 + c], a.r.round);
+    } else {
+      const i64 c = i % keep, th = i / keep;
+      const float v = a.r.x[th * a.r.r.head_dim + c];
+      a.r.y[th * a.r.r.head_dim + c] = a.r.round ? q_bf16(v) : v;
+    }
   }
 }
