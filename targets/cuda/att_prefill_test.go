@@ -96,10 +96,12 @@ func TestFastV41AttentionKernelsAgree(t *testing.T) {
 			}
 			tw, ktw := tcForce(1)
 			tn, ktn := tcForce(1 << 60)
-			for _, k := range []string{"csa_tc_logits", "csa_tc_out"} {
-				if ktw != nil && (ktw[k] == 0 || ktw[k+"_n"] != 0 || ktn[k] != 0 || ktn[k+"_n"] == 0 || ktw["csa_fast_logits"]+ktw["csa_fast_logits_n"] != 0) {
+			// (the narrow output: csa_tc_out_na, its key steps four at a time, by default)
+			for _, k := range [][2]string{{"csa_tc_logits", "csa_tc_logits_n"}, {"csa_tc_out", "csa_tc_out_na"}} {
+				w, n := k[0], k[1]
+				if ktw != nil && (ktw[w] == 0 || ktw[n] != 0 || ktn[w] != 0 || ktn[n] == 0 || ktw["csa_fast_logits"]+ktw["csa_fast_logits_n"] != 0) {
 					t.Errorf("%s: wide %d / narrow %d launches when the wide kernels are forced, %d / %d when the narrow ones are (fused multiply-add logits %d); want >0/0, 0/>0, 0",
-						k, ktw[k], ktw[k+"_n"], ktn[k], ktn[k+"_n"], ktw["csa_fast_logits"]+ktw["csa_fast_logits_n"])
+						w, ktw[w], ktw[n], ktn[w], ktn[n], ktw["csa_fast_logits"]+ktw["csa_fast_logits_n"])
 				}
 			}
 			for i := range tw {

@@ -147,7 +147,8 @@ func firstDiff(a, b []uint32) (int, [2]string) {
 // on host fibers (TestLaunchCutsOnHostFibers) and the fused roundings instruction by
 // instruction (TestEpilogueInstructionsSame).
 func TestLaunchCutsSameValues(t *testing.T) {
-	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold, cuda.EnvGemvStaged, cuda.EnvWGAhead}
+	// (EnvGemvOne=0 with the switches off: the staged products replace fast_gemv_fp8's)
+	switches := []string{cuda.EnvEpilogue, cuda.EnvNormOne, cuda.EnvMoEPlan, cuda.EnvRouteFold, cuda.EnvMixFold, cuda.EnvGemvStaged, cuda.EnvWGAhead, cuda.EnvGemvOne}
 	// each change everywhere it applies (the defaults take some of them only where run 31
 	// measured them faster, or not at all)
 	on := map[string]string{cuda.EnvNormOne: "1", cuda.EnvRouteFold: "1", cuda.EnvMixFold: "1", cuda.EnvGemvStaged: "1", cuda.EnvWGAhead: "all"}
@@ -249,7 +250,7 @@ func TestLaunchCutsSameValues(t *testing.T) {
 // TestFoldAndNormChoices: what the defaults run where run 31 measured the changes by
 // step size or kernel (tiny-v41-dev, an 80-token prefill and two decode steps, fast mode,
 // on the emulated device): the prefill's FP8 products on fast_gemm_wg_fp8a, the decode
-// steps' one-row ones on the unstaged fast_gemv_fp8_q; V4.1's mixes folded inside mhc_mix41_split in the prefill (80 rows)
+// steps' one-row ones on fast_gemv1p_fp8_q (the form with stages ahead, since run 32); V4.1's mixes folded inside mhc_mix41_split in the prefill (80 rows)
 // and by mhc_fast_mix41_sum in each one-row decode step (with
 // DEEPINFER_CUDA_MIX_FOLD=1 never by the sum, =0 always); the router's fold always
 // moe_fast_gate41_sum's; every RMSNorm (the fixture's rows are all short) as one launch
@@ -280,9 +281,9 @@ func TestFoldAndNormChoices(t *testing.T) {
 	if def["moe_fast_gate41_sum"] == 0 || def["moe_route_v41"] == 0 {
 		t.Errorf("by default moe_fast_gate41_sum ran %d times, moe_route_v41 %d; want the router folded by the sum", def["moe_fast_gate41_sum"], def["moe_route_v41"])
 	}
-	if def["fast_gemm_wg_fp8a"] == 0 || def["fast_gemm_wg_fp8"] != 0 || def["fast_gemv_fp8_q"] == 0 || def["fast_gemv_fp8s_q"] != 0 {
-		t.Errorf("by default fast_gemm_wg_fp8a / _fp8 ran %d / %d times, fast_gemv_fp8_q / _fp8s_q %d / %d; want the two-steps-ahead wgmma form and the unstaged one-row products",
-			def["fast_gemm_wg_fp8a"], def["fast_gemm_wg_fp8"], def["fast_gemv_fp8_q"], def["fast_gemv_fp8s_q"])
+	if def["fast_gemm_wg_fp8a"] == 0 || def["fast_gemm_wg_fp8"] != 0 || def["fast_gemv1p_fp8_q"] == 0 || def["fast_gemv_fp8_q"]+def["fast_gemv_fp8s_q"] != 0 {
+		t.Errorf("by default fast_gemm_wg_fp8a / _fp8 ran %d / %d times, fast_gemv1p_fp8_q / fast_gemv_fp8_q / _fp8s_q %d / %d / %d; want the two-steps-ahead wgmma form and the one-row form with stages ahead",
+			def["fast_gemm_wg_fp8a"], def["fast_gemm_wg_fp8"], def["fast_gemv1p_fp8_q"], def["fast_gemv_fp8_q"], def["fast_gemv_fp8s_q"])
 	}
 	// (the fixture's rows are all short: every norm one launch, as TestNormOneRule's rule
 	// says for rows of at most 2,048 values)

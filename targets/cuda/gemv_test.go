@@ -64,13 +64,16 @@ func TestGemvSteps(t *testing.T) {
 			m1 := func(k map[string]int) int {
 				return k["fast_gemm_m1"] + k["fast_gemm_m1_f32"] + k["fast_gemm_m1_fp8_only"] + k["fast_gemm_m1_fp8_b4"]
 			}
-			if gemv(ka, "fast_gemv_") != 0 || gemv(kb, "fast_gemv_") == 0 || m1(ka) == 0 || m1(kb) != 0 || kb["fast_sum"] > ka["fast_sum"] {
-				t.Errorf("with %s=0: %d fast_gemv_* launches, %d one-row tiles, %d fast_sum; with =all %d, %d, %d: want the decode steps' one-row products on fast_gemv_*",
-					cuda.EnvGemv, gemv(ka, "fast_gemv_"), m1(ka), ka["fast_sum"], gemv(kb, "fast_gemv_"), m1(kb), kb["fast_sum"])
+			// (fast_gemv: the products of one to four rows, fast_gemv_*, and the FP8 forms
+			// written for one row, fast_gemv1p_* by default)
+			if gemv(ka, "fast_gemv") != 0 || gemv(kb, "fast_gemv") == 0 || m1(ka) == 0 || m1(kb) != 0 || kb["fast_sum"] > ka["fast_sum"] {
+				t.Errorf("with %s=0: %d fast_gemv* launches, %d one-row tiles, %d fast_sum; with =all %d, %d, %d: want the decode steps' one-row products on fast_gemv*",
+					cuda.EnvGemv, gemv(ka, "fast_gemv"), m1(ka), ka["fast_sum"], gemv(kb, "fast_gemv"), m1(kb), kb["fast_sum"])
 			}
-			if fp8 := gemv(kb, "fast_gemv_fp8"); gemv(kc, "fast_gemv_") != fp8 || gemv(kc, "fast_gemv_fp8") != fp8 || m1(kc) != m1(ka)-fp8 {
-				t.Errorf("by default %d fast_gemv_* launches (%d FP8) and %d one-row tiles; want the %d FP8 ones of =all and the other %d tiles",
-					gemv(kc, "fast_gemv_"), gemv(kc, "fast_gemv_fp8"), m1(kc), fp8, m1(ka)-fp8)
+			fp8s := func(k map[string]int) int { return gemv(k, "fast_gemv_fp8") + gemv(k, "fast_gemv1p_fp8") }
+			if fp8 := fp8s(kb); gemv(kc, "fast_gemv") != fp8 || fp8s(kc) != fp8 || m1(kc) != m1(ka)-fp8 {
+				t.Errorf("by default %d fast_gemv* launches (%d FP8) and %d one-row tiles; want the %d FP8 ones of =all and the other %d tiles",
+					gemv(kc, "fast_gemv"), fp8s(kc), m1(kc), fp8, m1(ka)-fp8)
 			}
 		})
 	}
@@ -124,8 +127,9 @@ func TestDraftStepWholeBlocks(t *testing.T) {
 	}
 }
 
-// TestOptInFormsSameValues: the opt-in forms that only load differently give the logits
-// of the kernels they replace bit for bit (a 24-token prefill and two decode steps of
+// TestOptInFormsSameValues: the forms that only load differently (opt-in until run 32;
+// =p and the attention's the defaults since) give the logits of the kernels they replace
+// (each switch 0) bit for bit (a 24-token prefill and two decode steps of
 // tiny-v4-dev in V4-Flash's formats, FP8 block weights, and of both V4.1 fixtures, fast
 // mode): the one-row steps' FP8 products on the forms written for one activation row
 // (DEEPINFER_CUDA_GEMV_ONE=1: fast_gemv1_fp8 and _fp8_q; =b: fast_gemv1b_*, bounded to
@@ -158,17 +162,17 @@ func TestOptInFormsSameValues(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			opt := targets.Options{Numerics: targets.NumericsFast}
 			for _, f := range forms {
-				t.Setenv(f.env, "")
+				t.Setenv(f.env, "0")
 			}
 			a, ka, _ := prefillAndDecodeIn(t, p, ws, n, opt, nil)
 			for i, f := range forms {
 				t.Setenv(f.env, f.value)
 				b, kb, _ := prefillAndDecodeIn(t, p, ws, n, opt, nil)
-				t.Setenv(f.env, "")
+				t.Setenv(f.env, "0")
 				if len(a) != n+2 || len(b) != n+2 {
 					t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), n+2)
 				}
-				sameLogits(t, a, b, "on the default kernels", "with "+f.env+"="+f.value)
+				sameLogits(t, a, b, "on the replaced kernels (=0)", "with "+f.env+"="+f.value)
 				if ka == nil {
 					continue
 				}

@@ -620,7 +620,7 @@ func csaBindAttention(b *Bind) error {
 		tcGroups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads
 		wide := func(s *Step) bool { return s.Arg(0).Rows()*tcGroups*((dim+63)/64) >= attTCWideWarps }
 		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each;
-		// narrow names the narrow kernel (the output's is csa_tc_out_na with EnvAttAhead=1:
+		// narrow names the narrow kernel (the output's is csa_tc_out_na unless EnvAttAhead=0:
 		// the same warps)
 		tcPair := func(name, narrow string, n int64) {
 			for _, k := range []struct {
@@ -639,7 +639,7 @@ func csaBindAttention(b *Bind) error {
 		tcPair("csa_tc_logits", "csa_tc_logits_n", lmax)
 		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
 		outNarrow := "csa_tc_out_n"
-		if os.Getenv(EnvAttAhead) == "1" {
+		if os.Getenv(EnvAttAhead) != "0" {
 			outNarrow = "csa_tc_out_na"
 		}
 		tcPair("csa_tc_out", outNarrow, dim)

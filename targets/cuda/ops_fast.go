@@ -115,6 +115,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 	gemvOn := gemvEnv != "0" && !b.rt.invariant && g.K%16 == 0 && (g.N/g.G)%fastGemvR == 0
 	gemvStaged := os.Getenv(EnvGemvStaged) == "1"
 	gemvOne := os.Getenv(EnvGemvOne)
+	if gemvOne == "" {
+		gemvOne = "p" // (the default since run 32: gemvOnePrefix)
+	}
 	gemvKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if !gemvOn || rowsOf(s) > fastGemvRows || w.Cols != g.K || w.Ptr%16 != 0 {
@@ -138,9 +141,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 		case gemvStaged:
 			name += "s"
 		case w.Fmt >= 2 && rowsOf(s) == 1 && gemvOnePrefix[gemvOne] != "":
-			// (the FP8 forms written for one row: fast_gemv1_fp8, fast_gemv1b_fp8 at six
-			// launch blocks a multiprocessor, fast_gemv1p_fp8 with two-piece stages a
-			// stage ahead)
+			// (the FP8 forms written for one row: fast_gemv1p_fp8 by default, with
+			// two-piece stages a stage ahead; fast_gemv1_fp8; fast_gemv1b_fp8 at six
+			// launch blocks a multiprocessor)
 			name = strings.Replace(name, "fast_gemv_", gemvOnePrefix[gemvOne], 1)
 		}
 		if g.quant != 0 {
@@ -469,25 +472,30 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // slower, so they are not the default). Read when a program is bound.
 const EnvGemvStaged = "DEEPINFER_CUDA_GEMV_STAGED"
 
-// EnvGemvOne set to 1 runs the one-row steps' FP8 products on fast_gemv1_fp8 and
-// fast_gemv1_fp8_q (written for one activation row: each lane's addresses found once a
-// pair, a trip's loads without branches, the weights read past L1, one row's sums), set
-// to b on fast_gemv1b_fp8 and _fp8_q (the same, bounded to six launch blocks a
-// multiprocessor), set to p on fast_gemv1p_fp8 and _fp8_q (the same with stages of two
-// pieces in two register sets, the next stage's loads issued before a stage is
-// summed); the same values as fast_gemv_fp8 and _fp8_q bit for bit. Unset (or 0) keeps
-// fast_gemv_fp8 and _fp8_q. Not with EnvGemvStaged=1 (the staged kernels then). Read
-// when a program is bound.
+// EnvGemvOne picks the one-row steps' FP8 products: unset (or p) fast_gemv1p_fp8 and
+// fast_gemv1p_fp8_q (written for one activation row: each lane's addresses found once a
+// pair, a trip's loads without branches, the weights read past L1, one row's sums, and
+// stages of two pieces in two register sets, the next stage's loads issued before a
+// stage is summed), 1 fast_gemv1_fp8 and _fp8_q (the same without the stages), b
+// fast_gemv1b_fp8 and _fp8_q (those bounded to six launch blocks a multiprocessor), 0
+// fast_gemv_fp8 and _fp8_q (the products of one to four rows, the default until run 32).
+// The same values bit for bit. Run 32 (an H100; V4.1 layers 20-23, batch 1, context
+// 4,096): the products' event time 0.568 ms with =0, 0.456 / 0.462 / 0.448 with =1 / =b
+// / =p, the device time a step 3.371 → 3.222 / 3.192 / 3.216 ms; Nsight Compute: the
+// =0 kernel stalled on L1TEX loads at 25% occupancy (13-43% of DRAM throughput), =p
+// 14-59%. Not with EnvGemvStaged=1 (the staged kernels then). Read when a program is
+// bound.
 const EnvGemvOne = "DEEPINFER_CUDA_GEMV_ONE"
 
-// gemvOnePrefix maps EnvGemvOne's values to their kernels' prefix.
+// gemvOnePrefix maps EnvGemvOne's values to their kernels' prefix ("0": none, the
+// products of one to four rows).
 var gemvOnePrefix = map[string]string{"1": "fast_gemv1_", "b": "fast_gemv1b_", "p": "fast_gemv1p_"}
 
-// EnvAttAhead set to 1 runs V4.1's tensor-core attention output in small steps on
-// csa_tc_out_na (csa_tc_out_n with four key steps' probabilities and values loaded before
-// the first of them is multiplied: the same mma in the same order, so the same values
-// bit for bit) instead of csa_tc_out_n. Read when a program is bound; opt-in until a
-// GPU run has timed it.
+// EnvAttAhead set to 0 runs V4.1's tensor-core attention output in small steps on
+// csa_tc_out_n instead of csa_tc_out_na (the default since run 32: csa_tc_out_n with four
+// key steps' probabilities and values loaded before the first of them is multiplied; the
+// same mma in the same order, so the same values bit for bit; run 32 on an H100, V4.1
+// layers 20-23, batch 1: 0.152 → 0.125 ms a step). Read when a program is bound.
 const EnvAttAhead = "DEEPINFER_CUDA_ATT_AHEAD"
 
 // EnvGemv set to 0 keeps the fast products of FP8 weights and at most four activation

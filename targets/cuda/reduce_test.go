@@ -27,7 +27,7 @@ func TestFastModeSplitsReductions(t *testing.T) {
 				"att_tc_keys", "att_tc_logits", "att_tc_logits_n", "att_tc_softmax", "att_tc_out", "att_tc_out_n"},
 			[]string{"mhc_mix_dot", "rmsnorm", "att_cmp_proj", "att_dec_keys", "att_dec_logits", "att_dec_softmax", "att_dec_out", "att_attention"}},
 		{"tiny-v41-dev2",
-			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_rows", "mhc_fast_mix41_sum", "moe_fast_gate41_rows", "mhc_fast_norm41_one", "csa_fast_proj_part", "csa_fast_proj_sum", "csa_fast_entry_norm", "csa_fast_key_part", "csa_fast_key_sum", "moe_fast_gate41_part", "moe_fast_gate41_sum", "csa_tc_logits", "csa_tc_logits_n", "csa_tc_out", "csa_tc_out_n",
+			[]string{"mhc_fast_mix41_part", "mhc_fast_mix41_rows", "mhc_fast_mix41_sum", "moe_fast_gate41_rows", "mhc_fast_norm41_one", "csa_fast_proj_part", "csa_fast_proj_sum", "csa_fast_entry_norm", "csa_fast_key_part", "csa_fast_key_sum", "moe_fast_gate41_part", "moe_fast_gate41_sum", "csa_tc_logits", "csa_tc_logits_n", "csa_tc_out", "csa_tc_out_na",
 				"moe_fast_gate41_seq", "mhc_fast_mix41_seq"},
 			// (the fast mode binds mhc_mix41_dot and moe_gate_v41 for steps of long
 			// sequences only with DEEPINFER_CUDA_SEQ_TILES=0, TestFastV41LongStepsSeqTiles,
