@@ -13,6 +13,6 @@ echo "== go vet"
 go vet ./...
 echo "== go test -race (fuzz targets run their seed corpora)"
 # (the cuda package, the kernels on the emulated device under the race detector, and the
-# vm package take 6-7 minutes each on a 2-core machine, beside each other: near go test's
+# vm package take 5-6 minutes each on a 2-core machine, beside each other: near go test's
 # default 10-minute limit when the machine is shared, so the limit is raised)
 go test -race -count=1 -timeout 30m ./...
