@@ -134,7 +134,6 @@ func shareQuants(pr *prog) {
 			}
 		}
 		c.launches = kept
-		c.quantShared = true
 		pr.quantShares++
 	}
 }

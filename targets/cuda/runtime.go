@@ -122,11 +122,9 @@ type call struct {
 	// epilogue: a fake_quant to bf16 that its producer runs (ops_fuse.go): no launches
 	epilogue bool
 	roundFor int // with step.Round: the index of the rounding it runs
-	// quantizes, quantScratch: Bind.Quantizes; quantShared: the launch that quantizes
-	// was left out, the predecessor's buffer is read (ops_fuse.go)
+	// quantizes, quantScratch: Bind.Quantizes (ops_fuse.go shareQuants)
 	quantizes    string
 	quantScratch int
-	quantShared  bool
 }
 
 type hostStage struct {
