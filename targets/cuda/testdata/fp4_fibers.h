@@ -164,6 +164,51 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
   for (int e = 0; e < 4; e++) c[e] = d[e];
 }
 
+// lanes_mma_f16: lanes_mma's m16n8k16 on f16 pairs (the same order); lanes_e4m3x4_f16:
+// cvt.rn.f16x2.e4m3x2 of bytes 0, 1 (lo) and 2, 3 (hi). Their own decoding and encoding
+// of E4M3 and f16, not the sources'.
+static float h_val(unsigned h) {
+  unsigned e = (h >> 10) & 31, m = h & 1023;
+  float r = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexpf((float)m, -24) : ldexpf(1.0f + m / 1024.0f, (int)e - 15);
+  return h & 0x8000 ? -r : r;
+}
+static unsigned h_of_e4m3(unsigned c) {
+  unsigned e = (c >> 3) & 15, m = c & 7, s = (c & 128) << 8;
+  if (e == 15 && m == 7) return s | 0x7e00;
+  if (e == 0) {  // m · 2^-9: a normal half
+    if (m == 0) return s;
+    int sh = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // m = 2^sh · (1 + f)
+    return s | ((unsigned)(-9 + sh + 15) << 10) | (((m << (10 - sh)) & 1023));
+  }
+  return s | ((e - 7 + 15) << 10) | (m << 7);
+}
+void lanes_e4m3x4_f16(unsigned w, unsigned& lo, unsigned& hi) {
+  lo = h_of_e4m3(w & 255) | h_of_e4m3((w >> 8) & 255) << 16;
+  hi = h_of_e4m3((w >> 16) & 255) | h_of_e4m3(w >> 24) << 16;
+}
+void lanes_mma_f16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31, g = l >> 2, t = l & 3;
+  WarpX& x = g_warp[w];
+  x.a[l][0] = a0, x.a[l][1] = a1, x.a[l][2] = a2, x.a[l][3] = a3, x.b[l][0] = b0, x.b[l][1] = b1;
+  x.bar->arrive_and_wait((void*)5);
+  float d[4];
+  for (int e = 0; e < 4; e++) {
+    int r = g + (e >= 2 ? 8 : 0), n = 2 * t + (e & 1);
+    float s = 0;
+    for (int tt = 0; tt < 4; tt++)
+      for (int v = 0; v < 2; v++)
+        for (int h = 0; h < 2; h++) {
+          int k = 2 * tt + 8 * v + h;
+          unsigned av = x.a[(r & 7) * 4 + ((k & 7) >> 1)][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)];
+          unsigned bv = x.b[n * 4 + ((k & 7) >> 1)][k >= 8 ? 1 : 0];
+          s += h_val((k & 1) ? av >> 16 : av & 0xffff) * h_val((k & 1) ? bv >> 16 : bv & 0xffff);
+        }
+    d[e] = c[e] + s;
+  }
+  x.bar->arrive_and_wait((void*)6);
+  for (int e = 0; e < 4; e++) c[e] = d[e];
+}
+
 // cp.async: a copy's destination is clobbered when it is issued and written when a
 // wait_group allows (as late as possible), so reading too early or reusing a stage
 // too soon changes the values
