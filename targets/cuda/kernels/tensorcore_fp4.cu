@@ -210,6 +210,36 @@ DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0
 }
 #endif
 
+#if defined(DI_EMULATE) || defined(DI_LANES)
+// fp4_rows_emu: the emulated tiles' walk (fp4_tiles, fp4_tiles_bs; the fiber harness
+// builds them as references): every launch block's expert and slice, and each of its
+// warps' two streams' rows that exist, as row(b, plane, weight, r).
+template <int NW, class Row>
+DEVM void fp4_rows_emu(const FastMoEArgs& a, i64 blocks, Row row) {
+  const int RT = NW == 2 ? 1 : 2;
+  for (i64 blk = 0; blk < blocks; blk++) {
+    const Fp4Block b = fp4_where<NW>(a, blk);
+    if (b.e < 0) continue;
+    for (int warp = 0; warp < 4; warp++)
+      for (int p = 0; p < 2; p++) {
+        const Weight w = fp4_weight<NW>(a, b.e, p);
+        const i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
+        for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) row(b, NW == 2 ? p : 0, w, r);
+      }
+  }
+}
+// EmuBuf: a float buffer the emulated tiles grow as slices need.
+struct EmuBuf {
+  float* p = nullptr;
+  i64 cap = 0;
+  float* at_least(i64 n) {
+    if (n > cap) delete[] p, cap = n, p = new float[n];
+    return p;
+  }
+  ~EmuBuf() { delete[] p; }
+};
+#endif
+
 // The emulated tiles: each weight row's pairs of the slice widened once (wl, wh), then
 // summed with every slot's activations in the device's order: mma i of step k0 takes
 // pairs 2i and 2i + 1 of each lane t's 32 values, hi halves then lo, its sum added to
@@ -217,71 +247,53 @@ DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0
 #ifdef DI_EMULATE
 template <int NW>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
-  const int RT = NW == 2 ? 1 : 2;
   const i64 P = a.Kp / 2;
   const i64 div = NW == 2 ? a.k : 1;
-  float* wl = nullptr;
-  float* wh = nullptr;
-  i64 cap = 0;
-  for (i64 blk = 0; blk < blocks; blk++) {
-    Fp4Block b = fp4_where<NW>(a, blk);
-    if (b.e < 0) continue;
-    i64 n = a.counts[b.e], base = a.off[b.e];
+  EmuBuf bl, bh;
+  fp4_rows_emu<NW>(a, blocks, [&](const Fp4Block& b, int plane, const Weight& w, i64 r) {
+    const i64 n = a.counts[b.e], base = a.off[b.e];
     const i64 steps = (b.ke - b.kb + 127) / 128, np = 64 * steps;  // the slice's pairs
-    if (np > cap) {
-      delete[] wl;
-      delete[] wh;
-      cap = np, wl = new float[cap], wh = new float[cap];
-    }
-    for (int warp = 0; warp < 4; warp++)
-      for (int p = 0; p < 2; p++) {
-        Weight w = fp4_weight<NW>(a, b.e, p);
-        int plane = NW == 2 ? p : 0;
-        i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
-        for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
-          const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
-          for (i64 q0 = 0; q0 < np; q0 += 16) {  // lane t's 16 pairs of step k0
-            const i64 kl = b.kb + 2 * q0;
-            u32 m1 = fp4_m1(127), m2 = fp4_m2(127);
-            if (kl < a.K) {
-              u32 sc = w.s[r * (w.cols / 32) + kl / 32];
-              m1 = fp4_m1(sc), m2 = fp4_m2(sc);
-            }
-            for (int u = 0; u < 16; u++) {
-              u32 q = 0;
-              if (kl < a.K) memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
-              u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
-              wl[q0 + u] = fast_lo(wp), wh[q0 + u] = fast_hi(wp);
-            }
-          }
-          for (i64 c = 0; c < n; c++) {
-            i64 slot = a.list[base + c], m = slot / div;
-            const u32* xh = a.xh + m * P + b.kb / 2;
-            const u32* xl = a.xl + m * P + b.kb / 2;
-            float acc = 0;
-            for (i64 s = 0; s < steps; s++)
-              for (int i = 0; i < 8; i++) {  // mma i: pairs 2i and 2i+1 of each lane t
-                float dh = 0, dl = 0;
-                for (int t = 0; t < 4; t++)
-                  for (int v = 0; v < 2; v++) {
-                    const i64 q = 64 * s + 16 * t + 2 * i + v;
-                    dh += wl[q] * fast_lo(xh[q]);
-                    dh += wh[q] * fast_hi(xh[q]);
-                    if (!a.xexact) {
-                      dl += wl[q] * fast_lo(xl[q]);
-                      dl += wh[q] * fast_hi(xl[q]);
-                    }
-                  }
-                acc += dh;
-                if (!a.xexact) acc += dl;
-              }
-            fp4_store(a, plane, b.s, slot, r, acc);
-          }
-        }
+    float* wl = bl.at_least(np);
+    float* wh = bh.at_least(np);
+    const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
+    for (i64 q0 = 0; q0 < np; q0 += 16) {  // lane t's 16 pairs of step k0
+      const i64 kl = b.kb + 2 * q0;
+      u32 m1 = fp4_m1(127), m2 = fp4_m2(127);
+      if (kl < a.K) {
+        u32 sc = w.s[r * (w.cols / 32) + kl / 32];
+        m1 = fp4_m1(sc), m2 = fp4_m2(sc);
       }
-  }
-  delete[] wl;
-  delete[] wh;
+      for (int u = 0; u < 16; u++) {
+        u32 q = 0;
+        if (kl < a.K) memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
+        u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
+        wl[q0 + u] = fast_lo(wp), wh[q0 + u] = fast_hi(wp);
+      }
+    }
+    for (i64 c = 0; c < n; c++) {
+      i64 slot = a.list[base + c], m = slot / div;
+      const u32* xh = a.xh + m * P + b.kb / 2;
+      const u32* xl = a.xl + m * P + b.kb / 2;
+      float acc = 0;
+      for (i64 s = 0; s < steps; s++)
+        for (int i = 0; i < 8; i++) {  // mma i: pairs 2i and 2i+1 of each lane t
+          float dh = 0, dl = 0;
+          for (int t = 0; t < 4; t++)
+            for (int v = 0; v < 2; v++) {
+              const i64 q = 64 * s + 16 * t + 2 * i + v;
+              dh += wl[q] * fast_lo(xh[q]);
+              dh += wh[q] * fast_hi(xh[q]);
+              if (!a.xexact) {
+                dl += wl[q] * fast_lo(xl[q]);
+                dl += wh[q] * fast_hi(xl[q]);
+              }
+            }
+          acc += dh;
+          if (!a.xexact) acc += dl;
+        }
+      fp4_store(a, plane, b.s, slot, r, acc);
+    }
+  });
 }
 #else
 // XE: the activations are bf16 values (a.xexact, which Go guarantees for these
@@ -660,67 +672,49 @@ DEVM void bs_block(float (&acc)[2][J][4], u32 (&qa)[2][4], u32 (&qb)[2][4], cons
 #ifdef DI_EMULATE
 template <int NW>
 DEVM void fp4_tiles_bs(const FastMoEArgs& a, i64 blocks) {
-  const int RT = NW == 2 ? 1 : 2;
   const i64 P = a.Kp / 2;
   const i64 div = NW == 2 ? a.k : 1;
   const float* xf = (const float*)a.xl;
-  float* wv = nullptr;
-  float* ws = nullptr;
-  i64 cap = 0;
-  for (i64 blk = 0; blk < blocks; blk++) {
-    Fp4Block b = fp4_where<NW>(a, blk);
-    if (b.e < 0) continue;
+  EmuBuf bv, bs;
+  fp4_rows_emu<NW>(a, blocks, [&](const Fp4Block& b, int plane, const Weight& w, i64 r) {
     const i64 n = a.counts[b.e], base = a.off[b.e], nb = (b.ke - b.kb) / 32;  // the slice's blocks
-    if (nb > cap) {
-      delete[] wv;
-      delete[] ws;
-      cap = nb, wv = new float[32 * cap], ws = new float[cap];
-    }
-    for (int warp = 0; warp < 4; warp++)
-      for (int p = 0; p < 2; p++) {
-        Weight w = fp4_weight<NW>(a, b.e, p);
-        const int plane = NW == 2 ? p : 0;
-        const i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
-        for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
-          // the row's blocks widened once: a block's even codes in order, then its odd ones
-          for (i64 q = 0; q < nb; q++) {
-            const i64 kl = b.kb + 32 * q;
-            ws[q] = ue8m0_f32(kl < a.K ? w.s[r * (w.cols / 32) + kl / 32] : 127);
-            for (int t = 0; t < 4; t++) {
-              u32 c = 0;
-              if (kl < a.K) memcpy(&c, (const unsigned char*)w.p + r * (w.cols / 2) + kl / 2 + 4 * t, 4);
-              const u32 lo = f8_lo(c), hi = f8_hi(c);
-              for (int j = 0; j < 4; j++) {
-                wv[32 * q + 4 * t + j] = e4m3_f32((unsigned char)(lo >> (8 * j)));
-                wv[32 * q + 16 + 4 * t + j] = e4m3_f32((unsigned char)(hi >> (8 * j)));
-              }
-            }
-          }
-          for (i64 c = 0; c < n; c++) {
-            const i64 slot = a.list[base + c], m = slot / div;
-            float acc = 0;
-            for (i64 q = 0; q < nb; q++) {
-              const i64 kblk = (b.kb + 32 * q) / 32;
-              const u32* xc = a.xh + m * P + 16 * kblk;  // bs_store_piece's words
-              float d = 0;
-              for (int o = 0; o < 2; o++) {
-                float s = 0;
-                for (int k = 0; k < 16; k++) {  // code 8t + 2jj + o: word 4t + 2o + jj / 2, half jj % 2
-                  const int t = k >> 2, jj = k & 3;
-                  const u32 word = xc[4 * t + 2 * o + (jj >> 1)];
-                  s += wv[32 * q + 16 * o + k] * f16_f32((unsigned short)(word >> (16 * (jj & 1))));
-                }
-                d += s;
-              }
-              acc = fma_fast(d, ws[q] * xf[m * P + kblk], acc);
-            }
-            fp4_store(a, plane, b.s, slot, r, acc);
-          }
+    float* wv = bv.at_least(32 * nb);
+    float* ws = bs.at_least(nb);
+    // the row's blocks widened once: a block's even codes in order, then its odd ones
+    for (i64 q = 0; q < nb; q++) {
+      const i64 kl = b.kb + 32 * q;
+      ws[q] = ue8m0_f32(kl < a.K ? w.s[r * (w.cols / 32) + kl / 32] : 127);
+      for (int t = 0; t < 4; t++) {
+        u32 c = 0;
+        if (kl < a.K) memcpy(&c, (const unsigned char*)w.p + r * (w.cols / 2) + kl / 2 + 4 * t, 4);
+        const u32 lo = f8_lo(c), hi = f8_hi(c);
+        for (int j = 0; j < 4; j++) {
+          wv[32 * q + 4 * t + j] = e4m3_f32((unsigned char)(lo >> (8 * j)));
+          wv[32 * q + 16 + 4 * t + j] = e4m3_f32((unsigned char)(hi >> (8 * j)));
         }
       }
-  }
-  delete[] wv;
-  delete[] ws;
+    }
+    for (i64 c = 0; c < n; c++) {
+      const i64 slot = a.list[base + c], m = slot / div;
+      float acc = 0;
+      for (i64 q = 0; q < nb; q++) {
+        const i64 kblk = (b.kb + 32 * q) / 32;
+        const u32* xc = a.xh + m * P + 16 * kblk;  // bs_store_piece's words
+        float d = 0;
+        for (int o = 0; o < 2; o++) {
+          float s = 0;
+          for (int k = 0; k < 16; k++) {  // code 8t + 2jj + o: word 4t + 2o + jj / 2, half jj % 2
+            const int t = k >> 2, jj = k & 3;
+            const u32 word = xc[4 * t + 2 * o + (jj >> 1)];
+            s += wv[32 * q + 16 * o + k] * f16_f32((unsigned short)(word >> (16 * (jj & 1))));
+          }
+          d += s;
+        }
+        acc = fma_fast(d, ws[q] * xf[m * P + kblk], acc);
+      }
+      fp4_store(a, plane, b.s, slot, r, acc);
+    }
+  });
 }
 #else
 template <int NW>

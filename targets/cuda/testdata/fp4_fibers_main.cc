@@ -12,6 +12,54 @@ static void launch(KernelFn fn, const FastMoEArgs& a, long blocks) { fibers_laun
 // emulated loop's whole chain on the same halves must then give the same values too
 struct Case { int NW; long N, K; std::vector<int> counts; int k; bool xexact = false; };
 
+// Lists: a case's slots shuffled among its experts (each expert's in order), and the
+// active experts (those with slots), then -1s up to nact.
+struct Lists {
+  std::vector<long long> counts, off;
+  std::vector<int> list, act;
+  long nact;
+};
+static Lists make_lists(const Case& c, long slots, std::mt19937& rng) {
+  long E = (long)c.counts.size();
+  Lists r{std::vector<long long>(E), std::vector<long long>(E), std::vector<int>(slots), {}, std::min(E, slots)};
+  std::vector<int> perm(slots);
+  for (long i = 0; i < slots; i++) perm[i] = (int)i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  long o = 0;
+  for (long e = 0; e < E; e++) {
+    r.counts[e] = c.counts[e], r.off[e] = o;
+    std::vector<int> l(perm.begin() + o, perm.begin() + o + c.counts[e]);
+    std::sort(l.begin(), l.end());
+    for (long j = 0; j < c.counts[e]; j++) r.list[o + j] = l[j];
+    o += c.counts[e];
+  }
+  r.act.assign(r.nact, -1);
+  for (long e = 0, j = 0; e < E; e++) if (c.counts[e] > 0 && j < r.nact) r.act[j++] = (int)e;
+  return r;
+}
+
+// make_weights: 3E random FP4 weights of N × K (codes, then scale bytes from scale()),
+// each scale array at an odd offset of its allocation, so that rows start anywhere in a
+// word; their ranges are g_valid's (a word holding a valid scale byte may be read
+// whole), their allocations mem's.
+template <class Scale>
+static std::vector<Weight> make_weights(const Case& c, long E, std::mt19937& rng, std::vector<void*>& mem, Scale scale) {
+  std::vector<Weight> tab(3 * E);
+  for (long i = 0; i < 3 * E; i++) {
+    size_t cb = (size_t)c.N * c.K / 2, sb = (size_t)c.N * c.K / 32;
+    unsigned char* q = (unsigned char*)aligned_alloc(64, (cb + 63) / 64 * 64);
+    unsigned char* sbase = (unsigned char*)aligned_alloc(64, (sb + 1 + 63) / 64 * 64 + 64);
+    unsigned char* s = sbase + (i % 4);
+    for (size_t j = 0; j < cb; j++) q[j] = (unsigned char)rng();
+    for (size_t j = 0; j < sb; j++) s[j] = scale();
+    g_valid.push_back({(const char*)q, (const char*)q + cb});
+    g_valid.push_back({(const char*)((uintptr_t)s & ~(uintptr_t)3), (const char*)(((uintptr_t)(s + sb) + 3) & ~(uintptr_t)3)});
+    mem.push_back(q), mem.push_back(sbase);
+    tab[i] = Weight{q, s, 4, c.K};
+  }
+  return tab;
+}
+
 static int run_case(const Case& c, unsigned seed) {
   std::mt19937 rng(seed);
   long Kp = (c.K + 127) / 128 * 128;
@@ -25,26 +73,12 @@ static int run_case(const Case& c, unsigned seed) {
   long xrows = (slots + div - 1) / div;
   long P = Kp / 2;
   // weights: 3E of N × K
-  std::vector<Weight> tab(3 * E);
   g_valid.clear();
   std::vector<void*> mem;
-  for (long i = 0; i < 3 * E; i++) {
-    size_t cb = (size_t)c.N * c.K / 2, sb = (size_t)c.N * c.K / 32;
-    unsigned char* q = (unsigned char*)aligned_alloc(64, (cb + 63) / 64 * 64);
-    // scales at an odd offset of their allocation, so that rows start anywhere in a word
-    unsigned char* sbase = (unsigned char*)aligned_alloc(64, (sb + 1 + 63) / 64 * 64 + 64);
-    unsigned char* s = sbase + (i % 4);
-    for (size_t j = 0; j < cb; j++) q[j] = (unsigned char)rng();
-    for (size_t j = 0; j < sb; j++) {
-      unsigned r = rng() % 100;
-      s[j] = r < 5 ? (unsigned char)(129 + rng() % 6) : (unsigned char)(118 + rng() % 11);
-    }
-    g_valid.push_back({(const char*)q, (const char*)q + cb});
-    // a word holding a valid scale byte may be read whole
-    g_valid.push_back({(const char*)((uintptr_t)s & ~(uintptr_t)3), (const char*)(((uintptr_t)(s + sb) + 3) & ~(uintptr_t)3)});
-    mem.push_back(q), mem.push_back(sbase);
-    tab[i] = Weight{q, s, 4, c.K};
-  }
+  std::vector<Weight> tab = make_weights(c, E, rng, mem, [&]() {
+    unsigned r = rng() % 100;
+    return r < 5 ? (unsigned char)(129 + rng() % 6) : (unsigned char)(118 + rng() % 11);
+  });
   auto rbf = [&]() -> unsigned {
     unsigned h = ((rng() & 1) << 15) | ((120 + rng() % 8) << 7) | (rng() & 127);
     unsigned l = ((rng() & 1) << 15) | ((120 + rng() % 8) << 7) | (rng() & 127);
@@ -55,28 +89,10 @@ static int run_case(const Case& c, unsigned seed) {
   for (auto& v : xl) v = c.xexact ? 0 : rbf() & 0x7fff7fffu;  // any bits; smaller halves
   g_valid.push_back({(const char*)xh.data(), (const char*)(xh.data() + xh.size())});
   g_valid.push_back({(const char*)xl.data(), (const char*)(xl.data() + xl.size())});
-  std::vector<long long> counts(E), off(E);
-  std::vector<int> list(slots);
-  {
-    std::vector<int> perm(slots);
-    for (long i = 0; i < slots; i++) perm[i] = (int)i;
-    std::shuffle(perm.begin(), perm.end(), rng);
-    long o = 0;
-    for (long e = 0; e < E; e++) {
-      counts[e] = c.counts[e], off[e] = o;
-      std::vector<int> l(perm.begin() + o, perm.begin() + o + c.counts[e]);
-      std::sort(l.begin(), l.end());
-      for (long j = 0; j < c.counts[e]; j++) list[o + j] = l[j];
-      o += c.counts[e];
-    }
-  }
-  // active experts (those with slots), then -1s up to nact
-  long nact = std::min(E, slots);
-  std::vector<int> act(nact, -1);
-  {
-    long j = 0;
-    for (long e = 0; e < E; e++) if (c.counts[e] > 0 && j < nact) act[j++] = (int)e;
-  }
+  Lists ls = make_lists(c, slots, rng);
+  auto &counts = ls.counts, &off = ls.off;
+  auto &list = ls.list, &act = ls.act;
+  long nact = ls.nact;
   long planes = c.NW == 2 ? 2 : 1;
   size_t psz = (size_t)planes * S * slots * c.N;
   std::vector<float> pp(psz), pr(psz), pf(psz);
@@ -169,21 +185,12 @@ static int run_bs_case(const Case& c, unsigned seed, bool special) {
   long E = (long)c.counts.size(), slots = 0;
   for (int n : c.counts) slots += n;
   long div = c.NW == 2 ? c.k : 1, xrows = (slots + div - 1) / div, P = Kp / 2;
-  std::vector<Weight> tab(3 * E);
+  g_valid.clear();
   std::vector<void*> mem;
-  for (long i = 0; i < 3 * E; i++) {
-    size_t cb = (size_t)c.N * c.K / 2, sb = (size_t)c.N * c.K / 32;
-    unsigned char* q = (unsigned char*)aligned_alloc(64, (cb + 63) / 64 * 64);
-    unsigned char* sbase = (unsigned char*)aligned_alloc(64, (sb + 1 + 63) / 64 * 64 + 64);
-    unsigned char* sc = sbase + (i % 4);
-    for (size_t j = 0; j < cb; j++) q[j] = (unsigned char)rng();
-    for (size_t j = 0; j < sb; j++) {
-      unsigned r = rng() % 1000;
-      sc[j] = special && r < 3 ? 0 : special && r < 5 ? 255 : r < 50 ? (unsigned char)(129 + rng() % 6) : (unsigned char)(112 + rng() % 17);
-    }
-    mem.push_back(q), mem.push_back(sbase);
-    tab[i] = Weight{q, sc, 4, c.K};
-  }
+  std::vector<Weight> tab = make_weights(c, E, rng, mem, [&]() {
+    unsigned r = rng() % 1000;
+    return special && r < 3 ? 0 : special && r < 5 ? 255 : r < 50 ? (unsigned char)(129 + rng() % 6) : (unsigned char)(112 + rng() % 17);
+  });
   // activations: E4M3 codes (no NaN) as halves in bs_store_piece's order and a
   // power-of-two scale (times 64) a piece of 32; xcode keeps each value's code
   std::vector<unsigned> xh(xrows * P, 0), xl(xrows * P, 0);
@@ -203,24 +210,10 @@ static int run_bs_case(const Case& c, unsigned seed, bool special) {
       float fs = in ? ldexpf(64.0f, -(int)(rng() % 12)) : 0.0f;
       memcpy(&xl[m * P + p], &fs, 4);
     }
-  std::vector<long long> counts(E), off(E);
-  std::vector<int> list(slots);
-  {
-    std::vector<int> perm(slots);
-    for (long i = 0; i < slots; i++) perm[i] = (int)i;
-    std::shuffle(perm.begin(), perm.end(), rng);
-    long o = 0;
-    for (long e = 0; e < E; e++) {
-      counts[e] = c.counts[e], off[e] = o;
-      std::vector<int> l(perm.begin() + o, perm.begin() + o + c.counts[e]);
-      std::sort(l.begin(), l.end());
-      for (long j = 0; j < c.counts[e]; j++) list[o + j] = l[j];
-      o += c.counts[e];
-    }
-  }
-  long nact = std::min(E, slots);
-  std::vector<int> act(nact, -1);
-  for (long e = 0, j = 0; e < E; e++) if (c.counts[e] > 0 && j < nact) act[j++] = (int)e;
+  Lists ls = make_lists(c, slots, rng);
+  auto &counts = ls.counts, &off = ls.off;
+  auto &list = ls.list, &act = ls.act;
+  long nact = ls.nact;
   long planes = c.NW == 2 ? 2 : 1;
   size_t psz = (size_t)planes * S * slots * c.N;
   const unsigned SENT = 0x7fbadbadu;
