@@ -707,8 +707,8 @@ func v4Models(t *testing.T) []struct{ name, dir string } {
 // block-scaled tiles (fast_moe_*_fp4_bs: each 32-value scale block's unscaled products
 // summed by f16 mma, its sums scaled into float32; the activations split into their
 // codes' values and piece scales by fast_quant_split), every launch of the bf16 register
-// tiles moved to them (EnvFP4Wide=0 in both runs, so that the
-// 80-token prefill's experts take them too). Their sums are in another order than the
+// tiles moved to them (with EnvFP4Wide=0 the 80-token prefill's experts take them too;
+// by default the prefill keeps the wide bf16 tiles). Their sums are in another order than the
 // bf16 tiles', so the logits move by float32 roundings: each run's rows are compared with
 // the exact mode's (the cpu's order, TestInstructionsMatchCPU), and the block-scaled tiles' worst
 // relative difference must be within twice the bf16 tiles' (or 2e-5). (On the fixtures'
@@ -716,34 +716,44 @@ func v4Models(t *testing.T) []struct{ name, dir string } {
 // logits can come out the same bit for bit: the launch counts say which tiles ran.)
 func TestFP4BSNearExact(t *testing.T) {
 	for _, m := range v41Fixtures {
-		t.Run(m.name, func(t *testing.T) {
-			p, ws := cuda.CompileDir(t, m.dir)
-			t.Setenv(cuda.EnvFP4Wide, "0")
-			ex, _, _ := prefillAndDecodeIn(t, p, ws, 80, targets.Options{Numerics: targets.NumericsExact}, nil)
-			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4BS, "", "1", 80)
-			if ka != nil {
-				if msg := moved(ka, kb, "fast_moe_up_fp4_regx", "fast_moe_up_fp4_bs") + moved(ka, kb, "fast_moe_down_fp4_regx", "fast_moe_down_fp4_bs"); msg != "" {
-					t.Error(msg)
-				}
-				if ka["fast_quant_split"] != kb["fast_quant_split"] {
-					t.Errorf("fast_quant_split ran %d times with the bf16 tiles, %d with the block-scaled ones; want as many", ka["fast_quant_split"], kb["fast_quant_split"])
-				}
-			}
-			if len(ex) != len(a) {
-				t.Fatalf("%d exact rows, %d fast", len(ex), len(a))
-			}
-			var wa, wb float64
-			differ := false
-			for i := range ex {
-				wa, wb = max(wa, relErr(a[i], ex[i])), max(wb, relErr(b[i], ex[i]))
-				for j := range a[i] {
-					differ = differ || math.Float32bits(a[i][j]) != math.Float32bits(b[i][j])
-				}
-			}
-			t.Logf("82 logits rows against the exact mode's: worst relative difference %.3g with the bf16 tiles, %.3g with the block-scaled tiles (the two runs' logits differ: %v)", wa, wb, differ)
-			if wb > max(2*wa, 2e-5) {
-				t.Errorf("the block-scaled tiles' worst %.3g, want ≤ max(2 × %.3g, 2e-5)", wb, wa)
-			}
-		})
+		for _, wide := range []string{"0", ""} {
+			t.Run(m.name+"/wide="+wide, func(t *testing.T) { fp4BSNearExact(t, m.dir, wide) })
+		}
+	}
+}
+
+// fp4BSNearExact is TestFP4BSNearExact on one model, EnvFP4Wide=wide in every run (""
+// the default: the prefill on the wide bf16 tiles, the decode steps on the block-scaled
+// ones, the split's layout chosen a step).
+func fp4BSNearExact(t *testing.T, dir, wide string) {
+	p, ws := cuda.CompileDir(t, dir)
+	t.Setenv(cuda.EnvFP4Wide, wide)
+	ex, _, _ := prefillAndDecodeIn(t, p, ws, 80, targets.Options{Numerics: targets.NumericsExact}, nil)
+	a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4BS, "", "1", 80)
+	if ka != nil {
+		if msg := moved(ka, kb, "fast_moe_up_fp4_regx", "fast_moe_up_fp4_bs") + moved(ka, kb, "fast_moe_down_fp4_regx", "fast_moe_down_fp4_bs"); msg != "" {
+			t.Error(msg)
+		}
+		if wide == "" && (ka["fast_moe_up_fp4_wide"] == 0 || kb["fast_moe_up_fp4_wide"] != ka["fast_moe_up_fp4_wide"]) {
+			t.Errorf("fast_moe_up_fp4_wide ran %d / %d times (bf16 / block-scaled tiles); want as many, some", ka["fast_moe_up_fp4_wide"], kb["fast_moe_up_fp4_wide"])
+		}
+		if ka["fast_quant_split"] != kb["fast_quant_split"] {
+			t.Errorf("fast_quant_split ran %d times with the bf16 tiles, %d with the block-scaled ones; want as many", ka["fast_quant_split"], kb["fast_quant_split"])
+		}
+	}
+	if len(ex) != len(a) {
+		t.Fatalf("%d exact rows, %d fast", len(ex), len(a))
+	}
+	var wa, wb float64
+	differ := false
+	for i := range ex {
+		wa, wb = max(wa, relErr(a[i], ex[i])), max(wb, relErr(b[i], ex[i]))
+		for j := range a[i] {
+			differ = differ || math.Float32bits(a[i][j]) != math.Float32bits(b[i][j])
+		}
+	}
+	t.Logf("82 logits rows against the exact mode's: worst relative difference %.3g with the bf16 tiles, %.3g with the block-scaled tiles (the two runs' logits differ: %v)", wa, wb, differ)
+	if wb > max(2*wa, 2e-5) {
+		t.Errorf("the block-scaled tiles' worst %.3g, want ≤ max(2 × %.3g, 2e-5)", wb, wa)
 	}
 }
