@@ -49,6 +49,7 @@ const (
 	RunName29  = "run 29 (H200, 2026-12-04)"
 	RunName30  = "run 30 (H200, 2026-12-04)"
 	RunName31  = "run 31 (H200, 2026-12-05)"
+	RunName33  = "run 33 (H200, 2026-12-05)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -484,6 +485,17 @@ var Run31Later = append(v4Fast(RunName31,
 	"run31/v41.fast.31a.cmp2.bench.json",
 	"run31/v41.fast.31a.cmp3.bench.json",
 	"run31/v41.fast.31a.cmp4.bench.json",
+)...)
+
+// Run33Later are run 33's reports (testdata/run33, the H200), compared with the shipped
+// fit (run 30c's), not fitted: the default shipped since run 32 as one (33a: V4.1 at
+// 4,096 and 32,768; 33b: V4 at both) and, at 4,096, batch 64 and 256, the block-scaled
+// FP4 expert tiles (33a .cmp; slower, removed after the run).
+var Run33Later = append(v4Fast(RunName33,
+	"run33/v4.fast.33b.bench.json",
+), v41Fast(RunName33,
+	"run33/v41.fast.33a.bench.json",
+	"run33/v41.fast.33a.cmp.bench.json",
 )...)
 
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
