@@ -86,12 +86,7 @@ func fp4FiberSource() (string, error) {
 	if ref == nil {
 		return "", errors.New("fp4 fiber harness: the emulated fp4_tiles not found in tensorcore_fp4.cu")
 	}
-	refBS := regexp.MustCompile(`(?s)#ifdef DI_EMULATE\n(template <int NW>\nDEVM void fp4_tiles_bs\(const FastMoEArgs& a, i64 blocks\) \{.*?\n\})\n#else`).FindStringSubmatch(fp4)
-	if refBS == nil {
-		return "", errors.New("fp4 fiber harness: the emulated fp4_tiles_bs not found in tensorcore_fp4.cu")
-	}
-	return string(pre) + head + cuFile("tensorcore.cu") + fp4 + "\n" + strings.Replace(ref[1], "fp4_tiles(", "fp4_ref(", 1) + "\n" +
-		strings.Replace(refBS[1], "fp4_tiles_bs(", "fp4_ref_bs(", 1) + "\n" + string(main), nil
+	return string(pre) + head + cuFile("tensorcore.cu") + fp4 + "\n" + strings.Replace(ref[1], "fp4_tiles(", "fp4_ref(", 1) + "\n" + string(main), nil
 }
 
 // TestTopKDeviceCodeOnHostFibers runs the device branch of V4.1's top-k (csa41.cu's

@@ -66,7 +66,6 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	// stop the harness)
 	shuffles := "#include <cstdlib>\ntemplate <class T> T __shfl_xor_sync(unsigned, T, int, int = 32) { abort(); }\n" +
 		"template <class T> T __shfl_down_sync(unsigned, T, unsigned, int = 32) { abort(); }\n" +
-		"template <class T> T __shfl_sync(unsigned, T, int, int = 32) { abort(); }\n" +
 		"inline unsigned __ballot_sync(unsigned, int) { abort(); } inline int __popc(unsigned) { abort(); }\n"
 	lanes := build("lanes", string(stubs)+shuffles, "-DDI_LANES")
 	// V4.1's attention tiles (tensorcore_attn.cu, csa_tc_*): the device code's logits and

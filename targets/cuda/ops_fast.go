@@ -101,7 +101,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		if g.quant == 0 {
 			return 0
 		}
-		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, 0)
+		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false)
 	})
 	// products of at most fastGemvRows rows on the CUDA cores (fast_gemv_f32, _bf16,
 	// _fp8, reading x's float32 rows, so without the split; _q forms read a quantized
@@ -509,7 +509,7 @@ const EnvGemv = "DEEPINFER_CUDA_GEMV"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and
 // split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4).
-func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, layout int64) int64 {
+func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, fp4 bool) int64 {
 	a.P(x)
 	a.P(xs)
 	a.P(xs + devptr(M*2*Kp))
@@ -517,7 +517,7 @@ func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mod
 	a.I(K)
 	a.I(Kp)
 	a.I(mode)
-	a.I(layout) // 0 fast_split's pairs, 1 fast_split_fp4's, 2 the block-scaled tiles' halves and scales
+	a.I(b2i(fp4))
 	a.P(s.Err)
 	return M * Kp // a warp a piece of 32 values
 }
@@ -699,8 +699,6 @@ type fastExperts struct {
 	quant int64
 	// wide: EnvFP4Wide's tiles for steps with many slots an expert (fp4Wide)
 	wide bool
-	// bs: EnvFP4BS's tiles for V4.1's register tiles (fp4BS)
-	bs bool
 	// dsum: fast_moe_dsum sums the w2 tiles' slices into y (false: the caller's
 	// moe_out_parts reads the slices)
 	dsum bool
@@ -735,36 +733,6 @@ func (f *fastExperts) fp4Wide(s *Step) bool {
 // fp4WideSlots is the average slots an expert from which EnvFP4Wide's tiles run (two
 // passes of the 16-slot tiles).
 const fp4WideSlots = 32
-
-// fp4BS reports whether the step's FP4 tiles are the block-scaled ones (tensorcore_fp4.cu
-// fp4_tiles_bs: each 32-value scale block's sums scaled once): with EnvFP4BS=1, for V4.1's
-// MXFP8 activations quantized by their split (quant 2, xexact) on the register tiles (not
-// the wide ones).
-func (f *fastExperts) fp4BS(s *Step) bool {
-	return f.bs && f.quant == 2 && f.xexact == 1 && f.fp4Tiles(s) && !f.fp4Wide(s)
-}
-
-// splitLayout is fast_quant_split's layout for the step's tiles: 2 the block-scaled
-// tiles' halves of codes and piece scales, 1 the FP4 tiles' pairs, 0 the others'.
-func (f *fastExperts) splitLayout(s *Step) int64 {
-	switch {
-	case f.fp4BS(s):
-		return 2
-	case f.fp4Tiles(s):
-		return 1
-	}
-	return 0
-}
-
-// EnvFP4BS set to 1 runs V4.1's FP4 register tiles as fast_moe_up_fp4_bs /
-// fast_moe_down_fp4_bs: the weight codes widened to E4M3 bytes (shifts and masks on four
-// codes at once) and by the hardware's E4M3 conversion to f16, unscaled; the
-// activations split into their E4M3 codes' values (as f16) and piece scales; each 32-value
-// scale block summed by two chained f16 mma and its sums scaled into float32 (the scale
-// multiplies of the bf16 tiles' widening left out). Other sums than the bf16 tiles'
-// (another order): the fast mode's values move by float32 roundings. Opt-in until
-// measured on the GPU (docs/perf/moe.md); read when a program is bound.
-const EnvFP4BS = "DEEPINFER_CUDA_FP4_BS"
 
 // EnvFP4Wide set to 0 keeps the FP4 tiles of steps with many slots an expert (prefill)
 // on the register tiles instead of fast_moe_up_fp4_wide/fast_moe_down_fp4_wide (64 slots
@@ -801,7 +769,6 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		f.fp4Suffix = "_reg"
 	}
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
-	f.bs = os.Getenv(EnvFP4BS) == "1"
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
 		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) != "0" {
@@ -830,7 +797,7 @@ func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs i
 		if f.quant == 0 {
 			return 0
 		}
-		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.splitLayout(s))
+		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s))
 	})
 	for _, fp4 := range []bool{false, true} {
 		kernel := "fast_split"
@@ -901,13 +868,13 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 // for the others (tensorcore.cu's warp tiles: fill's count); the step runs the one its
 // weights need (expert 0's w1 stands for all but FP4, which checks every expert).
 func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, fp4 func(s *Step) int64) {
-	for _, form := range []string{f.fp4Suffix, "_wide", "_bs"} {
-		name := kernel + "_fp4" + form
-		if form == "_bs" && !f.bs {
-			continue
+	for _, wide := range []bool{false, true} {
+		name := kernel + "_fp4" + f.fp4Suffix
+		if wide {
+			name = kernel + "_fp4_wide"
 		}
 		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
-			if !f.fp4Tiles(s) || f.fp4Wide(s) != (form == "_wide") || f.fp4BS(s) != (form == "_bs") {
+			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide {
 				return 0
 			}
 			fill(s, a)

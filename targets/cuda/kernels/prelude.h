@@ -85,16 +85,6 @@ DEV bool isnan32(float x) { return x != x; }
 // scales per 32×32 block (fp8_b32) or per 32 values of a row (fp8_g32), FP4 e2m1 codes
 // (two a byte, the even element in the low nibble) with UE8M0 scales per 32 of a row.
 DEV float bf16_f32(unsigned short h) { return f32_bits(((u32)h) << 16); }
-// f16_f32: an IEEE half's value (subnormals, infinities and NaNs too).
-DEV float f16_f32(unsigned short h) {
-  const u32 s = (u32)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
-  if (e == 31) return f32_bits(s | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    const float v = (float)m * f32_bits(0x33800000u);  // m · 2^-24
-    return s ? -v : v;
-  }
-  return f32_bits(s | ((e + 112) << 23) | (m << 13));
-}
 DEV float ue8m0_f32(unsigned char e) {
   if (e == 0xff) return f32_bits(0x7fc00000u);
   if (e == 0) return f32_bits(0x00400000u);  // 2^-127

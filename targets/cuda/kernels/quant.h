@@ -84,27 +84,14 @@ DEV float q_pow2ceil(float x) {
   return f32_bits((u32)(e + 127) << 23);
 }
 
-// q_mx_scale is the MXFP8 scale of a piece whose largest magnitude is amax (as
-// dense_mxfp8_group and q_act_lane32 compute it); q_mx_round a value's E4M3 code's
-// value (v / s clamped and rounded: dense_mxfp8_group's value is q_mx_round(v, s)·s).
-DEV float q_mx_scale(float amax) { return q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u)); }
-DEV float q_mx_round(float v, float s) { return q_round_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f)); }
-// q_f16_bits is the IEEE half of r, zero or an E4M3 value (q_mx_round's: a normal half,
-// exactly; NaN 0x7e00).
-DEV u32 q_f16_bits(float r) {
-  const u32 b = bits_f32(r), a = b & 0x7fffffffu, s = (b >> 16) & 0x8000u;
-  if (a > 0x7f800000u) return 0x7e00u;
-  if (a == 0) return s;
-  return s | (((a >> 23) - 112u) << 10) | ((a >> 13) & 1023u);
-}
-
 // dense_mxfp8_group fake-quantizes g values in place to MXFP8 (quant.MXFP8.FakeQuant of
 // one group): scale 2^⌈log2(max(amax, 1e-4)/448)⌉, codes E4M3.
 DEV void dense_mxfp8_group(float* v, i64 g) {
   float amax = 0;
   for (i64 i = 0; i < g; i++) amax = go_max32(amax, (float)fabs((double)v[i]));
-  float s = q_mx_scale(amax);
-  for (i64 i = 0; i < g; i++) v[i] = q_mx_round(v[i], s) * s;
+  float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+  for (i64 i = 0; i < g; i++)
+    v[i] = q_round_e4m3(go_min32(go_max32(v[i] / s, -448.0f), 448.0f)) * s;
 }
 
 // q_act_piece writes the values [lo, lo + chunk) ∩ [0, n) of an activation row of n
@@ -118,12 +105,6 @@ DEV i64 q_act_piece(const float* x, i64 n, i64 lo, i64 chunk, i64 mode, float* v
 }
 
 #ifndef DI_EMULATE
-// q_amax32 is the largest magnitude of the warp's 32 values v (an order-free maximum).
-DEVM float q_amax32(float v) {
-  float amax = go_max32(0.0f, (float)fabs((double)v));
-  for (int off = 16; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  return amax;
-}
 // q_act_lane32 is the value at lane of piece p (32 values) of an activation row of n
 // values as the cpu's quantizeActs leaves it: a copy (mode 0), bf16 (1), bf16 then MXFP8
 // over whole pieces (2; the piece's maximum across the warp, an order-free maximum);
@@ -134,8 +115,10 @@ DEVM float q_act_lane32(const float* x, i64 n, i64 p, int lane, i64 mode) {
   float v = c < n ? x[c] : 0.0f;
   if (mode != 0) v = q_bf16(v);
   if (mode == 2 && p * 32 + 32 <= n) {
-    float s = q_mx_scale(q_amax32(v));
-    v = q_mx_round(v, s) * s;
+    float amax = go_max32(0.0f, (float)fabs((double)v));
+    for (int off = 16; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+    v = q_round_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f)) * s;
   }
   return v;
 }

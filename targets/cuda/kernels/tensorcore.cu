@@ -239,47 +239,17 @@ KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); 
 // (values k, k + 1) or, with fp4, as fast_split_fp4 does (pair 4w + j of a piece holds
 // its values 8w + j and 8w + j + 4), zero past K — the same bits in xh and xl as the two
 // launches. The emulated device runs a piece at its first lane.
-// layout 2 (the block-scaled expert tiles, tensorcore_fp4.cu fp4_tiles_bs; mode 2 and
-// whole pieces, which Go guarantees): each piece's E4M3 codes' values as halves and its
-// scale instead of bf16 halves, as bs_store_piece stores them.
 struct FastQuantSplitArgs { const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; };
-// bs_word: which two codes of a piece word w of bs_store_piece holds: the low half code
-// 8t + 4j + o, the high half that + 2 (t = w / 4, o = w / 2 % 2, j = w % 2).
-DEV int bs_word(int w) { return 8 * (w >> 2) + 4 * (w & 1) + ((w >> 1) & 1); }
-// bs_store_piece: piece p (32 values, scale s, its codes' values r) of row m as the
-// block-scaled tiles read it: 16 words at xh + m·P + 16p, word w the halves of codes
-// bs_word(w) and bs_word(w) + 2 (lane t's four words: its mma's even codes 8t, 8t + 2 and
-// 8t + 4, 8t + 6, then the odd ones), and the float 64·s at ((float*)xl)[m·P + p] (64:
-// the tiles' weight codes are 2^-6 times their e2m1 values); a piece past K: zeros.
-DEV void bs_store_piece(u32* xh, u32* xl, i64 m, i64 P, i64 p, const float* r, float s) {
-  for (int w = 0; w < 16; w++) xh[m * P + 16 * p + w] = q_f16_bits(r[bs_word(w)]) | q_f16_bits(r[bs_word(w) + 2]) << 16;
-  ((float*)xl)[m * P + p] = 64.0f * s;
-}
 KERNEL(fast_quant_split, FastQuantSplitArgs) {
   const i64 pieces = a.Kp / 32, P = a.Kp / 2;
-  const int d = a.fp4 == 1 ? 4 : 1;  // a pair's second value: d lanes on (layouts 0 and 1)
+  const int d = a.fp4 ? 4 : 1;  // a pair's second value: d lanes on
   for (i64 i = GIDX; i < a.M * pieces * 32; i += GSTRIDE) {
     const i64 rp = i >> 5, m = rp / pieces, p = rp % pieces;
     const int lane = (int)(i & 31);
     u32* xh = a.xh + m * P + p * 16;
     u32* xl = a.xl + m * P + p * 16;
-    const bool whole = p * 32 + 32 <= a.K;
 #ifdef DI_EMULATE
     if (lane != 0) continue;
-    if (a.fp4 == 2) {
-      float v[32] = {0}, r[32] = {0};
-      float s = 0;
-      if (whole) {
-        float amax = 0;
-        for (int j = 0; j < 32; j++) v[j] = q_bf16(a.x[m * a.K + p * 32 + j]), amax = go_max32(amax, (float)fabs((double)v[j]));
-        s = q_mx_scale(amax);
-        for (int j = 0; j < 32; j++) r[j] = q_mx_round(v[j], s);
-      } else if (p * 32 < a.K) {
-        *a.err = 600;  // (a partial piece: Go picks the block-scaled tiles only for whole ones)
-      }
-      bs_store_piece(a.xh, a.xl, m, P, p, r, s);
-      continue;
-    }
     float v[32] = {0};
     q_act_piece(a.x + m * a.K, a.K, p * 32, 32, a.mode, v);
     for (int j = 0; j < 16; j++) {
@@ -287,18 +257,6 @@ KERNEL(fast_quant_split, FastQuantSplitArgs) {
       fast_pair(xh, xl, j, v[k], v[k + d], true, a.err);
     }
 #else
-    if (a.fp4 == 2) {
-      // the piece as bs_store_piece lays it out: lane w < 16 gathers word w
-      const float v = whole ? q_bf16(a.x[m * a.K + p * 32 + lane]) : 0.0f;
-      const float s = whole ? q_mx_scale(q_amax32(v)) : 0.0f;
-      const u32 h = whole ? q_f16_bits(q_mx_round(v, s)) : 0u;
-      const int c = bs_word(lane & 15);
-      const u32 word = __shfl_sync(0xffffffffu, h, c) | __shfl_sync(0xffffffffu, h, c + 2) << 16;
-      if (lane < 16) a.xh[m * P + 16 * p + lane] = word;
-      if (lane == 0) ((float*)a.xl)[m * P + p] = 64.0f * s;
-      if (lane == 0 && !whole && p * 32 < a.K) *a.err = 600;
-      continue;
-    }
     const float v = q_act_lane32(a.x + m * a.K, a.K, p, lane, a.mode);
     const float w = __shfl_down_sync(0xffffffffu, v, d);
     if ((lane & d) == 0) fast_pair(xh, xl, a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1, v, w, true, a.err);

@@ -210,36 +210,6 @@ DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0
 }
 #endif
 
-#if defined(DI_EMULATE) || defined(DI_LANES)
-// fp4_rows_emu: the emulated tiles' walk (fp4_tiles, fp4_tiles_bs; the fiber harness
-// builds them as references): every launch block's expert and slice, and each of its
-// warps' two streams' rows that exist, as row(b, plane, weight, r).
-template <int NW, class Row>
-DEVM void fp4_rows_emu(const FastMoEArgs& a, i64 blocks, Row row) {
-  const int RT = NW == 2 ? 1 : 2;
-  for (i64 blk = 0; blk < blocks; blk++) {
-    const Fp4Block b = fp4_where<NW>(a, blk);
-    if (b.e < 0) continue;
-    for (int warp = 0; warp < 4; warp++)
-      for (int p = 0; p < 2; p++) {
-        const Weight w = fp4_weight<NW>(a, b.e, p);
-        const i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
-        for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) row(b, NW == 2 ? p : 0, w, r);
-      }
-  }
-}
-// EmuBuf: a float buffer the emulated tiles grow as slices need.
-struct EmuBuf {
-  float* p = nullptr;
-  i64 cap = 0;
-  float* at_least(i64 n) {
-    if (n > cap) delete[] p, cap = n, p = new float[n];
-    return p;
-  }
-  ~EmuBuf() { delete[] p; }
-};
-#endif
-
 // The emulated tiles: each weight row's pairs of the slice widened once (wl, wh), then
 // summed with every slot's activations in the device's order: mma i of step k0 takes
 // pairs 2i and 2i + 1 of each lane t's 32 values, hi halves then lo, its sum added to
@@ -247,53 +217,71 @@ struct EmuBuf {
 #ifdef DI_EMULATE
 template <int NW>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
+  const int RT = NW == 2 ? 1 : 2;
   const i64 P = a.Kp / 2;
   const i64 div = NW == 2 ? a.k : 1;
-  EmuBuf bl, bh;
-  fp4_rows_emu<NW>(a, blocks, [&](const Fp4Block& b, int plane, const Weight& w, i64 r) {
-    const i64 n = a.counts[b.e], base = a.off[b.e];
+  float* wl = nullptr;
+  float* wh = nullptr;
+  i64 cap = 0;
+  for (i64 blk = 0; blk < blocks; blk++) {
+    Fp4Block b = fp4_where<NW>(a, blk);
+    if (b.e < 0) continue;
+    i64 n = a.counts[b.e], base = a.off[b.e];
     const i64 steps = (b.ke - b.kb + 127) / 128, np = 64 * steps;  // the slice's pairs
-    float* wl = bl.at_least(np);
-    float* wh = bh.at_least(np);
-    const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
-    for (i64 q0 = 0; q0 < np; q0 += 16) {  // lane t's 16 pairs of step k0
-      const i64 kl = b.kb + 2 * q0;
-      u32 m1 = fp4_m1(127), m2 = fp4_m2(127);
-      if (kl < a.K) {
-        u32 sc = w.s[r * (w.cols / 32) + kl / 32];
-        m1 = fp4_m1(sc), m2 = fp4_m2(sc);
-      }
-      for (int u = 0; u < 16; u++) {
-        u32 q = 0;
-        if (kl < a.K) memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
-        u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
-        wl[q0 + u] = fast_lo(wp), wh[q0 + u] = fast_hi(wp);
-      }
+    if (np > cap) {
+      delete[] wl;
+      delete[] wh;
+      cap = np, wl = new float[cap], wh = new float[cap];
     }
-    for (i64 c = 0; c < n; c++) {
-      i64 slot = a.list[base + c], m = slot / div;
-      const u32* xh = a.xh + m * P + b.kb / 2;
-      const u32* xl = a.xl + m * P + b.kb / 2;
-      float acc = 0;
-      for (i64 s = 0; s < steps; s++)
-        for (int i = 0; i < 8; i++) {  // mma i: pairs 2i and 2i+1 of each lane t
-          float dh = 0, dl = 0;
-          for (int t = 0; t < 4; t++)
-            for (int v = 0; v < 2; v++) {
-              const i64 q = 64 * s + 16 * t + 2 * i + v;
-              dh += wl[q] * fast_lo(xh[q]);
-              dh += wh[q] * fast_hi(xh[q]);
-              if (!a.xexact) {
-                dl += wl[q] * fast_lo(xl[q]);
-                dl += wh[q] * fast_hi(xl[q]);
-              }
+    for (int warp = 0; warp < 4; warp++)
+      for (int p = 0; p < 2; p++) {
+        Weight w = fp4_weight<NW>(a, b.e, p);
+        int plane = NW == 2 ? p : 0;
+        i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
+        for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
+          const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
+          for (i64 q0 = 0; q0 < np; q0 += 16) {  // lane t's 16 pairs of step k0
+            const i64 kl = b.kb + 2 * q0;
+            u32 m1 = fp4_m1(127), m2 = fp4_m2(127);
+            if (kl < a.K) {
+              u32 sc = w.s[r * (w.cols / 32) + kl / 32];
+              m1 = fp4_m1(sc), m2 = fp4_m2(sc);
             }
-          acc += dh;
-          if (!a.xexact) acc += dl;
+            for (int u = 0; u < 16; u++) {
+              u32 q = 0;
+              if (kl < a.K) memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
+              u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
+              wl[q0 + u] = fast_lo(wp), wh[q0 + u] = fast_hi(wp);
+            }
+          }
+          for (i64 c = 0; c < n; c++) {
+            i64 slot = a.list[base + c], m = slot / div;
+            const u32* xh = a.xh + m * P + b.kb / 2;
+            const u32* xl = a.xl + m * P + b.kb / 2;
+            float acc = 0;
+            for (i64 s = 0; s < steps; s++)
+              for (int i = 0; i < 8; i++) {  // mma i: pairs 2i and 2i+1 of each lane t
+                float dh = 0, dl = 0;
+                for (int t = 0; t < 4; t++)
+                  for (int v = 0; v < 2; v++) {
+                    const i64 q = 64 * s + 16 * t + 2 * i + v;
+                    dh += wl[q] * fast_lo(xh[q]);
+                    dh += wh[q] * fast_hi(xh[q]);
+                    if (!a.xexact) {
+                      dl += wl[q] * fast_lo(xl[q]);
+                      dl += wh[q] * fast_hi(xl[q]);
+                    }
+                  }
+                acc += dh;
+                if (!a.xexact) acc += dl;
+              }
+            fp4_store(a, plane, b.s, slot, r, acc);
+          }
         }
-      fp4_store(a, plane, b.s, slot, r, acc);
-    }
-  });
+      }
+  }
+  delete[] wl;
+  delete[] wh;
 }
 #else
 // XE: the activations are bf16 values (a.xexact, which Go guarantees for these
@@ -560,251 +548,9 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 }
 #endif
 
-// The block-scaled tiles (fast_moe_up_fp4_bs, fast_moe_down_fp4_bs; DEEPINFER_CUDA_FP4_BS=1,
-// V4.1's MXFP8 activations only): the same blocks, warps, streams and rows as fp4_tiles,
-// but the weights' scales are not multiplied into the widened weights: each 32-value
-// scale block is summed by two chained f16 mma (m16n8k16) of unscaled codes and its sums
-// scaled once into float32 accumulators:
-//   - a weight code is widened to the E4M3 byte of 2^-6 times its e2m1 value by shifts and
-//     masks on four codes at once (f8_lo: the low nibbles of a word's bytes, f8_hi: the
-//     high ones), then to f16 by the hardware's E4M3 pair conversion (bs_f16x2): about 11
-//     instructions a word of eight codes where fp4_pair's bf16 pairs and their scale
-//     multiplies take about 20;
-//   - the activations are their E4M3 codes' values as f16 (exact) and a scale a piece
-//     (fast_quant_split with layout 2, bs_store_piece's order), staged in shared memory
-//     per pass of BS_STEPS steps;
-//   - lane (g, t) of a warp takes, for each of the step's four blocks, word t (codes
-//     8t … 8t + 7) of its rows g and g + 8: the first mma the even codes (k 2t, 2t + 1:
-//     codes 8t, 8t + 2; k 8 + 2t, 9 + 2t: 8t + 4, 8t + 6), the second the odd ones, and
-//     slot g's four words of those codes' activations (one 16-byte load);
-//   - the block's two mma start from zero and its four sums are added to the
-//     accumulators times 2^(weight exponent − 127) · 64 · (activation scale), one fused
-//     multiply-add a sum (products of powers of two: the scaling rounds nothing).
-// So each block is summed in the tensor core (its even codes, then its odd ones) and the
-// blocks in float32: another order than the bf16 tiles' (the fast mode's values move by
-// float32 roundings). Scale bytes 0 and 255 (2^-127, NaN) are taken as ue8m0_f32 does, by
-// a second form of the step that a warp runs only when one of its lanes has such a byte.
-// The emulated device computes the same sums in plain loops: each block's even codes'
-// products from zero in order, its odd codes' the same, the two sums added.
-#define BS_SLOTS 16   // slots staged a pass (two activation tiles of 8)
-#define BS_STEPS 4    // steps of 128 values staged a pass
-#define BS_SROW 272   // words a staged slot: BS_STEPS · 4 blocks of 16, and 16 (banks)
-
-// f8_lo, f8_hi: the E4M3 bytes (each 2^-6 times the e2m1 value) of the low or high
-// nibbles of q's four bytes, in those bytes.
-DEV u32 f8_lo(u32 q) { return ((q << 4) & 0x80808080u) | ((q << 2) & 0x1c1c1c1cu); }
-DEV u32 f8_hi(u32 q) { return (q & 0x80808080u) | ((q >> 2) & 0x1c1c1c1cu); }
-// bs_scale: byte i of w as ue8m0_f32 (EXACT) or as the float of that exponent field, the
-// same for bytes 1 … 254 (bs_special finds the others).
-template <bool EXACT>
-DEV float bs_scale(u32 w, int i) {
-  const u32 b = (w >> (8 * i)) & 255u;
-  return EXACT ? ue8m0_f32((unsigned char)b) : f32_bits(b << 23);
-}
-DEV bool bs_special(u32 w) {
-  const u32 d = (w ^ (w >> 1)) & 0x7f7f7f7fu;  // a byte of d is 0 where w's is 0 or 255
-  return ((d - 0x01010101u) & ~d & 0x80808080u) != 0;
-}
-
-#ifndef DI_EMULATE
-#ifdef DI_LANES
-DEV void bs_f16x2(u32 w, u32& lo, u32& hi) { lanes_e4m3x4_f16(w, lo, hi); }
-DEV void fast_mma_f16(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) { lanes_mma_f16(c, a0, a1, a2, a3, b0, b1); }
-#else
-// bs_f16x2: the E4M3 codes in bytes 0, 1 (lo) and 2, 3 (hi) of w as f16 pairs.
-DEV void bs_f16x2(u32 w, u32& lo, u32& hi) {
-  asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
-      : "=r"(lo), "=r"(hi)
-      : "r"(w));
-}
-// fast_mma_f16: c += a·b, one m16n8k16 f16 product with float32 accumulation.
-DEV void fast_mma_f16(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-#endif
-// bs_scale_word: the scale bytes of blocks k0/32 … k0/32 + 3 of a row (127 past K or
-// for no row).
-DEVM u32 bs_scale_word(const unsigned char* s, int k0, int K, bool ok) {
-  const unsigned char* p = s + ((u32)k0 >> 5);
-  if (ok && k0 + 128 <= K && ((unsigned long long)p & 3) == 0) return *(const u32*)p;
-  u32 w = 0;
-  UNROLL for (int i = 0; i < 4; i++) w |= (ok && k0 + 32 * i < K ? (u32)p[i] : 127u) << (8 * i);
-  return w;
-}
-// bs_block: block i of a step for a warp's two streams: the lane's code words of rows g
-// (qa) and g + 8 (qb) widened to f16, then for each live activation tile j its staged
-// words and scales, two mma a stream from zero and the four sums scaled into the
-// accumulators; then (NEXT) the next step's words of block i loaded into qa, qb.
-template <bool EXACT, int J>
-DEVM void bs_block(float (&acc)[2][J][4], u32 (&qa)[2][4], u32 (&qb)[2][4], const u32* ua, const u32* ub,
-                   const u32* xs, const float* xsc, int hs, int i, int live, int g, int t) {
-  const int bi = 4 * hs + i;
-  u32 A[2][8];  // stream p: row g even (0, 2), (4, 6), odd (1, 3), (5, 7); row g + 8 the same
-  float fa[2], fb[2];
-  UNROLL for (int p = 0; p < 2; p++) {
-    bs_f16x2(f8_lo(qa[p][i]), A[p][0], A[p][2]);
-    bs_f16x2(f8_hi(qa[p][i]), A[p][4], A[p][6]);
-    bs_f16x2(f8_lo(qb[p][i]), A[p][1], A[p][3]);
-    bs_f16x2(f8_hi(qb[p][i]), A[p][5], A[p][7]);
-    fa[p] = bs_scale<EXACT>(ua[p], i), fb[p] = bs_scale<EXACT>(ub[p], i);
-  }
-  UNROLL for (int j = 0; j < J; j++) {
-    if (j >= live) break;
-    const uint4 bx = *(const uint4*)(xs + (8 * j + g) * BS_SROW + 16 * bi + 4 * t);
-    const float2 sx = *(const float2*)(xsc + bi * BS_SLOTS + 8 * j + 2 * t);
-    UNROLL for (int p = 0; p < 2; p++) {
-      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      fast_mma_f16(d, A[p][0], A[p][1], A[p][2], A[p][3], bx.x, bx.y);
-      fast_mma_f16(d, A[p][4], A[p][5], A[p][6], A[p][7], bx.z, bx.w);
-      acc[p][j][0] = fma_fast(d[0], fa[p] * sx.x, acc[p][j][0]);
-      acc[p][j][1] = fma_fast(d[1], fa[p] * sx.y, acc[p][j][1]);
-      acc[p][j][2] = fma_fast(d[2], fb[p] * sx.x, acc[p][j][2]);
-      acc[p][j][3] = fma_fast(d[3], fb[p] * sx.y, acc[p][j][3]);
-    }
-  }
-}
-#endif
-
-#ifdef DI_EMULATE
-template <int NW>
-DEVM void fp4_tiles_bs(const FastMoEArgs& a, i64 blocks) {
-  const i64 P = a.Kp / 2;
-  const i64 div = NW == 2 ? a.k : 1;
-  const float* xf = (const float*)a.xl;
-  EmuBuf bv, bs;
-  fp4_rows_emu<NW>(a, blocks, [&](const Fp4Block& b, int plane, const Weight& w, i64 r) {
-    const i64 n = a.counts[b.e], base = a.off[b.e], nb = (b.ke - b.kb) / 32;  // the slice's blocks
-    float* wv = bv.at_least(32 * nb);
-    float* ws = bs.at_least(nb);
-    // the row's blocks widened once: a block's even codes in order, then its odd ones
-    for (i64 q = 0; q < nb; q++) {
-      const i64 kl = b.kb + 32 * q;
-      ws[q] = ue8m0_f32(kl < a.K ? w.s[r * (w.cols / 32) + kl / 32] : 127);
-      for (int t = 0; t < 4; t++) {
-        u32 c = 0;
-        if (kl < a.K) memcpy(&c, (const unsigned char*)w.p + r * (w.cols / 2) + kl / 2 + 4 * t, 4);
-        const u32 lo = f8_lo(c), hi = f8_hi(c);
-        for (int j = 0; j < 4; j++) {
-          wv[32 * q + 4 * t + j] = e4m3_f32((unsigned char)(lo >> (8 * j)));
-          wv[32 * q + 16 + 4 * t + j] = e4m3_f32((unsigned char)(hi >> (8 * j)));
-        }
-      }
-    }
-    for (i64 c = 0; c < n; c++) {
-      const i64 slot = a.list[base + c], m = slot / div;
-      float acc = 0;
-      for (i64 q = 0; q < nb; q++) {
-        const i64 kblk = (b.kb + 32 * q) / 32;
-        const u32* xc = a.xh + m * P + 16 * kblk;  // bs_store_piece's words
-        float d = 0;
-        for (int o = 0; o < 2; o++) {
-          float s = 0;
-          for (int k = 0; k < 16; k++) {  // code 8t + 2jj + o: word 4t + 2o + jj / 2, half jj % 2
-            const int t = k >> 2, jj = k & 3;
-            const u32 word = xc[4 * t + 2 * o + (jj >> 1)];
-            s += wv[32 * q + 16 * o + k] * f16_f32((unsigned short)(word >> (16 * (jj & 1))));
-          }
-          d += s;
-        }
-        acc = fma_fast(d, ws[q] * xf[m * P + kblk], acc);
-      }
-      fp4_store(a, plane, b.s, slot, r, acc);
-    }
-  });
-}
-#else
-template <int NW>
-DEVM void fp4_tiles_bs(const FastMoEArgs& a, i64 GIDX) {
-  __shared__ __align__(16) u32 xs[BS_SLOTS * BS_SROW];
-  __shared__ __align__(16) float xsc[BS_STEPS * 4 * BS_SLOTS];
-  __shared__ i64 srow[BS_SLOTS];  // the x row of each staged slot
-  Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
-  if (b.e < 0) return;  // the whole block
-  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const i64 P = a.Kp / 2;
-  const i64 div = NW == 2 ? a.k : 1;
-  const i64 n = a.counts[b.e], base = a.off[b.e];
-  const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
-  const float* xf = (const float*)a.xl;
-  const unsigned char *wa[2], *wb[2], *sa[2], *sb[2];
-  bool oka[2], okb[2];
-  i64 rt0[2];
-  fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
-  for (i64 c0 = 0; c0 < n; c0 += BS_SLOTS) {
-    const int nc = (int)imin(BS_SLOTS, n - c0), live = (nc + 7) / 8;
-    float acc[2][2][4];
-    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
-    u32 qa[2][4], qb[2][4], ua[2], ub[2];
-    // word t of block i of step h of the lane's rows (zero past K or for no row): the
-    // four blocks' words at immediate offsets from one address a row and step
-    const unsigned char *pa[2], *pb[2];  // the lane's words of a step's first block
-    int rem = 0;                           // values of the step left in K
-    auto step_at = [&](int h) {
-      const int k0 = (int)b.kb + 128 * h;
-      rem = K - k0;
-      UNROLL for (int p = 0; p < 2; p++) pa[p] = wa[p] + ((u32)k0 >> 1) + 4 * t, pb[p] = wb[p] + ((u32)k0 >> 1) + 4 * t;
-    };
-    auto codes = [&](int i) {
-      UNROLL for (int p = 0; p < 2; p++) {
-        qa[p][i] = oka[p] && 32 * i < rem ? *(const u32*)(pa[p] + 16 * i) : 0u;
-        qb[p][i] = okb[p] && 32 * i < rem ? *(const u32*)(pb[p] + 16 * i) : 0u;
-      }
-    };
-    auto scales = [&](int h) {
-      UNROLL for (int p = 0; p < 2; p++)
-        ua[p] = bs_scale_word(sa[p], (int)b.kb + 128 * h, K, oka[p]), ub[p] = bs_scale_word(sb[p], (int)b.kb + 128 * h, K, okb[p]);
-    };
-    if (nsteps > 0) {
-      step_at(0);
-      UNROLL for (int i = 0; i < 4; i++) codes(i);
-      scales(0);
-    }
-    for (int h = 0; h < nsteps; h++) {
-      if ((h & (BS_STEPS - 1)) == 0) {
-        // stage the slots' activation words and scales of the next BS_STEPS steps (zeros
-        // for slots past nc and steps past the slice)
-        const int ns = min(BS_STEPS, nsteps - h);
-        if (h == 0 && tid < nc) srow[tid] = a.list[base + c0 + tid] / div;
-        __syncthreads();
-        const i64 kq = (b.kb + 128 * h) / 32;  // the pass's first block
-        for (int i = tid; i < live * 8 * 64; i += 128) {
-          const int q = i & 63, c = i >> 6;  // 16 bytes q of slot c: block q / 4
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (c < nc && q < 16 * ns) v = *(const uint4*)(a.xh + srow[c] * P + 16 * kq + 4 * q);
-          *(uint4*)(xs + c * BS_SROW + 4 * q) = v;
-        }
-        for (int i = tid; i < 4 * BS_STEPS * BS_SLOTS; i += 128) {
-          const int c = i & (BS_SLOTS - 1), bi = i / BS_SLOTS;
-          xsc[i] = c < nc && bi < 4 * ns ? xf[srow[c] * P + kq + bi] : 0.0f;
-        }
-        __syncthreads();
-      }
-      const u32 cua[2] = {ua[0], ua[1]}, cub[2] = {ub[0], ub[1]};
-      if (h + 1 < nsteps) scales(h + 1), step_at(h + 1);
-      const bool sp = bs_special(cua[0]) || bs_special(cua[1]) || bs_special(cub[0]) || bs_special(cub[1]);
-      const int hs = h & (BS_STEPS - 1);
-      const bool exact = __any_sync(0xffffffffu, sp);
-      // each block's words consumed, then the next step's loaded into their registers
-      UNROLL for (int i = 0; i < 4; i++) {
-        u32 ca[2][4], cb[2][4];
-        UNROLL for (int p = 0; p < 2; p++) UNROLL for (int q = 0; q < 4; q++) ca[p][q] = qa[p][q], cb[p][q] = qb[p][q];
-        if (h + 1 < nsteps) codes(i);
-        if (exact) bs_block<true>(acc, ca, cb, cua, cub, xs, xsc, hs, i, live, g, t);
-        else bs_block<false>(acc, ca, cb, cua, cub, xs, xsc, hs, i, live, g, t);
-      }
-    }
-    fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
-  }
-}
-#endif
-
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
-// activations only, 4 the block-scaled tiles; only that variant instantiated, so a
+// activations only; only that variant instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
 template <int NW, int V>
@@ -812,14 +558,11 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   (void)GIDX;
-  const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
-  if constexpr (V == 4) fp4_tiles_bs<NW>(a, blocks);
-  else fp4_tiles<NW>(a, blocks);
+  fp4_tiles<NW>(a, a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
   else if constexpr (V == 3) fp4_tiles<NW, true>(a, GIDX);
-  else if constexpr (V == 4) fp4_tiles_bs<NW>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -845,11 +588,6 @@ KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE);
 // run 22 (DEEPINFER_CUDA_FP4_XE=0 runs the _reg ones); the same values.
 KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 3>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_bs, fast_moe_down_fp4_bs: fp4_tiles_bs (each scale block's sums
-// scaled once; V4.1's MXFP8 activations split by fast_quant_split with layout 2), with
-// DEEPINFER_CUDA_FP4_BS=1; other sums than the bf16 tiles' (another order).
-KERNEL(fast_moe_up_fp4_bs, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_bs, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2

@@ -127,17 +127,26 @@ inline void __syncwarp(unsigned m) {
   if (m != 0xffffffffu && m != (0xffffu << (threadIdx.x & 16))) abort();
   __syncwarp();
 }
+static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
+static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
 // lanes_mma: mma.sync m16n8k16 bf16 (fragments as the PTX ISA lays them out), each
-// output's 16 products summed in the emulated device's order (fp4_tiles), then added to
-// c; lanes_mma_f16 the same on f16 pairs (fp4_tiles_bs). mma_k16 plays both: val
-// decodes a half, site names the warp's barriers.
-template <class Val>
-static void mma_k16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1, Val val, long site) {
+// output's 16 products summed in the emulated device's order (fp4_tiles), then added to c
+void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
   int tid = threadIdx.x, w = tid >> 5, l = tid & 31, g = l >> 2, t = l & 3;
   WarpX& x = g_warp[w];
   x.a[l][0] = a0, x.a[l][1] = a1, x.a[l][2] = a2, x.a[l][3] = a3, x.b[l][0] = b0, x.b[l][1] = b1;
-  x.bar->arrive_and_wait((void*)site);
-  auto half = [&](unsigned v, int k) { return val((k & 1) ? v >> 16 : v & 0xffff); };
+  x.bar->arrive_and_wait((void*)3);
+  auto A = [&](int r, int k) {  // row r (0..15), k (0..15)
+    int lane = (r & 7) * 4 + ((k & 7) >> 1);
+    int reg = (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+    unsigned v = x.a[lane][reg];
+    return (k & 1) ? bf_hi(v) : bf_lo(v);
+  };
+  auto B = [&](int k, int n) {
+    int lane = n * 4 + ((k & 7) >> 1);
+    unsigned v = x.b[lane][k >= 8 ? 1 : 0];
+    return (k & 1) ? bf_hi(v) : bf_lo(v);
+  };
   float d[4];
   for (int e = 0; e < 4; e++) {
     int r = g + (e >= 2 ? 8 : 0), n = 2 * t + (e & 1);
@@ -147,41 +156,12 @@ static void mma_k16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3
       for (int v = 0; v < 2; v++)
         for (int h = 0; h < 2; h++) {
           int k = 2 * tt + 8 * v + h;
-          s += half(x.a[(r & 7) * 4 + ((k & 7) >> 1)][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k) *
-               half(x.b[n * 4 + ((k & 7) >> 1)][k >= 8 ? 1 : 0], k);
+          s += A(r, k) * B(k, n);
         }
     d[e] = c[e] + s;
   }
-  x.bar->arrive_and_wait((void*)(site + 1));
+  x.bar->arrive_and_wait((void*)4);
   for (int e = 0; e < 4; e++) c[e] = d[e];
-}
-static float bf_val(unsigned h) { return __uint_as_float(h << 16); }
-void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-  mma_k16(c, a0, a1, a2, a3, b0, b1, bf_val, 3);
-}
-// (lanes_e4m3x4_f16: cvt.rn.f16x2.e4m3x2 of bytes 0, 1 (lo) and 2, 3 (hi); h_val and
-// h_of_e4m3 are this file's own decoding and encoding of f16 and E4M3, not the sources')
-static float h_val(unsigned h) {
-  unsigned e = (h >> 10) & 31, m = h & 1023;
-  float r = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexpf((float)m, -24) : ldexpf(1.0f + m / 1024.0f, (int)e - 15);
-  return h & 0x8000 ? -r : r;
-}
-static unsigned h_of_e4m3(unsigned c) {
-  unsigned e = (c >> 3) & 15, m = c & 7, s = (c & 128) << 8;
-  if (e == 15 && m == 7) return s | 0x7e00;
-  if (e == 0) {  // m · 2^-9: a normal half
-    if (m == 0) return s;
-    int sh = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // m = 2^sh · (1 + f)
-    return s | ((unsigned)(-9 + sh + 15) << 10) | (((m << (10 - sh)) & 1023));
-  }
-  return s | ((e - 7 + 15) << 10) | (m << 7);
-}
-void lanes_e4m3x4_f16(unsigned w, unsigned& lo, unsigned& hi) {
-  lo = h_of_e4m3(w & 255) | h_of_e4m3((w >> 8) & 255) << 16;
-  hi = h_of_e4m3((w >> 16) & 255) | h_of_e4m3(w >> 24) << 16;
-}
-void lanes_mma_f16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-  mma_k16(c, a0, a1, a2, a3, b0, b1, h_val, 5);
 }
 
 // cp.async: a copy's destination is clobbered when it is issued and written when a

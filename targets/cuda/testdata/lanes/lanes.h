@@ -16,7 +16,6 @@ static dim3_ blockIdx, threadIdx, gridDim, blockDim;
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
-struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) double2 { double x, y; };
 #define __align__(n) __attribute__((aligned(n)))
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
@@ -26,8 +25,6 @@ inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); r
 inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8); return u; }
 void __syncthreads();
 void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1);
-void lanes_mma_f16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1);
-void lanes_e4m3x4_f16(unsigned w, unsigned& lo, unsigned& hi);
 void lanes_cp16(void* dst, const void* src, bool in);
 void lanes_cp_commit();
 void lanes_cp_wait(int n);
