@@ -31,13 +31,15 @@ DEVM void rope_apply_item(const RopeArgs& a, i64 i) {
 KERNEL(rope_apply, RopeArgs) {
   for (i64 i = GIDX; i < rope_apply_items(a); i += GSTRIDE) rope_apply_item(a, i);
 }
+// rope_copy_item: rope_copy's item i (kept channel i % keep of head row i / keep).
+DEVM void rope_copy_item(const RopeArgs& a, i64 keep, i64 i) {
+  const i64 c = i % keep, th = i / keep;
+  const float v = a.x[th * a.r.head_dim + c];
+  a.y[th * a.r.head_dim + c] = a.round ? q_bf16(v) : v;
+}
 KERNEL(rope_copy, RopeArgs) {
   const i64 keep = a.r.head_dim - a.r.rope_dim;
-  for (i64 i = GIDX; i < a.n * a.heads * keep; i += GSTRIDE) {
-    const i64 c = i % keep, th = i / keep;
-    const float v = a.x[th * a.r.head_dim + c];
-    a.y[th * a.r.head_dim + c] = a.round ? q_bf16(v) : v;
-  }
+  for (i64 i = GIDX; i < a.n * a.heads * keep; i += GSTRIDE) rope_copy_item(a, keep, i);
 }
 // rope_copy4: rope_copy four channels a work item (Go: head_dim and the kept channels
 // multiples of four, x and y 16-byte aligned), with 32-bit index arithmetic where the
@@ -49,22 +51,21 @@ DEV float4 rope_round4(float4 v, i64 round) {
   if (round) v.x = q_bf16(v.x), v.y = q_bf16(v.y), v.z = q_bf16(v.z), v.w = q_bf16(v.w);
   return v;
 }
+// rope_copy4_item: rope_copy4's item i (kept float4 i % keep4 of head row i / keep4),
+// in 32-bit index arithmetic (I u32: the items fit) or 64-bit.
+template <class I>
+DEVM void rope_copy4_item(const float* x, float* y, I i, I keep4, I hd4, i64 round) {
+  const I th = i / keep4, c = i - th * keep4;
+  ((float4*)y)[(i64)th * hd4 + c] = rope_round4(((const float4*)x)[(i64)th * hd4 + c], round);
+}
 KERNEL(rope_copy4, RopeCopyArgs) {
-  const float4* x = (const float4*)a.x;
-  float4* y = (float4*)a.y;
   const i64 n = a.hv * a.keep4;
   if (n < (1ll << 31) && GSTRIDE < (1ll << 31)) {
     const u32 keep4 = (u32)a.keep4, hd4 = (u32)a.hd4, stride = (u32)GSTRIDE;
-    for (u32 i = (u32)GIDX; i < (u32)n; i += stride) {
-      const u32 th = i / keep4, c = i - th * keep4;
-      y[(i64)th * hd4 + c] = rope_round4(x[(i64)th * hd4 + c], a.round);
-    }
+    for (u32 i = (u32)GIDX; i < (u32)n; i += stride) rope_copy4_item(a.x, a.y, i, keep4, hd4, a.round);
     return;
   }
-  for (i64 i = GIDX; i < n; i += GSTRIDE) {
-    const i64 th = i / a.keep4, c = i - th * a.keep4;
-    y[th * a.hd4 + c] = rope_round4(x[th * a.hd4 + c], a.round);
-  }
+  for (i64 i = GIDX; i < n; i += GSTRIDE) rope_copy4_item(a.x, a.y, i, a.keep4, a.hd4, a.round);
 }
 
 // rope_one: rope_copy4's items (copy4 = 1; else rope_copy's), then rope_apply's, in one
@@ -74,31 +75,18 @@ KERNEL(rope_copy4, RopeCopyArgs) {
 struct RopeOneArgs { RopeArgs r; i64 hd4; i64 keep4; i64 copy4; i64 ncopy; };
 KERNEL(rope_one, RopeOneArgs) {
   const i64 n = a.ncopy + rope_apply_items(a.r), keep = a.r.r.head_dim - a.r.r.rope_dim;
-  const float4* x4 = (const float4*)a.r.x;
-  float4* y4 = (float4*)a.r.y;
   if (a.copy4 && n < (1ll << 31) && GSTRIDE < (1ll << 31)) {
     // (32-bit index arithmetic for the copies, as rope_copy4's)
     const u32 keep4 = (u32)a.keep4, hd4 = (u32)a.hd4, stride = (u32)GSTRIDE, nc = (u32)a.ncopy;
     for (u32 i = (u32)GIDX; i < (u32)n; i += stride) {
-      if (i >= nc) {
-        rope_apply_item(a.r, (i64)(i - nc));
-        continue;
-      }
-      const u32 th = i / keep4, c = i - th * keep4;
-      y4[(i64)th * hd4 + c] = rope_round4(x4[(i64)th * hd4 + c], a.r.round);
+      if (i >= nc) rope_apply_item(a.r, (i64)(i - nc));
+      else rope_copy4_item(a.r.x, a.r.y, i, keep4, hd4, a.r.round);
     }
     return;
   }
   for (i64 i = GIDX; i < n; i += GSTRIDE) {
-    if (i >= a.ncopy) {
-      rope_apply_item(a.r, i - a.ncopy);
-    } else if (a.copy4) {
-      const i64 th = i / a.keep4, c = i - th * a.keep4;
-      y4[th * a.hd4 + c] = rope_round4(x4[th * a.hd4 + c], a.r.round);
-    } else {
-      const i64 c = i % keep, th = i / keep;
-      const float v = a.r.x[th * a.r.r.head_dim + c];
-      a.r.y[th * a.r.r.head_dim + c] = a.r.round ? q_bf16(v) : v;
-    }
+    if (i >= a.ncopy) rope_apply_item(a.r, i - a.ncopy);
+    else if (a.copy4) rope_copy4_item(a.r.x, a.r.y, i, a.keep4, a.hd4, a.r.round);
+    else rope_copy_item(a.r, keep, i);
   }
 }
