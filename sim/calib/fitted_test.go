@@ -22,8 +22,8 @@ var (
 	run8Err     error
 )
 
-// loadShipped loads the reports the shipped calibrations are fitted on (Shipped: run 27's
-// V4 and V4.1 fast ones with run 25a's V4.1 at 32,768, run 8's exact ones).
+// loadShipped loads the reports the shipped calibrations are fitted on (Shipped: run 33's
+// V4 and V4.1 fast ones, run 30e's sampled one, run 8's exact ones).
 func loadShipped(t *testing.T) []Loaded {
 	t.Helper()
 	shippedOnce.Do(func() { shipped, shippedErr = Load("../..", Shipped) })
@@ -77,7 +77,7 @@ func (f *pastFit) get(t *testing.T, runs []Measured, terms *Terms, want string) 
 	return f.cal
 }
 
-var run15FitCache, run18FitCache, run21FitCache, run22FitCache, run23FitCache, run25FitCache, run26FitCache, run27FitCache, run28FitCache pastFit
+var run15FitCache, run18FitCache, run21FitCache, run22FitCache, run23FitCache, run25FitCache, run26FitCache, run27FitCache, run28FitCache, run30FitCache pastFit
 
 // run15Fit is the cuda-fast shipped from run 15 until run 18: the fit on run 14b's V4
 // and run 15c's V4.1 fast reports (Run15Fit). Runs 13 to 17's later reports are
@@ -151,6 +151,14 @@ func run28Fit(t *testing.T) *Calibration {
 	return run28FitCache.get(t, Run28Fit, nil, RunName28+" + "+RunName25)
 }
 
+// run30Fit is the cuda-fast shipped from run 30 until run 33: the fit on run 30c's V4 and
+// V4.1 reports, its sampled sampler class on run 30e's sampled one (Run30Fit,
+// Run30Sampled). Run 30's later reports and runs 31 and 33's are documented against it.
+func run30Fit(t *testing.T) *Calibration {
+	t.Helper()
+	return run30FitCache.get(t, append(append([]Measured{}, Run30Fit...), Run30Sampled...), nil, RunName30)
+}
+
 // run8FastFit is the previous cuda-fast: the fit on run 8's fast reports.
 func run8FastFit(t *testing.T) *Calibration {
 	t.Helper()
@@ -199,23 +207,23 @@ type claim struct {
 }
 
 var claims = []claim{
-	{"fast", "deepseek_v4", nil, map[string]float64{"1/32768": -0.0669, "1/4096": -0.0408, "256/32768": 0.0395, "256/4096": 0.0265, "64/32768": -0.0440, "64/4096": -0.0600},
-		[]string{"tilekernels.norm_rope@1/4096", "deepselect.indexer_topk@64/4096", "tilekernels.moe_gate_topk@64/4096", "tilekernels.mhc_head@64/4096", "tilekernels.kv_compress@1/32768", "tilekernels.moe_gate_topk@64/32768", "tilekernels.mhc_head@64/32768"}, 58},
-	{"fast", "deepseek_v41", nil, map[string]float64{"1/32768": -0.0561, "1/4096": 0.1034, "256/32768": 0.0378, "256/4096": 0.0279, "64/32768": -0.0625, "64/4096": -0.0383},
-		[]string{"tilekernels.kv_compress@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/32768", "tilekernels.kv_compress@64/32768"}, 50},
+	{"fast", "deepseek_v4", nil, map[string]float64{"1/4096": 0.0006, "64/4096": -0.0455, "256/4096": 0.0073, "1/32768": 0.0178, "64/32768": -0.0318, "256/32768": 0.0244},
+		[]string{"tilekernels.moe_gate_topk@64/4096", "tilekernels.mhc_head@64/4096", "tilekernels.moe_gate_topk@64/32768", "tilekernels.mhc_head@64/32768"}, 45},
+	{"fast", "deepseek_v41", nil, map[string]float64{"1/4096": 0.0910, "64/4096": -0.0353, "256/4096": 0.0223, "1/32768": -0.0503, "64/32768": -0.0528, "256/32768": 0.0386},
+		[]string{"tilekernels.kv_compress@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.embedding@64/32768"}, 24},
 	{"exact", "deepseek_v4", nil, map[string]float64{"1/4096": 0.0215, "256/4096": -0.4753, "64/4096": 0.0476},
 		[]string{"tilekernels.embedding@1/4096", "tilekernels.embedding@64/4096", "deepgemm.bf16_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt@256/4096", "deepgemm.fp8_gemm_nt_grouped@256/4096", "tilekernels.embedding@256/4096"}, 6},
 	{"exact", "deepseek_v41", nil, map[string]float64{"1/4096": 0.0246, "256/4096": -0.3275, "64/4096": 0.0436},
 		[]string{"deepgemm.fp8_gemm_nt@256/4096", "deepgemm.bf16_gemm_nt@256/4096"}, 2},
 	// held out
-	{"fast", "deepseek_v4", &BatchHoldout, map[string]float64{"64/32768": -0.0930, "64/4096": -0.1117},
-		[]string{"tilekernels.mhc_mix_sinkhorn@64/4096", "deepselect.indexer_topk@64/4096", "tilekernels.moe_gate_topk@64/4096", "tilekernels.rmsnorm@64/4096", "tilekernels.mhc_head@64/4096", "tilekernels.mhc_mix_sinkhorn@64/32768", "tilekernels.moe_gate_topk@64/32768", "tilekernels.rmsnorm@64/32768", "tilekernels.mhc_head@64/32768", "tilekernels.embedding@64/32768"}, 23},
-	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": -0.1579, "256/32768": 0.0879, "64/32768": -0.0283},
-		[]string{"tilekernels.kv_compress@1/32768", "flashmla.sparse_decode@1/32768", "deepselect.indexer_topk@1/32768", "tilekernels.norm_rope@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.mhc_mix_sinkhorn@64/32768", "tilekernels.moe_gate_topk@64/32768", "tilekernels.rmsnorm@64/32768", "tilekernels.mhc_head@64/32768", "deepselect.indexer_topk@256/32768"}, 31},
-	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/32768": -0.0372, "64/4096": -0.0007},
-		[]string{"deepgemm.fp8_gemm_nt@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/4096", "tilekernels.kv_compress@64/4096", "deepgemm.fp8_gemm_nt@64/32768", "deepgemm.fp8_gemm_nt_grouped@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.kv_store@64/32768"}, 8},
-	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.4462, "256/32768": -0.0101, "64/32768": -0.2019},
-		[]string{"deepselect.indexer_topk_blocks@1/32768", "tilekernels.embedding@1/32768", "deepselect.indexer_topk_blocks@64/32768", "deepgemm.fp8_gemm_nt@64/32768", "deepgemm.fp8_gemm_nt_grouped@64/32768", "tilekernels.kv_compress@64/32768"}, 30},
+	{"fast", "deepseek_v4", &BatchHoldout, map[string]float64{"64/4096": -0.0882, "64/32768": -0.0713},
+		[]string{"tilekernels.moe_gate_topk@64/4096", "tilekernels.mhc_head@64/4096", "tilekernels.mhc_pre_norm@64/32768", "tilekernels.moe_gate_topk@64/32768", "tilekernels.mhc_head@64/32768", "tilekernels.embedding@64/32768"}, 22},
+	{"fast", "deepseek_v4", &ContextHoldout, map[string]float64{"1/32768": -0.0258, "64/32768": -0.0102, "256/32768": 0.0729},
+		[]string{"flashmla.sparse_decode@1/32768", "tilekernels.kv_compress@1/32768", "tilekernels.mhc_mix_sinkhorn@1/32768", "tilekernels.mhc_head@1/32768", "deepselect.indexer_topk@64/32768", "tilekernels.moe_gate_topk@64/32768", "tilekernels.mhc_head@64/32768", "deepselect.indexer_topk@256/32768", "tilekernels.embedding@256/32768"}, 22},
+	{"fast", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.0115, "64/32768": -0.0203},
+		[]string{"deepgemm.fp8_gemm_nt@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/4096", "tilekernels.kv_compress@64/4096", "deepgemm.fp8_gemm_nt@64/32768", "deepgemm.fp8_gemm_nt_grouped@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.embedding@64/32768"}, 10},
+	{"fast", "deepseek_v41", &ContextHoldout, map[string]float64{"1/32768": -0.4735, "64/32768": -0.2001, "256/32768": -0.0106},
+		[]string{"deepselect.indexer_topk_blocks@1/32768", "tilekernels.mhc_init@1/32768", "deepselect.indexer_topk_blocks@64/32768", "deepgemm.fp8_gemm_nt@64/32768", "deepgemm.fp8_gemm_nt_grouped@64/32768", "tilekernels.kv_compress@64/32768", "tilekernels.embedding@64/32768", "tilekernels.embedding@256/32768"}, 28},
 	{"exact", "deepseek_v4", &BatchHoldout, map[string]float64{"64/4096": 0.7759},
 		[]string{"deepgemm.bf16_gemm_nt@64/4096", "deepgemm.fp8_gemm_nt@64/4096", "deepgemm.m_grouped_fp8_gemm_nt_masked@64/4096", "tilekernels.kv_compress@64/4096", "tilekernels.mhc_pre_norm@64/4096", "deepgemm.fp8_gemm_nt_grouped@64/4096", "tilekernels.rmsnorm@64/4096", "deepselect.indexer_topk@64/4096", "tilekernels.embedding@64/4096"}, 9},
 	{"exact", "deepseek_v41", &BatchHoldout, map[string]float64{"64/4096": 0.5759},
@@ -261,13 +269,13 @@ func check(t *testing.T, what string, res []PointResult, c claim) {
 }
 
 // TestFittedReproducesMeasured is the differential test against the recorded H200
-// measurements (run 30c's V4 and V4.1 fast reports at 4,096 and 32,768, run 8's exact ones): the shipped calibrations on
+// measurements (run 33's V4 (33b) and V4.1 (33a) fast reports at 4,096 and 32,768, run 8's exact ones): the shipped calibrations on
 // the points they were fitted on, and refits on part of the points checked on the
 // held-out rest, are as accurate as docs/perf/simulator.md says, and no class is worse
 // than it says.
 func TestFittedReproducesMeasured(t *testing.T) {
 	data := loadShipped(t)
-	if want := RunName30; Fitted["cuda-fast"].Fit != want || Fitted["cuda-exact"].Fit != RunName8 {
+	if want := RunName33 + " + " + RunName30; Fitted["cuda-fast"].Fit != want || Fitted["cuda-exact"].Fit != RunName8 {
 		t.Fatalf("fitted.go names its fits %q and %q, want %q and %q", Fitted["cuda-fast"].Fit, Fitted["cuda-exact"].Fit, want, RunName8)
 	}
 	base := h200.Model()
@@ -303,13 +311,13 @@ func TestFittedReproducesMeasured(t *testing.T) {
 var defaultErrs = map[string]map[string]float64{
 	"exact deepseek_v4":  {"1/4096": -0.9752, "256/4096": -0.9891, "64/4096": -0.9541},
 	"exact deepseek_v41": {"1/4096": -0.9794, "256/4096": -0.9821, "64/4096": -0.9446},
-	"fast deepseek_v4":   {"1/32768": -0.5083, "1/4096": -0.4480, "256/32768": -0.6023, "256/4096": -0.5382, "64/32768": -0.3925, "64/4096": -0.3379},
-	"fast deepseek_v41":  {"1/32768": -0.7674, "1/4096": -0.5618, "256/32768": -0.4473, "256/4096": -0.2955, "64/32768": -0.2416, "64/4096": 0.0234},
+	"fast deepseek_v4":   {"1/4096": -0.4397, "64/4096": -0.3145, "256/4096": -0.5358, "1/32768": -0.4693, "64/32768": -0.3716, "256/32768": -0.5991},
+	"fast deepseek_v41":  {"1/4096": -0.5036, "64/4096": 0.0977, "256/4096": -0.2572, "1/32768": -0.7495, "64/32768": -0.1987, "256/32768": -0.4232},
 }
 
 // TestDefaultModel: the default h200 model (published-kernel parameters) on the measured
 // points is as far off every step as docs/perf/simulator.md says: under it, by more than
-// 15%, but at V4.1's batch 64 and 4,096 (over by 2.3%: the V4.1 experts' products it puts
+// 15%, but at V4.1's batch 64 and 4,096 (over by 9.8%: the V4.1 experts' products it puts
 // over the measurement make up for the rest).
 func TestDefaultModel(t *testing.T) {
 	data := loadShipped(t)
@@ -333,7 +341,7 @@ func TestDefaultModel(t *testing.T) {
 		}
 	}
 	if n != 18 {
-		t.Errorf("%d points, want 18 (12 fast: run 30c's 6 V4 and 6 V4.1; run 8's 6 exact)", n)
+		t.Errorf("%d points, want 18 (12 fast: run 33b's 6 V4 and 33a's 6 V4.1; run 8's 6 exact)", n)
 	}
 }
 
@@ -786,13 +794,13 @@ func TestRun28FitOnRun30(t *testing.T) {
 	})
 }
 
-// TestRun30Later: the shipped cuda-fast (run 30c's fit) on run 30's greedy reports, as
+// TestRun30Later: run 30's cuda-fast (30c's fit, shipped until run 33) on run 30's greedy reports, as
 // docs/perf/simulator.md says: in sample on 30c (every step within 10.3%), on 30d and
 // 30e within 9.5%; on 30a and 30b, the bench feeding back the sampled tokens, V4 within 6.8% but
 // V4.1 over by 12-26% at batch 64 and 256, where those rows read fewer experts than
 // independent requests.
 func TestRun30Later(t *testing.T) {
-	reportErrs(t, Fitted["cuda-fast"], Run30Later, map[string]reportWant{
+	reportErrs(t, run30Fit(t), Run30Later, map[string]reportWant{
 		"v4.fast.30a.bench.json":  {map[string]float64{"1/32768": -0.0680, "1/4096": -0.0231, "256/32768": 0.0309, "256/4096": 0.0242, "64/32768": -0.0385, "64/4096": -0.0250}, 8},
 		"v4.fast.30b.bench.json":  {map[string]float64{"1/4096": -0.0637, "256/4096": 0.0314, "64/4096": -0.0184}, 3},
 		"v4.fast.30c.bench.json":  {map[string]float64{"1/32768": -0.0669, "1/4096": -0.0408, "256/32768": 0.0395, "256/4096": 0.0265, "64/32768": -0.0440, "64/4096": -0.0600}, 7},
@@ -805,14 +813,14 @@ func TestRun30Later(t *testing.T) {
 	})
 }
 
-// TestRun30FitOnRun31: the shipped cuda-fast (run 30c's fit) on run 31's reports, as
+// TestRun30FitOnRun31: run 30's cuda-fast (shipped until run 33) on run 31's reports, as
 // docs/perf/simulator.md says: every step within 13.3% (the worst V4's default at batch
 // 1, whose step came out ~0.1 ms above every other set's in that call, and V4.1 with the
 // launch cuts off at batch 1), but 5-20 class times a report outside 25% (the classes
 // whose kernels the launch cuts and the new products changed); not refitted, since the
 // default shipped after run 31 was not timed as one.
 func TestRun30FitOnRun31(t *testing.T) {
-	reportErrs(t, Fitted["cuda-fast"], Run31Later, map[string]reportWant{
+	reportErrs(t, run30Fit(t), Run31Later, map[string]reportWant{
 		"v4.fast.31a.bench.json":       {map[string]float64{"1/4096": -0.1225, "64/4096": -0.0531, "256/4096": 0.0272}, 12},
 		"v4.fast.31a.cmp.bench.json":   {map[string]float64{"1/4096": -0.0446, "64/4096": -0.0521, "256/4096": 0.0153}, 5},
 		"v4.fast.31a.cmp2.bench.json":  {map[string]float64{"1/4096": -0.0495, "64/4096": -0.0410, "256/4096": 0.0362}, 9},
@@ -825,39 +833,94 @@ func TestRun30FitOnRun31(t *testing.T) {
 	})
 }
 
-// TestRun30FitOnRun33: the shipped cuda-fast (run 30c's fit) on run 33's reports (the
+// TestRun30FitOnRun33: run 30's cuda-fast (shipped until run 33) on run 33's reports (the
 // default shipped since run 32, timed as one on the H200), as docs/perf/simulator.md
 // says: every V4 step within 4.8%, V4.1's within 8.4% but batch 1 at 4,096, over by
 // 25.0% (the one-row products, attention output and launches cut since run 30 are not
-// in the fit), and 26 / 39 class times outside 25%; not refitted yet.
+// in the fit), and 26 / 39 class times outside 25% — why cuda-fast was refitted on 33a
+// and 33b.
 func TestRun30FitOnRun33(t *testing.T) {
-	reportErrs(t, Fitted["cuda-fast"], Run33Later, map[string]reportWant{
+	reportErrs(t, run30Fit(t), Run33Later, map[string]reportWant{
 		"v4.fast.33b.bench.json":      {map[string]float64{"1/4096": -0.0264, "64/4096": -0.0269, "256/4096": 0.0319, "1/32768": 0.0072, "64/32768": -0.0111, "256/32768": 0.0478}, 26},
 		"v41.fast.33a.bench.json":     {map[string]float64{"1/4096": 0.2499, "64/4096": 0.0315, "256/4096": 0.0837, "1/32768": 0.0168, "64/32768": -0.0094, "256/32768": 0.0830}, 39},
 		"v41.fast.33a.cmp.bench.json": {map[string]float64{"64/4096": -0.0896, "256/4096": -0.0290}, 14},
 	})
 }
 
-// TestSampledRows: the shipped cuda-fast on run 30e's sampled steps (V4, 4,096, every
-// row at temperature 1 and top-p 0.9; its sampler class is fitted on them, the other
-// classes on 30c's greedy steps) is as docs/perf/simulator.md says: every step within
-// 11.1% and the sampler's sampled class, refitted on batch 1 and 256, within 4.2% at
-// batch 64; V4.1's table carries V4's sampled class. Without the
-// sampled class (the sampler priced as a greedy one) the batch-1 step is 18.0% under.
-func TestSampledRows(t *testing.T) {
-	reportErrs(t, Fitted["cuda-fast"], Run30Sampled, map[string]reportWant{
-		"v4.fast.30e.sample.bench.json": {map[string]float64{"1/4096": -0.1111, "256/4096": 0.0144, "64/4096": -0.0556}, 6},
+// TestRun33Later: the shipped cuda-fast (run 33's fit) on run 33's reports it is not
+// fitted on (Run33Unfitted), as docs/perf/simulator.md says: the block-scaled FP4 tiles
+// (33a .cmp, removed after the run) under by 14.8% at batch 64 and 8.4% at 256 (the
+// tiles were slower than the default the fit prices), 2 class times outside 25%; 33c's
+// batch 256 (three steps, not profiled: the step alone) over by 3.2%.
+func TestRun33Later(t *testing.T) {
+	cal := Fitted["cuda-fast"]
+	reportErrs(t, cal, Run33Unfitted[:1], map[string]reportWant{
+		"v41.fast.33a.cmp.bench.json": {map[string]float64{"64/4096": -0.1485, "256/4096": -0.0840}, 2},
 	})
-	const class = "tilekernels.sampling (sampled)"
-	v4, v41 := Fitted["cuda-fast"].Models["deepseek_v4"][class], Fitted["cuda-fast"].Models["deepseek_v41"][class]
-	if v4.FloorUS == 0 || v4 != v41 {
-		t.Errorf("cuda-fast's %s: V4 %+v, V4.1 %+v: want one fitted class in both tables", class, v4, v41)
+	data, err := Load("../..", Run33Unfitted[1:])
+	if err != nil {
+		t.Fatal(err)
 	}
+	if !strings.HasSuffix(data[0].File, "v41.fast.33c.bench.json") {
+		t.Fatalf("Run33Unfitted[1] is %s, want 33c's V4.1 report", data[0].File)
+	}
+	stepErrs(t, cal.Fit+" on "+data[0].File, cal, data, map[string]map[string]float64{"deepseek_v41": {"256/4096": 0.0315}}, nil)
+}
+
+// TestSampledRows: cuda-fast on run 30e's sampled steps (V4, 4,096, every row at
+// temperature 1 and top-p 0.9; its sampler class is fitted on them, the other classes on
+// the greedy steps) is as docs/perf/simulator.md says: run 30's fit (30c's greedy steps,
+// shipped until run 33) within 11.1% at every step, the shipped one (run 33's greedy
+// steps) within 8.9%; the sampler's sampled class, the same in both (the same reports),
+// refitted on batch 1 and 256, within 4.2% at batch 64; V4.1's table carries V4's sampled
+// class. Without the sampled class (the sampler priced as a greedy one) the batch-1 step
+// is 18.0% under with run 30's fit, 15.7% with run 33's.
+func TestSampledRows(t *testing.T) {
+	const class = "tilekernels.sampling (sampled)"
 	data, err := Load("../..", Run30Sampled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := h200.Model()
+	for _, c := range []struct {
+		cal     *Calibration
+		steps   map[string]float64
+		misses  int
+		greedy1 float64 // the batch-1 step's error with the sampler priced greedy
+	}{
+		{run30Fit(t), map[string]float64{"1/4096": -0.1111, "256/4096": 0.0144, "64/4096": -0.0556}, 6, -0.1795},
+		{Fitted["cuda-fast"], map[string]float64{"1/4096": -0.0886, "64/4096": -0.0737, "256/4096": -0.0098}, 12, -0.1567},
+	} {
+		reportErrs(t, c.cal, Run30Sampled, map[string]reportWant{"v4.fast.30e.sample.bench.json": {c.steps, c.misses}})
+		v4, v41, w := c.cal.Models["deepseek_v4"][class], c.cal.Models["deepseek_v41"][class], Fitted["cuda-fast"].Models["deepseek_v4"][class]
+		near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*math.Max(math.Abs(a), math.Abs(b)) }
+		if v4.FloorUS == 0 || v4 != v41 || !near(v4.FloorUS, w.FloorUS) || !near(v4.GBps, w.GBps) || !near(v4.ScanNS, w.ScanNS) {
+			t.Errorf("%s's %s: V4 %+v, V4.1 %+v: want one fitted class in both tables, the shipped one (%+v)", c.cal.Fit, class, v4, v41, w)
+		}
+		// the sampler priced greedy: the sampled class left out, the greedy one in its place
+		greedyCal := &Calibration{Name: "greedy-priced", Fit: c.cal.Fit, Models: map[string]map[string]cost.ClassCal{}}
+		for mt, tab := range c.cal.Models {
+			greedyCal.Models[mt] = map[string]cost.ClassCal{}
+			for k, v := range tab {
+				if k != class {
+					greedyCal.Models[mt][k] = v
+				}
+			}
+		}
+		m, err := greedyCal.Apply(base, "deepseek_v4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt := data[0].Report.Points[0]
+		sc, err := sim.DecodeStep(data[0].Plan, m.WithLaunch(cost.Device), pt.Batch, pt.Context)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := PointResult{Batch: pt.Batch, Context: pt.Context, MeasuredMs: pt.MedianMs, SimulatedMs: sc.US / 1e3}
+		if e := g.Err(); g.Batch != 1 || math.Abs(e-c.greedy1) > 0.0005 {
+			t.Errorf("%s, batch %d priced greedy: step error %+.2f%%, documented %+.1f%%", c.cal.Fit, g.Batch, 100*e, 100*c.greedy1)
+		}
+	}
 	classErr := func(m *cost.Model, keep func(Loaded, stepbench.Point) bool) map[string]float64 {
 		res, err := Evaluate(m, data, keep, Acceptance)
 		if err != nil {
@@ -899,31 +962,6 @@ func TestSampledRows(t *testing.T) {
 				t.Errorf("%s: %s at %s: error %+.2f%%, documented %+.1f%%", c.what, class, at, 100*got, 100*e)
 			}
 		}
-	}
-	// the sampler priced greedy: the sampled class left out, the greedy one in its place
-	greedyCal := &Calibration{Name: "greedy-priced", Fit: "run 30", Models: map[string]map[string]cost.ClassCal{}}
-	for mt, tab := range Fitted["cuda-fast"].Models {
-		greedyCal.Models[mt] = map[string]cost.ClassCal{}
-		for k, v := range tab {
-			if k != class {
-				greedyCal.Models[mt][k] = v
-			}
-		}
-	}
-	m, err := greedyCal.Apply(base, "deepseek_v4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	greedyRes := []PointResult{}
-	for _, pt := range data[0].Report.Points {
-		sc, err := sim.DecodeStep(data[0].Plan, m.WithLaunch(cost.Device), pt.Batch, pt.Context)
-		if err != nil {
-			t.Fatal(err)
-		}
-		greedyRes = append(greedyRes, PointResult{Batch: pt.Batch, Context: pt.Context, MeasuredMs: pt.MedianMs, SimulatedMs: sc.US / 1e3})
-	}
-	if e := greedyRes[0].Err(); greedyRes[0].Batch != 1 || math.Abs(e-(-0.1795)) > 0.0005 {
-		t.Errorf("batch %d priced greedy: step error %+.2f%%, documented -18.0%%", greedyRes[0].Batch, 100*e)
 	}
 }
 

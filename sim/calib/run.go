@@ -487,16 +487,26 @@ var Run31Later = append(v4Fast(RunName31,
 	"run31/v41.fast.31a.cmp4.bench.json",
 )...)
 
-// Run33Later are run 33's reports (testdata/run33, the H200), compared with the shipped
-// fit (run 30c's), not fitted: the default shipped since run 32 as one (33a: V4.1 at
-// 4,096 and 32,768; 33b: V4 at both) and, at 4,096, batch 64 and 256, the block-scaled
-// FP4 expert tiles (33a .cmp; slower, removed after the run).
+// Run33Later are run 33's reports (testdata/run33, the H200) that the run-30 fit (shipped
+// until run 33) is documented against: the default shipped since run 32 as one (33a:
+// V4.1 at 4,096 and 32,768; 33b: V4 at both; the run-33 fit's reports, Run33Fit) and, at
+// 4,096, batch 64 and 256, the block-scaled FP4 expert tiles (33a .cmp; slower, removed
+// after the run).
 var Run33Later = append(v4Fast(RunName33,
 	"run33/v4.fast.33b.bench.json",
 ), v41Fast(RunName33,
 	"run33/v41.fast.33a.bench.json",
 	"run33/v41.fast.33a.cmp.bench.json",
 )...)
+
+// Run33Unfitted are run 33's reports the run-33 fit (Run33Fit) is not fitted on,
+// compared with it: the block-scaled FP4 expert tiles (33a .cmp, V4.1 at 4,096, batch 64
+// and 256; removed after the run, so not fitted) and 33c (V4.1 at 4,096, batch 256 only,
+// three steps, not profiled: its step alone is compared).
+var Run33Unfitted = v41Fast(RunName33,
+	"run33/v41.fast.33a.cmp.bench.json",
+	"run33/v41.fast.33c.bench.json",
+)
 
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
 // one run, by their paths under sim/calib/testdata.
@@ -586,11 +596,12 @@ var Run28Fit = append(v4Fast(RunName28,
 	"run28/v41.fast.28d.bench.json",
 ), Run25[3])...)
 
-// Run30Fit are the fast reports the shipped cuda-fast is fitted on: V4 and V4.1 at 4,096
-// and 32,768 from run 30c, one call, the bench feeding each row a fresh random token
-// every step (before run 30c V4.1's rows fell onto the same few experts, so every V4.1
-// fit before this one learned expert and product classes cheaper than independent
-// requests make them). docs/perf/simulator.md, "The run 30 refit".
+// Run30Fit are the fast reports cuda-fast was fitted on from run 30 until run 33: V4 and
+// V4.1 at 4,096 and 32,768 from run 30c, one call, the bench feeding each row a fresh
+// random token every step (before run 30c V4.1's rows fell onto the same few experts, so
+// every V4.1 fit before this one learned expert and product classes cheaper than
+// independent requests make them). Runs 30, 31 and 33's reports are documented against
+// that fit (with Run30Sampled's sampler class). docs/perf/simulator.md, "The run 30 refit".
 var Run30Fit = append(v4Fast(RunName30,
 	"run30/v4.fast.30c.bench.json",
 ), v41Fast(RunName30,
@@ -606,11 +617,25 @@ var Run30Sampled = v4Fast(RunName30,
 	"run30/v4.fast.30e.sample.bench.json",
 )
 
+// Run33Fit are the fast reports the shipped cuda-fast is fitted on (since run 33): V4 at
+// 4,096 and 32,768 from run 33b and V4.1 at both from 33a, the default shipped since run
+// 32 timed as one on the H200 (the one-row FP8 products on fast_gemv1p_fp8_q, the
+// attention output's csa_tc_out_na, the launch cuts, the shared quantizations, rope_one),
+// the bench's rows fed random tokens as in run 30c. Not 33a's .cmp (the block-scaled FP4
+// tiles, removed) nor 33c (batch 256 alone, not profiled): Run33Unfitted.
+// docs/perf/simulator.md, "The run 33 refit".
+var Run33Fit = append(v4Fast(RunName33,
+	"run33/v4.fast.33b.bench.json",
+), v41Fast(RunName33,
+	"run33/v41.fast.33a.bench.json",
+)...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run30Fit and its sampled sampler on Run30Sampled, cuda-exact on run 8's exact reports (runs 9 to 30 took none; the exact
-// kernels have changed since only in how V4's routing is split into launches and in how
+// on Run33Fit and its sampled sampler on Run30Sampled (run 33 timed no sampled rows),
+// cuda-exact on run 8's exact reports (runs 9 to 33 took none; until run 30 the exact
+// kernels had changed since only in how V4's routing is split into launches and in how
 // the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append(append([]Measured{}, Run30Fit...), Run30Sampled...), Run8Exact...)
+var Shipped = append(append(append([]Measured{}, Run33Fit...), Run30Sampled...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).
