@@ -126,6 +126,16 @@ func fiberUnit(t *testing.T, pre, main string, cus ...string) string {
 	return string(append(src, m...))
 }
 
+// TestRopeDeviceCodeOnHostFibers runs rope.cu's kernels (rope_one with the copies four
+// channels a work item and one, rope_copy4 and rope_copy each followed by rope_apply,
+// rope_apply in place) on host fibers against a serial reference (testdata/
+// rope_fibers_main.cc), every value bit for bit, with and without the bf16 rounding a
+// fused fake_quant asks for: the whole programs' checks never see that rounding of the
+// kept channels (their rope inputs are bf16 values already where it is fused).
+func TestRopeDeviceCodeOnHostFibers(t *testing.T) {
+	runOnFibers(t, "rope_fibers", fiberUnit(t, "", "testdata/rope_fibers_main.cc", "attention.cu", "rope.cu"), "-O1")
+}
+
 // TestIndexScoreTileOnHostFibers runs the device branch of attention.cu's
 // att_index_score_t (V4's index scores, a launch block per row and 64 entries, keys and
 // queries staged in shared memory 16 values at a time; testdata/index_fibers_main.cc) on
