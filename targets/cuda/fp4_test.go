@@ -454,6 +454,15 @@ func TestQuantSplitSameValues(t *testing.T) {
 // same bit for bit.
 func TestFP4XESameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, "0", "_regx", "_reg") }
 
+// TestFP4RowsSameValues: with DEEPINFER_CUDA_FP4_XE=r (r5) the default's _regx tiles run
+// as _regr (_regr5: five blocks a multiprocessor), which find rows g+8 from rows g; the
+// logits are the same bit for bit.
+func TestFP4RowsSameValues(t *testing.T) {
+	for _, v := range []string{"r", "r5"} {
+		t.Run(v, func(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, v, "_regx", "_reg"+v) })
+	}
+}
+
 // sameWithVariant runs an 80-token prefill and two decode steps of both V4.1 fixtures
 // by default and with env=value, which must run the FP4 tiles the default runs on the
 // kernels named from (fast_moe_*_fp4 + from) on those named to instead, as often

@@ -747,7 +747,10 @@ const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 // fast_moe_up_fp4_regx/fast_moe_down_fp4_regx, which are compiled for bf16 activations
 // only, without the lo halves' staging and mma (the same values; the default since run
 // 22 on the H200: V4.1's expert tiles at batch 256 9.28 → 7.39 ms, docs/perf/moe.md).
-// For comparisons; read when a program is bound.
+// Set to r it runs fast_moe_up_fp4_regr/fast_moe_down_fp4_regr (the _regx tiles finding
+// rows g+8 from rows g: four row pointers a lane fewer), to r5 the same at five blocks a
+// multiprocessor (_regr5); the same values. For comparisons; read when a program is
+// bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
@@ -771,8 +774,16 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
-		if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4XE) != "0" {
-			f.fp4Suffix = "_regx"
+		if f.fp4Suffix == "_reg" {
+			switch os.Getenv(EnvFP4XE) {
+			case "0":
+			case "r":
+				f.fp4Suffix = "_regr"
+			case "r5":
+				f.fp4Suffix = "_regr5"
+			default:
+				f.fp4Suffix = "_regx"
+			}
 		}
 	}
 	return f

@@ -179,6 +179,23 @@ DEVM void fp4_load_regs(i64 kb, int t, int K, int h, const unsigned char* const*
     ub[p] = inb ? sb[p][kl / 32] : 127;
   }
 }
+// fp4_load_regs8: fp4_load_regs for the tiles that keep only rows g's pointers (wa, sa):
+// rows g+8's codes and scales lie 8 rows on (every expert weight has its K values a row:
+// r8 = 8 · K/2 code bytes, s8 = 8 · K/32 scale bytes on), so a lane holds four 64-bit row
+// pointers fewer (the _regr tiles). The same bytes as fp4_load_regs; okb implies oka, so
+// wa is then row g's.
+DEVM void fp4_load_regs8(i64 kb, int t, int K, int h, int r8, int s8, const unsigned char* const* wa,
+                         const unsigned char* const* sa, const bool* oka, const bool* okb, uint4* qa, uint4* qb,
+                         u32* ua, u32* ub) {
+  int kl = (int)kb + 128 * h + 32 * t;
+  UNROLL for (int p = 0; p < 2; p++) {
+    bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
+    qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
+    qb[p] = inb ? *(const uint4*)(wa[p] + r8 + kl / 2) : make_uint4(0, 0, 0, 0);
+    ua[p] = ina ? sa[p][kl / 32] : 127;
+    ub[p] = inb ? sa[p][s8 + kl / 32] : 127;
+  }
+}
 // fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1, and fp4_m2 for
 // bytes over 128), and whether any lane of the warp has such a byte (every tile kernel).
 DEVM bool fp4_scales(const u32* ua, const u32* ub, u32* m1a, u32* m1b, u32* m2a, u32* m2b) {
@@ -289,7 +306,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // kernel at all (fast_moe_*_fp4_regx); the same operations on every value the others
 // compute. (Run 21c timed a form loading the weights two steps ahead at three blocks a
 // multiprocessor: slower, removed; docs/perf/moe.md.)
-template <int NW, bool XE = false>
+// R8 (the _regr tiles): rows g+8 found from rows g (fp4_load_regs8), the same loads.
+template <int NW, bool XE = false, bool R8 = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
@@ -311,7 +329,14 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
-    auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
+    auto load = [&](int h) {
+      if constexpr (R8) {
+        const int cols = (int)fp4_weight<NW>(a, b.e, 0).cols;
+        fp4_load_regs8(b.kb, t, K, h, 4 * cols, cols / 4, wa, sa, oka, okb, qa, qb, ua, ub);
+      } else {
+        fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
+      }
+    };
     if (nsteps > 0) load(0);
     for (int h = 0; h < nsteps; h++) {
       if ((h & (FP4_STEPS - 1)) == 0) {
@@ -550,7 +575,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
-// activations only; only that variant instantiated, so a
+// activations only, 4 those with rows g+8 found from rows g; only that variant
+// instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
 template <int NW, int V>
@@ -563,6 +589,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
   else if constexpr (V == 3) fp4_tiles<NW, true>(a, GIDX);
+  else if constexpr (V == 4) fp4_tiles<NW, true, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -588,6 +615,20 @@ KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE);
 // run 22 (DEEPINFER_CUDA_FP4_XE=0 runs the _reg ones); the same values.
 KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 3>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_regr, fast_moe_down_fp4_regr: the _regx tiles with rows g+8 found from
+// rows g (fp4_load_regs8: four row pointers a lane fewer, fewer spills at 128 registers;
+// DEEPINFER_CUDA_FP4_XE=r); the same values.
+KERNEL(fast_moe_up_fp4_regr, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regr, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_regr5, fast_moe_down_fp4_regr5: the _regr tiles at five blocks a
+// multiprocessor (at most 102 registers a thread: 20 warps a multiprocessor instead of
+// 16; DEEPINFER_CUDA_FP4_XE=r5); the same values.
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 5)
+#endif
+KERNEL(fast_moe_up_fp4_regr5, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regr5, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2
