@@ -454,11 +454,11 @@ func TestQuantSplitSameValues(t *testing.T) {
 // same bit for bit.
 func TestFP4XESameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, "0", "_regx", "_reg") }
 
-// TestFP4RowsSameValues: with DEEPINFER_CUDA_FP4_XE=r (r5) the default's _regx tiles run
-// as _regr (_regr5: five blocks a multiprocessor), which find rows g+8 from rows g; the
-// logits are the same bit for bit.
+// TestFP4RowsSameValues: with DEEPINFER_CUDA_FP4_XE=r (r5, a) the default's _regx tiles
+// run as _regr (_regr5: five blocks a multiprocessor; _rega: the halves copied a stage
+// ahead), which find rows g+8 from rows g; the logits are the same bit for bit.
 func TestFP4RowsSameValues(t *testing.T) {
-	for _, v := range []string{"r", "r5"} {
+	for _, v := range []string{"r", "r5", "a"} {
 		t.Run(v, func(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, v, "_regx", "_reg"+v) })
 	}
 }

@@ -749,8 +749,9 @@ const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 // 22 on the H200: V4.1's expert tiles at batch 256 9.28 → 7.39 ms, docs/perf/moe.md).
 // Set to r it runs fast_moe_up_fp4_regr/fast_moe_down_fp4_regr (the _regx tiles finding
 // rows g+8 from rows g: four row pointers a lane fewer), to r5 the same at five blocks a
-// multiprocessor (_regr5); the same values. For comparisons; read when a program is
-// bound.
+// multiprocessor (_regr5), to a the _regr tiles with the slots' halves copied by
+// cp.async a stage ahead (_rega); the same values. For comparisons; read when a program
+// is bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
@@ -781,6 +782,8 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 				f.fp4Suffix = "_regr"
 			case "r5":
 				f.fp4Suffix = "_regr5"
+			case "a":
+				f.fp4Suffix = "_rega"
 			default:
 				f.fp4Suffix = "_regx"
 			}

@@ -307,8 +307,15 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // compute. (Run 21c timed a form loading the weights two steps ahead at three blocks a
 // multiprocessor: slower, removed; docs/perf/moe.md.)
 // R8 (the _regr tiles): rows g+8 found from rows g (fp4_load_regs8), the same loads.
-template <int NW, bool XE = false, bool R8 = false>
+// AX (the _rega tiles; XE and R8 only): the slots' hi halves of each FP4_KC values copied
+// by cp.async one stage ahead, into the places of xs the lo halves would take (XE never
+// reads them), so that a stage's copies are in flight while the last stage's steps run
+// instead of a stage loading its halves through registers between two barriers. The
+// same halves in the same places of the buffer read (zeros for slots past nc and steps
+// past the slice), so the same values.
+template <int NW, bool XE = false, bool R8 = false, bool AX = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
+  static_assert(!AX || (XE && R8), "the async staging is compiled for bf16 activations only");
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
@@ -337,9 +344,36 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
       }
     };
+    // stage_async (AX): this thread's copies of the stage starting at step h0 into buffer
+    // (h0 / FP4_STEPS) & 1 (half 0 or 1 of xs' places), one commit group
+    auto stage_async = [&](int h0) {
+      const int ns = min(FP4_STEPS, nsteps - h0), buf = (h0 / FP4_STEPS) & 1;
+      const int total = live * 8 * FP4_STEPS * 16;
+      for (int i = tid; i < total; i += 128) {
+        const int c4 = i & 3, tt = (i >> 2) & 3, hh = (i >> 4) & (FP4_STEPS - 1), c = i >> 6;
+        const bool in = c < nc && hh < ns;
+        const u32* src = in ? a.xh + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
+        const int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
+        fast_cp16(&xs[((c * FP4_STEPS + hh) * 2 + buf) * 16 + tt * 4 + pos], src, in);
+      }
+      fast_cp_commit();
+    };
+    if constexpr (AX) {
+      __syncthreads();  // the last pass's reads of srow and xs are done
+      // every thread (no branch before the barrier): entry tid % FP4_SLOTS, the last
+      // slot's row past nc, each entry the same value from eight threads
+      const int ci = tid & (FP4_SLOTS - 1);
+      srow[ci] = a.list[base + c0 + imin(ci, nc - 1)] / div;
+      __syncthreads();  // srow written
+      if (nsteps > 0) stage_async(0);
+    }
     if (nsteps > 0) load(0);
     for (int h = 0; h < nsteps; h++) {
-      if ((h & (FP4_STEPS - 1)) == 0) {
+      if (AX && (h & (FP4_STEPS - 1)) == 0) {
+        fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
+        __syncthreads();    // every thread's; every warp done with the last stage's buffer
+        if (h + FP4_STEPS < nsteps) stage_async(h + FP4_STEPS);
+      } else if (!AX && (h & (FP4_STEPS - 1)) == 0) {
         // stage the slots' pairs of the next FP4_KC values (zeros for slots past nc
         // and steps past the slice)
         int ns = min(FP4_STEPS, nsteps - h);
@@ -364,12 +398,13 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
-      const int hs = h & (FP4_STEPS - 1);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + hs * 2 * 16, FP4_STEPS * 2 * 16, live, g, t,
+      const int hs = h & (FP4_STEPS - 1), buf = AX ? (h / FP4_STEPS) & 1 : 0;
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (hs * 2 + buf) * 16, FP4_STEPS * 2 * 16, live, g, t,
                XE || a.xexact != 0);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
+  if constexpr (AX) fast_cp_wait<0>();  // nothing in flight at exit
 }
 
 // fp4_tiles_wide: fp4_tiles for bf16 activations (xexact) with 64 slots (8 activation
@@ -575,7 +610,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
-// activations only, 4 those with rows g+8 found from rows g; only that variant
+// activations only, 4 those with rows g+8 found from rows g, 5 those with their halves
+// copied a stage ahead; only that variant
 // instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
@@ -590,6 +626,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
   else if constexpr (V == 3) fp4_tiles<NW, true>(a, GIDX);
   else if constexpr (V == 4) fp4_tiles<NW, true, true>(a, GIDX);
+  else if constexpr (V == 5) fp4_tiles<NW, true, true, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -620,6 +657,10 @@ KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 // DEEPINFER_CUDA_FP4_XE=r); the same values.
 KERNEL(fast_moe_up_fp4_regr, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_regr, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_rega, fast_moe_down_fp4_rega: the _regr tiles with the slots' halves
+// copied by cp.async a stage ahead (DEEPINFER_CUDA_FP4_XE=a); the same values.
+KERNEL(fast_moe_up_fp4_rega, FastMoEArgs) { fp4_launch<2, 5>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_regr5, fast_moe_down_fp4_regr5: the _regr tiles at five blocks a
 // multiprocessor (at most 102 registers a thread: 20 warps a multiprocessor instead of
 // 16; DEEPINFER_CUDA_FP4_XE=r5); the same values.
