@@ -40,8 +40,8 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 			// (the default FP4 tiles: the register ones; TestFP4PipelineMatchesRegisters
 			// checks the pipelined ones against them; V4.1's splits in the FP4 tiles' order
 			// are fast_quant_split's, TestQuantSplitSameValues)
-			// (V4.1's bf16 activations: the tiles compiled for them, _regx)
-			fp4Kernels := []string{"fast_moe_up_fp4_regx", "fast_moe_down_fp4_regx"}
+			// (V4.1's bf16 activations: the tiles compiled for them, _rega)
+			fp4Kernels := []string{"fast_moe_up_fp4_rega", "fast_moe_down_fp4_rega"}
 			if m.name == "v4-flash-formats" {
 				fp4Kernels = []string{"fast_moe_up_fp4_reg", "fast_moe_down_fp4_reg", "fast_split_fp4"}
 			}
@@ -100,7 +100,7 @@ func TestFP4PipelineMatchesRegisters(t *testing.T) {
 			a, ka := prefillAndDecode(t, p, ws, 80)
 			t.Setenv(cuda.EnvFP4Pipe, "")
 			b, kb := prefillAndDecode(t, p, ws, 80)
-			reg := "_regx" // V4.1's bf16 activations
+			reg := "_rega" // V4.1's bf16 activations
 			if m.name == "v4-flash-formats" {
 				reg = "_reg"
 			}
@@ -449,18 +449,24 @@ func TestQuantSplitSameValues(t *testing.T) {
 }
 
 // TestFP4XESameValues: by default the FP4 register tiles of V4.1's bf16 activations
-// run compiled for them (fast_moe_*_fp4_regx: no lo halves' code); with
-// DEEPINFER_CUDA_FP4_XE=0 they run the general ones (_reg), and the logits are the
-// same bit for bit.
-func TestFP4XESameValues(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, "0", "_regx", "_reg") }
-
-// TestFP4RowsSameValues: with DEEPINFER_CUDA_FP4_XE=r (r5, a) the default's _regx tiles
-// run as _regr (_regr5: five blocks a multiprocessor; _rega: the halves copied a stage
-// ahead), which find rows g+8 from rows g; the logits are the same bit for bit.
-func TestFP4RowsSameValues(t *testing.T) {
-	for _, v := range []string{"r", "r5", "a"} {
-		t.Run(v, func(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, v, "_regx", "_reg"+v) })
+// run compiled for them with their halves copied a stage ahead (fast_moe_*_fp4_rega);
+// with DEEPINFER_CUDA_FP4_XE=0 they run the general ones (_reg), with =x the default
+// of runs 22 to 34 (_regx), and the logits are the same bit for bit.
+func TestFP4XESameValues(t *testing.T) {
+	for _, c := range []struct{ value, to string }{{"0", "_reg"}, {"x", "_regx"}} {
+		t.Run(c.value, func(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, c.value, "_rega", c.to) })
 	}
+}
+
+// TestFP4R8SameValues: with DEEPINFER_CUDA_FP4_R8=1 the V4-Flash-format model's FP4
+// register tiles (_reg) run as _reg8, which find rows g+8 from rows g; the logits are the
+// same bit for bit.
+func TestFP4R8SameValues(t *testing.T) {
+	sameAcross(t, []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, cuda.EnvFP4R8, "", "1", 80,
+		"fast_moe_*_fp4_reg", "fast_moe_*_fp4_reg8 ("+cuda.EnvFP4R8+"=1)",
+		func(ka, kb map[string]int) string {
+			return moved(ka, kb, "fast_moe_up_fp4_reg", "fast_moe_up_fp4_reg8") + moved(ka, kb, "fast_moe_down_fp4_reg", "fast_moe_down_fp4_reg8")
+		})
 }
 
 // sameWithVariant runs an 80-token prefill and two decode steps of both V4.1 fixtures
@@ -528,9 +534,9 @@ func TestFP4WideSameValues(t *testing.T) {
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
 					// the prefill's layers on the wide tiles, the decode steps' on the register ones
-					if ka[k+"_wide"] != 0 || kb[k+"_wide"] == 0 || kb[k+"_regx"] == 0 || ka[k+"_regx"] <= kb[k+"_regx"] {
+					if ka[k+"_wide"] != 0 || kb[k+"_wide"] == 0 || kb[k+"_rega"] == 0 || ka[k+"_rega"] <= kb[k+"_rega"] {
 						t.Errorf("%s: wide %d / %d, register %d / %d launches (%s=0 / default)", k, ka[k+"_wide"], kb[k+"_wide"],
-							ka[k+"_regx"], kb[k+"_regx"], cuda.EnvFP4Wide)
+							ka[k+"_rega"], kb[k+"_rega"], cuda.EnvFP4Wide)
 					}
 				}
 			}

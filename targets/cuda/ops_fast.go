@@ -688,8 +688,9 @@ type fastExperts struct {
 	fp4 int8
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
-	// "_regx" those compiled for bf16 activations (the default for them since run 22;
-	// EnvFP4XE=0 keeps "_reg")
+	// "_rega" those compiled for bf16 activations with their halves copied a stage ahead
+	// (the default for them since run 34; EnvFP4XE=x "_regx", EnvFP4XE=0 keeps "_reg"),
+	// "_reg8" the general ones finding rows g+8 from rows g (EnvFP4R8=1)
 	fp4Suffix string
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
@@ -743,16 +744,19 @@ const fp4WideSlots = 32
 const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 
 // EnvFP4XE set to 0 runs the FP4 register tiles of bf16 activations (V4.1's, unless
-// DEEPINFER_CUDA_XEXACT=0) as fast_moe_up_fp4_reg/fast_moe_down_fp4_reg instead of
-// fast_moe_up_fp4_regx/fast_moe_down_fp4_regx, which are compiled for bf16 activations
-// only, without the lo halves' staging and mma (the same values; the default since run
-// 22 on the H200: V4.1's expert tiles at batch 256 9.28 → 7.39 ms, docs/perf/moe.md).
-// Set to r it runs fast_moe_up_fp4_regr/fast_moe_down_fp4_regr (the _regx tiles finding
-// rows g+8 from rows g: four row pointers a lane fewer), to r5 the same at five blocks a
-// multiprocessor (_regr5), to a the _regr tiles with the slots' halves copied by
-// cp.async a stage ahead (_rega); the same values. For comparisons; read when a program
-// is bound.
+// DEEPINFER_CUDA_XEXACT=0) as fast_moe_up_fp4_reg/fast_moe_down_fp4_reg, set to x as
+// fast_moe_up_fp4_regx/fast_moe_down_fp4_regx (compiled for bf16 activations only,
+// without the lo halves' staging and mma: the default from run 22 to run 34), instead of
+// fast_moe_up_fp4_rega/fast_moe_down_fp4_rega (the _regx tiles with rows g+8 found from
+// rows g and the slots' halves copied by cp.async a stage ahead: the default since run
+// 34, docs/perf/moe.md). The same values; for comparisons; read when a program is bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
+
+// EnvFP4R8 set to 1 runs the general FP4 register tiles (V4's; V4.1's with
+// DEEPINFER_CUDA_FP4_XE=0) as fast_moe_up_fp4_reg8/fast_moe_down_fp4_reg8, which find
+// rows g+8 from rows g (four row pointers a lane fewer); the same values. Opt-in until
+// timed on V4; read when a program is bound.
+const EnvFP4R8 = "DEEPINFER_CUDA_FP4_R8"
 
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
 const fmtFP4 = 4
@@ -778,16 +782,15 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		if f.fp4Suffix == "_reg" {
 			switch os.Getenv(EnvFP4XE) {
 			case "0":
-			case "r":
-				f.fp4Suffix = "_regr"
-			case "r5":
-				f.fp4Suffix = "_regr5"
-			case "a":
-				f.fp4Suffix = "_rega"
-			default:
+			case "x":
 				f.fp4Suffix = "_regx"
+			default:
+				f.fp4Suffix = "_rega"
 			}
 		}
+	}
+	if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4R8) == "1" {
+		f.fp4Suffix = "_reg8"
 	}
 	return f
 }

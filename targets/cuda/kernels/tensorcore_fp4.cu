@@ -182,7 +182,7 @@ DEVM void fp4_load_regs(i64 kb, int t, int K, int h, const unsigned char* const*
 // fp4_load_regs8: fp4_load_regs for the tiles that keep only rows g's pointers (wa, sa):
 // rows g+8's codes and scales lie 8 rows on (every expert weight has its K values a row:
 // r8 = 8 · K/2 code bytes, s8 = 8 · K/32 scale bytes on), so a lane holds four 64-bit row
-// pointers fewer (the _regr tiles). The same bytes as fp4_load_regs; okb implies oka, so
+// pointers fewer (the _rega and _reg8 tiles). The same bytes as fp4_load_regs; okb implies oka, so
 // wa is then row g's.
 DEVM void fp4_load_regs8(i64 kb, int t, int K, int h, int r8, int s8, const unsigned char* const* wa,
                          const unsigned char* const* sa, const bool* oka, const bool* okb, uint4* qa, uint4* qb,
@@ -306,7 +306,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // kernel at all (fast_moe_*_fp4_regx); the same operations on every value the others
 // compute. (Run 21c timed a form loading the weights two steps ahead at three blocks a
 // multiprocessor: slower, removed; docs/perf/moe.md.)
-// R8 (the _regr tiles): rows g+8 found from rows g (fp4_load_regs8), the same loads.
+// R8 (the _rega and _reg8 tiles): rows g+8 found from rows g (fp4_load_regs8), the same
+// loads.
 // AX (the _rega tiles; XE and R8 only): the slots' hi halves of each FP4_KC values copied
 // by cp.async one stage ahead, into the places of xs the lo halves would take (XE never
 // reads them), so that a stage's copies are in flight while the last stage's steps run
@@ -610,8 +611,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
-// activations only, 4 those with rows g+8 found from rows g, 5 those with their halves
-// copied a stage ahead; only that variant
+// activations only, 4 the register tiles with rows g+8 found from rows g, 5 those for
+// bf16 activations with their halves copied a stage ahead too; only that variant
 // instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
@@ -625,7 +626,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
   else if constexpr (V == 3) fp4_tiles<NW, true>(a, GIDX);
-  else if constexpr (V == 4) fp4_tiles<NW, true, true>(a, GIDX);
+  else if constexpr (V == 4) fp4_tiles<NW, false, true>(a, GIDX);
   else if constexpr (V == 5) fp4_tiles<NW, true, true, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
@@ -648,28 +649,21 @@ KERNEL(fast_moe_down_fp4, FastMoEArgs) { fp4_launch<1, 0>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) { fp4_launch<2, 1>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_regx, fast_moe_down_fp4_regx: the register tiles compiled for bf16
-// activations only (V4.1's), without the lo halves' code: the default for them since
-// run 22 (DEEPINFER_CUDA_FP4_XE=0 runs the _reg ones); the same values.
+// activations only (V4.1's), without the lo halves' code: the default for them from run
+// 22 to run 34 (DEEPINFER_CUDA_FP4_XE=x; =0 runs the _reg ones); the same values.
 KERNEL(fast_moe_up_fp4_regx, FastMoEArgs) { fp4_launch<2, 3>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_regr, fast_moe_down_fp4_regr: the _regx tiles with rows g+8 found from
-// rows g (fp4_load_regs8: four row pointers a lane fewer, fewer spills at 128 registers;
-// DEEPINFER_CUDA_FP4_XE=r); the same values.
-KERNEL(fast_moe_up_fp4_regr, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regr, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_rega, fast_moe_down_fp4_rega: the _regr tiles with the slots' halves
-// copied by cp.async a stage ahead (DEEPINFER_CUDA_FP4_XE=a); the same values.
+// fast_moe_up_fp4_rega, fast_moe_down_fp4_rega: the _regx tiles with rows g+8 found from
+// rows g (fp4_load_regs8: four row pointers a lane fewer) and the slots' halves copied by
+// cp.async a stage ahead: V4.1's default since run 34 (an H100, the same call: the up
+// tiles 7.71 → 6.70 ms at batch 256, docs/perf/moe.md); the same values.
 KERNEL(fast_moe_up_fp4_rega, FastMoEArgs) { fp4_launch<2, 5>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_regr5, fast_moe_down_fp4_regr5: the _regr tiles at five blocks a
-// multiprocessor (at most 102 registers a thread: 20 warps a multiprocessor instead of
-// 16; DEEPINFER_CUDA_FP4_XE=r5); the same values.
-#ifndef DI_EMULATE
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 5)
-#endif
-KERNEL(fast_moe_up_fp4_regr5, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regr5, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8: the _reg tiles (any activations: V4's)
+// with rows g+8 found from rows g (DEEPINFER_CUDA_FP4_R8=1; opt-in until timed); the
+// same values.
+KERNEL(fast_moe_up_fp4_reg8, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_reg8, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2
