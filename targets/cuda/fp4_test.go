@@ -43,7 +43,7 @@ func TestFP4ExpertTilesMatchGeneric(t *testing.T) {
 			// (V4.1's bf16 activations: the tiles compiled for them, _rega)
 			fp4Kernels := []string{"fast_moe_up_fp4_rega", "fast_moe_down_fp4_rega"}
 			if m.name == "v4-flash-formats" {
-				fp4Kernels = []string{"fast_moe_up_fp4_reg", "fast_moe_down_fp4_reg", "fast_split_fp4"}
+				fp4Kernels = []string{"fast_moe_up_fp4_reg8", "fast_moe_down_fp4_reg8", "fast_split_fp4"}
 			}
 			for _, k := range fp4Kernels {
 				if ka == nil {
@@ -102,7 +102,7 @@ func TestFP4PipelineMatchesRegisters(t *testing.T) {
 			b, kb := prefillAndDecode(t, p, ws, 80)
 			reg := "_rega" // V4.1's bf16 activations
 			if m.name == "v4-flash-formats" {
-				reg = "_reg"
+				reg = "_reg8"
 			}
 			if ka != nil {
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
@@ -450,22 +450,22 @@ func TestQuantSplitSameValues(t *testing.T) {
 
 // TestFP4XESameValues: by default the FP4 register tiles of V4.1's bf16 activations
 // run compiled for them with their halves copied a stage ahead (fast_moe_*_fp4_rega);
-// with DEEPINFER_CUDA_FP4_XE=0 they run the general ones (_reg), with =x the default
+// with DEEPINFER_CUDA_FP4_XE=0 they run the general ones (_reg8), with =x the default
 // of runs 22 to 34 (_regx), and the logits are the same bit for bit.
 func TestFP4XESameValues(t *testing.T) {
-	for _, c := range []struct{ value, to string }{{"0", "_reg"}, {"x", "_regx"}} {
+	for _, c := range []struct{ value, to string }{{"0", "_reg8"}, {"x", "_regx"}} {
 		t.Run(c.value, func(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, c.value, "_rega", c.to) })
 	}
 }
 
-// TestFP4R8SameValues: with DEEPINFER_CUDA_FP4_R8=1 the V4-Flash-format model's FP4
-// register tiles (_reg) run as _reg8, which find rows g+8 from rows g; the logits are the
-// same bit for bit.
+// TestFP4R8SameValues: the V4-Flash-format model's FP4 register tiles run as _reg8 by
+// default (rows g+8 found from rows g) and as _reg with DEEPINFER_CUDA_FP4_R8=0; the
+// logits are the same bit for bit.
 func TestFP4R8SameValues(t *testing.T) {
-	sameAcross(t, []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, cuda.EnvFP4R8, "", "1", 80,
-		"fast_moe_*_fp4_reg", "fast_moe_*_fp4_reg8 ("+cuda.EnvFP4R8+"=1)",
+	sameAcross(t, []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, cuda.EnvFP4R8, "", "0", 80,
+		"fast_moe_*_fp4_reg8 (the default)", "fast_moe_*_fp4_reg ("+cuda.EnvFP4R8+"=0)",
 		func(ka, kb map[string]int) string {
-			return moved(ka, kb, "fast_moe_up_fp4_reg", "fast_moe_up_fp4_reg8") + moved(ka, kb, "fast_moe_down_fp4_reg", "fast_moe_down_fp4_reg8")
+			return moved(ka, kb, "fast_moe_up_fp4_reg8", "fast_moe_up_fp4_reg") + moved(ka, kb, "fast_moe_down_fp4_reg8", "fast_moe_down_fp4_reg")
 		})
 }
 

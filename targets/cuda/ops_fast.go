@@ -689,8 +689,9 @@ type fastExperts struct {
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
 	// "_rega" those compiled for bf16 activations with their halves copied a stage ahead
-	// (the default for them since run 34; EnvFP4XE=x "_regx", EnvFP4XE=0 keeps "_reg"),
-	// "_reg8" the general ones finding rows g+8 from rows g (EnvFP4R8=1)
+	// (the default for them since run 34; EnvFP4XE=x "_regx", EnvFP4XE=0 the general
+	// ones), "_reg8" the general ones finding rows g+8 from rows g (the default for them
+	// since run 34; EnvFP4R8=0 keeps "_reg")
 	fp4Suffix string
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
@@ -752,10 +753,12 @@ const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 // 34, docs/perf/moe.md). The same values; for comparisons; read when a program is bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 
-// EnvFP4R8 set to 1 runs the general FP4 register tiles (V4's; V4.1's with
-// DEEPINFER_CUDA_FP4_XE=0) as fast_moe_up_fp4_reg8/fast_moe_down_fp4_reg8, which find
-// rows g+8 from rows g (four row pointers a lane fewer); the same values. Opt-in until
-// timed on V4; read when a program is bound.
+// EnvFP4R8 set to 0 runs the general FP4 register tiles (V4's; V4.1's with
+// DEEPINFER_CUDA_FP4_XE=0) as fast_moe_up_fp4_reg/fast_moe_down_fp4_reg instead of
+// fast_moe_up_fp4_reg8/fast_moe_down_fp4_reg8, which find rows g+8 from rows g (four row
+// pointers a lane fewer: the default since run 34, an H100, the same call: V4's up tiles
+// 3.31 → 3.14 ms at batch 256, docs/perf/moe.md). The same values; for comparisons; read
+// when a program is bound.
 const EnvFP4R8 = "DEEPINFER_CUDA_FP4_R8"
 
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
@@ -789,7 +792,7 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 			}
 		}
 	}
-	if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4R8) == "1" {
+	if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4R8) != "0" {
 		f.fp4Suffix = "_reg8"
 	}
 	return f

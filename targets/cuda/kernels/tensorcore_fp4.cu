@@ -643,9 +643,9 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
 KERNEL(fast_moe_up_fp4, FastMoEArgs) { fp4_launch<2, 0>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4, FastMoEArgs) { fp4_launch<1, 0>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg, fast_moe_down_fp4_reg: the same tiles with each lane's next step
-// of weights loaded into registers (fp4_tiles): the default, the pipelined ones above
-// only with DEEPINFER_CUDA_FP4_PIPE=1 (slower on the H200, run 11c). The same values:
-// every output is the same chain of mma.
+// of weights loaded into registers (fp4_tiles): the default until run 34 (since then
+// _reg8, below), the pipelined ones above only with DEEPINFER_CUDA_FP4_PIPE=1 (slower on
+// the H200, run 11c). The same values: every output is the same chain of mma.
 KERNEL(fast_moe_up_fp4_reg, FastMoEArgs) { fp4_launch<2, 1>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg, FastMoEArgs) { fp4_launch<1, 1>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_regx, fast_moe_down_fp4_regx: the register tiles compiled for bf16
@@ -660,7 +660,8 @@ KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 KERNEL(fast_moe_up_fp4_rega, FastMoEArgs) { fp4_launch<2, 5>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8: the _reg tiles (any activations: V4's)
-// with rows g+8 found from rows g (DEEPINFER_CUDA_FP4_R8=1; opt-in until timed); the
+// with rows g+8 found from rows g: their default since run 34 (an H100, the same call:
+// V4's up tiles 3.31 → 3.14 ms at batch 256; DEEPINFER_CUDA_FP4_R8=0 runs _reg); the
 // same values.
 KERNEL(fast_moe_up_fp4_reg8, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg8, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
