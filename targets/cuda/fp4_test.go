@@ -461,12 +461,17 @@ func TestFP4XESameValues(t *testing.T) {
 // TestFP4R8SameValues: the V4-Flash-format model's FP4 register tiles run as _reg8 by
 // default (rows g+8 found from rows g) and as _reg with DEEPINFER_CUDA_FP4_R8=0; the
 // logits are the same bit for bit.
+// With =a they run as _reg8a (the halves copied two steps ahead), the same logits too.
 func TestFP4R8SameValues(t *testing.T) {
-	sameAcross(t, []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, cuda.EnvFP4R8, "", "0", 80,
-		"fast_moe_*_fp4_reg8 (the default)", "fast_moe_*_fp4_reg ("+cuda.EnvFP4R8+"=0)",
-		func(ka, kb map[string]int) string {
-			return moved(ka, kb, "fast_moe_up_fp4_reg8", "fast_moe_up_fp4_reg") + moved(ka, kb, "fast_moe_down_fp4_reg8", "fast_moe_down_fp4_reg")
+	for _, c := range []struct{ value, to string }{{"0", "_reg"}, {"a", "_reg8a"}} {
+		t.Run(c.value, func(t *testing.T) {
+			sameAcross(t, []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, cuda.EnvFP4R8, "", c.value, 80,
+				"fast_moe_*_fp4_reg8 (the default)", "fast_moe_*_fp4"+c.to+" ("+cuda.EnvFP4R8+"="+c.value+")",
+				func(ka, kb map[string]int) string {
+					return moved(ka, kb, "fast_moe_up_fp4_reg8", "fast_moe_up_fp4"+c.to) + moved(ka, kb, "fast_moe_down_fp4_reg8", "fast_moe_down_fp4"+c.to)
+				})
 		})
+	}
 }
 
 // sameWithVariant runs an 80-token prefill and two decode steps of both V4.1 fixtures

@@ -757,8 +757,10 @@ const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 // DEEPINFER_CUDA_FP4_XE=0) as fast_moe_up_fp4_reg/fast_moe_down_fp4_reg instead of
 // fast_moe_up_fp4_reg8/fast_moe_down_fp4_reg8, which find rows g+8 from rows g (four row
 // pointers a lane fewer: the default since run 34, an H100, the same call: V4's up tiles
-// 3.31 → 3.14 ms at batch 256, docs/perf/moe.md). The same values; for comparisons; read
-// when a program is bound.
+// 3.31 → 3.14 ms at batch 256, docs/perf/moe.md); set to a, as
+// fast_moe_up_fp4_reg8a/fast_moe_down_fp4_reg8a (the _reg8 tiles with the slots' halves
+// copied by cp.async two steps ahead; opt-in until timed). The same values; for
+// comparisons; read when a program is bound.
 const EnvFP4R8 = "DEEPINFER_CUDA_FP4_R8"
 
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
@@ -792,8 +794,14 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 			}
 		}
 	}
-	if f.fp4Suffix == "_reg" && os.Getenv(EnvFP4R8) != "0" {
-		f.fp4Suffix = "_reg8"
+	if f.fp4Suffix == "_reg" {
+		switch os.Getenv(EnvFP4R8) {
+		case "0":
+		case "a":
+			f.fp4Suffix = "_reg8a"
+		default:
+			f.fp4Suffix = "_reg8"
+		}
 	}
 	return f
 }

@@ -308,15 +308,20 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // multiprocessor: slower, removed; docs/perf/moe.md.)
 // R8 (the _rega and _reg8 tiles): rows g+8 found from rows g (fp4_load_regs8), the same
 // loads.
-// AX (the _rega tiles; XE and R8 only): the slots' hi halves of each FP4_KC values copied
-// by cp.async one stage ahead, into the places of xs the lo halves would take (XE never
-// reads them), so that a stage's copies are in flight while the last stage's steps run
-// instead of a stage loading its halves through registers between two barriers. The
-// same halves in the same places of the buffer read (zeros for slots past nc and steps
-// past the slice), so the same values.
+// AX (the _rega and _reg8a tiles; R8 only): the slots' halves of each stage copied by
+// cp.async one stage ahead, so that a stage's copies are in flight while the last
+// stage's steps run instead of a stage loading its halves through registers between two
+// barriers. XE (_rega): stages of FP4_STEPS steps, the hi halves only, the second buffer
+// in the places of xs the lo halves would take (XE never reads them); otherwise (_reg8a):
+// stages of two steps, both halves, xs' two halves of its room the two buffers. The same
+// halves in the same places of the buffer read (zeros for slots past nc, steps past the
+// slice and lo halves of bf16 activations), so the same values.
 template <int NW, bool XE = false, bool R8 = false, bool AX = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
-  static_assert(!AX || (XE && R8), "the async staging is compiled for bf16 activations only");
+  static_assert(!AX || R8, "the async staging is compiled with the rows g+8 found from rows g only");
+  // ST: steps a stage; BUF (AX without XE): one buffer's uint4s
+  constexpr int ST = AX && !XE ? 2 : FP4_STEPS, BUF = FP4_SLOTS * ST * 2 * 16;
+  static_assert(!AX || XE || 2 * BUF <= FP4_SLOTS * FP4_STEPS * 2 * 16, "two stage buffers fit xs");
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
@@ -346,16 +351,18 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       }
     };
     // stage_async (AX): this thread's copies of the stage starting at step h0 into buffer
-    // (h0 / FP4_STEPS) & 1 (half 0 or 1 of xs' places), one commit group
+    // (h0 / ST) & 1, one commit group
     auto stage_async = [&](int h0) {
-      const int ns = min(FP4_STEPS, nsteps - h0), buf = (h0 / FP4_STEPS) & 1;
-      const int total = live * 8 * FP4_STEPS * 16;
+      const int ns = min(ST, nsteps - h0), buf = (h0 / ST) & 1;
+      const int total = live * 8 * ST * (XE ? 1 : 2) * 16;
       for (int i = tid; i < total; i += 128) {
-        const int c4 = i & 3, tt = (i >> 2) & 3, hh = (i >> 4) & (FP4_STEPS - 1), c = i >> 6;
-        const bool in = c < nc && hh < ns;
-        const u32* src = in ? a.xh + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
+        const int c4 = i & 3, tt = (i >> 2) & 3, half = XE ? 0 : (i >> 4) & 1;
+        const int q = i >> (XE ? 4 : 5), hh = q & (ST - 1), c = q / ST;
+        const bool in = c < nc && hh < ns && !(half && a.xexact);
+        const u32* src = in ? (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
         const int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
-        fast_cp16(&xs[((c * FP4_STEPS + hh) * 2 + buf) * 16 + tt * 4 + pos], src, in);
+        const int at = XE ? ((c * ST + hh) * 2 + buf) * 16 : buf * BUF + ((c * ST + hh) * 2 + half) * 16;
+        fast_cp16(&xs[at + tt * 4 + pos], src, in);
       }
       fast_cp_commit();
     };
@@ -370,10 +377,10 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     }
     if (nsteps > 0) load(0);
     for (int h = 0; h < nsteps; h++) {
-      if (AX && (h & (FP4_STEPS - 1)) == 0) {
+      if (AX && (h & (ST - 1)) == 0) {
         fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
         __syncthreads();    // every thread's; every warp done with the last stage's buffer
-        if (h + FP4_STEPS < nsteps) stage_async(h + FP4_STEPS);
+        if (h + ST < nsteps) stage_async(h + ST);
       } else if (!AX && (h & (FP4_STEPS - 1)) == 0) {
         // stage the slots' pairs of the next FP4_KC values (zeros for slots past nc
         // and steps past the slice)
@@ -399,9 +406,9 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
-      const int hs = h & (FP4_STEPS - 1), buf = AX ? (h / FP4_STEPS) & 1 : 0;
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (hs * 2 + buf) * 16, FP4_STEPS * 2 * 16, live, g, t,
-               XE || a.xexact != 0);
+      const int hs = h & (ST - 1), buf = AX ? (h / ST) & 1 : 0;
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (XE ? (hs * 2 + buf) * 16 : buf * BUF + hs * 2 * 16),
+               ST * 2 * 16, live, g, t, XE || a.xexact != 0);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
@@ -612,7 +619,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
 // activations only, 4 the register tiles with rows g+8 found from rows g, 5 those for
-// bf16 activations with their halves copied a stage ahead too; only that variant
+// bf16 activations with their halves copied a stage ahead too, 6 the general ones with
+// their halves copied two steps ahead; only that variant
 // instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
@@ -628,6 +636,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 3) fp4_tiles<NW, true>(a, GIDX);
   else if constexpr (V == 4) fp4_tiles<NW, false, true>(a, GIDX);
   else if constexpr (V == 5) fp4_tiles<NW, true, true, true>(a, GIDX);
+  else if constexpr (V == 6) fp4_tiles<NW, false, true, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -665,6 +674,11 @@ KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE)
 // same values.
 KERNEL(fast_moe_up_fp4_reg8, FastMoEArgs) { fp4_launch<2, 4>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg8, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_reg8a, fast_moe_down_fp4_reg8a: the _reg8 tiles with the slots' halves
+// (both) copied by cp.async two steps ahead into the two halves of xs' room
+// (DEEPINFER_CUDA_FP4_R8=a; opt-in until timed); the same values.
+KERNEL(fast_moe_up_fp4_reg8a, FastMoEArgs) { fp4_launch<2, 6>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_reg8a, FastMoEArgs) { fp4_launch<1, 6>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2

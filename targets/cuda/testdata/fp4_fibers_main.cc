@@ -1,7 +1,7 @@
 // fp4_fibers_main.cc: TestFP4DeviceCodeOnHostFibers' cases (follows fp4_fibers.h and the
 // kernel sources' device branch): random FP4 experts and activation halves, each case's
 // launch run by fast_moe_*_fp4 (pipelined), fast_moe_*_fp4_reg and the emulated loop
-// (fp4_ref) and fast_moe_*_fp4_reg8, and with bf16 activations (xexact) fast_moe_*_fp4_regx, _rega and
+// (fp4_ref) and fast_moe_*_fp4_reg8 and _reg8a, and with bf16 activations (xexact) fast_moe_*_fp4_regx, _rega and
 // fast_moe_*_fp4_wide (64 slots a pass); all must write the same outputs, bit for bit.
 #include <random>
 #include <algorithm>
@@ -116,6 +116,7 @@ static int run_case(const Case& c, unsigned seed) {
     wdiff = against_reg(fast_moe_up_fp4_wide, fast_moe_down_fp4_wide, "wide");
   }
   ddiff += against_reg(fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8, "reg8");  // any activations
+  ddiff += against_reg(fast_moe_up_fp4_reg8a, fast_moe_down_fp4_reg8a, "reg8a");
   a.part = pf.data();
   if (c.NW == 2) fp4_ref<2>(a, blocks); else fp4_ref<1>(a, blocks);
   long chain = 0;  // xexact: outputs that differ from the whole chain's
@@ -140,7 +141,7 @@ static int run_case(const Case& c, unsigned seed) {
       if (!(d <= worst)) worst = d;
     }
   }
-  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld regx/rega/reg8 != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
+  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld regx/rega/reg8/reg8a != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
          c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, wdiff, unwritten, worst, chain,
          (long)g_errors);
   for (void* m : mem) free(m);
