@@ -5,7 +5,8 @@ Builds DeepseekV4ForCausalLM from the tiny-v4-dev fixture's config with V4-Flash
 widths (hidden 4096, 64 heads x 512, 256 experts top-6, index top-512, window 128),
 one CSA and one HCA layer, random bf16 weights, eager attention; prefills CONTEXT tokens
 for each batch size, then times decode steps (one token per sequence, with the cache)
-with CUDA events: warm-up 2, then STEPS steps; prints the median per batch size.
+with CUDA events: warm-up 2, then STEPS steps; prints the median per batch size (a batch
+size that runs out of GPU memory is reported as such and the next one is timed).
 
   python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5]
 """
@@ -48,25 +49,39 @@ print(f"transformers {transformers.__version__}, torch {torch.__version__}, {tor
 
 rows = []
 for B in [int(b) for b in args.batch.split(",")]:
-    with torch.no_grad():
-        ids = torch.randint(3, cfg.vocab_size, (B, args.context), device="cuda")
-        out = model(input_ids=ids, use_cache=True)
-        cache = out.past_key_values
-        nxt = out.logits[:, -1:].argmax(-1)
-        times = []
-        for i in range(2 + args.steps):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
-            e1.record()
-            torch.cuda.synchronize()
+    cache = out = ids = None
+    oom = False
+    try:
+        with torch.no_grad():
+            ids = torch.randint(3, cfg.vocab_size, (B, args.context), device="cuda")
+            out = model(input_ids=ids, use_cache=True)
             cache = out.past_key_values
             nxt = out.logits[:, -1:].argmax(-1)
-            if i >= 2:
-                times.append(e0.elapsed_time(e1))
+            times = []
+            for i in range(2 + args.steps):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+                e1.record()
+                torch.cuda.synchronize()
+                cache = out.past_key_values
+                nxt = out.logits[:, -1:].argmax(-1)
+                if i >= 2:
+                    times.append(e0.elapsed_time(e1))
+    except torch.OutOfMemoryError:
+        # (eager attention's scores of a batch-256 prefill need more than an 80 GB card)
+        oom = True
+    if oom:  # (outside the handler: its traceback no longer holds the step's tensors)
+        cache = out = ids = None
+        torch.cuda.empty_cache()
+        free, total = torch.cuda.mem_get_info()
+        print(f"batch {B}, context {args.context}: out of GPU memory, not timed ({free/2**30:.1f} of "
+              f"{total/2**30:.1f} GiB free after it)", flush=True)
+        rows.append((B, None, []))
+        continue
     med = statistics.median(times)
     rows.append((B, med, times))
     print(f"batch {B}, context {args.context}: median decode step {med:.2f} ms over {len(times)} steps ({', '.join(f'{t:.2f}' for t in times)})", flush=True)
     del cache, out
     torch.cuda.empty_cache()
-print("peer summary (ms per decode step): " + ", ".join(f"batch {b}: {m:.2f}" for b, m, _ in rows))
+print("peer summary (ms per decode step): " + ", ".join(f"batch {b}: " + (f"{m:.2f}" if m is not None else "out of memory") for b, m, _ in rows))
