@@ -785,25 +785,25 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	if sh.v41 == 1 && xExactOn() {
 		f.xexact = 1
 		if f.fp4Suffix == "_reg" {
-			switch os.Getenv(EnvFP4XE) {
-			case "0":
-			case "x":
-				f.fp4Suffix = "_regx"
-			default:
-				f.fp4Suffix = "_rega"
-			}
+			f.fp4Suffix = tileSuffix(EnvFP4XE, "x", "_regx", "_rega")
 		}
 	}
 	if f.fp4Suffix == "_reg" {
-		switch os.Getenv(EnvFP4R8) {
-		case "0":
-		case "a":
-			f.fp4Suffix = "_reg8a"
-		default:
-			f.fp4Suffix = "_reg8"
-		}
+		f.fp4Suffix = tileSuffix(EnvFP4R8, "a", "_reg8a", "_reg8")
 	}
 	return f
+}
+
+// tileSuffix is the register tiles' suffix env selects: "_reg" when it is 0, alt when it
+// is altValue, def otherwise.
+func tileSuffix(env, altValue, alt, def string) string {
+	switch os.Getenv(env) {
+	case "0":
+		return "_reg"
+	case altValue:
+		return alt
+	}
+	return def
 }
 
 // EnvFP4Tiles set to 0 runs FP4 experts on tensorcore.cu's generic tiles instead of
