@@ -20,7 +20,8 @@
 # (the instruction check's -test.run pattern, default every exact and fast check),
 # LAYERS_V4 (2-5), LAYERS_V41 (20-23),
 # BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
-# default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out),
+# default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out; an
+# earlier run's files there are moved into OUT/previous-TIME first),
 # BENCH_TIMEOUT (seconds per model, default 420), LONG_CONTEXT (a second, longer context
 # timed in the fast mode only, for LONG_MODEL (default v4) at LONG_BATCH (default 1,64);
 # LONG_TIMEOUT; LONG_MODEL may name both, "v4 v41"), PREFILL (a prompt length: one prompt prefilled in one chunk in the
@@ -107,6 +108,15 @@ gather() {
 run() {
 	local work=${BENCH_DIR:-/tmp/deepinfer-bench} out=${OUT:-$bin/out}
 	mkdir -p "$work" "$out"
+	if [ -n "$(find "$out" -mindepth 1 -maxdepth 1 ! -name 'previous-*' -print -quit)" ]; then
+		# an earlier run's reports would be read as this run's (its check.txt where this
+		# run skips the check, reports of models this run does not time): kept, moved aside
+		local prev
+		prev="$out/previous-$(date +%Y%m%dT%H%M%S)"
+		mkdir -p "$prev"
+		find "$out" -mindepth 1 -maxdepth 1 ! -name 'previous-*' -exec mv {} "$prev/" \;
+		echo "OUT held an earlier run's files: moved into $prev"
+	fi
 	export DEEPINFER_KERNEL_CACHE=${DEEPINFER_KERNEL_CACHE:-$work/kernels}
 	mkdir -p "$DEEPINFER_KERNEL_CACHE"
 	local kf
