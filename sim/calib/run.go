@@ -492,12 +492,7 @@ var Run31Later = append(v4Fast(RunName31,
 // V4.1 at 4,096 and 32,768; 33b: V4 at both; the run-33 fit's reports, Run33Fit) and, at
 // 4,096, batch 64 and 256, the block-scaled FP4 expert tiles (33a .cmp; slower, removed
 // after the run).
-var Run33Later = append(v4Fast(RunName33,
-	"run33/v4.fast.33b.bench.json",
-), v41Fast(RunName33,
-	"run33/v41.fast.33a.bench.json",
-	"run33/v41.fast.33a.cmp.bench.json",
-)...)
+var Run33Later = append(append([]Measured{}, Run33Fit...), Run33Unfitted[0])
 
 // Run33Unfitted are run 33's reports the run-33 fit (Run33Fit) is not fitted on,
 // compared with it: the block-scaled FP4 expert tiles (33a .cmp, V4.1 at 4,096, batch 64
