@@ -136,6 +136,16 @@ func TestRopeDeviceCodeOnHostFibers(t *testing.T) {
 	runOnFibers(t, "rope_fibers", fiberUnit(t, "", "testdata/rope_fibers_main.cc", "attention.cu", "rope.cu"), "-O1")
 }
 
+// TestSeqLookupOnHost checks prelude.h's seq_find, seq_view_at and seq_view (the row →
+// sequence lookups every kernel shares: the first look at sequence t, then a binary
+// search over the first rows) against the scan of every sequence they replaced, on the
+// device branch's code compiled for the host (testdata/seq_fibers_main.cc: decode
+// steps, prefill chunks, mixed steps with sequences of no rows, the SEQ_ROWS flag, keep
+// 0 to 5, rows outside the step, up to 300 sequences).
+func TestSeqLookupOnHost(t *testing.T) {
+	runOnFibers(t, "seq_fibers", fiberUnit(t, "", "testdata/seq_fibers_main.cc"), "-O1")
+}
+
 // TestIndexScoreTileOnHostFibers runs the device branch of attention.cu's
 // att_index_score_t (V4's index scores, a launch block per row and 64 entries, keys and
 // queries staged in shared memory 16 values at a time; testdata/index_fibers_main.cc) on

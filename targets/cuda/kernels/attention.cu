@@ -140,18 +140,9 @@ DEV void rope_rotate(const RopeSpec& r, const float* x, float* y, i64 pos, doubl
 
 // ---- state ----
 
-// att_seq_of is the index of the sequence holding token row t, or -1. The sequences'
-// rows do not overlap, so the first look, at sequence min(t, nseq - 1) (a decode step's
-// sequence of row t), finds the one the scan would.
-DEV i64 att_seq_of(const SeqRec* seqs, i64 nseq, i64 t) {
-  if (nseq > 0) {
-    const i64 g = imin(t, nseq - 1);
-    if (t >= seqs[g].row && t < seqs[g].row + seqs[g].n) return g;
-  }
-  for (i64 q = 0; q < nseq; q++)
-    if (t >= seqs[q].row && t < seqs[q].row + seqs[q].n) return q;
-  return -1;
-}
+// att_seq_of is the index of the sequence holding token row t, or -1 (prelude.h
+// seq_find).
+DEV i64 att_seq_of(const SeqRec* seqs, i64 nseq, i64 t) { return seq_find(seqs, nseq, t); }
 
 // AttCache is one compressor cache of a sequence (floats): the open window's raw kv and
 // gate projections (ratio × width, row p % ratio), the previous closed window's Ca slice

@@ -103,36 +103,15 @@ DEV void csa_view_of(const SeqRec& s, i64 r, i64 n, csa_View* v) {
 }
 
 // csa_view_at finds the view holding row t of the step's rows (keep > 0: each
-// sequence's last keep rows, packed). Without keep the sequences' rows are found by a
-// binary search over their first rows (the runtime lays them out in order; a row's
-// sequence is the one whose rows hold it, so the search finds the scan's), falling back
-// to the scan where it finds none: a scan of 256 sequences for each (row, key) item took
-// a share of the V4.1 indexer's and key lookup's time at batch 256 (run 17).
+// sequence's last keep rows, packed): prelude.h seq_view_at (a scan of 256 sequences
+// for each (row, key) item took a share of the V4.1 indexer's and key lookup's time at
+// batch 256 in run 17).
 DEV bool csa_view_at(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, csa_View* v) {
-  if (keep <= 0 && nseq > 0) {
-    i64 lo = 0, hi = nseq - 1;
-    while (lo < hi) {
-      const i64 mid = (lo + hi + 1) / 2;
-      if (seqs[mid].row <= t) lo = mid;
-      else hi = mid - 1;
-    }
-    if (t >= seqs[lo].row && t < seqs[lo].row + seqs[lo].n) {
-      csa_view_of(seqs[lo], seqs[lo].row, seqs[lo].n, v);
-      return true;
-    }
-  }
-  i64 row = 0;
-  for (i64 q = 0; q < nseq; q++) {
-    i64 n = seqs[q].n;
-    if (keep > 0 && n > keep) n = keep;
-    i64 r = keep > 0 ? row : seqs[q].row;
-    row += n;
-    if (t >= r && t < r + n) {
-      csa_view_of(seqs[q], r, n, v);
-      return true;
-    }
-  }
-  return false;
+  i64 r = 0, n = 0;
+  const i64 q = seq_view_at(seqs, nseq, keep, t, &r, &n);
+  if (q < 0) return false;
+  csa_view_of(seqs[q], r, n, v);
+  return true;
 }
 
 // ---- RMSNorm, RoPE, gonum's sgemm dot ----

@@ -44,29 +44,6 @@ KERNEL(dense_quant, DenseQuantArgs) {
   }
 }
 
-// dense_view finds the sequence view holding row r (cpu: views): the step's rows, or
-// with keep > 0 each sequence's last keep rows packed in order. first is the view's
-// first row, n its rows; false when no view holds r.
-DEV bool dense_view(const SeqRec* seqs, i64 nseq, i64 keep, i64 r, i64* first, i64* n) {
-  i64 row = 0;
-  for (i64 q = 0; q < nseq; q++) {
-    i64 m = seqs[q].n;
-    if (keep > 0 && m > keep) m = keep;
-    i64 start = keep > 0 ? row : seqs[q].row;
-    if (r >= start && r < start + m) {
-      *first = start;
-      *n = m;
-      if (seqs[q].flags & SEQ_ROWS) {  // each row as in a one-row step
-        *first = r;
-        *n = 1;
-      }
-      return true;
-    }
-    row += m;
-  }
-  return false;
-}
-
 // dense_rows_chunk is the row count of the gemmNT call that computes row r of the cpu's
 // gemmRows (parallelFor over procs cores, work multiply-adds a row).
 DEV i64 dense_rows_chunk(i64 t, i64 work, i64 procs, i64 r) {
@@ -108,7 +85,7 @@ KERNEL(dense_qlinear, DenseQLinearArgs) {
       v = dense_gonum(x, w, a.K, n * a.K, dense_gonum_par(m, a.N));
     } else {
       i64 first, rows;
-      if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
+      if (!seq_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
       if (a.act == 0) {
         v = mkl_dot(x, w, rows, t - first, a.K, a.N);
       } else {
@@ -151,7 +128,7 @@ KERNEL(dense_grouped, DenseGroupedArgs) {
       continue;
     }
     i64 first, rows;
-    if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
+    if (!seq_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
     i64 blk = a.G * rows * a.in * a.out <= 16 * 16 * 16 ? a.in : 32;
     a.y[i] = dense_bf16_dot(x, w, a.in, blk);
   }

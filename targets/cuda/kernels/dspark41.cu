@@ -23,23 +23,17 @@ DEV float dspark_mxfp8(float v, float s) {
 // keeps only its last cap.
 struct DSparkPushArgs { const float* kv; const SeqRec* seqs; i64 nseq; i64 rows; i64 dim; i64 cap; i64 keep; i64 off; i64 mxfp8; };
 DEV bool dspark_push_at(const DSparkPushArgs& a, i64 r, float** dst, i64** tag, i64* pos) {
-  i64 base = 0;
-  for (i64 q = 0; q < a.nseq; q++) {
-    const SeqRec sq = a.seqs[q];
-    i64 n = sq.n;
-    if (a.keep > 0 && n > a.keep) n = a.keep;
-    i64 start = a.keep > 0 ? base : sq.row;
-    base += n;
-    if (r < start || r >= start + n) continue;
-    i64 i = r - start;
-    if (i < n - a.cap) return false;  // dropped: later rows of the push fill its slot
-    *pos = sq.pos + sq.n - n + i;
-    char* st = (char*)sq.state + a.off;
-    *tag = (i64*)st + *pos % a.cap;
-    *dst = (float*)(st + 8 * a.cap) + (*pos % a.cap) * a.dim;
-    return true;
-  }
-  return false;
+  i64 start = 0, n = 0;
+  const i64 q = seq_view_at(a.seqs, a.nseq, a.keep, r, &start, &n);
+  if (q < 0) return false;
+  const SeqRec sq = a.seqs[q];
+  const i64 i = r - start;
+  if (i < n - a.cap) return false;  // dropped: later rows of the push fill its slot
+  *pos = sq.pos + sq.n - n + i;
+  char* st = (char*)sq.state + a.off;
+  *tag = (i64*)st + *pos % a.cap;
+  *dst = (float*)(st + 8 * a.cap) + (*pos % a.cap) * a.dim;
+  return true;
 }
 
 // dspark_push_group: pushed row r's group of 32 values from g on one thread (what the
@@ -108,12 +102,7 @@ struct DSparkAttnArgs {
 // registers (DSPARK_ATT_DMAX / 32 a lane); a larger one runs dspark_attn_item at lane 0.
 #define DSPARK_ATT_DMAX 1024
 // dspark_attn_seq: the sequence holding row t, -1 if none.
-DEVM i64 dspark_attn_seq(const DSparkAttnArgs& a, i64 t) {
-  i64 qi = -1;
-  for (i64 k = 0; k < a.nseq; k++)
-    if (t >= a.seqs[k].row && t < a.seqs[k].row + a.seqs[k].n) qi = k;
-  return qi;
-}
+DEVM i64 dspark_attn_seq(const DSparkAttnArgs& a, i64 t) { return seq_find(a.seqs, a.nseq, t); }
 // dspark_attn_key: key e of the sequence's block (nring ring rows, then the block's own).
 DEVM const float* dspark_attn_key(const DSparkAttnArgs& a, const SeqRec& sq, const float* ring, i64 p, i64 nring,
                                   i64 e) {

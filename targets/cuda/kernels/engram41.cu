@@ -29,9 +29,7 @@ struct EngramHashArgs {
 KERNEL(engram_hash, EngramHashArgs) {
   i64 cols = (a.n - 1) * a.heads;
   for (i64 t = GIDX; t < a.T; t += GSTRIDE) {
-    i64 qi = -1;
-    for (i64 k = 0; k < a.nseq; k++)
-      if (t >= a.seqs[k].row && t < a.seqs[k].row + a.seqs[k].n) qi = k;
+    const i64 qi = seq_find(a.seqs, a.nseq, t);
     if (qi < 0) continue;
     const SeqRec sq = a.seqs[qi];
     const int* hist = (const int*)((const char*)sq.state + a.off);

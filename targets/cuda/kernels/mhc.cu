@@ -6,25 +6,12 @@ DEV double mhc_sigmoid64(double x) { return 1 / (1 + exp(-x)); }
 
 // mhc_view is the cpu's views(s, keep) for row t: the first row of t's sequence (in
 // the step's rows, or in the kept tails when keep > 0) and that sequence's row count.
+// (prelude.h seq_view; a row no view holds counts as one of its own).
 DEV void mhc_view(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, i64* first, i64* n) {
-  i64 row = 0;
-  for (i64 q = 0; q < nseq; q++) {
-    i64 vn = seqs[q].n;
-    if (keep > 0 && vn > keep) vn = keep;
-    i64 vr = keep > 0 ? row : seqs[q].row;
-    if (t >= vr && t < vr + vn) {
-      *first = vr;
-      *n = vn;
-      if (seqs[q].flags & SEQ_ROWS) {  // each row as in a one-row step
-        *first = t;
-        *n = 1;
-      }
-      return;
-    }
-    row += vn;
+  if (!seq_view(seqs, nseq, keep, t, first, n)) {
+    *first = t;
+    *n = 1;
   }
-  *first = t;
-  *n = 1;
 }
 
 // mhc_sq is x[k]² of a float32 row, for cascade_sum.

@@ -251,7 +251,7 @@ DEVM void moe_gate41_score(const MoERoute41Args& a, i64 t, i64 e, float v) {
 // moe_gate41_at: token t's row and expert e's gate row, and the token's sequence view
 // (false: no sequence).
 DEVM bool moe_gate41_at(const MoERoute41Args& a, i64 t, i64 e, FRow* x, WRow* w, i64* first, i64* rows) {
-  if (!dense_view(a.seqs, a.nseq, a.keep, t, first, rows)) return false;
+  if (!seq_view(a.seqs, a.nseq, a.keep, t, first, rows)) return false;
   x->p = a.x + t * a.D;
   w->w = a.gate;
   w->r = e;
@@ -511,7 +511,7 @@ KERNEL(moe_route_v41, MoERoute41Args) {
     float* sc = (float*)(sel + a.E);
     i64* pick = (i64*)(sel + 2 * a.E);
     i64 first, rows;
-    if (!dense_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
+    if (!seq_view(a.seqs, a.nseq, a.keep, t, &first, &rows)) continue;
     if (a.fold) {
 #ifdef DI_EMULATE
       for (i64 e = 0; e < a.E; e++) moe_gate41_fold(a, t, e);

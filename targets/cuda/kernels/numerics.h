@@ -935,17 +935,8 @@ DEV float sigmoid_at(float x, i64 i, i64 n) { return i < vec_tail(n) ? sigmoid_v
 // sequence's row count; rows that are not the step's tokens (n != T) count as one
 // sequence (cpu: seqRows).
 DEV void seq_rows(const SeqRec* seqs, i64 nseq, i64 n, i64 i, i64* first, i64* rows) {
-  i64 total = 0;
-  for (i64 q = 0; q < nseq; q++) total += seqs[q].n;
-  if (total != n) { *first = 0; *rows = n; return; }
-  for (i64 q = 0; q < nseq; q++) {
-    if (i >= seqs[q].row && i < seqs[q].row + seqs[q].n) {
-      *first = seqs[q].row;
-      *rows = seqs[q].n;
-      if (seqs[q].flags & SEQ_ROWS) { *first = i; *rows = 1; }
-      return;
-    }
-  }
-  *first = 0; *rows = n;
+  // (the step's rows: the last sequence's end, the rows laid out in order from 0)
+  const i64 total = nseq > 0 ? seqs[nseq - 1].row + seqs[nseq - 1].n : 0;
+  if (total != n || !seq_view(seqs, nseq, 0, i, first, rows)) { *first = 0; *rows = n; }
 }
 

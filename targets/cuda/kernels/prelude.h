@@ -159,3 +159,60 @@ struct SeqRec {
 #define SEQ_DECODE 1
 #define SEQ_ROWS 2
 #define SEQ_INVARIANT 4
+
+// seq_find is the index of the sequence whose rows of the step hold token row t, or -1.
+// The runtime lays the sequences' rows out in order from row 0, so the sequence of a
+// decode step's row t is sequence t (the first look), and otherwise a binary search
+// over their first rows finds the one a scan would (the last sequence starting at or
+// before t; one of no rows holds none). A scan of every sequence for each work item
+// took a share of a step at batch 256: V4.1's indexer and key lookup in run 17
+// (csa_view_at), the mixes' split in run 35 (mhc_view).
+DEV i64 seq_find(const SeqRec* seqs, i64 nseq, i64 t) {
+  if (nseq <= 0) return -1;
+  i64 lo = t < nseq - 1 ? t : nseq - 1;
+  if (t >= seqs[lo].row && t < seqs[lo].row + seqs[lo].n) return lo;
+  i64 hi = nseq - 1;
+  lo = 0;
+  while (lo < hi) {
+    const i64 mid = (lo + hi + 1) / 2;
+    if (seqs[mid].row <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return t >= seqs[lo].row && t < seqs[lo].row + seqs[lo].n ? lo : -1;
+}
+
+// seq_view_at is the index of the sequence whose view holds row t, or -1 (cpu:
+// views(s, keep)): the views are the step's rows, or with keep > 0 each sequence's
+// last keep rows packed in order (a scan: the packed first rows are not in the table).
+// start is the view's first row, n its rows.
+DEV i64 seq_view_at(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, i64* start, i64* n) {
+  if (keep <= 0) {
+    const i64 q = seq_find(seqs, nseq, t);
+    if (q >= 0) *start = seqs[q].row, *n = seqs[q].n;
+    return q;
+  }
+  i64 row = 0;
+  for (i64 q = 0; q < nseq; q++) {
+    const i64 m = seqs[q].n < keep ? seqs[q].n : keep;
+    if (t >= row && t < row + m) {
+      *start = row;
+      *n = m;
+      return q;
+    }
+    row += m;
+  }
+  return -1;
+}
+
+// seq_view is seq_view_at's view of row t as the sums see it: first is its first row, n
+// its rows (t alone, one row, where the sequence's rows are each summed as in a one-row
+// step); false when no view holds t.
+DEV bool seq_view(const SeqRec* seqs, i64 nseq, i64 keep, i64 t, i64* first, i64* n) {
+  const i64 q = seq_view_at(seqs, nseq, keep, t, first, n);
+  if (q < 0) return false;
+  if (seqs[q].flags & SEQ_ROWS) {  // each row as in a one-row step
+    *first = t;
+    *n = 1;
+  }
+  return true;
+}

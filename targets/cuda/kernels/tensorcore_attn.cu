@@ -203,9 +203,8 @@ KERNEL(att_tc_logits_n, FastAttArgs) { fatc_logits<1>(a, GIDX, GSTRIDE); }
 // fatc_decode_row reports whether token t is a decode row of one of the step's sequences
 // (att_dec_out writes only those).
 DEVM bool fatc_decode_row(const FastAttArgs& a, i64 t) {
-  for (i64 q = 0; q < a.nseq; q++)
-    if (t >= a.seqs[q].row && t < a.seqs[q].row + a.seqs[q].n) return a.seqs[q].n == 1;
-  return false;
+  const i64 q = seq_find(a.seqs, a.nseq, t);
+  return q >= 0 && a.seqs[q].n == 1;
 }
 
 // fatc_out_tile: the output values d0..d0+8·NT (< dim) of heads h0.. of token t. pp holds
