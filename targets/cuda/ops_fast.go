@@ -598,10 +598,14 @@ func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) != "0" }
 // router's default since run 23a (1.22 → 0.59 ms a batch-256 step; EnvGemvAsync=0
 // keeps moe_fast_gate41_tile), and mhc_fast_mix41_tile_a, slower there (1.19 → 1.32
 // ms: its float32 stages take 42 KB of shared memory a block) and opt-in
-// (EnvMixAsync=1). Both read when a program is bound.
+// (EnvMixAsync=1; EnvMixAsync=16 runs mhc_fast_mix41_tile_a16: stages of 256 positions
+// in 21 KB, bounded to 128 registers). EnvMixTile=b runs mhc_fast_mix41_tile_b, the
+// unstaged tiles bounded to 128 registers (four blocks a multiprocessor instead of
+// two). The same values every way; read when a program is bound.
 const (
 	EnvGemvAsync = "DEEPINFER_CUDA_GEMV_ASYNC"
 	EnvMixAsync  = "DEEPINFER_CUDA_MIX_ASYNC"
+	EnvMixTile   = "DEEPINFER_CUDA_MIX_TILE"
 )
 
 // routerTileName and mixTileName name the router's and the mixes' tile kernels.
@@ -613,8 +617,13 @@ func routerTileName() string {
 }
 
 func mixTileName() string {
-	if os.Getenv(EnvMixAsync) == "1" {
+	switch {
+	case os.Getenv(EnvMixAsync) == "1":
 		return "mhc_fast_mix41_tile_a"
+	case os.Getenv(EnvMixAsync) == "16":
+		return "mhc_fast_mix41_tile_a16"
+	case os.Getenv(EnvMixTile) == "b":
+		return "mhc_fast_mix41_tile_b"
 	}
 	return "mhc_fast_mix41_tile"
 }

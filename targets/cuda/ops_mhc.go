@@ -382,8 +382,9 @@ const EnvGemvRows = "DEEPINFER_CUDA_GEMV_ROWS"
 // kernel fills the device.
 const mixRowsMax = 16
 
-// mixTileTokens and mixTileRows are the tile of mhc.cu's mhc_fast_mix41_tile
-// (MHC_TILE: GemvTile<1, 8, 2, 1, 32>): a launch block a tile.
+// mixTileTokens and mixTileRows are the tile of mhc.cu's mhc_fast_mix41_tile and its
+// other forms (MHC_TILE: GemvTile<1, 8, 2, 1, 32>; _tile_a16's stages are 16 steps):
+// a launch block a tile.
 const mixTileTokens, mixTileRows = 2, 8
 
 // seqMixTokens and seqMixRows are the tile of mhc.cu's mhc_fast_mix41_seq (MHC_SEQ:

@@ -321,6 +321,37 @@ func TestGemvAsyncSameValues(t *testing.T) {
 	}
 }
 
+// TestMixTileFormsSameValues: the mixes' tiles of decode steps run as
+// mhc_fast_mix41_tile_a16 with DEEPINFER_CUDA_MIX_ASYNC=16 (cp.async stages of 256
+// positions) and as mhc_fast_mix41_tile_b with DEEPINFER_CUDA_MIX_TILE=b (bounded to
+// 128 registers), as often as mhc_fast_mix41_tile by default, with the logits of a 20-sequence
+// prefill and three decode steps the same bit for bit (on the emulated device the
+// kernels share one loop, so there this checks the switches and the launches; the
+// device code: TestTilesDeviceCodeOnHostFibers; on the GPU both).
+func TestMixTileFormsSameValues(t *testing.T) {
+	for _, m := range v41Fixtures {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			a, ka := batchDecode(t, p, ws, 20, 3)
+			for _, c := range []struct{ env, val, kernel string }{
+				{cuda.EnvMixAsync, "16", "mhc_fast_mix41_tile_a16"},
+				{cuda.EnvMixTile, "b", "mhc_fast_mix41_tile_b"},
+			} {
+				t.Setenv(c.env, c.val)
+				b, kb := batchDecode(t, p, ws, 20, 3)
+				t.Setenv(c.env, "")
+				if len(a) != 80 || len(b) != 80 {
+					t.Fatalf("%d and %d logits rows, want 80", len(a), len(b))
+				}
+				sameLogits(t, a, b, "the default tiles", c.kernel)
+				if msg := moved(ka, kb, "mhc_fast_mix41_tile", c.kernel); ka != nil && msg != "" {
+					t.Error(msg)
+				}
+			}
+		})
+	}
+}
+
 // TestRopeCopy4SameValues: rope's kept channels (when the result is not the input) are
 // copied four a work item by default (rope_copy4) and one a work item with
 // DEEPINFER_CUDA_ROPE_COPY4=0 (rope_copy), as often, with the same logits bit for bit:

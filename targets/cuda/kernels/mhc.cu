@@ -711,22 +711,23 @@ KERNEL(mhc_fast_mix41_part, mhc_FastMix41Args) {
 }
 
 // mhc_fast_mix41_tile (V4.1, decode steps of many tokens: one row a sequence, MKL's GEMV
-// order): mhc_fast_mix41_part's lanes with a launch block a tile of MHC_TT tokens ×
-// MHC_TN mix rows (numerics.h gemv_tile: the rows staged in shared memory; the same
+// order): mhc_fast_mix41_part's lanes with a launch block a tile of G::TT tokens ×
+// G::TN mix rows (numerics.h gemv_tile: the rows staged in shared memory; the same
 // fused multiply-adds in the same order), then blocks of 128 of the tokens' cascade
 // lanes (4 tokens a block). A token in another order takes mkl_lane on the block's
-// threads.
+// threads. MHC_TILE is the tile (2 tokens × 8 rows, 512 positions a chunk; ops_mhc.go
+// mixTileTokens, mixTileRows size the grids).
 #define MHC_TILE 1, 8, 2, 1, 32
-template <int AF>
+template <int AF, int GT, int GN, int UT, int UN, int J>
 DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
-  typedef GemvTile<MHC_TILE> G;
+  typedef GemvTile<GT, GN, UT, UN, J> G;
   const i64 per = a.m * 16 + 32, nr = (a.m + G::TN - 1) / G::TN, tiles = (a.T + G::TT - 1) / G::TT * nr;
 #ifdef DI_EMULATE
   (void)tiles;
   for (i64 i = GIDX; i < a.T * per; i += GSTRIDE) mhc_mix41_part_item(a, i);
 #else
   (void)GSTRIDE;
-  __shared__ float sm[G::smem<AF>()];
+  __shared__ float sm[G::template smem<AF>()];
   __shared__ const float* xr[G::TT];
   __shared__ int other[G::TT];
   const i64 b = GIDX / 128;
@@ -747,7 +748,7 @@ DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
   }
   __syncthreads();
   float acc[G::NUT][G::NUN];
-  gemv_tile<MHC_TILE, AF>(xr, a.fn, r0, a.m, a.K, sm, acc);
+  gemv_tile<GT, GN, UT, UN, J, AF>(xr, a.fn, r0, a.m, a.K, sm, acc);
   UNROLL for (int u = 0; u < G::NUT; u++) {
     const int row = G::xrow(tid, u);
     UNROLL for (int q = 0; q < G::NUN; q++) {
@@ -764,12 +765,25 @@ DEVM void mhc_mix41_tile(const mhc_FastMix41Args& a, i64 GIDX, i64 GSTRIDE) {
   }
 #endif
 }
-KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) { mhc_mix41_tile<-1>(a, GIDX, GSTRIDE); }
+KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) { mhc_mix41_tile<-1, MHC_TILE>(a, GIDX, GSTRIDE); }
 // mhc_fast_mix41_tile_a: the same tiles with the rows staged by cp.async (numerics.h
 // gemv_tile_async, for float32 mix weights — V4.1's — where the rows allow;
 // DEEPINFER_CUDA_MIX_ASYNC=1; slower than mhc_fast_mix41_tile in run 23a): the same
 // values.
-KERNEL(mhc_fast_mix41_tile_a, mhc_FastMix41Args) { mhc_mix41_tile<0>(a, GIDX, GSTRIDE); }
+KERNEL(mhc_fast_mix41_tile_a, mhc_FastMix41Args) { mhc_mix41_tile<0, MHC_TILE>(a, GIDX, GSTRIDE); }
+// The tiles above take ~200 registers a thread (CUDA 12.4), so two blocks (8 warps) fit
+// a multiprocessor. The forms below are bounded to 128 registers, four blocks (opt-in,
+// not yet timed; the same values):
+//   mhc_fast_mix41_tile_b    mhc_fast_mix41_tile (DEEPINFER_CUDA_MIX_TILE=b)
+//   mhc_fast_mix41_tile_a16  _tile_a's cp.async stages with 256 positions a chunk
+//                            instead of 512: two float32 buffers in 21 KB, not 42
+//                            (DEEPINFER_CUDA_MIX_ASYNC=16)
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+KERNEL(mhc_fast_mix41_tile_b, mhc_FastMix41Args) { mhc_mix41_tile<-1, MHC_TILE>(a, GIDX, GSTRIDE); }
+KERNEL(mhc_fast_mix41_tile_a16, mhc_FastMix41Args) { mhc_mix41_tile<0, 1, 8, 2, 1, 16>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 
 // mhc_fast_mix41_rows (V4.1, steps whose sequences have one row each: MKL's GEMV order):
 // mhc_fast_mix41_part's lanes with a launch block a (token, mix row) — and one a token
