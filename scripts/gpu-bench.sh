@@ -33,9 +33,10 @@
 # the batch sizes CMP_BATCH if set;
 # and the PREFILL prompt unless PREFILL_COMPARE=0; several sets separated by ';' each
 # time it again, the prefill with the first set only),
-# BASE_BIN=DIR times it again with another build's dic and divm (DIR: that build's
-# bench directory, e.g. build/base/bench from its bench.tgz unpacked into build/base;
-# first context, CMP_BATCH; the report $m.fast.base.bench.json),
+# BASE_BIN=DIR times it again with another build's divm (DIR: that build's bench
+# directory, e.g. build/base/bench from its bench.tgz unpacked into build/base; its dic
+# plans where DIR has one, else this build's; first context, CMP_BATCH; the report
+# $m.fast.base.bench.json),
 # SAMPLE_COMPARE='--temperature 1 [--top-p 0.9] [--top-k 50]' times the fast mode again
 # with every decode row sampled with those flags (first context, profiled; the report
 # $m.fast.sample.bench.json),
@@ -198,7 +199,10 @@ run() {
 			# a change to code every kernel shares, which no env switch can turn off), at
 			# the first context and CMP_BATCH, profiled (the same run, the same checkpoint)
 			echo "==== $m: $BASE_BIN/divm bench --numerics fast (another build)"
-			"$BASE_BIN/dic" compile --model "$ck" --target h200 -o "$ck.base.dip" >/dev/null
+			# (its own dic where it has one, else this build's: the same plan format)
+			local bdic="$BASE_BIN/dic"
+			[ -x "$bdic" ] || bdic="$bin/dic"
+			"$bdic" compile --model "$ck" --target h200 -o "$ck.base.dip" >/dev/null || echo "BASE_BIN: $bdic compile failed"
 			timeout "${BENCH_TIMEOUT:-420}" "$BASE_BIN/divm" bench "$ck.base.dip" --model "$ck" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
 				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 				--numerics fast --out "$out/$m.fast.base.bench.json" 2>&1 | tee "$out/$m.fast.base.bench.txt"
