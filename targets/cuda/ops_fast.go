@@ -598,10 +598,11 @@ func gemvTilesOn() bool { return os.Getenv(EnvGemvTiles) != "0" }
 // router's default since run 23a (1.22 → 0.59 ms a batch-256 step; EnvGemvAsync=0
 // keeps moe_fast_gate41_tile), and mhc_fast_mix41_tile_a, slower there (1.19 → 1.32
 // ms: its float32 stages take 42 KB of shared memory a block) and opt-in
-// (EnvMixAsync=1; EnvMixAsync=16 runs mhc_fast_mix41_tile_a16: stages of 256 positions
-// in 21 KB, bounded to 128 registers). EnvMixTile=b runs mhc_fast_mix41_tile_b, the
-// unstaged tiles bounded to 128 registers (four blocks a multiprocessor instead of
-// two). The same values every way; read when a program is bound.
+// (EnvMixAsync=1). The unstaged mix tiles run bounded to 128 registers (four blocks a
+// multiprocessor instead of two: mhc_fast_mix41_tile_b) in steps of more than
+// mixTileBRows tokens, unbounded (mhc_fast_mix41_tile) below; EnvMixTile=b takes the
+// bounded ones and EnvMixTile=0 the unbounded ones at every step size. The same values
+// every way; read when a program is bound.
 const (
 	EnvGemvAsync = "DEEPINFER_CUDA_GEMV_ASYNC"
 	EnvMixAsync  = "DEEPINFER_CUDA_MIX_ASYNC"
@@ -616,16 +617,18 @@ func routerTileName() string {
 	return "moe_fast_gate41_tile_a"
 }
 
-func mixTileName() string {
-	switch {
-	case os.Getenv(EnvMixAsync) == "1":
-		return "mhc_fast_mix41_tile_a"
-	case os.Getenv(EnvMixAsync) == "16":
-		return "mhc_fast_mix41_tile_a16"
-	case os.Getenv(EnvMixTile) == "b":
-		return "mhc_fast_mix41_tile_b"
+// mixTileKernel picks the mixes' tile kernel of a step of T tokens.
+func mixTileKernel() func(T int64) string {
+	async, tile := os.Getenv(EnvMixAsync) == "1", os.Getenv(EnvMixTile)
+	return func(T int64) string {
+		switch {
+		case async:
+			return "mhc_fast_mix41_tile_a"
+		case tile == "b" || (tile != "0" && T > mixTileBRows):
+			return "mhc_fast_mix41_tile_b"
+		}
+		return "mhc_fast_mix41_tile"
 	}
-	return "mhc_fast_mix41_tile"
 }
 
 // ceilDiv is n / d rounded up (d > 0).

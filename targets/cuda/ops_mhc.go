@@ -383,9 +383,14 @@ const EnvGemvRows = "DEEPINFER_CUDA_GEMV_ROWS"
 const mixRowsMax = 16
 
 // mixTileTokens and mixTileRows are the tile of mhc.cu's mhc_fast_mix41_tile and its
-// other forms (MHC_TILE: GemvTile<1, 8, 2, 1, 32>; _tile_a16's stages are 16 steps):
-// a launch block a tile.
+// other forms (MHC_TILE: GemvTile<1, 8, 2, 1, 32>): a launch block a tile.
 const mixTileTokens, mixTileRows = 2, 8
+
+// mixTileBRows: steps of more tokens than this run the mixes' tiles bounded to 128
+// registers (mhc_fast_mix41_tile_b) by default. Run 36a (an H100, V4.1 layers 20-23,
+// 4,096) timed the bounded tiles 0.816 → 0.615 ms a step at batch 256 and 0.373 → 0.387
+// at 64 against the unbounded ones; 128 tokens, between the two, was not timed.
+const mixTileBRows = 128
 
 // seqMixTokens and seqMixRows are the tile of mhc.cu's mhc_fast_mix41_seq (MHC_SEQ:
 // SeqTile<64, 32>): a launch block a tile.
@@ -437,13 +442,16 @@ func fastMix41(b *Bind, mix, rs int, m, K int64, normEps float64, keep int64, fo
 	// 30 ms verify step at 64 requests in run 29d)
 	tiles := gemvTilesOn()
 	tiled := func(s *Step) bool { return tiles && !oneRow(s) && s.RowsAlone }
-	b.Launch(mixTileName(), func(s *Step, a *ArgBuf) int64 {
-		if longRows(s) || !tiled(s) {
-			return 0
-		}
-		T := fill(s, a)
-		return (ceilDiv(T, mixTileTokens)*ceilDiv(m, mixTileRows) + ceilDiv(32*T, launchBlock)) * launchBlock
-	})
+	tileKernel := mixTileKernel()
+	for _, name := range []string{"mhc_fast_mix41_tile", "mhc_fast_mix41_tile_a", "mhc_fast_mix41_tile_b"} {
+		b.Launch(name, func(s *Step, a *ArgBuf) int64 {
+			if longRows(s) || !tiled(s) || tileKernel(s.T) != name {
+				return 0
+			}
+			T := fill(s, a)
+			return (ceilDiv(T, mixTileTokens)*ceilDiv(m, mixTileRows) + ceilDiv(32*T, launchBlock)) * launchBlock
+		})
+	}
 	b.Launch("mhc_fast_mix41_part", func(s *Step, a *ArgBuf) int64 {
 		if longRows(s) || oneRow(s) || tiled(s) {
 			return 0

@@ -321,30 +321,35 @@ func TestGemvAsyncSameValues(t *testing.T) {
 	}
 }
 
-// TestMixTileFormsSameValues: the mixes' tiles of decode steps run as
-// mhc_fast_mix41_tile_a16 with DEEPINFER_CUDA_MIX_ASYNC=16 (cp.async stages of 256
-// positions) and as mhc_fast_mix41_tile_b with DEEPINFER_CUDA_MIX_TILE=b (bounded to
-// 128 registers), as often as mhc_fast_mix41_tile by default, with the logits of a 20-sequence
-// prefill and three decode steps the same bit for bit (on the emulated device the
-// kernels share one loop, so there this checks the switches and the launches; the
-// device code: TestTilesDeviceCodeOnHostFibers; on the GPU both).
+// TestMixTileFormsSameValues: the mixes' tiles of decode steps run bounded to 128
+// registers (mhc_fast_mix41_tile_b) in steps of more than 128 tokens and unbounded
+// (mhc_fast_mix41_tile) below; DEEPINFER_CUDA_MIX_TILE=b takes the bounded ones and =0
+// the unbounded ones at every size. Decode steps of 20 and of 130 sequences (a
+// prefill and three decode steps each) give the same logits bit for bit either way,
+// with every tile launch moved (on the emulated device the kernels share one loop, so
+// there this checks the choice and the launches; the device code:
+// TestTilesDeviceCodeOnHostFibers; on the GPU both).
 func TestMixTileFormsSameValues(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			a, ka := batchDecode(t, p, ws, 20, 3)
-			for _, c := range []struct{ env, val, kernel string }{
-				{cuda.EnvMixAsync, "16", "mhc_fast_mix41_tile_a16"},
-				{cuda.EnvMixTile, "b", "mhc_fast_mix41_tile_b"},
+			for _, c := range []struct {
+				seqs     int
+				val      string
+				from, to string
+			}{
+				{20, "b", "mhc_fast_mix41_tile", "mhc_fast_mix41_tile_b"},
+				{130, "0", "mhc_fast_mix41_tile_b", "mhc_fast_mix41_tile"},
 			} {
-				t.Setenv(c.env, c.val)
-				b, kb := batchDecode(t, p, ws, 20, 3)
-				t.Setenv(c.env, "")
-				if len(a) != 80 || len(b) != 80 {
-					t.Fatalf("%d and %d logits rows, want 80", len(a), len(b))
+				a, ka := batchDecode(t, p, ws, c.seqs, 3)
+				t.Setenv(cuda.EnvMixTile, c.val)
+				b, kb := batchDecode(t, p, ws, c.seqs, 3)
+				t.Setenv(cuda.EnvMixTile, "")
+				if len(a) != 4*c.seqs || len(b) != 4*c.seqs {
+					t.Fatalf("%d and %d logits rows, want %d", len(a), len(b), 4*c.seqs)
 				}
-				sameLogits(t, a, b, "the default tiles", c.kernel)
-				if msg := moved(ka, kb, "mhc_fast_mix41_tile", c.kernel); ka != nil && msg != "" {
+				sameLogits(t, a, b, "the default tiles", c.to)
+				if msg := moved(ka, kb, c.from, c.to); ka != nil && msg != "" {
 					t.Error(msg)
 				}
 			}

@@ -771,17 +771,15 @@ KERNEL(mhc_fast_mix41_tile, mhc_FastMix41Args) { mhc_mix41_tile<-1, MHC_TILE>(a,
 // DEEPINFER_CUDA_MIX_ASYNC=1; slower than mhc_fast_mix41_tile in run 23a): the same
 // values.
 KERNEL(mhc_fast_mix41_tile_a, mhc_FastMix41Args) { mhc_mix41_tile<0, MHC_TILE>(a, GIDX, GSTRIDE); }
-// The tiles above take ~200 registers a thread (CUDA 12.4), so two blocks (8 warps) fit
-// a multiprocessor. The forms below are bounded to 128 registers, four blocks (opt-in,
-// not yet timed; the same values):
-//   mhc_fast_mix41_tile_b    mhc_fast_mix41_tile (DEEPINFER_CUDA_MIX_TILE=b)
-//   mhc_fast_mix41_tile_a16  _tile_a's cp.async stages with 256 positions a chunk
-//                            instead of 512: two float32 buffers in 21 KB, not 42
-//                            (DEEPINFER_CUDA_MIX_ASYNC=16)
+// mhc_fast_mix41_tile_b: mhc_fast_mix41_tile bounded to 128 registers a thread (CUDA
+// 12.4: 200 unbounded, so two blocks, 8 warps, a multiprocessor; bounded, four blocks,
+// 256 / 408 B spilled / reloaded): the same values. Steps of more than 128 tokens run it
+// (ops_mhc.go mixTileBRows: run 36a, an H100, 0.816 → 0.615 ms at batch 256, 0.373 →
+// 0.387 at 64). A staged form at four blocks (_tile_a's stages of 256 positions in 21
+// KB) lost there: 0.791 ms at 256, 0.629 at 64 (removed).
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 4)
 KERNEL(mhc_fast_mix41_tile_b, mhc_FastMix41Args) { mhc_mix41_tile<-1, MHC_TILE>(a, GIDX, GSTRIDE); }
-KERNEL(mhc_fast_mix41_tile_a16, mhc_FastMix41Args) { mhc_mix41_tile<0, 1, 8, 2, 1, 16>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 
