@@ -984,6 +984,8 @@ func (rt *Runtime) stage(in *targets.StepIn) (*prog, Step, error) {
 			flags |= seqInvariant
 		}
 		alone = alone && (s.N == 1 || flags&seqRows != 0)
+		// (the sequences' rows in order from row 0, each after the last: the kernels'
+		// row → sequence lookups rely on it, prelude.h seq_find's binary search)
 		h.seqs = append(h.seqs, row, int64(s.N), int64(s.Pos), int64(ds.mem), flags)
 		row += int64(s.N)
 		if pr.keep > 0 {
