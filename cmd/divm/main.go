@@ -60,7 +60,8 @@ func usage() {
       figure is a prediction, labelled with the model that made it.
   divm simulate plan.dip --compare BENCH.json [--calibration NAME|auto]
       Price each point of a divm bench report as one decode step and set it against the
-      measured step and kernel classes.
+      measured step and kernel classes. Either form takes --target T, a check that the
+      plan was compiled for T (the plan's target picks the cost model).
   divm overhead plan.dip [--batch 256] [--steps 300]
       Measure the VM's own time per decode step (scheduling, batch preparation,
       sampling randoms, outputs) with every kernel replaced by a no-op.

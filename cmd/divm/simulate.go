@@ -24,9 +24,24 @@ func simulateCmd(args []string, w io.Writer) error {
 	acceptance := fs.String("acceptance", "", "speculation counters written by divm run --spec-stats: their measured accepted-length distribution replaces the workload's acceptance")
 	compare := fs.String("compare", "", "a divm bench report (JSON): price each of its points as one decode step of the plan and set step and kernel-class times against the measured ones (no workload)")
 	calibration := fs.String("calibration", "", "cost-model calibration: the target's default, or one of "+calibNames()+" (auto, with --compare: the one for the bench report's numerics mode); with --workload, an h200 plan's kernels priced as this project's cuda kernels were measured")
+	target := fs.String("target", "", "the target the plan must be compiled for (h200, sm100, ascend950): a check, since the plan's target picks the cost model")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *target != "" {
+		if _, err := cost.For(*target); err != nil {
+			return usageError{Err: fmt.Errorf("--target %s: %w", *target, err)}
+		}
+		if len(pos) == 1 {
+			p, err := plan.ReadFile(pos[0])
+			if err != nil {
+				return err
+			}
+			if p.Target != *target {
+				return fmt.Errorf("%s was compiled for %s, not %s: the plan's target picks the cost model (dic compile --target %s)", pos[0], p.Target, *target, *target)
+			}
+		}
 	}
 	if *compare != "" {
 		if len(pos) != 1 || *workload != "" {

@@ -126,6 +126,10 @@ func TestSimulateWorkloadCalibrated(t *testing.T) {
 		t.Errorf("TPOT p50 %.2f ms calibrated (%+.1f%% against run 33a's 11.897 ms step), %.2f by the default model; documented 11.48 and 13.06", cal, 100*(cal/11.897-1), plain)
 	}
 	t.Logf("TPOT p50: %.2f ms calibrated (%+.1f%% against run 33a's step), %.2f by the default model", cal, 100*(cal/11.897-1), plain)
+	// acceptance 5's command: --target h200 checks the plan's target and prices the same
+	if _, v := run("--target", "h200", "--calibration", "cuda-fast"); v != cal {
+		t.Errorf("--target h200: TPOT p50 %.2f ms, %.2f without it", v, cal)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -133,6 +137,8 @@ func TestSimulateWorkloadCalibrated(t *testing.T) {
 		{[]string{h200, "--workload", wl, "--calibration", "auto"}, "bench report"},
 		{[]string{h200, "--workload", wl, "--calibration", "cuda-slow"}, `no calibration "cuda-slow"`},
 		{[]string{compile("sm100"), "--workload", wl, "--calibration", "cuda-fast"}, "the plan targets sm100"},
+		{[]string{compile("sm100"), "--workload", wl, "--target", "h200"}, "was compiled for sm100, not h200: the plan's target picks the cost model (dic compile --target h200)"},
+		{[]string{h200, "--workload", wl, "--target", "h900"}, `--target h900: target "h900" has no cost model`},
 	} {
 		var out strings.Builder
 		if err := simulateCmd(c.args, &out); err == nil || !strings.Contains(err.Error(), c.want) {
