@@ -33,27 +33,18 @@ func simulateCmd(args []string, w io.Writer) error {
 		if _, err := cost.For(*target); err != nil {
 			return usageError{Err: fmt.Errorf("--target %s: %w", *target, err)}
 		}
-		if len(pos) == 1 {
-			p, err := plan.ReadFile(pos[0])
-			if err != nil {
-				return err
-			}
-			if p.Target != *target {
-				return fmt.Errorf("%s was compiled for %s, not %s: the plan's target picks the cost model (dic compile --target %s)", pos[0], p.Target, *target, *target)
-			}
-		}
 	}
 	if *compare != "" {
 		if len(pos) != 1 || *workload != "" {
-			return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --compare BENCH.json [--calibration NAME]")}
+			return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --compare BENCH.json [--calibration NAME] [--target T]")}
 		}
-		return compareCmd(w, pos[0], *compare, *calibration)
+		return compareCmd(w, pos[0], *compare, *calibration, *target)
 	}
 	if len(pos) != 1 || *workload == "" {
-		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--calibration NAME] [--acceptance STATS] [--trace FILE] [--plots DIR]")}
+		return usageError{Err: fmt.Errorf("usage: divm simulate plan.dip --workload W [--calibration NAME] [--acceptance STATS] [--trace FILE] [--plots DIR] [--target T]")}
 	}
 	start := time.Now()
-	p, err := plan.ReadFile(pos[0])
+	p, err := readPlanFor(pos[0], *target)
 	if err != nil {
 		return err
 	}
@@ -128,10 +119,23 @@ func readAcceptance(path string) ([]float64, error) {
 	return st.Acceptance, nil
 }
 
+// readPlanFor reads a plan and, with target set (--target), checks that it was
+// compiled for that target: the plan's target picks the cost model.
+func readPlanFor(path, target string) (*plan.Plan, error) {
+	p, err := plan.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if target != "" && p.Target != target {
+		return nil, fmt.Errorf("%s was compiled for %s, not %s: the plan's target picks the cost model (dic compile --target %s)", path, p.Target, target, target)
+	}
+	return p, nil
+}
+
 // compareCmd prices each point of a bench report with the plan's cost model (or a
-// calibration of it) and prints measured against simulated.
-func compareCmd(w io.Writer, planPath, benchPath, calibration string) error {
-	p, err := plan.ReadFile(planPath)
+// calibration of it) and prints measured against simulated; target as readPlanFor's.
+func compareCmd(w io.Writer, planPath, benchPath, calibration, target string) error {
+	p, err := readPlanFor(planPath, target)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func TestCompareRun10(t *testing.T) {
 	}
 	bench := "../../sim/calib/testdata/run10/v4.fast.bench.json"
 	var out strings.Builder
-	if err := compareCmd(&out, planPath, bench, "cuda-fast"); err != nil {
+	if err := compareCmd(&out, planPath, bench, "cuda-fast", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -45,12 +45,15 @@ func TestCompareRun10(t *testing.T) {
 			t.Errorf("the comparison lacks %q:\n%s", want, out.String())
 		}
 	}
-	if err := compareCmd(&out, planPath, bench, "cuda-slow"); err == nil || !strings.Contains(err.Error(), `no calibration "cuda-slow"`) {
+	if err := compareCmd(&out, planPath, bench, "cuda-fast", "sm100"); err == nil || !strings.Contains(err.Error(), "was compiled for h200, not sm100") {
+		t.Errorf("--compare with --target sm100 on an h200 plan: %v", err)
+	}
+	if err := compareCmd(&out, planPath, bench, "cuda-slow", ""); err == nil || !strings.Contains(err.Error(), `no calibration "cuda-slow"`) {
 		t.Errorf("an unknown calibration: %v", err)
 	}
 	// a report of sampled rows (divm bench --temperature): the sampler priced sampled
 	out.Reset()
-	if err := compareCmd(&out, planPath, "../../sim/calib/testdata/run30/v4.fast.30e.sample.bench.json", "auto"); err != nil {
+	if err := compareCmd(&out, planPath, "../../sim/calib/testdata/run30/v4.fast.30e.sample.bench.json", "auto", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{

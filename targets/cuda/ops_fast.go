@@ -609,7 +609,7 @@ const (
 	EnvMixTile   = "DEEPINFER_CUDA_MIX_TILE"
 )
 
-// routerTileName and mixTileName name the router's and the mixes' tile kernels.
+// routerTileName names the router's tile kernel (mixTileKernel, below, the mixes' by step size).
 func routerTileName() string {
 	if os.Getenv(EnvGemvAsync) == "0" {
 		return "moe_fast_gate41_tile"
