@@ -63,6 +63,7 @@ type launch struct {
 	kernel string
 	fill   func(s *Step, a *ArgBuf) int64
 	block  int64 // threads a launch block (0: launchBlock)
+	shared int64 // dynamic shared memory a launch block (bytes)
 	fn     function
 	buf    ArgBuf
 }
@@ -139,6 +140,12 @@ func (b *Bind) Launch(kernel string, fill func(s *Step, a *ArgBuf) int64) {
 // block threads).
 func (b *Bind) LaunchBlocks(kernel string, block int64, fill func(s *Step, a *ArgBuf) int64) {
 	b.launches = append(b.launches, launch{kernel: kernel, fill: fill, block: block})
+}
+
+// LaunchShared is LaunchBlocks with shared bytes of dynamic shared memory a launch block
+// (the kernel's DYN_SHARED array; fixed when the program is bound).
+func (b *Bind) LaunchShared(kernel string, block, shared int64, fill func(s *Step, a *ArgBuf) int64) {
+	b.launches = append(b.launches, launch{kernel: kernel, fill: fill, block: block, shared: shared})
 }
 
 // Step is what a launch's fill sees of the running step.

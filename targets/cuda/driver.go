@@ -31,8 +31,12 @@ type driver interface {
 	LoadModule(image []byte) (module, error)
 	Function(m module, name string) (function, error)
 	// Launch runs f over grid×block threads with one argument: the kernel's argument
-	// struct, whose words are copied when the launch is made (or captured).
-	Launch(f function, grid, block uint32, s stream, args []uint64) error
+	// struct, whose words are copied when the launch is made (or captured); shared is
+	// the launch's dynamic shared memory in bytes (DYN_SHARED, prelude.h).
+	Launch(f function, grid, block, shared uint32, s stream, args []uint64) error
+	// FuncShared lets f take up to bytes of dynamic shared memory a launch block (past
+	// the 48 KB every kernel may take); called once, when a program is bound.
+	FuncShared(f function, bytes uint32) error
 	NewStream() (stream, error)
 	Sync(s stream) error
 	NewEvent() (event, error)
@@ -95,13 +99,16 @@ var driverSymbols = []string{
 	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime", "cuGetErrorName",
 	"cuMemAllocHost", "cuMemFreeHost", "cuStreamBeginCapture", "cuStreamEndCapture",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
+	"cuFuncSetAttribute",
 }
 
 // CUDA enum values used here (cuda.h, CUDA 13.0).
 const (
 	attrComputeMajor = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 	attrComputeMinor = 76 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
-	errNoDevice      = 100
+	// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	attrMaxDynamicShared = 8
+	errNoDevice          = 100
 	// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: one thread makes every driver call, and
 	// another thread's unsafe calls need not fail this thread's capture
 	captureThreadLocal = 1
@@ -306,13 +313,17 @@ func (d *realDriver) Function(m module, name string) (function, error) {
 	return f, err
 }
 
-func (d *realDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
+func (d *realDriver) Launch(f function, grid, block, shared uint32, s stream, args []uint64) error {
 	params := [1]unsafe.Pointer{unsafe.Pointer(&args[0])}
-	err := d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, 0, uintptr(s),
+	err := d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, uintptr(shared), uintptr(s),
 		uintptr(unsafe.Pointer(&params[0])), 0)
 	runtime.KeepAlive(params)
 	runtime.KeepAlive(args)
 	return err
+}
+
+func (d *realDriver) FuncShared(f function, bytes uint32) error {
+	return d.call("cuFuncSetAttribute", uintptr(f), attrMaxDynamicShared, uintptr(bytes))
 }
 
 func (d *realDriver) NewStream() (stream, error) {

@@ -39,7 +39,8 @@ type fakeDriver struct {
 	graphs    [][]fakeLaunch
 	execs     [][]fakeLaunch
 	pinned    map[unsafe.Pointer][]byte
-	kernels   map[string]int // launches run, by kernel name (graph replays included)
+	kernels   map[string]int      // launches run, by kernel name (graph replays included)
+	shared    map[function]uint32 // FuncShared's allowances
 }
 
 // kernelRuns returns how many times each kernel ran since the driver was made.
@@ -325,13 +326,31 @@ func (d *fakeDriver) Function(m module, name string) (function, error) {
 	return function(len(fakeFuncs)), nil
 }
 
-func (d *fakeDriver) Launch(f function, grid, block uint32, s stream, args []uint64) error {
+// maxSharedBlock is the most shared memory a launch block may take on sm_90 (227 KB;
+// the emulated device refuses more, as the GPU would).
+const maxSharedBlock = 232448
+
+func (d *fakeDriver) FuncShared(f function, bytes uint32) error {
+	if f == 0 || bytes > maxSharedBlock {
+		return &cuError{call: "cuFuncSetAttribute", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.shared == nil {
+		d.shared = map[function]uint32{}
+	}
+	d.shared[f] = bytes
+	return nil
+}
+
+func (d *fakeDriver) Launch(f function, grid, block, shared uint32, s stream, args []uint64) error {
 	d.mu.Lock()
 	if err := d.fail("cuLaunchKernel"); err != nil {
 		d.mu.Unlock()
 		return err
 	}
-	if grid == 0 || block == 0 {
+	if grid == 0 || block == 0 || (shared > 48<<10 && shared > d.shared[f]) {
+		// (past 48 KB a launch needs FuncShared's allowance first)
 		d.mu.Unlock()
 		return &cuError{call: "cuLaunchKernel", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
 	}

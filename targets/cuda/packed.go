@@ -192,7 +192,7 @@ func (rt *Runtime) unpack(l *packLayout) error {
 	if l.cols > 0 {
 		grid = max(grid, min((l.R*(l.cols-1)+launchBlock-1)/launchBlock, unpackMaskBlocks))
 	}
-	if err := rt.drv.Launch(rt.unpackFn, uint32(max(grid, 1)), launchBlock, rt.stream, a.w); err != nil {
+	if err := rt.drv.Launch(rt.unpackFn, uint32(max(grid, 1)), launchBlock, 0, rt.stream, a.w); err != nil {
 		return fmt.Errorf("kernel unpack_step: %w", err)
 	}
 	return nil
@@ -208,7 +208,7 @@ func (rt *Runtime) keepIds(ids devptr, R int64) error {
 	a.P(ids)
 	a.P(rt.prevIds)
 	a.I(R)
-	if err := rt.drv.Launch(rt.keepFn, uint32((R+launchBlock-1)/launchBlock), launchBlock, rt.stream, a.w); err != nil {
+	if err := rt.drv.Launch(rt.keepFn, uint32((R+launchBlock-1)/launchBlock), launchBlock, 0, rt.stream, a.w); err != nil {
 		return fmt.Errorf("kernel keep_ids: %w", err)
 	}
 	return nil

@@ -174,8 +174,13 @@ func (d *threadDriver) Function(m module, name string) (f function, err error) {
 	return f, err
 }
 
-func (d *threadDriver) Launch(f function, grid, block uint32, s stream, args []uint64) (err error) {
-	d.w.do(func() { err = d.driver.Launch(f, grid, block, s, args) })
+func (d *threadDriver) Launch(f function, grid, block, shared uint32, s stream, args []uint64) (err error) {
+	d.w.do(func() { err = d.driver.Launch(f, grid, block, shared, s, args) })
+	return err
+}
+
+func (d *threadDriver) FuncShared(f function, bytes uint32) (err error) {
+	d.w.do(func() { err = d.driver.FuncShared(f, bytes) })
 	return err
 }
 
@@ -225,7 +230,7 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	if k.where != nil {
 		grid = 4096
 	}
-	if err := k.d.Launch(f, grid, launchBlock, 0, a.w); err != nil {
+	if err := k.d.Launch(f, grid, launchBlock, 0, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }

@@ -288,6 +288,11 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 					rt.funcs[l.kernel] = f
 				}
 				l.fn = f
+				if l.shared > 48<<10 {
+					if err := d.FuncShared(f, uint32(l.shared)); err != nil {
+						return fmt.Errorf("kernel %s (for %s): %d bytes of shared memory a block: %w", l.kernel, c.in.Op, l.shared, err)
+					}
+				}
 			}
 		}
 	}
@@ -1094,7 +1099,7 @@ func (rt *Runtime) uploadParams(pr *prog, in *targets.StepIn, st Step, resolve b
 		a.I(rt.prevN)
 		a.P(rt.errFlag)
 		grid := (st.T + launchBlock - 1) / launchBlock
-		if err := d.Launch(rt.resolveFn, uint32(grid), launchBlock, s, a.w); err != nil {
+		if err := d.Launch(rt.resolveFn, uint32(grid), launchBlock, 0, s, a.w); err != nil {
 			return fmt.Errorf("kernel resolve_prev: %w", err)
 		}
 	}
@@ -1243,7 +1248,7 @@ func (rt *Runtime) launch(c *call) error {
 				return err
 			}
 		}
-		if err := rt.drv.Launch(l.fn, uint32(grid), uint32(block), rt.stream, l.buf.w); err != nil {
+		if err := rt.drv.Launch(l.fn, uint32(grid), uint32(block), uint32(l.shared), rt.stream, l.buf.w); err != nil {
 			return fmt.Errorf("kernel %s: %w", l.kernel, err)
 		}
 		if span >= 0 {

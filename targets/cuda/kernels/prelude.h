@@ -66,6 +66,16 @@ DEV u64 bits_f64(double f) { return (u64)__double_as_longlong(f); }
 #define UNROLL_BY(n) DI_PRAGMA(unroll n)
 #endif
 
+// DYN_SHARED(name): the launch's dynamic shared memory (the bytes the binder gives the
+// launch, Bind.LaunchShared) as a 16-byte aligned byte array. The host harnesses of the
+// device branch (DI_LANES: a block's threads take turns on one host thread) give it a
+// static array of the most a block may take on sm_90 (227 KB).
+#if defined(DI_LANES)
+#define DYN_SHARED(name) static unsigned char name[232448] __attribute__((aligned(16)))
+#elif !defined(DI_EMULATE)
+#define DYN_SHARED(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
 // ROW_SPREAD: a kernel whose work is one serial pass per row (a selection, say) may give
 // each row the first of ROW_SPREAD work items, one launch block (runtime.go rowSpread),
 // so that rows run on different multiprocessors, each with its own L1 cache.
