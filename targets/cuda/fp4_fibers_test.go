@@ -351,3 +351,24 @@ int main() {
 		}
 	}
 }
+
+// TestFusedAttentionOnHostFibers runs csa_tc_fused's device branch on host fibers
+// against the split kernels' device branches (testdata/fused_fibers_main.cc: every
+// output bit for bit), and checks that the binder's shared bytes a launch block are the
+// kernel's (ctf_smem).
+func TestFusedAttentionOnHostFibers(t *testing.T) {
+	out := runOnFibers(t, "fused_fibers", fiberUnit(t, "", "testdata/fused_fibers_main.cc", "tensorcore.cu", "tensorcore_attn.cu", "csa41.cu"), "-O1")
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		var d, bytes int64
+		if _, err := fmt.Sscanf(line, "smem %d %d", &d, &bytes); err == nil {
+			n++
+			if want := csaFusedShared(d); bytes != want {
+				t.Errorf("dim %d: ctf_smem %d bytes, the binder's csaFusedShared %d", d, bytes, want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("the harness printed no ctf_smem")
+	}
+}

@@ -62,10 +62,13 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 		return bin
 	}
 	emu := build("emulated", "", "-DDI_EMULATE")
-	// (no kernel run here shuffles or votes: the warp shuffles and ballots the sources use
-	// stop the harness)
+	// (no kernel run here shuffles, votes or syncs a warp: the warp shuffles, ballots and
+	// __syncwarp the sources use stop the harness; csa_tc_fused's run on host fibers,
+	// TestFusedAttentionOnHostFibers)
 	shuffles := "#include <cstdlib>\ntemplate <class T> T __shfl_xor_sync(unsigned, T, int, int = 32) { abort(); }\n" +
 		"template <class T> T __shfl_down_sync(unsigned, T, unsigned, int = 32) { abort(); }\n" +
+		"template <class T> T __shfl_sync(unsigned, T, int, int = 32) { abort(); }\n" +
+		"inline void __syncwarp(unsigned = 0xffffffffu) { abort(); }\n" +
 		"inline unsigned __ballot_sync(unsigned, int) { abort(); } inline int __popc(unsigned) { abort(); }\n"
 	lanes := build("lanes", string(stubs)+shuffles, "-DDI_LANES")
 	// V4.1's attention tiles (tensorcore_attn.cu, csa_tc_*): the device code's logits and

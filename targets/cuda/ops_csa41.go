@@ -622,27 +622,53 @@ func csaBindAttention(b *Bind) error {
 		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each;
 		// narrow names the narrow kernel (the output's is csa_tc_out_na unless EnvAttAhead=0:
 		// the same warps)
-		tcPair := func(name, narrow string, n int64) {
+		tcPair := func(name, narrow string, n int64, wrap func(func(s *Step, a *ArgBuf) int64) func(s *Step, a *ArgBuf) int64) {
 			for _, k := range []struct {
 				name string
 				wide bool
 				per  int64
 			}{{name, true, 64}, {narrow, false, 8}} {
-				b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
+				b.Launch(k.name, wrap(func(s *Step, a *ArgBuf) int64 {
 					if wide(s) != k.wide {
 						return 0
 					}
 					return tcArgs(s, a) * ((n + k.per - 1) / k.per) * tcGroups * 32
-				})
+				}))
 			}
 		}
-		tcPair("csa_tc_logits", "csa_tc_logits_n", lmax)
-		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 }) // a warp per (row, head)
+		// the three in one launch block per (row, csaFusedHeads heads) for steps of at least
+		// csaFusedMinBlocks of them (tensorcore_attn.cu, csa_tc_fused), else three launches:
+		// the same values either way
+		groupsF := (heads + csaFusedHeads - 1) / csaFusedHeads
+		useFused := func(s *Step) bool { return false }
+		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && env != "0" {
+			min := csaFusedMinBlocks
+			useFused = func(s *Step) bool { return env == "1" || s.Arg(0).Rows()*groupsF >= min }
+			b.LaunchShared("csa_tc_fused", csaFusedThreads, csaFusedShared(dim), func(s *Step, a *ArgBuf) int64 {
+				if !useFused(s) {
+					return 0
+				}
+				rows := tcArgs(s, a)
+				a.W(s.Arg(3))
+				a.P(s.Scratch(ps))
+				return rows * groupsF * csaFusedThreads
+			})
+		}
+		split := func(f func(s *Step, a *ArgBuf) int64) func(s *Step, a *ArgBuf) int64 {
+			return func(s *Step, a *ArgBuf) int64 {
+				if useFused(s) {
+					return 0
+				}
+				return f(s, a)
+			}
+		}
+		tcPair("csa_tc_logits", "csa_tc_logits_n", lmax, split)
+		b.Launch("csa_attn_softmax", split(func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 })) // a warp per (row, head)
 		outNarrow := "csa_tc_out_n"
 		if os.Getenv(EnvAttAhead) != "0" {
 			outNarrow = "csa_tc_out_na"
 		}
-		tcPair("csa_tc_out", outNarrow, dim)
+		tcPair("csa_tc_out", outNarrow, dim, split)
 	} else if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
 		// value's order depends on the shapes alone, so batch-invariant mode uses them too
@@ -689,6 +715,46 @@ func csaBindAttention(b *Bind) error {
 		b.Launch("csa_ring_push", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * (dim / ring.group) * 32 })
 	}
 	return nil
+}
+
+// tensorcore_attn.cu's csa_tc_fused: the heads a launch block (CTF_HC), its threads
+// (CTF_NT), the most keys a softmax block (CTF_KB) and the largest head dim (CTF_DMAX).
+const (
+	csaFusedHeads   = 32
+	csaFusedThreads = 256
+	csaFusedKeys    = 64
+	csaFusedDimMax  = 512
+)
+
+// EnvAttFused chooses how V4.1's tensor-core attention (fast mode) runs: csa_tc_fused,
+// the logits, the softmax and the output of a row's 32 heads in one launch block with
+// the keys staged in shared memory, or csa_tc_logits, csa_attn_softmax and csa_tc_out
+// (the same operations on the same operands: the same values bit for bit). Unset: the
+// fused kernel for steps of at least csaFusedMinBlocks launch blocks, the three below;
+// 1: the fused kernel at every step size; 0: never. Read when a program is bound.
+const EnvAttFused = "DEEPINFER_CUDA_ATT_FUSED"
+
+// csaFusedMinBlocks is the smallest step (rows × head groups of 32) V4.1's attention
+// runs as csa_tc_fused by default: a launch block a multiprocessor or so. Measured on
+// an H100 (V4.1 layers 20-23, 4,096): at 128 blocks (batch 64) and 512 the fused kernel
+// took 27% and 12% less than the three launches, at 2 (batch 1) three times as long
+// (one block's serial chain a multiprocessor); between 2 and 128 not measured.
+var csaFusedMinBlocks int64 = 128 // (a variable: the tests move it)
+
+// csaFusedOK reports whether csa_tc_fused takes an attention of heads heads of dim
+// values in softmax blocks of block keys: at most csaFusedKeys keys a block, a dim of at
+// most csaFusedDimMax and a multiple of 8 (the keys' 16-byte copies).
+func csaFusedOK(heads, dim, block int64) bool {
+	return heads >= 1 && block >= 1 && block <= csaFusedKeys && dim >= 8 && dim <= csaFusedDimMax && dim%8 == 0
+}
+
+// csaFusedShared is the dynamic shared memory a csa_tc_fused block takes for a head dim
+// (tensorcore_attn.cu's ctf_smem): the query's two halves and two stages of keys, rows of
+// the dim rounded up to 64 values plus 16 bytes; a block's logits (rows of 68 floats);
+// the warps' probabilities; the rescales, denominators and valid flags.
+func csaFusedShared(dim int64) int64 {
+	rs := (dim+63)/64*32 + 4
+	return 4*rs*(2*csaFusedHeads+2*csaFusedKeys) + 4*csaFusedHeads*(csaFusedKeys+4) + 4*8*csaFusedKeys + 8*csaFusedHeads + csaFusedKeys
 }
 
 // csa41.cu's csa_index_score_blk: the keys a launch block scores (CSA_IXB), the most

@@ -1774,72 +1774,25 @@ KERNEL(csa_attn_logits, csa_AttnArgs) {
   }
 }
 
-// csa_attn_softmax: a warp per (row, head). Per block of keys, in order: the block's
-// maximum (the lanes' maxima of their keys, then across the lanes: a maximum does not
-// depend on the order), the rescale, each key's probability (ps, and its bf16 rounding
-// in pb: a lane's keys), then the block's sum in cascade order by lane 0 and the
-// running sum. The emulated device runs a warp's work at its lane 0, the keys in order.
+// csa_attn_softmax: a warp per (row, head). Per block of keys, in order (softmax_block,
+// quant.h): the block's maximum (the lanes' maxima of their keys, then across the lanes:
+// a maximum does not depend on the order), the rescale, each key's probability (ps, and
+// its bf16 rounding in pb: a lane's keys), then the block's sum in cascade order and the
+// running sum; the sink's term last. The emulated device runs a warp's work at its lane
+// 0, the keys in order.
 DEV void csa_softmax_row(const csa_AttnArgs& a, i64 it, int lane) {
   i64 t = it / a.heads, h = it % a.heads;
   i64 L = a.rlen[t];
   if (L < 0) return;
-#ifdef DI_EMULATE
-  const int step = 1;
-#else
-  const int step = 32;
-#endif
   float* ps = a.ps + it * a.lmax;
   // key j's logit (then probability) at pr[j·ks]: pb [rows, lmax, heads], or [rows,
   // heads, lmax] (tc), where a warp's loads of adjacent keys are adjacent
   const i64 ks = a.tc ? 1 : a.heads;
   float* pr = a.pb + (a.tc ? it * a.lmax : t * a.lmax * a.heads + h);
   float m = -F32_INF, sum = 0;
-  for (i64 b = 0; b < L; b += a.block) {
-    i64 bl = imin(a.block, L - b);
-    float* bsc = a.bsc + (t * a.nblk + b / a.block) * a.heads + h;
-    float bm = m;
-    for (i64 e = lane; e < bl; e += step) {
-      i64 j = b + e;
-      if (a.valid[t * a.lmax + j]) bm = go_max32(bm, pr[j * ks]);
-    }
-#ifndef DI_EMULATE
-    for (int off = 16; off >= 1; off >>= 1) bm = go_max32(bm, __shfl_xor_sync(0xffffffffu, bm, off));
-#endif
-    if (bm == -F32_INF) {
-      if (lane == 0) *bsc = -1;  // the block changes nothing
-      continue;
-    }
-    float sc = (float)exp((double)(m - bm));
-    m = bm;
-    if (lane == 0) *bsc = sc;
-    for (i64 e = lane; e < bl; e += step) {
-      i64 j = b + e;
-      float* s = pr + j * ks;
-      if (!a.valid[t * a.lmax + j]) {
-        ps[j] = 0;
-        continue;
-      }
-      float pe = (float)exp((double)(*s - m));
-      ps[j] = pe;
-      *s = q_bf16(pe);
-    }
-    float bsum;
-    FRow sr = {ps + b};
-#ifdef DI_EMULATE
-    bsum = cascade_sum(sr, bl);
-#else
-    // cascade_sum's 32 lanes (ATen's 4 ILP × 8 vector lanes) one a lane, folded by every
-    // lane from the shuffled lane values: cascade_sum's value bit for bit, as mhc.cu's
-    // split kernels compute it (until run 17 lane 0 ran cascade_sum alone, its 128
-    // accumulators in local memory)
-    __syncwarp();
-    const float mine = cascade_lane(sr, bl, lane >> 3, lane & 7);
-    float lv[32];
-    UNROLL for (int c = 0; c < 32; c++) lv[c] = __shfl_sync(0xffffffffu, mine, c);
-    bsum = cascade_fold(sr, bl, lv);
-#endif
-    sum = sum * sc + bsum;
-  }
+  for (i64 b = 0; b < L; b += a.block)
+    softmax_block(pr + b * ks, ks, a.valid + t * a.lmax + b, ps + b, imin(a.block, L - b), lane,
+                  a.bsc + (t * a.nblk + b / a.block) * a.heads + h, m, sum);
   if (lane == 0) {
     sum += (float)exp((double)(wval(a.sink, 0, h) - m));
     a.den[it] = sum;

@@ -135,3 +135,114 @@ DEV float moe_swiglu(float g, float u, float limit) {
   }
   return moe_silu(g) * u;
 }
+
+// softmax_block64 is softmax_block (below) on a block of 64 keys for NH heads at once, a
+// warp's lane taking keys lane and lane + 32 of each (the device's form: the heads'
+// chains of loads, shuffles and exponentials in flight together): head h's logits at
+// pr[h][e·ks], the block's valid keys vr, its rescale to *bsc[h] (lane 0), its running
+// maximum m[h] and sum s[h]. Each head's operations are softmax_block's: the same
+// maximum, rescale, probabilities and their bf16 roundings; the block's sum is
+// cascade_sum's for 64 terms, whose lane (k, l) is (0 + x[8k + l]) + x[32 + 8k + l]
+// (two terms a lane, no level of the cascade closes) and whose fold adds the lanes
+// k = 1..3 into lane k = 0 in order and then those 8 from 0 in order — the lane's own two
+// probabilities, three shuffles down and eight broadcasts, instead of cascade_lane's
+// loops, 32 shuffles and cascade_fold (the same additions in the same order, so the same
+// value bit for bit). The unrounded probabilities are not stored (only cascade_lane
+// reads them back).
+#ifndef DI_EMULATE
+template <int NH>
+DEVM void softmax_block64(float* const* pr, i64 ks, const unsigned char* vr, int lane, float* const* bsc, float* m,
+                          float* s) {
+  const bool v0 = vr[lane] != 0, v1 = vr[lane + 32] != 0;
+  float x0[NH], x1[NH], bm[NH];
+  UNROLL_BY(4) for (int h = 0; h < NH; h++) {
+    x0[h] = pr[h][lane * ks], x1[h] = pr[h][(lane + 32) * ks];
+    bm[h] = m[h];
+    if (v0) bm[h] = go_max32(bm[h], x0[h]);
+    if (v1) bm[h] = go_max32(bm[h], x1[h]);
+  }
+  for (int off = 16; off >= 1; off >>= 1) {
+    UNROLL_BY(4) for (int h = 0; h < NH; h++) bm[h] = go_max32(bm[h], __shfl_xor_sync(0xffffffffu, bm[h], off));
+  }
+  float sc[NH], vv[NH];
+  UNROLL_BY(4) for (int h = 0; h < NH; h++) {
+    const bool live = bm[h] != -F32_INF;  // (the warp's lanes alike)
+    sc[h] = live ? (float)exp((double)(m[h] - bm[h])) : 0.0f;
+    if (lane == 0) *bsc[h] = live ? sc[h] : -1.0f;  // (−1: the block changes nothing)
+    if (live) m[h] = bm[h];
+    float p0 = 0, p1 = 0;
+    if (live && v0) p0 = (float)exp((double)(x0[h] - m[h])), pr[h][lane * ks] = q_bf16(p0);
+    if (live && v1) p1 = (float)exp((double)(x1[h] - m[h])), pr[h][(lane + 32) * ks] = q_bf16(p1);
+    vv[h] = (0.0f + p0) + p1;  // cascade lane (lane / 8, lane % 8)
+  }
+  UNROLL_BY(4) for (int h = 0; h < NH; h++) {
+    float f = vv[h] + __shfl_down_sync(0xffffffffu, vv[h], 8);  // lanes 0..7: lanes k = 0..3 in order
+    f = f + __shfl_down_sync(0xffffffffu, vv[h], 16);
+    f = f + __shfl_down_sync(0xffffffffu, vv[h], 24);
+    float fin = 0;
+    UNROLL_BY(8) for (int l = 0; l < 8; l++) fin = fin + __shfl_sync(0xffffffffu, f, l);
+    if (bm[h] != -F32_INF) s[h] = s[h] * sc[h] + fin;
+  }
+}
+#endif
+
+// softmax_block is one block of bl keys of the blocked online softmax of one (row,
+// head) (cpu: blockSoftmax), a warp's lanes taking keys lane, lane + 32, … (the emulated
+// device: lane 0, every key): the block's maximum over its valid keys (vr), the
+// rescale (*bsc, written by lane 0; −1 where the block changes nothing), each valid
+// key's probability (ps[e], and its bf16 rounding in place of its logit at pr[e·ks]; 0
+// in ps for the others), the block's sum in cascade order (cascade_sum's 32 lanes one a
+// lane, folded by every lane: the same value bit for bit), and the running maximum m and
+// sum. csa_attn_softmax (csa41.cu) runs it block after block from global scratch,
+// csa_tc_fused (tensorcore_attn.cu) from shared memory.
+// (FAST false: the device's general form for a block of 64 too, the check of
+// softmax_block64 on host fibers.)
+template <bool FAST = true>
+DEVM void softmax_block(float* pr, i64 ks, const unsigned char* vr, float* ps, i64 bl, int lane, float* bsc, float& m,
+                        float& sum) {
+#ifdef DI_EMULATE
+  const int step = 1;
+#else
+  const int step = 32;
+  if (FAST && bl == 64) {
+    softmax_block64<1>(&pr, ks, vr, lane, &bsc, &m, &sum);
+    return;
+  }
+#endif
+  float bm = m;
+  for (i64 e = lane; e < bl; e += step)
+    if (vr[e]) bm = go_max32(bm, pr[e * ks]);
+#ifndef DI_EMULATE
+  for (int off = 16; off >= 1; off >>= 1) bm = go_max32(bm, __shfl_xor_sync(0xffffffffu, bm, off));
+#endif
+  if (bm == -F32_INF) {
+    if (lane == 0) *bsc = -1;  // the block changes nothing
+    return;
+  }
+  const float sc = (float)exp((double)(m - bm));
+  m = bm;
+  if (lane == 0) *bsc = sc;
+  for (i64 e = lane; e < bl; e += step) {
+    float* s = pr + e * ks;
+    if (!vr[e]) {
+      ps[e] = 0;
+      continue;
+    }
+    const float pe = (float)exp((double)(*s - m));
+    ps[e] = pe;
+    *s = q_bf16(pe);
+  }
+  float bsum;
+  FRow sr = {ps};
+#ifdef DI_EMULATE
+  bsum = cascade_sum(sr, bl);
+#else
+  // (until run 17 lane 0 ran cascade_sum alone, its 128 accumulators in local memory)
+  __syncwarp();
+  const float mine = cascade_lane(sr, bl, lane >> 3, lane & 7);
+  float lv[32];
+  UNROLL_BY(32) for (int c = 0; c < 32; c++) lv[c] = __shfl_sync(0xffffffffu, mine, c);
+  bsum = cascade_fold(sr, bl, lv);
+#endif
+  sum = sum * sc + bsum;
+}

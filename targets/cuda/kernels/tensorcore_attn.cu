@@ -601,3 +601,270 @@ KERNEL(csa_tc_out_n, CsaTcArgs) { ctc_run<1, true>(a, GIDX, GSTRIDE); }
 // csa_tc_out_na: csa_tc_out_n with CTC_OUT_AHEAD key steps' operands loaded before the
 // first of them is multiplied (the same mma, the same values; DEEPINFER_CUDA_ATT_AHEAD=1)
 KERNEL(csa_tc_out_na, CsaTcArgs) { ctc_run<1, true, true>(a, GIDX, GSTRIDE); }
+
+// ---- V4.1's attention in one launch (csa_tc_fused; fast mode) ----
+//
+// csa_tc_logits, csa_attn_softmax and csa_tc_out for one row and CTF_HC heads in one
+// launch block of CTF_NT threads, block after block of the blocked softmax, the keys
+// and the logits never leaving the multiprocessor: the row's query halves (fast_rn's
+// hi and lo pairs, zero past the dim and the heads) are staged once in shared memory, each
+// softmax block's keys (csa_attn_kdec's hi halves) are copied by cp.async into one of
+// two stages while the block before is worked on, and per block
+//   logits    warp w = (head group w / 4 of 16, key tiles 2·(w % 4) and the next of 8
+//             keys): ctc_logits_tile's chain of mma from the staged operands, into S
+//   softmax   warp w: heads w, w + 8, … of the block's CTF_HC (softmax_block, as
+//             csa_attn_softmax runs it; for a block of 64 keys, the four at once,
+//             softmax_block64), the probabilities in place of the logits in S and each
+//             head's rescale in bsc
+//   output    warp w = (head group w / 4, value chunks 2·(w % 4) and the next of 64):
+//             ctc_out_tile's rescale and chain of mma from S and the staged keys, the
+//             accumulators held across the blocks.
+// Every logit, probability, sum and output is the same operation on the same operands
+// as in the split kernels, so the values are the same bit for bit. The lo halves of a
+// row that has them (rlo) are read from global memory where klo marks them, as the
+// split kernels read them. A softmax block of at most CTF_KB keys, a head dim of at most
+// CTF_DMAX, a multiple of 8 (16-byte copies); the binder (ops_csa41.go) keeps other
+// shapes on the split kernels. The emulated device runs the split kernels' emulated
+// code for the block's row and heads, through the global scratch they use.
+#define CTF_HC 32
+#define CTF_KB 64
+#define CTF_NT 256
+#define CTF_DMAX 512
+struct CsaFusedArgs {
+  CsaTcArgs tc;
+  Weight sink;  // [heads] the sink logits (csa_attn_softmax's)
+  float* ps;    // [rows, heads, lmax] the unrounded probabilities (the emulated device's)
+};
+// ctf_rs: u32 words a staged row (a query's halves or a key's): the dim rounded up to
+// 64 values as pairs, and 16 bytes more, so that rows g and g + 1 of a quarter warp's
+// 16-byte reads fall on other banks.
+DEV i64 ctf_rs(i64 dim) { return (dim + 63) / 64 * 32 + 4; }
+// ctf_smem: the shared bytes a block takes (ops_csa41.go's csaFusedShared: the same).
+DEV i64 ctf_smem(i64 dim) { return 4 * ctf_rs(dim) * (2 * CTF_HC + 2 * CTF_KB) + 4 * CTF_HC * (CTF_KB + 4) + 4 * 8 * CTF_KB + 8 * CTF_HC + CTF_KB; }
+
+#ifdef DI_EMULATE
+DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0) {
+  const CsaTcArgs& a = f.tc;
+  const i64 L = a.rlen[t], he = imin(h0 + CTF_HC, a.heads);
+  if (L < 0) return;
+  for (i64 hg = h0; hg < he; hg += FATC_HG)
+    for (i64 kb = 0; kb < L; kb += 8) ctc_logits_tile<1>(a, t, hg, kb, 0);
+  for (i64 h = h0; h < he; h++) {
+    const i64 it = t * a.heads + h;
+    float* pr = a.pb + it * a.lmax;
+    float m = -F32_INF, sum = 0;
+    for (i64 b = 0; b < L; b += a.block)
+      softmax_block(pr + b, 1, a.valid + t * a.lmax + b, f.ps + it * a.lmax + b, imin(a.block, L - b), 0,
+                    (float*)a.bsc + (t * a.nblk + b / a.block) * a.heads + h, m, sum);
+    ((float*)a.den)[it] = sum + (float)exp((double)(wval(f.sink, 0, h) - m));
+  }
+  // (ctc_out_tile's heads h0.. of a group of 16: only this block's)
+  for (i64 hg = h0; hg < he; hg += FATC_HG)
+    for (i64 d0 = 0; d0 < a.dim; d0 += 8) ctc_out_tile<1>(a, t, hg, d0, 0);
+}
+#else
+// ctf_q16: the staged query halves of local head r, pairs p..p+7 (16 values): hi to h,
+// lo to l.
+DEVM void ctf_q16(const u32* qh, const u32* ql, i64 rs, int r, i64 p, u32* h, u32* l) {
+  const uint4* x = (const uint4*)(qh + r * rs + p);
+  const uint4* y = (const uint4*)(ql + r * rs + p);
+  const uint4 x0 = x[0], x1 = x[1], y0 = y[0], y1 = y[1];
+  h[0] = x0.x, h[1] = x0.y, h[2] = x0.z, h[3] = x0.w, h[4] = x1.x, h[5] = x1.y, h[6] = x1.z, h[7] = x1.w;
+  l[0] = y0.x, l[1] = y0.y, l[2] = y0.z, l[3] = y0.w, l[4] = y1.x, l[5] = y1.y, l[6] = y1.z, l[7] = y1.w;
+}
+DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* sm) {
+  const CsaTcArgs& a = f.tc;
+  const i64 L = a.rlen[t];
+  if (L < 0) return;  // a row in no view (the block's threads alike)
+  const i64 dp = (a.dim + 63) / 64 * 64, rs = ctf_rs(a.dim), SS = CTF_KB + 4;
+  u32* qh = (u32*)sm;                            // [CTF_HC][rs] the query's hi pairs
+  u32* ql = qh + CTF_HC * rs;                    // [CTF_HC][rs] its lo pairs
+  u32* ks = ql + CTF_HC * rs;                    // [2][CTF_KB][rs] two stages of keys (hi pairs)
+  float* S = (float*)(ks + 2 * CTF_KB * rs);     // [CTF_HC][SS] a block's logits, then probabilities
+  float* PS = S + CTF_HC * SS;                   // [8][CTF_KB] a warp's unrounded probabilities
+  float* bsc = PS + 8 * CTF_KB;                  // [CTF_HC] the block's rescales
+  float* den = bsc + CTF_HC;                     // [CTF_HC] the denominators
+  unsigned char* vs = (unsigned char*)(den + CTF_HC);  // [CTF_KB] the block's valid keys
+  const int w = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int hg = w >> 2, part = w & 3;
+  const bool lo = a.rlo[t] != 0;
+  const float scale = (float)a.scale;
+  const unsigned short* khr = a.kh + t * a.lmax * a.dim;  // the row's keys
+  // the query's halves, a pair a thread at a time (fast_split16's pairs)
+  const u32 pairs = (u32)(dp / 2);  // (32-bit quotients: a 64-bit division is a long call on the device)
+  for (u32 i = (u32)tid; i < CTF_HC * pairs; i += CTF_NT) {
+    const u32 r = i / pairs, p = i - r * pairs;
+    const i64 h = h0 + r;
+    float v0 = 0, v1 = 0;
+    if (h < a.heads) {
+      const float* q = a.q + (t * a.heads + h) * a.dim;
+      if (2 * p < a.dim) v0 = q[2 * p];
+      if (2 * p + 1 < a.dim) v1 = q[2 * p + 1];
+    }
+    const u32 hh = fast_rn(v0, v1);
+    qh[r * rs + p] = hh;
+    ql[r * rs + p] = fast_rn(v0 - fast_lo(hh), v1 - fast_hi(hh));
+  }
+  // stage s ← keys b.. of the row (16-byte copies; zeros past the dim)
+  auto issue = [&](i64 b, int s) {
+    u32* dst = ks + s * CTF_KB * rs;
+    const u32 n = (u32)imin(a.block, L - b), cpr = (u32)(dp / 8);
+    for (u32 i = (u32)tid; i < n * cpr; i += CTF_NT) {
+      const u32 r = i / cpr, c = i - r * cpr;
+      const bool in = 8 * c < a.dim;
+      fast_cp16(dst + r * rs + 4 * c, in ? khr + (b + r) * a.dim + 8 * c : a.kh, in);
+    }
+    fast_cp_commit();
+  };
+  const i64 nb = L > 0 ? (L + a.block - 1) / a.block : 0;
+  float m[CTF_HC / 8], sum[CTF_HC / 8];
+  UNROLL for (int u = 0; u < CTF_HC / 8; u++) m[u] = -F32_INF, sum[u] = 0;
+  float acc[2][8][4];
+  UNROLL for (int c = 0; c < 2; c++) {
+    UNROLL for (int j = 0; j < 8; j++) acc[c][j][0] = acc[c][j][1] = acc[c][j][2] = acc[c][j][3] = 0;
+  }
+  const int hla = 16 * hg + g, hlb = hla + 8;  // the lane's local heads (mma rows g, g + 8)
+  const bool ina = h0 + hla < a.heads, inb = h0 + hlb < a.heads;
+  if (nb > 0) issue(0, 0);
+  for (i64 bi = 0; bi < nb; bi++) {
+    const i64 b = bi * a.block, bl = imin(a.block, L - b);
+    if (bi + 1 < nb) issue(b + a.block, (int)((bi + 1) & 1));
+    else fast_cp_commit();  // (an empty group: the wait below leaves one in flight)
+    for (i64 i = tid; i < CTF_KB; i += CTF_NT) vs[i] = i < bl && a.valid[t * a.lmax + b + i];
+    fast_cp_wait<1>();
+    __syncthreads();  // the stage, vs, and (the first time) the query
+    const u32* kst = ks + (bi & 1) * CTF_KB * rs;
+    // the logits: tiles j of 8 keys, rows 16·hg + g and + 8
+    {
+      const int j0 = 2 * part, live = (int)imin(2, imax(0, (bl + 7) / 8 - j0));
+      if (live > 0) {
+        float c[2][4];
+        UNROLL for (int jj = 0; jj < 2; jj++) c[jj][0] = c[jj][1] = c[jj][2] = c[jj][3] = 0;
+        for (i64 d0 = 0; d0 < dp; d0 += 64) {
+          const i64 p = d0 / 2 + 8 * tq;
+          u32 ah0[8], al0[8], ah1[8], al1[8];
+          ctf_q16(qh, ql, rs, hla, p, ah0, al0);
+          ctf_q16(qh, ql, rs, hlb, p, ah1, al1);
+          UNROLL for (int jj = 0; jj < 2; jj++) {
+            if (jj >= live) break;
+            const int kr = 8 * (j0 + jj) + g;  // the lane's key in the block
+            u32 bh[8], bq[8];
+            const uint4* kp = (const uint4*)(kst + kr * rs + p);
+            const uint4 k0 = kp[0], k1 = kp[1];
+            bh[0] = k0.x, bh[1] = k0.y, bh[2] = k0.z, bh[3] = k0.w, bh[4] = k1.x, bh[5] = k1.y, bh[6] = k1.z, bh[7] = k1.w;
+            if (lo) {
+              const i64 k = b + kr;
+              ctc_pairs16(k < L && a.klo[t * a.lmax + k] ? a.kl + (t * a.lmax + k) * a.dim : 0, d0 + 16 * tq, a.dim, bq);
+            }
+            fatc_mma3(c[jj], ah0, ah1, al0, al1, bh, bq, lo);
+          }
+        }
+        // c0, c1: head g, keys 2t, 2t+1 of the tile; c2, c3: head g+8
+        UNROLL for (int jj = 0; jj < 2; jj++) {
+          if (jj >= live) break;
+          UNROLL for (int e = 0; e < 4; e++) {
+            const int hl = e >= 2 ? hlb : hla, k = 8 * (j0 + jj) + 2 * tq + (e & 1);
+            if (k < bl) S[hl * SS + k] = vs[k] ? c[jj][e] * scale : -F32_INF;
+          }
+        }
+      }
+    }
+    __syncthreads();
+    // the softmax of the block: warp w's heads w, w + 8, … (a block of 64 keys: the four
+    // at once, softmax_block64; past the heads too, whose values no one reads)
+    if (bl == 64) {
+      float* pr[CTF_HC / 8];
+      float* bp[CTF_HC / 8];
+      UNROLL for (int u = 0; u < CTF_HC / 8; u++) pr[u] = S + (w + 8 * u) * SS, bp[u] = bsc + w + 8 * u;
+      softmax_block64<CTF_HC / 8>(pr, 1, vs, lane, bp, m, sum);
+    } else {
+      UNROLL for (int u = 0; u < CTF_HC / 8; u++) {
+        const int hl = w + 8 * u;
+        if (h0 + hl >= a.heads) continue;  // (the warp's lanes alike)
+        softmax_block(S + hl * SS, 1, vs, PS + w * CTF_KB, bl, lane, bsc + hl, m[u], sum[u]);
+        __syncwarp();  // (PS is the next head's)
+      }
+    }
+    __syncthreads();
+    // the output: the block's rescale, then its keys 16 an mma step
+    {
+      const float sa = ina ? bsc[hla] : -1.0f, sb = inb ? bsc[hlb] : -1.0f;
+      UNROLL for (int cc = 0; cc < 2; cc++) {
+        UNROLL for (int j = 0; j < 8; j++) {
+          if (sa >= 0) acc[cc][j][0] *= sa, acc[cc][j][1] *= sa;
+          if (sb >= 0) acc[cc][j][2] *= sb, acc[cc][j][3] *= sb;
+        }
+      }
+      const int ch0 = 2 * part;  // the warp's first chunk of 64 values
+      const int clive = (int)imin(2, imax(0, dp / 64 - ch0));
+      for (i64 k0 = 0; k0 < bl; k0 += 16) {
+        const i64 kk = k0 + 4 * tq;
+        float pa[4], pq[4];
+        u32 vh[2][4][4], vl[2][4][4];
+        UNROLL for (int u = 0; u < 4; u++) {
+          const i64 k = kk + u;
+          const bool ok = k < bl && vs[k];
+          pa[u] = ok && ina ? S[hla * SS + k] : 0.0f;
+          pq[u] = ok && inb ? S[hlb * SS + k] : 0.0f;
+          UNROLL for (int cc = 0; cc < 2; cc++) {
+            const i64 dl = 64 * (ch0 + cc) + 8 * g;  // the lane's first value (tile 0)
+            if (ok && cc < clive) {
+              const uint4 x = *(const uint4*)(kst + k * rs + dl / 2);
+              vh[cc][u][0] = x.x, vh[cc][u][1] = x.y, vh[cc][u][2] = x.z, vh[cc][u][3] = x.w;
+            } else {
+              vh[cc][u][0] = vh[cc][u][1] = vh[cc][u][2] = vh[cc][u][3] = 0;
+            }
+            if (lo) ctc_words<8>(ok && cc < clive && a.klo[t * a.lmax + b + k] ? a.kl + (t * a.lmax + b + k) * a.dim : 0, dl, a.dim, vl[cc][u]);
+          }
+        }
+        const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
+        UNROLL for (int cc = 0; cc < 2; cc++) {
+          if (cc >= clive) break;
+          UNROLL for (int j = 0; j < 8; j++) {
+            fast_mma(acc[cc][j], A0, A1, A2, A3, ctc_pair(vh[cc][0], vh[cc][1], j), ctc_pair(vh[cc][2], vh[cc][3], j));
+            if (lo) fast_mma(acc[cc][j], A0, A1, A2, A3, ctc_pair(vl[cc][0], vl[cc][1], j), ctc_pair(vl[cc][2], vl[cc][3], j));
+          }
+        }
+      }
+    }
+    __syncthreads();  // (the next copies overwrite the stage before this one, and S)
+  }
+  // the denominators: the sink's term last (csa_attn_softmax's)
+  UNROLL for (int u = 0; u < CTF_HC / 8; u++) {
+    const int hl = w + 8 * u;
+    if (lane == 0 && h0 + hl < a.heads) den[hl] = sum[u] + (float)exp((double)(wval(f.sink, 0, h0 + hl) - m[u]));
+  }
+  __syncthreads();
+  // c0, c1: head g, columns 2t, 2t+1 (values d0 + 8·(2t) + j, d0 + 8·(2t+1) + j); c2, c3: head g+8
+  UNROLL for (int e = 0; e < 4; e++) {
+    const int hl = e >= 2 ? hlb : hla;
+    const i64 h = h0 + hl;
+    if (h >= a.heads) continue;
+    const i64 th = t * a.heads + h;
+    const float dn = den[hl];
+    UNROLL for (int cc = 0; cc < 2; cc++) {
+      UNROLL for (int j = 0; j < 8; j++) {
+        const i64 d = 64 * (2 * part + cc) + 8 * (2 * tq + (e & 1)) + j;
+        if (d < a.dim) a.out[th * a.dim + d] = q_bf16(acc[cc][j][e] / dn);
+      }
+    }
+  }
+}
+#endif
+// a launch block of CTF_NT threads per (row, CTF_HC heads): block i = row · groups + group
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(CTF_NT, 1)
+KERNEL(csa_tc_fused, CsaFusedArgs) {
+  const i64 groups = (a.tc.heads + CTF_HC - 1) / CTF_HC;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.tc.rows * groups; i += GSTRIDE) ctf_row(a, i / groups, i % groups * CTF_HC);
+#else
+  DYN_SHARED(ctf_sm);
+  for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT; i += GSTRIDE) {
+    const i64 blk = i / CTF_NT;
+    ctf_row(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT), ctf_sm);
+  }
+#endif
+}
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
