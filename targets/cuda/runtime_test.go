@@ -579,3 +579,55 @@ func TestNormOneRule(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedAllowance: the emulated device, as a GPU, refuses a launch of more than 48 KB
+// of dynamic shared memory before its kernel is allowed that much (FuncShared, which
+// the runtime calls when a program binds such a launch), and an allowance past sm_90's
+// 227 KB.
+func TestSharedAllowance(t *testing.T) {
+	withCache(t)
+	p, ws := defaultPlan(t)
+	d := newFakeDriver(1 << 30)
+	rt, err := open(d, &countingCompiler{}, p, ws, targets.Options{MaxTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	var f function
+	for _, fn := range rt.funcs {
+		f = fn
+		break
+	}
+	if f == 0 {
+		t.Fatal("no kernel resolved")
+	}
+	args := []uint64{0}
+	if err := d.Launch(f, 1, 128, 64<<10, 0, args); err == nil || !strings.Contains(err.Error(), "INVALID_VALUE") {
+		t.Errorf("a 64 KB launch before the allowance: %v; want CUDA_ERROR_INVALID_VALUE", err)
+	}
+	if err := d.FuncShared(f, maxSharedBlock+16); err == nil {
+		t.Error("an allowance past 227 KB was granted")
+	}
+	if err := d.FuncShared(f, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Launch(f, 1, 128, 96<<10, 0, args); err == nil || !strings.Contains(err.Error(), "INVALID_VALUE") {
+		t.Errorf("a 96 KB launch with a 64 KB allowance: %v; want CUDA_ERROR_INVALID_VALUE", err)
+	}
+	// within the allowance the launch is taken (captured into a graph, not run: its
+	// arguments are not a kernel's)
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.BeginCapture(s); err != nil {
+		t.Fatal(err)
+	}
+	launched := d.Launch(f, 1, 128, 64<<10, s, args)
+	if _, err := d.EndCapture(s); err != nil {
+		t.Fatal(err)
+	}
+	if launched != nil {
+		t.Errorf("a 64 KB launch with its allowance: %v", launched)
+	}
+}
