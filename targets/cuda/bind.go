@@ -82,6 +82,10 @@ func (b *Bind) Plan() *plan.Plan { return b.rt.plan }
 // MaxPositions is the longest sequence the state must hold.
 func (b *Bind) MaxPositions() int64 { return b.rt.maxPos }
 
+// SharedMax is the most dynamic shared memory a launch block of this device may take
+// (Bind.LaunchShared; sharedMax).
+func (b *Bind) SharedMax() int64 { return b.rt.maxShared }
+
 // Fast reports the fast numerics mode (targets.Options.Numerics).
 func (b *Bind) Fast() bool { return b.rt.fast }
 

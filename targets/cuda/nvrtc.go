@@ -122,6 +122,26 @@ func arch(major, minor int) string {
 	return fmt.Sprintf("sm_%d%d", major, minor)
 }
 
+// sharedMax is the most shared memory a launch block may take on a device of compute
+// capability major.minor once allowed (CUDA's opt-in maximum per block: 227 KB on
+// sm_90 and sm_100, 163 KB on sm_80 and sm_87, 99 KB on sm_86, sm_89 and sm_120, 96 KB on
+// sm_70, 64 KB on sm_75); 48 KB, which every device allows, for the others.
+func sharedMax(major, minor int) int64 {
+	switch major*10 + minor {
+	case 90, 100:
+		return 232448
+	case 80, 87:
+		return 166912
+	case 86, 89, 120:
+		return 101376
+	case 70:
+		return 98304
+	case 75:
+		return 65536
+	}
+	return 49152
+}
+
 // compileOptions are the NVRTC options of every kernel module: no contraction of a*b+c
 // into one rounding, as the cpu target computes.
 func compileOptions(a string) []string {

@@ -641,7 +641,7 @@ func csaBindAttention(b *Bind) error {
 		// the same values either way
 		groupsF := (heads + csaFusedHeads - 1) / csaFusedHeads
 		useFused := func(s *Step) bool { return false }
-		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && env != "0" {
+		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && csaFusedShared(dim) <= b.SharedMax() && env != "0" {
 			min := csaFusedMinBlocks
 			useFused = func(s *Step) bool { return env == "1" || s.Arg(0).Rows()*groupsF >= min }
 			b.LaunchShared("csa_tc_fused", csaFusedThreads, csaFusedShared(dim), func(s *Step, a *ArgBuf) int64 {
@@ -743,7 +743,9 @@ var csaFusedMinBlocks int64 = 128 // (a variable: the tests move it)
 
 // csaFusedOK reports whether csa_tc_fused takes an attention of heads heads of dim
 // values in softmax blocks of block keys: at most csaFusedKeys keys a block, a dim of at
-// most csaFusedDimMax and a multiple of 8 (the keys' 16-byte copies).
+// most csaFusedDimMax and a multiple of 8 (the keys' 16-byte copies). The binder also
+// needs the device to allow its shared bytes (V4.1's 206 KB: sm_90 and sm_100; the
+// three launches elsewhere).
 func csaFusedOK(heads, dim, block int64) bool {
 	return heads >= 1 && block >= 1 && block <= csaFusedKeys && dim >= 8 && dim <= csaFusedDimMax && dim%8 == 0
 }

@@ -41,6 +41,7 @@ type Runtime struct {
 
 	maxT       int64
 	maxPos     int64 // the longest sequence a state holds (targets.Options.MaxContext)
+	maxShared  int64 // the most dynamic shared memory a launch block may take (sharedMax)
 	arena      devptr
 	arenaBytes int64
 	params     paramBufs
@@ -248,6 +249,7 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 		return err
 	}
 	a := arch(maj, min)
+	rt.maxShared = sharedMax(maj, min)
 	rt.info = Info{Device: d.DeviceName(rt.dev), Arch: a, Driver: d.Version(), Emulated: rt.fake != nil}
 	if rt.stream, err = d.NewStream(); err != nil {
 		return err

@@ -631,3 +631,21 @@ func TestSharedAllowance(t *testing.T) {
 		t.Errorf("a 64 KB launch with its allowance: %v", launched)
 	}
 }
+
+// TestFusedAttentionNeedsItsShared: V4.1's fused attention (206 KB a launch block at
+// head dim 512) fits the allowance of sm_90 and sm_100 and of no older device, where the
+// binder keeps the three launches; the fake driver allows what sm_90 does.
+func TestFusedAttentionNeedsItsShared(t *testing.T) {
+	need := csaFusedShared(512)
+	for _, c := range []struct {
+		major, minor int
+		fits         bool
+	}{{9, 0, true}, {10, 0, true}, {8, 0, false}, {8, 6, false}, {8, 9, false}, {7, 5, false}, {12, 0, false}, {6, 1, false}} {
+		if got := need <= sharedMax(c.major, c.minor); got != c.fits {
+			t.Errorf("sm_%d%d: %d bytes fit its %d: %v, want %v", c.major, c.minor, need, sharedMax(c.major, c.minor), got, c.fits)
+		}
+	}
+	if sharedMax(9, 0) != maxSharedBlock {
+		t.Errorf("sharedMax(9, 0) = %d, the fake driver allows %d", sharedMax(9, 0), maxSharedBlock)
+	}
+}
