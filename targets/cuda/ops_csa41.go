@@ -736,9 +736,10 @@ const EnvAttFused = "DEEPINFER_CUDA_ATT_FUSED"
 
 // csaFusedMinBlocks is the smallest step (rows × head groups of 32) V4.1's attention
 // runs as csa_tc_fused by default: a launch block a multiprocessor or so. Measured on
-// an H100 (V4.1 layers 20-23, 4,096): at 128 blocks (batch 64) and 512 the fused kernel
-// took 27% and 12% less than the three launches, at 2 (batch 1) three times as long
-// (one block's serial chain a multiprocessor); between 2 and 128 not measured.
+// an H100 (V4.1 layers 20-23, 4,096; run 37c): at 128 blocks (batch 64) and 512 the
+// fused kernel took 29% and 15% less than the three launches, at 2 (batch 1; run 37b)
+// three times as long (one block's serial chain a multiprocessor); between 2 and 128
+// not measured.
 var csaFusedMinBlocks int64 = 128 // (a variable: the tests move it)
 
 // csaFusedOK reports whether csa_tc_fused takes an attention of heads heads of dim
