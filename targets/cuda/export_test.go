@@ -80,3 +80,11 @@ func SetFusedMinBlocks(n int64) (restore func()) {
 	csaFusedMinBlocks = n
 	return func() { csaFusedMinBlocks = old }
 }
+
+// SetReg8aRows moves the step sizes (lo, hi] whose V4 FP4 register tiles run as _reg8a
+// by default (programs bound after the call).
+func SetReg8aRows(lo, hi int64) (restore func()) {
+	old := reg8aRows
+	reg8aRows = [2]int64{lo, hi}
+	return func() { reg8aRows = old }
+}

@@ -474,6 +474,23 @@ func TestFP4R8SameValues(t *testing.T) {
 	}
 }
 
+// TestFP4Reg8aByStepSize: by default V4's FP4 register tiles run as _reg8a for steps of
+// (128, 512] tokens and as _reg8 otherwise (reg8aRows; moved to (60, 512] here so that the
+// 80-token prefill takes _reg8a and the one-row decode steps _reg8), with the logits of
+// DEEPINFER_CUDA_FP4_R8=1 (_reg8 at every size) bit for bit.
+func TestFP4Reg8aByStepSize(t *testing.T) {
+	defer cuda.SetReg8aRows(60, 512)()
+	sameAcross(t, []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, cuda.EnvFP4R8, "1", "", 80,
+		"fast_moe_*_fp4_reg8 (=1)", "the default (_reg8a for the prefill)",
+		func(ka, kb map[string]int) string {
+			msg := someMoved(ka, kb, "fast_moe_up_fp4_reg8", "fast_moe_up_fp4_reg8a") + someMoved(ka, kb, "fast_moe_down_fp4_reg8", "fast_moe_down_fp4_reg8a")
+			if kb["fast_moe_up_fp4_reg8"] == 0 {
+				msg += "the decode steps left _reg8. "
+			}
+			return msg
+		})
+}
+
 // sameWithVariant runs an 80-token prefill and two decode steps of both V4.1 fixtures
 // by default and with env=value, which must run the FP4 tiles the default runs on the
 // kernels named from (fast_moe_*_fp4 + from) on those named to instead, as often

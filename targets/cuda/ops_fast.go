@@ -705,6 +705,9 @@ type fastExperts struct {
 	// ones), "_reg8" the general ones finding rows g+8 from rows g (the default for them
 	// since run 34; EnvFP4R8=0 keeps "_reg")
 	fp4Suffix string
+	// reg8a: with fp4Suffix "_reg8", the steps of (reg8a[0], reg8a[1]] tokens run
+	// "_reg8a" (reg8aRows; zero: none)
+	reg8a [2]int64
 	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
 	// tiles leave out the lo halves' mma
 	xexact int64
@@ -771,7 +774,8 @@ const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 // pointers a lane fewer: the default since run 34, an H100, the same call: V4's up tiles
 // 3.31 → 3.14 ms at batch 256, docs/perf/moe.md); set to a, as
 // fast_moe_up_fp4_reg8a/fast_moe_down_fp4_reg8a (the _reg8 tiles with the slots' halves
-// copied by cp.async two steps ahead; opt-in until timed). The same values; for
+// copied by cp.async two steps ahead) at every step size; set to 1, as _reg8 at every
+// step size. Unset: _reg8, but _reg8a for the steps reg8aRows names. The same values; for
 // comparisons; read when a program is bound.
 const EnvFP4R8 = "DEEPINFER_CUDA_FP4_R8"
 
@@ -802,8 +806,28 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	}
 	if f.fp4Suffix == "_reg" {
 		f.fp4Suffix = tileSuffix(EnvFP4R8, "a", "_reg8a", "_reg8")
+		if f.fp4Suffix == "_reg8" && os.Getenv(EnvFP4R8) != "1" {
+			f.reg8a = [2]int64{reg8aRows[0], reg8aRows[1]}
+		}
 	}
 	return f
+}
+
+// reg8aRows: V4's FP4 register tiles of steps of more than reg8aRows[0] and at most
+// reg8aRows[1] tokens run as _reg8a (the slots' halves copied two steps ahead), the others
+// as _reg8, unless EnvFP4R8 is set. Run 35 (an H100, V4 layers 4-5, 4,096, the same
+// call): _reg8a took the tiles 4.836 → 4.692 ms at batch 256 (−3.0%, the step −2.0%) and
+// 3.404 → 3.520 at 64 (+3.4%); steps between 64 and 256 tokens and prefill chunks past 512
+// (where an expert has many slots) were not timed, so they stay on _reg8.
+var reg8aRows = [2]int64{128, 512} // (a variable: the tests move it)
+
+// fp4Name is the FP4 register tiles' kernel for a step of T tokens (kernel_fp4 +
+// fp4Suffix, or _reg8a by reg8aRows).
+func (f *fastExperts) fp4Name(kernel string, T int64) string {
+	if f.reg8a[1] > 0 && T > f.reg8a[0] && T <= f.reg8a[1] {
+		return kernel + "_fp4_reg8a"
+	}
+	return kernel + "_fp4" + f.fp4Suffix
 }
 
 // tileSuffix is the register tiles' suffix env selects: "_reg" when it is 0, alt when it
@@ -908,13 +932,14 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 // for the others (tensorcore.cu's warp tiles: fill's count); the step runs the one its
 // weights need (expert 0's w1 stands for all but FP4, which checks every expert).
 func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, fp4 func(s *Step) int64) {
-	for _, wide := range []bool{false, true} {
-		name := kernel + "_fp4" + f.fp4Suffix
-		if wide {
-			name = kernel + "_fp4_wide"
-		}
+	names := []string{kernel + "_fp4" + f.fp4Suffix, kernel + "_fp4_wide"}
+	if f.reg8a[1] > 0 {
+		names = append(names, kernel+"_fp4_reg8a") // (reg8aRows' steps)
+	}
+	for i, name := range names {
+		wide := i == 1
 		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
-			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide {
+			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide || (!wide && f.fp4Name(kernel, s.Arg(0).Rows()) != name) {
 				return 0
 			}
 			fill(s, a)
