@@ -354,9 +354,16 @@ int main() {
 
 // TestFusedAttentionOnHostFibers runs csa_tc_fused's device branch on host fibers
 // against the split kernels' device branches (testdata/fused_fibers_main.cc: every
-// output bit for bit), and checks that the binder's shared bytes a launch block are the
-// kernel's (ctf_smem).
+// output bit for bit), and checks that the binder's shape constants and shared bytes a
+// launch block are the kernel's (CTF_*, ctf_smem).
 func TestFusedAttentionOnHostFibers(t *testing.T) {
+	// the kernel's shape constants are the binder's (the grid, the bounds it checks)
+	for name, want := range map[string]int64{"CTF_HC": csaFusedHeads, "CTF_NT": csaFusedThreads, "CTF_KB": csaFusedKeys, "CTF_DMAX": csaFusedDimMax} {
+		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore_attn.cu"))
+		if m == nil || m[1] != fmt.Sprint(want) {
+			t.Errorf("tensorcore_attn.cu's %s: %v, Go's %d", name, m, want)
+		}
+	}
 	out := runOnFibers(t, "fused_fibers", fiberUnit(t, "", "testdata/fused_fibers_main.cc", "tensorcore.cu", "tensorcore_attn.cu", "csa41.cu"), "-O1")
 	n := 0
 	for _, line := range strings.Split(out, "\n") {

@@ -619,26 +619,8 @@ func csaBindAttention(b *Bind) error {
 		}
 		tcGroups := (heads + fastAttnTCHeads - 1) / fastAttnTCHeads
 		wide := func(s *Step) bool { return s.Arg(0).Rows()*tcGroups*((dim+63)/64) >= attTCWideWarps }
-		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each;
-		// narrow names the narrow kernel (the output's is csa_tc_out_na unless EnvAttAhead=0:
-		// the same warps)
-		tcPair := func(name, narrow string, n int64, wrap func(func(s *Step, a *ArgBuf) int64) func(s *Step, a *ArgBuf) int64) {
-			for _, k := range []struct {
-				name string
-				wide bool
-				per  int64
-			}{{name, true, 64}, {narrow, false, 8}} {
-				b.Launch(k.name, wrap(func(s *Step, a *ArgBuf) int64 {
-					if wide(s) != k.wide {
-						return 0
-					}
-					return tcArgs(s, a) * ((n + k.per - 1) / k.per) * tcGroups * 32
-				}))
-			}
-		}
-		// the three in one launch block per (row, csaFusedHeads heads) for steps of at least
-		// csaFusedMinBlocks of them (tensorcore_attn.cu, csa_tc_fused), else three launches:
-		// the same values either way
+		// the three below in one launch block per (row, csaFusedHeads heads) for steps of at
+		// least csaFusedMinBlocks of them (tensorcore_attn.cu, csa_tc_fused): the same values
 		groupsF := (heads + csaFusedHeads - 1) / csaFusedHeads
 		useFused := func(s *Step) bool { return false }
 		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && csaFusedShared(dim) <= b.SharedMax() && env != "0" {
@@ -654,21 +636,35 @@ func csaBindAttention(b *Bind) error {
 				return rows * groupsF * csaFusedThreads
 			})
 		}
-		split := func(f func(s *Step, a *ArgBuf) int64) func(s *Step, a *ArgBuf) int64 {
-			return func(s *Step, a *ArgBuf) int64 {
-				if useFused(s) {
-					return 0
-				}
-				return f(s, a)
+		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each;
+		// narrow names the narrow kernel (the output's is csa_tc_out_na unless EnvAttAhead=0:
+		// the same warps); none where the step is fused
+		tcPair := func(name, narrow string, n int64) {
+			for _, k := range []struct {
+				name string
+				wide bool
+				per  int64
+			}{{name, true, 64}, {narrow, false, 8}} {
+				b.Launch(k.name, func(s *Step, a *ArgBuf) int64 {
+					if wide(s) != k.wide || useFused(s) {
+						return 0
+					}
+					return tcArgs(s, a) * ((n + k.per - 1) / k.per) * tcGroups * 32
+				})
 			}
 		}
-		tcPair("csa_tc_logits", "csa_tc_logits_n", lmax, split)
-		b.Launch("csa_attn_softmax", split(func(s *Step, a *ArgBuf) int64 { return fill(s, a) * heads * 32 })) // a warp per (row, head)
+		tcPair("csa_tc_logits", "csa_tc_logits_n", lmax)
+		b.Launch("csa_attn_softmax", func(s *Step, a *ArgBuf) int64 { // a warp per (row, head)
+			if useFused(s) {
+				return 0
+			}
+			return fill(s, a) * heads * 32
+		})
 		outNarrow := "csa_tc_out_n"
 		if os.Getenv(EnvAttAhead) != "0" {
 			outNarrow = "csa_tc_out_na"
 		}
-		tcPair("csa_tc_out", outNarrow, dim, split)
+		tcPair("csa_tc_out", outNarrow, dim)
 	} else if b.Fast() {
 		// fused multiply-adds, loads shared across a warp (csa41.cu, csa_fast_*); each
 		// value's order depends on the shapes alone, so batch-invariant mode uses them too
