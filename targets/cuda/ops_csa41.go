@@ -626,7 +626,11 @@ func csaBindAttention(b *Bind) error {
 		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && csaFusedShared(dim) <= b.SharedMax() && env != "0" {
 			min := csaFusedMinBlocks
 			useFused = func(s *Step) bool { return env == "1" || s.Arg(0).Rows()*groupsF >= min }
-			b.LaunchShared("csa_tc_fused", csaFusedThreads, csaFusedShared(dim), func(s *Step, a *ArgBuf) int64 {
+			fused := "csa_tc_fused"
+			if os.Getenv(EnvAttFusedForm) == "2" {
+				fused = "csa_tc_fused2"
+			}
+			b.LaunchShared(fused, csaFusedThreads, csaFusedShared(dim), func(s *Step, a *ArgBuf) int64 {
 				if !useFused(s) {
 					return 0
 				}
@@ -729,6 +733,14 @@ const (
 // fused kernel for steps of at least csaFusedMinBlocks launch blocks, the three below;
 // 1: the fused kernel at every step size; 0: never. Read when a program is bound.
 const EnvAttFused = "DEEPINFER_CUDA_ATT_FUSED"
+
+// EnvAttFusedForm set to 2 runs the fused attention's second form, csa_tc_fused2 (the
+// query staged in the logits' mma fragment order, the two key tiles' chains of mma
+// interleaved, the output's key fragments by ldmatrix, the keys staged without a
+// division a copy), instead of csa_tc_fused (run 37c's kernel): the same values bit for
+// bit (on host fibers, TestFusedAttentionOnHostFibers). Opt-in until a GPU has timed it
+// against the first form in one run. Read when a program is bound.
+const EnvAttFusedForm = "DEEPINFER_CUDA_ATT_FUSED_FORM"
 
 // csaFusedMinBlocks is the smallest step (rows × head groups of 32) V4.1's attention
 // runs as csa_tc_fused by default: a launch block a multiprocessor or so. Measured on

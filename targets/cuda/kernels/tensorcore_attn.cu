@@ -663,6 +663,21 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0) {
     for (i64 d0 = 0; d0 < a.dim; d0 += 8) ctc_out_tile<1>(a, t, hg, d0, 0);
 }
 #else
+// ctf_ldsm4t: ldmatrix .x4 .trans: four 8×8 matrices of bf16 values, lanes 8m..8m+7
+// giving the 16-byte rows of matrix m (p: the lane's row, in shared memory); r[m] is
+// lane (g, t)'s values at column g of rows 2t and 2t + 1 (the low half first): an mma's
+// B fragment where the rows are its k and the columns its n.
+#ifdef DI_LANES
+DEV void ctf_ldsm4t(u32* r, const u32* p) { lanes_ldsm4t(r, p); }
+#else
+DEV void ctf_ldsm4t(u32* r, const u32* p) {
+  u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+#endif
 // ctf_q16: the staged query halves of local head r, pairs p..p+7 (16 values): hi to h,
 // lo to l.
 DEVM void ctf_q16(const u32* qh, const u32* ql, i64 rs, int r, i64 p, u32* h, u32* l) {
@@ -672,6 +687,7 @@ DEVM void ctf_q16(const u32* qh, const u32* ql, i64 rs, int r, i64 p, u32* h, u3
   h[0] = x0.x, h[1] = x0.y, h[2] = x0.z, h[3] = x0.w, h[4] = x1.x, h[5] = x1.y, h[6] = x1.z, h[7] = x1.w;
   l[0] = y0.x, l[1] = y0.y, l[2] = y0.z, l[3] = y0.w, l[4] = y1.x, l[5] = y1.y, l[6] = y1.z, l[7] = y1.w;
 }
+template <bool V2>
 DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* sm) {
   const CsaTcArgs& a = f.tc;
   const i64 L = a.rlen[t];
@@ -690,10 +706,19 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
   const bool lo = a.rlo[t] != 0;
   const float scale = (float)a.scale;
   const unsigned short* khr = a.kh + t * a.lmax * a.dim;  // the row's keys
-  // the query's halves, a pair a thread at a time (fast_split16's pairs)
+  // the query's halves, a pair a thread at a time (fast_split16's pairs); V2: in the
+  // order of the logits' mma A fragments, (head group of 16, 64-value step ds, mma q of
+  // the step, lane (g, t), its four words: pairs 32·ds + 8t + 2q and the next of heads g
+  // and g + 8), so that a lane's fragment is one 16-byte read
   const u32 pairs = (u32)(dp / 2);  // (32-bit quotients: a 64-bit division is a long call on the device)
+  const u32 nds = (u32)(dp / 64);
   for (u32 i = (u32)tid; i < CTF_HC * pairs; i += CTF_NT) {
     const u32 r = i / pairs, p = i - r * pairs;
+    u32 at = r * (u32)rs + p;
+    if constexpr (V2) {
+      const u32 pin = p & 31, e = ((r >> 3) & 1) | ((pin & 1) << 1);
+      at = ((((r >> 4) * nds + (p >> 5)) * 4 + ((pin & 7) >> 1)) * 32 + (r & 7) * 4 + (pin >> 3)) * 4 + e;
+    }
     const i64 h = h0 + r;
     float v0 = 0, v1 = 0;
     if (h < a.heads) {
@@ -702,17 +727,35 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
       if (2 * p + 1 < a.dim) v1 = q[2 * p + 1];
     }
     const u32 hh = fast_rn(v0, v1);
-    qh[r * rs + p] = hh;
-    ql[r * rs + p] = fast_rn(v0 - fast_lo(hh), v1 - fast_hi(hh));
+    qh[at] = hh;
+    ql[at] = fast_rn(v0 - fast_lo(hh), v1 - fast_hi(hh));
   }
-  // stage s ← keys b.. of the row (16-byte copies; zeros past the dim)
+  // stage s ← keys b.. of the row (16-byte copies), every one of its CTF_KB rows: zeros
+  // past the dim, past the block's keys and for keys not valid (whose widened values
+  // csa_attn_kdec may not have written: V2's output multiplies every staged row); a
+  // thread's copies (r, c) step by CTF_NT through the rows of cpr copies, no division
+  const u32 cpr = (u32)(dp / 8), rstep = CTF_NT / cpr, cstep = CTF_NT - rstep * cpr;
+  const u32 r0 = (u32)tid / cpr, c0 = (u32)tid - r0 * cpr;
+  const unsigned char* vrow = a.valid + t * a.lmax;
   auto issue = [&](i64 b, int s) {
     u32* dst = ks + s * CTF_KB * rs;
-    const u32 n = (u32)imin(a.block, L - b), cpr = (u32)(dp / 8);
-    for (u32 i = (u32)tid; i < n * cpr; i += CTF_NT) {
-      const u32 r = i / cpr, c = i - r * cpr;
-      const bool in = 8 * c < a.dim;
-      fast_cp16(dst + r * rs + 4 * c, in ? khr + (b + r) * a.dim + 8 * c : a.kh, in);
+    const u32 n = (u32)imin(a.block, L - b);
+    if constexpr (!V2) {
+      // (the first form: the block's keys alone, a division a copy)
+      for (u32 i = (u32)tid; i < n * cpr; i += CTF_NT) {
+        const u32 r = i / cpr, c = i - r * cpr;
+        const bool in = 8 * c < a.dim;
+        fast_cp16(dst + r * rs + 4 * c, in ? khr + (b + r) * a.dim + 8 * c : a.kh, in);
+      }
+      fast_cp_commit();
+      return;
+    }
+    const unsigned short* src = khr + b * a.dim;
+    for (u32 r = r0, c = c0; r < CTF_KB;) {
+      const bool in = r < n && 8 * c < a.dim && vrow[b + r];
+      fast_cp16(dst + r * rs + 4 * c, in ? src + r * a.dim + 8 * c : a.kh, in);
+      c += cstep, r += rstep;
+      if (c >= cpr) c -= cpr, r++;
     }
     fast_cp_commit();
   };
@@ -743,20 +786,65 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
         for (i64 d0 = 0; d0 < dp; d0 += 64) {
           const i64 p = d0 / 2 + 8 * tq;
           u32 ah0[8], al0[8], ah1[8], al1[8];
-          ctf_q16(qh, ql, rs, hla, p, ah0, al0);
-          ctf_q16(qh, ql, rs, hlb, p, ah1, al1);
+          uint4 fh[4], fl[4];  // (V2: the fragments of mma q)
+          if constexpr (V2) {
+            const uint4* xh = (const uint4*)qh + ((hg * nds + (u32)(d0 / 64)) * 4) * 32 + lane;
+            const uint4* xl = (const uint4*)ql + ((hg * nds + (u32)(d0 / 64)) * 4) * 32 + lane;
+            UNROLL for (int q = 0; q < 4; q++) fh[q] = xh[32 * q], fl[q] = xl[32 * q];
+          } else {
+            ctf_q16(qh, ql, rs, hla, p, ah0, al0);
+            ctf_q16(qh, ql, rs, hlb, p, ah1, al1);
+          }
+          if constexpr (!V2) {
+            // (the first form: a tile's keys loaded, then its chain)
+            UNROLL for (int jj = 0; jj < 2; jj++) {
+              if (jj >= live) break;
+              const int kr = 8 * (j0 + jj) + g;
+              u32 bh[8], bq[8];
+              const uint4* kp = (const uint4*)(kst + kr * rs + p);
+              const uint4 k0 = kp[0], k1 = kp[1];
+              bh[0] = k0.x, bh[1] = k0.y, bh[2] = k0.z, bh[3] = k0.w, bh[4] = k1.x, bh[5] = k1.y, bh[6] = k1.z, bh[7] = k1.w;
+              if (lo) {
+                const i64 k = b + kr;
+                ctc_pairs16(k < L && a.klo[t * a.lmax + k] ? a.kl + (t * a.lmax + k) * a.dim : 0, d0 + 16 * tq, a.dim, bq);
+              }
+              fatc_mma3(c[jj], ah0, ah1, al0, al1, bh, bq, lo);
+            }
+            continue;
+          }
+          // the lane's keys of the two tiles (hi pairs from the stage; lo from global memory)
+          u32 bh[2][8], bq[2][8];
           UNROLL for (int jj = 0; jj < 2; jj++) {
             if (jj >= live) break;
             const int kr = 8 * (j0 + jj) + g;  // the lane's key in the block
-            u32 bh[8], bq[8];
             const uint4* kp = (const uint4*)(kst + kr * rs + p);
             const uint4 k0 = kp[0], k1 = kp[1];
-            bh[0] = k0.x, bh[1] = k0.y, bh[2] = k0.z, bh[3] = k0.w, bh[4] = k1.x, bh[5] = k1.y, bh[6] = k1.z, bh[7] = k1.w;
+            bh[jj][0] = k0.x, bh[jj][1] = k0.y, bh[jj][2] = k0.z, bh[jj][3] = k0.w;
+            bh[jj][4] = k1.x, bh[jj][5] = k1.y, bh[jj][6] = k1.z, bh[jj][7] = k1.w;
             if (lo) {
               const i64 k = b + kr;
-              ctc_pairs16(k < L && a.klo[t * a.lmax + k] ? a.kl + (t * a.lmax + k) * a.dim : 0, d0 + 16 * tq, a.dim, bq);
+              ctc_pairs16(k < L && a.klo[t * a.lmax + k] ? a.kl + (t * a.lmax + k) * a.dim : 0, d0 + 16 * tq, a.dim, bq[jj]);
             }
-            fatc_mma3(c[jj], ah0, ah1, al0, al1, bh, bq, lo);
+          }
+          {
+            // fatc_mma3's chain for each tile (the same mma in the same order an
+            // accumulator), the two tiles' chains interleaved
+            UNROLL for (int q = 0; q < 4; q++) {
+              UNROLL for (int jj = 0; jj < 2; jj++) {
+                if (jj >= live) break;
+                fast_mma(c[jj], fh[q].x, fh[q].y, fh[q].z, fh[q].w, bh[jj][2 * q], bh[jj][2 * q + 1]);
+              }
+              if (lo) {
+                UNROLL for (int jj = 0; jj < 2; jj++) {
+                  if (jj >= live) break;
+                  fast_mma(c[jj], fh[q].x, fh[q].y, fh[q].z, fh[q].w, bq[jj][2 * q], bq[jj][2 * q + 1]);
+                }
+              }
+              UNROLL for (int jj = 0; jj < 2; jj++) {
+                if (jj >= live) break;
+                fast_mma(c[jj], fl[q].x, fl[q].y, fl[q].z, fl[q].w, bh[jj][2 * q], bh[jj][2 * q + 1]);
+              }
+            }
           }
         }
         // c0, c1: head g, keys 2t, 2t+1 of the tile; c2, c3: head g+8
@@ -797,6 +885,37 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
       }
       const int ch0 = 2 * part;  // the warp's first chunk of 64 values
       const int clive = (int)imin(2, imax(0, dp / 64 - ch0));
+      if (V2 && !lo) {
+        // V2 (rows without lo halves): tile j of chunk cc holds values 64·(ch0 + cc) + 8j
+        // + n (n the mma's column) and each pair of tiles' B fragments is one ldmatrix
+        // from the stage, the lane of matrix m giving the row of key k0 + 4(r / 2) +
+        // (r % 2) + 2(m % 2) (r = lane % 8): the keys of the mma's k the split kernels
+        // give it (lane t's 4t, 4t + 1 and 4t + 2, 4t + 3), so each value's chain of
+        // products is theirs; keys not valid or past the block are zero rows of the
+        // stage (issue) with probabilities 0, as the split kernels' zeros are
+        const int lm = lane >> 3, lr = lane & 7;
+        const u32* krow = kst + (4 * (lr >> 1) + (lr & 1) + 2 * (lm & 1)) * rs + 4 * (lm >> 1) + 32 * ch0;
+        for (i64 k0 = 0; k0 < bl; k0 += 16) {
+          const i64 kk = k0 + 4 * tq;
+          float pa[4], pq[4];
+          UNROLL for (int u = 0; u < 4; u++) {
+            const i64 k = kk + u;
+            const bool ok = k < bl && vs[k];
+            pa[u] = ok && ina ? S[hla * SS + k] : 0.0f;
+            pq[u] = ok && inb ? S[hlb * SS + k] : 0.0f;
+          }
+          const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
+          UNROLL for (int cc = 0; cc < 2; cc++) {
+            if (cc >= clive) break;
+            UNROLL for (int jp = 0; jp < 4; jp++) {
+              u32 bf[4];
+              ctf_ldsm4t(bf, krow + k0 * rs + 32 * cc + 8 * jp);
+              fast_mma(acc[cc][2 * jp], A0, A1, A2, A3, bf[0], bf[1]);
+              fast_mma(acc[cc][2 * jp + 1], A0, A1, A2, A3, bf[2], bf[3]);
+            }
+          }
+        }
+      } else
       for (i64 k0 = 0; k0 < bl; k0 += 16) {
         const i64 kk = k0 + 4 * tq;
         float pa[4], pq[4];
@@ -844,7 +963,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     const float dn = den[hl];
     UNROLL for (int cc = 0; cc < 2; cc++) {
       UNROLL for (int j = 0; j < 8; j++) {
-        const i64 d = 64 * (2 * part + cc) + 8 * (2 * tq + (e & 1)) + j;
+        const i64 d = 64 * (2 * part + cc) + (V2 && !lo ? 8 * j + 2 * tq + (e & 1) : 8 * (2 * tq + (e & 1)) + j);
         if (d < a.dim) a.out[th * a.dim + d] = q_bf16(acc[cc][j][e] / dn);
       }
     }
@@ -862,7 +981,23 @@ KERNEL(csa_tc_fused, CsaFusedArgs) {
   DYN_SHARED(ctf_sm);
   for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT; i += GSTRIDE) {
     const i64 blk = i / CTF_NT;
-    ctf_row(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT), ctf_sm);
+    ctf_row<false>(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT), ctf_sm);
+  }
+#endif
+}
+// csa_tc_fused2: the second form (ctf_row's V2; DEEPINFER_CUDA_ATT_FUSED_FORM=2, opt-in
+// until a GPU has timed it): the query staged in the logits' fragment order, the two
+// key tiles' chains of mma interleaved, the output's key fragments by ldmatrix, the
+// keys staged without a division a copy. The same values as csa_tc_fused.
+KERNEL(csa_tc_fused2, CsaFusedArgs) {
+  const i64 groups = (a.tc.heads + CTF_HC - 1) / CTF_HC;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.tc.rows * groups; i += GSTRIDE) ctf_row(a, i / groups, i % groups * CTF_HC);
+#else
+  DYN_SHARED(ctf_sm2);
+  for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT; i += GSTRIDE) {
+    const i64 blk = i / CTF_NT;
+    ctf_row<true>(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT), ctf_sm2);
   }
 #endif
 }

@@ -74,6 +74,7 @@ struct WarpX {
   int flag[32];
   unsigned a[32][4], b[32][2];
   long long word[32];
+  const void* row[32];
 };
 static WarpX g_warp[FIBERS_MAX / 32];
 __attribute__((noinline)) void __syncthreads() { g_block_bar->arrive_and_wait(__builtin_return_address(0)); }
@@ -126,6 +127,21 @@ inline void __syncwarp() { g_warp[threadIdx.x >> 5].bar->arrive_and_wait((void*)
 inline void __syncwarp(unsigned m) {
   if (m != 0xffffffffu && m != (0xffffu << (threadIdx.x & 16))) abort();
   __syncwarp();
+}
+// lanes_ldsm4t: ldmatrix .x4 .trans (tensorcore_attn.cu's ctf_ldsm4t): lanes 8m..8m+7
+// give the 16-byte rows of matrix m; lane (g, t) gets column g of rows 2t, 2t + 1
+void lanes_ldsm4t(unsigned* r, const unsigned* p) {
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31, g = l >> 2, t = l & 3;
+  WarpX& x = g_warp[w];
+  if ((uintptr_t)p % 16) { fprintf(stderr, "misaligned ldmatrix row %p\n", (const void*)p); g_errors++; }
+  x.row[l] = p;
+  x.bar->arrive_and_wait((void*)17);
+  for (int m = 0; m < 4; m++) {
+    const unsigned short* r0 = (const unsigned short*)x.row[8 * m + 2 * t];
+    const unsigned short* r1 = (const unsigned short*)x.row[8 * m + 2 * t + 1];
+    r[m] = r0[g] | (unsigned)r1[g] << 16;
+  }
+  x.bar->arrive_and_wait((void*)18);
 }
 static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
 static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }

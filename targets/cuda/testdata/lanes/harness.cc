@@ -326,6 +326,8 @@ void lanes_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
   for (int e = 0; e < 4; e++) c[e] = lanes::out[lanes::cur][e];
 }
 unsigned lanes_smem_addr(const void* p) { return lanes::smem_addr(p); }
+// (no kernel this harness runs takes ldmatrix: fp4_fibers.h plays it for csa_tc_fused)
+void lanes_ldsm4t(unsigned*, const unsigned*) { abort(); }
 static void wg_call(int op, int n, const u32* a, u64 da, u64 db, float* d) {
   lanes::wgc[lanes::cur] = {op, n, a, da, db, d};
   lanes::block(lanes::WG);
