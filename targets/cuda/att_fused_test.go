@@ -13,7 +13,8 @@ import (
 // the fast mode: with DEEPINFER_CUDA_ATT_FUSED=0 (never fused), unset (the default:
 // fused from 128 launch blocks, moved to 64 here, so the prefill's 80 rows and not
 // the one-row decode steps) and 1 (fused at every step; and with
-// DEEPINFER_CUDA_ATT_FUSED_FORM=2 the second form, csa_tc_fused2), each launch where the setting puts it. On the
+// DEEPINFER_CUDA_ATT_FUSED_FORM=2 and 3 the second form, csa_tc_fused2, and it in 16
+// warps, csa_tc_fused3), each launch where the setting puts it. On the
 // emulated device csa_tc_fused runs the split kernels' emulated code, so there this
 // checks the binder (arguments, scratch, the launch's shared memory and grid, the
 // choice by step size); the device branch is checked on host fibers
@@ -36,17 +37,23 @@ func TestFusedAttentionSameValues(t *testing.T) {
 			t.Setenv(cuda.EnvAttFused, "")
 			c, kc := prefillAndDecode(t, p, ws, n)
 			sameLogits(t, a, c, "on the split kernels", "by the default rule")
-			// the second form (csa_tc_fused2) at every step
+			// the second form (csa_tc_fused2) and it in 16 warps (csa_tc_fused3) at every step
 			t.Setenv(cuda.EnvAttFused, "1")
-			t.Setenv(cuda.EnvAttFusedForm, "2")
-			d, kd := prefillAndDecode(t, p, ws, n)
+			kd := map[string]map[string]int{}
+			for _, form := range []string{"2", "3"} {
+				t.Setenv(cuda.EnvAttFusedForm, form)
+				d, k := prefillAndDecode(t, p, ws, n)
+				sameLogits(t, a, d, "on the split kernels", "on csa_tc_fused"+form)
+				kd[form] = k
+			}
 			t.Setenv(cuda.EnvAttFusedForm, "")
-			sameLogits(t, a, d, "on the split kernels", "on csa_tc_fused2")
 			if ka == nil {
 				return // (a GPU: no launch counts)
 			}
-			if kd["csa_tc_fused2"] != kb["csa_tc_fused"] || kd["csa_tc_fused"] != 0 {
-				t.Errorf("the second form: csa_tc_fused2 ran %d times, csa_tc_fused %d; want %d and 0", kd["csa_tc_fused2"], kd["csa_tc_fused"], kb["csa_tc_fused"])
+			for form, k := range kd {
+				if name := "csa_tc_fused" + form; k[name] != kb["csa_tc_fused"] || k["csa_tc_fused"] != 0 {
+					t.Errorf("form %s: %s ran %d times, csa_tc_fused %d; want %d and 0", form, name, k[name], k["csa_tc_fused"], kb["csa_tc_fused"])
+				}
 			}
 			if ka["csa_tc_fused"] != 0 || count(ka) == 0 {
 				t.Errorf("=0: csa_tc_fused ran %d times, the split kernels %d; want 0 and some", ka["csa_tc_fused"], count(ka))

@@ -358,7 +358,7 @@ int main() {
 // launch block are the kernel's (CTF_*, ctf_smem).
 func TestFusedAttentionOnHostFibers(t *testing.T) {
 	// the kernel's shape constants are the binder's (the grid, the bounds it checks)
-	for name, want := range map[string]int64{"CTF_HC": csaFusedHeads, "CTF_NT": csaFusedThreads, "CTF_KB": csaFusedKeys, "CTF_DMAX": csaFusedDimMax} {
+	for name, want := range map[string]int64{"CTF_HC": csaFusedHeads, "CTF_NT": csaFusedThreads, "CTF_NT3": csaFused3Threads, "CTF_KB": csaFusedKeys, "CTF_DMAX": csaFusedDimMax} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore_attn.cu"))
 		if m == nil || m[1] != fmt.Sprint(want) {
 			t.Errorf("tensorcore_attn.cu's %s: %v, Go's %d", name, m, want)
@@ -367,15 +367,15 @@ func TestFusedAttentionOnHostFibers(t *testing.T) {
 	out := runOnFibers(t, "fused_fibers", fiberUnit(t, "", "testdata/fused_fibers_main.cc", "tensorcore.cu", "tensorcore_attn.cu", "csa41.cu"), "-O1")
 	n := 0
 	for _, line := range strings.Split(out, "\n") {
-		var d, bytes int64
-		if _, err := fmt.Sscanf(line, "smem %d %d", &d, &bytes); err == nil {
+		var d, nw, bytes int64
+		if _, err := fmt.Sscanf(line, "smem %d %d %d", &d, &nw, &bytes); err == nil {
 			n++
-			if want := csaFusedShared(d); bytes != want {
-				t.Errorf("dim %d: ctf_smem %d bytes, the binder's csaFusedShared %d", d, bytes, want)
+			if want := csaFusedShared(d, nw); bytes != want {
+				t.Errorf("dim %d, %d warps: ctf_smem %d bytes, the binder's csaFusedShared %d", d, nw, bytes, want)
 			}
 		}
 	}
-	if n == 0 {
-		t.Error("the harness printed no ctf_smem")
+	if n != 8 {
+		t.Errorf("the harness printed %d ctf_smem lines, want 8 (four dims, 8 and 16 warps)", n)
 	}
 }

@@ -623,21 +623,24 @@ func csaBindAttention(b *Bind) error {
 		// least csaFusedMinBlocks of them (tensorcore_attn.cu, csa_tc_fused): the same values
 		groupsF := (heads + csaFusedHeads - 1) / csaFusedHeads
 		useFused := func(s *Step) bool { return false }
-		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && csaFusedShared(dim) <= b.SharedMax() && env != "0" {
+		fused, threads := "csa_tc_fused", int64(csaFusedThreads)
+		switch os.Getenv(EnvAttFusedForm) {
+		case "2":
+			fused = "csa_tc_fused2"
+		case "3":
+			fused, threads = "csa_tc_fused3", csaFused3Threads
+		}
+		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && csaFusedShared(dim, threads/32) <= b.SharedMax() && env != "0" {
 			min := csaFusedMinBlocks
 			useFused = func(s *Step) bool { return env == "1" || s.Arg(0).Rows()*groupsF >= min }
-			fused := "csa_tc_fused"
-			if os.Getenv(EnvAttFusedForm) == "2" {
-				fused = "csa_tc_fused2"
-			}
-			b.LaunchShared(fused, csaFusedThreads, csaFusedShared(dim), func(s *Step, a *ArgBuf) int64 {
+			b.LaunchShared(fused, threads, csaFusedShared(dim, threads/32), func(s *Step, a *ArgBuf) int64 {
 				if !useFused(s) {
 					return 0
 				}
 				rows := tcArgs(s, a)
 				a.W(s.Arg(3))
 				a.P(s.Scratch(ps))
-				return rows * groupsF * csaFusedThreads
+				return rows * groupsF * threads
 			})
 		}
 		// name (wide) and name_n: warps of 64 or 8 of n keys or values, 32 work items each;
@@ -724,6 +727,8 @@ const (
 	csaFusedThreads = 256
 	csaFusedKeys    = 64
 	csaFusedDimMax  = 512
+	// csa_tc_fused3's threads (CTF_NT3: 16 warps)
+	csaFused3Threads = 512
 )
 
 // EnvAttFused chooses how V4.1's tensor-core attention (fast mode) runs: csa_tc_fused,
@@ -737,9 +742,10 @@ const EnvAttFused = "DEEPINFER_CUDA_ATT_FUSED"
 // EnvAttFusedForm set to 2 runs the fused attention's second form, csa_tc_fused2 (the
 // query staged in the logits' mma fragment order, the two key tiles' chains of mma
 // interleaved, the output's key fragments by ldmatrix, the keys staged without a
-// division a copy), instead of csa_tc_fused (run 37c's kernel): the same values bit for
-// bit (on host fibers, TestFusedAttentionOnHostFibers). Opt-in until a GPU has timed it
-// against the first form in one run. Read when a program is bound.
+// division a copy), and 3 that form in launch blocks of 16 warps, csa_tc_fused3 (at
+// most 128 registers a thread), instead of csa_tc_fused (run 37c's kernel): the same
+// values bit for bit (on host fibers, TestFusedAttentionOnHostFibers). Opt-in until a
+// GPU has timed them against the first form in one run. Read when a program is bound.
 const EnvAttFusedForm = "DEEPINFER_CUDA_ATT_FUSED_FORM"
 
 // csaFusedMinBlocks is the smallest step (rows × head groups of 32) V4.1's attention
@@ -759,13 +765,14 @@ func csaFusedOK(heads, dim, block int64) bool {
 	return heads >= 1 && block >= 1 && block <= csaFusedKeys && dim >= 8 && dim <= csaFusedDimMax && dim%8 == 0
 }
 
-// csaFusedShared is the dynamic shared memory a csa_tc_fused block takes for a head dim
-// (tensorcore_attn.cu's ctf_smem): the query's two halves and two stages of keys, rows of
-// the dim rounded up to 64 values plus 16 bytes; a block's logits (rows of 68 floats);
-// the warps' probabilities; the rescales, denominators and valid flags.
-func csaFusedShared(dim int64) int64 {
+// csaFusedShared is the dynamic shared memory a fused attention block of warps warps
+// takes for a head dim (tensorcore_attn.cu's ctf_smem): the query's two halves and two
+// stages of keys, rows of the dim rounded up to 64 values plus 16 bytes; a block's logits
+// (rows of 68 floats); the warps' probabilities; the rescales, denominators and valid
+// flags.
+func csaFusedShared(dim, warps int64) int64 {
 	rs := (dim+63)/64*32 + 4
-	return 4*rs*(2*csaFusedHeads+2*csaFusedKeys) + 4*csaFusedHeads*(csaFusedKeys+4) + 4*8*csaFusedKeys + 8*csaFusedHeads + csaFusedKeys
+	return 4*rs*(2*csaFusedHeads+2*csaFusedKeys) + 4*csaFusedHeads*(csaFusedKeys+4) + 4*warps*csaFusedKeys + 8*csaFusedHeads + csaFusedKeys
 }
 
 // csa41.cu's csa_index_score_blk: the keys a launch block scores (CSA_IXB), the most

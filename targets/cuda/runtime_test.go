@@ -636,7 +636,7 @@ func TestSharedAllowance(t *testing.T) {
 // head dim 512) fits the allowance of sm_90 and sm_100 and of no older device, where the
 // binder keeps the three launches; the fake driver allows what sm_90 does.
 func TestFusedAttentionNeedsItsShared(t *testing.T) {
-	need := csaFusedShared(512)
+	need := csaFusedShared(512, csaFusedThreads/32)
 	for _, c := range []struct {
 		major, minor int
 		fits         bool

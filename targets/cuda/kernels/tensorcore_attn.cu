@@ -639,8 +639,11 @@ struct CsaFusedArgs {
 // 64 values as pairs, and 16 bytes more, so that rows g and g + 1 of a quarter warp's
 // 16-byte reads fall on other banks.
 DEV i64 ctf_rs(i64 dim) { return (dim + 63) / 64 * 32 + 4; }
-// ctf_smem: the shared bytes a block takes (ops_csa41.go's csaFusedShared: the same).
-DEV i64 ctf_smem(i64 dim) { return 4 * ctf_rs(dim) * (2 * CTF_HC + 2 * CTF_KB) + 4 * CTF_HC * (CTF_KB + 4) + 4 * 8 * CTF_KB + 8 * CTF_HC + CTF_KB; }
+// ctf_smem: the shared bytes a block of nw warps takes (ops_csa41.go's csaFusedShared:
+// the same).
+DEV i64 ctf_smem(i64 dim, i64 nw = 8) {
+  return 4 * ctf_rs(dim) * (2 * CTF_HC + 2 * CTF_KB) + 4 * CTF_HC * (CTF_KB + 4) + 4 * nw * CTF_KB + 8 * CTF_HC + CTF_KB;
+}
 
 #ifdef DI_EMULATE
 DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0) {
@@ -687,7 +690,7 @@ DEVM void ctf_q16(const u32* qh, const u32* ql, i64 rs, int r, i64 p, u32* h, u3
   h[0] = x0.x, h[1] = x0.y, h[2] = x0.z, h[3] = x0.w, h[4] = x1.x, h[5] = x1.y, h[6] = x1.z, h[7] = x1.w;
   l[0] = y0.x, l[1] = y0.y, l[2] = y0.z, l[3] = y0.w, l[4] = y1.x, l[5] = y1.y, l[6] = y1.z, l[7] = y1.w;
 }
-template <bool V2>
+template <bool V2, int NW = 8>
 DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* sm) {
   const CsaTcArgs& a = f.tc;
   const i64 L = a.rlen[t];
@@ -697,12 +700,16 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
   u32* ql = qh + CTF_HC * rs;                    // [CTF_HC][rs] its lo pairs
   u32* ks = ql + CTF_HC * rs;                    // [2][CTF_KB][rs] two stages of keys (hi pairs)
   float* S = (float*)(ks + 2 * CTF_KB * rs);     // [CTF_HC][SS] a block's logits, then probabilities
-  float* PS = S + CTF_HC * SS;                   // [8][CTF_KB] a warp's unrounded probabilities
-  float* bsc = PS + 8 * CTF_KB;                  // [CTF_HC] the block's rescales
+  float* PS = S + CTF_HC * SS;                   // [NW][CTF_KB] a warp's unrounded probabilities
+  float* bsc = PS + NW * CTF_KB;                 // [CTF_HC] the block's rescales
   float* den = bsc + CTF_HC;                     // [CTF_HC] the denominators
   unsigned char* vs = (unsigned char*)(den + CTF_HC);  // [CTF_KB] the block's valid keys
   const int w = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  const int hg = w >> 2, part = w & 3;
+  // NW warps: HW a head group (16 heads), each with TPW key tiles of the logits and TPW
+  // chunks of 64 output values; NT threads
+  constexpr int HW = NW / 2, TPW = 16 / NW, NT = 32 * NW;
+  static_assert(NW == 8 || (NW == 16 && V2), "8 warps, or 16 in the second form");
+  const int hg = w / HW, part = w % HW;
   const bool lo = a.rlo[t] != 0;
   const float scale = (float)a.scale;
   const unsigned short* khr = a.kh + t * a.lmax * a.dim;  // the row's keys
@@ -712,7 +719,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
   // and g + 8), so that a lane's fragment is one 16-byte read
   const u32 pairs = (u32)(dp / 2);  // (32-bit quotients: a 64-bit division is a long call on the device)
   const u32 nds = (u32)(dp / 64);
-  for (u32 i = (u32)tid; i < CTF_HC * pairs; i += CTF_NT) {
+  for (u32 i = (u32)tid; i < CTF_HC * pairs; i += NT) {
     const u32 r = i / pairs, p = i - r * pairs;
     u32 at = r * (u32)rs + p;
     if constexpr (V2) {
@@ -733,8 +740,8 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
   // stage s ← keys b.. of the row (16-byte copies), every one of its CTF_KB rows: zeros
   // past the dim, past the block's keys and for keys not valid (whose widened values
   // csa_attn_kdec may not have written: V2's output multiplies every staged row); a
-  // thread's copies (r, c) step by CTF_NT through the rows of cpr copies, no division
-  const u32 cpr = (u32)(dp / 8), rstep = CTF_NT / cpr, cstep = CTF_NT - rstep * cpr;
+  // thread's copies (r, c) step by NT through the rows of cpr copies, no division
+  const u32 cpr = (u32)(dp / 8), rstep = NT / cpr, cstep = NT - rstep * cpr;
   const u32 r0 = (u32)tid / cpr, c0 = (u32)tid - r0 * cpr;
   const unsigned char* vrow = a.valid + t * a.lmax;
   auto issue = [&](i64 b, int s) {
@@ -742,7 +749,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     const u32 n = (u32)imin(a.block, L - b);
     if constexpr (!V2) {
       // (the first form: the block's keys alone, a division a copy)
-      for (u32 i = (u32)tid; i < n * cpr; i += CTF_NT) {
+      for (u32 i = (u32)tid; i < n * cpr; i += NT) {
         const u32 r = i / cpr, c = i - r * cpr;
         const bool in = 8 * c < a.dim;
         fast_cp16(dst + r * rs + 4 * c, in ? khr + (b + r) * a.dim + 8 * c : a.kh, in);
@@ -760,10 +767,10 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     fast_cp_commit();
   };
   const i64 nb = L > 0 ? (L + a.block - 1) / a.block : 0;
-  float m[CTF_HC / 8], sum[CTF_HC / 8];
-  UNROLL for (int u = 0; u < CTF_HC / 8; u++) m[u] = -F32_INF, sum[u] = 0;
-  float acc[2][8][4];
-  UNROLL for (int c = 0; c < 2; c++) {
+  float m[CTF_HC / NW], sum[CTF_HC / NW];
+  UNROLL for (int u = 0; u < CTF_HC / NW; u++) m[u] = -F32_INF, sum[u] = 0;
+  float acc[TPW][8][4];
+  UNROLL for (int c = 0; c < TPW; c++) {
     UNROLL for (int j = 0; j < 8; j++) acc[c][j][0] = acc[c][j][1] = acc[c][j][2] = acc[c][j][3] = 0;
   }
   const int hla = 16 * hg + g, hlb = hla + 8;  // the lane's local heads (mma rows g, g + 8)
@@ -773,16 +780,16 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     const i64 b = bi * a.block, bl = imin(a.block, L - b);
     if (bi + 1 < nb) issue(b + a.block, (int)((bi + 1) & 1));
     else fast_cp_commit();  // (an empty group: the wait below leaves one in flight)
-    for (i64 i = tid; i < CTF_KB; i += CTF_NT) vs[i] = i < bl && a.valid[t * a.lmax + b + i];
+    for (i64 i = tid; i < CTF_KB; i += NT) vs[i] = i < bl && a.valid[t * a.lmax + b + i];
     fast_cp_wait<1>();
     __syncthreads();  // the stage, vs, and (the first time) the query
     const u32* kst = ks + (bi & 1) * CTF_KB * rs;
     // the logits: tiles j of 8 keys, rows 16·hg + g and + 8
     {
-      const int j0 = 2 * part, live = (int)imin(2, imax(0, (bl + 7) / 8 - j0));
+      const int j0 = TPW * part, live = (int)imin(TPW, imax(0, (bl + 7) / 8 - j0));
       if (live > 0) {
-        float c[2][4];
-        UNROLL for (int jj = 0; jj < 2; jj++) c[jj][0] = c[jj][1] = c[jj][2] = c[jj][3] = 0;
+        float c[TPW][4];
+        UNROLL for (int jj = 0; jj < TPW; jj++) c[jj][0] = c[jj][1] = c[jj][2] = c[jj][3] = 0;
         for (i64 d0 = 0; d0 < dp; d0 += 64) {
           const i64 p = d0 / 2 + 8 * tq;
           u32 ah0[8], al0[8], ah1[8], al1[8];
@@ -797,7 +804,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
           }
           if constexpr (!V2) {
             // (the first form: a tile's keys loaded, then its chain)
-            UNROLL for (int jj = 0; jj < 2; jj++) {
+            UNROLL for (int jj = 0; jj < TPW; jj++) {
               if (jj >= live) break;
               const int kr = 8 * (j0 + jj) + g;
               u32 bh[8], bq[8];
@@ -813,8 +820,8 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
             continue;
           }
           // the lane's keys of the two tiles (hi pairs from the stage; lo from global memory)
-          u32 bh[2][8], bq[2][8];
-          UNROLL for (int jj = 0; jj < 2; jj++) {
+          u32 bh[TPW][8], bq[TPW][8];
+          UNROLL for (int jj = 0; jj < TPW; jj++) {
             if (jj >= live) break;
             const int kr = 8 * (j0 + jj) + g;  // the lane's key in the block
             const uint4* kp = (const uint4*)(kst + kr * rs + p);
@@ -830,17 +837,17 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
             // fatc_mma3's chain for each tile (the same mma in the same order an
             // accumulator), the two tiles' chains interleaved
             UNROLL for (int q = 0; q < 4; q++) {
-              UNROLL for (int jj = 0; jj < 2; jj++) {
+              UNROLL for (int jj = 0; jj < TPW; jj++) {
                 if (jj >= live) break;
                 fast_mma(c[jj], fh[q].x, fh[q].y, fh[q].z, fh[q].w, bh[jj][2 * q], bh[jj][2 * q + 1]);
               }
               if (lo) {
-                UNROLL for (int jj = 0; jj < 2; jj++) {
+                UNROLL for (int jj = 0; jj < TPW; jj++) {
                   if (jj >= live) break;
                   fast_mma(c[jj], fh[q].x, fh[q].y, fh[q].z, fh[q].w, bq[jj][2 * q], bq[jj][2 * q + 1]);
                 }
               }
-              UNROLL for (int jj = 0; jj < 2; jj++) {
+              UNROLL for (int jj = 0; jj < TPW; jj++) {
                 if (jj >= live) break;
                 fast_mma(c[jj], fl[q].x, fl[q].y, fl[q].z, fl[q].w, bh[jj][2 * q], bh[jj][2 * q + 1]);
               }
@@ -848,7 +855,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
           }
         }
         // c0, c1: head g, keys 2t, 2t+1 of the tile; c2, c3: head g+8
-        UNROLL for (int jj = 0; jj < 2; jj++) {
+        UNROLL for (int jj = 0; jj < TPW; jj++) {
           if (jj >= live) break;
           UNROLL for (int e = 0; e < 4; e++) {
             const int hl = e >= 2 ? hlb : hla, k = 8 * (j0 + jj) + 2 * tq + (e & 1);
@@ -861,13 +868,13 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     // the softmax of the block: warp w's heads w, w + 8, … (a block of 64 keys: the four
     // at once, softmax_block64; past the heads too, whose values no one reads)
     if (bl == 64) {
-      float* pr[CTF_HC / 8];
-      float* bp[CTF_HC / 8];
-      UNROLL for (int u = 0; u < CTF_HC / 8; u++) pr[u] = S + (w + 8 * u) * SS, bp[u] = bsc + w + 8 * u;
-      softmax_block64<CTF_HC / 8>(pr, 1, vs, lane, bp, m, sum);
+      float* pr[CTF_HC / NW];
+      float* bp[CTF_HC / NW];
+      UNROLL for (int u = 0; u < CTF_HC / NW; u++) pr[u] = S + (w + NW * u) * SS, bp[u] = bsc + w + NW * u;
+      softmax_block64<CTF_HC / NW>(pr, 1, vs, lane, bp, m, sum);
     } else {
-      UNROLL for (int u = 0; u < CTF_HC / 8; u++) {
-        const int hl = w + 8 * u;
+      UNROLL for (int u = 0; u < CTF_HC / NW; u++) {
+        const int hl = w + NW * u;
         if (h0 + hl >= a.heads) continue;  // (the warp's lanes alike)
         softmax_block(S + hl * SS, 1, vs, PS + w * CTF_KB, bl, lane, bsc + hl, m[u], sum[u]);
         __syncwarp();  // (PS is the next head's)
@@ -877,14 +884,14 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     // the output: the block's rescale, then its keys 16 an mma step
     {
       const float sa = ina ? bsc[hla] : -1.0f, sb = inb ? bsc[hlb] : -1.0f;
-      UNROLL for (int cc = 0; cc < 2; cc++) {
+      UNROLL for (int cc = 0; cc < TPW; cc++) {
         UNROLL for (int j = 0; j < 8; j++) {
           if (sa >= 0) acc[cc][j][0] *= sa, acc[cc][j][1] *= sa;
           if (sb >= 0) acc[cc][j][2] *= sb, acc[cc][j][3] *= sb;
         }
       }
-      const int ch0 = 2 * part;  // the warp's first chunk of 64 values
-      const int clive = (int)imin(2, imax(0, dp / 64 - ch0));
+      const int ch0 = TPW * part;  // the warp's first chunk of 64 values
+      const int clive = (int)imin(TPW, imax(0, dp / 64 - ch0));
       if (V2 && !lo) {
         // V2 (rows without lo halves): tile j of chunk cc holds values 64·(ch0 + cc) + 8j
         // + n (n the mma's column) and each pair of tiles' B fragments is one ldmatrix
@@ -905,7 +912,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
             pq[u] = ok && inb ? S[hlb * SS + k] : 0.0f;
           }
           const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
-          UNROLL for (int cc = 0; cc < 2; cc++) {
+          UNROLL for (int cc = 0; cc < TPW; cc++) {
             if (cc >= clive) break;
             UNROLL for (int jp = 0; jp < 4; jp++) {
               u32 bf[4];
@@ -919,13 +926,13 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
       for (i64 k0 = 0; k0 < bl; k0 += 16) {
         const i64 kk = k0 + 4 * tq;
         float pa[4], pq[4];
-        u32 vh[2][4][4], vl[2][4][4];
+        u32 vh[TPW][4][4], vl[TPW][4][4];
         UNROLL for (int u = 0; u < 4; u++) {
           const i64 k = kk + u;
           const bool ok = k < bl && vs[k];
           pa[u] = ok && ina ? S[hla * SS + k] : 0.0f;
           pq[u] = ok && inb ? S[hlb * SS + k] : 0.0f;
-          UNROLL for (int cc = 0; cc < 2; cc++) {
+          UNROLL for (int cc = 0; cc < TPW; cc++) {
             const i64 dl = 64 * (ch0 + cc) + 8 * g;  // the lane's first value (tile 0)
             if (ok && cc < clive) {
               const uint4 x = *(const uint4*)(kst + k * rs + dl / 2);
@@ -937,7 +944,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
           }
         }
         const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
-        UNROLL for (int cc = 0; cc < 2; cc++) {
+        UNROLL for (int cc = 0; cc < TPW; cc++) {
           if (cc >= clive) break;
           UNROLL for (int j = 0; j < 8; j++) {
             fast_mma(acc[cc][j], A0, A1, A2, A3, ctc_pair(vh[cc][0], vh[cc][1], j), ctc_pair(vh[cc][2], vh[cc][3], j));
@@ -949,8 +956,8 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     __syncthreads();  // (the next copies overwrite the stage before this one, and S)
   }
   // the denominators: the sink's term last (csa_attn_softmax's)
-  UNROLL for (int u = 0; u < CTF_HC / 8; u++) {
-    const int hl = w + 8 * u;
+  UNROLL for (int u = 0; u < CTF_HC / NW; u++) {
+    const int hl = w + NW * u;
     if (lane == 0 && h0 + hl < a.heads) den[hl] = sum[u] + (float)exp((double)(wval(f.sink, 0, h0 + hl) - m[u]));
   }
   __syncthreads();
@@ -961,9 +968,9 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     if (h >= a.heads) continue;
     const i64 th = t * a.heads + h;
     const float dn = den[hl];
-    UNROLL for (int cc = 0; cc < 2; cc++) {
+    UNROLL for (int cc = 0; cc < TPW; cc++) {
       UNROLL for (int j = 0; j < 8; j++) {
-        const i64 d = 64 * (2 * part + cc) + (V2 && !lo ? 8 * j + 2 * tq + (e & 1) : 8 * (2 * tq + (e & 1)) + j);
+        const i64 d = 64 * (TPW * part + cc) + (V2 && !lo ? 8 * j + 2 * tq + (e & 1) : 8 * (2 * tq + (e & 1)) + j);
         if (d < a.dim) a.out[th * a.dim + d] = q_bf16(acc[cc][j][e] / dn);
       }
     }
@@ -998,6 +1005,25 @@ KERNEL(csa_tc_fused2, CsaFusedArgs) {
   for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT; i += GSTRIDE) {
     const i64 blk = i / CTF_NT;
     ctf_row<true>(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT), ctf_sm2);
+  }
+#endif
+}
+// csa_tc_fused3: the second form in a launch block of 16 warps (CTF_NT3 threads, at most
+// 128 registers a thread): a warp one key tile of the logits, two heads' softmax and one
+// chunk of 64 output values (DEEPINFER_CUDA_ATT_FUSED_FORM=3, opt-in until a GPU has
+// timed it). The same values as csa_tc_fused.
+#define CTF_NT3 512
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(CTF_NT3, 1)
+KERNEL(csa_tc_fused3, CsaFusedArgs) {
+  const i64 groups = (a.tc.heads + CTF_HC - 1) / CTF_HC;
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < a.tc.rows * groups; i += GSTRIDE) ctf_row(a, i / groups, i % groups * CTF_HC);
+#else
+  DYN_SHARED(ctf_sm3);
+  for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT3; i += GSTRIDE) {
+    const i64 blk = i / CTF_NT3;
+    ctf_row<true, 16>(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT3), ctf_sm3);
   }
 #endif
 }

@@ -71,16 +71,21 @@ static int fused_case(const char* what, long rows, long heads, long dim, long lm
   fibers_launch_n(csa_tc_fused, f, rows * ((heads + CTF_HC - 1) / CTF_HC), CTF_NT);
   f.tc.out = got2.data();
   fibers_launch_n(csa_tc_fused2, f, rows * ((heads + CTF_HC - 1) / CTF_HC), CTF_NT);
-  long diff = 0, diff2 = 0, written = 0, finite = 0;
+  // and in launch blocks of 16 warps (csa_tc_fused3) into got3
+  std::vector<float> got3(rows * heads * dim, sentinel);
+  f.tc.out = got3.data();
+  fibers_launch_n(csa_tc_fused3, f, rows * ((heads + CTF_HC - 1) / CTF_HC), CTF_NT3);
+  long diff = 0, diff2 = 0, diff3 = 0, written = 0, finite = 0;
   for (long i = 0; i < rows * heads * dim; i++) {
     diff += __float_as_uint(want[i]) != __float_as_uint(got[i]);
     diff2 += __float_as_uint(want[i]) != __float_as_uint(got2[i]);
+    diff3 += __float_as_uint(want[i]) != __float_as_uint(got3[i]);
     written += __float_as_uint(want[i]) != __float_as_uint(sentinel);
     finite += std::isfinite(want[i]) && want[i] != 0;
   }
-  printf("fused %s: %ld rows, %ld heads of %ld, lmax %ld, block %ld: %ld of %ld values written (%ld finite, nonzero), %ld differ (the second form: %ld), errors %ld\n",
-         what, rows, heads, dim, lmax, block, written, rows * heads * dim, finite, diff, diff2, g_errors - before);
-  return diff || diff2 || g_errors != before || finite == 0;
+  printf("fused %s: %ld rows, %ld heads of %ld, lmax %ld, block %ld: %ld of %ld values written (%ld finite, nonzero), %ld differ (the second form: %ld, in 16 warps: %ld), errors %ld\n",
+         what, rows, heads, dim, lmax, block, written, rows * heads * dim, finite, diff, diff2, diff3, g_errors - before);
+  return diff || diff2 || diff3 || g_errors != before || finite == 0;
 }
 
 // softmax_block's form for a block of 64 keys (softmax_block64, one head and four at
@@ -149,7 +154,8 @@ static int smx_case(unsigned seed) {
 int main() {
   int bad = 0;
   for (unsigned seed = 11; seed < 31; seed++) bad += smx_case(seed);
-  for (long d : {8L, 64L, 72L, 512L}) printf("smem %ld %lld\n", d, (long long)ctf_smem(d));
+  for (long d : {8L, 64L, 72L, 512L})
+    for (long nw : {8L, 16L}) printf("smem %ld %ld %lld\n", d, nw, (long long)ctf_smem(d, nw));
   // V4.1's shape, fewer keys: two launch blocks of heads a row, three softmax blocks, rows
   // of no keys (0) and in no view (−1)
   bad += fused_case("v41", 4, 64, 512, 150, 64, {150, 0, 129, -1}, 1);
