@@ -48,7 +48,8 @@
 # NCU_BATCH, NCU_CONTEXT, NCU_SKIP, NCU_COUNT, NCU_FLAGS: extra divm bench flags,
 # NCU_ENV: sets of assignments, ';' between them, each profiled again into ncu2.txt, ...,
 # NCU_ARGS: ncu's sections instead of the default ones, e.g. "--section InstructionStats
-# --section SourceCounters"),
+# --section SourceCounters"; NCU_SOURCE=1 keeps each report and exports its
+# per-instruction page as ncu*.source.csv),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache entries this run compiled (the units changed
 # since the LOAD_KERNELS archives, or every unit without them) into OUT/kernels.tgz, and
@@ -268,12 +269,22 @@ run() {
 				nf=ncu.txt
 				[ $nn -gt 1 ] && nf=ncu$nn.txt
 				echo "==== $m: ${nset:+$nset }ncu -k regex:$NCU (batch ${NCU_BATCH:-256}) into $nf"
+				# (NCU_SOURCE=1: the report kept as ${nf%.txt}.ncu-rep, its pages printed into
+				# $nf, and its per-instruction page — each SASS instruction's executions and
+				# stall samples, where the sections collected them — as ${nf%.txt}.source.csv)
+				local rep=()
+				[ -n "${NCU_SOURCE:-}" ] && rep=(-o "$out/${nf%.txt}" -f)
 				env $nset timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" --launch-skip "${NCU_SKIP:-0}" \
-					--launch-count "${NCU_COUNT:-4}" ${NCU_ARGS:---section SpeedOfLight --section Occupancy --section LaunchStats \
+					--launch-count "${NCU_COUNT:-4}" ${rep[@]+"${rep[@]}"} ${NCU_ARGS:---section SpeedOfLight --section Occupancy --section LaunchStats \
 					--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats} \
 					"$bin/divm" bench "$ck.dip" --model "$ck" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \
 					--steps 1 --warmup 0 --profile-steps 0 --numerics fast ${NCU_FLAGS:-} > "$out/$nf" 2>&1
 				echo "ncu exit status: $?"
+				if [ -n "${NCU_SOURCE:-}" ] && [ -f "$out/${nf%.txt}.ncu-rep" ]; then
+					ncu -i "$out/${nf%.txt}.ncu-rep" --page details >> "$out/$nf" 2>&1
+					ncu -i "$out/${nf%.txt}.ncu-rep" --page source --csv --print-source sass > "$out/${nf%.txt}.source.csv" 2>&1 ||
+						echo "ncu: no source page (see ${nf%.txt}.source.csv)"
+				fi
 				grep -E "^  [a-z_0-9]+|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Compute \(SM\) Throughput|L2 Cache Throughput|L1/TEX Hit|Warp Cycles Per Issued|Block Limit Registers" "$out/$nf" | head -120
 			done
 		fi
