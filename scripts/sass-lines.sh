@@ -89,6 +89,16 @@ for ln, c in lines.items():
 print("\nby function:")
 for f, c in byf.most_common(15):
     print(f"{c:7d}  {f}")
+spills = collections.Counter()
+for ln, o in ops.items():
+    k = sum(c for op, c in o.items() if op.startswith(("STL", "LDL")))
+    if k:
+        spills[ln] += k
+if spills:
+    print("\nlocal-memory loads and stores (spills) by source line:")
+    for ln, c in sorted(spills.items(), key=lambda x: -x[1])[:12]:
+        text = src[ln - 1].strip()[:64] if ln else "(outside the unit)"
+        print(f"{c:7d}  {ln or '-':>5}  {text}")
 print(f"\nby source line (the unit's lines; the top {top}):")
 for ln, c in lines.most_common(top):
     text = src[ln - 1].strip()[:64] if ln else "(outside the unit)"

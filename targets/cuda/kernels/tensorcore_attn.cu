@@ -903,13 +903,17 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
         const int lm = lane >> 3, lr = lane & 7;
         const u32* krow = kst + (4 * (lr >> 1) + (lr & 1) + 2 * (lm & 1)) * rs + 4 * (lm >> 1) + 32 * ch0;
         for (i64 k0 = 0; k0 < bl; k0 += 16) {
-          const i64 kk = k0 + 4 * tq;
+          // the lane's four keys' probabilities of its two heads and their flags, one
+          // 16-byte read each (rows of SS floats, 16-byte aligned; vs is 0 past the block)
+          const int kq = (int)k0 + 4 * tq;
+          const float4 xa = *(const float4*)(S + hla * SS + kq), xb = *(const float4*)(S + hlb * SS + kq);
+          const u32 vq = *(const u32*)(vs + kq);
+          const float fa[4] = {xa.x, xa.y, xa.z, xa.w}, fb[4] = {xb.x, xb.y, xb.z, xb.w};
           float pa[4], pq[4];
           UNROLL for (int u = 0; u < 4; u++) {
-            const i64 k = kk + u;
-            const bool ok = k < bl && vs[k];
-            pa[u] = ok && ina ? S[hla * SS + k] : 0.0f;
-            pq[u] = ok && inb ? S[hlb * SS + k] : 0.0f;
+            const bool ok = ((vq >> (8 * u)) & 0xff) != 0;
+            pa[u] = ok && ina ? fa[u] : 0.0f;
+            pq[u] = ok && inb ? fb[u] : 0.0f;
           }
           const u32 A0 = fast_rn(pa[0], pa[1]), A1 = fast_rn(pq[0], pq[1]), A2 = fast_rn(pa[2], pa[3]), A3 = fast_rn(pq[2], pq[3]);
           UNROLL for (int cc = 0; cc < TPW; cc++) {
