@@ -1703,8 +1703,8 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
     unsigned short* kh = (unsigned short*)a.kf;
     unsigned short* kl = kh + a.rows * a.lmax * a.dim;
     for (i64 it = GIDX; it < a.rows * a.lmax * 32; it += GSTRIDE) {
-      const i64 tj = it >> 5, t = tj / a.lmax;
-      if (tj % a.lmax >= a.rlen[t]) continue;
+      const i64 tj = it >> 5, t = qdiv(tj, a.lmax);
+      if (qmod(tj, a.lmax) >= a.rlen[t]) continue;
       const csa_Key k = a.kref[tj];
 #ifdef DI_EMULATE
       // the key at its first lane

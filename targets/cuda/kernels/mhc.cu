@@ -397,7 +397,7 @@ KERNEL(mhc_mix41_split, mhc_Mix41SplitArgs) { MHC_SPLIT_HALVES(mhc_mix41_split_t
 struct mhc_CollapseArgs { const float* x; const float* w; float* y; i64 T; i64 n; i64 d; i64 round; };
 KERNEL(mhc_collapse, mhc_CollapseArgs) {
   for (i64 i = GIDX; i < a.T * a.d; i += GSTRIDE) {
-    i64 t = i / a.d, c = i % a.d;
+    const i64 t = qdiv(i, a.d), c = qmod(i, a.d);
     float acc = 0;
     for (i64 j = 0; j < a.n; j++) acc += a.w[t * a.n + j] * a.x[(t * a.n + j) * a.d + c];
     a.y[i] = a.round ? q_bf16(acc) : acc;
@@ -434,7 +434,7 @@ KERNEL(mhc_expand, mhc_ExpandArgs) {
 KERNEL(mhc_expand4, mhc_ExpandArgs) {
   const i64 n = a.n, d = a.d, d4 = d / 4;
   for (i64 i = GIDX; i < a.T * d4; i += GSTRIDE) {
-    const i64 t = i / d4, c = (i % d4) * 4;
+    const i64 t = qdiv(i, d4), c = qmod(i, d4) * 4;
     float4 xs[8];
     UNROLL for (int j = 0; j < 8; j++)
       if (j < n) xs[j] = *(const float4*)(a.x + (t * n + j) * d + c);

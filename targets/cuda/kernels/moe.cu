@@ -859,7 +859,7 @@ DEVM float moe_out_y(const MoEOutArgs& a, i64 s, i64 o) {
 template <bool PARTS>
 DEVM void moe_out_items(const MoEOutArgs& a, long long GIDX, long long GSTRIDE) {
   for (i64 i = GIDX; i < a.T * a.D; i += GSTRIDE) {
-    i64 t = i / a.D, o = i % a.D;
+    const i64 t = qdiv(i, a.D), o = qmod(i, a.D);
     bool bad = false;
     for (i64 j = 0; j < a.k; j++) {
       int e = a.ids[t * a.k + j];

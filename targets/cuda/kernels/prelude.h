@@ -89,6 +89,11 @@ DEV float fmin32(float a, float b) { return a < b ? a : b; }
 DEV double fmax64(double a, double b) { return a > b ? a : b; }
 DEV i64 imin(i64 a, i64 b) { return a < b ? a : b; }
 DEV i64 imax(i64 a, i64 b) { return a > b ? a : b; }
+// qdiv, qmod: i / n and i % n for 0 ≤ i and 0 < n, in 32-bit arithmetic where both fit
+// (a work item's index decoded: a 64-bit division is a long call on the device; the
+// same quotient and remainder either way)
+DEV i64 qdiv(i64 i, i64 n) { return (((u64)i | (u64)n) >> 32) != 0 ? i / n : (i64)((u32)i / (u32)n); }
+DEV i64 qmod(i64 i, i64 n) { return (((u64)i | (u64)n) >> 32) != 0 ? i % n : (i64)((u32)i % (u32)n); }
 DEV bool isnan32(float x) { return x != x; }
 
 // Weight storage formats (targets.Weight): bf16 bytes, FP8 e4m3 codes with UE8M0

@@ -216,7 +216,7 @@ template <bool FRAG>
 DEVM void fast_split_body(const FastSplitArgs& a, i64 GIDX, i64 GSTRIDE) {
   i64 P = a.Kp / 2;
   for (i64 i = GIDX; i < a.M * P; i += GSTRIDE) {
-    i64 m = i / P, k = 2 * (i % P);
+    i64 m = qdiv(i, P), k = 2 * qmod(i, P);
     i64 r = m;
     if (a.rows) {
       r = a.rows[m];
@@ -224,7 +224,7 @@ DEVM void fast_split_body(const FastSplitArgs& a, i64 GIDX, i64 GSTRIDE) {
     }
     const float* xr = a.x + r * a.ldx;
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 1 < a.K ? xr[k + 1] : 0.0f;
-    fast_pair(a.xh, a.xl, FRAG ? m * P + wgr_pos(i % P) : i, v0, v1, a.xexact != 0, a.err);
+    fast_pair(a.xh, a.xl, FRAG ? m * P + wgr_pos(k / 2) : i, v0, v1, a.xexact != 0, a.err);
   }
 }
 KERNEL(fast_split, FastSplitArgs) { fast_split_body<false>(a, GIDX, GSTRIDE); }
@@ -244,7 +244,7 @@ KERNEL(fast_quant_split, FastQuantSplitArgs) {
   const i64 pieces = a.Kp / 32, P = a.Kp / 2;
   const int d = a.fp4 ? 4 : 1;  // a pair's second value: d lanes on
   for (i64 i = GIDX; i < a.M * pieces * 32; i += GSTRIDE) {
-    const i64 rp = i >> 5, m = rp / pieces, p = rp % pieces;
+    const i64 rp = i >> 5, m = qdiv(rp, pieces), p = qmod(rp, pieces);
     const int lane = (int)(i & 31);
     u32* xh = a.xh + m * P + p * 16;
     u32* xl = a.xl + m * P + p * 16;
@@ -2188,7 +2188,7 @@ KERNEL(fast_gemm_wg_fp8ra, FastGemmArgs) { wg_r_body<true, true, true>(a, GIDX, 
 // fast_sum: y = the S slices' sums, added in slice order.
 KERNEL(fast_sum, FastGemmArgs) {
   for (i64 i = GIDX; i < a.M * a.N; i += GSTRIDE) {
-    i64 m = i / a.N, n = i % a.N;
+    const i64 m = qdiv(i, a.N), n = qmod(i, a.N);
     float v = 0;
     for (i64 s = 0; s < a.S; s++) v += a.part[(s * a.M + m) * a.N + n];
     a.y[m * a.ldy + n] = a.out_bf16 ? q_bf16(v) : v;
@@ -2283,7 +2283,7 @@ KERNEL(fast_moe_down_f32, FastMoEArgs) { fast_moe_tiles<1, true>(a, GIDX, GSTRID
 KERNEL(fast_moe_act, FastMoEArgs) {
   float limit = (float)a.limit;
   for (i64 i = GIDX; i < a.slots * a.N; i += GSTRIDE) {
-    i64 sl = i / a.N, r = i % a.N;
+    const i64 sl = qdiv(i, a.N), r = qmod(i, a.N);
     int e = a.ids[sl];
     if (e < 0 || e >= a.E) continue;
     float g = 0, u = 0;
