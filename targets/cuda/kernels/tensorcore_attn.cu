@@ -645,6 +645,13 @@ DEV i64 ctf_smem(i64 dim, i64 nw = 8) {
   return 4 * ctf_rs(dim) * (2 * CTF_HC + 2 * CTF_KB) + 4 * CTF_HC * (CTF_KB + 4) + 4 * nw * CTF_KB + 8 * CTF_HC + CTF_KB;
 }
 
+// ctf_krow / ctf_key: the second form's stage row of key k of a softmax block, and the
+// key of stage row r: in each 16 keys, keys 0, 1, 4, 5, 8, 9, 12, 13 in rows 0-7 and
+// 2, 3, 6, 7, 10, 11, 14, 15 in rows 8-15 (the output's ldmatrix then reads 8 adjacent
+// rows a matrix, no bank conflicts; the logits' tiles take the keys of 8 adjacent rows)
+DEV int ctf_krow(int k) { return (k & ~15) | ((k >> 1) & 1) << 3 | ((k >> 2) & 3) << 1 | (k & 1); }
+DEV int ctf_key(int r) { return (r & ~15) | ((r >> 1) & 3) << 2 | ((r >> 3) & 1) << 1 | (r & 1); }
+
 #ifdef DI_EMULATE
 DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0) {
   const CsaTcArgs& a = f.tc;
@@ -760,7 +767,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     const unsigned short* src = khr + b * a.dim;
     for (u32 r = r0, c = c0; r < CTF_KB;) {
       const bool in = r < n && 8 * c < a.dim && vrow[b + r];
-      fast_cp16(dst + r * rs + 4 * c, in ? src + r * a.dim + 8 * c : a.kh, in);
+      fast_cp16(dst + ctf_krow((int)r) * rs + 4 * c, in ? src + r * a.dim + 8 * c : a.kh, in);
       c += cstep, r += rstep;
       if (c >= cpr) c -= cpr, r++;
     }
@@ -786,7 +793,8 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
     const u32* kst = ks + (bi & 1) * CTF_KB * rs;
     // the logits: tiles j of 8 keys, rows 16·hg + g and + 8
     {
-      const int j0 = TPW * part, live = (int)imin(TPW, imax(0, (bl + 7) / 8 - j0));
+      // (V2: tiles 2G and 2G + 1 hold the keys of 16-key group G, in ctf_krow's rows)
+      const int j0 = TPW * part, live = (int)imin(TPW, imax(0, (V2 ? 2 * ((bl + 15) / 16) : (bl + 7) / 8) - j0));
       if (live > 0) {
         float c[TPW][4];
         UNROLL for (int jj = 0; jj < TPW; jj++) c[jj][0] = c[jj][1] = c[jj][2] = c[jj][3] = 0;
@@ -823,13 +831,13 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
           u32 bh[TPW][8], bq[TPW][8];
           UNROLL for (int jj = 0; jj < TPW; jj++) {
             if (jj >= live) break;
-            const int kr = 8 * (j0 + jj) + g;  // the lane's key in the block
+            const int kr = 8 * (j0 + jj) + g;  // the lane's stage row (key ctf_key(kr))
             const uint4* kp = (const uint4*)(kst + kr * rs + p);
             const uint4 k0 = kp[0], k1 = kp[1];
             bh[jj][0] = k0.x, bh[jj][1] = k0.y, bh[jj][2] = k0.z, bh[jj][3] = k0.w;
             bh[jj][4] = k1.x, bh[jj][5] = k1.y, bh[jj][6] = k1.z, bh[jj][7] = k1.w;
             if (lo) {
-              const i64 k = b + kr;
+              const i64 k = b + ctf_key(kr);
               ctc_pairs16(k < L && a.klo[t * a.lmax + k] ? a.kl + (t * a.lmax + k) * a.dim : 0, d0 + 16 * tq, a.dim, bq[jj]);
             }
           }
@@ -858,7 +866,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
         UNROLL for (int jj = 0; jj < TPW; jj++) {
           if (jj >= live) break;
           UNROLL for (int e = 0; e < 4; e++) {
-            const int hl = e >= 2 ? hlb : hla, k = 8 * (j0 + jj) + 2 * tq + (e & 1);
+            const int hl = e >= 2 ? hlb : hla, k0 = 8 * (j0 + jj) + 2 * tq + (e & 1), k = V2 ? ctf_key(k0) : k0;
             if (k < bl) S[hl * SS + k] = vs[k] ? c[jj][e] * scale : -F32_INF;
           }
         }
@@ -896,12 +904,13 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
         // V2 (rows without lo halves): tile j of chunk cc holds values 64·(ch0 + cc) + 8j
         // + n (n the mma's column) and each pair of tiles' B fragments is one ldmatrix
         // from the stage, the lane of matrix m giving the row of key k0 + 4(r / 2) +
-        // (r % 2) + 2(m % 2) (r = lane % 8): the keys of the mma's k the split kernels
-        // give it (lane t's 4t, 4t + 1 and 4t + 2, 4t + 3), so each value's chain of
-        // products is theirs; keys not valid or past the block are zero rows of the
-        // stage (issue) with probabilities 0, as the split kernels' zeros are
+        // (r % 2) + 2(m % 2) (r = lane % 8), stage row k0 + r + 8(m % 2) (ctf_krow): the
+        // keys of the mma's k the split kernels give it (lane t's 4t, 4t + 1 and 4t + 2,
+        // 4t + 3), so each value's chain of products is theirs; keys not valid or past
+        // the block are zero rows of the stage (issue) with probabilities 0, as the split
+        // kernels' zeros are
         const int lm = lane >> 3, lr = lane & 7;
-        const u32* krow = kst + (4 * (lr >> 1) + (lr & 1) + 2 * (lm & 1)) * rs + 4 * (lm >> 1) + 32 * ch0;
+        const u32* krow = kst + (lr + 8 * (lm & 1)) * rs + 4 * (lm >> 1) + 32 * ch0;
         for (i64 k0 = 0; k0 < bl; k0 += 16) {
           // the lane's four keys' probabilities of its two heads and their flags, one
           // 16-byte read each (rows of SS floats, 16-byte aligned; vs is 0 past the block)
@@ -939,7 +948,7 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
           UNROLL for (int cc = 0; cc < TPW; cc++) {
             const i64 dl = 64 * (ch0 + cc) + 8 * g;  // the lane's first value (tile 0)
             if (ok && cc < clive) {
-              const uint4 x = *(const uint4*)(kst + k * rs + dl / 2);
+              const uint4 x = *(const uint4*)(kst + (V2 ? ctf_krow((int)k) : k) * rs + dl / 2);
               vh[cc][u][0] = x.x, vh[cc][u][1] = x.y, vh[cc][u][2] = x.z, vh[cc][u][3] = x.w;
             } else {
               vh[cc][u][0] = vh[cc][u][1] = vh[cc][u][2] = vh[cc][u][3] = 0;
