@@ -990,37 +990,31 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0, int tid, unsigned char* 
   }
 }
 #endif
-// a launch block of CTF_NT threads per (row, CTF_HC heads): block i = row · groups + group
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(CTF_NT, 1)
-KERNEL(csa_tc_fused, CsaFusedArgs) {
+// ctf_launch: a launch block of 32·NW threads per (row, CTF_HC heads): block i = row ·
+// groups + group (the emulated device: one item a block, the split kernels' code)
+template <bool V2, int NW>
+DEVM void ctf_launch(const CsaFusedArgs& a, i64 GIDX, i64 GSTRIDE) {
   const i64 groups = (a.tc.heads + CTF_HC - 1) / CTF_HC;
 #ifdef DI_EMULATE
   for (i64 i = GIDX; i < a.tc.rows * groups; i += GSTRIDE) ctf_row(a, i / groups, i % groups * CTF_HC);
 #else
+  constexpr i64 NT = 32 * NW;
   DYN_SHARED(ctf_sm);
-  for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT; i += GSTRIDE) {
-    const i64 blk = i / CTF_NT;
-    ctf_row<false>(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT), ctf_sm);
+  for (i64 i = GIDX; i < a.tc.rows * groups * NT; i += GSTRIDE) {
+    const i64 blk = i / NT;
+    ctf_row<V2, NW>(a, blk / groups, blk % groups * CTF_HC, (int)(i % NT), ctf_sm);
   }
 #endif
 }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(CTF_NT, 1)
+KERNEL(csa_tc_fused, CsaFusedArgs) { ctf_launch<false, 8>(a, GIDX, GSTRIDE); }
 // csa_tc_fused2: the second form (ctf_row's V2; DEEPINFER_CUDA_ATT_FUSED_FORM=2, opt-in
 // until a GPU has timed it): the query staged in the logits' fragment order, the two
 // key tiles' chains of mma interleaved, the output's key fragments by ldmatrix, the
-// keys staged without a division a copy. The same values as csa_tc_fused.
-KERNEL(csa_tc_fused2, CsaFusedArgs) {
-  const i64 groups = (a.tc.heads + CTF_HC - 1) / CTF_HC;
-#ifdef DI_EMULATE
-  for (i64 i = GIDX; i < a.tc.rows * groups; i += GSTRIDE) ctf_row(a, i / groups, i % groups * CTF_HC);
-#else
-  DYN_SHARED(ctf_sm2);
-  for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT; i += GSTRIDE) {
-    const i64 blk = i / CTF_NT;
-    ctf_row<true>(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT), ctf_sm2);
-  }
-#endif
-}
+// keys staged in the output's row order without a division a copy. The same values as
+// csa_tc_fused.
+KERNEL(csa_tc_fused2, CsaFusedArgs) { ctf_launch<true, 8>(a, GIDX, GSTRIDE); }
 // csa_tc_fused3: the second form in a launch block of 16 warps (CTF_NT3 threads, at most
 // 128 registers a thread): a warp one key tile of the logits, two heads' softmax and one
 // chunk of 64 output values (DEEPINFER_CUDA_ATT_FUSED_FORM=3, opt-in until a GPU has
@@ -1028,17 +1022,6 @@ KERNEL(csa_tc_fused2, CsaFusedArgs) {
 #define CTF_NT3 512
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(CTF_NT3, 1)
-KERNEL(csa_tc_fused3, CsaFusedArgs) {
-  const i64 groups = (a.tc.heads + CTF_HC - 1) / CTF_HC;
-#ifdef DI_EMULATE
-  for (i64 i = GIDX; i < a.tc.rows * groups; i += GSTRIDE) ctf_row(a, i / groups, i % groups * CTF_HC);
-#else
-  DYN_SHARED(ctf_sm3);
-  for (i64 i = GIDX; i < a.tc.rows * groups * CTF_NT3; i += GSTRIDE) {
-    const i64 blk = i / CTF_NT3;
-    ctf_row<true, 16>(a, blk / groups, blk % groups * CTF_HC, (int)(i % CTF_NT3), ctf_sm3);
-  }
-#endif
-}
+KERNEL(csa_tc_fused3, CsaFusedArgs) { ctf_launch<true, CTF_NT3 / 32>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
