@@ -352,6 +352,18 @@ int main() {
 	}
 }
 
+// TestKeyWideningIntegerPath checks csa_attn_kdec's integer widening of FP8 and FP4 key
+// values (csa_kdec_halves: the code's bf16 bits with the scale's exponent added, where
+// the scale byte makes every product a normal float) against the float widening and bf16
+// roundings (csa_kdec_halves_any) for every code of both formats and every scale byte,
+// bit for bit (testdata/kdec_fibers_main.cc), and that the integer path is taken.
+func TestKeyWideningIntegerPath(t *testing.T) {
+	out := runOnFibers(t, "kdec_fibers", fiberUnit(t, "", "testdata/kdec_fibers_main.cc", "csa41.cu"), "-O1")
+	if n := strings.Count(out, " 0 differ"); n != 2 {
+		t.Errorf("%d formats with no difference, want 2", n)
+	}
+}
+
 // TestFusedAttentionOnHostFibers runs csa_tc_fused's device branch on host fibers
 // against the split kernels' device branches (testdata/fused_fibers_main.cc: every
 // output bit for bit), and checks that the binder's shape constants and shared bytes a

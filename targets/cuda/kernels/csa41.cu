@@ -1675,9 +1675,18 @@ KERNEL(csa_attn_keys, csa_AttnArgs) {
 // only for a key that has a nonzero one (since run 20: the key widened a second time),
 // marked in klo[t, j] and rlo[t]; the tensor-core kernels read a key's lo halves only
 // where both are marked, and skip the lo mma of a row with none.
-// csa_kdec_halves: the hi (lo_pass false) or lo halves of values d0..d0+3 of key k,
+// csa_kdec_store: 4 halves w to o (values d0.. of a row of dim; vec: 8 bytes at once).
+DEV void csa_kdec_store(unsigned short* o, const u32* w, i64 d0, i64 dim, bool vec) {
+  if (vec) {  // 8 bytes: d0 a multiple of 4 values
+    *(u64*)o = (u64)(w[0] | w[1] << 16) | (u64)(w[2] | w[3] << 16) << 32;
+  } else {
+    UNROLL for (int u = 0; u < 4; u++)
+      if (d0 + u < dim) o[u] = (unsigned short)w[u];
+  }
+}
+// csa_kdec_halves_any: the hi (lo_pass false) or lo halves of values d0..d0+3 of key k,
 // stored at o (kh or kl + the value's offset); their lo halves' bits or'ed together.
-DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass) {
+DEVM u32 csa_kdec_halves_any(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass) {
   float v[4];
   csa_kdec4(k, dim, d0, v);
   u32 h[4], l[4];
@@ -1685,14 +1694,66 @@ DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, b
     const float hv = q_bf16(v[u]);
     h[u] = bits_f32(hv) >> 16, l[u] = hv == v[u] ? 0 : bits_f32(q_bf16(v[u] - hv)) >> 16;
   }
-  const u32* w = lo_pass ? l : h;
-  if (vec) {  // 8 bytes: d0 a multiple of 4 values
-    *(u64*)o = (u64)(w[0] | w[1] << 16) | (u64)(w[2] | w[3] << 16) << 32;
-  } else {
-    UNROLL for (int u = 0; u < 4; u++)
-      if (d0 + u < dim) o[u] = (unsigned short)w[u];
-  }
+  csa_kdec_store(o, lo_pass ? l : h, d0, dim, vec);
   return l[0] | l[1] | l[2] | l[3];
+}
+// The integer widening of an FP8 (e4m3, fmt 1) or FP4 (e2m1, fmt 2) code with a UE8M0
+// scale byte sc: the code's bf16 bits with sc − 127 added to the exponent field. Where
+// csa_kdec_fast allows it (every product of a code and the scale a normal float, so
+// exact in bf16: FP4 values 0.5-6 need sc in [2, 252], FP8's 2^-9 to 448 [10, 246]),
+// that is q_bf16(code value · 2^(sc − 127)) bit for bit and the lo half is 0: about 5
+// integer operations a value instead of the float widening, the product and two bf16
+// roundings (TestKeyWideningIntegerPath: every code and scale byte against
+// csa_kdec_halves_any).
+DEV bool csa_kdec_fast(i64 fmt, u32 sc) { return fmt == 2 ? sc >= 2 && sc <= 252 : fmt == 1 && sc >= 10 && sc <= 246; }
+DEV u32 csa_fp4_bf16(u32 c, u32 sc) {
+  // magnitudes 1..7: 0.5 (0x3f00), then 1, 1.5, 2, 3, 4, 6 = 0x3f00 + 0x40·mag
+  const u32 mag = c & 7;
+  return (c & 8) << 12 | (mag ? 0x3f00u + (mag > 1 ? mag << 6 : 0u) + ((sc - 127) << 7) : 0u);
+}
+DEV u32 csa_fp8_bf16(u32 c, u32 sc) {
+  const u32 e = (c >> 3) & 15, m = c & 7, s = (c & 0x80) << 8;
+  if (e == 0 && m == 0) return s;
+  u32 b;
+  if (e != 0) {
+    b = (e + 120) << 7 | m << 4;  // 2^(e − 7) · (1 + m/8)
+  } else {
+    // m · 2^-9: m's leading bit at 2^(2 − sh), the rest the mantissa's top bits
+    const u32 sh = m >= 4 ? 0 : m >= 2 ? 1 : 2;
+    b = (120 - sh) << 7 | ((m << sh) & 3) << 5;
+  }
+  return s | (b + ((sc - 127) << 7));
+}
+// csa_kdec_halves: csa_kdec_halves_any's halves, the FP8 and FP4 pieces of one scale
+// group whose scale csa_kdec_fast allows (and no FP8 NaN code) by the integer widening.
+DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass) {
+  if (k.p && (k.fmt == 1 || k.fmt == 2) && d0 + 4 <= dim && (k.g & 3) == 0) {
+    const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
+    const u32 e = sc[(u32)d0 / (u32)k.g];  // (as csa_kdec4: 0 ≤ d0 < dim, 0 < g fit 32 bits)
+    if (csa_kdec_fast(k.fmt, e)) {
+      u32 h[4];
+      bool nan = false;
+      if (k.fmt == 1) {
+        const unsigned char* c = k.p + d0;
+        const u32 x = ((u64)c & 3) == 0 ? *(const u32*)c : (u32)c[0] | (u32)c[1] << 8 | (u32)c[2] << 16 | (u32)c[3] << 24;
+        UNROLL for (int u = 0; u < 4; u++) {
+          const u32 b = (x >> (8 * u)) & 0xff;
+          nan |= (b & 0x7f) == 0x7f;
+          h[u] = csa_fp8_bf16(b, e);
+        }
+      } else {
+        const unsigned char* c = k.p + d0 / 2;
+        const u32 x = (u32)c[0] | (u32)c[1] << 8;
+        UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
+      }
+      if (!nan) {
+        const u32 z[4] = {0, 0, 0, 0};
+        csa_kdec_store(o, lo_pass ? z : h, d0, dim, vec);
+        return 0;
+      }
+    }
+  }
+  return csa_kdec_halves_any(k, dim, d0, o, vec, lo_pass);
 }
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
   const i64 nd = (a.dim + 3) / 4;
