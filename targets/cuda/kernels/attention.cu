@@ -1016,7 +1016,7 @@ DEV double att_tc_lane(const AttArgs& a, i64 th, i64 nk, int lane, const double*
 }
 KERNEL(att_tc_softmax, AttArgs) {
   for (i64 i = GIDX; i < a.T * a.heads * 32; i += GSTRIDE) {
-    const i64 th = i >> 5, t = th / a.heads, h = th % a.heads, nk = a.nkeys[t];
+    const i64 th = i >> 5, t = qdiv(th, a.heads), h = qmod(th, a.heads), nk = a.nkeys[t];
     const double sink = (double)wval(a.sink, 0, h);
 #ifdef DI_EMULATE
     if (i & 31) continue;

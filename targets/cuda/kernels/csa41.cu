@@ -1650,7 +1650,7 @@ DEV void csa_kdec4(const csa_Key& k, i64 dim, i64 d0, float* v) {
 // ~40 µs a launch at any batch (run 22c).
 KERNEL(csa_attn_keys, csa_AttnArgs) {
   for (i64 tj = GIDX; tj < a.rows * a.lmax; tj += GSTRIDE) {
-    i64 j = tj % a.lmax, t = tj / a.lmax;
+    const i64 j = qmod(tj, a.lmax), t = qdiv(tj, a.lmax);
     const i64 len = a.rlen[t];
     const bool check = a.ratio > 0 && j < a.topk && len > 0;
     if (j >= len && !check) continue;  // past the row's keys, or a row in no view (-1)

@@ -2304,7 +2304,7 @@ KERNEL(fast_moe_act, FastMoEArgs) {
 // fast_moe_dsum: y[slot, o] = the summed slices of w2·h.
 KERNEL(fast_moe_dsum, FastMoEArgs) {
   for (i64 i = GIDX; i < a.slots * a.N; i += GSTRIDE) {
-    i64 sl = i / a.N, o = i % a.N;
+    const i64 sl = qdiv(i, a.N), o = qmod(i, a.N);
     int e = a.ids[sl];
     if (e < 0 || e >= a.E) continue;
     float v = 0;

@@ -53,7 +53,7 @@ DEV u32 fp4_m2(u32 u) {
 KERNEL(fast_split_fp4, FastSplitArgs) {
   i64 P = a.Kp / 2;
   for (i64 i = GIDX; i < a.M * P; i += GSTRIDE) {
-    i64 m = i / P, p = i % P;
+    const i64 m = qdiv(i, P), p = qmod(i, P);
     i64 u = p & 15, k = (p >> 4) * 32 + 8 * (u >> 2) + (u & 3);
     const float* xr = a.x + m * a.ldx;
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 4 < a.K ? xr[k + 4] : 0.0f;
