@@ -649,3 +649,29 @@ func TestFusedAttentionNeedsItsShared(t *testing.T) {
 		t.Errorf("sharedMax(9, 0) = %d, the fake driver allows %d", sharedMax(9, 0), maxSharedBlock)
 	}
 }
+
+// TestNativeArch: the emulated device's libraries are built for the architecture GCC
+// resolves -march=native to, read from its -Q --help=target listing, and that name is
+// in the compiler's version (the kernel cache's key); a listing that does not resolve it
+// (another compiler, or "native" itself) builds for the default target.
+func TestNativeArch(t *testing.T) {
+	for _, c := range []struct{ listing, want string }{
+		{"The following options are target specific:\n  -m128bit-long-double        \t[disabled]\n  -march=                     \t\tznver3\n  -masm=                      \t\tatt\n", "znver3"},
+		{"  -march=                     \t\tarmv8.2-a+crypto\n", "armv8.2-a+crypto"},
+		{"  -march=                     \t\tnative\n", ""},
+		{"clang: error: unsupported option '--help=target'\n", ""},
+		{"  -march=                     \t\tx86-64 -mtune=generic\n", ""},
+	} {
+		if got := parseNativeArch(c.listing); got != c.want {
+			t.Errorf("listing %q: arch %q, want %q", c.listing, parseNativeArch(c.listing), c.want)
+		}
+	}
+	h, err := newHostCompiler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.arch != "" && !strings.HasSuffix(h.Version(), " -march="+h.arch) {
+		t.Errorf("arch %q not in the version %q (the cache key)", h.arch, h.Version())
+	}
+	t.Logf("host compiler: %s", h.Version())
+}
