@@ -663,7 +663,7 @@ func TestNativeArch(t *testing.T) {
 		{"  -march=                     \t\tx86-64 -mtune=generic\n", ""},
 	} {
 		if got := parseNativeArch(c.listing); got != c.want {
-			t.Errorf("listing %q: arch %q, want %q", c.listing, parseNativeArch(c.listing), c.want)
+			t.Errorf("listing %q: arch %q, want %q", c.listing, got, c.want)
 		}
 	}
 	h, err := newHostCompiler()

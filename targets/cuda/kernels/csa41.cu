@@ -1621,6 +1621,16 @@ KERNEL(csa_attn_rows, csa_AttnArgs) {
 // csa_row_val gives them. FP8 and FP4 pieces that lie in one scale group are read as one
 // word (FP8: 4 bytes where aligned; FP4: 2 bytes) with the group's scale read once: the
 // same codes times the same scale, so the same values.
+// csa_kdec_word: the codes of values d0..d0+3 of an FP8 (4 bytes) or FP4 (2 bytes) key
+// row, value u at bits 8u (FP8) or 4u (FP4); d0 a multiple of 4.
+DEV u32 csa_kdec_word(const csa_Key& k, i64 d0) {
+  if (k.fmt == 1) {
+    const unsigned char* c = k.p + d0;
+    return ((u64)c & 3) == 0 ? *(const u32*)c : (u32)c[0] | (u32)c[1] << 8 | (u32)c[2] << 16 | (u32)c[3] << 24;
+  }
+  const unsigned char* c = k.p + d0 / 2;
+  return (u32)c[0] | (u32)c[1] << 8;
+}
 DEV void csa_kdec4(const csa_Key& k, i64 dim, i64 d0, float* v) {
   if (k.p && k.fmt != 0 && d0 + 4 <= dim && (k.g & 3) == 0) {
     const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
@@ -1628,13 +1638,10 @@ DEV void csa_kdec4(const csa_Key& k, i64 dim, i64 d0, float* v) {
     // 0 ≤ d0 < dim and 0 < g, which fit in 32 bits, so the same quotient)
     const u32 gi = (u32)d0 / (u32)k.g;
     const float s = k.fmt == 3 ? e4m3_f32(sc[gi]) : ue8m0_f32(sc[gi]);
+    const u32 x = csa_kdec_word(k, d0);
     if (k.fmt == 1) {
-      const unsigned char* c = k.p + d0;
-      const u32 x = ((u64)c & 3) == 0 ? *(const u32*)c : (u32)c[0] | (u32)c[1] << 8 | (u32)c[2] << 16 | (u32)c[3] << 24;
       UNROLL for (int u = 0; u < 4; u++) v[u] = e4m3_f32((unsigned char)(x >> (8 * u))) * s;
     } else {
-      const unsigned char* c = k.p + d0 / 2;
-      const u32 x = (u32)c[0] | (u32)c[1] << 8;
       UNROLL for (int u = 0; u < 4; u++) v[u] = e2m1_f32((unsigned char)((x >> (4 * u)) & 15)) * s;
     }
     return;
@@ -1733,17 +1740,14 @@ DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, b
     if (csa_kdec_fast(k.fmt, e)) {
       u32 h[4];
       bool nan = false;
+      const u32 x = csa_kdec_word(k, d0);
       if (k.fmt == 1) {
-        const unsigned char* c = k.p + d0;
-        const u32 x = ((u64)c & 3) == 0 ? *(const u32*)c : (u32)c[0] | (u32)c[1] << 8 | (u32)c[2] << 16 | (u32)c[3] << 24;
         UNROLL for (int u = 0; u < 4; u++) {
           const u32 b = (x >> (8 * u)) & 0xff;
           nan |= (b & 0x7f) == 0x7f;
           h[u] = csa_fp8_bf16(b, e);
         }
       } else {
-        const unsigned char* c = k.p + d0 / 2;
-        const u32 x = (u32)c[0] | (u32)c[1] << 8;
         UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
       }
       if (!nan) {
