@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"deepinfer/engram"
 	"deepinfer/plan"
@@ -82,18 +84,79 @@ func EngramTokenMap(p *plan.Plan, modelDir string) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	bpe, err := tokenizer.LoadBPE(dir)
+	V := p.Model.Vocab
+	m, n, err := engramMap(dir, V)
 	if err != nil {
 		return nil, err
 	}
-	V := p.Model.Vocab
-	m, n := engram.BuildTokenMap(bpe, V)
-	if want > 0 && int64(n) != want {
+	if want > 0 && int64(n.compressed) != want {
 		return nil, fmt.Errorf("%s: the tokenizer's first %d ids compress to %d Engram ids, the model's config says %d (engram_compressed_vocab_size): a different tokenizer",
-			filepath.Join(dir, "tokenizer.json"), min(V, bpe.NumTokens()), n, want)
-	}
-	for len(m) < V {
-		m = append(m, -1)
+			filepath.Join(dir, "tokenizer.json"), n.ids, n.compressed, want)
 	}
 	return m, nil
+}
+
+// engramCounts: the ids a token map covers (the tokenizer's within the vocabulary) and
+// the compressed ids they map to.
+type engramCounts struct{ ids, compressed int }
+
+// engramMaps keeps the token maps built, by tokenizer file (its path, size and
+// modification time) and vocabulary: loading the tokenizer (~130,000 merges) is most of
+// a V4.1 fixture's load, and a process that loads a model more than once (the tests,
+// a server reloading) reads the same file each time.
+var engramMaps struct {
+	sync.Mutex
+	m map[engramKey]engramEntry
+}
+
+// engramBuilds counts the token maps built (not taken from engramMaps).
+var engramBuilds atomic.Int64
+
+type engramKey struct {
+	path  string
+	size  int64
+	mtime int64
+	vocab int
+}
+
+type engramEntry struct {
+	m []int32
+	n engramCounts
+}
+
+// engramMap: the token map of the tokenizer in dir over V ids (ids past the tokenizer
+// -1), a copy of the one built before for the same file and V.
+func engramMap(dir string, V int) ([]int32, engramCounts, error) {
+	file := filepath.Join(dir, "tokenizer.json")
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, engramCounts{}, err
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, engramCounts{}, err
+	}
+	key := engramKey{abs, st.Size(), st.ModTime().UnixNano(), V}
+	engramMaps.Lock()
+	e, ok := engramMaps.m[key]
+	engramMaps.Unlock()
+	if !ok {
+		engramBuilds.Add(1)
+		bpe, err := tokenizer.LoadBPE(dir)
+		if err != nil {
+			return nil, engramCounts{}, err
+		}
+		m, n := engram.BuildTokenMap(bpe, V)
+		for len(m) < V {
+			m = append(m, -1)
+		}
+		e = engramEntry{m, engramCounts{min(V, bpe.NumTokens()), n}}
+		engramMaps.Lock()
+		if engramMaps.m == nil {
+			engramMaps.m = map[engramKey]engramEntry{}
+		}
+		engramMaps.m[key] = e
+		engramMaps.Unlock()
+	}
+	return append([]int32(nil), e.m...), e.n, nil
 }
