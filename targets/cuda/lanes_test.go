@@ -291,6 +291,11 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					checks = append(checks, check{"fast_gemm_wg_fp8a's device code, warps in step", run(lanes, "wgfp8ax"), ref},
 						check{"fast_gemm_wg_fp8a's device code, warps skewed", run(lanes, "wgfp8ax", "eager"), ref},
 						check{"emulated fast_gemm_wg_fp8a", run(emu, "wgfp8ax"), ref})
+					// blocks of 64 x rows (wgmma m64n64k16): each output's products in the
+					// same order
+					checks = append(checks, check{"fast_gemm_wg_fp8n's device code, warps in step", run(lanes, "wgfp8nx"), ref},
+						check{"fast_gemm_wg_fp8n's device code, warps skewed", run(lanes, "wgfp8nx", "eager"), ref},
+						check{"emulated fast_gemm_wg_fp8n", run(emu, "wgfp8nx"), ref})
 				}
 				if !fp8 {
 					// the two-fragment-set form: the same products in the same order

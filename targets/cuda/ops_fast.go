@@ -324,9 +324,14 @@ func fastProduct(b *Bind, g fastGemm) int {
 	if os.Getenv(EnvWGAhead) == "0" {
 		wgFP8 = "fast_gemm_wg_fp8"
 	}
+	// (EnvWGN64=1: fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows)
+	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) == "1"
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
+			if wgN64 && rowsOf(s) <= 64 {
+				return "fast_gemm_wg_fp8n"
+			}
 			return wgFP8
 		}
 		return "fast_gemm_wide"
@@ -339,7 +344,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
-		{"fast_gemm_wg_fp8a", fastWideRows, false},
+		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
@@ -362,6 +367,10 @@ func fastProduct(b *Bind, g fastGemm) int {
 			if v.kernel == "fast_gemm_wg_f32" || v.kernel == "fast_gemm_wg_f32p" {
 				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
+			}
+			if v.kernel == "fast_gemm_wg_fp8n" {
+				// one warpgroup per (64 weight rows, slice, 64 rows)
+				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 64) * 128
 			}
 			if v.rows == fastWideRows {
 				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
@@ -463,6 +472,14 @@ const gemvStagedBlocks = 4 * 132
 // 0.37 → 0.40 and 1.09 → 1.19 at 64 and 256). The same values either way; for
 // comparisons. Read when a program is bound.
 const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
+
+// EnvWGN64 set to 1 runs fast_gemm_wg_fp8n instead of fast_gemm_wg_fp8a for the wide FP8
+// products of at most 64 rows (V4.1's at batch 64): launch blocks of 64 x rows
+// (wgmma m64n64k16, 32 KB of shared memory a block) where fast_gemm_wg_fp8a's 128-row
+// blocks copy and multiply zero rows for the other half. Near fast_gemm_wide's values as
+// fast_gemm_wg_fp8a is (TestWGFP8NearWide); opt-in until a GPU has timed it. Read when a
+// program is bound.
+const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
 
 // EnvGemvStaged set to 1 runs fast_gemv_fp8s and fast_gemv_fp8s_q (each lane's weight
 // bytes copied into shared memory a trip ahead, on a grid of gemvStagedBlocks) instead of

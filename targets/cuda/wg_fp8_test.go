@@ -60,18 +60,27 @@ func TestWGFP8NearWide(t *testing.T) {
 				return k.get(y, int(outs))
 			}
 			wide, wg := run("fast_gemm_wide"), run("fast_gemm_wg_fp8")
-			differ, worst, worstRef := nearRef(t, S, M, N, refGate, func(s, m, n int64) (ref, mag float64) {
+			// the float64 reference of the widened operands: an output's value and Σ|x·w|
+			ref := func(s, m, n int64) (ref, mag float64) {
 				for kk := s * ks; kk < (s+1)*ks; kk++ {
 					p := float64(xv[m*K+kk]) * w(n, kk)
 					ref += p
 					mag += math.Abs(p)
 				}
 				return ref, mag
-			}, "fast_gemm_wide", wide, "fast_gemm_wg_fp8", wg)
+			}
+			differ, worst, worstRef := nearRef(t, S, M, N, refGate, ref, "fast_gemm_wide", wide, "fast_gemm_wg_fp8", wg)
 			t.Logf("%d of %d outputs differ; worst %.3g of Σ|x·w| apart, %.3g from the reference", differ, outs, worst, worstRef)
 			// fast_gemm_wg_fp8a (the weight bytes two steps ahead): the same products in
 			// the same order
 			sameBits(t, "fast_gemm_wg_fp8a against fast_gemm_wg_fp8", run("fast_gemm_wg_fp8a"), wg)
+			// fast_gemm_wg_fp8n (blocks of 64 x rows, wgmma m64n64k16): near the reference
+			// as the others (its own order on the GPU may differ from the m64n128 form's)
+			n64Differ, _, _ := nearRef(t, S, M, N, refGate, ref, "fast_gemm_wg_fp8", wg, "fast_gemm_wg_fp8n", run("fast_gemm_wg_fp8n"))
+			t.Logf("fast_gemm_wg_fp8n: %d of %d outputs differ from fast_gemm_wg_fp8's", n64Differ, outs)
+			if k.where == nil && n64Differ != 0 {
+				t.Errorf("emulated fast_gemm_wg_fp8n: %d outputs differ from fast_gemm_wg_fp8's (one loop for both)", n64Differ)
+			}
 			if k.where != nil && differ == 0 {
 				t.Error("every output equal to fast_gemm_wide's on the GPU: the wgmma kernel did not run its own order")
 			}

@@ -1638,7 +1638,9 @@ DEV void wg_commit() { lanes_wg_commit(); }
 DEV void wg_wait0() { lanes_wg_wait(0); }
 DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) { lanes_wg_mma(d, a, 0, desc); }
 DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) { lanes_wg_mma(d, nullptr, da, db); }
+DEVM void wg_ss_m64n64(float (&d)[32], u64 da, u64 db) { lanes_wg_mma_n64(d, da, db); }
 #define WG_KEEP(d)
+#define WG_KEEPN(d, n)
 #else
 // wg_saddr: the shared-memory address of p (a __shared__ array's element)
 DEV u32 wg_saddr(const void* p) {
@@ -1654,7 +1656,8 @@ DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "me
 DEV void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // WG_KEEP: the accumulators as written by the products just waited for (nothing reads
 // them before the wait)
-#define WG_KEEP(d) UNROLL for (int j_ = 0; j_ < 64; j_++) asm volatile("" : "+f"(d[j_])::"memory")
+#define WG_KEEP(d) WG_KEEPN(d, 64)
+#define WG_KEEPN(d, n) UNROLL for (int j_ = 0; j_ < (n); j_++) asm volatile("" : "+f"(d[j_])::"memory")
 // the 64 float32 accumulators of a warpgroup's m64n128 product: the registers in the
 // instruction, and the asm operands (the first 64)
 #define WG_D64_REGS                                                                     \
@@ -1690,29 +1693,43 @@ DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
       : WG_D64_OUT(d)
       : "l"(da), "l"(db), "r"(1));
 }
+// wg_ss_m64n64: the same with the 64 rows db names (32 accumulators a thread)
+DEVM void wg_ss_m64n64(float (&d)[32], u64 da, u64 db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : WG_D8_OUT(d, 0), WG_D8_OUT(d, 8), WG_D8_OUT(d, 16), WG_D8_OUT(d, 24)
+      : "l"(da), "l"(db), "r"(1));
+}
 #endif
-// wg_rows_copy: step k of 128 rows (from r0, rows of ld 16-bit values at base) into a
+// wg_rows_copy: step k of ROWS rows (from r0, rows of ld 16-bit values at base) into a
 // buffer of the wgmma kernels: 8 pieces of 16 bytes a row, piece c of row r at piece
 // c ^ (r & 7) (the 128-byte swizzle the descriptors name); rows past nrows zero; one
 // group of copies. The x rows' halves (wg_xcopy) and the bf16 weight rows (wg_wcopy).
+template <int ROWS = WG_BN>
 DEVM void wg_rows_copy(const unsigned short* base, i64 ld, i64 nrows, unsigned short* dst, i64 r0, i64 k, int tid) {
-  UNROLL for (int i = 0; i < WG_BN * 8 / 128; i++) {
+  UNROLL for (int i = 0; i < ROWS * 8 / 128; i++) {
     const int p = tid + 128 * i, r = p >> 3, c = p & 7;
     const bool in = r0 + r < nrows;
     fast_cp16(&dst[r * 64 + ((c ^ (r & 7)) << 3)], base + (in ? (r0 + r) * ld + k + 8 * c : 0), in);
   }
   fast_cp_commit();
 }
-// wg_xcopy: the x rows' hi halves at step k, 128 rows from m0, into a buffer xb
+// wg_xcopy: the x rows' hi halves at step k, ROWS rows from m0, into a buffer xb
+template <int ROWS = WG_BN>
 DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid) {
-  wg_rows_copy((const unsigned short*)a.xh, a.Kp, a.M, xb, m0, k, tid);
+  wg_rows_copy<ROWS>((const unsigned short*)a.xh, a.Kp, a.M, xb, m0, k, tid);
 }
-// wg_store: a wgmma block's 64 accumulators a thread into the product: d[4j + q] is
-// row r0 + 16·warp + g (+ 8 for q ≥ 2) and column c0 + 8j + 2t + (q & 1), the rows x
-// rows (XROWS: wg_r_body's) or weight rows (wg_f32_body's, wg_fp8_body's)
-template <bool XROWS>
-DEVM void wg_store(const FastGemmArgs& a, i64 sl, i64 r0, i64 c0, int warp, int g, int t, const float (&d)[64]) {
-  UNROLL for (int j = 0; j < 16; j++) {
+// wg_store: a wgmma block's 4·NJ accumulators a thread (an m64n(8·NJ) product) into the
+// product: d[4j + q] is row r0 + 16·warp + g (+ 8 for q ≥ 2) and column c0 + 8j + 2t +
+// (q & 1), the rows x rows (XROWS: wg_r_body's) or weight rows (wg_f32_body's,
+// wg_fp8_body's)
+template <bool XROWS, int NJ = 16>
+DEVM void wg_store(const FastGemmArgs& a, i64 sl, i64 r0, i64 c0, int warp, int g, int t, const float (&d)[4 * NJ]) {
+  UNROLL for (int j = 0; j < NJ; j++) {
     UNROLL for (int q = 0; q < 4; q++) {
       const i64 r = r0 + 16 * warp + g + (q >= 2 ? 8 : 0), c = c0 + 8 * j + 2 * t + (q & 1);
       const i64 m = XROWS ? r : c, n = XROWS ? c : r;
@@ -1834,7 +1851,7 @@ KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 // same bf16 operands; the tensor cores' own order inside a 16-value step), not equal:
 // not used in batch-invariant mode (DEEPINFER_CUDA_WIDE_WG=0 keeps fast_gemm_wide).
 #ifdef DI_EMULATE
-template <bool AHEAD2>
+template <bool AHEAD2, int BN = WG_BN>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product as the widened pairs' float32 sum, k in order (a
   // weight row's slice widened once, into wl and wh, for every row of x)
@@ -1872,14 +1889,16 @@ struct WgFP8Raw {
   uint4 a, b;
   u32 u;
 };
-template <bool AHEAD2>
+// (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k16 or m64n64k16)
+template <bool AHEAD2, int BN = WG_BN>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
-  __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
+  static_assert(BN == 128 || BN == 64, "wg_fp8_body: 128 or 64 x rows a block");
+  __shared__ __align__(1024) unsigned short xs[2][BN * 64];
   __shared__ __align__(1024) unsigned short ws[2][64 * 64];
   const int tid = (int)threadIdx.x;
-  const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
-  const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
+  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / 128;
+  const i64 m0 = blk % mtiles * BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
   if (n0 >= a.N) return;
   const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
   // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
@@ -1906,9 +1925,9 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     UNROLL for (int c = 0; c < 4; c++)
       *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy(a, xs[b], m0, k, tid); };
-  float d[64];
-  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs[b], m0, k, tid); };
+  float d[BN / 2];
+  UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
   UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
   if (steps > 0) {
@@ -1935,14 +1954,17 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     }
     wg_fence();
     const u64 da = wg_desc(wbase[b]), db = wg_desc(xbase[b]);
-    UNROLL for (int s = 0; s < 4; s++) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);  // + 32 bytes a 16-value piece
+    UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 16-value piece
+      if constexpr (BN == 128) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);
+      else wg_ss_m64n64(d, da + 2 * s, db + 2 * s);
+    }
     wg_commit();
     // the next step's weights widened while these products run (buffer b ^ 1 was last
     // read by step i − 1's, waited for)
     if (more) wstore(b ^ 1, nx);
     if (AHEAD2 && i + 3 < steps) wfetch(kb + 64 * (i + 3), nx);
     wg_wait0();
-    WG_KEEP(d);
+    WG_KEEPN(d, BN / 2);
   };
   if (AHEAD2) {
     for (i64 i = 0; i < steps; i += 2) {
@@ -1953,7 +1975,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     for (i64 i = 0; i < steps; i++) step(i, set0);
   }
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-  wg_store<false>(a, sl, n0, m0, warp, g, t, d);
+  wg_store<false, BN / 8>(a, sl, n0, m0, warp, g, t, d);
 }
 #endif
 KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body<false>(a, GIDX, GSTRIDE); }
@@ -1962,6 +1984,13 @@ KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body<false>(a, GIDX, GSTRIDE); }
 // (loaded after a step's barrier, widened after its products are issued: a load's
 // latency in every step)
 KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_fp8n: fast_gemm_wg_fp8a in blocks of 64 x rows (wgmma m64n64k16; x
+// buffers of 8 KB, 32 KB of shared memory a block), for products of at most 64 rows,
+// where the 128-row block copies and multiplies zero rows for half its x tile
+// (DEEPINFER_CUDA_WG_N64=1; not yet run on a GPU). The same products of each output in
+// the same order on the host's lanes; on the device wgmma's order inside a 16-value
+// step, which TestWGFP8NearWide compares.
+KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: products of bf16 weights (format 1) or FP8
 // weights (formats 2, 3, 5) and activations in two bf16 halves (fast_split's hi and lo:

@@ -14,7 +14,7 @@
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
-// (the weight bytes two steps ahead)) and wgbf16,
+// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows)) and wgbf16,
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
 // x's pairs in wgr_pos's order); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
@@ -101,8 +101,8 @@ void resume(int i) {
 float lo(u32 p) { return f32_bits(p << 16); }
 float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 
-// The warpgroup's tensor-core operations (wgmma, m64n128k16, bf16 in, float32
-// accumulators). A thread's call is recorded in wgc and the thread blocks (WG); when all
+// The warpgroup's tensor-core operations (wgmma, m64n128k16 or, both operands in
+// shared memory, m64n64k16; bf16 in, float32 accumulators). A thread's call is recorded in wgc and the thread blocks (WG); when all
 // 128 threads are at the same operation, it is played: a product is issued (its
 // operands' descriptors, each thread's A fragments in the register form and the address
 // of its accumulators), a commit closes the issued products into a group, a wait plays
@@ -112,10 +112,10 @@ float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 // (row r of A, column c of B) is its accumulator plus the 16 products a·b added one
 // at a time in k order, in float32 (the emulated device's order for its wgmma
 // kernels). Thread i = 32w + 4g + t holds, in d[4j + q], row 16w + g + 8·(q ≥ 2) and
-// column 8j + 2t + (q & 1) (PTX's fragment layout).
+// column 8j + 2t + (q & 1) (PTX's fragment layout), j < cols / 8.
 enum { WG_FENCE, WG_MMA, WG_COMMIT, WG_WAIT };
 struct WgCall {
-  int op, n;
+  int op, n, cols;
   const u32* a;
   u64 da, db;
   float* d;
@@ -123,6 +123,7 @@ struct WgCall {
 WgCall wgc[T];
 struct WgMma {
   bool rs;
+  int cols;
   u64 da, db;
   const u32* a[T];  // each thread's A fragments, read when the product is played
   float* d[T];
@@ -173,11 +174,11 @@ void play(const WgMma& m) {
         A[r][k] = elem(m.da, r, k);
       }
     }
-  for (int c = 0; c < 128; c++)
+  for (int c = 0; c < m.cols; c++)
     for (int k = 0; k < 16; k++) B[c][k] = elem(m.db, c, k);
   for (int i = 0; i < T; i++) {
     int w = i >> 5, g = (i & 31) >> 2, t = i & 3;
-    for (int e = 0; e < 64; e++) {
+    for (int e = 0; e < m.cols / 2; e++) {
       int r = 16 * w + g + 8 * ((e >> 1) & 1), c = 8 * (e >> 2) + 2 * t + (e & 1);
       float acc = m.d[i][e];
       for (int k = 0; k < 16; k++) acc += A[r][k] * B[c][k];
@@ -189,12 +190,12 @@ void play(const WgMma& m) {
 bool wg() {
   const WgCall& c = wgc[0];
   for (int i = 1; i < T; i++)
-    if (wgc[i].op != c.op || wgc[i].n != c.n || wgc[i].da != c.da || wgc[i].db != c.db || (wgc[i].a == nullptr) != (c.a == nullptr))
+    if (wgc[i].op != c.op || wgc[i].n != c.n || wgc[i].cols != c.cols || wgc[i].da != c.da || wgc[i].db != c.db || (wgc[i].a == nullptr) != (c.a == nullptr))
       return false;
   switch (c.op) {
     case WG_MMA: {
       WgMma m;
-      m.rs = c.a != nullptr, m.da = c.da, m.db = c.db;
+      m.rs = c.a != nullptr, m.cols = c.cols, m.da = c.da, m.db = c.db;
       for (int i = 0; i < T; i++) {
         m.a[i] = wgc[i].a;
         m.d[i] = wgc[i].d;
@@ -328,12 +329,13 @@ void lanes_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 unsigned lanes_smem_addr(const void* p) { return lanes::smem_addr(p); }
 // (no kernel this harness runs takes ldmatrix: fp4_fibers.h plays it for csa_tc_fused)
 void lanes_ldsm4t(unsigned*, const unsigned*) { abort(); }
-static void wg_call(int op, int n, const u32* a, u64 da, u64 db, float* d) {
-  lanes::wgc[lanes::cur] = {op, n, a, da, db, d};
+static void wg_call(int op, int n, const u32* a, u64 da, u64 db, float* d, int cols = 128) {
+  lanes::wgc[lanes::cur] = {op, n, cols, a, da, db, d};
   lanes::block(lanes::WG);
 }
 void lanes_wg_fence() { wg_call(lanes::WG_FENCE, 0, nullptr, 0, 0, nullptr); }
 void lanes_wg_mma(float* d, const unsigned* a, unsigned long long da, unsigned long long db) { wg_call(lanes::WG_MMA, 0, a, da, db, d); }
+void lanes_wg_mma_n64(float* d, unsigned long long da, unsigned long long db) { wg_call(lanes::WG_MMA, 0, nullptr, da, db, d, 64); }
 void lanes_wg_commit() { wg_call(lanes::WG_COMMIT, 0, nullptr, 0, 0, nullptr); }
 void lanes_wg_wait(int n) { wg_call(lanes::WG_WAIT, n, nullptr, 0, 0, nullptr); }
 void lanes_cp16(void* dst, const void* src, bool in) {
@@ -458,8 +460,8 @@ int main(int argc, char** argv) {
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
-  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0,
-       wg8 = wg8a || strcmp(kernel, "wgfp8") == 0, wgk = wgf || wg8;
+  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
+       wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0, wgk = wgf || wg8;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
   bool wgb16a = strcmp(kernel, "wgbf16a") == 0, wgb16 = wgb16a || strcmp(kernel, "wgbf16") == 0, wgb8a = strcmp(kernel, "wgfp8ra") == 0,
@@ -543,7 +545,8 @@ int main(int argc, char** argv) {
   i64 rows = wide || wgk ? FAST_WIDE_ROWS : wgb ? WGB_MROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
-                    : wgk ? (N + 63) / 64 * S * mtiles * 128
+                    : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
+                  : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
                     : blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128
                           : (N + 15) / 16 * S * mtiles * 32;
@@ -555,6 +558,7 @@ int main(int argc, char** argv) {
                 : wgb ? fast_gemm_wg_bf16
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
+                : wg8n ? fast_gemm_wg_fp8n
                 : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
@@ -570,6 +574,7 @@ int main(int argc, char** argv) {
    : wgb ? emu_fast_gemm_wg_bf16
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
+   : wg8n ? emu_fast_gemm_wg_fp8n
    : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide
