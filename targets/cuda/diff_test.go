@@ -100,6 +100,9 @@ type checkConfig struct {
 	// gate, when set, names the ops whose errors must stay within tol; the others'
 	// errors are reported (their worst in the log), not failed
 	gate []string
+	// prompt, when set, is the first prompt's length instead of 13 tokens (steps of
+	// more rows, for the products' wide kernels)
+	prompt int
 }
 
 // flagConfig is the check the flags ask for.
@@ -143,7 +146,7 @@ func openPair(t *testing.T, model string, cfg checkConfig) (*plan.Plan, targets.
 	var g *cuda.Runtime
 	switch *device {
 	case "gpu":
-		r, err := cuda.Open(p, ws, targets.Options{Hook: dev.hook, MaxTokens: 64, Numerics: cfg.numerics})
+		r, err := cuda.Open(p, ws, targets.Options{Hook: dev.hook, MaxTokens: max(64, cfg.prompt+32), Numerics: cfg.numerics})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,6 +273,9 @@ func checkInstructions(t *testing.T, model string, cfg checkConfig) (worst float
 			defer dev.Close()
 			V := p.Model.Vocab
 			prompts := [][]int32{make([]int32, 13), make([]int32, 6)}
+			if cfg.prompt > 0 {
+				prompts[0] = make([]int32, cfg.prompt)
+			}
 			for i := range prompts {
 				for j := range prompts[i] {
 					prompts[i][j] = int32((j*131 + i*17 + 7) % V)

@@ -3,6 +3,7 @@ package cuda_test
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"testing"
 
 	"deepinfer/plan"
@@ -375,6 +376,35 @@ func logitsApart(a, b [][]float32, n int) (worst float64, differ int) {
 		}
 	}
 	return worst, differ
+}
+
+// TestWGBF16WNearCPU: with DEEPINFER_CUDA_WG_BF16W=1 the wide products of bf16 weights
+// and bf16 activations (V4.1's wo_a, in groups; each group's weight rows a multiple of
+// 64, K of 64) run fast_gemm_wg_bf16w instead of fast_gemm_wide (the emulated device
+// counts the launches moved in a 110-token prefill), and the grouped products of both
+// V4.1 fixtures, fed the cpu target's inputs through a prefill of 100 + 6 tokens (where
+// the wide kernels run), stay within 1e-6 of the cpu target's values (emulated: 2.3e-7
+// with the switch, 1.8e-7 without; the other instructions are logged, not gated). (Not
+// the logits of two whole runs: another order of the same sums may move a key across the
+// indexer's top-k, which changes the attention after it by far more than the products'
+// own distance — on tiny-v41-dev2, 0.47 of the row's largest logit on the emulated device.)
+func TestWGBF16WNearCPU(t *testing.T) {
+	for _, m := range v41Fixtures {
+		t.Run(m.name, func(t *testing.T) {
+			p, ws := cuda.CompileDir(t, m.dir)
+			_, ka, _, kb := twoRuns(t, p, ws, cuda.EnvWGBF16W, "", "1", 110)
+			if ka != nil {
+				if msg := someMoved(ka, kb, "fast_gemm_wide", "fast_gemm_wg_bf16w"); msg != "" {
+					t.Error(msg)
+				}
+			}
+			t.Setenv(cuda.EnvWGBF16W, "1")
+			cfg := checkConfig{numerics: targets.NumericsFast, tol: 1e-6, force: true, prompt: 100, gate: []string{"grouped_linear"}}
+			if worst := checkInstructions(t, filepath.Base(m.dir), cfg); worst == 0 {
+				t.Fatal("every instruction equal to the cpu target's: the fast products did not run")
+			}
+		})
+	}
 }
 
 // TestWGN64NearWG: with DEEPINFER_CUDA_WG_N64=1 the wide FP8 products of at most 64 rows

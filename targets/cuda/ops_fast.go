@@ -320,6 +320,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (fast_gemm_wg_fp8a, its weight bytes two steps ahead, by default: the same values;
 	// EnvWGAhead=0 keeps fast_gemm_wg_fp8)
 	wgFP8On := os.Getenv(EnvWideWG) != "0" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	// (bf16 weights, in groups too — V4.1's wo_a, each group's weight rows a multiple of
+	// 64 —, with EnvWGBF16W=1: fast_gemm_wg_bf16w, both operands copied by cp.async)
+	wgBF16WOn := os.Getenv(EnvWideWG) != "0" && os.Getenv(EnvWGBF16W) == "1" && (g.G == 1 || (g.N/g.G)%64 == 0) && g.K%64 == 0 && !b.rt.invariant
 	wgFP8 := "fast_gemm_wg_fp8a"
 	if os.Getenv(EnvWGAhead) == "0" {
 		wgFP8 = "fast_gemm_wg_fp8"
@@ -334,6 +337,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 			}
 			return wgFP8
 		}
+		if wgBF16WOn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 {
+			return "fast_gemm_wg_bf16w"
+		}
 		return "fast_gemm_wide"
 	}
 	for _, v := range []struct {
@@ -344,7 +350,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
-		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
+		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false}, {"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
@@ -480,6 +486,14 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // fast_gemm_wg_fp8a is (TestWGFP8NearWide); opt-in until a GPU has timed it. Read when a
 // program is bound.
 const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
+
+// EnvWGBF16W set to 1 runs the wide products of bf16 weights and bf16 activations (V4.1's
+// wo_a: 8 groups of 1,024 weight rows) on fast_gemm_wg_bf16w (wgmma, both operands copied
+// into shared memory by cp.async a step ahead; each launch block's x values its group's)
+// instead of fast_gemm_wide (the mma.sync chain). Near fast_gemm_wide's values (the
+// wgmma order), so not in batch-invariant mode; opt-in until a GPU has timed it. Read
+// when a program is bound.
+const EnvWGBF16W = "DEEPINFER_CUDA_WG_BF16W"
 
 // EnvGemvStaged set to 1 runs fast_gemv_fp8s and fast_gemv_fp8s_q (each lane's weight
 // bytes copied into shared memory a trip ahead, on a grid of gemvStagedBlocks) instead of

@@ -19,9 +19,10 @@ import (
 // order). Shapes: each FP8 format (32×32 blocks, rows of
 // 32-value groups, 128×128 blocks), a partial last tile of 64 weight rows, a partial
 // last block of 128 x rows and more than one, sliced reductions (a slice of one step),
-// a reduction of one step, scale bytes far from 127, and weight codes of every kind
-// (subnormals, zeros, both signs; never the NaN codes). fast_gemm_wg_fp8a's outputs are
-// fast_gemm_wg_fp8's bit for bit.
+// a reduction of one step, groups of weight rows reading their own x values (V4.1's
+// wo_a), scale bytes far from 127, and weight codes of every kind (subnormals, zeros,
+// both signs; never the NaN codes). fast_gemm_wg_fp8a's outputs are fast_gemm_wg_fp8's
+// bit for bit; fast_gemm_wg_fp8n's are near the reference too.
 func TestWGFP8NearWide(t *testing.T) {
 	// each output within 1.5e-6 of Σ|x·w| of the reference: about twice the worst the
 	// emulated device (6.6e-7) and the H200 (6.8e-7, run 24) showed, far inside a float32 sum's worst case over a
@@ -29,19 +30,22 @@ func TestWGFP8NearWide(t *testing.T) {
 	const refGate = 1.5e-6
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(23, 8))
-	for _, c := range []struct{ M, N, K, fmt, S int64 }{
-		{200, 100, 320, 2, 1}, {40, 64, 512, 5, 2}, {129, 130, 192, 3, 3}, {300, 200, 64, 5, 1}, {64, 48, 256, 2, 4},
+	for _, c := range []struct{ M, N, K, fmt, S, G int64 }{
+		{200, 100, 320, 2, 1, 1}, {40, 64, 512, 5, 2, 1}, {129, 130, 192, 3, 3, 1}, {300, 200, 64, 5, 1, 1}, {64, 48, 256, 2, 4, 1},
+		// groups (V4.1's wo_a): each group's 128 or 64 weight rows read their own x values
+		{150, 256, 256, 5, 1, 2}, {40, 256, 128, 2, 2, 4},
 	} {
-		t.Run(fmt.Sprintf("M%d_N%d_K%d_fmt%d_S%d", c.M, c.N, c.K, c.fmt, c.S), func(t *testing.T) {
-			M, N, K, S := c.M, c.N, c.K, c.S
+		t.Run(fmt.Sprintf("M%d_N%d_K%d_fmt%d_S%d_G%d", c.M, c.N, c.K, c.fmt, c.S, c.G), func(t *testing.T) {
+			M, N, K, S, G := c.M, c.N, c.K, c.S, c.G
 			ks := K / S / 64 * 64
 			if ks*S != K {
 				t.Fatalf("slices %d of K %d", S, K)
 			}
 			codes, scales, w := randFP8(rng, N, K, c.fmt)
-			// x's bf16 values as pairs (rows of Kp/2 words; Kp = K)
-			xv := make([]float32, M*K)
-			xw := make([]uint32, M*K/2)
+			// x's bf16 values as pairs (rows of Kp/2 words; Kp = K; with groups G rows a
+			// token, row m·G + g group g's)
+			xv := make([]float32, M*G*K)
+			xw := make([]uint32, M*G*K/2)
 			for i := range xv {
 				xv[i] = math.Float32frombits(math.Float32bits(float32(rng.NormFloat64())) &^ 0xffff)
 			}
@@ -55,15 +59,16 @@ func TestWGFP8NearWide(t *testing.T) {
 				y := put(k, make([]float32, outs))
 				k.run(kernel, func(a *ArgBuf) {
 					// (xl never read: xexact)
-					gemmArgs(a, xp, xp, Operand{Ptr: wp, Scales: sp, Fmt: c.fmt, Cols: K}, y, M, N, K, S, ks, fastWideRows, true)
+					gemmArgs(a, xp, xp, Operand{Ptr: wp, Scales: sp, Fmt: c.fmt, Cols: K}, y, M, N, K, S, ks, fastWideRows, G, true)
 				})
 				return k.get(y, int(outs))
 			}
 			wide, wg := run("fast_gemm_wide"), run("fast_gemm_wg_fp8")
 			// the float64 reference of the widened operands: an output's value and Σ|x·w|
 			ref := func(s, m, n int64) (ref, mag float64) {
+				x := xv[(m*G+n/(N/G))*K:]
 				for kk := s * ks; kk < (s+1)*ks; kk++ {
-					p := float64(xv[m*K+kk]) * w(n, kk)
+					p := float64(x[kk]) * w(n, kk)
 					ref += p
 					mag += math.Abs(p)
 				}
@@ -174,7 +179,7 @@ func TestWGRNearBlk(t *testing.T) {
 					if strings.HasPrefix(kernel, "fast_gemm_wg_fp8r") {
 						xh, xl = fhp, flp
 					}
-					gemmArgs(a, xh, xl, wop, y, M, N, K, S, ks, fastBlockRows, c.xexact)
+					gemmArgs(a, xh, xl, wop, y, M, N, K, S, ks, fastBlockRows, 1, c.xexact)
 				})
 				return k.get(y, int(outs))
 			}
@@ -287,7 +292,7 @@ func nearRef(t *testing.T, S, M, N int64, gate float64, ref func(s, m, n int64) 
 // gemmArgs fills FastGemmArgs for a product of M rows of K values (Kp = K) with N weight
 // rows in S slices of ks, one group, float32 outputs in y (and its slices there too),
 // the x tiles of rows rows.
-func gemmArgs(a *ArgBuf, xh, xl devptr, w Operand, y devptr, M, N, K, S, ks, rows int64, xexact bool) {
+func gemmArgs(a *ArgBuf, xh, xl devptr, w Operand, y devptr, M, N, K, S, ks, rows, G int64, xexact bool) {
 	a.P(xh)
 	a.P(xl)
 	a.W(w)
@@ -302,7 +307,67 @@ func gemmArgs(a *ArgBuf, xh, xl devptr, w Operand, y devptr, M, N, K, S, ks, row
 	a.I((M + rows - 1) / rows)
 	a.I(N) // ldy
 	a.I(0) // out_bf16
-	a.I(1) // G
+	a.I(G)
 	a.I(1) // prefetch
 	a.I(b2i(xexact))
+}
+
+// TestWGBF16WNearRef: fast_gemm_wg_bf16w (bf16 weights and bf16 activations on wgmma,
+// both operands copied into shared memory; in groups too) and fast_gemm_wide (the
+// mma.sync chain) against a float64 reference of the same bf16 operands: every output
+// within 1.5e-6·Σ|x·w| (TestWGFP8NearWide's gate: the same sums of exact products in
+// another order), on the GPU not all equal. Shapes: one group with a partial last tile
+// of 64 weight rows and of 128 x rows, sliced reductions, V4.1's wo_a in groups (64
+// weight rows a group, as the fixtures', and 128).
+func TestWGBF16WNearRef(t *testing.T) {
+	const refGate = 1.5e-6
+	k := newKernels(t)
+	rng := rand.New(rand.NewPCG(31, 7))
+	for _, c := range []struct{ M, N, K, S, G int64 }{
+		{200, 100, 320, 1, 1}, {40, 192, 512, 2, 1}, {110, 128, 128, 1, 2}, {150, 256, 256, 1, 2}, {70, 512, 192, 3, 4},
+	} {
+		t.Run(fmt.Sprintf("M%d_N%d_K%d_S%d_G%d", c.M, c.N, c.K, c.S, c.G), func(t *testing.T) {
+			M, N, K, S, G := c.M, c.N, c.K, c.S, c.G
+			ks := K / S / 64 * 64
+			if ks*S != K {
+				t.Fatalf("slices %d of K %d", S, K)
+			}
+			// bf16 values as pairs: the weights' rows of K, x's G rows a token of K
+			bf := func(n int64) ([]float32, []uint32) {
+				v, w := make([]float32, n), make([]uint32, n/2)
+				for i := range v {
+					v[i] = quant.BF16(float32(rng.NormFloat64()))
+				}
+				for i := range w {
+					w[i] = math.Float32bits(v[2*i])>>16 | math.Float32bits(v[2*i+1])&0xffff0000
+				}
+				return v, w
+			}
+			wv, ww := bf(N * K)
+			xv, xw := bf(M * G * K)
+			wp, xp := put(k, ww), put(k, xw)
+			outs := S * M * N
+			run := func(kernel string) []float32 {
+				y := put(k, make([]float32, outs))
+				k.run(kernel, func(a *ArgBuf) {
+					gemmArgs(a, xp, xp, Operand{Ptr: wp, Fmt: 1, Cols: K}, y, M, N, K, S, ks, fastWideRows, G, true)
+				})
+				return k.get(y, int(outs))
+			}
+			ref := func(s, m, n int64) (ref, mag float64) {
+				x := xv[(m*G+n/(N/G))*K:]
+				for kk := s * ks; kk < (s+1)*ks; kk++ {
+					p := float64(x[kk]) * float64(wv[n*K+kk])
+					ref += p
+					mag += math.Abs(p)
+				}
+				return ref, mag
+			}
+			differ, worst, worstRef := nearRef(t, S, M, N, refGate, ref, "fast_gemm_wide", run("fast_gemm_wide"), "fast_gemm_wg_bf16w", run("fast_gemm_wg_bf16w"))
+			t.Logf("%d of %d outputs differ; worst %.3g of Σ|x·w| apart, %.3g from the reference", differ, outs, worst, worstRef)
+			if k.where != nil && differ == 0 {
+				t.Error("every output equal to fast_gemm_wide's on the GPU: the wgmma kernel did not run its own order")
+			}
+		})
+	}
 }

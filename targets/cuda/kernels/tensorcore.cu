@@ -1718,10 +1718,11 @@ DEVM void wg_rows_copy(const unsigned short* base, i64 ld, i64 nrows, unsigned s
   }
   fast_cp_commit();
 }
-// wg_xcopy: the x rows' hi halves at step k, ROWS rows from m0, into a buffer xb
+// wg_xcopy: the x rows' hi halves at step k, ROWS rows from m0, into a buffer xb (with
+// G groups, group grp's values of each row: x's rows are (m·G + grp) · Kp values in)
 template <int ROWS = WG_BN>
-DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid) {
-  wg_rows_copy<ROWS>((const unsigned short*)a.xh, a.Kp, a.M, xb, m0, k, tid);
+DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid, i64 grp = 0) {
+  wg_rows_copy<ROWS>((const unsigned short*)a.xh + grp * a.Kp, a.G * a.Kp, a.M, xb, m0, k, tid);
 }
 // wg_store: a wgmma block's 4·NJ accumulators a thread (an m64n(8·NJ) product) into the
 // product: d[4j + q] is row r0 + 16·warp + g (+ 8 for q ≥ 2) and column c0 + 8j + 2t +
@@ -1839,7 +1840,8 @@ KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body<false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_fp8: fast_gemm_wide's products (bf16 activations, more than fastWideMin
-// rows) for FP8 weights (formats 2, 3 and 5) with G = 1, rows of K values, K a multiple
+// rows) for FP8 weights (formats 2, 3 and 5) with G = 1 (or G groups of a multiple of 64
+// weight rows each: a block's x values are its group's), rows of K values, K a multiple
 // of 64, on wgmma with both operands in shared memory. A launch block is one warpgroup
 // per (64 weight rows, slice, 128 rows of x), x-tiles fastest, as fast_gemm_wg_f32's.
 // Each 64-value step: the x rows' bf16 values copied by cp.async a step ahead into one
@@ -1861,17 +1863,22 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   float* wh = new float[a.ks / 2 + 8];
   for (i64 sl = 0; sl < a.S; sl++)
     for (i64 n = 0; n < a.N; n++) {
-      const unsigned char* wr = (const unsigned char*)a.w.p + n * a.w.cols;
+      const unsigned char* wr = (const unsigned char*)a.w.p + n * a.w.cols * (a.w.fmt == 1 ? 2 : 1);
       const i64 k0 = sl * a.ks, np = (imax(imin(a.K, k0 + a.ks), k0) - k0 + 15) / 16 * 8;
       for (i64 k = k0; k < imin(a.K, k0 + a.ks); k += 16) {
-        uint4 q;
-        memcpy(&q, wr + k, 16);
         u32 h[8];
-        e4m3_widen16(q, fast_fp8_scale(a.w, n, k), h);
+        if (a.w.fmt == 1) {
+          memcpy(h, wr + 2 * k, 32);  // bf16 weights (fast_gemm_wg_bf16w): the pairs as they are
+        } else {
+          uint4 q;
+          memcpy(&q, wr + k, 16);
+          e4m3_widen16(q, fast_fp8_scale(a.w, n, k), h);
+        }
         for (int j = 0; j < 8; j++) wl[(k - k0) / 2 + j] = fast_lo(h[j]), wh[(k - k0) / 2 + j] = fast_hi(h[j]);
       }
+      const i64 grp = a.G > 1 ? n / (a.N / a.G) : 0;
       for (i64 m = 0; m < a.M; m++) {
-        const u32* x = a.xh + m * P + k0 / 2;
+        const u32* x = a.xh + (m * a.G + grp) * P + k0 / 2;
         float acc = 0;
         for (i64 p = 0; p < np; p++) {
           acc += fast_lo(x[p]) * wl[p];
@@ -1883,6 +1890,8 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   delete[] wl;
   delete[] wh;
 }
+// (fast_gemm_wg_bf16w: the same loop, the weight pairs as they are)
+DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 #else
 // WgFP8Raw: one thread's weight bytes of a step (32 FP8 codes, their scale byte)
 struct WgFP8Raw {
@@ -1901,6 +1910,8 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   const i64 m0 = blk % mtiles * BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
   if (n0 >= a.N) return;
   const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
+  // the block's group (G > 1: each group's N / G weight rows a multiple of 64)
+  const i64 grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
   // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
   // stored), values 32·wh.. of each step, and its scale bytes (one a 2^ssh values)
   const int wr = tid >> 1, wh = tid & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
@@ -1925,7 +1936,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     UNROLL for (int c = 0; c < 4; c++)
       *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs[b], m0, k, tid); };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs[b], m0, k, tid, grp); };
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
@@ -1977,6 +1988,46 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   wg_store<false, BN / 8>(a, sl, n0, m0, warp, g, t, d);
 }
+// wg_bf16w_body: the products of bf16 weights (format 1) as wg_fp8_body's blocks (64
+// weight rows, slice, 128 rows of x; G groups of a multiple of 64 weight rows, a block's
+// x values its group's), both operands copied by cp.async a step ahead into two buffers
+// each (the weights need no widening): per 16 values one wgmma m64n128k16
+DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
+  (void)GSTRIDE;
+  __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
+  __shared__ __align__(1024) unsigned short ws[2][64 * 64];
+  const int tid = (int)threadIdx.x;
+  const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
+  const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
+  if (n0 >= a.N) return;
+  const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
+  const i64 grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
+  // step k's x rows and 64 weight rows (rows past N zero) into buffers b: two groups
+  auto copy = [&](i64 k, int b) {
+    wg_xcopy(a, xs[b], m0, k, tid, grp);
+    wg_rows_copy<64>((const unsigned short*)a.w.p, a.w.cols, a.N, ws[b], n0, k, tid);
+  };
+  float d[64];
+  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  u32 xbase[2], wbase[2];
+  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
+  if (steps > 0) copy(kb, 0);
+  for (i64 i = 0; i < steps; i++) {
+    const int b = (int)(i & 1);
+    fast_cp_wait<0>();
+    wg_proxy_fence();
+    __syncthreads();  // step i's operands in place; every warp's step i − 1 products done
+    if (i + 1 < steps) copy(kb + 64 * (i + 1), b ^ 1);
+    wg_fence();
+    const u64 da = wg_desc(wbase[b]), db = wg_desc(xbase[b]);
+    UNROLL for (int s = 0; s < 4; s++) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);  // + 32 bytes a 16-value piece
+    wg_commit();
+    wg_wait0();
+    WG_KEEP(d);
+  }
+  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  wg_store<false>(a, sl, n0, m0, warp, g, t, d);
+}
 #endif
 KERNEL(fast_gemm_wg_fp8, FastGemmArgs) { wg_fp8_body<false>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_fp8a: the same products in the same order (the same values), each
@@ -1991,6 +2042,11 @@ KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 // the same order on the host's lanes; on the device wgmma's order inside a 16-value
 // step, which TestWGFP8NearWide compares.
 KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations
+// (V4.1's wo_a, in groups) on wgmma, both operands copied into shared memory
+// (DEEPINFER_CUDA_WG_BF16W=1; not yet run on a GPU). The emulated device sums as
+// fast_gemm_wg_fp8's loop does, with the weight pairs as they are (wg_bf16w_body).
+KERNEL(fast_gemm_wg_bf16w, FastGemmArgs) { wg_bf16w_body(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: products of bf16 weights (format 1) or FP8
 // weights (formats 2, 3, 5) and activations in two bf16 halves (fast_split's hi and lo:

@@ -14,7 +14,8 @@
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
-// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows)) and wgbf16,
+// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows), wgbf16wx
+// (bf16 weights, in groups too)) and wgbf16,
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
 // x's pairs in wgr_pos's order); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
@@ -461,7 +462,8 @@ int main(int argc, char** argv) {
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
   bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
-       wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0, wgk = wgf || wg8;
+       wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
+       wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
   bool wgb16a = strcmp(kernel, "wgbf16a") == 0, wgb16 = wgb16a || strcmp(kernel, "wgbf16") == 0, wgb8a = strcmp(kernel, "wgfp8ra") == 0,
@@ -472,8 +474,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if ((!blk && !m1 && !wide && !wgk && !wgb && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0) ||
-      (wgk && (!xexact || G != 1 || K % 64 != 0 || (wgf && fmt != 0) || (wg8 && fmt != 2 && fmt != 3 && fmt != 5)))) {
-    fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32; stg: float32 weights; wgf32, wgfp8: bf16 x with xexact, one group, K a multiple of 64, float32 or FP8 weights)\n", argv[1]);
+      (wgk && (!xexact || (G != 1 && (wgf || (N / G) % 64 != 0)) || K % 64 != 0 || (wgf && fmt != 0) || (wg8 && fmt != 2 && fmt != 3 && fmt != 5) || (wgbw && fmt != 1)))) {
+    fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32; stg: float32 weights; wgf32, wgfp8: bf16 x with xexact, K a multiple of 64, float32 weights in one group or FP8 weights in groups of a multiple of 64 rows)\n", argv[1]);
     return 2;
   }
   // the weight, random values in its format
@@ -558,6 +560,7 @@ int main(int argc, char** argv) {
                 : wgb ? fast_gemm_wg_bf16
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
+                : wgbw ? fast_gemm_wg_bf16w
                 : wg8n ? fast_gemm_wg_fp8n
                 : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
@@ -574,6 +577,7 @@ int main(int argc, char** argv) {
    : wgb ? emu_fast_gemm_wg_bf16
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
+   : wgbw ? emu_fast_gemm_wg_bf16w
    : wg8n ? emu_fast_gemm_wg_fp8n
    : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
