@@ -43,7 +43,8 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	}
 	// the launch grid Go computes decodes as the kernel does
 	for name, want := range map[string]int64{"FAST_BLK_ROWS": fastBlockRows, "FAST_BLK_N": fastBlockN,
-		"FAST_WIDE_ROWS": fastWideRows, "FAST_WIDE_N": fastWideN, "WGB_MROWS": fastBlockRows, "WG_BN": fastBlockN} {
+		"FAST_WIDE_ROWS": fastWideRows, "FAST_WIDE_N": fastWideN, "WGB_MROWS": fastBlockRows, "WG_BN": fastBlockN,
+		"WG_FP8W_SHARED": wgFP8WShared} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu"))
 		if m == nil || m[1] != fmt.Sprint(want) {
 			t.Errorf("tensorcore.cu's %s: %v, Go's %d", name, m, want)
@@ -297,6 +298,10 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					checks = append(checks, check{"fast_gemm_wg_fp8n's device code, warps in step", run(lanes, "wgfp8nx"), ref},
 						check{"fast_gemm_wg_fp8n's device code, warps skewed", run(lanes, "wgfp8nx", "eager"), ref},
 						check{"emulated fast_gemm_wg_fp8n", run(emu, "wgfp8nx"), ref})
+					// and of 256 x rows (wgmma m64n256k16, dynamic shared memory)
+					checks = append(checks, check{"fast_gemm_wg_fp8w's device code, warps in step", run(lanes, "wgfp8wx"), ref},
+						check{"fast_gemm_wg_fp8w's device code, warps skewed", run(lanes, "wgfp8wx", "eager"), ref},
+						check{"emulated fast_gemm_wg_fp8w", run(emu, "wgfp8wx"), ref})
 				}
 				if !fp8 {
 					// the two-fragment-set form: the same products in the same order

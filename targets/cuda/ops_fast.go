@@ -327,13 +327,19 @@ func fastProduct(b *Bind, g fastGemm) int {
 	if os.Getenv(EnvWGAhead) == "0" {
 		wgFP8 = "fast_gemm_wg_fp8"
 	}
-	// (EnvWGN64=1: fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows)
+	// (EnvWGN64=1: fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows;
+	// EnvWGN256=1: fast_gemm_wg_fp8w, blocks of 256 x rows, for steps of more than 128,
+	// where the device allows its dynamic shared memory)
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) == "1"
+	wgN256 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN256) == "1" && wgFP8WShared <= b.SharedMax()
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			if wgN64 && rowsOf(s) <= 64 {
 				return "fast_gemm_wg_fp8n"
+			}
+			if wgN256 && rowsOf(s) > 128 {
+				return "fast_gemm_wg_fp8w"
 			}
 			return wgFP8
 		}
@@ -350,10 +356,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
-		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false}, {"fast_gemm_wg_bf16w", fastWideRows, false},
+		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false}, {"fast_gemm_wg_fp8w", fastWideRows, false},
+		{"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
-		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
+		fn := func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
 				return 0
 			}
@@ -378,6 +385,10 @@ func fastProduct(b *Bind, g fastGemm) int {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 64) * 128
 			}
+			if v.kernel == "fast_gemm_wg_fp8w" {
+				// one warpgroup per (64 weight rows, slice, 256 rows)
+				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 256) * 128
+			}
 			if v.rows == fastWideRows {
 				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
 				// (fast_gemm_wg_fp8: one warpgroup)
@@ -389,7 +400,12 @@ func fastProduct(b *Bind, g fastGemm) int {
 				return (g.N + fastBlockN - 1) / fastBlockN * S * mtiles * 128
 			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
-		})
+		}
+		if v.kernel == "fast_gemm_wg_fp8w" {
+			b.LaunchShared(v.kernel, 128, wgFP8WShared, fn)
+		} else {
+			b.Launch(v.kernel, fn)
+		}
 	}
 	for _, v := range []struct {
 		kernel string
@@ -486,6 +502,19 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // fast_gemm_wg_fp8a is (TestWGFP8NearWide); opt-in until a GPU has timed it. Read when a
 // program is bound.
 const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
+
+// EnvWGN256 set to 1 runs fast_gemm_wg_fp8w instead of fast_gemm_wg_fp8a for the wide
+// FP8 products of more than 128 rows (V4.1's at batch 256, and prefills): launch blocks
+// of 256 x rows (wgmma m64n256k16, wgFP8WShared bytes of dynamic shared memory), so that
+// a block's widened weights feed twice the x rows. Near fast_gemm_wide's values as
+// fast_gemm_wg_fp8a is (TestWGFP8NearWide); opt-in until a GPU has timed it. Read when a
+// program is bound.
+const EnvWGN256 = "DEEPINFER_CUDA_WG_N256"
+
+// wgFP8WShared is tensorcore.cu's WG_FP8W_SHARED: fast_gemm_wg_fp8w's two x buffers of
+// 256 rows and two weight buffers of 64 rows (64 bf16 values a row), from the first
+// 1024-byte boundary.
+const wgFP8WShared = 2*256*64*2 + 2*64*64*2 + 1024
 
 // EnvWGBF16W set to 1 runs the wide products of bf16 weights and bf16 activations (V4.1's
 // wo_a: 8 groups of 1,024 weight rows) on fast_gemm_wg_bf16w (wgmma, both operands copied
