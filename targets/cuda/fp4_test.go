@@ -771,21 +771,7 @@ func TestWGRLogits(t *testing.T) {
 		t.Errorf("%s / %s ran %d / %d times without them and %d / %d by default, fast_gemm_blk %d / %d, fast_split_wg %d / %d; want none, then both, as many block products in all, and a fast_split_wg for each %s",
 			bf, f8, ka[bf], ka[f8], kb[bf], kb[f8], ka["fast_gemm_blk"], kb["fast_gemm_blk"], ka["fast_split_wg"], kb["fast_split_wg"], f8)
 	}
-	worst, differ := 0.0, 0
-	for i := range n {
-		big, d := 0.0, 0.0
-		for j := range a[i] {
-			big = math.Max(big, math.Abs(float64(a[i][j])))
-			e := math.Abs(float64(a[i][j]) - float64(b[i][j]))
-			d = math.Max(d, e)
-			if e > 0 {
-				differ++
-			}
-		}
-		if r := d / math.Max(big, 1e-30); r > worst {
-			worst = r
-		}
-	}
+	worst, differ := logitsApart(a, b, n)
 	t.Logf("worst difference %.3g of the row's largest logit; %d logits differ", worst, differ)
 	if worst > 3e-5 {
 		t.Errorf("prefill logits %.3g apart (relative to the row's largest), want within 3e-5", worst)

@@ -1736,11 +1736,15 @@ DEVM void wg_rows_copy(const unsigned short* base, i64 ld, i64 nrows, unsigned s
   }
   fast_cp_commit();
 }
-// wg_xcopy: the x rows' hi halves at step k, ROWS rows from m0, into a buffer xb (with
-// G groups, group grp's values of each row: x's rows are (m·G + grp) · Kp values in)
+// wg_xcopy: the x rows' hi halves at step k, ROWS rows from m0, into a buffer xb (one
+// group; wg_xcopy_grp: with G groups, group grp's values of each row, x's rows being
+// (m·G + grp) · Kp values in)
 template <int ROWS = WG_BN>
-DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid, i64 grp = 0) {
-  wg_rows_copy<ROWS>((const unsigned short*)a.xh + grp * a.Kp, a.G * a.Kp, a.M, xb, m0, k, tid);
+DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid) {
+  wg_rows_copy<ROWS>((const unsigned short*)a.xh, a.Kp, a.M, xb, m0, k, tid);
+}
+DEVM void wg_xcopy_grp(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid, i64 grp) {
+  wg_rows_copy((const unsigned short*)a.xh + grp * a.Kp, a.G * a.Kp, a.M, xb, m0, k, tid);
 }
 // wg_store: a wgmma block's 4·NJ accumulators a thread (an m64n(8·NJ) product) into the
 // product: d[4j + q] is row r0 + 16·warp + g (+ 8 for q ≥ 2) and column c0 + 8j + 2t +
@@ -1858,8 +1862,7 @@ KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body<false>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_fp8: fast_gemm_wide's products (bf16 activations, more than fastWideMin
-// rows) for FP8 weights (formats 2, 3 and 5) with G = 1 (or G groups of a multiple of 64
-// weight rows each: a block's x values are its group's), rows of K values, K a multiple
+// rows) for FP8 weights (formats 2, 3 and 5) with G = 1, rows of K values, K a multiple
 // of 64, on wgmma with both operands in shared memory. A launch block is one warpgroup
 // per (64 weight rows, slice, 128 rows of x), x-tiles fastest, as fast_gemm_wg_f32's.
 // Each 64-value step: the x rows' bf16 values copied by cp.async a step ahead into one
@@ -1894,6 +1897,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
         }
         for (int j = 0; j < 8; j++) wl[(k - k0) / 2 + j] = fast_lo(h[j]), wh[(k - k0) / 2 + j] = fast_hi(h[j]);
       }
+      // (groups: fast_gemm_wg_bf16w's; the FP8 kernels take one group)
       const i64 grp = a.G > 1 ? n / (a.N / a.G) : 0;
       for (i64 m = 0; m < a.M; m++) {
         const u32* x = a.xh + (m * a.G + grp) * P + k0 / 2;
@@ -1911,6 +1915,22 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 // (fast_gemm_wg_bf16w: the same loop, the weight pairs as they are)
 DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 #else
+// WgBlock: a wgmma products block's place (wg_fp8_body's and wg_bf16w_body's launch
+// blocks: 64 weight rows from n0, slice sl, BN x rows from m0, x-tiles fastest), its
+// reduction's start kb and 64-value steps, and its group (G > 1: each group's N / G
+// weight rows a multiple of 64); false for a block past the weight rows
+struct WgBlock {
+  i64 m0, sl, n0, kb, steps, grp;
+};
+template <int BN>
+DEVM bool wg_block(const FastGemmArgs& a, i64 GIDX, WgBlock& o) {
+  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / 128;
+  o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * 64;
+  if (o.n0 >= a.N) return false;
+  o.kb = o.sl * a.ks, o.steps = (imin(a.K, o.kb + a.ks) - o.kb) / 64;
+  o.grp = a.G > 1 ? o.n0 / (a.N / a.G) : 0;
+  return true;
+}
 // WgFP8Raw: one thread's weight bytes of a step (32 FP8 codes, their scale byte)
 struct WgFP8Raw {
   uint4 a, b;
@@ -1938,12 +1958,9 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   auto xs = [&](int b) { return xs0 + b * BN * 64; };
   auto ws = [&](int b) { return ws0 + b * 64 * 64; };
   const int tid = (int)threadIdx.x;
-  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / 128;
-  const i64 m0 = blk % mtiles * BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
-  if (n0 >= a.N) return;
-  const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
-  // the block's group (G > 1: each group's N / G weight rows a multiple of 64)
-  const i64 grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
+  WgBlock blk;
+  if (!wg_block<BN>(a, GIDX, blk)) return;
+  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0, kb = blk.kb, steps = blk.steps;
   // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
   // stored), values 32·wh.. of each step, and its scale bytes (one a 2^ssh values)
   const int wr = tid >> 1, wh = tid & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
@@ -1968,7 +1985,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     UNROLL for (int c = 0; c < 4; c++)
       *(uint4*)&ws(b)[wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs(b), m0, k, tid, grp); };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs(b), m0, k, tid); };
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
@@ -2030,14 +2047,12 @@ DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
   __shared__ __align__(1024) unsigned short ws[2][64 * 64];
   const int tid = (int)threadIdx.x;
-  const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
-  const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
-  if (n0 >= a.N) return;
-  const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
-  const i64 grp = a.G > 1 ? n0 / (a.N / a.G) : 0;
+  WgBlock blk;
+  if (!wg_block<WG_BN>(a, GIDX, blk)) return;
+  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0, kb = blk.kb, steps = blk.steps, grp = blk.grp;
   // step k's x rows and 64 weight rows (rows past N zero) into buffers b: two groups
   auto copy = [&](i64 k, int b) {
-    wg_xcopy(a, xs[b], m0, k, tid, grp);
+    wg_xcopy_grp(a, xs[b], m0, k, tid, grp);
     wg_rows_copy<64>((const unsigned short*)a.w.p, a.w.cols, a.N, ws[b], n0, k, tid);
   };
   float d[64];

@@ -476,8 +476,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if ((!blk && !m1 && !wide && !wgk && !wgb && strcmp(kernel, "m4") != 0) || (wide && (!xexact || fmt == 0)) || (stg && fmt != 0) ||
-      (wgk && (!xexact || (G != 1 && (wgf || (N / G) % 64 != 0)) || K % 64 != 0 || (wgf && fmt != 0) || (wg8 && fmt != 2 && fmt != 3 && fmt != 5) || (wgbw && fmt != 1)))) {
-    fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32; stg: float32 weights; wgf32, wgfp8: bf16 x with xexact, K a multiple of 64, float32 weights in one group or FP8 weights in groups of a multiple of 64 rows)\n", argv[1]);
+      (wgk && (!xexact || (G != 1 && (!wgbw || (N / G) % 64 != 0)) || K % 64 != 0 || (wgf && fmt != 0) || (wg8 && fmt != 2 && fmt != 3 && fmt != 5) || (wgbw && fmt != 1)))) {
+    fprintf(stderr, "kernel %s (wide: bf16 x with xexact, weights not float32; stg: float32 weights; wgf32, wgfp8, wgbf16w: bf16 x with xexact, K a multiple of 64, one group (wgbf16w: or groups of a multiple of 64 weight rows), float32, FP8 or bf16 weights)\n", argv[1]);
     return 2;
   }
   // the weight, random values in its format
