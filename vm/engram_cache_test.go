@@ -14,7 +14,8 @@ import (
 
 // TestEngramMapCache: a token map taken from engramMaps is the one the tokenizer gives
 // (built again from the file), a caller's changes to its copy do not reach the next
-// caller, and a rewritten tokenizer file (another modification time) is read again.
+// caller, and a rewritten tokenizer file (another modification time) is read again, its
+// older maps dropped.
 func TestEngramMapCache(t *testing.T) {
 	src := testtok.Need(t)
 	dir := t.TempDir()
@@ -76,6 +77,18 @@ func TestEngramMapCache(t *testing.T) {
 	}
 	if got := engramBuilds.Load() - before; got != 3 {
 		t.Fatalf("after the file changed: %d builds, want 3", got)
+	}
+	// the older version's maps (both vocabularies) are not kept beside the new one
+	engramMaps.Lock()
+	kept := 0
+	for k := range engramMaps.m {
+		if k.path == file {
+			kept++
+		}
+	}
+	engramMaps.Unlock()
+	if kept != 1 {
+		t.Fatalf("%d maps kept for the file, want 1 (the current version's)", kept)
 	}
 	// a broken file is an error, and not kept
 	if err := os.WriteFile(file, []byte("{"), 0o644); err != nil {

@@ -155,6 +155,12 @@ func engramMap(dir string, V int) ([]int32, engramCounts, error) {
 		if engramMaps.m == nil {
 			engramMaps.m = map[engramKey]engramEntry{}
 		}
+		// (a map of an older version of the same file is not used again)
+		for k := range engramMaps.m {
+			if k.path == key.path && (k.size != key.size || k.mtime != key.mtime) {
+				delete(engramMaps.m, k)
+			}
+		}
 		engramMaps.m[key] = e
 		engramMaps.Unlock()
 	}

@@ -423,8 +423,9 @@ func logitsApart(a, b [][]float32, n int) (worst float64, differ int) {
 // 64, K of 64) run fast_gemm_wg_bf16w instead of fast_gemm_wide (the emulated device
 // counts the launches moved in a 110-token prefill), and the grouped products of both
 // V4.1 fixtures, fed the cpu target's inputs through a prefill of 100 + 6 tokens (where
-// the wide kernels run), stay within 1e-6 of the cpu target's values (emulated: 2.3e-7
-// with the switch, 1.8e-7 without; the other instructions are logged, not gated). (Not
+// the wide kernels run), stay within 5e-7 of the cpu target's values (about twice the
+// emulated device's 2.3e-7 with the switch, 1.8e-7 without; not yet run on a GPU; the
+// other instructions are logged, not gated). (Not
 // the logits of two whole runs: another order of the same sums may move a key across the
 // indexer's top-k, which changes the attention after it by far more than the products'
 // own distance — on tiny-v41-dev2, 0.47 of the row's largest logit on the emulated device.)
@@ -439,7 +440,7 @@ func TestWGBF16WNearCPU(t *testing.T) {
 				}
 			}
 			t.Setenv(cuda.EnvWGBF16W, "1")
-			cfg := checkConfig{numerics: targets.NumericsFast, tol: 1e-6, force: true, prompt: 100, gate: []string{"grouped_linear"}}
+			cfg := checkConfig{numerics: targets.NumericsFast, tol: 5e-7, force: true, prompt: 100, gate: []string{"grouped_linear"}}
 			if worst := checkInstructions(t, filepath.Base(m.dir), cfg); worst == 0 {
 				t.Fatal("every instruction equal to the cpu target's: the fast products did not run")
 			}

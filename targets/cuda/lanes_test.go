@@ -311,27 +311,10 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			}
 			// fast_gemm_wg_bf16w (bf16 weights and bf16 x with xexact, in groups too, K a
 			// multiple of 64): its device code, warps in step and skewed, gives the
-			// emulated kernel's values bit for bit; the emulated kernel's are within a
-			// float32 sum's rounding of fast_gemm_m4's (another order of the same products)
+			// emulated kernel's values bit for bit (the emulated kernel against a float64
+			// reference: TestWGBF16WNearRef)
 			if c.fmt == 1 && c.K%64 == 0 && (c.G == 1 || (c.N/c.G)%64 == 0) {
 				ref := run(emu, "wgbf16wx")
-				got, base := f32s(t, ref), f32s(t, run(emu, "m4x"))
-				if S > 1 {
-					got, base = got[c.M*c.N:], base[c.M*c.N:]
-				}
-				big := 0.0
-				for _, v := range base {
-					big = math.Max(big, math.Abs(float64(v)))
-				}
-				tol := 1e-4
-				if c.bf == 1 {
-					tol = 1.0 / 128
-				}
-				for i := range base {
-					if d := math.Abs(float64(got[i]) - float64(base[i])); !(d <= tol*math.Abs(float64(base[i]))+1e-6*big) {
-						t.Fatalf("%s: emulated fast_gemm_wg_bf16w output %d is %g, fast_gemm_m4's %g", c.name, i, got[i], base[i])
-					}
-				}
 				checks = append(checks, check{"fast_gemm_wg_bf16w's device code, warps in step", run(lanes, "wgbf16wx"), ref},
 					check{"fast_gemm_wg_bf16w's device code, warps skewed", run(lanes, "wgbf16wx", "eager"), ref})
 			}
