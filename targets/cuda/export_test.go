@@ -74,7 +74,7 @@ func EpilogueProducers(rt *Runtime, phase string) map[int]int {
 }
 
 // SetFusedMinBlocks moves the step size from which V4.1's attention runs as
-// csa_tc_fused by default (programs bound after the call).
+// its fused kernel by default (programs bound after the call).
 func SetFusedMinBlocks(n int64) (restore func()) {
 	old := csaFusedMinBlocks
 	csaFusedMinBlocks = n

@@ -418,9 +418,9 @@ func logitsApart(a, b [][]float32, n int) (worst float64, differ int) {
 	return worst, differ
 }
 
-// TestWGBF16WNearCPU: with DEEPINFER_CUDA_WG_BF16W=1 the wide products of bf16 weights
-// and bf16 activations (V4.1's wo_a, in groups; each group's weight rows a multiple of
-// 64, K of 64) run fast_gemm_wg_bf16w instead of fast_gemm_wide (the emulated device
+// TestWGBF16WNearCPU: by default the wide products of bf16 weights and bf16 activations
+// (V4.1's wo_a, in groups; each group's weight rows a multiple of 64, K of 64) run
+// fast_gemm_wg_bf16w, with DEEPINFER_CUDA_WG_BF16W=0 fast_gemm_wide (the emulated device
 // counts the launches moved in a 110-token prefill), and the grouped products of both
 // V4.1 fixtures, fed the cpu target's inputs through a prefill of 100 + 6 tokens (where
 // the wide kernels run), stay within 5e-7 of the cpu target's values (about twice the
@@ -433,13 +433,13 @@ func TestWGBF16WNearCPU(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
-			_, ka, _, kb := twoRuns(t, p, ws, cuda.EnvWGBF16W, "", "1", 110)
+			_, ka, _, kb := offAndOn(t, p, ws, cuda.EnvWGBF16W, 110)
 			if ka != nil {
 				if msg := someMoved(ka, kb, "fast_gemm_wide", "fast_gemm_wg_bf16w"); msg != "" {
 					t.Error(msg)
 				}
 			}
-			t.Setenv(cuda.EnvWGBF16W, "1")
+			t.Setenv(cuda.EnvWGBF16W, "")
 			cfg := checkConfig{numerics: targets.NumericsFast, tol: 5e-7, force: true, prompt: 100, gate: []string{"grouped_linear"}}
 			if worst := checkInstructions(t, filepath.Base(m.dir), cfg); worst == 0 {
 				t.Fatal("every instruction equal to the cpu target's: the fast products did not run")
@@ -448,13 +448,11 @@ func TestWGBF16WNearCPU(t *testing.T) {
 	}
 }
 
-// TestWGN64NearWG: with DEEPINFER_CUDA_WG_N64=1 the wide FP8 products of at most 64 rows
-// (a prefill of two 25-token sequences of both V4.1 fixtures in one step) run
-// fast_gemm_wg_fp8n (blocks of 64 x rows, wgmma m64n64k16), and with
-// DEEPINFER_CUDA_WG_N256=1 those of more than 128 rows (two of 100 tokens)
-// fast_gemm_wg_fp8w (blocks of 256 x rows, m64n256k16), instead of
-// fast_gemm_wg_fp8a, every launch moved (the emulated device counts them); the logits are
-// the same bit for bit on the emulated device (one loop for all three), and on the GPU
+// TestWGN64NearWG: by default the wide FP8 products of at most 64 rows (a prefill of two
+// 25-token sequences of both V4.1 fixtures in one step) run fast_gemm_wg_fp8n (blocks of
+// 64 x rows, wgmma m64n64k16), with DEEPINFER_CUDA_WG_N64=0 fast_gemm_wg_fp8a, every
+// launch moved (the emulated device counts them); the logits are the same bit for bit
+// on the emulated device (one loop for both), and on the GPU
 // within 2e-6 of the row's largest logit (TestWideWGNearWide's bound for the wgmma order
 // against the mma.sync chain; the wgmma shapes' own order inside a 16-value step may or
 // may not differ: the count of logits that differ is logged).
@@ -462,14 +460,13 @@ func TestWGN64NearWG(t *testing.T) {
 	for _, c := range []struct {
 		env, kernel string
 		n           int
-	}{{cuda.EnvWGN64, "fast_gemm_wg_fp8n", 50}, {cuda.EnvWGN256, "fast_gemm_wg_fp8w", 200}} {
+	}{{cuda.EnvWGN64, "fast_gemm_wg_fp8n", 50}} {
 		for _, m := range v41Fixtures {
 			t.Run(c.kernel+"/"+m.name, func(t *testing.T) {
 				p, ws := cuda.CompileDir(t, m.dir)
-				// (more than 128 rows: two sequences in one step)
-				t.Setenv(c.env, "")
+				t.Setenv(c.env, "0")
 				a, ka := prefillTwo(t, p, ws, c.n/2)
-				t.Setenv(c.env, "1")
+				t.Setenv(c.env, "")
 				b, kb := prefillTwo(t, p, ws, c.n/2)
 				if ka != nil {
 					if msg := moved(ka, kb, "fast_gemm_wg_fp8a", c.kernel); msg != "" {

@@ -43,8 +43,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 	}
 	// the launch grid Go computes decodes as the kernel does
 	for name, want := range map[string]int64{"FAST_BLK_ROWS": fastBlockRows, "FAST_BLK_N": fastBlockN,
-		"FAST_WIDE_ROWS": fastWideRows, "FAST_WIDE_N": fastWideN, "WGB_MROWS": fastBlockRows, "WG_BN": fastBlockN,
-		"WG_FP8W_SHARED": wgFP8WShared} {
+		"FAST_WIDE_ROWS": fastWideRows, "FAST_WIDE_N": fastWideN, "WGB_MROWS": fastBlockRows, "WG_BN": fastBlockN} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu"))
 		if m == nil || m[1] != fmt.Sprint(want) {
 			t.Errorf("tensorcore.cu's %s: %v, Go's %d", name, m, want)

@@ -623,12 +623,12 @@ func csaBindAttention(b *Bind) error {
 		// least csaFusedMinBlocks of them (tensorcore_attn.cu, csa_tc_fused): the same values
 		groupsF := (heads + csaFusedHeads - 1) / csaFusedHeads
 		useFused := func(s *Step) bool { return false }
-		fused, threads := "csa_tc_fused", int64(csaFusedThreads)
+		fused, threads := "csa_tc_fused3", int64(csaFused3Threads)
 		switch os.Getenv(EnvAttFusedForm) {
+		case "1":
+			fused, threads = "csa_tc_fused", csaFusedThreads
 		case "2":
-			fused = "csa_tc_fused2"
-		case "3":
-			fused, threads = "csa_tc_fused3", csaFused3Threads
+			fused, threads = "csa_tc_fused2", csaFusedThreads
 		}
 		if env := os.Getenv(EnvAttFused); csaFusedOK(heads, dim, block) && csaFusedShared(dim, threads/32) <= b.SharedMax() && env != "0" {
 			min := csaFusedMinBlocks
@@ -739,13 +739,14 @@ const (
 // 1: the fused kernel at every step size; 0: never. Read when a program is bound.
 const EnvAttFused = "DEEPINFER_CUDA_ATT_FUSED"
 
-// EnvAttFusedForm set to 2 runs the fused attention's second form, csa_tc_fused2 (the
-// query staged in the logits' mma fragment order, the two key tiles' chains of mma
+// EnvAttFusedForm picks the fused attention's form: unset or 3, csa_tc_fused3 (the query
+// staged in the logits' mma fragment order, the two key tiles' chains of mma
 // interleaved, the output's key fragments by ldmatrix, the keys staged without a
-// division a copy), and 3 that form in launch blocks of 16 warps, csa_tc_fused3 (at
-// most 128 registers a thread), instead of csa_tc_fused (run 37c's kernel): the same
-// values bit for bit (on host fibers, TestFusedAttentionOnHostFibers). Opt-in until a
-// GPU has timed them against the first form in one run. Read when a program is bound.
+// division a copy, in launch blocks of 16 warps at most 128 registers a thread; the
+// default since run 39: 0.86 → 0.55 ms at batch 64 and 3.23 → 2.02 ms at 256 on an
+// H100, V4.1 context 4,096); 2, that form in blocks of 8 warps (csa_tc_fused2: 0.61 and
+// 2.24 ms); 1, run 37c's kernel (csa_tc_fused). The same values bit for bit (on host
+// fibers, TestFusedAttentionOnHostFibers). Read when a program is bound.
 const EnvAttFusedForm = "DEEPINFER_CUDA_ATT_FUSED_FORM"
 
 // csaFusedMinBlocks is the smallest step (rows × head groups of 32) V4.1's attention

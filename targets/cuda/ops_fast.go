@@ -321,25 +321,21 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// EnvWGAhead=0 keeps fast_gemm_wg_fp8)
 	wgFP8On := os.Getenv(EnvWideWG) != "0" && g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	// (bf16 weights, in groups too — V4.1's wo_a, each group's weight rows a multiple of
-	// 64 —, with EnvWGBF16W=1: fast_gemm_wg_bf16w, both operands copied by cp.async)
-	wgBF16WOn := os.Getenv(EnvWideWG) != "0" && os.Getenv(EnvWGBF16W) == "1" && (g.G == 1 || (g.N/g.G)%64 == 0) && g.K%64 == 0 && !b.rt.invariant
+	// 64 —: fast_gemm_wg_bf16w, both operands copied by cp.async; EnvWGBF16W=0 keeps
+	// fast_gemm_wide)
+	wgBF16WOn := os.Getenv(EnvWideWG) != "0" && os.Getenv(EnvWGBF16W) != "0" && (g.G == 1 || (g.N/g.G)%64 == 0) && g.K%64 == 0 && !b.rt.invariant
 	wgFP8 := "fast_gemm_wg_fp8a"
 	if os.Getenv(EnvWGAhead) == "0" {
 		wgFP8 = "fast_gemm_wg_fp8"
 	}
-	// (EnvWGN64=1: fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows;
-	// EnvWGN256=1: fast_gemm_wg_fp8w, blocks of 256 x rows, for steps of more than 128,
-	// where the device allows its dynamic shared memory)
-	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) == "1"
-	wgN256 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN256) == "1" && wgFP8WShared <= b.SharedMax()
+	// (fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows; EnvWGN64=0
+	// keeps fast_gemm_wg_fp8a there)
+	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			if wgN64 && rowsOf(s) <= 64 {
 				return "fast_gemm_wg_fp8n"
-			}
-			if wgN256 && rowsOf(s) > 128 {
-				return "fast_gemm_wg_fp8w"
 			}
 			return wgFP8
 		}
@@ -356,7 +352,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
-		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false}, {"fast_gemm_wg_fp8w", fastWideRows, false},
+		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
 		{"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
@@ -385,10 +381,6 @@ func fastProduct(b *Bind, g fastGemm) int {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 64) * 128
 			}
-			if v.kernel == "fast_gemm_wg_fp8w" {
-				// one warpgroup per (64 weight rows, slice, 256 rows)
-				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 256) * 128
-			}
 			if v.rows == fastWideRows {
 				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
 				// (fast_gemm_wg_fp8: one warpgroup)
@@ -401,11 +393,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
 		}
-		if v.kernel == "fast_gemm_wg_fp8w" {
-			b.LaunchShared(v.kernel, 128, wgFP8WShared, fn)
-		} else {
-			b.Launch(v.kernel, fn)
-		}
+		b.Launch(v.kernel, fn)
 	}
 	for _, v := range []struct {
 		kernel string
@@ -495,33 +483,23 @@ const gemvStagedBlocks = 4 * 132
 // comparisons. Read when a program is bound.
 const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 
-// EnvWGN64 set to 1 runs fast_gemm_wg_fp8n instead of fast_gemm_wg_fp8a for the wide FP8
-// products of at most 64 rows (V4.1's at batch 64): launch blocks of 64 x rows
-// (wgmma m64n64k16, 32 KB of shared memory a block) where fast_gemm_wg_fp8a's 128-row
-// blocks copy and multiply zero rows for the other half. Near fast_gemm_wide's values as
-// fast_gemm_wg_fp8a is (TestWGFP8NearWide); opt-in until a GPU has timed it. Read when a
-// program is bound.
+// EnvWGN64 set to 0 runs fast_gemm_wg_fp8a instead of fast_gemm_wg_fp8n for the wide
+// FP8 products of at most 64 rows (V4.1's at batch 64). fast_gemm_wg_fp8n's launch
+// blocks take 64 x rows (wgmma m64n64k16, 32 KB of shared memory a block) where
+// fast_gemm_wg_fp8a's 128-row blocks copy and multiply zero rows for the other half:
+// 0.998 → 0.809 ms a step at V4.1 batch 64 in run 39 (H100); the default since. Near
+// fast_gemm_wide's values as fast_gemm_wg_fp8a is (TestWGFP8NearWide). (Its other end,
+// blocks of 256 x rows on m64n256k16, ran slower than fast_gemm_wg_fp8a at batch 256 in
+// the same run, 1.90 against 1.71 ms, and was removed.) Read when a program is bound.
 const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
 
-// EnvWGN256 set to 1 runs fast_gemm_wg_fp8w instead of fast_gemm_wg_fp8a for the wide
-// FP8 products of more than 128 rows (V4.1's at batch 256, and prefills): launch blocks
-// of 256 x rows (wgmma m64n256k16, wgFP8WShared bytes of dynamic shared memory), so that
-// a block's widened weights feed twice the x rows. Near fast_gemm_wide's values as
-// fast_gemm_wg_fp8a is (TestWGFP8NearWide); opt-in until a GPU has timed it. Read when a
-// program is bound.
-const EnvWGN256 = "DEEPINFER_CUDA_WG_N256"
-
-// wgFP8WShared is tensorcore.cu's WG_FP8W_SHARED: fast_gemm_wg_fp8w's two x buffers of
-// 256 rows and two weight buffers of 64 rows (64 bf16 values a row), from the first
-// 1024-byte boundary.
-const wgFP8WShared = 2*256*64*2 + 2*64*64*2 + 1024
-
-// EnvWGBF16W set to 1 runs the wide products of bf16 weights and bf16 activations (V4.1's
-// wo_a: 8 groups of 1,024 weight rows) on fast_gemm_wg_bf16w (wgmma, both operands copied
-// into shared memory by cp.async a step ahead; each launch block's x values its group's)
-// instead of fast_gemm_wide (the mma.sync chain). Near fast_gemm_wide's values (the
-// wgmma order), so not in batch-invariant mode; opt-in until a GPU has timed it. Read
-// when a program is bound.
+// EnvWGBF16W set to 0 runs the wide products of bf16 weights and bf16 activations (V4.1's
+// wo_a: 8 groups of 1,024 weight rows) on fast_gemm_wide (the mma.sync chain) instead of
+// fast_gemm_wg_bf16w (wgmma, both operands copied into shared memory by cp.async a step
+// ahead; each launch block's x values its group's): 0.332 → 0.226 ms at V4.1 batch 64
+// and 0.483 → 0.386 ms at 256 in run 39 (H100); the default since. Near fast_gemm_wide's
+// values (the wgmma order), so not in batch-invariant mode. Read when a program is
+// bound.
 const EnvWGBF16W = "DEEPINFER_CUDA_WG_BF16W"
 
 // EnvGemvStaged set to 1 runs fast_gemv_fp8s and fast_gemv_fp8s_q (each lane's weight
