@@ -1639,7 +1639,6 @@ DEV void wg_wait0() { lanes_wg_wait(0); }
 DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) { lanes_wg_mma(d, a, 0, desc); }
 DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) { lanes_wg_mma(d, nullptr, da, db); }
 DEVM void wg_ss_m64n64(float (&d)[32], u64 da, u64 db) { lanes_wg_mma_n64(d, da, db); }
-DEVM void wg_ss_m64n256(float (&d)[128], u64 da, u64 db) { lanes_wg_mma_n256(d, da, db); }
 #define WG_KEEP(d)
 #define WG_KEEPN(d, n)
 #else
@@ -1692,23 +1691,6 @@ DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) {
       WG_D64_REGS
       "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
       : WG_D64_OUT(d)
-      : "l"(da), "l"(db), "r"(1));
-}
-// wg_ss_m64n256: the same with the 256 rows db names (128 accumulators a thread)
-#define WG_D128_REGS                                                                    \
-  WG_D64_REGS ","                                                                       \
-  "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"                    \
-  "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"                    \
-  "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"        \
-  "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
-DEVM void wg_ss_m64n256(float (&d)[128], u64 da, u64 db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
-      " wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-      WG_D128_REGS
-      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      : WG_D64_OUT(d), WG_D8_OUT(d, 64), WG_D8_OUT(d, 72), WG_D8_OUT(d, 80), WG_D8_OUT(d, 88),
-        WG_D8_OUT(d, 96), WG_D8_OUT(d, 104), WG_D8_OUT(d, 112), WG_D8_OUT(d, 120)
       : "l"(da), "l"(db), "r"(1));
 }
 // wg_ss_m64n64: the same with the 64 rows db names (32 accumulators a thread)
@@ -1858,7 +1840,8 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body<false>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_f32p: the same products in the same order (the same values), with two
 // sets of A fragments: step i + 1's weights split, and step i + 2's loaded, while step
-// i's products run (DEEPINFER_CUDA_HEAD_WG=2; not yet run on a GPU)
+// i's products run (V4.1's LM head by default; DEEPINFER_CUDA_HEAD_WG=1 keeps
+// fast_gemm_wg_f32)
 KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_fp8: fast_gemm_wide's products (bf16 activations, more than fastWideMin
@@ -1936,27 +1919,16 @@ struct WgFP8Raw {
   uint4 a, b;
   u32 u;
 };
-// (BN: the x rows a block takes, 256, 128 or 64 — wgmma m64n256k16, m64n128k16 or
-// m64n64k16; with 256 the buffers, 80 KB, are the launch's dynamic shared memory, from
-// its first 1024-byte boundary: WG_FP8W_SHARED bytes, 2·256·64·2 + 2·64·64·2 + 1024)
-#define WG_FP8W_SHARED 82944
+// (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k16 or m64n64k16)
 template <bool AHEAD2, int BN = WG_BN>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
-  static_assert(BN == 256 || BN == 128 || BN == 64, "wg_fp8_body: 256, 128 or 64 x rows a block");
+  static_assert(BN == 128 || BN == 64, "wg_fp8_body: 128 or 64 x rows a block");
   // xs: [2][BN · 64] (x rows, two steps), ws: [2][64 · 64] (widened weights)
-  unsigned short *xs0, *ws0;
-  if constexpr (BN == 256) {
-    DYN_SHARED(wg_dyn);
-    xs0 = (unsigned short*)(((unsigned long long)wg_dyn + 1023) & ~1023ull);
-    ws0 = xs0 + 2 * BN * 64;
-  } else {
-    __shared__ __align__(1024) unsigned short xs_[2][BN * 64];
-    __shared__ __align__(1024) unsigned short ws_[2][64 * 64];
-    xs0 = &xs_[0][0], ws0 = &ws_[0][0];
-  }
-  auto xs = [&](int b) { return xs0 + b * BN * 64; };
-  auto ws = [&](int b) { return ws0 + b * 64 * 64; };
+  __shared__ __align__(1024) unsigned short xs_[2][BN * 64];
+  __shared__ __align__(1024) unsigned short ws_[2][64 * 64];
+  auto xs = [&](int b) { return &xs_[b][0]; };
+  auto ws = [&](int b) { return &ws_[b][0]; };
   const int tid = (int)threadIdx.x;
   WgBlock blk;
   if (!wg_block<BN>(a, GIDX, blk)) return;
@@ -2015,8 +1987,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     wg_fence();
     const u64 da = wg_desc(wbase[b]), db = wg_desc(xbase[b]);
     UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 16-value piece
-      if constexpr (BN == 256) wg_ss_m64n256(d, da + 2 * s, db + 2 * s);
-      else if constexpr (BN == 128) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);
+      if constexpr (BN == 128) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);
       else wg_ss_m64n64(d, da + 2 * s, db + 2 * s);
     }
     wg_commit();
@@ -2086,19 +2057,16 @@ KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_fp8n: fast_gemm_wg_fp8a in blocks of 64 x rows (wgmma m64n64k16; x
 // buffers of 8 KB, 32 KB of shared memory a block), for products of at most 64 rows,
 // where the 128-row block copies and multiplies zero rows for half its x tile
-// (DEEPINFER_CUDA_WG_N64=1; not yet run on a GPU). The same products of each output in
+// (the default there since run 39: 0.998 → 0.809 ms at V4.1 batch 64 on an H100; its
+// 256-row form on m64n256k16 lost at batch 256, 1.90 against 1.71 ms, and was removed;
+// DEEPINFER_CUDA_WG_N64=0 keeps fast_gemm_wg_fp8a). The same products of each output in
 // the same order on the host's lanes; on the device wgmma's order inside a 16-value
 // step, which TestWGFP8NearWide compares.
 KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE); }
-// fast_gemm_wg_fp8w: fast_gemm_wg_fp8a in blocks of 256 x rows (wgmma m64n256k16, 128
-// accumulators a thread; x buffers of 32 KB, WG_FP8W_SHARED bytes of dynamic shared
-// memory), for products of more than 128 rows: each block's widened weights feed twice
-// the x rows, so a step's widening, per x row, is half fast_gemm_wg_fp8a's
-// (DEEPINFER_CUDA_WG_N256=1; not yet run on a GPU).
-KERNEL(fast_gemm_wg_fp8w, FastGemmArgs) { wg_fp8_body<true, 256>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations
 // (V4.1's wo_a, in groups) on wgmma, both operands copied into shared memory
-// (DEEPINFER_CUDA_WG_BF16W=1; not yet run on a GPU). The emulated device sums as
+// (the default since run 39: 0.332 → 0.226 ms at V4.1 batch 64 and 0.483 → 0.386 at
+// 256 on an H100; DEEPINFER_CUDA_WG_BF16W=0 keeps fast_gemm_wide). The emulated device sums as
 // fast_gemm_wg_fp8's loop does, with the weight pairs as they are (wg_bf16w_body).
 KERNEL(fast_gemm_wg_bf16w, FastGemmArgs) { wg_bf16w_body(a, GIDX, GSTRIDE); }
 

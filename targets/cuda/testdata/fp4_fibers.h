@@ -29,7 +29,6 @@ unsigned lanes_smem_addr(const void*) { abort(); }
 void lanes_wg_fence() { abort(); }
 void lanes_wg_mma(float*, const unsigned*, unsigned long long, unsigned long long) { abort(); }
 void lanes_wg_mma_n64(float*, unsigned long long, unsigned long long) { abort(); }
-void lanes_wg_mma_n256(float*, unsigned long long, unsigned long long) { abort(); }
 void lanes_wg_commit() { abort(); }
 void lanes_wg_wait(int) { abort(); }
 

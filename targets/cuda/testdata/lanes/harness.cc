@@ -14,8 +14,7 @@
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
-// (the weight bytes two steps ahead), wgfp8nx and wgfp8wx (the same in blocks of 64 and
-// 256 x rows), wgbf16wx
+// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows), wgbf16wx
 // (bf16 weights, in groups too)) and wgbf16,
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
@@ -104,7 +103,7 @@ float lo(u32 p) { return f32_bits(p << 16); }
 float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 
 // The warpgroup's tensor-core operations (wgmma, m64n128k16 or, both operands in
-// shared memory, m64n64k16 and m64n256k16; bf16 in, float32 accumulators). A thread's call is recorded in wgc and the thread blocks (WG); when all
+// shared memory, m64n64k16; bf16 in, float32 accumulators). A thread's call is recorded in wgc and the thread blocks (WG); when all
 // 128 threads are at the same operation, it is played: a product is issued (its
 // operands' descriptors, each thread's A fragments in the register form and the address
 // of its accumulators), a commit closes the issued products into a group, a wait plays
@@ -165,7 +164,7 @@ float elem(u64 desc, int r, int k) {
   return f32_bits((u32)v << 16);
 }
 void play(const WgMma& m) {
-  float A[64][16], B[256][16];
+  float A[64][16], B[128][16];
   for (int r = 0; r < 64; r++)
     for (int k = 0; k < 16; k++) {
       if (m.rs) {
@@ -338,7 +337,6 @@ static void wg_call(int op, int n, const u32* a, u64 da, u64 db, float* d, int c
 void lanes_wg_fence() { wg_call(lanes::WG_FENCE, 0, nullptr, 0, 0, nullptr); }
 void lanes_wg_mma(float* d, const unsigned* a, unsigned long long da, unsigned long long db) { wg_call(lanes::WG_MMA, 0, a, da, db, d); }
 void lanes_wg_mma_n64(float* d, unsigned long long da, unsigned long long db) { wg_call(lanes::WG_MMA, 0, nullptr, da, db, d, 64); }
-void lanes_wg_mma_n256(float* d, unsigned long long da, unsigned long long db) { wg_call(lanes::WG_MMA, 0, nullptr, da, db, d, 256); }
 void lanes_wg_commit() { wg_call(lanes::WG_COMMIT, 0, nullptr, 0, 0, nullptr); }
 void lanes_wg_wait(int n) { wg_call(lanes::WG_WAIT, n, nullptr, 0, 0, nullptr); }
 void lanes_cp16(void* dst, const void* src, bool in) {
@@ -464,7 +462,7 @@ int main(int argc, char** argv) {
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
   bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
-       wg8w = strcmp(kernel, "wgfp8w") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8w || wg8a || strcmp(kernel, "wgfp8") == 0,
+       wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
        wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
@@ -550,7 +548,6 @@ int main(int argc, char** argv) {
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
                     : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
-                  : wg8w ? (N + 63) / 64 * S * ((M + 255) / 256) * 128
                   : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
                     : blk ? (N + FAST_BLK_N - 1) / FAST_BLK_N * S * mtiles * 128
@@ -565,7 +562,6 @@ int main(int argc, char** argv) {
                 : wgf ? fast_gemm_wg_f32
                 : wgbw ? fast_gemm_wg_bf16w
                 : wg8n ? fast_gemm_wg_fp8n
-                : wg8w ? fast_gemm_wg_fp8w
                 : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
@@ -583,7 +579,6 @@ int main(int argc, char** argv) {
    : wgf ? emu_fast_gemm_wg_f32
    : wgbw ? emu_fast_gemm_wg_bf16w
    : wg8n ? emu_fast_gemm_wg_fp8n
-   : wg8w ? emu_fast_gemm_wg_fp8w
    : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide

@@ -37,7 +37,5 @@ void lanes_wg_fence();
 void lanes_wg_mma(float* d, const unsigned* a, unsigned long long da, unsigned long long db);
 // (m64n64k16, both operands in shared memory: 32 accumulators a thread)
 void lanes_wg_mma_n64(float* d, unsigned long long da, unsigned long long db);
-// (m64n256k16, both operands in shared memory: 128 accumulators a thread)
-void lanes_wg_mma_n256(float* d, unsigned long long da, unsigned long long db);
 void lanes_wg_commit();
 void lanes_wg_wait(int n);
