@@ -147,7 +147,18 @@ run() {
 	if [ -z "${SKIP_CHECK:-}" ]; then
 		# the kernels first: every instruction of the three fixtures against the cpu target
 		echo "==== instruction check on the GPU"
-		(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "${CHECK_RUN:-TestInstructionsMatchCPU|TestFastInstructionsNearCPU}" -device gpu -test.v 2>&1) | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
+		# (each top-level test in a process of its own: a kernel's fault — an illegal address
+		# is sticky for the process's CUDA context — then fails its test alone; a pattern
+		# naming subtests runs as one process)
+		local pat=${CHECK_RUN:-TestInstructionsMatchCPU|TestFastInstructionsNearCPU} tests tn
+		tests=$pat
+		if [[ $pat != */* ]]; then
+			tests=$(cd targets/cuda && "../../$bin/cuda.test" -test.list "$pat" 2>/dev/null | grep '^Test' | sed 's/.*/^&$/')
+		fi
+		[ -n "$tests" ] || echo "CHECK_RUN=$pat matches no test of cuda.test"
+		for tn in $tests; do
+			(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "$tn" -device gpu -test.v 2>&1)
+		done | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
 	fi
 	local m cfg layers ctx
 	for m in ${MODELS:-v4 v41}; do
