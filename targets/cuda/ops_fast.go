@@ -331,11 +331,10 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows; EnvWGN64=0
 	// keeps fast_gemm_wg_fp8a there)
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
-	wgN64All := wgN64 && os.Getenv(EnvWGN64) == "all"
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
-			if wgN64 && (rowsOf(s) <= 64 || wgN64All) {
+			if wgN64 && rowsOf(s) <= 64 {
 				return "fast_gemm_wg_fp8n"
 			}
 			return wgFP8
@@ -491,10 +490,9 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // 0.998 → 0.809 ms a step at V4.1 batch 64 in run 39 (H100); the default since. Near
 // fast_gemm_wide's values as fast_gemm_wg_fp8a is (TestWGFP8NearWide). (Its other end,
 // blocks of 256 x rows on m64n256k16, ran slower than fast_gemm_wg_fp8a at batch 256 in
-// the same run, 1.90 against 1.71 ms, and was removed.) Set to "all" it runs
-// fast_gemm_wg_fp8n for the products of every row count (four blocks a multiprocessor
-// instead of three, each widening its weights for 64 rows: for comparisons; not yet
-// timed). Read when a program is bound.
+// the same run, 1.90 against 1.71 ms, and was removed; and fast_gemm_wg_fp8n itself at
+// batch 256, four blocks a multiprocessor each widening its weights for 64 rows, 2.07
+// against 1.71 ms in run 39c.) Read when a program is bound.
 const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
 
 // EnvWGBF16W set to 0 runs the wide products of bf16 weights and bf16 activations (V4.1's
