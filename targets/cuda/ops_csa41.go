@@ -731,8 +731,8 @@ const (
 	csaFused3Threads = 512
 )
 
-// EnvAttFused chooses how V4.1's tensor-core attention (fast mode) runs: csa_tc_fused,
-// the logits, the softmax and the output of a row's 32 heads in one launch block with
+// EnvAttFused chooses how V4.1's tensor-core attention (fast mode) runs: the fused
+// kernel (csa_tc_fused3 unless EnvAttFusedForm says otherwise), the logits, the softmax and the output of a row's 32 heads in one launch block with
 // the keys staged in shared memory, or csa_tc_logits, csa_attn_softmax and csa_tc_out
 // (the same operations on the same operands: the same values bit for bit). Unset: the
 // fused kernel for steps of at least csaFusedMinBlocks launch blocks, the three below;
