@@ -14,6 +14,6 @@ go vet ./...
 echo "== go test -race (fuzz targets run their seed corpora)"
 # (the cuda package, the kernels on the emulated device under the race detector, and the
 # vm package take about 5-6 minutes each on a 2-core machine, beside each other (the whole
-# command about 8.5 minutes): go test's default 10-minute limit a package is too close on a
+# command 8.5-10 minutes): go test's default 10-minute limit a package is too close on a
 # shared machine, so the limit is raised)
 go test -race -count=1 -timeout 30m ./...
