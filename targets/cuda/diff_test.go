@@ -103,6 +103,62 @@ type checkConfig struct {
 	// prompt, when set, is the first prompt's length instead of 13 tokens (steps of
 	// more rows, for the products' wide kernels)
 	prompt int
+	// bf16Step: a result whose values are all bf16 values on both sides (an op that
+	// rounds its outputs to bf16) may also differ by one bf16 step in at most 1% of its
+	// values (another summation order moves a sum across a rounding boundary); its
+	// other values must stay within tol (bf16Err)
+	bf16Step bool
+}
+
+// TestFastInstructionsNearCPULongPrompt: TestFastInstructionsNearCPU's fed check with a
+// first prompt of 100 tokens, so that the prefill's products take the wide kernels
+// (more than 32 rows: fast_gemm_wg_fp8a, fast_gemm_wg_bf16w, the fused attention from
+// its step size) that the 13-token prompt never reaches, every instruction gated at the
+// same bounds, and a result rounded to bf16 allowed one bf16 step in at most 1% of its
+// values (bf16Err: at 100 tokens tiny-v41-dev's wkv product has values one step from the
+// cpu target's, 0.0898 against 0.0903, with every product kernel; a step is 2^-8 of the
+// value, not a bound on the sums).
+func TestFastInstructionsNearCPULongPrompt(t *testing.T) {
+	models := append([]string{}, fixtures...)
+	models = append(models, quantizedV4(t))
+	for _, model := range models {
+		cfg := checkConfig{numerics: targets.NumericsFast, tol: 2e-5, force: true, prompt: 100, bf16Step: true}
+		switch {
+		case strings.HasPrefix(model, "tiny-v41"):
+			cfg.tol = 6e-6
+		case !strings.HasPrefix(model, "tiny-"):
+			cfg.tol = 1.2e-5
+		}
+		t.Run(filepath.Base(model), func(t *testing.T) {
+			if worst := checkInstructions(t, model, cfg); worst == 0 {
+				t.Fatal("every instruction equal to the cpu target's: the fast products did not run")
+			}
+		})
+	}
+}
+
+// TestBF16Err: bf16Err's step count and error on hand-made results.
+func TestBF16Err(t *testing.T) {
+	bf := func(u uint16) float32 { return math.Float32frombits(uint32(u) << 16) }
+	one, next, two := bf(0x3f80), bf(0x3f81), bf(0x3f82) // 1, 1 + 2^-7, 1 + 2^-6
+	for _, c := range []struct {
+		a, b  []float32
+		e     float64
+		steps int
+		ok    bool
+	}{
+		{[]float32{one, one}, []float32{one, one}, 0, 0, true},
+		{[]float32{next, one}, []float32{one, one}, 0, 1, true},
+		{[]float32{two, one}, []float32{one, one}, 1.0 / 64, 0, true},
+		{[]float32{bf(0x0001), one}, []float32{bf(0x8001), one}, float64(bf(0x0001)) * 2, 0, true}, // two steps across zero
+		{[]float32{bf(0x0000), one}, []float32{bf(0x8001), one}, 0, 1, true},                      // one step across zero
+		{[]float32{one + 1e-6, one}, []float32{one, one}, 0, 0, false},                            // not a bf16 value
+	} {
+		e, steps, ok := bf16Err(c.a, c.b)
+		if ok != c.ok || (ok && (steps != c.steps || math.Abs(e-c.e) > 1e-12*max(1, c.e))) {
+			t.Errorf("bf16Err(%v, %v) = %g, %d, %v; want %g, %d, %v", c.a, c.b, e, steps, ok, c.e, c.steps, c.ok)
+		}
+	}
 }
 
 // flagConfig is the check the flags ask for.
@@ -163,6 +219,43 @@ func openPair(t *testing.T, model string, cfg checkConfig) (*plan.Plan, targets.
 }
 
 // relErr is max|a-b| / max|b|.
+// bf16Err: for two results whose every value is a bf16 value (the low 16 bits of each
+// float32 zero), the relative error (relErr's: over the largest reference magnitude) of
+// the values more than one bf16 step apart, and how many are exactly one step apart
+// (adjacent bf16 values, across zero too); ok false where a value is not a bf16 value.
+func bf16Err(a, b []float32) (e float64, steps int, ok bool) {
+	// ord maps a bf16 value's bits to an integer that grows by one a step
+	ord := func(f float32) int64 {
+		u := int64(math.Float32bits(f) >> 16)
+		if u&0x8000 != 0 {
+			return -(u & 0x7fff)
+		}
+		return u
+	}
+	var d, m float64
+	for i := range b {
+		if math.Float32bits(a[i])&0xffff != 0 || math.Float32bits(b[i])&0xffff != 0 {
+			return 0, 0, false
+		}
+		if math.IsNaN(float64(a[i])) != math.IsNaN(float64(b[i])) {
+			return math.Inf(1), 0, true
+		}
+		m = max(m, math.Abs(float64(b[i])))
+		if a[i] == b[i] {
+			continue
+		}
+		if o := ord(a[i]) - ord(b[i]); o == 1 || o == -1 {
+			steps++
+			continue
+		}
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	if m == 0 {
+		return d, steps, true
+	}
+	return d / m, steps, true
+}
+
 func relErr(a, b []float32) float64 {
 	var d, m float64
 	for i := range b {
@@ -299,6 +392,7 @@ func checkInstructions(t *testing.T, model string, cfg checkConfig) (worst float
 			copy(next, prompts)
 			var refTokens []int32
 			ungated := 0.0
+			stepped, steppedOf := 0, 0 // values one bf16 step apart (bf16Step), of the results that had them
 			failed := map[string]bool{}
 			run := func(step int, phase string) []int32 {
 				for _, side := range []int{0, 1} {
@@ -356,6 +450,13 @@ func checkInstructions(t *testing.T, model string, cfg checkConfig) (worst float
 							t.Fatalf("step %d %s instr %d (%s) result %d: %d/%d values on the device, %d/%d on the cpu", step, phase, idx, pr.Instrs[idx].Op, j, len(a), len(ai), len(b), len(bi))
 						}
 						e := relErr(a, b)
+						if e > cfg.tol && cfg.bf16Step {
+							if e2, n, ok := bf16Err(a, b); ok && 100*n <= len(b) {
+								e = e2
+								stepped += n
+								steppedOf += len(b)
+							}
+						}
 						for x := range bi {
 							if ai[x] != bi[x] {
 								e = math.Inf(1)
@@ -396,6 +497,9 @@ func checkInstructions(t *testing.T, model string, cfg checkConfig) (worst float
 					next[i][0] = anchor
 				}
 				run(4, plan.PhaseDraft)
+			}
+			if cfg.bf16Step {
+				t.Logf("%s: %d values one bf16 step from the cpu target's (allowed in the bf16 results over the bound: %d values in all)", model, stepped, steppedOf)
 			}
 			if cfg.gate != nil {
 				t.Logf("%s (%s numerics): %v within %.3g of the cpu target (worst %.3g); the other instructions' worst %.3g", model, cfg.numerics, cfg.gate, cfg.tol, worst, ungated)
