@@ -151,8 +151,8 @@ func TestBF16Err(t *testing.T) {
 		{[]float32{next, one}, []float32{one, one}, 0, 1, true},
 		{[]float32{two, one}, []float32{one, one}, 1.0 / 64, 0, true},
 		{[]float32{bf(0x0001), one}, []float32{bf(0x8001), one}, float64(bf(0x0001)) * 2, 0, true}, // two steps across zero
-		{[]float32{bf(0x0000), one}, []float32{bf(0x8001), one}, 0, 1, true},                      // one step across zero
-		{[]float32{one + 1e-6, one}, []float32{one, one}, 0, 0, false},                            // not a bf16 value
+		{[]float32{bf(0x0000), one}, []float32{bf(0x8001), one}, 0, 1, true},                       // one step across zero
+		{[]float32{one + 1e-6, one}, []float32{one, one}, 0, 0, false},                             // not a bf16 value
 	} {
 		e, steps, ok := bf16Err(c.a, c.b)
 		if ok != c.ok || (ok && (steps != c.steps || math.Abs(e-c.e) > 1e-12*max(1, c.e))) {
