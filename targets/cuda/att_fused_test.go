@@ -7,8 +7,8 @@ import (
 )
 
 // TestFusedAttentionSameValues: V4.1's tensor-core attention as one launch block per
-// (row, 32 heads) (csa_tc_fused3, the default form) gives the three launches' logits bit for bit
-// (csa_tc_logits, csa_attn_softmax, csa_tc_out: the same operations on the same
+// (row, 32 heads) (csa_tc_fused3, the default form) gives the three launches' logits
+// bit for bit (csa_tc_logits, csa_attn_softmax, csa_tc_out: the same operations on the same
 // operands), through an 80-token prefill and two decode steps of both V4.1 fixtures in
 // the fast mode: with DEEPINFER_CUDA_ATT_FUSED=0 (never fused), unset (the default:
 // fused from 128 launch blocks, moved to 64 here, so the prefill's 80 rows and not

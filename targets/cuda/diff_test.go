@@ -104,9 +104,10 @@ type checkConfig struct {
 	// more rows, for the products' wide kernels)
 	prompt int
 	// bf16Step: a result whose values are all bf16 values on both sides (an op that
-	// rounds its outputs to bf16) may also differ by one bf16 step in at most 1% of its
-	// values (another summation order moves a sum across a rounding boundary); its
-	// other values must stay within tol (bf16Err)
+	// rounds its outputs to bf16) may also differ by one bf16 step in one of its values,
+	// or one in 2,000 (another summation order moves a sum across a rounding boundary;
+	// the emulated device's worst at 100 tokens: 1 of 6,784); its other values must
+	// stay within tol (bf16Err)
 	bf16Step bool
 }
 
@@ -114,10 +115,10 @@ type checkConfig struct {
 // first prompt of 100 tokens, so that the prefill's products take the wide kernels
 // (more than 32 rows: fast_gemm_wg_fp8a, fast_gemm_wg_bf16w, the fused attention from
 // its step size) that the 13-token prompt never reaches, every instruction gated at the
-// same bounds, and a result rounded to bf16 allowed one bf16 step in at most 1% of its
-// values (bf16Err: at 100 tokens tiny-v41-dev's wkv product has values one step from the
-// cpu target's, 0.0898 against 0.0903, with every product kernel; a step is 2^-8 of the
-// value, not a bound on the sums).
+// same bounds, and a result rounded to bf16 allowed one bf16 step in one value or one in
+// 2,000 (bf16Err: at 100 tokens tiny-v41-dev has two results with one value a step from
+// the cpu target's, 1 of 6,784 and 1 of 27,136 — its wkv product 0.0898 against 0.0903
+// —; a step is 2^-8 of the value, not a bound on the sums).
 func TestFastInstructionsNearCPULongPrompt(t *testing.T) {
 	models := append([]string{}, fixtures...)
 	models = append(models, quantizedV4(t))
@@ -451,7 +452,7 @@ func checkInstructions(t *testing.T, model string, cfg checkConfig) (worst float
 						}
 						e := relErr(a, b)
 						if e > cfg.tol && cfg.bf16Step {
-							if e2, n, ok := bf16Err(a, b); ok && 100*n <= len(b) {
+							if e2, n, ok := bf16Err(a, b); ok && n <= max(1, len(b)/2000) {
 								e = e2
 								stepped += n
 								steppedOf += len(b)

@@ -732,8 +732,9 @@ const (
 )
 
 // EnvAttFused chooses how V4.1's tensor-core attention (fast mode) runs: the fused
-// kernel (csa_tc_fused3 unless EnvAttFusedForm says otherwise), the logits, the softmax and the output of a row's 32 heads in one launch block with
-// the keys staged in shared memory, or csa_tc_logits, csa_attn_softmax and csa_tc_out
+// kernel (csa_tc_fused3 unless EnvAttFusedForm says otherwise: the logits, the softmax
+// and the output of a row's 32 heads in one launch block with the keys staged in shared
+// memory), or csa_tc_logits, csa_attn_softmax and csa_tc_out
 // (the same operations on the same operands: the same values bit for bit). Unset: the
 // fused kernel for steps of at least csaFusedMinBlocks launch blocks, the three below;
 // 1: the fused kernel at every step size; 0: never. Read when a program is bound.

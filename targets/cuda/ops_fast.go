@@ -356,7 +356,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
-		fn := func(s *Step, a *ArgBuf) int64 {
+		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
 				return 0
 			}
@@ -392,8 +392,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 				return (g.N + fastBlockN - 1) / fastBlockN * S * mtiles * 128
 			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
-		}
-		b.Launch(v.kernel, fn)
+		})
 	}
 	for _, v := range []struct {
 		kernel string

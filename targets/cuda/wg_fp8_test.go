@@ -20,8 +20,10 @@ import (
 // 32-value groups, 128×128 blocks), a partial last tile of 64 weight rows, a partial
 // last block of 128 x rows and more than one, sliced reductions (a slice of one step),
 // a reduction of one step, scale bytes far from 127, and weight codes of every kind
-// (subnormals, zeros, both signs; never the NaN codes). fast_gemm_wg_fp8a's outputs are fast_gemm_wg_fp8's
-// bit for bit; fast_gemm_wg_fp8n's are near the reference too.
+// (subnormals, zeros, both signs; never the NaN codes). fast_gemm_wg_fp8a's and
+// fast_gemm_wg_fp8n's outputs are fast_gemm_wg_fp8's bit for bit (fast_gemm_wg_fp8n's
+// m64n64k16 sums each output in the m64n128k16 form's order: on an H100 in run 39, every
+// output equal).
 func TestWGFP8NearWide(t *testing.T) {
 	// each output within 1.5e-6 of Σ|x·w| of the reference: about twice the worst the
 	// emulated device (6.6e-7) and the H200 (6.8e-7, run 24) showed, far inside a float32 sum's worst case over a
@@ -76,15 +78,8 @@ func TestWGFP8NearWide(t *testing.T) {
 			// fast_gemm_wg_fp8a (the weight bytes two steps ahead): the same products in
 			// the same order
 			sameBits(t, "fast_gemm_wg_fp8a against fast_gemm_wg_fp8", run("fast_gemm_wg_fp8a"), wg)
-			// fast_gemm_wg_fp8n (blocks of 64 x rows, wgmma m64n64k16): near the reference
-			// as the others (its own order on the GPU may differ from the m64n128 form's)
-			for _, other := range []string{"fast_gemm_wg_fp8n"} {
-				d, _, _ := nearRef(t, S, M, N, refGate, ref, "fast_gemm_wg_fp8", wg, other, run(other))
-				t.Logf("%s: %d of %d outputs differ from fast_gemm_wg_fp8's", other, d, outs)
-				if k.where == nil && d != 0 {
-					t.Errorf("emulated %s: %d outputs differ from fast_gemm_wg_fp8's (one loop for both)", other, d)
-				}
-			}
+			// fast_gemm_wg_fp8n (blocks of 64 x rows, wgmma m64n64k16): the same sums
+			sameBits(t, "fast_gemm_wg_fp8n against fast_gemm_wg_fp8", run("fast_gemm_wg_fp8n"), wg)
 			if k.where != nil && differ == 0 {
 				t.Error("every output equal to fast_gemm_wide's on the GPU: the wgmma kernel did not run its own order")
 			}

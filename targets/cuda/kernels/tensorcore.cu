@@ -1924,11 +1924,9 @@ template <bool AHEAD2, int BN = WG_BN>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   static_assert(BN == 128 || BN == 64, "wg_fp8_body: 128 or 64 x rows a block");
-  // xs: [2][BN · 64] (x rows, two steps), ws: [2][64 · 64] (widened weights)
-  __shared__ __align__(1024) unsigned short xs_[2][BN * 64];
-  __shared__ __align__(1024) unsigned short ws_[2][64 * 64];
-  auto xs = [&](int b) { return &xs_[b][0]; };
-  auto ws = [&](int b) { return &ws_[b][0]; };
+  // xs: x rows, two steps; ws: widened weights, two steps
+  __shared__ __align__(1024) unsigned short xs[2][BN * 64];
+  __shared__ __align__(1024) unsigned short ws[2][64 * 64];
   const int tid = (int)threadIdx.x;
   WgBlock blk;
   if (!wg_block<BN>(a, GIDX, blk)) return;
@@ -1955,13 +1953,13 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     e4m3_widen16(r.a, r.u, h);
     e4m3_widen16(r.b, r.u, h + 8);
     UNROLL for (int c = 0; c < 4; c++)
-      *(uint4*)&ws(b)[wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
+      *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs(b), m0, k, tid); };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs[b], m0, k, tid); };
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
-  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(xs(b)), wbase[b] = wg_saddr(ws(b));
+  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
   if (steps > 0) {
     xcopy(kb, 0);
     wfetch(kb, set0);
@@ -2066,8 +2064,8 @@ KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE
 // fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations
 // (V4.1's wo_a, in groups) on wgmma, both operands copied into shared memory
 // (the default since run 39: 0.332 → 0.226 ms at V4.1 batch 64 and 0.483 → 0.386 at
-// 256 on an H100; DEEPINFER_CUDA_WG_BF16W=0 keeps fast_gemm_wide). The emulated device sums as
-// fast_gemm_wg_fp8's loop does, with the weight pairs as they are (wg_bf16w_body).
+// 256 on an H100; DEEPINFER_CUDA_WG_BF16W=0 keeps fast_gemm_wide). The emulated device
+// sums as fast_gemm_wg_fp8's loop does, with the weight pairs as they are (wg_bf16w_body).
 KERNEL(fast_gemm_wg_bf16w, FastGemmArgs) { wg_bf16w_body(a, GIDX, GSTRIDE); }
 
 // fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: products of bf16 weights (format 1) or FP8
