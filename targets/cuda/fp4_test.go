@@ -437,6 +437,25 @@ func TestWGN64NearWG(t *testing.T) {
 	}
 }
 
+// TestWGStagesSameValues: with DEEPINFER_CUDA_WG_STAGES=1 the wide FP8 products run
+// fast_gemm_wg_fp8n4 (at most 64 rows: a 50-token prefill) and fast_gemm_wg_fp8a3 (more:
+// a 110-token prefill), the x rows in a ring of buffers copied two or three steps ahead,
+// every launch of fast_gemm_wg_fp8n / _fp8a moved, and the logits of both V4.1 fixtures
+// are the default's bit for bit (the same products in the same order; on the GPU the
+// device code of both, on the emulated device the launch choice; the device code on the
+// host's lanes, copies landing as late as a wait allows: TestFastProductsOnSimulatedLanes).
+func TestWGStagesSameValues(t *testing.T) {
+	for _, c := range []struct {
+		n        int
+		from, to string
+	}{{50, "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8n4"}, {110, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a3"}} {
+		t.Run(fmt.Sprint(c.n), func(t *testing.T) {
+			sameAcross(t, v41Fixtures, cuda.EnvWGStages, "", "1", c.n, c.from+" (the default)", c.to+" ("+cuda.EnvWGStages+"=1)",
+				func(ka, kb map[string]int) string { return moved(ka, kb, c.from, c.to) })
+		})
+	}
+}
+
 // TestHeadWGPipeSameValues: by default V4.1's LM head runs fast_gemm_wg_f32p (two sets
 // of A fragments, the next step's split while a step's products run), with
 // DEEPINFER_CUDA_HEAD_WG=1 fast_gemm_wg_f32, the same products in the same order: the

@@ -331,11 +331,19 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows; EnvWGN64=0
 	// keeps fast_gemm_wg_fp8a there)
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
+	// (EnvWGStages=1: fast_gemm_wg_fp8a3 and _fp8n4, the x rows in a ring of buffers)
+	wgStages := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGStages) == "1"
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			if wgN64 && rowsOf(s) <= 64 {
+				if wgStages {
+					return "fast_gemm_wg_fp8n4"
+				}
 				return "fast_gemm_wg_fp8n"
+			}
+			if wgStages {
+				return "fast_gemm_wg_fp8a3"
 			}
 			return wgFP8
 		}
@@ -353,10 +361,17 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
+		{"fast_gemm_wg_fp8a3", fastWideRows, false}, {"fast_gemm_wg_fp8n4", fastWideRows, false},
 		{"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
-		b.Launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
+		launch := b.Launch
+		if shared := wgFP8Shared(v.kernel); shared > 0 {
+			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
+				b.LaunchShared(kernel, launchBlock, shared, fill)
+			}
+		}
+		launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
 				return 0
 			}
@@ -377,7 +392,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
 			}
-			if v.kernel == "fast_gemm_wg_fp8n" {
+			if v.kernel == "fast_gemm_wg_fp8n" || v.kernel == "fast_gemm_wg_fp8n4" {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 64) * 128
 			}
@@ -493,6 +508,31 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // batch 256, four blocks a multiprocessor each widening its weights for 64 rows, 2.07
 // against 1.71 ms in run 39c.) Read when a program is bound.
 const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
+
+// EnvWGStages set to 1 runs fast_gemm_wg_fp8a3 instead of fast_gemm_wg_fp8a and
+// fast_gemm_wg_fp8n4 instead of fast_gemm_wg_fp8n (V4.1's wide FP8 products): each step's
+// x rows copied two (three) steps ahead into a ring of three (four) buffers in dynamic
+// shared memory instead of one step ahead into two, so that more of a block's copies
+// are in flight while a step's products run. The same values; for a comparison. Read
+// when a program is bound.
+const EnvWGStages = "DEEPINFER_CUDA_WG_STAGES"
+
+// wgFP8Shared is the dynamic shared memory a launch block of the ring forms of the wide
+// FP8 products takes (tensorcore.cu's wg_fp8_body with XS x buffers of BN rows × 64
+// bf16 values and two weight buffers of 64 × 64, from a 1024-byte boundary), 0 for any
+// other kernel (static shared memory only).
+func wgFP8Shared(kernel string) int64 {
+	xs, bn := int64(0), int64(0)
+	switch kernel {
+	case "fast_gemm_wg_fp8a3":
+		xs, bn = 3, 128
+	case "fast_gemm_wg_fp8n4":
+		xs, bn = 4, 64
+	default:
+		return 0
+	}
+	return xs*bn*64*2 + 2*64*64*2 + 1024
+}
 
 // EnvWGBF16W set to 0 runs the wide products of bf16 weights and bf16 activations (V4.1's
 // wo_a: 8 groups of 1,024 weight rows) on fast_gemm_wide (the mma.sync chain) instead of

@@ -209,6 +209,13 @@ func (k *emuKernels) get(p devptr, n int) []float32 {
 
 func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	k.t.Helper()
+	k.runShared(name, 0, fill)
+}
+
+// runShared is run with shared bytes of dynamic shared memory a launch block (a kernel
+// with a DYN_SHARED array: launched with none, a GPU faults on its first access).
+func (k *emuKernels) runShared(name string, shared uint32, fill func(a *ArgBuf)) {
+	k.t.Helper()
 	m := k.mod
 	if k.where != nil {
 		var ok bool
@@ -230,7 +237,12 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	if k.where != nil {
 		grid = 4096
 	}
-	if err := k.d.Launch(f, grid, launchBlock, 0, 0, a.w); err != nil {
+	if shared > 48<<10 {
+		if err := k.d.FuncShared(f, shared); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	if err := k.d.Launch(f, grid, launchBlock, shared, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }

@@ -14,7 +14,8 @@
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
-// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows), wgbf16wx
+// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows), wgfp8a3x and
+// wgfp8n4x (those with the x rows in a ring of three or four buffers), wgbf16wx
 // (bf16 weights, in groups too)) and wgbf16,
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
@@ -461,8 +462,10 @@ int main(int argc, char** argv) {
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
-  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
-       wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
+  // (wgfp8a3, wgfp8n4: the x rows in a ring of three or four buffers)
+  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n4 = strcmp(kernel, "wgfp8n4") == 0,
+       wg8n = wg8n4 || strcmp(kernel, "wgfp8n") == 0, wg8a3 = strcmp(kernel, "wgfp8a3") == 0,
+       wg8a = wg8a3 || strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
        wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
@@ -561,7 +564,9 @@ int main(int argc, char** argv) {
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
                 : wgbw ? fast_gemm_wg_bf16w
+                : wg8n4 ? fast_gemm_wg_fp8n4
                 : wg8n ? fast_gemm_wg_fp8n
+                : wg8a3 ? fast_gemm_wg_fp8a3
                 : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
@@ -578,7 +583,9 @@ int main(int argc, char** argv) {
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
    : wgbw ? emu_fast_gemm_wg_bf16w
+   : wg8n4 ? emu_fast_gemm_wg_fp8n4
    : wg8n ? emu_fast_gemm_wg_fp8n
+   : wg8a3 ? emu_fast_gemm_wg_fp8a3
    : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide
