@@ -440,17 +440,19 @@ func TestWGN64NearWG(t *testing.T) {
 // TestWGStagesSameValues: with DEEPINFER_CUDA_WG_STAGES=1 the wide FP8 products run
 // fast_gemm_wg_fp8n4 (at most 64 rows: a 50-token prefill) and fast_gemm_wg_fp8a3 (more:
 // a 110-token prefill), the x rows in a ring of buffers copied two or three steps ahead,
-// every launch of fast_gemm_wg_fp8n / _fp8a moved, and the logits of both V4.1 fixtures
-// are the default's bit for bit (the same products in the same order; on the GPU the
-// device code of both, on the emulated device the launch choice; the device code on the
-// host's lanes, copies landing as late as a wait allows: TestFastProductsOnSimulatedLanes).
+// and with 2 those in blocks of two warpgroups (fast_gemm_wg_fp8n4w, _fp8a3w), every
+// launch of fast_gemm_wg_fp8n / _fp8a moved, and the logits of both V4.1 fixtures are
+// the default's bit for bit (the same products in the same order; on the GPU the device
+// code of each, on the emulated device the launch choice; the device code on the host's
+// lanes, copies landing as late as a wait allows: TestFastProductsOnSimulatedLanes).
 func TestWGStagesSameValues(t *testing.T) {
 	for _, c := range []struct {
-		n        int
-		from, to string
-	}{{50, "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8n4"}, {110, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a3"}} {
-		t.Run(fmt.Sprint(c.n), func(t *testing.T) {
-			sameAcross(t, v41Fixtures, cuda.EnvWGStages, "", "1", c.n, c.from+" (the default)", c.to+" ("+cuda.EnvWGStages+"=1)",
+		n             int
+		env, from, to string
+	}{{50, "1", "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8n4"}, {110, "1", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a3"},
+		{50, "2", "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8n4w"}, {110, "2", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a3w"}} {
+		t.Run(fmt.Sprintf("%s=%s_%d", cuda.EnvWGStages, c.env, c.n), func(t *testing.T) {
+			sameAcross(t, v41Fixtures, cuda.EnvWGStages, "", c.env, c.n, c.from+" (the default)", c.to+" ("+cuda.EnvWGStages+"="+c.env+")",
 				func(ka, kb map[string]int) string { return moved(ka, kb, c.from, c.to) })
 		})
 	}

@@ -331,19 +331,25 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows; EnvWGN64=0
 	// keeps fast_gemm_wg_fp8a there)
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
-	// (EnvWGStages=1: fast_gemm_wg_fp8a3 and _fp8n4, the x rows in a ring of buffers)
-	wgStages := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGStages) == "1"
+	// (EnvWGStages=1: fast_gemm_wg_fp8a3 and _fp8n4, the x rows in a ring of buffers; 2:
+	// fast_gemm_wg_fp8a3w and _fp8n4w, those in blocks of two warpgroups)
+	stages := os.Getenv(EnvWGStages)
+	wgStages := wgFP8 == "fast_gemm_wg_fp8a" && (stages == "1" || stages == "2")
+	wgPair := "" // (the two-warpgroup forms' suffix)
+	if stages == "2" {
+		wgPair = "w"
+	}
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			if wgN64 && rowsOf(s) <= 64 {
 				if wgStages {
-					return "fast_gemm_wg_fp8n4"
+					return "fast_gemm_wg_fp8n4" + wgPair
 				}
 				return "fast_gemm_wg_fp8n"
 			}
 			if wgStages {
-				return "fast_gemm_wg_fp8a3"
+				return "fast_gemm_wg_fp8a3" + wgPair
 			}
 			return wgFP8
 		}
@@ -362,13 +368,14 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
 		{"fast_gemm_wg_fp8a3", fastWideRows, false}, {"fast_gemm_wg_fp8n4", fastWideRows, false},
+		{"fast_gemm_wg_fp8a3w", fastWideRows, false}, {"fast_gemm_wg_fp8n4w", fastWideRows, false},
 		{"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		launch := b.Launch
-		if shared := wgFP8Shared(v.kernel); shared > 0 {
+		if shared, threads := wgFP8Shared(v.kernel); shared > 0 {
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
-				b.LaunchShared(kernel, launchBlock, shared, fill)
+				b.LaunchShared(kernel, threads, shared, fill)
 			}
 		}
 		launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
@@ -395,6 +402,14 @@ func fastProduct(b *Bind, g fastGemm) int {
 			if v.kernel == "fast_gemm_wg_fp8n" || v.kernel == "fast_gemm_wg_fp8n4" {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 64) * 128
+			}
+			if v.kernel == "fast_gemm_wg_fp8n4w" {
+				// two warpgroups per (128 weight rows, slice, 64 rows)
+				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 64) * 256
+			}
+			if v.kernel == "fast_gemm_wg_fp8a3w" {
+				// two warpgroups per (128 weight rows, slice, 128 rows)
+				return ceilDiv(g.N, 128) * S * mtiles * 256
 			}
 			if v.rows == fastWideRows {
 				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
@@ -513,25 +528,31 @@ const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
 // fast_gemm_wg_fp8n4 instead of fast_gemm_wg_fp8n (V4.1's wide FP8 products): each step's
 // x rows copied two (three) steps ahead into a ring of three (four) buffers in dynamic
 // shared memory instead of one step ahead into two, so that more of a block's copies
-// are in flight while a step's products run. The same values; for a comparison. Read
-// when a program is bound.
+// are in flight while a step's products run. Set to 2 it runs fast_gemm_wg_fp8a3w and
+// _fp8n4w: those in launch blocks of two warpgroups, 128 weight rows against one copy of
+// the x rows (half the x bytes read from L2). The same values either way; for a
+// comparison. Read when a program is bound.
 const EnvWGStages = "DEEPINFER_CUDA_WG_STAGES"
 
 // wgFP8Shared is the dynamic shared memory a launch block of the ring forms of the wide
 // FP8 products takes (tensorcore.cu's wg_fp8_body with XS x buffers of BN rows × 64
-// bf16 values and two weight buffers of 64 × 64, from a 1024-byte boundary), 0 for any
-// other kernel (static shared memory only).
-func wgFP8Shared(kernel string) int64 {
-	xs, bn := int64(0), int64(0)
+// bf16 values and two weight buffers of 64 × 64 a warpgroup, from a 1024-byte boundary)
+// and its threads; 0 for any other kernel (static shared memory only).
+func wgFP8Shared(kernel string) (shared, threads int64) {
+	xs, bn, wgs := int64(0), int64(0), int64(1)
 	switch kernel {
 	case "fast_gemm_wg_fp8a3":
 		xs, bn = 3, 128
 	case "fast_gemm_wg_fp8n4":
 		xs, bn = 4, 64
+	case "fast_gemm_wg_fp8a3w":
+		xs, bn, wgs = 3, 128, 2
+	case "fast_gemm_wg_fp8n4w":
+		xs, bn, wgs = 4, 64, 2
 	default:
-		return 0
+		return 0, 0
 	}
-	return xs*bn*64*2 + 2*64*64*2 + 1024
+	return xs*bn*64*2 + wgs*2*64*64*2 + 1024, 128 * wgs
 }
 
 // EnvWGBF16W set to 0 runs the wide products of bf16 weights and bf16 activations (V4.1's

@@ -209,13 +209,17 @@ func (k *emuKernels) get(p devptr, n int) []float32 {
 
 func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	k.t.Helper()
-	k.runShared(name, 0, fill)
+	k.runBlocks(name, 0, 0, fill)
 }
 
-// runShared is run with shared bytes of dynamic shared memory a launch block (a kernel
-// with a DYN_SHARED array: launched with none, a GPU faults on its first access).
-func (k *emuKernels) runShared(name string, shared uint32, fill func(a *ArgBuf)) {
+// runBlocks is run with launch blocks of threads threads (0: launchBlock) and shared
+// bytes of dynamic shared memory each (a kernel with a DYN_SHARED array: launched with
+// none, a GPU faults on its first access).
+func (k *emuKernels) runBlocks(name string, threads, shared uint32, fill func(a *ArgBuf)) {
 	k.t.Helper()
+	if threads == 0 {
+		threads = launchBlock
+	}
 	m := k.mod
 	if k.where != nil {
 		var ok bool
@@ -242,7 +246,7 @@ func (k *emuKernels) runShared(name string, shared uint32, fill func(a *ArgBuf))
 			k.t.Fatal(err)
 		}
 	}
-	if err := k.d.Launch(f, grid, launchBlock, shared, 0, a.w); err != nil {
+	if err := k.d.Launch(f, grid, threads, shared, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }

@@ -1709,10 +1709,11 @@ DEVM void wg_ss_m64n64(float (&d)[32], u64 da, u64 db) {
 // buffer of the wgmma kernels: 8 pieces of 16 bytes a row, piece c of row r at piece
 // c ^ (r & 7) (the 128-byte swizzle the descriptors name); rows past nrows zero; one
 // group of copies. The x rows' halves (wg_xcopy) and the bf16 weight rows (wg_wcopy).
-template <int ROWS = WG_BN>
+// (THREADS: the block's threads sharing the copies, 128 or 256)
+template <int ROWS = WG_BN, int THREADS = 128>
 DEVM void wg_rows_copy(const unsigned short* base, i64 ld, i64 nrows, unsigned short* dst, i64 r0, i64 k, int tid) {
-  UNROLL for (int i = 0; i < ROWS * 8 / 128; i++) {
-    const int p = tid + 128 * i, r = p >> 3, c = p & 7;
+  UNROLL for (int i = 0; i < ROWS * 8 / THREADS; i++) {
+    const int p = tid + THREADS * i, r = p >> 3, c = p & 7;
     const bool in = r0 + r < nrows;
     fast_cp16(&dst[r * 64 + ((c ^ (r & 7)) << 3)], base + (in ? (r0 + r) * ld + k + 8 * c : 0), in);
   }
@@ -1721,9 +1722,9 @@ DEVM void wg_rows_copy(const unsigned short* base, i64 ld, i64 nrows, unsigned s
 // wg_xcopy: the x rows' hi halves at step k, ROWS rows from m0, into a buffer xb (one
 // group; wg_xcopy_grp: with G groups, group grp's values of each row, x's rows being
 // (m·G + grp) · Kp values in)
-template <int ROWS = WG_BN>
+template <int ROWS = WG_BN, int THREADS = 128>
 DEVM void wg_xcopy(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid) {
-  wg_rows_copy<ROWS>((const unsigned short*)a.xh, a.Kp, a.M, xb, m0, k, tid);
+  wg_rows_copy<ROWS, THREADS>((const unsigned short*)a.xh, a.Kp, a.M, xb, m0, k, tid);
 }
 DEVM void wg_xcopy_grp(const FastGemmArgs& a, unsigned short* xb, i64 m0, i64 k, int tid, i64 grp) {
   wg_rows_copy((const unsigned short*)a.xh + grp * a.Kp, a.G * a.Kp, a.M, xb, m0, k, tid);
@@ -1857,7 +1858,7 @@ KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 // same bf16 operands; the tensor cores' own order inside a 16-value step), not equal:
 // not used in batch-invariant mode (DEEPINFER_CUDA_WIDE_WG=0 keeps fast_gemm_wide).
 #ifdef DI_EMULATE
-template <bool AHEAD2, int BN = WG_BN, int XS = 2>
+template <bool AHEAD2, int BN = WG_BN, int XS = 2, int WGS = 1>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product as the widened pairs' float32 sum, k in order (a
   // weight row's slice widened once, into wl and wh, for every row of x)
@@ -1905,10 +1906,11 @@ DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_b
 struct WgBlock {
   i64 m0, sl, n0, kb, steps, grp;
 };
-template <int BN>
+// (WGS warpgroups a block: 64·WGS weight rows from n0)
+template <int BN, int WGS = 1>
 DEVM bool wg_block(const FastGemmArgs& a, i64 GIDX, WgBlock& o) {
-  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / 128;
-  o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * 64;
+  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / (128 * WGS);
+  o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * (64 * WGS);
   if (o.n0 >= a.N) return false;
   o.kb = o.sl * a.ks, o.steps = (imin(a.K, o.kb + a.ks) - o.kb) / 64;
   o.grp = a.G > 1 ? o.n0 / (a.N / a.G) : 0;
@@ -1921,13 +1923,16 @@ struct WgFP8Raw {
 };
 // (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k16 or m64n64k16; XS: the
 // x buffers, a ring of XS steps, each step's x rows copied XS − 1 steps ahead: 2 in
-// static shared memory, more in the launch's dynamic shared memory, wgFP8Shared bytes)
-template <bool AHEAD2, int BN = WG_BN, int XS = 2>
+// static shared memory, more in the launch's dynamic shared memory, wgFP8Shared bytes;
+// WGS: warpgroups a block, each its own 64 weight rows against the block's x rows, so
+// that a step's x copies serve 64·WGS weight rows)
+template <bool AHEAD2, int BN = WG_BN, int XS = 2, int WGS = 1>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   static_assert(BN == 128 || BN == 64, "wg_fp8_body: 128 or 64 x rows a block");
   static_assert(XS >= 2 && XS <= 4, "wg_fp8_body: 2 to 4 x buffers");
-  // xs: x rows, XS steps; ws: widened weights, two steps
+  static_assert(WGS == 1 || (WGS == 2 && XS > 2), "wg_fp8_body: two warpgroups with a ring of x buffers");
+  // xs: x rows, XS steps; ws: widened weights, two steps (each warpgroup its own pair)
   unsigned short *xs0, *ws0;
   if constexpr (XS == 2) {
     __shared__ __align__(1024) unsigned short xs[2][BN * 64];
@@ -1940,11 +1945,14 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
   const int tid = (int)threadIdx.x;
   WgBlock blk;
-  if (!wg_block<BN>(a, GIDX, blk)) return;
-  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0, kb = blk.kb, steps = blk.steps;
+  if (!wg_block<BN, WGS>(a, GIDX, blk)) return;
+  // (WGS > 1: this thread's warpgroup q, its weight rows from n0, its index in it wt)
+  const int q = WGS == 1 ? 0 : tid >> 7, wt = WGS == 1 ? tid : tid & 127;
+  if constexpr (WGS > 1) ws0 += q * (2 * 4096);
+  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0 + 64 * q, kb = blk.kb, steps = blk.steps;
   // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
   // stored), values 32·wh.. of each step, and its scale bytes (one a 2^ssh values)
-  const int wr = tid >> 1, wh = tid & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
+  const int wr = wt >> 1, wh = wt & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
   const i64 row = imin(n0 + wr, a.N - 1);
   const unsigned char* wp = (const unsigned char*)a.w.p + row * a.w.cols + 32 * wh;
   const unsigned char* sp = a.w.s + (fmt == 5 ? (row / 128) * ((a.w.cols + 127) / 128)
@@ -1966,7 +1974,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     UNROLL for (int c = 0; c < 4; c++)
       *(uint4*)&ws0[b * 4096 + wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs0 + b * (BN * 64), m0, k, tid); };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN, 128 * WGS>(a, xs0 + b * (BN * 64), m0, k, tid); };
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   // (XS > 2: buffer b's address xbase[0] + b · BN · 128 bytes, the ring's index not a
@@ -2034,7 +2042,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   } else {
     for (i64 i = 0; i < steps; i++) step(i, set0);
   }
-  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  const int warp = wt >> 5, g = (wt & 31) >> 2, t = wt & 3;
   wg_store<false, BN / 8>(a, sl, n0, m0, warp, g, t, d);
 }
 // wg_bf16w_body: the products of bf16 weights (format 1) as wg_fp8_body's blocks (64
@@ -2098,6 +2106,19 @@ KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE
 // flight while a step's products run (DEEPINFER_CUDA_WG_STAGES=1; for a comparison)
 KERNEL(fast_gemm_wg_fp8a3, FastGemmArgs) { wg_fp8_body<true, WG_BN, 3>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_wg_fp8n4, FastGemmArgs) { wg_fp8_body<true, 64, 4>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_fp8a3w, fast_gemm_wg_fp8n4w: those in launch blocks of two warpgroups
+// (256 threads, 128 weight rows), each its own 64 weight rows against the block's x
+// rows, so that each step's x rows are copied once for 128 weight rows instead of 64
+// (half the x bytes read from L2; 96 KB / 64 KB of buffers a block, wgFP8Shared): the
+// same products in the same order (DEEPINFER_CUDA_WG_STAGES=2; for a comparison)
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(256, 1)
+#endif
+KERNEL(fast_gemm_wg_fp8a3w, FastGemmArgs) { wg_fp8_body<true, WG_BN, 3, 2>(a, GIDX, GSTRIDE); }
+KERNEL(fast_gemm_wg_fp8n4w, FastGemmArgs) { wg_fp8_body<true, 64, 4, 2>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 // fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations
 // (V4.1's wo_a, in groups) on wgmma, both operands copied into shared memory
 // (the default since run 39: 0.332 → 0.226 ms at V4.1 batch 64 and 0.483 → 0.386 at

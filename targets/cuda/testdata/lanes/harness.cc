@@ -15,7 +15,8 @@
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
 // (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows), wgfp8a3x and
-// wgfp8n4x (those with the x rows in a ring of three or four buffers), wgbf16wx
+// wgfp8n4x (those with the x rows in a ring of three or four buffers), wgfp8a3wx and
+// wgfp8n4wx (those in launch blocks of two warpgroups), wgbf16wx
 // (bf16 weights, in groups too)) and wgbf16,
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
@@ -47,7 +48,9 @@ void* zalloc(size_t n) {
 
 #ifdef DI_LANES
 namespace lanes {
-const int T = 128;        // a launch block's threads
+const int TMAX = 256;     // the most threads a launch block takes here
+const int WGT = 128;      // a warpgroup's threads
+int T = 128;              // this launch's threads a block (128 or 256: one or two warpgroups)
 const int STACK = 1 << 17;
 enum { RUN, BAR, WARP, WG, DONE };
 struct Copy {
@@ -61,25 +64,25 @@ struct Thread {
   std::vector<Copy> open;
   std::vector<std::vector<Copy>> groups;
 };
-Thread th[T];
+Thread th[TMAX];
 ucontext_t sched;
 // a thread starts on its own stack by setcontext and is switched by _setjmp/_longjmp
 // after that (swapcontext saves and restores the signal mask, a system call, at every
 // switch)
-jmp_buf sched_jb, th_jb[T];
-bool started[T];
+jmp_buf sched_jb, th_jb[TMAX];
+bool started[TMAX];
 int cur;
 char* stacks;
 struct MmaIn {
   u32 a[4], b[2];
   float c[4];
 };
-MmaIn in[T];
+MmaIn in[TMAX];
 // eager: each warp runs on until it waits at __syncthreads or ends, and a copy lands
 // when issued (the earliest moment); else the warps advance an mma at a time in turn,
 // and a copy lands at the wait that lets it complete (the latest)
 bool eager;
-float out[T][4];
+float out[TMAX][4];
 std::function<void()> body;  // the kernel on its arguments
 
 void block(int st) {
@@ -105,7 +108,8 @@ float hi(u32 p) { return f32_bits(p & 0xffff0000u); }
 
 // The warpgroup's tensor-core operations (wgmma, m64n128k16 or, both operands in
 // shared memory, m64n64k16; bf16 in, float32 accumulators). A thread's call is recorded in wgc and the thread blocks (WG); when all
-// 128 threads are at the same operation, it is played: a product is issued (its
+// 128 threads of its warpgroup are at the same operation, it is played (each warpgroup
+// of a block its own products and groups): a product is issued (its
 // operands' descriptors, each thread's A fragments in the register form and the address
 // of its accumulators), a commit closes the issued products into a group, a wait plays
 // the groups it needs complete — reading the operands from shared memory and the A
@@ -122,16 +126,16 @@ struct WgCall {
   u64 da, db;
   float* d;
 };
-WgCall wgc[T];
+WgCall wgc[TMAX];
 struct WgMma {
   bool rs;
   int cols;
   u64 da, db;
-  const u32* a[T];  // each thread's A fragments, read when the product is played
-  float* d[T];
+  const u32* a[WGT];  // each thread's A fragments, read when the product is played
+  float* d[WGT];
 };
-std::vector<WgMma> wg_open;
-std::vector<std::vector<WgMma>> wg_groups;
+std::vector<WgMma> wg_open[TMAX / WGT];
+std::vector<std::vector<WgMma>> wg_groups[TMAX / WGT];
 // shared addresses: each array's window (from its 1024-byte-aligned start) gets 64 KB
 // of the 18-bit shared address space; a descriptor's address maps back through it
 std::vector<uintptr_t> wins;
@@ -178,7 +182,7 @@ void play(const WgMma& m) {
     }
   for (int c = 0; c < m.cols; c++)
     for (int k = 0; k < 16; k++) B[c][k] = elem(m.db, c, k);
-  for (int i = 0; i < T; i++) {
+  for (int i = 0; i < WGT; i++) {
     int w = i >> 5, g = (i & 31) >> 2, t = i & 3;
     for (int e = 0; e < m.cols / 2; e++) {
       int r = 16 * w + g + 8 * ((e >> 1) & 1), c = 8 * (e >> 2) + 2 * t + (e & 1);
@@ -188,32 +192,36 @@ void play(const WgMma& m) {
     }
   }
 }
-// wg plays the operation every thread is at; false: they are not at the same one
-bool wg() {
-  const WgCall& c = wgc[0];
-  for (int i = 1; i < T; i++)
-    if (wgc[i].op != c.op || wgc[i].n != c.n || wgc[i].cols != c.cols || wgc[i].da != c.da || wgc[i].db != c.db || (wgc[i].a == nullptr) != (c.a == nullptr))
+// wg plays the operation every thread of warpgroup q is at; false: they are not at the
+// same one
+bool wg(int q) {
+  const WgCall* wc = wgc + WGT * q;
+  const WgCall& c = wc[0];
+  std::vector<WgMma>& open = wg_open[q];
+  std::vector<std::vector<WgMma>>& groups = wg_groups[q];
+  for (int i = 1; i < WGT; i++)
+    if (wc[i].op != c.op || wc[i].n != c.n || wc[i].cols != c.cols || wc[i].da != c.da || wc[i].db != c.db || (wc[i].a == nullptr) != (c.a == nullptr))
       return false;
   switch (c.op) {
     case WG_MMA: {
       WgMma m;
       m.rs = c.a != nullptr, m.cols = c.cols, m.da = c.da, m.db = c.db;
-      for (int i = 0; i < T; i++) {
-        m.a[i] = wgc[i].a;
-        m.d[i] = wgc[i].d;
+      for (int i = 0; i < WGT; i++) {
+        m.a[i] = wc[i].a;
+        m.d[i] = wc[i].d;
       }
       if (eager) play(m);
-      else wg_open.push_back(m);
+      else open.push_back(m);
       break;
     }
     case WG_COMMIT:
-      wg_groups.push_back(wg_open);
-      wg_open.clear();
+      groups.push_back(open);
+      open.clear();
       break;
     case WG_WAIT:
-      while ((int)wg_groups.size() > c.n) {
-        for (const WgMma& m : wg_groups.front()) play(m);
-        wg_groups.erase(wg_groups.begin());
+      while ((int)groups.size() > c.n) {
+        for (const WgMma& m : groups.front()) play(m);
+        groups.erase(groups.begin());
       }
       break;
   }
@@ -285,21 +293,27 @@ void run(long long b) {
     int atwg = 0;
     for (int i = 0; i < T; i++) done += th[i].state == DONE, bar += th[i].state == BAR, atwg += th[i].state == WG;
     if (done == T) {
-      if (!wg_open.empty() || !wg_groups.empty()) {
-        fprintf(stderr, "block %lld: ended with wgmma products not waited for\n", b);
-        exit(3);
-      }
+      for (int q = 0; q < T / WGT; q++)
+        if (!wg_open[q].empty() || !wg_groups[q].empty()) {
+          fprintf(stderr, "block %lld: ended with wgmma products not waited for\n", b);
+          exit(3);
+        }
       return;
     }
     if (released) continue;
-    if (atwg == T) {
-      if (!wg()) {
-        fprintf(stderr, "block %lld: the warpgroup's threads at different wgmma operations\n", b);
+    // a warpgroup whose threads are all at a wgmma operation plays it
+    for (int q = 0; q < T / WGT; q++) {
+      int at = 0;
+      for (int i = WGT * q; i < WGT * (q + 1); i++) at += th[i].state == WG;
+      if (at != WGT) continue;
+      if (!wg(q)) {
+        fprintf(stderr, "block %lld: warpgroup %d's threads at different wgmma operations\n", b, q);
         exit(3);
       }
-      for (int i = 0; i < T; i++) th[i].state = RUN;
-      continue;
+      for (int i = WGT * q; i < WGT * (q + 1); i++) th[i].state = RUN;
+      released++;
     }
+    if (released) continue;
     if (bar + done == T) {
       for (int i = 0; i < T; i++)
         if (th[i].state == BAR) th[i].state = RUN;
@@ -309,13 +323,15 @@ void run(long long b) {
     exit(3);
   }
 }
+// launch runs kernel k over items work items in launch blocks of threads (128 or 256)
 template <class A>
-void launch(void (*k)(const A), const A& a, long long items) {
+void launch(void (*k)(const A), const A& a, long long items, int threads = 128) {
+  T = threads;
   long long grid = (items + T - 1) / T;
   body = [k, a] { k(a); };
   blockDim.x = T;
   gridDim.x = (unsigned)grid;
-  if (!stacks) stacks = (char*)malloc((size_t)T * STACK);
+  if (!stacks) stacks = (char*)malloc((size_t)TMAX * STACK);
   for (long long b = 0; b < grid; b++) run(b);
 }
 }  // namespace lanes
@@ -462,9 +478,11 @@ int main(int argc, char** argv) {
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
-  // (wgfp8a3, wgfp8n4: the x rows in a ring of three or four buffers)
-  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n4 = strcmp(kernel, "wgfp8n4") == 0,
-       wg8n = wg8n4 || strcmp(kernel, "wgfp8n") == 0, wg8a3 = strcmp(kernel, "wgfp8a3") == 0,
+  // (wgfp8a3, wgfp8n4: the x rows in a ring of three or four buffers; wgfp8a3w, wgfp8n4w:
+  // those in launch blocks of two warpgroups)
+  bool wg8a3w = strcmp(kernel, "wgfp8a3w") == 0, wg8n4w = strcmp(kernel, "wgfp8n4w") == 0, wgpair = wg8a3w || wg8n4w;
+  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n4 = wg8n4w || strcmp(kernel, "wgfp8n4") == 0,
+       wg8n = wg8n4 || strcmp(kernel, "wgfp8n") == 0, wg8a3 = wg8a3w || strcmp(kernel, "wgfp8a3") == 0,
        wg8a = wg8a3 || strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
        wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
@@ -550,6 +568,8 @@ int main(int argc, char** argv) {
   i64 rows = wide || wgk ? FAST_WIDE_ROWS : wgb ? WGB_MROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
+                    : wg8n4w ? (N + 127) / 128 * S * ((M + 63) / 64) * 256
+                    : wg8a3w ? (N + 127) / 128 * S * mtiles * 256
                     : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
                   : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
@@ -564,6 +584,8 @@ int main(int argc, char** argv) {
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
                 : wgbw ? fast_gemm_wg_bf16w
+                : wg8n4w ? fast_gemm_wg_fp8n4w
+                : wg8a3w ? fast_gemm_wg_fp8a3w
                 : wg8n4 ? fast_gemm_wg_fp8n4
                 : wg8n ? fast_gemm_wg_fp8n
                 : wg8a3 ? fast_gemm_wg_fp8a3
@@ -574,7 +596,7 @@ int main(int argc, char** argv) {
                 : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
                 : m1 ? (f32 ? fast_gemm_m1_f32 : m1o ? fast_gemm_m1_fp8_only : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
-                a, items);
+                a, items, wgpair ? 256 : 128);
 #else
   (wgb8a ? emu_fast_gemm_wg_fp8ra
    : wgb8 ? emu_fast_gemm_wg_fp8r
@@ -583,6 +605,8 @@ int main(int argc, char** argv) {
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
    : wgbw ? emu_fast_gemm_wg_bf16w
+   : wg8n4w ? emu_fast_gemm_wg_fp8n4w
+   : wg8a3w ? emu_fast_gemm_wg_fp8a3w
    : wg8n4 ? emu_fast_gemm_wg_fp8n4
    : wg8n ? emu_fast_gemm_wg_fp8n
    : wg8a3 ? emu_fast_gemm_wg_fp8a3
