@@ -312,6 +312,10 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					checks = append(checks, check{"fast_gemm_wg_f32p's device code, warps in step", run(lanes, "wgf32px"), ref},
 						check{"fast_gemm_wg_f32p's device code, warps skewed", run(lanes, "wgf32px", "eager"), ref},
 						check{"emulated fast_gemm_wg_f32p", run(emu, "wgf32px"), ref})
+					// with a ring of three x buffers, two warpgroups a block
+					checks = append(checks, check{"fast_gemm_wg_f32p3w's device code, warps in step", run(lanes, "wgf32p3wx"), ref},
+						check{"fast_gemm_wg_f32p3w's device code, warps skewed", run(lanes, "wgf32p3wx", "eager"), ref},
+						check{"emulated fast_gemm_wg_f32p3w", run(emu, "wgf32p3wx"), ref})
 				}
 			}
 			// fast_gemm_wg_bf16w (bf16 weights and bf16 x with xexact, in groups too, K a

@@ -307,6 +307,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 			if headWG == "1" {
 				return "fast_gemm_wg_f32"
 			}
+			if os.Getenv(EnvWGStages) == "2" {
+				return "fast_gemm_wg_f32p3w"
+			}
 			return "fast_gemm_wg_f32p"
 		}
 		if name := stageF32Kernel(stageEnv, rowsOf(s)); name != "" && fastStageOK(uint64(w.Ptr), w.Cols, g.K) {
@@ -365,7 +368,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 	}{{"fast_gemm_m1", 8, false}, {m1name, 8, false}, {"fast_gemm_m1_fp8_only", 8, false}, {"fast_gemm_m4", 32, false}, {"fast_gemm_m1_f32", 8, true},
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
-		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
+		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wg_f32p3w", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
 		{"fast_gemm_wg_fp8a3", fastWideRows, false}, {"fast_gemm_wg_fp8n4", fastWideRows, false},
 		{"fast_gemm_wg_fp8a3w", fastWideRows, false}, {"fast_gemm_wg_fp8n4w", fastWideRows, false},
@@ -373,7 +376,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		launch := b.Launch
-		if shared, threads := wgFP8Shared(v.kernel); shared > 0 {
+		if shared, threads := wgForm(v.kernel); threads > 0 {
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
 				b.LaunchShared(kernel, threads, shared, fill)
 			}
@@ -398,6 +401,10 @@ func fastProduct(b *Bind, g fastGemm) int {
 			if v.kernel == "fast_gemm_wg_f32" || v.kernel == "fast_gemm_wg_f32p" {
 				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
+			}
+			if v.kernel == "fast_gemm_wg_f32p3w" {
+				// two warpgroups per (128 weight rows, slice, 128 rows)
+				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 256
 			}
 			if v.kernel == "fast_gemm_wg_fp8n" || v.kernel == "fast_gemm_wg_fp8n4" {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
@@ -531,16 +538,21 @@ const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
 // are in flight while a step's products run. Set to 2 it runs fast_gemm_wg_fp8a3w and
 // _fp8n4w: those in launch blocks of two warpgroups, 128 weight rows against one copy of
 // the x rows (half the x bytes read from L2). The same values either way; for a
-// comparison. Read when a program is bound.
+// comparison. With 2, V4.1's wgmma LM head (float32 weights) likewise runs
+// fast_gemm_wg_f32p3w (fast_gemm_wg_f32p with a ring of three x buffers and two
+// warpgroups a block) instead of fast_gemm_wg_f32p. Read when a program is bound.
 const EnvWGStages = "DEEPINFER_CUDA_WG_STAGES"
 
-// wgFP8Shared is the dynamic shared memory a launch block of the ring forms of the wide
-// FP8 products takes (tensorcore.cu's wg_fp8_body with XS x buffers of BN rows × 64
-// bf16 values and two weight buffers of 64 × 64 a warpgroup, from a 1024-byte boundary)
-// and its threads; 0 for any other kernel (static shared memory only).
-func wgFP8Shared(kernel string) (shared, threads int64) {
+// wgForm is a launch block of the wgmma products' ring and two-warpgroup forms: its
+// dynamic shared memory (tensorcore.cu's wg_fp8_body with XS x buffers of BN rows × 64
+// bf16 values and two weight buffers of 64 × 64 a warpgroup, from a 1024-byte boundary;
+// wg_f32_body's ring is static) and its threads; 0, 0 for any other kernel (launchBlock
+// threads, static shared memory only).
+func wgForm(kernel string) (shared, threads int64) {
 	xs, bn, wgs := int64(0), int64(0), int64(1)
 	switch kernel {
+	case "fast_gemm_wg_f32p3w":
+		return 0, 256
 	case "fast_gemm_wg_fp8a3":
 		xs, bn = 3, 128
 	case "fast_gemm_wg_fp8n4":

@@ -56,7 +56,7 @@ func TestWGFP8NearWide(t *testing.T) {
 			outs := S * M * N
 			run := func(kernel string) []float32 {
 				y := put(k, make([]float32, outs))
-				shared, threads := wgFP8Shared(kernel)
+				shared, threads := wgForm(kernel)
 				k.runBlocks(kernel, uint32(threads), uint32(shared), func(a *ArgBuf) {
 					// (xl never read: xexact)
 					gemmArgs(a, xp, xp, Operand{Ptr: wp, Scales: sp, Fmt: c.fmt, Cols: K}, y, M, N, K, S, ks, fastWideRows, G, true)

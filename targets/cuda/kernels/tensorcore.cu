@@ -1594,7 +1594,7 @@ KERNEL(fast_gemm_wide, FastGemmArgs) {
 // mode, where a row's value must not depend on the step's row count.
 #define WG_BN 128
 #ifdef DI_EMULATE
-template <bool PIPE>
+template <bool PIPE, int XS = 2, int WGS = 1>
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device (both forms): each product a float32 sum, per 16 values the x·w_hi products
   // then the x·w_lo ones, k in order (the order the DI_LANES build's wgmma stand-in
@@ -1743,14 +1743,18 @@ DEVM void wg_store(const FastGemmArgs& a, i64 sl, i64 r0, i64 c0, int warp, int 
     }
   }
 }
-template <bool PIPE>
+// (XS: x buffers, a ring of XS steps, each step's x rows copied XS − 1 steps ahead;
+// WGS: warpgroups a block, each its own 64 weight rows against the block's x rows)
+template <bool PIPE, int XS = 2, int WGS = 1>
 DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
-  __shared__ __align__(1024) unsigned short xs[2][WG_BN * 64];
-  const int tid = (int)threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / 128;
-  const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, n0 = blk / (mtiles * a.S) * 64;
-  if (n0 >= a.N) return;
+  static_assert(XS == 2 || (PIPE && XS == 3), "wg_f32_body: a ring of three x buffers with two fragment sets");
+  __shared__ __align__(1024) unsigned short xs[XS][WG_BN * 64];
+  const int tid = (int)threadIdx.x, q = WGS == 1 ? 0 : tid >> 7, wt = WGS == 1 ? tid : tid & 127;
+  const int warp = wt >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 mtiles = (a.M + WG_BN - 1) / WG_BN, blk = GIDX / (128 * WGS);
+  const i64 m0 = blk % mtiles * WG_BN, sl = blk / mtiles % a.S, nb = blk / (mtiles * a.S) * (64 * WGS), n0 = nb + 64 * q;
+  if (nb >= a.N) return;  // (a warpgroup past N still copies x rows for the other one)
   const i64 kb = sl * a.ks, steps = (imin(a.K, kb + a.ks) - kb) / 64;
   // this thread's two weight rows (clamped: rows past N are loaded, not stored)
   const float* w0 = (const float*)a.w.p + imin(n0 + 16 * warp + g, a.N - 1) * a.w.cols;
@@ -1764,11 +1768,11 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       wv[s][1][0] = *(const float2*)(w1 + c), wv[s][1][1] = *(const float2*)(w1 + c + 8);
     }
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy(a, xs[b], m0, k, tid); };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<WG_BN, 128 * WGS>(a, xs[b], m0, k, tid); };
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
-  u32 base[2];
-  UNROLL for (int b = 0; b < 2; b++) base[b] = wg_saddr(&xs[b][0]);
+  u32 base[XS];
+  UNROLL for (int b = 0; b < XS; b++) base[b] = wg_saddr(&xs[b][0]);
   // split: wv's pairs as the A fragments, bf16 hi and lo = bf16(w − hi); fragment
   // register j: rows g (j even) or g + 8 (odd), values 2t.. (j < 2) or 2t + 8..
   auto split = [&](u32 (&hi)[4][4], u32 (&lo)[4][4]) {
@@ -1781,16 +1785,27 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     }
   };
   // the step's x rows landed and seen by the tensor cores; every warp's products of the
-  // step before done (its buffer takes the next step's copies)
+  // step before done (its buffer takes the copies of the step XS − 1 ahead; XS > 2: an
+  // empty group past the end, so that every step's wait counts the same groups)
+  int xb = 0;  // (XS > 2) step i's x buffer, i mod XS
   auto enter = [&](i64 i) {
-    fast_cp_wait<0>();
+    fast_cp_wait<XS - 2>();
     wg_proxy_fence();
     __syncthreads();
-    if (i + 1 < steps) xcopy(kb + 64 * (i + 1), (int)(i & 1) ^ 1);
+    if constexpr (XS == 2) {
+      if (i + 1 < steps) xcopy(kb + 64 * (i + 1), (int)(i & 1) ^ 1);
+    } else {
+      const int pb = xb == 0 ? XS - 1 : xb - 1;
+      if (i + XS - 1 < steps) xcopy(kb + 64 * (i + XS - 1), pb);
+      else fast_cp_commit();
+    }
   };
   auto issue = [&](i64 i, const u32 (&hi)[4][4], const u32 (&lo)[4][4]) {
     wg_fence();
-    const u64 desc = wg_desc(base[i & 1]);
+    u32 bx;
+    if constexpr (XS == 2) bx = base[i & 1];
+    else bx = base[0] + (u32)xb * (WG_BN * 128), xb = xb + 1 == XS ? 0 : xb + 1;
+    const u64 desc = wg_desc(bx);
     UNROLL for (int s = 0; s < 4; s++) {
       wg_m64n128(d, hi[s], desc + 2 * s);  // + 32 bytes a 16-value piece
       wg_m64n128(d, lo[s], desc + 2 * s);
@@ -1800,6 +1815,10 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   if (steps > 0) {
     xcopy(kb, 0);
     wload(kb);
+  }
+  UNROLL for (int s = 1; s < XS - 1; s++) {
+    if (s < steps) xcopy(kb + 64 * s, s);
+    else fast_cp_commit();
   }
   if constexpr (!PIPE) {
     // a step: split its weights, load the next step's, multiply, wait
@@ -1844,6 +1863,17 @@ KERNEL(fast_gemm_wg_f32, FastGemmArgs) { wg_f32_body<false>(a, GIDX, GSTRIDE); }
 // i's products run (V4.1's LM head by default; DEEPINFER_CUDA_HEAD_WG=1 keeps
 // fast_gemm_wg_f32)
 KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_f32p3w: fast_gemm_wg_f32p with the x rows copied two steps ahead into a
+// ring of three buffers (48 KB) and in launch blocks of two warpgroups (256 threads, 128
+// weight rows against one copy of the x rows: half the x bytes read from L2): the same
+// products in the same order (DEEPINFER_CUDA_WG_STAGES=2; for a comparison)
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(256, 1)
+#endif
+KERNEL(fast_gemm_wg_f32p3w, FastGemmArgs) { wg_f32_body<true, 3, 2>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 
 // fast_gemm_wg_fp8: fast_gemm_wide's products (bf16 activations, more than fastWideMin
 // rows) for FP8 weights (formats 2, 3 and 5) with G = 1, rows of K values, K a multiple

@@ -480,8 +480,10 @@ int main(int argc, char** argv) {
   // bf16 x with xexact, one group, K a multiple of 64
   // (wgfp8a3, wgfp8n4: the x rows in a ring of three or four buffers; wgfp8a3w, wgfp8n4w:
   // those in launch blocks of two warpgroups)
-  bool wg8a3w = strcmp(kernel, "wgfp8a3w") == 0, wg8n4w = strcmp(kernel, "wgfp8n4w") == 0, wgpair = wg8a3w || wg8n4w;
-  bool wgp = strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n4 = wg8n4w || strcmp(kernel, "wgfp8n4") == 0,
+  // (wgf32p3w: fast_gemm_wg_f32p with a ring of three x buffers, two warpgroups a block)
+  bool wgp3w = strcmp(kernel, "wgf32p3w") == 0;
+  bool wg8a3w = strcmp(kernel, "wgfp8a3w") == 0, wg8n4w = strcmp(kernel, "wgfp8n4w") == 0, wgpair = wg8a3w || wg8n4w || wgp3w;
+  bool wgp = wgp3w || strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n4 = wg8n4w || strcmp(kernel, "wgfp8n4") == 0,
        wg8n = wg8n4 || strcmp(kernel, "wgfp8n") == 0, wg8a3 = wg8a3w || strcmp(kernel, "wgfp8a3") == 0,
        wg8a = wg8a3 || strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
        wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
@@ -569,7 +571,7 @@ int main(int argc, char** argv) {
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
                     : wg8n4w ? (N + 127) / 128 * S * ((M + 63) / 64) * 256
-                    : wg8a3w ? (N + 127) / 128 * S * mtiles * 256
+                    : wg8a3w || wgp3w ? (N + 127) / 128 * S * mtiles * 256
                     : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
                   : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
@@ -581,6 +583,7 @@ int main(int argc, char** argv) {
                 : wgb8 ? fast_gemm_wg_fp8r
                 : wgb16a ? fast_gemm_wg_bf16a
                 : wgb ? fast_gemm_wg_bf16
+                : wgp3w ? fast_gemm_wg_f32p3w
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
                 : wgbw ? fast_gemm_wg_bf16w
@@ -602,6 +605,7 @@ int main(int argc, char** argv) {
    : wgb8 ? emu_fast_gemm_wg_fp8r
    : wgb16a ? emu_fast_gemm_wg_bf16a
    : wgb ? emu_fast_gemm_wg_bf16
+   : wgp3w ? emu_fast_gemm_wg_f32p3w
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
    : wgbw ? emu_fast_gemm_wg_bf16w
