@@ -437,32 +437,17 @@ func TestWGN64NearWG(t *testing.T) {
 	}
 }
 
-// TestWGStagesSameValues: with DEEPINFER_CUDA_WG_STAGES=1 the wide FP8 products run
-// fast_gemm_wg_fp8n4 (at most 64 rows: a 50-token prefill) and fast_gemm_wg_fp8a3 (more:
-// a 110-token prefill), the x rows in a ring of buffers copied two or three steps ahead,
-// and with 2 those in blocks of two warpgroups (fast_gemm_wg_fp8n4w, _fp8a3w; the LM
-// head's fast_gemm_wg_f32p likewise fast_gemm_wg_f32p3w), every launch of
-// fast_gemm_wg_fp8n / _fp8a (and _f32p) moved, and the logits of both V4.1 fixtures are
-// the default's bit for bit (the same products in the same order; on the GPU the device
-// code of each, on the emulated device the launch choice; the device code on the host's
-// lanes, copies landing as late as a wait allows: TestFastProductsOnSimulatedLanes).
-func TestWGStagesSameValues(t *testing.T) {
-	for _, c := range []struct {
-		n             int
-		env, from, to string
-	}{{50, "1", "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8n4"}, {110, "1", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a3"},
-		{50, "2", "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8n4w"}, {110, "2", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a3w"}} {
-		t.Run(fmt.Sprintf("%s=%s_%d", cuda.EnvWGStages, c.env, c.n), func(t *testing.T) {
-			sameAcross(t, v41Fixtures, cuda.EnvWGStages, "", c.env, c.n, c.from+" (the default)", c.to+" ("+cuda.EnvWGStages+"="+c.env+")",
-				func(ka, kb map[string]int) string {
-					msg := moved(ka, kb, c.from, c.to)
-					if c.env == "2" && c.n > 64 {
-						msg += moved(ka, kb, "fast_gemm_wg_f32p", "fast_gemm_wg_f32p3w")
-					}
-					return msg
-				})
-		})
-	}
+// TestHeadWGPairSameValues: with DEEPINFER_CUDA_HEAD_WG=pair V4.1's LM head (a 110-token
+// prefill's rows) runs fast_gemm_wg_f32p3w (fast_gemm_wg_f32p with a ring of three x
+// buffers and two warpgroups a launch block) instead of fast_gemm_wg_f32p, every launch
+// moved, and the logits of both V4.1 fixtures are the default's bit for bit (the same
+// products in the same order: on the GPU the device code of both, run 40 on an H100; on
+// the emulated device the launch choice; the device code on the host's lanes, copies
+// landing as late as a wait allows and as early as issued:
+// TestFastProductsOnSimulatedLanes).
+func TestHeadWGPairSameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvHeadWG, "", "pair", 110, "fast_gemm_wg_f32p (the default)", "fast_gemm_wg_f32p3w ("+cuda.EnvHeadWG+"=pair)",
+		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_f32p", "fast_gemm_wg_f32p3w") })
 }
 
 // TestHeadWGPipeSameValues: by default V4.1's LM head runs fast_gemm_wg_f32p (two sets

@@ -307,7 +307,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 			if headWG == "1" {
 				return "fast_gemm_wg_f32"
 			}
-			if os.Getenv(EnvWGStages) == "2" {
+			if headWG == "pair" {
 				return "fast_gemm_wg_f32p3w"
 			}
 			return "fast_gemm_wg_f32p"
@@ -334,25 +334,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows; EnvWGN64=0
 	// keeps fast_gemm_wg_fp8a there)
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
-	// (EnvWGStages=1: fast_gemm_wg_fp8a3 and _fp8n4, the x rows in a ring of buffers; 2:
-	// fast_gemm_wg_fp8a3w and _fp8n4w, those in blocks of two warpgroups)
-	stages := os.Getenv(EnvWGStages)
-	wgStages := wgFP8 == "fast_gemm_wg_fp8a" && (stages == "1" || stages == "2")
-	wgPair := "" // (the two-warpgroup forms' suffix)
-	if stages == "2" {
-		wgPair = "w"
-	}
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			if wgN64 && rowsOf(s) <= 64 {
-				if wgStages {
-					return "fast_gemm_wg_fp8n4" + wgPair
-				}
 				return "fast_gemm_wg_fp8n"
-			}
-			if wgStages {
-				return "fast_gemm_wg_fp8a3" + wgPair
 			}
 			return wgFP8
 		}
@@ -370,16 +356,13 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wg_f32p3w", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
-		{"fast_gemm_wg_fp8a3", fastWideRows, false}, {"fast_gemm_wg_fp8n4", fastWideRows, false},
-		{"fast_gemm_wg_fp8a3w", fastWideRows, false}, {"fast_gemm_wg_fp8n4w", fastWideRows, false},
 		{"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		launch := b.Launch
-		if shared, threads := wgForm(v.kernel); threads > 0 {
-			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
-				b.LaunchShared(kernel, threads, shared, fill)
-			}
+		if v.kernel == "fast_gemm_wg_f32p3w" {
+			// (two warpgroups a launch block)
+			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) { b.LaunchBlocks(kernel, 256, fill) }
 		}
 		launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
@@ -406,17 +389,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 				// two warpgroups per (128 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 256
 			}
-			if v.kernel == "fast_gemm_wg_fp8n" || v.kernel == "fast_gemm_wg_fp8n4" {
+			if v.kernel == "fast_gemm_wg_fp8n" {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 64) * 128
-			}
-			if v.kernel == "fast_gemm_wg_fp8n4w" {
-				// two warpgroups per (128 weight rows, slice, 64 rows)
-				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 64) * 256
-			}
-			if v.kernel == "fast_gemm_wg_fp8a3w" {
-				// two warpgroups per (128 weight rows, slice, 128 rows)
-				return ceilDiv(g.N, 128) * S * mtiles * 256
 			}
 			if v.rows == fastWideRows {
 				// a launch block of 128 work items per (64 weight rows, slice, 128 rows)
@@ -530,42 +505,6 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // batch 256, four blocks a multiprocessor each widening its weights for 64 rows, 2.07
 // against 1.71 ms in run 39c.) Read when a program is bound.
 const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
-
-// EnvWGStages set to 1 runs fast_gemm_wg_fp8a3 instead of fast_gemm_wg_fp8a and
-// fast_gemm_wg_fp8n4 instead of fast_gemm_wg_fp8n (V4.1's wide FP8 products): each step's
-// x rows copied two (three) steps ahead into a ring of three (four) buffers in dynamic
-// shared memory instead of one step ahead into two, so that more of a block's copies
-// are in flight while a step's products run. Set to 2 it runs fast_gemm_wg_fp8a3w and
-// _fp8n4w: those in launch blocks of two warpgroups, 128 weight rows against one copy of
-// the x rows (half the x bytes read from L2). The same values either way; for a
-// comparison. With 2, V4.1's wgmma LM head (float32 weights) likewise runs
-// fast_gemm_wg_f32p3w (fast_gemm_wg_f32p with a ring of three x buffers and two
-// warpgroups a block) instead of fast_gemm_wg_f32p. Read when a program is bound.
-const EnvWGStages = "DEEPINFER_CUDA_WG_STAGES"
-
-// wgForm is a launch block of the wgmma products' ring and two-warpgroup forms: its
-// dynamic shared memory (tensorcore.cu's wg_fp8_body with XS x buffers of BN rows × 64
-// bf16 values and two weight buffers of 64 × 64 a warpgroup, from a 1024-byte boundary;
-// wg_f32_body's ring is static) and its threads; 0, 0 for any other kernel (launchBlock
-// threads, static shared memory only).
-func wgForm(kernel string) (shared, threads int64) {
-	xs, bn, wgs := int64(0), int64(0), int64(1)
-	switch kernel {
-	case "fast_gemm_wg_f32p3w":
-		return 0, 256
-	case "fast_gemm_wg_fp8a3":
-		xs, bn = 3, 128
-	case "fast_gemm_wg_fp8n4":
-		xs, bn = 4, 64
-	case "fast_gemm_wg_fp8a3w":
-		xs, bn, wgs = 3, 128, 2
-	case "fast_gemm_wg_fp8n4w":
-		xs, bn, wgs = 4, 64, 2
-	default:
-		return 0, 0
-	}
-	return xs*bn*64*2 + wgs*2*64*64*2 + 1024, 128 * wgs
-}
 
 // EnvWGBF16W set to 0 runs the wide products of bf16 weights and bf16 activations (V4.1's
 // wo_a: 8 groups of 1,024 weight rows) on fast_gemm_wide (the mma.sync chain) instead of
@@ -1186,7 +1125,11 @@ func stageF32Kernel(env string, M int64) string {
 // mode; read when a program is bound). By default (since run 24: V4.1's head at batch
 // 256 1.91 → 1.62 ms on the H200) fast_gemm_wg_f32p: the same products in the same
 // order as fast_gemm_wg_f32 with two sets of A fragments, the next step's split while a
-// step's products run (the same values); set to 1 it runs fast_gemm_wg_f32.
+// step's products run (the same values); set to 1 it runs fast_gemm_wg_f32, set to pair
+// fast_gemm_wg_f32p3w (fast_gemm_wg_f32p with a ring of three x buffers and two
+// warpgroups a launch block, half the x bytes read from L2; the same values; run 40 on
+// an H100, V4.1's head 1.665 → 1.622 ms at batch 256 and 0.973 → 0.960 at 64, one
+// profiled step each: too little to make it the default).
 const EnvHeadWG = "DEEPINFER_CUDA_HEAD_WG"
 
 // EnvWGBF16 set to 0 runs the block products of bf16 weights (format 1: V4's LM head;

@@ -1866,7 +1866,9 @@ KERNEL(fast_gemm_wg_f32p, FastGemmArgs) { wg_f32_body<true>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_f32p3w: fast_gemm_wg_f32p with the x rows copied two steps ahead into a
 // ring of three buffers (48 KB) and in launch blocks of two warpgroups (256 threads, 128
 // weight rows against one copy of the x rows: half the x bytes read from L2): the same
-// products in the same order (DEEPINFER_CUDA_WG_STAGES=2; for a comparison)
+// products in the same order (DEEPINFER_CUDA_HEAD_WG=pair; run 40 on an H100: 1.665 →
+// 1.622 ms at V4.1 batch 256, 0.973 → 0.960 at 64, one profiled step each: not the
+// default). The same two changes to the wide FP8 products lost there (removed).
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(256, 1)
@@ -1888,7 +1890,7 @@ KERNEL(fast_gemm_wg_f32p3w, FastGemmArgs) { wg_f32_body<true, 3, 2>(a, GIDX, GST
 // same bf16 operands; the tensor cores' own order inside a 16-value step), not equal:
 // not used in batch-invariant mode (DEEPINFER_CUDA_WIDE_WG=0 keeps fast_gemm_wide).
 #ifdef DI_EMULATE
-template <bool AHEAD2, int BN = WG_BN, int XS = 2, int WGS = 1>
+template <bool AHEAD2, int BN = WG_BN>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product as the widened pairs' float32 sum, k in order (a
   // weight row's slice widened once, into wl and wh, for every row of x)
@@ -1936,11 +1938,10 @@ DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_b
 struct WgBlock {
   i64 m0, sl, n0, kb, steps, grp;
 };
-// (WGS warpgroups a block: 64·WGS weight rows from n0)
-template <int BN, int WGS = 1>
+template <int BN>
 DEVM bool wg_block(const FastGemmArgs& a, i64 GIDX, WgBlock& o) {
-  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / (128 * WGS);
-  o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * (64 * WGS);
+  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / 128;
+  o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * 64;
   if (o.n0 >= a.N) return false;
   o.kb = o.sl * a.ks, o.steps = (imin(a.K, o.kb + a.ks) - o.kb) / 64;
   o.grp = a.G > 1 ? o.n0 / (a.N / a.G) : 0;
@@ -1951,38 +1952,21 @@ struct WgFP8Raw {
   uint4 a, b;
   u32 u;
 };
-// (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k16 or m64n64k16; XS: the
-// x buffers, a ring of XS steps, each step's x rows copied XS − 1 steps ahead: 2 in
-// static shared memory, more in the launch's dynamic shared memory, wgFP8Shared bytes;
-// WGS: warpgroups a block, each its own 64 weight rows against the block's x rows, so
-// that a step's x copies serve 64·WGS weight rows)
-template <bool AHEAD2, int BN = WG_BN, int XS = 2, int WGS = 1>
+// (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k16 or m64n64k16)
+template <bool AHEAD2, int BN = WG_BN>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   static_assert(BN == 128 || BN == 64, "wg_fp8_body: 128 or 64 x rows a block");
-  static_assert(XS >= 2 && XS <= 4, "wg_fp8_body: 2 to 4 x buffers");
-  static_assert(WGS == 1 || (WGS == 2 && XS > 2), "wg_fp8_body: two warpgroups with a ring of x buffers");
-  // xs: x rows, XS steps; ws: widened weights, two steps (each warpgroup its own pair)
-  unsigned short *xs0, *ws0;
-  if constexpr (XS == 2) {
-    __shared__ __align__(1024) unsigned short xs[2][BN * 64];
-    __shared__ __align__(1024) unsigned short ws[2][64 * 64];
-    xs0 = &xs[0][0], ws0 = &ws[0][0];
-  } else {
-    // (from the dynamic array's first 1024-byte boundary: the swizzle's alignment)
-    DYN_SHARED(wg_sm);
-    xs0 = (unsigned short*)(((u64)wg_sm + 1023) & ~(u64)1023), ws0 = xs0 + XS * BN * 64;
-  }
+  // xs: x rows, two steps; ws: widened weights, two steps
+  __shared__ __align__(1024) unsigned short xs[2][BN * 64];
+  __shared__ __align__(1024) unsigned short ws[2][64 * 64];
   const int tid = (int)threadIdx.x;
   WgBlock blk;
-  if (!wg_block<BN, WGS>(a, GIDX, blk)) return;
-  // (WGS > 1: this thread's warpgroup q, its weight rows from n0, its index in it wt)
-  const int q = WGS == 1 ? 0 : tid >> 7, wt = WGS == 1 ? tid : tid & 127;
-  if constexpr (WGS > 1) ws0 += q * (2 * 4096);
-  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0 + 64 * q, kb = blk.kb, steps = blk.steps;
+  if (!wg_block<BN>(a, GIDX, blk)) return;
+  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0, kb = blk.kb, steps = blk.steps;
   // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
   // stored), values 32·wh.. of each step, and its scale bytes (one a 2^ssh values)
-  const int wr = wt >> 1, wh = wt & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
+  const int wr = tid >> 1, wh = tid & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
   const i64 row = imin(n0 + wr, a.N - 1);
   const unsigned char* wp = (const unsigned char*)a.w.p + row * a.w.cols + 32 * wh;
   const unsigned char* sp = a.w.s + (fmt == 5 ? (row / 128) * ((a.w.cols + 127) / 128)
@@ -2002,24 +1986,17 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     e4m3_widen16(r.a, r.u, h);
     e4m3_widen16(r.b, r.u, h + 8);
     UNROLL for (int c = 0; c < 4; c++)
-      *(uint4*)&ws0[b * 4096 + wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
+      *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN, 128 * WGS>(a, xs0 + b * (BN * 64), m0, k, tid); };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs[b], m0, k, tid); };
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-  // (XS > 2: buffer b's address xbase[0] + b · BN · 128 bytes, the ring's index not a
-  // register array's)
   u32 xbase[2], wbase[2];
-  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(xs0 + b * (BN * 64)), wbase[b] = wg_saddr(ws0 + b * 4096);
+  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
   if (steps > 0) {
     xcopy(kb, 0);
     wfetch(kb, set0);
     wstore(0, set0);
-  }
-  // (XS > 2: steps 1 .. XS − 2's x rows too, a group of copies each, empty past the end)
-  UNROLL for (int s = 1; s < XS - 1; s++) {
-    if (s < steps) xcopy(kb + 64 * s, s);
-    else fast_cp_commit();
   }
   if (AHEAD2) {
     if (steps > 1) wfetch(kb + 64, set1);
@@ -2027,31 +2004,19 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   }
   // step i; nx: the set holding step i + 1's weight bytes (AHEAD2: loaded two steps
   // before, refilled with step i + 3's once widened; else loaded here, after the barrier)
-  int xb = 0;  // (XS > 2) step i's x buffer, i mod XS
   auto step = [&](i64 i, WgFP8Raw& nx) {
-    const int b = (int)(i & 1), cb = XS == 2 ? b : xb;
-    fast_cp_wait<XS - 2>();  // step i's copies landed (those of the XS − 2 steps after it may not)
+    const int b = (int)(i & 1);
+    fast_cp_wait<0>();
     // this thread's stores to the weight buffer and its copies seen by the tensor cores
     wg_proxy_fence();
     __syncthreads();  // step i's x rows and weights in place; every warp's step i − 1 products done
     const bool more = i + 1 < steps;
-    if constexpr (XS == 2) {
-      if (more) {
-        xcopy(kb + 64 * (i + 1), b ^ 1);
-        if (!AHEAD2) wfetch(kb + 64 * (i + 1), nx);
-      }
-    } else {
-      // step i + XS − 1's x rows into step i − 1's buffer (its products waited for by
-      // every warp before the barrier); past the end an empty group, so that every
-      // step's wait counts the same groups
-      const int pb = cb == 0 ? XS - 1 : cb - 1;
-      if (i + XS - 1 < steps) xcopy(kb + 64 * (i + XS - 1), pb);
-      else fast_cp_commit();
-      if (!AHEAD2 && more) wfetch(kb + 64 * (i + 1), nx);
-      xb = cb + 1 == XS ? 0 : cb + 1;
+    if (more) {
+      xcopy(kb + 64 * (i + 1), b ^ 1);
+      if (!AHEAD2) wfetch(kb + 64 * (i + 1), nx);
     }
     wg_fence();
-    const u64 da = wg_desc(wbase[b]), db = wg_desc(XS == 2 ? xbase[b] : xbase[0] + (u32)cb * (BN * 128));
+    const u64 da = wg_desc(wbase[b]), db = wg_desc(xbase[b]);
     UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 16-value piece
       if constexpr (BN == 128) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);
       else wg_ss_m64n64(d, da + 2 * s, db + 2 * s);
@@ -2072,7 +2037,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   } else {
     for (i64 i = 0; i < steps; i++) step(i, set0);
   }
-  const int warp = wt >> 5, g = (wt & 31) >> 2, t = wt & 3;
+  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   wg_store<false, BN / 8>(a, sl, n0, m0, warp, g, t, d);
 }
 // wg_bf16w_body: the products of bf16 weights (format 1) as wg_fp8_body's blocks (64
@@ -2129,26 +2094,6 @@ KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 // the same order on the host's lanes; on the device wgmma's order inside a 16-value
 // step, which TestWGFP8NearWide compares.
 KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE); }
-// fast_gemm_wg_fp8a3, fast_gemm_wg_fp8n4: fast_gemm_wg_fp8a and _fp8n with the x rows
-// copied two (three) steps ahead into a ring of three (four) buffers in dynamic shared
-// memory (64 KB / 48 KB of buffers a block, wgFP8Shared) instead of one step ahead into
-// two: the same products in the same order (the same values), more of the x copies in
-// flight while a step's products run (DEEPINFER_CUDA_WG_STAGES=1; for a comparison)
-KERNEL(fast_gemm_wg_fp8a3, FastGemmArgs) { wg_fp8_body<true, WG_BN, 3>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemm_wg_fp8n4, FastGemmArgs) { wg_fp8_body<true, 64, 4>(a, GIDX, GSTRIDE); }
-// fast_gemm_wg_fp8a3w, fast_gemm_wg_fp8n4w: those in launch blocks of two warpgroups
-// (256 threads, 128 weight rows), each its own 64 weight rows against the block's x
-// rows, so that each step's x rows are copied once for 128 weight rows instead of 64
-// (half the x bytes read from L2; 96 KB / 64 KB of buffers a block, wgFP8Shared): the
-// same products in the same order (DEEPINFER_CUDA_WG_STAGES=2; for a comparison)
-#ifndef DI_EMULATE
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(256, 1)
-#endif
-KERNEL(fast_gemm_wg_fp8a3w, FastGemmArgs) { wg_fp8_body<true, WG_BN, 3, 2>(a, GIDX, GSTRIDE); }
-KERNEL(fast_gemm_wg_fp8n4w, FastGemmArgs) { wg_fp8_body<true, 64, 4, 2>(a, GIDX, GSTRIDE); }
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS
 // fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations
 // (V4.1's wo_a, in groups) on wgmma, both operands copied into shared memory
 // (the default since run 39: 0.332 → 0.226 ms at V4.1 batch 64 and 0.483 → 0.386 at

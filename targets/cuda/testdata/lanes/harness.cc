@@ -14,9 +14,8 @@
 // m1fp8 (FP8 formats), m1fp8o (FP8, N a multiple of 16, K of 64: fast_gemm_m1_fp8_only), blk, stg (float32 weights: fast_gemm_stage_f32), wide (bf16 x
 // only: widex) or the wgmma kernels wgf32 and wgfp8 (float32 or FP8 weights, bf16 x
 // with xexact, G 1, K a multiple of 64: wgf32x, wgf32px (two fragment sets), wgfp8x, wgfp8ax
-// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows), wgfp8a3x and
-// wgfp8n4x (those with the x rows in a ring of three or four buffers), wgfp8a3wx and
-// wgfp8n4wx (those in launch blocks of two warpgroups), wgbf16wx
+// (the weight bytes two steps ahead), wgfp8nx (the same in blocks of 64 x rows), wgf32p3wx
+// (wgf32px with a ring of three x buffers, two warpgroups a launch block), wgbf16wx
 // (bf16 weights, in groups too)) and wgbf16,
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
@@ -478,14 +477,10 @@ int main(int argc, char** argv) {
   bool wide = strcmp(kernel, "wide") == 0, stg = strcmp(kernel, "stg") == 0;
   // the wgmma kernels: fast_gemm_wg_f32 (float32 weights) and fast_gemm_wg_fp8 (FP8),
   // bf16 x with xexact, one group, K a multiple of 64
-  // (wgfp8a3, wgfp8n4: the x rows in a ring of three or four buffers; wgfp8a3w, wgfp8n4w:
-  // those in launch blocks of two warpgroups)
   // (wgf32p3w: fast_gemm_wg_f32p with a ring of three x buffers, two warpgroups a block)
   bool wgp3w = strcmp(kernel, "wgf32p3w") == 0;
-  bool wg8a3w = strcmp(kernel, "wgfp8a3w") == 0, wg8n4w = strcmp(kernel, "wgfp8n4w") == 0, wgpair = wg8a3w || wg8n4w || wgp3w;
-  bool wgp = wgp3w || strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n4 = wg8n4w || strcmp(kernel, "wgfp8n4") == 0,
-       wg8n = wg8n4 || strcmp(kernel, "wgfp8n") == 0, wg8a3 = wg8a3w || strcmp(kernel, "wgfp8a3") == 0,
-       wg8a = wg8a3 || strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
+  bool wgp = wgp3w || strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
+       wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
        wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
@@ -570,8 +565,7 @@ int main(int argc, char** argv) {
   i64 rows = wide || wgk ? FAST_WIDE_ROWS : wgb ? WGB_MROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
-                    : wg8n4w ? (N + 127) / 128 * S * ((M + 63) / 64) * 256
-                    : wg8a3w || wgp3w ? (N + 127) / 128 * S * mtiles * 256
+                    : wgp3w ? (N + 127) / 128 * S * mtiles * 256
                     : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
                   : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
@@ -587,11 +581,7 @@ int main(int argc, char** argv) {
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
                 : wgbw ? fast_gemm_wg_bf16w
-                : wg8n4w ? fast_gemm_wg_fp8n4w
-                : wg8a3w ? fast_gemm_wg_fp8a3w
-                : wg8n4 ? fast_gemm_wg_fp8n4
                 : wg8n ? fast_gemm_wg_fp8n
-                : wg8a3 ? fast_gemm_wg_fp8a3
                 : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
@@ -599,7 +589,7 @@ int main(int argc, char** argv) {
                 : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
                 : m1 ? (f32 ? fast_gemm_m1_f32 : m1o ? fast_gemm_m1_fp8_only : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
-                a, items, wgpair ? 256 : 128);
+                a, items, wgp3w ? 256 : 128);
 #else
   (wgb8a ? emu_fast_gemm_wg_fp8ra
    : wgb8 ? emu_fast_gemm_wg_fp8r
@@ -609,11 +599,7 @@ int main(int argc, char** argv) {
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
    : wgbw ? emu_fast_gemm_wg_bf16w
-   : wg8n4w ? emu_fast_gemm_wg_fp8n4w
-   : wg8a3w ? emu_fast_gemm_wg_fp8a3w
-   : wg8n4 ? emu_fast_gemm_wg_fp8n4
    : wg8n ? emu_fast_gemm_wg_fp8n
-   : wg8a3 ? emu_fast_gemm_wg_fp8a3
    : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide
