@@ -879,7 +879,8 @@ DEV void csa_kept_list(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, unsign
 #define CSA_PW 1024               // mask words: parallel partitions of up to 32,768 elements
 #define CSA_SERIAL_PART 64        // partitions up to this many elements run on thread 0
 #define CSA_HEAP_MAX 1024         // heaps up to this size live in shared memory
-#define CSA_SCAN_WORDS 256        // the heap select marks 8,192 elements a chunk
+#define CSA_SCAN_WORDS 256        // the heap select marks up to 8,192 elements a chunk
+#define CSA_SCAN_FIRST 16         // its first chunk: 512 elements
 
 #ifndef DI_EMULATE
 struct csa_BlkShared {
@@ -1018,7 +1019,13 @@ DEV i64 csa_partition_blk(csa_TopkElem* q, i64 f0, i64 l0, i64 pv, int tid, csa_
   return S.cut;
 }
 
-DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S) {
+// The chunks grow from CSA_SCAN_FIRST words to CSA_SCAN_WORDS, doubling: the first
+// root (the last of the first k elements in the order) lets nearly every element of the
+// first chunk through, and each chunk's walk raises it, so short chunks early mark fewer
+// elements for thread 0 (any chunking walks the same replacements in the same order).
+// SORT false leaves the heap unsorted in q[0:k) (the same elements: csa_index_select
+// reads only which elements they are).
+DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S, bool sort = true) {
   csa_TopkElem* h = k <= CSA_HEAP_MAX ? S.heap : q;
   const int lane = tid & 31, warp = tid >> 5;
   if (h != q)
@@ -1026,9 +1033,10 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
   __syncthreads();
   if (tid == 0) csa_make_heap(h, k);
   __syncthreads();
-  for (i64 c = k; c < n; c += 32 * CSA_SCAN_WORDS) {
+  int cw = CSA_SCAN_FIRST;  // this chunk's words
+  for (i64 c = k; c < n; c += 32 * cw, cw = cw < CSA_SCAN_WORDS ? 2 * cw : cw) {
     const csa_TopkElem root = h[0];
-    const int nw = (int)imin(CSA_SCAN_WORDS, (n - c + 31) / 32);
+    const int nw = (int)imin(cw, (n - c + 31) / 32);
     for (int w = warp; w < nw; w += CSA_NW) {
       i64 i = c + 32 * (i64)w + lane;
       u32 mk = __ballot_sync(0xffffffffu, i < n && csa_before(q[i], root));
@@ -1049,18 +1057,19 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
     }
     __syncthreads();
   }
-  if (tid == 0) csa_sort_heap(h, k);
+  if (tid == 0 && sort) csa_sort_heap(h, k);
   __syncthreads();
   if (h != q)
     for (i64 j = tid; j < k; j += ROW_SPREAD) q[j] = h[j];
   __syncthreads();
 }
 
-DEV i64 csa_topk_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S) {
+// (SORT false: the heap select's k elements left unsorted, as csa_heap_select_blk's)
+DEV i64 csa_topk_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S, bool sort = true) {
   if (k > n) k = n;
   if (k == 0) return 0;
   if (k * 64 <= n) {
-    csa_heap_select_blk(q, n, k, tid, S);
+    csa_heap_select_blk(q, n, k, tid, S, sort);
     return k;
   }
   i64 first = 0, last = n, nth = k - 1;
@@ -1120,7 +1129,8 @@ struct csa_TopkProbeArgs {
   int* out;             // [rows, k]
   i64 rows, n, k, lim;
 };
-KERNEL(csa_topk_probe, csa_TopkProbeArgs) {
+template <bool SORT>
+DEVM void csa_topk_probe_body(const csa_TopkProbeArgs& a, i64 GIDX, i64 GSTRIDE) {
 #ifdef DI_EMULATE
   for (i64 t = GIDX; t < a.rows; t += GSTRIDE) {
     csa_TopkElem* q = a.q + t * a.n;
@@ -1132,11 +1142,15 @@ KERNEL(csa_topk_probe, csa_TopkProbeArgs) {
   const int tid = (int)(GIDX % ROW_SPREAD);
   for (i64 t = GIDX / ROW_SPREAD; t < a.rows; t += GSTRIDE / ROW_SPREAD) {
     csa_TopkElem* q = a.q + t * a.n;
-    i64 kk = csa_topk_blk(q, a.n, a.k, tid, S);
+    i64 kk = csa_topk_blk(q, a.n, a.k, tid, S, SORT);
     csa_kept_list_blk(q, kk, a.n, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k, tid, S);
   }
 #endif
 }
+KERNEL(csa_topk_probe, csa_TopkProbeArgs) { csa_topk_probe_body<true>(a, GIDX, GSTRIDE); }
+// csa_topk_probe_u: the same with the heap select's elements left unsorted, as
+// csa_index_select runs it (the same kept keys and lists)
+KERNEL(csa_topk_probe_u, csa_TopkProbeArgs) { csa_topk_probe_body<false>(a, GIDX, GSTRIDE); }
 
 // ---- csa_index, csa_index_candidates ----
 
@@ -1513,7 +1527,8 @@ KERNEL(csa_index_select, csa_IndexArgs) {
         if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
     __syncthreads();
-    i64 kk = csa_topk_blk(q, width, a.topk, tid, S);
+    // (the kept keys only: the heap select's elements need no sort)
+    i64 kk = csa_topk_blk(q, width, a.topk, tid, S, false);
     csa_kept_list_blk(q, kk, width, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk, tid, S);
   }
 #endif

@@ -2,7 +2,9 @@
 // csa41.cu's device branch): rows of (value, index) pairs full of ties run through
 // csa_topk_probe's device branch (csa_topk_blk, then csa_kept_list_blk) on host fibers
 // and through the serial csa_topk and csa_kept_list; the arrays and lists must be the
-// same, every element of them.
+// same, every element of them. Each case also runs csa_topk_probe_u (the heap select's
+// elements left unsorted, as csa_index_select runs it): its kept bytes and lists must be
+// the serial ones.
 #include <random>
 #include <algorithm>
 
@@ -43,6 +45,7 @@ static int run_case(const Case& c, unsigned seed) {
   for (long t = 0; t < c.rows; t++)
     for (long i = 0; i < c.n; i++) q[t * c.n + i] = csa_TopkElem{fill_value(c.f, rng, i, c.n), (int)i};
   ref = q;
+  const std::vector<csa_TopkElem> orig = q;
   std::vector<unsigned char> kept(N), rkept(N);
   std::vector<int> out(c.rows * c.k, 7), rout(c.rows * c.k, 7);
   for (long t = 0; t < c.rows; t++) {
@@ -58,7 +61,18 @@ static int run_case(const Case& c, unsigned seed) {
   for (long i = 0; i < c.rows * c.k; i++) odiff += out[i] != rout[i];
   printf("n %ld k %ld lim %ld fill %d rows %ld: %ld elements differ, %ld list slots differ, errors %ld\n", c.n, c.k, c.lim,
          (int)c.f, c.rows, diff, odiff, g_errors - before);
-  return diff == 0 && odiff == 0 && g_errors == before ? 0 : 1;
+  int bad = diff == 0 && odiff == 0 && g_errors == before ? 0 : 1;
+  std::vector<csa_TopkElem> uq = orig;
+  std::vector<unsigned char> ukept(N, 7);
+  std::vector<int> uout(c.rows * c.k, 7);
+  csa_TopkProbeArgs ua = {uq.data(), ukept.data(), uout.data(), c.rows, c.n, c.k, c.lim};
+  before = g_errors;
+  fibers_launch(csa_topk_probe_u, ua, c.rows);
+  long kdiff = 0, udiff = 0;
+  for (long i = 0; i < N; i++) kdiff += ukept[i] != rkept[i];
+  for (long i = 0; i < c.rows * c.k; i++) udiff += uout[i] != rout[i];
+  printf("  unsorted: %ld kept bytes differ, %ld list slots differ, errors %ld\n", kdiff, udiff, g_errors - before);
+  return bad | (kdiff == 0 && udiff == 0 && g_errors == before ? 0 : 1);
 }
 
 int main() {
@@ -81,6 +95,9 @@ int main() {
       {70000, 1090, 70000, FewValues, 1},    // a heap past shared memory
       {33000, 600, 33000, Bf16Normal, 1},    // the first partition past the masks: serial
       {9, 20, 9, FewValues, 1},              // k past n
+      {32768, 512, 32768, Bf16Normal, 2},    // V4.1's rows at 32,768 (the heap select)
+      {32768, 512, 32000, FewValues, 1},     // the same, ties everywhere, lim < n
+      {40000, 600, 40000, Specials, 1},      // heap select past the first chunks, NaNs
   };
   int bad = 0;
   unsigned seed = 1;
