@@ -209,17 +209,6 @@ func (k *emuKernels) get(p devptr, n int) []float32 {
 
 func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	k.t.Helper()
-	k.runBlocks(name, 0, 0, fill)
-}
-
-// runBlocks is run with launch blocks of threads threads (0: launchBlock) and shared
-// bytes of dynamic shared memory each (a kernel with a DYN_SHARED array: launched with
-// none, a GPU faults on its first access).
-func (k *emuKernels) runBlocks(name string, threads, shared uint32, fill func(a *ArgBuf)) {
-	k.t.Helper()
-	if threads == 0 {
-		threads = launchBlock
-	}
 	m := k.mod
 	if k.where != nil {
 		var ok bool
@@ -241,12 +230,7 @@ func (k *emuKernels) runBlocks(name string, threads, shared uint32, fill func(a 
 	if k.where != nil {
 		grid = 4096
 	}
-	if shared > 48<<10 {
-		if err := k.d.FuncShared(f, shared); err != nil {
-			k.t.Fatal(err)
-		}
-	}
-	if err := k.d.Launch(f, grid, threads, shared, 0, a.w); err != nil {
+	if err := k.d.Launch(f, grid, launchBlock, 0, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }

@@ -19,7 +19,8 @@ import (
 // select at k·64 ≤ n). On a GPU the rows run on launch blocks (csa_topk_blk: the
 // partitions and the heap select's scan in parallel); the emulated device runs the
 // serial loop. The first k pairs must be torchTopK's list in its order, and the kept
-// list its keys below lim, sorted.
+// list its keys below lim, sorted; csa_topk_probe_u (the heap select's elements left
+// unsorted, csa_index_select's form) must give the same kept list.
 func TestTorchTopKBlock(t *testing.T) {
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(21, 22))
@@ -81,19 +82,25 @@ func TestTorchTopKBlock(t *testing.T) {
 					pairs[2*(r*c.n+i)+1] = math.Float32frombits(uint32(i))
 				}
 			}
-			q := put(k, pairs)
-			kept := put(k, make([]float32, (c.rows*c.n+3)/4))
-			out := put(k, make([]float32, c.rows*c.k))
-			k.run("csa_topk_probe", func(a *ArgBuf) {
-				a.P(q)
-				a.P(kept)
-				a.P(out)
-				a.I(int64(c.rows))
-				a.I(int64(c.n))
-				a.I(int64(c.k))
-				a.I(int64(c.lim))
-			})
-			gq, gout := k.get(q, 2*c.rows*c.n), k.get(out, c.rows*c.k)
+			probe := func(kernel string) (gq, gout []float32) {
+				q := put(k, pairs)
+				kept := put(k, make([]float32, (c.rows*c.n+3)/4))
+				out := put(k, make([]float32, c.rows*c.k))
+				k.run(kernel, func(a *ArgBuf) {
+					a.P(q)
+					a.P(kept)
+					a.P(out)
+					a.I(int64(c.rows))
+					a.I(int64(c.n))
+					a.I(int64(c.k))
+					a.I(int64(c.lim))
+				})
+				return k.get(q, 2*c.rows*c.n), k.get(out, c.rows*c.k)
+			}
+			gq, gout := probe("csa_topk_probe")
+			// csa_topk_probe_u: the heap select left unsorted, as csa_index_select runs
+			// it; only its kept list is compared
+			_, uout := probe("csa_topk_probe_u")
 			for r := range vals {
 				want := cpu.TorchTopK(vals[r], c.k)
 				for j, w := range want {
@@ -110,6 +117,9 @@ func TestTorchTopKBlock(t *testing.T) {
 					}
 					if got := int(int32(math.Float32bits(gout[r*c.k+j]))); got != w {
 						t.Fatalf("row %d: kept list slot %d is %d, want %d", r, j, got, w)
+					}
+					if got := int(int32(math.Float32bits(uout[r*c.k+j]))); got != w {
+						t.Fatalf("row %d: unsorted probe's kept list slot %d is %d, want %d", r, j, got, w)
 					}
 				}
 			}

@@ -1023,7 +1023,7 @@ DEV i64 csa_partition_blk(csa_TopkElem* q, i64 f0, i64 l0, i64 pv, int tid, csa_
 // root (the last of the first k elements in the order) lets nearly every element of the
 // first chunk through, and each chunk's walk raises it, so short chunks early mark fewer
 // elements for thread 0 (any chunking walks the same replacements in the same order).
-// SORT false leaves the heap unsorted in q[0:k) (the same elements: csa_index_select
+// sort false leaves the heap unsorted in q[0:k) (the same elements: csa_index_select
 // reads only which elements they are).
 DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S, bool sort = true) {
   csa_TopkElem* h = k <= CSA_HEAP_MAX ? S.heap : q;
@@ -1064,7 +1064,7 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
   __syncthreads();
 }
 
-// (SORT false: the heap select's k elements left unsorted, as csa_heap_select_blk's)
+// (sort false: the heap select's k elements left unsorted, as csa_heap_select_blk's)
 DEV i64 csa_topk_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S, bool sort = true) {
   if (k > n) k = n;
   if (k == 0) return 0;
