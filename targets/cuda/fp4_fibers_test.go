@@ -169,7 +169,11 @@ func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 	// the projections compared before their bf16 rounding, which hides most orders
 	// (and the index scores and the compressor's norms before theirs, where a sum's last
 	// bit would not show)
-	src := fiberUnit(t, "#define CSA_PROJ_ROUND(v) (v)\n#define CSA_IX_ROUND(v) (v)\n#define CSA_NORM_ROUND(v) (v)\n", "testdata/tiles_fibers_main.cc", "dense41.cu", "moe.cu", "mhc.cu", "csa41.cu")
+	// (the index scores on the tensor cores with their roundings: g_ix_round; their
+	// paths counted in g_itc)
+	pre := "#define CSA_PROJ_ROUND(v) (v)\n#define CSA_IX_ROUND(v) (g_ix_round ? q_bf16(v) : (v))\n#define CSA_NORM_ROUND(v) (v)\n" +
+		"static int g_ix_round;\nstatic long g_itc[4];\n#define CSA_ITC_COUNT(kind) (g_itc[kind]++)\n"
+	src := fiberUnit(t, pre, "testdata/tiles_fibers_main.cc", "dense41.cu", "moe.cu", "mhc.cu", "csa41.cu")
 	runOnFibers(t, "tiles_fibers", src, "-O1")
 }
 

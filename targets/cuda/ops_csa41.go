@@ -465,7 +465,13 @@ func csaBindIndex(b *Bind, publish bool) error {
 		a.P(s.Scratch(kept))
 		return rows
 	}
-	if csaIndexBlkOK(heads, dim) {
+	if csaIndexTCOK(b.Fast(), heads, dim, ik.fmt, ik.group) {
+		// a launch block per (row, csaIndexTCKeys keys): the dots on the tensor cores,
+		// the cpu's scores bit for bit (csa41.cu)
+		b.Launch("csa_index_score_tc", func(s *Step, a *ArgBuf) int64 {
+			return fill(s, a) * ceilDiv(ecap, csaIndexTCKeys) * launchBlock
+		})
+	} else if csaIndexBlkOK(heads, dim) {
 		// a launch block per (row, csaIndexKeys keys)
 		name := "csa_index_score_words"
 		if os.Getenv(EnvIndexWords) == "0" {
@@ -800,6 +806,23 @@ const EnvIndexBlock = "DEEPINFER_CUDA_INDEX_BLOCK"
 // where each is exact: the same values; run 18c on the H200: 0.764 against 1.285 ms at
 // batch 256 and 4,096). Read when a program is bound; for comparisons.
 const EnvIndexWords = "DEEPINFER_CUDA_INDEX_WORDS"
+
+// csaIndexTCKeys is csa41.cu's CSA_ITK: the keys a csa_index_score_tc launch block scores.
+const csaIndexTCKeys = 256
+
+// EnvIndexTC set to 0 keeps the fast numerics mode's index scores on
+// csa_index_score_words instead of csa_index_score_tc (the dots on the tensor cores, each
+// settled to the cpu's bf16-rounded value where the two sums' error bound allows and
+// computed in the cpu's order where it does not: the same scores bit for bit). Read when
+// a program is bound; for comparisons.
+const EnvIndexTC = "DEEPINFER_CUDA_INDEX_TC"
+
+// csaIndexTCOK reports whether the index scores run on csa_index_score_tc: the fast
+// numerics mode, at most 32 heads of a multiple of 32 values up to 128, FP8 or FP4 keys in
+// groups of 32.
+func csaIndexTCOK(fast bool, heads, dim, fmt, group int64) bool {
+	return fast && os.Getenv(EnvIndexTC) != "0" && heads <= 32 && dim%32 == 0 && dim <= 128 && fmt >= 1 && fmt <= 3 && group == 32
+}
 
 // csaIndexBlkOK reports whether an indexer of heads heads of dim values runs its scores
 // on csa_index_score_blk.

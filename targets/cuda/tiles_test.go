@@ -229,30 +229,38 @@ func TestM1OnlySameValues(t *testing.T) {
 		})
 }
 
-// TestIndexScoreKernelsAgree: V4.1's index scores on csa_index_score_words (the default),
-// csa_index_score_blk (DEEPINFER_CUDA_INDEX_WORDS=0) and csa_index_score
-// (DEEPINFER_CUDA_INDEX_BLOCK=0) give the same logits bit for bit (fast numerics; the
-// exact instruction check runs the default): 20 sequences' prefill and three decode
-// steps on each V4.1 fixture. On the
-// emulated device the three run the same item loop and the launch counts show which
-// kernel each run took; on a GPU the device branches are compared.
+// TestIndexScoreKernelsAgree: V4.1's index scores on csa_index_score_tc (the default of
+// the fast numerics mode: the dots on the tensor cores, settled to the cpu's values),
+// csa_index_score_words (DEEPINFER_CUDA_INDEX_TC=0), csa_index_score_blk (and
+// DEEPINFER_CUDA_INDEX_WORDS=0) and csa_index_score (and DEEPINFER_CUDA_INDEX_BLOCK=0)
+// give the same logits bit for bit (fast numerics; the exact instruction check runs
+// csa_index_score_words): 20 sequences' prefill and three decode steps on each V4.1
+// fixture. On the emulated device the four run the same item loop and the launch counts
+// show which kernel each run took; on a GPU the device branches are compared.
 // TestTilesDeviceCodeOnHostFibers checks the blocks' device code itself.
 func TestIndexScoreKernelsAgree(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
 			p, ws := cuda.CompileDir(t, m.dir)
 			runs := []struct {
-				what, env, val, kernel string
+				what   string
+				env    []string // (name, value) pairs
+				kernel string
 			}{
-				{"csa_index_score_words (the default)", cuda.EnvIndexWords, "", "csa_index_score_words"},
-				{"csa_index_score_blk (" + cuda.EnvIndexWords + "=0)", cuda.EnvIndexWords, "0", "csa_index_score_blk"},
-				{"csa_index_score (" + cuda.EnvIndexBlock + "=0)", cuda.EnvIndexBlock, "0", "csa_index_score"},
+				{"csa_index_score_tc (the default)", nil, "csa_index_score_tc"},
+				{"csa_index_score_words (" + cuda.EnvIndexTC + "=0)", []string{cuda.EnvIndexTC, "0"}, "csa_index_score_words"},
+				{"csa_index_score_blk (and " + cuda.EnvIndexWords + "=0)", []string{cuda.EnvIndexTC, "0", cuda.EnvIndexWords, "0"}, "csa_index_score_blk"},
+				{"csa_index_score (and " + cuda.EnvIndexBlock + "=0)", []string{cuda.EnvIndexTC, "0", cuda.EnvIndexBlock, "0"}, "csa_index_score"},
 			}
 			var first [][]float32
 			for i, r := range runs {
-				t.Setenv(r.env, r.val)
+				for j := 0; j < len(r.env); j += 2 {
+					t.Setenv(r.env[j], r.env[j+1])
+				}
 				got, k := batchDecode(t, p, ws, 20, 3)
-				t.Setenv(r.env, "")
+				for j := 0; j < len(r.env); j += 2 {
+					t.Setenv(r.env[j], "")
+				}
 				if len(got) != 80 {
 					t.Fatalf("%s: %d logits rows, want 80", r.what, len(got))
 				}

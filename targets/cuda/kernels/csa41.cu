@@ -1434,6 +1434,380 @@ KERNEL(csa_index_score_words, csa_IndexArgs) {
   csa_index_blk<true>(a, GIDX);
 }
 
+// ---- csa_index_score_tc: the index scores' dots on the tensor cores, the cpu's values ----
+//
+// The fast numerics mode's index scores (DEEPINFER_CUDA_INDEX_TC=0 keeps
+// csa_index_score_words). A launch block scores CSA_ITK keys of one row; warp w takes
+// keys 64w.. of them in eight mma tiles of 8 keys, every head (two mma row tiles of 16)
+// against every dim value (D/16 k-steps), as mma.sync m16n8k16 bf16 products with float32
+// accumulation: the queries are bf16 values (checked, else the block runs the item loop)
+// and every FP8/FP4 key value times its scale is a bf16 value, so each product is exact.
+// The reduction is permuted the same way for both operands: lane (g, t) holds dims
+// t·D/4 + 4s .. +3 at k-step s, so its key values are consecutive codes (word loads).
+//
+// The tensor cores sum in an order (and with a rounding) of their own, so a dot differs
+// from the cpu's float32 chain (dim order) by at most the two sums' errors: the chain's
+// by γ(D−1)·Σ|products| (≤ 2^-17 of it for D ≤ 128), the tensor cores' by at most 2^-16
+// of it (assumed; the GPU test measures it). A second mma sums |q|·|k|, which bounds
+// Σ|products|, so the chain's dot lies within e = 2^-15·Σ|q||k| of the tensor cores'.
+// Where bf16 rounding maps all of [dot − e, dot + e] to one value (or to values ≤ 0,
+// which the ReLU makes +0), that is the cpu's rounded dot; elsewhere (a dot near a bf16
+// rounding boundary: a few in a hundred) the key's thread computes that head's chain
+// itself. A key whose products might not be exact (scales near float32's range, rows off
+// 4-byte boundaries) runs the item loop. So every score is the cpu's bit for bit; the
+// heads' weighted sum runs per key in head order as in csa_index_score_words.
+#define CSA_ITK 256  // keys a launch block scores
+#define CSA_ITH 32   // the most heads
+#define CSA_ITD 128  // the most dim values (a multiple of 32)
+#define CSA_ITS 33   // the rounded dots' row stride in shared memory (floats)
+#define CSA_ITC_MARK 0x7fffffffu  // a dot the key's thread computes itself
+// CSA_ITC_COUNT(kind): a test harness's count of the scores' paths (0: a dot the tensor
+// cores settle, 1: a dot computed in the cpu's order, 2: a key by the item loop; 3: of
+// the first, a dot whose sums are exact)
+#ifndef CSA_ITC_COUNT
+#define CSA_ITC_COUNT(kind)
+#endif
+#if defined(DI_LANES)
+DEV void csa_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) { lanes_mma(c, a0, a1, a2, a3, b0, b1); }
+#elif !defined(DI_EMULATE)
+DEV void csa_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
+#ifndef DI_EMULATE
+// csa_itc_settle: the cpu's ReLU of the bf16-rounded dot where the tensor cores' dot d
+// and magnitude sum m settle it, else CSA_ITC_MARK's float. ex: every product is a
+// multiple of 2^ex (the queries' and keys' least significant bits), so where m < 2^(24+ex)
+// every partial sum in any order is exact in float32 — the cpu's chain and the tensor
+// cores' sum are the exact dot (V4.1's FP4 queries and keys nearly always are).
+DEV float csa_itc_settle(float d, float m, int ex) {
+  if (!(fabsf(d) < F32_INF) || !(m < F32_INF)) return f32_bits(CSA_ITC_MARK);
+  if (ex + 24 >= -126 && (ex + 24 > 127 || m * 0x1.0004p0f < f32_bits((u32)(ex + 24 + 127) << 23)))
+  {
+    CSA_ITC_COUNT(3);
+    return go_max32(CSA_IX_ROUND(d), 0.0f);
+  }
+  const float e = m * 0x1.04p-15f;  // (4/256 over 2^-15 for e's and d ± e's own roundings)
+  const float rh = CSA_IX_ROUND(d + e);
+  if (rh <= 0) return 0.0f;
+  return CSA_IX_ROUND(d - e) == rh ? rh : f32_bits(CSA_ITC_MARK);
+}
+#define CSA_ITC_NOBITS 1000  // a group without nonzero values: no least bit
+// csa_itc_qbit: the exponent of a nonzero bf16 value's least significant bit.
+DEV int csa_itc_qbit(u32 b) {
+  const int e = (int)((b >> 7) & 0xff);
+  const u32 m = e ? (b & 0x7f) | 0x80 : b & 0x7f;
+  return (e ? e : 1) - 134 + (__ffs((int)m) - 1);
+}
+// csa_itc_kbit: a lower bound on the exponent of the least significant bit of a key
+// value of group scale byte sb (format fmt, codes FP8 or FP4); CSA_ITC_NOBITS for a zero
+// or NaN scale (no exact path).
+DEV int csa_itc_kbit(i64 fmt, unsigned char sb) {
+  const int code = fmt == 1 ? -9 : -1;  // the codes' least bits: e4m3's 2^-9, e2m1's 2^-1
+  if (fmt != 3) return sb == 0 || sb == 0xff ? CSA_ITC_NOBITS : (int)sb - 127 + code;
+  const int e = (sb >> 3) & 15, m = sb & 7;
+  if ((sb & 0x7f) == 0 || (e == 15 && m == 7)) return CSA_ITC_NOBITS;
+  return code + (e ? e - 10 + (__ffs(8 + m) - 1) : -9 + (__ffs(m) - 1));
+}
+// csa_itc_pos: where value o (0 ≤ o < D/4) of a lane's chunk of a query row is staged:
+// k-step s's four values at 4s..4s+3 in the order the lane's key pairs hold them (FP4:
+// codes j, j+4 of a word a pair, csa_itc_fp4; FP8: bytes 0, 2 and 1, 3 of a word), so
+// that the A fragment's two registers of a k-step are one 8-byte load.
+DEV int csa_itc_pos(int o, bool fp8) {
+  if (fp8) return (o & ~3) + ((o & 1) << 1) + ((o >> 1) & 1);
+  const int c = o & 7;
+  return 4 * (2 * (o >> 3) + ((c >> 1) & 1)) + ((c & 1) << 1) + (c >> 2);
+}
+// csa_itc_bmul: the bf16 pairs' products (exact where used: one factor a power of two or
+// a short scale, the result a normal bf16 value).
+#if defined(DI_LANES)
+DEV u32 csa_itc_bmul(u32 a, u32 b) {
+  const float lo = f32_bits(a << 16) * f32_bits(b << 16), hi = f32_bits(a & 0xffff0000u) * f32_bits(b & 0xffff0000u);
+  return (bits_f32(q_bf16(lo)) >> 16) | (bits_f32(q_bf16(hi)) & 0xffff0000u);
+}
+#else
+DEV u32 csa_itc_bmul(u32 a, u32 b) {
+  u32 d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+}
+#endif
+// csa_itc_dot: head h's dot with key row kp in the cpu's order (dim order; every product
+// exact, so fused alike), the queries from the staged bf16 values (csa_itc_pos's order),
+// the key values read four at a time (a row csa_index_score_tc checked: FP8/FP4 on a
+// 4-byte boundary, groups of 32).
+DEV float csa_itc_dot(const unsigned short* qb, int h, int D, const unsigned char* kp, i64 fmt) {
+  const unsigned char* sc = kp + csa_code_bytes(fmt, D);
+  const int per = D / 4;
+  float dot = 0;
+  for (int d = 0; d < D; d += 4) {
+    const unsigned char sb = sc[d >> 5];
+    const float sv = fmt == 3 ? e4m3_f32(sb) : ue8m0_f32(sb);
+    const u32 wd = fmt == 1 ? *(const u32*)(kp + d) : *(const u32*)(kp + (d >> 3) * 4) >> ((d & 4) * 4);
+    UNROLL for (int b = 0; b < 4; b++) {
+      const float x = fmt == 1 ? e4m3_f32((unsigned char)(wd >> (8 * b))) : e2m1_f32((unsigned char)((wd >> (4 * b)) & 15));
+      const int o = d + b;
+      const u32 qv = qb[h * D + (o / per) * per + csa_itc_pos(o % per, fmt == 1)];
+      dot = fmaf(f32_bits(qv << 16), x * sv, dot);
+    }
+  }
+  return dot;
+}
+// csa_itc_pow2: the bf16 pair (2^e, 2^e), −126 ≤ e ≤ 127.
+DEV u32 csa_itc_pow2(int e) {
+  const u32 b = (u32)(e + 127) << 7;
+  return b | (b << 16);
+}
+// csa_itc_fp4: codes j and j+4 of the eight in word x as a bf16 pair, 2^-126 times their
+// e2m1 values (sign, exponent and mantissa bits placed at bf16's; 0.5 lands on a bf16
+// subnormal). csa_itc_fp8: bytes 0 and 2 of x, 2^-120 times their e4m3 values.
+DEV u32 csa_itc_fp4(u32 x, int j) {
+  x >>= 4 * j;
+  return ((x & 0x00070007u) << 6) | ((x & 0x00080008u) << 12);
+}
+DEV u32 csa_itc_fp8(u32 x) { return ((x & 0x007f007fu) << 4) | ((x & 0x00800080u) << 8); }
+// csa_itc_scale: the two bf16 pairs whose products with csa_itc_fp4's (fp8: csa_itc_fp8's)
+// pairs give the key values for scale byte u of format fmt (m2 is 1 where one multiply
+// does: 2^(u-127) within bf16's range after the first).
+DEV void csa_itc_scale(i64 fmt, u32 u, u32* m1, u32* m2) {
+  if (fmt == 3) {
+    *m1 = csa_itc_pow2(126);
+    const u32 b = bits_f32(e4m3_f32((unsigned char)u)) >> 16;  // (a short scale: exact in bf16)
+    *m2 = b | (b << 16);
+    return;
+  }
+  const int e = (int)u - 127 + (fmt == 1 ? 120 : 126);
+  *m1 = csa_itc_pow2(e < 127 ? e : 127);
+  *m2 = csa_itc_pow2(e > 127 ? e - 127 : 0);
+}
+// csa_itc_tiles: warp w's key tiles (64 keys from w0, 8 a tile) against every head: the
+// FP8 (FP8 true, 8 words a lane a tile, 4 tiles loaded a round) or FP4 (4 words, 8 tiles
+// a round) codes loaded for a round's tiles first, then per tile widened to bf16 pairs,
+// the dots and magnitude sums on the tensor cores and settled into rd (csa_itc_settle);
+// a lane whose chunk of a key might not give exact products marks the key in kbad.
+template <bool FP8>
+DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const int* qmin, float* rd,
+                        unsigned char* kbad, const unsigned char* kbase, i64 w0, i64 kend, i64 base, double smin,
+                        double smax, int H, int D, int lane) {
+  constexpr int WMAX = FP8 ? 8 : 4, DEPTH = FP8 ? 4 : 8;
+  const i64 fmt = a.ik_fmt;
+  const int g = lane >> 2, tg = lane & 3, KS = D / 16, per = D / 4, db = tg * per, nw = FP8 ? per / 4 : per / 8;
+  const int cb = FP8 ? D : D / 2;
+  const bool two = H > 16;
+  // the lane's heads' least query bits (rows 16mt + g and 16mt + g + 8)
+  int qh[4];
+  UNROLL for (int i = 0; i < 4; i++) {
+    const int h = 16 * (i >> 1) + g + 8 * (i & 1);
+    qh[i] = h < H ? qmin[h] : CSA_ITC_NOBITS;
+  }
+  const i64 nt = imin(8, (kend - w0 + 7) / 8);  // (the warp's lanes alike)
+  for (int r0 = 0; r0 < nt; r0 += DEPTH) {
+    u32 raw[DEPTH][WMAX], scw[DEPTH];
+    bool live[DEPTH];
+    UNROLL for (int j = 0; j < DEPTH; j++) {
+      const i64 e = w0 + 8 * (r0 + j) + g;
+      const unsigned char* kp = kbase + e * a.ik_rowbytes;
+      live[j] = r0 + j < nt && e < kend && ((u64)kp & 3) == 0;
+      scw[j] = 0;
+      if (live[j] && D == CSA_ITD) scw[j] = *(const u32*)(kp + cb);  // (a row's four scales; shorter rows: bytes)
+      else if (live[j])
+        for (int q = 0; q < D / 32; q++) scw[j] |= (u32)kp[cb + q] << (8 * q);
+      UNROLL for (int i = 0; i < WMAX; i++) raw[j][i] = live[j] && i < nw ? *(const u32*)(kp + (db >> (FP8 ? 0 : 1)) + 4 * i) : 0;
+    }
+    UNROLL for (int j = 0; j < DEPTH; j++) {
+      if (r0 + j >= nt) break;  // (the warp's lanes alike)
+      const i64 e = w0 + 8 * (r0 + j) + g;
+      bool ok = live[j];
+      u32 B[CSA_ITD / 16][2];
+      UNROLL for (int s = 0; s < CSA_ITD / 16; s++) {
+        if (s >= KS) break;
+        const int wi = FP8 ? s : s >> 1, grp = (db + (FP8 ? 4 * s : 8 * wi)) >> 5;
+        const u32 u = (scw[j] >> (8 * grp)) & 0xff;
+        const float sv = fmt == 3 ? e4m3_f32((unsigned char)u) : ue8m0_f32((unsigned char)u);
+        ok = ok && (double)sv >= smin && (double)sv < smax;
+        u32 m1, m2;
+        csa_itc_scale(fmt, u, &m1, &m2);
+        const u32 x = raw[j][wi];
+        u32 p0 = FP8 ? csa_itc_fp8(x) : csa_itc_fp4(x, 2 * (s & 1));
+        u32 p1 = FP8 ? csa_itc_fp8(x >> 8) : csa_itc_fp4(x, 2 * (s & 1) + 1);
+        p0 = csa_itc_bmul(p0, m1), p1 = csa_itc_bmul(p1, m1);
+        if (m2 != 0x3f803f80u) p0 = csa_itc_bmul(p0, m2), p1 = csa_itc_bmul(p1, m2);
+        B[s][0] = p0, B[s][1] = p1;
+      }
+      if (e < kend && !ok) kbad[e - base] = 1;
+      float acc[2][4], mag[2][4];
+      UNROLL for (int mt = 0; mt < 2; mt++) UNROLL for (int i = 0; i < 4; i++) acc[mt][i] = mag[mt][i] = 0;
+      UNROLL for (int s = 0; s < CSA_ITD / 16; s++) {
+        if (s >= KS) break;
+        const u32 b0 = ok ? B[s][0] : 0, b1 = ok ? B[s][1] : 0;
+        UNROLL for (int mt = 0; mt < 2; mt++) {
+          if (mt == 1 && !two) break;
+          const int h0 = 16 * mt + g;
+          // rows h0 and h0 + 8 (zero past H): their pairs at 4s and 4s + 2 of the lane's chunk
+          u32 q[4] = {0, 0, 0, 0};
+          if (h0 < H) {
+            const u32* r = (const u32*)(qb + h0 * D + db + 4 * s);
+            q[0] = r[0], q[2] = r[1];
+          }
+          if (h0 + 8 < H) {
+            const u32* r = (const u32*)(qb + (h0 + 8) * D + db + 4 * s);
+            q[1] = r[0], q[3] = r[1];
+          }
+          csa_mma(acc[mt], q[0], q[1], q[2], q[3], b0, b1);
+          csa_mma(mag[mt], q[0] & 0x7fff7fffu, q[1] & 0x7fff7fffu, q[2] & 0x7fff7fffu, q[3] & 0x7fff7fffu,
+                  b0 & 0x7fff7fffu, b1 & 0x7fff7fffu);
+        }
+      }
+      // lane (g, t) holds heads 16mt + g (+8) of keys 2t, 2t + 1 of the tile: their least
+      // key bits from the lanes that loaded them (lane 4k holds key k's scale word)
+      int kbit[2];
+      bool klive[2];
+      UNROLL for (int u = 0; u < 2; u++) {
+        const u32 sw = __shfl_sync(0xffffffffu, scw[j], 4 * (2 * tg + u));
+        const int kl = __shfl_sync(0xffffffffu, (int)live[j], 4 * (2 * tg + u));
+        klive[u] = kl != 0;
+        int m = CSA_ITC_NOBITS;
+        UNROLL for (int q = 0; q < CSA_ITD / 32; q++)
+          if (q < D / 32) m = min(m, csa_itc_kbit(fmt, (unsigned char)(sw >> (8 * q))));
+        kbit[u] = m;
+      }
+      UNROLL for (int mt = 0; mt < 2; mt++) {
+        if (mt == 1 && !two) break;
+        UNROLL for (int i = 0; i < 4; i++) {
+          const int h = 16 * mt + g + (i >= 2 ? 8 : 0), kl = (int)(w0 - base) + 8 * (r0 + j) + 2 * tg + (i & 1);
+          if (h >= H || !klive[i & 1]) continue;  // (a key past the row's or off 4-byte boundaries)
+          rd[kl * CSA_ITS + h] = csa_itc_settle(acc[mt][i], mag[mt][i], qh[2 * mt + (i >> 1)] + kbit[i & 1]);
+        }
+      }
+    }
+  }
+}
+#endif
+
+// (three launch blocks a multiprocessor: 168 registers a thread; shared memory ~44 KB a block)
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+KERNEL(csa_index_score_tc, csa_IndexArgs) {
+  (void)GSTRIDE;
+#ifdef DI_EMULATE
+  // the same values as the item loop (the scores are the cpu's by construction)
+  csa_index_blk<true>(a, GIDX);
+#else
+  __shared__ unsigned short qb[CSA_ITH * CSA_ITD];  // the queries as bf16, csa_itc_pos's order
+  __shared__ float rd[CSA_ITK * CSA_ITS];           // [key][head]: the settled dots
+  __shared__ float wts[CSA_ITH];
+  __shared__ float qlo[128], qhi[128];
+  __shared__ int qnarrow[128];
+  __shared__ unsigned char kbad[CSA_ITK];
+  __shared__ int qmin[CSA_ITH];  // per head: the exponent of its queries' least bit
+  const int tid = (int)(GIDX & 127);
+  const i64 kb = (a.ecap + CSA_ITK - 1) / CSA_ITK;
+  const i64 blk = GIDX / 128, t = blk / kb, base = (blk % kb) * CSA_ITK;
+  csa_View v;
+  i64 width, clen, k;
+  // the same for every thread of the block
+  if (t >= a.rows || !csa_index_row(a, t, &v, &width, &clen, &k)) return;
+  if (base >= width) return;
+  const int H = (int)a.heads, D = (int)a.dim;
+  const i64 fmt = a.ik_fmt;
+  const bool shape = fmt >= 1 && fmt <= 3 && a.ik_group == 32 && H <= CSA_ITH && D <= CSA_ITD && D % 32 == 0;
+  const float* qt = a.q + t * a.heads * a.dim;
+  // the queries as bf16 (valid where every one is a bf16 value: nar), their least
+  // nonzero and largest magnitudes
+  int nar = 1;
+  float lo = F32_INF, hi = 0;
+  const int per = D / 4;
+  for (int i = tid; i < (shape ? H * D : 0); i += 128) {
+    const float x = qt[i], m = fabsf(x);
+    nar &= (bits_f32(x) & 0xffffu) == 0 && m <= f32_bits(0x7f7f0000u);
+    if (m > 0) lo = go_min32(lo, m);
+    hi = go_max32(hi, m);
+    const int h = i / D, d = i % D;
+    qb[h * D + (d / per) * per + csa_itc_pos(d % per, fmt == 1)] = (unsigned short)(bits_f32(x) >> 16);
+  }
+  qlo[tid] = lo, qhi[tid] = hi, qnarrow[tid] = nar;
+  if (tid < H) wts[tid] = q_bf16(a.w[t * a.heads + tid] * (float)a.scale);
+  for (int j = tid; j < CSA_ITK; j += 128) kbad[j] = 0;
+  __syncthreads();
+  if (shape && tid < H) {
+    // (meaningful only where the queries are bf16 values)
+    int m = CSA_ITC_NOBITS;
+    for (int i = 0; i < D; i++) {
+      const u32 b = qb[tid * D + i];
+      if (b & 0x7fff) m = min(m, csa_itc_qbit(b));
+    }
+    qmin[tid] = m;
+  }
+  if (tid < 32) {
+    for (int i = tid + 32; i < 128; i += 32) {
+      nar &= qnarrow[i];
+      lo = go_min32(lo, qlo[i]);
+      hi = go_max32(hi, qhi[i]);
+    }
+    qlo[tid] = lo, qhi[tid] = hi, qnarrow[tid] = nar;
+  }
+  __syncthreads();
+  for (int i = 0; i < 32; i++) {
+    nar &= qnarrow[i];
+    lo = go_min32(lo, qlo[i]);
+    hi = go_max32(hi, qhi[i]);
+  }
+  csa_TopkElem* sc = a.work + t * a.ecap;
+  if (!nar || !shape) {
+    // queries that are not bf16 values (or a shape the binder does not send here): the
+    // item loop, key by key
+    for (int j = tid; j < CSA_ITK; j += 128) {
+      if (base + j >= width) continue;
+      CSA_ITC_COUNT(2);
+      csa_index_item(a, t, base + j);
+    }
+    return;
+  }
+  const int w = tid >> 5;
+  const unsigned char* kbase = v.state + a.owners[3 * k + 2];
+  const i64 kend = imin(width, clen), w0 = base + 64 * w;
+  // the scales that keep a key value a normal bf16 value and its products with every
+  // query exact and normal in float32
+  const double kmin = fmt == 1 ? 0x1p-9 : 0.5, kmax = fmt == 1 ? 448.0 : 6.0;
+  const double smin = go_max64(0x1p-126 / kmin, 0x1p-126 / ((double)lo * kmin));
+  const double smax = (double)hi > 1 ? 0x1p126 / ((double)hi * kmax) : 0x1p126 / kmax;
+  if (w0 < kend) {
+    if (fmt == 1) csa_itc_tiles<true>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
+    else csa_itc_tiles<false>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
+  }
+  __syncthreads();
+  // per key, the heads' weighted sum in head order (csa_index_score_words')
+  for (int j = tid; j < CSA_ITK; j += 128) {
+    const i64 e = base + j;
+    const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
+    if (!key) continue;
+    if (kbad[j]) {
+      CSA_ITC_COUNT(2);
+      csa_index_item(a, t, e);
+      continue;
+    }
+    float sum = 0;
+    for (int h = 0; h < H; h++) {
+      float r = rd[j * CSA_ITS + h];
+      if (bits_f32(r) == CSA_ITC_MARK) {
+        CSA_ITC_COUNT(1);
+        r = go_max32(CSA_IX_ROUND(csa_itc_dot(qb, h, D, key, fmt)), 0.0f);
+      } else {
+        CSA_ITC_COUNT(0);
+      }
+      sum += CSA_IX_ROUND(r * wts[h]);
+    }
+    sc[e].v = CSA_IX_ROUND(sum);
+  }
+#endif
+}
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+
 // csa_select_row: row t's view, widths and index-key owner for csa_index_select; false
 // (with the error set where the row's keys are not there) for a row it skips.
 DEV bool csa_select_row(const csa_IndexArgs& a, i64 t, csa_View* v, i64* width, i64* clen, bool report) {

@@ -7,6 +7,7 @@
 // copies that clobber their destination when issued and land only when a wait_group
 // requires them.
 #include <vector>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -146,6 +147,24 @@ void lanes_ldsm4t(unsigned* r, const unsigned* p) {
 }
 static float bf_lo(unsigned p) { return __uint_as_float(p << 16); }
 static float bf_hi(unsigned p) { return __uint_as_float(p & 0xffff0000u); }
+// g_mma_trunc set: lanes_mma sums as a tensor core that aligns and truncates might — c
+// and the 16 products each cut toward zero to 24 bits below the largest one's leading bit,
+// summed exactly, the sum cut toward zero to a float (within 17·2^-23 of the terms'
+// largest magnitude; exact where every term is a multiple of 2^-23 of that); for a kernel
+// that must not depend on the tensor cores' summation (csa_index_score_tc).
+static int g_mma_trunc;
+static float mma_trunc_sum(const double* t, int n) {
+  int emax = -100000;
+  for (int i = 0; i < n; i++)
+    if (t[i] != 0) emax = std::max(emax, std::ilogb(t[i]));
+  if (emax == -100000) return (float)(t[0] + t[1]);  // (zeros: their sum's sign)
+  double s = 0;
+  for (int i = 0; i < n; i++) s += std::trunc(std::ldexp(t[i], 23 - emax));
+  const double x = std::ldexp(s, emax - 23);
+  float f = (float)x;
+  if (std::fabs((double)f) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
 // lanes_mma: mma.sync m16n8k16 bf16 (fragments as the PTX ISA lays them out), each
 // output's 16 products summed in the emulated device's order (fp4_tiles), then added to c
 void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
@@ -167,6 +186,12 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
   float d[4];
   for (int e = 0; e < 4; e++) {
     int r = g + (e >= 2 ? 8 : 0), n = 2 * t + (e & 1);
+    if (g_mma_trunc) {
+      double terms[17] = {(double)c[e]};
+      for (int k = 0; k < 16; k++) terms[k + 1] = (double)A(r, k) * (double)B(k, n);
+      d[e] = mma_trunc_sum(terms, 17);
+      continue;
+    }
     float s = 0;
     // lane tt's pairs, its first register's before its second's
     for (int tt = 0; tt < 4; tt++)

@@ -4,6 +4,7 @@
 // mhc_fast_mix41_tile, _tile_a against mkl_lane / the per-lane items, csa_fast_proj_tile against
 // csa_gonum_nt (the sums before their bf16 rounding) — every output bit for bit, and the outputs a kernel must not write left
 // as they were.
+#include <array>
 #include <random>
 #include <vector>
 
@@ -373,10 +374,16 @@ static int proj_case(long T, long d, long D, int fmt, long skip, unsigned seed) 
 // and the entries neither writes left as they were.
 // qmode 1: the queries as V4.1's are (FP4 values in groups of 32, a power-of-two scale
 // each: bf16 values, so the products may fuse); 2: the same with scales so small that
-// the products fall below float32's normals and round there (they must not fuse). The
-// scores are compared before their bf16 roundings (CSA_IX_ROUND).
+// the products fall below float32's normals and round there (they must not fuse); 3:
+// fill_x's values rounded to bf16 (magnitudes far apart: sums that round); 4: as 1 with
+// the queries' and keys' scales a few powers of two apart (every sum exact). The scores are
+// compared before their bf16 roundings (CSA_IX_ROUND), except with tc:
+// csa_index_score_tc against csa_index_item with the roundings (the tensor cores' dots are
+// settled through them), every score bit for bit, and each of its paths counted (want:
+// the least count each path must reach: dots the tensor cores settle, dots computed in
+// the cpu's order, keys by the item loop, of the first the dots whose sums are exact).
 static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, long multi, long skip, unsigned seed,
-                      int qmode = 0) {
+                      int qmode = 0, bool tc = false, std::array<long, 4> want_paths = {0, 0, 0, 0}) {
   std::mt19937 rng(seed);
   const long g = 32, maxpos = pos0 + 3 * 160 + 8, ecap = maxpos / ratio + 1;
   const long rowbytes = fmt == 0 ? 4 * D : (fmt == 1 ? D : D / 2) + D / g;
@@ -401,7 +408,7 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
         if (fmt == 1 && (row[i] & 0x7f) == 0x7f) row[i] = 0;  // no NaN codes
       }
       for (long i = 0; i < D / g; i++) {
-        unsigned char u = (unsigned char)(qmode == 2 ? 50 + rng() % 6 : 112 + rng() % 20);
+        unsigned char u = (unsigned char)(qmode == 2 ? 50 + rng() % 6 : qmode == 4 ? 120 + rng() % 3 : 112 + rng() % 20);
         if (fmt == 3) u = (unsigned char)(8 + rng() % 100);  // E4M3 scales, no NaN
         row[cb + i] = u;
       }
@@ -411,10 +418,12 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
   std::vector<float> q(T * H * D), w(T * H);
   fill_x(q, rng);
   fill_x(w, rng);
-  if (qmode != 0) {
+  if (qmode == 3)
+    for (auto& v : q) v = q_bf16(v);
+  if (qmode == 1 || qmode == 2 || qmode == 4) {
     static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
     for (size_t i = 0; i < q.size(); i += 32) {
-      const float sc = ldexpf(1.0f, qmode == 2 ? -72 - (int)(rng() % 4) : (int)(rng() % 12) - 8);
+      const float sc = ldexpf(1.0f, qmode == 2 ? -72 - (int)(rng() % 4) : qmode == 4 ? (int)(rng() % 3) - 1 : (int)(rng() % 12) - 8);
       for (size_t j = i; j < i + 32 && j < q.size(); j++) q[j] = (rng() % 2 ? -1 : 1) * e2m1[rng() % 8] * sc;
     }
   }
@@ -425,11 +434,33 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
   a.nowners = 1, a.owners[0] = 0, a.owners[1] = ratio, a.owners[2] = 0;
   const csa_TopkElem unset = {kUnset, -7};
   std::vector<csa_TopkElem> got(T * ecap, unset), want(T * ecap, unset);
+  g_ix_round = tc;
   a.work = want.data();
   for (long t = 0; t < T; t++)
     for (long e = 0; e < ecap; e++) csa_index_item(a, t, e);
   a.work = got.data();
   long before = g_errors, diff = 0, scored = 0;
+  if (tc) {
+    g_itc[0] = g_itc[1] = g_itc[2] = g_itc[3] = 0;
+    g_mma_trunc = 1;  // (a tensor core's coarsest summation within the kernel's bound)
+    fibers_launch(csa_index_score_tc, a, T * ((ecap + CSA_ITK - 1) / CSA_ITK));
+    g_mma_trunc = 0;
+    g_ix_round = 0;
+    for (long i = 0; i < T * ecap; i++) {
+      scored += want[i].i != -7;
+      if (__float_as_uint(got[i].v) != __float_as_uint(want[i].v) || got[i].i != want[i].i) {
+        if (diff < 3) fprintf(stderr, "index tc: [%ld] %a key %d, want %a key %d\n", i, got[i].v, got[i].i, want[i].v, want[i].i);
+        diff++;
+      }
+    }
+    bool paths = true;
+    for (int j = 0; j < 4; j++) paths = paths && g_itc[j] >= want_paths[j];
+    printf("index tc T %ld heads %ld dim %ld fmt %d ratio %ld queries %d: %ld of %ld scores differ, dots settled %ld, "
+           "exact %ld, in the cpu's order %ld, keys by the item loop %ld%s, errors %ld\n",
+           T, H, D, fmt, ratio, qmode, diff, scored, g_itc[0], g_itc[3], g_itc[1], g_itc[2], paths ? "" : " (too few on a path)",
+           g_errors - before);
+    return diff == 0 && scored > 0 && paths && g_errors == before ? 0 : 1;
+  }
   fibers_launch(csa_index_score_words, a, T * ((ecap + 127) / 128));
   std::vector<csa_TopkElem> blk(T * ecap, unset);
   a.work = blk.data();
@@ -680,6 +711,19 @@ int main() {
   bad += index_case(3, 32, 128, 1, 4, 90, -1, -1, seed++, 1);  // FP8 keys, fused
   bad += index_case(3, 32, 256, 3, 4, 120, -1, -1, seed++, 1); // E4M3 scales, fused
   bad += index_case(3, 32, 128, 2, 4, 200, -1, -1, seed++, 2); // products below the normals: not fused
+  // the index scores' dots on the tensor cores (csa_index_score_tc), settled to the cpu's
+  // (seeds of their own: the cases after keep theirs)
+  unsigned tseed = 7001;
+  bad += index_case(4, 32, 128, 2, 1, 700, -1, 2, tseed++, 4, true, {80000, 0, 0, 80000}); // V4.1's shape and queries
+  bad += index_case(4, 32, 128, 2, 1, 700, -1, -1, tseed++, 1, true, {20000, 100, 0, 10000}); // scales far apart
+  bad += index_case(3, 32, 128, 2, 1, 600, -1, -1, tseed++, 3, true, {20000, 50, 0}); // bf16 queries: sums that round
+  bad += index_case(3, 20, 128, 1, 2, 500, 1, -1, tseed++, 3, true, {5000, 10, 0});   // FP8 keys, a partial head tile
+  bad += index_case(3, 32, 128, 3, 4, 900, -1, -1, tseed++, 3, true, {5000, 10, 0});  // E4M3 scales
+  bad += index_case(3, 4, 64, 2, 4, 0, -1, -1, tseed++, 3, true, {100, 0, 0});       // the fixtures' shapes
+  bad += index_case(4, 2, 32, 2, 1, 300, -1, 1, tseed++, 3, true, {100, 0, 0});
+  bad += index_case(3, 17, 96, 1, 2, 130, -1, -1, tseed++, 3, true, {500, 0, 100});  // rows off 4-byte boundaries
+  bad += index_case(3, 32, 128, 2, 4, 200, -1, -1, tseed++, 2, true, {0, 0, 100});   // products below the normals
+  bad += index_case(2, 8, 64, 2, 1, 200, -1, -1, tseed++, 0, true, {0, 0, 100});     // queries not bf16 values
   // the compressor's entries: a warp a row
   bad += entry_case(5, 1, 512, 128, 64, 1, 64, 2, false, false, -1, seed++);  // V4.1's fast-mode shapes
   bad += entry_case(16, 4, 512, 128, 64, 1, 64, 2, true, true, 2, seed++);    // the exact mode, float32 angles
