@@ -24,12 +24,13 @@ func TestIndexScoreTCSameScores(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		rows, pos  int
-		qexp, kexp [2]int // the queries' and keys' scale exponents: [lo, hi)
-		bf16       bool   // queries rounded normals, not FP4 values
+		qexp, kexp [2]int  // the queries' and keys' scale exponents: [lo, hi)
+		bf16       bool    // queries rounded normals, not FP4 values
+		settled    float64 // on a GPU, the least share of keys whose every dot the tensor cores settle
 	}{
-		{"FP4 queries", 4, 6000, [2]int{-1, 2}, [2]int{-6, -3}, false},
-		{"FP4 queries, scales far apart", 3, 4500, [2]int{-8, 4}, [2]int{-14, 6}, false},
-		{"bf16 queries", 3, 3000, [2]int{0, 1}, [2]int{-8, -2}, true},
+		{"FP4 queries", 4, 6000, [2]int{-1, 2}, [2]int{-6, -3}, false, 0.99},
+		{"FP4 queries, scales far apart", 3, 4500, [2]int{-8, 4}, [2]int{-14, 6}, false, 0},
+		{"bf16 queries", 3, 3000, [2]int{0, 1}, [2]int{-8, -2}, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(c.rows), uint64(c.pos)))
@@ -70,9 +71,11 @@ func TestIndexScoreTCSameScores(t *testing.T) {
 			}
 			qd, wd, sd := put(k, q), put(k, w), put(k, seqs)
 			errw := put(k, []int64{0})
+			var paths []byte
 			run := func(kernel string) []float32 {
 				work := put(k, make([]float32, 2*c.rows*ecap))
 				kept := put(k, make([]float32, (c.rows*ecap+3)/4))
+				defer func() { paths = k.getBytes(kept, c.rows*ecap) }()
 				k.run(kernel, func(a *ArgBuf) {
 					a.P(qd)
 					a.P(wd)
@@ -114,7 +117,7 @@ func TestIndexScoreTCSameScores(t *testing.T) {
 				})
 				return k.get(work, 2*c.rows*ecap)
 			}
-			want, got := run("csa_index_score_words"), run("csa_index_score_tc")
+			want, got := run("csa_index_score_words"), run("csa_index_score_tc_probe")
 			if e := k.getI64(errw, 1)[0]; e != 0 {
 				t.Fatalf("error word %d", e)
 			}
@@ -138,7 +141,31 @@ func TestIndexScoreTCSameScores(t *testing.T) {
 			if diff > 0 {
 				t.Fatalf("%d of %d scores differ", diff, scored)
 			}
-			t.Logf("%s", fmt.Sprintf("%d scores the same bit for bit", scored))
+			if k.where == nil {
+				t.Logf("%d scores the same bit for bit (the emulated device: the item loop for both)", scored)
+				return
+			}
+			// the probe's paths: keys whose every dot the tensor cores settled, keys with
+			// some dot in the cpu's order, keys by the item loop
+			var fast, slow, item int
+			for r := range c.rows {
+				for e := range c.pos - r + 1 {
+					switch p := paths[r*ecap+e]; {
+					case p == 255:
+						item++
+					case p > 0:
+						slow++
+					default:
+						fast++
+					}
+				}
+			}
+			msg := fmt.Sprintf("%d scores the same bit for bit; keys settled by the tensor cores %d, with some dot in the cpu's order %d, by the item loop %d",
+				scored, fast, slow, item)
+			t.Log(msg)
+			if float64(fast) < c.settled*float64(fast+slow+item) {
+				t.Errorf("fewer than %.0f%% of the keys settled by the tensor cores", 100*c.settled)
+			}
 		})
 	}
 }

@@ -1522,6 +1522,14 @@ DEV int csa_itc_pos(int o, bool fp8) {
   const int c = o & 7;
   return 4 * (2 * (o >> 3) + ((c >> 1) & 1)) + ((c & 1) << 1) + (c >> 2);
 }
+// csa_itc_qidx: where query value (h, d) is staged, as the bf16 values of the mma A
+// fragments in lane order: per (row tile h/16, k-step) a lane's four registers as 16
+// bytes, the lanes one after another (one conflict-free 16-byte load a lane).
+DEV int csa_itc_qidx(int h, int d, int D, bool fp8) {
+  const int per = D / 4, r = h & 15, tg = d / per, pos = csa_itc_pos(d % per, fp8), w = pos & 3;
+  const int lane = 4 * (r & 7) + tg, reg = (r >> 3) + 2 * (w >> 1);
+  return ((((h >> 4) * (CSA_ITD / 16) + (pos >> 2)) * 32 + lane) * 4 + reg) * 2 + (w & 1);
+}
 // csa_itc_bmul: the bf16 pairs' products (exact where used: one factor a power of two or
 // a short scale, the result a normal bf16 value).
 #if defined(DI_LANES)
@@ -1542,7 +1550,6 @@ DEV u32 csa_itc_bmul(u32 a, u32 b) {
 // 4-byte boundary, groups of 32).
 DEV float csa_itc_dot(const unsigned short* qb, int h, int D, const unsigned char* kp, i64 fmt) {
   const unsigned char* sc = kp + csa_code_bytes(fmt, D);
-  const int per = D / 4;
   float dot = 0;
   for (int d = 0; d < D; d += 4) {
     const unsigned char sb = sc[d >> 5];
@@ -1551,7 +1558,7 @@ DEV float csa_itc_dot(const unsigned short* qb, int h, int D, const unsigned cha
     UNROLL for (int b = 0; b < 4; b++) {
       const float x = fmt == 1 ? e4m3_f32((unsigned char)(wd >> (8 * b))) : e2m1_f32((unsigned char)((wd >> (4 * b)) & 15));
       const int o = d + b;
-      const u32 qv = qb[h * D + (o / per) * per + csa_itc_pos(o % per, fmt == 1)];
+      const u32 qv = qb[csa_itc_qidx(h, o, D, fmt == 1)];
       dot = fmaf(f32_bits(qv << 16), x * sv, dot);
     }
   }
@@ -1646,19 +1653,10 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
         const u32 b0 = ok ? B[s][0] : 0, b1 = ok ? B[s][1] : 0;
         UNROLL for (int mt = 0; mt < 2; mt++) {
           if (mt == 1 && !two) break;
-          const int h0 = 16 * mt + g;
-          // rows h0 and h0 + 8 (zero past H): their pairs at 4s and 4s + 2 of the lane's chunk
-          u32 q[4] = {0, 0, 0, 0};
-          if (h0 < H) {
-            const u32* r = (const u32*)(qb + h0 * D + db + 4 * s);
-            q[0] = r[0], q[2] = r[1];
-          }
-          if (h0 + 8 < H) {
-            const u32* r = (const u32*)(qb + (h0 + 8) * D + db + 4 * s);
-            q[1] = r[0], q[3] = r[1];
-          }
-          csa_mma(acc[mt], q[0], q[1], q[2], q[3], b0, b1);
-          csa_mma(mag[mt], q[0] & 0x7fff7fffu, q[1] & 0x7fff7fffu, q[2] & 0x7fff7fffu, q[3] & 0x7fff7fffu,
+          // the lane's A registers (rows 16mt + g and + 8, zero past H)
+          const uint4 q = ((const uint4*)qb)[(mt * (CSA_ITD / 16) + s) * 32 + lane];
+          csa_mma(acc[mt], q.x, q.y, q.z, q.w, b0, b1);
+          csa_mma(mag[mt], q.x & 0x7fff7fffu, q.y & 0x7fff7fffu, q.z & 0x7fff7fffu, q.w & 0x7fff7fffu,
                   b0 & 0x7fff7fffu, b1 & 0x7fff7fffu);
         }
       }
@@ -1691,13 +1689,18 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
 // (three launch blocks a multiprocessor: 168 registers a thread; shared memory ~44 KB a block)
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 3)
-KERNEL(csa_index_score_tc, csa_IndexArgs) {
-  (void)GSTRIDE;
+// PROBE: also each key's path in a.kept (0..254: how many of its heads' dots ran in the
+// cpu's order; 255: the item loop), for a test.
+template <bool PROBE>
+DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX) {
 #ifdef DI_EMULATE
   // the same values as the item loop (the scores are the cpu's by construction)
   csa_index_blk<true>(a, GIDX);
+  if (PROBE)
+    for (i64 i = 0; i < a.rows * a.ecap; i++) a.kept[i] = 0;
 #else
-  __shared__ unsigned short qb[CSA_ITH * CSA_ITD];  // the queries as bf16, csa_itc_pos's order
+  __shared__ uint4 qf[CSA_ITH * CSA_ITD / 8];  // the queries as bf16 A fragments (csa_itc_qidx)
+  unsigned short* qb = (unsigned short*)qf;
   __shared__ float rd[CSA_ITK * CSA_ITS];           // [key][head]: the settled dots
   __shared__ float wts[CSA_ITH];
   __shared__ float qlo[128], qhi[128];
@@ -1720,14 +1723,14 @@ KERNEL(csa_index_score_tc, csa_IndexArgs) {
   // nonzero and largest magnitudes
   int nar = 1;
   float lo = F32_INF, hi = 0;
-  const int per = D / 4;
+  for (int i = tid; i < CSA_ITH * CSA_ITD / 8; i += 128) qf[i] = make_uint4(0, 0, 0, 0);  // (rows past H)
+  __syncthreads();
   for (int i = tid; i < (shape ? H * D : 0); i += 128) {
     const float x = qt[i], m = fabsf(x);
     nar &= (bits_f32(x) & 0xffffu) == 0 && m <= f32_bits(0x7f7f0000u);
     if (m > 0) lo = go_min32(lo, m);
     hi = go_max32(hi, m);
-    const int h = i / D, d = i % D;
-    qb[h * D + (d / per) * per + csa_itc_pos(d % per, fmt == 1)] = (unsigned short)(bits_f32(x) >> 16);
+    qb[csa_itc_qidx(i / D, i % D, D, fmt == 1)] = (unsigned short)(bits_f32(x) >> 16);
   }
   qlo[tid] = lo, qhi[tid] = hi, qnarrow[tid] = nar;
   if (tid < H) wts[tid] = q_bf16(a.w[t * a.heads + tid] * (float)a.scale);
@@ -1737,7 +1740,7 @@ KERNEL(csa_index_score_tc, csa_IndexArgs) {
     // (meaningful only where the queries are bf16 values)
     int m = CSA_ITC_NOBITS;
     for (int i = 0; i < D; i++) {
-      const u32 b = qb[tid * D + i];
+      const u32 b = qb[csa_itc_qidx(tid, i, D, fmt == 1)];
       if (b & 0x7fff) m = min(m, csa_itc_qbit(b));
     }
     qmin[tid] = m;
@@ -1764,6 +1767,7 @@ KERNEL(csa_index_score_tc, csa_IndexArgs) {
       if (base + j >= width) continue;
       CSA_ITC_COUNT(2);
       csa_index_item(a, t, base + j);
+      if (PROBE) a.kept[t * a.ecap + base + j] = 255;
     }
     return;
   }
@@ -1788,13 +1792,16 @@ KERNEL(csa_index_score_tc, csa_IndexArgs) {
     if (kbad[j]) {
       CSA_ITC_COUNT(2);
       csa_index_item(a, t, e);
+      if (PROBE) a.kept[t * a.ecap + e] = 255;
       continue;
     }
     float sum = 0;
+    int slow = 0;
     for (int h = 0; h < H; h++) {
       float r = rd[j * CSA_ITS + h];
       if (bits_f32(r) == CSA_ITC_MARK) {
         CSA_ITC_COUNT(1);
+        slow++;
         r = go_max32(CSA_IX_ROUND(csa_itc_dot(qb, h, D, key, fmt)), 0.0f);
       } else {
         CSA_ITC_COUNT(0);
@@ -1802,8 +1809,18 @@ KERNEL(csa_index_score_tc, csa_IndexArgs) {
       sum += CSA_IX_ROUND(r * wts[h]);
     }
     sc[e].v = CSA_IX_ROUND(sum);
+    if (PROBE) a.kept[t * a.ecap + e] = (unsigned char)min(slow, 254);
   }
 #endif
+}
+KERNEL(csa_index_score_tc, csa_IndexArgs) {
+  (void)GSTRIDE;
+  csa_itc_body<false>(a, GIDX);
+}
+// csa_index_score_tc_probe: the same scores, and each key's path in a.kept (a test's)
+KERNEL(csa_index_score_tc_probe, csa_IndexArgs) {
+  (void)GSTRIDE;
+  csa_itc_body<true>(a, GIDX);
 }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
