@@ -469,7 +469,8 @@ func csaBindIndex(b *Bind, publish bool) error {
 		// a launch block per (row, csaIndexTCKeys keys): the dots on the tensor cores,
 		// the cpu's scores bit for bit (csa41.cu)
 		b.Launch("csa_index_score_tc", func(s *Step, a *ArgBuf) int64 {
-			return fill(s, a) * ceilDiv(ecap, csaIndexTCKeys) * launchBlock
+			rows := fill(s, a)
+			return rows * csaIndexTCBlocks(rows, ecap) * launchBlock
 		})
 	} else if csaIndexBlkOK(heads, dim) {
 		// a launch block per (row, csaIndexKeys keys)
@@ -809,6 +810,14 @@ const EnvIndexWords = "DEEPINFER_CUDA_INDEX_WORDS"
 
 // csaIndexTCKeys is csa41.cu's CSA_ITK: the keys a csa_index_score_tc launch block scores.
 const csaIndexTCKeys = 256
+
+// csaIndexTCBlocks is the launch blocks a row gets for csa_index_score_tc, which loops a
+// block over its row's chunks of csaIndexTCKeys keys (the queries staged once): about
+// 1,536 blocks in all (a few waves of three blocks a multiprocessor), at most one a chunk
+// of the longest row the plan allows. The scores do not depend on it.
+func csaIndexTCBlocks(rows, ecap int64) int64 {
+	return max(1, min(ceilDiv(ecap, csaIndexTCKeys), ceilDiv(1536, max(rows, 1))))
+}
 
 // EnvIndexTC set to 0 keeps the fast numerics mode's index scores on
 // csa_index_score_words instead of csa_index_score_tc (the dots on the tensor cores, each

@@ -1692,9 +1692,10 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
 // PROBE: also each key's path in a.kept (0..254: how many of its heads' dots ran in the
 // cpu's order; 255: the item loop), for a test.
 template <bool PROBE>
-DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX) {
+DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
   // the same values as the item loop (the scores are the cpu's by construction)
+  (void)GSTRIDE;
   csa_index_blk<true>(a, GIDX);
   if (PROBE)
     for (i64 i = 0; i < a.rows * a.ecap; i++) a.kept[i] = 0;
@@ -1707,14 +1708,16 @@ DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX) {
   __shared__ int qnarrow[128];
   __shared__ unsigned char kbad[CSA_ITK];
   __shared__ int qmin[CSA_ITH];  // per head: the exponent of its queries' least bit
+  // nb launch blocks a row (the launch's blocks over the rows); block c of row t scores
+  // chunks c, c + nb, ... of CSA_ITK keys, the queries staged once for them
   const int tid = (int)(GIDX & 127);
-  const i64 kb = (a.ecap + CSA_ITK - 1) / CSA_ITK;
-  const i64 blk = GIDX / 128, t = blk / kb, base = (blk % kb) * CSA_ITK;
+  const i64 nb = a.rows > 0 && GSTRIDE / 128 >= a.rows ? GSTRIDE / 128 / a.rows : 1;
+  const i64 blk = GIDX / 128, t = blk / nb, c0 = blk % nb;
   csa_View v;
   i64 width, clen, k;
   // the same for every thread of the block
   if (t >= a.rows || !csa_index_row(a, t, &v, &width, &clen, &k)) return;
-  if (base >= width) return;
+  if (c0 * CSA_ITK >= width) return;
   const int H = (int)a.heads, D = (int)a.dim;
   const i64 fmt = a.ik_fmt;
   const bool shape = fmt >= 1 && fmt <= 3 && a.ik_group == 32 && H <= CSA_ITH && D <= CSA_ITD && D % 32 == 0;
@@ -1763,64 +1766,67 @@ DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX) {
   if (!nar || !shape) {
     // queries that are not bf16 values (or a shape the binder does not send here): the
     // item loop, key by key
-    for (int j = tid; j < CSA_ITK; j += 128) {
-      if (base + j >= width) continue;
-      CSA_ITC_COUNT(2);
-      csa_index_item(a, t, base + j);
-      if (PROBE) a.kept[t * a.ecap + base + j] = 255;
-    }
+    for (i64 b0 = c0 * CSA_ITK; b0 < width; b0 += nb * CSA_ITK)
+      for (i64 e = b0 + tid; e < imin(width, b0 + CSA_ITK); e += 128) {
+        CSA_ITC_COUNT(2);
+        csa_index_item(a, t, e);
+        if (PROBE) a.kept[t * a.ecap + e] = 255;
+      }
     return;
   }
   const int w = tid >> 5;
   const unsigned char* kbase = v.state + a.owners[3 * k + 2];
-  const i64 kend = imin(width, clen), w0 = base + 64 * w;
+  const i64 kend = imin(width, clen);
   // the scales that keep a key value a normal bf16 value and its products with every
   // query exact and normal in float32
   const double kmin = fmt == 1 ? 0x1p-9 : 0.5, kmax = fmt == 1 ? 448.0 : 6.0;
   const double smin = go_max64(0x1p-126 / kmin, 0x1p-126 / ((double)lo * kmin));
   const double smax = (double)hi > 1 ? 0x1p126 / ((double)hi * kmax) : 0x1p126 / kmax;
-  if (w0 < kend) {
-    if (fmt == 1) csa_itc_tiles<true>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
-    else csa_itc_tiles<false>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
-  }
-  __syncthreads();
-  // per key, the heads' weighted sum in head order (csa_index_score_words')
-  for (int j = tid; j < CSA_ITK; j += 128) {
-    const i64 e = base + j;
-    const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
-    if (!key) continue;
-    if (kbad[j]) {
-      CSA_ITC_COUNT(2);
-      csa_index_item(a, t, e);
-      if (PROBE) a.kept[t * a.ecap + e] = 255;
-      continue;
+  for (i64 base = c0 * CSA_ITK; base < width; base += nb * CSA_ITK) {
+    __syncthreads();  // (the chunk before's sums done with rd and kbad)
+    const i64 w0 = base + 64 * w;
+    if (w0 < kend) {
+      if (fmt == 1) csa_itc_tiles<true>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
+      else csa_itc_tiles<false>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
     }
-    float sum = 0;
-    int slow = 0;
-    for (int h = 0; h < H; h++) {
-      float r = rd[j * CSA_ITS + h];
-      if (bits_f32(r) == CSA_ITC_MARK) {
-        CSA_ITC_COUNT(1);
-        slow++;
-        r = go_max32(CSA_IX_ROUND(csa_itc_dot(qb, h, D, key, fmt)), 0.0f);
-      } else {
-        CSA_ITC_COUNT(0);
+    __syncthreads();
+    // per key, the heads' weighted sum in head order (csa_index_score_words')
+    for (int j = tid; j < CSA_ITK; j += 128) {
+      const i64 e = base + j;
+      const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
+      if (!key) continue;
+      if (kbad[j]) {
+        CSA_ITC_COUNT(2);
+        csa_index_item(a, t, e);
+        if (PROBE) a.kept[t * a.ecap + e] = 255;
+        continue;
       }
-      sum += CSA_IX_ROUND(r * wts[h]);
+      float sum = 0;
+      int slow = 0;
+      for (int h = 0; h < H; h++) {
+        float r = rd[j * CSA_ITS + h];
+        if (bits_f32(r) == CSA_ITC_MARK) {
+          CSA_ITC_COUNT(1);
+          slow++;
+          r = go_max32(CSA_IX_ROUND(csa_itc_dot(qb, h, D, key, fmt)), 0.0f);
+        } else {
+          CSA_ITC_COUNT(0);
+        }
+        sum += CSA_IX_ROUND(r * wts[h]);
+      }
+      sc[e].v = CSA_IX_ROUND(sum);
+      if (PROBE) a.kept[t * a.ecap + e] = (unsigned char)min(slow, 254);
     }
-    sc[e].v = CSA_IX_ROUND(sum);
-    if (PROBE) a.kept[t * a.ecap + e] = (unsigned char)min(slow, 254);
+    for (int j = tid; j < CSA_ITK; j += 128) kbad[j] = 0;  // (this thread's keys: for the next chunk)
   }
 #endif
 }
 KERNEL(csa_index_score_tc, csa_IndexArgs) {
-  (void)GSTRIDE;
-  csa_itc_body<false>(a, GIDX);
+  csa_itc_body<false>(a, GIDX, GSTRIDE);
 }
 // csa_index_score_tc_probe: the same scores, and each key's path in a.kept (a test's)
 KERNEL(csa_index_score_tc_probe, csa_IndexArgs) {
-  (void)GSTRIDE;
-  csa_itc_body<true>(a, GIDX);
+  csa_itc_body<true>(a, GIDX, GSTRIDE);
 }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

@@ -444,7 +444,16 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
     g_itc[0] = g_itc[1] = g_itc[2] = g_itc[3] = 0;
     g_mma_trunc = 1;  // (a tensor core's coarsest summation within the kernel's bound)
     fibers_launch(csa_index_score_tc, a, T * ((ecap + CSA_ITK - 1) / CSA_ITK));
+    // two blocks a row, each looping over every other chunk of the row: the same scores
+    std::vector<csa_TopkElem> two(T * ecap, unset);
+    a.work = two.data();
+    fibers_launch(csa_index_score_tc, a, T * 2);
     g_mma_trunc = 0;
+    for (long i = 0; i < T * ecap; i++)
+      if (__float_as_uint(two[i].v) != __float_as_uint(got[i].v) || two[i].i != got[i].i) {
+        if (diff < 3) fprintf(stderr, "index tc (two blocks a row): [%ld] %a key %d, want %a key %d\n", i, two[i].v, two[i].i, got[i].v, got[i].i);
+        diff++;
+      }
     g_ix_round = 0;
     for (long i = 0; i < T * ecap; i++) {
       scored += want[i].i != -7;
