@@ -466,8 +466,8 @@ func csaBindIndex(b *Bind, publish bool) error {
 		return rows
 	}
 	if csaIndexTCOK(b.Fast(), heads, dim, ik.fmt, ik.group) {
-		// a launch block per (row, csaIndexTCKeys keys): the dots on the tensor cores,
-		// the cpu's scores bit for bit (csa41.cu)
+		// (opt-in) launch blocks looping over a row's chunks of csaIndexTCKeys keys: the
+		// dots on the tensor cores, the cpu's scores bit for bit (csa41.cu)
 		b.Launch("csa_index_score_tc", func(s *Step, a *ArgBuf) int64 {
 			rows := fill(s, a)
 			return rows * csaIndexTCBlocks(rows, ecap) * launchBlock
@@ -819,18 +819,20 @@ func csaIndexTCBlocks(rows, ecap int64) int64 {
 	return max(1, min(ceilDiv(ecap, csaIndexTCKeys), ceilDiv(1536, max(rows, 1))))
 }
 
-// EnvIndexTC set to 0 keeps the fast numerics mode's index scores on
-// csa_index_score_words instead of csa_index_score_tc (the dots on the tensor cores, each
-// settled to the cpu's bf16-rounded value where the two sums' error bound allows and
-// computed in the cpu's order where it does not: the same scores bit for bit). Read when
-// a program is bound; for comparisons.
+// EnvIndexTC set to 1 runs the fast numerics mode's index scores on csa_index_score_tc
+// (the dots on the tensor cores, each settled to the cpu's bf16-rounded value where the
+// sums are exact or the two sums' error bound allows, the rest computed in the cpu's
+// order: the same scores bit for bit) instead of csa_index_score_words. Opt-in: run 41 on
+// an H100 (V4.1 layers 20-23 at 32,768) timed it 0.120 / 1.389 / 4.811 ms at batch 1 / 64
+// / 256 against the default's 0.049 / 1.343 / 5.534 (docs/perf/attention.md). Read when a
+// program is bound.
 const EnvIndexTC = "DEEPINFER_CUDA_INDEX_TC"
 
-// csaIndexTCOK reports whether the index scores run on csa_index_score_tc: the fast
-// numerics mode, at most 32 heads of a multiple of 32 values up to 128, FP8 or FP4 keys in
-// groups of 32.
+// csaIndexTCOK reports whether the index scores run on csa_index_score_tc: asked for
+// (EnvIndexTC=1) in the fast numerics mode, at most 32 heads of a multiple of 32 values up
+// to 128, FP8 or FP4 keys in groups of 32.
 func csaIndexTCOK(fast bool, heads, dim, fmt, group int64) bool {
-	return fast && os.Getenv(EnvIndexTC) != "0" && heads <= 32 && dim%32 == 0 && dim <= 128 && fmt >= 1 && fmt <= 3 && group == 32
+	return fast && os.Getenv(EnvIndexTC) == "1" && heads <= 32 && dim%32 == 0 && dim <= 128 && fmt >= 1 && fmt <= 3 && group == 32
 }
 
 // csaIndexBlkOK reports whether an indexer of heads heads of dim values runs its scores

@@ -229,15 +229,15 @@ func TestM1OnlySameValues(t *testing.T) {
 		})
 }
 
-// TestIndexScoreKernelsAgree: V4.1's index scores on csa_index_score_tc (the default of
-// the fast numerics mode: the dots on the tensor cores, settled to the cpu's values),
-// csa_index_score_words (DEEPINFER_CUDA_INDEX_TC=0), csa_index_score_blk (and
-// DEEPINFER_CUDA_INDEX_WORDS=0) and csa_index_score (and DEEPINFER_CUDA_INDEX_BLOCK=0)
-// give the same logits bit for bit (fast numerics; the exact instruction check runs
-// csa_index_score_words): 20 sequences' prefill and three decode steps on each V4.1
-// fixture. On the emulated device the four run the same item loop and the launch counts
-// show which kernel each run took; on a GPU the device branches are compared.
-// TestTilesDeviceCodeOnHostFibers checks the blocks' device code itself.
+// TestIndexScoreKernelsAgree: V4.1's index scores on csa_index_score_words (the
+// default), csa_index_score_tc (DEEPINFER_CUDA_INDEX_TC=1: the dots on the tensor cores,
+// settled to the cpu's values), csa_index_score_blk (DEEPINFER_CUDA_INDEX_WORDS=0) and
+// csa_index_score (DEEPINFER_CUDA_INDEX_BLOCK=0) give the same logits bit for bit (fast
+// numerics; the exact instruction check runs csa_index_score_words): 20 sequences'
+// prefill and three decode steps on each V4.1 fixture. On the emulated device the four
+// run the same item loop and the launch counts show which kernel each run took; on a GPU
+// the device branches are compared. TestTilesDeviceCodeOnHostFibers checks the blocks'
+// device code itself, TestIndexScoreTCSameScores the tensor cores' at V4.1-Flash's shape.
 func TestIndexScoreKernelsAgree(t *testing.T) {
 	for _, m := range v41Fixtures {
 		t.Run(m.name, func(t *testing.T) {
@@ -247,10 +247,10 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 				env    []string // (name, value) pairs
 				kernel string
 			}{
-				{"csa_index_score_tc (the default)", nil, "csa_index_score_tc"},
-				{"csa_index_score_words (" + cuda.EnvIndexTC + "=0)", []string{cuda.EnvIndexTC, "0"}, "csa_index_score_words"},
-				{"csa_index_score_blk (and " + cuda.EnvIndexWords + "=0)", []string{cuda.EnvIndexTC, "0", cuda.EnvIndexWords, "0"}, "csa_index_score_blk"},
-				{"csa_index_score (and " + cuda.EnvIndexBlock + "=0)", []string{cuda.EnvIndexTC, "0", cuda.EnvIndexBlock, "0"}, "csa_index_score"},
+				{"csa_index_score_words (the default)", nil, "csa_index_score_words"},
+				{"csa_index_score_tc (" + cuda.EnvIndexTC + "=1)", []string{cuda.EnvIndexTC, "1"}, "csa_index_score_tc"},
+				{"csa_index_score_blk (" + cuda.EnvIndexWords + "=0)", []string{cuda.EnvIndexWords, "0"}, "csa_index_score_blk"},
+				{"csa_index_score (" + cuda.EnvIndexBlock + "=0)", []string{cuda.EnvIndexBlock, "0"}, "csa_index_score"},
 			}
 			var first [][]float32
 			for i, r := range runs {

@@ -1436,26 +1436,36 @@ KERNEL(csa_index_score_words, csa_IndexArgs) {
 
 // ---- csa_index_score_tc: the index scores' dots on the tensor cores, the cpu's values ----
 //
-// The fast numerics mode's index scores (DEEPINFER_CUDA_INDEX_TC=0 keeps
-// csa_index_score_words). A launch block scores CSA_ITK keys of one row; warp w takes
-// keys 64w.. of them in eight mma tiles of 8 keys, every head (two mma row tiles of 16)
-// against every dim value (D/16 k-steps), as mma.sync m16n8k16 bf16 products with float32
-// accumulation: the queries are bf16 values (checked, else the block runs the item loop)
-// and every FP8/FP4 key value times its scale is a bf16 value, so each product is exact.
-// The reduction is permuted the same way for both operands: lane (g, t) holds dims
-// t·D/4 + 4s .. +3 at k-step s, so its key values are consecutive codes (word loads).
+// The fast numerics mode's index scores where DEEPINFER_CUDA_INDEX_TC=1 asks (opt-in: run
+// 41 on an H100 timed it 0.120 / 1.389 / 4.811 ms a V4.1 step at 32,768 and batch 1 / 64 /
+// 256 against csa_index_score_words' 0.049 / 1.343 / 5.534; docs/perf/attention.md). A
+// launch block stages a row's queries once and loops over chunks of CSA_ITK keys (nb
+// blocks a row: chunks c, c + nb, ...); warp w takes keys 64w.. of a chunk in eight mma
+// tiles of 8 keys, every head (two mma row tiles of 16) against every dim value (D/16
+// k-steps), as mma.sync m16n8k16 bf16 products with float32 accumulation: the queries are
+// bf16 values (checked, else the block runs the item loop) and every FP8/FP4 key value
+// times its scale is a bf16 value, so each product is exact. The reduction is permuted
+// the same way for both operands: lane (g, t) holds the key values t·D/4 .. t·D/4 + D/4 − 1
+// (consecutive codes: word loads, widened to bf16 pairs by integer operations and one
+// bf16x2 multiply, csa_itc_fp4/_fp8), and the queries are staged as the A fragments in
+// that order (csa_itc_qidx: one conflict-free 16-byte load a lane and k-step).
 //
-// The tensor cores sum in an order (and with a rounding) of their own, so a dot differs
-// from the cpu's float32 chain (dim order) by at most the two sums' errors: the chain's
-// by γ(D−1)·Σ|products| (≤ 2^-17 of it for D ≤ 128), the tensor cores' by at most 2^-16
-// of it (assumed; the GPU test measures it). A second mma sums |q|·|k|, which bounds
-// Σ|products|, so the chain's dot lies within e = 2^-15·Σ|q||k| of the tensor cores'.
-// Where bf16 rounding maps all of [dot − e, dot + e] to one value (or to values ≤ 0,
-// which the ReLU makes +0), that is the cpu's rounded dot; elsewhere (a dot near a bf16
-// rounding boundary: a few in a hundred) the key's thread computes that head's chain
-// itself. A key whose products might not be exact (scales near float32's range, rows off
-// 4-byte boundaries) runs the item loop. So every score is the cpu's bit for bit; the
-// heads' weighted sum runs per key in head order as in csa_index_score_words.
+// The tensor cores sum in an order (and with a rounding) of their own, so a dot can differ
+// from the cpu's float32 chain (dim order). Where every product is a multiple of 2^ex (the
+// queries' and keys' least bits) and Σ|q||k| < 2^(24+ex), every partial sum in any order
+// is exact, so both sums are the exact dot (V4.1's FP4 queries and keys nearly always;
+// this assumes the tensor cores keep at least float32's 24 bits below a sum's largest
+// term). Elsewhere the chain's error is at most γ(D−1)·Σ|products| (≤ 2^-17 of it for
+// D ≤ 128) and the tensor cores' is assumed at most 2^-16 of it; a second mma sums
+// |q|·|k|, which bounds Σ|products|, so the chain's dot lies within e = 2^-15·Σ|q||k| of
+// the tensor cores'. Where bf16 rounding maps all of [dot − e, dot + e] to one value (or
+// to values ≤ 0, which the ReLU makes +0), that is the cpu's rounded dot; elsewhere (a dot
+// near a bf16 rounding boundary) the key's thread computes that head's chain itself. A
+// key whose products might not be exact (scales near float32's range, rows off 4-byte
+// boundaries) runs the item loop. So every score is the cpu's bit for bit where those
+// two assumptions hold (TestIndexScoreTCSameScores on the GPU: every score the same as
+// csa_index_score_words' at V4.1-Flash's shape); the heads' weighted sum runs per key in
+// head order as in csa_index_score_words.
 #define CSA_ITK 256  // keys a launch block scores
 #define CSA_ITH 32   // the most heads
 #define CSA_ITD 128  // the most dim values (a multiple of 32)
