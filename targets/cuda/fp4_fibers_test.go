@@ -164,7 +164,10 @@ func TestIndexScoreTileOnHostFibers(t *testing.T) {
 // mhc_mix41_part_item, csa_gonum_nt), bit for bit (testdata/tiles_fibers_main.cc: chain
 // tails, rows and tokens past a tile, float32/bf16/FP8 weights, signed zeros, tokens in
 // another order, rows in no sequence). TestFastTilesMatchLanes checks the launches'
-// choice and the whole steps.
+// choice and the whole steps. It also runs csa_index_score_tc's device code against the
+// item loop with the bf16 roundings, every score bit for bit and each path counted, with
+// a tensor core that aligns and truncates (fp4_fibers.h g_mma_trunc) and with one launch
+// block a chunk and two a row.
 func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 	// the projections compared before their bf16 rounding, which hides most orders
 	// (and the index scores and the compressor's norms before theirs, where a sum's last
