@@ -1495,12 +1495,12 @@ DEV void csa_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 // every partial sum in any order is exact in float32 — the cpu's chain and the tensor
 // cores' sum are the exact dot (V4.1's FP4 queries and keys nearly always are).
 DEV float csa_itc_settle(float d, float m, int ex) {
-  if (!(fabsf(d) < F32_INF) || !(m < F32_INF)) return f32_bits(CSA_ITC_MARK);
-  if (ex + 24 >= -126 && (ex + 24 > 127 || m * 0x1.0004p0f < f32_bits((u32)(ex + 24 + 127) << 23)))
-  {
+  // m·(1 + 2^-14) < 2^(24+ex), by its biased exponent (255 for inf and NaN: never below)
+  if ((int)(bits_f32(m * 0x1.0004p0f) >> 23) < min(ex + 24 + 127, 255)) {
     CSA_ITC_COUNT(3);
     return go_max32(CSA_IX_ROUND(d), 0.0f);
   }
+  if (!(fabsf(d) < F32_INF) || !(m < F32_INF)) return f32_bits(CSA_ITC_MARK);
   const float e = m * 0x1.04p-15f;  // (4/256 over 2^-15 for e's and d ± e's own roundings)
   const float rh = CSA_IX_ROUND(d + e);
   if (rh <= 0) return 0.0f;
@@ -1621,6 +1621,8 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
     const int h = 16 * (i >> 1) + g + 8 * (i & 1);
     qh[i] = h < H ? qmin[h] : CSA_ITC_NOBITS;
   }
+  // the lane's values lie in one or two groups of 32 (two only where D/4 does not divide 32)
+  const int ga = db >> 5, gb = (db + per - 1) >> 5;
   const i64 nt = imin(8, (kend - w0 + 7) / 8);  // (the warp's lanes alike)
   for (int r0 = 0; r0 < nt; r0 += DEPTH) {
     u32 raw[DEPTH][WMAX], scw[DEPTH];
@@ -1638,16 +1640,19 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
     UNROLL for (int j = 0; j < DEPTH; j++) {
       if (r0 + j >= nt) break;  // (the warp's lanes alike)
       const i64 e = w0 + 8 * (r0 + j) + g;
-      bool ok = live[j];
+      // the lane's scales (once a tile), checked: every product exact and normal
+      const u32 ua = (scw[j] >> (8 * ga)) & 0xff, ub = (scw[j] >> (8 * gb)) & 0xff;
+      const float sva = fmt == 3 ? e4m3_f32((unsigned char)ua) : ue8m0_f32((unsigned char)ua);
+      const float svb = fmt == 3 ? e4m3_f32((unsigned char)ub) : ue8m0_f32((unsigned char)ub);
+      const bool ok = live[j] && (double)sva >= smin && (double)sva < smax && (double)svb >= smin && (double)svb < smax;
+      u32 m1a, m2a, m1b, m2b;
+      csa_itc_scale(fmt, ua, &m1a, &m2a);
+      csa_itc_scale(fmt, ub, &m1b, &m2b);
       u32 B[CSA_ITD / 16][2];
       UNROLL for (int s = 0; s < CSA_ITD / 16; s++) {
         if (s >= KS) break;
-        const int wi = FP8 ? s : s >> 1, grp = (db + (FP8 ? 4 * s : 8 * wi)) >> 5;
-        const u32 u = (scw[j] >> (8 * grp)) & 0xff;
-        const float sv = fmt == 3 ? e4m3_f32((unsigned char)u) : ue8m0_f32((unsigned char)u);
-        ok = ok && (double)sv >= smin && (double)sv < smax;
-        u32 m1, m2;
-        csa_itc_scale(fmt, u, &m1, &m2);
+        const int wi = FP8 ? s : s >> 1, first = ((db + (FP8 ? 4 * s : 8 * wi)) >> 5) == ga;
+        const u32 m1 = first ? m1a : m1b, m2 = first ? m2a : m2b;
         const u32 x = raw[j][wi];
         u32 p0 = FP8 ? csa_itc_fp8(x) : csa_itc_fp4(x, 2 * (s & 1));
         u32 p1 = FP8 ? csa_itc_fp8(x >> 8) : csa_itc_fp4(x, 2 * (s & 1) + 1);
@@ -1671,24 +1676,25 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
         }
       }
       // lane (g, t) holds heads 16mt + g (+8) of keys 2t, 2t + 1 of the tile: their least
-      // key bits from the lanes that loaded them (lane 4k holds key k's scale word)
-      int kbit[2];
-      bool klive[2];
-      UNROLL for (int u = 0; u < 2; u++) {
-        const u32 sw = __shfl_sync(0xffffffffu, scw[j], 4 * (2 * tg + u));
-        const int kl = __shfl_sync(0xffffffffu, (int)live[j], 4 * (2 * tg + u));
-        klive[u] = kl != 0;
-        int m = CSA_ITC_NOBITS;
+      // key bits from the lanes that loaded them (lane 4k's, for key k). (A key past the
+      // row's is never read back, one with !ok runs the item loop: their dots are unused.)
+      int kb = CSA_ITC_NOBITS;
+      if (fmt != 3) {
+        // the least scale byte of the row's groups (FP8/FP4 codes' least bit 2^-9 / 2^-1)
+        const u32 x = scw[j] | (D / 32 < 4 ? 0xffffffffu << (8 * (D / 32)) : 0u);
+        const u32 m = min(min(x & 0xff, (x >> 8) & 0xff), min((x >> 16) & 0xff, x >> 24));
+        kb = (int)m - 127 + (fmt == 1 ? -9 : -1);
+      } else {
         UNROLL for (int q = 0; q < CSA_ITD / 32; q++)
-          if (q < D / 32) m = min(m, csa_itc_kbit(fmt, (unsigned char)(sw >> (8 * q))));
-        kbit[u] = m;
+          if (q < D / 32) kb = min(kb, csa_itc_kbit(fmt, (unsigned char)(scw[j] >> (8 * q))));
       }
+      int kbit[2];
+      UNROLL for (int u = 0; u < 2; u++) kbit[u] = __shfl_sync(0xffffffffu, kb, 4 * (2 * tg + u));
       UNROLL for (int mt = 0; mt < 2; mt++) {
         if (mt == 1 && !two) break;
         UNROLL for (int i = 0; i < 4; i++) {
           const int h = 16 * mt + g + (i >= 2 ? 8 : 0), kl = (int)(w0 - base) + 8 * (r0 + j) + 2 * tg + (i & 1);
-          if (h >= H || !klive[i & 1]) continue;  // (a key past the row's or off 4-byte boundaries)
-          rd[kl * CSA_ITS + h] = csa_itc_settle(acc[mt][i], mag[mt][i], qh[2 * mt + (i >> 1)] + kbit[i & 1]);
+          if (h < H) rd[kl * CSA_ITS + h] = csa_itc_settle(acc[mt][i], mag[mt][i], qh[2 * mt + (i >> 1)] + kbit[i & 1]);
         }
       }
     }
@@ -1822,7 +1828,9 @@ DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE
         } else {
           CSA_ITC_COUNT(0);
         }
-        sum += CSA_IX_ROUND(r * wts[h]);
+        // (a +0 term changes no sum of this chain, which is never −0, unless the weight
+        // is not finite: 0·inf is NaN)
+        if (r != 0 || !(fabsf(wts[h]) < F32_INF)) sum += CSA_IX_ROUND(r * wts[h]);
       }
       sc[e].v = CSA_IX_ROUND(sum);
       if (PROBE) a.kept[t * a.ecap + e] = (unsigned char)min(slow, 254);
