@@ -1477,6 +1477,9 @@ KERNEL(csa_index_score_words, csa_IndexArgs) {
 #ifndef CSA_ITC_COUNT
 #define CSA_ITC_COUNT(kind)
 #endif
+// csa_mma: c += a·b, one m16n8k16 bf16 product with float32 accumulation — tensorcore.cu's
+// fast_mma again: that file compiles in another unit, and a shared header would change
+// (and recompile) every unit.
 #if defined(DI_LANES)
 DEV void csa_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) { lanes_mma(c, a0, a1, a2, a3, b0, b1); }
 #elif !defined(DI_EMULATE)
