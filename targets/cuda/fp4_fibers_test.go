@@ -175,7 +175,8 @@ func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 	// (the index scores on the tensor cores with their roundings: g_ix_round; their
 	// paths counted in g_itc)
 	pre := "#define CSA_PROJ_ROUND(v) (v)\n#define CSA_IX_ROUND(v) (g_ix_round ? q_bf16(v) : (v))\n#define CSA_NORM_ROUND(v) (v)\n" +
-		"static int g_ix_round;\nstatic long g_itc[4];\n#define CSA_ITC_COUNT(kind) (g_itc[kind]++)\n"
+		"static int g_ix_round;\nstatic long g_itc[4];\n#define CSA_ITC_COUNT(kind) (g_itc[kind]++)\n" +
+		"static void itc_audit(long, long, long, int, int);\n#define CSA_ITC_AUDIT(t, e, h, ex, eb) itc_audit(t, e, h, ex, eb)\n"
 	src := fiberUnit(t, pre, "testdata/tiles_fibers_main.cc", "dense41.cu", "moe.cu", "mhc.cu", "csa41.cu")
 	runOnFibers(t, "tiles_fibers", src, "-O1")
 }

@@ -1451,20 +1451,22 @@ KERNEL(csa_index_score_words, csa_IndexArgs) {
 // that order (csa_itc_qidx: one conflict-free 16-byte load a lane and k-step).
 //
 // The tensor cores sum in an order (and with a rounding) of their own, so a dot can differ
-// from the cpu's float32 chain (dim order). Where every product is a multiple of 2^ex (the
-// queries' and keys' least bits) and Σ|q||k| < 2^(24+ex), every partial sum in any order
-// is exact, so both sums are the exact dot (V4.1's FP4 queries and keys nearly always;
-// this assumes the tensor cores keep at least float32's 24 bits below a sum's largest
-// term). Elsewhere the chain's error is at most γ(D−1)·Σ|products| (≤ 2^-17 of it for
-// D ≤ 128) and the tensor cores' is assumed at most 2^-16 of it; a second mma sums
-// |q|·|k|, which bounds Σ|products|, so the chain's dot lies within e = 2^-15·Σ|q||k| of
-// the tensor cores'. Where bf16 rounding maps all of [dot − e, dot + e] to one value (or
-// to values ≤ 0, which the ReLU makes +0), that is the cpu's rounded dot; elsewhere (a dot
-// near a bf16 rounding boundary) the key's thread computes that head's chain itself. A
-// key whose products might not be exact (scales near float32's range, rows off 4-byte
-// boundaries) runs the item loop. So every score is the cpu's bit for bit where those
-// two assumptions hold (TestIndexScoreTCSameScores on the GPU: every score the same as
-// csa_index_score_words' at V4.1-Flash's shape); the heads' weighted sum runs per key in
+// from the cpu's float32 chain (dim order). Each dot has two bounds from its operands: its
+// products are multiples of 2^ex (the head's least query bit times the key's least
+// value bit) and Σ|products| ≤ 2^eb (the head's Σ|q| times the key's largest magnitude,
+// each as a power of two). Where eb ≤ 23 + ex every partial sum in any order is exact, so
+// both sums are the exact dot (V4.1's FP4 queries and keys nearly always are; this
+// assumes the tensor cores keep at least float32's 24 bits below a sum's largest term).
+// Elsewhere the chain's error is at most γ(D−1)·Σ|products| (≤ 2^-17 of it for D ≤ 128)
+// and the tensor cores' is assumed at most 2^-16 of it, so the chain's dot lies within
+// e = 2^-15·2^eb of the tensor cores'. Where bf16 rounding maps all of [dot − e, dot + e]
+// to one value (or to values ≤ 0, which the ReLU makes +0), that is the cpu's rounded
+// dot; elsewhere the key's thread computes that head's chain itself. A key whose products
+// might not be exact (scales near float32's range, FP8 NaN codes, rows off 4-byte
+// boundaries) runs the item loop. So every score is the cpu's bit for bit where those two
+// assumptions hold (TestIndexScoreTCSameScores on the GPU: every score the same as
+// csa_index_score_words' at V4.1-Flash's shape; the host fibers check the bounds of every
+// settled dot against its values, CSA_ITC_AUDIT); the heads' weighted sum runs per key in
 // head order as in csa_index_score_words.
 #define CSA_ITK 256  // keys a launch block scores
 #define CSA_ITH 32   // the most heads
@@ -1476,6 +1478,11 @@ KERNEL(csa_index_score_words, csa_IndexArgs) {
 // the first, a dot whose sums are exact)
 #ifndef CSA_ITC_COUNT
 #define CSA_ITC_COUNT(kind)
+#endif
+// CSA_ITC_AUDIT(t, e, h, ex, eb): a test harness's check of the bounds a dot is settled
+// with (row t, key e, head h: every product a multiple of 2^ex, Σ|products| ≤ 2^eb)
+#ifndef CSA_ITC_AUDIT
+#define CSA_ITC_AUDIT(t, e, h, ex, eb)
 #endif
 // csa_mma: c += a·b, one m16n8k16 bf16 product with float32 accumulation — tensorcore.cu's
 // fast_mma again: that file compiles in another unit, and a shared header would change
@@ -1493,18 +1500,20 @@ DEV void csa_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 #endif
 #ifndef DI_EMULATE
 // csa_itc_settle: the cpu's ReLU of the bf16-rounded dot where the tensor cores' dot d
-// and magnitude sum m settle it, else CSA_ITC_MARK's float. ex: every product is a
-// multiple of 2^ex (the queries' and keys' least significant bits), so where m < 2^(24+ex)
-// every partial sum in any order is exact in float32 — the cpu's chain and the tensor
-// cores' sum are the exact dot (V4.1's FP4 queries and keys nearly always are).
-DEV float csa_itc_settle(float d, float m, int ex) {
-  // m·(1 + 2^-14) < 2^(24+ex), by its biased exponent (255 for inf and NaN: never below)
-  if ((int)(bits_f32(m * 0x1.0004p0f) >> 23) < min(ex + 24 + 127, 255)) {
+// settles it, else CSA_ITC_MARK's float. ex: every product is a multiple of 2^ex (the
+// queries' and keys' least bits); eb: Σ|products| ≤ 2^eb (the queries' Σ|q| and the keys'
+// largest magnitude, as powers of two). Where eb ≤ 23 + ex every partial sum in any order
+// is exact in float32, so the cpu's chain and the tensor cores' sum are the exact dot
+// (V4.1's FP4 queries and keys nearly always are); elsewhere the two differ by at most
+// 2^-15·2^eb (the chain's γ(D−1) ≤ 2^-17 for D ≤ 128, the tensor cores' assumed 2^-16).
+DEV float csa_itc_settle(float d, int ex, int eb) {
+  if (!(fabsf(d) < F32_INF)) return f32_bits(CSA_ITC_MARK);
+  if (eb <= 23 + ex && eb <= 127) {
     CSA_ITC_COUNT(3);
     return go_max32(CSA_IX_ROUND(d), 0.0f);
   }
-  if (!(fabsf(d) < F32_INF) || !(m < F32_INF)) return f32_bits(CSA_ITC_MARK);
-  const float e = m * 0x1.04p-15f;  // (4/256 over 2^-15 for e's and d ± e's own roundings)
+  if (eb - 15 < -125 || eb - 15 > 126) return f32_bits(CSA_ITC_MARK);
+  const float e = f32_bits((u32)(eb - 15 + 127) << 23) * 0x1.04p0f;  // (and 4/256 for d ± e's roundings)
   const float rh = CSA_IX_ROUND(d + e);
   if (rh <= 0) return 0.0f;
   return CSA_IX_ROUND(d - e) == rh ? rh : f32_bits(CSA_ITC_MARK);
@@ -1610,19 +1619,20 @@ DEV void csa_itc_scale(i64 fmt, u32 u, u32* m1, u32* m2) {
 // the dots and magnitude sums on the tensor cores and settled into rd (csa_itc_settle);
 // a lane whose chunk of a key might not give exact products marks the key in kbad.
 template <bool FP8>
-DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const int* qmin, float* rd,
-                        unsigned char* kbad, const unsigned char* kbase, i64 w0, i64 kend, i64 base, double smin,
+DEVM void csa_itc_tiles(const csa_IndexArgs& a, i64 t, const unsigned short* qb, const int* qmin, const int* qsum,
+                        float* rd, unsigned char* kbad, const unsigned char* kbase, i64 w0, i64 kend, i64 base, double smin,
                         double smax, int H, int D, int lane) {
   constexpr int WMAX = FP8 ? 8 : 4, DEPTH = FP8 ? 4 : 8;
   const i64 fmt = a.ik_fmt;
   const int g = lane >> 2, tg = lane & 3, KS = D / 16, per = D / 4, db = tg * per, nw = FP8 ? per / 4 : per / 8;
   const int cb = FP8 ? D : D / 2;
   const bool two = H > 16;
-  // the lane's heads' least query bits (rows 16mt + g and 16mt + g + 8)
-  int qh[4];
+  // the lane's heads' least query bits and Σ|q| bounds (rows 16mt + g and 16mt + g + 8)
+  int qh[4], qs[4];
   UNROLL for (int i = 0; i < 4; i++) {
     const int h = 16 * (i >> 1) + g + 8 * (i & 1);
     qh[i] = h < H ? qmin[h] : CSA_ITC_NOBITS;
+    qs[i] = h < H ? qsum[h] : -CSA_ITC_NOBITS;
   }
   // the lane's values lie in one or two groups of 32 (two only where D/4 does not divide 32)
   const int ga = db >> 5, gb = (db + per - 1) >> 5;
@@ -1647,7 +1657,12 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
       const u32 ua = (scw[j] >> (8 * ga)) & 0xff, ub = (scw[j] >> (8 * gb)) & 0xff;
       const float sva = fmt == 3 ? e4m3_f32((unsigned char)ua) : ue8m0_f32((unsigned char)ua);
       const float svb = fmt == 3 ? e4m3_f32((unsigned char)ub) : ue8m0_f32((unsigned char)ub);
-      const bool ok = live[j] && (double)sva >= smin && (double)sva < smax && (double)svb >= smin && (double)svb < smax;
+      bool ok = live[j] && (double)sva >= smin && (double)sva < smax && (double)svb >= smin && (double)svb < smax;
+      if (FP8)  // (e4m3's NaN codes, 0x7f and 0xff: the item loop)
+        UNROLL for (int i = 0; i < WMAX; i++) {
+          const u32 t = (raw[j][i] & 0x7f7f7f7fu) ^ 0x7f7f7f7fu;
+          if (i < nw && ((t - 0x01010101u) & ~t & 0x80808080u)) ok = false;
+        }
       u32 m1a, m2a, m1b, m2b;
       csa_itc_scale(fmt, ua, &m1a, &m2a);
       csa_itc_scale(fmt, ub, &m1b, &m2b);
@@ -1664,8 +1679,8 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
         B[s][0] = p0, B[s][1] = p1;
       }
       if (e < kend && !ok) kbad[e - base] = 1;
-      float acc[2][4], mag[2][4];
-      UNROLL for (int mt = 0; mt < 2; mt++) UNROLL for (int i = 0; i < 4; i++) acc[mt][i] = mag[mt][i] = 0;
+      float acc[2][4];
+      UNROLL for (int mt = 0; mt < 2; mt++) UNROLL for (int i = 0; i < 4; i++) acc[mt][i] = 0;
       UNROLL for (int s = 0; s < CSA_ITD / 16; s++) {
         if (s >= KS) break;
         const u32 b0 = ok ? B[s][0] : 0, b1 = ok ? B[s][1] : 0;
@@ -1674,30 +1689,45 @@ DEVM void csa_itc_tiles(const csa_IndexArgs& a, const unsigned short* qb, const 
           // the lane's A registers (rows 16mt + g and + 8, zero past H)
           const uint4 q = ((const uint4*)qb)[(mt * (CSA_ITD / 16) + s) * 32 + lane];
           csa_mma(acc[mt], q.x, q.y, q.z, q.w, b0, b1);
-          csa_mma(mag[mt], q.x & 0x7fff7fffu, q.y & 0x7fff7fffu, q.z & 0x7fff7fffu, q.w & 0x7fff7fffu,
-                  b0 & 0x7fff7fffu, b1 & 0x7fff7fffu);
         }
       }
       // lane (g, t) holds heads 16mt + g (+8) of keys 2t, 2t + 1 of the tile: their least
       // key bits from the lanes that loaded them (lane 4k's, for key k). (A key past the
       // row's is never read back, one with !ok runs the item loop: their dots are unused.)
-      int kb = CSA_ITC_NOBITS;
+      // and their largest magnitudes' bounds 2^kt (codes below 2^9 / 2^3 times the scale)
+      int kb = CSA_ITC_NOBITS, kt = -CSA_ITC_NOBITS;
       if (fmt != 3) {
-        // the least scale byte of the row's groups (FP8/FP4 codes' least bit 2^-9 / 2^-1)
-        const u32 x = scw[j] | (D / 32 < 4 ? 0xffffffffu << (8 * (D / 32)) : 0u);
+        // the least and largest scale bytes of the row's groups (FP8/FP4 codes' least bit
+        // 2^-9 / 2^-1)
+        const u32 lo4 = D / 32 < 4 ? 0xffffffffu << (8 * (D / 32)) : 0u, x = scw[j] | lo4, y = scw[j] & ~lo4;
         const u32 m = min(min(x & 0xff, (x >> 8) & 0xff), min((x >> 16) & 0xff, x >> 24));
+        u32 n = y & 0xff;
+        UNROLL for (int q = 1; q < 4; q++) n = (y >> (8 * q) & 0xff) > n ? y >> (8 * q) & 0xff : n;
         kb = (int)m - 127 + (fmt == 1 ? -9 : -1);
+        kt = (int)n - 127 + (fmt == 1 ? 9 : 3);
       } else {
         UNROLL for (int q = 0; q < CSA_ITD / 32; q++)
-          if (q < D / 32) kb = min(kb, csa_itc_kbit(fmt, (unsigned char)(scw[j] >> (8 * q))));
+          if (q < D / 32) {
+            const unsigned char sb = (unsigned char)(scw[j] >> (8 * q));
+            kb = min(kb, csa_itc_kbit(fmt, sb));
+            const int top = (int)((bits_f32(e4m3_f32(sb)) >> 23) & 0xff) - 126 + 3;
+            if ((sb & 0x7f) && top > kt) kt = top;
+          }
       }
-      int kbit[2];
-      UNROLL for (int u = 0; u < 2; u++) kbit[u] = __shfl_sync(0xffffffffu, kb, 4 * (2 * tg + u));
+      if (!live[j]) kb = CSA_ITC_NOBITS, kt = -CSA_ITC_NOBITS;  // (a key not loaded: its dots unused)
+      int kbit[2], ktop[2];
+      UNROLL for (int u = 0; u < 2; u++) {
+        const int p = __shfl_sync(0xffffffffu, ((kb + 2048) << 16) | (kt + 2048), 4 * (2 * tg + u));
+        kbit[u] = (p >> 16) - 2048, ktop[u] = (p & 0xffff) - 2048;
+      }
       UNROLL for (int mt = 0; mt < 2; mt++) {
         if (mt == 1 && !two) break;
         UNROLL for (int i = 0; i < 4; i++) {
           const int h = 16 * mt + g + (i >= 2 ? 8 : 0), kl = (int)(w0 - base) + 8 * (r0 + j) + 2 * tg + (i & 1);
-          if (h < H) rd[kl * CSA_ITS + h] = csa_itc_settle(acc[mt][i], mag[mt][i], qh[2 * mt + (i >> 1)] + kbit[i & 1]);
+          const int hi = 2 * mt + (i >> 1);
+          if (h >= H) continue;
+          CSA_ITC_AUDIT(t, base + kl, h, qh[hi] + kbit[i & 1], qs[hi] + ktop[i & 1]);
+          rd[kl * CSA_ITS + h] = csa_itc_settle(acc[mt][i], qh[hi] + kbit[i & 1], qs[hi] + ktop[i & 1]);
         }
       }
     }
@@ -1727,6 +1757,7 @@ DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE
   __shared__ int qnarrow[128];
   __shared__ unsigned char kbad[CSA_ITK];
   __shared__ int qmin[CSA_ITH];  // per head: the exponent of its queries' least bit
+  __shared__ int qsum[CSA_ITH];  // per head: Σ|q| ≤ 2^qsum
   // nb launch blocks a row (the launch's blocks over the rows); block c of row t scores
   // chunks c, c + nb, ... of CSA_ITK keys, the queries staged once for them
   const int tid = (int)(GIDX & 127);
@@ -1761,11 +1792,15 @@ DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE
   if (shape && tid < H) {
     // (meaningful only where the queries are bf16 values)
     int m = CSA_ITC_NOBITS;
+    double l1 = 0;
     for (int i = 0; i < D; i++) {
       const u32 b = qb[csa_itc_qidx(tid, i, D, fmt == 1)];
       if (b & 0x7fff) m = min(m, csa_itc_qbit(b));
+      l1 += fabs((double)f32_bits(b << 16));
     }
     qmin[tid] = m;
+    // (the double sum's rounding is below 2^-40 of it)
+    qsum[tid] = l1 > 0 ? ilogb(l1 * (1 + 0x1p-40)) + 1 : -CSA_ITC_NOBITS;
   }
   if (tid < 32) {
     for (int i = tid + 32; i < 128; i += 32) {
@@ -1805,8 +1840,8 @@ DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE
     __syncthreads();  // (the chunk before's sums done with rd and kbad)
     const i64 w0 = base + 64 * w;
     if (w0 < kend) {
-      if (fmt == 1) csa_itc_tiles<true>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
-      else csa_itc_tiles<false>(a, qb, qmin, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
+      if (fmt == 1) csa_itc_tiles<true>(a, t, qb, qmin, qsum, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
+      else csa_itc_tiles<false>(a, t, qb, qmin, qsum, rd, kbad, kbase, w0, kend, base, smin, smax, H, D, tid & 31);
     }
     __syncthreads();
     // per key, the heads' weighted sum in head order (csa_index_score_words')

@@ -366,6 +366,38 @@ static int proj_case(long T, long d, long D, int fmt, long skip, unsigned seed) 
   return diff == 0 && g_errors == before ? 0 : 1;
 }
 
+// itc_audit (CSA_ITC_AUDIT): for each dot csa_index_score_tc settles, its bounds checked
+// against the case's values — every product q·k a multiple of 2^ex, Σ|q·k| ≤ 2^eb — for
+// rows and keys the case marks auditable (keys in format g_au.fmt with every product
+// exact: the queries of qmode 1, 3 and 4); a violation is an error.
+static struct {
+  const csa_IndexArgs* a = nullptr;
+  const std::vector<float>* q = nullptr;
+  std::vector<long long> state;  // a row's state address
+  long checked = 0;
+} g_au;
+static void itc_audit(long t, long e, long h, int ex, int eb) {
+  // (ex ≥ CSA_ITC_NOBITS: a key the kernel did not load)
+  if (!g_au.a || t < 0 || t >= (long)g_au.state.size() || !g_au.state[t] || ex >= CSA_ITC_NOBITS / 2) return;
+  const csa_IndexArgs& a = *g_au.a;
+  const long D = a.dim;
+  const unsigned char* row = (const unsigned char*)g_au.state[t] + e * a.ik_rowbytes;
+  if (e < 0 || e >= a.ecap || ((unsigned long long)row & 3)) return;
+  long double sum = 0;
+  bool multiple = true;
+  for (long d = 0; d < D; d++) {
+    const long double p = (long double)(*g_au.q)[(t * a.heads + h) * D + d] * csa_row_val(row, a.ik_fmt, a.ik_group, D, d);
+    sum += fabsl(p);
+    const long double r = ldexpl(p, -ex);
+    if (r != truncl(r)) multiple = false;
+  }
+  g_au.checked++;
+  if (!multiple || sum > ldexpl(1.0L, eb)) {
+    if (g_errors < 3) fprintf(stderr, "itc audit: row %ld key %ld head %ld: ex %d eb %d, multiple %d, sum %Lg\n", t, e, h, ex, eb, (int)multiple, sum);
+    g_errors++;
+  }
+}
+
 // index_case: csa_index_score_blk against csa_index_item (the per-(row, key) item of
 // csa_index_score) for T rows of sequences at positions around pos0 (ratio r, heads H of
 // D values, index keys in format fmt: 0 float32, 1 FP8 + UE8M0, 2 FP4 + UE8M0, 3 FP4 +
@@ -443,7 +475,17 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
   if (tc) {
     g_itc[0] = g_itc[1] = g_itc[2] = g_itc[3] = 0;
     g_mma_trunc = 1;  // (a tensor core's coarsest summation within the kernel's bound)
+    if (qmode == 1 || qmode == 3 || qmode == 4) {
+      g_au.a = &a, g_au.q = &q, g_au.state.assign(T, 0);
+      for (auto& sq : seqs) g_au.state[sq.row] = sq.state;
+    }
+    const long checked = g_au.checked;
     fibers_launch(csa_index_score_tc, a, T * ((ecap + CSA_ITK - 1) / CSA_ITK));
+    g_au.a = nullptr;
+    if ((qmode == 1 || qmode == 3 || qmode == 4) && g_au.checked == checked) {
+      fprintf(stderr, "itc audit: no dot checked\n");
+      g_errors++;
+    }
     // two blocks a row, each looping over every other chunk of the row: the same scores
     std::vector<csa_TopkElem> two(T * ecap, unset);
     a.work = two.data();
