@@ -470,16 +470,17 @@ func csaBindIndex(b *Bind, publish bool) error {
 		// dots on the tensor cores, the cpu's scores bit for bit (csa41.cu)
 		b.Launch("csa_index_score_tc", func(s *Step, a *ArgBuf) int64 {
 			rows := fill(s, a)
-			return rows * csaIndexTCBlocks(rows, ecap) * launchBlock
+			return rows * csaIndexBlocks(rows, ecap, csaIndexTCKeys, 1536) * launchBlock
 		})
 	} else if csaIndexBlkOK(heads, dim) {
-		// a launch block per (row, csaIndexKeys keys)
+		// launch blocks looping over a row's chunks of csaIndexKeys keys
 		name := "csa_index_score_words"
 		if os.Getenv(EnvIndexWords) == "0" {
 			name = "csa_index_score_blk"
 		}
 		b.Launch(name, func(s *Step, a *ArgBuf) int64 {
-			return fill(s, a) * ceilDiv(ecap, csaIndexKeys) * launchBlock
+			rows := fill(s, a)
+			return rows * csaIndexBlocks(rows, ecap, csaIndexKeys, 4096) * launchBlock
 		})
 	} else {
 		b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })
@@ -796,9 +797,9 @@ const (
 
 // EnvIndexBlock set to 0 keeps V4.1's index scores on csa_index_score (a work item a
 // (row, key), the row's queries read from global memory by every key) instead of
-// csa_index_score_blk (a launch block per row and 128 keys, the queries staged in shared
-// memory once; the same values bit for bit, in both numerics modes). Read when a program
-// is bound; for comparisons.
+// csa_index_score_blk (launch blocks looping over a row's chunks of 128 keys, the queries
+// staged in shared memory once; the same values bit for bit, in both numerics modes).
+// Read when a program is bound; for comparisons.
 const EnvIndexBlock = "DEEPINFER_CUDA_INDEX_BLOCK"
 
 // EnvIndexWords set to 0 runs the index scores' launch blocks on csa_index_score_blk
@@ -811,12 +812,15 @@ const EnvIndexWords = "DEEPINFER_CUDA_INDEX_WORDS"
 // csaIndexTCKeys is csa41.cu's CSA_ITK: the keys a csa_index_score_tc launch block scores.
 const csaIndexTCKeys = 256
 
-// csaIndexTCBlocks is the launch blocks a row gets for csa_index_score_tc, which loops a
-// block over its row's chunks of csaIndexTCKeys keys (the queries staged once): about
-// 1,536 blocks in all (a few waves of three blocks a multiprocessor), at most one a chunk
-// of the longest row the plan allows. The scores do not depend on it.
-func csaIndexTCBlocks(rows, ecap int64) int64 {
-	return max(1, min(ceilDiv(ecap, csaIndexTCKeys), ceilDiv(1536, max(rows, 1))))
+// csaIndexBlocks is the launch blocks a row gets for csa_index_score_words / _blk (keys
+// 128, about 4,096 blocks in all) and csa_index_score_tc (keys 256, about 1,536): a block
+// loops over its row's chunks of keys (chunks c, c + nb, ...), the queries staged once, so
+// the launch holds a few waves of blocks with work rather than one block a chunk of the
+// longest row the plan allows (ecap entries: at 32,768 tokens 256 of a row's 4,128 blocks
+// had keys, the others left at once; run 41c). At most one a chunk of ecap. The scores do
+// not depend on it.
+func csaIndexBlocks(rows, ecap, keys, total int64) int64 {
+	return max(1, min(ceilDiv(ecap, keys), ceilDiv(total, max(rows, 1))))
 }
 
 // EnvIndexTC set to 1 runs the fast numerics mode's index scores on csa_index_score_tc

@@ -1306,23 +1306,26 @@ struct CsaFlag {
 #define CSA_IXH 32
 #define CSA_IXC 32
 #define CSA_IXQ 8192
+// nb launch blocks a row (the launch's blocks over the rows: csaIndexBlocks); block c of
+// row t scores chunks c, c + nb, ... of CSA_IXB keys, a thread a key of each, the queries
+// staged once for them.
 template <bool WORDS>
-DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX) {
-  const i64 kb = (a.ecap + CSA_IXB - 1) / CSA_IXB;
+DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
-  (void)GIDX;
-  for (i64 b = 0; b < a.rows * kb; b++)
-    for (i64 e = (b % kb) * CSA_IXB; e < imin(a.ecap, (b % kb + 1) * CSA_IXB); e++) csa_index_item(a, b / kb, e);
+  (void)GIDX, (void)GSTRIDE;
+  for (i64 t = 0; t < a.rows; t++)
+    for (i64 e = 0; e < a.ecap; e++) csa_index_item(a, t, e);
 #else
   __shared__ float4 qs[CSA_IXQ / 4];
   __shared__ float wts[CSA_IXH];
   const int tid = (int)(GIDX & (CSA_IXB - 1));
-  const i64 blk = GIDX / CSA_IXB, t = blk / kb, e = (blk % kb) * CSA_IXB + tid;
+  const i64 nb = a.rows > 0 && GSTRIDE / CSA_IXB >= a.rows ? GSTRIDE / CSA_IXB / a.rows : 1;
+  const i64 blk = GIDX / CSA_IXB, t = blk / nb, c0 = blk % nb;
   csa_View v;
   i64 width, clen, k;
   // the same for every thread of the block: a row without scores leaves it at once
   if (t >= a.rows || !csa_index_row(a, t, &v, &width, &clen, &k)) return;
-  if ((blk % kb) * CSA_IXB >= width) return;
+  if (c0 * CSA_IXB >= width) return;
   const i64 nq = a.heads * a.dim;
   const float4* qt = (const float4*)(a.q + t * nq);
   // the staged queries' shape, for fusing the products (below): all bf16 values (finite,
@@ -1352,87 +1355,88 @@ DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX) {
     lo = go_min32(lo, qlo[i]);
     hi = go_max32(hi, qhi[i]);
   }
-  const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
-  if (!key) return;
   csa_TopkElem* sc = a.work + t * a.ecap;
-  const int H = (int)a.heads, D = (int)a.dim;
-  // FP8 and FP4 rows in groups of CSA_IXC on 4-byte boundaries: a chunk's codes read as
-  // 4-byte words (a thread's key is a row of its own: one load a word instead of a
-  // value, the same value for each); other rows value by value
-  const i64 fmt = a.ik_fmt;
-  const bool words = WORDS && (fmt == 1 || fmt == 2 || fmt == 3) && a.ik_group == CSA_IXC && ((u64)key & 3) == 0;
-  const unsigned char* scales = key + csa_code_bytes(fmt, D);
-  float dot[CSA_IXH];
-  UNROLL for (int h = 0; h < CSA_IXH; h++) dot[h] = 0;
-  for (int c0 = 0; c0 < D; c0 += CSA_IXC) {
-    float kv[CSA_IXC];
-    // fused: every product of this chunk is exact in float32 — a bf16 query (8
-    // significant bits) times an FP8 or FP4 key value (at most 4 + 1 or 2 + 4), neither
-    // below float32's least normal (2^-126) nor overflowing — so a fused multiply-add
-    // rounds once where the multiply and the add round the product (exactly) and then
-    // the sum: the same value, one instruction instead of two
-    bool fused = false;
-    if (words && fmt == 1) {
-      const float sc = ue8m0_f32(scales[c0 / CSA_IXC]);
-      fused = nar && (double)lo * sc * 0x1p-9 >= 0x1p-126 && (double)hi * sc * 448 < 0x1p126;
-      const u32* w = (const u32*)(key + c0);
-      UNROLL for (int q = 0; q < CSA_IXC / 4; q++) {
-        const u32 x = w[q];
-        UNROLL for (int b = 0; b < 4; b++) kv[4 * q + b] = e4m3_f32((unsigned char)(x >> (8 * b))) * sc;
+  for (i64 e = c0 * CSA_IXB + tid; e - tid < width; e += nb * CSA_IXB) {
+    const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
+    if (!key) continue;
+    const int H = (int)a.heads, D = (int)a.dim;
+    // FP8 and FP4 rows in groups of CSA_IXC on 4-byte boundaries: a chunk's codes read as
+    // 4-byte words (a thread's key is a row of its own: one load a word instead of a
+    // value, the same value for each); other rows value by value
+    const i64 fmt = a.ik_fmt;
+    const bool words = WORDS && (fmt == 1 || fmt == 2 || fmt == 3) && a.ik_group == CSA_IXC && ((u64)key & 3) == 0;
+    const unsigned char* scales = key + csa_code_bytes(fmt, D);
+    float dot[CSA_IXH];
+    UNROLL for (int h = 0; h < CSA_IXH; h++) dot[h] = 0;
+    for (int c0 = 0; c0 < D; c0 += CSA_IXC) {
+      float kv[CSA_IXC];
+      // fused: every product of this chunk is exact in float32 — a bf16 query (8
+      // significant bits) times an FP8 or FP4 key value (at most 4 + 1 or 2 + 4), neither
+      // below float32's least normal (2^-126) nor overflowing — so a fused multiply-add
+      // rounds once where the multiply and the add round the product (exactly) and then
+      // the sum: the same value, one instruction instead of two
+      bool fused = false;
+      if (words && fmt == 1) {
+        const float sc = ue8m0_f32(scales[c0 / CSA_IXC]);
+        fused = nar && (double)lo * sc * 0x1p-9 >= 0x1p-126 && (double)hi * sc * 448 < 0x1p126;
+        const u32* w = (const u32*)(key + c0);
+        UNROLL for (int q = 0; q < CSA_IXC / 4; q++) {
+          const u32 x = w[q];
+          UNROLL for (int b = 0; b < 4; b++) kv[4 * q + b] = e4m3_f32((unsigned char)(x >> (8 * b))) * sc;
+        }
+      } else if (words) {
+        const float sc = fmt == 3 ? e4m3_f32(scales[c0 / CSA_IXC]) : ue8m0_f32(scales[c0 / CSA_IXC]);
+        fused = nar && (double)lo * sc * 0.5 >= 0x1p-126 && (double)hi * sc * 6 < 0x1p126;
+        const u32* w = (const u32*)(key + c0 / 2);
+        UNROLL for (int q = 0; q < CSA_IXC / 8; q++) {
+          const u32 x = w[q];
+          UNROLL for (int b = 0; b < 8; b++) kv[8 * q + b] = e2m1_f32((unsigned char)((x >> (4 * b)) & 15)) * sc;
+        }
+      } else {
+        UNROLL for (int j = 0; j < CSA_IXC; j++) kv[j] = csa_row_val(key, fmt, a.ik_group, D, c0 + j);
       }
-    } else if (words) {
-      const float sc = fmt == 3 ? e4m3_f32(scales[c0 / CSA_IXC]) : ue8m0_f32(scales[c0 / CSA_IXC]);
-      fused = nar && (double)lo * sc * 0.5 >= 0x1p-126 && (double)hi * sc * 6 < 0x1p126;
-      const u32* w = (const u32*)(key + c0 / 2);
-      UNROLL for (int q = 0; q < CSA_IXC / 8; q++) {
-        const u32 x = w[q];
-        UNROLL for (int b = 0; b < 8; b++) kv[8 * q + b] = e2m1_f32((unsigned char)((x >> (4 * b)) & 15)) * sc;
-      }
-    } else {
-      UNROLL for (int j = 0; j < CSA_IXC; j++) kv[j] = csa_row_val(key, fmt, a.ik_group, D, c0 + j);
-    }
-    auto chains = [&](auto fma) {
-      UNROLL for (int h = 0; h < CSA_IXH; h++) {
-        if (h >= H) break;
-        const float4* qh = qs + (h * D + c0) / 4;
-        UNROLL for (int j = 0; j < CSA_IXC; j += 4) {
-          const float4 q4 = qh[j / 4];
-          if (decltype(fma)::value) {
-            dot[h] = fmaf(q4.x, kv[j], dot[h]);
-            dot[h] = fmaf(q4.y, kv[j + 1], dot[h]);
-            dot[h] = fmaf(q4.z, kv[j + 2], dot[h]);
-            dot[h] = fmaf(q4.w, kv[j + 3], dot[h]);
-          } else {
-            dot[h] += q4.x * kv[j];
-            dot[h] += q4.y * kv[j + 1];
-            dot[h] += q4.z * kv[j + 2];
-            dot[h] += q4.w * kv[j + 3];
+      auto chains = [&](auto fma) {
+        UNROLL for (int h = 0; h < CSA_IXH; h++) {
+          if (h >= H) break;
+          const float4* qh = qs + (h * D + c0) / 4;
+          UNROLL for (int j = 0; j < CSA_IXC; j += 4) {
+            const float4 q4 = qh[j / 4];
+            if (decltype(fma)::value) {
+              dot[h] = fmaf(q4.x, kv[j], dot[h]);
+              dot[h] = fmaf(q4.y, kv[j + 1], dot[h]);
+              dot[h] = fmaf(q4.z, kv[j + 2], dot[h]);
+              dot[h] = fmaf(q4.w, kv[j + 3], dot[h]);
+            } else {
+              dot[h] += q4.x * kv[j];
+              dot[h] += q4.y * kv[j + 1];
+              dot[h] += q4.z * kv[j + 2];
+              dot[h] += q4.w * kv[j + 3];
+            }
           }
         }
-      }
-    };
-    if (fused) chains(CsaFlag<true>{});
-    else chains(CsaFlag<false>{});
+      };
+      if (fused) chains(CsaFlag<true>{});
+      else chains(CsaFlag<false>{});
+    }
+    float sum = 0;
+    UNROLL for (int h = 0; h < CSA_IXH; h++) {
+      if (h >= H) break;
+      sum += CSA_IX_ROUND(go_max32(CSA_IX_ROUND(dot[h]), 0.0f) * wts[h]);
+    }
+    sc[e].v = CSA_IX_ROUND(sum);
   }
-  float sum = 0;
-  UNROLL for (int h = 0; h < CSA_IXH; h++) {
-    if (h >= H) break;
-    sum += CSA_IX_ROUND(go_max32(CSA_IX_ROUND(dot[h]), 0.0f) * wts[h]);
-  }
-  sc[e].v = CSA_IX_ROUND(sum);
 #endif
 }
 // csa_index_score_words (the default): FP8/FP4 chunks from 4-byte words, fused where
 // exact (run 18c); csa_index_score_blk: the chunks widened value by value, multiply and
 // add apart (run 18b; DEEPINFER_CUDA_INDEX_WORDS=0). The same values.
-KERNEL(csa_index_score_blk, csa_IndexArgs) {
-  (void)GSTRIDE;
-  csa_index_blk<false>(a, GIDX);
-}
-KERNEL(csa_index_score_words, csa_IndexArgs) {
-  (void)GSTRIDE;
-  csa_index_blk<true>(a, GIDX);
-}
+// (four launch blocks a multiprocessor: 128 registers a thread, as before the blocks looped)
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+KERNEL(csa_index_score_blk, csa_IndexArgs) { csa_index_blk<false>(a, GIDX, GSTRIDE); }
+KERNEL(csa_index_score_words, csa_IndexArgs) { csa_index_blk<true>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 
 // ---- csa_index_score_tc: the index scores' dots on the tensor cores, the cpu's values ----
 //
@@ -1744,8 +1748,7 @@ template <bool PROBE>
 DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
   // the same values as the item loop (the scores are the cpu's by construction)
-  (void)GSTRIDE;
-  csa_index_blk<true>(a, GIDX);
+  csa_index_blk<true>(a, GIDX, GSTRIDE);
   if (PROBE)
     for (i64 i = 0; i < a.rows * a.ecap; i++) a.kept[i] = 0;
 #else
