@@ -1306,9 +1306,9 @@ struct CsaFlag {
 #define CSA_IXH 32
 #define CSA_IXC 32
 #define CSA_IXQ 8192
-// nb launch blocks a row (the launch's blocks over the rows: csaIndexBlocks); block c of
-// row t scores chunks c, c + nb, ... of CSA_IXB keys, a thread a key of each, the queries
-// staged once for them.
+// nb launch blocks a row (the launch's blocks over the rows: csaIndexBlocks); block
+// `first` of row t scores chunks first, first + nb, ... of CSA_IXB keys, a thread a key of
+// each, the queries staged once for them.
 template <bool WORDS>
 DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
@@ -1320,12 +1320,12 @@ DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX, long long GSTRID
   __shared__ float wts[CSA_IXH];
   const int tid = (int)(GIDX & (CSA_IXB - 1));
   const i64 nb = a.rows > 0 && GSTRIDE / CSA_IXB >= a.rows ? GSTRIDE / CSA_IXB / a.rows : 1;
-  const i64 blk = GIDX / CSA_IXB, t = blk / nb, c0 = blk % nb;
+  const i64 blk = GIDX / CSA_IXB, t = blk / nb, first = blk % nb;
   csa_View v;
   i64 width, clen, k;
   // the same for every thread of the block: a row without scores leaves it at once
   if (t >= a.rows || !csa_index_row(a, t, &v, &width, &clen, &k)) return;
-  if (c0 * CSA_IXB >= width) return;
+  if (first * CSA_IXB >= width) return;
   const i64 nq = a.heads * a.dim;
   const float4* qt = (const float4*)(a.q + t * nq);
   // the staged queries' shape, for fusing the products (below): all bf16 values (finite,
@@ -1356,7 +1356,7 @@ DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX, long long GSTRID
     hi = go_max32(hi, qhi[i]);
   }
   csa_TopkElem* sc = a.work + t * a.ecap;
-  for (i64 e = c0 * CSA_IXB + tid; e - tid < width; e += nb * CSA_IXB) {
+  for (i64 e = first * CSA_IXB + tid; e - tid < width; e += nb * CSA_IXB) {
     const unsigned char* key = csa_index_key(a, v, t, e, width, clen, k);
     if (!key) continue;
     const int H = (int)a.heads, D = (int)a.dim;
