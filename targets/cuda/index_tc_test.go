@@ -26,9 +26,9 @@ func TestIndexScoreTCSameScores(t *testing.T) {
 		rows, pos  int
 		qexp, kexp [2]int  // the queries' and keys' scale exponents: [lo, hi)
 		bf16       bool    // queries rounded normals, not FP4 values
-		settled    float64 // on a GPU, the least share of keys whose every dot the tensor cores settle
+		settled    float64 // on a GPU, the least share of keys whose every dot the tensor cores settle (run 41: all of V4.1's kind)
 	}{
-		{"FP4 queries", 4, 6000, [2]int{-1, 2}, [2]int{-6, -3}, false, 0.99},
+		{"FP4 queries", 4, 6000, [2]int{-1, 2}, [2]int{-6, -3}, false, 1},
 		{"FP4 queries, scales far apart", 3, 4500, [2]int{-8, 4}, [2]int{-14, 6}, false, 0},
 		{"bf16 queries", 3, 3000, [2]int{0, 1}, [2]int{-8, -2}, true, 0},
 	} {

@@ -827,9 +827,9 @@ func csaIndexBlocks(rows, ecap, keys, total int64) int64 {
 // (the dots on the tensor cores, each settled to the cpu's bf16-rounded value where the
 // sums are exact or the two sums' error bound allows, the rest computed in the cpu's
 // order: the same scores bit for bit) instead of csa_index_score_words. Opt-in: run 41 on
-// an H100 (V4.1 layers 20-23 at 32,768) timed it 0.120 / 1.389 / 4.811 ms at batch 1 / 64
-// / 256 against the default's 0.049 / 1.343 / 5.534 (docs/perf/attention.md). Read when a
-// program is bound.
+// an H100 (V4.1 layers 20-23 at 32,768) timed its earlier form at 0.120 / 1.389 / 4.811 ms
+// at batch 1 / 64 / 256 against the default's 0.049 / 1.343 / 5.534 (docs/perf/attention.md;
+// today's form not yet run on a GPU). Read when a program is bound.
 const EnvIndexTC = "DEEPINFER_CUDA_INDEX_TC"
 
 // csaIndexTCOK reports whether the index scores run on csa_index_score_tc: asked for

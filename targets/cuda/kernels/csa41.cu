@@ -1441,8 +1441,9 @@ KERNEL(csa_index_score_words, csa_IndexArgs) { csa_index_blk<true>(a, GIDX, GSTR
 // ---- csa_index_score_tc: the index scores' dots on the tensor cores, the cpu's values ----
 //
 // The fast numerics mode's index scores where DEEPINFER_CUDA_INDEX_TC=1 asks (opt-in: run
-// 41 on an H100 timed it 0.120 / 1.389 / 4.811 ms a V4.1 step at 32,768 and batch 1 / 64 /
-// 256 against csa_index_score_words' 0.049 / 1.343 / 5.534; docs/perf/attention.md). A
+// 41 on an H100 timed its form before the bounds came from the operands at 0.120 / 1.389 /
+// 4.811 ms a V4.1 step at 32,768 and batch 1 / 64 / 256, against csa_index_score_words'
+// 0.049 / 1.343 / 5.534; this form not yet on a GPU; docs/perf/attention.md). A
 // launch block stages a row's queries once and loops over chunks of CSA_ITK keys (nb
 // blocks a row: chunks c, c + nb, ...); warp w takes keys 64w.. of a chunk in eight mma
 // tiles of 8 keys, every head (two mma row tiles of 16) against every dim value (D/16
@@ -1748,9 +1749,8 @@ template <bool PROBE>
 DEVM void csa_itc_body(const csa_IndexArgs& a, long long GIDX, long long GSTRIDE) {
 #ifdef DI_EMULATE
   // the same values as the item loop (the scores are the cpu's by construction)
+  // (no paths to report: the probe's test reads them on a GPU only)
   csa_index_blk<true>(a, GIDX, GSTRIDE);
-  if (PROBE)
-    for (i64 i = 0; i < a.rows * a.ecap; i++) a.kept[i] = 0;
 #else
   __shared__ uint4 qf[CSA_ITH * CSA_ITD / 8];  // the queries as bf16 A fragments (csa_itc_qidx)
   unsigned short* qb = (unsigned short*)qf;

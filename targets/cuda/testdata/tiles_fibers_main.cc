@@ -506,6 +506,8 @@ static int index_case(long T, long H, long D, int fmt, long ratio, long pos0, lo
     }
     bool paths = true;
     for (int j = 0; j < 4; j++) paths = paths && g_itc[j] >= want_paths[j];
+    // V4.1's kind of data (qmode 4): every dot on the exact path, none in the cpu's order
+    if (qmode == 4) paths = paths && g_itc[1] == 0 && g_itc[2] == 0 && g_itc[3] >= g_itc[0];
     printf("index tc T %ld heads %ld dim %ld fmt %d ratio %ld queries %d: %ld of %ld scores differ, dots settled %ld, "
            "exact %ld, in the cpu's order %ld, keys by the item loop %ld%s, errors %ld\n",
            T, H, D, fmt, ratio, qmode, diff, scored, g_itc[0], g_itc[3], g_itc[1], g_itc[2], paths ? "" : " (too few on a path)",
