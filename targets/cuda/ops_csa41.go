@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 
 	"deepinfer/kvlayout"
 	"deepinfer/plan"
@@ -465,12 +466,20 @@ func csaBindIndex(b *Bind, publish bool) error {
 		a.P(s.Scratch(kept))
 		return rows
 	}
+	tcTotal, err := csaIndexTotal(1536)
+	if err != nil {
+		return b.Errorf("%v", err)
+	}
+	wordsTotal, err := csaIndexTotal(4096)
+	if err != nil {
+		return b.Errorf("%v", err)
+	}
 	if csaIndexTCOK(b.Fast(), heads, dim, ik.fmt, ik.group) {
 		// (opt-in) launch blocks looping over a row's chunks of csaIndexTCKeys keys: the
 		// dots on the tensor cores, the cpu's scores bit for bit (csa41.cu)
 		b.Launch("csa_index_score_tc", func(s *Step, a *ArgBuf) int64 {
 			rows := fill(s, a)
-			return rows * csaIndexBlocks(rows, ecap, csaIndexTCKeys, 1536) * launchBlock
+			return rows * csaIndexBlocks(rows, ecap, csaIndexTCKeys, tcTotal) * launchBlock
 		})
 	} else if csaIndexBlkOK(heads, dim) {
 		// launch blocks looping over a row's chunks of csaIndexKeys keys
@@ -480,7 +489,7 @@ func csaBindIndex(b *Bind, publish bool) error {
 		}
 		b.Launch(name, func(s *Step, a *ArgBuf) int64 {
 			rows := fill(s, a)
-			return rows * csaIndexBlocks(rows, ecap, csaIndexKeys, 4096) * launchBlock
+			return rows * csaIndexBlocks(rows, ecap, csaIndexKeys, wordsTotal) * launchBlock
 		})
 	} else {
 		b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })
@@ -821,6 +830,26 @@ const csaIndexTCKeys = 256
 // not depend on it.
 func csaIndexBlocks(rows, ecap, keys, total int64) int64 {
 	return max(1, min(ceilDiv(ecap, keys), ceilDiv(total, max(rows, 1))))
+}
+
+// EnvIndexBlocks sets the launch blocks of one index-score launch over its rows
+// (csaIndexBlocks' total; default 4,096 for csa_index_score_words / _blk and 1,536 for
+// csa_index_score_tc): 1 gives each row one block that loops over all its chunks, a large
+// value (1000000000) one block a chunk of the plan's longest row, the grid before run 42.
+// The scores do not depend on it. Read when a program is bound; for comparisons.
+const EnvIndexBlocks = "DEEPINFER_CUDA_INDEX_BLOCKS"
+
+// csaIndexTotal is EnvIndexBlocks' value, or def where it is unset.
+func csaIndexTotal(def int64) (int64, error) {
+	v := os.Getenv(EnvIndexBlocks)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > 1<<40 {
+		return 0, fmt.Errorf("%s=%q: want a whole number of launch blocks from 1 to 2^40", EnvIndexBlocks, v)
+	}
+	return n, nil
 }
 
 // EnvIndexTC set to 1 runs the fast numerics mode's index scores on csa_index_score_tc

@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"deepinfer/plan"
@@ -251,6 +252,10 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 				{"csa_index_score_tc (" + cuda.EnvIndexTC + "=1)", []string{cuda.EnvIndexTC, "1"}, "csa_index_score_tc"},
 				{"csa_index_score_blk (" + cuda.EnvIndexWords + "=0)", []string{cuda.EnvIndexWords, "0"}, "csa_index_score_blk"},
 				{"csa_index_score (" + cuda.EnvIndexBlock + "=0)", []string{cuda.EnvIndexBlock, "0"}, "csa_index_score"},
+				// the launch's blocks: one a row looping over all its chunks, one a chunk
+				{"csa_index_score_words, one block a row", []string{cuda.EnvIndexBlocks, "1"}, "csa_index_score_words"},
+				{"csa_index_score_words, one block a chunk", []string{cuda.EnvIndexBlocks, "1000000000"}, "csa_index_score_words"},
+				{"csa_index_score_tc, one block a row", []string{cuda.EnvIndexTC, "1", cuda.EnvIndexBlocks, "1"}, "csa_index_score_tc"},
 			}
 			var first [][]float32
 			for i, r := range runs {
@@ -276,6 +281,12 @@ func TestIndexScoreKernelsAgree(t *testing.T) {
 					if n := k[o.kernel]; (o.kernel == r.kernel) != (n > 0) {
 						t.Errorf("%s: %s ran %d times", r.what, o.kernel, n)
 					}
+				}
+			}
+			for _, bad := range []string{"0", "x", "-4", "1e9"} {
+				t.Setenv(cuda.EnvIndexBlocks, bad)
+				if _, err := (devExec{}).Open(p, ws, targets.Options{MaxTokens: 256}); err == nil || !strings.Contains(err.Error(), cuda.EnvIndexBlocks) {
+					t.Errorf("%s=%s: %v", cuda.EnvIndexBlocks, bad, err)
 				}
 			}
 		})
