@@ -50,6 +50,7 @@ const (
 	RunName30  = "run 30 (H200, 2026-12-04)"
 	RunName31  = "run 31 (H200, 2026-12-05)"
 	RunName33  = "run 33 (H200, 2026-12-05)"
+	RunName42  = "run 42 (H200, 2026-12-06)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -503,6 +504,19 @@ var Run33Unfitted = v41Fast(RunName33,
 	"run33/v41.fast.33c.bench.json",
 )
 
+// Run42Unfitted are run 42's reports the run-42 fit (Run42Fit) is not fitted on,
+// compared with it: at 32,768, batch 64 and 256, V4.1's index scores on the tensor
+// cores (42a .cmp, DEEPINFER_CUDA_INDEX_TC=1, opt-in) and on their old launch grid (42a
+// .cmp2, DEEPINFER_CUDA_INDEX_BLOCKS=1000000000), alternate forms of one kernel timed in
+// the same call as the default; and 42c (V4.1 at 4,096, batch 256 only, two steps, not
+// profiled, in the call that ran Nsight Compute after the bench: its step alone is
+// compared).
+var Run42Unfitted = v41Fast(RunName42,
+	"run42/v41.fast.42a.cmp.bench.json",
+	"run42/v41.fast.42a.cmp2.bench.json",
+	"run42/v41.fast.42c.bench.json",
+)
+
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
 // one run, by their paths under sim/calib/testdata.
 func v4Fast(run string, files ...string) []Measured {
@@ -612,25 +626,40 @@ var Run30Sampled = v4Fast(RunName30,
 	"run30/v4.fast.30e.sample.bench.json",
 )
 
-// Run33Fit are the fast reports the shipped cuda-fast is fitted on (since run 33): V4 at
+// Run33Fit are the fast reports cuda-fast was fitted on from run 33 until run 42: V4 at
 // 4,096 and 32,768 from run 33b and V4.1 at both from 33a, the default shipped since run
 // 32 timed as one on the H200 (the one-row FP8 products on fast_gemv1p_fp8_q, the
 // attention output's csa_tc_out_na, the launch cuts, the shared quantizations, rope_one),
 // the bench's rows fed random tokens as in run 30c. Not 33a's .cmp (the block-scaled FP4
-// tiles, removed) nor 33c (batch 256 alone, not profiled): Run33Unfitted.
-// docs/perf/simulator.md, "The run 33 refit".
+// tiles, removed) nor 33c (batch 256 alone, not profiled): Run33Unfitted. Run 33's
+// other reports and run 42's are documented against that fit (with Run30Sampled's
+// sampler class). docs/perf/simulator.md, "The run 33 refit".
 var Run33Fit = append(v4Fast(RunName33,
 	"run33/v4.fast.33b.bench.json",
 ), v41Fast(RunName33,
 	"run33/v41.fast.33a.bench.json",
 )...)
 
+// Run42Fit are the fast reports the shipped cuda-fast is fitted on (since run 42): V4 at
+// 512 and 4,096 from run 42b and V4.1 at 4,096 and 32,768 from 42a, the default of run
+// 42 on the H200 (the first H200 reports since run 33; runs 34 to 41 ran on H100s), the
+// bench's rows fed random tokens as in run 30c. V4 has no 32,768 point (run 42 timed
+// none): V4's context terms come from 512 and 4,096. Not 42a's .cmp and .cmp2 (alternate
+// forms of V4.1's index scores) nor 42c (batch 256 alone, not profiled): Run42Unfitted.
+// docs/perf/simulator.md, "The run 42 refit".
+var Run42Fit = append(v4Fast(RunName42,
+	"run42/v4.fast.42b.bench.json",
+), v41Fast(RunName42,
+	"run42/v41.fast.42a.bench.json",
+)...)
+
 // Shipped are the reports the shipped calibrations (fitted.go) are fitted on: cuda-fast
-// on Run33Fit and its sampled sampler on Run30Sampled (run 33 timed no sampled rows),
-// cuda-exact on run 8's exact reports (runs 9 to 33 took none; until run 30 the exact
-// kernels had changed since only in how V4's routing is split into launches and in how
-// the work of a few kernels is spread over lanes or launch blocks, with the same values).
-var Shipped = append(append(append([]Measured{}, Run33Fit...), Run30Sampled...), Run8Exact...)
+// on Run42Fit and its sampled sampler on Run30Sampled (runs 33 and 42 timed no sampled
+// rows), cuda-exact on run 8's exact reports (runs 9 to 42 took none; until run 30 the
+// exact kernels had changed since only in how V4's routing is split into launches and in
+// how the work of a few kernels is spread over lanes or launch blocks, with the same
+// values).
+var Shipped = append(append(append([]Measured{}, Run42Fit...), Run30Sampled...), Run8Exact...)
 
 // SynthPlan compiles the plan of a synthetic checkpoint of the model in configDir cut
 // to layers, for target, from the cut config alone (no weights).

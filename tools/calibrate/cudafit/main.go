@@ -1,16 +1,19 @@
 // Command cudafit fits the class calibrations of sim/calib (cuda-fast, cuda-exact) to
 // the committed divm bench reports of this project's cuda kernels on an H200 (calib.Shipped:
-// run 33's V4 (33b) and V4.1 (33a) fast-mode reports at 4,096 and 32,768, run 30e's V4
-// sampled-rows report for the sampler's sampled class only, run 8's exact-mode ones;
+// run 42's V4 (42b, at 512 and 4,096) and V4.1 (42a, at 4,096 and 32,768) fast-mode
+// reports, run 30e's V4 sampled-rows report for the sampler's sampled class only, run
+// 8's exact-mode ones;
 // each point's class times scaled to its measured step where they add up to more,
 // calib.StepScaledClasses), writes them as Go source, and prints how well they and the
 // default h200 model predict the measured steps (class misses against the scaled and the
 // unscaled class times): in sample, and in hold-out experiments (fit on batch 1 and 256,
 // check batch 64; fit on the shorter contexts, check 32,768; fit on V4, check V4.1). It
-// also prints the previous cuda-fast (fitted on run 30c's fast reports and 30e's sampled
-// one, calib.Run30Fit and calib.Run30Sampled) on the new fast points, with its terms next
-// to the new ones; run 33's other fast reports (calib.Run33Unfitted: the block-scaled FP4
-// tiles, removed, and 33c's unprofiled batch 256), compared with the new fit, not fitted;
+// also prints the previous cuda-fast (fitted on run 33's fast reports and 30e's sampled
+// one, calib.Run33Fit and calib.Run30Sampled) on the new fast points, with its terms next
+// to the new ones; run 42's other fast reports (calib.Run42Unfitted: V4.1's index scores
+// on the tensor cores and on their old grid, and 42c's unprofiled batch 256) and run
+// 33b's V4 report (V4 at 32,768, which run 42 did not time), compared with the new fit,
+// not fitted;
 // and run 8's graphs-off report (step times
 // only), compared with the fit on run 8's graphs-on reports, not fitted.
 //
@@ -50,7 +53,7 @@ func main() {
 	layersV41 := flag.String("layers-v41", "20-23", "with -reports: the V4.1 layers (LAYERS_V41)")
 	fit := flag.String("fit", "", "with -reports: names the run in the calibrations, e.g. \"run 10 (H200, 2027-01-05)\"")
 	flag.Parse()
-	in := inputs{runs: calib.Shipped, previous: append(append([]calib.Measured{}, calib.Run30Fit...), calib.Run30Sampled...), later: calib.Run33Unfitted, noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
+	in := inputs{runs: calib.Shipped, previous: append(append([]calib.Measured{}, calib.Run33Fit...), calib.Run30Sampled...), later: append(append([]calib.Measured{}, calib.Run42Unfitted...), calib.Run33Fit[0]), noGraphs: []calib.Measured{calib.Run8NoGraphs}, graphsOn: calib.Run8Fast}
 	if *reports != "" {
 		if *fit == "" {
 			fmt.Fprintln(os.Stderr, "cudafit: -reports needs -fit to name the run")
