@@ -474,14 +474,22 @@ func csaBindIndex(b *Bind, publish bool) error {
 	if err != nil {
 		return b.Errorf("%v", err)
 	}
-	if csaIndexTCOK(b.Fast(), heads, dim, ik.fmt, ik.group) {
-		// (opt-in) launch blocks looping over a row's chunks of csaIndexTCKeys keys: the
-		// dots on the tensor cores, the cpu's scores bit for bit (csa41.cu)
+	// a step's scores run on one of two launches: csa_index_score_tc where tcFrom allows
+	// (the dots on the tensor cores, the cpu's scores bit for bit; csa41.cu), the other
+	// forms below it (the same scores)
+	tcFrom := csaIndexTCFrom(b.Fast(), heads, dim, ik.fmt, ik.group)
+	if tcFrom > 0 {
+		// launch blocks looping over a row's chunks of csaIndexTCKeys keys
 		b.Launch("csa_index_score_tc", func(s *Step, a *ArgBuf) int64 {
 			rows := fill(s, a)
+			if rows < tcFrom {
+				return 0
+			}
 			return rows * csaIndexBlocks(rows, ecap, csaIndexTCKeys, tcTotal) * launchBlock
 		})
-	} else if csaIndexBlkOK(heads, dim) {
+	}
+	notTC := func(rows int64) bool { return tcFrom == 0 || rows < tcFrom }
+	if csaIndexBlkOK(heads, dim) {
 		// launch blocks looping over a row's chunks of csaIndexKeys keys
 		name := "csa_index_score_words"
 		if os.Getenv(EnvIndexWords) == "0" {
@@ -489,10 +497,19 @@ func csaBindIndex(b *Bind, publish bool) error {
 		}
 		b.Launch(name, func(s *Step, a *ArgBuf) int64 {
 			rows := fill(s, a)
+			if !notTC(rows) {
+				return 0
+			}
 			return rows * csaIndexBlocks(rows, ecap, csaIndexKeys, wordsTotal) * launchBlock
 		})
 	} else {
-		b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * ecap })
+		b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 {
+			rows := fill(s, a)
+			if !notTC(rows) {
+				return 0
+			}
+			return rows * ecap
+		})
 	}
 	if restricted {
 		b.Launch("csa_cand_clear", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * nbcap })
@@ -852,20 +869,36 @@ func csaIndexTotal(def int64) (int64, error) {
 	return n, nil
 }
 
-// EnvIndexTC set to 1 runs the fast numerics mode's index scores on csa_index_score_tc
-// (the dots on the tensor cores, each settled to the cpu's bf16-rounded value where the
-// sums are exact or the two sums' error bound allows, the rest computed in the cpu's
-// order: the same scores bit for bit) instead of csa_index_score_words. Opt-in: run 41 on
-// an H100 (V4.1 layers 20-23 at 32,768) timed its earlier form at 0.120 / 1.389 / 4.811 ms
-// at batch 1 / 64 / 256 against the default's 0.049 / 1.343 / 5.534 (docs/perf/attention.md;
-// today's form not yet run on a GPU). Read when a program is bound.
+// EnvIndexTC chooses the fast numerics mode's index-score kernel: unset, steps of
+// indexTCRows rows or more run csa_index_score_tc (the dots on the tensor cores, each
+// settled to the cpu's bf16-rounded value where the sums are exact or the two sums' error
+// bound allows, the rest computed in the cpu's order: the same scores bit for bit) and
+// smaller steps csa_index_score_words; 1 runs csa_index_score_tc at every step size, 0
+// never. Read when a program is bound.
 const EnvIndexTC = "DEEPINFER_CUDA_INDEX_TC"
 
-// csaIndexTCOK reports whether the index scores run on csa_index_score_tc: asked for
-// (EnvIndexTC=1) in the fast numerics mode, at most 32 heads of a multiple of 32 values up
-// to 128, FP8 or FP4 keys in groups of 32.
-func csaIndexTCOK(fast bool, heads, dim, fmt, group int64) bool {
-	return fast && os.Getenv(EnvIndexTC) == "1" && heads <= 32 && dim%32 == 0 && dim <= 128 && fmt >= 1 && fmt <= 3 && group == 32
+// indexTCRows: the step size (rows) from which the fast mode's index scores run on the
+// tensor cores by default. Run 42a (an H200, V4.1 layers 20-23 at 32,768, event times):
+// csa_index_score_tc 0.968 / 3.241 ms at batch 64 / 256 against csa_index_score_words'
+// 1.142 / 4.235 in the same call; at batch 1 the words kernel took ~0.05 ms against run
+// 41e's ~0.12 for the tensor cores (an H100, an earlier form). docs/perf/attention.md.
+const indexTCRows = 64
+
+// csaIndexTCFrom is the least step size (rows) whose index scores run on
+// csa_index_score_tc, 0 for none: EnvIndexTC's choice in the fast numerics mode, where the
+// kernel takes the shape (at most 32 heads of a multiple of 32 values up to 128, FP8 or
+// FP4 keys in groups of 32).
+func csaIndexTCFrom(fast bool, heads, dim, fmt, group int64) int64 {
+	if !fast || heads > 32 || dim%32 != 0 || dim > 128 || fmt < 1 || fmt > 3 || group != 32 {
+		return 0
+	}
+	switch os.Getenv(EnvIndexTC) {
+	case "0":
+		return 0
+	case "1":
+		return 1
+	}
+	return indexTCRows
 }
 
 // csaIndexBlkOK reports whether an indexer of heads heads of dim values runs its scores

@@ -889,8 +889,41 @@ struct csa_BlkShared {
   int bsuf[CSA_PW];            // right stops in the words after
   int scan[CSA_NW];
   long long cut;
-  csa_TopkElem heap[CSA_HEAP_MAX];
+  // the heap select's heap, element j at heapx[j + 1]: the two children of element p
+  // (2p + 1, 2p + 2) are one 16-byte word (csa_sift_root_sh)
+  alignas(16) csa_TopkElem heapx[CSA_HEAP_MAX + 2];
 };
+
+// csa_sift_root_sh is csa_adjust_heap(h, 0, n, v) for a heap in the block's shared
+// memory at hx + 1 (csa_BlkShared::heapx): the same moves, each level's two children read
+// as one 16-byte word, places in 32 bits.
+DEV void csa_sift_root_sh(csa_TopkElem* hx, int n, csa_TopkElem v) {
+  int hole = 0, child = 0;
+  const int half = (n - 1) / 2;
+  while (child < half) {
+    child = 2 * (child + 1);
+    const float4 pr = *(const float4*)(hx + child);  // elements child - 1 and child
+    csa_TopkElem l{pr.x, (int)bits_f32(pr.y)}, r{pr.z, (int)bits_f32(pr.w)};
+    if (csa_before(r, l)) {
+      child--;
+      r = l;
+    }
+    hx[hole + 1] = r;
+    hole = child;
+  }
+  if ((n & 1) == 0 && child == (n - 2) / 2) {
+    child = 2 * (child + 1);
+    hx[hole + 1] = hx[child];
+    hole = child - 1;
+  }
+  int parent = (hole - 1) / 2;
+  while (hole > 0 && csa_before(hx[parent + 1], v)) {
+    hx[hole + 1] = hx[parent + 1];
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  hx[hole + 1] = v;
+}
 
 // csa_blk_exscan: the sum of v over the threads before this one (thread order), and
 // the block's total in *total. Every thread of the block calls it.
@@ -1025,10 +1058,16 @@ DEV i64 csa_partition_blk(csa_TopkElem* q, i64 f0, i64 l0, i64 pv, int tid, csa_
 // elements for thread 0 (any chunking walks the same replacements in the same order).
 // sort false leaves the heap unsorted in q[0:k) (the same elements: csa_index_select
 // reads only which elements they are).
+//
+// With the heap in shared memory (k ≤ CSA_HEAP_MAX) thread 0 sifts with
+// csa_sift_root_sh and loads the next marked element before sifting this one; sort false
+// also leaves out the evicted roots' stores into q[k:n) (csa_index_select reads only
+// q[0:k)).
 DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S, bool sort = true) {
-  csa_TopkElem* h = k <= CSA_HEAP_MAX ? S.heap : q;
+  const bool shared = k <= CSA_HEAP_MAX;
+  csa_TopkElem* h = shared ? S.heapx + 1 : q;
   const int lane = tid & 31, warp = tid >> 5;
-  if (h != q)
+  if (shared)
     for (i64 j = tid; j < k; j += ROW_SPREAD) h[j] = q[j];
   __syncthreads();
   if (tid == 0) csa_make_heap(h, k);
@@ -1043,7 +1082,7 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
       if (lane == 0) S.am[w] = mk;
     }
     __syncthreads();
-    if (tid == 0) {
+    if (tid == 0 && !shared) {
       for (int w = 0; w < nw; w++) {
         for (u32 mk = S.am[w]; mk; mk &= mk - 1) {
           i64 i = c + 32 * (i64)w + (__ffs(mk) - 1);
@@ -1054,12 +1093,41 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
           }
         }
       }
+    } else if (tid == 0) {
+      // the marked elements in order, each loaded one ahead of the sift before it
+      csa_TopkElem* hx = S.heapx;
+      const int kk = (int)k;
+      int w = 0;
+      u32 mk = nw > 0 ? S.am[0] : 0u;
+      auto next = [&](int* off) -> bool {
+        while (mk == 0) {
+          if (++w >= nw) return false;
+          mk = S.am[w];
+        }
+        *off = 32 * w + (__ffs(mk) - 1);
+        mk &= mk - 1;
+        return true;
+      };
+      int off = 0;
+      bool have = next(&off);
+      csa_TopkElem x = have ? q[c + off] : csa_TopkElem{};
+      while (have) {
+        int off2 = 0;
+        const bool more = next(&off2);
+        const csa_TopkElem y = more ? q[c + off2] : csa_TopkElem{};
+        const csa_TopkElem top = hx[1];
+        if (csa_before(x, top)) {
+          if (sort) q[c + off] = top;
+          csa_sift_root_sh(hx, kk, x);
+        }
+        off = off2, x = y, have = more;
+      }
     }
     __syncthreads();
   }
   if (tid == 0 && sort) csa_sort_heap(h, k);
   __syncthreads();
-  if (h != q)
+  if (shared)
     for (i64 j = tid; j < k; j += ROW_SPREAD) q[j] = h[j];
   __syncthreads();
 }
