@@ -1495,7 +1495,7 @@ DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX, long long GSTRID
   }
 #endif
 }
-// csa_index_score_words (the default): FP8/FP4 chunks from 4-byte words, fused where
+// csa_index_score_words (the default below 64 rows, and in the exact mode): FP8/FP4 chunks from 4-byte words, fused where
 // exact (run 18c); csa_index_score_blk: the chunks widened value by value, multiply and
 // add apart (run 18b; DEEPINFER_CUDA_INDEX_WORDS=0). The same values.
 // (four launch blocks a multiprocessor: 128 registers a thread, as before the blocks looped)
@@ -1508,10 +1508,10 @@ KERNEL(csa_index_score_words, csa_IndexArgs) { csa_index_blk<true>(a, GIDX, GSTR
 
 // ---- csa_index_score_tc: the index scores' dots on the tensor cores, the cpu's values ----
 //
-// The fast numerics mode's index scores where DEEPINFER_CUDA_INDEX_TC=1 asks (opt-in: run
-// 41 on an H100 timed its form before the bounds came from the operands at 0.120 / 1.389 /
-// 4.811 ms a V4.1 step at 32,768 and batch 1 / 64 / 256, against csa_index_score_words'
-// 0.049 / 1.343 / 5.534; this form not yet on a GPU; docs/perf/attention.md). A
+// The fast numerics mode's index scores for steps of 64 rows or more (indexTCRows;
+// DEEPINFER_CUDA_INDEX_TC=0 / 1 never / always): run 42a on the H200 timed this form at
+// 0.968 / 3.241 ms a V4.1 step at 32,768 and batch 64 / 256, against
+// csa_index_score_words' 1.142 / 4.235 (docs/perf/attention.md). A
 // launch block stages a row's queries once and loops over chunks of CSA_ITK keys (nb
 // blocks a row: chunks c, c + nb, ...); warp w takes keys 64w.. of a chunk in eight mma
 // tiles of 8 keys, every head (two mma row tiles of 16) against every dim value (D/16
