@@ -1495,9 +1495,10 @@ DEVM void csa_index_blk(const csa_IndexArgs& a, long long GIDX, long long GSTRID
   }
 #endif
 }
-// csa_index_score_words (the default below 64 rows, and in the exact mode): FP8/FP4 chunks from 4-byte words, fused where
-// exact (run 18c); csa_index_score_blk: the chunks widened value by value, multiply and
-// add apart (run 18b; DEEPINFER_CUDA_INDEX_WORDS=0). The same values.
+// csa_index_score_words (the default below 64 rows, and in the exact mode): FP8/FP4
+// chunks from 4-byte words, fused where exact (run 18c); csa_index_score_blk: the chunks
+// widened value by value, multiply and add apart (run 18b; DEEPINFER_CUDA_INDEX_WORDS=0).
+// The same values.
 // (four launch blocks a multiprocessor: 128 registers a thread, as before the blocks looped)
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 4)
