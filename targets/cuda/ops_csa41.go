@@ -880,8 +880,10 @@ const EnvIndexTC = "DEEPINFER_CUDA_INDEX_TC"
 // indexTCRows: the step size (rows) from which the fast mode's index scores run on the
 // tensor cores by default. Run 42a (an H200, V4.1 layers 20-23 at 32,768, event times):
 // csa_index_score_tc 0.968 / 3.241 ms at batch 64 / 256 against csa_index_score_words'
-// 1.142 / 4.235 in the same call; at batch 1 the words kernel took ~0.05 ms against run
-// 41e's ~0.12 for the tensor cores (an H100, an earlier form). docs/perf/attention.md.
+// 1.142 / 4.235 in the same call; run 43 (an H100) 0.943 / 3.257 against 1.101 / 4.225
+// at 32,768 and 0.230 / 0.588 against 0.215 / 0.679 at 4,096; at batch 1 the words kernel
+// took ~0.05 ms against run 41e's ~0.12 for the tensor cores (an earlier form).
+// docs/perf/attention.md.
 const indexTCRows = 64
 
 // csaIndexTCFrom is the least step size (rows) whose index scores run on
