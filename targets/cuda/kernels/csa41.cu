@@ -896,23 +896,33 @@ struct csa_BlkShared {
 
 // csa_sift_root_sh is csa_adjust_heap(h, 0, n, v) for a heap in the block's shared
 // memory at hx + 1 (csa_BlkShared::heapx): the same moves, each level's two children read
-// as one 16-byte word, places in 32 bits.
+// as one 16-byte word, places in 32 bits. The hole's way down is a chain of dependent
+// levels, so the children of both candidates of the next level are loaded before this
+// level's comparison (elements below the hole, which the sift has not written): the
+// next level's load is under way while this one compares.
+DEV float4 csa_heap_pair(const csa_TopkElem* hx, int p, int half) {
+  // the children of element p (2p + 1, 2p + 2) where p has them, else a word not used
+  return *(const float4*)(hx + (p < half ? 2 * (p + 1) : 0));
+}
+
 DEV void csa_sift_root_sh(csa_TopkElem* hx, int n, csa_TopkElem v) {
-  int hole = 0, child = 0;
+  int hole = 0;
   const int half = (n - 1) / 2;
-  while (child < half) {
-    child = 2 * (child + 1);
-    const float4 pr = *(const float4*)(hx + child);  // elements child - 1 and child
-    csa_TopkElem l{pr.x, (int)bits_f32(pr.y)}, r{pr.z, (int)bits_f32(pr.w)};
-    if (csa_before(r, l)) {
-      child--;
-      r = l;
+  if (hole < half) {
+    float4 a = csa_heap_pair(hx, 0, half);  // the hole's children
+    while (true) {
+      const int l = 2 * hole + 1, r = l + 1;
+      const float4 bl = csa_heap_pair(hx, l, half), br = csa_heap_pair(hx, r, half);  // theirs
+      const csa_TopkElem el{a.x, (int)bits_f32(a.y)}, er{a.z, (int)bits_f32(a.w)};
+      const bool left = csa_before(er, el);
+      hx[hole + 1] = left ? el : er;
+      hole = left ? l : r;
+      if (hole >= half) break;
+      a = left ? bl : br;
     }
-    hx[hole + 1] = r;
-    hole = child;
   }
-  if ((n & 1) == 0 && child == (n - 2) / 2) {
-    child = 2 * (child + 1);
+  if ((n & 1) == 0 && hole == (n - 2) / 2) {
+    const int child = 2 * (hole + 1);
     hx[hole + 1] = hx[child];
     hole = child - 1;
   }
