@@ -867,14 +867,21 @@ func TestRun33Later(t *testing.T) {
 	reportErrs(t, cal, Run33Unfitted[:1], map[string]reportWant{
 		"v41.fast.33a.cmp.bench.json": {map[string]float64{"64/4096": -0.1485, "256/4096": -0.0840}, 2},
 	})
-	data, err := Load("../..", Run33Unfitted[1:])
+	unprofiledErr(t, cal, Run33Unfitted[1], "v41.fast.33c.bench.json", "256/4096", 0.0315)
+}
+
+// unprofiledErr checks cal's step error on one V4.1 report that has no class times (a
+// step alone): the report's file must end in file, its point (batch/context) give want.
+func unprofiledErr(t *testing.T, cal *Calibration, m Measured, file, point string, want float64) {
+	t.Helper()
+	data, err := Load("../..", []Measured{m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(data[0].File, "v41.fast.33c.bench.json") {
-		t.Fatalf("Run33Unfitted[1] is %s, want 33c's V4.1 report", data[0].File)
+	if !strings.HasSuffix(data[0].File, file) {
+		t.Fatalf("report %s, want %s", data[0].File, file)
 	}
-	stepErrs(t, cal.Fit+" on "+data[0].File, cal, data, map[string]map[string]float64{"deepseek_v41": {"256/4096": 0.0315}}, nil)
+	stepErrs(t, cal.Fit+" on "+data[0].File, cal, data, map[string]map[string]float64{"deepseek_v41": {point: want}}, nil)
 }
 
 // TestRun33FitOnRun42: run 33's cuda-fast (shipped until run 42) on run 42's reports (the
@@ -894,19 +901,12 @@ func TestRun33FitOnRun42(t *testing.T) {
 		"v41.fast.42a.cmp.bench.json":  {map[string]float64{"64/32768": 0.1826, "256/32768": 0.3866}, 10},
 		"v41.fast.42a.cmp2.bench.json": {map[string]float64{"64/32768": 0.1375, "256/32768": 0.2642}, 10},
 	})
-	data, err := Load("../..", Run42Unfitted[2:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasSuffix(data[0].File, "v41.fast.42c.bench.json") {
-		t.Fatalf("Run42Unfitted[2] is %s, want 42c's V4.1 report", data[0].File)
-	}
-	stepErrs(t, cal.Fit+" on "+data[0].File, cal, data, map[string]map[string]float64{"deepseek_v41": {"256/4096": 0.2391}}, nil)
+	unprofiledErr(t, cal, Run42Unfitted[2], "v41.fast.42c.bench.json", "256/4096", 0.2391)
 }
 
 // TestRun42Later: the shipped cuda-fast (run 42's fit) on the reports it is not fitted on,
-// as docs/perf/simulator.md says: V4.1's index scores on the tensor cores (42a .cmp,
-// opt-in) −3.4 / +6.8% and on their old launch grid (42a .cmp2) −7.1 / −2.7% at batch 64 /
+// as docs/perf/simulator.md says: V4.1's index scores on the tensor cores (42a .cmp;
+// the default from 64 rows since) −3.4 / +6.8% and on their old launch grid (42a .cmp2) −7.1 / −2.7% at batch 64 /
 // 256 and 32,768, 2 class times outside 25% each; 42c's batch 256 at 4,096 (two steps,
 // 23.662 and 21.325 ms, not profiled: the step alone) −2.9%; and run 33b's V4 report
 // (run 33's kernels; V4 at 32,768, which run 42 did not time): within 9.3% at 4,096 and at
@@ -920,11 +920,7 @@ func TestRun42Later(t *testing.T) {
 		"v41.fast.42a.cmp2.bench.json": {map[string]float64{"64/32768": -0.0705, "256/32768": -0.0266}, 2},
 		"v4.fast.33b.bench.json":       {map[string]float64{"1/4096": -0.0036, "64/4096": -0.0930, "256/4096": 0.0040, "1/32768": 0.2550, "64/32768": -0.0003, "256/32768": 0.0887}, 13},
 	})
-	data, err := Load("../..", Run42Unfitted[2:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	stepErrs(t, cal.Fit+" on "+data[0].File, cal, data, map[string]map[string]float64{"deepseek_v41": {"256/4096": -0.0286}}, nil)
+	unprofiledErr(t, cal, Run42Unfitted[2], "v41.fast.42c.bench.json", "256/4096", -0.0286)
 }
 
 // TestSampledRows: cuda-fast on run 30e's sampled steps (V4, 4,096, every row at
