@@ -49,7 +49,10 @@
 # NCU_ENV: sets of assignments, ';' between them, each profiled again into ncu2.txt, ...,
 # NCU_ARGS: ncu's sections instead of the default ones, e.g. "--section InstructionStats
 # --section SourceCounters"; NCU_SOURCE=1 keeps each report and exports its
-# per-instruction page as ncu*.source.csv),
+# per-instruction page as ncu*.source.csv; the bench prefills its context first, so a
+# kernel the prefill also launches is profiled there unless NCU_SKIP skips those launches:
+# run 42c profiled the 32-row prefill chunks of fast_moe_up_fp4_rega, csa_attn_kdec and
+# csa_index_score_words instead of the decode step's),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache entries this run compiled (the units changed
 # since the LOAD_KERNELS archives, or every unit without them) into OUT/kernels.tgz, and
