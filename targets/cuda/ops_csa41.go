@@ -466,13 +466,11 @@ func csaBindIndex(b *Bind, publish bool) error {
 		a.P(s.Scratch(kept))
 		return rows
 	}
-	tcTotal, err := csaIndexTotal(1536)
-	if err != nil {
+	tcTotal, wordsTotal := int64(1536), int64(4096)
+	if n, err := csaIndexTotal(); err != nil {
 		return b.Errorf("%v", err)
-	}
-	wordsTotal, err := csaIndexTotal(4096)
-	if err != nil {
-		return b.Errorf("%v", err)
+	} else if n > 0 {
+		tcTotal, wordsTotal = n, n
 	}
 	// a step's scores run on one of two launches: csa_index_score_tc where tcFrom allows
 	// (the dots on the tensor cores, the cpu's scores bit for bit; csa41.cu), the other
@@ -481,10 +479,10 @@ func csaBindIndex(b *Bind, publish bool) error {
 	if tcFrom > 0 {
 		// launch blocks looping over a row's chunks of csaIndexTCKeys keys
 		b.Launch("csa_index_score_tc", func(s *Step, a *ArgBuf) int64 {
-			rows := fill(s, a)
-			if rows < tcFrom {
-				return 0
+			if s.Arg(0).Rows() < tcFrom {
+				return 0 // (not filled: the launch below takes the step)
 			}
+			rows := fill(s, a)
 			return rows * csaIndexBlocks(rows, ecap, csaIndexTCKeys, tcTotal) * launchBlock
 		})
 	}
@@ -496,19 +494,18 @@ func csaBindIndex(b *Bind, publish bool) error {
 			name = "csa_index_score_blk"
 		}
 		b.Launch(name, func(s *Step, a *ArgBuf) int64 {
-			rows := fill(s, a)
-			if !notTC(rows) {
+			if !notTC(s.Arg(0).Rows()) {
 				return 0
 			}
+			rows := fill(s, a)
 			return rows * csaIndexBlocks(rows, ecap, csaIndexKeys, wordsTotal) * launchBlock
 		})
 	} else {
 		b.Launch("csa_index_score", func(s *Step, a *ArgBuf) int64 {
-			rows := fill(s, a)
-			if !notTC(rows) {
+			if !notTC(s.Arg(0).Rows()) {
 				return 0
 			}
-			return rows * ecap
+			return fill(s, a) * ecap
 		})
 	}
 	if restricted {
@@ -856,11 +853,11 @@ func csaIndexBlocks(rows, ecap, keys, total int64) int64 {
 // The scores do not depend on it. Read when a program is bound; for comparisons.
 const EnvIndexBlocks = "DEEPINFER_CUDA_INDEX_BLOCKS"
 
-// csaIndexTotal is EnvIndexBlocks' value, or def where it is unset.
-func csaIndexTotal(def int64) (int64, error) {
+// csaIndexTotal is EnvIndexBlocks' value, 0 where it is unset.
+func csaIndexTotal() (int64, error) {
 	v := os.Getenv(EnvIndexBlocks)
 	if v == "" {
-		return def, nil
+		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 1 || n > 1<<40 {
