@@ -49,9 +49,11 @@
 # NCU_ENV: sets of assignments, ';' between them, each profiled again into ncu2.txt, ...,
 # NCU_ARGS: ncu's sections instead of the default ones, e.g. "--section InstructionStats
 # --section SourceCounters"; NCU_SOURCE=1 keeps each report and exports its
-# per-instruction page as ncu*.source.csv; the bench prefills its context first, so a
-# kernel the prefill also launches is profiled there unless NCU_SKIP skips those launches:
-# run 42c profiled the 32-row prefill chunks of fast_moe_up_fp4_rega, csa_attn_kdec and
+# per-instruction page as ncu*.source.csv; the bench prefills its context first, and
+# ncu collects only from the first decode step on (DEEPINFER_CUDA_PROFILE_DECODE=1 and
+# --profile-from-start off; NCU_RANGE=all from the start, where a kernel the prefill also
+# launches is profiled there unless NCU_SKIP skips those launches, as run 42c found:
+# it profiled the 32-row prefill chunks of fast_moe_up_fp4_rega, csa_attn_kdec and
 # csa_index_score_words instead of the decode step's),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache entries this run compiled (the units changed
@@ -289,9 +291,11 @@ run() {
 				# (NCU_SOURCE=1: the report kept as ${nf%.txt}.ncu-rep, its pages printed into
 				# $nf, and its per-instruction page — each SASS instruction's executions and
 				# stall samples, where the sections collected them — as ${nf%.txt}.source.csv)
-				local rep=()
+				local rep=() rng=(--profile-from-start off) renv=DEEPINFER_CUDA_PROFILE_DECODE=1
 				[ -n "${NCU_SOURCE:-}" ] && rep=(-o "$out/${nf%.txt}" -f)
-				env $nset timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" --launch-skip "${NCU_SKIP:-0}" \
+				# (NCU_RANGE=all: from the process's start, the prefill's launches included)
+				[ "${NCU_RANGE:-decode}" = all ] && rng=() renv=DEEPINFER_CUDA_PROFILE_DECODE=0
+				env $renv $nset timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" ${rng[@]+"${rng[@]}"} --launch-skip "${NCU_SKIP:-0}" \
 					--launch-count "${NCU_COUNT:-4}" ${rep[@]+"${rep[@]}"} ${NCU_ARGS:---section SpeedOfLight --section Occupancy --section LaunchStats \
 					--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats} \
 					"$bin/divm" bench "$ck.dip" --model "$ck" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \

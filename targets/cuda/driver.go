@@ -59,6 +59,10 @@ type driver interface {
 	GraphLaunch(x graphExec, s stream) error
 	GraphExecDestroy(x graphExec) error
 	GraphDestroy(g graph) error
+	// ProfilerStart starts the profiler's collection (cuProfilerStart: a profiler run
+	// with collection off from the start, as Nsight Compute's --profile-from-start off,
+	// profiles only the launches after it).
+	ProfilerStart() error
 }
 
 type (
@@ -102,6 +106,10 @@ var driverSymbols = []string{
 	"cuFuncSetAttribute",
 }
 
+// optionalSymbols are resolved where the driver has them; a call of one it lacks fails
+// when made.
+var optionalSymbols = []string{"cuProfilerStart"}
+
 // CUDA enum values used here (cuda.h, CUDA 13.0).
 const (
 	attrComputeMajor = 75 // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -135,15 +143,16 @@ func openDriver(path string) (*realDriver, error) {
 	}
 	d := &realDriver{lib: path, fn: map[string]uintptr{}, ctx: map[int]uintptr{}}
 	for _, name := range driverSymbols {
-		var p uintptr
-		var status int32
-		cname := cstr(name)
-		r, _, _ := purego.SyscallN(gpa, uintptr(unsafe.Pointer(&cname[0])), uintptr(unsafe.Pointer(&p)), driverABI, 0, uintptr(unsafe.Pointer(&status)))
-		runtime.KeepAlive(cname)
+		p, r, status := procAddress(gpa, name)
 		if r != 0 || p == 0 {
 			return nil, fmt.Errorf("%s: cuGetProcAddress(%s) failed (CUresult %d, status %d)", path, name, r, status)
 		}
 		d.fn[name] = p
+	}
+	for _, name := range optionalSymbols {
+		if p, r, _ := procAddress(gpa, name); r == 0 && p != 0 {
+			d.fn[name] = p
+		}
 	}
 	if err := d.call("cuInit", 0); err != nil {
 		if ce, ok := err.(*cuError); ok && ce.code == errNoDevice {
@@ -157,6 +166,17 @@ func openDriver(path string) (*realDriver, error) {
 	}
 	d.version = int(v)
 	return d, nil
+}
+
+// procAddress resolves a driver symbol through cuGetProcAddress (gpa) at driverABI: its
+// address, the call's CUresult and the symbol status.
+func procAddress(gpa uintptr, name string) (uintptr, uintptr, int32) {
+	var p uintptr
+	var status int32
+	cname := cstr(name)
+	r, _, _ := purego.SyscallN(gpa, uintptr(unsafe.Pointer(&cname[0])), uintptr(unsafe.Pointer(&p)), driverABI, 0, uintptr(unsafe.Pointer(&status)))
+	runtime.KeepAlive(cname)
+	return p, r, status
 }
 
 func cstr(s string) []byte { return append([]byte(s), 0) }
@@ -388,3 +408,10 @@ func (d *realDriver) GraphExecDestroy(x graphExec) error {
 }
 
 func (d *realDriver) GraphDestroy(g graph) error { return d.call("cuGraphDestroy", uintptr(g)) }
+
+func (d *realDriver) ProfilerStart() error {
+	if d.fn["cuProfilerStart"] == 0 {
+		return fmt.Errorf("%s has no cuProfilerStart", d.lib)
+	}
+	return d.call("cuProfilerStart")
+}

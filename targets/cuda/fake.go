@@ -66,6 +66,8 @@ type FakeStats struct {
 	// graphs captured, instantiated executables launched, and those destroyed
 	Captures, GraphLaunches, GraphExecs, GraphExecFrees, GraphFrees int
 	EventSyncs                                                      int
+	// cuProfilerStart calls, and the launches made before the first
+	ProfilerStarts, LaunchesBeforeProfiler int
 }
 
 type fakeAlloc struct {
@@ -396,6 +398,19 @@ func (d *fakeDriver) NewStream() (stream, error) {
 	defer d.mu.Unlock()
 	d.stats.Streams++
 	return stream(d.stats.Streams), nil
+}
+
+func (d *fakeDriver) ProfilerStart() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.capturing != 0 {
+		return &cuError{call: "cuProfilerStart", code: 900, name: "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"}
+	}
+	if d.stats.ProfilerStarts == 0 {
+		d.stats.LaunchesBeforeProfiler = d.stats.Launches
+	}
+	d.stats.ProfilerStarts++
+	return nil
 }
 
 func (d *fakeDriver) Sync(stream) error {

@@ -25,6 +25,12 @@ import (
 // EnvGraphs set to 0 turns graphs off (every step launches its kernels one by one).
 const EnvGraphs = "DEEPINFER_CUDA_GRAPHS"
 
+// EnvProfileDecode set to 1 starts the profiler's collection (cuProfilerStart) right
+// before the first decode step, so that a profiler that waits for it (Nsight Compute's
+// --profile-from-start off; scripts/gpu-bench.sh's NCU) sees the decode steps' launches
+// and none of the prefill's before them.
+const EnvProfileDecode = "DEEPINFER_CUDA_PROFILE_DECODE"
+
 // maxGraphs bounds the graphs kept: the least recently replayed is dropped first.
 const maxGraphs = 64
 

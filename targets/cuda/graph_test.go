@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -708,5 +709,46 @@ func TestStateSaveOnDevice(t *testing.T) {
 	}
 	if got := rt.fake.Live(); got != live {
 		t.Errorf("%d bytes live after the states' release, %d before them", got, live)
+	}
+}
+
+// TestProfileDecodeRange: with EnvProfileDecode=1 the profiler's collection starts once,
+// after the prefill's launches and before the first decode step's (graphed or not);
+// without it, never.
+func TestProfileDecodeRange(t *testing.T) {
+	for _, c := range []struct {
+		env, graphs string
+		starts      int
+	}{{"1", "1", 1}, {"1", "0", 1}, {"", "1", 0}} {
+		t.Run(fmt.Sprintf("env %q graphs %s", c.env, c.graphs), func(t *testing.T) {
+			t.Setenv(EnvProfileDecode, c.env)
+			t.Setenv(EnvGraphs, c.graphs)
+			rt := openFixture(t, "tiny-v4-dev", targets.Options{MaxTokens: 32})
+			s := newScript(t, rt, 2)
+			var out targets.StepOut
+			in := s.prefill([]int{0, 1})
+			if err := rt.Step(in, &out); err != nil {
+				t.Fatal(err)
+			}
+			s.took(in, &out)
+			prefill := rt.fake.stats.Launches
+			if rt.fake.stats.ProfilerStarts != 0 || prefill == 0 {
+				t.Fatalf("after the prefill: %d starts, %d launches", rt.fake.stats.ProfilerStarts, prefill)
+			}
+			for range 3 {
+				in := s.decode([]int{0, 1}, nil, false)
+				if err := rt.Step(in, &out); err != nil {
+					t.Fatal(err)
+				}
+				s.took(in, &out)
+			}
+			st := rt.fake.stats
+			if st.ProfilerStarts != c.starts {
+				t.Fatalf("%d profiler starts, want %d", st.ProfilerStarts, c.starts)
+			}
+			if c.starts > 0 && (st.LaunchesBeforeProfiler != prefill || st.Launches <= prefill) {
+				t.Fatalf("started after %d launches (the prefill made %d), %d in all", st.LaunchesBeforeProfiler, prefill, st.Launches)
+			}
+		})
 	}
 }

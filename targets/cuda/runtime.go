@@ -64,6 +64,10 @@ type Runtime struct {
 	resolveFn  function
 	resolveBuf ArgBuf
 
+	// EnvProfileDecode=1: the profiler's collection started before the first decode
+	// step (profDecode), once (profStarted)
+	profDecode, profStarted bool
+
 	// packed uploads (packed.go): on unless EnvPacked=0; the staging region in the
 	// arena and the kernels that unpack a step and keep its ids
 	packed     bool
@@ -221,6 +225,7 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		fast: o.Numerics == targets.NumericsFast}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
+	rt.profDecode = os.Getenv(EnvProfileDecode) == "1"
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
 	if rt.maxT <= 0 {
@@ -1128,6 +1133,12 @@ func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error
 				rt.tl.drop(span)
 			}
 		}()
+	}
+	if rt.profDecode && !rt.profStarted && pr.p.Phase == plan.PhaseDecode {
+		if err := d.ProfilerStart(); err != nil {
+			return nil, fmt.Errorf("%s=1: %w", EnvProfileDecode, err)
+		}
+		rt.profStarted = true
 	}
 	var evs []event
 	if rt.prof.on {

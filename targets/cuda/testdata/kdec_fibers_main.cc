@@ -4,6 +4,14 @@
 // float widening, the product and the bf16 roundings) for every code of both formats
 // and every scale byte: the hi halves, the lo halves and the returned lo bits, bit for
 // bit, and the count of pieces the integer path took (it must take some).
+// Then csa_attn_kdec's device branch (a warp a (row, key)) on host fibers, with the
+// pieces widened one by one (tc 1) and loaded ahead (tc 2, csa_kdec_key_ahead), against
+// a serial widening of every key by csa_kdec_halves: every hi and lo half, klo and rlo,
+// bit for bit, on FP8 and FP4 keys (scale bytes in and out of csa_kdec_fast's range, FP8
+// NaN codes), float32 keys, empty slots, FP4 groups not a multiple of 4, rows past
+// their keys and in no view; dims of 512 (four pieces a lane), 640 (a second round of
+// pieces), 72 and 70 (fewer than a warp's 128 values, not a multiple of 4).
+#include <random>
 #include <vector>
 
 static long kdec_fmt(long fmt) {
@@ -35,8 +43,97 @@ static long kdec_fmt(long fmt) {
   return bad || fast == 0;
 }
 
+static long kdec_launch(long dim, unsigned seed) {
+  std::mt19937 rng(seed);
+  const long R = 5, L = 9;
+  const long long rlen[R] = {L, -1, 0, 4, 7};
+  std::vector<std::vector<unsigned char>> rows;  // the keys' bytes (kept alive)
+  std::vector<csa_Key> kref(R * L);
+  long kinds[6] = {0, 0, 0, 0, 0, 0};
+  for (long t = 0; t < R; t++)
+    for (long j = 0; j < (rlen[t] > 0 ? rlen[t] : 0); j++) {
+      const long kind = (t * L + j + (long)seed) % 6;  // (every kind in every case)
+      kinds[kind]++;
+      csa_Key k = {nullptr, 1, 32};
+      if (kind == 0 || kind == 1 || kind == 4) {  // FP8 (0), FP4 (1) or FP4 in groups of 2 (4)
+        const long fmt = kind == 0 ? 1 : 2, g = kind == 4 ? 2 : 32, ng = (dim + g - 1) / g;
+        const long cb = fmt == 1 ? dim : (dim + 1) / 2;
+        std::vector<unsigned char> row(cb + ng);
+        for (long i = 0; i < cb; i++) {
+          unsigned char c = (unsigned char)rng();
+          if (fmt == 1 && (c & 0x7f) == 0x7f && rng() % 4 != 0) c = 0;  // (a NaN code now and then)
+          row[i] = c;
+        }
+        for (long i = 0; i < ng; i++) {
+          const unsigned r = rng() % 16;  // mostly in csa_kdec_fast's range, now and then at its ends
+          row[cb + i] = (unsigned char)(r == 0 ? rng() % 12 : r == 1 ? 244 + rng() % 12 : 110 + rng() % 30);
+        }
+        rows.push_back(row);
+        k = {rows.back().data(), fmt, g};
+      } else if (kind == 2) {  // float32 values (lo halves)
+        std::vector<unsigned char> row(4 * dim);
+        for (long d = 0; d < dim; d++) {
+          float v = (float)((int)(rng() % 20001) - 10000) / 777.0f;
+          if (rng() % 2) v = q_bf16(v);  // some bf16 values (no lo half)
+          memcpy(&row[4 * d], &v, 4);
+        }
+        rows.push_back(row);
+        k = {rows.back().data(), 0, 1};
+      }  // kind 3, 5: an empty slot
+      kref[t * L + j] = k;
+    }
+  long bad = 0;
+  std::vector<unsigned short> want(2 * R * L * dim + 8, 0xA5A5);
+  std::vector<unsigned char> wklo(R * L, 0xEE);
+  std::vector<unsigned> wrlo(R, 0);
+  for (long t = 0; t < R; t++)
+    for (long j = 0; j < (rlen[t] > 0 ? rlen[t] : 0); j++) {
+      const long tj = t * L + j;
+      u32 any = 0;
+      for (long d0 = 0; d0 < dim; d0 += 4) any |= csa_kdec_halves(kref[tj], dim, d0, want.data() + tj * dim + d0, false, false);
+      if (any)
+        for (long d0 = 0; d0 < dim; d0 += 4) csa_kdec_halves(kref[tj], dim, d0, want.data() + R * L * dim + tj * dim + d0, false, true);
+      wklo[tj] = any != 0;
+      if (any) wrlo[t] = 1;
+    }
+  for (int tc = 1; tc <= 2; tc++) {
+    // (the halves' buffer at 16 bytes, as the binder's scratch: the 8-byte stores)
+    std::vector<unsigned long long> buf((2 * R * L * dim + 8) / 4 + 2);
+    unsigned short* kh = (unsigned short*)buf.data();
+    for (long i = 0; i < 2 * R * L * dim + 8; i++) kh[i] = 0xA5A5;
+    std::vector<unsigned char> klo(R * L, 0xEE);
+    std::vector<unsigned> rlo(R, 0);
+    std::vector<long long> len(rlen, rlen + R);
+    csa_AttnArgs a{};
+    a.rows = R, a.heads = 1, a.dim = dim, a.lmax = L, a.nblk = 1, a.kf = (float*)kh, a.rlen = len.data();
+    a.kref = kref.data(), a.rlo = rlo.data(), a.tc = tc, a.klo = klo.data();
+    const long before = g_errors;
+    fibers_launch(csa_attn_kdec, a, (R * L * 32 + 127) / 128);
+    long diff = g_errors - before;
+    for (long i = 0; i < 2 * R * L * dim; i++) {
+      if (kh[i] != want[i] && diff < 5)
+        printf("dim %ld tc %d: %s half of row %ld key %ld value %ld: %04x, want %04x\n", dim, tc, i < R * L * dim ? "hi" : "lo",
+               i % (R * L * dim) / dim / L, i % (R * L * dim) / dim % L, i % dim, kh[i], want[i]);
+      diff += kh[i] != want[i];
+    }
+    for (long i = 0; i < R * L; i++) diff += klo[i] != wklo[i];
+    for (long t = 0; t < R; t++) diff += (rlo[t] != 0) != (wrlo[t] != 0);
+    printf("key widening launch, dim %ld, tc %d: %ld keys (FP8 %ld, FP4 %ld, FP4 in pairs %ld, float32 %ld, empty %ld), %ld differ\n", dim, tc,
+           kinds[0] + kinds[1] + kinds[2] + kinds[3] + kinds[4] + kinds[5], kinds[0], kinds[1], kinds[4], kinds[2], kinds[3] + kinds[5], diff);
+    bad += diff;
+  }
+  long lo = 0;
+  for (long t = 0; t < R; t++) lo += wrlo[t] != 0;
+  if (lo == 0 || kinds[0] == 0 || kinds[1] == 0) {
+    printf("dim %ld: the keys lack a kind (rows with lo halves %ld, FP8 %ld, FP4 %ld)\n", dim, lo, kinds[0], kinds[1]);
+    bad++;
+  }
+  return bad;
+}
+
 int main() {
   long bad = kdec_fmt(1) + kdec_fmt(2);
+  for (long dim : {512L, 640L, 72L, 70L}) bad += kdec_launch(dim, (unsigned)(dim * 31 + 7));
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad ? 1 : 0;
 }
