@@ -650,6 +650,27 @@ func TestFP4WideSameValues(t *testing.T) {
 	}
 }
 
+// TestFP4WideLSameValues: V4's float32 activations take the wide tiles' form for them
+// (fast_moe_*_fp4_widel: 32 slots a pass, both halves) in steps with many slots an
+// expert (a 160-token prefill of V4 in V4-Flash's formats: 320 slots over 8 experts, two
+// passes of each), where DEEPINFER_CUDA_FP4_WIDE=0 runs the register tiles (_reg8a at
+// that step size), and the decode steps keep _reg8; the logits are the same bit for bit
+// (on the GPU, the device branch; its chains on host fibers: TestFP4DeviceCodeOnHostFibers).
+func TestFP4WideLSameValues(t *testing.T) {
+	sameAcross(t, []struct{ name, dir string }{{"v4-flash-formats", quantizedV4(t)}}, cuda.EnvFP4Wide, "0", "", 160,
+		"the register tiles ("+cuda.EnvFP4Wide+"=0)", "the wide tiles (fast_moe_*_fp4_widel)",
+		func(ka, kb map[string]int) string {
+			msg := ""
+			for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
+				msg += moved(ka, kb, k+"_reg8a", k+"_widel")
+				if ka[k+"_reg8"] == 0 || ka[k+"_reg8"] != kb[k+"_reg8"] {
+					msg += fmt.Sprintf("%s_reg8 (the decode steps) ran %d / %d times; want the same, not 0. ", k, ka[k+"_reg8"], kb[k+"_reg8"])
+				}
+			}
+			return msg
+		})
+}
+
 // TestHeadWGNearStaged: by default the LM head of V4.1's prefills (float32 weights, bf16
 // activations, more than 32 logits rows) runs fast_gemm_wg_f32p (wgmma on the GPU: the
 // tensor cores' order inside a 16-value step, not the mma.sync chain), and with

@@ -790,12 +790,22 @@ func (f *fastExperts) fp4Tiles(s *Step) bool {
 	return f.fp4 == 1
 }
 
-// fp4Wide reports whether the step's FP4 tiles run 64 slots a pass (tensorcore_fp4.cu
-// fp4_tiles_wide: the weights widened once per 64 of an expert's slots, not 16): unless
-// EnvFP4Wide=0, for bf16 activations (xexact) and at least fp4WideSlots slots an expert
-// on average (a prefill's; a decode step's are a few). The same values either way.
+// fp4Wide reports whether the step's FP4 tiles run many slots a pass (tensorcore_fp4.cu
+// fp4_tiles_wide: the weights widened once per 64 of an expert's slots for bf16
+// activations (xexact), fast_moe_*_fp4_wide, or once per 32 for others, both halves
+// staged, fast_moe_*_fp4_widel; the register tiles: once per 16): unless EnvFP4Wide=0,
+// for steps of at least fp4WideSlots slots an expert on average (a prefill's; a decode
+// step's are a few). The same values either way.
 func (f *fastExperts) fp4Wide(s *Step) bool {
-	return f.wide && f.xexact == 1 && s.Arg(2).Elems() >= fp4WideSlots*f.sh.E
+	return f.wide && s.Arg(2).Elems() >= fp4WideSlots*f.sh.E
+}
+
+// fp4WideName is the wide tiles' kernel of the experts' activations.
+func (f *fastExperts) fp4WideName(kernel string) string {
+	if f.xexact == 1 {
+		return kernel + "_fp4_wide"
+	}
+	return kernel + "_fp4_widel"
 }
 
 // fp4WideSlots is the average slots an expert from which EnvFP4Wide's tiles run (two
@@ -804,10 +814,11 @@ const fp4WideSlots = 32
 
 // EnvFP4Wide set to 0 keeps the FP4 tiles of steps with many slots an expert (prefill)
 // on the register tiles instead of fast_moe_up_fp4_wide/fast_moe_down_fp4_wide (64 slots
-// a pass; bf16 activations only; the same values). The wide tiles are the default since
-// run 21 on the H200 (docs/perf/moe.md: an 8,192-token prefill's experts 259 → 135 ms),
-// three blocks a multiprocessor since run 22 (107 → 95 ms). Read when a program is
-// bound.
+// a pass; bf16 activations: V4.1's) or fast_moe_up_fp4_widel/fast_moe_down_fp4_widel
+// (32 slots a pass, both halves: V4's float32 activations); the same values. The wide
+// tiles are V4.1's default since run 21 on the H200 (docs/perf/moe.md: an 8,192-token
+// prefill's experts 259 → 135 ms), three blocks a multiprocessor since run 22 (107 → 95
+// ms); the widel tiles V4's since 2026-12-06. Read when a program is bound.
 const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 
 // EnvFP4XE set to 0 runs the FP4 register tiles of bf16 activations (V4.1's, unless
@@ -983,12 +994,12 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 // for the others (tensorcore.cu's warp tiles: fill's count); the step runs the one its
 // weights need (expert 0's w1 stands for all but FP4, which checks every expert).
 func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, fp4 func(s *Step) int64) {
-	names := []string{kernel + "_fp4" + f.fp4Suffix, kernel + "_fp4_wide"}
+	names := []string{f.fp4WideName(kernel), kernel + "_fp4" + f.fp4Suffix}
 	if f.reg8a[1] > 0 {
 		names = append(names, kernel+"_fp4_reg8a") // (reg8aRows' steps)
 	}
 	for i, name := range names {
-		wide := i == 1
+		wide := i == 0
 		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
 			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide || (!wide && f.fp4Name(kernel, s.Arg(0).Rows()) != name) {
 				return 0

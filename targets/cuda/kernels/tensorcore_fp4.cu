@@ -426,10 +426,16 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // output is the same chain of mma as fp4_tiles' (the same steps, the same order inside
 // a step: a tile's chain does not depend on the tiles beside it), so the same values;
 // Go runs it for bf16 activations in steps with many slots an expert (fp4Wide).
+// LO (fast_moe_*_fp4_widel): the same for activations that are not bf16 values (V4's
+// float32 ones): both halves of a slot staged (its lo pairs 16 uint4s after its hi
+// ones, as fp4_tiles' xs) and the lo mma in each chain, so 32 slots a pass (the buffers
+// the same 32 KB), each output the register tiles' chain of hi and lo mma.
 #define FP4W_SLOTS 64
-template <int NW>
+template <int NW, bool LO = false>
 DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
-  __shared__ uint4 xs[2][FP4W_SLOTS * 16];
+  // WS: slots a pass; SS: a staged slot's uint4s (its hi pairs, then with LO its lo ones)
+  constexpr int WS = LO ? FP4W_SLOTS / 2 : FP4W_SLOTS, SS = LO ? 32 : 16, WJ = WS / 8;
+  __shared__ uint4 xs[2][WS * SS];
   __shared__ i64 srow[128];  // the x row of each staged slot (past nc: the last slot's)
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
@@ -446,23 +452,24 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
   // (tid >> 4) + 8·it, swizzled as fp4_tiles' xs (the same place in every slot of a
   // thread but for the slot's parity, which is tid >> 4's)
   const int c4 = tid & 3, tt = (tid >> 2) & 3, c8 = tid >> 4;
-  const int sx = c8 * 16 + tt * 4 + ((c4 + (tt >> 1) + 2 * (c8 & 1)) & 3);
-  for (i64 c0 = 0; c0 < n; c0 += FP4W_SLOTS) {
-    const int nc = (int)imin(FP4W_SLOTS, n - c0), live = (nc + 7) / 8;
-    float acc[2][8][4];
-    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 8; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
+  const int sx = c8 * SS + tt * 4 + ((c4 + (tt >> 1) + 2 * (c8 & 1)) & 3);
+  for (i64 c0 = 0; c0 < n; c0 += WS) {
+    const int nc = (int)imin(WS, n - c0), live = (nc + 7) / 8;
+    float acc[2][WJ][4];
+    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < WJ; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
     auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
-    // issue: this thread's copies of step h's hi pairs into xs[h & 1] (zeros for slots
-    // past nc), as one group
+    // issue: this thread's copies of step h's hi pairs (and with LO its lo ones) into
+    // xs[h & 1] (zeros for slots past nc), as one group
     auto issue = [&](int h) {
       const i64 k2 = (b.kb + 128 * h) / 2 + tt * 16 + c4 * 4;
-      UNROLL for (int it = 0; it < 8; it++) {
+      UNROLL for (int it = 0; it < WJ; it++) {
         if (it >= live) break;
         const int c = c8 + 8 * it;
         const bool in = c < nc;
-        fast_cp16(&xs[h & 1][sx + it * 8 * 16], in ? a.xh + srow[c] * P + k2 : a.xh, in);
+        fast_cp16(&xs[h & 1][sx + it * 8 * SS], in ? a.xh + srow[c] * P + k2 : a.xh, in);
+        if constexpr (LO) fast_cp16(&xs[h & 1][sx + it * 8 * SS + 16], in ? a.xl + srow[c] * P + k2 : a.xl, in);
       }
       fast_cp_commit();
     };
@@ -479,7 +486,7 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs[h & 1], 16, live, g, t, true);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs[h & 1], SS, live, g, t, !LO);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
@@ -620,7 +627,8 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
 // activations only, 4 the register tiles with rows g+8 found from rows g, 5 those for
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
-// their halves copied two steps ahead; only that variant
+// their halves copied two steps ahead, 7 the wide ones for general activations (32
+// slots a pass, both halves); only that variant
 // instantiated, so a
 // kernel holds only its own shared memory), on the emulated device the launch's blocks
 // in fp4_tiles' loops (every variant's values).
@@ -637,6 +645,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 4) fp4_tiles<NW, false, true>(a, GIDX);
   else if constexpr (V == 5) fp4_tiles<NW, true, true, true>(a, GIDX);
   else if constexpr (V == 6) fp4_tiles<NW, false, true, true>(a, GIDX);
+  else if constexpr (V == 7) fp4_tiles_wide<NW, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -690,5 +699,10 @@ KERNEL(fast_moe_down_fp4_reg8a, FastMoEArgs) { fp4_launch<1, 6>(a, GIDX, GSTRIDE
 #endif
 KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_widel, fast_moe_down_fp4_widel: fp4_tiles_wide for activations that
+// are not bf16 values (V4's float32 ones: 32 slots a pass, both halves staged, the lo
+// mma in each chain), for prefills (fp4Wide); the register tiles' values.
+KERNEL(fast_moe_up_fp4_widel, FastMoEArgs) { fp4_launch<2, 7>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_widel, FastMoEArgs) { fp4_launch<1, 7>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS

@@ -2,7 +2,8 @@
 // kernel sources' device branch): random FP4 experts and activation halves, each case's
 // launch run by fast_moe_*_fp4 (pipelined), fast_moe_*_fp4_reg and the emulated loop
 // (fp4_ref) and fast_moe_*_fp4_reg8 and _reg8a, and with bf16 activations (xexact) fast_moe_*_fp4_regx, _rega and
-// fast_moe_*_fp4_wide (64 slots a pass); all must write the same outputs, bit for bit.
+// fast_moe_*_fp4_wide (64 slots a pass), without them fast_moe_*_fp4_widel (32 slots a pass,
+// both halves); all must write the same outputs, bit for bit.
 #include <random>
 #include <algorithm>
 typedef void (*KernelFn)(const FastMoEArgs);
@@ -114,6 +115,8 @@ static int run_case(const Case& c, unsigned seed) {
     ddiff = against_reg(fast_moe_up_fp4_regx, fast_moe_down_fp4_regx, "regx");
     ddiff += against_reg(fast_moe_up_fp4_rega, fast_moe_down_fp4_rega, "rega");
     wdiff = against_reg(fast_moe_up_fp4_wide, fast_moe_down_fp4_wide, "wide");
+  } else {
+    wdiff = against_reg(fast_moe_up_fp4_widel, fast_moe_down_fp4_widel, "widel");  // both halves, 32 slots a pass
   }
   ddiff += against_reg(fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8, "reg8");  // any activations
   ddiff += against_reg(fast_moe_up_fp4_reg8a, fast_moe_down_fp4_reg8a, "reg8a");
@@ -160,6 +163,8 @@ int main(int argc, char** argv) {
       {1, 300, 2048, {5, 16, 17}, 1, true},
       {2, 96, 640, {70, 130, 0, 9}, 6, true},     // many slots an expert (a prefill's): 64-slot passes, partial tiles
       {1, 160, 384, {64, 65, 1}, 1, true},
+      {2, 96, 640, {70, 130, 0, 9, 32, 33}, 6},   // float32 activations, many slots: 32-slot passes (widel), partial tiles
+      {1, 160, 384, {64, 65, 1, 31}, 1},
   };
   int bad = 0;
   unsigned seed = 1;
