@@ -381,9 +381,7 @@ func putBytes(k *emuKernels, v []byte) devptr {
 // keys (klo) and their rows (rlo): float32 keys (lo halves), float32 keys of bf16 values
 // but one (a lo half in one lane's values), FP8 keys (none), empty slots; a row without
 // lo halves, a row in no view, an empty row; dims of four pieces a lane, of fewer values
-// than a warp's 128, and off a multiple of 4. On the H200 (newKernels) the device branch,
-// with a lane's pieces widened one by one (tc 1) and loaded first (tc 2; on host fibers:
-// TestKeyWideningIntegerPath).
+// than a warp's 128, and off a multiple of 4. On the H200 (newKernels) the device branch.
 func TestKeyWideningLoHalves(t *testing.T) {
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(20, 1))
@@ -458,62 +456,60 @@ func TestKeyWideningLoHalves(t *testing.T) {
 			if wantRlo[0] == 0 || wantRlo[3] != 0 {
 				t.Fatalf("the keys: rows' lo flags %v, want row 0 marked and row 3 not", wantRlo)
 			}
-			for _, tc := range []int64{1, 2} {
-				init := make([]byte, 4*R*L*D)
-				for i := range init {
-					init[i] = 0xA5
-				}
-				klo := make([]byte, R*L)
-				for i := range klo {
-					klo[i] = 0xEE
-				}
-				halves, kp, rlop, klop, rp := putBytes(k, init), put(k, kref), put(k, make([]uint32, R)), putBytes(k, klo), put(k, rlen)
-				k.run("csa_attn_kdec", func(a *ArgBuf) {
-					a.P(0) // q
-					a.P(0) // kv
-					a.W(Operand{})
-					a.P(0) // idx
-					a.P(0) // out
-					a.P(0) // seqs
+			init := make([]byte, 4*R*L*D)
+			for i := range init {
+				init[i] = 0xA5
+			}
+			klo := make([]byte, R*L)
+			for i := range klo {
+				klo[i] = 0xEE
+			}
+			halves, kp, rlop, klop, rp := putBytes(k, init), put(k, kref), put(k, make([]uint32, R)), putBytes(k, klo), put(k, rlen)
+			k.run("csa_attn_kdec", func(a *ArgBuf) {
+				a.P(0) // q
+				a.P(0) // kv
+				a.W(Operand{})
+				a.P(0) // idx
+				a.P(0) // out
+				a.P(0) // seqs
+				a.I(0)
+				a.I(R)
+				a.I(0)
+				a.I(1) // heads
+				a.I(int64(D))
+				for range 15 { // window .. kv_ratio: the key lookup's, unused here
 					a.I(0)
-					a.I(R)
-					a.I(0)
-					a.I(1) // heads
-					a.I(int64(D))
-					for range 15 { // window .. kv_ratio: the key lookup's, unused here
-						a.I(0)
-					}
-					a.P(0) // err
-					a.P(halves)
-					for range 5 { // pb, ps, bsc, den, valid
-						a.P(0)
-					}
-					a.I(L)
-					a.I(1) // nblk
-					a.P(rp)
-					a.P(kp)
-					a.P(rlop)
-					a.I(tc) // 1: piece by piece; 2: a lane's pieces loaded first
-					a.P(klop)
-				})
-				got := k.getBytes(halves, 4*R*L*D)
-				for i, w := range want {
-					if g := binary.LittleEndian.Uint16(got[2*i:]); g != w {
-						half, tj := "hi", i/D
-						if i >= R*L*D {
-							half, tj = "lo", (i-R*L*D)/D
-						}
-						t.Fatalf("tc %d: row %d key %d value %d, %s half: %#04x, want %#04x", tc, tj/L, tj%L, i%D, half, g, w)
-					}
 				}
-				if got := k.getBytes(klop, R*L); string(got) != string(wantKlo) {
-					t.Fatalf("tc %d: keys' lo flags %v, want %v", tc, got, wantKlo)
+				a.P(0) // err
+				a.P(halves)
+				for range 5 { // pb, ps, bsc, den, valid
+					a.P(0)
 				}
-				gotRlo := k.getBytes(rlop, 4*R)
-				for r := range R {
-					if binary.LittleEndian.Uint32(gotRlo[4*r:]) != wantRlo[r] {
-						t.Fatalf("tc %d: rows' lo flags %v, want %v", tc, gotRlo, wantRlo)
+				a.I(L)
+				a.I(1) // nblk
+				a.P(rp)
+				a.P(kp)
+				a.P(rlop)
+				a.I(1) // tc
+				a.P(klop)
+			})
+			got := k.getBytes(halves, 4*R*L*D)
+			for i, w := range want {
+				if g := binary.LittleEndian.Uint16(got[2*i:]); g != w {
+					half, tj := "hi", i/D
+					if i >= R*L*D {
+						half, tj = "lo", (i-R*L*D)/D
 					}
+					t.Fatalf("row %d key %d value %d, %s half: %#04x, want %#04x", tj/L, tj%L, i%D, half, g, w)
+				}
+			}
+			if got := k.getBytes(klop, R*L); string(got) != string(wantKlo) {
+				t.Fatalf("keys' lo flags %v, want %v", got, wantKlo)
+			}
+			gotRlo := k.getBytes(rlop, 4*R)
+			for r := range R {
+				if binary.LittleEndian.Uint32(gotRlo[4*r:]) != wantRlo[r] {
+					t.Fatalf("rows' lo flags %v, want %v", gotRlo, wantRlo)
 				}
 			}
 		})

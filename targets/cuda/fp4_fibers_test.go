@@ -365,8 +365,8 @@ int main() {
 // the scale byte makes every product a normal float) against the float widening and bf16
 // roundings (csa_kdec_halves_any) for every code of both formats and every scale byte,
 // bit for bit (testdata/kdec_fibers_main.cc), and that the integer path is taken; then
-// csa_attn_kdec's device branch on host fibers, its pieces widened one by one (tc 1) and
-// loaded first (tc 2), against a serial widening of every key: every half and flag.
+// csa_attn_kdec's device branch on host fibers against a serial widening of every key:
+// every half and flag.
 func TestKeyWideningIntegerPath(t *testing.T) {
 	out := runOnFibers(t, "kdec_fibers", fiberUnit(t, "", "testdata/kdec_fibers_main.cc", "csa41.cu"), "-O1")
 	// every scale byte in csa_kdec_fast's range takes the integer path for all 64 pieces
@@ -374,8 +374,8 @@ func TestKeyWideningIntegerPath(t *testing.T) {
 	for _, want := range []string{
 		"format 1: 16384 pieces of every code and scale byte, 15168 by the integer path, 0 differ",
 		"format 2: 16384 pieces of every code and scale byte, 16064 by the integer path, 0 differ",
-		"key widening launch, dim 512, tc 2: 20 keys (FP8 3, FP4 3, FP4 in pairs 3, float32 3, empty 8), 0 differ",
-		"key widening launch, dim 70, tc 2: 20 keys (FP8 3, FP4 3, FP4 in pairs 3, float32 3, empty 8), 0 differ",
+		"key widening launch, dim 512 (tc 1): 20 keys (FP8 3, FP4 3, FP4 in pairs 3, float32 3, empty 8), 0 differ",
+		"key widening launch, dim 70 (tc 1): 20 keys (FP8 3, FP4 3, FP4 in pairs 3, float32 3, empty 8), 0 differ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the harness did not print %q", want)

@@ -563,12 +563,7 @@ func csaBindAttention(b *Bind) error {
 	// halves, the probabilities head-major (csa41.cu's tc layouts)
 	tc, tcFlag := b.Fast() && os.Getenv(EnvV41AttentionTC) != "0", int64(0)
 	if tc {
-		// 2: csa_attn_kdec loads a lane's pieces of a key before it widens and stores
-		// any of them (csa_kdec_key_ahead); 1: piece by piece (the same halves)
-		tcFlag = 2
-		if os.Getenv(EnvKeyDecodeAhead) == "0" {
-			tcFlag = 1
-		}
+		tcFlag = 1
 	}
 	fill := func(s *Step, a *ArgBuf) int64 {
 		rows := s.Arg(0).Rows()
@@ -915,12 +910,6 @@ func csaIndexBlkOK(heads, dim int64) bool {
 // multiply-add chains (csa_fast_*) instead of on the tensor cores (csa_tc_*; read when
 // a program is bound).
 const EnvV41AttentionTC = "DEEPINFER_CUDA_V41_ATT_TC"
-
-// EnvKeyDecodeAhead set to 0 has csa_attn_kdec widen a lane's pieces of a key one after
-// another, each loaded after the one before is stored, instead of loading all of them
-// first (csa_kdec_key_ahead; the same halves; for same-call comparisons; read when a
-// program is bound).
-const EnvKeyDecodeAhead = "DEEPINFER_CUDA_KDEC_AHEAD"
 
 // csaHeadGroup is csa41.cu's CSA_HG: the heads one attention work item serves.
 // projTileRows and projTileChannels are the tile of csa41.cu's csa_fast_proj_tile

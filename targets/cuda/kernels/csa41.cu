@@ -2095,8 +2095,7 @@ struct csa_AttnArgs {
   // the tensor-core kernels' layouts (tc = 1; tensorcore_attn.cu, csa_tc_*): pb is
   // [rows, heads, lmax], kf holds the keys' bf16 halves (hi [rows, lmax, dim], then lo),
   // and rlo[t] is nonzero where a key of row t has a nonzero lo half, klo[t, j] where
-  // key j does (its lo halves are written only then); tc = 2 has csa_attn_kdec load a
-  // lane's pieces of a key before widening any (csa_kdec_key_ahead), tc = 1 piece by piece
+  // key j does (its lo halves are written only then)
   unsigned* rlo;
   i64 tc;
   unsigned char* klo;  // [rows, lmax]
@@ -2324,34 +2323,6 @@ DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, b
   }
   return csa_kdec_halves_any(k, dim, d0, o, vec, lo_pass);
 }
-// csa_kdec_key_ahead: a lane's hi halves of key k (values 4·lane, 4·lane + 128, ...,
-// stored at kh + the value's offset), as csa_kdec_halves gives them piece by piece, but
-// with the code words and scale bytes of CSA_KDEC_PIECES pieces (a 512-value key's four)
-// loaded before any of them is widened and stored: csa_kdec_halves loads a piece's
-// scale byte, then (the byte allowing it) its word, then stores, and the next piece's
-// loads wait for that store (they may alias it), two dependent round trips a piece. The
-// words are loaded whatever the byte (inside the row's codes: csa_kdec_wpiece), read
-// only where csa_kdec_fast allows. Returns the lo halves' bits or'ed together.
-#define CSA_KDEC_PIECES 4
-DEVM u32 csa_kdec_key_ahead(const csa_Key& k, i64 dim, unsigned short* kh, bool vec, int lane) {
-  u32 any = 0;
-  for (i64 d00 = 4 * lane; d00 < dim; d00 += 128 * CSA_KDEC_PIECES) {
-    u32 w[CSA_KDEC_PIECES], e[CSA_KDEC_PIECES];
-    UNROLL for (int i = 0; i < CSA_KDEC_PIECES; i++) {
-      const i64 d0 = d00 + 128 * i;
-      const bool wp = csa_kdec_wpiece(k, dim, d0);
-      e[i] = wp ? csa_kdec_scale(k, dim, d0) : 0u;
-      w[i] = wp ? csa_kdec_word(k, d0) : 0u;
-    }
-    UNROLL for (int i = 0; i < CSA_KDEC_PIECES; i++) {
-      const i64 d0 = d00 + 128 * i;
-      if (d0 >= dim) break;
-      any |= csa_kdec_wpiece(k, dim, d0) ? csa_kdec_halves_w(k, dim, d0, w[i], e[i], kh + d0, vec, false)
-                                          : csa_kdec_halves_any(k, dim, d0, kh + d0, vec, false);
-    }
-  }
-  return any;
-}
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
   const i64 nd = (a.dim + 3) / 4;
   const bool vec = (a.dim & 3) == 0 && csa_al16(a.kf);
@@ -2362,12 +2333,8 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
     unsigned short* kl = kh + a.rows * a.lmax * a.dim;
     for (i64 it = GIDX; it < a.rows * a.lmax * 32; it += GSTRIDE) {
       const i64 tj = it >> 5, t = qdiv(tj, a.lmax);
-      // (tc 2: the key's record read with the row's length, not after it: kref holds
-      // rows · lmax records, so tj's is in bounds, and it is used only for a key)
-      csa_Key k;
-      if (a.tc == 2) k = a.kref[tj];
       if (qmod(tj, a.lmax) >= a.rlen[t]) continue;
-      if (a.tc != 2) k = a.kref[tj];
+      const csa_Key k = a.kref[tj];
 #ifdef DI_EMULATE
       // the key at its first lane
       if ((it & 31) != 0) continue;
@@ -2379,11 +2346,7 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
       if (any != 0) a.rlo[t] = 1;
 #else
       u32 any = 0;
-      if (a.tc == 2) {
-        any = csa_kdec_key_ahead(k, a.dim, kh + tj * a.dim, vec, (int)(it & 31));
-      } else {
-        for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false);
-      }
+      for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false);
       const bool kany = __any_sync(0xffffffffu, any != 0);  // (tj, and so the branch above, is the warp's)
       if (kany)
         for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) csa_kdec_halves(k, a.dim, d0, kl + tj * a.dim + d0, vec, true);

@@ -4,9 +4,8 @@
 // float widening, the product and the bf16 roundings) for every code of both formats
 // and every scale byte: the hi halves, the lo halves and the returned lo bits, bit for
 // bit, and the count of pieces the integer path took (it must take some).
-// Then csa_attn_kdec's device branch (a warp a (row, key)) on host fibers, with the
-// pieces widened one by one (tc 1) and loaded ahead (tc 2, csa_kdec_key_ahead), against
-// a serial widening of every key by csa_kdec_halves: every hi and lo half, klo and rlo,
+// Then csa_attn_kdec's device branch (a warp a (row, key)) on host fibers against a
+// serial widening of every key by csa_kdec_halves: every hi and lo half, klo and rlo,
 // bit for bit, on FP8 and FP4 keys (scale bytes in and out of csa_kdec_fast's range, FP8
 // NaN codes), float32 keys, empty slots, FP4 groups not a multiple of 4, rows past
 // their keys and in no view; dims of 512 (four pieces a lane), 640 (a second round of
@@ -96,7 +95,8 @@ static long kdec_launch(long dim, unsigned seed) {
       wklo[tj] = any != 0;
       if (any) wrlo[t] = 1;
     }
-  for (int tc = 1; tc <= 2; tc++) {
+  {
+    const int tc = 1;  // (the tensor-core layouts)
     // (the halves' buffer at 16 bytes, as the binder's scratch: the 8-byte stores)
     std::vector<unsigned long long> buf((2 * R * L * dim + 8) / 4 + 2);
     unsigned short* kh = (unsigned short*)buf.data();
@@ -112,13 +112,13 @@ static long kdec_launch(long dim, unsigned seed) {
     long diff = g_errors - before;
     for (long i = 0; i < 2 * R * L * dim; i++) {
       if (kh[i] != want[i] && diff < 5)
-        printf("dim %ld tc %d: %s half of row %ld key %ld value %ld: %04x, want %04x\n", dim, tc, i < R * L * dim ? "hi" : "lo",
+        printf("dim %ld (tc %d): %s half of row %ld key %ld value %ld: %04x, want %04x\n", dim, tc, i < R * L * dim ? "hi" : "lo",
                i % (R * L * dim) / dim / L, i % (R * L * dim) / dim % L, i % dim, kh[i], want[i]);
       diff += kh[i] != want[i];
     }
     for (long i = 0; i < R * L; i++) diff += klo[i] != wklo[i];
     for (long t = 0; t < R; t++) diff += (rlo[t] != 0) != (wrlo[t] != 0);
-    printf("key widening launch, dim %ld, tc %d: %ld keys (FP8 %ld, FP4 %ld, FP4 in pairs %ld, float32 %ld, empty %ld), %ld differ\n", dim, tc,
+    printf("key widening launch, dim %ld (tc %d): %ld keys (FP8 %ld, FP4 %ld, FP4 in pairs %ld, float32 %ld, empty %ld), %ld differ\n", dim, tc,
            kinds[0] + kinds[1] + kinds[2] + kinds[3] + kinds[4] + kinds[5], kinds[0], kinds[1], kinds[4], kinds[2], kinds[3] + kinds[5], diff);
     bad += diff;
   }
