@@ -2315,8 +2315,26 @@ DEV u32 csa_kdec_scale(const csa_Key& k, i64 dim, i64 d0) {
   return k.p[csa_code_bytes(k.fmt, dim) + (u32)d0 / (u32)k.g];
 }
 // csa_kdec_halves: csa_kdec_halves_any's halves, the FP8 and FP4 pieces of one scale
-// group whose scale csa_kdec_fast allows (and no FP8 NaN code) by the integer widening.
+// group whose scale csa_kdec_fast allows (and no FP8 NaN code) by the integer widening,
+// and the pieces of FP4 keys with E4M3 scales (fmt 3: V4.1's compressed entries) whose
+// scale byte is not NaN by one float32 product a value: a code's value has at most two
+// significant bits and an E4M3 scale's at most four, so every product is zero or a
+// normal float of magnitude 2^-10 to 2,688 with at most six significant bits, exact in
+// bf16: its hi half is the product's top 16 bits and its lo half 0, as the float path's
+// two roundings give (TestKeyWideningIntegerPath: every code and scale byte).
 DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass) {
+  if (k.p && k.fmt == 3 && d0 + 4 <= dim && (k.g & 3) == 0) {
+    const u32 e = csa_kdec_scale(k, dim, d0);
+    if ((e & 0x7f) != 0x7f) {
+      const float sc = e4m3_f32((unsigned char)e);
+      const u32 x = csa_kdec_word(k, d0);
+      u32 h[4];
+      UNROLL for (int u = 0; u < 4; u++) h[u] = bits_f32(e2m1_f32((unsigned char)((x >> (4 * u)) & 15)) * sc) >> 16;
+      const u32 z[4] = {0, 0, 0, 0};
+      csa_kdec_store(o, lo_pass ? z : h, d0, dim, vec);
+      return 0;
+    }
+  }
   if (csa_kdec_wpiece(k, dim, d0)) {
     const u32 e = csa_kdec_scale(k, dim, d0);
     if (csa_kdec_fast(k.fmt, e)) return csa_kdec_halves_w(k, dim, d0, csa_kdec_word(k, d0), e, o, vec, lo_pass);

@@ -7,7 +7,7 @@
 // Then csa_attn_kdec's device branch (a warp a (row, key)) on host fibers against a
 // serial widening of every key by csa_kdec_halves: every hi and lo half, klo and rlo,
 // bit for bit, on FP8 and FP4 keys (scale bytes in and out of csa_kdec_fast's range, FP8
-// NaN codes), float32 keys, empty slots, FP4 groups not a multiple of 4, rows past
+// NaN codes), FP4 keys with E4M3 scales (NaN scales among them), float32 keys, empty slots, FP4 groups not a multiple of 4, rows past
 // their keys and in no view; dims of 512 (four pieces a lane), 640 (a second round of
 // pieces), 72 and 70 (fewer than a warp's 128 values, not a multiple of 4).
 #include <random>
@@ -35,11 +35,11 @@ static long kdec_fmt(long fmt) {
                  a[2], a[3], ra, b[0], b[1], b[2], b[3], rb, lo ? "lo" : "hi");
         bad += differ;
       }
-      fast += csa_kdec_fast(fmt, (u32)sc);
+      fast += fmt == 3 ? (sc & 0x7f) != 0x7f : csa_kdec_fast(fmt, (u32)sc);
     }
   }
   printf("key widening, format %ld: %ld pieces of every code and scale byte, %ld by the integer path, %ld differ\n", fmt, 256 * dim / 4, fast, bad);
-  return bad || fast == 0;
+  return bad || (fmt != 3 && fast == 0);
 }
 
 static long kdec_launch(long dim, unsigned seed) {
@@ -54,8 +54,8 @@ static long kdec_launch(long dim, unsigned seed) {
       const long kind = (t * L + j + (long)seed) % 6;  // (every kind in every case)
       kinds[kind]++;
       csa_Key k = {nullptr, 1, 32};
-      if (kind == 0 || kind == 1 || kind == 4) {  // FP8 (0), FP4 (1) or FP4 in groups of 2 (4)
-        const long fmt = kind == 0 ? 1 : 2, g = kind == 4 ? 2 : 32, ng = (dim + g - 1) / g;
+      if (kind == 0 || kind == 1 || kind == 4 || kind == 5) {  // FP8 (0), FP4 (1), FP4 in groups of 2 (4), FP4 with E4M3 scales (5)
+        const long fmt = kind == 0 ? 1 : kind == 5 ? 3 : 2, g = kind == 4 ? 2 : kind == 5 ? 16 : 32, ng = (dim + g - 1) / g;
         const long cb = fmt == 1 ? dim : (dim + 1) / 2;
         std::vector<unsigned char> row(cb + ng);
         for (long i = 0; i < cb; i++) {
@@ -66,6 +66,7 @@ static long kdec_launch(long dim, unsigned seed) {
         for (long i = 0; i < ng; i++) {
           const unsigned r = rng() % 16;  // mostly in csa_kdec_fast's range, now and then at its ends
           row[cb + i] = (unsigned char)(r == 0 ? rng() % 12 : r == 1 ? 244 + rng() % 12 : 110 + rng() % 30);
+          if (fmt == 3) row[cb + i] = (unsigned char)(r == 0 ? 0x7f : rng());  // any E4M3 scale, NaN now and then
         }
         rows.push_back(row);
         k = {rows.back().data(), fmt, g};
@@ -78,7 +79,7 @@ static long kdec_launch(long dim, unsigned seed) {
         }
         rows.push_back(row);
         k = {rows.back().data(), 0, 1};
-      }  // kind 3, 5: an empty slot
+      }  // kind 3: an empty slot
       kref[t * L + j] = k;
     }
   long bad = 0;
@@ -118,8 +119,8 @@ static long kdec_launch(long dim, unsigned seed) {
     }
     for (long i = 0; i < R * L; i++) diff += klo[i] != wklo[i];
     for (long t = 0; t < R; t++) diff += (rlo[t] != 0) != (wrlo[t] != 0);
-    printf("key widening launch, dim %ld (tc %d): %ld keys (FP8 %ld, FP4 %ld, FP4 in pairs %ld, float32 %ld, empty %ld), %ld differ\n", dim, tc,
-           kinds[0] + kinds[1] + kinds[2] + kinds[3] + kinds[4] + kinds[5], kinds[0], kinds[1], kinds[4], kinds[2], kinds[3] + kinds[5], diff);
+    printf("key widening launch, dim %ld (tc %d): %ld keys (FP8 %ld, FP4 %ld, FP4 in pairs %ld, FP4 of E4M3 scales %ld, float32 %ld, empty %ld), %ld differ\n", dim, tc,
+           kinds[0] + kinds[1] + kinds[2] + kinds[3] + kinds[4] + kinds[5], kinds[0], kinds[1], kinds[4], kinds[5], kinds[2], kinds[3], diff);
     bad += diff;
   }
   long lo = 0;
@@ -132,7 +133,7 @@ static long kdec_launch(long dim, unsigned seed) {
 }
 
 int main() {
-  long bad = kdec_fmt(1) + kdec_fmt(2);
+  long bad = kdec_fmt(1) + kdec_fmt(2) + kdec_fmt(3);
   for (long dim : {512L, 640L, 72L, 70L}) bad += kdec_launch(dim, (unsigned)(dim * 31 + 7));
   printf(bad ? "FAIL\n" : "PASS\n");
   return bad ? 1 : 0;
