@@ -2281,39 +2281,6 @@ DEV u32 csa_fp8_bf16(u32 c, u32 sc) {
   }
   return s | (b + ((sc - 127) << 7));
 }
-// csa_kdec_halves_w: csa_kdec_halves' halves of the piece at d0 whose code word x and
-// scale byte e are already loaded (x only read where csa_kdec_fast allows e).
-DEVM u32 csa_kdec_halves_w(const csa_Key& k, i64 dim, i64 d0, u32 x, u32 e, unsigned short* o, bool vec, bool lo_pass) {
-  if (csa_kdec_fast(k.fmt, e)) {
-    u32 h[4];
-    bool nan = false;
-    if (k.fmt == 1) {
-      UNROLL for (int u = 0; u < 4; u++) {
-        const u32 b = (x >> (8 * u)) & 0xff;
-        nan |= (b & 0x7f) == 0x7f;
-        h[u] = csa_fp8_bf16(b, e);
-      }
-    } else {
-      UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
-    }
-    if (!nan) {
-      const u32 z[4] = {0, 0, 0, 0};
-      csa_kdec_store(o, lo_pass ? z : h, d0, dim, vec);
-      return 0;
-    }
-  }
-  return csa_kdec_halves_any(k, dim, d0, o, vec, lo_pass);
-}
-// csa_kdec_wpiece: whether the piece at d0 of key k is one csa_kdec_halves_w may take
-// (an FP8 or FP4 key, groups of a multiple of 4 values, four values left).
-DEV bool csa_kdec_wpiece(const csa_Key& k, i64 dim, i64 d0) {
-  return k.p && (k.fmt == 1 || k.fmt == 2) && d0 + 4 <= dim && (k.g & 3) == 0;
-}
-// csa_kdec_scale: the scale byte of the piece at d0 (a csa_kdec_wpiece).
-DEV u32 csa_kdec_scale(const csa_Key& k, i64 dim, i64 d0) {
-  // (as csa_kdec4: 0 ≤ d0 < dim and 0 < g fit 32 bits, so a 32-bit division)
-  return k.p[csa_code_bytes(k.fmt, dim) + (u32)d0 / (u32)k.g];
-}
 // csa_kdec_halves: csa_kdec_halves_any's halves, the FP8 and FP4 pieces of one scale
 // group whose scale csa_kdec_fast allows (and no FP8 NaN code) by the integer widening,
 // and the pieces of FP4 keys with E4M3 scales (fmt 3: V4.1's compressed entries) whose
@@ -2323,21 +2290,31 @@ DEV u32 csa_kdec_scale(const csa_Key& k, i64 dim, i64 d0) {
 // bf16: its hi half is the product's top 16 bits and its lo half 0, as the float path's
 // two roundings give (TestKeyWideningIntegerPath: every code and scale byte).
 DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass) {
-  if (k.p && k.fmt == 3 && d0 + 4 <= dim && (k.g & 3) == 0) {
-    const u32 e = csa_kdec_scale(k, dim, d0);
-    if ((e & 0x7f) != 0x7f) {
-      const float sc = e4m3_f32((unsigned char)e);
-      const u32 x = csa_kdec_word(k, d0);
+  if (k.p && k.fmt >= 1 && k.fmt <= 3 && d0 + 4 <= dim && (k.g & 3) == 0) {
+    const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
+    const u32 e = sc[(u32)d0 / (u32)k.g];  // (as csa_kdec4: 0 ≤ d0 < dim, 0 < g fit 32 bits)
+    if (k.fmt == 3 ? (e & 0x7f) != 0x7f : csa_kdec_fast(k.fmt, e)) {
       u32 h[4];
-      UNROLL for (int u = 0; u < 4; u++) h[u] = bits_f32(e2m1_f32((unsigned char)((x >> (4 * u)) & 15)) * sc) >> 16;
-      const u32 z[4] = {0, 0, 0, 0};
-      csa_kdec_store(o, lo_pass ? z : h, d0, dim, vec);
-      return 0;
+      bool nan = false;
+      const u32 x = csa_kdec_word(k, d0);
+      if (k.fmt == 1) {
+        UNROLL for (int u = 0; u < 4; u++) {
+          const u32 b = (x >> (8 * u)) & 0xff;
+          nan |= (b & 0x7f) == 0x7f;
+          h[u] = csa_fp8_bf16(b, e);
+        }
+      } else if (k.fmt == 2) {
+        UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
+      } else {
+        const float s = e4m3_f32((unsigned char)e);
+        UNROLL for (int u = 0; u < 4; u++) h[u] = bits_f32(e2m1_f32((unsigned char)((x >> (4 * u)) & 15)) * s) >> 16;
+      }
+      if (!nan) {
+        const u32 z[4] = {0, 0, 0, 0};
+        csa_kdec_store(o, lo_pass ? z : h, d0, dim, vec);
+        return 0;
+      }
     }
-  }
-  if (csa_kdec_wpiece(k, dim, d0)) {
-    const u32 e = csa_kdec_scale(k, dim, d0);
-    if (csa_kdec_fast(k.fmt, e)) return csa_kdec_halves_w(k, dim, d0, csa_kdec_word(k, d0), e, o, vec, lo_pass);
   }
   return csa_kdec_halves_any(k, dim, d0, o, vec, lo_pass);
 }
