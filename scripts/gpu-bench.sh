@@ -27,7 +27,9 @@
 # LONG_TIMEOUT; LONG_MODEL may name both, "v4 v41"), PREFILL (a prompt length: one prompt prefilled in one chunk in the
 # fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
-# (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512),
+# (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512;
+# PEER_COMPILE=1 times it again under torch.compile, PEER_COMPILE_BATCH, PEER_COMPILE_TIMEOUT
+# default 240 s, into OUT/peer.compile.txt),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context,
 # the batch sizes CMP_BATCH if set;
@@ -339,6 +341,12 @@ PY
 	if [ -n "${PEER:-}" ]; then
 		echo "==== peer: transformers"
 		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.txt" | grep -v Warning
+		if [ -n "${PEER_COMPILE:-}" ]; then
+			echo "==== peer: transformers under torch.compile"
+			timeout "${PEER_COMPILE_TIMEOUT:-240}" python3 scripts/peer-transformers.py --compile --batch "${PEER_COMPILE_BATCH:-${BATCH:-1,64,256}}" \
+				--context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.compile.txt" | grep -v Warning
+			echo "peer under torch.compile: exit status ${PIPESTATUS[0]} (124: its ${PEER_COMPILE_TIMEOUT:-240} s ran out)" | tee -a "$out/peer.compile.txt"
+		fi
 	fi
 	if [ -n "${SASS:-}" ]; then
 		# the machine code of the kernels whose names match SASS (a regular expression),
@@ -380,7 +388,7 @@ PY
 	# (what a run did not do has no file: the summary's lines are optional, not a failure)
 	grep -h "prefill of one" "$out"/*.prefill.txt 2>/dev/null || true
 	grep -h "gemm rate" "$out/gemm-rate.txt" 2>/dev/null || true
-	grep -h "peer summary" "$out/peer.txt" 2>/dev/null || true
+	grep -h "peer summary" "$out/peer.txt" "$out/peer.compile.txt" 2>/dev/null || true
 	grep -h "^trace\|scheduler\|idle" "$out"/*.trace.*.txt 2>/dev/null || true
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null || true
 }

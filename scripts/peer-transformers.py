@@ -8,7 +8,13 @@ for each batch size, then times decode steps (one token per sequence, with the c
 with CUDA events: warm-up 2, then STEPS steps; prints the median per batch size (a batch
 size that runs out of GPU memory is reported as such and the next one is timed).
 
-  python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5]
+--compile runs the model through torch.compile (default mode; the prefill and the
+decode steps are separate graphs, and a decode step's cache grows every step, so the
+first steps recompile): warm-up 4 steps instead of 2, the compile time of the warm-up
+printed; a compile that fails is reported with its error and the batch sizes after it
+are not tried (the issue asks for torch.compile "if it runs").
+
+  python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5] [--compile]
 """
 import argparse, json, os, statistics, sys, time
 
@@ -20,6 +26,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--batch", default="1,64,256")
 ap.add_argument("--context", type=int, default=512)
 ap.add_argument("--steps", type=int, default=5)
+ap.add_argument("--compile", action="store_true")
 ap.add_argument("--fixture", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny-v4-dev", "config.json"))
 args = ap.parse_args()
 
@@ -44,44 +51,64 @@ with torch.device("cuda"):
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 model.eval()
 params = sum(p.numel() for p in model.parameters())
+mode = "torch.compile" if args.compile else "eager"
 print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}: "
-      f"{cfg.num_hidden_layers} layers, {params/1e9:.2f} B parameters (bf16), built in {time.time()-t0:.1f} s", flush=True)
+      f"{cfg.num_hidden_layers} layers, {params/1e9:.2f} B parameters (bf16), built in {time.time()-t0:.1f} s, {mode}", flush=True)
+run = model
+warm = 2
+if args.compile:
+    run = torch.compile(model)
+    warm = 4
 
 rows = []
 for B in [int(b) for b in args.batch.split(",")]:
     cache = out = ids = None
     oom = False
+    failed = None
     try:
         with torch.no_grad():
             ids = torch.randint(3, cfg.vocab_size, (B, args.context), device="cuda")
-            out = model(input_ids=ids, use_cache=True)
+            tw = time.time()
+            out = run(input_ids=ids, use_cache=True)
             cache = out.past_key_values
             nxt = out.logits[:, -1:].argmax(-1)
             times = []
-            for i in range(2 + args.steps):
+            for i in range(warm + args.steps):
+                if i == warm and args.compile:
+                    print(f"batch {B}: prefill and {warm} warm-up steps (compiling) took {time.time()-tw:.1f} s", flush=True)
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
-                out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+                out = run(input_ids=nxt, past_key_values=cache, use_cache=True)
                 e1.record()
                 torch.cuda.synchronize()
                 cache = out.past_key_values
                 nxt = out.logits[:, -1:].argmax(-1)
-                if i >= 2:
+                if i >= warm:
                     times.append(e0.elapsed_time(e1))
     except torch.OutOfMemoryError:
         # (eager attention's scores of a batch-256 prefill need more than an 80 GB card)
         oom = True
+    except Exception as e:  # a compile that does not run: reported, not timed
+        if not args.compile:
+            raise
+        failed = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:400]
+    if failed:
+        cache = out = ids = None
+        torch.cuda.empty_cache()
+        print(f"batch {B}, context {args.context}: torch.compile failed, not timed ({failed})", flush=True)
+        rows.append((B, None, "compile failed"))
+        break  # (the next batch sizes would fail the same way, after as long a compile)
     if oom:  # (outside the handler: its traceback no longer holds the step's tensors)
         cache = out = ids = None
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info()
         print(f"batch {B}, context {args.context}: out of GPU memory, not timed ({free/2**30:.1f} of "
               f"{total/2**30:.1f} GiB free after it)", flush=True)
-        rows.append((B, None, []))
+        rows.append((B, None, "out of memory"))
         continue
     med = statistics.median(times)
     rows.append((B, med, times))
     print(f"batch {B}, context {args.context}: median decode step {med:.2f} ms over {len(times)} steps ({', '.join(f'{t:.2f}' for t in times)})", flush=True)
     del cache, out
     torch.cuda.empty_cache()
-print("peer summary (ms per decode step): " + ", ".join(f"batch {b}: " + (f"{m:.2f}" if m is not None else "out of memory") for b, m, _ in rows))
+print(f"peer summary ({mode}, ms per decode step): " + ", ".join(f"batch {b}: " + (f"{m:.2f}" if m is not None else t) for b, m, t in rows))
