@@ -2289,10 +2289,12 @@ DEV u32 csa_fp8_bf16(u32 c, u32 sc) {
 // normal float of magnitude 2^-10 to 2,688 with at most six significant bits, exact in
 // bf16: its hi half is the product's top 16 bits and its lo half 0, as the float path's
 // two roundings give (TestKeyWideningIntegerPath: every code and scale byte).
-DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass) {
+// gsh: log2 of k.g where the caller found it a power of two (the scale's index a shift),
+// else -1 (a 32-bit division, as csa_kdec4: 0 ≤ d0 < dim, 0 < g fit 32 bits).
+DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass, int gsh = -1) {
   if (k.p && k.fmt >= 1 && k.fmt <= 3 && d0 + 4 <= dim && (k.g & 3) == 0) {
     const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
-    const u32 e = sc[(u32)d0 / (u32)k.g];  // (as csa_kdec4: 0 ≤ d0 < dim, 0 < g fit 32 bits)
+    const u32 e = sc[gsh >= 0 ? (u32)d0 >> gsh : (u32)d0 / (u32)k.g];
     if (k.fmt == 3 ? (e & 0x7f) != 0x7f : csa_kdec_fast(k.fmt, e)) {
       u32 h[4];
       bool nan = false;
@@ -2328,7 +2330,7 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
     unsigned short* kl = kh + a.rows * a.lmax * a.dim;
     for (i64 it = GIDX; it < a.rows * a.lmax * 32; it += GSTRIDE) {
       const i64 tj = it >> 5, t = qdiv(tj, a.lmax);
-      if (qmod(tj, a.lmax) >= a.rlen[t]) continue;
+      if (tj - t * a.lmax >= a.rlen[t]) continue;
       const csa_Key k = a.kref[tj];
 #ifdef DI_EMULATE
       // the key at its first lane
@@ -2340,11 +2342,13 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
       a.klo[tj] = any != 0;
       if (any != 0) a.rlo[t] = 1;
 #else
+      // (the scale's index a shift where the group is a power of two: V4.1's 32 and 128)
+      const int gsh = k.g > 0 && k.g <= (1 << 30) && (k.g & (k.g - 1)) == 0 ? __popc((u32)(k.g - 1)) : -1;
       u32 any = 0;
-      for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false);
+      for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false, gsh);
       const bool kany = __any_sync(0xffffffffu, any != 0);  // (tj, and so the branch above, is the warp's)
       if (kany)
-        for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) csa_kdec_halves(k, a.dim, d0, kl + tj * a.dim + d0, vec, true);
+        for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) csa_kdec_halves(k, a.dim, d0, kl + tj * a.dim + d0, vec, true, gsh);
       if ((it & 31) == 0) {
         a.klo[tj] = kany;
         if (kany) atomicOr(a.rlo + t, 1u);

@@ -4,9 +4,10 @@
 // float widening, the product and the bf16 roundings) for every code of both formats
 // and every scale byte: the hi halves, the lo halves and the returned lo bits, bit for
 // bit, and the count of pieces the integer path took (it must take some).
+// Both with the scale's index by division and by a shift.
 // Then csa_attn_kdec's device branch (a warp a (row, key)) on host fibers against a
 // serial widening of every key by csa_kdec_halves: every hi and lo half, klo and rlo,
-// bit for bit, on FP8 and FP4 keys (scale bytes in and out of csa_kdec_fast's range, FP8
+// bit for bit, on FP8 keys (groups of 32 and of 12) and FP4 keys (scale bytes in and out of csa_kdec_fast's range, FP8
 // NaN codes), FP4 keys with E4M3 scales (NaN scales among them), float32 keys, empty slots, FP4 groups not a multiple of 4, rows past
 // their keys and in no view; dims of 512 (four pieces a lane), 640 (a second round of
 // pieces), 72 and 70 (fewer than a warp's 128 values, not a multiple of 4).
@@ -27,9 +28,12 @@ static long kdec_fmt(long fmt) {
     for (long d0 = 0; d0 < dim; d0 += 4) {
       for (int lo = 0; lo < 2; lo++) {
         unsigned short a[4] = {1, 1, 1, 1}, b[4] = {2, 2, 2, 2};
+        unsigned short c[4] = {3, 3, 3, 3};
         const u32 ra = csa_kdec_halves(k, dim, d0, a, false, lo != 0);
         const u32 rb = csa_kdec_halves_any(k, dim, d0, b, false, lo != 0);
-        const bool differ = ra != rb || a[0] != b[0] || a[1] != b[1] || a[2] != b[2] || a[3] != b[3];
+        const u32 rc = csa_kdec_halves(k, dim, d0, c, false, lo != 0, 5);  // (the scale's index by a shift: g = 32)
+        const bool differ = ra != rb || a[0] != b[0] || a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || rc != ra || c[0] != a[0] ||
+                            c[1] != a[1] || c[2] != a[2] || c[3] != a[3];
         if (differ && bad < 5)
           printf("fmt %ld scale %d values %ld..: %04x %04x %04x %04x (%x) against %04x %04x %04x %04x (%x), %s halves\n", fmt, sc, d0, a[0], a[1],
                  a[2], a[3], ra, b[0], b[1], b[2], b[3], rb, lo ? "lo" : "hi");
@@ -55,7 +59,9 @@ static long kdec_launch(long dim, unsigned seed) {
       kinds[kind]++;
       csa_Key k = {nullptr, 1, 32};
       if (kind == 0 || kind == 1 || kind == 4 || kind == 5) {  // FP8 (0), FP4 (1), FP4 in groups of 2 (4), FP4 with E4M3 scales (5)
-        const long fmt = kind == 0 ? 1 : kind == 5 ? 3 : 2, g = kind == 4 ? 2 : kind == 5 ? 16 : 32, ng = (dim + g - 1) / g;
+        // (FP8 keys of odd j in groups of 12: a multiple of 4 that is not a power of two,
+        // whose scale index the device branch finds by division, the others by a shift)
+        const long fmt = kind == 0 ? 1 : kind == 5 ? 3 : 2, g = kind == 4 ? 2 : kind == 5 ? 16 : kind == 0 && (j & 1) ? 12 : 32, ng = (dim + g - 1) / g;
         const long cb = fmt == 1 ? dim : (dim + 1) / 2;
         std::vector<unsigned char> row(cb + ng);
         for (long i = 0; i < cb; i++) {
