@@ -8,11 +8,14 @@ for each batch size, then times decode steps (one token per sequence, with the c
 with CUDA events: warm-up 2, then STEPS steps; prints the median per batch size (a batch
 size that runs out of GPU memory is reported as such and the next one is timed).
 
---compile runs the model through torch.compile (default mode; the prefill and the
-decode steps are separate graphs, and a decode step's cache grows every step, so the
-first steps recompile): warm-up 4 steps instead of 2, the compile time of the warm-up
-printed; a compile that fails is reported with its error and the batch sizes after it
-are not tried (the issue asks for torch.compile "if it runs").
+--compile runs the model through torch.compile (default mode) with its shapes marked
+dynamic: a decode step's cache is one longer than the last step's, and with static
+shapes every step recompiled until dynamo's recompile limit and then ran eager (run 45a);
+the limit is raised too. Warm-up 6 steps instead of 2, each warm-up step's time printed
+(the compiles among them), the prefill's and warm-up's wall time printed; a compile that
+fails is reported with its error and the batch sizes after it are not tried (the issue
+asks for torch.compile "if it runs"). The process ends with os._exit after its summary
+(45a's compiled run did not exit within its limit after printing it).
 
   python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5] [--compile]
 """
@@ -57,8 +60,11 @@ print(f"transformers {transformers.__version__}, torch {torch.__version__}, {tor
 run = model
 warm = 2
 if args.compile:
-    run = torch.compile(model)
-    warm = 4
+    for knob in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 64)
+    run = torch.compile(model, dynamic=True)
+    warm = 6
 
 rows = []
 for B in [int(b) for b in args.batch.split(",")]:
@@ -73,9 +79,11 @@ for B in [int(b) for b in args.batch.split(",")]:
             cache = out.past_key_values
             nxt = out.logits[:, -1:].argmax(-1)
             times = []
+            wt = []
             for i in range(warm + args.steps):
                 if i == warm and args.compile:
-                    print(f"batch {B}: prefill and {warm} warm-up steps (compiling) took {time.time()-tw:.1f} s", flush=True)
+                    print(f"batch {B}: prefill and {warm} warm-up steps (compiling) took {time.time()-tw:.1f} s; "
+                          f"the warm-up steps {', '.join(f'{t:.2f}' for t in wt)} ms", flush=True)
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
                 out = run(input_ids=nxt, past_key_values=cache, use_cache=True)
@@ -83,8 +91,7 @@ for B in [int(b) for b in args.batch.split(",")]:
                 torch.cuda.synchronize()
                 cache = out.past_key_values
                 nxt = out.logits[:, -1:].argmax(-1)
-                if i >= warm:
-                    times.append(e0.elapsed_time(e1))
+                (times if i >= warm else wt).append(e0.elapsed_time(e1))
     except torch.OutOfMemoryError:
         # (eager attention's scores of a batch-256 prefill need more than an 80 GB card)
         oom = True
@@ -111,4 +118,7 @@ for B in [int(b) for b in args.batch.split(",")]:
     print(f"batch {B}, context {args.context}: median decode step {med:.2f} ms over {len(times)} steps ({', '.join(f'{t:.2f}' for t in times)})", flush=True)
     del cache, out
     torch.cuda.empty_cache()
-print(f"peer summary ({mode}, ms per decode step): " + ", ".join(f"batch {b}: " + (f"{m:.2f}" if m is not None else t) for b, m, t in rows))
+print(f"peer summary ({mode}, ms per decode step): " + ", ".join(f"batch {b}: " + (f"{m:.2f}" if m is not None else t) for b, m, t in rows), flush=True)
+if args.compile:
+    sys.stdout.flush()
+    os._exit(0)  # (not the interpreter's shutdown, which waited on the compiler's workers)
