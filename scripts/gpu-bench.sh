@@ -29,7 +29,7 @@
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512;
 # PEER_COMPILE=1 times it again under torch.compile, PEER_COMPILE_BATCH, PEER_COMPILE_TIMEOUT
-# default 240 s, into OUT/peer.compile.txt),
+# default 360 s: run 45d did not finish compiling batch 1 in 140 s; into OUT/peer.compile.txt),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context,
 # the batch sizes CMP_BATCH if set;
@@ -343,9 +343,9 @@ PY
 		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.txt" | grep -v Warning
 		if [ -n "${PEER_COMPILE:-}" ]; then
 			echo "==== peer: transformers under torch.compile"
-			timeout "${PEER_COMPILE_TIMEOUT:-240}" python3 scripts/peer-transformers.py --compile --batch "${PEER_COMPILE_BATCH:-${BATCH:-1,64,256}}" \
+			timeout "${PEER_COMPILE_TIMEOUT:-360}" python3 scripts/peer-transformers.py --compile --batch "${PEER_COMPILE_BATCH:-${BATCH:-1,64,256}}" \
 				--context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.compile.txt" | grep -v Warning
-			echo "peer under torch.compile: exit status ${PIPESTATUS[0]} (124: its ${PEER_COMPILE_TIMEOUT:-240} s ran out)" | tee -a "$out/peer.compile.txt"
+			echo "peer under torch.compile: exit status ${PIPESTATUS[0]} (124: its ${PEER_COMPILE_TIMEOUT:-360} s ran out)" | tee -a "$out/peer.compile.txt"
 		fi
 	fi
 	if [ -n "${SASS:-}" ]; then
