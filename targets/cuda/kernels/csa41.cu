@@ -2320,6 +2320,51 @@ DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, b
   }
   return csa_kdec_halves_any(k, dim, d0, o, vec, lo_pass);
 }
+// csa_kdec_key_hi: the hi halves of a lane's pieces of key k (values d0, d0 + 128, ...
+// from d0 = 4 · lane) into o (the key's row of kh), for a key whose format (FP8, FP4, or
+// FP4 with E4M3 scales: F = k.fmt) and group (a multiple of 4, 2^gsh) were tested once
+// for the key rather than once a piece, in 32-bit offsets: each piece as
+// csa_kdec_halves gives it (its integer or one-product path where the scale byte
+// allows, else csa_kdec_halves_any; the piece past the last whole one too). It returns
+// the pieces' lo bits or'ed together.
+// csa_e2m1_bits: e2m1_f32's bits (the FP4 code c's value as a float32), from the code
+// directly: magnitudes 2-7 are 0x3f000000 + m · 2^22 (1, 1.5, 2, 3, 4, 6), 1 is 0.5.
+DEV u32 csa_e2m1_bits(u32 c) {
+  const u32 m = c & 7;
+  return (c & 8) << 28 | (m > 1 ? 0x3f000000u + (m << 22) : m ? 0x3f000000u : 0u);
+}
+template <int F>
+DEVM u32 csa_kdec_key_hi(const csa_Key& k, u32 dim, u32 d0, unsigned short* o, bool vec, int gsh) {
+  const unsigned char* sc = k.p + (F == 1 ? dim : dim / 2);
+  u32 any = 0;
+  for (; d0 + 4 <= dim; d0 += 128) {
+    const u32 e = sc[d0 >> gsh];
+    u32 h[4];
+    bool ok;
+    if constexpr (F == 3) {
+      ok = (e & 0x7f) != 0x7f;
+      const float s = e4m3_f32((unsigned char)e);
+      const u32 x = (u32)k.p[d0 / 2] | (u32)k.p[d0 / 2 + 1] << 8;
+      UNROLL for (int u = 0; u < 4; u++) h[u] = bits_f32(f32_bits(csa_e2m1_bits(x >> (4 * u))) * s) >> 16;
+    } else if constexpr (F == 2) {
+      ok = csa_kdec_fast(2, e);
+      const u32 x = (u32)k.p[d0 / 2] | (u32)k.p[d0 / 2 + 1] << 8;
+      UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
+    } else {
+      ok = csa_kdec_fast(1, e);
+      const u32 x = csa_kdec_word(k, d0);
+      UNROLL for (int u = 0; u < 4; u++) {
+        const u32 b = (x >> (8 * u)) & 0xff;
+        ok = ok && (b & 0x7f) != 0x7f;
+        h[u] = csa_fp8_bf16(b, e);
+      }
+    }
+    if (ok) csa_kdec_store(o + d0, h, d0, dim, vec);
+    else any |= csa_kdec_halves_any(k, dim, d0, o + d0, vec, false);
+  }
+  if (d0 < dim) any |= csa_kdec_halves_any(k, dim, d0, o + d0, vec, false);
+  return any;
+}
 KERNEL(csa_attn_kdec, csa_AttnArgs) {
   const i64 nd = (a.dim + 3) / 4;
   const bool vec = (a.dim & 3) == 0 && csa_al16(a.kf);
@@ -2345,7 +2390,15 @@ KERNEL(csa_attn_kdec, csa_AttnArgs) {
       // (the scale's index a shift where the group is a power of two: V4.1's 32 and 128)
       const int gsh = k.g > 0 && k.g <= (1 << 30) && (k.g & (k.g - 1)) == 0 ? __popc((u32)(k.g - 1)) : -1;
       u32 any = 0;
-      for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false, gsh);
+      // (a key of a block format whose group is a power of two and a multiple of 4 — every
+      // key of V4.1's plans but the float32 ones — tested once: csa_kdec_key_hi)
+      const bool once = k.p && k.fmt >= 1 && k.fmt <= 3 && (k.g & 3) == 0 && gsh >= 0 && a.dim < (1ll << 31);
+      const u32 l4 = 4 * (u32)(it & 31);
+      if (once && k.fmt == 3) any = csa_kdec_key_hi<3>(k, (u32)a.dim, l4, kh + tj * a.dim, vec, gsh);
+      else if (once && k.fmt == 2) any = csa_kdec_key_hi<2>(k, (u32)a.dim, l4, kh + tj * a.dim, vec, gsh);
+      else if (once) any = csa_kdec_key_hi<1>(k, (u32)a.dim, l4, kh + tj * a.dim, vec, gsh);
+      else
+        for (i64 d0 = l4; d0 < a.dim; d0 += 128) any |= csa_kdec_halves(k, a.dim, d0, kh + tj * a.dim + d0, vec, false, gsh);
       const bool kany = __any_sync(0xffffffffu, any != 0);  // (tj, and so the branch above, is the warp's)
       if (kany)
         for (i64 d0 = 4 * (it & 31); d0 < a.dim; d0 += 128) csa_kdec_halves(k, a.dim, d0, kl + tj * a.dim + d0, vec, true, gsh);

@@ -4,7 +4,8 @@
 // float widening, the product and the bf16 roundings) for every code of both formats
 // and every scale byte: the hi halves, the lo halves and the returned lo bits, bit for
 // bit, and the count of pieces the integer path took (it must take some).
-// Both with the scale's index by division and by a shift.
+// Both with the scale's index by division and by a shift, and csa_attn_kdec's per-key
+// form (csa_kdec_key_hi) against it for every code and scale byte.
 // Then csa_attn_kdec's device branch (a warp a (row, key)) on host fibers against a
 // serial widening of every key by csa_kdec_halves: every hi and lo half, klo and rlo,
 // bit for bit, on FP8 keys (groups of 32 and of 12) and FP4 keys (scale bytes in and out of csa_kdec_fast's range, FP8
@@ -41,6 +42,25 @@ static long kdec_fmt(long fmt) {
       }
       fast += fmt == 3 ? (sc & 0x7f) != 0x7f : csa_kdec_fast(fmt, (u32)sc);
     }
+    // csa_attn_kdec's per-key form (csa_kdec_key_hi, every lane's pieces): the hi halves
+    // and the lo bits of csa_kdec_halves, piece by piece
+    std::vector<unsigned short> want(dim), got(dim, 0x5a5a);
+    u32 wany[32] = {0};
+    for (long d0 = 0; d0 < dim; d0 += 4) wany[(d0 / 4) % 32] |= csa_kdec_halves(k, dim, d0, want.data() + d0, false, false);
+    for (int lane = 0; lane < 32; lane++) {
+      const u32 any = fmt == 3   ? csa_kdec_key_hi<3>(k, (u32)dim, 4 * lane, got.data(), false, 5)
+                      : fmt == 2 ? csa_kdec_key_hi<2>(k, (u32)dim, 4 * lane, got.data(), false, 5)
+                                 : csa_kdec_key_hi<1>(k, (u32)dim, 4 * lane, got.data(), false, 5);
+      if (any != wany[lane]) {
+        if (bad < 5) printf("fmt %ld scale %d lane %d: per-key lo bits %x, want %x\n", fmt, sc, lane, any, wany[lane]);
+        bad++;
+      }
+    }
+    for (long d = 0; d < dim; d++)
+      if (got[d] != want[d]) {
+        if (bad < 5) printf("fmt %ld scale %d value %ld: per-key hi half %04x, want %04x\n", fmt, sc, d, got[d], want[d]);
+        bad++;
+      }
   }
   printf("key widening, format %ld: %ld pieces of every code and scale byte, %ld by the integer path, %ld differ\n", fmt, 256 * dim / 4, fast, bad);
   return bad || (fmt != 3 && fast == 0);
