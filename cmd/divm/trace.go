@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -90,6 +91,66 @@ type traceSummary struct {
 	AsyncSteps     int64
 	DeviceSpans    int
 	Overlaps       bool // the runtime has a device queue (else nothing is hidden)
+	// with --trace-kernels: the last decode step's launches, their summed time and the
+	// kernels that took most of it (name, launches, time), longest first
+	KernelStep     int64
+	KernelLaunches int
+	KernelTime     time.Duration
+	Kernels        []kernelTotal
+}
+
+// kernelTotal is one kernel's launches and summed time in a step.
+type kernelTotal struct {
+	Name     string
+	Launches int
+	Time     time.Duration
+}
+
+// traceTopKernels is how many kernels the summary line names.
+const traceTopKernels = 6
+
+// lastDecodeKernels totals the kernel spans of the last decode step that has any, by
+// kernel name (its class where the span names no kernel), longest first, ties by name.
+func lastDecodeKernels(dev []targets.DeviceSpan) (step int64, launches int, total time.Duration, ks []kernelTotal) {
+	step = -1
+	for _, s := range dev {
+		if s.Phase == plan.PhaseDecode && (s.Kernel != "" || s.Class != "") && s.Step > step {
+			step = s.Step
+		}
+	}
+	if step < 0 {
+		return step, 0, 0, nil
+	}
+	by := map[string]*kernelTotal{}
+	for _, s := range dev {
+		if s.Step != step || s.Phase != plan.PhaseDecode || (s.Kernel == "" && s.Class == "") {
+			continue
+		}
+		name := s.Kernel
+		if name == "" {
+			name = s.Class
+		}
+		k := by[name]
+		if k == nil {
+			k = &kernelTotal{Name: name}
+			by[name] = k
+		}
+		d := max(0, s.End.Sub(s.Start))
+		k.Launches++
+		k.Time += d
+		launches++
+		total += d
+	}
+	for _, k := range by {
+		ks = append(ks, *k)
+	}
+	slices.SortFunc(ks, func(a, b kernelTotal) int {
+		if a.Time != b.Time {
+			return cmp.Compare(b.Time, a.Time)
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return step, launches, total, ks
 }
 
 func (s traceSummary) String() string {
@@ -109,6 +170,15 @@ func (s traceSummary) String() string {
 		line += "; no two consecutive decode steps on the device timeline"
 	default:
 		line += fmt.Sprintf("; device idle between decode steps median %.1f µs, p90 %.1f µs (%d gaps)", us(s.GapP50), us(s.GapP90), s.Gaps)
+	}
+	if s.KernelLaunches > 0 {
+		line += fmt.Sprintf("\ntrace kernels: decode step %d, %d launches, %.1f µs of kernel time; longest:", s.KernelStep, s.KernelLaunches, us(s.KernelTime))
+		for i, k := range s.Kernels[:min(len(s.Kernels), traceTopKernels)] {
+			if i > 0 {
+				line += ","
+			}
+			line += fmt.Sprintf(" %s %.1f µs (%d)", k.Name, us(k.Time), k.Launches)
+		}
 	}
 	return line
 }
@@ -147,6 +217,7 @@ func hostPerStep(spans []vm.TraceSpan) []time.Duration {
 // as trace events, and summarizes them.
 func buildTrace(host []vm.TraceSpan, dev []targets.DeviceSpan, timeline bool, st vm.Stats) (traceFile, traceSummary) {
 	sum := traceSummary{Steps: st.Steps, AsyncSteps: st.AsyncSteps, Hidden: st.Hidden, DeviceGaps: timeline, DeviceSpans: len(dev)}
+	sum.KernelStep, sum.KernelLaunches, sum.KernelTime, sum.Kernels = lastDecodeKernels(dev)
 	var base time.Time
 	first := func(t time.Time) {
 		if base.IsZero() || t.Before(base) {

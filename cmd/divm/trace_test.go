@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,6 +220,53 @@ func timelineMachine(t *testing.T) *vm.Machine {
 // TestTraceTimeline runs a batch on a runtime with a device timeline and checks the
 // trace: host spans for every step, one device span per step with its kernels, and
 // idle gaps that are exactly the time between consecutive device steps.
+// TestTraceKernelSummary: with kernel spans (--trace-kernels), the summary names the
+// last decode step's launches and kernel time and its longest kernels by name (a span
+// without a kernel name by its class; the steps' own spans and the prefill's kernels
+// not counted), at most traceTopKernels of them; without kernel spans, no such line.
+func TestTraceKernelSummary(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(us int) time.Time { return t0.Add(time.Duration(us) * time.Microsecond) }
+	k := func(step int64, phase, class, kernel string, from, to int) targets.DeviceSpan {
+		return targets.DeviceSpan{Step: step, Phase: phase, Class: class, Kernel: kernel, Start: at(from), End: at(to)}
+	}
+	dev := []targets.DeviceSpan{
+		k(4, plan.PhaseDecode, "", "", 0, 100),
+		k(4, plan.PhaseDecode, "matmul", "gemm", 0, 10),
+		k(4, plan.PhaseDecode, "matmul", "gemm", 10, 30),
+		k(4, plan.PhaseDecode, "attention", "attn", 30, 55),
+		k(5, plan.PhaseDecode, "", "", 200, 300), // the step itself: not a kernel
+		k(5, plan.PhaseDecode, "matmul", "gemm", 200, 205),
+		k(5, plan.PhaseDecode, "norm", "rms", 205, 245),
+		k(5, plan.PhaseDecode, "matmul", "gemm", 245, 250),
+		k(5, plan.PhaseDecode, "rope", "", 250, 257), // named by its class
+		k(5, plan.PhaseDecode, "matmul", "gemm", 257, 262),
+		k(6, plan.PhasePrefill, "matmul", "gemm", 400, 900), // a later prefill: not counted
+	}
+	_, sum := buildTrace(nil, dev, true, vm.Stats{Steps: 6})
+	want := "\ntrace kernels: decode step 5, 5 launches, 62.0 µs of kernel time; longest: rms 40.0 µs (1), gemm 15.0 µs (3), rope 7.0 µs (1)"
+	if got := sum.String(); !strings.HasSuffix(got, want) {
+		t.Fatalf("summary %q, want it to end with %q", got, want)
+	}
+	// more kernels than the line names: the longest traceTopKernels, ties by name
+	var many []targets.DeviceSpan
+	for i := 0; i < traceTopKernels+3; i++ {
+		many = append(many, k(2, plan.PhaseDecode, "c", fmt.Sprintf("k%d", i), 0, 10+i%2))
+	}
+	_, sum = buildTrace(nil, many, true, vm.Stats{Steps: 2})
+	got := sum.String()
+	if n := strings.Count(got[strings.Index(got, "longest:"):], "µs ("); n != traceTopKernels {
+		t.Fatalf("%d kernels named, want %d: %q", n, traceTopKernels, got)
+	}
+	if !strings.Contains(got, "longest: k1 11.0 µs (1), k3 11.0 µs (1), k5 11.0 µs (1), k7 11.0 µs (1), k0 10.0 µs (1), k2 10.0 µs (1)") {
+		t.Fatalf("order of the named kernels: %q", got)
+	}
+	// no kernel spans (a plain --trace): no kernel line
+	if _, sum := buildTrace(nil, dev[:1], true, vm.Stats{}); strings.Contains(sum.String(), "trace kernels") {
+		t.Fatalf("kernel line without kernel spans: %q", sum.String())
+	}
+}
+
 func TestTraceTimeline(t *testing.T) {
 	m := timelineMachine(t)
 	path := filepath.Join(t.TempDir(), "trace.json")
