@@ -2281,85 +2281,70 @@ DEV u32 csa_fp8_bf16(u32 c, u32 sc) {
   }
   return s | (b + ((sc - 127) << 7));
 }
-// csa_kdec_halves: csa_kdec_halves_any's halves, the FP8 and FP4 pieces of one scale
-// group whose scale csa_kdec_fast allows (and no FP8 NaN code) by the integer widening,
-// and the pieces of FP4 keys with E4M3 scales (fmt 3: V4.1's compressed entries) whose
-// scale byte is not NaN by one float32 product a value: a code's value has at most two
-// significant bits and an E4M3 scale's at most four, so every product is zero or a
-// normal float of magnitude 2^-10 to 2,688 with at most six significant bits, exact in
-// bf16: its hi half is the product's top 16 bits and its lo half 0, as the float path's
-// two roundings give (TestKeyWideningIntegerPath: every code and scale byte).
-// gsh: log2 of k.g where the caller found it a power of two (the scale's index a shift),
-// else -1 (a 32-bit division, as csa_kdec4: 0 ≤ d0 < dim, 0 < g fit 32 bits).
-DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass, int gsh = -1) {
-  if (k.p && k.fmt >= 1 && k.fmt <= 3 && d0 + 4 <= dim && (k.g & 3) == 0) {
-    const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
-    const u32 e = sc[gsh >= 0 ? (u32)d0 >> gsh : (u32)d0 / (u32)k.g];
-    if (k.fmt == 3 ? (e & 0x7f) != 0x7f : csa_kdec_fast(k.fmt, e)) {
-      u32 h[4];
-      bool nan = false;
-      const u32 x = csa_kdec_word(k, d0);
-      if (k.fmt == 1) {
-        UNROLL for (int u = 0; u < 4; u++) {
-          const u32 b = (x >> (8 * u)) & 0xff;
-          nan |= (b & 0x7f) == 0x7f;
-          h[u] = csa_fp8_bf16(b, e);
-        }
-      } else if (k.fmt == 2) {
-        UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
-      } else {
-        const float s = e4m3_f32((unsigned char)e);
-        UNROLL for (int u = 0; u < 4; u++) h[u] = bits_f32(e2m1_f32((unsigned char)((x >> (4 * u)) & 15)) * s) >> 16;
-      }
-      if (!nan) {
-        const u32 z[4] = {0, 0, 0, 0};
-        csa_kdec_store(o, lo_pass ? z : h, d0, dim, vec);
-        return 0;
-      }
-    }
-  }
-  return csa_kdec_halves_any(k, dim, d0, o, vec, lo_pass);
-}
-// csa_kdec_key_hi: the hi halves of a lane's pieces of key k (values d0, d0 + 128, ...
-// from d0 = 4 · lane) into o (the key's row of kh), for a key whose format (FP8, FP4, or
-// FP4 with E4M3 scales: F = k.fmt) and group (a multiple of 4, 2^gsh) were tested once
-// for the key rather than once a piece, in 32-bit offsets: each piece as
-// csa_kdec_halves gives it (its integer or one-product path where the scale byte
-// allows, else csa_kdec_halves_any; the piece past the last whole one too). It returns
-// the pieces' lo bits or'ed together.
 // csa_e2m1_bits: e2m1_f32's bits (the FP4 code c's value as a float32), from the code
 // directly: magnitudes 2-7 are 0x3f000000 + m · 2^22 (1, 1.5, 2, 3, 4, 6), 1 is 0.5.
 DEV u32 csa_e2m1_bits(u32 c) {
   const u32 m = c & 7;
   return (c & 8) << 28 | (m > 1 ? 0x3f000000u + (m << 22) : m ? 0x3f000000u : 0u);
 }
+// csa_kdec_piece: the hi halves h of values d0..d0+3 (a whole piece of one scale group)
+// of a key of format F (k.fmt) with scale byte e, and whether they are exact with lo
+// halves 0: FP8 and FP4 pieces whose scale csa_kdec_fast allows (and no FP8 NaN code) by
+// the integer widening; FP4 pieces with E4M3 scales (fmt 3: V4.1's compressed entries)
+// whose scale byte is not NaN by one float32 product a value: a code's value has at most
+// two significant bits and an E4M3 scale's at most four, so every product is zero or a
+// normal float of magnitude 2^-10 to 2,688 with at most six significant bits, exact in
+// bf16: its hi half is the product's top 16 bits and its lo half 0, as the float path's
+// two roundings give (TestKeyWideningIntegerPath: every code and scale byte).
+template <int F>
+DEV bool csa_kdec_piece(const csa_Key& k, i64 d0, u32 e, u32 (&h)[4]) {
+  const u32 x = csa_kdec_word(k, d0);
+  if constexpr (F == 1) {
+    bool ok = csa_kdec_fast(1, e);
+    UNROLL for (int u = 0; u < 4; u++) {
+      const u32 b = (x >> (8 * u)) & 0xff;
+      ok = ok && (b & 0x7f) != 0x7f;
+      h[u] = csa_fp8_bf16(b, e);
+    }
+    return ok;
+  } else if constexpr (F == 2) {
+    UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
+    return csa_kdec_fast(2, e);
+  } else {
+    const float s = e4m3_f32((unsigned char)e);
+    UNROLL for (int u = 0; u < 4; u++) h[u] = bits_f32(f32_bits(csa_e2m1_bits(x >> (4 * u))) * s) >> 16;
+    return (e & 0x7f) != 0x7f;
+  }
+}
+// csa_kdec_halves: csa_kdec_halves_any's halves, a whole piece of a block-format key by
+// csa_kdec_piece where that allows it (the lo halves then 0). gsh: log2 of k.g where the
+// caller found it a power of two (the scale's index a shift), else -1 (a 32-bit
+// division, as csa_kdec4: 0 ≤ d0 < dim, 0 < g fit 32 bits).
+DEVM u32 csa_kdec_halves(const csa_Key& k, i64 dim, i64 d0, unsigned short* o, bool vec, bool lo_pass, int gsh = -1) {
+  if (k.p && k.fmt >= 1 && k.fmt <= 3 && d0 + 4 <= dim && (k.g & 3) == 0) {
+    const unsigned char* sc = k.p + csa_code_bytes(k.fmt, dim);
+    const u32 e = sc[gsh >= 0 ? (u32)d0 >> gsh : (u32)d0 / (u32)k.g];
+    u32 h[4];
+    if (k.fmt == 1 ? csa_kdec_piece<1>(k, d0, e, h) : k.fmt == 2 ? csa_kdec_piece<2>(k, d0, e, h) : csa_kdec_piece<3>(k, d0, e, h)) {
+      const u32 z[4] = {0, 0, 0, 0};
+      csa_kdec_store(o, lo_pass ? z : h, d0, dim, vec);
+      return 0;
+    }
+  }
+  return csa_kdec_halves_any(k, dim, d0, o, vec, lo_pass);
+}
+// csa_kdec_key_hi: csa_kdec_halves' hi halves of a lane's pieces of key k (values d0,
+// d0 + 128, ... from d0 = 4 · lane) into o (the key's row of kh), for a key whose format
+// (F = k.fmt) and group (a multiple of 4, 2^gsh) were tested once for the key rather than
+// once a piece, in 32-bit offsets (the piece past the last whole one too). It returns
+// the pieces' lo bits or'ed together.
 template <int F>
 DEVM u32 csa_kdec_key_hi(const csa_Key& k, u32 dim, u32 d0, unsigned short* o, bool vec, int gsh) {
   const unsigned char* sc = k.p + (F == 1 ? dim : dim / 2);
   u32 any = 0;
   for (; d0 + 4 <= dim; d0 += 128) {
-    const u32 e = sc[d0 >> gsh];
     u32 h[4];
-    bool ok;
-    if constexpr (F == 3) {
-      ok = (e & 0x7f) != 0x7f;
-      const float s = e4m3_f32((unsigned char)e);
-      const u32 x = (u32)k.p[d0 / 2] | (u32)k.p[d0 / 2 + 1] << 8;
-      UNROLL for (int u = 0; u < 4; u++) h[u] = bits_f32(f32_bits(csa_e2m1_bits(x >> (4 * u))) * s) >> 16;
-    } else if constexpr (F == 2) {
-      ok = csa_kdec_fast(2, e);
-      const u32 x = (u32)k.p[d0 / 2] | (u32)k.p[d0 / 2 + 1] << 8;
-      UNROLL for (int u = 0; u < 4; u++) h[u] = csa_fp4_bf16((x >> (4 * u)) & 15, e);
-    } else {
-      ok = csa_kdec_fast(1, e);
-      const u32 x = csa_kdec_word(k, d0);
-      UNROLL for (int u = 0; u < 4; u++) {
-        const u32 b = (x >> (8 * u)) & 0xff;
-        ok = ok && (b & 0x7f) != 0x7f;
-        h[u] = csa_fp8_bf16(b, e);
-      }
-    }
-    if (ok) csa_kdec_store(o + d0, h, d0, dim, vec);
+    if (csa_kdec_piece<F>(k, d0, sc[d0 >> gsh], h)) csa_kdec_store(o + d0, h, d0, dim, vec);
     else any |= csa_kdec_halves_any(k, dim, d0, o + d0, vec, false);
   }
   if (d0 < dim) any |= csa_kdec_halves_any(k, dim, d0, o + d0, vec, false);
