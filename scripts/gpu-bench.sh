@@ -29,7 +29,12 @@
 # scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512;
 # PEER_COMPILE=1 times it again under torch.compile, PEER_COMPILE_BATCH, PEER_COMPILE_TIMEOUT
-# default 360 s: run 45d did not finish compiling batch 1 in 140 s; into OUT/peer.compile.txt),
+# default 360 s: run 45d did not finish compiling batch 1 in 140 s; into OUT/peer.compile.txt;
+# PEER_EXPERTS / PEER_COMPILE_EXPERTS, transformers' experts backend of each, default its own /
+# grouped_mm),
+# CHECK_ENV='SET;SET' runs the check once with each set of assignments (an empty set: the
+# environment as it is; e.g. CHECK_ENV=';DEEPINFER_CUDA_PDL=1' plain, then with
+# programmatic dependent launches),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context,
 # the batch sizes CMP_BATCH if set;
@@ -166,9 +171,18 @@ run() {
 			tests=$(cd targets/cuda && "../../$bin/cuda.test" -test.list "$pat" 2>/dev/null | grep '^Test' | sed 's/.*/^&$/')
 		fi
 		[ -n "$tests" ] || echo "CHECK_RUN=$pat matches no test of cuda.test"
-		for tn in $tests; do
-			(cd targets/cuda && DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "$tn" -device gpu -test.v 2>&1)
-		done | tee "$out/check.txt" | grep -E "every instruction|relative error|^(--- |ok|FAIL|PASS)"
+		# CHECK_ENV: sets of assignments separated by ';', the tests run once with each
+		# (an empty set: as the environment is), e.g. ';DEEPINFER_CUDA_PDL=1'
+		local csets cset
+		IFS=';' read -ra csets <<<"${CHECK_ENV:-}"
+		[ ${#csets[@]} -gt 0 ] || csets=("")
+		[[ ${CHECK_ENV:-} == *';' ]] && csets+=("")
+		for cset in "${csets[@]}"; do
+			echo "==== check with: ${cset:-the environment as it is}"
+			for tn in $tests; do
+				(cd targets/cuda && env $cset DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "$tn" -device gpu -test.v 2>&1)
+			done
+		done | tee "$out/check.txt" | grep -E "^==== check with|every instruction|relative error|^(--- |ok|FAIL|PASS)"
 	fi
 	local m cfg layers ctx
 	for m in ${MODELS:-v4 v41}; do
@@ -340,11 +354,12 @@ PY
 	fi
 	if [ -n "${PEER:-}" ]; then
 		echo "==== peer: transformers"
-		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.txt" | grep -v Warning
+		timeout "${PEER_TIMEOUT:-150}" python3 scripts/peer-transformers.py --batch "${BATCH:-1,64,256}" --context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" \
+			${PEER_EXPERTS:+--experts "$PEER_EXPERTS"} 2>&1 | tee "$out/peer.txt" | grep -v Warning
 		if [ -n "${PEER_COMPILE:-}" ]; then
 			echo "==== peer: transformers under torch.compile"
 			timeout "${PEER_COMPILE_TIMEOUT:-360}" python3 scripts/peer-transformers.py --compile --batch "${PEER_COMPILE_BATCH:-${BATCH:-1,64,256}}" \
-				--context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" 2>&1 | tee "$out/peer.compile.txt" | grep -v Warning
+				--context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" --experts "${PEER_COMPILE_EXPERTS:-grouped_mm}" 2>&1 | tee "$out/peer.compile.txt" | grep -v Warning
 			echo "peer under torch.compile: exit status ${PIPESTATUS[0]} (124: its ${PEER_COMPILE_TIMEOUT:-360} s ran out)" | tee -a "$out/peer.compile.txt"
 		fi
 	fi

@@ -8,16 +8,24 @@ for each batch size, then times decode steps (one token per sequence, with the c
 with CUDA events: warm-up 2, then STEPS steps; prints the median per batch size (a batch
 size that runs out of GPU memory is reported as such and the next one is timed).
 
---compile runs the model through torch.compile (default mode) with its shapes marked
-dynamic: a decode step's cache is one longer than the last step's, and with static
-shapes every step recompiled until dynamo's recompile limit and then ran eager (run 45a);
-the limit is raised too. Warm-up 6 steps instead of 2, each warm-up step's time printed
-(the compiles among them), the prefill's and warm-up's wall time printed; a compile that
-fails is reported with its error and the batch sizes after it are not tried (the issue
-asks for torch.compile "if it runs"). The process ends with os._exit after its summary
-(45a's compiled run did not exit within its limit after printing it).
+--compile runs the decode steps through torch.compile (default mode) with their shapes
+marked dynamic; the prefill runs eager (one compile, of the decode step, not two). A decode
+step's cache is one longer than the last step's and the compressors' buffers cycle in
+length, and with static shapes every step recompiled until dynamo's recompile limit and
+then ran eager (run 45a: the limit reached on `buffer_kv['compressor']`'s length); the
+limit is raised too. Warm-up 6 steps instead of 2, each warm-up step's time printed (the
+compiles among them), the prefill's and warm-up's wall time printed; a compile that fails
+is reported with its error and the batch sizes after it are not tried (the issue asks for
+torch.compile "if it runs"). The process ends with os._exit after its summary (45a's
+compiled run did not exit within its limit after printing it).
 
-  python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5] [--compile]
+--experts NAME sets transformers' experts backend (set_experts_implementation: eager,
+grouped_mm, batched_mm); without it the model keeps transformers' default. The backend in
+use is printed either way. transformers' docs name grouped_mm the one that compiles
+without graph breaks (eager's loop over the experts hit is data-dependent).
+
+Usage:
+  python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5] [--compile] [--experts grouped_mm]
 """
 import argparse, json, os, statistics, sys, time
 
@@ -30,6 +38,7 @@ ap.add_argument("--batch", default="1,64,256")
 ap.add_argument("--context", type=int, default=512)
 ap.add_argument("--steps", type=int, default=5)
 ap.add_argument("--compile", action="store_true")
+ap.add_argument("--experts", default="")
 ap.add_argument("--fixture", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny-v4-dev", "config.json"))
 args = ap.parse_args()
 
@@ -53,10 +62,16 @@ t0 = time.time()
 with torch.device("cuda"):
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 model.eval()
+experts = "transformers' default"
+if args.experts:
+    model.set_experts_implementation(args.experts)  # (an unknown name raises: reported, nothing timed)
+if hasattr(model, "get_experts_implementation"):
+    experts = str(model.get_experts_implementation())
 params = sum(p.numel() for p in model.parameters())
 mode = "torch.compile" if args.compile else "eager"
 print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}: "
-      f"{cfg.num_hidden_layers} layers, {params/1e9:.2f} B parameters (bf16), built in {time.time()-t0:.1f} s, {mode}", flush=True)
+      f"{cfg.num_hidden_layers} layers, {params/1e9:.2f} B parameters (bf16), built in {time.time()-t0:.1f} s, {mode}, "
+      f"experts backend {experts}", flush=True)
 run = model
 warm = 2
 if args.compile:
@@ -75,7 +90,7 @@ for B in [int(b) for b in args.batch.split(",")]:
         with torch.no_grad():
             ids = torch.randint(3, cfg.vocab_size, (B, args.context), device="cuda")
             tw = time.time()
-            out = run(input_ids=ids, use_cache=True)
+            out = model(input_ids=ids, use_cache=True)  # (eager: the compile is the decode step's)
             cache = out.past_key_values
             nxt = out.logits[:, -1:].argmax(-1)
             times = []
@@ -118,7 +133,7 @@ for B in [int(b) for b in args.batch.split(",")]:
     print(f"batch {B}, context {args.context}: median decode step {med:.2f} ms over {len(times)} steps ({', '.join(f'{t:.2f}' for t in times)})", flush=True)
     del cache, out
     torch.cuda.empty_cache()
-print(f"peer summary ({mode}, ms per decode step): " + ", ".join(f"batch {b}: " + (f"{m:.2f}" if m is not None else t) for b, m, t in rows), flush=True)
+print(f"peer summary ({mode}, experts {experts}, ms per decode step): " + ", ".join(f"batch {b}: " + (f"{m:.2f}" if m is not None else t) for b, m, t in rows), flush=True)
 if args.compile:
     sys.stdout.flush()
     os._exit(0)  # (not the interpreter's shutdown, which waited on the compiler's workers)
