@@ -182,15 +182,22 @@ func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 }
 
 // TestQuantSplitDeviceCodeOnHostFibers runs the device branch of fast_quant_split
-// (V4.1's activation quantization and the split into bf16 halves in one launch: the
-// piece's maximum and the pairs formed by warp shuffles) on host fibers against the
+// (V4.1's activation quantization and the split into bf16 halves in one launch: a warp
+// QS_PIECES pieces, their maxima and the pairs formed by warp shuffles) on host fibers against the
 // device branches of the two launches it replaces (dense_quant, then fast_split or
 // fast_split_fp4), every half and the error word bit for bit (testdata/quant_fibers_main.cc:
 // partial pieces, padding, both pair orders, NaN, ±inf, signed zeros, bf16 ties,
-// subnormals, values past E4M3's range, a grid-stride loop over more pieces than
+// subnormals, values past E4M3's range, a row's last warp short of QS_PIECES pieces, a grid-stride loop over more pieces than
 // threads). TestQuantSplitSameValues checks the launches' choice and whole steps.
 func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
-	runOnFibers(t, "quant_fibers", fiberUnit(t, "", "testdata/quant_fibers_main.cc", "dense41.cu", "tensorcore.cu", "tensorcore_fp4.cu"), "-O1")
+	out := runOnFibers(t, "quant_fibers", fiberUnit(t, "", "testdata/quant_fibers_main.cc", "dense41.cu", "tensorcore.cu", "tensorcore_fp4.cu"), "-O1")
+	if n := strings.Count(out, " words differ from the two launches"); n != 16 {
+		t.Errorf("%d cases reported, want 16", n)
+	}
+	// the launch Go sizes is the one the kernel decodes
+	if m := regexp.MustCompile(`(?m)^#define QS_PIECES (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu")); m == nil || m[1] != fmt.Sprint(quantSplitPieces) {
+		t.Errorf("tensorcore.cu's QS_PIECES: %v, Go's %d", m, quantSplitPieces)
+	}
 }
 
 // TestRoutingDeviceCodeOnHostFibers runs the device branch of the routed experts'

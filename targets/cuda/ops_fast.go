@@ -570,8 +570,12 @@ func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mod
 	a.I(mode)
 	a.I(b2i(fp4))
 	a.P(s.Err)
-	return M * Kp // a warp a piece of 32 values
+	return M * ((Kp/32 + quantSplitPieces - 1) / quantSplitPieces) * 32 // a warp quantSplitPieces pieces of 32 values
 }
+
+// quantSplitPieces is tensorcore.cu's QS_PIECES: the pieces of 32 values of a row a warp
+// of fast_quant_split takes.
+const quantSplitPieces = 4
 
 // EnvQuantSplit set to 0 keeps V4.1's activation quantization (dense_quant) and the
 // split into bf16 halves (fast_split, fast_split_fp4) as two launches instead of

@@ -122,6 +122,31 @@ DEVM float q_act_lane32(const float* x, i64 n, i64 p, int lane, i64 mode) {
   }
   return v;
 }
+
+// q_act_lanes32 is q_act_lane32 for N pieces p0, p0 + 1, ... of the row at once (v[j] the
+// lane's value of piece p0 + j): the N loads in flight together and the N maxima's
+// shuffles interleaved, each value as q_act_lane32 leaves it (0 past n). Every lane of
+// the warp calls it with the same p0 (fast_quant_split).
+template <int N>
+DEVM void q_act_lanes32(const float* x, i64 n, i64 p0, int lane, i64 mode, float* v) {
+  _Pragma("unroll") for (int j = 0; j < N; j++) {
+    const i64 c = (p0 + j) * 32 + lane;
+    v[j] = c < n ? x[c] : 0.0f;
+  }
+  if (mode == 0) return;
+  _Pragma("unroll") for (int j = 0; j < N; j++) v[j] = q_bf16(v[j]);
+  if (mode != 2) return;
+  float amax[N];
+  _Pragma("unroll") for (int j = 0; j < N; j++) amax[j] = go_max32(0.0f, (float)fabs((double)v[j]));
+  _Pragma("unroll") for (int off = 16; off >= 1; off >>= 1) {
+    _Pragma("unroll") for (int j = 0; j < N; j++) amax[j] = go_max32(amax[j], __shfl_xor_sync(0xffffffffu, amax[j], off));
+  }
+  _Pragma("unroll") for (int j = 0; j < N; j++) {
+    if ((p0 + j) * 32 + 32 > n) continue;
+    const float s = q_pow2ceil(go_max32(amax[j], f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+    v[j] = q_round_e4m3(go_min32(go_max32(v[j] / s, -448.0f), 448.0f)) * s;
+  }
+}
 #endif
 
 // The experts' SwiGLU (moe.cu, tensorcore.cu).

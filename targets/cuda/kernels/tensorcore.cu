@@ -234,32 +234,43 @@ KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); 
 
 // fast_quant_split is dense_quant (pieces of 32 values; mode 1 bf16, 2 bf16 then MXFP8)
 // and a split of bf16-valued activations (xexact; rows in order, row stride K) in one
-// launch: a warp a piece of 32 values of a row's Kp, each lane's value quantized as
-// dense_quant stores it, the pairs formed across lanes as fast_split forms them
-// (values k, k + 1) or, with fp4, as fast_split_fp4 does (pair 4w + j of a piece holds
-// its values 8w + j and 8w + j + 4), zero past K — the same bits in xh and xl as the two
-// launches. The emulated device runs a piece at its first lane.
+// launch: a warp QS_PIECES pieces of 32 values of a row's Kp (p0 = QS_PIECES·g, g the
+// warp's group of the row), each lane's value of each quantized as dense_quant stores it
+// (q_act_lanes32: the pieces' loads and maxima together), the pairs formed across lanes
+// as fast_split forms them (values k, k + 1) or, with fp4, as fast_split_fp4 does (pair
+// 4w + j of a piece holds its values 8w + j and 8w + j + 4), zero past K — the same bits in
+// xh and xl as the two launches. The launch's threads: M · ⌈(Kp/32)/QS_PIECES⌉ · 32
+// (ops_fast.go's quantSplitArgs; run 45b's one piece a warp spent ~5× its bytes' time on
+// each warp's index arithmetic and one maximum's chain of shuffles). The emulated device
+// runs a warp's pieces at its first lane, in order.
+#define QS_PIECES 4
 struct FastQuantSplitArgs { const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; };
 KERNEL(fast_quant_split, FastQuantSplitArgs) {
-  const i64 pieces = a.Kp / 32, P = a.Kp / 2;
+  const i64 pieces = a.Kp / 32, P = a.Kp / 2, groups = (pieces + QS_PIECES - 1) / QS_PIECES;
   const int d = a.fp4 ? 4 : 1;  // a pair's second value: d lanes on
-  for (i64 i = GIDX; i < a.M * pieces * 32; i += GSTRIDE) {
-    const i64 rp = i >> 5, m = qdiv(rp, pieces), p = qmod(rp, pieces);
+  for (i64 i = GIDX; i < a.M * groups * 32; i += GSTRIDE) {
+    const i64 wg = i >> 5, m = qdiv(wg, groups), p0 = qmod(wg, groups) * QS_PIECES;
     const int lane = (int)(i & 31);
-    u32* xh = a.xh + m * P + p * 16;
-    u32* xl = a.xl + m * P + p * 16;
+    u32* xh = a.xh + m * P;
+    u32* xl = a.xl + m * P;
 #ifdef DI_EMULATE
     if (lane != 0) continue;
-    float v[32] = {0};
-    q_act_piece(a.x + m * a.K, a.K, p * 32, 32, a.mode, v);
-    for (int j = 0; j < 16; j++) {
-      const int k = a.fp4 ? 8 * (j >> 2) + (j & 3) : 2 * j;
-      fast_pair(xh, xl, j, v[k], v[k + d], true, a.err);
+    for (i64 p = p0; p < imin(p0 + QS_PIECES, pieces); p++) {
+      float v[32] = {0};
+      q_act_piece(a.x + m * a.K, a.K, p * 32, 32, a.mode, v);
+      for (int j = 0; j < 16; j++) {
+        const int k = a.fp4 ? 8 * (j >> 2) + (j & 3) : 2 * j;
+        fast_pair(xh + p * 16, xl + p * 16, j, v[k], v[k + d], true, a.err);
+      }
     }
 #else
-    const float v = q_act_lane32(a.x + m * a.K, a.K, p, lane, a.mode);
-    const float w = __shfl_down_sync(0xffffffffu, v, d);
-    if ((lane & d) == 0) fast_pair(xh, xl, a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1, v, w, true, a.err);
+    float v[QS_PIECES];
+    q_act_lanes32<QS_PIECES>(a.x + m * a.K, a.K, p0, lane, a.mode, v);
+    const int pos = a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1;
+    UNROLL for (int j = 0; j < QS_PIECES; j++) {
+      const float w = __shfl_down_sync(0xffffffffu, v[j], d);
+      if (p0 + j < pieces && (lane & d) == 0) fast_pair(xh + (p0 + j) * 16, xl + (p0 + j) * 16, pos, v[j], w, true, a.err);
+    }
 #endif
   }
 }

@@ -1,7 +1,7 @@
 // quant_fibers_main.cc: TestQuantSplitDeviceCodeOnHostFibers' cases (follows
 // fp4_fibers.h, dense41.cu, tensorcore.cu and tensorcore_fp4.cu): activation rows run
-// through fast_quant_split's device branch on host fibers (a warp a piece of 32 values,
-// the piece's maximum and the pairs by shuffles) and through the two launches it
+// through fast_quant_split's device branch on host fibers (a warp QS_PIECES pieces of 32
+// values, the pieces' maxima and the pairs by shuffles) and through the two launches it
 // replaces, dense_quant's device branch then fast_split or fast_split_fp4, and through a
 // serial loop (q_act_piece a piece, as the emulated device runs it); the halves and the
 // error word must be the same, bit for bit.
@@ -39,7 +39,7 @@ static int run_case(const Case& c, unsigned seed) {
   fibers_launch(c.fp4 ? fast_split_fp4 : fast_split, s, (c.M * P + 127) / 128);
   // fused, over fewer blocks than pieces where there are many (the grid-stride loop)
   FastQuantSplitArgs f = {x.data(), h.data(), h.data() + c.M * P, c.M, c.K, Kp, c.mode, c.fp4, &err};
-  long blocks = (c.M * Kp + 127) / 128;
+  long blocks = (c.M * ((Kp / 32 + QS_PIECES - 1) / QS_PIECES) * 32 + 127) / 128;  // (quantSplitArgs' threads)
   fibers_launch(fast_quant_split, f, blocks > 3 ? blocks / 3 : blocks);
   // and serially, a piece at a time (the emulated device's loop: quantizeActs' order)
   std::vector<u32> e(2 * c.M * P, 0x3C3C3C3Cu);
@@ -66,6 +66,7 @@ int main() {
       {1, 32, 2, 0}, {1, 32, 2, 1}, {3, 100, 2, 0}, {3, 100, 2, 1},  // a partial piece (no MXFP8 there), padding
       {2, 640, 1, 0}, {2, 640, 1, 1}, {5, 256, 2, 0}, {5, 256, 2, 1},
       {4, 1024, 2, 0}, {4, 1024, 2, 1}, {2, 130, 1, 1}, {1, 4096, 2, 1},
+      {3, 400, 2, 0}, {2, 1000, 2, 1}, {1, 5120, 2, 0}, {2, 200, 0, 0},  // a row's last warp short of QS_PIECES pieces; mode 0
   };
   int bad = 0;
   unsigned seed = 1;
