@@ -64,7 +64,11 @@ with torch.device("cuda"):
 model.eval()
 experts = "transformers' default"
 if args.experts:
-    model.set_experts_implementation(args.experts)  # (an unknown name raises: reported, nothing timed)
+    try:
+        model.set_experts_implementation(args.experts)
+    except Exception as e:  # (a transformers without the interface, or a backend it refuses)
+        print(f"experts backend {args.experts} not set ({type(e).__name__}: {str(e).strip()[:200]}); "
+              f"the model keeps its own", flush=True)
 if hasattr(model, "get_experts_implementation"):
     experts = str(model.get_experts_implementation())
 params = sum(p.numel() for p in model.parameters())
