@@ -84,6 +84,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 	if S > 1 {
 		part = b.Scratch(4*S*g.N, 0)
 	}
+	sum4On := os.Getenv(EnvSum4) != "0"
 	rowsOf := func(s *Step) int64 {
 		if g.rows >= 0 {
 			return s.Arg(g.rows).Elems()
@@ -440,16 +441,32 @@ func fastProduct(b *Bind, g fastGemm) int {
 		})
 	}
 	if S > 1 {
+		// fast_sum4 where every row's values are 16-byte pieces (the same values)
+		sum4 := func(s *Step) bool {
+			return sum4On && g.N%4 == 0 && g.ldy%4 == 0 && yPtr(s)%16 == 0 && s.Scratch(part)%16 == 0
+		}
 		b.Launch("fast_sum", func(s *Step, a *ArgBuf) int64 {
-			if gemvKernel(s) != "" {
+			if gemvKernel(s) != "" || sum4(s) {
 				return 0
 			}
 			fill(s, a)
 			return rowsOf(s) * g.N
 		})
+		b.Launch("fast_sum4", func(s *Step, a *ArgBuf) int64 {
+			if gemvKernel(s) != "" || !sum4(s) {
+				return 0
+			}
+			fill(s, a)
+			return rowsOf(s) * g.N / 4
+		})
 	}
 	return xs
 }
+
+// EnvSum4 set to 0 keeps every sliced product's sum on fast_sum (a value a work item)
+// instead of fast_sum4 (four adjacent values a work item; the same values; read when a
+// program is bound).
+const EnvSum4 = "DEEPINFER_CUDA_SUM4"
 
 // fastGemvRows and fastGemvR are tensorcore.cu's FAST_GEMV_M (the most activation rows
 // fast_gemv_* take) and FAST_GEMV_R (a pair's weight rows).
