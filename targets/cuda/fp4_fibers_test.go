@@ -182,8 +182,9 @@ func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 }
 
 // TestQuantSplitDeviceCodeOnHostFibers runs the device branch of fast_quant_split
-// (V4.1's activation quantization and the split into bf16 halves in one launch: a warp
-// QS_PIECES pieces, their maxima and the pairs formed by warp shuffles) on host fibers against the
+// (V4.1's activation quantization and the split into bf16 halves in one launch: a warp a
+// piece, and a warp QS_PIECES pieces, their maxima and the pairs formed by warp shuffles)
+// on host fibers against the
 // device branches of the two launches it replaces (dense_quant, then fast_split or
 // fast_split_fp4), every half and the error word bit for bit (testdata/quant_fibers_main.cc:
 // partial pieces, padding, both pair orders, NaN, ±inf, signed zeros, bf16 ties,
@@ -197,6 +198,20 @@ func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
 	// the launch Go sizes is the one the kernel decodes
 	if m := regexp.MustCompile(`(?m)^#define QS_PIECES (\d+)$`).FindStringSubmatch(cuFile("tensorcore.cu")); m == nil || m[1] != fmt.Sprint(quantSplitPieces) {
 		t.Errorf("tensorcore.cu's QS_PIECES: %v, Go's %d", m, quantSplitPieces)
+	}
+	// and Go picks a piece a warp below quantSplitWideRows rows (or with the setting
+	// off), QS_PIECES from there: the threads and the kernel's qs word agree
+	for _, c := range []struct {
+		M      int64
+		wide   bool
+		qs     int64
+		groups int64
+	}{{1, true, 1, 160}, {quantSplitWideRows - 1, true, 1, 160}, {quantSplitWideRows, true, quantSplitPieces, 40}, {256, false, 1, 160}} {
+		var a ArgBuf
+		n := quantSplitArgs(&Step{}, &a, 0, c.M, 5120, 5120, 0, 2, false, c.wide)
+		if got := int64(a.w[len(a.w)-1]); got != c.qs || n != c.M*c.groups*32 {
+			t.Errorf("M %d wide %v: qs %d, %d threads; want %d, %d", c.M, c.wide, got, n, c.qs, c.M*c.groups*32)
+		}
 	}
 }
 

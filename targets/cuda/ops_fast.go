@@ -98,11 +98,12 @@ func fastProduct(b *Bind, g fastGemm) int {
 	if g.quant != 0 && (g.rows >= 0 || g.G != 1 || g.ldx != g.K || g.xScratch >= 0 || !g.xExact) {
 		panic("fastProduct: a fused quantization needs whole rows of K in order, one group, bf16 values")
 	}
+	qsWide := quantSplitWideOn()
 	b.Launch("fast_quant_split", func(s *Step, a *ArgBuf) int64 {
 		if g.quant == 0 {
 			return 0
 		}
-		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false)
+		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false, qsWide)
 	})
 	// products of at most fastGemvRows rows on the CUDA cores (fast_gemv_f32, _bf16,
 	// _fp8, reading x's float32 rows, so without the split; _q forms read a quantized
@@ -577,7 +578,7 @@ const EnvGemv = "DEEPINFER_CUDA_GEMV"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and
 // split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4).
-func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, fp4 bool) int64 {
+func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, fp4, wide bool) int64 {
 	a.P(x)
 	a.P(xs)
 	a.P(xs + devptr(M*2*Kp))
@@ -587,12 +588,29 @@ func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mod
 	a.I(mode)
 	a.I(b2i(fp4))
 	a.P(s.Err)
-	return M * ((Kp/32 + quantSplitPieces - 1) / quantSplitPieces) * 32 // a warp quantSplitPieces pieces of 32 values
+	qs := int64(1)
+	if wide && M >= quantSplitWideRows {
+		qs = quantSplitPieces
+	}
+	a.I(qs)
+	return M * ((Kp/32 + qs - 1) / qs) * 32 // a warp qs pieces of 32 values
 }
 
 // quantSplitPieces is tensorcore.cu's QS_PIECES: the pieces of 32 values of a row a warp
-// of fast_quant_split takes.
-const quantSplitPieces = 4
+// of fast_quant_split takes in steps of at least quantSplitWideRows rows (one below:
+// on an H100, run 46a, four a warp took V4.1's 31 launches at batch 256 from 0.411 to
+// 0.347 ms and at batch 1 from 0.110 to 0.149 ms, the same at 64). The same values
+// either way.
+const (
+	quantSplitPieces   = 4
+	quantSplitWideRows = 128
+)
+
+// EnvQuantSplitWide set to 0 keeps fast_quant_split at one piece a warp at every batch
+// size (the same values; a comparison in one run; read when a program is bound).
+const EnvQuantSplitWide = "DEEPINFER_CUDA_QUANT_SPLIT_WIDE"
+
+func quantSplitWideOn() bool { return os.Getenv(EnvQuantSplitWide) != "0" }
 
 // EnvQuantSplit set to 0 keeps V4.1's activation quantization (dense_quant) and the
 // split into bf16 halves (fast_split, fast_split_fp4) as two launches instead of
@@ -940,11 +958,12 @@ const EnvFP4Pipe = "DEEPINFER_CUDA_FP4_PIPE"
 // split adds a fast_split (fast_split_fp4 for the FP4 tiles' order) of rows(s) rows
 // of width K (row stride K) from src into the halves at scratch xs, Kp values a row.
 func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs int, K, Kp int64) {
+	qsWide := quantSplitWideOn()
 	f.b.Launch("fast_quant_split", func(s *Step, a *ArgBuf) int64 {
 		if f.quant == 0 {
 			return 0
 		}
-		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s))
+		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s), qsWide)
 	})
 	for _, fp4 := range []bool{false, true} {
 		kernel := "fast_split"

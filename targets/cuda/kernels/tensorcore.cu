@@ -234,28 +234,30 @@ KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); 
 
 // fast_quant_split is dense_quant (pieces of 32 values; mode 1 bf16, 2 bf16 then MXFP8)
 // and a split of bf16-valued activations (xexact; rows in order, row stride K) in one
-// launch: a warp QS_PIECES pieces of 32 values of a row's Kp (p0 = QS_PIECES·g, g the
-// warp's group of the row), each lane's value of each quantized as dense_quant stores it
-// (q_act_lanes32: the pieces' loads and maxima together), the pairs formed across lanes
-// as fast_split forms them (values k, k + 1) or, with fp4, as fast_split_fp4 does (pair
-// 4w + j of a piece holds its values 8w + j and 8w + j + 4), zero past K — the same bits in
-// xh and xl as the two launches. The launch's threads: M · ⌈(Kp/32)/QS_PIECES⌉ · 32
-// (ops_fast.go's quantSplitArgs; run 45b's one piece a warp spent ~5× its bytes' time on
-// each warp's index arithmetic and one maximum's chain of shuffles). The emulated device
-// runs a warp's pieces at its first lane, in order.
+// launch: a warp qs pieces of 32 values of a row's Kp (qs 1 or QS_PIECES; p0 = qs·g, g
+// the warp's group of the row), each lane's value of each quantized as dense_quant stores
+// it (q_act_lane32, or q_act_lanes32 with the pieces' loads and maxima together), the
+// pairs formed across lanes as fast_split forms them (values k, k + 1) or, with fp4, as
+// fast_split_fp4 does (pair 4w + j of a piece holds its values 8w + j and 8w + j + 4),
+// zero past K — the same bits in xh and xl as the two launches. The launch's threads:
+// M · ⌈(Kp/32)/qs⌉ · 32 (ops_fast.go's quantSplitArgs, which takes QS_PIECES for steps of
+// many rows: on an H100, run 46a, V4.1's 31 launches at batch 256 0.411 → 0.347 ms of
+// event time, at batch 1 0.110 → 0.149, at 64 the same). The emulated device runs a
+// warp's pieces at its first lane, in order.
 #define QS_PIECES 4
-struct FastQuantSplitArgs { const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; };
+struct FastQuantSplitArgs { const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; i64 qs; };
 KERNEL(fast_quant_split, FastQuantSplitArgs) {
-  const i64 pieces = a.Kp / 32, P = a.Kp / 2, groups = (pieces + QS_PIECES - 1) / QS_PIECES;
+  const i64 qs = a.qs == QS_PIECES ? QS_PIECES : 1;
+  const i64 pieces = a.Kp / 32, P = a.Kp / 2, groups = (pieces + qs - 1) / qs;
   const int d = a.fp4 ? 4 : 1;  // a pair's second value: d lanes on
   for (i64 i = GIDX; i < a.M * groups * 32; i += GSTRIDE) {
-    const i64 wg = i >> 5, m = qdiv(wg, groups), p0 = qmod(wg, groups) * QS_PIECES;
+    const i64 wg = i >> 5, m = qdiv(wg, groups), p0 = qmod(wg, groups) * qs;
     const int lane = (int)(i & 31);
     u32* xh = a.xh + m * P;
     u32* xl = a.xl + m * P;
 #ifdef DI_EMULATE
     if (lane != 0) continue;
-    for (i64 p = p0; p < imin(p0 + QS_PIECES, pieces); p++) {
+    for (i64 p = p0; p < imin(p0 + qs, pieces); p++) {
       float v[32] = {0};
       q_act_piece(a.x + m * a.K, a.K, p * 32, 32, a.mode, v);
       for (int j = 0; j < 16; j++) {
@@ -264,9 +266,15 @@ KERNEL(fast_quant_split, FastQuantSplitArgs) {
       }
     }
 #else
+    const int pos = a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1;
+    if (qs == 1) {
+      const float v = q_act_lane32(a.x + m * a.K, a.K, p0, lane, a.mode);
+      const float w = __shfl_down_sync(0xffffffffu, v, d);
+      if ((lane & d) == 0) fast_pair(xh + p0 * 16, xl + p0 * 16, pos, v, w, true, a.err);
+      continue;
+    }
     float v[QS_PIECES];
     q_act_lanes32<QS_PIECES>(a.x + m * a.K, a.K, p0, lane, a.mode, v);
-    const int pos = a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1;
     UNROLL for (int j = 0; j < QS_PIECES; j++) {
       const float w = __shfl_down_sync(0xffffffffu, v[j], d);
       if (p0 + j < pieces && (lane & d) == 0) fast_pair(xh + (p0 + j) * 16, xl + (p0 + j) * 16, pos, v[j], w, true, a.err);

@@ -1,7 +1,7 @@
 // quant_fibers_main.cc: TestQuantSplitDeviceCodeOnHostFibers' cases (follows
 // fp4_fibers.h, dense41.cu, tensorcore.cu and tensorcore_fp4.cu): activation rows run
-// through fast_quant_split's device branch on host fibers (a warp QS_PIECES pieces of 32
-// values, the pieces' maxima and the pairs by shuffles) and through the two launches it
+// through fast_quant_split's device branch on host fibers (a warp a piece of 32 values, and
+// QS_PIECES pieces, the pieces' maxima and the pairs by shuffles) and through the two launches it
 // replaces, dense_quant's device branch then fast_split or fast_split_fp4, and through a
 // serial loop (q_act_piece a piece, as the emulated device runs it); the halves and the
 // error word must be the same, bit for bit.
@@ -37,10 +37,16 @@ static int run_case(const Case& c, unsigned seed) {
   fibers_launch(dense_quant, q, (c.M * ((c.K + 31) / 32) * 32 + 127) / 128);
   FastSplitArgs s = {y.data(), nullptr, r.data(), r.data() + c.M * P, c.M, c.K, Kp, c.K, c.M, &rerr, 1};
   fibers_launch(c.fp4 ? fast_split_fp4 : fast_split, s, (c.M * P + 127) / 128);
-  // fused, over fewer blocks than pieces where there are many (the grid-stride loop)
-  FastQuantSplitArgs f = {x.data(), h.data(), h.data() + c.M * P, c.M, c.K, Kp, c.mode, c.fp4, &err};
-  long blocks = (c.M * ((Kp / 32 + QS_PIECES - 1) / QS_PIECES) * 32 + 127) / 128;  // (quantSplitArgs' threads)
-  fibers_launch(fast_quant_split, f, blocks > 3 ? blocks / 3 : blocks);
+  // fused, over fewer blocks than pieces where there are many (the grid-stride loop), a
+  // warp a piece (h) and QS_PIECES pieces (h4)
+  std::vector<u32> h4(2 * c.M * P, 0xC3C3C3C3u);
+  i64 err4 = 0;
+  for (long qs : {1L, (long)QS_PIECES}) {
+    std::vector<u32>& out = qs == 1 ? h : h4;
+    FastQuantSplitArgs f = {x.data(), out.data(), out.data() + c.M * P, c.M, c.K, Kp, c.mode, c.fp4, qs == 1 ? &err : &err4, qs};
+    long blocks = (c.M * ((Kp / 32 + qs - 1) / qs) * 32 + 127) / 128;  // (quantSplitArgs' threads)
+    fibers_launch(fast_quant_split, f, blocks > 3 ? blocks / 3 : blocks);
+  }
   // and serially, a piece at a time (the emulated device's loop: quantizeActs' order)
   std::vector<u32> e(2 * c.M * P, 0x3C3C3C3Cu);
   i64 eerr = 0;
@@ -53,12 +59,12 @@ static int run_case(const Case& c, unsigned seed) {
         fast_pair(e.data() + m * P + p * 16, e.data() + c.M * P + m * P + p * 16, j, v[k], v[k + (c.fp4 ? 4 : 1)], true, &eerr);
       }
     }
-  long diff = 0, ediff = 0;
-  for (size_t i = 0; i < h.size(); i++) diff += h[i] != r[i], ediff += h[i] != e[i];
-  printf("M %ld K %ld mode %ld fp4 %ld%s: %ld of %zu words differ from the two launches, %ld from the serial loop, errors %lld / %lld / %lld, harness errors %ld\n",
-         c.M, c.K, c.mode, c.fp4, specials ? " (specials)" : "", diff, h.size(), ediff, (long long)err, (long long)rerr,
-         (long long)eerr, g_errors - before);
-  return diff == 0 && ediff == 0 && err == rerr && err == eerr && g_errors == before ? 0 : 1;
+  long diff = 0, ediff = 0, diff4 = 0;
+  for (size_t i = 0; i < h.size(); i++) diff += h[i] != r[i], ediff += h[i] != e[i], diff4 += h4[i] != r[i];
+  printf("M %ld K %ld mode %ld fp4 %ld%s: %ld of %zu words differ from the two launches (%ld with %d pieces a warp), %ld from the serial loop, errors %lld / %lld / %lld / %lld, harness errors %ld\n",
+         c.M, c.K, c.mode, c.fp4, specials ? " (specials)" : "", diff, h.size(), diff4, QS_PIECES, ediff, (long long)err,
+         (long long)err4, (long long)rerr, (long long)eerr, g_errors - before);
+  return diff == 0 && diff4 == 0 && ediff == 0 && err == rerr && err4 == rerr && err == eerr && g_errors == before ? 0 : 1;
 }
 
 int main() {
