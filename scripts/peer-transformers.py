@@ -17,7 +17,10 @@ limit is raised too. Warm-up 6 steps instead of 2, each warm-up step's time prin
 compiles among them), the prefill's and warm-up's wall time printed; a compile that fails
 is reported with its error and the batch sizes after it are not tried (the issue asks for
 torch.compile "if it runs"). The process ends with os._exit after its summary (45a's
-compiled run did not exit within its limit after printing it).
+compiled run did not exit within its limit after printing it). Run 46b (an H100, decode
+only, dynamic, grouped_mm): every one of the six warm-up steps compiled again (38-56 s
+each, 277 s with the prefill), so no step reached a compiled steady state within 400 s;
+TORCH_LOGS=recompiles is set for --compile so the next run's log says why.
 
 --experts NAME sets transformers' experts backend (set_experts_implementation: eager,
 grouped_mm, batched_mm); without it the model keeps transformers' default. The backend in
@@ -29,6 +32,10 @@ Usage:
 """
 import argparse, json, os, statistics, sys, time
 
+if "--compile" in sys.argv:
+    # each recompilation's reason (run 46b: with dynamic shapes, decode only and the
+    # grouped_mm experts, every warm-up step still compiled for 38-56 s)
+    os.environ.setdefault("TORCH_LOGS", "recompiles")
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
