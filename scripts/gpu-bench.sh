@@ -33,8 +33,8 @@
 # PEER_EXPERTS / PEER_COMPILE_EXPERTS, transformers' experts backend of each, default its own /
 # grouped_mm),
 # CHECK_ENV='SET;SET' runs the check once with each set of assignments (an empty set: the
-# environment as it is; e.g. CHECK_ENV=';DEEPINFER_CUDA_PDL=1' plain, then with
-# programmatic dependent launches),
+# environment as it is; e.g. CHECK_ENV=';DEEPINFER_CUDA_SUM4=0' as it is, then with
+# fast_sum in place of fast_sum4),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context,
 # the batch sizes CMP_BATCH if set;
@@ -172,7 +172,7 @@ run() {
 		fi
 		[ -n "$tests" ] || echo "CHECK_RUN=$pat matches no test of cuda.test"
 		# CHECK_ENV: sets of assignments separated by ';', the tests run once with each
-		# (an empty set: as the environment is), e.g. ';DEEPINFER_CUDA_PDL=1'
+		# (an empty set: as the environment is), e.g. ';DEEPINFER_CUDA_SUM4=0'
 		local csets cset
 		IFS=';' read -ra csets <<<"${CHECK_ENV:-}"
 		[ ${#csets[@]} -gt 0 ] || csets=("")

@@ -34,12 +34,6 @@ type driver interface {
 	// struct, whose words are copied when the launch is made (or captured); shared is
 	// the launch's dynamic shared memory in bytes (DYN_SHARED, prelude.h).
 	Launch(f function, grid, block, shared uint32, s stream, args []uint64) error
-	// Overlap makes the launches after it programmatic dependent launches when on
-	// (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): a
-	// kernel may be scheduled before the one before it on the stream has finished, and
-	// waits for it (griddepcontrol.wait, the first thing every kernel does: prelude.h's
-	// KERNEL) before it touches memory. It fails where the driver or device has none.
-	Overlap(on bool) error
 	// FuncShared lets f take up to bytes of dynamic shared memory a launch block (past
 	// the 48 KB every kernel may take); called once, when a program is bound.
 	FuncShared(f function, bytes uint32) error
@@ -114,7 +108,7 @@ var driverSymbols = []string{
 
 // optionalSymbols are resolved where the driver has them; a call of one it lacks fails
 // when made.
-var optionalSymbols = []string{"cuProfilerStart", "cuLaunchKernelEx"}
+var optionalSymbols = []string{"cuProfilerStart"}
 
 // CUDA enum values used here (cuda.h, CUDA 13.0).
 const (
@@ -126,29 +120,7 @@ const (
 	// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: one thread makes every driver call, and
 	// another thread's unsafe calls need not fail this thread's capture
 	captureThreadLocal = 1
-	// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-	launchAttrProgrammatic = 6
 )
-
-// launchAttr is cuda.h's CUlaunchAttribute: the attribute's id, padding to 8 bytes and
-// a 64-byte value union (programmaticStreamSerializationAllowed is its first int).
-type launchAttr struct {
-	id    uint32
-	_     uint32
-	value [16]uint32
-}
-
-// launchConfig is cuda.h's CUlaunchConfig: grid and block (x, y, z), dynamic shared
-// bytes, the stream, the attributes and their count (56 bytes on a 64-bit host).
-type launchConfig struct {
-	grid     [3]uint32
-	block    [3]uint32
-	shared   uint32
-	stream   uintptr
-	attrs    *launchAttr
-	numAttrs uint32
-	_        uint32
-}
 
 // realDriver calls libcuda through function pointers.
 type realDriver struct {
@@ -156,11 +128,6 @@ type realDriver struct {
 	version int
 	fn      map[string]uintptr
 	ctx     map[int]uintptr
-	// overlap: launches are programmatic dependent launches (Overlap), through exCfg
-	// and exAttr (one thread makes every driver call, so one of each serves them all)
-	overlap bool
-	exCfg   launchConfig
-	exAttr  launchAttr
 }
 
 // openDriver loads libcuda from path, resolves every symbol the runtime needs and
@@ -368,28 +335,11 @@ func (d *realDriver) Function(m module, name string) (function, error) {
 
 func (d *realDriver) Launch(f function, grid, block, shared uint32, s stream, args []uint64) error {
 	params := [1]unsafe.Pointer{unsafe.Pointer(&args[0])}
-	if d.overlap {
-		d.exCfg = launchConfig{grid: [3]uint32{grid, 1, 1}, block: [3]uint32{block, 1, 1}, shared: shared, stream: uintptr(s), attrs: &d.exAttr, numAttrs: 1}
-		err := d.call("cuLaunchKernelEx", uintptr(unsafe.Pointer(&d.exCfg)), uintptr(f), uintptr(unsafe.Pointer(&params[0])), 0)
-		runtime.KeepAlive(params)
-		runtime.KeepAlive(args)
-		return err
-	}
 	err := d.call("cuLaunchKernel", uintptr(f), uintptr(grid), 1, 1, uintptr(block), 1, 1, uintptr(shared), uintptr(s),
 		uintptr(unsafe.Pointer(&params[0])), 0)
 	runtime.KeepAlive(params)
 	runtime.KeepAlive(args)
 	return err
-}
-
-func (d *realDriver) Overlap(on bool) error {
-	if on && d.fn["cuLaunchKernelEx"] == 0 {
-		return fmt.Errorf("%s has no cuLaunchKernelEx: programmatic dependent launches need a CUDA 12 driver that has it", d.lib)
-	}
-	d.exAttr = launchAttr{id: launchAttrProgrammatic}
-	d.exAttr.value[0] = 1
-	d.overlap = on
-	return nil
 }
 
 func (d *realDriver) FuncShared(f function, bytes uint32) error {

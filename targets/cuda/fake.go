@@ -41,10 +41,6 @@ type fakeDriver struct {
 	pinned    map[unsafe.Pointer][]byte
 	kernels   map[string]int      // launches run, by kernel name (graph replays included)
 	shared    map[function]uint32 // FuncShared's allowances
-	// overlap: Overlap's setting; the emulated device runs launches one after another
-	// either way (a kernel's griddepcontrol.wait has nothing to wait for), so it only
-	// names the call a launch fails as (cuLaunchKernelEx)
-	overlap bool
 }
 
 // kernelRuns returns how many times each kernel ran since the driver was made.
@@ -336,18 +332,6 @@ func (d *fakeDriver) Function(m module, name string) (function, error) {
 // the emulated device refuses more, as the GPU would).
 const maxSharedBlock = 232448
 
-func (d *fakeDriver) Overlap(on bool) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if on {
-		if err := d.fail("cuLaunchKernelEx"); err != nil {
-			return err
-		}
-	}
-	d.overlap = on
-	return nil
-}
-
 func (d *fakeDriver) FuncShared(f function, bytes uint32) error {
 	if f == 0 || bytes > maxSharedBlock {
 		return &cuError{call: "cuFuncSetAttribute", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
@@ -363,18 +347,14 @@ func (d *fakeDriver) FuncShared(f function, bytes uint32) error {
 
 func (d *fakeDriver) Launch(f function, grid, block, shared uint32, s stream, args []uint64) error {
 	d.mu.Lock()
-	call := "cuLaunchKernel"
-	if d.overlap {
-		call = "cuLaunchKernelEx"
-	}
-	if err := d.fail(call); err != nil {
+	if err := d.fail("cuLaunchKernel"); err != nil {
 		d.mu.Unlock()
 		return err
 	}
 	if grid == 0 || block == 0 || (shared > 48<<10 && shared > d.shared[f]) {
 		// (past 48 KB a launch needs FuncShared's allowance first)
 		d.mu.Unlock()
-		return &cuError{call: call, code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
+		return &cuError{call: "cuLaunchKernel", code: 1, name: "CUDA_ERROR_INVALID_VALUE"}
 	}
 	// the argument words must fill the kernel's struct exactly: a binder (or a test)
 	// that passes fewer would have the kernel read past them, as a GPU would

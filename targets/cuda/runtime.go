@@ -68,9 +68,6 @@ type Runtime struct {
 	// step (profDecode), once (profStarted)
 	profDecode, profStarted bool
 
-	// overlap: programmatic dependent launches (EnvOverlap=1, overlap.go)
-	overlap bool
-
 	// packed uploads (packed.go): on unless EnvPacked=0; the staging region in the
 	// arena and the kernels that unpack a step and keep its ids
 	packed     bool
@@ -228,9 +225,6 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		fast: o.Numerics == targets.NumericsFast}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
-	if rt.overlap, err = overlapOn(); err != nil {
-		return nil, err
-	}
 	rt.profDecode = os.Getenv(EnvProfileDecode) == "1"
 	rt.fake, _ = drv.(*fakeDriver)
 	rt.maxT = int64(o.MaxTokens)
@@ -262,14 +256,6 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 	a := arch(maj, min)
 	rt.maxShared = sharedMax(maj, min)
 	rt.info = Info{Device: d.DeviceName(rt.dev), Arch: a, Driver: d.Version(), Emulated: rt.fake != nil}
-	if rt.overlap {
-		if maj < 9 {
-			return fmt.Errorf("%s=1: programmatic dependent launches need compute capability 9.0 or later (this device is %d.%d)", EnvOverlap, maj, min)
-		}
-		if err := d.Overlap(true); err != nil {
-			return fmt.Errorf("%s=1: %w", EnvOverlap, err)
-		}
-	}
 	if rt.stream, err = d.NewStream(); err != nil {
 		return err
 	}
@@ -738,9 +724,6 @@ func (rt *Runtime) Describe() string {
 	uploads := "packed uploads (one copy each way a pipelined step)"
 	if !rt.packed {
 		uploads = "per-parameter uploads (" + EnvPacked + "=0)"
-	}
-	if rt.overlap {
-		uploads += "; programmatic dependent launches (" + EnvOverlap + "=1)"
 	}
 	return fmt.Sprintf("cuda: %s (%s, driver %d.%d); %s; weights %s, arena %s, state %s per sequence; %s; %s; %s",
 		i.Device, i.Arch, i.Driver/1000, i.Driver%1000/10, k, human(i.WeightBytes), human(i.ArenaBytes), human(i.StateBytes), num, graphs, uploads)

@@ -41,22 +41,14 @@ struct alignas(16) float4 { float x, y, z, w; };
 // KERNEL_BOUNDS: the launch bounds of the kernels that follow (a file that needs them
 // redefines it before its kernels and back to empty after); empty by default.
 #define KERNEL_BOUNDS
-// GRID_DEP: a kernel's first instructions (sm_90 and later). griddepcontrol.wait waits
-// until the grids this one depends on have finished and their writes are visible, and
-// griddepcontrol.launch_dependents lets the next grid on the stream be scheduled once
-// every block of this one has passed it. Both do nothing unless the launch was a
-// programmatic dependent launch (DEEPINFER_CUDA_PDL=1, the runtime's overlap.go); with
-// one, the next kernel's blocks are placed while this one's last blocks run and wait
-// here before touching memory, so the values are those of plain launches.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define GRID_DEP() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
-#else
-#define GRID_DEP()
-#endif
+// (No griddepcontrol instructions here: programmatic dependent launches, every kernel
+// starting with griddepcontrol.wait / launch_dependents and launched by cuLaunchKernelEx,
+// were measured three times — runs 22, 29 and 46 — and lost each time, 1-3% at batch 64
+// and 256, and the instructions slowed the elementwise kernels even with the launch
+// attribute off: docs/perf/README.md "Run 22: programmatic dependent launches".)
 #define KERNEL(name, Args)                                                    \
   static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE); \
   extern "C" __global__ void KERNEL_BOUNDS name(const Args a) {               \
-    GRID_DEP();                                                               \
     name##_body(a, (long long)blockIdx.x * blockDim.x + threadIdx.x,          \
                 (long long)gridDim.x * blockDim.x);                           \
   }                                                                           \
