@@ -834,9 +834,9 @@ func v4Models(t *testing.T) []struct{ name, dir string } {
 // (fast_sum4) by default and one (fast_sum) with DEEPINFER_CUDA_SUM4=0; the logits are
 // the same bit for bit, and each V4.1 fixture's sums moved (some may stay on fast_sum
 // where a row's values are not 16-byte pieces; the V4 fixtures' products have no slices).
-// The fixtures' one sliced product is the indexer's query (N 256, K 512), whose scores
-// rank fewer keys than the top-k keeps, so the logits do not see its values:
-// TestSum4SameSums checks the values kernel against kernel.
+// The fixtures' one sliced product is the prefill's DSpark input projection after the
+// head (the streams' concatenation, K 512, to N 256), whose values reach the drafts, not
+// the logits: TestSum4SameSums checks the values kernel against kernel.
 func TestSum4SameValues(t *testing.T) {
 	sameAcross(t, v41Fixtures, cuda.EnvSum4, "0", "", 80, "fast_sum ("+cuda.EnvSum4+"=0)", "fast_sum4 (the default)",
 		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_sum", "fast_sum4") })
