@@ -105,28 +105,12 @@ DEV i64 q_act_piece(const float* x, i64 n, i64 lo, i64 chunk, i64 mode, float* v
 }
 
 #ifndef DI_EMULATE
-// q_act_lane32 is the value at lane of piece p (32 values) of an activation row of n
-// values as the cpu's quantizeActs leaves it: a copy (mode 0), bf16 (1), bf16 then MXFP8
-// over whole pieces (2; the piece's maximum across the warp, an order-free maximum);
-// 0 past n. Every lane of the warp calls it with the same p (dense_quant,
-// fast_quant_split).
-DEVM float q_act_lane32(const float* x, i64 n, i64 p, int lane, i64 mode) {
-  const i64 c = p * 32 + lane;
-  float v = c < n ? x[c] : 0.0f;
-  if (mode != 0) v = q_bf16(v);
-  if (mode == 2 && p * 32 + 32 <= n) {
-    float amax = go_max32(0.0f, (float)fabs((double)v));
-    for (int off = 16; off >= 1; off >>= 1) amax = go_max32(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
-    v = q_round_e4m3(go_min32(go_max32(v / s, -448.0f), 448.0f)) * s;
-  }
-  return v;
-}
-
-// q_act_lanes32 is q_act_lane32 for N pieces p0, p0 + 1, ... of the row at once (v[j] the
-// lane's value of piece p0 + j): the N loads in flight together and the N maxima's
-// shuffles interleaved, each value as q_act_lane32 leaves it (0 past n). Every lane of
-// the warp calls it with the same p0 (fast_quant_split).
+// q_act_lanes32 gives v[j] the value at lane of piece p0 + j (32 values; j < N) of an
+// activation row of n values as the cpu's quantizeActs leaves it: a copy (mode 0), bf16
+// (1), bf16 then MXFP8 over whole pieces (2; each piece's maximum across the warp, an
+// order-free maximum); 0 past n. The N loads are in flight together and the N maxima's
+// shuffles interleaved. Every lane of the warp calls it with the same p0 (dense_quant
+// and fast_quant_split through q_act_lane32, fast_quant_split's wide form with N = 4).
 template <int N>
 DEVM void q_act_lanes32(const float* x, i64 n, i64 p0, int lane, i64 mode, float* v) {
   _Pragma("unroll") for (int j = 0; j < N; j++) {
@@ -146,6 +130,13 @@ DEVM void q_act_lanes32(const float* x, i64 n, i64 p0, int lane, i64 mode, float
     const float s = q_pow2ceil(go_max32(amax[j], f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
     v[j] = q_round_e4m3(go_min32(go_max32(v[j] / s, -448.0f), 448.0f)) * s;
   }
+}
+
+// q_act_lane32 is q_act_lanes32 for one piece p.
+DEVM float q_act_lane32(const float* x, i64 n, i64 p, int lane, i64 mode) {
+  float v;
+  q_act_lanes32<1>(x, n, p, lane, mode, &v);
+  return v;
 }
 #endif
 

@@ -236,7 +236,7 @@ KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); 
 // and a split of bf16-valued activations (xexact; rows in order, row stride K) in one
 // launch: a warp qs pieces of 32 values of a row's Kp (qs 1 or QS_PIECES; p0 = qs·g, g
 // the warp's group of the row), each lane's value of each quantized as dense_quant stores
-// it (q_act_lane32, or q_act_lanes32 with the pieces' loads and maxima together), the
+// it (q_act_lanes32: with four, the pieces' loads and maxima together), the
 // pairs formed across lanes as fast_split forms them (values k, k + 1) or, with fp4, as
 // fast_split_fp4 does (pair 4w + j of a piece holds its values 8w + j and 8w + j + 4),
 // zero past K — the same bits in xh and xl as the two launches. The launch's threads:
@@ -246,6 +246,20 @@ KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); 
 // warp's pieces at its first lane, in order.
 #define QS_PIECES 4
 struct FastQuantSplitArgs { const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; i64 qs; };
+#ifndef DI_EMULATE
+// quant_split_warp: a warp's N pieces p0.. of the row at x + xo (those below pieces
+// stored), each lane's value and its pair partner d lanes on.
+template <int N>
+DEVM void quant_split_warp(const FastQuantSplitArgs& a, i64 xo, i64 p0, i64 pieces, int lane, int d, u32* xh, u32* xl) {
+  float v[N];
+  q_act_lanes32<N>(a.x + xo, a.K, p0, lane, a.mode, v);
+  const int pos = a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1;
+  UNROLL for (int j = 0; j < N; j++) {
+    const float w = __shfl_down_sync(0xffffffffu, v[j], d);
+    if (p0 + j < pieces && (lane & d) == 0) fast_pair(xh + (p0 + j) * 16, xl + (p0 + j) * 16, pos, v[j], w, true, a.err);
+  }
+}
+#endif
 KERNEL(fast_quant_split, FastQuantSplitArgs) {
   const i64 qs = a.qs == QS_PIECES ? QS_PIECES : 1;
   const i64 pieces = a.Kp / 32, P = a.Kp / 2, groups = (pieces + qs - 1) / qs;
@@ -266,19 +280,8 @@ KERNEL(fast_quant_split, FastQuantSplitArgs) {
       }
     }
 #else
-    const int pos = a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1;
-    if (qs == 1) {
-      const float v = q_act_lane32(a.x + m * a.K, a.K, p0, lane, a.mode);
-      const float w = __shfl_down_sync(0xffffffffu, v, d);
-      if ((lane & d) == 0) fast_pair(xh + p0 * 16, xl + p0 * 16, pos, v, w, true, a.err);
-      continue;
-    }
-    float v[QS_PIECES];
-    q_act_lanes32<QS_PIECES>(a.x + m * a.K, a.K, p0, lane, a.mode, v);
-    UNROLL for (int j = 0; j < QS_PIECES; j++) {
-      const float w = __shfl_down_sync(0xffffffffu, v[j], d);
-      if (p0 + j < pieces && (lane & d) == 0) fast_pair(xh + (p0 + j) * 16, xl + (p0 + j) * 16, pos, v[j], w, true, a.err);
-    }
+    if (qs == 1) quant_split_warp<1>(a, m * a.K, p0, pieces, lane, d, xh, xl);
+    else quant_split_warp<QS_PIECES>(a, m * a.K, p0, pieces, lane, d, xh, xl);
 #endif
   }
 }
