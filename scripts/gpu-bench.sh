@@ -31,7 +31,8 @@
 # PEER_COMPILE=1 times it again under torch.compile, PEER_COMPILE_BATCH, PEER_COMPILE_TIMEOUT
 # default 360 s: run 45d did not finish compiling batch 1 in 140 s; into OUT/peer.compile.txt;
 # PEER_EXPERTS / PEER_COMPILE_EXPERTS, transformers' experts backend of each, default its own /
-# grouped_mm),
+# grouped_mm; PEER_COMPILE_MODE regional (default: the modules without the cache compiled one
+# by one, the rest eager) or model (the whole decode step: recompiles every step, run 46b)),
 # CHECK_ENV='SET;SET' runs the check once with each set of assignments (an empty set: the
 # environment as it is; e.g. CHECK_ENV=';DEEPINFER_CUDA_SUM4=0' as it is, then with
 # fast_sum in place of fast_sum4),
@@ -358,7 +359,7 @@ PY
 			${PEER_EXPERTS:+--experts "$PEER_EXPERTS"} 2>&1 | tee "$out/peer.txt" | grep -v Warning
 		if [ -n "${PEER_COMPILE:-}" ]; then
 			echo "==== peer: transformers under torch.compile"
-			timeout "${PEER_COMPILE_TIMEOUT:-360}" python3 scripts/peer-transformers.py --compile --batch "${PEER_COMPILE_BATCH:-${BATCH:-1,64,256}}" \
+			timeout "${PEER_COMPILE_TIMEOUT:-360}" python3 scripts/peer-transformers.py --compile "${PEER_COMPILE_MODE:-regional}" --batch "${PEER_COMPILE_BATCH:-${BATCH:-1,64,256}}" \
 				--context "${PEER_CONTEXT:-512}" --steps "${STEPS:-10}" --experts "${PEER_COMPILE_EXPERTS:-grouped_mm}" 2>&1 | tee "$out/peer.compile.txt" | grep -v Warning
 			echo "peer under torch.compile: exit status ${PIPESTATUS[0]} (124: its ${PEER_COMPILE_TIMEOUT:-360} s ran out)" | tee -a "$out/peer.compile.txt"
 		fi

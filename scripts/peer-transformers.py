@@ -20,7 +20,19 @@ torch.compile "if it runs"). The process ends with os._exit after its summary (4
 compiled run did not exit within its limit after printing it). Run 46b (an H100, decode
 only, dynamic, grouped_mm): every one of the six warm-up steps compiled again (38-56 s
 each, 277 s with the prefill), so no step reached a compiled steady state within 400 s;
-TORCH_LOGS=recompiles is set for --compile so the next run's log says why.
+TORCH_LOGS=recompiles is set for --compile so the next run's log says why. Read from
+transformers' source: the DeepSeek-V4 cache layers keep Python integers that change as
+decoding goes on (the window's cumulative_length, the compressors' entry_count), the
+HCA compressor's buffer is one longer every step, and the compressors branch on those
+lengths, so a whole-model compile has no steady state to reach.
+
+--compile regional compiles instead, once the first batch's prefill is done, each module
+that never sees the cache: every layer's two hyper-connections (attn_hc, ffn_hc, whose
+Sinkhorn loops are most of eager's small launches), its MoE block (mlp: router, experts,
+shared expert), its two norms, and the model's hc_head, final norm and lm_head; the
+model's, layers' and attention's forward (the cache, the masks, the compressors) run
+eager. Prefills run with the compiler's stance at force_eager, so only decode shapes are
+compiled. --compile alone (or --compile model) compiles the whole decode step as before.
 
 --experts NAME sets transformers' experts backend (set_experts_implementation: eager,
 grouped_mm, batched_mm); without it the model keeps transformers' default. The backend in
@@ -28,7 +40,7 @@ use is printed either way. transformers' docs name grouped_mm the one that compi
 without graph breaks (eager's loop over the experts hit is data-dependent).
 
 Usage:
-  python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5] [--compile] [--experts grouped_mm]
+  python3 scripts/peer-transformers.py [--batch 1,64,256] [--context 512] [--steps 5] [--compile [model|regional]] [--experts grouped_mm]
 """
 import argparse, json, os, statistics, sys, time
 
@@ -44,7 +56,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--batch", default="1,64,256")
 ap.add_argument("--context", type=int, default=512)
 ap.add_argument("--steps", type=int, default=5)
-ap.add_argument("--compile", action="store_true")
+ap.add_argument("--compile", nargs="?", const="model", default="", choices=["model", "regional"])
 ap.add_argument("--experts", default="")
 ap.add_argument("--fixture", default=os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny-v4-dev", "config.json"))
 args = ap.parse_args()
@@ -79,7 +91,7 @@ if args.experts:
 if hasattr(model, "get_experts_implementation"):
     experts = str(model.get_experts_implementation())
 params = sum(p.numel() for p in model.parameters())
-mode = "torch.compile" if args.compile else "eager"
+mode = {"": "eager", "model": "torch.compile", "regional": "torch.compile of the modules without the cache"}[args.compile]
 print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}: "
       f"{cfg.num_hidden_layers} layers, {params/1e9:.2f} B parameters (bf16), built in {time.time()-t0:.1f} s, {mode}, "
       f"experts backend {experts}", flush=True)
@@ -89,8 +101,35 @@ if args.compile:
     for knob in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, knob):
             setattr(torch._dynamo.config, knob, 64)
-    run = torch.compile(model, dynamic=True)
+    if args.compile == "model":
+        run = torch.compile(model, dynamic=True)
     warm = 6
+
+
+def regions(m):
+    """The modules that never see the cache or a per-step Python integer (--compile
+    regional), by their attribute paths from the model's root."""
+    out = []
+    for i, layer in enumerate(m.model.layers):
+        for name in ("attn_hc", "ffn_hc", "mlp", "input_layernorm", "post_attention_layernorm"):
+            if hasattr(layer, name):
+                out.append((f"model.layers[{i}].{name}", getattr(layer, name)))
+    for name in ("hc_head", "norm"):
+        if hasattr(m.model, name):
+            out.append((f"model.{name}", getattr(m.model, name)))
+    out.append(("lm_head", m.lm_head))
+    return out
+
+
+compiled = False
+
+
+def prefill(ids):
+    # (the compiled regions run eager here: decode shapes are the ones compiled)
+    if args.compile == "regional" and hasattr(torch.compiler, "set_stance"):
+        with torch.compiler.set_stance("force_eager"):
+            return model(input_ids=ids, use_cache=True)
+    return model(input_ids=ids, use_cache=True)
 
 rows = []
 for B in [int(b) for b in args.batch.split(",")]:
@@ -101,7 +140,13 @@ for B in [int(b) for b in args.batch.split(",")]:
         with torch.no_grad():
             ids = torch.randint(3, cfg.vocab_size, (B, args.context), device="cuda")
             tw = time.time()
-            out = model(input_ids=ids, use_cache=True)  # (eager: the compile is the decode step's)
+            out = prefill(ids)  # (eager: the compile is the decode step's)
+            if args.compile == "regional" and not compiled:
+                names = [n for n, mod in regions(model)]
+                for n, mod in regions(model):
+                    mod.compile(dynamic=True)
+                compiled = True
+                print(f"compiled regions ({len(names)}): {', '.join(names)}", flush=True)
             cache = out.past_key_values
             nxt = out.logits[:, -1:].argmax(-1)
             times = []
