@@ -179,21 +179,38 @@ DEVM void fp4_load_regs(i64 kb, int t, int K, int h, const unsigned char* const*
     ub[p] = inb ? sb[p][kl / 32] : 127;
   }
 }
-// fp4_load_regs8: fp4_load_regs for the tiles that keep only rows g's pointers (wa, sa):
-// rows g+8's codes and scales lie 8 rows on (every expert weight has its K values a row:
-// r8 = 8 · K/2 code bytes, s8 = 8 · K/32 scale bytes on), so a lane holds four 64-bit row
-// pointers fewer (the _rega and _reg8 tiles). The same bytes as fp4_load_regs; okb implies oka, so
-// wa is then row g's.
-DEVM void fp4_load_regs8(i64 kb, int t, int K, int h, int r8, int s8, const unsigned char* const* wa,
-                         const unsigned char* const* sa, const bool* oka, const bool* okb, uint4* qa, uint4* qb,
-                         u32* ua, u32* ub) {
-  int kl = (int)kb + 128 * h + 32 * t;
+// Fp4Rows8: a lane's place in the weights for the tiles that keep only rows g's pointers
+// (the _rega, _reg8 and _reg8a tiles): rows g+8's codes and scales lie 8 rows on (every
+// expert weight has its K values a row: r8 = 8 · K/2 code bytes, s8 = 8 · K/32 scale bytes
+// on), so a lane holds four 64-bit row pointers fewer; the row pointers start at the
+// lane's first step (kb + 32t), and hk is the steps before K (the same condition as
+// fp4_load_regs' kl < K), so that a step's loads are its offsets from them (64 code
+// bytes and 4 scale bytes a step) instead of each step's 64-bit index arithmetic.
+struct Fp4Rows8 {
+  const unsigned char* w[2];  // rows g's codes of step 0
+  const unsigned char* s[2];  // rows g's scale bytes of step 0
+  int r8, s8, hk;
+};
+DEVM Fp4Rows8 fp4_rows8(i64 kb, int t, int K, int cols, const unsigned char* const* wa, const unsigned char* const* sa) {
+  Fp4Rows8 r;
+  const int k0 = (int)kb + 32 * t;  // (kb a multiple of 128: k0 / 2 and k0 / 32 exact)
+  r.r8 = 4 * cols, r.s8 = cols / 4;
+  r.hk = k0 < K ? (K - k0 + 127) / 128 : 0;
+  UNROLL for (int p = 0; p < 2; p++) r.w[p] = wa[p] + k0 / 2, r.s[p] = sa[p] + k0 / 32;
+  return r;
+}
+// fp4_load_regs8: fp4_load_regs for the Fp4Rows8 tiles: the same bytes (okb implies oka,
+// so rows g's pointers are then row g's).
+DEVM void fp4_load_regs8(const Fp4Rows8& r, int h, const bool* oka, const bool* okb, uint4* qa, uint4* qb, u32* ua,
+                         u32* ub) {
+  const bool in = h < r.hk;
+  const u32 off = 64u * (u32)h, soff = 4u * (u32)h;
   UNROLL for (int p = 0; p < 2; p++) {
-    bool ina = oka[p] && kl < K, inb = okb[p] && kl < K;
-    qa[p] = ina ? *(const uint4*)(wa[p] + kl / 2) : make_uint4(0, 0, 0, 0);
-    qb[p] = inb ? *(const uint4*)(wa[p] + r8 + kl / 2) : make_uint4(0, 0, 0, 0);
-    ua[p] = ina ? sa[p][kl / 32] : 127;
-    ub[p] = inb ? sa[p][s8 + kl / 32] : 127;
+    const bool ina = oka[p] && in, inb = okb[p] && in;
+    qa[p] = ina ? *(const uint4*)(r.w[p] + off) : make_uint4(0, 0, 0, 0);
+    qb[p] = inb ? *(const uint4*)(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
+    ua[p] = ina ? r.s[p][soff] : 127;
+    ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
   }
 }
 // fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1, and fp4_m2 for
@@ -336,6 +353,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   bool oka[2], okb[2];
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  Fp4Rows8 r8;
+  if constexpr (R8) r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][2][4];
@@ -344,8 +363,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     u32 ua[2], ub[2];
     auto load = [&](int h) {
       if constexpr (R8) {
-        const int cols = (int)fp4_weight<NW>(a, b.e, 0).cols;
-        fp4_load_regs8(b.kb, t, K, h, 4 * cols, cols / 4, wa, sa, oka, okb, qa, qb, ua, ub);
+        fp4_load_regs8(r8, h, oka, okb, qa, qb, ua, ub);
       } else {
         fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
       }
