@@ -466,6 +466,8 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
   bool oka[2], okb[2];
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  // (rows g+8 from rows g, as the R8 register tiles)
+  const Fp4Rows8 r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
   // this thread's chunks of a step's copies: chunk c4 of pair group tt of slots
   // (tid >> 4) + 8·it, swizzled as fp4_tiles' xs (the same place in every slot of a
   // thread but for the slot's parity, which is tid >> 4's)
@@ -477,7 +479,7 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < WJ; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
-    auto load = [&](int h) { fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub); };
+    auto load = [&](int h) { fp4_load_regs8(r8, h, oka, okb, qa, qb, ua, ub); };
     // issue: this thread's copies of step h's hi pairs (and with LO its lo ones) into
     // xs[h & 1] (zeros for slots past nc), as one group
     auto issue = [&](int h) {
