@@ -44,7 +44,8 @@
 # BASE_BIN=DIR times it again with another build's divm (DIR: that build's bench
 # directory, e.g. build/base/bench from its bench.tgz unpacked into build/base; its dic
 # plans where DIR has one, else this build's; first context, CMP_BATCH; the report
-# $m.fast.base.bench.json),
+# $m.fast.base.bench.json; and the PREFILL prompt unless PREFILL_COMPARE=0,
+# $m.prefill.base.txt),
 # SAMPLE_COMPARE='--temperature 1 [--top-p 0.9] [--top-k 50]' times the fast mode again
 # with every decode row sampled with those flags (first context, profiled; the report
 # $m.fast.sample.bench.json),
@@ -273,6 +274,12 @@ run() {
 				echo "==== $m: $first prefill of $PREFILL tokens"
 				env $first timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 					--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.cmp.txt" | grep -E "prefill of|built|^  "
+			fi
+			if [ -n "${BASE_BIN:-}" ] && [ "${PREFILL_COMPARE:-1}" != 0 ]; then
+				# the same prefill with BASE_BIN's divm (its plan from the bench section)
+				echo "==== $m: $BASE_BIN/divm prefill of $PREFILL tokens (another build)"
+				timeout "${PREFILL_TIMEOUT:-150}" "$BASE_BIN/divm" bench "$ck.base.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+					--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.base.txt" | grep -E "prefill of|built|^  "
 			fi
 		fi
 		if [ -n "${TRACE:-}" ] && [[ " ${TRACE_MODEL:-v4} " == *" $m "* ]]; then
