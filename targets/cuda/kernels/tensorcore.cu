@@ -2500,3 +2500,61 @@ KERNEL(fast_moe_dsum, FastMoEArgs) {
     a.out[i] = v;
   }
 }
+
+// ---- a probe of wgmma's e4m3 products (TestWGE4M3Probe; no program launches it) ----
+// The question it answers before any FP8 tile is written (docs/perf/moe.md, the FP4
+// tiles' ceiling): how exactly the tensor cores sum one k32 step of e4m3 products into
+// float32. One warpgroup: d[s] = A[:, 32s..32s+31] · B[:, 32s..32s+31]ᵀ for s = 0..3,
+// each step alone (scale-d 0), A 64 rows and B 8 rows of 128 e4m3 codes (K-major, as
+// wgmma's e4m3 form requires). The emulated device gives the exact sums rounded once.
+struct WgProbeArgs {
+  const unsigned char* a;  // 64 × 128 codes
+  const unsigned char* b;  // 8 × 128 codes
+  float* d;                // [4][64][8]
+};
+// probe_e4m3: an E4M3 code's value (NaN codes not used by the probe).
+DEV double probe_e4m3(unsigned c) {
+  const int e = (int)((c >> 3) & 15), m = (int)(c & 7);
+  const double v = e == 0 ? m / 512.0 : (8 + m) / 8.0 * (double)(1LL << (e + 16)) / 8388608.0;
+  return (c & 0x80) ? -v : v;
+}
+KERNEL(wg_e4m3_probe, WgProbeArgs) {
+#ifdef DI_EMULATE
+  for (i64 i = GIDX; i < 4 * 64 * 8; i += GSTRIDE) {
+    const int s = (int)(i / 512), r = (int)(i / 8 % 64), c = (int)(i % 8);
+    double v = 0;  // (exact: 32 products of e4m3 values span fewer than 53 bits)
+    for (int k = 0; k < 32; k++) v += probe_e4m3(a.a[r * 128 + 32 * s + k]) * probe_e4m3(a.b[c * 128 + 32 * s + k]);
+    a.d[i] = (float)v;
+  }
+#elif !defined(DI_LANES)
+  __shared__ __align__(1024) unsigned char sa[64 * 128];
+  __shared__ __align__(1024) unsigned char sb[8 * 128];
+  if (GIDX >= 128) return;  // block 0 alone (one warpgroup; the others have no work)
+  const int tid = (int)GIDX, warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  // the 128-byte swizzle wg_desc names: row r's 16-byte piece c at piece c ^ (r & 7)
+  for (int p = tid; p < 64 * 8; p += 128) {
+    const int r = p >> 3, c = p & 7;
+    *(uint4*)&sa[r * 128 + ((c ^ (r & 7)) << 4)] = *(const uint4*)&a.a[r * 128 + 16 * c];
+  }
+  if (tid < 8 * 8) {
+    const int r = tid >> 3, c = tid & 7;
+    *(uint4*)&sb[r * 128 + ((c ^ (r & 7)) << 4)] = *(const uint4*)&a.b[r * 128 + 16 * c];
+  }
+  wg_proxy_fence();
+  __syncthreads();
+  const u64 da = wg_desc(wg_saddr(sa)), db = wg_desc(wg_saddr(sb));
+  for (int s = 0; s < 4; s++) {  // + 32 bytes a step of 32 codes
+    float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    wg_fence();
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
+        " wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+        : "l"(da + 2 * s), "l"(db + 2 * s), "r"(0));
+    wg_commit();
+    wg_wait0();
+    float* o = a.d + s * 512 + (16 * warp + g) * 8 + 2 * t;  // rows g and g + 8, columns 2t, 2t + 1
+    o[0] = d0, o[1] = d1, o[64] = d2, o[65] = d3;
+  }
+#endif
+}
