@@ -180,7 +180,7 @@ DEVM void fp4_load_regs(i64 kb, int t, int K, int h, const unsigned char* const*
   }
 }
 // Fp4Rows8: a lane's place in the weights for the tiles that keep only rows g's pointers
-// (the _rega, _reg8 and _reg8a tiles): rows g+8's codes and scales lie 8 rows on (every
+// (the _rega, _reg8 and _reg8a tiles, and the wide tiles): rows g+8's codes and scales lie 8 rows on (every
 // expert weight has its K values a row: r8 = 8 · K/2 code bytes, s8 = 8 · K/32 scale bytes
 // on), so a lane holds four 64-bit row pointers fewer; the row pointers start at the
 // lane's first step (kb + 32t), and hk is the steps before K (the same condition as
