@@ -5,20 +5,9 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
-)
 
-// e4m3Value is an E4M3 code's value (tensorcore.cu's probe_e4m3; NaN codes unused).
-func e4m3Value(c byte) float64 {
-	e, m := int(c>>3&15), float64(c&7)
-	v := m / 512
-	if e != 0 {
-		v = (8 + m) / 8 * math.Ldexp(1, e-7)
-	}
-	if c&0x80 != 0 {
-		return -v
-	}
-	return v
-}
+	"deepinfer/quant"
+)
 
 // TestWGE4M3Probe runs tensorcore.cu's wg_e4m3_probe: one wgmma m64n8k32 e4m3 product a
 // 32-code step, four steps, on three kinds of operands, and compares each float32 sum
@@ -31,7 +20,8 @@ func e4m3Value(c byte) float64 {
 //     products' magnitudes (a layout error is far outside it);
 //
 // and logs how the device's sums differ from the exact ones rounded once (on the
-// emulated device: none, by construction). What the log says on a GPU — how many
+// emulated device none may: it sums exactly, decoding with prelude.h's e4m3_f32, which
+// this compares with quant.DecodeE4M3). What the log says on a GPU — how many
 // low bits the tensor cores' FP8 accumulation keeps in a step — is what an FP8 expert
 // tile's error against the fast mode's bound would be built from (docs/perf/moe.md).
 func TestWGE4M3Probe(t *testing.T) {
@@ -84,7 +74,7 @@ func TestWGE4M3Probe(t *testing.T) {
 				for c := range 8 {
 					var sum, mag float64
 					for j := range 32 {
-						p := e4m3Value(a[r*128+32*s+j]) * e4m3Value(b[c*128+32*s+j])
+						p := float64(quant.DecodeE4M3(a[r*128+32*s+j])) * float64(quant.DecodeE4M3(b[c*128+32*s+j]))
 						sum += p
 						mag += math.Abs(p)
 					}

@@ -2512,18 +2512,12 @@ struct WgProbeArgs {
   const unsigned char* b;  // 8 × 128 codes
   float* d;                // [4][64][8]
 };
-// probe_e4m3: an E4M3 code's value (NaN codes not used by the probe).
-DEV double probe_e4m3(unsigned c) {
-  const int e = (int)((c >> 3) & 15), m = (int)(c & 7);
-  const double v = e == 0 ? m / 512.0 : (8 + m) / 8.0 * (double)(1LL << (e + 16)) / 8388608.0;
-  return (c & 0x80) ? -v : v;
-}
 KERNEL(wg_e4m3_probe, WgProbeArgs) {
 #ifdef DI_EMULATE
   for (i64 i = GIDX; i < 4 * 64 * 8; i += GSTRIDE) {
     const int s = (int)(i / 512), r = (int)(i / 8 % 64), c = (int)(i % 8);
     double v = 0;  // (exact: 32 products of e4m3 values span fewer than 53 bits)
-    for (int k = 0; k < 32; k++) v += probe_e4m3(a.a[r * 128 + 32 * s + k]) * probe_e4m3(a.b[c * 128 + 32 * s + k]);
+    for (int k = 0; k < 32; k++) v += (double)e4m3_f32(a.a[r * 128 + 32 * s + k]) * e4m3_f32(a.b[c * 128 + 32 * s + k]);
     a.d[i] = (float)v;
   }
 #elif !defined(DI_LANES)
