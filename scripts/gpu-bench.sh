@@ -26,7 +26,8 @@
 # timed in the fast mode only, for LONG_MODEL (default v4) at LONG_BATCH (default 1,64);
 # LONG_TIMEOUT; LONG_MODEL may name both, "v4 v41"), PREFILL (a prompt length: one prompt prefilled in one chunk in the
 # fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
-# scripts/gemm-rate.py; PREFILL_TIMEOUT), PEER=1 to time transformers' DeepSeek-V4
+# scripts/gemm-rate.py; PREFILL_TIMEOUT; PREFILL_FP8=1 prefills it again in the fp8 numerics
+# mode), PEER=1 to time transformers' DeepSeek-V4
 # (scripts/peer-transformers.py, one CSA and one HCA layer at PEER_CONTEXT, default 512;
 # PEER_COMPILE=1 times it again under torch.compile, PEER_COMPILE_BATCH, PEER_COMPILE_TIMEOUT
 # default 360 s: run 45d did not finish compiling batch 1 in 140 s; into OUT/peer.compile.txt;
@@ -268,6 +269,12 @@ run() {
 			echo "==== $m: prefill of $PREFILL tokens"
 			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
 				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built|^  "
+			if [ -n "${PREFILL_FP8:-}" ]; then
+				# the same prompt in the fp8 numerics mode (V4.1's MXFP8 products on e4m3 wgmma)
+				echo "==== $m: prefill of $PREFILL tokens, fp8 numerics"
+				timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+					--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fp8 2>&1 | tee "$out/$m.prefill.fp8.txt" | grep -E "prefill of|built|^  "
+			fi
 			if [ -n "${ENV_COMPARE:-}" ] && [ "${PREFILL_COMPARE:-1}" != 0 ]; then
 				# the first set of ENV_COMPARE only (PREFILL_COMPARE=0: none)
 				local first=${ENV_COMPARE%%;*}

@@ -44,9 +44,11 @@ type Options struct {
 	// so a benchmark at a 32k context need not reserve the model's million positions.
 	MaxContext int
 	// Numerics is the arithmetic a device runtime uses: NumericsExact ("" or "exact",
-	// the cpu target's values bit for bit) or NumericsFast (products on the tensor
-	// cores, within a stated tolerance of the exact values; docs/cuda.md). The cpu
-	// target computes exactly whatever it is asked.
+	// the cpu target's values bit for bit), NumericsFast (products on the tensor
+	// cores, within a stated tolerance of the exact values; docs/cuda.md) or NumericsFP8
+	// (the fast mode with V4.1's MXFP8 products on the tensor cores' FP8 form, each
+	// 32-value block summed at the tensor cores' FP8 precision, as DeepSeek's own
+	// kernels sum them). The cpu target computes exactly whatever it is asked.
 	Numerics string
 }
 
@@ -54,15 +56,16 @@ type Options struct {
 const (
 	NumericsExact = "exact"
 	NumericsFast  = "fast"
+	NumericsFP8   = "fp8"
 )
 
 // CheckNumerics refuses an unknown numerics mode.
 func CheckNumerics(mode string) error {
 	switch mode {
-	case "", NumericsExact, NumericsFast:
+	case "", NumericsExact, NumericsFast, NumericsFP8:
 		return nil
 	}
-	return fmt.Errorf("numerics %q: want %q or %q", mode, NumericsExact, NumericsFast)
+	return fmt.Errorf("numerics %q: want %q, %q or %q", mode, NumericsExact, NumericsFast, NumericsFP8)
 }
 
 // Runtime is an opened plan.

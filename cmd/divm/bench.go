@@ -32,7 +32,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "token seed")
 	out := fs.String("out", "", "write the full report as JSON")
 	graphs := fs.Bool("graphs", true, "run a device runtime's steps as captured CUDA graphs (false: each kernel launched on its own, to compare)")
-	numerics := fs.String("numerics", "exact", "a device runtime's numerics: exact (the cpu target's values bit for bit) or fast (tensor-core products, within a tolerance)")
+	numerics := fs.String("numerics", "exact", "a device runtime's numerics: exact (the cpu target's values bit for bit) fast (tensor-core products, within a tolerance) or fp8 (fast, with V4.1's MXFP8 products on the FP8 tensor cores)")
 	temp := fs.Float64("temperature", 0, "sample the decode rows at this temperature (0: greedy)")
 	topP := fs.Float64("top-p", 1, "with --temperature: the nucleus sampling mass")
 	topK := fs.Int("top-k", 0, "with --temperature: keep the k most likely tokens (0: all)")

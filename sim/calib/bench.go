@@ -60,12 +60,14 @@ func ParseBench(data []byte) (*stepbench.Report, error) {
 	return &r, nil
 }
 
-// Numerics is the numerics mode a report was measured in ("fast" or "exact"), from its
+// Numerics is the numerics mode a report was measured in ("fast", "fp8" or "exact"), from its
 // device line; "" when the line does not say.
 func Numerics(r *stepbench.Report) string {
 	switch {
 	case strings.Contains(r.Device, "fast numerics"):
 		return "fast"
+	case strings.Contains(r.Device, "fp8 numerics"):
+		return "fp8"
 	case strings.Contains(r.Device, "exact numerics"):
 		return "exact"
 	}

@@ -208,8 +208,8 @@ func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
 		groups int64
 	}{{1, true, 1, 160}, {quantSplitWideRows - 1, true, 1, 160}, {quantSplitWideRows, true, quantSplitPieces, 40}, {256, false, 1, 160}} {
 		var a ArgBuf
-		n := quantSplitArgs(&Step{}, &a, 0, c.M, 5120, 5120, 0, 2, false, c.wide)
-		if got := int64(a.w[len(a.w)-1]); got != c.qs || n != c.M*c.groups*32 {
+		n := quantSplitArgs(&Step{}, &a, 0, c.M, 5120, 5120, 0, 2, false, c.wide, 0)
+		if got := int64(a.w[len(a.w)-3]); got != c.qs || n != c.M*c.groups*32 {
 			t.Errorf("M %d wide %v: qs %d, %d threads; want %d, %d", c.M, c.wide, got, n, c.qs, c.M*c.groups*32)
 		}
 	}

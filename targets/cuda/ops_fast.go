@@ -79,6 +79,19 @@ func fastProduct(b *Bind, g fastGemm) int {
 	}
 	kp := (g.K + 63) / 64 * 64
 	S, ks := fastSplits(g.N, g.K)
+	// the fp8 numerics: MXFP8 activations' products of more than fastWideMin rows on
+	// fast_gemm_wg_e4m3 (FP8 weights of 32 × 32 blocks), its slices multiples of its
+	// steps of 128 values (the last slice may end in a part of one), and the quantization's E4M3 codes and scales in scratch xq (asked for
+	// before xs, so that a product reading its predecessor's quantization, ops_fuse.go,
+	// shares it only where both wrote the codes)
+	e4m3On := b.rt.fp8 && g.quant == 2 && g.G == 1 && g.K%32 == 0 && g.N%64 == 0 && g.xExact && !b.rt.invariant &&
+		os.Getenv(EnvWGE4M3) != "0" && wgE4M3Shared <= b.SharedMax()
+	xq := -1
+	if e4m3On {
+		ks = (ks + 127) / 128 * 128
+		S = (kp + ks - 1) / ks
+		xq = b.Scratch(g.K+g.K/8, 0) // per row: K codes, K/32 float scales
+	}
 	xs := b.Scratch(4*kp*g.G, 0) // per row and group: Kp/2 hi pairs and Kp/2 lo pairs, 4 bytes each
 	part := -1
 	if S > 1 {
@@ -103,7 +116,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 		if g.quant == 0 {
 			return 0
 		}
-		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false, qsWide)
+		xqp := devptr(0)
+		if xq >= 0 {
+			xqp = s.Scratch(xq)
+		}
+		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false, qsWide, xqp)
 	})
 	// products of at most fastGemvRows rows on the CUDA cores (fast_gemv_f32, _bf16,
 	// _fp8, reading x's float32 rows, so without the split; _q forms read a quantized
@@ -338,6 +355,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
+		if e4m3On && w.Fmt == 2 && w.Cols == g.K && w.Ptr%16 == 0 {
+			return "fast_gemm_wg_e4m3"
+		}
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			if wgN64 && rowsOf(s) <= 64 {
 				return "fast_gemm_wg_fp8n"
@@ -406,6 +426,18 @@ func fastProduct(b *Bind, g fastGemm) int {
 				return (g.N + fastBlockN - 1) / fastBlockN * S * mtiles * 128
 			}
 			return (g.N + fastTileN - 1) / fastTileN * S * mtiles * 32
+		})
+	}
+	if e4m3On {
+		b.LaunchShared("fast_gemm_wg_e4m3", 128, wgE4M3Shared, func(s *Step, a *ArgBuf) int64 {
+			if mt(s) != fastWideRows || s.Arg(g.w).Fmt == 0 || gemvKernel(s) != "" || wideKernel(s) != "fast_gemm_wg_e4m3" {
+				return 0
+			}
+			fill(s, a)
+			a.P(s.Scratch(xq))
+			a.P(s.Scratch(xq) + devptr(rowsOf(s)*g.K))
+			// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
+			return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
 		})
 	}
 	for _, v := range []struct {
@@ -578,7 +610,10 @@ const EnvGemv = "DEEPINFER_CUDA_GEMV"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and
 // split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4).
-func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, fp4, wide bool) int64 {
+// quantSplitArgs fills FastQuantSplitArgs: M rows of K values from x, their halves at xs
+// (Kp values a row); with xq ≠ 0 (mode 2) also their E4M3 codes there (K a row) and
+// their pieces' scales after (K/32 floats a row).
+func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, fp4, wide bool, xq devptr) int64 {
 	a.P(x)
 	a.P(xs)
 	a.P(xs + devptr(M*2*Kp))
@@ -593,6 +628,12 @@ func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mod
 		qs = quantSplitPieces
 	}
 	a.I(qs)
+	a.P(xq)
+	if xq != 0 {
+		a.P(xq + devptr(M*K))
+	} else {
+		a.P(0)
+	}
 	return M * ((Kp/32 + qs - 1) / qs) * 32 // a warp qs pieces of 32 values
 }
 
@@ -963,7 +1004,7 @@ func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs i
 		if f.quant == 0 {
 			return 0
 		}
-		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s), qsWide)
+		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s), qsWide, 0)
 	})
 	for _, fp4 := range []bool{false, true} {
 		kernel := "fast_split"
@@ -1198,6 +1239,14 @@ const EnvWGBF16 = "DEEPINFER_CUDA_WG_BF16"
 // activations' halves as its register operand; outside batch-invariant mode only).
 // Read when a program is bound.
 const EnvWGFP8R = "DEEPINFER_CUDA_WG_FP8R"
+
+// EnvWGE4M3 set to 0 keeps the fp8 numerics' MXFP8 products on the fast mode's kernels
+// (the bf16 halves) instead of fast_gemm_wg_e4m3 (a comparison in one run; read when a
+// program is bound).
+const EnvWGE4M3 = "DEEPINFER_CUDA_WG_E4M3"
+
+// wgE4M3Shared is fast_gemm_wg_e4m3's dynamic shared memory (tensorcore.cu's WGE4_SHARED).
+const wgE4M3Shared = 2*16384 + 2*8192 + 2*2048 + 1024
 
 // EnvWideWG set to 0 runs the wide products of FP8 weights (bf16 activations, more
 // than fastWideMin rows, one group, rows of K values) on fast_gemm_wide (mma.sync, each

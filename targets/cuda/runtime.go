@@ -47,7 +47,8 @@ type Runtime struct {
 	params     paramBufs
 	seqTab     devptr
 	invariant  bool // batch-invariant mode (targets.Options.Invariant)
-	fast       bool // the fast numerics mode (targets.Options.Numerics)
+	fast       bool // the fast numerics mode (targets.Options.Numerics), or fp8
+	fp8        bool // the fp8 numerics mode: fast, V4.1's MXFP8 products on e4m3 wgmma
 	errFlag    devptr
 	scratch    devptr
 
@@ -222,7 +223,7 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		return nil, err
 	}
 	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant,
-		fast: o.Numerics == targets.NumericsFast}
+		fast: o.Numerics == targets.NumericsFast || o.Numerics == targets.NumericsFP8, fp8: o.Numerics == targets.NumericsFP8}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.profDecode = os.Getenv(EnvProfileDecode) == "1"
@@ -711,7 +712,9 @@ func (rt *Runtime) Describe() string {
 		k = fmt.Sprintf("kernels loaded from the kernel cache in %s (nothing compiled)", i.Compile.Took.Round(time.Microsecond))
 	}
 	num := "exact numerics (the cpu target's values)"
-	if rt.fast {
+	if rt.fp8 {
+		num = "fp8 numerics (tensor-core products, V4.1's MXFP8 products on the FP8 tensor cores)"
+	} else if rt.fast {
 		num = "fast numerics (tensor-core products)"
 	}
 	if n := rt.Epilogues(plan.PhaseDecode); n > 0 {

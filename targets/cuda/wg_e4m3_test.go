@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"testing"
 
 	"deepinfer/quant"
@@ -108,3 +109,126 @@ func TestWGE4M3Probe(t *testing.T) {
 			kind, exactRounded, 4*64*8, rel[len(rel)/2], rel[len(rel)-1], math.Log2(rel[len(rel)/2]), math.Log2(rel[len(rel)-1]))
 	}
 }
+
+// runShared is run for a kernel of dynamic shared memory: launch blocks of block
+// threads, shared bytes each (the driver's limit raised first, as Bind.LaunchShared's
+// launches have it).
+func (k *emuKernels) runShared(name string, block, shared uint32, fill func(a *ArgBuf)) {
+	k.t.Helper()
+	m := k.mod
+	if k.where != nil {
+		var ok bool
+		if m, ok = k.where[name]; !ok {
+			k.t.Fatalf("no kernel %s", name)
+		}
+	}
+	f, err := k.d.Function(m, name)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	if err := k.d.FuncShared(f, shared); err != nil {
+		k.t.Fatal(err)
+	}
+	var a ArgBuf
+	fill(&a)
+	grid := uint32(1)
+	if k.where != nil {
+		grid = 4096
+	}
+	if err := k.d.Launch(f, grid, block, shared, 0, a.w); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// randMXFP8 draws M rows of K MXFP8 activations: E4M3 codes of every kind but NaN and a
+// power-of-two scale a 32-value piece (2^-12 to 2^3), and their values in float64.
+func randMXFP8(rng *rand.Rand, M, K int64) (codes []byte, scales []float32, x []float64) {
+	codes, scales, x = make([]byte, M*K), make([]float32, M*K/32), make([]float64, M*K)
+	for i := range scales {
+		scales[i] = float32(math.Ldexp(1, rng.IntN(16)-12))
+	}
+	for i := range codes {
+		for codes[i] = byte(rng.IntN(256)); codes[i]&0x7f == 0x7f; codes[i] = byte(rng.IntN(256)) {
+		}
+		x[i] = float64(quant.DecodeE4M3(codes[i])) * float64(scales[i/32])
+	}
+	return codes, scales, x
+}
+
+// TestWGE4M3GemmNearExact: fast_gemm_wg_e4m3 (the fp8 numerics' products of MXFP8
+// activations and FP8 weights of 32 × 32 blocks on wgmma's e4m3 form) on random codes
+// of every kind, scale bytes 110-139 for the weights and 2^-12..2^3 for the activations'
+// pieces. On the emulated device every output is bit for bit this test's own sum of the
+// kernel's definition: per 32-value block the exact sum (float64) rounded to float32,
+// then d = fma(that, weight scale · piece scale, d) in block order. On either device
+// every output is within 2^-8 of Σ|x·w| of the float64 value (a layout gate: a wrong
+// swizzle, fragment, scale or step is far outside it; on the GPU the tensor cores sum a
+// block at their FP8 precision, which the log reports: how many outputs equal the
+// definition's and the worst distance in units of Σ|x·w|). Shapes: partial last blocks
+// of 128 x rows and more than one, slices (three of one step each), a one-step
+// reduction, reductions ending in a part of a step (7 and 11 blocks of 32).
+func TestWGE4M3GemmNearExact(t *testing.T) {
+	const gate = 1.0 / 256
+	k := newKernels(t)
+	rng := rand.New(rand.NewPCG(41, 7))
+	for _, c := range []struct{ M, N, K, S, ks int64 }{
+		{200, 128, 512, 1, 512}, {40, 64, 1024, 2, 512}, {129, 192, 384, 3, 128}, {300, 64, 128, 1, 128},
+		{70, 64, 224, 1, 256}, {130, 128, 352, 2, 256},
+	} {
+		t.Run(fmtShape(c.M, c.N, c.K, c.S), func(t *testing.T) {
+			M, N, K, S, ks := c.M, c.N, c.K, c.S, c.ks
+			xq, xe, x := randMXFP8(rng, M, K)
+			codes, scales, w := randFP8(rng, N, K, 2)
+			wop := Operand{Ptr: put(k, packBytes(codes)), Scales: put(k, packBytes(scales)), Fmt: 2, Cols: K}
+			xqp, xep := put(k, packBytes(xq)), put(k, xe)
+			outs := S * M * N
+			y := put(k, make([]float32, outs))
+			k.runShared("fast_gemm_wg_e4m3", 128, wgE4M3Shared, func(a *ArgBuf) {
+				gemmArgs(a, 0, 0, wop, y, M, N, K, S, ks, fastWideRows, 1, true)
+				a.P(xqp)
+				a.P(xep)
+			})
+			got := k.get(y, int(outs))
+			sc := (K + 31) / 32
+			same, worst := 0, 0.0
+			for s := range S {
+				for m := range M {
+					for n := range N {
+						var ref, mag float64
+						var def float32
+						for kb := s * ks; kb < min(K, (s+1)*ks); kb += 32 {
+							var bs float64
+							for kk := kb; kk < kb+32; kk++ {
+								p := x[m*K+kk] * w(n, kk)
+								ref += p
+								mag += math.Abs(p)
+								bs += float64(quant.DecodeE4M3(xq[m*K+kk])) * float64(quant.DecodeE4M3(codes[n*K+kk]))
+							}
+							cs := float32(math.Ldexp(1, int(scales[(n/32)*sc+kb/32])-127)) * xe[m*K/32+kb/32]
+							def = float32(math.FMA(float64(float32(bs)), float64(cs), float64(def)))
+						}
+						v := got[(s*M+m)*N+n]
+						if v == def {
+							same++
+						} else if k.where == nil {
+							t.Fatalf("slice %d, row %d, weight row %d: %g, the definition's %g (the emulated device)", s, m, n, v, def)
+						}
+						d := math.Abs(float64(v) - ref)
+						if d > gate*mag || math.IsNaN(float64(v)) {
+							t.Fatalf("slice %d, row %d, weight row %d: %g, exact %g (bound %g)", s, m, n, v, ref, gate*mag)
+						}
+						worst = math.Max(worst, d/math.Max(mag, 1e-30))
+					}
+				}
+			}
+			t.Logf("%d of %d outputs equal the definition's (blocks summed exactly, rounded once); worst %.3g of Σ|x·w| from the exact value", same, outs, worst)
+		})
+	}
+}
+
+// fmtShape names a product's subtest.
+func fmtShape(M, N, K, S int64) string {
+	return "M" + itoa(M) + "_N" + itoa(N) + "_K" + itoa(K) + "_S" + itoa(S)
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

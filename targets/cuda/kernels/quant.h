@@ -84,14 +84,32 @@ DEV float q_pow2ceil(float x) {
   return f32_bits((u32)(e + 127) << 23);
 }
 
+// mxfp8_scale: an MXFP8 group's scale for its largest magnitude amax,
+// 2^⌈log2(max(amax, 1e-4)/448)⌉ (a power of two from 2^-22 on).
+DEV float mxfp8_scale(float amax) { return q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u)); }
+
 // dense_mxfp8_group fake-quantizes g values in place to MXFP8 (quant.MXFP8.FakeQuant of
-// one group): scale 2^⌈log2(max(amax, 1e-4)/448)⌉, codes E4M3.
-DEV void dense_mxfp8_group(float* v, i64 g) {
+// one group): scale mxfp8_scale(amax), codes E4M3. It returns the scale.
+DEV float dense_mxfp8_group(float* v, i64 g) {
   float amax = 0;
   for (i64 i = 0; i < g; i++) amax = go_max32(amax, (float)fabs((double)v[i]));
-  float s = q_pow2ceil(go_max32(amax, f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+  float s = mxfp8_scale(amax);
   for (i64 i = 0; i < g; i++)
     v[i] = q_round_e4m3(go_min32(go_max32(v[i] / s, -448.0f), 448.0f)) * s;
+  return s;
+}
+
+// e4m3_code: the E4M3 code of f, a value E4M3 holds exactly (an MXFP8 value over its
+// scale): sign, then 2^(e − 7)·(1 + m/8) from 2^-6 on, m·2^-9 below; e4m3_f32 of it is f.
+// An infinite f (a value quantized past float's range: 448 times a scale of 2^127) is
+// ±448, whose value times that scale is the infinity again; NaN is the NaN code.
+DEV unsigned char e4m3_code(float f) {
+  const u32 u = bits_f32(f), sg = (u >> 24) & 0x80, a = u & 0x7fffffffu;
+  if (a == 0) return (unsigned char)sg;
+  if (a >= 0x7f800000u) return (unsigned char)(sg | (a == 0x7f800000u ? 0x7e : 0x7f));
+  const int e = (int)(a >> 23) - 127;
+  if (e >= -6) return (unsigned char)(sg | (u32)(e + 7) << 3 | ((a >> 20) & 7));
+  return (unsigned char)(sg | (u32)(f32_bits(a) * 512.0f));
 }
 
 // q_act_piece writes the values [lo, lo + chunk) ∩ [0, n) of an activation row of n
@@ -111,8 +129,9 @@ DEV i64 q_act_piece(const float* x, i64 n, i64 lo, i64 chunk, i64 mode, float* v
 // order-free maximum); 0 past n. The N loads are in flight together and the N maxima's
 // shuffles interleaved. Every lane of the warp calls it with the same p0 (dense_quant
 // and fast_quant_split through q_act_lane32, fast_quant_split's wide form with N = 4).
+// (sc, where given: each whole piece's MXFP8 scale, mode 2.)
 template <int N>
-DEVM void q_act_lanes32(const float* x, i64 n, i64 p0, int lane, i64 mode, float* v) {
+DEVM void q_act_lanes32(const float* x, i64 n, i64 p0, int lane, i64 mode, float* v, float* sc = nullptr) {
   _Pragma("unroll") for (int j = 0; j < N; j++) {
     const i64 c = (p0 + j) * 32 + lane;
     v[j] = c < n ? x[c] : 0.0f;
@@ -127,8 +146,9 @@ DEVM void q_act_lanes32(const float* x, i64 n, i64 p0, int lane, i64 mode, float
   }
   _Pragma("unroll") for (int j = 0; j < N; j++) {
     if ((p0 + j) * 32 + 32 > n) continue;
-    const float s = q_pow2ceil(go_max32(amax[j], f32_bits(0x38d1b717u)) * f32_bits(0x3b124925u));
+    const float s = mxfp8_scale(amax[j]);
     v[j] = q_round_e4m3(go_min32(go_max32(v[j] / s, -448.0f), 448.0f)) * s;
+    if (sc) sc[j] = s;
   }
 }
 

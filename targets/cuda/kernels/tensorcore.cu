@@ -243,20 +243,34 @@ KERNEL(fast_split_wg, FastSplitArgs) { fast_split_body<true>(a, GIDX, GSTRIDE); 
 // M · ⌈(Kp/32)/qs⌉ · 32 (ops_fast.go's quantSplitArgs, which takes QS_PIECES for steps of
 // many rows: on an H100, run 46a, V4.1's 31 launches at batch 256 0.411 → 0.347 ms of
 // event time, at batch 1 0.110 → 0.149, at 64 the same). The emulated device runs a
-// warp's pieces at its first lane, in order.
+// warp's pieces at its first lane, in order. With xq (mode 2, K a multiple of 32: the
+// fp8 numerics' products on fast_gemm_wg_e4m3) it also writes each value's E4M3 code,
+// xq[m·K + k], and each piece's scale, xe[m·K/32 + k/32]: code times scale is the value
+// the halves hold.
 #define QS_PIECES 4
-struct FastQuantSplitArgs { const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; i64 qs; };
+struct FastQuantSplitArgs {
+  const float* x; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 mode; i64 fp4; i64* err; i64 qs;
+  unsigned char* xq; float* xe;
+};
 #ifndef DI_EMULATE
 // quant_split_warp: a warp's N pieces p0.. of the row at x + xo (those below pieces
 // stored), each lane's value and its pair partner d lanes on.
 template <int N>
 DEVM void quant_split_warp(const FastQuantSplitArgs& a, i64 xo, i64 p0, i64 pieces, int lane, int d, u32* xh, u32* xl) {
-  float v[N];
-  q_act_lanes32<N>(a.x + xo, a.K, p0, lane, a.mode, v);
+  float v[N], sc[N];
+  q_act_lanes32<N>(a.x + xo, a.K, p0, lane, a.mode, v, a.xq ? sc : nullptr);
   const int pos = a.fp4 ? (lane >> 3) * 4 + (lane & 3) : lane >> 1;
   UNROLL for (int j = 0; j < N; j++) {
     const float w = __shfl_down_sync(0xffffffffu, v[j], d);
     if (p0 + j < pieces && (lane & d) == 0) fast_pair(xh + (p0 + j) * 16, xl + (p0 + j) * 16, pos, v[j], w, true, a.err);
+  }
+  if (a.xq) {
+    const i64 m = xo / a.K;
+    UNROLL for (int j = 0; j < N; j++) {
+      if ((p0 + j) * 32 + 32 > a.K) continue;
+      a.xq[xo + (p0 + j) * 32 + lane] = e4m3_code(v[j] / sc[j]);
+      if (lane == 0) a.xe[m * (a.K / 32) + p0 + j] = sc[j];
+    }
   }
 }
 #endif
@@ -277,6 +291,14 @@ KERNEL(fast_quant_split, FastQuantSplitArgs) {
       for (int j = 0; j < 16; j++) {
         const int k = a.fp4 ? 8 * (j >> 2) + (j & 3) : 2 * j;
         fast_pair(xh + p * 16, xl + p * 16, j, v[k], v[k + d], true, a.err);
+      }
+      if (a.xq && p * 32 + 32 <= a.K) {
+        // (the piece's scale again, from its bf16 values as dense_mxfp8_group takes it)
+        float amax = 0;
+        for (int u = 0; u < 32; u++) amax = go_max32(amax, (float)fabs((double)q_bf16(a.x[m * a.K + p * 32 + u])));
+        const float s = mxfp8_scale(amax);
+        for (int u = 0; u < 32; u++) a.xq[m * a.K + p * 32 + u] = e4m3_code(v[u] / s);
+        a.xe[m * (a.K / 32) + p] = s;
       }
     }
 #else
@@ -2552,3 +2574,160 @@ KERNEL(wg_e4m3_probe, WgProbeArgs) {
   }
 #endif
 }
+
+// fast_gemm_wg_e4m3: the fp8 numerics' products of MXFP8 activations (fast_quant_split's
+// E4M3 codes xq, M rows of K, and their scales xe, one a 32-value piece) and FP8 weights
+// of 32 × 32 blocks (format 2), wgmma's e4m3 form: a launch block (one warpgroup) takes
+// 64 weight rows from n0, slice sl and 128 x rows from m0 (fast_gemm_wg_fp8's blocks,
+// x-tiles fastest), in steps of 128 values, both operands copied by cp.async a step ahead
+// into two buffers each (the 128-byte swizzle wg_desc names) and the x scales beside them.
+// Each 32-value block is one wgmma m64n128k32 from zero, its sums scaled by the weight
+// block's and the x piece's scales (powers of two) and added to float32 accumulators by
+// one fused multiply-add each: d = fma(block sum, 2^(ew − 127) · sx, d), blocks in order.
+// The tensor cores sum a block's 32 exact products at their FP8 precision (not float32's:
+// DeepSeek-V3's report puts it near 14 bits); the emulated device sums each block exactly
+// and rounds it once, so the two differ by that, and TestWGE4M3GemmNearExact bounds it.
+// Needs K a multiple of 32, the slices' length of 128 (a slice's last step may hold fewer
+// blocks), N of 64, weight rows of K bytes (ops_fast.go).
+// Dynamic shared memory: wgE4M3Shared bytes (ops_fast.go).
+struct WgE4M3Args {
+  FastGemmArgs f;
+  const unsigned char* xq;
+  const float* xe;
+};
+#if !defined(DI_EMULATE) && !defined(DI_LANES)
+// wg_e4m3_m64n128: d = the 64 rows × 32 codes da names × the 32 codes of the 128 rows db
+// names (scale-d 0: d's old values not read)
+DEVM void wg_e4m3_m64n128(float (&d)[64], u64 da, u64 db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      WG_D64_REGS
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
+        "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]),
+        "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
+        "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]),
+        "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]),
+        "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]),
+        "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]),
+        "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
+      : "l"(da), "l"(db), "r"(0));
+}
+// cp4: an asynchronous copy of 4 bytes (zeros when !in)
+DEV void wg_cp4(void* dst, const void* src, bool in) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(wg_saddr(dst)), "l"(src), "r"(in ? 4 : 0) : "memory");
+}
+#endif
+// the buffers: x codes 2 × 128 rows × 128 bytes, weight codes 2 × 64 × 128, x scales 2 ×
+// 4 × 128 floats, and 1 KB to align the first to 1024 bytes
+#define WGE4_SHARED (2 * 16384 + 2 * 8192 + 2 * 2048 + 1024)
+// (three blocks a multiprocessor: at most 168 registers a thread)
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) {
+  const FastGemmArgs& f = a.f;
+  (void)f, (void)GIDX, (void)GSTRIDE;
+#ifdef DI_EMULATE
+  const i64 sc = (f.w.cols + 31) / 32;
+  for (i64 it = GIDX; it < f.S * f.M * f.N; it += GSTRIDE) {
+    const i64 n = it % f.N, m = it / f.N % f.M, sl = it / (f.N * f.M);
+    const i64 kb = sl * f.ks, ke = imin(f.K, kb + f.ks);
+    const unsigned char* wr = (const unsigned char*)f.w.p + n * f.w.cols;
+    const unsigned char* xr = a.xq + m * f.K;
+    float d = 0;
+    for (i64 k = kb; k < ke; k += 32) {
+      double bs = 0;  // (exact: 32 products of E4M3 values span fewer than 53 bits)
+      for (int u = 0; u < 32; u++) bs += (double)e4m3_f32(xr[k + u]) * e4m3_f32(wr[k + u]);
+      const float c = ue8m0_f32(f.w.s[(n / 32) * sc + k / 32]) * a.xe[m * (f.K / 32) + k / 32];
+      d = fmaf((float)bs, c, d);
+    }
+    FastGemmStore{&f, m, sl}(0, n, 0, d);
+  }
+#elif !defined(DI_LANES)
+  DYN_SHARED(wge4_sm);
+  unsigned char* sm = wge4_sm + ((1024 - (wg_saddr(wge4_sm) & 1023)) & 1023);
+  unsigned char* xs = sm;                        // [2][128 × 128]
+  unsigned char* ws = sm + 2 * 16384;            // [2][64 × 128]
+  float* xsc = (float*)(sm + 2 * 16384 + 2 * 8192);  // [2][4][128]: step piece s, x row
+  const int tid = (int)threadIdx.x, warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  const i64 mtiles = (f.M + 127) / 128, blk = GIDX / 128;
+  const i64 m0 = blk % mtiles * 128, sl = blk / mtiles % f.S, n0 = blk / (mtiles * f.S) * 64;
+  if (n0 >= f.N) return;
+  // (steps of 128 values; the slice's last may hold fewer of its 32-value blocks)
+  const i64 kb = sl * f.ks, ke = imin(f.K, kb + f.ks), steps = (ke - kb + 127) / 128, KS = f.K / 32;
+  const unsigned char* wp = (const unsigned char*)f.w.p;
+  // this warp's 16 weight rows lie in one 32-row scale block: its 4 bytes of a step
+  const unsigned char* wsc = f.w.s + ((n0 + 16 * warp) / 32) * ((f.w.cols + 31) / 32);
+  // a thread's copies: row tid/8 (+ 16 a piece) of each operand, its 16-byte piece tid % 8
+  // (at piece (tid % 8) ^ (row % 8) in the buffer: the rows 16 apart share the swizzle),
+  // and row tid's four x scales; sources as offsets from a base a step
+  const int cr = tid >> 3, cc = tid & 7;
+  const u32 dpos = (u32)cr * 128 + ((u32)(cc ^ (cr & 7)) << 4);
+  const unsigned char* xsrc = a.xq + (m0 + cr) * f.K + 16 * cc;
+  const unsigned char* wsrc = wp + (n0 + cr) * f.w.cols + 16 * cc;
+  const i64 xstep = 16 * f.K, wstep = 16 * f.w.cols;
+  u32 xin = 0;  // bit i: x row m0 + cr + 16i exists
+  UNROLL for (int i = 0; i < 8; i++) xin |= (u32)(m0 + cr + 16 * i < f.M) << i;
+  const bool ein = m0 + tid < f.M;
+  const float* esrc = a.xe + (ein ? (m0 + tid) * KS : 0);
+  auto copy = [&](i64 k, int b) {
+    const bool kin = k + 16 * cc < ke;  // (past the slice: zeros, never read by a product)
+    unsigned char* xb = xs + b * 16384 + dpos;
+    UNROLL for (int i = 0; i < 8; i++) {
+      const bool in = kin && ((xin >> i) & 1);
+      fast_cp16(xb + 2048 * i, in ? xsrc + i * xstep + k : a.xq, in);
+    }
+    unsigned char* wb = ws + b * 8192 + dpos;
+    UNROLL for (int i = 0; i < 4; i++) fast_cp16(wb + 2048 * i, kin ? wsrc + i * wstep + k : wp, kin);
+    UNROLL for (int s = 0; s < 4; s++) {
+      const bool in = ein && k + 32 * s < ke;
+      wg_cp4(xsc + b * 512 + s * 128 + tid, in ? esrc + k / 32 + s : a.xe, in);
+    }
+    fast_cp_commit();
+  };
+  auto wscale = [&](i64 k) {
+    const unsigned char* p = wsc + k / 32;
+    u32 u = 0;
+    UNROLL for (int s = 0; s < 4; s++) u |= k + 32 * s < ke ? (u32)p[s] << (8 * s) : 0u;
+    return u;
+  };
+  float d[64];
+  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  const u32 xbase = wg_saddr(xs), wbase = wg_saddr(ws);
+  u32 wnext = 0;
+  if (steps > 0) copy(kb, 0), wnext = wscale(kb);
+  for (i64 i = 0; i < steps; i++) {
+    const int b = (int)(i & 1);
+    fast_cp_wait<0>();
+    wg_proxy_fence();
+    __syncthreads();  // step i's operands in place; every warp done with step i − 1's
+    const u32 wcur = wnext;
+    if (i + 1 < steps) copy(kb + 128 * (i + 1), b ^ 1), wnext = wscale(kb + 128 * (i + 1));
+    const u64 da = wg_desc(wbase + 8192 * b), db = wg_desc(xbase + 16384 * b);
+    const float* sx = xsc + b * 512 + 2 * t;
+    const i64 nb = imin(4, (ke - kb - 128 * i) / 32);  // the step's blocks
+    UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 32-code block
+      if (s >= nb) break;
+      float dt[64];
+      wg_fence();
+      wg_e4m3_m64n128(dt, da + 2 * s, db + 2 * s);
+      wg_commit();
+      wg_wait0();
+      WG_KEEPN(dt, 64);
+      const float sw = ue8m0_f32((unsigned char)(wcur >> (8 * s)));
+      UNROLL for (int j = 0; j < 16; j++) {
+        const float2 x2 = *(const float2*)(sx + s * 128 + 8 * j);
+        const float c0 = sw * x2.x, c1 = sw * x2.y;
+        d[4 * j] = fmaf(dt[4 * j], c0, d[4 * j]);
+        d[4 * j + 1] = fmaf(dt[4 * j + 1], c1, d[4 * j + 1]);
+        d[4 * j + 2] = fmaf(dt[4 * j + 2], c0, d[4 * j + 2]);
+        d[4 * j + 3] = fmaf(dt[4 * j + 3], c1, d[4 * j + 3]);
+      }
+    }
+  }
+  wg_store<false>(f, sl, n0, m0, warp, g, t, d);
+#endif
+}
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS

@@ -4,7 +4,9 @@
 // QS_PIECES pieces, the pieces' maxima and the pairs by shuffles) and through the two launches it
 // replaces, dense_quant's device branch then fast_split or fast_split_fp4, and through a
 // serial loop (q_act_piece a piece, as the emulated device runs it); the halves and the
-// error word must be the same, bit for bit.
+// error word must be the same, bit for bit; with the E4M3 codes asked for too (mode 2),
+// the same halves and each finite value code times its piece's scale.
+#include <cstdlib>
 #include <random>
 
 struct Case { long M, K, mode, fp4; };
@@ -59,12 +61,45 @@ static int run_case(const Case& c, unsigned seed) {
         fast_pair(e.data() + m * P + p * 16, e.data() + c.M * P + m * P + p * 16, j, v[k], v[k + (c.fp4 ? 4 : 1)], true, &eerr);
       }
     }
+  // with the E4M3 codes and the pieces' scales too (mode 2, whole pieces: the fp8
+  // numerics' fast_gemm_wg_e4m3 reads them): the same halves, and each finite value of a
+  // whole piece code times scale, bit for bit (codes of NaN values are not defined)
+  long cdiff = 0;
+  if (c.mode == 2 && c.K % 32 == 0) {
+    for (long qs : {1L, (long)QS_PIECES}) {
+      std::vector<u32> hq(2 * c.M * P, 0x99999999u);
+      std::vector<unsigned char> codes(c.M * c.K, 0x7f);
+      std::vector<float> sc(c.M * c.K / 32, -1.0f);
+      i64 qerr = 0;
+      FastQuantSplitArgs f = {x.data(), hq.data(), hq.data() + c.M * P, c.M, c.K, Kp, c.mode, c.fp4, &qerr, qs, codes.data(), sc.data()};
+      long blocks = (c.M * ((Kp / 32 + qs - 1) / qs) * 32 + 127) / 128;
+      fibers_launch(fast_quant_split, f, blocks > 3 ? blocks / 3 : blocks);
+      for (size_t i = 0; i < hq.size(); i++) cdiff += hq[i] != r[i];
+      cdiff += qerr != rerr;
+      for (long m = 0; m < c.M; m++)
+        for (long p = 0; p < c.K / 32; p++) {
+          float v[32] = {0};
+          q_act_piece(x.data() + m * c.K, c.K, p * 32, 32, c.mode, v);
+          for (int u = 0; u < 32; u++) {
+            const float d = e4m3_f32(codes[m * c.K + p * 32 + u]) * sc[m * (c.K / 32) + p];
+            if (v[u] != v[u]) {
+              cdiff += d == d;
+              continue;
+            }
+            if (__float_as_uint(d) != __float_as_uint(v[u]) && cdiff < 3 && getenv("QF_DEBUG"))
+              printf("    m %ld p %ld u %d: code %02x scale %g -> %g, want %g (x %g)\n", m, p, u, codes[m * c.K + p * 32 + u], sc[m * (c.K / 32) + p], d, v[u], x[m * c.K + p * 32 + u]);
+            cdiff += __float_as_uint(d) != __float_as_uint(v[u]);
+          }
+        }
+    }
+    printf("  with the E4M3 codes: %ld values or words differ\n", cdiff);
+  }
   long diff = 0, ediff = 0, diff4 = 0;
   for (size_t i = 0; i < h.size(); i++) diff += h[i] != r[i], ediff += h[i] != e[i], diff4 += h4[i] != r[i];
   printf("M %ld K %ld mode %ld fp4 %ld%s: %ld of %zu words differ from the two launches (%ld with %d pieces a warp), %ld from the serial loop, errors %lld / %lld / %lld / %lld, harness errors %ld\n",
          c.M, c.K, c.mode, c.fp4, specials ? " (specials)" : "", diff, h.size(), diff4, QS_PIECES, ediff, (long long)err,
          (long long)err4, (long long)rerr, (long long)eerr, g_errors - before);
-  return diff == 0 && diff4 == 0 && ediff == 0 && err == rerr && err4 == rerr && err == eerr && g_errors == before ? 0 : 1;
+  return diff == 0 && diff4 == 0 && ediff == 0 && cdiff == 0 && err == rerr && err4 == rerr && err == eerr && g_errors == before ? 0 : 1;
 }
 
 int main() {
