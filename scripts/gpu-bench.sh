@@ -39,7 +39,8 @@
 # fast_sum in place of fast_sum4),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context,
-# the batch sizes CMP_BATCH if set;
+# the batch sizes CMP_BATCH if set; in the numerics mode CMP_NUMERICS, default fast, its
+# reports still named $m.fast.cmp*;
 # and the PREFILL prompt unless PREFILL_COMPARE=0; several sets separated by ';' each
 # time it again, the prefill with the first set only),
 # BASE_BIN=DIR times it again with another build's divm (DIR: that build's bench
@@ -225,10 +226,10 @@ run() {
 				n=$((n + 1))
 				tag=cmp
 				[ $n -gt 1 ] && tag=cmp$n
-				echo "==== $m: $set divm bench --numerics fast"
+				echo "==== $m: $set divm bench --numerics ${CMP_NUMERICS:-fast}"
 				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
 					--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
-					--numerics fast --out "$out/$m.fast.$tag.bench.json" 2>&1 | tee "$out/$m.fast.$tag.bench.txt"
+					--numerics "${CMP_NUMERICS:-fast}" --out "$out/$m.fast.$tag.bench.json" 2>&1 | tee "$out/$m.fast.$tag.bench.txt"
 				echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.$tag.bench.txt"
 			done
 		fi
