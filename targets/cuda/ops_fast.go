@@ -85,7 +85,10 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// before xs, so that a product reading its predecessor's quantization, ops_fuse.go,
 	// shares it only where both wrote the codes)
 	e4m3On := b.rt.fp8 && g.quant == 2 && g.G == 1 && g.K%32 == 0 && g.N%64 == 0 && g.xExact && !b.rt.invariant &&
-		os.Getenv(EnvWGE4M3) != "0" && wgE4M3Shared <= b.SharedMax()
+		os.Getenv(EnvWGE4M3) != "0" && wgE4M3Shared(128) <= b.SharedMax()
+	// (steps of at most 64 rows: fast_gemm_wg_e4m3n, blocks of 64 x rows; EnvWGE4M3=128
+	// keeps the 128-row blocks there)
+	e4m3N := os.Getenv(EnvWGE4M3) != "128"
 	xq := -1
 	if e4m3On {
 		ks = (ks + 127) / 128 * 128
@@ -356,6 +359,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if e4m3On && w.Fmt == 2 && w.Cols == g.K && w.Ptr%16 == 0 {
+			if e4m3N && rowsOf(s) <= 64 {
+				return "fast_gemm_wg_e4m3n"
+			}
 			return "fast_gemm_wg_e4m3"
 		}
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
@@ -429,16 +435,22 @@ func fastProduct(b *Bind, g fastGemm) int {
 		})
 	}
 	if e4m3On {
-		b.LaunchShared("fast_gemm_wg_e4m3", 128, wgE4M3Shared, func(s *Step, a *ArgBuf) int64 {
-			if mt(s) != fastWideRows || s.Arg(g.w).Fmt == 0 || gemvKernel(s) != "" || wideKernel(s) != "fast_gemm_wg_e4m3" {
-				return 0
+		for _, bn := range []int64{128, 64} {
+			name := "fast_gemm_wg_e4m3"
+			if bn == 64 {
+				name += "n"
 			}
-			fill(s, a)
-			a.P(s.Scratch(xq))
-			a.P(s.Scratch(xq) + devptr(rowsOf(s)*g.K))
-			// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
-			return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
-		})
+			b.LaunchShared(name, 128, wgE4M3Shared(bn), func(s *Step, a *ArgBuf) int64 {
+				if mt(s) != fastWideRows || s.Arg(g.w).Fmt == 0 || gemvKernel(s) != "" || wideKernel(s) != name {
+					return 0
+				}
+				fill(s, a)
+				a.P(s.Scratch(xq))
+				a.P(s.Scratch(xq) + devptr(rowsOf(s)*g.K))
+				// a launch block (one warpgroup) per (64 weight rows, slice, bn rows)
+				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), bn) * 128
+			})
+		}
 	}
 	for _, v := range []struct {
 		kernel string
@@ -1241,12 +1253,14 @@ const EnvWGBF16 = "DEEPINFER_CUDA_WG_BF16"
 const EnvWGFP8R = "DEEPINFER_CUDA_WG_FP8R"
 
 // EnvWGE4M3 set to 0 keeps the fp8 numerics' MXFP8 products on the fast mode's kernels
-// (the bf16 halves) instead of fast_gemm_wg_e4m3 (a comparison in one run; read when a
-// program is bound).
+// (the bf16 halves) instead of fast_gemm_wg_e4m3 and, for steps of at most 64 rows,
+// fast_gemm_wg_e4m3n; set to 128, fast_gemm_wg_e4m3 at every size (the same values;
+// comparisons in one run; read when a program is bound).
 const EnvWGE4M3 = "DEEPINFER_CUDA_WG_E4M3"
 
-// wgE4M3Shared is fast_gemm_wg_e4m3's dynamic shared memory (tensorcore.cu's WGE4_SHARED).
-const wgE4M3Shared = 2*16384 + 2*8192 + 2*2048 + 1024
+// wgE4M3Shared is the dynamic shared memory of fast_gemm_wg_e4m3 (bn 128) and
+// fast_gemm_wg_e4m3n (64): tensorcore.cu's WGE4_SHARED(BN).
+func wgE4M3Shared(bn int64) int64 { return 2*bn*128 + 2*8192 + 2*bn*16 + 1024 }
 
 // EnvWideWG set to 0 runs the wide products of FP8 weights (bf16 activations, more
 // than fastWideMin rows, one group, rows of K values) on fast_gemm_wide (mma.sync, each

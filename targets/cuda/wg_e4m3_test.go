@@ -167,6 +167,7 @@ func randMXFP8(rng *rand.Rand, M, K int64) (codes []byte, scales []float32, x []
 // definition's and the worst distance in units of Σ|x·w|). Shapes: partial last blocks
 // of 128 x rows and more than one, slices (three of one step each), a one-step
 // reduction, reductions ending in a part of a step (7 and 11 blocks of 32).
+// fast_gemm_wg_e4m3n's outputs (blocks of 64 x rows) are fast_gemm_wg_e4m3's bit for bit.
 func TestWGE4M3GemmNearExact(t *testing.T) {
 	const gate = 1.0 / 256
 	k := newKernels(t)
@@ -182,13 +183,18 @@ func TestWGE4M3GemmNearExact(t *testing.T) {
 			wop := Operand{Ptr: put(k, packBytes(codes)), Scales: put(k, packBytes(scales)), Fmt: 2, Cols: K}
 			xqp, xep := put(k, packBytes(xq)), put(k, xe)
 			outs := S * M * N
-			y := put(k, make([]float32, outs))
-			k.runShared("fast_gemm_wg_e4m3", 128, wgE4M3Shared, func(a *ArgBuf) {
-				gemmArgs(a, 0, 0, wop, y, M, N, K, S, ks, fastWideRows, 1, true)
-				a.P(xqp)
-				a.P(xep)
-			})
-			got := k.get(y, int(outs))
+			run := func(kernel string, bn int64) []float32 {
+				y := put(k, make([]float32, outs))
+				k.runShared(kernel, 128, uint32(wgE4M3Shared(bn)), func(a *ArgBuf) {
+					gemmArgs(a, 0, 0, wop, y, M, N, K, S, ks, bn, 1, true)
+					a.P(xqp)
+					a.P(xep)
+				})
+				return k.get(y, int(outs))
+			}
+			got := run("fast_gemm_wg_e4m3", 128)
+			// blocks of 64 x rows: the same block sums in the same order
+			sameBits(t, "fast_gemm_wg_e4m3n against fast_gemm_wg_e4m3", run("fast_gemm_wg_e4m3n", 64), got)
 			sc := (K + 31) / 32
 			same, worst := 0, 0.0
 			for s := range S {

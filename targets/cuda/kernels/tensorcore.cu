@@ -2589,7 +2589,7 @@ KERNEL(wg_e4m3_probe, WgProbeArgs) {
 // and rounds it once, so the two differ by that, and TestWGE4M3GemmNearExact bounds it.
 // Needs K a multiple of 32, the slices' length of 128 (a slice's last step may hold fewer
 // blocks), N of 64, weight rows of K bytes (ops_fast.go).
-// Dynamic shared memory: wgE4M3Shared bytes (ops_fast.go).
+// Dynamic shared memory: WGE4_SHARED(BN) bytes (ops_fast.go's wgE4M3Shared).
 struct WgE4M3Args {
   FastGemmArgs f;
   const unsigned char* xq;
@@ -2614,18 +2614,32 @@ DEVM void wg_e4m3_m64n128(float (&d)[64], u64 da, u64 db) {
         "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
       : "l"(da), "l"(db), "r"(0));
 }
+// wg_e4m3_m64n64: the same with the 64 rows db names (32 accumulators a thread)
+DEVM void wg_e4m3_m64n64(float (&d)[32], u64 da, u64 db) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, %32, %33, p, 1, 1;\n}\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
+        "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]),
+        "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
+        "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+      : "l"(da), "l"(db), "r"(0));
+}
 // cp4: an asynchronous copy of 4 bytes (zeros when !in)
 DEV void wg_cp4(void* dst, const void* src, bool in) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(wg_saddr(dst)), "l"(src), "r"(in ? 4 : 0) : "memory");
 }
 #endif
-// the buffers: x codes 2 × 128 rows × 128 bytes, weight codes 2 × 64 × 128, x scales 2 ×
-// 4 × 128 floats, and 1 KB to align the first to 1024 bytes
-#define WGE4_SHARED (2 * 16384 + 2 * 8192 + 2 * 2048 + 1024)
-// (three blocks a multiprocessor: at most 168 registers a thread)
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 3)
-KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) {
+// the buffers: x codes 2 × BN rows × 128 bytes, weight codes 2 × 64 × 128, x scales 2 ×
+// 4 × BN floats, and 1 KB to align the first to 1024 bytes
+// (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k32 or m64n64k32)
+#define WGE4_SHARED(BN) (2 * (BN) * 128 + 2 * 8192 + 2 * (BN) * 16 + 1024)
+template <int BN>
+DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
+  static_assert(BN == 128 || BN == 64, "wg_e4m3_body: 128 or 64 x rows a block");
   const FastGemmArgs& f = a.f;
   (void)f, (void)GIDX, (void)GSTRIDE;
 #ifdef DI_EMULATE
@@ -2647,12 +2661,12 @@ KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) {
 #elif !defined(DI_LANES)
   DYN_SHARED(wge4_sm);
   unsigned char* sm = wge4_sm + ((1024 - (wg_saddr(wge4_sm) & 1023)) & 1023);
-  unsigned char* xs = sm;                        // [2][128 × 128]
-  unsigned char* ws = sm + 2 * 16384;            // [2][64 × 128]
-  float* xsc = (float*)(sm + 2 * 16384 + 2 * 8192);  // [2][4][128]: step piece s, x row
+  unsigned char* xs = sm;                            // [2][BN × 128]
+  unsigned char* ws = sm + 2 * BN * 128;             // [2][64 × 128]
+  float* xsc = (float*)(sm + 2 * BN * 128 + 2 * 8192);  // [2][4][BN]: step piece s, x row
   const int tid = (int)threadIdx.x, warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-  const i64 mtiles = (f.M + 127) / 128, blk = GIDX / 128;
-  const i64 m0 = blk % mtiles * 128, sl = blk / mtiles % f.S, n0 = blk / (mtiles * f.S) * 64;
+  const i64 mtiles = (f.M + BN - 1) / BN, blk = GIDX / 128;
+  const i64 m0 = blk % mtiles * BN, sl = blk / mtiles % f.S, n0 = blk / (mtiles * f.S) * 64;
   if (n0 >= f.N) return;
   // (steps of 128 values; the slice's last may hold fewer of its 32-value blocks)
   const i64 kb = sl * f.ks, ke = imin(f.K, kb + f.ks), steps = (ke - kb + 127) / 128, KS = f.K / 32;
@@ -2668,21 +2682,23 @@ KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) {
   const unsigned char* wsrc = wp + (n0 + cr) * f.w.cols + 16 * cc;
   const i64 xstep = 16 * f.K, wstep = 16 * f.w.cols;
   u32 xin = 0;  // bit i: x row m0 + cr + 16i exists
-  UNROLL for (int i = 0; i < 8; i++) xin |= (u32)(m0 + cr + 16 * i < f.M) << i;
-  const bool ein = m0 + tid < f.M;
+  UNROLL for (int i = 0; i < BN / 16; i++) xin |= (u32)(m0 + cr + 16 * i < f.M) << i;
+  const bool ein = tid < BN && m0 + tid < f.M;
   const float* esrc = a.xe + (ein ? (m0 + tid) * KS : 0);
   auto copy = [&](i64 k, int b) {
     const bool kin = k + 16 * cc < ke;  // (past the slice: zeros, never read by a product)
-    unsigned char* xb = xs + b * 16384 + dpos;
-    UNROLL for (int i = 0; i < 8; i++) {
+    unsigned char* xb = xs + b * BN * 128 + dpos;
+    UNROLL for (int i = 0; i < BN / 16; i++) {
       const bool in = kin && ((xin >> i) & 1);
       fast_cp16(xb + 2048 * i, in ? xsrc + i * xstep + k : a.xq, in);
     }
     unsigned char* wb = ws + b * 8192 + dpos;
     UNROLL for (int i = 0; i < 4; i++) fast_cp16(wb + 2048 * i, kin ? wsrc + i * wstep + k : wp, kin);
-    UNROLL for (int s = 0; s < 4; s++) {
-      const bool in = ein && k + 32 * s < ke;
-      wg_cp4(xsc + b * 512 + s * 128 + tid, in ? esrc + k / 32 + s : a.xe, in);
+    if (tid < BN) {
+      UNROLL for (int s = 0; s < 4; s++) {
+        const bool in = ein && k + 32 * s < ke;
+        wg_cp4(xsc + b * 4 * BN + s * BN + tid, in ? esrc + k / 32 + s : a.xe, in);
+      }
     }
     fast_cp_commit();
   };
@@ -2692,8 +2708,8 @@ KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) {
     UNROLL for (int s = 0; s < 4; s++) u |= k + 32 * s < ke ? (u32)p[s] << (8 * s) : 0u;
     return u;
   };
-  float d[64];
-  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  float d[BN / 2];
+  UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   const u32 xbase = wg_saddr(xs), wbase = wg_saddr(ws);
   u32 wnext = 0;
   if (steps > 0) copy(kb, 0), wnext = wscale(kb);
@@ -2704,20 +2720,21 @@ KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) {
     __syncthreads();  // step i's operands in place; every warp done with step i − 1's
     const u32 wcur = wnext;
     if (i + 1 < steps) copy(kb + 128 * (i + 1), b ^ 1), wnext = wscale(kb + 128 * (i + 1));
-    const u64 da = wg_desc(wbase + 8192 * b), db = wg_desc(xbase + 16384 * b);
-    const float* sx = xsc + b * 512 + 2 * t;
+    const u64 da = wg_desc(wbase + 8192 * b), db = wg_desc(xbase + BN * 128 * b);
+    const float* sx = xsc + b * 4 * BN + 2 * t;
     const i64 nb = imin(4, (ke - kb - 128 * i) / 32);  // the step's blocks
     UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 32-code block
       if (s >= nb) break;
-      float dt[64];
+      float dt[BN / 2];
       wg_fence();
-      wg_e4m3_m64n128(dt, da + 2 * s, db + 2 * s);
+      if constexpr (BN == 128) wg_e4m3_m64n128(dt, da + 2 * s, db + 2 * s);
+      else wg_e4m3_m64n64(dt, da + 2 * s, db + 2 * s);
       wg_commit();
       wg_wait0();
-      WG_KEEPN(dt, 64);
+      WG_KEEPN(dt, BN / 2);
       const float sw = ue8m0_f32((unsigned char)(wcur >> (8 * s)));
-      UNROLL for (int j = 0; j < 16; j++) {
-        const float2 x2 = *(const float2*)(sx + s * 128 + 8 * j);
+      UNROLL for (int j = 0; j < BN / 8; j++) {
+        const float2 x2 = *(const float2*)(sx + s * BN + 8 * j);
         const float c0 = sw * x2.x, c1 = sw * x2.y;
         d[4 * j] = fmaf(dt[4 * j], c0, d[4 * j]);
         d[4 * j + 1] = fmaf(dt[4 * j + 1], c1, d[4 * j + 1]);
@@ -2726,8 +2743,16 @@ KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) {
       }
     }
   }
-  wg_store<false>(f, sl, n0, m0, warp, g, t, d);
+  wg_store<false, BN / 8>(f, sl, n0, m0, warp, g, t, d);
 #endif
 }
+// (three blocks a multiprocessor: at most 168 registers a thread)
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) { wg_e4m3_body<128>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
+// fast_gemm_wg_e4m3n: the same in blocks of 64 x rows (wgmma m64n64k32; steps of at most
+// 64 rows, where a 128-row block would copy, multiply and scale zero rows for half of it):
+// the same block sums in the same order, the same values
+KERNEL(fast_gemm_wg_e4m3n, WgE4M3Args) { wg_e4m3_body<64>(a, GIDX, GSTRIDE); }
