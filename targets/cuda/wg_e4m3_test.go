@@ -22,7 +22,9 @@ import (
 //
 // and logs how the device's sums differ from the exact ones rounded once (on the
 // emulated device none may: it sums exactly, decoding with prelude.h's e4m3_f32, which
-// this compares with quant.DecodeE4M3). What the log says on a GPU — how many
+// this compares with quant.DecodeE4M3). Each case runs twice: A from shared memory, and
+// A from registers in mma.m16n8k32's 8-bit layout a warp (bytes 4t.. and 16 + 4t.. of
+// rows g and g + 8), the layout an FP4 expert tile widening into registers would feed. What the log says on a GPU — how many
 // low bits the tensor cores' FP8 accumulation keeps in a step — is what an FP8 expert
 // tile's error against the fast mode's bound would be built from (docs/perf/moe.md).
 func TestWGE4M3Probe(t *testing.T) {
@@ -61,11 +63,26 @@ func TestWGE4M3Probe(t *testing.T) {
 			}
 		}
 		ap, bp := putBytes(k, a), putBytes(k, b)
+		for _, rs := range []bool{false, true} {
+			probeCheck(t, k, kind, rs, a, b, ap, bp)
+		}
+	}
+}
+
+// probeCheck runs wg_e4m3_probe on codes a and b (at ap, bp; A from registers with rs)
+// and checks and logs its sums as TestWGE4M3Probe says.
+func probeCheck(t *testing.T, k *emuKernels, kind string, rs bool, a, b []byte, ap, bp devptr) {
+	t.Helper()
+	if rs {
+		kind += " (A from registers)"
+	}
+	{
 		dp := put(k, make([]float32, 4*64*8))
 		k.run("wg_e4m3_probe", func(args *ArgBuf) {
 			args.P(ap)
 			args.P(bp)
 			args.P(dp)
+			args.I(b2i(rs))
 		})
 		d := k.get(dp, 4*64*8)
 		var rel []float64 // |device − exact| / Σ|products|, where they differ
@@ -103,7 +120,7 @@ func TestWGE4M3Probe(t *testing.T) {
 		sort.Float64s(rel)
 		if len(rel) == 0 {
 			t.Logf("%s: all %d sums equal the exact sums rounded once", kind, 4*64*8)
-			continue
+			return
 		}
 		t.Logf("%s: %d of %d sums equal the exact sums rounded once; the others differ by a median %.3g and a worst %.3g of Σ|products| (2^%.1f and 2^%.1f)",
 			kind, exactRounded, 4*64*8, rel[len(rel)/2], rel[len(rel)-1], math.Log2(rel[len(rel)/2]), math.Log2(rel[len(rel)-1]))

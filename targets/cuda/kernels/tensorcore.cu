@@ -2533,6 +2533,7 @@ struct WgProbeArgs {
   const unsigned char* a;  // 64 × 128 codes
   const unsigned char* b;  // 8 × 128 codes
   float* d;                // [4][64][8]
+  i64 rs;                  // A from registers (mma.m16n8k32's 8-bit A layout a warp) instead of shared memory
 };
 KERNEL(wg_e4m3_probe, WgProbeArgs) {
 #ifdef DI_EMULATE
@@ -2562,11 +2563,23 @@ KERNEL(wg_e4m3_probe, WgProbeArgs) {
   for (int s = 0; s < 4; s++) {  // + 32 bytes a step of 32 codes
     float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
     wg_fence();
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
-        " wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-        : "l"(da + 2 * s), "l"(db + 2 * s), "r"(0));
+    if (a.rs) {
+      // rows 16·warp + g and + 8, bytes 4t.. and 16 + 4t.. of the step's 32
+      const unsigned char* r0 = a.a + (16 * warp + g) * 128 + 32 * s + 4 * t;
+      const u32 a0 = *(const u32*)r0, a1 = *(const u32*)(r0 + 8 * 128), a2 = *(const u32*)(r0 + 16),
+                a3 = *(const u32*)(r0 + 8 * 128 + 16);
+      asm volatile(
+          "{\n .reg .pred p;\n setp.ne.b32 p, %9, 0;\n"
+          " wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db + 2 * s), "r"(0));
+    } else {
+      asm volatile(
+          "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
+          " wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+          : "l"(da + 2 * s), "l"(db + 2 * s), "r"(0));
+    }
     wg_commit();
     wg_wait0();
     float* o = a.d + s * 512 + (16 * warp + g) * 8 + 2 * t;  // rows g and g + 8, columns 2t, 2t + 1
