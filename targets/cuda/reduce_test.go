@@ -209,6 +209,14 @@ func (k *emuKernels) get(p devptr, n int) []float32 {
 
 func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	k.t.Helper()
+	k.runShared(name, launchBlock, 0, fill)
+}
+
+// runShared is run in launch blocks of block threads with shared bytes of dynamic shared
+// memory each (the driver's limit raised first where it is not 0, as Bind.LaunchShared's
+// launches have it).
+func (k *emuKernels) runShared(name string, block, shared uint32, fill func(a *ArgBuf)) {
+	k.t.Helper()
 	m := k.mod
 	if k.where != nil {
 		var ok bool
@@ -220,6 +228,11 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	if err != nil {
 		k.t.Fatal(err)
 	}
+	if shared > 0 {
+		if err := k.d.FuncShared(f, shared); err != nil {
+			k.t.Fatal(err)
+		}
+	}
 	var a ArgBuf
 	fill(&a)
 	// the emulated device runs a launch's work items in order, so one block's grid
@@ -230,7 +243,7 @@ func (k *emuKernels) run(name string, fill func(a *ArgBuf)) {
 	if k.where != nil {
 		grid = 4096
 	}
-	if err := k.d.Launch(f, grid, launchBlock, 0, 0, a.w); err != nil {
+	if err := k.d.Launch(f, grid, block, shared, 0, a.w); err != nil {
 		k.t.Fatal(err)
 	}
 }

@@ -127,36 +127,6 @@ func probeCheck(t *testing.T, k *emuKernels, kind string, rs bool, a, b []byte, 
 	}
 }
 
-// runShared is run for a kernel of dynamic shared memory: launch blocks of block
-// threads, shared bytes each (the driver's limit raised first, as Bind.LaunchShared's
-// launches have it).
-func (k *emuKernels) runShared(name string, block, shared uint32, fill func(a *ArgBuf)) {
-	k.t.Helper()
-	m := k.mod
-	if k.where != nil {
-		var ok bool
-		if m, ok = k.where[name]; !ok {
-			k.t.Fatalf("no kernel %s", name)
-		}
-	}
-	f, err := k.d.Function(m, name)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	if err := k.d.FuncShared(f, shared); err != nil {
-		k.t.Fatal(err)
-	}
-	var a ArgBuf
-	fill(&a)
-	grid := uint32(1)
-	if k.where != nil {
-		grid = 4096
-	}
-	if err := k.d.Launch(f, grid, block, shared, 0, a.w); err != nil {
-		k.t.Fatal(err)
-	}
-}
-
 // randMXFP8 draws M rows of K MXFP8 activations: E4M3 codes of every kind but NaN and a
 // power-of-two scale a 32-value piece (2^-12 to 2^3), and their values in float64.
 func randMXFP8(rng *rand.Rand, M, K int64) (codes []byte, scales []float32, x []float64) {
