@@ -79,16 +79,16 @@ func fastProduct(b *Bind, g fastGemm) int {
 	}
 	kp := (g.K + 63) / 64 * 64
 	S, ks := fastSplits(g.N, g.K)
-	// the fp8 numerics: MXFP8 activations' products of more than fastWideMin rows on
-	// fast_gemm_wg_e4m3 (FP8 weights of 32 × 32 blocks), its slices multiples of its
-	// steps of 128 values (the last slice may end in a part of one), and the quantization's E4M3 codes and scales in scratch xq (asked for
-	// before xs, so that a product reading its predecessor's quantization, ops_fuse.go,
-	// shares it only where both wrote the codes)
+	// the fp8 numerics: MXFP8 activations' products of 33 to 64 rows on
+	// fast_gemm_wg_e4m3n (FP8 weights of 32 × 32 blocks; larger steps on the fast mode's
+	// kernels, which the 128-row form fast_gemm_wg_e4m3 did not beat on the H200, run 48),
+	// the product's slices multiples of their steps of 128 values (the last slice may end
+	// in a part of one), and the quantization's E4M3 codes and scales in scratch xq (asked
+	// for before xs, so that a product reading its predecessor's quantization,
+	// ops_fuse.go, shares it only where both wrote the codes)
 	e4m3On := b.rt.fp8 && g.quant == 2 && g.G == 1 && g.K%32 == 0 && g.N%64 == 0 && g.xExact && !b.rt.invariant &&
 		os.Getenv(EnvWGE4M3) != "0" && wgE4M3Shared(128) <= b.SharedMax()
-	// (steps of at most 64 rows: fast_gemm_wg_e4m3n, blocks of 64 x rows; EnvWGE4M3=128
-	// keeps the 128-row blocks there)
-	e4m3N := os.Getenv(EnvWGE4M3) != "128"
+	e4m3Env := os.Getenv(EnvWGE4M3)
 	xq := -1
 	if e4m3On {
 		ks = (ks + 127) / 128 * 128
@@ -359,10 +359,14 @@ func fastProduct(b *Bind, g fastGemm) int {
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if e4m3On && w.Fmt == 2 && w.Cols == g.K && w.Ptr%16 == 0 {
-			if e4m3N && rowsOf(s) <= 64 {
+			switch {
+			case e4m3Env == "128":
+				return "fast_gemm_wg_e4m3"
+			case rowsOf(s) <= 64:
 				return "fast_gemm_wg_e4m3n"
+			case e4m3Env == "all":
+				return "fast_gemm_wg_e4m3"
 			}
-			return "fast_gemm_wg_e4m3"
 		}
 		if f := w.Fmt; wgFP8On && (f == 2 || f == 3 || f == 5) && w.Cols == g.K && w.Cols%16 == 0 && w.Ptr%16 == 0 {
 			if wgN64 && rowsOf(s) <= 64 {
@@ -1252,10 +1256,13 @@ const EnvWGBF16 = "DEEPINFER_CUDA_WG_BF16"
 // Read when a program is bound.
 const EnvWGFP8R = "DEEPINFER_CUDA_WG_FP8R"
 
-// EnvWGE4M3 set to 0 keeps the fp8 numerics' MXFP8 products on the fast mode's kernels
-// (the bf16 halves) instead of fast_gemm_wg_e4m3 and, for steps of at most 64 rows,
-// fast_gemm_wg_e4m3n; set to 128, fast_gemm_wg_e4m3 at every size (the same values;
-// comparisons in one run; read when a program is bound).
+// EnvWGE4M3 picks the fp8 numerics' kernels for MXFP8 products of more than 32 rows:
+// unset, fast_gemm_wg_e4m3n up to 64 rows and the fast mode's kernels above (run 48,
+// the H200: fast_gemm_wg_e4m3n 0.664 ms a V4.1 step at batch 64 against
+// fast_gemm_wg_fp8n's 0.811; fast_gemm_wg_e4m3 1.929 at 256 against fast_gemm_wg_fp8a's
+// 1.706); all, fast_gemm_wg_e4m3 above 64 rows too; 128, fast_gemm_wg_e4m3 at every
+// size; 0, the fast mode's kernels everywhere (the bf16 halves). Read when a program is
+// bound.
 const EnvWGE4M3 = "DEEPINFER_CUDA_WG_E4M3"
 
 // wgE4M3Shared is the dynamic shared memory of fast_gemm_wg_e4m3 (bn 128) and
