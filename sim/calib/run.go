@@ -51,6 +51,7 @@ const (
 	RunName31  = "run 31 (H200, 2026-12-05)"
 	RunName33  = "run 33 (H200, 2026-12-05)"
 	RunName42  = "run 42 (H200, 2026-12-06)"
+	RunName48  = "run 48 (H200, 2026-12-06)"
 )
 
 // Run8Fast are run 8's fast-mode reports (CUDA graphs on), relative to the repository
@@ -516,6 +517,11 @@ var Run42Unfitted = v41Fast(RunName42,
 	"run42/v41.fast.42a.cmp2.bench.json",
 	"run42/v41.fast.42c.bench.json",
 )
+
+// Run48 is run 48a's fast report (V4.1 at 4,096 on the H200, the default of commit
+// 47a5519: runs 43 to 47 changed V4.1's kernels on H100s), which no fit has seen: the
+// shipped cuda-fast (run 42's) is compared with it.
+var Run48 = v41Fast(RunName48, "run48/v41.fast.48a.bench.json")
 
 // v4Fast lists fast-mode reports of V4's layers 4-5 (testdata/deepseek-v4-flash) from
 // one run, by their paths under sim/calib/testdata.
