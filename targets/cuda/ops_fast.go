@@ -115,12 +115,19 @@ func fastProduct(b *Bind, g fastGemm) int {
 		panic("fastProduct: a fused quantization needs whole rows of K in order, one group, bf16 values")
 	}
 	qsWide := quantSplitWideOn()
+	wideMin := envRows(EnvWideMin, fastWideMin)
+	// e4m3Rows: whether a step of M rows may run an e4m3 form, so that its quantization
+	// writes the codes (decided by the rows and the setting alone, never by the weight:
+	// a quant_shared successor reads what this launch wrote)
+	e4m3Rows := func(M int64) bool {
+		return xq >= 0 && M > wideMin && (M <= 64 || e4m3Env == "all" || e4m3Env == "128")
+	}
 	b.Launch("fast_quant_split", func(s *Step, a *ArgBuf) int64 {
 		if g.quant == 0 {
 			return 0
 		}
 		xqp := devptr(0)
-		if xq >= 0 {
+		if e4m3Rows(rowsOf(s)) {
 			xqp = s.Scratch(xq)
 		}
 		return quantSplitArgs(s, a, s.Arg(g.x).Ptr, rowsOf(s), g.K, kp, s.Scratch(xs), g.quant, false, qsWide, xqp)
@@ -205,7 +212,6 @@ func fastProduct(b *Bind, g fastGemm) int {
 	blockOn := os.Getenv(EnvBlockGemm) != "0"
 	blockOK := fastBlockOK(g.N, g.G) && blockOn
 	wideOK := g.xExact && fastWideOK(g.N, g.G) && blockOn && os.Getenv(EnvWideGemm) != "0"
-	wideMin := envRows(EnvWideMin, fastWideMin)
 	prefetch := int64(1)
 	if os.Getenv(EnvBlockPrefetch) == "0" {
 		prefetch = 0
