@@ -2736,6 +2736,17 @@ DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
     const i64 nb = imin(4, (ke - kb - 128 * i) / 32);  // the step's blocks
     UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 32-code block
       if (s >= nb) break;
+      const float sw = ue8m0_f32((unsigned char)(wcur >> (8 * s)));
+      // (the 64-row form: the block's multipliers loaded and formed before its products'
+      // wait, which every later memory access must follow; the 128-row form has no
+      // registers for them)
+      float cm[BN / 4];  // (a pair of columns' multipliers a j)
+      if constexpr (BN == 64) {
+        UNROLL for (int j = 0; j < BN / 8; j++) {
+          const float2 x2 = *(const float2*)(sx + s * BN + 8 * j);
+          cm[2 * j] = sw * x2.x, cm[2 * j + 1] = sw * x2.y;
+        }
+      }
       float dt[BN / 2];
       wg_fence();
       if constexpr (BN == 128) wg_e4m3_m64n128(dt, da + 2 * s, db + 2 * s);
@@ -2743,10 +2754,14 @@ DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
       wg_commit();
       wg_wait0();
       WG_KEEPN(dt, BN / 2);
-      const float sw = ue8m0_f32((unsigned char)(wcur >> (8 * s)));
       UNROLL for (int j = 0; j < BN / 8; j++) {
-        const float2 x2 = *(const float2*)(sx + s * BN + 8 * j);
-        const float c0 = sw * x2.x, c1 = sw * x2.y;
+        float c0, c1;
+        if constexpr (BN == 64) {
+          c0 = cm[2 * j], c1 = cm[2 * j + 1];
+        } else {
+          const float2 x2 = *(const float2*)(sx + s * BN + 8 * j);
+          c0 = sw * x2.x, c1 = sw * x2.y;
+        }
         d[4 * j] = fmaf(dt[4 * j], c0, d[4 * j]);
         d[4 * j + 1] = fmaf(dt[4 * j + 1], c1, d[4 * j + 1]);
         d[4 * j + 2] = fmaf(dt[4 * j + 2], c0, d[4 * j + 2]);
