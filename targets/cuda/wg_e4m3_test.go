@@ -225,3 +225,41 @@ func fmtShape(M, N, K, S int64) string {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestFP4ToE4M3Bytes: tensorcore_fp4.cu's fp4x8_e4m3 (eight e2m1 codes of a word as eight
+// E4M3 bytes by three prmt table lookups and sign copies; on a GPU the device's prmt, on
+// the emulated device byte_perm's model of it) on every code at every position and on
+// random words: byte i of the first output word, and of the second for code 4 + i, is an
+// E4M3 code of the same value as e2m1 code i (quant.DecodeE4M3 against
+// quant.DecodeE2M1, negative zero's sign included).
+func TestFP4ToE4M3Bytes(t *testing.T) {
+	k := newKernels(t)
+	rng := rand.New(rand.NewPCG(5, 9))
+	var words []uint32
+	for c := range uint32(16) {
+		for pos := range 8 {
+			words = append(words, c<<(4*pos)|uint32(rng.Uint32())&^(15<<(4*pos)))
+		}
+		words = append(words, c*0x11111111)
+	}
+	for range 2000 {
+		words = append(words, rng.Uint32())
+	}
+	qp, op := put(k, words), put(k, make([]uint32, 2*len(words)))
+	k.run("fp4_e4m3_probe", func(a *ArgBuf) {
+		a.P(qp)
+		a.P(op)
+		a.I(int64(len(words)))
+	})
+	out := k.getBytes(op, 8*len(words)) // (code c of word i: byte 8i + c, the words little-endian)
+	for i, q := range words {
+		for c := range 8 {
+			code := byte(q >> (4 * c) & 15)
+			b := out[8*i+c]
+			want, got := quant.DecodeE2M1(code), quant.DecodeE4M3(b)
+			if math.Float32bits(want) != math.Float32bits(got) {
+				t.Fatalf("word %08x, code %d (%x): E4M3 byte %02x is %g, want %g", q, c, code, b, got, want)
+			}
+		}
+	}
+}

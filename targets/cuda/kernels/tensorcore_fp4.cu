@@ -726,3 +726,44 @@ KERNEL(fast_moe_up_fp4_widel, FastMoEArgs) { fp4_launch<2, 7>(a, GIDX, GSTRIDE);
 KERNEL(fast_moe_down_fp4_widel, FastMoEArgs) { fp4_launch<1, 7>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
+
+// byte_perm: PTX's prmt in its default mode (__byte_perm): result byte i is byte s_i & 7
+// of the eight bytes of b:a (a bytes 0-3, b bytes 4-7), s_i the selector's nibble i; where
+// s_i's bit 3 is set, that byte's top bit copied to all eight bits instead.
+#if defined(DI_EMULATE) || defined(DI_LANES)
+DEV u32 byte_perm(u32 a, u32 b, u32 s) {
+  const unsigned long long x = (unsigned long long)b << 32 | a;
+  u32 r = 0;
+  for (int i = 0; i < 4; i++) {
+    const u32 n = (s >> (4 * i)) & 15, v = (u32)(x >> (8 * (n & 7))) & 0xff;
+    r |= (n & 8 ? (v & 0x80 ? 0xffu : 0u) : v) << (8 * i);
+  }
+  return r;
+}
+#else
+DEV u32 byte_perm(u32 a, u32 b, u32 s) { return __byte_perm(a, b, s); }
+#endif
+// fp4x8_e4m3: eight e2m1 codes (code i at bits 4i..4i+3 of q) as eight E4M3 bytes of the
+// same values (every e2m1 value is an E4M3 value; no scale folded in): byte i of the
+// first word code i, of the second code 4 + i. The magnitudes by table (0, 0.5, 1, 1.5 in
+// one word, 2, 3, 4, 6 in the other: E4M3 0x00 0x30 0x38 0x3c 0x40 0x44 0x48 0x4c), the
+// signs by prmt's sign copy of the bytes whose top bit is a code's sign (q's for the odd
+// codes, q << 4's for the even ones), then one or-and a word: ten instructions for eight
+// codes, for an e4m3 expert tile's register operand (docs/perf/moe.md).
+DEV void fp4x8_e4m3(u32 q, u32& lo, u32& hi) {
+  const u32 t0 = 0x3c383000u, t1 = 0x4c484440u, q4 = q << 4;
+  const u32 m0 = byte_perm(t0, t1, q & 0x7777u), m1 = byte_perm(t0, t1, (q >> 16) & 0x7777u);
+  const u32 s0 = byte_perm(q4, q, 0xD9C8u), s1 = byte_perm(q4, q, 0xFBEAu);
+  lo = m0 | (s0 & 0x80808080u), hi = m1 | (s1 & 0x80808080u);
+}
+// fp4_e4m3_probe: fp4x8_e4m3 of n words (TestFP4ToE4M3Bytes; on a GPU, the device's prmt)
+struct Fp4E4m3ProbeArgs {
+  const u32* q;
+  u32* out;  // two words a word of q
+  i64 n;
+};
+KERNEL(fp4_e4m3_probe, Fp4E4m3ProbeArgs) {
+  for (i64 i = GIDX; i < a.n; i += GSTRIDE) {
+    fp4x8_e4m3(a.q[i], a.out[2 * i], a.out[2 * i + 1]);
+  }
+}
