@@ -479,6 +479,7 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 		"template <class T> T __shfl_down_sync(unsigned, T v, unsigned, int = 32) { return v; }\n" +
 		"template <class T> T __shfl_up_sync(unsigned, T v, unsigned, int = 32) { return v; } inline int __ffs(int v) { return v; }\n" +
 		"inline unsigned __ballot_sync(unsigned, int p) { return p; } inline int __popc(unsigned v) { return (int)v; }\n" +
+		"inline unsigned __byte_perm(unsigned a, unsigned, unsigned) { return a; }\n" +
 		"#include <cmath>\n#include <cstring>\n"
 	dir := t.TempDir()
 	for _, u := range units {
