@@ -631,10 +631,9 @@ const EnvAttAhead = "DEEPINFER_CUDA_ATT_AHEAD"
 const EnvGemv = "DEEPINFER_CUDA_GEMV"
 
 // quantSplitArgs fills FastQuantSplitArgs: M rows of K values at x quantized (mode) and
-// split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4).
-// quantSplitArgs fills FastQuantSplitArgs: M rows of K values from x, their halves at xs
-// (Kp values a row); with xq ≠ 0 (mode 2) also their E4M3 codes there (K a row) and
-// their pieces' scales after (K/32 floats a row).
+// split into the halves at xs (Kp values a row; the FP4 tiles' pair order with fp4); with
+// xq ≠ 0 (mode 2) also their E4M3 codes there (K a row) and their pieces' scales after
+// (K/32 floats a row).
 func quantSplitArgs(s *Step, a *ArgBuf, x devptr, M, K, Kp int64, xs devptr, mode int64, fp4, wide bool, xq devptr) int64 {
 	a.P(x)
 	a.P(xs)

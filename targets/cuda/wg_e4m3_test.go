@@ -17,8 +17,9 @@ import (
 //     2^11): any accumulation of 11 bits or more gives them exactly, so a wrong
 //     descriptor, swizzle or fragment position fails the test;
 //   - random finite codes of every exponent, and codes of one row's scale (MXFP8-like
-//     activations against FP4-valued weights): every sum within 2^-8 of the sum of the
-//     products' magnitudes (a layout error is far outside it);
+//     activations against FP4-valued weights): every sum within 8e-4 of the sum of the
+//     products' magnitudes (the H200 in run 48: worst 3.5e-4 random, 2.4e-4 e2m1 ×
+//     MXFP8, the tensor cores' FP8 accumulation; a layout error is far outside it);
 //
 // and logs how the device's sums differ from the exact ones rounded once (on the
 // emulated device none may: it sums exactly, decoding with prelude.h's e4m3_f32, which
@@ -106,7 +107,7 @@ func probeCheck(t *testing.T, k *emuKernels, kind string, rs bool, a, b []byte, 
 						continue
 					}
 					e := math.Abs(got-sum) / mag
-					if e > 1.0/256 {
+					if e > 8e-4 {
 						t.Errorf("%s: step %d row %d column %d: %g, want %g (Σ|p| %g): not a sum of these products", kind, s, r, c, got, sum, mag)
 					}
 					rel = append(rel, e)
@@ -148,15 +149,15 @@ func randMXFP8(rng *rand.Rand, M, K int64) (codes []byte, scales []float32, x []
 // pieces. On the emulated device every output is bit for bit this test's own sum of the
 // kernel's definition: per 32-value block the exact sum (float64) rounded to float32,
 // then d = fma(that, weight scale · piece scale, d) in block order. On either device
-// every output is within 2^-8 of Σ|x·w| of the float64 value (a layout gate: a wrong
-// swizzle, fragment, scale or step is far outside it; on the GPU the tensor cores sum a
-// block at their FP8 precision, which the log reports: how many outputs equal the
-// definition's and the worst distance in units of Σ|x·w|). Shapes: partial last blocks
+// every output is within 1.5e-3 of Σ|x·w| of the float64 value (the H200 in run 48:
+// worst 6.9e-4, the tensor cores summing each block at their FP8 precision; a wrong
+// swizzle, fragment, scale or step is far outside it), and the log reports how many
+// outputs equal the definition's and the worst distance in units of Σ|x·w|. Shapes: partial last blocks
 // of 128 x rows and more than one, slices (three of one step each), a one-step
 // reduction, reductions ending in a part of a step (7 and 11 blocks of 32).
 // fast_gemm_wg_e4m3n's outputs (blocks of 64 x rows) are fast_gemm_wg_e4m3's bit for bit.
 func TestWGE4M3GemmNearExact(t *testing.T) {
-	const gate = 1.0 / 256
+	const gate = 1.5e-3
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(41, 7))
 	for _, c := range []struct{ M, N, K, S, ks int64 }{

@@ -293,11 +293,11 @@ KERNEL(fast_quant_split, FastQuantSplitArgs) {
         fast_pair(xh + p * 16, xl + p * 16, j, v[k], v[k + d], true, a.err);
       }
       if (a.xq && p * 32 + 32 <= a.K) {
-        // (the piece's scale again, from its bf16 values as dense_mxfp8_group takes it)
-        float amax = 0;
-        for (int u = 0; u < 32; u++) amax = go_max32(amax, (float)fabs((double)q_bf16(a.x[m * a.K + p * 32 + u])));
-        const float s = mxfp8_scale(amax);
-        for (int u = 0; u < 32; u++) a.xq[m * a.K + p * 32 + u] = e4m3_code(v[u] / s);
+        // (the piece quantized again for its scale: dense_mxfp8_group's, as q_act_piece ran it)
+        float w[32];
+        for (int u = 0; u < 32; u++) w[u] = q_bf16(a.x[m * a.K + p * 32 + u]);
+        const float s = dense_mxfp8_group(w, 32);
+        for (int u = 0; u < 32; u++) a.xq[m * a.K + p * 32 + u] = e4m3_code(w[u] / s);
         a.xe[m * (a.K / 32) + p] = s;
       }
     }
