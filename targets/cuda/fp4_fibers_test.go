@@ -86,7 +86,11 @@ func fp4FiberSource() (string, error) {
 	if ref == nil {
 		return "", errors.New("fp4 fiber harness: the emulated fp4_tiles not found in tensorcore_fp4.cu")
 	}
-	return string(pre) + head + cuFile("tensorcore.cu") + fp4 + "\n" + strings.Replace(ref[1], "fp4_tiles(", "fp4_ref(", 1) + "\n" + string(main), nil
+	e4 := regexp.MustCompile(`(?s)#ifdef DI_EMULATE\n// fp4_e4_ref:[^\n]*\n(template <int NW>\nDEVM void fp4_e4_ref\(const FastMoEArgs& a, i64 blocks\) \{.*?\n\})\n#else`).FindStringSubmatch(fp4)
+	if e4 == nil {
+		return "", errors.New("fp4 fiber harness: the emulated fp4_e4_ref not found in tensorcore_fp4.cu")
+	}
+	return string(pre) + head + cuFile("tensorcore.cu") + fp4 + "\n" + strings.Replace(ref[1], "fp4_tiles(", "fp4_ref(", 1) + "\n" + e4[1] + "\n" + string(main), nil
 }
 
 // TestTopKDeviceCodeOnHostFibers runs the device branch of V4.1's top-k (csa41.cu's

@@ -29,8 +29,12 @@ func TestFP8InstructionsNearCPU(t *testing.T) {
 				p, ws := cuda.CompileDir(t, m.dir)
 				_, kc, _ := prefillAndDecodeIn(t, p, ws, c.prompt, targets.Options{Numerics: targets.NumericsFP8}, nil)
 				// (launches are counted on the emulated device only)
-				if *device != "gpu" && kc[c.kernel] == 0 {
-					t.Fatalf("%s never launched in a %d-token prefill (launches: %v)", c.kernel, c.prompt, kc)
+				if *device != "gpu" {
+					for _, k := range []string{c.kernel, "fast_moe_up_fp4_e4", "fast_moe_down_fp4_e4"} {
+						if kc[k] == 0 {
+							t.Fatalf("%s never launched in a %d-token prefill and its decode (launches: %v)", k, c.prompt, kc)
+						}
+					}
 				}
 				cfg := checkConfig{numerics: targets.NumericsFP8, tol: 6e-6, force: true, prompt: c.prompt, bf16Step: true}
 				if *device == "gpu" {

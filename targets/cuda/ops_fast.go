@@ -871,7 +871,37 @@ type fastExperts struct {
 	// dsum: fast_moe_dsum sums the w2 tiles' slices into y (false: the caller's
 	// moe_out_parts reads the slices)
 	dsum bool
+	// e4: the fp8 numerics' e4m3 tiles (fast_moe_up_fp4_e4, fast_moe_down_fp4_e4) for the
+	// steps that would take the register tiles (e4Step), x's and hid's E4M3 codes and
+	// piece scales in scratch xq and hq (fast_quant_split writes them in those steps)
+	e4     bool
+	xq, hq int
 }
+
+// EnvFP4E4 set to 0 keeps V4.1's FP4 experts in the fp8 numerics mode on the fast mode's
+// register tiles (_rega) instead of fast_moe_up_fp4_e4 / fast_moe_down_fp4_e4 (each
+// 32-value block one e4m3 mma.sync from zero, scaled into float32: tensorcore_fp4.cu
+// fp4_e4_tiles). Read when a program is bound; for comparisons.
+const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
+
+// e4Setup decides whether the experts take the e4m3 tiles in the fp8 numerics mode (V4.1's
+// activations quantized to MXFP8 by fast_quant_split, which then also writes their
+// codes; not in the batch-invariant mode, where a step's choice of tiles must not follow
+// its slot counts) and asks for the codes' scratch. up calls it, after the caller set
+// quant.
+func (f *fastExperts) e4Setup() {
+	rt := f.b.rt
+	f.e4 = rt != nil && rt.fp8 && !rt.invariant && f.quant == 2 && f.xexact == 1 && f.sh.v41 == 1 &&
+		os.Getenv(EnvFP4E4) != "0"
+	f.xq, f.hq = -1, -1
+	if f.e4 {
+		f.xq = f.b.Scratch(f.sh.D+f.sh.D/8, 0)          // per token: D codes, D/32 float scales
+		f.hq = f.b.Scratch(f.sh.k*(f.sh.I+f.sh.I/8), 0) // per token: k slots of I codes, I/32 scales
+	}
+}
+
+// e4Step reports whether the step's experts run on the e4m3 tiles.
+func (f *fastExperts) e4Step(s *Step) bool { return f.e4 && f.fp4Tiles(s) && !f.fp4Wide(s) }
 
 // fp4Tiles reports whether the step's experts run on tensorcore_fp4.cu's tiles: every
 // expert weight FP4 (fp4_g32) and both reductions whole 32-value scale blocks.
@@ -1019,13 +1049,19 @@ const EnvFP4Pipe = "DEEPINFER_CUDA_FP4_PIPE"
 
 // split adds a fast_split (fast_split_fp4 for the FP4 tiles' order) of rows(s) rows
 // of width K (row stride K) from src into the halves at scratch xs, Kp values a row.
-func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs int, K, Kp int64) {
+// With xq ≥ 0 (the e4m3 tiles), the quantization also writes the codes there in the steps
+// that take them.
+func (f *fastExperts) split(src func(*Step) devptr, rows func(*Step) int64, xs, xq int, K, Kp int64) {
 	qsWide := quantSplitWideOn()
 	f.b.Launch("fast_quant_split", func(s *Step, a *ArgBuf) int64 {
 		if f.quant == 0 {
 			return 0
 		}
-		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s), qsWide, 0)
+		xqp := devptr(0)
+		if xq >= 0 && f.e4Step(s) {
+			xqp = s.Scratch(xq)
+		}
+		return quantSplitArgs(s, a, src(s), rows(s), K, Kp, s.Scratch(xs), f.quant, f.fp4Tiles(s), qsWide, xqp)
 	})
 	for _, fp4 := range []bool{false, true} {
 		kernel := "fast_split"
@@ -1058,12 +1094,13 @@ func (f *fastExperts) splitArgs(s *Step, a *ArgBuf, src func(*Step) devptr, rows
 	return M * Kp / 2
 }
 
-// args fills FastMoEArgs: activations' halves at xs (rows(s) rows of Kp), output
-// rows of N, reduction K in S slices of ks, which 0 (w1/w3) or 1 (w2).
+// args fills FastMoEArgs: activations' halves at xs (rows(s) rows of Kp), with xq ≥ 0
+// in the e4m3 tiles' steps their codes and scales there, output rows of N, reduction K
+// in S slices of ks, which 0 (w1/w3) or 1 (w2).
 // nact is how many experts can have slots: min(E, slots).
 func (f *fastExperts) nact(s *Step) int64 { return min(f.sh.E, s.Arg(2).Elems()) }
 
-func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks int64, out devptr) {
+func (f *fastExperts) args(s *Step, a *ArgBuf, xs, xq int, xrows, N, K, Kp, S, ks int64, out devptr) {
 	sh := f.sh
 	a.P(s.Scratch(xs))
 	a.P(s.Scratch(xs) + devptr(xrows*2*Kp))
@@ -1088,6 +1125,13 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs int, xrows, N, K, Kp, S, ks in
 	a.I(sh.v41)
 	a.F(sh.limit)
 	a.I(f.xexact) // V4.1's expert activations (x and hid) are MXFP8 values
+	if xq >= 0 && f.e4Step(s) {
+		a.P(s.Scratch(xq))
+		a.P(s.Scratch(xq) + devptr(xrows*K))
+	} else {
+		a.P(0)
+		a.P(0)
+	}
 }
 
 // tiles adds a tiles kernel's three entries: kernel_fp4 (kernel_fp4_reg with
@@ -1103,7 +1147,16 @@ func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, 
 	for i, name := range names {
 		wide := i == 0
 		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
-			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide || (!wide && f.fp4Name(kernel, s.Arg(0).Rows()) != name) {
+			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide || (!wide && f.fp4Name(kernel, s.Arg(0).Rows()) != name) || f.e4Step(s) {
+				return 0
+			}
+			fill(s, a)
+			return fp4(s) * 128
+		})
+	}
+	if f.e4 {
+		f.b.Launch(kernel+"_fp4_e4", func(s *Step, a *ArgBuf) int64 {
+			if !f.e4Step(s) {
 				return 0
 			}
 			fill(s, a)
@@ -1128,20 +1181,21 @@ func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, 
 func (f *fastExperts) up() {
 	sh := f.sh
 	tokens := func(s *Step) int64 { return s.Arg(0).Rows() }
-	f.split(f.x, tokens, f.xs, sh.D, f.dp)
+	f.e4Setup()
+	f.split(f.x, tokens, f.xs, f.xq, sh.D, f.dp)
 	f.b.Launch("fast_moe_active", func(s *Step, a *ArgBuf) int64 {
 		if f.planned != nil && f.planned(s) {
 			return 0 // moe_plan wrote the list (moe.cu)
 		}
-		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
+		f.args(s, a, f.xs, -1, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
 		return 32 // one warp (tensorcore.cu)
 	})
 	f.tiles("fast_moe_up", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
+		f.args(s, a, f.xs, f.xq, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, 0)
 		return f.nact(s) * ((sh.I + fastTileN - 1) / fastTileN) * f.Su * 32
 	}, func(s *Step) int64 { return f.nact(s) * ((sh.I + 63) / 64) * f.Su })
 	f.b.Launch("fast_moe_act", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.xs, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, s.Scratch(f.hid))
+		f.args(s, a, f.xs, -1, tokens(s), sh.I, sh.D, f.dp, f.Su, f.ksu, s.Scratch(f.hid))
 		return s.Arg(2).Elems() * sh.I
 	})
 }
@@ -1150,16 +1204,16 @@ func (f *fastExperts) up() {
 func (f *fastExperts) down() {
 	sh := f.sh
 	slots := func(s *Step) int64 { return s.Arg(2).Elems() }
-	f.split(func(s *Step) devptr { return s.Scratch(f.hid) }, slots, f.hs, sh.I, f.ip)
+	f.split(func(s *Step) devptr { return s.Scratch(f.hid) }, slots, f.hs, f.hq, sh.I, f.ip)
 	f.tiles("fast_moe_down", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 0)
+		f.args(s, a, f.hs, f.hq, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 0)
 		return f.nact(s) * ((sh.D + fastTileN - 1) / fastTileN) * f.Sd * 32
 	}, func(s *Step) int64 { return f.nact(s) * ((sh.D + 127) / 128) * f.Sd })
 	f.b.Launch("fast_moe_dsum", func(s *Step, a *ArgBuf) int64 {
 		if !f.dsum {
 			return 0 // moe_out_parts sums the slices
 		}
-		f.args(s, a, f.hs, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, s.Scratch(f.y))
+		f.args(s, a, f.hs, -1, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, s.Scratch(f.y))
 		return slots(s) * sh.D
 	})
 }

@@ -2418,6 +2418,10 @@ struct FastMoEArgs {
   const int* ids; const float* wts; float* part; float* out; int* act;
   i64 slots; i64 k; i64 E; i64 N; i64 K; i64 Kp; i64 S; i64 ks; i64 nact; i64 v41; double limit;
   i64 xexact;  // the activations are bf16 already (fast_split's xexact): no lo mma
+  // the fp8 numerics' e4m3 tiles (tensorcore_fp4.cu fp4_e4_tiles): the activations' E4M3
+  // codes (K a row) and piece scales (K/32 a row), fast_quant_split's; null for the others
+  const unsigned char* xq;
+  const float* xe;
 };
 struct FastMoERows {
   const int* list;

@@ -643,21 +643,216 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
 }
 #endif
 
+// byte_perm: PTX's prmt in its default mode (__byte_perm): result byte i is byte s_i & 7
+// of the eight bytes of b:a (a bytes 0-3, b bytes 4-7), s_i the selector's nibble i; where
+// s_i's bit 3 is set, that byte's top bit copied to all eight bits instead.
+#if defined(DI_EMULATE) || defined(DI_LANES)
+DEV u32 byte_perm(u32 a, u32 b, u32 s) {
+  const unsigned long long x = (unsigned long long)b << 32 | a;
+  u32 r = 0;
+  for (int i = 0; i < 4; i++) {
+    const u32 n = (s >> (4 * i)) & 15, v = (u32)(x >> (8 * (n & 7))) & 0xff;
+    r |= (n & 8 ? (v & 0x80 ? 0xffu : 0u) : v) << (8 * i);
+  }
+  return r;
+}
+#else
+DEV u32 byte_perm(u32 a, u32 b, u32 s) { return __byte_perm(a, b, s); }
+#endif
+// fp4x8_e4m3: eight e2m1 codes (code i at bits 4i..4i+3 of q) as eight E4M3 bytes of the
+// same values (every e2m1 value is an E4M3 value; no scale folded in): byte i of the
+// first word code i, of the second code 4 + i. The magnitudes by table (0, 0.5, 1, 1.5 in
+// one word, 2, 3, 4, 6 in the other: E4M3 0x00 0x30 0x38 0x3c 0x40 0x44 0x48 0x4c), the
+// signs by prmt's sign copy of the bytes whose top bit is a code's sign (q's for the odd
+// codes, q << 4's for the even ones), then one or-and a word: ten instructions for eight
+// codes, for an e4m3 expert tile's register operand (docs/perf/moe.md).
+DEV void fp4x8_e4m3(u32 q, u32& lo, u32& hi) {
+  const u32 t0 = 0x3c383000u, t1 = 0x4c484440u, q4 = q << 4;
+  const u32 m0 = byte_perm(t0, t1, q & 0x7777u), m1 = byte_perm(t0, t1, (q >> 16) & 0x7777u);
+  const u32 s0 = byte_perm(q4, q, 0xD9C8u), s1 = byte_perm(q4, q, 0xFBEAu);
+  lo = m0 | (s0 & 0x80808080u), hi = m1 | (s1 & 0x80808080u);
+}
+// The fp8 numerics' FP4 expert tiles (fast_moe_up_fp4_e4, fast_moe_down_fp4_e4): V4.1's
+// experts with their activations' MXFP8 codes (fast_quant_split's xq, K a row, and
+// piece scales xe, K/32 a row) on the tensor cores' e4m3 form, mma.sync m16n8k32: the
+// blocks, warps, streams and slot passes of fp4_tiles, but each 32-value block of the
+// reduction one mma from zero (its weight rows' codes widened to E4M3 bytes by
+// fp4x8_e4m3, no scale folded in; the slots' codes as they are), its sums scaled by the
+// weight row's and the slot's piece scales (powers of two) into float32 accumulators by
+// one fused multiply-add each: d = fma(block sum, ue8m0(u) · sx, d), the blocks before K
+// in order (fast_gemm_wg_e4m3's definition). A lane takes word t of each 16-byte block of
+// its rows g and g + 8 (codes 8t..8t+7: the A fragment's k 4t..4t+3 and 16+4t..16+4t+3
+// hold codes 8t..8t+3 and 8t+4..8t+7) and the same eight codes of slot g (one 8-byte
+// load), so an mma's 32 products are one block's. The weights are loaded a step (four
+// blocks) ahead into registers, the slots' codes and scales at their block (read by the
+// block's four warps alike: L1). The tensor cores sum a block at their FP8 precision
+// (run 48's probe: a median 2^-15, a worst 2^-12 of the block's Σ|products|); the
+// emulated device sums each block exactly and rounds it once (fp4_e4_ref), as the host
+// fibers' stand-in mma does, so the device code there gives its values bit for bit.
+#ifdef DI_LANES
+DEV void fp4_e4_mma(float* d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) { lanes_mma_e4m3(d, a0, a1, a2, a3, b0, b1); }
+#elif !defined(DI_EMULATE)
+// fp4_e4_mma: d = a·b, one m16n8k32 e4m3 product with float32 output, from zero
+DEV void fp4_e4_mma(float* d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+}
+#endif
+
+#ifdef DI_EMULATE
+// fp4_e4_ref: the definition, in plain loops over the launch's blocks
+template <int NW>
+DEVM void fp4_e4_ref(const FastMoEArgs& a, i64 blocks) {
+  const int RT = NW == 2 ? 1 : 2;
+  const i64 div = NW == 2 ? a.k : 1, KS = a.K / 32;
+  for (i64 blk = 0; blk < blocks; blk++) {
+    Fp4Block b = fp4_where<NW>(a, blk);
+    if (b.e < 0) continue;
+    const i64 n = a.counts[b.e], base = a.off[b.e], ke = imin(b.ke, a.K);
+    for (int warp = 0; warp < 4; warp++)
+      for (int p = 0; p < 2; p++) {
+        Weight w = fp4_weight<NW>(a, b.e, p);
+        const int plane = NW == 2 ? p : 0;
+        const i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
+        for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
+          const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
+          for (i64 c = 0; c < n; c++) {
+            const i64 slot = a.list[base + c], m = slot / div;
+            float acc = 0;
+            for (i64 k = b.kb; k < ke; k += 32) {
+              double bs = 0;  // (exact: 32 products of e2m1 and E4M3 values)
+              for (int u = 0; u < 32; u++) {
+                const unsigned char q = (wr[(k + u) / 2] >> (4 * ((k + u) & 1))) & 15;
+                bs += (double)e2m1_f32(q) * e4m3_f32(a.xq[m * a.K + k + u]);
+              }
+              const float sc = ue8m0_f32(w.s[r * (w.cols / 32) + k / 32]) * a.xe[m * KS + k / 32];
+              acc = fmaf((float)bs, sc, acc);
+            }
+            fp4_store(a, plane, b.s, slot, r, acc);
+          }
+        }
+      }
+  }
+}
+#else
+// fp4_e4_scales: the scale bytes of a row's four blocks from p (nb of them before the
+// slice's end; 127 past it), one 32-bit load where they are aligned and all there
+DEV u32 fp4_e4_scales(const unsigned char* p, int nb, bool al) {
+  if (al && nb >= 4) return *(const u32*)p;
+  u32 u = 0;
+  UNROLL for (int i = 0; i < 4; i++) u |= (u32)(i < nb ? p[i] : 127) << (8 * i);
+  return u;
+}
+template <int NW>
+DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
+  Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
+  if (b.e < 0) return;  // the whole block
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 div = NW == 2 ? a.k : 1, KS = a.K / 32;
+  const i64 n = a.counts[b.e], base = a.off[b.e];
+  // the slice's 32-value blocks before K (K a multiple of 32), in steps of four
+  const int nblk = b.kb < a.K ? (int)((imin(b.ke, a.K) - b.kb) / 32) : 0, nsteps = (nblk + 3) / 4;
+  const unsigned char *wa[2], *wb[2], *sa[2], *sb[2];
+  bool oka[2], okb[2];
+  i64 rt0[2];
+  fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  // the lane's word of each block: bytes 4t.. of its 16 in rows g, and rows g + 8 r8
+  // bytes on (as Fp4Rows8: okb implies oka); the scale bytes from the slice's, s8 on
+  const Weight w0 = fp4_weight<NW>(a, b.e, 0);
+  const int r8 = 4 * (int)w0.cols, s8 = (int)w0.cols / 4;
+  const bool al = (s8 & 3) == 0 && (((u64)w0.s | (u64)fp4_weight<NW>(a, b.e, 1).s) & 3) == 0;
+  UNROLL for (int p = 0; p < 2; p++) wa[p] += b.kb / 2 + 4 * t, sa[p] += b.kb / 32;
+  u32 qa[2][4], qb[2][4], ua[2], ub[2];  // step h's codes and scale bytes (loaded a step ahead)
+  auto load = [&](int h) {
+    const int nb = imin(4, nblk - 4 * h);
+    UNROLL for (int p = 0; p < 2; p++) {
+      UNROLL for (int w4 = 0; w4 < 4; w4++) {
+        const int o = 64 * h + 16 * w4;
+        qa[p][w4] = w4 < nb && oka[p] ? *(const u32*)(wa[p] + o) : 0u;
+        qb[p][w4] = w4 < nb && okb[p] ? *(const u32*)(wa[p] + r8 + o) : 0u;
+      }
+      ua[p] = fp4_e4_scales(sa[p] + 4 * h, nb, al);
+      ub[p] = fp4_e4_scales(sa[p] + s8 + 4 * h, okb[p] ? nb : 0, al);
+    }
+  };
+  for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
+    const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
+    // each activation tile's slots: g (its codes, the B fragment) and 2t, 2t + 1 (the
+    // sums' columns: their scales), as offsets into xq and xe (a step's activations are
+    // fewer than 2^32 codes); past nc, the pass's first slot (never stored)
+    u32 xo[2], eo0[2], eo1[2];
+    UNROLL for (int j = 0; j < 2; j++) {
+      auto row = [&](int c) { return (i64)a.list[base + c0 + (c < nc ? c : 0)] / div; };
+      xo[j] = (u32)(row(8 * j + g) * a.K + b.kb + 8 * t);
+      eo0[j] = (u32)(row(8 * j + 2 * t) * KS + b.kb / 32);
+      eo1[j] = (u32)(row(8 * j + 2 * t + 1) * KS + b.kb / 32);
+    }
+    float acc[2][2][4];
+    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
+    if (nsteps > 0) load(0);
+    for (int h = 0; h < nsteps; h++) {
+      const int nb = imin(4, nblk - 4 * h);
+      u32 ca[2][4], cb[2][4], sua[2], sub[2];
+      UNROLL for (int p = 0; p < 2; p++) {
+        UNROLL for (int w4 = 0; w4 < 4; w4++) ca[p][w4] = qa[p][w4], cb[p][w4] = qb[p][w4];
+        sua[p] = ua[p], sub[p] = ub[p];
+      }
+      if (h + 1 < nsteps) load(h + 1);
+      UNROLL for (int w4 = 0; w4 < 4; w4++) {
+        if (w4 >= nb) break;
+        // the slots' codes and scales of the block (read where they are used: a whole
+        // step's in registers spilled)
+        const int blk = 4 * h + w4;
+        u32 xb[2][2];
+        float x0[2], x1[2];
+        UNROLL for (int j = 0; j < 2; j++) {
+          if (j >= live) break;
+          const u64 v = *(const u64*)(a.xq + xo[j] + 32 * blk);
+          xb[j][0] = (u32)v, xb[j][1] = (u32)(v >> 32);
+          x0[j] = a.xe[eo0[j] + blk], x1[j] = a.xe[eo1[j] + blk];
+        }
+        UNROLL for (int p = 0; p < 2; p++) {
+          u32 a0, a1, a2, a3;
+          fp4x8_e4m3(ca[p][w4], a0, a2);  // row g: codes 8t..8t+3, 8t+4..8t+7
+          fp4x8_e4m3(cb[p][w4], a1, a3);  // row g + 8
+          const float swa = ue8m0_f32((unsigned char)(sua[p] >> (8 * w4)));
+          const float swb = ue8m0_f32((unsigned char)(sub[p] >> (8 * w4)));
+          UNROLL for (int j = 0; j < 2; j++) {
+            if (j >= live) break;
+            float d[4];
+            fp4_e4_mma(d, a0, a1, a2, a3, xb[j][0], xb[j][1]);
+            acc[p][j][0] = fmaf(d[0], swa * x0[j], acc[p][j][0]);
+            acc[p][j][1] = fmaf(d[1], swa * x1[j], acc[p][j][1]);
+            acc[p][j][2] = fmaf(d[2], swb * x0[j], acc[p][j][2]);
+            acc[p][j][3] = fmaf(d[3], swb * x1[j], acc[p][j][3]);
+          }
+        }
+      }
+    }
+    fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
+  }
+}
+#endif
+
 // fp4_launch: a tile kernel's body: on the device variant V's blocks (0 the pipelined
 // tiles, 1 the register tiles, 2 the wide ones, 3 the register tiles for bf16
 // activations only, 4 the register tiles with rows g+8 found from rows g, 5 those for
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
-// slots a pass, both halves); only that variant
-// instantiated, so a
-// kernel holds only its own shared memory), on the emulated device the launch's blocks
-// in fp4_tiles' loops (every variant's values).
+// slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles; only that variant
+// instantiated, so a kernel holds only its own shared memory), on the emulated device
+// the launch's blocks in fp4_tiles' loops (every variant's values; 8: fp4_e4_ref's, the
+// e4m3 tiles' definition).
 template <int NW, int V>
 DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   (void)GIDX;
-  fp4_tiles<NW>(a, a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S);
+  const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
+  if constexpr (V == 8) fp4_e4_ref<NW>(a, blocks);
+  else fp4_tiles<NW>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
@@ -666,6 +861,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 5) fp4_tiles<NW, true, true, true>(a, GIDX);
   else if constexpr (V == 6) fp4_tiles<NW, false, true, true>(a, GIDX);
   else if constexpr (V == 7) fp4_tiles_wide<NW, true>(a, GIDX);
+  else if constexpr (V == 8) fp4_e4_tiles<NW>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -709,6 +905,11 @@ KERNEL(fast_moe_down_fp4_reg8, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE)
 // and +3% at 64 against _reg8); the same values.
 KERNEL(fast_moe_up_fp4_reg8a, FastMoEArgs) { fp4_launch<2, 6>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg8a, FastMoEArgs) { fp4_launch<1, 6>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_e4, fast_moe_down_fp4_e4: the fp8 numerics' tiles of V4.1's FP4 experts
+// (fp4_e4_tiles: mma.sync m16n8k32 e4m3, a block sum an mma), in that mode's steps that
+// would take the register tiles (DEEPINFER_CUDA_FP4_E4=0: the _rega tiles there too)
+KERNEL(fast_moe_up_fp4_e4, FastMoEArgs) { fp4_launch<2, 8>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_e4, FastMoEArgs) { fp4_launch<1, 8>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2
@@ -727,35 +928,6 @@ KERNEL(fast_moe_down_fp4_widel, FastMoEArgs) { fp4_launch<1, 7>(a, GIDX, GSTRIDE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 
-// byte_perm: PTX's prmt in its default mode (__byte_perm): result byte i is byte s_i & 7
-// of the eight bytes of b:a (a bytes 0-3, b bytes 4-7), s_i the selector's nibble i; where
-// s_i's bit 3 is set, that byte's top bit copied to all eight bits instead.
-#if defined(DI_EMULATE) || defined(DI_LANES)
-DEV u32 byte_perm(u32 a, u32 b, u32 s) {
-  const unsigned long long x = (unsigned long long)b << 32 | a;
-  u32 r = 0;
-  for (int i = 0; i < 4; i++) {
-    const u32 n = (s >> (4 * i)) & 15, v = (u32)(x >> (8 * (n & 7))) & 0xff;
-    r |= (n & 8 ? (v & 0x80 ? 0xffu : 0u) : v) << (8 * i);
-  }
-  return r;
-}
-#else
-DEV u32 byte_perm(u32 a, u32 b, u32 s) { return __byte_perm(a, b, s); }
-#endif
-// fp4x8_e4m3: eight e2m1 codes (code i at bits 4i..4i+3 of q) as eight E4M3 bytes of the
-// same values (every e2m1 value is an E4M3 value; no scale folded in): byte i of the
-// first word code i, of the second code 4 + i. The magnitudes by table (0, 0.5, 1, 1.5 in
-// one word, 2, 3, 4, 6 in the other: E4M3 0x00 0x30 0x38 0x3c 0x40 0x44 0x48 0x4c), the
-// signs by prmt's sign copy of the bytes whose top bit is a code's sign (q's for the odd
-// codes, q << 4's for the even ones), then one or-and a word: ten instructions for eight
-// codes, for an e4m3 expert tile's register operand (docs/perf/moe.md).
-DEV void fp4x8_e4m3(u32 q, u32& lo, u32& hi) {
-  const u32 t0 = 0x3c383000u, t1 = 0x4c484440u, q4 = q << 4;
-  const u32 m0 = byte_perm(t0, t1, q & 0x7777u), m1 = byte_perm(t0, t1, (q >> 16) & 0x7777u);
-  const u32 s0 = byte_perm(q4, q, 0xD9C8u), s1 = byte_perm(q4, q, 0xFBEAu);
-  lo = m0 | (s0 & 0x80808080u), hi = m1 | (s1 & 0x80808080u);
-}
 // fp4_e4m3_probe: fp4x8_e4m3 of n words (TestFP4ToE4M3Bytes; on a GPU, the device's prmt)
 struct Fp4E4m3ProbeArgs {
   const u32* q;

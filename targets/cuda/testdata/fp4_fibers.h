@@ -206,6 +206,41 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
   for (int e = 0; e < 4; e++) c[e] = d[e];
 }
 
+// lanes_mma_e4m3: mma.sync m16n8k32 e4m3 with float32 output from zero (fragments as the
+// PTX ISA lays out 8-bit operands: a0 row g, k 4t..4t+3, a1 row g + 8, a2 and a3 the same
+// at k + 16; b0 column g, k 4t..4t+3, b1 at k + 16), each output's 32 products summed
+// exactly and rounded once (the emulated device's definition, fp4_e4_ref); the bytes
+// decoded here, not by the sources' e4m3_f32
+static double e4m3_host(unsigned c) {
+  const unsigned s = (c >> 7) & 1, e = (c >> 3) & 15, m = c & 7;
+  if (e == 15 && m == 7) return NAN;
+  const double v = e ? std::ldexp(1.0 + m / 8.0, (int)e - 7) : std::ldexp((double)m, -9);
+  return s ? -v : v;
+}
+void lanes_mma_e4m3(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  int tid = threadIdx.x, w = tid >> 5, l = tid & 31, g = l >> 2, t = l & 3;
+  WarpX& x = g_warp[w];
+  x.a[l][0] = a0, x.a[l][1] = a1, x.a[l][2] = a2, x.a[l][3] = a3, x.b[l][0] = b0, x.b[l][1] = b1;
+  x.bar->arrive_and_wait((void*)21);
+  auto A = [&](int r, int k) {  // row r (0..15), k (0..31)
+    const unsigned v = x.a[(r & 7) * 4 + ((k & 15) >> 2)][(r >= 8 ? 1 : 0) + (k >= 16 ? 2 : 0)];
+    return e4m3_host((v >> (8 * (k & 3))) & 0xff);
+  };
+  auto B = [&](int k, int n) {
+    const unsigned v = x.b[n * 4 + ((k & 15) >> 2)][k >= 16 ? 1 : 0];
+    return e4m3_host((v >> (8 * (k & 3))) & 0xff);
+  };
+  float o[4];
+  for (int e = 0; e < 4; e++) {
+    const int r = g + (e >= 2 ? 8 : 0), n = 2 * t + (e & 1);
+    double s = 0;
+    for (int k = 0; k < 32; k++) s += A(r, k) * B(k, n);
+    o[e] = (float)s;
+  }
+  x.bar->arrive_and_wait((void*)22);
+  for (int e = 0; e < 4; e++) d[e] = o[e];
+}
+
 // cp.async: a copy's destination is clobbered when it is issued and written when a
 // wait_group allows (as late as possible), so reading too early or reusing a stage
 // too soon changes the values
