@@ -875,13 +875,16 @@ type fastExperts struct {
 	// steps that would take the register tiles (e4Step), x's and hid's E4M3 codes and
 	// piece scales in scratch xq and hq (fast_quant_split writes them in those steps)
 	e4     bool
+	e4Name string // "_fp4_e4", or with EnvFP4E4=t "_fp4_e4t"
 	xq, hq int
 }
 
 // EnvFP4E4 set to 0 keeps V4.1's FP4 experts in the fp8 numerics mode on the fast mode's
 // register tiles (_rega) instead of fast_moe_up_fp4_e4 / fast_moe_down_fp4_e4 (each
 // 32-value block one e4m3 mma.sync from zero, scaled into float32: tensorcore_fp4.cu
-// fp4_e4_tiles). Read when a program is bound; for comparisons.
+// fp4_e4_tiles); set to t, fast_moe_up_fp4_e4t / fast_moe_down_fp4_e4t (a row's step of
+// codes one 16-byte load a lane, the quad's words exchanged by shuffles; the same
+// values). Read when a program is bound; for comparisons.
 const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
 
 // e4Setup decides whether the experts take the e4m3 tiles in the fp8 numerics mode (V4.1's
@@ -894,6 +897,10 @@ func (f *fastExperts) e4Setup() {
 	f.e4 = rt != nil && rt.fp8 && !rt.invariant && f.quant == 2 && f.xexact == 1 && f.sh.v41 == 1 &&
 		os.Getenv(EnvFP4E4) != "0"
 	f.xq, f.hq = -1, -1
+	f.e4Name = "_fp4_e4"
+	if os.Getenv(EnvFP4E4) == "t" {
+		f.e4Name = "_fp4_e4t"
+	}
 	if f.e4 {
 		f.xq = f.b.Scratch(f.sh.D+f.sh.D/8, 0)          // per token: D codes, D/32 float scales
 		f.hq = f.b.Scratch(f.sh.k*(f.sh.I+f.sh.I/8), 0) // per token: k slots of I codes, I/32 scales
@@ -1155,7 +1162,7 @@ func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, 
 		})
 	}
 	if f.e4 {
-		f.b.Launch(kernel+"_fp4_e4", func(s *Step, a *ArgBuf) int64 {
+		f.b.Launch(kernel+f.e4Name, func(s *Step, a *ArgBuf) int64 {
 			if !f.e4Step(s) {
 				return 0
 			}

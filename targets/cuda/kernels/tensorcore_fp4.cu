@@ -684,8 +684,10 @@ DEV void fp4x8_e4m3(u32 q, u32& lo, u32& hi) {
 // its rows g and g + 8 (codes 8t..8t+7: the A fragment's k 4t..4t+3 and 16+4t..16+4t+3
 // hold codes 8t..8t+3 and 8t+4..8t+7) and the same eight codes of slot g (one 8-byte
 // load), so an mma's 32 products are one block's. The weights are loaded a step (four
-// blocks) ahead into registers, the slots' codes and scales at their block (read by the
-// block's four warps alike: L1). The tensor cores sum a block at their FP8 precision
+// blocks) ahead into registers; the pass's slots' codes and scales are copied into
+// shared memory by cp.async a stage (four steps) ahead, as the _rega tiles' halves (run
+// 49, an H100: the first form, reading them from global memory at their block, was
+// 46-58% slower than _rega; docs/perf/moe.md). The tensor cores sum a block at their FP8 precision
 // (run 48's probe: a median 2^-15, a worst 2^-12 of the block's Σ|products|); the
 // emulated device sums each block exactly and rounds it once (fp4_e4_ref), as the host
 // fibers' stand-in mma does, so the device code there gives its values bit for bit.
@@ -737,16 +739,56 @@ DEVM void fp4_e4_ref(const FastMoEArgs& a, i64 blocks) {
   }
 }
 #else
+// fp4_e4_ld32: a 32-bit load (on host fibers, its alignment checked: a misaligned load
+// faults on the device)
+#ifdef DI_LANES
+DEV u32 fp4_e4_ld32(const unsigned char* p) {
+  lanes_check_align(p, 4);
+  return *(const u32*)p;
+}
+#else
+DEV u32 fp4_e4_ld32(const unsigned char* p) { return *(const u32*)p; }
+#endif
 // fp4_e4_scales: the scale bytes of a row's four blocks from p (nb of them before the
-// slice's end; 127 past it), one 32-bit load where they are aligned and all there
+// slice's end; 127 past it), one 32-bit load where every row's are aligned and all there
 DEV u32 fp4_e4_scales(const unsigned char* p, int nb, bool al) {
-  if (al && nb >= 4) return *(const u32*)p;
+  if (al && nb >= 4) return fp4_e4_ld32(p);
   u32 u = 0;
   UNROLL for (int i = 0; i < 4; i++) u |= (u32)(i < nb ? p[i] : 127) << (8 * i);
   return u;
 }
-template <int NW>
+// FP4E_SLOT: a staged slot's bytes in a stage (FP4_STEPS steps: 512 codes) and 32 of
+// padding, so that a quarter-warp's 8-byte reads of four slots hit distinct banks
+#define FP4E_SLOT 544
+// fp4_quad_words: the four lanes of a quad (t = lane & 3) each hold the four words of
+// one block (lane t block t's, w); after it, lane t holds word t of each block (w[i]:
+// block i's): its words rotated left by t, three shuffles of fixed registers (lane t
+// takes register j of lane t − j), the result rotated right by t
+DEV void fp4_quad_words(u32 (&w)[4], int lane) {
+  const int t = lane & 3;
+  const bool r1 = t & 1, r2 = t & 2;
+  u32 a[4], r[4];
+  UNROLL for (int i = 0; i < 4; i++) a[i] = r1 ? w[(i + 1) & 3] : w[i];
+  UNROLL for (int i = 0; i < 4; i++) r[i] = r2 ? a[(i + 2) & 3] : a[i];
+  u32 u[4];
+  u[0] = r[0];
+  UNROLL for (int j = 1; j < 4; j++) u[j] = __shfl_sync(0xffffffffu, r[j], (lane & ~3) | ((t - j) & 3));
+  // w[i] = u[(t − i) & 3]: x = (u0, u3, u2, u1) rotated right by t
+  const u32 x[4] = {u[0], u[3], u[2], u[1]};
+  UNROLL for (int i = 0; i < 4; i++) a[i] = r1 ? x[(i + 3) & 3] : x[i];
+  UNROLL for (int i = 0; i < 4; i++) w[i] = r2 ? a[(i + 2) & 3] : a[i];
+}
+// TR (fast_moe_*_fp4_e4t): a lane loads its block t's 16 bytes of a row a step (one
+// 16-byte load, as the register tiles do) and the quad exchanges words
+// (fp4_quad_words) at the step, instead of four 4-byte loads a row; the same words, so
+// the same values
+template <int NW, bool TR = false>
 DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
+  // the pass's slots' codes and piece scales of a stage, two buffers (a stage ahead):
+  // codes [slot][512 + pad], scales [block of the stage][slot]
+  __shared__ __align__(16) unsigned char xcs[2][FP4_SLOTS * FP4E_SLOT];
+  __shared__ __align__(16) float xss[2][4 * FP4_STEPS * FP4_SLOTS];
+  __shared__ i64 srow[FP4_SLOTS];  // the x row of each staged slot
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
   const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -759,19 +801,32 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
   // the lane's word of each block: bytes 4t.. of its 16 in rows g, and rows g + 8 r8
-  // bytes on (as Fp4Rows8: okb implies oka); the scale bytes from the slice's, s8 on
+  // bytes on (as Fp4Rows8: okb implies oka); the scale bytes from the slice's, s8 on;
+  // al: every row's scale bytes of a step 4-byte aligned (rows of a multiple of 128
+  // values, the weights' bases aligned)
   const Weight w0 = fp4_weight<NW>(a, b.e, 0);
   const int r8 = 4 * (int)w0.cols, s8 = (int)w0.cols / 4;
-  const bool al = (s8 & 3) == 0 && (((u64)w0.s | (u64)fp4_weight<NW>(a, b.e, 1).s) & 3) == 0;
+  const bool al = ((w0.cols / 32) & 3) == 0 && (((u64)w0.s | (u64)fp4_weight<NW>(a, b.e, 1).s) & 3) == 0;
   UNROLL for (int p = 0; p < 2; p++) wa[p] += b.kb / 2 + 4 * t, sa[p] += b.kb / 32;
-  u32 qa[2][4], qb[2][4], ua[2], ub[2];  // step h's codes and scale bytes (loaded a step ahead)
+  // step h's codes (TR: lane t's block t's words, exchanged at the step) and scale
+  // bytes, loaded a step ahead
+  u32 qa[2][4], qb[2][4], ua[2], ub[2];
   auto load = [&](int h) {
     const int nb = imin(4, nblk - 4 * h);
     UNROLL for (int p = 0; p < 2; p++) {
-      UNROLL for (int w4 = 0; w4 < 4; w4++) {
-        const int o = 64 * h + 16 * w4;
-        qa[p][w4] = w4 < nb && oka[p] ? *(const u32*)(wa[p] + o) : 0u;
-        qb[p][w4] = w4 < nb && okb[p] ? *(const u32*)(wa[p] + r8 + o) : 0u;
+      if constexpr (TR) {
+        const int o = 64 * h + 12 * t;  // (wa[p] is at 4t: block t's 16 bytes at 16t)
+        const bool in = t < nb;
+        const uint4 x = in && oka[p] ? *(const uint4*)(wa[p] + o) : make_uint4(0, 0, 0, 0);
+        const uint4 y = in && okb[p] ? *(const uint4*)(wa[p] + r8 + o) : make_uint4(0, 0, 0, 0);
+        qa[p][0] = x.x, qa[p][1] = x.y, qa[p][2] = x.z, qa[p][3] = x.w;
+        qb[p][0] = y.x, qb[p][1] = y.y, qb[p][2] = y.z, qb[p][3] = y.w;
+      } else {
+        UNROLL for (int w4 = 0; w4 < 4; w4++) {
+          const int o = 64 * h + 16 * w4;
+          qa[p][w4] = w4 < nb && oka[p] ? fp4_e4_ld32(wa[p] + o) : 0u;
+          qb[p][w4] = w4 < nb && okb[p] ? fp4_e4_ld32(wa[p] + r8 + o) : 0u;
+        }
       }
       ua[p] = fp4_e4_scales(sa[p] + 4 * h, nb, al);
       ub[p] = fp4_e4_scales(sa[p] + s8 + 4 * h, okb[p] ? nb : 0, al);
@@ -779,39 +834,59 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
   };
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
-    // each activation tile's slots: g (its codes, the B fragment) and 2t, 2t + 1 (the
-    // sums' columns: their scales), as offsets into xq and xe (a step's activations are
-    // fewer than 2^32 codes); past nc, the pass's first slot (never stored)
-    u32 xo[2], eo0[2], eo1[2];
-    UNROLL for (int j = 0; j < 2; j++) {
-      auto row = [&](int c) { return (i64)a.list[base + c0 + (c < nc ? c : 0)] / div; };
-      xo[j] = (u32)(row(8 * j + g) * a.K + b.kb + 8 * t);
-      eo0[j] = (u32)(row(8 * j + 2 * t) * KS + b.kb / 32);
-      eo1[j] = (u32)(row(8 * j + 2 * t + 1) * KS + b.kb / 32);
-    }
+    // stage: this thread's copies of the stage from step h0 (its 16 blocks) into buffer
+    // (h0 / FP4_STEPS) & 1, one commit group: the live tiles' slots' codes (zeros past nc
+    // and past the slice's blocks, which no product reads) and their scales
+    auto stage = [&](int h0) {
+      const int buf = (h0 / FP4_STEPS) & 1, b0 = 4 * h0, ns = live * 8;
+      for (int i = tid; i < ns * 32; i += 128) {
+        const int c = i >> 5, q = i & 31;
+        const bool in = c < nc && b0 + (q >> 1) < nblk;
+        fast_cp16(&xcs[buf][c * FP4E_SLOT + 16 * q], in ? a.xq + srow[c] * a.K + b.kb + 32 * b0 + 16 * q : a.xq, in);
+      }
+      for (int i = tid; i < ns * 4 * FP4_STEPS; i += 128) {
+        const int bb = i / ns, c = i - bb * ns;
+        const bool in = c < nc && b0 + bb < nblk;
+        fp4_cp4(&xss[buf][bb * FP4_SLOTS + c], in ? a.xe + srow[c] * KS + b.kb / 32 + b0 + bb : a.xe, in);
+      }
+      fast_cp_commit();
+    };
+    __syncthreads();  // the last pass's reads of srow and the buffers are done
+    // every thread (no branch before the barrier): entry tid % FP4_SLOTS, the last slot's
+    // row past nc, each entry the same value from eight threads
+    const int ci = tid & (FP4_SLOTS - 1);
+    srow[ci] = a.list[base + c0 + imin(ci, nc - 1)] / div;
+    __syncthreads();  // srow written
+    if (nsteps > 0) stage(0), load(0);
     float acc[2][2][4];
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
-    if (nsteps > 0) load(0);
     for (int h = 0; h < nsteps; h++) {
-      const int nb = imin(4, nblk - 4 * h);
+      if ((h & (FP4_STEPS - 1)) == 0) {
+        fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
+        __syncthreads();    // every thread's; every warp done with the last stage's buffer
+        if (h + FP4_STEPS < nsteps) stage(h + FP4_STEPS);
+      }
+      const int nb = imin(4, nblk - 4 * h), buf = (h / FP4_STEPS) & 1, hs = h & (FP4_STEPS - 1);
       u32 ca[2][4], cb[2][4], sua[2], sub[2];
       UNROLL for (int p = 0; p < 2; p++) {
         UNROLL for (int w4 = 0; w4 < 4; w4++) ca[p][w4] = qa[p][w4], cb[p][w4] = qb[p][w4];
         sua[p] = ua[p], sub[p] = ub[p];
+        if constexpr (TR) fp4_quad_words(ca[p], lane), fp4_quad_words(cb[p], lane);
       }
       if (h + 1 < nsteps) load(h + 1);
       UNROLL for (int w4 = 0; w4 < 4; w4++) {
         if (w4 >= nb) break;
-        // the slots' codes and scales of the block (read where they are used: a whole
-        // step's in registers spilled)
-        const int blk = 4 * h + w4;
+        // the block's slot codes (slot g's eight, 8t..) and the columns' scales (slots
+        // 2t, 2t + 1) of each live tile
+        const int bs = 4 * hs + w4;
         u32 xb[2][2];
         float x0[2], x1[2];
         UNROLL for (int j = 0; j < 2; j++) {
           if (j >= live) break;
-          const u64 v = *(const u64*)(a.xq + xo[j] + 32 * blk);
+          const u64 v = *(const u64*)&xcs[buf][(8 * j + g) * FP4E_SLOT + 32 * bs + 8 * t];
           xb[j][0] = (u32)v, xb[j][1] = (u32)(v >> 32);
-          x0[j] = a.xe[eo0[j] + blk], x1[j] = a.xe[eo1[j] + blk];
+          const float2 sx = *(const float2*)&xss[buf][bs * FP4_SLOTS + 8 * j + 2 * t];
+          x0[j] = sx.x, x1[j] = sx.y;
         }
         UNROLL for (int p = 0; p < 2; p++) {
           u32 a0, a1, a2, a3;
@@ -833,6 +908,7 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
+  fast_cp_wait<0>();  // nothing in flight at exit
 }
 #endif
 
@@ -851,7 +927,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
 #ifdef DI_EMULATE
   (void)GIDX;
   const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
-  if constexpr (V == 8) fp4_e4_ref<NW>(a, blocks);
+  if constexpr (V >= 8) fp4_e4_ref<NW>(a, blocks);
   else fp4_tiles<NW>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
@@ -862,6 +938,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 6) fp4_tiles<NW, false, true, true>(a, GIDX);
   else if constexpr (V == 7) fp4_tiles_wide<NW, true>(a, GIDX);
   else if constexpr (V == 8) fp4_e4_tiles<NW>(a, GIDX);
+  else if constexpr (V == 9) fp4_e4_tiles<NW, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -910,6 +987,11 @@ KERNEL(fast_moe_down_fp4_reg8a, FastMoEArgs) { fp4_launch<1, 6>(a, GIDX, GSTRIDE
 // would take the register tiles (DEEPINFER_CUDA_FP4_E4=0: the _rega tiles there too)
 KERNEL(fast_moe_up_fp4_e4, FastMoEArgs) { fp4_launch<2, 8>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_e4, FastMoEArgs) { fp4_launch<1, 8>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_e4t, fast_moe_down_fp4_e4t: the same with a row's step of codes one
+// 16-byte load a lane and the quad's words exchanged (DEEPINFER_CUDA_FP4_E4=t); the same
+// values
+KERNEL(fast_moe_up_fp4_e4t, FastMoEArgs) { fp4_launch<2, 9>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_e4t, FastMoEArgs) { fp4_launch<1, 9>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2

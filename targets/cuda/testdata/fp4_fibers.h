@@ -206,6 +206,10 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
   for (int e = 0; e < 4; e++) c[e] = d[e];
 }
 
+// lanes_check_align: a plain load's alignment (the device faults on a misaligned one)
+void lanes_check_align(const void* p, int size) {
+  if ((uintptr_t)p % size) { fprintf(stderr, "misaligned %d-byte load at %p\n", size, p); g_errors++; }
+}
 // lanes_mma_e4m3: mma.sync m16n8k32 e4m3 with float32 output from zero (fragments as the
 // PTX ISA lays out 8-bit operands: a0 row g, k 4t..4t+3, a1 row g + 8, a2 and a3 the same
 // at k + 16; b0 column g, k 4t..4t+3, b1 at k + 16), each output's 32 products summed

@@ -140,6 +140,8 @@ static int run_case(const Case& c, unsigned seed) {
     std::vector<float> xe(xrows * (c.K / 32));
     for (auto& v : xq) { v = (unsigned char)rng(); if ((v & 0x7f) == 0x7f) v ^= 1; }
     for (auto& v : xe) v = std::ldexp(1.0f, (int)(rng() % 12) - 9);
+    g_valid.push_back({(const char*)xq.data(), (const char*)(xq.data() + xq.size())});
+    g_valid.push_back({(const char*)xe.data(), (const char*)(xe.data() + xe.size())});
     std::vector<float> pe(psz), pq(psz);
     for (size_t i = 0; i < psz; i++) memcpy(&pe[i], &SENT, 4), memcpy(&pq[i], &SENT, 4);
     FastMoEArgs e = a;
@@ -148,14 +150,18 @@ static int run_case(const Case& c, unsigned seed) {
     launch(c.NW == 2 ? fast_moe_up_fp4_e4 : fast_moe_down_fp4_e4, e, blocks);
     e.part = pq.data();
     if (c.NW == 2) fp4_e4_ref<2>(e, blocks); else fp4_e4_ref<1>(e, blocks);
+    std::vector<float> pt(psz);  // the 16-byte loads with the quad's words exchanged (e4t)
+    for (size_t i = 0; i < psz; i++) memcpy(&pt[i], &SENT, 4);
+    e.part = pt.data();
+    launch(c.NW == 2 ? fast_moe_up_fp4_e4t : fast_moe_down_fp4_e4t, e, blocks);
     for (size_t i = 0; i < psz; i++) {
-      if (memcmp(&pe[i], &pq[i], 4) != 0) {
-        if (ediff < 5) fprintf(stderr, "  e4 %g ref %g at %zu\n", pe[i], pq[i], i);
+      if (memcmp(&pe[i], &pq[i], 4) != 0 || memcmp(&pt[i], &pq[i], 4) != 0) {
+        if (ediff < 5) fprintf(stderr, "  e4 %g e4t %g ref %g at %zu\n", pe[i], pt[i], pq[i], i);
         ediff++;
       }
       eunw += (memcmp(&pq[i], &SENT, 4) == 0) != (memcmp(&pr[i], &SENT, 4) == 0);
     }
-    printf("  e4m3 tiles: %ld != their definition, %ld written sets differ from the register tiles'\n", ediff, eunw);
+    printf("  e4m3 tiles (e4, e4t): %ld != their definition, %ld written sets differ from the register tiles'\n", ediff, eunw);
   }
   long diff = 0, unwritten = 0, written = 0;
   double worst = 0;

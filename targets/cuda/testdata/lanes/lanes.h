@@ -26,6 +26,7 @@ inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8)
 void __syncthreads();
 void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1);
 void lanes_mma_e4m3(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1);
+void lanes_check_align(const void* p, int size);
 void lanes_cp16(void* dst, const void* src, bool in);
 void lanes_ldsm4t(unsigned* r, const unsigned* p);
 void lanes_cp_commit();
