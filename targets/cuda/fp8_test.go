@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"os"
 	"testing"
 
 	"deepinfer/targets"
@@ -26,6 +27,10 @@ func TestFP8InstructionsNearCPU(t *testing.T) {
 		}{{"", "fast_gemm_wg_e4m3n", 48}, {"all", "fast_gemm_wg_e4m3", 100}} {
 			t.Run(m.name+"/"+c.kernel, func(t *testing.T) {
 				t.Setenv(cuda.EnvWGE4M3, c.env)
+				// (the experts' e4m3 tiles are opt-in: _e4 unless the run asks for _e4t)
+				if os.Getenv(cuda.EnvFP4E4) == "" {
+					t.Setenv(cuda.EnvFP4E4, "1")
+				}
 				p, ws := cuda.CompileDir(t, m.dir)
 				_, kc, _ := prefillAndDecodeIn(t, p, ws, c.prompt, targets.Options{Numerics: targets.NumericsFP8}, nil)
 				// (launches are counted on the emulated device only)

@@ -879,12 +879,14 @@ type fastExperts struct {
 	xq, hq int
 }
 
-// EnvFP4E4 set to 0 keeps V4.1's FP4 experts in the fp8 numerics mode on the fast mode's
-// register tiles (_rega) instead of fast_moe_up_fp4_e4 / fast_moe_down_fp4_e4 (each
-// 32-value block one e4m3 mma.sync from zero, scaled into float32: tensorcore_fp4.cu
-// fp4_e4_tiles); set to t, fast_moe_up_fp4_e4t / fast_moe_down_fp4_e4t (a row's step of
-// codes one 16-byte load a lane, the quad's words exchanged by shuffles; the same
-// values). Read when a program is bound; for comparisons.
+// EnvFP4E4 set to 1 runs V4.1's FP4 experts in the fp8 numerics mode on
+// fast_moe_up_fp4_e4 / fast_moe_down_fp4_e4 (each 32-value block one e4m3 mma.sync from
+// zero, scaled into float32: tensorcore_fp4.cu fp4_e4_tiles) instead of the fast mode's
+// register tiles (_rega); set to t, on fast_moe_up_fp4_e4t / fast_moe_down_fp4_e4t (a
+// row's step of codes one 16-byte load a lane, the quad's words exchanged by shuffles;
+// the same values). Opt-in: the only GPU run of these tiles (run 49, an H100, their first
+// form) timed them 44-58% slower than _rega; docs/perf/moe.md. Read when a program is
+// bound.
 const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
 
 // e4Setup decides whether the experts take the e4m3 tiles in the fp8 numerics mode (V4.1's
@@ -895,7 +897,7 @@ const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
 func (f *fastExperts) e4Setup() {
 	rt := f.b.rt
 	f.e4 = rt != nil && rt.fp8 && !rt.invariant && f.quant == 2 && f.xexact == 1 && f.sh.v41 == 1 &&
-		os.Getenv(EnvFP4E4) != "0"
+		(os.Getenv(EnvFP4E4) == "1" || os.Getenv(EnvFP4E4) == "t")
 	f.xq, f.hq = -1, -1
 	f.e4Name = "_fp4_e4"
 	if os.Getenv(EnvFP4E4) == "t" {

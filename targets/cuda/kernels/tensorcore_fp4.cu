@@ -983,8 +983,9 @@ KERNEL(fast_moe_down_fp4_reg8, FastMoEArgs) { fp4_launch<1, 4>(a, GIDX, GSTRIDE)
 KERNEL(fast_moe_up_fp4_reg8a, FastMoEArgs) { fp4_launch<2, 6>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_reg8a, FastMoEArgs) { fp4_launch<1, 6>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_e4, fast_moe_down_fp4_e4: the fp8 numerics' tiles of V4.1's FP4 experts
-// (fp4_e4_tiles: mma.sync m16n8k32 e4m3, a block sum an mma), in that mode's steps that
-// would take the register tiles (DEEPINFER_CUDA_FP4_E4=0: the _rega tiles there too)
+// (fp4_e4_tiles: mma.sync m16n8k32 e4m3, a block sum an mma), with DEEPINFER_CUDA_FP4_E4=1
+// in that mode's steps that would take the register tiles (opt-in: run 49 timed the
+// first form slower than _rega)
 KERNEL(fast_moe_up_fp4_e4, FastMoEArgs) { fp4_launch<2, 8>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_e4, FastMoEArgs) { fp4_launch<1, 8>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_e4t, fast_moe_down_fp4_e4t: the same with a row's step of codes one
