@@ -884,9 +884,9 @@ type fastExperts struct {
 // zero, scaled into float32: tensorcore_fp4.cu fp4_e4_tiles) instead of the fast mode's
 // register tiles (_rega); set to t, on fast_moe_up_fp4_e4t / fast_moe_down_fp4_e4t (a
 // row's step of codes one 16-byte load a lane, the quad's words exchanged by shuffles;
-// the same values). Opt-in: the only GPU run of these tiles (run 49, an H100, their first
-// form) timed them 44-58% slower than _rega; docs/perf/moe.md. Read when a program is
-// bound.
+// the same values). Opt-in: 36-60% slower than _rega on an H100 (runs 49-50; sm_90 has
+// no FP8 mma.sync, and the compiler widens the codes again to f16 for two HMMA a
+// product); docs/perf/moe.md. Read when a program is bound.
 const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
 
 // e4Setup decides whether the experts take the e4m3 tiles in the fp8 numerics mode (V4.1's

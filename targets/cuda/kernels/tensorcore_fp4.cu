@@ -687,8 +687,10 @@ DEV void fp4x8_e4m3(u32 q, u32& lo, u32& hi) {
 // blocks) ahead into registers; the pass's slots' codes and scales are copied into
 // shared memory by cp.async a stage (four steps) ahead, as the _rega tiles' halves (run
 // 49, an H100: the first form, reading them from global memory at their block, was
-// 46-58% slower than _rega; docs/perf/moe.md). The tensor cores sum a block at their FP8 precision
-// (run 48's probe: a median 2^-15, a worst 2^-12 of the block's Σ|products|); the
+// 44-58% slower than _rega; this one 36-60% in run 50; docs/perf/moe.md). On sm_90 the
+// e4m3 mma.sync is the compiler's f16 unpack and HMMA (f16 products exact, summed in
+// float32), so a block's sum is near-exact there, not at the FP8 precision of wgmma's
+// (run 48's probe: a median 2^-15, a worst 2^-12 of the block's Σ|products|). The
 // emulated device sums each block exactly and rounds it once (fp4_e4_ref), as the host
 // fibers' stand-in mma does, so the device code there gives its values bit for bit.
 #ifdef DI_LANES
@@ -984,8 +986,10 @@ KERNEL(fast_moe_up_fp4_reg8a, FastMoEArgs) { fp4_launch<2, 6>(a, GIDX, GSTRIDE);
 KERNEL(fast_moe_down_fp4_reg8a, FastMoEArgs) { fp4_launch<1, 6>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_e4, fast_moe_down_fp4_e4: the fp8 numerics' tiles of V4.1's FP4 experts
 // (fp4_e4_tiles: mma.sync m16n8k32 e4m3, a block sum an mma), with DEEPINFER_CUDA_FP4_E4=1
-// in that mode's steps that would take the register tiles (opt-in: run 49 timed the
-// first form slower than _rega)
+// in that mode's steps that would take the register tiles. Opt-in: 36-60% slower than
+// _rega on an H100 (runs 49-50): sm_90 has no FP8 mma.sync, and ptxas lowers each to
+// E4M3 → f16 unpacks and two f16 HMMA, so the codes are widened twice; on Hopper the
+// FP8 route is wgmma (docs/perf/moe.md)
 KERNEL(fast_moe_up_fp4_e4, FastMoEArgs) { fp4_launch<2, 8>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_e4, FastMoEArgs) { fp4_launch<1, 8>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_e4t, fast_moe_down_fp4_e4t: the same with a row's step of codes one
