@@ -68,7 +68,9 @@
 # csa_index_score_words instead of the decode step's),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache entries this run compiled (the units changed
-# since the LOAD_KERNELS archives, or every unit without them) into OUT/kernels.tgz, and
+# since the LOAD_KERNELS archives, or every unit without them) into OUT/kernels.tgz (over
+# 15 MiB, as its parts OUT/kernels.tgz.00, .01, ...: keep them as build/kernelsNAME.tgz.00,
+# .01, ..., which `build` joins into build/kernelsNAME.tgz), and
 # LOAD_KERNELS='FILE ...' unpacks such files, in order, before the run (a fresh machine
 # then compiles only the units changed since; an older full archive plus the later
 # deltas rebuild the cache).
@@ -105,6 +107,11 @@ build() {
 gather() {
 	local tmp unit key found=0 total=0 missing=""
 	tmp=$(mktemp -d)
+	local part
+	for part in build/kernels*.tgz.00; do
+		# a split archive (SAVE_KERNELS' parts, kept as build/kernelsNAME.tgz.00, .01, ...)
+		[ -f "$part" ] && cat "${part%.00}".[0-9][0-9] > "${part%.00}"
+	done
 	for kf in build/kernels*.tgz; do
 		[ -f "$kf" ] && [ "$kf" != build/kernels.tgz ] && tar xzf "$kf" -C "$tmp" 2>/dev/null
 	done
@@ -397,6 +404,12 @@ PY
 		(cd "$DEEPINFER_KERNEL_CACHE" && find . -type f -newer "$work/.kernels-mark" -print0 |
 			tar czf "$out/kernels.tgz" --null -T -) 2>/dev/null
 		echo "SAVE_KERNELS: $(tar tzf "$out/kernels.tgz" 2>/dev/null | wc -l) cache files, $(du -h "$out/kernels.tgz" | cut -f1)"
+		if [ "$(stat -c %s "$out/kernels.tgz")" -gt $((15 << 20)) ]; then
+			# (a lent machine returns files of at most 16 MB: every unit's entries are more,
+			# run 49) in parts of 15 MiB, kernels.tgz.00, .01, ...; build joins them
+			split -b 15m -d -a 2 "$out/kernels.tgz" "$out/kernels.tgz." && rm -f "$out/kernels.tgz"
+			echo "SAVE_KERNELS: split into $(cd "$out" && echo kernels.tgz.[0-9][0-9])"
+		fi
 	fi
 	echo "==== summary"
 	for m in ${MODELS:-v4 v41}; do
