@@ -48,7 +48,9 @@ type Options struct {
 	// cores, within a stated tolerance of the exact values; docs/cuda.md) or NumericsFP8
 	// (the fast mode with V4.1's MXFP8 products on the tensor cores' FP8 form, each
 	// 32-value block summed at the tensor cores' FP8 precision, as DeepSeek's own
-	// kernels sum them). The cpu target computes exactly whatever it is asked.
+	// kernels sum them, and V4's product activations rounded to bf16, one tensor-core
+	// pass a product where the fast mode takes two). The cpu target computes exactly
+	// whatever it is asked.
 	Numerics string
 }
 

@@ -34,6 +34,9 @@ type fastGemm struct {
 	// xExact: x is bf16 already (V4.1's quantized activations): its lo halves are zero,
 	// the tiles leave their mma out, and fast_split reports error 600 if one is not
 	xExact bool
+	// xRound: the fp8 numerics round x to bf16 in its split (fast_split's xexact 2; the
+	// products as for xExact, which fastProduct sets with it): roundX's products
+	xRound bool
 	// quant (1 bf16, 2 MXFP8: dense_quant's modes, pieces of 32 values): x is the
 	// unquantized operand and fast_quant_split quantizes and splits it in one launch
 	// (rows in order, ldx = K, one group, xExact)
@@ -76,6 +79,9 @@ func fastSplits(N, K int64) (S, ks int64) {
 func fastProduct(b *Bind, g fastGemm) int {
 	if g.G <= 0 {
 		g.G = 1
+	}
+	if !g.xExact && g.quant == 0 && b.roundX() {
+		g.xExact, g.xRound = true, true
 	}
 	kp := (g.K + 63) / 64 * 64
 	S, ks := fastSplits(g.N, g.K)
@@ -199,7 +205,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 			a.I(g.ldx / g.G)
 			a.I(s.Arg(g.x).Rows())
 			a.P(s.Err)
-			a.I(b2i(g.xExact))
+			a.I(xexactArg(g.xExact, g.xRound))
 			return M * kp / 2
 		})
 	}
@@ -691,6 +697,34 @@ const EnvXExact = "DEEPINFER_CUDA_XEXACT"
 // xExactOn reports whether products may leave out the lo mma of bf16 activations.
 func xExactOn() bool { return os.Getenv(EnvXExact) != "0" }
 
+// xexactArg is a split's xexact: 0 both halves, 1 bf16 values already (checked: error
+// 600), 2 rounded to bf16 there (the fp8 numerics' roundX).
+func xexactArg(exact, round bool) int64 {
+	switch {
+	case round:
+		return 2
+	case exact:
+		return 1
+	}
+	return 0
+}
+
+// EnvFP8Round set to 0 keeps V4's products in the fp8 numerics on both bf16 halves of
+// their float32 activations (the fast mode's products) instead of rounding the
+// activations to bf16 (roundX). Read when a program is bound.
+const EnvFP8Round = "DEEPINFER_CUDA_FP8_ROUND"
+
+// roundX reports whether the fp8 numerics round this program's product activations to
+// bf16 (one mma a product, no lo halves): V4's, whose activations are float32 (V4.1's
+// are bf16 or MXFP8 values where its reference rounds them, and stay so); never in the
+// batch-invariant mode. DeepSeek's kernels take a product's activations as FP8 (1×128
+// blocks) or bf16 values, so bf16 is no coarser than what they compute.
+func (b *Bind) roundX() bool {
+	rt := b.rt
+	return rt != nil && rt.fp8 && !rt.invariant && rt.plan != nil && !strings.HasPrefix(rt.plan.ModelType, "deepseek_v41") &&
+		xExactOn() && os.Getenv(EnvFP8Round) != "0"
+}
+
 // EnvM1Bounds set to 0 runs the one-tile FP8 products on fast_gemm_m1_fp8 instead of
 // fast_gemm_m1_fp8_b4, the same code capped at 128 registers a thread (four launch
 // blocks a multiprocessor instead of three; the same values). Run 14b on the H200: V4's
@@ -860,8 +894,9 @@ type fastExperts struct {
 	// reg8a: with fp4Suffix "_reg8", the steps of (reg8a[0], reg8a[1]] tokens run
 	// "_reg8a" (reg8aRows; zero: none)
 	reg8a [2]int64
-	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, so the
-	// tiles leave out the lo halves' mma
+	// xexact is 1 when the activations (V4.1's MXFP8 x and hid) are bf16 values, 2 when
+	// the fp8 numerics round them to bf16 in the splits (V4's: roundX), so the tiles
+	// leave out the lo halves' mma
 	xexact int64
 	// quant 2: x and hid are unquantized and their splits quantize them to MXFP8
 	// (fast_quant_split; the caller launches no dense_quant)
@@ -942,7 +977,7 @@ func (f *fastExperts) fp4Wide(s *Step) bool {
 
 // fp4WideName is the wide tiles' kernel of the experts' activations.
 func (f *fastExperts) fp4WideName(kernel string) string {
-	if f.xexact == 1 {
+	if f.xexact != 0 {
 		return kernel + "_fp4_wide"
 	}
 	return kernel + "_fp4_widel"
@@ -1000,8 +1035,11 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		f.fp4Suffix = "_reg"
 	}
 	f.wide = os.Getenv(EnvFP4Wide) != "0"
-	if sh.v41 == 1 && xExactOn() {
+	if (sh.v41 == 1 && xExactOn()) || b.roundX() {
 		f.xexact = 1
+		if sh.v41 != 1 {
+			f.xexact = 2 // (the fp8 numerics: V4's activations rounded to bf16 by the splits)
+		}
 		if f.fp4Suffix == "_reg" {
 			f.fp4Suffix = tileSuffix(EnvFP4XE, "x", "_regx", "_rega")
 		}

@@ -713,7 +713,7 @@ func (rt *Runtime) Describe() string {
 	}
 	num := "exact numerics (the cpu target's values)"
 	if rt.fp8 {
-		num = "fp8 numerics (tensor-core products, V4.1's MXFP8 products on the FP8 tensor cores)"
+		num = "fp8 numerics (tensor-core products, V4.1's MXFP8 products on the FP8 tensor cores, V4's activations rounded to bf16 at its products)"
 	} else if rt.fast {
 		num = "fast numerics (tensor-core products)"
 	}

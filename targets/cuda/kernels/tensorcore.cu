@@ -192,13 +192,20 @@ DEV void fast_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 // fast_split: xh, xl = the bf16 halves of x's rows (rows[m] when a list is given,
 // checked against arows), Kp = K rounded up to 64 values a row, zero past K. One work
 // item a pair of values.
-// xexact: the binder says x is bf16 already (V4.1's quantized activations), so every lo
-// half is zero and the tiles leave its mma out; a nonzero lo is error 600.
+// xexact: the binder says x is bf16 already (1: V4.1's quantized activations), so every lo
+// half is zero and the tiles leave its mma out; a nonzero lo is error 600. 2: the fp8
+// numerics round x to bf16 here (V4's float32 activations), the tiles as for 1.
 struct FastSplitArgs { const float* x; const int* rows; u32* xh; u32* xl; i64 M; i64 K; i64 Kp; i64 ldx; i64 arows; i64* err; i64 xexact; };
-// fast_pair stores pair i of values v0, v1 as its bf16 halves, checking xexact's promise.
-DEV void fast_pair(u32* xh, u32* xl, i64 i, float v0, float v1, bool xexact, i64* err) {
+// fast_pair stores pair i of values v0, v1 as its bf16 halves, checking xexact's promise
+// (1); with xexact 2 (the fp8 numerics on activations the model keeps in float32: V4's)
+// the values are rounded to bf16 (the hi halves) and the lo halves are zero.
+DEV void fast_pair(u32* xh, u32* xl, i64 i, float v0, float v1, i64 xexact, i64* err) {
   u32 h = fast_rn(v0, v1);
   xh[i] = h;
+  if (xexact == 2) {
+    xl[i] = 0;
+    return;
+  }
   u32 lo = fast_rn(v0 - fast_lo(h), v1 - fast_hi(h));
   xl[i] = lo;
   if (xexact && (lo & 0x7fff7fffu)) *err = 600;
@@ -224,7 +231,7 @@ DEVM void fast_split_body(const FastSplitArgs& a, i64 GIDX, i64 GSTRIDE) {
     }
     const float* xr = a.x + r * a.ldx;
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 1 < a.K ? xr[k + 1] : 0.0f;
-    fast_pair(a.xh, a.xl, FRAG ? m * P + wgr_pos(k / 2) : i, v0, v1, a.xexact != 0, a.err);
+    fast_pair(a.xh, a.xl, FRAG ? m * P + wgr_pos(k / 2) : i, v0, v1, a.xexact, a.err);
   }
 }
 KERNEL(fast_split, FastSplitArgs) { fast_split_body<false>(a, GIDX, GSTRIDE); }

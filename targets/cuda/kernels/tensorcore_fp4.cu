@@ -57,7 +57,7 @@ KERNEL(fast_split_fp4, FastSplitArgs) {
     i64 u = p & 15, k = (p >> 4) * 32 + 8 * (u >> 2) + (u & 3);
     const float* xr = a.x + m * a.ldx;
     float v0 = k < a.K ? xr[k] : 0.0f, v1 = k + 4 < a.K ? xr[k + 4] : 0.0f;
-    fast_pair(a.xh, a.xl, i, v0, v1, a.xexact != 0, a.err);
+    fast_pair(a.xh, a.xl, i, v0, v1, a.xexact, a.err);
   }
 }
 
