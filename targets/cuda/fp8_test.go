@@ -47,11 +47,11 @@ func TestFP8InstructionsNearCPU(t *testing.T) {
 				_, kc, _ := prefillAndDecodeIn(t, p, ws, c.prompt, targets.Options{Numerics: targets.NumericsFP8}, nil)
 				// (launches are counted on the emulated device only)
 				if *device != "gpu" {
-					// (the experts' e4m3 tiles in either form: DEEPINFER_CUDA_FP4_E4=t's e4t)
+					// (the experts' e4m3 tiles in any form: DEEPINFER_CUDA_FP4_E4=t's e4t, =w's e4w)
 					for _, k := range []string{c.kernel, "fast_moe_up_fp4_e4", "fast_moe_down_fp4_e4"} {
 						n := kc[k]
 						if k != c.kernel {
-							n += kc[k+"t"]
+							n += kc[k+"t"] + kc[k+"w"]
 						}
 						if n == 0 {
 							t.Fatalf("%s never launched in a %d-token prefill and its decode (launches: %v)", k, c.prompt, kc)

@@ -919,9 +919,13 @@ type fastExperts struct {
 // zero, scaled into float32: tensorcore_fp4.cu fp4_e4_tiles) instead of the fast mode's
 // register tiles (_rega); set to t, on fast_moe_up_fp4_e4t / fast_moe_down_fp4_e4t (a
 // row's step of codes one 16-byte load a lane, the quad's words exchanged by shuffles;
-// the same values). Opt-in: 36-60% slower than _rega on an H100 (runs 49-50; sm_90 has
-// no FP8 mma.sync, and the compiler widens the codes again to f16 for two HMMA a
-// product); docs/perf/moe.md. Read when a program is bound.
+// the same values); set to w, on fast_moe_up_fp4_e4w / fast_moe_down_fp4_e4w (wgmma
+// m64n8k32 e4m3: the widened codes from registers, the slots' codes from shared memory;
+// the values of the others where the block sums are exact, near them on a GPU: wgmma
+// sums a block at the tensor cores' FP8 precision). Opt-in: _e4 and _e4t were 36-60%
+// slower than _rega on an H100 (runs 49-50; sm_90 has no FP8 mma.sync, and the compiler
+// widens the codes again to f16 for two HMMA a product); _e4w not yet timed;
+// docs/perf/moe.md. Read when a program is bound.
 const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
 
 // e4Setup decides whether the experts take the e4m3 tiles in the fp8 numerics mode (V4.1's
@@ -931,12 +935,16 @@ const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
 // quant.
 func (f *fastExperts) e4Setup() {
 	rt := f.b.rt
+	env := os.Getenv(EnvFP4E4)
 	f.e4 = rt != nil && rt.fp8 && !rt.invariant && f.quant == 2 && f.xexact == 1 && f.sh.v41 == 1 &&
-		(os.Getenv(EnvFP4E4) == "1" || os.Getenv(EnvFP4E4) == "t")
+		(env == "1" || env == "t" || env == "w")
 	f.xq, f.hq = -1, -1
 	f.e4Name = "_fp4_e4"
-	if os.Getenv(EnvFP4E4) == "t" {
+	switch env {
+	case "t":
 		f.e4Name = "_fp4_e4t"
+	case "w":
+		f.e4Name = "_fp4_e4w"
 	}
 	if f.e4 {
 		f.xq = f.b.Scratch(f.sh.D+f.sh.D/8, 0)          // per token: D codes, D/32 float scales

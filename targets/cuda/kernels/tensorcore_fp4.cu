@@ -705,6 +705,24 @@ DEV void fp4_e4_mma(float* d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
 }
 #endif
 
+// fp4_wg_e4: d = a·b from zero, one wgmma m64n8k32 e4m3 of the warpgroup: a this warp's
+// 16 weight rows × 32 codes in registers (mma.m16n8k32's 8-bit A layout, which run 48's
+// probe found to be the RS form's), b the 8 slots × 32 codes the descriptor names
+#ifdef DI_LANES
+DEV void fp4_wg_e4(float* d, u32 a0, u32 a1, u32 a2, u32 a3, u64 desc) {
+  const u32 a[4] = {a0, a1, a2, a3};
+  lanes_wg_mma_e4m3(d, a, desc);
+}
+#elif !defined(DI_EMULATE)
+DEV void fp4_wg_e4(float* d, u32 a0, u32 a1, u32 a2, u32 a3, u64 desc) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %9, 0;\n"
+      " wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(0));
+}
+#endif
+
 #ifdef DI_EMULATE
 // fp4_e4_ref: the definition, in plain loops over the launch's blocks
 template <int NW>
@@ -784,11 +802,22 @@ DEV void fp4_quad_words(u32 (&w)[4], int lane) {
 // 16-byte load, as the register tiles do) and the quad exchanges words
 // (fp4_quad_words) at the step, instead of four 4-byte loads a row; the same words, so
 // the same values
-template <int NW, bool TR = false>
+// WG (fast_moe_*_fp4_e4w): each 32-value block of a stream's 64 rows (the block's four
+// warps' 16 each) and a tile of 8 slots is one wgmma m64n8k32 e4m3 (fp4_wg_e4: A the
+// widened codes in registers, as for the mma; B the slots' codes in shared memory through
+// a descriptor), a tile's four blocks of a step under one commit and wait, then scaled
+// as the mma's sums. Hopper runs FP8 natively only on wgmma (run 50: its FP8
+// mma.sync is two f16 HMMA). The staged codes: [buffer][step of the stage][tile][8 slots
+// × 128 bytes], each step's tile an 8-row K-major matrix in the 128-byte swizzle (wg_desc,
+// 1,024 bytes), and in each 32-byte block the slot's words in the A fragment's k order
+// (words 0, 2, 4, 6, then 1, 3, 5, 7: a lane's k 4t..4t+3 hold codes 8t..8t+3, its
+// k 16 + 4t.. codes 8t + 4..), one 4-byte cp.async a word. The same values as the other
+// forms where the block sums are exact (the host's stand-ins; fp4_e4_ref).
+template <int NW, bool TR = false, bool WG = false>
 DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
   // the pass's slots' codes and piece scales of a stage, two buffers (a stage ahead):
-  // codes [slot][512 + pad], scales [block of the stage][slot]
-  __shared__ __align__(16) unsigned char xcs[2][FP4_SLOTS * FP4E_SLOT];
+  // codes [slot][512 + pad] (WG: [step][tile][8 slots × 128 bytes]), scales [block of the stage][slot]
+  __shared__ __align__(1024) unsigned char xcs[2][WG ? FP4_STEPS * 2 * 1024 : FP4_SLOTS * FP4E_SLOT];
   __shared__ __align__(16) float xss[2][4 * FP4_STEPS * FP4_SLOTS];
   __shared__ i64 srow[FP4_SLOTS];  // the x row of each staged slot
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
@@ -813,9 +842,10 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
   // step h's codes (TR: lane t's block t's words, exchanged at the step) and scale
   // bytes, loaded a step ahead
   u32 qa[2][4], qb[2][4], ua[2], ub[2];
-  auto load = [&](int h) {
+  // load1: stream p's; load: both
+  auto load1 = [&](int h, int p) {
     const int nb = imin(4, nblk - 4 * h);
-    UNROLL for (int p = 0; p < 2; p++) {
+    {
       if constexpr (TR) {
         const int o = 64 * h + 12 * t;  // (wa[p] is at 4t: block t's 16 bytes at 16t)
         const bool in = t < nb;
@@ -834,6 +864,7 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
       ub[p] = fp4_e4_scales(sa[p] + s8 + 4 * h, okb[p] ? nb : 0, al);
     }
   };
+  auto load = [&](int h) { UNROLL for (int p = 0; p < 2; p++) load1(h, p); };
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     // stage: this thread's copies of the stage from step h0 (its 16 blocks) into buffer
@@ -841,10 +872,22 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
     // and past the slice's blocks, which no product reads) and their scales
     auto stage = [&](int h0) {
       const int buf = (h0 / FP4_STEPS) & 1, b0 = 4 * h0, ns = live * 8;
-      for (int i = tid; i < ns * 32; i += 128) {
-        const int c = i >> 5, q = i & 31;
-        const bool in = c < nc && b0 + (q >> 1) < nblk;
-        fast_cp16(&xcs[buf][c * FP4E_SLOT + 16 * q], in ? a.xq + srow[c] * a.K + b.kb + 32 * b0 + 16 * q : a.xq, in);
+      if constexpr (WG) {
+        // word q of slot c's 128 (step hs, block bl, word sw of the block's 8) to word
+        // position s of the block's staged 32 bytes (sw even: sw / 2; odd: 4 + sw / 2)
+        for (int i = tid; i < ns * 128; i += 128) {
+          const int c = i >> 7, q = i & 127, hs = q >> 5, bl = (q >> 3) & 3, sw = q & 7;
+          const int sp = (sw & 1) ? 4 + (sw >> 1) : sw >> 1, pc = 2 * bl + (sp >> 2), r = c & 7;
+          const bool in = c < nc && b0 + 4 * hs + bl < nblk;
+          fp4_cp4(&xcs[buf][(hs * 2 + (c >> 3)) * 1024 + r * 128 + ((pc ^ r) << 4) + 4 * (sp & 3)],
+                  in ? a.xq + srow[c] * a.K + b.kb + 32 * b0 + 4 * q : a.xq, in);
+        }
+      } else {
+        for (int i = tid; i < ns * 32; i += 128) {
+          const int c = i >> 5, q = i & 31;
+          const bool in = c < nc && b0 + (q >> 1) < nblk;
+          fast_cp16(&xcs[buf][c * FP4E_SLOT + 16 * q], in ? a.xq + srow[c] * a.K + b.kb + 32 * b0 + 16 * q : a.xq, in);
+        }
       }
       for (int i = tid; i < ns * 4 * FP4_STEPS; i += 128) {
         const int bb = i / ns, c = i - bb * ns;
@@ -865,10 +908,52 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
     for (int h = 0; h < nsteps; h++) {
       if ((h & (FP4_STEPS - 1)) == 0) {
         fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
+        if constexpr (WG) wg_proxy_fence();  // (seen by the tensor cores' reads)
         __syncthreads();    // every thread's; every warp done with the last stage's buffer
         if (h + FP4_STEPS < nsteps) stage(h + FP4_STEPS);
       }
       const int nb = imin(4, nblk - 4 * h), buf = (h / FP4_STEPS) & 1, hs = h & (FP4_STEPS - 1);
+      if constexpr (WG) {
+        const u32 xb0 = wg_saddr(&xcs[buf][hs * 2 * 1024]);
+        UNROLL for (int p = 0; p < 2; p++) {
+          // the stream's four blocks' A fragments (rows g, g + 8) from its codes, which
+          // then take the next step's (no copy of a step's codes: registers), then for
+          // each live tile its four blocks' products under one commit and wait, then the
+          // scaling (a tile at a time: 16 accumulators, not 32)
+          u32 af[4][4];
+          UNROLL for (int w4 = 0; w4 < 4; w4++) {
+            fp4x8_e4m3(qa[p][w4], af[w4][0], af[w4][2]);
+            fp4x8_e4m3(qb[p][w4], af[w4][1], af[w4][3]);
+          }
+          const u32 sup = ua[p], sbp = ub[p];
+          if (h + 1 < nsteps) load1(h + 1, p);
+          UNROLL for (int j = 0; j < 2; j++) {
+            if (j >= live) break;
+            float d[16];
+            UNROLL for (int e = 0; e < 16; e++) d[e] = 0;
+            wg_fence();
+            UNROLL for (int w4 = 0; w4 < 4; w4++) {
+              if (w4 >= nb) break;
+              fp4_wg_e4(&d[4 * w4], af[w4][0], af[w4][1], af[w4][2], af[w4][3], wg_desc(xb0 + 1024 * j) + 2 * w4);
+            }
+            wg_commit();
+            wg_wait0();
+            WG_KEEPN(d, 16);
+            UNROLL for (int w4 = 0; w4 < 4; w4++) {
+              if (w4 >= nb) break;
+              const int bs = 4 * hs + w4;
+              const float swa = ue8m0_f32((unsigned char)(sup >> (8 * w4)));
+              const float swb = ue8m0_f32((unsigned char)(sbp >> (8 * w4)));
+              const float2 sx = *(const float2*)&xss[buf][bs * FP4_SLOTS + 8 * j + 2 * t];
+              acc[p][j][0] = fmaf(d[4 * w4], swa * sx.x, acc[p][j][0]);
+              acc[p][j][1] = fmaf(d[4 * w4 + 1], swa * sx.y, acc[p][j][1]);
+              acc[p][j][2] = fmaf(d[4 * w4 + 2], swb * sx.x, acc[p][j][2]);
+              acc[p][j][3] = fmaf(d[4 * w4 + 3], swb * sx.y, acc[p][j][3]);
+            }
+          }
+        }
+        continue;
+      }
       u32 ca[2][4], cb[2][4], sua[2], sub[2];
       UNROLL for (int p = 0; p < 2; p++) {
         UNROLL for (int w4 = 0; w4 < 4; w4++) ca[p][w4] = qa[p][w4], cb[p][w4] = qb[p][w4];
@@ -919,7 +1004,8 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // activations only, 4 the register tiles with rows g+8 found from rows g, 5 those for
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
-// slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles; only that variant
+// slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
+// on wgmma); only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
 // the launch's blocks in fp4_tiles' loops (every variant's values; 8: fp4_e4_ref's, the
 // e4m3 tiles' definition).
@@ -941,6 +1027,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 7) fp4_tiles_wide<NW, true>(a, GIDX);
   else if constexpr (V == 8) fp4_e4_tiles<NW>(a, GIDX);
   else if constexpr (V == 9) fp4_e4_tiles<NW, true>(a, GIDX);
+  else if constexpr (V == 10) fp4_e4_tiles<NW, false, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -997,6 +1084,11 @@ KERNEL(fast_moe_down_fp4_e4, FastMoEArgs) { fp4_launch<1, 8>(a, GIDX, GSTRIDE); 
 // values
 KERNEL(fast_moe_up_fp4_e4t, FastMoEArgs) { fp4_launch<2, 9>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_e4t, FastMoEArgs) { fp4_launch<1, 9>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_e4w, fast_moe_down_fp4_e4w: the same on wgmma's e4m3 form (WG: each
+// block of a stream's 64 rows and a tile of 8 slots one m64n8k32 from registers and
+// shared memory; DEEPINFER_CUDA_FP4_E4=w); the same values where the sums are exact
+KERNEL(fast_moe_up_fp4_e4w, FastMoEArgs) { fp4_launch<2, 10>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_e4w, FastMoEArgs) { fp4_launch<1, 10>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
 // activations only), three blocks a multiprocessor (at most 168 registers a thread; run
 // 22 measured them faster than two blocks: an 8,192-token prefill's up tiles 68.3 → 60.2

@@ -24,14 +24,10 @@ inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
 inline unsigned atomicOr(unsigned* p, unsigned v) { unsigned o = *p; *p |= v; return o; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }
-// (no kernel these harnesses run takes the warpgroup's wgmma:
-// lanes_test.go's harness plays those)
-unsigned lanes_smem_addr(const void*) { abort(); }
-void lanes_wg_fence() { abort(); }
+// (the bf16 wgmma forms are lanes_test.go's harness's to play; these harnesses play the
+// e4m3 one, lanes_wg_mma_e4m3, below)
 void lanes_wg_mma(float*, const unsigned*, unsigned long long, unsigned long long) { abort(); }
 void lanes_wg_mma_n64(float*, unsigned long long, unsigned long long) { abort(); }
-void lanes_wg_commit() { abort(); }
-void lanes_wg_wait(int) { abort(); }
 
 // the block's 128 threads are fibers run on one host thread; a fiber runs until it waits
 // at a barrier or returns, and the scheduler then resumes the lowest (or, in every other
@@ -243,6 +239,82 @@ void lanes_mma_e4m3(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3
   }
   x.bar->arrive_and_wait((void*)22);
   for (int e = 0; e < 4; e++) d[e] = o[e];
+}
+
+// The warpgroup's wgmma m64n8k32 e4m3 with A from registers (tensorcore_fp4.cu's
+// fp4_wg_e4, a block of 128 threads being one warpgroup): a thread records its A
+// fragments (copied: the device reads them from registers, which the asm keeps) and the
+// B descriptor when it issues, and its four outputs read NaN until a wait completes the
+// product (a read before the wait shows); a commit closes its group; a wait first lets
+// every thread of the block issue what it waits for (a block barrier), then each thread
+// plays its completed products: its rows g and g + 8 of warp w (16w + g, + 8) from its
+// quad's fragments (the 8-bit layout: a0 row g, k 4t..4t+3; a1 row g + 8; a2, a3 the
+// same at k + 16), columns 2t and 2t + 1 of B read through the descriptor when the wait
+// plays it (a stage overwritten before the wait shows), each output's 32 products summed
+// exactly and rounded once (fp4_e4_ref's definition). B: K-major rows of 128 bytes, eight
+// rows a 1,024-byte group, the 128-byte swizzle (address bits 4-6 xor bits 7-9), the
+// descriptor's start address in 16-byte units (wg_desc).
+static std::vector<uintptr_t> g_wins;  // each shared array named by a descriptor: a 64 KB window
+unsigned lanes_smem_addr(const void* p) {
+  uintptr_t h = (uintptr_t)p;
+  for (size_t i = 0; i < g_wins.size(); i++)
+    if (h >= g_wins[i] && h < g_wins[i] + 65536) return (unsigned)(i * 65536 + (h - g_wins[i]));
+  if (g_wins.size() == 4) { fprintf(stderr, "more than four shared arrays named by descriptors\n"); abort(); }
+  g_wins.push_back(h & ~(uintptr_t)1023);
+  return lanes_smem_addr(p);
+}
+struct WgE4 { unsigned a[4]; unsigned long long desc; float* d; };
+static std::vector<WgE4> g_wg_open[FIBERS_MAX];
+static std::vector<std::vector<WgE4>> g_wg_groups[FIBERS_MAX];
+void lanes_wg_fence() {}
+void lanes_wg_mma_e4m3(float* d, const unsigned* a, unsigned long long desc) {
+  WgE4 r;
+  memcpy(r.a, a, sizeof r.a);
+  r.desc = desc, r.d = d;
+  for (int e = 0; e < 4; e++) d[e] = NAN;
+  g_wg_open[threadIdx.x].push_back(r);
+}
+void lanes_wg_commit() {
+  const int tid = threadIdx.x;
+  g_wg_groups[tid].push_back(g_wg_open[tid]);
+  g_wg_open[tid].clear();
+}
+static unsigned wg_e4_byte(unsigned long long desc, int r, int k) {
+  if ((desc >> 62) != 1) { fprintf(stderr, "descriptor %llx: only the 128-byte swizzle is played\n", desc); g_errors++; return 0; }
+  unsigned start = (unsigned)(desc & 0x3fff) << 4, sbo = (unsigned)((desc >> 32) & 0x3fff) << 4;
+  unsigned addr = start + (unsigned)(r >> 3) * sbo + (unsigned)(r & 7) * 128 + (unsigned)k;
+  addr ^= ((addr >> 7) & 7) << 4;
+  if ((addr >> 16) >= g_wins.size()) { fprintf(stderr, "descriptor %llx: address %x in no shared array\n", desc, addr); g_errors++; return 0; }
+  return *(const unsigned char*)(g_wins[addr >> 16] + (addr & 0xffff));
+}
+void lanes_wg_wait(int n) {
+  const int tid = threadIdx.x, l = tid & 31, g = l >> 2, t = l & 3, q0 = tid & ~3;
+  if (blockDim.x != 128) { fprintf(stderr, "wgmma in a block of %u threads\n", blockDim.x); g_errors++; }
+  g_block_bar->arrive_and_wait((void*)31);  // every thread has issued and committed what this waits for
+  const int done = (int)g_wg_groups[tid].size() - n;
+  for (int gi = 0; gi < done; gi++) {
+    for (size_t i = 0; i < g_wg_groups[tid][gi].size(); i++) {
+      const WgE4& m = g_wg_groups[tid][gi][i];
+      for (int u = 0; u < 4; u++) {
+        const auto& o = g_wg_groups[q0 + u];
+        if ((int)o.size() <= gi || o[gi].size() != g_wg_groups[tid][gi].size() || o[gi][i].desc != m.desc) {
+          fprintf(stderr, "a quad's threads issued different wgmma\n"); g_errors++; return;
+        }
+      }
+      auto A = [&](int row8, int k) {  // row g (row8 0) or g + 8 (1), k 0..31
+        const unsigned v = g_wg_groups[q0 + ((k & 15) >> 2)][gi][i].a[row8 + (k >= 16 ? 2 : 0)];
+        return e4m3_host((v >> (8 * (k & 3))) & 0xff);
+      };
+      for (int e = 0; e < 4; e++) {
+        const int c = 2 * t + (e & 1);
+        double s = 0;
+        for (int k = 0; k < 32; k++) s += A(e >= 2, k) * e4m3_host(wg_e4_byte(m.desc, c, k));
+        m.d[e] = (float)s;
+      }
+    }
+  }
+  g_block_bar->arrive_and_wait((void*)32);  // every thread has read its quad's fragments
+  if (done > 0) g_wg_groups[tid].erase(g_wg_groups[tid].begin(), g_wg_groups[tid].begin() + done);
 }
 
 // cp.async: a copy's destination is clobbered when it is issued and written when a

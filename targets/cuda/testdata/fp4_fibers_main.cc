@@ -154,14 +154,18 @@ static int run_case(const Case& c, unsigned seed) {
     for (size_t i = 0; i < psz; i++) memcpy(&pt[i], &SENT, 4);
     e.part = pt.data();
     launch(c.NW == 2 ? fast_moe_up_fp4_e4t : fast_moe_down_fp4_e4t, e, blocks);
+    std::vector<float> pw(psz);  // on wgmma (e4w)
+    for (size_t i = 0; i < psz; i++) memcpy(&pw[i], &SENT, 4);
+    e.part = pw.data();
+    launch(c.NW == 2 ? fast_moe_up_fp4_e4w : fast_moe_down_fp4_e4w, e, blocks);
     for (size_t i = 0; i < psz; i++) {
-      if (memcmp(&pe[i], &pq[i], 4) != 0 || memcmp(&pt[i], &pq[i], 4) != 0) {
-        if (ediff < 5) fprintf(stderr, "  e4 %g e4t %g ref %g at %zu\n", pe[i], pt[i], pq[i], i);
+      if (memcmp(&pe[i], &pq[i], 4) != 0 || memcmp(&pt[i], &pq[i], 4) != 0 || memcmp(&pw[i], &pq[i], 4) != 0) {
+        if (ediff < 5) fprintf(stderr, "  e4 %g e4t %g e4w %g ref %g at %zu\n", pe[i], pt[i], pw[i], pq[i], i);
         ediff++;
       }
       eunw += (memcmp(&pq[i], &SENT, 4) == 0) != (memcmp(&pr[i], &SENT, 4) == 0);
     }
-    printf("  e4m3 tiles (e4, e4t): %ld != their definition, %ld written sets differ from the register tiles'\n", ediff, eunw);
+    printf("  e4m3 tiles (e4, e4t, e4w): %ld != their definition, %ld written sets differ from the register tiles'\n", ediff, eunw);
   }
   long diff = 0, unwritten = 0, written = 0;
   double worst = 0;

@@ -41,3 +41,5 @@ void lanes_wg_mma(float* d, const unsigned* a, unsigned long long da, unsigned l
 void lanes_wg_mma_n64(float* d, unsigned long long da, unsigned long long db);
 void lanes_wg_commit();
 void lanes_wg_wait(int n);
+// (m64n8k32 e4m3, A from registers, from zero: fp4_fibers.h plays it)
+void lanes_wg_mma_e4m3(float* d, const unsigned* a, unsigned long long db);
