@@ -215,6 +215,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// activations and weights other than float32, or 64 (fast_gemm_blk: a launch block of four warps sharing the
 	// rows' halves, 128 weight rows), where the groups allow; a value does not depend
 	// on it
+	var bf16R func(s *Step) bool // (set below, with the register-operand kernels' switches)
 	blockOn := os.Getenv(EnvBlockGemm) != "0"
 	blockOK := fastBlockOK(g.N, g.G) && blockOn
 	wideOK := g.xExact && fastWideOK(g.N, g.G) && blockOn && os.Getenv(EnvWideGemm) != "0"
@@ -253,6 +254,8 @@ func fastProduct(b *Bind, g fastGemm) int {
 			return 8
 		case M <= 32:
 			return 4 * 8
+		case bf16R(s):
+			return fastBlockRows
 		case wideOK && M > wideMin && s.Arg(g.w).Fmt != 0:
 			return fastWideRows
 		case !blockOK:
@@ -274,9 +277,17 @@ func fastProduct(b *Bind, g fastGemm) int {
 	if os.Getenv(EnvWGAhead) == "all" {
 		wgBF16, wgFP8R = "fast_gemm_wg_bf16a", "fast_gemm_wg_fp8ra"
 	}
+	// bf16R: with EnvFP8BF16R=1, the fp8 numerics' rounded activations (xRound) and bf16
+	// weights in steps of more than 32 rows take fast_gemm_wg_bf16 (x from registers, one
+	// pass: xexact) instead of the wide fast_gemm_wg_bf16w
+	bf16ROn := g.xRound && wgBF16On && os.Getenv(EnvFP8BF16R) == "1"
+	bf16R = func(s *Step) bool {
+		w := s.Arg(g.w)
+		return bf16ROn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 && w.Cols%8 == 0 && rowsOf(s) > 32
+	}
 	blkKernel := func(s *Step) string {
 		w := s.Arg(g.w)
-		if w.Cols != g.K || w.Ptr%16 != 0 || g.xExact {
+		if w.Cols != g.K || w.Ptr%16 != 0 || (g.xExact && !bf16R(s)) {
 			return "fast_gemm_blk"
 		}
 		switch f := w.Fmt; {
@@ -709,6 +720,14 @@ func xexactArg(exact, round bool) int64 {
 	return 0
 }
 
+// EnvFP8BF16R set to 1 runs the fp8 numerics' products of bf16 weights and rounded
+// activations (V4's head and bf16 linears) of more than 32 rows on fast_gemm_wg_bf16 (x as
+// wgmma's register operand, the weights from shared memory; one pass, the lo halves left
+// out) instead of fast_gemm_wg_bf16w: run 51 (an H100) timed the two-pass
+// fast_gemm_wg_bf16 at 0.513 ms for V4's head at batch 64 against the one-pass
+// fast_gemm_wg_bf16w's 0.602. Opt-in until timed; read when a program is bound.
+const EnvFP8BF16R = "DEEPINFER_CUDA_FP8_BF16R"
+
 // EnvFP8Round set to 0 keeps V4's products in the fp8 numerics on both bf16 halves of
 // their float32 activations (the fast mode's products) instead of rounding the
 // activations to bf16 (roundX). Read when a program is bound.
@@ -924,8 +943,8 @@ type fastExperts struct {
 // the values of the others where the block sums are exact, near them on a GPU: wgmma
 // sums a block at the tensor cores' FP8 precision). Opt-in: _e4 and _e4t were 36-60%
 // slower than _rega on an H100 (runs 49-50; sm_90 has no FP8 mma.sync, and the compiler
-// widens the codes again to f16 for two HMMA a product); _e4w not yet timed;
-// docs/perf/moe.md. Read when a program is bound.
+// widens the codes again to f16 for two HMMA a product), _e4w 57-102% slower still (run
+// 51: a wait for each round of products); docs/perf/moe.md. Read when a program is bound.
 const EnvFP4E4 = "DEEPINFER_CUDA_FP4_E4"
 
 // e4Setup decides whether the experts take the e4m3 tiles in the fp8 numerics mode (V4.1's
