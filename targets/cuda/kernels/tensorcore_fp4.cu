@@ -1086,8 +1086,7 @@ KERNEL(fast_moe_up_fp4_e4t, FastMoEArgs) { fp4_launch<2, 9>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_e4t, FastMoEArgs) { fp4_launch<1, 9>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_e4w, fast_moe_down_fp4_e4w: the same on wgmma's e4m3 form (WG: each
 // block of a stream's 64 rows and a tile of 8 slots one m64n8k32 from registers and
-// shared memory; DEEPINFER_CUDA_FP4_E4=w; opt-in: 57-102% slower than _rega on an H100,
-// run 51); the same values where the sums are exact
+// shared memory; DEEPINFER_CUDA_FP4_E4=w); the same values where the sums are exact
 KERNEL(fast_moe_up_fp4_e4w, FastMoEArgs) { fp4_launch<2, 10>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_e4w, FastMoEArgs) { fp4_launch<1, 10>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_wide, fast_moe_down_fp4_wide: fp4_tiles_wide (64 slots a pass; bf16
