@@ -128,7 +128,8 @@ func fixtureRows(t *testing.T, m *vm.Machine, dir string) ([]float64, int) {
 // 7.5e-3, and two rows beyond 1.5e-2 (3.0e-2, and 0.35 in prefill_40: a row whose
 // discrete choices — its experts, its indexer's top-k — went another way on the
 // perturbed values; the fed instruction check has no product past 4.4e-3). Gates: the
-// median row within 8e-3, at most 2% of the rows beyond 1.5e-2, the greedy continuation
+// median row within 7e-3, the 90th percentile within 1e-2, at most 2% of the rows beyond
+// 1.5e-2 (3 of 165; two measured), the greedy continuation
 // the reference's token for token, and the fast mode within its 1e-4 with a median a
 // hundred times below the fp8 mode's (a run whose rounding never happened fails). Run
 // 51's H100: the fp8 rows a median 5.45e-3, a 90th percentile 7.98e-3, the same two
@@ -154,8 +155,11 @@ func TestFP8V4NearReference(t *testing.T) {
 				t.Errorf("fast: worst row %.3g > 1e-4", s[n-1])
 			}
 		case targets.NumericsFP8:
-			if s[n/2] > 8e-3 {
-				t.Errorf("fp8: median row %.3g > 8e-3", s[n/2])
+			if s[n/2] > 7e-3 {
+				t.Errorf("fp8: median row %.3g > 7e-3", s[n/2])
+			}
+			if s[n*9/10] > 1e-2 {
+				t.Errorf("fp8: 90th percentile row %.3g > 1e-2", s[n*9/10])
 			}
 			if beyond > n/50 {
 				t.Errorf("fp8: %d of %d rows beyond 1.5e-2 (at most %d)", beyond, n, n/50)
@@ -170,7 +174,7 @@ func TestFP8V4NearReference(t *testing.T) {
 // TestFP8V4InstructionsNearCPU: the fp8 numerics on V4 (tiny-v4-dev, and its FP8/FP4
 // variant: FP4 experts, FP8 128-blocks), every instruction fed the cpu's inputs, prompts
 // of 13 and 40 tokens (the products of more than 32 rows on the wide kernels): each
-// within 6e-3 of the cpu target's (the emulated device's worst 4.5e-3, run 51's H100 the
+// within 5e-3 of the cpu target's (the emulated device's worst 4.46e-3, run 51's H100 the
 // same to three digits: the activations' bf16 rounding, 2^-9 of a value); the variant's
 // 40-token run is counted with DEEPINFER_CUDA_FP8_BF16R=1 too (its bf16 products on
 // fast_gemm_wg_bf16), the check on the default. On the emulated device the launches are counted: the
@@ -182,32 +186,26 @@ func TestFP8V4InstructionsNearCPU(t *testing.T) {
 		for _, prompt := range []int{0, 40} {
 			t.Run(fmt.Sprintf("%s/%d", filepath.Base(model), prompt), func(t *testing.T) {
 				if prompt == 40 && *device != "gpu" && strings.Contains(model, "/") {
-					// (the variant's bf16 products of 40 rows: with DEEPINFER_CUDA_FP8_BF16R=1
-					// on the register-operand kernel, one pass; unset, the wide one)
+					// the variant's launches: its bf16 products of 40 rows with
+					// DEEPINFER_CUDA_FP8_BF16R=1 on the register-operand kernel (one pass),
+					// unset on the wide one; the experts and FP8 products one-pass forms
 					p, ws := cuda.CompileDir(t, model)
 					for _, c := range []struct{ env, kernel string }{{"1", "fast_gemm_wg_bf16"}, {"", "fast_gemm_wg_bf16w"}} {
 						t.Setenv(cuda.EnvFP8BF16R, c.env)
 						_, kc, _ := prefillAndDecodeIn(t, p, ws, prompt, targets.Options{Numerics: targets.NumericsFP8}, nil)
-						if kc[c.kernel] == 0 {
-							t.Errorf("%s=%q: %s never launched (launches: %v)", cuda.EnvFP8BF16R, c.env, c.kernel, kc)
+						for _, k := range []string{c.kernel, "fast_moe_up_fp4_rega", "fast_moe_down_fp4_rega", "fast_gemm_wg_fp8n"} {
+							if kc[k] == 0 {
+								t.Errorf("%s=%q: %s never launched (launches: %v)", cuda.EnvFP8BF16R, c.env, k, kc)
+							}
+						}
+						for _, k := range []string{"fast_moe_up_fp4_reg8", "fast_moe_down_fp4_reg8", "fast_gemm_wg_fp8r", "fast_moe_up_fp4_reg8a"} {
+							if kc[k] != 0 {
+								t.Errorf("%s launched %d times: a product kept both halves", k, kc[k])
+							}
 						}
 					}
 				}
-				if prompt == 40 && *device != "gpu" && strings.Contains(model, "/") {
-					p, ws := cuda.CompileDir(t, model)
-					_, kc, _ := prefillAndDecodeIn(t, p, ws, prompt, targets.Options{Numerics: targets.NumericsFP8}, nil)
-					for _, k := range []string{"fast_moe_up_fp4_rega", "fast_moe_down_fp4_rega", "fast_gemm_wg_fp8n"} {
-						if kc[k] == 0 {
-							t.Errorf("%s never launched (launches: %v)", k, kc)
-						}
-					}
-					for _, k := range []string{"fast_moe_up_fp4_reg8", "fast_moe_down_fp4_reg8", "fast_gemm_wg_fp8r", "fast_moe_up_fp4_reg8a"} {
-						if kc[k] != 0 {
-							t.Errorf("%s launched %d times: a product kept both halves", k, kc[k])
-						}
-					}
-				}
-				cfg := checkConfig{numerics: targets.NumericsFP8, tol: 6e-3, force: true, prompt: prompt}
+				cfg := checkConfig{numerics: targets.NumericsFP8, tol: 5e-3, force: true, prompt: prompt}
 				worst := checkInstructions(t, model, cfg)
 				t.Logf("worst instruction %.3g from the cpu target's (gate %g)", worst, cfg.tol)
 			})

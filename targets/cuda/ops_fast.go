@@ -215,7 +215,17 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// activations and weights other than float32, or 64 (fast_gemm_blk: a launch block of four warps sharing the
 	// rows' halves, 128 weight rows), where the groups allow; a value does not depend
 	// on it
-	var bf16R func(s *Step) bool // (set below, with the register-operand kernels' switches)
+	// (the register-operand wgmma kernels' switches: blkKernel, below)
+	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
+	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
+	// bf16R: with EnvFP8BF16R=1, the fp8 numerics' rounded activations (xRound) and bf16
+	// weights in steps of more than 32 rows take fast_gemm_wg_bf16 (x from registers, one
+	// pass: xexact) instead of the wide fast_gemm_wg_bf16w
+	bf16ROn := g.xRound && wgBF16On && os.Getenv(EnvFP8BF16R) == "1"
+	bf16R := func(s *Step) bool {
+		w := s.Arg(g.w)
+		return bf16ROn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 && w.Cols%8 == 0 && rowsOf(s) > 32
+	}
 	blockOn := os.Getenv(EnvBlockGemm) != "0"
 	blockOK := fastBlockOK(g.N, g.G) && blockOn
 	wideOK := g.xExact && fastWideOK(g.N, g.G) && blockOn && os.Getenv(EnvWideGemm) != "0"
@@ -269,21 +279,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (wgmma, x in two halves as its registers; near fast_gemm_blk's values rather than
 	// equal, so never in batch-invariant mode; EnvWGBF16=0 and EnvWGFP8R=0 keep
 	// fast_gemm_blk)
-	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
-	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
 	// (EnvWGAhead=all: fast_gemm_wg_bf16a and _fp8ra, the weight rows two steps ahead;
 	// the same values, slower on the H200 in run 31)
 	wgBF16, wgFP8R := "fast_gemm_wg_bf16", "fast_gemm_wg_fp8r"
 	if os.Getenv(EnvWGAhead) == "all" {
 		wgBF16, wgFP8R = "fast_gemm_wg_bf16a", "fast_gemm_wg_fp8ra"
-	}
-	// bf16R: with EnvFP8BF16R=1, the fp8 numerics' rounded activations (xRound) and bf16
-	// weights in steps of more than 32 rows take fast_gemm_wg_bf16 (x from registers, one
-	// pass: xexact) instead of the wide fast_gemm_wg_bf16w
-	bf16ROn := g.xRound && wgBF16On && os.Getenv(EnvFP8BF16R) == "1"
-	bf16R = func(s *Step) bool {
-		w := s.Arg(g.w)
-		return bf16ROn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 && w.Cols%8 == 0 && rowsOf(s) > 32
 	}
 	blkKernel := func(s *Step) string {
 		w := s.Arg(g.w)

@@ -252,17 +252,8 @@ void lanes_mma_e4m3(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3
 // same at k + 16), columns 2t and 2t + 1 of B read through the descriptor when the wait
 // plays it (a stage overwritten before the wait shows), each output's 32 products summed
 // exactly and rounded once (fp4_e4_ref's definition). B: K-major rows of 128 bytes, eight
-// rows a 1,024-byte group, the 128-byte swizzle (address bits 4-6 xor bits 7-9), the
-// descriptor's start address in 16-byte units (wg_desc).
-static std::vector<uintptr_t> g_wins;  // each shared array named by a descriptor: a 64 KB window
-unsigned lanes_smem_addr(const void* p) {
-  uintptr_t h = (uintptr_t)p;
-  for (size_t i = 0; i < g_wins.size(); i++)
-    if (h >= g_wins[i] && h < g_wins[i] + 65536) return (unsigned)(i * 65536 + (h - g_wins[i]));
-  if (g_wins.size() == 4) { fprintf(stderr, "more than four shared arrays named by descriptors\n"); abort(); }
-  g_wins.push_back(h & ~(uintptr_t)1023);
-  return lanes_smem_addr(p);
-}
+// rows a 1,024-byte group, the 128-byte swizzle (lanes.h's lanes_smem).
+unsigned lanes_smem_addr(const void* p) { return lanes_smem.addr(p); }  // (lanes.h)
 struct WgE4 { unsigned a[4]; unsigned long long desc; float* d; };
 static std::vector<WgE4> g_wg_open[FIBERS_MAX];
 static std::vector<std::vector<WgE4>> g_wg_groups[FIBERS_MAX];
@@ -280,12 +271,9 @@ void lanes_wg_commit() {
   g_wg_open[tid].clear();
 }
 static unsigned wg_e4_byte(unsigned long long desc, int r, int k) {
-  if ((desc >> 62) != 1) { fprintf(stderr, "descriptor %llx: only the 128-byte swizzle is played\n", desc); g_errors++; return 0; }
-  unsigned start = (unsigned)(desc & 0x3fff) << 4, sbo = (unsigned)((desc >> 32) & 0x3fff) << 4;
-  unsigned addr = start + (unsigned)(r >> 3) * sbo + (unsigned)(r & 7) * 128 + (unsigned)k;
-  addr ^= ((addr >> 7) & 7) << 4;
-  if ((addr >> 16) >= g_wins.size()) { fprintf(stderr, "descriptor %llx: address %x in no shared array\n", desc, addr); g_errors++; return 0; }
-  return *(const unsigned char*)(g_wins[addr >> 16] + (addr & 0xffff));
+  const unsigned char* q = lanes_smem.at(desc, r, (unsigned)k);
+  if (!q) { fprintf(stderr, "descriptor %llx: %s\n", desc, lanes_smem.why); g_errors++; return 0; }
+  return *q;
 }
 void lanes_wg_wait(int n) {
   const int tid = threadIdx.x, l = tid & 31, g = l >> 2, t = l & 3, q0 = tid & ~3;

@@ -135,36 +135,17 @@ struct WgMma {
 };
 std::vector<WgMma> wg_open[TMAX / WGT];
 std::vector<std::vector<WgMma>> wg_groups[TMAX / WGT];
-// shared addresses: each array's window (from its 1024-byte-aligned start) gets 64 KB
-// of the 18-bit shared address space; a descriptor's address maps back through it
-std::vector<uintptr_t> wins;
-u32 smem_addr(const void* p) {
-  uintptr_t h = (uintptr_t)p;
-  for (size_t i = 0; i < wins.size(); i++)
-    if (h >= wins[i] && h < wins[i] + 65536) return (u32)(i * 65536 + (h - wins[i]));
-  if (wins.size() == 4) {
-    fprintf(stderr, "more than four shared arrays named by descriptors\n");
-    exit(3);
-  }
-  wins.push_back(h & ~(uintptr_t)1023);
-  return smem_addr(p);
-}
-// elem: element (r, k) of the K-major tile descriptor desc names (rows of 128 bytes,
-// groups of 8 rows SBO apart, the 128-byte swizzle: address bits 4-6 xor bits 7-9)
+// shared addresses and descriptors: lanes.h's lanes_smem
+u32 smem_addr(const void* p) { return lanes_smem.addr(p); }
+// elem: element (r, k) of the K-major bf16 tile descriptor desc names
 float elem(u64 desc, int r, int k) {
-  if ((desc >> 62) != 1) {
-    fprintf(stderr, "descriptor %llx: only the 128-byte swizzle is played\n", (unsigned long long)desc);
-    exit(3);
-  }
-  u32 start = (u32)(desc & 0x3fff) << 4, sbo = (u32)((desc >> 32) & 0x3fff) << 4;
-  u32 addr = start + (u32)(r >> 3) * sbo + (u32)(r & 7) * 128 + 2 * (u32)k;
-  addr ^= ((addr >> 7) & 7) << 4;
-  if ((addr >> 16) >= wins.size()) {
-    fprintf(stderr, "descriptor %llx: address %x in no shared array\n", (unsigned long long)desc, addr);
+  const unsigned char* q = lanes_smem.at(desc, r, 2 * (u32)k);
+  if (!q) {
+    fprintf(stderr, "descriptor %llx: %s\n", (unsigned long long)desc, lanes_smem.why);
     exit(3);
   }
   unsigned short v;
-  memcpy(&v, (const void*)(wins[addr >> 16] + (addr & 0xffff)), 2);
+  memcpy(&v, q, 2);
   return f32_bits((u32)v << 16);
 }
 void play(const WgMma& m) {

@@ -6,6 +6,10 @@
 #include <setjmp.h>
 #include <cmath>
 #include <cstring>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
 #define __device__
 #define __global__
 #define __forceinline__ inline
@@ -43,3 +47,33 @@ void lanes_wg_commit();
 void lanes_wg_wait(int n);
 // (m64n8k32 e4m3, A from registers, from zero: fp4_fibers.h plays it)
 void lanes_wg_mma_e4m3(float* d, const unsigned* a, unsigned long long db);
+
+// LanesSmem: the harnesses' shared addresses for wgmma descriptors: each shared array
+// named by one gets a 64 KB window (from its 1,024-byte-aligned start) of the 18-bit
+// address space; at is the host address of byte b of row r of the K-major tile a
+// descriptor names (rows of 128 bytes, groups of 8 rows SBO apart, the 128-byte swizzle:
+// address bits 4-6 xor bits 7-9), null (why says why) where it names none.
+struct LanesSmem {
+  std::vector<uintptr_t> wins;
+  const char* why = nullptr;
+  unsigned addr(const void* p) {
+    uintptr_t h = (uintptr_t)p;
+    for (size_t i = 0; i < wins.size(); i++)
+      if (h >= wins[i] && h < wins[i] + 65536) return (unsigned)(i * 65536 + (h - wins[i]));
+    if (wins.size() == 4) {
+      fprintf(stderr, "more than four shared arrays named by descriptors\n");
+      exit(3);
+    }
+    wins.push_back(h & ~(uintptr_t)1023);
+    return addr(p);
+  }
+  const unsigned char* at(unsigned long long desc, int r, unsigned b) {
+    if ((desc >> 62) != 1) return why = "only the 128-byte swizzle is played", nullptr;
+    unsigned start = (unsigned)(desc & 0x3fff) << 4, sbo = (unsigned)((desc >> 32) & 0x3fff) << 4;
+    unsigned a = start + (unsigned)(r >> 3) * sbo + (unsigned)(r & 7) * 128 + b;
+    a ^= ((a >> 7) & 7) << 4;
+    if ((a >> 16) >= wins.size()) return why = "an address in no shared array", nullptr;
+    return (const unsigned char*)(wins[a >> 16] + (a & 0xffff));
+  }
+};
+static LanesSmem lanes_smem;
