@@ -124,6 +124,39 @@ type LaunchProfiler interface {
 	TakeLaunchProfile() map[string]time.Duration
 }
 
+// ExpertCensus is a runtime that counts, on the decode steps it runs with the census
+// on, how many distinct routed experts each moe_experts instruction's slots went to:
+// the experts whose weights the step reads, against a byte count's expectation for
+// independent tokens. A device runtime reads each such instruction's expert ids back
+// after it runs (a synchronization a layer), so steps timed as a whole run with the
+// census off.
+type ExpertCensus interface {
+	SetExpertCensus(on bool)
+	// TakeExpertCensus returns, per moe_experts instruction of the decode program (by
+	// its index in the program), the distinct experts its slots went to summed over the
+	// census steps, and how many steps that covers; and starts again.
+	TakeExpertCensus() (map[int]int64, int)
+}
+
+// CountDistinctExperts is how many distinct experts in [0, E) the ids name (ids
+// outside that range are not counted); seen is scratch of at least E entries, left
+// cleared.
+func CountDistinctExperts(ids []int32, E int, seen []bool) int64 {
+	var n int64
+	for _, id := range ids {
+		if id >= 0 && int(id) < E && !seen[id] {
+			seen[id] = true
+			n++
+		}
+	}
+	for _, id := range ids {
+		if id >= 0 && int(id) < E {
+			seen[id] = false
+		}
+	}
+	return n
+}
+
 // DeviceBench is a device runtime's measurements of its own machine.
 type DeviceBench interface {
 	// CopyBandwidth copies a buffer of the given bytes device to device reps times and

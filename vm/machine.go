@@ -476,6 +476,12 @@ func (m *Machine) Profiler() targets.Profiler {
 	return p
 }
 
+// ExpertCensus is the runtime's expert census, nil when its target has none.
+func (m *Machine) ExpertCensus() targets.ExpertCensus {
+	c, _ := m.rt.(targets.ExpertCensus)
+	return c
+}
+
 // DeviceBench is the runtime's device measurements, nil on a target without a device.
 func (m *Machine) DeviceBench() targets.DeviceBench {
 	d, _ := m.rt.(targets.DeviceBench)

@@ -111,7 +111,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "%s: %s, %d layers, target %s\n", pos[0], p.ModelType, len(p.Model.Layers), p.Target)
-	fmt.Fprintf(stdout, "bytes a step must read: weights touched (routed experts: expected distinct experts of the batch) + KV attended, in this plan's formats\n")
+	fmt.Fprintf(stdout, "bytes a step must read: weights touched + KV attended, in this plan's formats; routed experts: the distinct experts a census step's slots went to (\"experts touched\", a MoE layer), else the expectation for independent tokens (\"expected\")\n")
 	rep.Table(stdout)
 	return nil
 }

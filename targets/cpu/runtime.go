@@ -133,6 +133,45 @@ type hostRuntime struct {
 	// per-step scratch, reused
 	step    Step
 	maskBuf []int32
+	census  census
+}
+
+// census is the expert census (targets.ExpertCensus): distinct experts per moe_experts
+// instruction of the decode program, summed over the steps run with it on.
+type census struct {
+	on       bool
+	distinct map[int]int64
+	steps    int
+	seen     []bool
+}
+
+// SetExpertCensus implements targets.ExpertCensus.
+func (rt *hostRuntime) SetExpertCensus(on bool) { rt.census.on = on }
+
+// TakeExpertCensus implements targets.ExpertCensus.
+func (rt *hostRuntime) TakeExpertCensus() (map[int]int64, int) {
+	d, n := rt.census.distinct, rt.census.steps
+	rt.census.distinct, rt.census.steps = nil, 0
+	return d, n
+}
+
+// count adds instruction i's distinct experts to the census when it routes slots to
+// experts (its third operand the slots' expert ids).
+func (c *census) count(i int, in *plan.Instr, args []Tensor) {
+	if in.Op != "moe_experts" || len(args) < 3 {
+		return
+	}
+	E, _ := in.Attrs.Int("experts")
+	if E <= 0 {
+		return
+	}
+	if len(c.seen) < int(E) {
+		c.seen = make([]bool, E)
+	}
+	if c.distinct == nil {
+		c.distinct = map[int]int64{}
+	}
+	c.distinct[i] += targets.CountDistinctExperts(args[2].I32, int(E), c.seen)
 }
 
 type state struct{ seq *kvstate.Seq }
@@ -448,20 +487,23 @@ func (rt *hostRuntime) run(pr *program, st *Step) error {
 		}
 		return nil
 	}
-	if rt.hook == nil {
-		for i := range pr.calls {
-			c := &pr.calls[i]
-			if err := c.k.Run(st, c.args, c.results); err != nil {
-				return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Kernel, err)
-			}
-		}
-		return nil
+	census := rt.census.on && pr.p.Phase == plan.PhaseDecode
+	if census {
+		rt.census.steps++
 	}
 	for i := range pr.calls {
 		c := &pr.calls[i]
-		err := rt.hook(pr.p.Phase, i, c.in, func() error { return c.k.Run(st, c.args, c.results) })
+		var err error
+		if rt.hook == nil {
+			err = c.k.Run(st, c.args, c.results)
+		} else {
+			err = rt.hook(pr.p.Phase, i, c.in, func() error { return c.k.Run(st, c.args, c.results) })
+		}
 		if err != nil {
 			return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Kernel, err)
+		}
+		if census {
+			rt.census.count(i, c.in, c.args)
 		}
 	}
 	return nil

@@ -126,9 +126,9 @@ func (g *graphCache) evict(d driver) error {
 
 // graphable reports whether this step may run as a graph: not while a Hook wraps each
 // instruction, while profiling or the kernel timeline puts events between launches,
-// or when graphs are turned off.
+// while the expert census reads ids back between them, or when graphs are turned off.
 func (rt *Runtime) graphable() bool {
-	return rt.graphs.on && rt.hook == nil && !rt.prof.on && !(rt.tl.on && rt.tl.kernels)
+	return rt.graphs.on && rt.hook == nil && !rt.prof.on && !(rt.tl.on && rt.tl.kernels) && !rt.census.on
 }
 
 // runGraph launches the program for st's shape as a graph, capturing it first when

@@ -83,6 +83,7 @@ type Runtime struct {
 	graphs graphCache
 	pipe   pipeline
 	tl     timeline
+	census census
 }
 
 // Info describes an opened runtime.
@@ -1170,6 +1171,10 @@ func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error
 		}
 		rt.stepping = true
 		defer func() { rt.stepping = false }()
+		census := rt.censusOn(pr)
+		if census {
+			rt.census.steps++
+		}
 		for i, c := range pr.calls {
 			if evs != nil {
 				if err := d.Record(evs[i], s); err != nil {
@@ -1182,6 +1187,9 @@ func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error
 				err = rt.hook(pr.p.Phase, i, c.in, func() error { return rt.launch(c) })
 			} else {
 				err = rt.launch(c)
+			}
+			if err == nil && census {
+				err = rt.countExperts(i, c)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Op, err)

@@ -47,7 +47,13 @@ func ExpectedExperts(E, k, tokens int) float64 {
 // DecodeBytes counts the bytes of one decode step of batch sequences, each at context
 // ctx (tokens already in its state), from the plan's decode program and KV layout. KV
 // is counted in the plan's layout formats (what this plan's state stores).
-func DecodeBytes(p *plan.Plan, batch, ctx int) Bytes {
+func DecodeBytes(p *plan.Plan, batch, ctx int) Bytes { return DecodeBytesTouched(p, batch, ctx, nil) }
+
+// DecodeBytesTouched is DecodeBytes with the routed experts' weights counted for the
+// experts a step's slots went to (touched: distinct experts by the decode program's
+// instruction index, an ExpertCensus's per-step mean) where touched has the
+// instruction, the expectation elsewhere.
+func DecodeBytesTouched(p *plan.Plan, batch, ctx int, touched map[int]float64) Bytes {
 	b := Bytes{Weights: map[Class]float64{}, KV: map[Class]float64{}}
 	var pr *plan.Program
 	for i := range p.Programs {
@@ -120,7 +126,11 @@ func DecodeBytes(p *plan.Plan, batch, ctx int) Bytes {
 				b.Weights[cls] += float64(n) / float64(w.Shape[0]) * float64(batch)
 			case in.Op == "moe_experts" && strings.Contains(w.Name, ".experts."):
 				E := attr(in, "experts")
-				b.Weights[cls] += float64(n) * ExpectedExperts(E, moeK, batch) / float64(max(E, 1))
+				x, ok := touched[i]
+				if !ok {
+					x = ExpectedExperts(E, moeK, batch)
+				}
+				b.Weights[cls] += float64(n) * x / float64(max(E, 1))
 			default:
 				b.Weights[cls] += float64(n)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"deepinfer/plan"
 	"deepinfer/targets"
 	"deepinfer/vm"
 	"deepinfer/vm/sampling"
@@ -62,6 +63,41 @@ type Point struct {
 	// read-back, bookkeeping and uploads sit in the gap).
 	DeviceMs float64
 	GapUs    float64
+	// From one more step with the expert census on (a runtime with
+	// targets.ExpertCensus): the distinct experts each MoE instruction's slots went
+	// to, and the step's bytes with those experts' weights counted instead of the
+	// expectation for independent tokens (Bytes).
+	Experts      []ExpertCount `json:",omitempty"`
+	BytesTouched *Bytes        `json:",omitempty"`
+}
+
+// ExpertCount is one MoE instruction's experts in a census step.
+type ExpertCount struct {
+	Instr, Layer, Experts int
+	Expected              float64 // distinct experts a batch of independent tokens touches (ExpectedExperts)
+	Touched               float64 // distinct experts the step's slots went to
+}
+
+// ExpertsPerLayer is the census's mean distinct experts a MoE instruction and the
+// expectation's (zeros without a census).
+func (p *Point) ExpertsPerLayer() (touched, expected float64) {
+	for _, e := range p.Experts {
+		touched += e.Touched
+		expected += e.Expected
+	}
+	if n := float64(len(p.Experts)); n > 0 {
+		return touched / n, expected / n
+	}
+	return 0, 0
+}
+
+// Total is the point's bytes: those of the experts touched when a census ran, the
+// expectation's otherwise.
+func (p *Point) Total() float64 {
+	if p.BytesTouched != nil {
+		return p.BytesTouched.Total()
+	}
+	return p.Bytes.Total()
 }
 
 // Report is a benchmark run.
@@ -101,7 +137,8 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 		if c < 1 {
 			return nil, fmt.Errorf("stepbench: context %d: a decode step needs at least one token before it", c)
 		}
-		if need := c + cfg.Warmup + cfg.Steps + cfg.ProfileSteps + 1; need > m.MaxPositions() {
+		// (+2: the first decode token, and the expert census's step)
+		if need := c + cfg.Warmup + cfg.Steps + cfg.ProfileSteps + 2; need > m.MaxPositions() {
 			return nil, fmt.Errorf("stepbench: context %d plus %d steps needs %d positions; the machine holds %d", c, cfg.Warmup+cfg.Steps+cfg.ProfileSteps, need, m.MaxPositions())
 		}
 	}
@@ -206,9 +243,12 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 			pt.PrefillSeconds, pt.PrefillTFLOPS = pre, tflops
 			rep.Points = append(rep.Points, *pt)
 			line := fmt.Sprintf("batch %d, context %d: median step %.3f ms over %d steps; %.1f MB read, %.0f GB/s", B, ctx, pt.MedianMs, cfg.Steps,
-				pt.Bytes.Total()/1e6, pt.Bytes.Total()/(pt.MedianMs/1e3)/1e9)
+				pt.Total()/1e6, pt.Total()/(pt.MedianMs/1e3)/1e9)
 			if bw := rep.CopyBWMedian(); bw > 0 {
-				line += fmt.Sprintf(", %.1f%% of the copy bandwidth", 100*pt.Bytes.Total()/(pt.MedianMs/1e3)/bw)
+				line += fmt.Sprintf(", %.1f%% of the copy bandwidth", 100*pt.Total()/(pt.MedianMs/1e3)/bw)
+			}
+			if t, e := pt.ExpertsPerLayer(); t > 0 {
+				line += fmt.Sprintf(" (experts touched %.1f a layer, %.1f expected for independent tokens: %.1f MB by the expectation)", t, e, pt.Bytes.Total()/1e6)
 			}
 			if pt.DeviceMs > 0 {
 				line += fmt.Sprintf("; on the device %.3f ms a step, idle %.1f µs between steps", pt.DeviceMs, pt.GapUs)
@@ -331,7 +371,76 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 			pt.ClassMs[k] = d.Seconds() * 1e3 / float64(max(n, 1))
 		}
 	}
+	if ec := m.ExpertCensus(); ec != nil && hasExperts(m) {
+		ec.TakeExpertCensus()
+		ec.SetExpertCensus(true)
+		_, err := step()
+		ec.SetExpertCensus(false)
+		if err != nil {
+			return nil, fmt.Errorf("batch %d, context %d, expert census step: %w", B, ctx, err)
+		}
+		d, n := ec.TakeExpertCensus()
+		pt.Experts, pt.BytesTouched = censusBytes(m, B, ctx, d, n)
+	}
 	return pt, nil
+}
+
+// hasExperts reports whether the machine's decode program routes tokens to experts.
+func hasExperts(m *vm.Machine) bool {
+	for _, pr := range m.Plan.Programs {
+		if pr.Phase == plan.PhaseDecode {
+			for _, in := range pr.Instrs {
+				if in.Op == "moe_experts" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// censusBytes turns a census of n steps (distinct experts summed by instruction) into
+// the point's expert counts and its bytes with the experts touched.
+func censusBytes(m *vm.Machine, B, ctx int, d map[int]int64, n int) ([]ExpertCount, *Bytes) {
+	if n <= 0 || len(d) == 0 {
+		return nil, nil
+	}
+	var pr *plan.Program
+	for i := range m.Plan.Programs {
+		if m.Plan.Programs[i].Phase == plan.PhaseDecode {
+			pr = &m.Plan.Programs[i]
+		}
+	}
+	if pr == nil {
+		return nil, nil
+	}
+	topk := 0
+	for _, in := range pr.Instrs {
+		if in.Op == "moe_route" {
+			if k, ok := in.Attrs.Int("topk"); ok {
+				topk = int(k)
+			}
+		}
+	}
+	touched := map[int]float64{}
+	var out []ExpertCount
+	for i, v := range d {
+		if i < 0 || i >= len(pr.Instrs) {
+			continue
+		}
+		in := &pr.Instrs[i]
+		E, _ := in.Attrs.Int("experts")
+		layer, ok := in.Attrs.Int("layer")
+		if !ok {
+			layer = -1
+		}
+		touched[i] = float64(v) / float64(n)
+		out = append(out, ExpertCount{Instr: i, Layer: int(layer), Experts: int(E),
+			Expected: ExpectedExperts(int(E), topk, B), Touched: touched[i]})
+	}
+	slices.SortFunc(out, func(a, b ExpertCount) int { return a.Instr - b.Instr })
+	b := DecodeBytesTouched(m.Plan, B, ctx, touched)
+	return out, &b
 }
 
 // profilePrefill builds the context on a fresh sequence with the profiler on (nil
@@ -394,14 +503,25 @@ func (r *Report) Table(w io.Writer) {
 	if r.Graphs != "" {
 		fmt.Fprintf(w, "%s\n", r.Graphs)
 	}
-	fmt.Fprintf(w, "%-6s %-8s %12s %12s %10s %10s %12s %12s\n", "batch", "context", "step ms", "bytes MB", "GB/s", "of copy", "device ms", "idle gap us")
+	census := false
 	for _, p := range r.Points {
-		t := p.Bytes.Total()
+		census = census || p.BytesTouched != nil
+	}
+	if census {
+		fmt.Fprintf(w, "bytes: the routed experts' weights of the experts a census step's slots went to; experts touched a MoE layer: census / expectation for independent tokens; expected MB: the bytes with the expectation\n")
+	}
+	fmt.Fprintf(w, "%-6s %-8s %12s %12s %10s %10s %12s %12s %16s %14s\n", "batch", "context", "step ms", "bytes MB", "GB/s", "of copy", "device ms", "idle gap us", "experts touched", "expected MB")
+	for _, p := range r.Points {
+		t := p.Total()
 		dev, gap := "-", "-"
 		if p.DeviceMs > 0 {
 			dev, gap = fmt.Sprintf("%.3f", p.DeviceMs), fmt.Sprintf("%.1f", p.GapUs)
 		}
-		fmt.Fprintf(w, "%-6d %-8d %12.3f %12.1f %10.1f %10s %12s %12s\n", p.Batch, p.Context, p.MedianMs, t/1e6, t/(p.MedianMs/1e3)/1e9, frac(t, p.MedianMs), dev, gap)
+		ex, exMB := "-", "-"
+		if tc, e := p.ExpertsPerLayer(); tc > 0 {
+			ex, exMB = fmt.Sprintf("%.1f / %.1f", tc, e), fmt.Sprintf("%.1f", p.Bytes.Total()/1e6)
+		}
+		fmt.Fprintf(w, "%-6d %-8d %12.3f %12.1f %10.1f %10s %12s %12s %16s %14s\n", p.Batch, p.Context, p.MedianMs, t/1e6, t/(p.MedianMs/1e3)/1e9, frac(t, p.MedianMs), dev, gap, ex, exMB)
 	}
 	seen := map[int]bool{}
 	for _, p := range r.Points {
@@ -442,8 +562,12 @@ func (r *Report) Table(w io.Writer) {
 		for _, k := range keys {
 			sum += p.ClassMs[k]
 		}
+		by := p.Bytes
+		if p.BytesTouched != nil {
+			by = *p.BytesTouched
+		}
 		for _, k := range keys {
-			ms, b := p.ClassMs[k], p.Bytes.Class(k)
+			ms, b := p.ClassMs[k], by.Class(k)
 			fmt.Fprintf(w, "  %-40s %10.3f ms %5.1f%% %10.1f MB %8s of copy\n", k, ms, 100*ms/max(sum, 1e-9), b/1e6, frac(b, ms))
 		}
 		fmt.Fprintf(w, "  %-40s %10.3f ms\n", "sum of kernels", sum)

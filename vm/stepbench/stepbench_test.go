@@ -3,6 +3,7 @@ package stepbench_test
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -107,6 +108,7 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 		if pt.Bytes.Total() <= 0 {
 			t.Errorf("no bytes")
 		}
+		checkCensus(t, m, &pt)
 		// the device timeline of the timed steps: steps of some length, gaps between
 		if pt.DeviceMs <= 0 || pt.DeviceMs > pt.MedianMs*10 || pt.GapUs < 0 {
 			t.Errorf("batch %d context %d: device step %.3f ms, idle gap %.1f µs (step %.3f ms)", pt.Batch, pt.Context, pt.DeviceMs, pt.GapUs, pt.MedianMs)
@@ -141,7 +143,7 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 	if !strings.Contains(rep.Device, rep.Graphs) {
 		t.Errorf("device %q does not carry the run's graphs %q", rep.Device, rep.Graphs)
 	}
-	for _, want := range []string{"graphs on", "idle gap us", "copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "TFLOP/s of products"} {
+	for _, want := range []string{"graphs on", "idle gap us", "experts touched", "copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "TFLOP/s of products"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -191,6 +193,49 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 	cfg.Contexts = []int{58}
 	if _, err := stepbench.Run(m, cfg); err == nil || !strings.Contains(err.Error(), "holds 60") {
 		t.Errorf("context past MaxContext: err %v", err)
+	}
+}
+
+// checkCensus: the point's expert census names every moe_experts instruction of the
+// decode program, each token's top-k experts distinct (one token: exactly k), at most
+// min(E, batch·k) in all; its bytes differ from the expectation's only in the experts'
+// class, by the experts' weights at the touched count.
+func checkCensus(t *testing.T, m *vm.Machine, pt *stepbench.Point) {
+	t.Helper()
+	pr := m.Plan.Program(plan.PhaseDecode)
+	var moe []int
+	k := 0
+	for i, in := range pr.Instrs {
+		switch in.Op {
+		case "moe_experts":
+			moe = append(moe, i)
+		case "moe_route":
+			v, _ := in.Attrs.Int("topk")
+			k = int(v)
+		}
+	}
+	if len(pt.Experts) != len(moe) || pt.BytesTouched == nil || k == 0 {
+		t.Fatalf("batch %d: census %+v for moe_experts instructions %v (top-%d), bytes %v", pt.Batch, pt.Experts, moe, k, pt.BytesTouched)
+	}
+	touched := map[int]float64{}
+	for j, e := range pt.Experts {
+		if e.Instr != moe[j] || e.Touched != math.Round(e.Touched) || e.Touched < float64(k) || e.Touched > float64(min(e.Experts, pt.Batch*k)) ||
+			(pt.Batch == 1 && e.Touched != float64(k)) || e.Expected != stepbench.ExpectedExperts(e.Experts, k, pt.Batch) {
+			t.Errorf("batch %d: census entry %+v (top-%d)", pt.Batch, e, k)
+		}
+		touched[e.Instr] = e.Touched
+	}
+	want := stepbench.DecodeBytesTouched(m.Plan, pt.Batch, pt.Context, touched)
+	if !reflect.DeepEqual(want, *pt.BytesTouched) {
+		t.Errorf("batch %d: bytes with the experts touched %v, want %v", pt.Batch, *pt.BytesTouched, want)
+	}
+	for c, v := range pt.Bytes.Weights {
+		if c != "deepgemm.m_grouped_fp8_gemm_nt_masked" && pt.BytesTouched.Weights[c] != v {
+			t.Errorf("batch %d: class %s's bytes moved with the census: %g → %g", pt.Batch, c, v, pt.BytesTouched.Weights[c])
+		}
+	}
+	if pt.Batch == 1 && pt.BytesTouched.Total() != pt.Bytes.Total() {
+		t.Errorf("batch 1: one token's experts are the expectation's, bytes %g against %g", pt.BytesTouched.Total(), pt.Bytes.Total())
 	}
 }
 
