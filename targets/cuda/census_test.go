@@ -2,6 +2,8 @@ package cuda_test
 
 import (
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"deepinfer/compiler"
@@ -157,6 +159,180 @@ func TestExpertCensusMatchesCPU(t *testing.T) {
 			}
 			if after := dev.GraphStats(); after.On && after.Replayed == graphs.Replayed {
 				t.Errorf("with the census off the decode step ran no graph: %+v", after)
+			}
+		})
+	}
+}
+
+// TestUniformRoute: with DEEPINFER_CUDA_ROUTE=uniform every top-k router's ids are k
+// distinct experts a token in range, spread evenly over the experts (a chi-square over
+// the experts' counts, pooled over the routers and steps, under its 99.9% point), and
+// differ from the model's routing (the cpu target's ids for the same step, whose counts
+// the same statistic rejects); the hash layers keep theirs; the runtime's description
+// says so.
+func TestUniformRoute(t *testing.T) {
+	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev"} {
+		t.Run(model, func(t *testing.T) {
+			dir := "../../testdata/" + model
+			out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := out.Plan
+			ws, err := vm.LoadWeights(p, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const B, steps = 16, 6
+			type key struct{ step, instr int }
+			ids := [2]map[key][]int32{{}, {}}
+			var accs [2]interface {
+				Result(string, int, int) ([]float32, []int32, error)
+			}
+			step := 0
+			hook := func(side int) targets.Hook {
+				return func(phase string, index int, in *plan.Instr, run func() error) error {
+					if err := run(); err != nil {
+						return err
+					}
+					if phase == plan.PhaseDecode && in.Op == "moe_route" {
+						_, v, err := accs[side].Result(phase, index, 1)
+						if err != nil {
+							return err
+						}
+						ids[side][key{step, index}] = v
+					}
+					return nil
+				}
+			}
+			ref, err := cpu.OpenAny(p, ws, targets.Options{Hook: hook(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			t.Setenv(cuda.EnvRoute, "uniform")
+			dev, err := cuda.OpenEmulated(p, ws, targets.Options{MaxTokens: 64, Hook: hook(1)}, 2<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			if !strings.Contains(dev.Describe(), "routing uniform") {
+				t.Errorf("description without the routing: %s", dev.Describe())
+			}
+			accs[0] = ref.(interface {
+				Result(string, int, int) ([]float32, []int32, error)
+			})
+			accs[1] = dev
+			rts := []targets.Runtime{ref, dev}
+			V := p.Model.Vocab
+			states := make([][]targets.State, 2)
+			for side, rt := range rts {
+				for range B {
+					s, err := rt.NewState()
+					if err != nil {
+						t.Fatal(err)
+					}
+					states[side] = append(states[side], s)
+				}
+			}
+			for s := range steps {
+				step = s
+				// every sequence the same prompt, then its own tokens: the rows share a context
+				n, pos, decode := 1, 5+s, true
+				if s == 0 {
+					n, pos, decode = 6, 0, false
+				}
+				for side, rt := range rts {
+					in := &targets.StepIn{Phase: plan.PhaseDecode}
+					if !decode {
+						in.Phase = plan.PhasePrefill
+					}
+					for i := range B {
+						in.Seqs = append(in.Seqs, targets.SeqIn{State: states[side][i], N: n, Pos: pos, Decode: decode})
+						for j := range n {
+							tok := int32((j*29 + 3) % V)
+							if decode {
+								tok = int32((i*101 + s*53 + 5) % V)
+							}
+							in.Tokens = append(in.Tokens, tok)
+						}
+						in.Rows = append(in.Rows, int32((i+1)*n-1))
+						in.Sample = append(in.Sample, 0, 0, 0, 0)
+					}
+					var o targets.StepOut
+					if err := rt.Step(in, &o); err != nil {
+						t.Fatalf("step %d on side %d: %v", s, side, err)
+					}
+				}
+			}
+			pr := p.Program(plan.PhaseDecode)
+			var counts, model0 []float64
+			routers, same, hashSame, hashN := 0, 0, 0, 0
+			for k, dv := range ids[1] {
+				in := &pr.Instrs[k.instr]
+				E := cuda.Dim(in.ArgTypes[1], 0) // the gate's rows
+				topk, _ := in.Attrs.Int("topk")
+				rv := ids[0][k]
+				if len(rv) != len(dv) || len(dv) != B*int(topk) {
+					t.Fatalf("step %d instr %d: %d ids on the device, %d on the cpu", k.step, k.instr, len(dv), len(rv))
+				}
+				eq := slices.Equal(rv, dv)
+				if mode, _ := in.Attrs.Str("mode"); mode == "hash" {
+					hashN++
+					if eq {
+						hashSame++
+					}
+					continue
+				}
+				routers++
+				if eq {
+					same++
+				}
+				if len(counts) < int(E) {
+					counts = make([]float64, E)
+				}
+				if len(model0) < int(E) {
+					model0 = make([]float64, E)
+				}
+				for _, x := range rv {
+					model0[x]++
+				}
+				for tk := range B {
+					row := dv[tk*int(topk) : (tk+1)*int(topk)]
+					for a, x := range row {
+						if x < 0 || int64(x) >= E || slices.Contains(row[:a], x) {
+							t.Fatalf("step %d instr %d token %d: ids %v of %d experts", k.step, k.instr, tk, row, E)
+						}
+						counts[x]++
+					}
+				}
+			}
+			if routers == 0 || same > 0 || hashSame != hashN {
+				t.Fatalf("%d top-k routers' steps (%d equal to the model's), %d hash routers' (%d equal)", routers, same, hashN, hashSame)
+			}
+			var n float64
+			for _, c := range counts {
+				n += c
+			}
+			chiSq := func(counts []float64) float64 {
+				chi := 0.0
+				for _, c := range counts {
+					e := n / float64(len(counts))
+					chi += (c - e) * (c - e) / e
+				}
+				return chi
+			}
+			chi := chiSq(counts)
+			// the 99.9% point of chi-square with len-1 degrees of freedom: 3 (4 experts) or 7 (8)
+			limit := map[int]float64{4: 16.27, 8: 24.32}[len(counts)]
+			t.Logf("%s: %d top-k router steps, expert counts %v, chi-square %.2f (limit %.2f); the model's routing %v, chi-square %.2f", model, routers, counts, chi, limit, model0, chiSq(model0))
+			if limit == 0 || chi > limit {
+				t.Errorf("expert counts %v: chi-square %.2f past %.2f", counts, chi, limit)
+			}
+			// the fixture's own routing of these rows is far from even (what the setting
+			// is for), so the statistic tells the two apart
+			if c := chiSq(model0); c <= limit {
+				t.Errorf("the model's routing %v: chi-square %.2f within %.2f", model0, c, limit)
 			}
 		})
 	}

@@ -161,6 +161,7 @@ func bindMoERoute(b *Bind) error {
 			})
 		}
 		b.Launch("moe_route_v41", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
+		uniformRoute(b, E, D, k)
 		return nil
 	}
 	var V int64
@@ -244,7 +245,39 @@ func bindMoERoute(b *Bind) error {
 		return fill(s, a) * E
 	})
 	b.Launch("moe_route_v4", func(s *Step, a *ArgBuf) int64 { return fill(s, a) * rowSpread })
+	if !hash {
+		uniformRoute(b, E, D, k)
+	}
 	return nil
+}
+
+// EnvRoute set to uniform replaces the expert ids of every top-k router (not the hash
+// layers', already spread by token) with k distinct experts a token drawn uniformly
+// (bench.cu moe_route_uniform), for benchmarks of full-width steps on random weights,
+// whose routers send rows that share a context to a few experts where a trained router
+// spreads them. The values are then no longer the model's: a benchmark setting, never
+// for serving or checks; the runtime's description says it is on. Read when a program
+// is bound.
+const EnvRoute = "DEEPINFER_CUDA_ROUTE"
+
+// routeUniform reports whether EnvRoute asks for uniform routing.
+func routeUniform() bool { return os.Getenv(EnvRoute) == "uniform" }
+
+// uniformRoute adds moe_route_uniform after a top-k router's launches when EnvRoute asks.
+func uniformRoute(b *Bind, E, D, k int64) {
+	if !routeUniform() {
+		return
+	}
+	b.Launch("moe_route_uniform", func(s *Step, a *ArgBuf) int64 {
+		T := s.Arg(0).Rows()
+		a.P(s.Arg(0).Ptr)
+		a.I(D)
+		a.P(s.Result(1).Ptr)
+		a.I(T)
+		a.I(k)
+		a.I(E)
+		return T
+	})
 }
 
 // longRows reports a step of more than mklSplitRows rows a sequence on average: MKL's

@@ -724,6 +724,9 @@ func (rt *Runtime) Describe() string {
 	if n := rt.QuantShares(plan.PhaseDecode); n > 0 {
 		num += fmt.Sprintf(", %d activation quantizations of a decode step shared with the product before", n)
 	}
+	if routeUniform() {
+		num += "; routing uniform (" + EnvRoute + "=uniform: every top-k router's expert ids replaced by distinct uniform draws, a benchmark setting; the values are not the model's)"
+	}
 	graphs := rt.GraphSummary()
 	uploads := "packed uploads (one copy each way a pipelined step)"
 	if !rt.packed {
