@@ -133,28 +133,34 @@ type LaunchProfiler interface {
 type ExpertCensus interface {
 	SetExpertCensus(on bool)
 	// TakeExpertCensus returns, per moe_experts instruction of the decode program (by
-	// its index in the program), the distinct experts its slots went to summed over the
-	// census steps, and how many steps that covers; and starts again.
-	TakeExpertCensus() (map[int]int64, int)
+	// its index in the program), its tally over the census steps, and how many steps
+	// that covers; and starts again.
+	TakeExpertCensus() (map[int]ExpertTally, int)
 }
 
-// CountDistinctExperts is how many distinct experts in [0, E) the ids name (ids
-// outside that range are not counted); seen is scratch of at least E entries, left
-// cleared.
-func CountDistinctExperts(ids []int32, E int, seen []bool) int64 {
-	var n int64
+// ExpertTally is one instruction's census.
+type ExpertTally struct {
+	Distinct int64 // distinct experts its slots went to, summed over the steps
+	MaxSlots int64 // the most slots one expert had in one step
+}
+
+// Add adds one step's ids (each slot's expert; ids outside [0, E) are not counted) to
+// the tally; count is scratch of at least E entries, left zero.
+func (t *ExpertTally) Add(ids []int32, E int, count []int32) {
 	for _, id := range ids {
-		if id >= 0 && int(id) < E && !seen[id] {
-			seen[id] = true
-			n++
+		if id >= 0 && int(id) < E {
+			if count[id] == 0 {
+				t.Distinct++
+			}
+			count[id]++
+			t.MaxSlots = max(t.MaxSlots, int64(count[id]))
 		}
 	}
 	for _, id := range ids {
 		if id >= 0 && int(id) < E {
-			seen[id] = false
+			count[id] = 0
 		}
 	}
-	return n
 }
 
 // DeviceBench is a device runtime's measurements of its own machine.

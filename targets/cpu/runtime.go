@@ -140,16 +140,16 @@ type hostRuntime struct {
 // instruction of the decode program, summed over the steps run with it on.
 type census struct {
 	on       bool
-	distinct map[int]int64
+	distinct map[int]targets.ExpertTally
 	steps    int
-	seen     []bool
+	seen     []int32
 }
 
 // SetExpertCensus implements targets.ExpertCensus.
 func (rt *hostRuntime) SetExpertCensus(on bool) { rt.census.on = on }
 
 // TakeExpertCensus implements targets.ExpertCensus.
-func (rt *hostRuntime) TakeExpertCensus() (map[int]int64, int) {
+func (rt *hostRuntime) TakeExpertCensus() (map[int]targets.ExpertTally, int) {
 	d, n := rt.census.distinct, rt.census.steps
 	rt.census.distinct, rt.census.steps = nil, 0
 	return d, n
@@ -166,12 +166,14 @@ func (c *census) count(i int, in *plan.Instr, args []Tensor) {
 		return
 	}
 	if len(c.seen) < int(E) {
-		c.seen = make([]bool, E)
+		c.seen = make([]int32, E)
 	}
 	if c.distinct == nil {
-		c.distinct = map[int]int64{}
+		c.distinct = map[int]targets.ExpertTally{}
 	}
-	c.distinct[i] += targets.CountDistinctExperts(args[2].I32, int(E), c.seen)
+	tl := c.distinct[i]
+	tl.Add(args[2].I32, int(E), c.seen)
+	c.distinct[i] = tl
 }
 
 type state struct{ seq *kvstate.Seq }

@@ -12,10 +12,10 @@ import (
 // synchronization each), and the distinct experts counted per instruction.
 type census struct {
 	on       bool
-	distinct map[int]int64
+	distinct map[int]targets.ExpertTally
 	steps    int
 	ids      []int32
-	seen     []bool
+	seen     []int32
 }
 
 var _ targets.ExpertCensus = (*Runtime)(nil)
@@ -25,8 +25,8 @@ var _ targets.ExpertCensus = (*Runtime)(nil)
 func (rt *Runtime) SetExpertCensus(on bool) { rt.w.do(func() { rt.census.on = on }) }
 
 // TakeExpertCensus implements targets.ExpertCensus.
-func (rt *Runtime) TakeExpertCensus() (map[int]int64, int) {
-	var d map[int]int64
+func (rt *Runtime) TakeExpertCensus() (map[int]targets.ExpertTally, int) {
+	var d map[int]targets.ExpertTally
 	var n int
 	rt.w.do(func() {
 		d, n = rt.census.distinct, rt.census.steps
@@ -56,7 +56,7 @@ func (rt *Runtime) countExperts(i int, c *call) error {
 	}
 	cs.ids = cs.ids[:n]
 	if int64(len(cs.seen)) < E {
-		cs.seen = make([]bool, E)
+		cs.seen = make([]int32, E)
 	}
 	if err := rt.drv.DtoH(unsafe.Pointer(&cs.ids[0]), ids.Ptr, uint64(4*n), rt.stream); err != nil {
 		return err
@@ -65,8 +65,10 @@ func (rt *Runtime) countExperts(i int, c *call) error {
 		return err
 	}
 	if cs.distinct == nil {
-		cs.distinct = map[int]int64{}
+		cs.distinct = map[int]targets.ExpertTally{}
 	}
-	cs.distinct[i] += targets.CountDistinctExperts(cs.ids, int(E), cs.seen)
+	tl := cs.distinct[i]
+	tl.Add(cs.ids, int(E), cs.seen)
+	cs.distinct[i] = tl
 	return nil
 }

@@ -76,6 +76,7 @@ type ExpertCount struct {
 	Instr, Layer, Experts int
 	Expected              float64 // distinct experts a batch of independent tokens touches (ExpectedExperts)
 	Touched               float64 // distinct experts the step's slots went to
+	MaxSlots              int     // the most slots one expert had (an even spread: about batch·k/E)
 }
 
 // ExpertsPerLayer is the census's mean distinct experts a MoE instruction and the
@@ -248,7 +249,11 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 				line += fmt.Sprintf(", %.1f%% of the copy bandwidth", 100*pt.Total()/(pt.MedianMs/1e3)/bw)
 			}
 			if t, e := pt.ExpertsPerLayer(); t > 0 {
-				line += fmt.Sprintf(" (experts touched %.1f a layer, %.1f expected for independent tokens: %.1f MB by the expectation)", t, e, pt.Bytes.Total()/1e6)
+				most := 0
+				for _, x := range pt.Experts {
+					most = max(most, x.MaxSlots)
+				}
+				line += fmt.Sprintf(" (experts touched %.1f a layer, %.1f expected for independent tokens: %.1f MB by the expectation; at most %d slots an expert)", t, e, pt.Bytes.Total()/1e6, most)
 			}
 			if pt.DeviceMs > 0 {
 				line += fmt.Sprintf("; on the device %.3f ms a step, idle %.1f µs between steps", pt.DeviceMs, pt.GapUs)
@@ -401,7 +406,7 @@ func hasExperts(m *vm.Machine) bool {
 
 // censusBytes turns a census of n steps (distinct experts summed by instruction) into
 // the point's expert counts and its bytes with the experts touched.
-func censusBytes(m *vm.Machine, B, ctx int, d map[int]int64, n int) ([]ExpertCount, *Bytes) {
+func censusBytes(m *vm.Machine, B, ctx int, d map[int]targets.ExpertTally, n int) ([]ExpertCount, *Bytes) {
 	if n <= 0 || len(d) == 0 {
 		return nil, nil
 	}
@@ -434,9 +439,9 @@ func censusBytes(m *vm.Machine, B, ctx int, d map[int]int64, n int) ([]ExpertCou
 		if !ok {
 			layer = -1
 		}
-		touched[i] = float64(v) / float64(n)
+		touched[i] = float64(v.Distinct) / float64(n)
 		out = append(out, ExpertCount{Instr: i, Layer: int(layer), Experts: int(E),
-			Expected: ExpectedExperts(int(E), topk, B), Touched: touched[i]})
+			Expected: ExpectedExperts(int(E), topk, B), Touched: touched[i], MaxSlots: int(v.MaxSlots)})
 	}
 	slices.SortFunc(out, func(a, b ExpertCount) int { return a.Instr - b.Instr })
 	b := DecodeBytesTouched(m.Plan, B, ctx, touched)

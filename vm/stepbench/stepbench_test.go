@@ -198,7 +198,7 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 
 // checkCensus: the point's expert census names every moe_experts instruction of the
 // decode program, each token's top-k experts distinct (one token: exactly k), at most
-// min(E, batch·k) in all; its bytes differ from the expectation's only in the experts'
+// min(E, batch·k) in all, the most slots an expert had between ⌈batch·k/E⌉ and batch; its bytes differ from the expectation's only in the experts'
 // class, by the experts' weights at the touched count.
 func checkCensus(t *testing.T, m *vm.Machine, pt *stepbench.Point) {
 	t.Helper()
@@ -220,7 +220,8 @@ func checkCensus(t *testing.T, m *vm.Machine, pt *stepbench.Point) {
 	touched := map[int]float64{}
 	for j, e := range pt.Experts {
 		if e.Instr != moe[j] || e.Touched != math.Round(e.Touched) || e.Touched < float64(k) || e.Touched > float64(min(e.Experts, pt.Batch*k)) ||
-			(pt.Batch == 1 && e.Touched != float64(k)) || e.Expected != stepbench.ExpectedExperts(e.Experts, k, pt.Batch) {
+			(pt.Batch == 1 && e.Touched != float64(k)) || e.Expected != stepbench.ExpectedExperts(e.Experts, k, pt.Batch) ||
+			e.MaxSlots < (pt.Batch*k+e.Experts-1)/e.Experts || e.MaxSlots > pt.Batch {
 			t.Errorf("batch %d: census entry %+v (top-%d)", pt.Batch, e, k)
 		}
 		touched[e.Instr] = e.Touched
