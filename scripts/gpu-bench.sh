@@ -16,7 +16,9 @@
 #                                the device's copy bandwidth, once per numerics mode; the
 #                                synthetic checkpoint is deleted after.
 #
-# Environment (run): MODELS (default "v4 v41"), NUMERICS (default "exact fast"), CHECK_RUN
+# Environment (run): MODELS (default "v4 v41"), NUMERICS (default "exact fast"), ROUTE
+# (divm bench --route of this build's benches, default uniform: the random-weight routers
+# send rows that share a context to a few experts; model keeps them), CHECK_RUN
 # (the instruction check's -test.run pattern, default every exact and fast check),
 # LAYERS_V4 (2-5), LAYERS_V41 (20-23),
 # BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
@@ -210,7 +212,7 @@ run() {
 		local num
 		for num in ${NUMERICS:-exact fast}; do
 			echo "==== $m: divm bench --numerics $num"
-			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${BATCH:-1,64,256}" \
 				--context "$ctx" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 				--numerics "$num" --out "$out/$m.$num.bench.json" 2>&1 | tee "$out/$m.$num.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.$num.bench.txt"
@@ -218,7 +220,7 @@ run() {
 		if [ -n "${GRAPHS_COMPARE:-}" ]; then
 			# the fast mode once more without CUDA graphs, at the first context (the same run)
 			echo "==== $m: divm bench --numerics fast --graphs=false"
-			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${BATCH:-1,64,256}" \
 				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps 0 \
 				--numerics fast --graphs=false --out "$out/$m.fast.nographs.bench.json" 2>&1 | tee "$out/$m.fast.nographs.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.nographs.bench.txt"
@@ -234,7 +236,7 @@ run() {
 				tag=cmp
 				[ $n -gt 1 ] && tag=cmp$n
 				echo "==== $m: $set divm bench --numerics ${CMP_NUMERICS:-fast}"
-				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
+				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
 					--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 					--numerics "${CMP_NUMERICS:-fast}" --out "$out/$m.fast.$tag.bench.json" 2>&1 | tee "$out/$m.fast.$tag.bench.txt"
 				echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.$tag.bench.txt"
@@ -259,7 +261,7 @@ run() {
 			# the fast mode once more with the decode rows sampled (the same run)
 			echo "==== $m: divm bench --numerics fast $SAMPLE_COMPARE"
 			# shellcheck disable=SC2086 # SAMPLE_COMPARE is a list of flags
-			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${BATCH:-1,64,256}" \
+			timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${BATCH:-1,64,256}" \
 				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 				--numerics fast $SAMPLE_COMPARE --out "$out/$m.fast.sample.bench.json" 2>&1 | tee "$out/$m.fast.sample.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.sample.bench.txt"
@@ -267,7 +269,7 @@ run() {
 		if [ -n "${LONG_CONTEXT:-}" ] && [[ " ${LONG_MODEL:-v4} " == *" $m "* ]]; then
 			# the long context, in the fast mode only (LONG_BATCH, default 1,64)
 			echo "==== $m: divm bench --numerics fast --context $LONG_CONTEXT"
-			timeout "${LONG_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch "${LONG_BATCH:-1,64}" \
+			timeout "${LONG_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${LONG_BATCH:-1,64}" \
 				--context "$LONG_CONTEXT" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 				--numerics fast --out "$out/$m.fast.long.bench.json" 2>&1 | tee "$out/$m.fast.long.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.long.bench.txt"
@@ -275,19 +277,19 @@ run() {
 		if [ -n "${PREFILL:-}" ]; then
 			# prefill of one PREFILL-token prompt in one chunk, fast mode (its TFLOP/s of products)
 			echo "==== $m: prefill of $PREFILL tokens"
-			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+			timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch 1 --context "$PREFILL" \
 				--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.txt" | grep -E "prefill of|built|^  "
 			if [ -n "${PREFILL_FP8:-}" ]; then
 				# the same prompt in the fp8 numerics mode (V4.1's MXFP8 products on e4m3 wgmma)
 				echo "==== $m: prefill of $PREFILL tokens, fp8 numerics"
-				timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+				timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch 1 --context "$PREFILL" \
 					--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fp8 2>&1 | tee "$out/$m.prefill.fp8.txt" | grep -E "prefill of|built|^  "
 			fi
 			if [ -n "${ENV_COMPARE:-}" ] && [ "${PREFILL_COMPARE:-1}" != 0 ]; then
 				# the first set of ENV_COMPARE only (PREFILL_COMPARE=0: none)
 				local first=${ENV_COMPARE%%;*}
 				echo "==== $m: $first prefill of $PREFILL tokens"
-				env $first timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --batch 1 --context "$PREFILL" \
+				env $first timeout "${PREFILL_TIMEOUT:-150}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch 1 --context "$PREFILL" \
 					--chunk "$PREFILL" --steps 1 --warmup 0 --profile-steps 0 --profile-prefill --numerics fast 2>&1 | tee "$out/$m.prefill.cmp.txt" | grep -E "prefill of|built|^  "
 			fi
 			if [ -n "${BASE_BIN:-}" ] && [ "${PREFILL_COMPARE:-1}" != 0 ]; then
@@ -337,7 +339,7 @@ run() {
 				env $renv $nset timeout "${NCU_TIMEOUT:-240}" ncu --clock-control none -k "regex:$NCU" ${rng[@]+"${rng[@]}"} --launch-skip "${NCU_SKIP:-0}" \
 					--launch-count "${NCU_COUNT:-4}" ${rep[@]+"${rep[@]}"} ${NCU_ARGS:---section SpeedOfLight --section Occupancy --section LaunchStats \
 					--section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats} \
-					"$bin/divm" bench "$ck.dip" --model "$ck" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \
+					"$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${NCU_BATCH:-256}" --context "${NCU_CONTEXT:-4096}" \
 					--steps 1 --warmup 0 --profile-steps 0 --numerics fast ${NCU_FLAGS:-} > "$out/$nf" 2>&1
 				echo "ncu exit status: $?"
 				if [ -n "${NCU_SOURCE:-}" ] && [ -f "$out/${nf%.txt}.ncu-rep" ]; then

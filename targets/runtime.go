@@ -52,6 +52,14 @@ type Options struct {
 	// pass a product where the fast mode takes two). The cpu target computes exactly
 	// whatever it is asked.
 	Numerics string
+	// UniformRoute (a benchmark setting) replaces every top-k router's expert ids with k
+	// distinct experts a token drawn uniformly, as a trained, load-balanced router
+	// spreads a batch, where a random-weight model's router sends rows that share a
+	// context to a few experts: a full-width step then reads the experts a serving step
+	// would. The values are no longer the model's. Only a device runtime takes it (the
+	// cuda target; its DEEPINFER_CUDA_ROUTE=uniform does the same); the cpu target
+	// refuses it.
+	UniformRoute bool
 }
 
 // The numerics modes (Options.Numerics).

@@ -36,6 +36,7 @@ func benchCmd(args []string, stdout io.Writer) error {
 	temp := fs.Float64("temperature", 0, "sample the decode rows at this temperature (0: greedy)")
 	topP := fs.Float64("top-p", 1, "with --temperature: the nucleus sampling mass")
 	topK := fs.Int("top-k", 0, "with --temperature: keep the k most likely tokens (0: all)")
+	route := fs.String("route", "model", "routed experts: model (the checkpoint's routers) or uniform (a device runtime replaces every top-k router's choices by k distinct uniform draws a token, as a trained, balanced router spreads a batch; random-weight routers send rows that share a context to a few experts; the values are no longer the model's)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -50,6 +51,9 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	if cfg.Contexts, err = intList("--context", *contexts); err != nil {
 		return err
+	}
+	if *route != "model" && *route != "uniform" {
+		return usageError{Err: fmt.Errorf("--route %q: want model or uniform", *route)}
 	}
 	if err := targets.CheckNumerics(*numerics); err != nil {
 		return usageError{Err: fmt.Errorf("--numerics: %w", err)}
@@ -89,7 +93,8 @@ func benchCmd(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(os.Stderr, "divm bench: weights read in %s\n", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	m, err := vm.Load(p, w, targets.Options{MaxTokens: max(*chunk, maxB), MaxContext: maxCtx + *warmup + *steps + *profile + 8, Numerics: *numerics})
+	m, err := vm.Load(p, w, targets.Options{MaxTokens: max(*chunk, maxB), MaxContext: maxCtx + *warmup + *steps + *profile + 8, Numerics: *numerics,
+		UniformRoute: *route == "uniform"})
 	if err != nil {
 		return err
 	}

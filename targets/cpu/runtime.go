@@ -17,6 +17,9 @@ import (
 // Open implements targets.Executor. A plan sharded over expert-parallel ranks runs
 // as that many ranks in this process (ranks.go).
 func (t Target) Open(p *plan.Plan, ws []targets.Weight, o targets.Options) (targets.Runtime, error) {
+	if o.UniformRoute {
+		return nil, fmt.Errorf("the cpu target routes tokens by the model's router only (uniform routing is a device benchmark setting)")
+	}
 	if len(ws) != len(p.Weights) {
 		return nil, fmt.Errorf("%d weights for a manifest of %d", len(ws), len(p.Weights))
 	}

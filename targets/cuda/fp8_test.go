@@ -176,8 +176,9 @@ func TestFP8V4NearReference(t *testing.T) {
 // of 13 and 40 tokens (the products of more than 32 rows on the wide kernels): each
 // within 5e-3 of the cpu target's (the emulated device's worst 4.46e-3, run 51's H100 the
 // same to three digits: the activations' bf16 rounding, 2^-9 of a value); the variant's
-// 40-token run is counted with DEEPINFER_CUDA_FP8_BF16R=1 too (its bf16 products on
-// fast_gemm_wg_bf16), the check on the default. On the emulated device the launches are counted: the
+// 40-token run's launches are counted with DEEPINFER_CUDA_FP8_BF16R unset and 1 (its
+// bf16 products of 40 rows on fast_gemm_wg_bf16) and 0 (on fast_gemm_wg_bf16w), the
+// check on the default. On the emulated device the launches are counted: the
 // variant's experts must run the bf16-activation tiles (_rega) and its FP8 products of
 // 40 rows fast_gemm_wg_fp8n (the wide form of bf16 activations), never the two-halves
 // forms (_reg8, fast_gemm_wg_fp8r).
@@ -190,13 +191,16 @@ func TestFP8V4InstructionsNearCPU(t *testing.T) {
 					// DEEPINFER_CUDA_FP8_BF16R=1 on the register-operand kernel (one pass),
 					// unset on the wide one; the experts and FP8 products one-pass forms
 					p, ws := cuda.CompileDir(t, model)
-					for _, c := range []struct{ env, kernel string }{{"1", "fast_gemm_wg_bf16"}, {"", "fast_gemm_wg_bf16w"}} {
+					for _, c := range []struct{ env, kernel string }{{"1", "fast_gemm_wg_bf16"}, {"", "fast_gemm_wg_bf16"}, {"0", "fast_gemm_wg_bf16w"}} {
 						t.Setenv(cuda.EnvFP8BF16R, c.env)
 						_, kc, _ := prefillAndDecodeIn(t, p, ws, prompt, targets.Options{Numerics: targets.NumericsFP8}, nil)
 						for _, k := range []string{c.kernel, "fast_moe_up_fp4_rega", "fast_moe_down_fp4_rega", "fast_gemm_wg_fp8n"} {
 							if kc[k] == 0 {
 								t.Errorf("%s=%q: %s never launched (launches: %v)", cuda.EnvFP8BF16R, c.env, k, kc)
 							}
+						}
+						if other := map[string]string{"fast_gemm_wg_bf16": "fast_gemm_wg_bf16w", "fast_gemm_wg_bf16w": "fast_gemm_wg_bf16"}[c.kernel]; kc[other] != 0 {
+							t.Errorf("%s=%q: %s launched %d times beside %s", cuda.EnvFP8BF16R, c.env, other, kc[other], c.kernel)
 						}
 						for _, k := range []string{"fast_moe_up_fp4_reg8", "fast_moe_down_fp4_reg8", "fast_gemm_wg_fp8r", "fast_moe_up_fp4_reg8a"} {
 							if kc[k] != 0 {

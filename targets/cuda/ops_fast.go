@@ -218,13 +218,15 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (the register-operand wgmma kernels' switches: blkKernel, below)
 	wgROK := g.G == 1 && g.K%64 == 0 && !b.rt.invariant
 	wgBF16On, wgFP8ROn := wgROK && os.Getenv(EnvWGBF16) != "0", wgROK && os.Getenv(EnvWGFP8R) != "0"
-	// bf16R: with EnvFP8BF16R=1, the fp8 numerics' rounded activations (xRound) and bf16
-	// weights in steps of more than 32 rows take fast_gemm_wg_bf16 (x from registers, one
-	// pass: xexact) instead of the wide fast_gemm_wg_bf16w
-	bf16ROn := g.xRound && wgBF16On && os.Getenv(EnvFP8BF16R) == "1"
+	// bf16R: the fp8 numerics' rounded activations (xRound) and bf16 weights in steps of
+	// more than 32 rows and at most bf16RRows take fast_gemm_wg_bf16 (x from registers,
+	// one pass: xexact) instead of the wide fast_gemm_wg_bf16w (EnvFP8BF16R: 1 past
+	// bf16RRows too, 0 never)
+	bf16Env := os.Getenv(EnvFP8BF16R)
+	bf16ROn := g.xRound && wgBF16On && bf16Env != "0"
 	bf16R := func(s *Step) bool {
-		w := s.Arg(g.w)
-		return bf16ROn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 && w.Cols%8 == 0 && rowsOf(s) > 32
+		w, M := s.Arg(g.w), rowsOf(s)
+		return bf16ROn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 && w.Cols%8 == 0 && M > 32 && (M <= bf16RRows || bf16Env == "1")
 	}
 	blockOn := os.Getenv(EnvBlockGemm) != "0"
 	blockOK := fastBlockOK(g.N, g.G) && blockOn
@@ -720,13 +722,19 @@ func xexactArg(exact, round bool) int64 {
 	return 0
 }
 
-// EnvFP8BF16R set to 1 runs the fp8 numerics' products of bf16 weights and rounded
-// activations (V4's head and bf16 linears) of more than 32 rows on fast_gemm_wg_bf16 (x as
-// wgmma's register operand, the weights from shared memory; one pass, the lo halves left
-// out) instead of fast_gemm_wg_bf16w: run 51 (an H100) timed the two-pass
-// fast_gemm_wg_bf16 at 0.513 ms for V4's head at batch 64 against the one-pass
-// fast_gemm_wg_bf16w's 0.602. Opt-in until timed; read when a program is bound.
+// EnvFP8BF16R chooses the kernel of the fp8 numerics' products of bf16 weights and
+// rounded activations (V4's head and bf16 linears) of more than 32 rows: by default those
+// of at most bf16RRows rows run on fast_gemm_wg_bf16 (x as wgmma's register operand, the
+// weights from shared memory; one pass, the lo halves left out) and larger ones on the
+// wide fast_gemm_wg_bf16w; set to 1, every one on fast_gemm_wg_bf16; set to 0, every one
+// on fast_gemm_wg_bf16w. Run 52 (an H100, V4 layers 4-5 at 512, the same call): V4's
+// head 0.608 → 0.449 ms at batch 64 on fast_gemm_wg_bf16, 1.139 → 1.194 at 256. Read
+// when a program is bound.
 const EnvFP8BF16R = "DEEPINFER_CUDA_FP8_BF16R"
+
+// bf16RRows: the most rows of the fp8 numerics' bf16 products run on fast_gemm_wg_bf16
+// by default (EnvFP8BF16R; run 52 timed 64 faster there and 256 slower, nothing between)
+var bf16RRows = int64(128)
 
 // EnvFP8Round set to 0 keeps V4's products in the fp8 numerics on both bf16 halves of
 // their float32 activations (the fast mode's products) instead of rounding the

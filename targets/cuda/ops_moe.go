@@ -251,21 +251,20 @@ func bindMoERoute(b *Bind) error {
 	return nil
 }
 
-// EnvRoute set to uniform replaces the expert ids of every top-k router (not the hash
-// layers', already spread by token) with k distinct experts a token drawn uniformly
-// (bench.cu moe_route_uniform), for benchmarks of full-width steps on random weights,
-// whose routers send rows that share a context to a few experts where a trained router
+// EnvRoute set to uniform is targets.Options.UniformRoute (divm bench --route uniform):
+// the expert ids of every top-k router (not the hash layers', already spread by token)
+// replaced with k distinct experts a token drawn uniformly (bench.cu
+// moe_route_uniform), for benchmarks of full-width steps on random weights, whose
+// routers send rows that share a context to a few experts where a trained router
 // spreads them. The values are then no longer the model's: a benchmark setting, never
-// for serving or checks; the runtime's description says it is on. Read when a program
-// is bound.
+// for serving or checks; the runtime's description says it is on. Read when a plan is
+// opened.
 const EnvRoute = "DEEPINFER_CUDA_ROUTE"
 
-// routeUniform reports whether EnvRoute asks for uniform routing.
-func routeUniform() bool { return os.Getenv(EnvRoute) == "uniform" }
-
-// uniformRoute adds moe_route_uniform after a top-k router's launches when EnvRoute asks.
+// uniformRoute adds moe_route_uniform after a top-k router's launches when the runtime
+// routes uniformly.
 func uniformRoute(b *Bind, E, D, k int64) {
-	if !routeUniform() {
+	if b.rt == nil || !b.rt.uniformRoute {
 		return
 	}
 	b.Launch("moe_route_uniform", func(s *Step, a *ArgBuf) int64 {

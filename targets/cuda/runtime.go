@@ -49,6 +49,8 @@ type Runtime struct {
 	invariant  bool // batch-invariant mode (targets.Options.Invariant)
 	fast       bool // the fast numerics mode (targets.Options.Numerics), or fp8
 	fp8        bool // the fp8 numerics mode: fast, V4.1's MXFP8 products on e4m3 wgmma
+	// uniformRoute: targets.Options.UniformRoute or EnvRoute=uniform (ops_moe.go)
+	uniformRoute bool
 	errFlag    devptr
 	scratch    devptr
 
@@ -224,7 +226,8 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 		return nil, err
 	}
 	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant,
-		fast: o.Numerics == targets.NumericsFast || o.Numerics == targets.NumericsFP8, fp8: o.Numerics == targets.NumericsFP8}
+		fast: o.Numerics == targets.NumericsFast || o.Numerics == targets.NumericsFP8, fp8: o.Numerics == targets.NumericsFP8,
+		uniformRoute: o.UniformRoute || os.Getenv(EnvRoute) == "uniform"}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.profDecode = os.Getenv(EnvProfileDecode) == "1"
@@ -724,7 +727,7 @@ func (rt *Runtime) Describe() string {
 	if n := rt.QuantShares(plan.PhaseDecode); n > 0 {
 		num += fmt.Sprintf(", %d activation quantizations of a decode step shared with the product before", n)
 	}
-	if routeUniform() {
+	if rt.uniformRoute {
 		num += "; routing uniform (" + EnvRoute + "=uniform: every top-k router's expert ids replaced by distinct uniform draws, a benchmark setting; the values are not the model's)"
 	}
 	graphs := rt.GraphSummary()
