@@ -51,8 +51,8 @@ type Runtime struct {
 	fp8        bool // the fp8 numerics mode: fast, V4.1's MXFP8 products on e4m3 wgmma
 	// uniformRoute: targets.Options.UniformRoute or EnvRoute=uniform (ops_moe.go)
 	uniformRoute bool
-	errFlag    devptr
-	scratch    devptr
+	errFlag      devptr
+	scratch      devptr
 
 	info     Info
 	prof     profile
