@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -882,13 +883,49 @@ type fastExpertShape struct {
 }
 
 // fastExpertSlices is the reduction's slice count for the experts' products (shapes
-// only): a reduction of K values, padded to a multiple of 128, in at most 4 slices of
-// at least 512 values and a multiple of 128 each (the FP4 tiles' step).
-func fastExpertSlices(K int64) (S, ks int64) {
+// only): a reduction of K values, padded to a multiple of 128, in at most maxS slices
+// (fastExpertMaxSlices, EnvFP4Slices) of at least 512 values and a multiple of 128
+// each (the FP4 tiles' step).
+func fastExpertSlices(K, maxS int64) (S, ks int64) {
 	kp := fastExpertPad(K)
-	S = min(4, max(1, kp/512))
+	S = min(maxS, max(1, kp/512))
 	ks = (kp/S + 127) / 128 * 128
 	return (kp + ks - 1) / ks, ks
+}
+
+// fastExpertMaxSlices is the default most slices of an expert product's reduction.
+const fastExpertMaxSlices = 4
+
+// EnvFP4Slices sets the most slices of the experts' reductions (default 4): "N" for both
+// products, "U,D" for the w1/w3 and the w2 products, each 1 to 16. Fewer slices are
+// fewer, longer launch blocks (each block's setup, first loads and partial sums paid
+// fewer times) and fewer partial sums written and read; more slices, more blocks for
+// steps of few experts. The values change with the slices (the fast mode's sums are
+// split there). For comparisons; read when a program is bound.
+const EnvFP4Slices = "DEEPINFER_CUDA_FP4_SLICES"
+
+// expertSlicesEnv parses EnvFP4Slices: the most slices of the up and down products.
+func expertSlicesEnv() (up, down int64, err error) {
+	v := os.Getenv(EnvFP4Slices)
+	if v == "" {
+		return fastExpertMaxSlices, fastExpertMaxSlices, nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > 2 {
+		return 0, 0, fmt.Errorf("%s=%q: want N or U,D", EnvFP4Slices, v)
+	}
+	var n [2]int64
+	for i, p := range parts {
+		x, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+		if err != nil || x < 1 || x > 16 {
+			return 0, 0, fmt.Errorf("%s=%q: each count 1 to 16", EnvFP4Slices, v)
+		}
+		n[i] = x
+	}
+	if len(parts) == 1 {
+		n[1] = n[0]
+	}
+	return n[0], n[1], nil
 }
 
 // fastExpertPad is an expert product's reduction padded for its activation halves: a
@@ -1054,10 +1091,14 @@ const EnvFP4R8 = "DEEPINFER_CUDA_FP4_R8"
 // fmtFP4 is prelude.h's Weight.fmt of fp4_g32 (Operand.Fmt).
 const fmtFP4 = 4
 
-func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, counts, off, list, hid, y int) *fastExperts {
+func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, counts, off, list, hid, y int) (*fastExperts, error) {
 	f := &fastExperts{b: b, sh: sh, x: x, tab: tab, counts: counts, off: off, list: list, hid: hid, y: y, dsum: true}
-	f.Su, f.ksu = fastExpertSlices(sh.D)
-	f.Sd, f.ksd = fastExpertSlices(sh.I)
+	su, sd, err := expertSlicesEnv()
+	if err != nil {
+		return nil, err
+	}
+	f.Su, f.ksu = fastExpertSlices(sh.D, su)
+	f.Sd, f.ksd = fastExpertSlices(sh.I, sd)
 	f.dp, f.ip = fastExpertPad(sh.D), fastExpertPad(sh.I)
 	f.xs = b.Scratch(4*f.dp, 0)
 	f.hs = b.Scratch(4*sh.k*f.ip, 0)
@@ -1085,7 +1126,7 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 			f.reg8a = [2]int64{reg8aRows[0], reg8aRows[1]}
 		}
 	}
-	return f
+	return f, nil
 }
 
 // reg8aRows: V4's FP4 register tiles of steps of more than reg8aRows[0] and at most

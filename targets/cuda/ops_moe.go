@@ -495,13 +495,17 @@ func bindMoEExperts(b *Bind) error {
 	splitLaunch("moe_hpart", func(n int64) int64 { return n * I * nbD })
 	splitLaunch("moe_hsum", func(n int64) int64 { return n * I })
 	if fast {
-		ft = newFastExperts(b, fastExpertShape{E: E, D: D, I: I, k: k, v41: v41, limit: limit},
+		var err error
+		ft, err = newFastExperts(b, fastExpertShape{E: E, D: D, I: I, k: k, v41: v41, limit: limit},
 			func(s *Step) devptr {
 				if xq >= 0 {
 					return s.Scratch(xq)
 				}
 				return s.Arg(0).Ptr
 			}, tab, counts, off, list, hid, y)
+		if err != nil {
+			return b.Errorf("%v", err)
+		}
 		if fused {
 			ft.quant = 2
 		}
