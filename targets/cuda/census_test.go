@@ -6,12 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"deepinfer/compiler"
 	"deepinfer/plan"
 	"deepinfer/targets"
 	"deepinfer/targets/cpu"
 	"deepinfer/targets/cuda"
-	"deepinfer/vm"
 )
 
 // TestExpertCensusMatchesCPU: the device's expert census (ids read back after each
@@ -23,16 +21,7 @@ import (
 func TestExpertCensusMatchesCPU(t *testing.T) {
 	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev"} {
 		t.Run(model, func(t *testing.T) {
-			dir := "../../testdata/" + model
-			out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := out.Plan
-			ws, err := vm.LoadWeights(p, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, ws := cuda.CompileDir(t, "../../testdata/"+model)
 			// the oracle: distinct ids of each decode moe_experts, read through a hook
 			oracle := map[int]targets.ExpertTally{}
 			var acc interface {
@@ -74,33 +63,7 @@ func TestExpertCensusMatchesCPU(t *testing.T) {
 			rts := []targets.Runtime{ref, dev}
 			V := p.Model.Vocab
 			const B = 5
-			states := make([][]targets.State, 2)
-			for side, rt := range rts {
-				for range B {
-					s, err := rt.NewState()
-					if err != nil {
-						t.Fatal(err)
-					}
-					states[side] = append(states[side], s)
-				}
-			}
-			step := func(phase string, n, pos int, tok func(i, j int) int32) {
-				for side, rt := range rts {
-					in := &targets.StepIn{Phase: phase}
-					for i := range B {
-						in.Seqs = append(in.Seqs, targets.SeqIn{State: states[side][i], N: n, Pos: pos, Decode: phase == plan.PhaseDecode})
-						for j := range n {
-							in.Tokens = append(in.Tokens, tok(i, j))
-						}
-						in.Rows = append(in.Rows, int32((i+1)*n-1))
-						in.Sample = append(in.Sample, 0, 0, 0, 0)
-					}
-					var o targets.StepOut
-					if err := rt.Step(in, &o); err != nil {
-						t.Fatalf("%s step on side %d: %v", phase, side, err)
-					}
-				}
-			}
+			step := lockstep(t, rts, B)
 			census := func(rt targets.Runtime) targets.ExpertCensus {
 				c, ok := rt.(targets.ExpertCensus)
 				if !ok {
@@ -178,16 +141,7 @@ func TestExpertCensusMatchesCPU(t *testing.T) {
 func TestUniformRoute(t *testing.T) {
 	for _, model := range []string{"tiny-v4-dev", "tiny-v41-dev"} {
 		t.Run(model, func(t *testing.T) {
-			dir := "../../testdata/" + model
-			out, err := compiler.Compile(compiler.Options{ModelDir: dir, Target: "h200"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := out.Plan
-			ws, err := vm.LoadWeights(p, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, ws := cuda.CompileDir(t, "../../testdata/"+model)
 			const B, steps = 16, 6
 			type key struct{ step, instr int }
 			ids := [2]map[key][]int32{{}, {}}
@@ -236,45 +190,12 @@ func TestUniformRoute(t *testing.T) {
 			accs[1] = dev
 			rts := []targets.Runtime{ref, dev}
 			V := p.Model.Vocab
-			states := make([][]targets.State, 2)
-			for side, rt := range rts {
-				for range B {
-					s, err := rt.NewState()
-					if err != nil {
-						t.Fatal(err)
-					}
-					states[side] = append(states[side], s)
-				}
-			}
-			for s := range steps {
+			run := lockstep(t, rts, B)
+			// every sequence the same prompt, then its own tokens: the rows share a context
+			run(plan.PhasePrefill, 6, 0, func(i, j int) int32 { return int32((j*29 + 3) % V) })
+			for s := 1; s < steps; s++ {
 				step = s
-				// every sequence the same prompt, then its own tokens: the rows share a context
-				n, pos, decode := 1, 5+s, true
-				if s == 0 {
-					n, pos, decode = 6, 0, false
-				}
-				for side, rt := range rts {
-					in := &targets.StepIn{Phase: plan.PhaseDecode}
-					if !decode {
-						in.Phase = plan.PhasePrefill
-					}
-					for i := range B {
-						in.Seqs = append(in.Seqs, targets.SeqIn{State: states[side][i], N: n, Pos: pos, Decode: decode})
-						for j := range n {
-							tok := int32((j*29 + 3) % V)
-							if decode {
-								tok = int32((i*101 + s*53 + 5) % V)
-							}
-							in.Tokens = append(in.Tokens, tok)
-						}
-						in.Rows = append(in.Rows, int32((i+1)*n-1))
-						in.Sample = append(in.Sample, 0, 0, 0, 0)
-					}
-					var o targets.StepOut
-					if err := rt.Step(in, &o); err != nil {
-						t.Fatalf("step %d on side %d: %v", s, side, err)
-					}
-				}
+				run(plan.PhaseDecode, 1, 5+s, func(i, j int) int32 { return int32((i*101 + s*53 + 5) % V) })
 			}
 			pr := p.Program(plan.PhaseDecode)
 			var counts, model0 []float64
@@ -346,5 +267,40 @@ func TestUniformRoute(t *testing.T) {
 				t.Errorf("the model's routing %v: chi-square %.2f within %.2f", model0, c, limit)
 			}
 		})
+	}
+}
+
+// lockstep opens B sequences on each runtime and returns a function that runs one step
+// of n tokens a sequence at position pos on every runtime in turn (token j of sequence
+// i from tok; one logits row a sequence, greedy; decode steps marked so).
+func lockstep(t *testing.T, rts []targets.Runtime, B int) func(phase string, n, pos int, tok func(i, j int) int32) {
+	t.Helper()
+	states := make([][]targets.State, len(rts))
+	for side, rt := range rts {
+		for range B {
+			s, err := rt.NewState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			states[side] = append(states[side], s)
+		}
+	}
+	return func(phase string, n, pos int, tok func(i, j int) int32) {
+		t.Helper()
+		for side, rt := range rts {
+			in := &targets.StepIn{Phase: phase}
+			for i := range B {
+				in.Seqs = append(in.Seqs, targets.SeqIn{State: states[side][i], N: n, Pos: pos, Decode: phase == plan.PhaseDecode})
+				for j := range n {
+					in.Tokens = append(in.Tokens, tok(i, j))
+				}
+				in.Rows = append(in.Rows, int32((i+1)*n-1))
+				in.Sample = append(in.Sample, 0, 0, 0, 0)
+			}
+			var o targets.StepOut
+			if err := rt.Step(in, &o); err != nil {
+				t.Fatalf("%s step at %d on side %d: %v", phase, pos, side, err)
+			}
+		}
 	}
 }
