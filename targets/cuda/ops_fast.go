@@ -896,6 +896,28 @@ func fastExpertSlices(K, maxS int64) (S, ks int64) {
 // fastExpertMaxSlices is the default most slices of an expert product's reduction.
 const fastExpertMaxSlices = 4
 
+// fp4DownSlices, fp4SliceBlocks: by default the w2 products of a step on the FP4 register
+// tiles take at most fp4DownSlices slices where that still makes fp4SliceBlocks launch
+// blocks (four waves of four blocks on 132 multiprocessors), fastExpertMaxSlices
+// otherwise (a decode step of a few tokens), unless EnvFP4Slices is set or in
+// batch-invariant mode (where a step's sums must not follow its size). Run 53 (an H100,
+// the same call, uniform routing): V4.1's w2 tiles 3.270 → 2.996 ms at batch 64 and
+// 5.057 → 4.704 at 256 with two slices (one: 3.064 / 4.701), V4's 0.924 → 0.878 and
+// 1.234 → 1.150; the w1/w3 tiles got slower with fewer (V4.1 5.783 → 5.936 / 6.364 at
+// 64 with two / one), so they keep four.
+const (
+	fp4DownSlices  = 2
+	fp4SliceBlocks = 4 * 4 * 132
+)
+
+// sd is the w2 products' slices this step (fp4DownSlices' rule).
+func (f *fastExperts) sd(s *Step) (S, ks int64) {
+	if f.sd2 > 0 && f.fp4Tiles(s) && !f.fp4Wide(s) && !f.e4Step(s) && f.nact(s)*((f.sh.D+127)/128)*f.sd2 >= fp4SliceBlocks {
+		return f.sd2, f.ksd2
+	}
+	return f.Sd, f.ksd
+}
+
 // EnvFP4Slices sets the most slices of the experts' reductions (default 4): "N" for both
 // products, "U,D" for the w1/w3 and the w2 products, each 1 to 16. Fewer slices are
 // fewer, longer launch blocks (each block's setup, first loads and partial sums paid
@@ -943,6 +965,9 @@ type fastExperts struct {
 	tab, counts, off, list, hid, y int
 	xs, hs, part, act              int
 	Su, ksu, Sd, ksd, dp, ip       int64
+	// sd2, ksd2: the w2 products' slices in steps on the FP4 register tiles with enough
+	// blocks (sd; 0: none)
+	sd2, ksd2 int64
 	// planned: the step's moe_plan wrote the active experts (no fast_moe_active)
 	planned func(*Step) bool
 	// fp4 caches whether every expert weight is FP4 and the shapes suit
@@ -1099,6 +1124,11 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	}
 	f.Su, f.ksu = fastExpertSlices(sh.D, su)
 	f.Sd, f.ksd = fastExpertSlices(sh.I, sd)
+	if os.Getenv(EnvFP4Slices) == "" && (b.rt == nil || !b.rt.invariant) {
+		if S, ks := fastExpertSlices(sh.I, fp4DownSlices); S < f.Sd {
+			f.sd2, f.ksd2 = S, ks
+		}
+	}
 	f.dp, f.ip = fastExpertPad(sh.D), fastExpertPad(sh.I)
 	f.xs = b.Scratch(4*f.dp, 0)
 	f.hs = b.Scratch(4*sh.k*f.ip, 0)
@@ -1329,14 +1359,16 @@ func (f *fastExperts) down() {
 	slots := func(s *Step) int64 { return s.Arg(2).Elems() }
 	f.split(func(s *Step) devptr { return s.Scratch(f.hid) }, slots, f.hs, f.hq, sh.I, f.ip)
 	f.tiles("fast_moe_down", func(s *Step, a *ArgBuf) int64 {
-		f.args(s, a, f.hs, f.hq, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, 0)
-		return f.nact(s) * ((sh.D + fastTileN - 1) / fastTileN) * f.Sd * 32
-	}, func(s *Step) int64 { return f.nact(s) * ((sh.D + 127) / 128) * f.Sd })
+		S, ks := f.sd(s)
+		f.args(s, a, f.hs, f.hq, slots(s), sh.D, sh.I, f.ip, S, ks, 0)
+		return f.nact(s) * ((sh.D + fastTileN - 1) / fastTileN) * S * 32
+	}, func(s *Step) int64 { S, _ := f.sd(s); return f.nact(s) * ((sh.D + 127) / 128) * S })
 	f.b.Launch("fast_moe_dsum", func(s *Step, a *ArgBuf) int64 {
 		if !f.dsum {
 			return 0 // moe_out_parts sums the slices
 		}
-		f.args(s, a, f.hs, -1, slots(s), sh.D, sh.I, f.ip, f.Sd, f.ksd, s.Scratch(f.y))
+		S, ks := f.sd(s)
+		f.args(s, a, f.hs, -1, slots(s), sh.D, sh.I, f.ip, S, ks, s.Scratch(f.y))
 		return slots(s) * sh.D
 	})
 }

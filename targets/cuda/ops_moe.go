@@ -582,7 +582,8 @@ func bindMoEExperts(b *Bind) error {
 			a.I(D)
 			a.I(v41)
 			if outParts {
-				a.I(ft.Sd)
+				S, _ := ft.sd(s)
+				a.I(S)
 				a.I(s.Arg(2).Elems())
 			} else {
 				a.I(1)

@@ -48,3 +48,38 @@ func TestExpertSlicesEnvRefused(t *testing.T) {
 		t.Fatalf("open with %s=0,2: %v", EnvFP4Slices, err)
 	}
 }
+
+// TestDownSlicesByStep: V4.1's w2 products (I = 2,304) take two slices in steps on the
+// FP4 register tiles with at least fp4SliceBlocks blocks at two, four otherwise (a few
+// tokens, the wide prefill tiles); none of that with DEEPINFER_CUDA_FP4_SLICES set or in
+// batch-invariant mode.
+func TestDownSlicesByStep(t *testing.T) {
+	sh := fastExpertShape{E: 384, D: 5120, I: 2304, k: 6, v41: 1}
+	step := func(T int64) *Step {
+		s := &Step{args: make([]Operand, 3+3*sh.E)}
+		s.args[2].Shape = []int64{T, sh.k}
+		return s
+	}
+	open := func(rt *Runtime) *fastExperts {
+		f, err := newFastExperts(&Bind{rt: rt}, sh, nil, 0, 0, 0, 0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.fp4 = 1 // every expert FP4 (the operands above carry no formats)
+		return f
+	}
+	f := open(nil)
+	for _, c := range []struct{ T, S, ks int64 }{{1, 4, 640}, {4, 4, 640}, {8, 2, 1152}, {64, 2, 1152}, {256, 2, 1152}, {2048, 4, 640}} {
+		if S, ks := f.sd(step(c.T)); S != c.S || ks != c.ks {
+			t.Errorf("%d tokens: %d slices of %d, want %d of %d", c.T, S, ks, c.S, c.ks)
+		}
+	}
+	t.Setenv(EnvFP4Slices, "4")
+	if S, _ := open(nil).sd(step(256)); S != 4 {
+		t.Errorf("with %s=4: %d slices at 256 tokens", EnvFP4Slices, S)
+	}
+	t.Setenv(EnvFP4Slices, "")
+	if S, _ := open(&Runtime{invariant: true}).sd(step(256)); S != 4 {
+		t.Errorf("batch-invariant mode: %d slices at 256 tokens", S)
+	}
+}
