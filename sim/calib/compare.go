@@ -45,7 +45,15 @@ type PointResult struct {
 	// Mismatch, when set, says the report's point read other weights than this plan's
 	// step would: the report was probably not measured on this plan.
 	Mismatch string
+	// Routing, when set, says the point's expert census found its rows on fewer experts
+	// than the simulator prices (the expectation for independent tokens): a
+	// random-weight model's routing, which a serving step would not have.
+	Routing string
 }
+
+// routingShort is how far below the expectation a census's mean experts a layer may be
+// before Compare flags the point (Routing).
+const routingShort = 0.95
 
 // Err is simulated/measured − 1 for the step.
 func (p PointResult) Err() float64 { return relErr(p.SimulatedMs, p.MeasuredMs) }
@@ -93,6 +101,9 @@ func Compare(p *plan.Plan, m *cost.Model, r *stepbench.Report, b Bounds) ([]Poin
 				pr.Mismatch = fmt.Sprintf("the measured step read %.4g GB of weights, this plan's step reads %.4g GB: was the report measured on this plan?", got/1e9, want/1e9)
 			}
 		}
+		if t, e := pt.ExpertsPerLayer(); t > 0 && t < routingShort*e {
+			pr.Routing = fmt.Sprintf("the measured step's rows went to %.1f experts a MoE layer, %.1f expected for independent tokens, which the simulator prices: a random-weight model's routing (divm bench --route uniform spreads it as a trained model's)", t, e)
+		}
 		classMs, scale := StepScaledClasses(pt)
 		classMs = sampledNames(classMs, sc)
 		profiled := sampledNames(pt.ClassMs, sc)
@@ -136,6 +147,9 @@ func WriteComparison(w io.Writer, model, bench string, res []PointResult, b Boun
 		}
 		fmt.Fprintf(w, "\nbatch %d, context %d: step measured %.3f ms, simulated %.3f ms, error %+.1f%% %s\n",
 			p.Batch, p.Context, p.MeasuredMs, p.SimulatedMs, 100*p.Err(), flag)
+		if p.Routing != "" {
+			fmt.Fprintf(w, "  WARNING: %s\n", p.Routing)
+		}
 		if p.Mismatch != "" {
 			fmt.Fprintf(w, "  WARNING: %s\n", p.Mismatch)
 		}

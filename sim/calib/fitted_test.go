@@ -1329,3 +1329,41 @@ func TestMismatchedPlan(t *testing.T) {
 		t.Errorf("a V4 report on the V4.1 plan is not flagged:\n%s", out.String())
 	}
 }
+
+// TestRoutingFlagged: run 52's V4.1 report with the model's routing (its census: 109 and
+// 194 experts a layer at batch 64 and 256, against 244 and 377 expected) is flagged at
+// those points and not at batch 1 (6 of 6); the same call's report with the routing
+// spread (--route uniform) is not flagged at all.
+func TestRoutingFlagged(t *testing.T) {
+	p, err := SynthPlan("../../testdata/deepseek-v4.1-flash", "20-23", "h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file    string
+		flagged map[int]bool
+	}{
+		{"testdata/run52/v41.fast.52a.bench.json", map[int]bool{1: false, 64: true, 256: true}},
+		{"testdata/run52/v41.fp8.52a.uniform.bench.json", map[int]bool{64: false, 256: false}},
+	} {
+		r, err := ReadBench(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Compare(p, h200.Model(), r, Acceptance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		WriteComparison(&out, "m", c.file, res, Acceptance)
+		for _, pt := range res {
+			want, ok := c.flagged[pt.Batch]
+			if !ok || (pt.Routing != "") != want || pt.Mismatch != "" {
+				t.Errorf("%s batch %d: routing %q (want flagged %v), mismatch %q", c.file, pt.Batch, pt.Routing, want, pt.Mismatch)
+			}
+		}
+		if strings.Contains(out.String(), "random-weight model's routing") != (c.flagged[64]) {
+			t.Errorf("%s: the comparison's warnings:\n%s", c.file, out.String())
+		}
+	}
+}
