@@ -28,6 +28,7 @@ import (
 // the stand-in mma summing in the emulated loop's order. What only the GPU can check:
 // that NVRTC accepts the PTX, the real mma's order, registers, speed.
 func TestFP4DeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	src, err := fp4FiberSource()
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +101,7 @@ func fp4FiberSource() (string, error) {
 // (testdata/topk_fibers_main.cc): the whole array and the kept list, element for
 // element. TestTorchTopKBlock checks the same kernel against the cpu's torchTopK.
 func TestTopKDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	// -O0: an optimizer may copy a __syncthreads call into both arms of a branch, which
 	// the harness's barriers (each generation from one call site) would report
 	runOnFibers(t, "topk_fibers", fiberUnit(t, "", "testdata/topk_fibers_main.cc", "csa41.cu"), "-O0")
@@ -137,6 +139,7 @@ func fiberUnit(t *testing.T, pre, main string, cus ...string) string {
 // fused fake_quant asks for: the whole programs' checks never see that rounding of the
 // kept channels (their rope inputs are bf16 values already where it is fused).
 func TestRopeDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "rope_fibers", fiberUnit(t, "", "testdata/rope_fibers_main.cc", "attention.cu", "rope.cu"), "-O1")
 }
 
@@ -147,6 +150,7 @@ func TestRopeDeviceCodeOnHostFibers(t *testing.T) {
 // steps, prefill chunks, mixed steps with sequences of no rows, the SEQ_ROWS flag, keep
 // 0 to 5, rows outside the step, up to 300 sequences).
 func TestSeqLookupOnHost(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "seq_fibers", fiberUnit(t, "", "testdata/seq_fibers_main.cc"), "-O1")
 }
 
@@ -158,6 +162,7 @@ func TestSeqLookupOnHost(t *testing.T) {
 // no entry, a row in no sequence, a three-row sequence. TestIndexScoreTileSameValues
 // checks whole steps.
 func TestIndexScoreTileOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "index_fibers", fiberUnit(t, "", "testdata/index_fibers_main.cc", "attention.cu"), "-O1")
 }
 
@@ -173,6 +178,7 @@ func TestIndexScoreTileOnHostFibers(t *testing.T) {
 // a tensor core that aligns and truncates (fp4_fibers.h g_mma_trunc) and with one launch
 // block a chunk and two a row.
 func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	// the projections compared before their bf16 rounding, which hides most orders
 	// (and the index scores and the compressor's norms before theirs, where a sum's last
 	// bit would not show)
@@ -195,6 +201,7 @@ func TestTilesDeviceCodeOnHostFibers(t *testing.T) {
 // subnormals, values past E4M3's range, a row's last warp short of QS_PIECES pieces, a grid-stride loop over more pieces than
 // threads). TestQuantSplitSameValues checks the launches' choice and whole steps.
 func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	out := runOnFibers(t, "quant_fibers", fiberUnit(t, "", "testdata/quant_fibers_main.cc", "dense41.cu", "tensorcore.cu", "tensorcore_fp4.cu"), "-O1")
 	if n := strings.Count(out, " words differ from the two launches"); n != 16 {
 		t.Errorf("%d cases reported, want 16", n)
@@ -227,6 +234,7 @@ func TestQuantSplitDeviceCodeOnHostFibers(t *testing.T) {
 // 384 experts at batch-256 slot counts, idle experts in runs, a few busy ones).
 // TestMoEGroupChunks checks the emulated device's loops.
 func TestRoutingDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "route_fibers", fiberUnit(t, "", "testdata/route_fibers_main.cc", "dense41.cu", "moe.cu", "tensorcore.cu"), "-O1")
 }
 
@@ -238,6 +246,7 @@ func TestRoutingDeviceCodeOnHostFibers(t *testing.T) {
 // lane). TestGemvSteps
 // checks whole steps and the launches' choice.
 func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	// (-O0: an optimizer may copy a __syncthreads call into both arms of a branch, which
 	// the harness's barriers, each generation from one call site, would report)
 	out := runOnFibers(t, "gemv_fibers", fiberUnit(t, "", "testdata/gemv_fibers_main.cc", "tensorcore.cu"), "-O0")
@@ -269,6 +278,7 @@ func TestGemvDeviceCodeOnHostFibers(t *testing.T) {
 // two and 33 chunks): every drafted id and confidence the same. The exact instruction
 // check covers the emulated branch.
 func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "pick_fibers", fiberUnit(t, "", "testdata/pick_fibers_main.cc", "dspark41.cu"), "-O1")
 	// the parts' scratch Go sizes is the one the kernels index
 	if m := regexp.MustCompile(`(?m)^#define DSPARK_PICK_CHUNK (\d+)$`).FindStringSubmatch(cuFile("dspark41.cu")); m == nil || m[1] != fmt.Sprint(dsparkPickChunk) {
@@ -288,6 +298,7 @@ func TestDraftPickDeviceCodeOnHostFibers(t *testing.T) {
 // ties, cut ties and ids above the cut interleaved) and ids of no mass; and the
 // histogram's masses put together from their 32-bit parts.
 func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "sample_fibers", fiberUnit(t, "", "testdata/sample_fibers_main.cc", "basic.cu"), "-O1")
 }
 
@@ -301,6 +312,7 @@ func TestSampleDeviceCodeOnHostFibers(t *testing.T) {
 // errors 501 and 502); Go's bound on the head against the C one. The exact instruction
 // check (TestInstructionsMatchCPU) covers the serial form against the cpu target.
 func TestDraftAttentionDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "attn_fibers", fiberUnit(t, "", "testdata/attn_fibers_main.cc", "dspark41.cu"), "-O1")
 	if m := regexp.MustCompile(`(?m)^#define DSPARK_ATT_DMAX (\d+)$`).FindStringSubmatch(cuFile("dspark41.cu")); m == nil || m[1] != "1024" {
 		t.Errorf("dspark41.cu's DSPARK_ATT_DMAX: %v, the stride's comment and the harness assume 1024", m)
@@ -315,6 +327,7 @@ func TestDraftAttentionDeviceCodeOnHostFibers(t *testing.T) {
 // bf16 and float32 embeddings, a token past the vocabulary); Go's tile constants against
 // the C ones.
 func TestDraftBiasDeviceCodeOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	runOnFibers(t, "bias_fibers", fiberUnit(t, "", "testdata/bias_fibers_main.cc", "dspark41.cu"), "-O0")
 	for name, want := range map[string]int64{"DSPARK_BIAS_ROWS": dsparkBiasRows, "DSPARK_BIAS_RMAX": dsparkBiasRMax} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("dspark41.cu"))
@@ -394,6 +407,7 @@ int main() {
 // csa_attn_kdec's device branch on host fibers against a serial widening of every key:
 // every half and flag.
 func TestKeyWideningIntegerPath(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	out := runOnFibers(t, "kdec_fibers", fiberUnit(t, "", "testdata/kdec_fibers_main.cc", "csa41.cu"), "-O1")
 	// every scale byte in csa_kdec_fast's range takes the integer path for all 64 pieces
 	// of the 256-value row: FP8 bytes 10-246 (237), FP4 bytes 2-252 (251)
@@ -416,6 +430,7 @@ func TestKeyWideningIntegerPath(t *testing.T) {
 // output bit for bit), and checks that the binder's shape constants and shared bytes a
 // launch block are the kernel's (CTF_*, ctf_smem).
 func TestFusedAttentionOnHostFibers(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	// the kernel's shape constants are the binder's (the grid, the bounds it checks)
 	for name, want := range map[string]int64{"CTF_HC": csaFusedHeads, "CTF_NT": csaFusedThreads, "CTF_NT3": csaFused3Threads, "CTF_KB": csaFusedKeys, "CTF_DMAX": csaFusedDimMax} {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (\d+)$`).FindStringSubmatch(cuFile("tensorcore_attn.cu"))

@@ -28,6 +28,7 @@ import (
 // its wait allows, and the warps skewed with each copy landing when issued, so a missing
 // wait or barrier changes values.
 func TestFastProductsOnSimulatedLanes(t *testing.T) {
+	t.Parallel() // (host compiles and a harness process, beside the other such tests)
 	h, err := newHostCompiler()
 	if err != nil {
 		t.Fatal(err)
