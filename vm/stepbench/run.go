@@ -419,12 +419,17 @@ func censusBytes(m *vm.Machine, B, ctx int, d map[int]targets.ExpertTally, n int
 	if pr == nil {
 		return nil, nil
 	}
+	// each moe_experts instruction's top-k: the router's before it (as DecodeBytes reads it)
+	topks := map[int]int{}
 	topk := 0
-	for _, in := range pr.Instrs {
-		if in.Op == "moe_route" {
+	for i, in := range pr.Instrs {
+		switch in.Op {
+		case "moe_route":
 			if k, ok := in.Attrs.Int("topk"); ok {
 				topk = int(k)
 			}
+		case "moe_experts":
+			topks[i] = topk
 		}
 	}
 	touched := map[int]float64{}
@@ -441,7 +446,7 @@ func censusBytes(m *vm.Machine, B, ctx int, d map[int]targets.ExpertTally, n int
 		}
 		touched[i] = float64(v.Distinct) / float64(n)
 		out = append(out, ExpertCount{Instr: i, Layer: int(layer), Experts: int(E),
-			Expected: ExpectedExperts(int(E), topk, B), Touched: touched[i], MaxSlots: int(v.MaxSlots)})
+			Expected: ExpectedExperts(int(E), topks[i], B), Touched: touched[i], MaxSlots: int(v.MaxSlots)})
 	}
 	slices.SortFunc(out, func(a, b ExpertCount) int { return a.Instr - b.Instr })
 	b := DecodeBytesTouched(m.Plan, B, ctx, touched)
