@@ -152,9 +152,9 @@ type ExpertTally struct {
 	MaxSlots int64 // the most slots one expert had in one step
 }
 
-// Add adds one step's ids (each slot's expert; ids outside [0, E) are not counted) to
+// add adds one step's ids (each slot's expert; ids outside [0, E) are not counted) to
 // the tally; count is scratch of at least E entries, left zero.
-func (t *ExpertTally) Add(ids []int32, E int, count []int32) {
+func (t *ExpertTally) add(ids []int32, E int, count []int32) {
 	for _, id := range ids {
 		if id >= 0 && int(id) < E {
 			if count[id] == 0 {
@@ -169,6 +169,38 @@ func (t *ExpertTally) Add(ids []int32, E int, count []int32) {
 			count[id] = 0
 		}
 	}
+}
+
+// Census is the state an ExpertCensus runtime keeps (the cpu and cuda targets'):
+// whether it is on, and the tallies since the last Take.
+type Census struct {
+	On     bool
+	tally  map[int]ExpertTally
+	steps  int
+	counts []int32
+}
+
+// Step counts one more census step.
+func (c *Census) Step() { c.steps++ }
+
+// Add adds the ids of instruction i (each slot's expert among E) to its tally.
+func (c *Census) Add(i int, ids []int32, E int) {
+	if len(c.counts) < E {
+		c.counts = make([]int32, E)
+	}
+	if c.tally == nil {
+		c.tally = map[int]ExpertTally{}
+	}
+	t := c.tally[i]
+	t.add(ids, E, c.counts)
+	c.tally[i] = t
+}
+
+// Take returns the tallies and the steps they cover, and starts again.
+func (c *Census) Take() (map[int]ExpertTally, int) {
+	d, n := c.tally, c.steps
+	c.tally, c.steps = nil, 0
+	return d, n
 }
 
 // DeviceBench is a device runtime's measurements of its own machine.

@@ -136,47 +136,21 @@ type hostRuntime struct {
 	// per-step scratch, reused
 	step    Step
 	maskBuf []int32
-	census  census
-}
-
-// census is the expert census (targets.ExpertCensus): distinct experts per moe_experts
-// instruction of the decode program, summed over the steps run with it on.
-type census struct {
-	on       bool
-	distinct map[int]targets.ExpertTally
-	steps    int
-	seen     []int32
+	census  targets.Census
 }
 
 // SetExpertCensus implements targets.ExpertCensus.
-func (rt *hostRuntime) SetExpertCensus(on bool) { rt.census.on = on }
+func (rt *hostRuntime) SetExpertCensus(on bool) { rt.census.On = on }
 
 // TakeExpertCensus implements targets.ExpertCensus.
-func (rt *hostRuntime) TakeExpertCensus() (map[int]targets.ExpertTally, int) {
-	d, n := rt.census.distinct, rt.census.steps
-	rt.census.distinct, rt.census.steps = nil, 0
-	return d, n
-}
+func (rt *hostRuntime) TakeExpertCensus() (map[int]targets.ExpertTally, int) { return rt.census.Take() }
 
-// count adds instruction i's distinct experts to the census when it routes slots to
+// countExperts adds instruction c's expert ids to the census when it routes slots to
 // experts (its third operand the slots' expert ids).
-func (c *census) count(i int, in *plan.Instr, args []Tensor) {
-	if in.Op != "moe_experts" || len(args) < 3 {
-		return
+func (rt *hostRuntime) countExperts(i int, c *call) {
+	if E, _ := c.in.Attrs.Int("experts"); c.in.Op == "moe_experts" && len(c.args) >= 3 && E > 0 {
+		rt.census.Add(i, c.args[2].I32, int(E))
 	}
-	E, _ := in.Attrs.Int("experts")
-	if E <= 0 {
-		return
-	}
-	if len(c.seen) < int(E) {
-		c.seen = make([]int32, E)
-	}
-	if c.distinct == nil {
-		c.distinct = map[int]targets.ExpertTally{}
-	}
-	tl := c.distinct[i]
-	tl.Add(args[2].I32, int(E), c.seen)
-	c.distinct[i] = tl
 }
 
 type state struct{ seq *kvstate.Seq }
@@ -492,23 +466,33 @@ func (rt *hostRuntime) run(pr *program, st *Step) error {
 		}
 		return nil
 	}
-	census := rt.census.on && pr.p.Phase == plan.PhaseDecode
+	census := rt.census.On && pr.p.Phase == plan.PhaseDecode
+	if rt.hook == nil && !census {
+		for i := range pr.calls {
+			c := &pr.calls[i]
+			if err := c.k.Run(st, c.args, c.results); err != nil {
+				return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Kernel, err)
+			}
+		}
+		return nil
+	}
 	if census {
-		rt.census.steps++
+		rt.census.Step()
 	}
 	for i := range pr.calls {
 		c := &pr.calls[i]
+		run := func() error { return c.k.Run(st, c.args, c.results) }
 		var err error
-		if rt.hook == nil {
-			err = c.k.Run(st, c.args, c.results)
+		if rt.hook != nil {
+			err = rt.hook(pr.p.Phase, i, c.in, run)
 		} else {
-			err = rt.hook(pr.p.Phase, i, c.in, func() error { return c.k.Run(st, c.args, c.results) })
+			err = run()
 		}
 		if err != nil {
 			return fmt.Errorf("%s step, instr %d (%s): %w", pr.p.Phase, i, c.in.Kernel, err)
 		}
 		if census {
-			rt.census.count(i, c.in, c.args)
+			rt.countExperts(i, c)
 		}
 	}
 	return nil

@@ -9,37 +9,29 @@ import (
 
 // census is the expert census (targets.ExpertCensus): while on, each decode step's
 // moe_experts instructions have their slots' expert ids read back after they run (a
-// synchronization each), and the distinct experts counted per instruction.
+// synchronization each) and tallied.
 type census struct {
-	on       bool
-	distinct map[int]targets.ExpertTally
-	steps    int
-	ids      []int32
-	seen     []int32
+	targets.Census
+	ids []int32
 }
 
 var _ targets.ExpertCensus = (*Runtime)(nil)
 
 // SetExpertCensus implements targets.ExpertCensus. Steps run with it on launch their
 // kernels one by one (no graphs).
-func (rt *Runtime) SetExpertCensus(on bool) { rt.w.do(func() { rt.census.on = on }) }
+func (rt *Runtime) SetExpertCensus(on bool) { rt.w.do(func() { rt.census.On = on }) }
 
 // TakeExpertCensus implements targets.ExpertCensus.
-func (rt *Runtime) TakeExpertCensus() (map[int]targets.ExpertTally, int) {
-	var d map[int]targets.ExpertTally
-	var n int
-	rt.w.do(func() {
-		d, n = rt.census.distinct, rt.census.steps
-		rt.census.distinct, rt.census.steps = nil, 0
-	})
+func (rt *Runtime) TakeExpertCensus() (d map[int]targets.ExpertTally, n int) {
+	rt.w.do(func() { d, n = rt.census.Take() })
 	return d, n
 }
 
 // censusOn reports whether this step of pr counts its experts.
-func (rt *Runtime) censusOn(pr *prog) bool { return rt.census.on && pr.p.Phase == plan.PhaseDecode }
+func (rt *Runtime) censusOn(pr *prog) bool { return rt.census.On && pr.p.Phase == plan.PhaseDecode }
 
 // countExperts reads back call i's expert ids when it routes slots to experts (its third
-// operand) and adds its distinct experts to the census.
+// operand) and adds them to the census.
 func (rt *Runtime) countExperts(i int, c *call) error {
 	if c.in.Op != "moe_experts" || len(c.step.args) < 3 {
 		return nil
@@ -55,20 +47,12 @@ func (rt *Runtime) countExperts(i int, c *call) error {
 		cs.ids = make([]int32, n)
 	}
 	cs.ids = cs.ids[:n]
-	if int64(len(cs.seen)) < E {
-		cs.seen = make([]int32, E)
-	}
 	if err := rt.drv.DtoH(unsafe.Pointer(&cs.ids[0]), ids.Ptr, uint64(4*n), rt.stream); err != nil {
 		return err
 	}
 	if err := rt.drv.Sync(rt.stream); err != nil {
 		return err
 	}
-	if cs.distinct == nil {
-		cs.distinct = map[int]targets.ExpertTally{}
-	}
-	tl := cs.distinct[i]
-	tl.Add(cs.ids, int(E), cs.seen)
-	cs.distinct[i] = tl
+	cs.Add(i, cs.ids, int(E))
 	return nil
 }

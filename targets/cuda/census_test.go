@@ -134,7 +134,7 @@ func TestExpertCensusMatchesCPU(t *testing.T) {
 
 // TestUniformRoute: with DEEPINFER_CUDA_ROUTE=uniform every top-k router's ids are k
 // distinct experts a token in range, spread evenly over the experts (a chi-square over
-// the experts' counts, pooled over the routers and steps, under its 99.9% point), and
+// the experts' counts, pooled over the routers and steps, under its 99% point), and
 // differ from the model's routing (the cpu target's ids for the same step, whose counts
 // the same statistic rejects); the hash layers keep theirs; the runtime's description
 // says so.
@@ -255,8 +255,9 @@ func TestUniformRoute(t *testing.T) {
 				return chi
 			}
 			chi := chiSq(counts)
-			// the 99.9% point of chi-square with len-1 degrees of freedom: 3 (4 experts) or 7 (8)
-			limit := map[int]float64{4: 16.27, 8: 24.32}[len(counts)]
+			// the 99% point of chi-square with len-1 degrees of freedom: 3 (4 experts) or 7
+			// (8); the hash draws are fixed, so the statistic is too (8.09 and 6.53)
+			limit := map[int]float64{4: 11.34, 8: 18.48}[len(counts)]
 			t.Logf("%s: %d top-k router steps, expert counts %v, chi-square %.2f (limit %.2f); the model's routing %v, chi-square %.2f", model, routers, counts, chi, limit, model0, chiSq(model0))
 			if limit == 0 || chi > limit {
 				t.Errorf("expert counts %v: chi-square %.2f past %.2f", counts, chi, limit)

@@ -128,7 +128,7 @@ func (g *graphCache) evict(d driver) error {
 // instruction, while profiling or the kernel timeline puts events between launches,
 // while the expert census reads ids back between them, or when graphs are turned off.
 func (rt *Runtime) graphable() bool {
-	return rt.graphs.on && rt.hook == nil && !rt.prof.on && !(rt.tl.on && rt.tl.kernels) && !rt.census.on
+	return rt.graphs.on && rt.hook == nil && !rt.prof.on && !(rt.tl.on && rt.tl.kernels) && !rt.census.On
 }
 
 // runGraph launches the program for st's shape as a graph, capturing it first when

@@ -1179,7 +1179,7 @@ func (rt *Runtime) run(pr *prog, st Step, lay *packLayout) (_ []event, err error
 		defer func() { rt.stepping = false }()
 		census := rt.censusOn(pr)
 		if census {
-			rt.census.steps++
+			rt.census.Step()
 		}
 		for i, c := range pr.calls {
 			if evs != nil {
