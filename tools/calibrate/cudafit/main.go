@@ -117,7 +117,7 @@ func run(w io.Writer, root, out string, in inputs) error {
 		}
 		prev = pc["cuda-fast"]
 	}
-	for _, num := range []string{"fast", "exact"} {
+	for _, num := range []string{"fast", "fp8", "exact"} {
 		c := cals["cuda-"+num]
 		if c == nil {
 			continue
@@ -140,7 +140,7 @@ func run(w io.Writer, root, out string, in inputs) error {
 			report(w, "default h200 model, every point", base, g, nil)
 			report(w, "cuda-"+num+", in sample (every point)", m, g, calib.ShippedTrain)
 			var pt map[string]cost.ClassCal
-			if num == "fast" && prev != nil && prev.Models[mt] != nil {
+			if num != "exact" && prev != nil && prev.Models[mt] != nil { // the fp8 mode's points too: before a cuda-fp8 fit, cuda-fast priced them
 				pt = prev.Models[mt]
 				report(w, "previous cuda-fast ("+prev.Fit+")", base.WithClasses("previous", pt), g, nil)
 			}
