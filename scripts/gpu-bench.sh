@@ -47,9 +47,10 @@
 # time it again, the prefill with the first set only),
 # BASE_BIN=DIR times it again with another build's divm (DIR: that build's bench
 # directory, e.g. build/base/bench from its bench.tgz unpacked into build/base; its dic
-# plans where DIR has one, else this build's; first context, CMP_BATCH; the report
-# $m.fast.base.bench.json; and the PREFILL prompt unless PREFILL_COMPARE=0,
-# $m.prefill.base.txt),
+# plans where DIR has one, else this build's; first context, CMP_BATCH, in the numerics
+# mode CMP_NUMERICS (default fast) with the flags BASE_FLAGS (default --route ROUTE;
+# BASE_FLAGS= for a build older than --route); the report $m.fast.base.bench.json; and
+# the PREFILL prompt unless PREFILL_COMPARE=0, $m.prefill.base.txt),
 # SAMPLE_COMPARE='--temperature 1 [--top-p 0.9] [--top-k 50]' times the fast mode again
 # with every decode row sampled with those flags (first context, profiled; the report
 # $m.fast.sample.bench.json),
@@ -247,14 +248,15 @@ run() {
 			# bench directory, unpacked from that build's bench.tgz; e.g. the commit before
 			# a change to code every kernel shares, which no env switch can turn off), at
 			# the first context and CMP_BATCH, profiled (the same run, the same checkpoint)
-			echo "==== $m: $BASE_BIN/divm bench --numerics fast (another build)"
+			echo "==== $m: $BASE_BIN/divm bench --numerics ${CMP_NUMERICS:-fast} ${BASE_FLAGS---route ${ROUTE:-uniform}} (another build)"
 			# (its own dic where it has one, else this build's: the same plan format)
 			local bdic="$BASE_BIN/dic"
 			[ -x "$bdic" ] || bdic="$bin/dic"
 			"$bdic" compile --model "$ck" --target h200 -o "$ck.base.dip" >/dev/null || echo "BASE_BIN: $bdic compile failed"
+			# shellcheck disable=SC2086 # BASE_FLAGS is a list of flags
 			timeout "${BENCH_TIMEOUT:-420}" "$BASE_BIN/divm" bench "$ck.base.dip" --model "$ck" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
 				--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
-				--numerics fast --out "$out/$m.fast.base.bench.json" 2>&1 | tee "$out/$m.fast.base.bench.txt"
+				--numerics "${CMP_NUMERICS:-fast}" ${BASE_FLAGS---route ${ROUTE:-uniform}} --out "$out/$m.fast.base.bench.json" 2>&1 | tee "$out/$m.fast.base.bench.txt"
 			echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.base.bench.txt"
 		fi
 		if [ -n "${SAMPLE_COMPARE:-}" ]; then

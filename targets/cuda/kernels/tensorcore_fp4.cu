@@ -40,7 +40,7 @@ DEV u32 fp4_pair(u32 q, int j) {
 // m2 is 1 unless u > 128 (and NaN for 0xff, as ue8m0_f32).
 DEV u32 fp4_m1(u32 u) {
   u32 b = ((u < 128 ? u : 128) + 126) << 7;
-  return b | (b << 16);
+  return b * 0x10001u;  // b | b << 16 (b < 2^16)
 }
 DEV u32 fp4_m2(u32 u) {
   u32 b = u == 255 ? 0x7fc0u : ((u > 128 ? u - 128 : 0) + 127) << 7;
@@ -113,15 +113,35 @@ DEVM void fp4_streams(const FastMoEArgs& a, const Fp4Block& b, int warp, int g, 
 }
 #endif
 
+// fp4_sw: where chunk w4 (of four 16-byte chunks) of pair group t of slot c sits among
+// its group's four places in the staged activations: w4 XOR a lane constant, so that a
+// quarter-warp's 16-byte loads (slots of both parities, t = 0..3) hit distinct banks, and
+// so that a lane's four places are its first one's index XOR w4 (fp4_step).
+DEV int fp4_sw(int w4, int t, int c) { return w4 ^ ((t >> 1) | ((c & 1) << 1)); }
+// fp4_xl: lane (g, t)'s index of chunk 0 of its group in slot g of a staged step whose
+// slots are cs uint4s apart (fp4_step's xl), computed once a kernel: on the device behind
+// an opaque move, so that the compiler keeps it in a register (or spills it) instead of
+// forming it again from the thread index before every load (~12 instructions each time,
+// four times a step, at the tiles' 128-register bound).
+DEV int fp4_xl(int g, int t, int cs) {
+  int v = g * cs + t * 4 + fp4_sw(0, t, g);
+#if !defined(DI_EMULATE) && !defined(DI_LANES)
+  asm volatile("mov.b32 %0, %0;" : "+r"(v));
+#endif
+  return v;
+}
+
 #ifndef DI_EMULATE
 // fp4_step: one step's arithmetic of a warp's two streams (the device tiles, register
 // and pipelined): the lane's 4 × 32 codes of rows g and g+8 (ca, cb) widened with their
-// scales (m1, and m2 when a scale exceeds 128), then for each live activation tile j the
-// slots' halves from shared memory (slot c's at xs[c·cs + half·16 + ...], swizzled) and
-// the mma chain: for w4 = 0..3, hi then lo for pairs 0-1, hi then lo for pairs 2-3.
+// scales (m1, and m2 when a scale of the warp exceeds 128: big), then for each live
+// activation tile j the slots' halves from shared memory (slot c's at xs[c·cs + half·16
+// + t·4 + fp4_sw(w4, t, c)]: for c = 8j + g the lane's index xl = fp4_xl(g, t, cs) XOR
+// w4, plus 8j·cs; cs a multiple of 4) and the mma chain: for w4 = 0..3, hi then lo for
+// pairs 0-1, hi then lo for pairs 2-3.
 template <int J>
 DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, const u32* m1a, const u32* m1b,
-                   const u32* m2a, const u32* m2b, bool big, const uint4* xs, int cs, int live, int g, int t,
+                   const u32* m2a, const u32* m2b, bool big, const uint4* xs, int cs, int live, int xl,
                    bool xexact) {
   UNROLL for (int w4 = 0; w4 < 4; w4++) {
     u32 da[2][4], db[2][4];
@@ -141,9 +161,8 @@ DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, cons
     }
     UNROLL for (int j = 0; j < J; j++) {
       if (j >= live) break;
-      int c = 8 * j + g;
-      int pos = (w4 + (t >> 1) + 2 * (c & 1)) & 3;
-      uint4 bh = xs[c * cs + 0 * 16 + t * 4 + pos];
+      const int at = (xl ^ w4) + j * 8 * cs;  // slot 8j + g: the same parity as g
+      uint4 bh = xs[at];
       if (xexact) {  // bf16 activations: no lo halves
         UNROLL for (int p = 0; p < 2; p++) {
           fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
@@ -151,7 +170,7 @@ DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, cons
         }
         continue;
       }
-      uint4 bl = xs[c * cs + 1 * 16 + t * 4 + pos];
+      uint4 bl = xs[at + 16];
       UNROLL for (int p = 0; p < 2; p++) {
         fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bh.x, bh.y);
         fast_mma(acc[p][j], da[p][0], db[p][0], da[p][1], db[p][1], bl.x, bl.y);
@@ -213,16 +232,20 @@ DEVM void fp4_load_regs8(const Fp4Rows8& r, int h, const bool* oka, const bool* 
     ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
   }
 }
-// fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1, and fp4_m2 for
-// bytes over 128), and whether any lane of the warp has such a byte (every tile kernel).
+// fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1), and whether any
+// lane of the warp has a byte over 128; only then their fp4_m2 too (m2a, m2b are read
+// only when it returns true; every tile kernel).
 DEVM bool fp4_scales(const u32* ua, const u32* ub, u32* m1a, u32* m1b, u32* m2a, u32* m2b) {
   bool big = false;
   UNROLL for (int p = 0; p < 2; p++) {
     m1a[p] = fp4_m1(ua[p]), m1b[p] = fp4_m1(ub[p]);
-    m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
     big = big || ua[p] > 128 || ub[p] > 128;
   }
-  return __any_sync(0xffffffffu, big);
+  big = __any_sync(0xffffffffu, big);
+  if (big) {  // (rare: scales over 2^1)
+    UNROLL for (int p = 0; p < 2; p++) m2a[p] = fp4_m2(ua[p]), m2b[p] = fp4_m2(ub[p]);
+  }
+  return big;
 }
 // fp4_store_pass: a pass's sums (J activation tiles of 8 slots) into part: lane (g, t)'s
 // c0, c1 are weight row g, slots 2t, 2t+1; c2, c3 row g+8 (every tile kernel).
@@ -353,6 +376,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   bool oka[2], okb[2];
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  const int xl = fp4_xl(g, t, ST * 2 * 16);  // (fp4_step)
   Fp4Rows8 r8;
   if constexpr (R8) r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
@@ -378,7 +402,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         const int q = i >> (XE ? 4 : 5), hh = q & (ST - 1), c = q / ST;
         const bool in = c < nc && hh < ns && !(half && a.xexact);
         const u32* src = in ? (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
-        const int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
+        const int pos = fp4_sw(c4, tt, c);
         const int at = XE ? ((c * ST + hh) * 2 + buf) * 16 : buf * BUF + ((c * ST + hh) * 2 + half) * 16;
         fast_cp16(&xs[at + tt * 4 + pos], src, in);
       }
@@ -394,7 +418,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       if (nsteps > 0) stage_async(0);
     }
     if (nsteps > 0) load(0);
-    for (int h = 0; h < nsteps; h++) {
+    UNROLL_BY(2) for (int h = 0; h < nsteps; h++) {
       if (AX && (h & (ST - 1)) == 0) {
         fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
         __syncthreads();    // every thread's; every warp done with the last stage's buffer
@@ -415,7 +439,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
             const u32* src = (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h + hh)) / 2 + tt * 16 + c4 * 4;
             v = *(const uint4*)src;
           }
-          int pos = (c4 + (tt >> 1) + 2 * (c & 1)) & 3;
+          int pos = fp4_sw(c4, tt, c);
           xs[((c * FP4_STEPS + hh) * 2 + half) * 16 + tt * 4 + pos] = v;
         }
         __syncthreads();
@@ -426,7 +450,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       if (h + 1 < nsteps) load(h + 1);
       const int hs = h & (ST - 1), buf = AX ? (h / ST) & 1 : 0;
       fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (XE ? (hs * 2 + buf) * 16 : buf * BUF + hs * 2 * 16),
-               ST * 2 * 16, live, g, t, XE || a.xexact != 0);
+               ST * 2 * 16, live, xl, XE || a.xexact != 0);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
@@ -466,13 +490,14 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
   bool oka[2], okb[2];
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  const int xl = fp4_xl(g, t, SS);  // (fp4_step)
   // (rows g+8 from rows g, as the R8 register tiles)
   const Fp4Rows8 r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
   // this thread's chunks of a step's copies: chunk c4 of pair group tt of slots
   // (tid >> 4) + 8·it, swizzled as fp4_tiles' xs (the same place in every slot of a
   // thread but for the slot's parity, which is tid >> 4's)
   const int c4 = tid & 3, tt = (tid >> 2) & 3, c8 = tid >> 4;
-  const int sx = c8 * SS + tt * 4 + ((c4 + (tt >> 1) + 2 * (c8 & 1)) & 3);
+  const int sx = c8 * SS + tt * 4 + fp4_sw(c4, tt, c8);
   for (i64 c0 = 0; c0 < n; c0 += WS) {
     const int nc = (int)imin(WS, n - c0), live = (nc + 7) / 8;
     float acc[2][WJ][4];
@@ -506,7 +531,7 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs[h & 1], SS, live, g, t, !LO);
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs[h & 1], SS, live, xl, !LO);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
@@ -562,6 +587,7 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
   bool oka[2], okb[2];
   i64 rt0[2];
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
+  const int xl = fp4_xl(g, t, 2 * 16);  // (fp4_step)
   // issue_w: this lane's weight copies of step h into stage h % S (none past the slice)
   // and a commit either way
   auto issue_w = [&](int h) {
@@ -582,7 +608,7 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
   // this thread's share of the halves' copies: 16-byte chunk c4 of pair group tt of
   // half `half`, for slots warp + 4j (j < 2·live), the same chunk every step
   const int c4 = tid & 3, tt = (tid >> 2) & 3, half = (tid >> 4) & 1;
-  const int pos = (c4 + (tt >> 1) + 2 * (warp & 1)) & 3;
+  const int pos = fp4_sw(c4, tt, warp);
   const u32* xsrc = half ? a.xl : a.xh;
   uint4* const xd = xs + (warp * 2 + half) * 16 + tt * 4 + pos;
   UNROLL for (int h = 0; h < S - 1; h++) issue_w(h);  // before the slot lists are read
@@ -634,7 +660,7 @@ DEVM void fp4_pipe(const FastMoEArgs& a, i64 GIDX) {
       issue_w(h + S - 1);  // into the stage step h − 1 read (this lane's own)
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
-      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (h & 1) * (FP4_SLOTS * 2 * 16), 2 * 16, live, g, t,
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (h & 1) * (FP4_SLOTS * 2 * 16), 2 * 16, live, xl,
                a.xexact != 0);
     }
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
