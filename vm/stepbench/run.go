@@ -195,8 +195,14 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	V := m.Plan.Model.Vocab
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0xbe7c4))
-	token := func() int32 { return int32(3 + rng.IntN(max(V-3, 1))) }
+	// tokens: a source of random tokens for one context's prompt (B 0) or one point's
+	// decode rows, drawn from Seed, the context and B only, so that a point reads the same
+	// tokens (and, under --route uniform, the same experts) whatever other points the
+	// run has: two builds' reports of different batch lists compare step for step
+	tokens := func(ctx, B int) func() int32 {
+		rng := rand.New(rand.NewPCG(cfg.Seed, 0xbe7c4^uint64(ctx)<<24^uint64(B)))
+		return func() int32 { return int32(3 + rng.IntN(max(V-3, 1))) }
+	}
 	prefill := func(s *vm.Sequence, toks []int32) error {
 		for i := 0; i < len(toks); i += cfg.Chunk {
 			j := min(i+cfg.Chunk, len(toks))
@@ -209,6 +215,7 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 	contexts := slices.Sorted(slices.Values(cfg.Contexts))
 	for _, ctx := range contexts {
 		prompt := make([]int32, ctx)
+		token := tokens(ctx, 0)
 		for i := range prompt {
 			prompt[i] = token()
 		}
@@ -236,7 +243,7 @@ func Run(m *vm.Machine, cfg Config) (*Report, error) {
 			}
 		}
 		for _, B := range cfg.Batches {
-			pt, err := runPoint(m, cfg, tmpl, prompt, B, ctx, token, prefill, say)
+			pt, err := runPoint(m, cfg, tmpl, prompt, B, ctx, tokens(ctx, B), prefill, say)
 			if err != nil {
 				tmpl.Release()
 				return nil, err

@@ -461,3 +461,37 @@ func TestDecodeRowsFedRandomTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestPointTokensIndependentOfOtherPoints: a point's decode rows are fed the same tokens
+// whatever other points the run has (a batch list of 2 and 4 against 4 alone, the same
+// seed), so that two builds' reports of different batch lists read the same experts
+// step for step; another seed feeds other tokens.
+func TestPointTokensIndependentOfOtherPoints(t *testing.T) {
+	fedFor := func(batches []int, seed uint64) [][]int32 {
+		var fed, got [][]int32
+		m := machineOn(t, func(tg targets.Target) targets.Executor { return recording{tg, &fed, &got} })
+		cfg := stepbench.Config{Batches: batches, Contexts: []int{12}, Warmup: 1, Steps: 3, Chunk: 8, CopyBytes: 1 << 20, Seed: seed}
+		if _, err := stepbench.Run(m, cfg); err != nil {
+			t.Fatal(err)
+		}
+		var four [][]int32
+		for _, f := range fed {
+			if len(f) == 4 {
+				four = append(four, f)
+			}
+		}
+		return four
+	}
+	a, b := fedFor([]int{2, 4}, 5), fedFor([]int{4}, 5)
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("%d and %d decode steps of 4 rows", len(a), len(b))
+	}
+	for s := range a {
+		if !slices.Equal(a[s], b[s]) {
+			t.Errorf("step %d of batch 4: fed %v after batch 2, %v alone", s, a[s], b[s])
+		}
+	}
+	if c := fedFor([]int{4}, 6); slices.Equal(c[0], a[0]) {
+		t.Errorf("seeds 5 and 6 fed the same first tokens %v", c[0])
+	}
+}
