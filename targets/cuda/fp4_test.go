@@ -841,34 +841,3 @@ func TestSum4SameValues(t *testing.T) {
 	sameAcross(t, v41Fixtures, cuda.EnvSum4, "0", "", 80, "fast_sum ("+cuda.EnvSum4+"=0)", "fast_sum4 (the default)",
 		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_sum", "fast_sum4") })
 }
-
-// TestFP4PrefetchSameLogits: with DEEPINFER_CUDA_FP4_PREFETCH set, V4.1's FP4 experts run
-// on the _regp tiles (the _rega ones with their weights prefetched into L2) and every
-// logit row equals the one without it, bit for bit (on the emulated device, or the GPU
-// with -device gpu, where the prefetches really run).
-func TestFP4PrefetchSameLogits(t *testing.T) {
-	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev2")
-	run := func(v string) ([][]float32, map[string]int) {
-		t.Setenv(cuda.EnvFP4Prefetch, v)
-		return prefillAndDecode(t, p, ws, 80)
-	}
-	a, ka := run("")
-	b, kb := run("3")
-	if ka != nil { // (the GPU records no launch counts)
-		for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
-			if ka[k+"_rega"] == 0 || ka[k+"_regp"] != 0 || kb[k+"_regp"] == 0 || kb[k+"_rega"] != 0 {
-				t.Errorf("%s: _rega %d / %d and _regp %d / %d launches without / with the prefetch", k, ka[k+"_rega"], kb[k+"_rega"], ka[k+"_regp"], kb[k+"_regp"])
-			}
-		}
-	}
-	if len(a) != len(b) || len(a) != 82 {
-		t.Fatalf("%d and %d logits rows, want 82", len(a), len(b))
-	}
-	for i := range a {
-		for j := range a[i] {
-			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
-				t.Fatalf("row %d logit %d: %g with the prefetch, %g without", i, j, b[i][j], a[i][j])
-			}
-		}
-	}
-}

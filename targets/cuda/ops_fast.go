@@ -926,29 +926,6 @@ func (f *fastExperts) sd(s *Step) (S, ks int64) {
 // split there). For comparisons; read when a program is bound.
 const EnvFP4Slices = "DEEPINFER_CUDA_FP4_SLICES"
 
-// EnvFP4Prefetch set to N (1 to 16) runs the FP4 register tiles for bf16 activations
-// (_rega: V4.1's, and V4's in the fp8 mode) as fast_moe_up_fp4_regp/
-// fast_moe_down_fp4_regp, which bring each step's weight codes into L2 N steps before
-// their register loads (tensorcore_fp4.cu fp4_prefetch: one prefetch a lane a step), so
-// that more of a multiprocessor's weight bytes are in flight than the one step its
-// registers hold. Unset or 0: _rega. Other tiles (EnvFP4XE, EnvFP4Pipe, V4's fast mode)
-// take no prefetch. A hint: the values are the same. Opt-in until timed on a GPU; read
-// when a program is bound.
-const EnvFP4Prefetch = "DEEPINFER_CUDA_FP4_PREFETCH"
-
-// fp4PrefetchEnv is EnvFP4Prefetch's distance (0 unset), or an error naming the variable.
-func fp4PrefetchEnv() (int64, error) {
-	v := strings.TrimSpace(os.Getenv(EnvFP4Prefetch))
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > 16 {
-		return 0, fmt.Errorf("%s=%q: want a step count 0 to 16", EnvFP4Prefetch, v)
-	}
-	return n, nil
-}
-
 // expertSlicesEnv parses EnvFP4Slices: the most slices of the up and down products.
 func expertSlicesEnv() (up, down int64, err error) {
 	v := os.Getenv(EnvFP4Slices)
@@ -1010,9 +987,6 @@ type fastExperts struct {
 	// the fp8 numerics round them to bf16 in the splits (V4's: roundX), so the tiles
 	// leave out the lo halves' mma
 	xexact int64
-	// pf: the FP4 register tiles' weight prefetch into L2, in steps ahead (EnvFP4Prefetch;
-	// 0: none)
-	pf int64
 	// quant 2: x and hid are unquantized and their splits quantize them to MXFP8
 	// (fast_quant_split; the caller launches no dense_quant)
 	quant int64
@@ -1148,9 +1122,6 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	if err != nil {
 		return nil, err
 	}
-	if f.pf, err = fp4PrefetchEnv(); err != nil {
-		return nil, err
-	}
 	f.Su, f.ksu = fastExpertSlices(sh.D, su)
 	f.Sd, f.ksd = fastExpertSlices(sh.I, sd)
 	if os.Getenv(EnvFP4Slices) == "" && (b.rt == nil || !b.rt.invariant) {
@@ -1177,9 +1148,6 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		}
 		if f.fp4Suffix == "_reg" {
 			f.fp4Suffix = tileSuffix(EnvFP4XE, "x", "_regx", "_rega")
-		}
-		if f.fp4Suffix == "_rega" && f.pf > 0 {
-			f.fp4Suffix = "_regp" // (_rega with the weights prefetched into L2)
 		}
 	}
 	if f.fp4Suffix == "_reg" {
@@ -1317,7 +1285,6 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs, xq int, xrows, N, K, Kp, S, k
 		a.P(0)
 		a.P(0)
 	}
-	a.I(f.pf)
 }
 
 // tiles adds a tiles kernel's three entries: kernel_fp4 (kernel_fp4_reg with

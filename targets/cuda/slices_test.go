@@ -83,35 +83,3 @@ func TestDownSlicesByStep(t *testing.T) {
 		t.Errorf("batch-invariant mode: %d slices at 256 tokens", S)
 	}
 }
-
-// TestFP4PrefetchEnv: DEEPINFER_CUDA_FP4_PREFETCH's distance reaches the tiles' argument
-// (unset and 0: none) and picks the _regp tiles instead of _rega, and a bad value fails
-// the open naming the variable. The prefetches' ranges and the unchanged values are
-// TestFP4DeviceCodeOnHostFibers'; TestFP4PrefetchSameLogits runs a model with it.
-func TestFP4PrefetchEnv(t *testing.T) {
-	sh := fastExpertShape{E: 384, D: 5120, I: 2304, k: 6, v41: 1}
-	for _, c := range []struct {
-		v    string
-		want int64
-	}{{"", 0}, {"0", 0}, {"3", 3}, {" 16 ", 16}} {
-		t.Setenv(EnvFP4Prefetch, c.v)
-		f, err := newFastExperts(&Bind{}, sh, nil, 0, 0, 0, 0, 0, 0)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", EnvFP4Prefetch, c.v, err)
-		}
-		if f.pf != c.want {
-			t.Errorf("%s=%q: distance %d, want %d", EnvFP4Prefetch, c.v, f.pf, c.want)
-		}
-		if want := map[bool]string{false: "_rega", true: "_regp"}[c.want > 0]; f.fp4Suffix != want {
-			t.Errorf("%s=%q: tiles %q, want %q", EnvFP4Prefetch, c.v, f.fp4Suffix, want)
-		}
-	}
-	p, ws := CompileDir(t, "../../testdata/tiny-v41-dev")
-	for _, v := range []string{"-1", "17", "two"} {
-		t.Setenv(EnvFP4Prefetch, v)
-		_, err := OpenEmulated(p, ws, targets.Options{MaxTokens: 16, Numerics: targets.NumericsFast}, 1<<30)
-		if err == nil || !strings.Contains(err.Error(), EnvFP4Prefetch) {
-			t.Errorf("open with %s=%s: %v", EnvFP4Prefetch, v, err)
-		}
-	}
-}

@@ -2429,9 +2429,6 @@ struct FastMoEArgs {
   // codes (K a row) and piece scales (K/32 a row), fast_quant_split's; null for the others
   const unsigned char* xq;
   const float* xe;
-  // the FP4 register tiles' weight prefetch into L2, in steps ahead (0: none;
-  // DEEPINFER_CUDA_FP4_PREFETCH, tensorcore_fp4.cu fp4_prefetch)
-  i64 pf;
 };
 struct FastMoERows {
   const int* list;

@@ -209,14 +209,12 @@ struct Fp4Rows8 {
   const unsigned char* w[2];  // rows g's codes of step 0
   const unsigned char* s[2];  // rows g's scale bytes of step 0
   int r8, s8, hk;
-  int hf;  // the steps whose 128 values all lie before K (fp4_prefetch)
 };
 DEVM Fp4Rows8 fp4_rows8(i64 kb, int t, int K, int cols, const unsigned char* const* wa, const unsigned char* const* sa) {
   Fp4Rows8 r;
   const int k0 = (int)kb + 32 * t;  // (kb a multiple of 128: k0 / 2 and k0 / 32 exact)
   r.r8 = 4 * cols, r.s8 = cols / 4;
   r.hk = k0 < K ? (K - k0 + 127) / 128 : 0;
-  r.hf = K > (int)kb ? (K - (int)kb) / 128 : 0;
   UNROLL for (int p = 0; p < 2; p++) r.w[p] = wa[p] + k0 / 2, r.s[p] = sa[p] + k0 / 32;
   return r;
 }
@@ -233,27 +231,6 @@ DEVM void fp4_load_regs8(const Fp4Rows8& r, int h, const bool* oka, const bool* 
     ua[p] = ina ? r.s[p][soff] : 127;
     ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
   }
-}
-// fp4_prefetch: step hp's codes of one of the warp's row segments (64 bytes: the 128
-// values of a row that lanes t = 0..3 load at a step) brought into L2 ahead of the
-// register loads, which then wait on L2 rather than on HBM: lane (g, t) takes stream
-// t >> 1's row g (t even) or g + 8 (t odd), so the warp's 32 lanes cover its 32 row
-// segments with one prefetch each (a thread's own `prefetch.global.L2` of the line holding
-// its segment: the bulk form takes one address a warp). Only rows before N and steps whose 128 values
-// lie before K (never past a row's end). A hint: no value depends on it. DI_LANES builds
-// that define DI_PREFETCH_CHECK check each range against the weights instead.
-DEVM void fp4_prefetch(const Fp4Rows8& r, int hp, int t, const bool* oka, const bool* okb) {
-  const bool odd = (t & 1) != 0, s1 = (t & 2) != 0;
-  const bool ok = s1 ? (odd ? okb[1] : oka[1]) : (odd ? okb[0] : oka[0]);
-  if (hp >= r.hf || !ok) return;
-  const unsigned char* q = (s1 ? r.w[1] : r.w[0]) - 16 * t + (odd ? r.r8 : 0) + 64u * (u32)hp;
-#if defined(DI_LANES)
-#ifdef DI_PREFETCH_CHECK
-  lanes_prefetch(q, 64);
-#endif
-#else
-  asm volatile("{ .reg .u64 g; cvta.to.global.u64 g, %0; prefetch.global.L2 [g]; }" ::"l"(q));
-#endif
 }
 // fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1), and whether any
 // lane of the warp has a byte over 128; only then their fp4_m2 too (m2a, m2b are read
@@ -379,12 +356,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // stages of two steps, both halves, xs' two halves of its room the two buffers. The same
 // halves in the same places of the buffer read (zeros for slots past nc, steps past the
 // slice and lo halves of bf16 activations), so the same values.
-// PF (the _regp tiles: _rega's with fp4_prefetch, DEEPINFER_CUDA_FP4_PREFETCH): each step's
-// weight codes brought into L2 a.pf steps before their register loads (a.pf of 0: none),
-// in a kernel of its own so that the other tiles' registers are not spent on it.
-template <int NW, bool XE = false, bool R8 = false, bool AX = false, bool PF = false>
+template <int NW, bool XE = false, bool R8 = false, bool AX = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
-  static_assert(!PF || R8, "the prefetch is compiled with the rows g+8 found from rows g only");
   static_assert(!AX || R8, "the async staging is compiled with the rows g+8 found from rows g only");
   // ST: steps a stage; BUF (AX without XE): one buffer's uint4s
   constexpr int ST = AX && !XE ? 2 : FP4_STEPS, BUF = FP4_SLOTS * ST * 2 * 16;
@@ -445,11 +418,6 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       if (nsteps > 0) stage_async(0);
     }
     if (nsteps > 0) load(0);
-    const int pf = PF ? (int)a.pf : 0;
-    if constexpr (PF) {
-      if (c0 == 0)
-        for (int q = 1; q < pf && q < nsteps; q++) fp4_prefetch(r8, q, t, oka, okb);
-    }
     UNROLL_BY(2) for (int h = 0; h < nsteps; h++) {
       if (AX && (h & (ST - 1)) == 0) {
         fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
@@ -480,9 +448,6 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
-      if constexpr (PF) {
-        if (pf > 0 && c0 == 0 && h + pf < nsteps) fp4_prefetch(r8, h + pf, t, oka, okb);
-      }
       const int hs = h & (ST - 1), buf = AX ? (h / ST) & 1 : 0;
       fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (XE ? (hs * 2 + buf) * 16 : buf * BUF + hs * 2 * 16),
                ST * 2 * 16, live, xl, XE || a.xexact != 0);
@@ -1066,17 +1031,17 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
 // slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
-// on wgmma), 11 variant 5 with the weights prefetched into L2; only that variant
+// on wgmma); only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
 // the launch's blocks in fp4_tiles' loops (every variant's values; 8: fp4_e4_ref's, the
-// e4m3 tiles' definition, 8-10 only).
+// e4m3 tiles' definition).
 template <int NW, int V>
 DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   (void)GIDX;
   const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
-  if constexpr (V >= 8 && V <= 10) fp4_e4_ref<NW>(a, blocks);
+  if constexpr (V >= 8) fp4_e4_ref<NW>(a, blocks);
   else fp4_tiles<NW>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
@@ -1089,7 +1054,6 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 8) fp4_e4_tiles<NW>(a, GIDX);
   else if constexpr (V == 9) fp4_e4_tiles<NW, true>(a, GIDX);
   else if constexpr (V == 10) fp4_e4_tiles<NW, false, true>(a, GIDX);
-  else if constexpr (V == 11) fp4_tiles<NW, true, true, true, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -1121,11 +1085,6 @@ KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 // tiles 7.71 → 6.70 ms at batch 256, docs/perf/moe.md); the same values.
 KERNEL(fast_moe_up_fp4_rega, FastMoEArgs) { fp4_launch<2, 5>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_regp, fast_moe_down_fp4_regp: the _rega tiles with each step's weight
-// codes prefetched into L2 a.pf steps ahead (fp4_prefetch; DEEPINFER_CUDA_FP4_PREFETCH,
-// opt-in until timed). The same values.
-KERNEL(fast_moe_up_fp4_regp, FastMoEArgs) { fp4_launch<2, 11>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regp, FastMoEArgs) { fp4_launch<1, 11>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8: the _reg tiles (any activations: V4's)
 // with rows g+8 found from rows g: their default since run 34 (an H100, the same call:
 // V4's up tiles 3.31 → 3.14 ms at batch 256; DEEPINFER_CUDA_FP4_R8=0 runs _reg); the

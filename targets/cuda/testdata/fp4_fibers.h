@@ -327,16 +327,6 @@ inline void harness_cp(void* dst, const void* src, int size, bool in) {
 }
 void lanes_cp16(void* dst, const void* src, bool in) { harness_cp(dst, src, 16, in); }
 void lanes_cp4(void* dst, const void* src, bool in) { harness_cp(dst, src, 4, in); }
-// the FP4 register tiles' L2 prefetches (fp4_prefetch): each range 16-byte aligned and
-// inside a weight buffer; counted, so that a case can require some
-#define DI_PREFETCH_CHECK 1
-static long g_prefetches;
-void lanes_prefetch(const void* p, int n) {
-  if ((uintptr_t)p % 16 || n % 16) { fprintf(stderr, "misaligned prefetch %p (%d)\n", p, n); g_errors++; }
-  const char* s = (const char*)p;
-  for (auto& r : g_valid) if (s >= r.first && s + n <= r.second) { g_prefetches++; return; }
-  fprintf(stderr, "prefetch outside the buffers: %p (%d)\n", p, n); g_errors++;
-}
 void lanes_cp_commit() { g_cp.groups.push_back(g_cp.open); g_cp.open.clear(); }
 void lanes_cp_wait(int N) {
   while ((int)g_cp.groups.size() > N) {

@@ -120,25 +120,6 @@ static int run_case(const Case& c, unsigned seed) {
   }
   ddiff += against_reg(fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8, "reg8");  // any activations
   ddiff += against_reg(fast_moe_up_fp4_reg8a, fast_moe_down_fp4_reg8a, "reg8a");
-  if (c.xexact) {  // _regp, the _rega tiles with their weights prefetched into L2 three
-                   // steps ahead (DEEPINFER_CUDA_FP4_PREFETCH): the same values, every
-                   // prefetch inside a weight, and none from _rega with the same argument
-    a.pf = 3;
-    const long before = g_prefetches;
-    ddiff += against_reg(fast_moe_up_fp4_rega, fast_moe_down_fp4_rega, "rega, pf set");
-    if (g_prefetches != before) {
-      fprintf(stderr, "  %ld prefetches from _rega\n", g_prefetches - before);
-      g_errors++;
-    }
-    ddiff += against_reg(fast_moe_up_fp4_regp, fast_moe_down_fp4_regp, "regp");
-    a.pf = 0;
-    // (only whole steps are prefetched: a slice of two or more, its second before K)
-    const long whole = std::min(ks, (long)c.K) / 128;
-    if (whole >= 2 && g_prefetches == before) {
-      fprintf(stderr, "  slices of %ld whole steps, and no prefetch issued\n", whole);
-      g_errors++;
-    }
-  }
   a.part = pf.data();
   if (c.NW == 2) fp4_ref<2>(a, blocks); else fp4_ref<1>(a, blocks);
   long chain = 0;  // xexact: outputs that differ from the whole chain's
