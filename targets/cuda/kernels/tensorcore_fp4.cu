@@ -218,47 +218,18 @@ DEVM Fp4Rows8 fp4_rows8(i64 kb, int t, int K, int cols, const unsigned char* con
   UNROLL for (int p = 0; p < 2; p++) r.w[p] = wa[p] + k0 / 2, r.s[p] = sa[p] + k0 / 32;
   return r;
 }
-// fp4_rows8t: Fp4Rows8 for weights in the tiled layout (fmt 6, DEEPINFER_CUDA_FP4_TILED;
-// fp4_tile_at): lane (g, t)'s 16 code bytes of rows g and g+8 at a step lie 512 bytes
-// apart in the step's 1,024-byte tile of the 16-row group, at 16 · (4g + t), and the
-// next step's tile 1,024 bytes on; its two scale bytes (rows g, g+8) are one 16-bit word
-// at 2 · (4g + t) of the tile's 64 scale bytes. So a warp's load of one half of a step is
-// 512 contiguous bytes (four whole 128-byte lines), where the row layout's is 64 bytes
-// of each of eight rows. (r8 and s8 are not read: the offsets are constants.)
-template <int NW>
-DEVM Fp4Rows8 fp4_rows8t(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0, const bool* oka, int g, int t,
-                         int K) {
-  Fp4Rows8 r;
-  const int k0 = (int)b.kb + 32 * t;
-  r.r8 = 512, r.s8 = 1;
-  r.hk = k0 < K ? (K - k0 + 127) / 128 : 0;
-  UNROLL for (int p = 0; p < 2; p++) {
-    Weight w = fp4_weight<NW>(a, b.e, p);
-    const i64 tile = (oka[p] ? rt0[p] / 16 : 0) * (w.cols / 128) + b.kb / 128;
-    r.w[p] = (const unsigned char*)w.p + tile * 1024 + 16 * (4 * g + t);
-    r.s[p] = w.s + tile * 64 + 2 * (4 * g + t);
-  }
-  return r;
-}
 // fp4_load_regs8: fp4_load_regs for the Fp4Rows8 tiles: the same bytes (okb implies oka,
-// so rows g's pointers are then row g's). TL: the tiled layout's places (fp4_rows8t).
-template <bool TL = false>
+// so rows g's pointers are then row g's).
 DEVM void fp4_load_regs8(const Fp4Rows8& r, int h, const bool* oka, const bool* okb, uint4* qa, uint4* qb, u32* ua,
                          u32* ub) {
   const bool in = h < r.hk;
-  const u32 off = (TL ? 1024u : 64u) * (u32)h, soff = (TL ? 64u : 4u) * (u32)h;
+  const u32 off = 64u * (u32)h, soff = 4u * (u32)h;
   UNROLL for (int p = 0; p < 2; p++) {
     const bool ina = oka[p] && in, inb = okb[p] && in;
     qa[p] = ina ? *(const uint4*)(r.w[p] + off) : make_uint4(0, 0, 0, 0);
-    qb[p] = inb ? *(const uint4*)(r.w[p] + (TL ? 512 : r.r8) + off) : make_uint4(0, 0, 0, 0);
-    if constexpr (TL) {
-      const u32 v = ina ? (u32) * (const unsigned short*)(r.s[p] + soff) : 0x7f7fu;
-      ua[p] = v & 255u;
-      ub[p] = inb ? v >> 8 : 127;
-    } else {
-      ua[p] = ina ? r.s[p][soff] : 127;
-      ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
-    }
+    qb[p] = inb ? *(const uint4*)(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
+    ua[p] = ina ? r.s[p][soff] : 127;
+    ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
   }
 }
 // fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1), and whether any
@@ -296,33 +267,12 @@ DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0
 }
 #endif
 
-// fp4_codes_at, fp4_scale_at: where the 16 code bytes and the scale byte of values
-// [k, k + 32) of row r lie (k a multiple of 32): in the row layout (fmt 4) at r · cols/2 +
-// k/2 and r · cols/32 + k/32; in the tiled one (fmt 6, TL; DEEPINFER_CUDA_FP4_TILED) in
-// the 16-row × 128-value tile (r / 16, k / 128), 1,024 code bytes and 64 scale bytes a
-// tile, tiles in row-group order then along K: row r % 16 = 8·h8 + g and k % 128 = 32·t
-// at codes 512·h8 + 16·(4g + t), scale 2·(4g + t) + h8 (fp4_rows8t; Go's tileFP4).
-template <bool TL>
-DEVM const unsigned char* fp4_codes_at(const Weight& w, i64 r, i64 k) {
-  if constexpr (!TL) return (const unsigned char*)w.p + r * (w.cols / 2) + k / 2;
-  const i64 tile = (r / 16) * (w.cols / 128) + k / 128;
-  const i64 g = r & 7, h8 = (r >> 3) & 1, t = (k >> 5) & 3;
-  return (const unsigned char*)w.p + tile * 1024 + 512 * h8 + 16 * (4 * g + t);
-}
-template <bool TL>
-DEVM const unsigned char* fp4_scale_at(const Weight& w, i64 r, i64 k) {
-  if constexpr (!TL) return w.s + r * (w.cols / 32) + k / 32;
-  const i64 tile = (r / 16) * (w.cols / 128) + k / 128;
-  const i64 g = r & 7, h8 = (r >> 3) & 1, t = (k >> 5) & 3;
-  return w.s + tile * 64 + 2 * (4 * g + t) + h8;
-}
-
 // The emulated tiles: each weight row's pairs of the slice widened once (wl, wh), then
 // summed with every slot's activations in the device's order: mma i of step k0 takes
 // pairs 2i and 2i + 1 of each lane t's 32 values, hi halves then lo, its sum added to
 // the output's; the lo halves' products only where the activations have them.
 #ifdef DI_EMULATE
-template <int NW, bool TL = false>
+template <int NW>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
   const int RT = NW == 2 ? 1 : 2;
   const i64 P = a.Kp / 2;
@@ -346,16 +296,17 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
         int plane = NW == 2 ? p : 0;
         i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
         for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
+          const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
           for (i64 q0 = 0; q0 < np; q0 += 16) {  // lane t's 16 pairs of step k0
             const i64 kl = b.kb + 2 * q0;
             u32 m1 = fp4_m1(127), m2 = fp4_m2(127);
             if (kl < a.K) {
-              u32 sc = *fp4_scale_at<TL>(w, r, kl);
+              u32 sc = w.s[r * (w.cols / 32) + kl / 32];
               m1 = fp4_m1(sc), m2 = fp4_m2(sc);
             }
             for (int u = 0; u < 16; u++) {
               u32 q = 0;
-              if (kl < a.K) memcpy(&q, fp4_codes_at<TL>(w, r, kl) + 4 * (u >> 2), 4);
+              if (kl < a.K) memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
               u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
               wl[q0 + u] = fast_lo(wp), wh[q0 + u] = fast_hi(wp);
             }
@@ -405,11 +356,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // stages of two steps, both halves, xs' two halves of its room the two buffers. The same
 // halves in the same places of the buffer read (zeros for slots past nc, steps past the
 // slice and lo halves of bf16 activations), so the same values.
-// TL (the _regt tiles, DEEPINFER_CUDA_FP4_TILED): _rega's with the weights in the tiled
-// layout (fp4_rows8t); the same values.
-template <int NW, bool XE = false, bool R8 = false, bool AX = false, bool TL = false>
+template <int NW, bool XE = false, bool R8 = false, bool AX = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
-  static_assert(!TL || R8, "the tiled layout is read by the Fp4Rows8 loads only");
   static_assert(!AX || R8, "the async staging is compiled with the rows g+8 found from rows g only");
   // ST: steps a stage; BUF (AX without XE): one buffer's uint4s
   constexpr int ST = AX && !XE ? 2 : FP4_STEPS, BUF = FP4_SLOTS * ST * 2 * 16;
@@ -430,8 +378,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
   const int xl = fp4_xl(g, t, ST * 2 * 16);  // (fp4_step)
   Fp4Rows8 r8;
-  if constexpr (TL) r8 = fp4_rows8t<NW>(a, b, rt0, oka, g, t, K);
-  else if constexpr (R8) r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
+  if constexpr (R8) r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][2][4];
@@ -440,7 +387,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     u32 ua[2], ub[2];
     auto load = [&](int h) {
       if constexpr (R8) {
-        fp4_load_regs8<TL>(r8, h, oka, okb, qa, qb, ua, ub);
+        fp4_load_regs8(r8, h, oka, okb, qa, qb, ua, ub);
       } else {
         fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
       }
@@ -1084,18 +1031,18 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
 // slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
-// on wgmma), 11 variant 5 on the tiled layout; only that variant
+// on wgmma); only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
-// the launch's blocks in fp4_tiles' loops (every variant's values; 8-10: fp4_e4_ref's,
-// the e4m3 tiles' definition; 11 reading the tiled layout).
+// the launch's blocks in fp4_tiles' loops (every variant's values; 8: fp4_e4_ref's, the
+// e4m3 tiles' definition).
 template <int NW, int V>
 DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   (void)GIDX;
   const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
-  if constexpr (V >= 8 && V <= 10) fp4_e4_ref<NW>(a, blocks);
-  else fp4_tiles<NW, V == 11>(a, blocks);
+  if constexpr (V >= 8) fp4_e4_ref<NW>(a, blocks);
+  else fp4_tiles<NW>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
@@ -1107,7 +1054,6 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 8) fp4_e4_tiles<NW>(a, GIDX);
   else if constexpr (V == 9) fp4_e4_tiles<NW, true>(a, GIDX);
   else if constexpr (V == 10) fp4_e4_tiles<NW, false, true>(a, GIDX);
-  else if constexpr (V == 11) fp4_tiles<NW, true, true, true, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -1139,11 +1085,6 @@ KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 // tiles 7.71 → 6.70 ms at batch 256, docs/perf/moe.md); the same values.
 KERNEL(fast_moe_up_fp4_rega, FastMoEArgs) { fp4_launch<2, 5>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_regt, fast_moe_down_fp4_regt: the _rega tiles for weights in the tiled
-// layout (fmt 6: DEEPINFER_CUDA_FP4_TILED=1 lays every FP4 weight out so; fp4_rows8t),
-// whose loads of a step are whole 128-byte lines. The same values.
-KERNEL(fast_moe_up_fp4_regt, FastMoEArgs) { fp4_launch<2, 11>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regt, FastMoEArgs) { fp4_launch<1, 11>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8: the _reg tiles (any activations: V4's)
 // with rows g+8 found from rows g: their default since run 34 (an H100, the same call:
 // V4's up tiles 3.31 → 3.14 ms at batch 256; DEEPINFER_CUDA_FP4_R8=0 runs _reg); the
