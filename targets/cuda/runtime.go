@@ -37,6 +37,10 @@ type Runtime struct {
 	weightBytes int64  // the weights' bytes in storage format
 
 	progs map[string]*prog
+	// the kernel units' modules and which holds each kernel (nil: one module), for
+	// kernels outside the programs (probe.go)
+	mods  []module
+	where map[string]module
 	state stateLayout
 
 	maxT       int64
@@ -281,6 +285,7 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 	if err != nil {
 		return err
 	}
+	rt.mods, rt.where = mods, where
 	rt.info.Compile = st
 	for _, pr := range rt.progs {
 		for _, c := range pr.calls {

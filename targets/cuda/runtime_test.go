@@ -372,7 +372,7 @@ func fixturePlan(t *testing.T, model string) (*plan.Plan, []targets.Weight) {
 
 // CompileDir compiles the model in dir for h200 and loads its weights (the external
 // tests call it too).
-func CompileDir(t *testing.T, dir string) (*plan.Plan, []targets.Weight) {
+func CompileDir(t testing.TB, dir string) (*plan.Plan, []targets.Weight) {
 	t.Helper()
 	out, err := dic.Compile(dic.Options{ModelDir: dir, Target: "h200"})
 	if err != nil {

@@ -34,3 +34,58 @@ KERNEL(moe_route_uniform, MoEUniformArgs) {
     }
   }
 }
+
+// read_probe (ReadProbe, BenchmarkFP4ReadProbe): the FP4 register tiles' reads without
+// their arithmetic, to tell the memory's rate for the tiles' access pattern from the
+// rate of the tiles themselves. The weights are two matrices (w1 and w3) of E experts ×
+// N rows × K FP4 codes (K/2 bytes a row) and their UE8M0 scale bytes (K/32 a row).
+// mode 0: the codes read as 16-byte words by a grid-stride loop (a stream's rate).
+// modes 1 and 2: the _rega tiles' loads: a launch block of 128 work items per (expert,
+// 64 rows, slice of K/S values); warp w's lane (g, t) reads, at each step of 128 values,
+// the 16 code bytes at values kb + 128h + 32t of rows r0 + 16w + g and + 8 of both
+// matrices and their four scale bytes. Mode 1 holds a block's 32 KB of shared memory as
+// the tiles do (read_probe_s: four blocks a multiprocessor at most, their occupancy),
+// mode 2 none.
+// Each work item writes the XOR of every word and scale byte it read to out[item], so
+// that nothing is left unread and the host can check which bytes were.
+struct ReadProbeArgs { const uint4* w[2]; const unsigned char* s[2]; i64 E, N, K, S; u32* out; i64 mode, items; };
+DEVM u32 probe_word(uint4 q) { return q.x ^ q.y ^ q.z ^ q.w; }
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
+DEVM void read_probe_item(const ReadProbeArgs& a, i64 gi) {
+  if (a.mode == 0) {
+    u32 acc = 0;
+    const i64 words = a.E * a.N * a.K / 32;  // 16-byte words of w[0]
+    for (i64 i = gi; i < words; i += a.items) acc ^= probe_word(a.w[0][i]);
+    a.out[gi] = acc;
+    return;
+  }
+  const i64 rb = a.N / 64, blk = gi >> 7;
+  const int tid = (int)(gi & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 e = blk / (rb * a.S), r0 = ((blk / a.S) % rb) * 64 + 16 * warp, sl = blk % a.S;
+  const i64 ks = a.K / a.S, kb = sl * ks, row = a.K / 2, srow = a.K / 32;
+  u32 acc = 0;
+  const unsigned char* wa[2] = {(const unsigned char*)a.w[0] + (e * a.N + r0 + g) * row,
+                                 (const unsigned char*)a.w[1] + (e * a.N + r0 + g) * row};
+  const unsigned char* sa[2] = {a.s[0] + (e * a.N + r0 + g) * srow, a.s[1] + (e * a.N + r0 + g) * srow};
+  for (i64 k = kb + 32 * t; k < kb + ks; k += 128)
+    for (int p = 0; p < 2; p++) {
+      acc ^= probe_word(*(const uint4*)(wa[p] + k / 2)) ^ probe_word(*(const uint4*)(wa[p] + 8 * row + k / 2));
+      acc ^= (u32)sa[p][k / 32] ^ ((u32)sa[p][8 * srow + k / 32] << 8);
+    }
+  a.out[gi] = acc;
+}
+KERNEL(read_probe, ReadProbeArgs) {
+  for (i64 gi = GIDX; gi < a.items; gi += GSTRIDE) read_probe_item(a, gi);
+}
+// read_probe_s: mode 1, with the tiles' 32 KB of shared memory a block
+KERNEL(read_probe_s, ReadProbeArgs) {
+#ifndef DI_EMULATE
+  __shared__ uint4 pad[2048];
+  pad[GIDX & 127] = make_uint4((u32)GIDX, 0, 0, 0);
+  if (pad[(GIDX + 1) & 127].y == 1u) a.out[0] = 0;  // (never: keeps pad)
+#endif
+  for (i64 gi = GIDX; gi < a.items; gi += GSTRIDE) read_probe_item(a, gi);
+}

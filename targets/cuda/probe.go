@@ -1,0 +1,159 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"unsafe"
+)
+
+// ReadProbe modes (bench.cu read_probe): the rate of the FP4 register tiles' reads
+// without their arithmetic.
+const (
+	// ProbeStream reads the codes of matrix 0 as 16-byte words in a grid-stride loop.
+	ProbeStream = 0
+	// ProbeTiles reads both matrices' codes and scales as the _rega tiles do (a block per
+	// expert, 64 rows and slice; 16 bytes of rows g and g+8 a lane a step), with their
+	// 32 KB of shared memory a block (their occupancy).
+	ProbeTiles = 1
+	// ProbeTilesFree is ProbeTiles without the shared memory (occupancy the registers allow).
+	ProbeTilesFree = 2
+)
+
+// ProbeShape is the weights a ReadProbe reads: two matrices (w1 and w3) of E experts ×
+// N rows × K FP4 values, read by S slices of K.
+type ProbeShape struct{ E, N, K, S int64 }
+
+// ProbeResult is one ReadProbe: the median of the timed launches, the bytes each read,
+// and the XOR of every word and scale byte read (bench.cu read_probe: each work item's,
+// XORed together here).
+type ProbeResult struct {
+	Ms    float64
+	Bytes int64
+	XOR   uint32
+}
+
+// ReadProbe uploads codes (2 × E·N·K/2 bytes) and scales (2 × E·N·K/32) and times mode's
+// read_probe launch reps times (after one warm-up), for benchmarks of the memory's rate
+// for the tiles' pattern (BenchmarkFP4ReadProbe). ProbeStream reads only codes[0].
+func (rt *Runtime) ReadProbe(mode int, sh ProbeShape, codes, scales [2][]byte, reps int) (ProbeResult, error) {
+	var r ProbeResult
+	var err error
+	rt.w.do(func() { r, err = rt.readProbe(mode, sh, codes, scales, reps) })
+	return r, err
+}
+
+func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, reps int) (ProbeResult, error) {
+	var res ProbeResult
+	if sh.E <= 0 || sh.N <= 0 || sh.N%64 != 0 || sh.K <= 0 || sh.S <= 0 || sh.K%(128*sh.S) != 0 || reps <= 0 || mode < 0 || mode > 2 {
+		return res, fmt.Errorf("read probe: mode %d, shape %+v, %d repetitions: want N a multiple of 64 and K of 128·S", mode, sh, reps)
+	}
+	cb, sb := sh.E*sh.N*sh.K/2, sh.E*sh.N*sh.K/32
+	for p := range 2 {
+		if int64(len(codes[p])) != cb || int64(len(scales[p])) != sb {
+			return res, fmt.Errorf("read probe: matrix %d has %d code and %d scale bytes, want %d and %d", p, len(codes[p]), len(scales[p]), cb, sb)
+		}
+	}
+	name := "read_probe"
+	if mode == ProbeTiles {
+		name = "read_probe_s"
+	}
+	m := rt.mods[0]
+	if rt.where != nil {
+		var ok bool
+		if m, ok = rt.where[name]; !ok {
+			return res, fmt.Errorf("kernel %s is defined in no unit of the kernel sources", name)
+		}
+	}
+	d, s := rt.drv, rt.stream
+	fn, err := d.Function(m, name)
+	if err != nil {
+		return res, fmt.Errorf("kernel %s: %w", name, err)
+	}
+	items := sh.E * sh.N / 64 * sh.S * 128
+	if mode == ProbeStream {
+		items = 132 * 16 * 128 // (a multiprocessor's 16 blocks on an H100's or H200's 132)
+		res.Bytes = cb
+	} else {
+		res.Bytes = 2 * (cb + sb)
+	}
+	var bufs []devptr
+	defer func() {
+		for _, b := range bufs {
+			d.Free(b)
+		}
+	}()
+	up := func(b []byte) (devptr, error) {
+		p, err := d.Alloc(uint64(len(b)))
+		if err != nil {
+			return 0, fmt.Errorf("read probe buffer (%d bytes): %w", len(b), err)
+		}
+		bufs = append(bufs, p)
+		return p, d.HtoD(p, unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b)), s)
+	}
+	var a ArgBuf
+	var ptr [4]devptr
+	for i, b := range [][]byte{codes[0], codes[1], scales[0], scales[1]} {
+		if ptr[i], err = up(b); err != nil {
+			return res, err
+		}
+	}
+	out, err := d.Alloc(uint64(4 * items))
+	if err != nil {
+		return res, fmt.Errorf("read probe output (%d bytes): %w", 4*items, err)
+	}
+	bufs = append(bufs, out)
+	a.P(ptr[0])
+	a.P(ptr[1])
+	a.P(ptr[2])
+	a.P(ptr[3])
+	a.I(sh.E)
+	a.I(sh.N)
+	a.I(sh.K)
+	a.I(sh.S)
+	a.P(out)
+	a.I(int64(mode))
+	a.I(items)
+	e0, err := d.NewEvent()
+	if err != nil {
+		return res, err
+	}
+	e1, err := d.NewEvent()
+	if err != nil {
+		return res, err
+	}
+	var ms []float64
+	for r := -1; r < reps; r++ {
+		if err := d.Record(e0, s); err != nil {
+			return res, err
+		}
+		if err := d.Launch(fn, uint32(items/launchBlock), launchBlock, 0, s, a.w); err != nil {
+			return res, fmt.Errorf("kernel %s: %w", name, err)
+		}
+		if err := d.Record(e1, s); err != nil {
+			return res, err
+		}
+		t, err := d.Elapsed(e0, e1)
+		if err != nil {
+			return res, err
+		}
+		if r >= 0 {
+			ms = append(ms, float64(t))
+		}
+	}
+	words := make([]uint32, items)
+	if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(words)), out, uint64(4*items), s); err != nil {
+		return res, err
+	}
+	if err := d.Sync(s); err != nil {
+		return res, err
+	}
+	runtime.KeepAlive(codes)
+	runtime.KeepAlive(scales)
+	for _, w := range words {
+		res.XOR ^= w
+	}
+	slices.Sort(ms)
+	res.Ms = ms[len(ms)/2]
+	return res, nil
+}
