@@ -69,6 +69,8 @@
 # launches is profiled there unless NCU_SKIP skips those launches, as run 42c found:
 # it profiled the 32-row prefill chunks of fast_moe_up_fp4_rega, csa_attn_kdec and
 # csa_index_score_words instead of the decode step's),
+# PROBE=1 runs BenchmarkFP4ReadProbe after the check (the FP4 tiles' reads without their
+# arithmetic, a stream's and the copy's rates; OUT/probe.txt; PROBE_TIMEOUT, default 150),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache entries this run compiled (the units changed
 # since the LOAD_KERNELS archives, or every unit without them) into OUT/kernels.tgz (over
@@ -197,6 +199,13 @@ run() {
 				(cd targets/cuda && env $cset DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "$tn" -device gpu -test.v 2>&1)
 			done
 		done | tee "$out/check.txt" | grep -E "^==== check with|every instruction|relative error|^(--- |ok|FAIL|PASS)"
+	fi
+	if [ -n "${PROBE:-}" ]; then
+		# the FP4 tiles' reads without their arithmetic (bench.cu read_probe): the memory's
+		# rate for their pattern beside a stream's and the copy's (BenchmarkFP4ReadProbe)
+		echo "==== read probe (BenchmarkFP4ReadProbe)"
+		(cd targets/cuda && timeout "${PROBE_TIMEOUT:-150}" "../../$bin/cuda.test" -test.run '^$' -test.bench FP4ReadProbe -test.benchtime 1x -test.v -device gpu 2>&1) |
+			tee "$out/probe.txt" | grep -E "GB/s|^(ok|FAIL|PASS)"
 	fi
 	local m cfg layers ctx
 	for m in ${MODELS:-v4 v41}; do
@@ -436,6 +445,7 @@ PY
 	# (what a run did not do has no file: the summary's lines are optional, not a failure)
 	grep -h "prefill of one" "$out"/*.prefill.txt 2>/dev/null || true
 	grep -h "gemm rate" "$out/gemm-rate.txt" 2>/dev/null || true
+	grep -h "GB/s in\|: .* bytes in .* ms" "$out/probe.txt" 2>/dev/null || true
 	grep -h "peer summary" "$out/peer.txt" "$out/peer.compile.txt" 2>/dev/null || true
 	grep -h "^trace\|scheduler\|idle" "$out"/*.trace.*.txt 2>/dev/null || true
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null || true
