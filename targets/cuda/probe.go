@@ -18,6 +18,8 @@ const (
 	ProbeTiles = 1
 	// ProbeTilesFree is ProbeTiles without the shared memory (occupancy the registers allow).
 	ProbeTilesFree = 2
+	// ProbeTilesCodes is ProbeTiles without the scale bytes.
+	ProbeTilesCodes = 3
 )
 
 // ProbeShape is the weights a ReadProbe reads: two matrices (w1 and w3) of E experts ×
@@ -45,7 +47,7 @@ func (rt *Runtime) ReadProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 
 func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, reps int) (ProbeResult, error) {
 	var res ProbeResult
-	if sh.E <= 0 || sh.N <= 0 || sh.N%64 != 0 || sh.K <= 0 || sh.S <= 0 || sh.K%(128*sh.S) != 0 || reps <= 0 || mode < 0 || mode > 2 {
+	if sh.E <= 0 || sh.N <= 0 || sh.N%64 != 0 || sh.K <= 0 || sh.S <= 0 || sh.K%(128*sh.S) != 0 || reps <= 0 || mode < 0 || mode > 3 {
 		return res, fmt.Errorf("read probe: mode %d, shape %+v, %d repetitions: want N a multiple of 64 and K of 128·S", mode, sh, reps)
 	}
 	cb, sb := sh.E*sh.N*sh.K/2, sh.E*sh.N*sh.K/32
@@ -55,7 +57,7 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 		}
 	}
 	name := "read_probe"
-	if mode == ProbeTiles {
+	if mode == ProbeTiles || mode == ProbeTilesCodes {
 		name = "read_probe_s"
 	}
 	m := rt.mods[0]
@@ -71,10 +73,13 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 		return res, fmt.Errorf("kernel %s: %w", name, err)
 	}
 	items := sh.E * sh.N / 64 * sh.S * 128
-	if mode == ProbeStream {
+	switch mode {
+	case ProbeStream:
 		items = 132 * 16 * 128 // (a multiprocessor's 16 blocks on an H100's or H200's 132)
 		res.Bytes = cb
-	} else {
+	case ProbeTilesCodes:
+		res.Bytes = 2 * cb
+	default:
 		res.Bytes = 2 * (cb + sb)
 	}
 	var bufs []devptr

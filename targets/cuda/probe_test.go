@@ -27,7 +27,8 @@ func probeData(sh cuda.ProbeShape, seed uint64) (codes, scales [2][]byte) {
 
 // probeXOR is what read_probe's items XOR together over every byte they read: each
 // 32-bit word of the codes read (matrix 0 alone in the stream mode), and in the tiles'
-// modes each scale byte, shifted 8 bits up for rows 8-15 of their 16-row group.
+// modes but ProbeTilesCodes each scale byte, shifted 8 bits up for rows 8-15 of their
+// 16-row group.
 func probeXOR(mode int, sh cuda.ProbeShape, codes, scales [2][]byte) uint32 {
 	var x uint32
 	mats := 2
@@ -38,7 +39,7 @@ func probeXOR(mode int, sh cuda.ProbeShape, codes, scales [2][]byte) uint32 {
 		for i := 0; i < len(codes[p]); i += 4 {
 			x ^= binary.LittleEndian.Uint32(codes[p][i:])
 		}
-		if mode == cuda.ProbeStream {
+		if mode == cuda.ProbeStream || mode == cuda.ProbeTilesCodes {
 			continue
 		}
 		srow := sh.K / 32
@@ -63,15 +64,15 @@ func openProbe(t testing.TB) *cuda.Runtime {
 }
 
 // TestReadProbeReadsEveryByte: bench.cu's read_probe (BenchmarkFP4ReadProbe's kernel)
-// reads every code word and scale byte of its shape once, in each mode: the XOR of its
-// work items' XORs equals the host's over the same bytes (random data: a byte read twice
-// or not at all changes it), and a bad shape is refused.
+// reads every code word (and, but in ProbeTilesCodes, scale byte) of its shape once, in
+// each mode: the XOR of its work items' XORs equals the host's over the same bytes
+// (random data: a byte read twice or not at all changes it), and a bad shape is refused.
 func TestReadProbeReadsEveryByte(t *testing.T) {
 	rt := openProbe(t)
 	defer rt.Close()
 	sh := cuda.ProbeShape{E: 3, N: 128, K: 1024, S: 2}
 	codes, scales := probeData(sh, 1)
-	for _, mode := range []int{cuda.ProbeStream, cuda.ProbeTiles, cuda.ProbeTilesFree} {
+	for _, mode := range []int{cuda.ProbeStream, cuda.ProbeTiles, cuda.ProbeTilesFree, cuda.ProbeTilesCodes} {
 		r, err := rt.ReadProbe(mode, sh, codes, scales, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -85,8 +86,9 @@ func TestReadProbeReadsEveryByte(t *testing.T) {
 	}
 }
 
-// BenchmarkFP4ReadProbe times read_probe's three modes (the codes as a stream, the _rega
-// tiles' loads at their occupancy and without their shared memory) over V4's up weights
+// BenchmarkFP4ReadProbe times read_probe's four modes (the codes as a stream, the _rega
+// tiles' loads at their occupancy, without their shared memory, and without the scale
+// bytes) over V4's up weights
 // of 128 experts (2,048 × 4,096 values each, w1 and w3: 1.07 GB of codes and scales) in
 // 4 slices, the tiles' split at decode, and reports each mode's rate (GB/s of bytes read,
 // the median of 10 launches) with the device's copy rate beside them: on the GPU run
@@ -109,7 +111,7 @@ func BenchmarkFP4ReadProbe(b *testing.B) {
 		for _, m := range []struct {
 			mode int
 			name string
-		}{{cuda.ProbeStream, "stream"}, {cuda.ProbeTiles, "tiles"}, {cuda.ProbeTilesFree, "tiles-free"}} {
+		}{{cuda.ProbeStream, "stream"}, {cuda.ProbeTiles, "tiles"}, {cuda.ProbeTilesFree, "tiles-free"}, {cuda.ProbeTilesCodes, "tiles-codes"}} {
 			r, err := rt.ReadProbe(m.mode, sh, codes, scales, 10)
 			if err != nil {
 				b.Fatal(err)

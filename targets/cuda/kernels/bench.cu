@@ -45,7 +45,8 @@ KERNEL(moe_route_uniform, MoEUniformArgs) {
 // the 16 code bytes at values kb + 128h + 32t of rows r0 + 16w + g and + 8 of both
 // matrices and their four scale bytes. Mode 1 holds a block's 32 KB of shared memory as
 // the tiles do (read_probe_s: four blocks a multiprocessor at most, their occupancy),
-// mode 2 none.
+// mode 2 none; mode 3 is mode 1 without the scale bytes (the tiles' byte loads of eight
+// rows a load, a quarter of their L2 sectors excessive, left out).
 // Each work item writes the XOR of every word and scale byte it read to out[item], so
 // that nothing is left unread and the host can check which bytes were.
 struct ReadProbeArgs { const uint4* w[2]; const unsigned char* s[2]; i64 E, N, K, S; u32* out; i64 mode, items; };
@@ -73,14 +74,14 @@ DEVM void read_probe_item(const ReadProbeArgs& a, i64 gi) {
   for (i64 k = kb + 32 * t; k < kb + ks; k += 128)
     for (int p = 0; p < 2; p++) {
       acc ^= probe_word(*(const uint4*)(wa[p] + k / 2)) ^ probe_word(*(const uint4*)(wa[p] + 8 * row + k / 2));
-      acc ^= (u32)sa[p][k / 32] ^ ((u32)sa[p][8 * srow + k / 32] << 8);
+      if (a.mode != 3) acc ^= (u32)sa[p][k / 32] ^ ((u32)sa[p][8 * srow + k / 32] << 8);
     }
   a.out[gi] = acc;
 }
 KERNEL(read_probe, ReadProbeArgs) {
   for (i64 gi = GIDX; gi < a.items; gi += GSTRIDE) read_probe_item(a, gi);
 }
-// read_probe_s: mode 1, with the tiles' 32 KB of shared memory a block
+// read_probe_s: modes 1 and 3, with the tiles' 32 KB of shared memory a block
 KERNEL(read_probe_s, ReadProbeArgs) {
 #ifndef DI_EMULATE
   __shared__ uint4 pad[2048];
