@@ -445,7 +445,7 @@ PY
 	# (what a run did not do has no file: the summary's lines are optional, not a failure)
 	grep -h "prefill of one" "$out"/*.prefill.txt 2>/dev/null || true
 	grep -h "gemm rate" "$out/gemm-rate.txt" 2>/dev/null || true
-	grep -h "GB/s in\|: .* bytes in .* ms" "$out/probe.txt" 2>/dev/null || true
+	grep -h ": .* bytes in .* ms" "$out/probe.txt" 2>/dev/null || true
 	grep -h "peer summary" "$out/peer.txt" "$out/peer.compile.txt" 2>/dev/null || true
 	grep -h "^trace\|scheduler\|idle" "$out"/*.trace.*.txt 2>/dev/null || true
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null || true

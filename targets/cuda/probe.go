@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"runtime"
-	"slices"
 	"unsafe"
 )
 
@@ -13,8 +12,8 @@ const (
 	// ProbeStream reads the codes of matrix 0 as 16-byte words in a grid-stride loop.
 	ProbeStream = 0
 	// ProbeTiles reads both matrices' codes and scales as the _rega tiles do (a block per
-	// expert, 64 rows and slice; 16 bytes of rows g and g+8 a lane a step), with their
-	// 32 KB of shared memory a block (their occupancy).
+	// expert, 64 rows and slice; 16 bytes of rows g and g+8 a lane a step), with
+	// 46 KB of shared memory a block capping it at their four blocks a multiprocessor.
 	ProbeTiles = 1
 	// ProbeTilesFree is ProbeTiles without the shared memory (occupancy the registers allow).
 	ProbeTilesFree = 2
@@ -36,7 +35,7 @@ type ProbeResult struct {
 }
 
 // ReadProbe uploads codes (2 × E·N·K/2 bytes) and scales (2 × E·N·K/32) and times mode's
-// read_probe launch reps times (after one warm-up), for benchmarks of the memory's rate
+// read_probe launch reps times (after one warm-up; medianMs), for benchmarks of the memory's rate
 // for the tiles' pattern (BenchmarkFP4ReadProbe). ProbeStream reads only codes[0].
 func (rt *Runtime) ReadProbe(mode int, sh ProbeShape, codes, scales [2][]byte, reps int) (ProbeResult, error) {
 	var r ProbeResult
@@ -60,18 +59,11 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 	if mode == ProbeTiles || mode == ProbeTilesCodes {
 		name = "read_probe_s"
 	}
-	m := rt.mods[0]
-	if rt.where != nil {
-		var ok bool
-		if m, ok = rt.where[name]; !ok {
-			return res, fmt.Errorf("kernel %s is defined in no unit of the kernel sources", name)
-		}
+	fn, err := rt.function(name)
+	if err != nil {
+		return res, err
 	}
 	d, s := rt.drv, rt.stream
-	fn, err := d.Function(m, name)
-	if err != nil {
-		return res, fmt.Errorf("kernel %s: %w", name, err)
-	}
 	items := sh.E * sh.N / 64 * sh.S * 128
 	switch mode {
 	case ProbeStream:
@@ -119,32 +111,13 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 	a.P(out)
 	a.I(int64(mode))
 	a.I(items)
-	e0, err := d.NewEvent()
-	if err != nil {
-		return res, err
-	}
-	e1, err := d.NewEvent()
-	if err != nil {
-		return res, err
-	}
-	var ms []float64
-	for r := -1; r < reps; r++ {
-		if err := d.Record(e0, s); err != nil {
-			return res, err
-		}
+	if res.Ms, err = rt.medianMs(reps, func() error {
 		if err := d.Launch(fn, uint32(items/launchBlock), launchBlock, 0, s, a.w); err != nil {
-			return res, fmt.Errorf("kernel %s: %w", name, err)
+			return fmt.Errorf("kernel %s: %w", name, err)
 		}
-		if err := d.Record(e1, s); err != nil {
-			return res, err
-		}
-		t, err := d.Elapsed(e0, e1)
-		if err != nil {
-			return res, err
-		}
-		if r >= 0 {
-			ms = append(ms, float64(t))
-		}
+		return nil
+	}); err != nil {
+		return res, err
 	}
 	words := make([]uint32, items)
 	if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(words)), out, uint64(4*items), s); err != nil {
@@ -158,7 +131,5 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 	for _, w := range words {
 		res.XOR ^= w
 	}
-	slices.Sort(ms)
-	res.Ms = ms[len(ms)/2]
 	return res, nil
 }

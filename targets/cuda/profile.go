@@ -155,6 +155,28 @@ func (rt *Runtime) copyBandwidth(bytes int64, reps int) (float64, error) {
 	if err := d.Memset(a, 0x5a, uint64(bytes), s); err != nil {
 		return 0, err
 	}
+	r := -1 // one warm-up copy
+	med, err := rt.medianMs(reps, func() error {
+		src, dst := a, b
+		if r%2 != 0 {
+			src, dst = b, a
+		}
+		r++
+		return d.DtoD(dst, src, uint64(bytes), s)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if med <= 0 {
+		return 0, fmt.Errorf("copy bandwidth: the device timed a copy of %d bytes at %g ms", bytes, med)
+	}
+	return 2 * float64(bytes) / (med / 1e3), nil
+}
+
+// medianMs runs op once untimed, then reps times between two events on the stream,
+// and returns the median of the timed runs in milliseconds (the stream synchronized).
+func (rt *Runtime) medianMs(reps int, op func() error) (float64, error) {
+	d, s := rt.drv, rt.stream
 	e0, err := d.NewEvent()
 	if err != nil {
 		return 0, err
@@ -164,15 +186,11 @@ func (rt *Runtime) copyBandwidth(bytes int64, reps int) (float64, error) {
 		return 0, err
 	}
 	var ms []float64
-	for r := -1; r < reps; r++ { // one warm-up copy
-		src, dst := a, b
-		if r%2 != 0 {
-			src, dst = b, a
-		}
+	for r := -1; r < reps; r++ {
 		if err := d.Record(e0, s); err != nil {
 			return 0, err
 		}
-		if err := d.DtoD(dst, src, uint64(bytes), s); err != nil {
+		if err := op(); err != nil {
 			return 0, err
 		}
 		if err := d.Record(e1, s); err != nil {
@@ -190,11 +208,7 @@ func (rt *Runtime) copyBandwidth(bytes int64, reps int) (float64, error) {
 		return 0, err
 	}
 	slices.Sort(ms)
-	med := ms[len(ms)/2]
-	if med <= 0 {
-		return 0, fmt.Errorf("copy bandwidth: the device timed a copy of %d bytes at %g ms", bytes, med)
-	}
-	return 2 * float64(bytes) / (med / 1e3), nil
+	return ms[len(ms)/2], nil
 }
 
 // CopyState implements targets.DeviceBench: a device-to-device copy of the state block.

@@ -206,6 +206,26 @@ func discover(fs fsys) (driver, compiler, error) {
 	return drv, cc, nil
 }
 
+// function is kernel name of the loaded units (resolved once, then from rt.funcs).
+func (rt *Runtime) function(name string) (function, error) {
+	if f, ok := rt.funcs[name]; ok {
+		return f, nil
+	}
+	m := rt.mods[0]
+	if rt.where != nil {
+		var ok bool
+		if m, ok = rt.where[name]; !ok {
+			return 0, fmt.Errorf("kernel %s is defined in no unit of the kernel sources", name)
+		}
+	}
+	f, err := rt.drv.Function(m, name)
+	if err != nil {
+		return 0, fmt.Errorf("kernel %s: %w", name, err)
+	}
+	rt.funcs[name] = f
+	return f, nil
+}
+
 // allowUnbound lets instructions without a binder run as no-ops (tests of a
 // partial port only: diff_test.go's -partial).
 var allowUnbound bool
@@ -291,18 +311,9 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 		for _, c := range pr.calls {
 			for li := range c.launches {
 				l := &c.launches[li]
-				f, ok := rt.funcs[l.kernel]
-				if !ok {
-					m := mods[0]
-					if where != nil {
-						if m, ok = where[l.kernel]; !ok {
-							return fmt.Errorf("kernel %s (for %s) is defined in no unit of the kernel sources", l.kernel, c.in.Op)
-						}
-					}
-					if f, err = d.Function(m, l.kernel); err != nil {
-						return fmt.Errorf("kernel %s (for %s): %w", l.kernel, c.in.Op, err)
-					}
-					rt.funcs[l.kernel] = f
+				f, err := rt.function(l.kernel)
+				if err != nil {
+					return fmt.Errorf("%w (for %s)", err, c.in.Op)
 				}
 				l.fn = f
 				if l.shared > 48<<10 {
@@ -319,15 +330,8 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 		name string
 		fn   *function
 	}{{"resolve_prev", &rt.resolveFn}, {"unpack_step", &rt.unpackFn}, {"keep_ids", &rt.keepFn}} {
-		m := mods[0]
-		if where != nil {
-			var ok bool
-			if m, ok = where[k.name]; !ok {
-				return fmt.Errorf("kernel %s is defined in no unit of the kernel sources", k.name)
-			}
-		}
-		if *k.fn, err = d.Function(m, k.name); err != nil {
-			return fmt.Errorf("kernel %s: %w", k.name, err)
+		if *k.fn, err = rt.function(k.name); err != nil {
+			return err
 		}
 	}
 	if err := rt.uploadWeights(ws); err != nil {

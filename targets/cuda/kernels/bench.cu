@@ -43,18 +43,15 @@ KERNEL(moe_route_uniform, MoEUniformArgs) {
 // modes 1 and 2: the _rega tiles' loads: a launch block of 128 work items per (expert,
 // 64 rows, slice of K/S values); warp w's lane (g, t) reads, at each step of 128 values,
 // the 16 code bytes at values kb + 128h + 32t of rows r0 + 16w + g and + 8 of both
-// matrices and their four scale bytes. Mode 1 holds a block's 32 KB of shared memory as
-// the tiles do (read_probe_s: four blocks a multiprocessor at most, their occupancy),
-// mode 2 none; mode 3 is mode 1 without the scale bytes (the tiles' byte loads of eight
+// matrices and their four scale bytes. Mode 1 holds 46 KB of shared memory a block
+// (read_probe_s), so that at most four blocks share a multiprocessor whatever carveout
+// the driver picks (the tiles' occupancy: four blocks of 128, run 56's counters); mode 2
+// none; mode 3 is mode 1 without the scale bytes (the tiles' byte loads of eight
 // rows a load, a quarter of their L2 sectors excessive, left out).
 // Each work item writes the XOR of every word and scale byte it read to out[item], so
 // that nothing is left unread and the host can check which bytes were.
 struct ReadProbeArgs { const uint4* w[2]; const unsigned char* s[2]; i64 E, N, K, S; u32* out; i64 mode, items; };
 DEVM u32 probe_word(uint4 q) { return q.x ^ q.y ^ q.z ^ q.w; }
-#ifndef DI_EMULATE
-#undef KERNEL_BOUNDS
-#define KERNEL_BOUNDS __launch_bounds__(128, 4)
-#endif
 DEVM void read_probe_item(const ReadProbeArgs& a, i64 gi) {
   if (a.mode == 0) {
     u32 acc = 0;
@@ -81,10 +78,11 @@ DEVM void read_probe_item(const ReadProbeArgs& a, i64 gi) {
 KERNEL(read_probe, ReadProbeArgs) {
   for (i64 gi = GIDX; gi < a.items; gi += GSTRIDE) read_probe_item(a, gi);
 }
-// read_probe_s: modes 1 and 3, with the tiles' 32 KB of shared memory a block
+// read_probe_s: modes 1 and 3, with 46 KB of shared memory a block (at most four blocks
+// a multiprocessor: 5 × (46 + 1) KB exceed the 228 KB an sm_90 multiprocessor has)
 KERNEL(read_probe_s, ReadProbeArgs) {
 #ifndef DI_EMULATE
-  __shared__ uint4 pad[2048];
+  __shared__ uint4 pad[2944];
   pad[GIDX & 127] = make_uint4((u32)GIDX, 0, 0, 0);
   if (pad[(GIDX + 1) & 127].y == 1u) a.out[0] = 0;  // (never: keeps pad)
 #endif
