@@ -534,9 +534,10 @@ func TestQuantSplitSameValues(t *testing.T) {
 // TestFP4XESameValues: by default the FP4 register tiles of V4.1's bf16 activations
 // run compiled for them with their halves copied a stage ahead (fast_moe_*_fp4_rega);
 // with DEEPINFER_CUDA_FP4_XE=0 they run the general ones (_reg8), with =x the default
-// of runs 22 to 34 (_regx), and the logits are the same bit for bit.
+// of runs 22 to 34 (_regx), with =n the _rega tiles whose code loads ask L2 for 256
+// bytes (_regn), and the logits are the same bit for bit.
 func TestFP4XESameValues(t *testing.T) {
-	for _, c := range []struct{ value, to string }{{"0", "_reg8"}, {"x", "_regx"}} {
+	for _, c := range []struct{ value, to string }{{"0", "_reg8"}, {"x", "_regx"}, {"n", "_regn"}} {
 		t.Run(c.value, func(t *testing.T) { sameWithVariant(t, cuda.EnvFP4XE, c.value, "_rega", c.to) })
 	}
 }

@@ -976,7 +976,8 @@ type fastExperts struct {
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
 	// "_rega" those compiled for bf16 activations with their halves copied a stage ahead
-	// (the default for them since run 34; EnvFP4XE=w "_regw", the scale bytes as words;
+	// (the default for them since run 34; EnvFP4XE=w "_regw", the scale bytes as words,
+	// EnvFP4XE=n "_regn", the codes' loads asking L2 for 256 bytes;
 	// EnvFP4XE=x "_regx", EnvFP4XE=0 the general
 	// ones), "_reg8" the general ones finding rows g+8 from rows g (the default for them
 	// since run 34; EnvFP4R8=0 keeps "_reg")
@@ -1102,7 +1103,9 @@ const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 // rows g and the slots' halves copied by cp.async a stage ahead: the default since run
 // 34, docs/perf/moe.md), and set to w as fast_moe_up_fp4_regw/fast_moe_down_fp4_regw (the
 // _rega tiles with each group of four steps' scale bytes loaded as one word a row where
-// K is a multiple of 128, as every real model's experts have it: opt-in until timed).
+// K is a multiple of 128, as every real model's experts have it: opt-in until timed),
+// and set to n as fast_moe_up_fp4_regn/fast_moe_down_fp4_regn (the _rega tiles with the
+// weight codes loaded by ld.global.nc.L1::no_allocate.L2::256B: opt-in until timed).
 // The same values; for comparisons; read when a program is bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 
@@ -1152,8 +1155,11 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		}
 		if f.fp4Suffix == "_reg" {
 			f.fp4Suffix = tileSuffix(EnvFP4XE, "x", "_regx", "_rega")
-			if os.Getenv(EnvFP4XE) == "w" {
+			switch os.Getenv(EnvFP4XE) {
+			case "w":
 				f.fp4Suffix = "_regw" // (_rega with the scale bytes as words)
+			case "n":
+				f.fp4Suffix = "_regn" // (_rega with the codes' loads asking L2 for 256 bytes)
 			}
 		}
 	}

@@ -230,16 +230,22 @@ DEVM Fp4Rows8 fp4_rows8(i64 kb, int t, int K, int cols, const unsigned char* con
 }
 // fp4_load_regs8: fp4_load_regs for the Fp4Rows8 tiles: the same bytes (okb implies oka,
 // so rows g's pointers are then row g's).
-// BYTES false (the _regw tiles' word steps): the codes only.
-template <bool BYTES = true>
+// BYTES false (the _regw tiles' word steps): the codes only. NC (the _regn tiles): the
+// codes by ld_stream16_l2 (no L1 allocation, 256-byte DRAM fetches into L2).
+template <bool BYTES = true, bool NC = false>
 DEVM void fp4_load_regs8(const Fp4Rows8& r, int h, const bool* oka, const bool* okb, uint4* qa, uint4* qb, u32* ua,
                          u32* ub) {
   const bool in = h < r.hk;
   const u32 off = 64u * (u32)h, soff = 4u * (u32)h;
   UNROLL for (int p = 0; p < 2; p++) {
     const bool ina = oka[p] && in, inb = okb[p] && in;
-    qa[p] = ina ? *(const uint4*)(r.w[p] + off) : make_uint4(0, 0, 0, 0);
-    qb[p] = inb ? *(const uint4*)(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
+    if constexpr (NC) {
+      qa[p] = ina ? ld_stream16_l2(r.w[p] + off) : make_uint4(0, 0, 0, 0);
+      qb[p] = inb ? ld_stream16_l2(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
+    } else {
+      qa[p] = ina ? *(const uint4*)(r.w[p] + off) : make_uint4(0, 0, 0, 0);
+      qb[p] = inb ? *(const uint4*)(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
+    }
     if constexpr (BYTES) {
       ua[p] = ina ? r.s[p][soff] : 127;
       ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
@@ -414,8 +420,12 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // rather than read misaligned words). The same bytes, so the same values. (A form that
 // fell back to the byte loads in the same kernel kept both sets of registers live: 70 /
 // 126 bytes spilled against _rega's 52 / 60 by CUDA 12.4.)
-template <int NW, bool XE = false, bool R8 = false, bool AX = false, bool SW = false>
+// NC (the _regn tiles: _rega's with the weight codes loaded by ld_stream16_l2): each
+// load asks L2 for the 256 bytes around it, a row's next three steps, and allocates
+// nothing in L1. A hint: the same bytes, so the same values.
+template <int NW, bool XE = false, bool R8 = false, bool AX = false, bool SW = false, bool NC = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
+  static_assert(!NC || R8, "the streaming loads are compiled with the rows g+8 found from rows g only");
   static_assert(!SW || R8, "the scale words are compiled with the rows g+8 found from rows g only");
   static_assert(!AX || R8, "the async staging is compiled with the rows g+8 found from rows g only");
   // ST: steps a stage; BUF (AX without XE): one buffer's uint4s
@@ -453,7 +463,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         fp4_load_regs8<false>(r8, h, oka, okb, qa, qb, ua, ub);
         if ((h & 3) == 0) fp4_load_words8(r8, h >> 2, t, oka, okb, wsa, wsb);
       } else if constexpr (R8) {
-        fp4_load_regs8(r8, h, oka, okb, qa, qb, ua, ub);
+        fp4_load_regs8<true, NC>(r8, h, oka, okb, qa, qb, ua, ub);
       } else {
         fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
       }
@@ -1088,7 +1098,8 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
 // slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
-// on wgmma), 11 variant 5 with the scale bytes as words (_regw); only that variant
+// on wgmma), 11 variant 5 with the scale bytes as words (_regw), 12 variant 5 with the
+// codes' loads asking L2 for 256 bytes (_regn); only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
 // the launch's blocks in fp4_tiles' loops (every variant's values; 8: fp4_e4_ref's, the
 // e4m3 tiles' definition).
@@ -1112,6 +1123,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 9) fp4_e4_tiles<NW, true>(a, GIDX);
   else if constexpr (V == 10) fp4_e4_tiles<NW, false, true>(a, GIDX);
   else if constexpr (V == 11) fp4_tiles<NW, true, true, true, true>(a, GIDX);
+  else if constexpr (V == 12) fp4_tiles<NW, true, true, true, false, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -1149,6 +1161,12 @@ KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE)
 // of the launch's); the same values.
 KERNEL(fast_moe_up_fp4_regw, FastMoEArgs) { fp4_launch<2, 11>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_regw, FastMoEArgs) { fp4_launch<1, 11>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_regn, fast_moe_down_fp4_regn: the _rega tiles with the weight codes
+// loaded by ld.global.nc.L1::no_allocate.L2::256B (DEEPINFER_CUDA_FP4_XE=n, opt-in
+// until timed: each 64-byte step of a row then brings the row's next 192 bytes into
+// L2 with it, larger DRAM requests at no added instruction); the same values.
+KERNEL(fast_moe_up_fp4_regn, FastMoEArgs) { fp4_launch<2, 12>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regn, FastMoEArgs) { fp4_launch<1, 12>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8: the _reg tiles (any activations: V4's)
 // with rows g+8 found from rows g: their default since run 34 (an H100, the same call:
 // V4's up tiles 3.31 → 3.14 ms at batch 256; DEEPINFER_CUDA_FP4_R8=0 runs _reg); the

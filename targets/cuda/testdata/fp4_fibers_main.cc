@@ -1,7 +1,7 @@
 // fp4_fibers_main.cc: TestFP4DeviceCodeOnHostFibers' cases (follows fp4_fibers.h and the
 // kernel sources' device branch): random FP4 experts and activation halves, each case's
 // launch run by fast_moe_*_fp4 (pipelined), fast_moe_*_fp4_reg and the emulated loop
-// (fp4_ref) and fast_moe_*_fp4_reg8 and _reg8a, and with bf16 activations (xexact) fast_moe_*_fp4_regx, _rega, _regw and
+// (fp4_ref) and fast_moe_*_fp4_reg8 and _reg8a, and with bf16 activations (xexact) fast_moe_*_fp4_regx, _rega, _regn, _regw and
 // fast_moe_*_fp4_wide (64 slots a pass), without them fast_moe_*_fp4_widel (32 slots a pass,
 // both halves); all must write the same outputs, bit for bit.
 #include <random>
@@ -114,6 +114,7 @@ static int run_case(const Case& c, unsigned seed) {
   if (c.xexact) {
     ddiff = against_reg(fast_moe_up_fp4_regx, fast_moe_down_fp4_regx, "regx");
     ddiff += against_reg(fast_moe_up_fp4_rega, fast_moe_down_fp4_rega, "rega");
+    ddiff += against_reg(fast_moe_up_fp4_regn, fast_moe_down_fp4_regn, "regn");  // (a load hint on the device)
     // _regw, the scale bytes as words: where K is a multiple of 128, on a copy of the
     // weights whose scales start at a word (the harness's sit at offsets 0-3 of their
     // allocations, as no device weight does); on the harness's own scales, or a K tail,
