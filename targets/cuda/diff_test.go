@@ -338,11 +338,7 @@ func TestInstructionsMatchCPUQuantizedV4(t *testing.T) {
 
 // quantizedV4 writes tiny-v4-dev's config with V4-Flash's quantization_config and
 // random weights (dic synth) to a temporary directory.
-func quantizedV4(t *testing.T) string { return quantizedV4With(t, nil) }
-
-// quantizedV4With is quantizedV4 with some of the config's fields set to other values
-// (e.g. wider experts).
-func quantizedV4With(t *testing.T, set map[string]any) string {
+func quantizedV4(t *testing.T) string {
 	cfg, err := os.ReadFile("../../testdata/tiny-v4-dev/config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -354,9 +350,6 @@ func quantizedV4With(t *testing.T, set map[string]any) string {
 	m["quantization_config"] = map[string]any{"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0",
 		"activation_scheme": "dynamic", "weight_block_size": []int{128, 128}}
 	m["expert_dtype"] = "fp4"
-	for k, v := range set {
-		m[k] = v
-	}
 	src, dir := t.TempDir(), t.TempDir()
 	cfg, _ = json.Marshal(m)
 	if err := os.WriteFile(filepath.Join(src, "config.json"), cfg, 0o644); err != nil {

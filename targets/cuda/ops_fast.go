@@ -976,9 +976,7 @@ type fastExperts struct {
 	// fp4Suffix names the FP4 tiles' variant: "" the pipelined kernels, "_reg" the
 	// ones that load a step ahead into registers (the default; EnvFP4Pipe=1 the pipeline),
 	// "_rega" those compiled for bf16 activations with their halves copied a stage ahead
-	// (the default for them since run 34; EnvFP4XE=w "_regw", the scale bytes as words,
-	// EnvFP4XE=n "_regn", the codes' loads asking L2 for 256 bytes;
-	// EnvFP4XE=x "_regx", EnvFP4XE=0 the general
+	// (the default for them since run 34; EnvFP4XE=x "_regx", EnvFP4XE=0 the general
 	// ones), "_reg8" the general ones finding rows g+8 from rows g (the default for them
 	// since run 34; EnvFP4R8=0 keeps "_reg")
 	fp4Suffix string
@@ -1101,12 +1099,7 @@ const EnvFP4Wide = "DEEPINFER_CUDA_FP4_WIDE"
 // without the lo halves' staging and mma: the default from run 22 to run 34), instead of
 // fast_moe_up_fp4_rega/fast_moe_down_fp4_rega (the _regx tiles with rows g+8 found from
 // rows g and the slots' halves copied by cp.async a stage ahead: the default since run
-// 34, docs/perf/moe.md), and set to w as fast_moe_up_fp4_regw/fast_moe_down_fp4_regw (the
-// _rega tiles with each group of four steps' scale bytes loaded as one word a row where
-// K is a multiple of 128, as every real model's experts have it: opt-in until timed),
-// and set to n as fast_moe_up_fp4_regn/fast_moe_down_fp4_regn (the _rega tiles with the
-// weight codes loaded by ld.global.nc.L1::no_allocate.L2::256B: opt-in until timed).
-// The same values; for comparisons; read when a program is bound.
+// 34, docs/perf/moe.md). The same values; for comparisons; read when a program is bound.
 const EnvFP4XE = "DEEPINFER_CUDA_FP4_XE"
 
 // EnvFP4R8 set to 0 runs the general FP4 register tiles (V4's; V4.1's with
@@ -1155,12 +1148,6 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		}
 		if f.fp4Suffix == "_reg" {
 			f.fp4Suffix = tileSuffix(EnvFP4XE, "x", "_regx", "_rega")
-			switch os.Getenv(EnvFP4XE) {
-			case "w":
-				f.fp4Suffix = "_regw" // (_rega with the scale bytes as words)
-			case "n":
-				f.fp4Suffix = "_regn" // (_rega with the codes' loads asking L2 for 256 bytes)
-			}
 		}
 	}
 	if f.fp4Suffix == "_reg" {
@@ -1180,30 +1167,13 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 // (where an expert has many slots) were not timed, so they stay on _reg8.
 var reg8aRows = [2]int64{128, 512} // (a variable: the tests move it)
 
-// suffix is fp4Suffix for kernel's tiles (fast_moe_up reduces over D, fast_moe_down
-// over I), except that _regw gives way to _rega where the reduction is not a multiple of
-// 128: its scale words need each row's scale bytes to start at a word
-// (tensorcore_fp4.cu fp4_words_ok, which the kernel traps on).
-func (f *fastExperts) suffix(kernel string) string {
-	if f.fp4Suffix == "_regw" {
-		K := f.sh.I
-		if kernel == "fast_moe_up" {
-			K = f.sh.D
-		}
-		if K%128 != 0 {
-			return "_rega"
-		}
-	}
-	return f.fp4Suffix
-}
-
 // fp4Name is the FP4 register tiles' kernel for a step of T tokens (kernel_fp4 +
-// suffix, or _reg8a by reg8aRows).
+// fp4Suffix, or _reg8a by reg8aRows).
 func (f *fastExperts) fp4Name(kernel string, T int64) string {
 	if f.reg8a[1] > 0 && T > f.reg8a[0] && T <= f.reg8a[1] {
 		return kernel + "_fp4_reg8a"
 	}
-	return kernel + "_fp4" + f.suffix(kernel)
+	return kernel + "_fp4" + f.fp4Suffix
 }
 
 // tileSuffix is the register tiles' suffix env selects: "_reg" when it is 0, alt when it
@@ -1323,7 +1293,7 @@ func (f *fastExperts) args(s *Step, a *ArgBuf, xs, xq int, xrows, N, K, Kp, S, k
 // for the others (tensorcore.cu's warp tiles: fill's count); the step runs the one its
 // weights need (expert 0's w1 stands for all but FP4, which checks every expert).
 func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, fp4 func(s *Step) int64) {
-	names := []string{f.fp4WideName(kernel), kernel + "_fp4" + f.suffix(kernel)}
+	names := []string{f.fp4WideName(kernel), kernel + "_fp4" + f.fp4Suffix}
 	if f.reg8a[1] > 0 {
 		names = append(names, kernel+"_fp4_reg8a") // (reg8aRows' steps)
 	}

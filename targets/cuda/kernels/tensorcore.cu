@@ -963,23 +963,12 @@ KERNEL(fast_gemv_bf16s_q, FastGemvArgs) { fast_gemv_staged<1, true>(a, GIDX, GST
 // pieces in two register sets, the next stage's loads issued before a stage is summed.
 // Go picks them for one-row steps with DEEPINFER_CUDA_GEMV_ONE (ops_fast.go). The
 // emulated device runs fast_gemv's emulated branch for one row.
-// ld_stream16_l2: the same load asking L2 to fetch the 256 bytes around it from DRAM
-// (.L2::256B: the next steps' bytes of a weight row that is read 64 bytes a step; the
-// FP4 tiles' _regn)
 #if defined(DI_EMULATE) || defined(DI_LANES)
 DEVM uint4 ld_stream16(const void* p) { return *(const uint4*)p; }
-DEVM uint4 ld_stream16_l2(const void* p) { return *(const uint4*)p; }
 #else
 DEVM uint4 ld_stream16(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-DEVM uint4 ld_stream16_l2(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
   return v;
 }
 #endif

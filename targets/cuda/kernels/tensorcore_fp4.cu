@@ -183,16 +183,6 @@ DEVM void fp4_step(float (&acc)[2][J][4], const uint4* ca, const uint4* cb, cons
 #endif
 
 #ifndef DI_EMULATE
-// fp4_ld32: a 32-bit load (on host fibers, its alignment checked: a misaligned load
-// faults on the device)
-#ifdef DI_LANES
-DEV u32 fp4_ld32(const unsigned char* p) {
-  lanes_check_align(p, 4);
-  return *(const u32*)p;
-}
-#else
-DEV u32 fp4_ld32(const unsigned char* p) { return *(const u32*)p; }
-#endif
 // fp4_load_regs: step h's codes (16 bytes of each of the lane's rows g and g+8, both
 // streams) and scale bytes into registers (the register and wide tiles); zeros and
 // scale 127 past K or N.
@@ -230,62 +220,16 @@ DEVM Fp4Rows8 fp4_rows8(i64 kb, int t, int K, int cols, const unsigned char* con
 }
 // fp4_load_regs8: fp4_load_regs for the Fp4Rows8 tiles: the same bytes (okb implies oka,
 // so rows g's pointers are then row g's).
-// BYTES false (the _regw tiles' word steps): the codes only. NC (the _regn tiles): the
-// codes by ld_stream16_l2 (no L1 allocation, 256-byte DRAM fetches into L2).
-template <bool BYTES = true, bool NC = false>
 DEVM void fp4_load_regs8(const Fp4Rows8& r, int h, const bool* oka, const bool* okb, uint4* qa, uint4* qb, u32* ua,
                          u32* ub) {
   const bool in = h < r.hk;
   const u32 off = 64u * (u32)h, soff = 4u * (u32)h;
   UNROLL for (int p = 0; p < 2; p++) {
     const bool ina = oka[p] && in, inb = okb[p] && in;
-    if constexpr (NC) {
-      qa[p] = ina ? ld_stream16_l2(r.w[p] + off) : make_uint4(0, 0, 0, 0);
-      qb[p] = inb ? ld_stream16_l2(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
-    } else {
-      qa[p] = ina ? *(const uint4*)(r.w[p] + off) : make_uint4(0, 0, 0, 0);
-      qb[p] = inb ? *(const uint4*)(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
-    }
-    if constexpr (BYTES) {
-      ua[p] = ina ? r.s[p][soff] : 127;
-      ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
-    }
-  }
-}
-// The scale bytes as words (the _regw tiles): a step's four scale bytes of a row (lanes
-// t = 0..3's) are one aligned word when K is a multiple of 128 and the scales start at a
-// word (every row then does, and a step lies wholly before K or wholly past it), so a
-// quad loads the four steps of a group as four words, lane t step 4j + t's
-// (fp4_load_words8, one 32-bit load a row where fp4_load_regs8 makes four byte loads a
-// row over the group's four steps, each 8 rows of a warp a sector apart), and at step
-// h lane t takes byte t of lane (g, h mod 4)'s words (fp4_word_bytes): the same bytes,
-// 127 (0x7f7f7f7f a word) past K or N as fp4_load_regs8 gives.
-DEVM bool fp4_words_ok(const FastMoEArgs& a, const Weight& w0, const Weight& w1) {
-  return (a.K & 127) == 0 && (((u64)w0.s | (u64)w1.s) & 3) == 0;
-}
-// fp4_need: a launch whose arguments break a kernel's assumption stops with an error
-// (the device's trap; on host fibers, a counted error) instead of reading wrong bytes
-DEVM void fp4_need(bool ok) {
-  if (ok) return;
-#ifdef DI_LANES
-  lanes_trap();
-#else
-  asm volatile("trap;");
-#endif
-}
-DEVM void fp4_load_words8(const Fp4Rows8& r, int j, int t, const bool* oka, const bool* okb, u32* wsa, u32* wsb) {
-  const bool in = 4 * j + t < r.hk;  // (r.hk is the same for the quad's lanes here)
-  const u32 off = 16u * (u32)j + 3u * (u32)t;  // (r.s[p] is rows g's byte t of step 0)
-  UNROLL for (int p = 0; p < 2; p++) {
-    wsa[p] = oka[p] && in ? fp4_ld32(r.s[p] + off) : 0x7f7f7f7fu;
-    wsb[p] = okb[p] && in ? fp4_ld32(r.s[p] + r.s8 + off) : 0x7f7f7f7fu;
-  }
-}
-DEVM void fp4_word_bytes(const u32* wsa, const u32* wsb, int h, int lane, u32* ua, u32* ub) {
-  const int src = (lane & ~3) | (h & 3), sh = 8 * (lane & 3);
-  UNROLL for (int p = 0; p < 2; p++) {
-    ua[p] = (__shfl_sync(0xffffffffu, wsa[p], src) >> sh) & 255u;
-    ub[p] = (__shfl_sync(0xffffffffu, wsb[p], src) >> sh) & 255u;
+    qa[p] = ina ? *(const uint4*)(r.w[p] + off) : make_uint4(0, 0, 0, 0);
+    qb[p] = inb ? *(const uint4*)(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
+    ua[p] = ina ? r.s[p][soff] : 127;
+    ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
   }
 }
 // fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1), and whether any
@@ -412,21 +356,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // stages of two steps, both halves, xs' two halves of its room the two buffers. The same
 // halves in the same places of the buffer read (zeros for slots past nc, steps past the
 // slice and lo halves of bf16 activations), so the same values.
-// SW (the _regw tiles: _rega's with the scale bytes as words, fp4_load_words8): each
-// group of four steps' scale bytes loaded as a word a row at the group's first step and
-// taken apart by shuffles at each step; only for weights where fp4_words_ok holds (Go
-// launches them only for a K that is a multiple of 128, as every real model's experts
-// have it, and the device's weights start 256 bytes apart; elsewhere the kernel traps
-// rather than read misaligned words). The same bytes, so the same values. (A form that
-// fell back to the byte loads in the same kernel kept both sets of registers live: 70 /
-// 126 bytes spilled against _rega's 52 / 60 by CUDA 12.4.)
-// NC (the _regn tiles: _rega's with the weight codes loaded by ld_stream16_l2): each
-// load asks L2 for the 256 bytes around it, a row's next three steps, and allocates
-// nothing in L1. A hint: the same bytes, so the same values.
-template <int NW, bool XE = false, bool R8 = false, bool AX = false, bool SW = false, bool NC = false>
+template <int NW, bool XE = false, bool R8 = false, bool AX = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
-  static_assert(!NC || R8, "the streaming loads are compiled with the rows g+8 found from rows g only");
-  static_assert(!SW || R8, "the scale words are compiled with the rows g+8 found from rows g only");
   static_assert(!AX || R8, "the async staging is compiled with the rows g+8 found from rows g only");
   // ST: steps a stage; BUF (AX without XE): one buffer's uint4s
   constexpr int ST = AX && !XE ? 2 : FP4_STEPS, BUF = FP4_SLOTS * ST * 2 * 16;
@@ -448,10 +379,6 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   const int xl = fp4_xl(g, t, ST * 2 * 16);  // (fp4_step)
   Fp4Rows8 r8;
   if constexpr (R8) r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
-  // SW: the group's words (lane t: step 4j + t's four bytes of rows g and g+8, both
-  // streams)
-  u32 wsa[2] = {0u, 0u}, wsb[2] = {0u, 0u};
-  if constexpr (SW) fp4_need(fp4_words_ok(a, fp4_weight<NW>(a, b.e, 0), fp4_weight<NW>(a, b.e, 1)));
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][2][4];
@@ -459,11 +386,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
     auto load = [&](int h) {
-      if constexpr (SW) {
-        fp4_load_regs8<false>(r8, h, oka, okb, qa, qb, ua, ub);
-        if ((h & 3) == 0) fp4_load_words8(r8, h >> 2, t, oka, okb, wsa, wsb);
-      } else if constexpr (R8) {
-        fp4_load_regs8<true, NC>(r8, h, oka, okb, qa, qb, ua, ub);
+      if constexpr (R8) {
+        fp4_load_regs8(r8, h, oka, okb, qa, qb, ua, ub);
       } else {
         fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
       }
@@ -522,7 +446,6 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
       }
       uint4 ca[2] = {qa[0], qa[1]}, cb[2] = {qb[0], qb[1]};
       u32 m1a[2], m1b[2], m2a[2], m2b[2];
-      if constexpr (SW) fp4_word_bytes(wsa, wsb, h, lane, ua, ub);  // (before load(h + 1) may take the next group's)
       const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
       if (h + 1 < nsteps) load(h + 1);
       const int hs = h & (ST - 1), buf = AX ? (h / ST) & 1 : 0;
@@ -862,10 +785,20 @@ DEVM void fp4_e4_ref(const FastMoEArgs& a, i64 blocks) {
   }
 }
 #else
+// fp4_e4_ld32: a 32-bit load (on host fibers, its alignment checked: a misaligned load
+// faults on the device)
+#ifdef DI_LANES
+DEV u32 fp4_e4_ld32(const unsigned char* p) {
+  lanes_check_align(p, 4);
+  return *(const u32*)p;
+}
+#else
+DEV u32 fp4_e4_ld32(const unsigned char* p) { return *(const u32*)p; }
+#endif
 // fp4_e4_scales: the scale bytes of a row's four blocks from p (nb of them before the
 // slice's end; 127 past it), one 32-bit load where every row's are aligned and all there
 DEV u32 fp4_e4_scales(const unsigned char* p, int nb, bool al) {
-  if (al && nb >= 4) return fp4_ld32(p);
+  if (al && nb >= 4) return fp4_e4_ld32(p);
   u32 u = 0;
   UNROLL for (int i = 0; i < 4; i++) u |= (u32)(i < nb ? p[i] : 127) << (8 * i);
   return u;
@@ -949,8 +882,8 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
       } else {
         UNROLL for (int w4 = 0; w4 < 4; w4++) {
           const int o = 64 * h + 16 * w4;
-          qa[p][w4] = w4 < nb && oka[p] ? fp4_ld32(wa[p] + o) : 0u;
-          qb[p][w4] = w4 < nb && okb[p] ? fp4_ld32(wa[p] + r8 + o) : 0u;
+          qa[p][w4] = w4 < nb && oka[p] ? fp4_e4_ld32(wa[p] + o) : 0u;
+          qb[p][w4] = w4 < nb && okb[p] ? fp4_e4_ld32(wa[p] + r8 + o) : 0u;
         }
       }
       ua[p] = fp4_e4_scales(sa[p] + 4 * h, nb, al);
@@ -1098,8 +1031,7 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
 // slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
-// on wgmma), 11 variant 5 with the scale bytes as words (_regw), 12 variant 5 with the
-// codes' loads asking L2 for 256 bytes (_regn); only that variant
+// on wgmma); only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
 // the launch's blocks in fp4_tiles' loops (every variant's values; 8: fp4_e4_ref's, the
 // e4m3 tiles' definition).
@@ -1109,7 +1041,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
 #ifdef DI_EMULATE
   (void)GIDX;
   const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
-  if constexpr (V >= 8 && V <= 10) fp4_e4_ref<NW>(a, blocks);
+  if constexpr (V >= 8) fp4_e4_ref<NW>(a, blocks);
   else fp4_tiles<NW>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
@@ -1122,8 +1054,6 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 8) fp4_e4_tiles<NW>(a, GIDX);
   else if constexpr (V == 9) fp4_e4_tiles<NW, true>(a, GIDX);
   else if constexpr (V == 10) fp4_e4_tiles<NW, false, true>(a, GIDX);
-  else if constexpr (V == 11) fp4_tiles<NW, true, true, true, true>(a, GIDX);
-  else if constexpr (V == 12) fp4_tiles<NW, true, true, true, false, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -1155,18 +1085,6 @@ KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 // tiles 7.71 → 6.70 ms at batch 256, docs/perf/moe.md); the same values.
 KERNEL(fast_moe_up_fp4_rega, FastMoEArgs) { fp4_launch<2, 5>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_regw, fast_moe_down_fp4_regw: the _rega tiles with a group of four
-// steps' scale bytes loaded as one word a row (fp4_load_words8; DEEPINFER_CUDA_FP4_XE=w,
-// opt-in until timed: run 57 found the byte loads 87.5% excess L2 sectors, a quarter
-// of the launch's); the same values.
-KERNEL(fast_moe_up_fp4_regw, FastMoEArgs) { fp4_launch<2, 11>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regw, FastMoEArgs) { fp4_launch<1, 11>(a, GIDX, GSTRIDE); }
-// fast_moe_up_fp4_regn, fast_moe_down_fp4_regn: the _rega tiles with the weight codes
-// loaded by ld.global.nc.L1::no_allocate.L2::256B (DEEPINFER_CUDA_FP4_XE=n, opt-in
-// until timed: each 64-byte step of a row then brings the row's next 192 bytes into
-// L2 with it, larger DRAM requests at no added instruction); the same values.
-KERNEL(fast_moe_up_fp4_regn, FastMoEArgs) { fp4_launch<2, 12>(a, GIDX, GSTRIDE); }
-KERNEL(fast_moe_down_fp4_regn, FastMoEArgs) { fp4_launch<1, 12>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8: the _reg tiles (any activations: V4's)
 // with rows g+8 found from rows g: their default since run 34 (an H100, the same call:
 // V4's up tiles 3.31 → 3.14 ms at batch 256; DEEPINFER_CUDA_FP4_R8=0 runs _reg); the

@@ -202,9 +202,6 @@ void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, uns
   for (int e = 0; e < 4; e++) c[e] = d[e];
 }
 
-// lanes_trap: the device's trap instruction (fp4_need): a counted error
-static long g_traps = 0;
-void lanes_trap() { g_traps++, g_errors++; }
 // lanes_check_align: a plain load's alignment (the device faults on a misaligned one)
 void lanes_check_align(const void* p, int size) {
   if ((uintptr_t)p % size) { fprintf(stderr, "misaligned %d-byte load at %p\n", size, p); g_errors++; }

@@ -1,7 +1,7 @@
 // fp4_fibers_main.cc: TestFP4DeviceCodeOnHostFibers' cases (follows fp4_fibers.h and the
 // kernel sources' device branch): random FP4 experts and activation halves, each case's
 // launch run by fast_moe_*_fp4 (pipelined), fast_moe_*_fp4_reg and the emulated loop
-// (fp4_ref) and fast_moe_*_fp4_reg8 and _reg8a, and with bf16 activations (xexact) fast_moe_*_fp4_regx, _rega, _regn, _regw and
+// (fp4_ref) and fast_moe_*_fp4_reg8 and _reg8a, and with bf16 activations (xexact) fast_moe_*_fp4_regx, _rega and
 // fast_moe_*_fp4_wide (64 slots a pass), without them fast_moe_*_fp4_widel (32 slots a pass,
 // both halves); all must write the same outputs, bit for bit.
 #include <random>
@@ -114,44 +114,6 @@ static int run_case(const Case& c, unsigned seed) {
   if (c.xexact) {
     ddiff = against_reg(fast_moe_up_fp4_regx, fast_moe_down_fp4_regx, "regx");
     ddiff += against_reg(fast_moe_up_fp4_rega, fast_moe_down_fp4_rega, "rega");
-    ddiff += against_reg(fast_moe_up_fp4_regn, fast_moe_down_fp4_regn, "regn");  // (a load hint on the device)
-    // _regw, the scale bytes as words: where K is a multiple of 128, on a copy of the
-    // weights whose scales start at a word (the harness's sit at offsets 0-3 of their
-    // allocations, as no device weight does); on the harness's own scales, or a K tail,
-    // every block must trap (fp4_need) before it reads a word
-    if (c.K % 128 == 0) {
-      std::vector<Weight> tw(tab);
-      const size_t sb = (size_t)c.N * c.K / 32;
-      for (long i = 0; i < 3 * E; i++) {
-        unsigned char* s = (unsigned char*)aligned_alloc(64, (sb + 63) / 64 * 64);
-        memcpy(s, tab[i].s, sb);
-        g_valid.push_back({(const char*)s, (const char*)s + sb});
-        mem.push_back(s);
-        tw[i].s = s;
-      }
-      FastMoEArgs al = a;
-      al.tab = tw.data();
-      std::swap(a, al);
-      ddiff += against_reg(fast_moe_up_fp4_regw, fast_moe_down_fp4_regw, "regw");
-      std::swap(a, al);
-    }
-    {
-      const long errors = g_errors, traps = g_traps;
-      bool misaligned = c.K % 128 != 0;
-      for (long i = 0; i < 3 * E; i++) misaligned = misaligned || ((uintptr_t)tab[i].s & 3) != 0;
-      std::vector<float> junk(psz);
-      FastMoEArgs d = a;
-      d.part = junk.data();
-      if (misaligned) {
-        launch(c.NW == 2 ? fast_moe_up_fp4_regw : fast_moe_down_fp4_regw, d, blocks);
-        if (g_traps == traps) {
-          fprintf(stderr, "  _regw did not trap on K %ld with scales at offsets 0-3\n", c.K);
-          g_errors = errors + 1;
-        } else {
-          g_errors = errors, g_traps = traps;  // (and the misaligned words it then read)
-        }
-      }
-    }
     wdiff = against_reg(fast_moe_up_fp4_wide, fast_moe_down_fp4_wide, "wide");
   } else {
     wdiff = against_reg(fast_moe_up_fp4_widel, fast_moe_down_fp4_widel, "widel");  // both halves, 32 slots a pass
