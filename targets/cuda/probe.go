@@ -19,6 +19,13 @@ const (
 	ProbeTilesFree = 2
 	// ProbeTilesCodes is ProbeTiles without the scale bytes.
 	ProbeTilesCodes = 3
+	// ProbeTiled is ProbeTiles over the same bytes laid out in tiles of (16 rows, step of
+	// 128 values): each tile's codes 1 KB contiguous and its scale bytes 64 (bench.cu
+	// read_probe), so that a warp's loads read whole lines; run 58 found the row layout's
+	// pattern, not the tiles' arithmetic, holding them at ~2.08 TB/s on an H100.
+	ProbeTiled = 4
+	// ProbeTiledCodes is ProbeTiled without the scale bytes.
+	ProbeTiledCodes = 5
 )
 
 // ProbeShape is the weights a ReadProbe reads: two matrices (w1 and w3) of E experts ×
@@ -46,7 +53,7 @@ func (rt *Runtime) ReadProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 
 func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, reps int) (ProbeResult, error) {
 	var res ProbeResult
-	if sh.E <= 0 || sh.N <= 0 || sh.N%64 != 0 || sh.K <= 0 || sh.S <= 0 || sh.K%(128*sh.S) != 0 || reps <= 0 || mode < 0 || mode > 3 {
+	if sh.E <= 0 || sh.N <= 0 || sh.N%64 != 0 || sh.K <= 0 || sh.S <= 0 || sh.K%(128*sh.S) != 0 || reps <= 0 || mode < 0 || mode > ProbeTiledCodes {
 		return res, fmt.Errorf("read probe: mode %d, shape %+v, %d repetitions: want N a multiple of 64 and K of 128·S", mode, sh, reps)
 	}
 	cb, sb := sh.E*sh.N*sh.K/2, sh.E*sh.N*sh.K/32
@@ -56,7 +63,7 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 		}
 	}
 	name := "read_probe"
-	if mode == ProbeTiles || mode == ProbeTilesCodes {
+	if mode != ProbeStream && mode != ProbeTilesFree {
 		name = "read_probe_s"
 	}
 	fn, err := rt.function(name)
@@ -69,7 +76,7 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 	case ProbeStream:
 		items = 132 * 16 * 128 // (a multiprocessor's 16 blocks on an H100's or H200's 132)
 		res.Bytes = cb
-	case ProbeTilesCodes:
+	case ProbeTilesCodes, ProbeTiledCodes:
 		res.Bytes = 2 * cb
 	default:
 		res.Bytes = 2 * (cb + sb)

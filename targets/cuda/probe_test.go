@@ -27,8 +27,9 @@ func probeData(sh cuda.ProbeShape, seed uint64) (codes, scales [2][]byte) {
 
 // probeXOR is what read_probe's items XOR together over every byte they read: each
 // 32-bit word of the codes read (matrix 0 alone in the stream mode), and in the tiles'
-// modes but ProbeTilesCodes each scale byte, shifted 8 bits up for rows 8-15 of their
-// 16-row group.
+// modes but ProbeTilesCodes and ProbeTiledCodes each scale byte, shifted 8 bits up for
+// rows 8-15 of their 16-row group (in the tiled layout, the second 32 bytes of each
+// 64-byte tile).
 func probeXOR(mode int, sh cuda.ProbeShape, codes, scales [2][]byte) uint32 {
 	var x uint32
 	mats := 2
@@ -39,12 +40,12 @@ func probeXOR(mode int, sh cuda.ProbeShape, codes, scales [2][]byte) uint32 {
 		for i := 0; i < len(codes[p]); i += 4 {
 			x ^= binary.LittleEndian.Uint32(codes[p][i:])
 		}
-		if mode == cuda.ProbeStream || mode == cuda.ProbeTilesCodes {
+		if mode == cuda.ProbeStream || mode == cuda.ProbeTilesCodes || mode == cuda.ProbeTiledCodes {
 			continue
 		}
 		srow := sh.K / 32
 		for i, b := range scales[p] {
-			if (int64(i)/srow)%16 >= 8 {
+			if hi := (int64(i)/srow)%16 >= 8; (mode != cuda.ProbeTiled && hi) || (mode == cuda.ProbeTiled && i%64 >= 32) {
 				x ^= uint32(b) << 8
 			} else {
 				x ^= uint32(b)
@@ -72,7 +73,7 @@ func TestReadProbeReadsEveryByte(t *testing.T) {
 	defer rt.Close()
 	sh := cuda.ProbeShape{E: 3, N: 128, K: 1024, S: 2}
 	codes, scales := probeData(sh, 1)
-	for _, mode := range []int{cuda.ProbeStream, cuda.ProbeTiles, cuda.ProbeTilesFree, cuda.ProbeTilesCodes} {
+	for _, mode := range []int{cuda.ProbeStream, cuda.ProbeTiles, cuda.ProbeTilesFree, cuda.ProbeTilesCodes, cuda.ProbeTiled, cuda.ProbeTiledCodes} {
 		r, err := rt.ReadProbe(mode, sh, codes, scales, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -86,12 +87,13 @@ func TestReadProbeReadsEveryByte(t *testing.T) {
 	}
 }
 
-// BenchmarkFP4ReadProbe times read_probe's four modes (the codes as a stream, the _rega
-// tiles' loads at their occupancy, without their shared memory, and without the scale
-// bytes) over V4's up weights
-// of 128 experts (2,048 × 4,096 values each, w1 and w3: 1.07 GB of codes and scales) in
-// 4 slices, the tiles' split at decode, and reports each mode's rate (GB/s of bytes read,
-// the median of 10 launches) with the device's copy rate beside them: on the GPU run
+// BenchmarkFP4ReadProbe times read_probe's six modes (the codes as a stream, the _rega
+// tiles' loads at their occupancy, without their shared memory, without the scale
+// bytes, and the same loads over a layout in (16-row, step) tiles with and without the
+// scale bytes) over V4's up weights of 128 experts (2,048 × 4,096 values each, w1 and
+// w3: 1.07 GB of codes and scales) in 4 slices, the tiles' split at decode, and reports
+// each mode's rate (GB/s of bytes read, the median of 10 launches) with the device's
+// copy rate beside them: on the GPU run
 // `cuda.test -test.run '^$' -test.bench FP4ReadProbe -test.benchtime 1x -device gpu`.
 // On the emulated device a small shape (its rates mean nothing there).
 func BenchmarkFP4ReadProbe(b *testing.B) {
@@ -111,7 +113,8 @@ func BenchmarkFP4ReadProbe(b *testing.B) {
 		for _, m := range []struct {
 			mode int
 			name string
-		}{{cuda.ProbeStream, "stream"}, {cuda.ProbeTiles, "tiles"}, {cuda.ProbeTilesFree, "tiles-free"}, {cuda.ProbeTilesCodes, "tiles-codes"}} {
+		}{{cuda.ProbeStream, "stream"}, {cuda.ProbeTiles, "tiles"}, {cuda.ProbeTilesFree, "tiles-free"}, {cuda.ProbeTilesCodes, "tiles-codes"},
+			{cuda.ProbeTiled, "tiled"}, {cuda.ProbeTiledCodes, "tiled-codes"}} {
 			r, err := rt.ReadProbe(m.mode, sh, codes, scales, 10)
 			if err != nil {
 				b.Fatal(err)

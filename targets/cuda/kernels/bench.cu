@@ -47,7 +47,12 @@ KERNEL(moe_route_uniform, MoEUniformArgs) {
 // (read_probe_s), so that at most four blocks share a multiprocessor whatever carveout
 // the driver picks (the tiles' occupancy: four blocks of 128, run 56's counters); mode 2
 // none; mode 3 is mode 1 without the scale bytes (the tiles' byte loads of eight
-// rows a load, a quarter of their L2 sectors excessive, left out).
+// rows a load, a quarter of their L2 sectors excessive, left out). Modes 4 and 5 are
+// modes 1 and 3 over the same bytes laid out in tiles of (16-row group, step): a tile's
+// 16 rows × 64 code bytes contiguous (1 KB, rows in order), and its 16 rows × 4 scale
+// bytes (64 bytes), so that a warp's code load reads 512 contiguous bytes (four whole
+// lines, where the row layout's touches eight rows' halves of lines) and its scale load
+// one 32-byte sector (where the row layout's touches eight).
 // Each work item writes the XOR of every word and scale byte it read to out[item], so
 // that nothing is left unread and the host can check which bytes were.
 struct ReadProbeArgs { const uint4* w[2]; const unsigned char* s[2]; i64 E, N, K, S; u32* out; i64 mode, items; };
@@ -65,6 +70,19 @@ DEVM void read_probe_item(const ReadProbeArgs& a, i64 gi) {
   const i64 e = blk / (rb * a.S), r0 = ((blk / a.S) % rb) * 64 + 16 * warp, sl = blk % a.S;
   const i64 ks = a.K / a.S, kb = sl * ks, row = a.K / 2, srow = a.K / 32;
   u32 acc = 0;
+  if (a.mode >= 4) {  // the tiled layout: tile (16-row group, step) at (group · K/128 + step)
+    const i64 steps = a.K / 128, grp = (e * a.N + r0) / 16;
+    for (i64 q = kb / 128; q < (kb + ks) / 128; q++) {
+      const i64 T = grp * steps + q;
+      for (int p = 0; p < 2; p++) {
+        const unsigned char* c = (const unsigned char*)a.w[p] + T * 1024 + 64 * g + 16 * t;
+        acc ^= probe_word(*(const uint4*)c) ^ probe_word(*(const uint4*)(c + 512));
+        if (a.mode == 4) acc ^= (u32)a.s[p][T * 64 + 4 * g + t] ^ ((u32)a.s[p][T * 64 + 32 + 4 * g + t] << 8);
+      }
+    }
+    a.out[gi] = acc;
+    return;
+  }
   const unsigned char* wa[2] = {(const unsigned char*)a.w[0] + (e * a.N + r0 + g) * row,
                                  (const unsigned char*)a.w[1] + (e * a.N + r0 + g) * row};
   const unsigned char* sa[2] = {a.s[0] + (e * a.N + r0 + g) * srow, a.s[1] + (e * a.N + r0 + g) * srow};
@@ -78,7 +96,7 @@ DEVM void read_probe_item(const ReadProbeArgs& a, i64 gi) {
 KERNEL(read_probe, ReadProbeArgs) {
   for (i64 gi = GIDX; gi < a.items; gi += GSTRIDE) read_probe_item(a, gi);
 }
-// read_probe_s: modes 1 and 3, with 46 KB of shared memory a block (at most four blocks
+// read_probe_s: modes 1, 3, 4 and 5, with 46 KB of shared memory a block (at most four blocks
 // a multiprocessor: 5 × (46 + 1) KB exceed the 228 KB an sm_90 multiprocessor has)
 KERNEL(read_probe_s, ReadProbeArgs) {
 #ifndef DI_EMULATE
