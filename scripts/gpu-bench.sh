@@ -69,8 +69,10 @@
 # launches is profiled there unless NCU_SKIP skips those launches, as run 42c found:
 # it profiled the 32-row prefill chunks of fast_moe_up_fp4_rega, csa_attn_kdec and
 # csa_index_score_words instead of the decode step's),
-# PROBE=1 runs BenchmarkFP4ReadProbe after the check (the FP4 tiles' reads without their
-# arithmetic, a stream's and the copy's rates; OUT/probe.txt; PROBE_TIMEOUT, default 150),
+# PROBE=1 runs BenchmarkFP4ReadProbe and BenchmarkFP4ReadProbeBulk after the check (the
+# FP4 tiles' reads without their arithmetic in the row and a tiled layout, by bulk copies
+# into shared memory, a stream's and the copy's rates; OUT/probe.txt; PROBE_TIMEOUT,
+# default 150),
 # SASS=REGEX lists the matching kernels' machine code (cuobjdump) into OUT/sass.txt,
 # SAVE_KERNELS=1 packs the kernel cache entries this run compiled (the units changed
 # since the LOAD_KERNELS archives, or every unit without them) into OUT/kernels.tgz (over

@@ -26,7 +26,16 @@ const (
 	ProbeTiled = 4
 	// ProbeTiledCodes is ProbeTiled without the scale bytes.
 	ProbeTiledCodes = 5
+	// ProbeBulk brings ProbeTiles' bytes into shared memory by bulk copies (cp.async.bulk
+	// on an mbarrier, probeBulkStages stages of four steps in flight a block) and reads
+	// them from there as the tiles' lanes would: the rate a producer/consumer form of the
+	// tiles could read at. K and K/S must be multiples of 512.
+	ProbeBulk = 6
 )
+
+// probeBulkShared is read_probe_b's dynamic shared memory: 3 stages (PB_NS) of 4 steps
+// (PB_ST), each 128 rows' 4 · 64 code bytes and 4 · 4 scale bytes.
+const probeBulkShared = 3 * 128 * 4 * (64 + 4)
 
 // ProbeShape is the weights a ReadProbe reads: two matrices (w1 and w3) of E experts ×
 // N rows × K FP4 values, read by S slices of K.
@@ -53,8 +62,11 @@ func (rt *Runtime) ReadProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 
 func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, reps int) (ProbeResult, error) {
 	var res ProbeResult
-	if sh.E <= 0 || sh.N <= 0 || sh.N%64 != 0 || sh.K <= 0 || sh.S <= 0 || sh.K%(128*sh.S) != 0 || reps <= 0 || mode < 0 || mode > ProbeTiledCodes {
+	if sh.E <= 0 || sh.N <= 0 || sh.N%64 != 0 || sh.K <= 0 || sh.S <= 0 || sh.K%(128*sh.S) != 0 || reps <= 0 || mode < 0 || mode > ProbeBulk {
 		return res, fmt.Errorf("read probe: mode %d, shape %+v, %d repetitions: want N a multiple of 64 and K of 128·S", mode, sh, reps)
+	}
+	if mode == ProbeBulk && (sh.K%512 != 0 || (sh.K/sh.S)%512 != 0) {
+		return res, fmt.Errorf("read probe: the bulk mode's shape %+v: want K and K/S multiples of 512 (whole stages, 16-byte copies)", sh)
 	}
 	cb, sb := sh.E*sh.N*sh.K/2, sh.E*sh.N*sh.K/32
 	for p := range 2 {
@@ -63,12 +75,22 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 		}
 	}
 	name := "read_probe"
-	if mode != ProbeStream && mode != ProbeTilesFree {
+	shared := uint32(0)
+	switch mode {
+	case ProbeStream, ProbeTilesFree:
+	case ProbeBulk:
+		name, shared = "read_probe_b", probeBulkShared
+	default:
 		name = "read_probe_s"
 	}
 	fn, err := rt.function(name)
 	if err != nil {
 		return res, err
+	}
+	if shared > 0 {
+		if err := rt.drv.FuncShared(fn, shared); err != nil {
+			return res, fmt.Errorf("kernel %s: %d bytes of shared memory: %w", name, shared, err)
+		}
 	}
 	d, s := rt.drv, rt.stream
 	items := sh.E * sh.N / 64 * sh.S * 128
@@ -119,7 +141,7 @@ func (rt *Runtime) readProbe(mode int, sh ProbeShape, codes, scales [2][]byte, r
 	a.I(int64(mode))
 	a.I(items)
 	if res.Ms, err = rt.medianMs(reps, func() error {
-		if err := d.Launch(fn, uint32(items/launchBlock), launchBlock, 0, s, a.w); err != nil {
+		if err := d.Launch(fn, uint32(items/launchBlock), launchBlock, shared, s, a.w); err != nil {
 			return fmt.Errorf("kernel %s: %w", name, err)
 		}
 		return nil

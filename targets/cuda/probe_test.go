@@ -73,7 +73,7 @@ func TestReadProbeReadsEveryByte(t *testing.T) {
 	defer rt.Close()
 	sh := cuda.ProbeShape{E: 3, N: 128, K: 1024, S: 2}
 	codes, scales := probeData(sh, 1)
-	for _, mode := range []int{cuda.ProbeStream, cuda.ProbeTiles, cuda.ProbeTilesFree, cuda.ProbeTilesCodes, cuda.ProbeTiled, cuda.ProbeTiledCodes} {
+	for _, mode := range []int{cuda.ProbeStream, cuda.ProbeTiles, cuda.ProbeTilesFree, cuda.ProbeTilesCodes, cuda.ProbeTiled, cuda.ProbeTiledCodes, cuda.ProbeBulk} {
 		r, err := rt.ReadProbe(mode, sh, codes, scales, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -85,10 +85,15 @@ func TestReadProbeReadsEveryByte(t *testing.T) {
 	if _, err := rt.ReadProbe(cuda.ProbeTiles, cuda.ProbeShape{E: 1, N: 96, K: 1024, S: 2}, codes, scales, 1); err == nil {
 		t.Error("a shape of 96 rows (not whole 64-row blocks) was not refused")
 	}
+	sh = cuda.ProbeShape{E: 1, N: 64, K: 1024, S: 4} // slices of 256 values: not whole stages
+	codes, scales = probeData(sh, 3)
+	if _, err := rt.ReadProbe(cuda.ProbeBulk, sh, codes, scales, 1); err == nil {
+		t.Error("the bulk mode took slices of 256 values (half a stage)")
+	}
 }
 
-// BenchmarkFP4ReadProbe times read_probe's six modes (the codes as a stream, the _rega
-// tiles' loads at their occupancy, without their shared memory, without the scale
+// BenchmarkFP4ReadProbe times read_probe's first six modes (the codes as a stream, the
+// _rega tiles' loads at their occupancy, without their shared memory, without the scale
 // bytes, and the same loads over a layout in (16-row, step) tiles with and without the
 // scale bytes) over V4's up weights of 128 experts (2,048 × 4,096 values each, w1 and
 // w3: 1.07 GB of codes and scales) in 4 slices, the tiles' split at decode, and reports
@@ -97,11 +102,31 @@ func TestReadProbeReadsEveryByte(t *testing.T) {
 // `cuda.test -test.run '^$' -test.bench FP4ReadProbe -test.benchtime 1x -device gpu`.
 // On the emulated device a small shape (its rates mean nothing there).
 func BenchmarkFP4ReadProbe(b *testing.B) {
+	benchProbe(b, []probeMode{{cuda.ProbeStream, "stream"}, {cuda.ProbeTiles, "tiles"}, {cuda.ProbeTilesFree, "tiles-free"},
+		{cuda.ProbeTilesCodes, "tiles-codes"}, {cuda.ProbeTiled, "tiled"}, {cuda.ProbeTiledCodes, "tiled-codes"}})
+}
+
+// BenchmarkFP4ReadProbeBulk times the seventh, the tiles' bytes brought into shared
+// memory by bulk copies on mbarriers and read from there (read_probe_b), on the same
+// weights; a benchmark of its own, so that `-test.bench FP4ReadProbe` prints the six
+// plain modes first, whatever this one does on its first GPU.
+func BenchmarkFP4ReadProbeBulk(b *testing.B) {
+	benchProbe(b, []probeMode{{cuda.ProbeBulk, "bulk"}})
+}
+
+type probeMode struct {
+	mode int
+	name string
+}
+
+// benchProbe times each of modes over V4's up weights (a small shape on the emulated
+// device) beside the copy rate, checking each launch's XOR.
+func benchProbe(b *testing.B, modes []probeMode) {
 	rt := openProbe(b)
 	defer rt.Close()
 	sh := cuda.ProbeShape{E: 128, N: 2048, K: 4096, S: 4}
 	if *device != "gpu" {
-		sh = cuda.ProbeShape{E: 2, N: 64, K: 512, S: 4}
+		sh = cuda.ProbeShape{E: 2, N: 64, K: 1024, S: 2}
 	}
 	codes, scales := probeData(sh, 2)
 	for range b.N {
@@ -110,11 +135,7 @@ func BenchmarkFP4ReadProbe(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(bw/1e9, "copy-GB/s")
-		for _, m := range []struct {
-			mode int
-			name string
-		}{{cuda.ProbeStream, "stream"}, {cuda.ProbeTiles, "tiles"}, {cuda.ProbeTilesFree, "tiles-free"}, {cuda.ProbeTilesCodes, "tiles-codes"},
-			{cuda.ProbeTiled, "tiled"}, {cuda.ProbeTiledCodes, "tiled-codes"}} {
+		for _, m := range modes {
 			r, err := rt.ReadProbe(m.mode, sh, codes, scales, 10)
 			if err != nil {
 				b.Fatal(err)

@@ -70,7 +70,7 @@ DEVM void read_probe_item(const ReadProbeArgs& a, i64 gi) {
   const i64 e = blk / (rb * a.S), r0 = ((blk / a.S) % rb) * 64 + 16 * warp, sl = blk % a.S;
   const i64 ks = a.K / a.S, kb = sl * ks, row = a.K / 2, srow = a.K / 32;
   u32 acc = 0;
-  if (a.mode >= 4) {  // the tiled layout: tile (16-row group, step) at (group · K/128 + step)
+  if (a.mode == 4 || a.mode == 5) {  // the tiled layout: tile (16-row group, step) at (group · K/128 + step)
     const i64 steps = a.K / 128, grp = (e * a.N + r0) / 16;
     for (i64 q = kb / 128; q < (kb + ks) / 128; q++) {
       const i64 T = grp * steps + q;
@@ -105,4 +105,86 @@ KERNEL(read_probe_s, ReadProbeArgs) {
   if (pad[(GIDX + 1) & 127].y == 1u) a.out[0] = 0;  // (never: keeps pad)
 #endif
   for (i64 gi = GIDX; gi < a.items; gi += GSTRIDE) read_probe_item(a, gi);
+}
+
+// read_probe_b (mode 6): the tiles' bytes brought into shared memory by Hopper's bulk
+// copies instead of the lanes' loads: the form a producer/consumer tile kernel would
+// take. A block (the tiles' blocks: expert, 64 rows, slice) keeps PB_NS stages of PB_ST
+// steps in flight (dynamic shared memory, ReadProbe's probeBulkShared bytes): thread i
+// copies row i % 64 of matrix i / 64, its PB_ST · 64 code bytes and PB_ST · 4 scale
+// bytes, as two cp.async.bulk into the stage, arriving on the stage's mbarrier with
+// those bytes expected; every thread waits on the barrier's phase, then reads what the
+// tiles' lane (g, t) of its warp would (rows g and g+8 of both matrices, 16 code bytes
+// and one scale byte each a step) from the stage and XORs it as read_probe's mode 1
+// does (the same XOR); after a barrier the stage takes the copies of PB_NS stages on.
+// Go requires the slice's steps to be whole stages and every copy 16-byte aligned (K
+// and K/S multiples of 512). The emulated device reads as mode 1.
+#define PB_ST 4
+#define PB_NS 3
+#define PB_CODES (128 * PB_ST * 64)        // a stage's code bytes (2 matrices × 64 rows)
+#define PB_STAGE (PB_CODES + 128 * PB_ST * 4)  // and its scale bytes
+#ifndef DI_EMULATE
+DEVM u32 pb_smem(const void* p) {
+  u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+DEVM void pb_issue(const ReadProbeArgs& a, unsigned char* stage, u32 bar, i64 e, i64 r0, i64 kb, i64 h0, int tid) {
+  const int p = tid >> 6, row = tid & 63;
+  const i64 r = e * a.N + r0 + row;
+  const unsigned char* c = (const unsigned char*)a.w[p] + r * (a.K / 2) + (kb + 128 * h0) / 2;
+  const unsigned char* sc = a.s[p] + r * (a.K / 32) + (kb + 128 * h0) / 32;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // (the generic reads of this stage before)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(PB_ST * 68) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   pb_smem(stage + tid * PB_ST * 64)),
+               "l"(c), "r"(PB_ST * 64), "r"(bar)
+               : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   pb_smem(stage + PB_CODES + tid * PB_ST * 4)),
+               "l"(sc), "r"(PB_ST * 4), "r"(bar)
+               : "memory");
+}
+DEVM void pb_wait(u32 bar, u32 parity) {
+  u32 done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+}
+#endif
+KERNEL(read_probe_b, ReadProbeArgs) {
+#ifdef DI_EMULATE
+  for (i64 gi = GIDX; gi < a.items; gi += GSTRIDE) read_probe_item(a, gi);
+#else
+  (void)GSTRIDE;  // the grid is exactly the blocks
+  DYN_SHARED(pb);
+  __shared__ __align__(8) unsigned long long bars[PB_NS];
+  const i64 rb = a.N / 64, blk = GIDX >> 7;
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 e = blk / (rb * a.S), r0 = ((blk / a.S) % rb) * 64, sl = blk % a.S;
+  const i64 ks = a.K / a.S, kb = sl * ks;
+  const int nst = (int)(ks / (128 * PB_ST));  // stages of the slice
+  if (tid < PB_NS) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(pb_smem(&bars[tid])), "r"(128));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncthreads();
+  for (int q = 0; q < PB_NS && q < nst; q++) pb_issue(a, pb + q * PB_STAGE, pb_smem(&bars[q]), e, r0, kb, (i64)q * PB_ST, tid);
+  u32 acc = 0;
+  for (int q = 0; q < nst; q++) {
+    const int b = q % PB_NS;
+    unsigned char* st = pb + b * PB_STAGE;
+    pb_wait(pb_smem(&bars[b]), (u32)((q / PB_NS) & 1));
+    for (int h = 0; h < PB_ST; h++)
+      for (int p = 0; p < 2; p++) {
+        const int ra = p * 64 + 16 * warp + g, rb8 = ra + 8;
+        acc ^= probe_word(*(const uint4*)(st + ra * PB_ST * 64 + 64 * h + 16 * t)) ^
+               probe_word(*(const uint4*)(st + rb8 * PB_ST * 64 + 64 * h + 16 * t));
+        acc ^= (u32)st[PB_CODES + ra * PB_ST * 4 + 4 * h + t] ^ ((u32)st[PB_CODES + rb8 * PB_ST * 4 + 4 * h + t] << 8);
+      }
+    __syncthreads();  // every thread done with the stage
+    if (q + PB_NS < nst) pb_issue(a, st, pb_smem(&bars[b]), e, r0, kb, (i64)(q + PB_NS) * PB_ST, tid);
+  }
+  a.out[GIDX] = acc;
+#endif
 }
