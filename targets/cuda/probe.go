@@ -27,7 +27,7 @@ const (
 	// ProbeTiledCodes is ProbeTiled without the scale bytes.
 	ProbeTiledCodes = 5
 	// ProbeBulk brings ProbeTiles' bytes into shared memory by bulk copies (cp.async.bulk
-	// on an mbarrier, probeBulkStages stages of four steps in flight a block) and reads
+	// on an mbarrier, three stages of four steps in flight a block) and reads
 	// them from there as the tiles' lanes would: the rate a producer/consumer form of the
 	// tiles could read at. K and K/S must be multiples of 512.
 	ProbeBulk = 6

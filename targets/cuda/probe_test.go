@@ -65,9 +65,12 @@ func openProbe(t testing.TB) *cuda.Runtime {
 }
 
 // TestReadProbeReadsEveryByte: bench.cu's read_probe (BenchmarkFP4ReadProbe's kernel)
-// reads every code word (and, but in ProbeTilesCodes, scale byte) of its shape once, in
-// each mode: the XOR of its work items' XORs equals the host's over the same bytes
-// (random data: a byte read twice or not at all changes it), and a bad shape is refused.
+// reads every code word (and, but in ProbeTilesCodes and ProbeTiledCodes, scale byte) of
+// its shape once, in each mode: the XOR of its work items' XORs equals the host's over
+// the same bytes (random data: a byte read twice or not at all changes it), and a bad
+// shape is refused. On the emulated device ProbeBulk's kernel (read_probe_b) reads as
+// ProbeTiles does, so there this checks only its launch (the name, the dynamic shared
+// memory, the refused shapes); its bulk copies and mbarriers run only with -device gpu.
 func TestReadProbeReadsEveryByte(t *testing.T) {
 	rt := openProbe(t)
 	defer rt.Close()

@@ -495,6 +495,19 @@ DEVM bool gemv_staged_ok(const Weight& w, i64 r, const float* xp, i64 m, i64 K, 
 
 #endif
 
+// smem_addr: p's address in the shared state space (p in a __shared__ array), for the
+// PTX that takes one (cp.async, ldmatrix, wgmma's descriptors, mbarriers, bulk copies);
+// with DI_LANES, the harness's stand-in.
+#ifdef DI_LANES
+DEV u32 smem_addr(const void* p) { return lanes_smem_addr(p); }
+#elif !defined(DI_EMULATE)
+DEV u32 smem_addr(const void* p) {
+  u32 a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+#endif
+
 // fast_cp16: an asynchronous copy of 16 bytes from src to shared memory at dst (zeros
 // when !in; src is then not read); fast_cp_commit closes the thread's group of copies,
 // fast_cp_wait<n> waits until at most n of its groups are in flight. With DI_LANES, the
@@ -508,9 +521,7 @@ DEV void fast_cp_wait() {
 }
 #elif !defined(DI_EMULATE)
 DEV void fast_cp16(void* dst, const void* src, bool in) {
-  u32 d;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(in ? 16 : 0) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(in ? 16 : 0) : "memory");
 }
 DEV void fast_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int n>

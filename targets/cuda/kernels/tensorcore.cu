@@ -1682,7 +1682,6 @@ DEV u64 wg_desc(u32 addr) {
 // a warpgroup's collective operations, the products read from shared memory through
 // the descriptors when a wait lets them complete.
 #ifdef DI_LANES
-DEV u32 wg_saddr(const void* p) { return lanes_smem_addr(p); }
 DEV void wg_proxy_fence() {}
 DEV void wg_fence() { lanes_wg_fence(); }
 DEV void wg_commit() { lanes_wg_commit(); }
@@ -1693,12 +1692,6 @@ DEVM void wg_ss_m64n64(float (&d)[32], u64 da, u64 db) { lanes_wg_mma_n64(d, da,
 #define WG_KEEP(d)
 #define WG_KEEPN(d, n)
 #else
-// wg_saddr: the shared-memory address of p (a __shared__ array's element)
-DEV u32 wg_saddr(const void* p) {
-  u32 s;
-  asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(s) : "l"(p));
-  return s;
-}
 // wg_proxy_fence: this thread's earlier writes to shared memory (stores, landed
 // asynchronous copies) seen by the tensor cores' reads (the async proxy)
 DEV void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -1824,7 +1817,7 @@ DEVM void wg_f32_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
   u32 base[XS];
-  UNROLL for (int b = 0; b < XS; b++) base[b] = wg_saddr(&xs[b][0]);
+  UNROLL for (int b = 0; b < XS; b++) base[b] = smem_addr(&xs[b][0]);
   // split: wv's pairs as the A fragments, bf16 hi and lo = bf16(w − hi); fragment
   // register j: rows g (j even) or g + 8 (odd), values 2t.. (j < 2) or 2t + 8..
   auto split = [&](u32 (&hi)[4][4], u32 (&lo)[4][4]) {
@@ -2044,7 +2037,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
-  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
+  UNROLL for (int b = 0; b < 2; b++) xbase[b] = smem_addr(&xs[b][0]), wbase[b] = smem_addr(&ws[b][0]);
   if (steps > 0) {
     xcopy(kb, 0);
     wfetch(kb, set0);
@@ -2112,7 +2105,7 @@ DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
-  UNROLL for (int b = 0; b < 2; b++) xbase[b] = wg_saddr(&xs[b][0]), wbase[b] = wg_saddr(&ws[b][0]);
+  UNROLL for (int b = 0; b < 2; b++) xbase[b] = smem_addr(&xs[b][0]), wbase[b] = smem_addr(&ws[b][0]);
   if (steps > 0) copy(kb, 0);
   for (i64 i = 0; i < steps; i++) {
     const int b = (int)(i & 1);
@@ -2284,7 +2277,7 @@ DEVM void wg_r_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   };
   float d[64];
   UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
-  const u32 base0 = wg_saddr(&ws[0][0]);  // (the buffers one after another)
+  const u32 base0 = smem_addr(&ws[0][0]);  // (the buffers one after another)
   // step i: its weights in place and seen by the tensor cores, every warp done with the
   // other buffer (step i + 1's weights go there: copied, or fetched now and widened
   // while the products run); its products from the current set, the next step's x
@@ -2571,7 +2564,7 @@ KERNEL(wg_e4m3_probe, WgProbeArgs) {
   }
   wg_proxy_fence();
   __syncthreads();
-  const u64 da = wg_desc(wg_saddr(sa)), db = wg_desc(wg_saddr(sb));
+  const u64 da = wg_desc(smem_addr(sa)), db = wg_desc(smem_addr(sb));
   for (int s = 0; s < 4; s++) {  // + 32 bytes a step of 32 codes
     float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
     wg_fence();
@@ -2652,7 +2645,7 @@ DEVM void wg_e4m3_m64n64(float (&d)[32], u64 da, u64 db) {
 }
 // cp4: an asynchronous copy of 4 bytes (zeros when !in)
 DEV void wg_cp4(void* dst, const void* src, bool in) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(wg_saddr(dst)), "l"(src), "r"(in ? 4 : 0) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(in ? 4 : 0) : "memory");
 }
 #endif
 // the buffers: x codes 2 × BN rows × 128 bytes, weight codes 2 × 64 × 128, x scales 2 ×
@@ -2682,7 +2675,7 @@ DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
   }
 #elif !defined(DI_LANES)
   DYN_SHARED(wge4_sm);
-  unsigned char* sm = wge4_sm + ((1024 - (wg_saddr(wge4_sm) & 1023)) & 1023);
+  unsigned char* sm = wge4_sm + ((1024 - (smem_addr(wge4_sm) & 1023)) & 1023);
   unsigned char* xs = sm;                            // [2][BN × 128]
   unsigned char* ws = sm + 2 * BN * 128;             // [2][64 × 128]
   float* xsc = (float*)(sm + 2 * BN * 128 + 2 * 8192);  // [2][4][BN]: step piece s, x row
@@ -2732,7 +2725,7 @@ DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
   };
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-  const u32 xbase = wg_saddr(xs), wbase = wg_saddr(ws);
+  const u32 xbase = smem_addr(xs), wbase = smem_addr(ws);
   u32 wnext = 0;
   if (steps > 0) copy(kb, 0), wnext = wscale(kb);
   for (i64 i = 0; i < steps; i++) {

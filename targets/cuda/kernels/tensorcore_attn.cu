@@ -681,11 +681,9 @@ DEVM void ctf_row(const CsaFusedArgs& f, i64 t, i64 h0) {
 DEV void ctf_ldsm4t(u32* r, const u32* p) { lanes_ldsm4t(r, p); }
 #else
 DEV void ctf_ldsm4t(u32* r, const u32* p) {
-  u32 a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+               : "r"(smem_addr(p)));
 }
 #endif
 // ctf_q16: the staged query halves of local head r, pairs p..p+7 (16 values): hi to h,

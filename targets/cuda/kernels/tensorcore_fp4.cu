@@ -560,9 +560,7 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
 DEV void fp4_cp4(void* dst, const void* src, bool in) { lanes_cp4(dst, src, in); }
 #else
 DEV void fp4_cp4(void* dst, const void* src, bool in) {
-  u32 d;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(in ? 4 : 0) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(in ? 4 : 0) : "memory");
 }
 #endif
 // word4: the aligned 4-byte word holding byte p.
@@ -940,7 +938,7 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
       }
       const int nb = imin(4, nblk - 4 * h), buf = (h / FP4_STEPS) & 1, hs = h & (FP4_STEPS - 1);
       if constexpr (WG) {
-        const u32 xb0 = wg_saddr(&xcs[buf][hs * 2 * 1024]);
+        const u32 xb0 = smem_addr(&xcs[buf][hs * 2 * 1024]);
         UNROLL for (int p = 0; p < 2; p++) {
           // the stream's four blocks' A fragments (rows g, g + 8) from its codes, which
           // then take the next step's (no copy of a step's codes: registers), then for
