@@ -16,7 +16,7 @@
 #                                the device's copy bandwidth, once per numerics mode; the
 #                                synthetic checkpoint is deleted after.
 #
-# Environment (run): MODELS (default "v4 v41"), NUMERICS (default "exact fast"), ROUTE
+# Environment (run): MODELS (default "v4 v41"; none: only the check and the probe), NUMERICS (default "exact fast"), ROUTE
 # (divm bench --route of this build's benches, default uniform: the random-weight routers
 # send rows that share a context to a few experts; model keeps them), CHECK_RUN
 # (the instruction check's -test.run pattern, default every exact and fast check),
@@ -40,7 +40,7 @@
 # environment as it is; e.g. CHECK_ENV=';DEEPINFER_CUDA_SUM4=0' as it is, then with
 # fast_sum in place of fast_sum4),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
-# ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context,
+# ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context, or CMP_CONTEXT,
 # the batch sizes CMP_BATCH if set; in the numerics mode CMP_NUMERICS, default fast, its
 # reports still named $m.fast.cmp*;
 # and the PREFILL prompt unless PREFILL_COMPARE=0; several sets separated by ';' each
@@ -143,6 +143,12 @@ gather() {
 	rm -rf "$tmp"
 }
 
+# bench_models: the models MODELS names (none: not one)
+bench_models() {
+	local m=${MODELS:-v4 v41}
+	[ "$m" = none ] || echo "$m"
+}
+
 run() {
 	local work=${BENCH_DIR:-/tmp/deepinfer-bench} out=${OUT:-$bin/out}
 	mkdir -p "$work" "$out"
@@ -210,7 +216,7 @@ run() {
 			tee "$out/probe.txt" | grep -E "GB/s|^(ok|FAIL|PASS)"
 	fi
 	local m cfg layers ctx
-	for m in ${MODELS:-v4 v41}; do
+	for m in $(bench_models); do
 		case $m in
 		v4) cfg=testdata/deepseek-v4-flash layers=${LAYERS_V4:-2-5} ctx=${CONTEXT_V4:-${CONTEXT:-4096}} ;;
 		v41) cfg=testdata/deepseek-v4.1-flash layers=${LAYERS_V41:-20-23} ctx=${CONTEXT_V41:-${CONTEXT:-4096}} ;;
@@ -249,7 +255,7 @@ run() {
 				[ $n -gt 1 ] && tag=cmp$n
 				echo "==== $m: $set divm bench --numerics ${CMP_NUMERICS:-fast}"
 				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
-					--context "${ctx%%,*}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
+					--context "${CMP_CONTEXT:-${ctx%%,*}}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 					--numerics "${CMP_NUMERICS:-fast}" --out "$out/$m.fast.$tag.bench.json" 2>&1 | tee "$out/$m.fast.$tag.bench.txt"
 				echo "exit status: ${PIPESTATUS[0]}" | tee -a "$out/$m.fast.$tag.bench.txt"
 			done
@@ -427,7 +433,7 @@ PY
 		fi
 	fi
 	echo "==== summary"
-	for m in ${MODELS:-v4 v41}; do
+	for m in $(bench_models); do
 		for num in ${NUMERICS:-exact fast}; do
 			echo "--- $m, $num numerics"
 			sed -n '/^copy bandwidth/,$p' "$out/$m.$num.bench.txt" 2>/dev/null | grep -v "^stepbench" | head -60

@@ -2,6 +2,7 @@ package targets
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"deepinfer/plan"
@@ -68,6 +69,32 @@ const (
 	NumericsFast  = "fast"
 	NumericsFP8   = "fp8"
 )
+
+// EnvIndexTies names the rule by which V4.1's indexer keeps equal scores at its top-k
+// cut, on every target alike: unset or "cpu", torch.topk's on the CPU (libstdc++'s heap
+// select and introselect, step for step: the order the reference fixtures were computed
+// in, and the default); "low", the lower position first among the k-th largest score's
+// equals (the set torch.topk keeps on a CUDA device, whose radix select gathers the
+// values above the k-th, then its equals in index order). The two differ only in which
+// equals of the k-th score a row keeps, and V4.1's bf16 scores tie there often, so the
+// rule changes which keys a query attends to: the fixtures' logits are the cpu rule's.
+// The cuda target selects by the low rule with a parallel radix select (a row's
+// launch block), by the cpu rule with a serial walk of each row (docs/cuda.md). The
+// candidate blocks (select_candidate_blocks) keep the cpu rule under both.
+const EnvIndexTies = "DEEPINFER_INDEX_TIES"
+
+// IndexTiesLow reports whether EnvIndexTies asks for the low rule; an unknown value is
+// an error.
+func IndexTiesLow() (bool, error) {
+	switch v := os.Getenv(EnvIndexTies); v {
+	case "", "cpu":
+		return false, nil
+	case "low":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want cpu (the default) or low", EnvIndexTies, v)
+	}
+}
 
 // CheckNumerics refuses an unknown numerics mode.
 func CheckNumerics(mode string) error {

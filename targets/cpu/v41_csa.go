@@ -9,6 +9,7 @@ import (
 	"deepinfer/ir"
 	"deepinfer/kvlayout"
 	"deepinfer/quant"
+	"deepinfer/targets"
 	"deepinfer/targets/cpu/kvstate"
 )
 
@@ -136,14 +137,19 @@ type csaIndex struct {
 	candBlocks, candSize                         int
 	scale                                        float32
 	publish                                      bool // csa_index_candidates
+	lowTie                                       bool // targets.EnvIndexTies=low: lowTieTopK
 }
 
 func newCSAIndex(publish bool) factory {
 	return func(args, _ []ir.Type, a ir.Attrs) (Kernel, error) {
+		low, err := targets.IndexTiesLow()
+		if err != nil {
+			return nil, err
+		}
 		return &csaIndex{layer: attrInt(a, "layer"), source: attrInt(a, "source"), ratio: attrInt(a, "ratio"),
 			topk: attrInt(a, "topk"), heads: attrInt(a, "heads"), dim: attrInt(a, "head_dim"), keep: attrInt(a, "keep"),
 			candBlocks: attrInt(a, "cand_blocks"), candSize: attrInt(a, "cand_block_size"),
-			scale: float32(attrFloat(a, "scale")), publish: publish}, nil
+			scale: float32(attrFloat(a, "scale")), publish: publish, lowTie: low}, nil
 	}
 }
 
@@ -238,7 +244,11 @@ func (k *csaIndex) Run(s *Step, a, r []Tensor) error {
 				} else if candIn != nil {
 					k.restrict(sc, candIn[t*k.candBlocks:(t+1)*k.candBlocks])
 				}
-				order = torchTopK(sc, k.topk)
+				if k.lowTie {
+					order = lowTieTopK(sc, k.topk)
+				} else {
+					order = torchTopK(sc, k.topk)
+				}
 				slices.Sort(order)
 				out := idxOut[t*k.topk : (t+1)*k.topk]
 				for j := range out {

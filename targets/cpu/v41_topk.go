@@ -1,6 +1,9 @@
 package cpu
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // torchTopK returns the indices torch.topk(vals, k, largest=True) keeps on the CPU, in
 // the order it leaves them. Which of several equal values it keeps is not specified by
@@ -200,3 +203,55 @@ func sortHeap(q []topkElem) {
 // TorchTopK is torchTopK for the other targets' tests, which check their own selection
 // against this one.
 func TorchTopK(vals []float32, k int) []int { return torchTopK(vals, k) }
+
+// LowTieTopK exports lowTieTopK for the device targets' tests.
+func LowTieTopK(vals []float32, k int) []int { return lowTieTopK(vals, k) }
+
+// orderKey maps a value to a key whose unsigned order is torch.topk's (the larger value
+// first): every NaN highest and one key, +0 and -0 one key (the cuda target's
+// csa_order_key).
+func orderKey(v float32) uint32 {
+	if v != v {
+		return math.MaxUint32
+	}
+	u := math.Float32bits(v)
+	if u&0x7fffffff == 0 {
+		u = 0
+	}
+	if u&0x80000000 != 0 {
+		return ^u
+	}
+	return u | 0x80000000
+}
+
+// lowTieTopK returns, in position order, the positions of the k largest values with the
+// lower position first among the k-th largest value's equals: the indexer's selection
+// under targets.EnvIndexTies=low, the set torch.topk keeps on a CUDA device.
+func lowTieTopK(vals []float32, k int) []int {
+	k = min(k, len(vals))
+	if k <= 0 {
+		return nil
+	}
+	keys := make([]uint32, len(vals))
+	for i, v := range vals {
+		keys[i] = orderKey(v)
+	}
+	sorted := slices.Clone(keys)
+	slices.Sort(sorted)
+	cut := sorted[len(sorted)-k] // the k-th largest key
+	above := len(sorted) - k
+	for above < len(sorted) && sorted[above] == cut {
+		above++
+	}
+	take := k - (len(sorted) - above) // the cut's equals to keep
+	out := make([]int, 0, k)
+	for i, x := range keys {
+		if x > cut || x == cut && take > 0 {
+			if x == cut {
+				take--
+			}
+			out = append(out, i)
+		}
+	}
+	return out
+}

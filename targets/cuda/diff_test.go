@@ -109,6 +109,9 @@ type checkConfig struct {
 	// the emulated device's worst at 100 tokens: 1 of 6,784); its other values must
 	// stay within tol (bf16Err)
 	bf16Step bool
+	// devTies, when set, is targets.EnvIndexTies for the device alone (set after the cpu
+	// target has opened, for the rest of the test)
+	devTies string
 }
 
 // TestFastInstructionsNearCPULongPrompt: TestFastInstructionsNearCPU's fed check with a
@@ -205,6 +208,9 @@ func openPair(t *testing.T, model string, cfg checkConfig) (*plan.Plan, targets.
 	})
 	ref.get, ref.getArg = acc.Result, acc.Arg
 	var g *cuda.Runtime
+	if cfg.devTies != "" {
+		t.Setenv(targets.EnvIndexTies, cfg.devTies)
+	}
 	switch *device {
 	case "gpu":
 		r, err := cuda.Open(p, ws, targets.Options{Hook: dev.hook, MaxTokens: max(64, cfg.prompt+32), Numerics: cfg.numerics})
@@ -546,6 +552,45 @@ func TestCompressorPoolLayouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIndexTiesLow: under DEEPINFER_INDEX_TIES=low (targets.EnvIndexTies) both targets
+// keep the lower position first among the indexer's equal scores at its top-k cut: on
+// both V4.1 fixtures the device's exact mode (csa41.cu csa_lowtie_kept: the radix select
+// on a GPU's launch blocks, its serial passes on the emulated device) must equal the
+// cpu target's lowTieTopK instruction for instruction, fed and free-running, and the
+// fast mode stay within TestFastInstructionsNearCPU's fed bound. The rule matters on
+// these fixtures: with the device alone under it, fed the cpu rule's inputs, its
+// selections differ from the cpu target's (a tie at the cut somewhere in the steps).
+func TestIndexTiesLow(t *testing.T) {
+	for _, model := range []string{"tiny-v41-dev", "tiny-v41-dev2"} {
+		t.Run(model+"/exact", func(t *testing.T) {
+			t.Setenv(targets.EnvIndexTies, "low")
+			for _, fed := range []bool{true, false} {
+				if worst := checkInstructions(t, model, checkConfig{numerics: targets.NumericsExact, force: fed}); worst != 0 {
+					t.Errorf("fed %v: worst error %g, want 0", fed, worst)
+				}
+			}
+		})
+		t.Run(model+"/fast", func(t *testing.T) {
+			t.Setenv(targets.EnvIndexTies, "low")
+			if worst := checkInstructions(t, model, checkConfig{numerics: targets.NumericsFast, tol: 6e-6, force: true}); worst == 0 {
+				t.Fatal("every instruction equal to the cpu target's: the fast products did not run")
+			}
+		})
+		t.Run(model+"/device alone", func(t *testing.T) {
+			cfg := checkConfig{numerics: targets.NumericsExact, tol: math.Inf(1), force: true, gate: []string{"csa_index"}, devTies: "low"}
+			if worst := checkInstructions(t, model, cfg); worst == 0 {
+				t.Error("the low rule chose what the cpu rule chose in every step: no tie at the cut was exercised")
+			}
+		})
+	}
+	t.Run("bad value", func(t *testing.T) {
+		t.Setenv(targets.EnvIndexTies, "lowest")
+		if _, err := targets.IndexTiesLow(); err == nil || !strings.Contains(err.Error(), "want cpu") {
+			t.Fatalf("err %v", err)
+		}
+	})
 }
 
 // TestFastV41ExactOps: the instructions V4.1's fast mode computes with the cpu target's

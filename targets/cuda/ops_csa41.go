@@ -9,6 +9,7 @@ import (
 	"deepinfer/kvlayout"
 	"deepinfer/plan"
 	"deepinfer/quant"
+	"deepinfer/targets"
 	"deepinfer/targets/ropefreq"
 )
 
@@ -400,6 +401,14 @@ func csaBindIndex(b *Bind, publish bool) error {
 	sc := b.Scratch(ecap*8+nbcap*8, 0)
 	restricted := withCand && !publish
 	kept := b.Scratch((ecap+7)&^7, 0)
+	// targets.EnvIndexTies=low: the lower position first among equal scores at the cut
+	// (csa41.cu csa_lowtie_kept, a radix select), else the cpu's order (csa_topk_blk)
+	var lowtie int64
+	if low, err := targets.IndexTiesLow(); err != nil {
+		return b.Errorf("%v", err)
+	} else if low {
+		lowtie = 1
+	}
 	cmark := -1
 	if restricted {
 		cmark = b.Scratch((nbcap+7)&^7, 0)
@@ -464,6 +473,7 @@ func csaBindIndex(b *Bind, publish bool) error {
 			a.P(0)
 		}
 		a.P(s.Scratch(kept))
+		a.I(lowtie)
 		return rows
 	}
 	tcTotal, wordsTotal := int64(1536), int64(4096)

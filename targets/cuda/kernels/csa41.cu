@@ -862,6 +862,70 @@ DEV void csa_kept_list(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, unsign
     if (kept[e]) out[n++] = (int)e;
 }
 
+// ---- the fast modes' selection: a radix select, the lower position first among ties ----
+//
+// In the fast numerics modes csa_index_select keeps the k largest scores with ties at
+// the cut broken by position (the lower one kept), the set torch.topk keeps on a CUDA
+// device (its radix select gathers the values above the k-th, then the k-th's equals
+// in index order), instead of reproducing libstdc++'s heap select on the CPU: that
+// walk is serial (a row's replacements one after another, ~0.4 ms a row of 32,768 keys
+// on an H100, run 58) and its order among equal scores is no more the model's than
+// this one, the fast modes' scores being near the exact ones, not equal. The kept set
+// is the same wherever the k-th largest score has no equal on the other side of the
+// cut. q must be unpermuted (q[e].i == e), as csa_index_select's scores are.
+
+// csa_order_key: a key whose unsigned order is csa_before's (the larger value first):
+// every NaN highest and one key, +0 and -0 one key.
+DEV u32 csa_order_key(float v) {
+  if (isnan32(v)) return 0xffffffffu;
+  u32 u = bits_f32(v);
+  if ((u & 0x7fffffffu) == 0) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// csa_cut_pick: the digit bin (of 256, from the top) in which the r-th largest of the
+// binned keys lies, given each bin's count in h; *above is how many lie in the bins
+// above it.
+DEV int csa_cut_pick(const i64* h, i64 r, i64* above) {
+  i64 s = 0;
+  int b = 255;
+  while (b > 0 && s + h[b] < r) s += h[b--];
+  *above = s;
+  return b;
+}
+
+// csa_lowtie_kept: csa_kept_list's outputs for the fast modes' selection of the k
+// largest of q[0:n) (see above), serially.
+DEV void csa_lowtie_kept(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsigned char* kept, int* out, i64 outn) {
+  if (k > n) k = n;
+  u32 prefix = 0, mask = 0;
+  i64 r = k;  // still to take among the keys with the prefix
+  for (int shift = 24; shift >= 0 && k > 0; shift -= 8) {
+    i64 h[256];
+    for (int b = 0; b < 256; b++) h[b] = 0;
+    for (i64 e = 0; e < n; e++) {
+      u32 x = csa_order_key(q[e].v);
+      if ((x & mask) == prefix) h[(x >> shift) & 255]++;
+    }
+    i64 above;
+    int b = csa_cut_pick(h, r, &above);
+    r -= above;
+    prefix |= (u32)b << shift;
+    mask |= 255u << shift;
+  }
+  // the keys above the k-th's, then r of its equals, the lower positions first
+  for (i64 e = 0; e < n; e++) {
+    u32 x = csa_order_key(q[e].v);
+    bool keep = k > 0 && (x > prefix || (x == prefix && r > 0));
+    if (k > 0 && x == prefix && r > 0) r--;
+    kept[q[e].i] = keep ? 1 : 0;
+  }
+  for (i64 j = 0; j < outn; j++) out[j] = -1;
+  i64 m = 0;
+  for (i64 e = 0; e < imin(n, lim); e++)
+    if (kept[e]) out[m++] = (int)e;
+}
+
 // ---- the same selection on a launch block (the device's csa_index_select) ----
 //
 // csa_topk_blk leaves in q[0:k) exactly what csa_topk leaves there (the same array, step
@@ -889,6 +953,8 @@ struct csa_BlkShared {
   int bsuf[CSA_PW];            // right stops in the words after
   int scan[CSA_NW];
   long long cut;
+  int pick;              // csa_lowtie_kept_blk: the cut's digit bin,
+  long long pick_above;  // and how many of the binned keys lie above it
   // the heap select's heap, element j at heapx[j + 1]: the two children of element p
   // (2p + 1, 2p + 2) are one 16-byte word (csa_sift_root_sh)
   alignas(16) csa_TopkElem heapx[CSA_HEAP_MAX + 2];
@@ -1196,6 +1262,78 @@ DEV void csa_kept_list_blk(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, un
   csa_blk_compact(imin(width, lim), out, tid, S, [&](i64 e) { return kept[e] != 0; }, [&](i64 e) { return (int)e; });
   __syncthreads();
 }
+
+// csa_lowtie_kept_blk is csa_lowtie_kept on the block: each radix pass counts a digit
+// into its warp's own 256 bins (S.am), the lanes holding one digit counted by their
+// leader (a ballot per bit), and finds the cut's bin by a scan of the bins' counts from
+// the top (256 / ROW_SPREAD bins a thread); then each thread takes a contiguous run of
+// positions, its equals of the cut ranked by a scan of their counts.
+#define CSA_CUT_BPT (256 / ROW_SPREAD)
+static_assert(256 % ROW_SPREAD == 0 && CSA_NW * 256 <= CSA_PW, "csa_lowtie_kept_blk's bins");
+DEV void csa_lowtie_kept_blk(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsigned char* kept, int* out, i64 outn,
+                             int tid, csa_BlkShared& S) {
+  if (k > n) k = n;
+  const int lane = tid & 31, warp = tid >> 5;
+  for (i64 j = tid; j < outn; j += ROW_SPREAD) out[j] = -1;
+  u32 prefix = 0, mask = 0;
+  i64 r = k;  // still to take among the keys with the prefix
+  for (int shift = 24; shift >= 0 && k > 0; shift -= 8) {
+    for (int i = tid; i < CSA_NW * 256; i += ROW_SPREAD) S.am[i] = 0;
+    __syncthreads();
+    u32* h = S.am + warp * 256;
+    for (i64 base = 0; base < n; base += ROW_SPREAD) {
+      const i64 e = base + tid;
+      const u32 x = e < n ? csa_order_key(q[e].v) : 0u;
+      const bool in = e < n && (x & mask) == prefix;
+      const u32 d = (x >> shift) & 255u;
+      u32 peers = __ballot_sync(0xffffffffu, in);
+      for (int bit = 0; bit < 8; bit++) {
+        const u32 m = __ballot_sync(0xffffffffu, (d >> bit) & 1u);
+        peers &= (d >> bit) & 1u ? m : ~m;
+      }
+      if (in && __ffs(peers) - 1 == lane) atomicAdd(h + d, (u32)__popc(peers));
+    }
+    __syncthreads();
+    i64 c[CSA_CUT_BPT], tot = 0;
+    for (int j = 0; j < CSA_CUT_BPT; j++) {
+      const int b = 255 - CSA_CUT_BPT * tid - j;
+      c[j] = 0;
+      for (int w = 0; w < CSA_NW; w++) c[j] += S.am[w * 256 + b];
+      tot += c[j];
+    }
+    int all;
+    i64 s = csa_blk_exscan((int)tot, tid, S, &all);
+    for (int j = 0; j < CSA_CUT_BPT; j++) {
+      if (s < r && s + c[j] >= r) {
+        S.pick = 255 - CSA_CUT_BPT * tid - j;
+        S.pick_above = s;
+      }
+      s += c[j];
+    }
+    __syncthreads();
+    r -= S.pick_above;
+    prefix |= (u32)S.pick << shift;
+    mask |= 255u << shift;
+  }
+  // the keys above the k-th's, then r of its equals, the lower positions first
+  const i64 c = (n + ROW_SPREAD - 1) / ROW_SPREAD, j0 = imin(n, tid * c), j1 = imin(n, j0 + c);
+  int eq = 0;
+  if (k > 0)
+    for (i64 e = j0; e < j1; e++) eq += csa_order_key(q[e].v) == prefix ? 1 : 0;
+  int all;
+  i64 left = r - csa_blk_exscan(eq, tid, S, &all);
+  int cnt = 0;
+  for (i64 e = j0; e < j1; e++) {
+    const u32 x = csa_order_key(q[e].v);
+    const bool keep = k > 0 && (x > prefix || (x == prefix && left-- > 0));
+    kept[q[e].i] = keep ? 1 : 0;
+    cnt += keep && e < lim ? 1 : 0;
+  }
+  int at = csa_blk_exscan(cnt, tid, S, &all);
+  for (i64 e = j0; e < imin(j1, lim); e++)
+    if (kept[e]) out[at++] = (int)e;
+  __syncthreads();
+}
 #endif
 
 // csa_topk_probe: csa_topk over rows of n (value, index) pairs, then the kept keys
@@ -1207,11 +1345,15 @@ struct csa_TopkProbeArgs {
   int* out;             // [rows, k]
   i64 rows, n, k, lim;
 };
-template <bool SORT>
+template <bool SORT, bool LOWTIE = false>
 DEVM void csa_topk_probe_body(const csa_TopkProbeArgs& a, i64 GIDX, i64 GSTRIDE) {
 #ifdef DI_EMULATE
   for (i64 t = GIDX; t < a.rows; t += GSTRIDE) {
     csa_TopkElem* q = a.q + t * a.n;
+    if (LOWTIE) {
+      csa_lowtie_kept(q, a.n, a.k, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k);
+      continue;
+    }
     i64 kk = csa_topk(q, a.n, a.k);
     csa_kept_list(q, kk, a.n, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k);
   }
@@ -1220,6 +1362,10 @@ DEVM void csa_topk_probe_body(const csa_TopkProbeArgs& a, i64 GIDX, i64 GSTRIDE)
   const int tid = (int)(GIDX % ROW_SPREAD);
   for (i64 t = GIDX / ROW_SPREAD; t < a.rows; t += GSTRIDE / ROW_SPREAD) {
     csa_TopkElem* q = a.q + t * a.n;
+    if (LOWTIE) {
+      csa_lowtie_kept_blk(q, a.n, a.k, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k, tid, S);
+      continue;
+    }
     i64 kk = csa_topk_blk(q, a.n, a.k, tid, S, SORT);
     csa_kept_list_blk(q, kk, a.n, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k, tid, S);
   }
@@ -1229,6 +1375,8 @@ KERNEL(csa_topk_probe, csa_TopkProbeArgs) { csa_topk_probe_body<true>(a, GIDX, G
 // csa_topk_probe_u: the same with the heap select's elements left unsorted, as
 // csa_index_select runs it (the same kept keys and lists)
 KERNEL(csa_topk_probe_u, csa_TopkProbeArgs) { csa_topk_probe_body<false>(a, GIDX, GSTRIDE); }
+// csa_topk_probe_t: the fast modes' selection (csa_lowtie_kept; q left as it is)
+KERNEL(csa_topk_probe_t, csa_TopkProbeArgs) { csa_topk_probe_body<false, true>(a, GIDX, GSTRIDE); }
 
 // ---- csa_index, csa_index_candidates ----
 
@@ -1252,6 +1400,7 @@ struct csa_IndexArgs {
   i64* err;
   unsigned char* cmark;  // [rows, nbcap]: the candidate blocks a restricted row may use
   unsigned char* kept;   // [rows, ecap]: csa_index_select's kept keys, a byte per key
+  i64 lowtie;            // csa_index_select: the fast modes' selection (csa_lowtie_kept)
 };
 
 // csa_cand_clear and csa_cand_mark turn each row's candidate list into a byte per block,
@@ -1998,7 +2147,8 @@ DEV i64 csa_cand_last(const csa_IndexArgs& a, i64 clen, i64 nb) {
 
 // csa_index_select: per row, the candidate blocks (publish) or the restriction to the
 // given ones, then the top k keys in position order (-1 pads). The selection is the
-// cpu's (torch.topk's libstdc++ order, ties included). On the device a row is a launch
+// cpu's (torch.topk's libstdc++ order, ties included), or with lowtie (the fast modes)
+// csa_lowtie_kept's; the candidate blocks are always the cpu's. On the device a row is a launch
 // block (ROW_SPREAD threads, csa_topk_blk); the emulated device runs the serial loop.
 KERNEL(csa_index_select, csa_IndexArgs) {
 #ifdef DI_EMULATE
@@ -2031,6 +2181,10 @@ KERNEL(csa_index_select, csa_IndexArgs) {
       for (i64 e = 0; e < width; e++)
         if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
+    if (a.lowtie) {
+      csa_lowtie_kept(q, width, a.topk, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk);
+      continue;
+    }
     i64 kk = csa_topk(q, width, a.topk);
     csa_kept_list(q, kk, width, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk);
   }
@@ -2062,6 +2216,10 @@ KERNEL(csa_index_select, csa_IndexArgs) {
         if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
     __syncthreads();
+    if (a.lowtie) {
+      csa_lowtie_kept_blk(q, width, a.topk, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk, tid, S);
+      continue;
+    }
     // (the kept keys only: the heap select's elements need no sort)
     i64 kk = csa_topk_blk(q, width, a.topk, tid, S, false);
     csa_kept_list_blk(q, kk, width, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk, tid, S);

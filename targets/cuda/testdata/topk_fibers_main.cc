@@ -4,7 +4,8 @@
 // and through the serial csa_topk and csa_kept_list; the arrays and lists must be the
 // same, every element of them. Each case also runs csa_topk_probe_u (the heap select's
 // elements left unsorted, as csa_index_select runs it): its kept bytes and lists must be
-// the serial ones.
+// the serial ones; and csa_topk_probe_t (the fast modes' radix select, csa_lowtie_kept_blk):
+// its kept bytes and lists must be the serial csa_lowtie_kept's, the pairs unmoved.
 #include <random>
 #include <algorithm>
 
@@ -72,7 +73,23 @@ static int run_case(const Case& c, unsigned seed) {
   for (long i = 0; i < N; i++) kdiff += ukept[i] != rkept[i];
   for (long i = 0; i < c.rows * c.k; i++) udiff += uout[i] != rout[i];
   printf("  unsorted: %ld kept bytes differ, %ld list slots differ, errors %ld\n", kdiff, udiff, g_errors - before);
-  return bad | (kdiff == 0 && udiff == 0 && g_errors == before ? 0 : 1);
+  bad |= kdiff == 0 && udiff == 0 && g_errors == before ? 0 : 1;
+  // the fast modes' selection (csa_lowtie_kept_blk against the serial csa_lowtie_kept)
+  std::vector<unsigned char> tkept(N, 7), tref(N, 9);
+  std::vector<int> tout(c.rows * c.k, 7), trout(c.rows * c.k, 9);
+  for (long t = 0; t < c.rows; t++)
+    csa_lowtie_kept(&orig[t * c.n], c.n, c.k, c.lim, &tref[t * c.n], &trout[t * c.k], c.k);
+  std::vector<csa_TopkElem> tq = orig;
+  csa_TopkProbeArgs ta = {tq.data(), tkept.data(), tout.data(), c.rows, c.n, c.k, c.lim};
+  before = g_errors;
+  fibers_launch(csa_topk_probe_t, ta, c.rows);
+  long tkdiff = 0, tdiff = 0, qdiff = 0;
+  for (long i = 0; i < N; i++) tkdiff += tkept[i] != tref[i];
+  for (long i = 0; i < N; i++) qdiff += __float_as_uint(tq[i].v) != __float_as_uint(orig[i].v) || tq[i].i != orig[i].i;
+  for (long i = 0; i < c.rows * c.k; i++) tdiff += tout[i] != trout[i];
+  printf("  lower position first among ties: %ld kept bytes differ, %ld list slots differ, %ld pairs moved, errors %ld\n",
+         tkdiff, tdiff, qdiff, g_errors - before);
+  return bad | (tkdiff == 0 && tdiff == 0 && qdiff == 0 && g_errors == before ? 0 : 1);
 }
 
 int main() {
