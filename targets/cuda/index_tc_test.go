@@ -117,7 +117,7 @@ func TestIndexScoreTCSameScores(t *testing.T) {
 					a.P(errw)
 					a.P(0) // cmark
 					a.P(kept)
-					a.I(0) // sel
+					a.I(0) // lowtie
 				})
 				return k.get(work, 2*c.rows*ecap)
 			}

@@ -401,16 +401,13 @@ func csaBindIndex(b *Bind, publish bool) error {
 	sc := b.Scratch(ecap*8+nbcap*8, 0)
 	restricted := withCand && !publish
 	kept := b.Scratch((ecap+7)&^7, 0)
-	// the selection's form (csa41.cu csa_IndexArgs.sel): targets.EnvIndexTies=low, the
-	// lower position first among equal scores at the cut (csa_lowtie_kept, a radix
-	// select), else the cpu's order (csa_topk_blk; EnvHeapStaged=0: run 58's form)
-	var sel int64
+	// targets.EnvIndexTies=low: the lower position first among equal scores at the cut
+	// (csa41.cu csa_lowtie_kept, a radix select), else the cpu's order (csa_topk_blk)
+	var lowtie int64
 	if low, err := targets.IndexTiesLow(); err != nil {
 		return b.Errorf("%v", err)
 	} else if low {
-		sel = 1
-	} else if os.Getenv(EnvHeapStaged) == "0" {
-		sel = 2
+		lowtie = 1
 	}
 	cmark := -1
 	if restricted {
@@ -476,7 +473,7 @@ func csaBindIndex(b *Bind, publish bool) error {
 			a.P(0)
 		}
 		a.P(s.Scratch(kept))
-		a.I(sel)
+		a.I(lowtie)
 		return rows
 	}
 	tcTotal, wordsTotal := int64(1536), int64(4096)
@@ -844,13 +841,6 @@ const EnvIndexBlock = "DEEPINFER_CUDA_INDEX_BLOCK"
 // where each is exact: the same values; run 18c on the H200: 0.764 against 1.285 ms at
 // batch 256 and 4,096). Read when a program is bound; for comparisons.
 const EnvIndexWords = "DEEPINFER_CUDA_INDEX_WORDS"
-
-// EnvHeapStaged set to 0 runs V4.1's selection under the cpu rule by run 58's heap
-// select (csa41.cu csa_heap_select_blk<false>: thread 0 reads each marked element from
-// global memory and sifts with the next level's children loaded ahead) instead of
-// staging each chunk's marked elements in shared memory and loading two levels ahead
-// (the same kept keys). Read when a program is bound; for comparisons.
-const EnvHeapStaged = "DEEPINFER_CUDA_HEAP_STAGED"
 
 // csaIndexTCKeys is csa41.cu's CSA_ITK: the keys a csa_index_score_tc launch block scores.
 const csaIndexTCKeys = 256

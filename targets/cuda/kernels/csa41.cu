@@ -862,16 +862,17 @@ DEV void csa_kept_list(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, unsign
     if (kept[e]) out[n++] = (int)e;
 }
 
-// ---- the low rule's selection: a radix select, the lower position first among ties ----
+// ---- the fast modes' selection: a radix select, the lower position first among ties ----
 //
-// Under DEEPINFER_INDEX_TIES=low (targets.EnvIndexTies, both targets) csa_index_select
-// keeps the k largest scores with ties at the cut broken by position (the lower one
-// kept), the set torch.topk keeps on a CUDA device (its radix select gathers the values
-// above the k-th, then the k-th's equals in index order), instead of reproducing
-// libstdc++'s heap select on the CPU, a serial walk of each row (~0.4 ms a row of 32,768
-// keys on an H100, run 58). The kept set is the cpu rule's wherever the k-th largest
-// score has no equal on the other side of the cut. q must be unpermuted (q[e].i == e),
-// as csa_index_select's scores are.
+// In the fast numerics modes csa_index_select keeps the k largest scores with ties at
+// the cut broken by position (the lower one kept), the set torch.topk keeps on a CUDA
+// device (its radix select gathers the values above the k-th, then the k-th's equals
+// in index order), instead of reproducing libstdc++'s heap select on the CPU: that
+// walk is serial (a row's replacements one after another, ~0.4 ms a row of 32,768 keys
+// on an H100, run 58) and its order among equal scores is no more the model's than
+// this one, the fast modes' scores being near the exact ones, not equal. The kept set
+// is the same wherever the k-th largest score has no equal on the other side of the
+// cut. q must be unpermuted (q[e].i == e), as csa_index_select's scores are.
 
 // csa_order_key: a key whose unsigned order is csa_before's (the larger value first):
 // every NaN highest and one key, +0 and -0 one key.
@@ -893,7 +894,7 @@ DEV int csa_cut_pick(const i64* h, i64 r, i64* above) {
   return b;
 }
 
-// csa_lowtie_kept: csa_kept_list's outputs for the low rule's selection of the k
+// csa_lowtie_kept: csa_kept_list's outputs for the fast modes' selection of the k
 // largest of q[0:n) (see above), serially.
 DEV void csa_lowtie_kept(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsigned char* kept, int* out, i64 outn) {
   if (k > n) k = n;
@@ -944,7 +945,6 @@ DEV void csa_lowtie_kept(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsigned 
 #define CSA_HEAP_MAX 1024         // heaps up to this size live in shared memory
 #define CSA_SCAN_WORDS 256        // the heap select marks up to 8,192 elements a chunk
 #define CSA_SCAN_FIRST 16         // its first chunk: 512 elements
-#define CSA_STAGE 1024            // marked elements a chunk staged in shared memory
 
 #ifndef DI_EMULATE
 struct csa_BlkShared {
@@ -958,9 +958,6 @@ struct csa_BlkShared {
   // the heap select's heap, element j at heapx[j + 1]: the two children of element p
   // (2p + 1, 2p + 2) are one 16-byte word (csa_sift_root_sh)
   alignas(16) csa_TopkElem heapx[CSA_HEAP_MAX + 2];
-  // the heap select's marked elements of a chunk, in order, as far as they fit
-  // (csa_heap_select_blk<true>)
-  csa_TopkElem stage[CSA_STAGE];
 };
 
 // csa_sift_root_sh is csa_adjust_heap(h, 0, n, v) for a heap in the block's shared
@@ -988,59 +985,6 @@ DEV void csa_sift_root_sh(csa_TopkElem* hx, int n, csa_TopkElem v) {
       hole = left ? l : r;
       if (hole >= half) break;
       a = left ? bl : br;
-    }
-  }
-  if ((n & 1) == 0 && hole == (n - 2) / 2) {
-    const int child = 2 * (hole + 1);
-    hx[hole + 1] = hx[child];
-    hole = child - 1;
-  }
-  int parent = (hole - 1) / 2;
-  while (hole > 0 && csa_before(hx[parent + 1], v)) {
-    hx[hole + 1] = hx[parent + 1];
-    hole = parent;
-    parent = (hole - 1) / 2;
-  }
-  hx[hole + 1] = v;
-}
-
-// csa_sift_root_sh2 is csa_sift_root_sh with the loads two levels ahead: at each level
-// the children of the hole's four grandchildren are loaded (the candidates for the
-// level after next), so a level's comparison waits on a load issued two levels before,
-// not one. The buffers alternate (x at even levels, y at odd) so that no register still
-// being loaded is copied; the first odd level takes its candidates from the root's two
-// children, loaded before the walk. The same moves as csa_sift_root_sh.
-DEV void csa_sift_root_sh2(csa_TopkElem* hx, int n, csa_TopkElem v) {
-  int hole = 0;
-  const int half = (n - 1) / 2;
-  if (hole < half) {
-    float4 a = csa_heap_pair(hx, 0, half);  // the hole's children
-    float4 x0, x1, x2, x3;                  // even levels' four candidates
-    float4 y0 = csa_heap_pair(hx, 1, half), y1 = csa_heap_pair(hx, 2, half), y2 = y0, y3 = y1;
-    int d2 = 0, d1 = 0;  // the last two levels' turns (1: right)
-    bool first = true;
-    // one level: a from the candidates loaded two levels before (but the first), the
-    // hole's grandchildren's children loaded into them, the hole moved down
-    auto level = [&](float4& c0, float4& c1, float4& c2, float4& c3) -> bool {
-      if (!first) {
-        const float4 t0 = d1 ? c1 : c0, t1 = d1 ? c3 : c2;
-        a = d2 ? t1 : t0;
-      }
-      first = false;
-      const int l = 2 * hole + 1, r = l + 1;
-      c0 = csa_heap_pair(hx, 2 * l + 1, half);
-      c1 = csa_heap_pair(hx, 2 * l + 2, half);
-      c2 = csa_heap_pair(hx, 2 * r + 1, half);
-      c3 = csa_heap_pair(hx, 2 * r + 2, half);
-      const csa_TopkElem el{a.x, (int)bits_f32(a.y)}, er{a.z, (int)bits_f32(a.w)};
-      const bool left = csa_before(er, el);
-      hx[hole + 1] = left ? el : er;
-      hole = left ? l : r;
-      d2 = d1;
-      d1 = left ? 0 : 1;
-      return hole < half;
-    };
-    while (level(x0, x1, x2, x3) && level(y0, y1, y2, y3)) {
     }
   }
   if ((n & 1) == 0 && hole == (n - 2) / 2) {
@@ -1195,13 +1139,6 @@ DEV i64 csa_partition_blk(csa_TopkElem* q, i64 f0, i64 l0, i64 pv, int tid, csa_
 // csa_sift_root_sh and loads the next marked element before sifting this one; sort false
 // also leaves out the evicted roots' stores into q[k:n) (csa_index_select reads only
 // q[0:k)).
-//
-// STAGED (the default since run 59; false is run 58's form, for comparisons): the block
-// copies each chunk's marked elements, in order, into shared memory (S.stage, as many as
-// fit) before thread 0's walk, which then reads them there instead of from global
-// memory (a marked element that does not replace the root was a stall on the next
-// element's global load), and sifts with csa_sift_root_sh2 (loads two levels ahead).
-template <bool STAGED = true>
 DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S, bool sort = true) {
   const bool shared = k <= CSA_HEAP_MAX;
   csa_TopkElem* h = shared ? S.heapx + 1 : q;
@@ -1221,17 +1158,6 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
       if (lane == 0) S.am[w] = mk;
     }
     __syncthreads();
-    if (STAGED && shared) {
-      // each thread a contiguous run of the chunk's words: its marked elements copied to
-      // their ranks in S.stage
-      const int per = (nw + ROW_SPREAD - 1) / ROW_SPREAD, w0 = imin(nw, tid * per), w1 = imin(nw, w0 + per);
-      int cnt = 0, total;
-      for (int w = w0; w < w1; w++) cnt += __popc(S.am[w]);
-      int at = csa_blk_exscan(cnt, tid, S, &total);
-      for (int w = w0; w < w1 && at < CSA_STAGE; w++)
-        for (u32 mk = S.am[w]; mk && at < CSA_STAGE; mk &= mk - 1) S.stage[at++] = q[c + 32 * w + (__ffs(mk) - 1)];
-      __syncthreads();
-    }
     if (tid == 0 && !shared) {
       for (int w = 0; w < nw; w++) {
         for (u32 mk = S.am[w]; mk; mk &= mk - 1) {
@@ -1258,22 +1184,19 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
         mk &= mk - 1;
         return true;
       };
-      // the marked element of rank j: staged, or from global memory past the stage
-      auto load = [&](int j, int o) { return STAGED && j < CSA_STAGE ? S.stage[j] : q[c + o]; };
-      int off = 0, j = 0;
+      int off = 0;
       bool have = next(&off);
-      csa_TopkElem x = have ? load(0, off) : csa_TopkElem{};
+      csa_TopkElem x = have ? q[c + off] : csa_TopkElem{};
       while (have) {
         int off2 = 0;
         const bool more = next(&off2);
-        const csa_TopkElem y = more ? load(j + 1, off2) : csa_TopkElem{};
+        const csa_TopkElem y = more ? q[c + off2] : csa_TopkElem{};
         const csa_TopkElem top = hx[1];
         if (csa_before(x, top)) {
           if (sort) q[c + off] = top;
-          if (STAGED) csa_sift_root_sh2(hx, kk, x);
-          else csa_sift_root_sh(hx, kk, x);
+          csa_sift_root_sh(hx, kk, x);
         }
-        off = off2, x = y, have = more, j++;
+        off = off2, x = y, have = more;
       }
     }
     __syncthreads();
@@ -1285,14 +1208,12 @@ DEV void csa_heap_select_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShar
   __syncthreads();
 }
 
-// (sort false: the heap select's k elements left unsorted, as csa_heap_select_blk's;
-// STAGED: its form)
-template <bool STAGED = true>
+// (sort false: the heap select's k elements left unsorted, as csa_heap_select_blk's)
 DEV i64 csa_topk_blk(csa_TopkElem* q, i64 n, i64 k, int tid, csa_BlkShared& S, bool sort = true) {
   if (k > n) k = n;
   if (k == 0) return 0;
   if (k * 64 <= n) {
-    csa_heap_select_blk<STAGED>(q, n, k, tid, S, sort);
+    csa_heap_select_blk(q, n, k, tid, S, sort);
     return k;
   }
   i64 first = 0, last = n, nth = k - 1;
@@ -1424,7 +1345,7 @@ struct csa_TopkProbeArgs {
   int* out;             // [rows, k]
   i64 rows, n, k, lim;
 };
-template <bool SORT, bool LOWTIE = false, bool STAGED = true>
+template <bool SORT, bool LOWTIE = false>
 DEVM void csa_topk_probe_body(const csa_TopkProbeArgs& a, i64 GIDX, i64 GSTRIDE) {
 #ifdef DI_EMULATE
   for (i64 t = GIDX; t < a.rows; t += GSTRIDE) {
@@ -1445,7 +1366,7 @@ DEVM void csa_topk_probe_body(const csa_TopkProbeArgs& a, i64 GIDX, i64 GSTRIDE)
       csa_lowtie_kept_blk(q, a.n, a.k, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k, tid, S);
       continue;
     }
-    i64 kk = csa_topk_blk<STAGED>(q, a.n, a.k, tid, S, SORT);
+    i64 kk = csa_topk_blk(q, a.n, a.k, tid, S, SORT);
     csa_kept_list_blk(q, kk, a.n, a.lim, a.kept + t * a.n, a.out + t * a.k, a.k, tid, S);
   }
 #endif
@@ -1454,9 +1375,7 @@ KERNEL(csa_topk_probe, csa_TopkProbeArgs) { csa_topk_probe_body<true>(a, GIDX, G
 // csa_topk_probe_u: the same with the heap select's elements left unsorted, as
 // csa_index_select runs it (the same kept keys and lists)
 KERNEL(csa_topk_probe_u, csa_TopkProbeArgs) { csa_topk_probe_body<false>(a, GIDX, GSTRIDE); }
-// csa_topk_probe_u58: csa_topk_probe_u by run 58's heap select (csa_topk_blk<false>)
-KERNEL(csa_topk_probe_u58, csa_TopkProbeArgs) { csa_topk_probe_body<false, false, false>(a, GIDX, GSTRIDE); }
-// csa_topk_probe_t: the low rule's selection (csa_lowtie_kept; q left as it is)
+// csa_topk_probe_t: the fast modes' selection (csa_lowtie_kept; q left as it is)
 KERNEL(csa_topk_probe_t, csa_TopkProbeArgs) { csa_topk_probe_body<false, true>(a, GIDX, GSTRIDE); }
 
 // ---- csa_index, csa_index_candidates ----
@@ -1481,9 +1400,7 @@ struct csa_IndexArgs {
   i64* err;
   unsigned char* cmark;  // [rows, nbcap]: the candidate blocks a restricted row may use
   unsigned char* kept;   // [rows, ecap]: csa_index_select's kept keys, a byte per key
-  // csa_index_select's form: 0 the cpu's rule (csa_topk_blk), 1 the low rule
-  // (csa_lowtie_kept), 2 the cpu's rule by run 58's heap select (csa_topk_blk<false>)
-  i64 sel;
+  i64 lowtie;            // csa_index_select: the fast modes' selection (csa_lowtie_kept)
 };
 
 // csa_cand_clear and csa_cand_mark turn each row's candidate list into a byte per block,
@@ -2230,8 +2147,8 @@ DEV i64 csa_cand_last(const csa_IndexArgs& a, i64 clen, i64 nb) {
 
 // csa_index_select: per row, the candidate blocks (publish) or the restriction to the
 // given ones, then the top k keys in position order (-1 pads). The selection is the
-// cpu's (torch.topk's libstdc++ order, ties included), or under DEEPINFER_INDEX_TIES=low
-// (sel 1) csa_lowtie_kept's; the candidate blocks are always the cpu's. On the device a row is a launch
+// cpu's (torch.topk's libstdc++ order, ties included), or with lowtie (the fast modes)
+// csa_lowtie_kept's; the candidate blocks are always the cpu's. On the device a row is a launch
 // block (ROW_SPREAD threads, csa_topk_blk); the emulated device runs the serial loop.
 KERNEL(csa_index_select, csa_IndexArgs) {
 #ifdef DI_EMULATE
@@ -2264,7 +2181,7 @@ KERNEL(csa_index_select, csa_IndexArgs) {
       for (i64 e = 0; e < width; e++)
         if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
-    if (a.sel == 1) {
+    if (a.lowtie) {
       csa_lowtie_kept(q, width, a.topk, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk);
       continue;
     }
@@ -2299,12 +2216,12 @@ KERNEL(csa_index_select, csa_IndexArgs) {
         if (!mark[e / a.cand_size]) q[e].v = -F32_INF;
     }
     __syncthreads();
-    if (a.sel == 1) {
+    if (a.lowtie) {
       csa_lowtie_kept_blk(q, width, a.topk, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk, tid, S);
       continue;
     }
     // (the kept keys only: the heap select's elements need no sort)
-    i64 kk = a.sel == 2 ? csa_topk_blk<false>(q, width, a.topk, tid, S, false) : csa_topk_blk(q, width, a.topk, tid, S, false);
+    i64 kk = csa_topk_blk(q, width, a.topk, tid, S, false);
     csa_kept_list_blk(q, kk, width, clen, a.kept + t * a.ecap, a.idx_out + t * a.topk, a.topk, tid, S);
   }
 #endif

@@ -5,8 +5,7 @@
 // same, every element of them. Each case also runs csa_topk_probe_u (the heap select's
 // elements left unsorted, as csa_index_select runs it): its kept bytes and lists must be
 // the serial ones; and csa_topk_probe_t (the fast modes' radix select, csa_lowtie_kept_blk):
-// its kept bytes and lists must be the serial csa_lowtie_kept's, the pairs unmoved; and
-// csa_topk_probe_u58 (run 58's heap select, DEEPINFER_CUDA_HEAP_STAGED=0) the same.
+// its kept bytes and lists must be the serial csa_lowtie_kept's, the pairs unmoved.
 #include <random>
 #include <algorithm>
 
@@ -75,19 +74,6 @@ static int run_case(const Case& c, unsigned seed) {
   for (long i = 0; i < c.rows * c.k; i++) udiff += uout[i] != rout[i];
   printf("  unsorted: %ld kept bytes differ, %ld list slots differ, errors %ld\n", kdiff, udiff, g_errors - before);
   bad |= kdiff == 0 && udiff == 0 && g_errors == before ? 0 : 1;
-  // run 58's heap select (csa_topk_blk<false>, EnvHeapStaged=0), unsorted
-  std::vector<csa_TopkElem> oq = orig;
-  std::vector<unsigned char> okept(N, 7);
-  std::vector<int> oout(c.rows * c.k, 7);
-  csa_TopkProbeArgs oa = {oq.data(), okept.data(), oout.data(), c.rows, c.n, c.k, c.lim};
-  before = g_errors;
-  fibers_launch(csa_topk_probe_u58, oa, c.rows);
-  long okdiff = 0, oudiff = 0;
-  for (long i = 0; i < N; i++) okdiff += okept[i] != rkept[i];
-  for (long i = 0; i < c.rows * c.k; i++) oudiff += oout[i] != rout[i];
-  printf("  unsorted, run 58's form: %ld kept bytes differ, %ld list slots differ, errors %ld\n", okdiff, oudiff,
-         g_errors - before);
-  bad |= okdiff == 0 && oudiff == 0 && g_errors == before ? 0 : 1;
   // the fast modes' selection (csa_lowtie_kept_blk against the serial csa_lowtie_kept)
   std::vector<unsigned char> tkept(N, 7), tref(N, 9);
   std::vector<int> tout(c.rows * c.k, 7), trout(c.rows * c.k, 9);
@@ -129,7 +115,6 @@ int main() {
       {32768, 512, 32768, Bf16Normal, 2},    // V4.1's rows at 32,768 (the heap select)
       {32768, 512, 32000, FewValues, 1},     // the same, ties everywhere, lim < n
       {40000, 600, 40000, Specials, 1},      // heap select past the first chunks, NaNs
-      {40000, 300, 40000, Ascending, 1},     // every element marked: chunks past the stage
   };
   int bad = 0;
   unsigned seed = 1;
