@@ -1269,6 +1269,7 @@ DEV void csa_kept_list_blk(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, un
 // the top (256 / ROW_SPREAD bins a thread); then each thread takes a contiguous run of
 // positions, its equals of the cut ranked by a scan of their counts.
 #define CSA_CUT_BPT (256 / ROW_SPREAD)
+#define CSA_CUT_U 8  // values a thread loads ahead
 static_assert(256 % ROW_SPREAD == 0 && CSA_NW * 256 <= CSA_PW, "csa_lowtie_kept_blk's bins");
 DEV void csa_lowtie_kept_blk(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsigned char* kept, int* out, i64 outn,
                              int tid, csa_BlkShared& S) {
@@ -1281,17 +1282,26 @@ DEV void csa_lowtie_kept_blk(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsig
     for (int i = tid; i < CSA_NW * 256; i += ROW_SPREAD) S.am[i] = 0;
     __syncthreads();
     u32* h = S.am + warp * 256;
-    for (i64 base = 0; base < n; base += ROW_SPREAD) {
-      const i64 e = base + tid;
-      const u32 x = e < n ? csa_order_key(q[e].v) : 0u;
-      const bool in = e < n && (x & mask) == prefix;
-      const u32 d = (x >> shift) & 255u;
-      u32 peers = __ballot_sync(0xffffffffu, in);
-      for (int bit = 0; bit < 8; bit++) {
-        const u32 m = __ballot_sync(0xffffffffu, (d >> bit) & 1u);
-        peers &= (d >> bit) & 1u ? m : ~m;
+    for (i64 base = 0; base < n; base += ROW_SPREAD * CSA_CUT_U) {
+      // CSA_CUT_U values a thread loaded before the first is counted: one launch block
+      // a row has few warps to hide a load's latency behind
+      float v[CSA_CUT_U];
+      UNROLL for (int u = 0; u < CSA_CUT_U; u++) {
+        const i64 e = base + u * ROW_SPREAD + tid;
+        v[u] = e < n ? q[e].v : 0.0f;
       }
-      if (in && __ffs(peers) - 1 == lane) atomicAdd(h + d, (u32)__popc(peers));
+      UNROLL for (int u = 0; u < CSA_CUT_U; u++) {
+        const i64 e = base + u * ROW_SPREAD + tid;
+        const u32 x = csa_order_key(v[u]);
+        const bool in = e < n && (x & mask) == prefix;
+        const u32 d = (x >> shift) & 255u;
+        u32 peers = __ballot_sync(0xffffffffu, in);
+        for (int bit = 0; bit < 8; bit++) {
+          const u32 m = __ballot_sync(0xffffffffu, (d >> bit) & 1u);
+          peers &= (d >> bit) & 1u ? m : ~m;
+        }
+        if (in && __ffs(peers) - 1 == lane) atomicAdd(h + d, (u32)__popc(peers));
+      }
     }
     __syncthreads();
     i64 c[CSA_CUT_BPT], tot = 0;
@@ -1317,17 +1327,27 @@ DEV void csa_lowtie_kept_blk(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsig
   }
   // the keys above the k-th's, then r of its equals, the lower positions first
   const i64 c = (n + ROW_SPREAD - 1) / ROW_SPREAD, j0 = imin(n, tid * c), j1 = imin(n, j0 + c);
+  // (the run's elements CSA_CUT_U at a time, loaded before they are used)
   int eq = 0;
   if (k > 0)
-    for (i64 e = j0; e < j1; e++) eq += csa_order_key(q[e].v) == prefix ? 1 : 0;
+    for (i64 e0 = j0; e0 < j1; e0 += CSA_CUT_U) {
+      float v[CSA_CUT_U];
+      UNROLL for (int u = 0; u < CSA_CUT_U; u++) v[u] = e0 + u < j1 ? q[e0 + u].v : 0.0f;
+      UNROLL for (int u = 0; u < CSA_CUT_U; u++) eq += e0 + u < j1 && csa_order_key(v[u]) == prefix ? 1 : 0;
+    }
   int all;
   i64 left = r - csa_blk_exscan(eq, tid, S, &all);
   int cnt = 0;
-  for (i64 e = j0; e < j1; e++) {
-    const u32 x = csa_order_key(q[e].v);
-    const bool keep = k > 0 && (x > prefix || (x == prefix && left-- > 0));
-    kept[q[e].i] = keep ? 1 : 0;
-    cnt += keep && e < lim ? 1 : 0;
+  for (i64 e0 = j0; e0 < j1; e0 += CSA_CUT_U) {
+    csa_TopkElem w[CSA_CUT_U];
+    UNROLL for (int u = 0; u < CSA_CUT_U; u++) w[u] = e0 + u < j1 ? q[e0 + u] : csa_TopkElem{0.0f, 0};
+    UNROLL for (int u = 0; u < CSA_CUT_U; u++) {
+      if (e0 + u >= j1) continue;
+      const u32 x = csa_order_key(w[u].v);
+      const bool keep = k > 0 && (x > prefix || (x == prefix && left-- > 0));
+      kept[w[u].i] = keep ? 1 : 0;
+      cnt += keep && e0 + u < lim ? 1 : 0;
+    }
   }
   int at = csa_blk_exscan(cnt, tid, S, &all);
   for (i64 e = j0; e < imin(j1, lim); e++)
