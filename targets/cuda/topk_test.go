@@ -129,20 +129,9 @@ func TestTorchTopKBlock(t *testing.T) {
 						t.Fatalf("row %d: place %d holds key %d, torch.topk's %d", r, j, got, w)
 					}
 				}
-				list := slices.Clone(want)
-				slices.Sort(list)
-				for j := range c.k {
-					w := -1
-					if j < len(list) && list[j] < c.lim {
-						w = list[j]
-					}
-					if got := int(int32(math.Float32bits(gout[r*c.k+j]))); got != w {
-						t.Fatalf("row %d: kept list slot %d is %d, want %d", r, j, got, w)
-					}
-					if got := int(int32(math.Float32bits(uout[r*c.k+j]))); got != w {
-						t.Fatalf("row %d: unsorted probe's kept list slot %d is %d, want %d", r, j, got, w)
-					}
-				}
+				list := sortedCopy(want)
+				checkKeptList(t, "", r, gout, c, list)
+				checkKeptList(t, "unsorted probe's ", r, uout, c, list)
 			}
 		})
 	}
@@ -182,20 +171,27 @@ func TestLowTieTopK(t *testing.T) {
 				if strings.HasPrefix(c.name, "distinct") && ties {
 					t.Fatalf("row %d: distinct values, yet the rule's set is not torch.topk's", r)
 				}
-				for j := range c.k {
-					w := -1
-					if j < len(list) && list[j] < c.lim {
-						w = list[j]
-					}
-					if got := int(int32(math.Float32bits(gout[r*c.k+j]))); got != w {
-						t.Fatalf("row %d: kept list slot %d is %d, want %d", r, j, got, w)
-					}
-				}
+				checkKeptList(t, "", r, gout, c, list)
 			}
 		})
 	}
 	if !sawTie {
 		t.Error("no row had ties at the cut: the tie rule went untested")
+	}
+}
+
+// checkKeptList: row r's kept list in gout (c.k slots a row, as int32 bits) must be the
+// sorted keys list below c.lim, then -1.
+func checkKeptList(t *testing.T, what string, r int, gout []float32, c topkCase, list []int) {
+	t.Helper()
+	for j := range c.k {
+		w := -1
+		if j < len(list) && list[j] < c.lim {
+			w = list[j]
+		}
+		if got := int(int32(math.Float32bits(gout[r*c.k+j]))); got != w {
+			t.Fatalf("row %d: %skept list slot %d is %d, want %d", r, what, j, got, w)
+		}
 	}
 }
 
