@@ -862,17 +862,16 @@ DEV void csa_kept_list(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, unsign
     if (kept[e]) out[n++] = (int)e;
 }
 
-// ---- the fast modes' selection: a radix select, the lower position first among ties ----
+// ---- the low rule's selection: a radix select, the lower position first among ties ----
 //
-// In the fast numerics modes csa_index_select keeps the k largest scores with ties at
-// the cut broken by position (the lower one kept), the set torch.topk keeps on a CUDA
-// device (its radix select gathers the values above the k-th, then the k-th's equals
-// in index order), instead of reproducing libstdc++'s heap select on the CPU: that
-// walk is serial (a row's replacements one after another, ~0.4 ms a row of 32,768 keys
-// on an H100, run 58) and its order among equal scores is no more the model's than
-// this one, the fast modes' scores being near the exact ones, not equal. The kept set
-// is the same wherever the k-th largest score has no equal on the other side of the
-// cut. q must be unpermuted (q[e].i == e), as csa_index_select's scores are.
+// Under DEEPINFER_INDEX_TIES=low (targets.EnvIndexTies, both targets) csa_index_select
+// keeps the k largest scores with ties at the cut broken by position (the lower one
+// kept), the set torch.topk keeps on a CUDA device (its radix select gathers the values
+// above the k-th, then the k-th's equals in index order; scripts/topk-ties.py), instead
+// of reproducing libstdc++'s heap select on the CPU, a serial walk of each row (~0.4 ms
+// a row of 32,768 keys on an H100, run 58). The kept set is the cpu rule's wherever the
+// k-th largest score has no equal on the other side of the cut. q must be unpermuted
+// (q[e].i == e), as csa_index_select's scores are.
 
 // csa_order_key: a key whose unsigned order is csa_before's (the larger value first):
 // every NaN highest and one key, +0 and -0 one key.
@@ -894,7 +893,7 @@ DEV int csa_cut_pick(const i64* h, i64 r, i64* above) {
   return b;
 }
 
-// csa_lowtie_kept: csa_kept_list's outputs for the fast modes' selection of the k
+// csa_lowtie_kept: csa_kept_list's outputs for the low rule's selection of the k
 // largest of q[0:n) (see above), serially.
 DEV void csa_lowtie_kept(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsigned char* kept, int* out, i64 outn) {
   if (k > n) k = n;
@@ -1395,7 +1394,7 @@ KERNEL(csa_topk_probe, csa_TopkProbeArgs) { csa_topk_probe_body<true>(a, GIDX, G
 // csa_topk_probe_u: the same with the heap select's elements left unsorted, as
 // csa_index_select runs it (the same kept keys and lists)
 KERNEL(csa_topk_probe_u, csa_TopkProbeArgs) { csa_topk_probe_body<false>(a, GIDX, GSTRIDE); }
-// csa_topk_probe_t: the fast modes' selection (csa_lowtie_kept; q left as it is)
+// csa_topk_probe_t: the low rule's selection (csa_lowtie_kept; q left as it is)
 KERNEL(csa_topk_probe_t, csa_TopkProbeArgs) { csa_topk_probe_body<false, true>(a, GIDX, GSTRIDE); }
 
 // ---- csa_index, csa_index_candidates ----
@@ -1420,7 +1419,7 @@ struct csa_IndexArgs {
   i64* err;
   unsigned char* cmark;  // [rows, nbcap]: the candidate blocks a restricted row may use
   unsigned char* kept;   // [rows, ecap]: csa_index_select's kept keys, a byte per key
-  i64 lowtie;            // csa_index_select: the fast modes' selection (csa_lowtie_kept)
+  i64 lowtie;            // csa_index_select: DEEPINFER_INDEX_TIES=low (csa_lowtie_kept)
 };
 
 // csa_cand_clear and csa_cand_mark turn each row's candidate list into a byte per block,
@@ -2167,8 +2166,8 @@ DEV i64 csa_cand_last(const csa_IndexArgs& a, i64 clen, i64 nb) {
 
 // csa_index_select: per row, the candidate blocks (publish) or the restriction to the
 // given ones, then the top k keys in position order (-1 pads). The selection is the
-// cpu's (torch.topk's libstdc++ order, ties included), or with lowtie (the fast modes)
-// csa_lowtie_kept's; the candidate blocks are always the cpu's. On the device a row is a launch
+// cpu's (torch.topk's libstdc++ order, ties included), or under DEEPINFER_INDEX_TIES=low
+// (lowtie) csa_lowtie_kept's; the candidate blocks are always the cpu's. On the device a row is a launch
 // block (ROW_SPREAD threads, csa_topk_blk); the emulated device runs the serial loop.
 KERNEL(csa_index_select, csa_IndexArgs) {
 #ifdef DI_EMULATE
