@@ -1265,8 +1265,9 @@ DEV void csa_kept_list_blk(const csa_TopkElem* q, i64 kk, i64 width, i64 lim, un
 // csa_lowtie_kept_blk is csa_lowtie_kept on the block: each radix pass counts a digit
 // into its warp's own 256 bins (S.am), the lanes holding one digit counted by their
 // leader (a ballot per bit), and finds the cut's bin by a scan of the bins' counts from
-// the top (256 / ROW_SPREAD bins a thread); then each thread takes a contiguous run of
-// positions, its equals of the cut ranked by a scan of their counts.
+// the top (256 / ROW_SPREAD bins a thread); then each thread marks a contiguous run of
+// positions, its equals of the cut ranked by a scan of their counts, and the list is
+// csa_blk_compact's.
 #define CSA_CUT_BPT (256 / ROW_SPREAD)
 #define CSA_CUT_U 8  // values a thread loads ahead
 static_assert(256 % ROW_SPREAD == 0 && CSA_NW * 256 <= CSA_PW, "csa_lowtie_kept_blk's bins");
@@ -1336,21 +1337,18 @@ DEV void csa_lowtie_kept_blk(const csa_TopkElem* q, i64 n, i64 k, i64 lim, unsig
     }
   int all;
   i64 left = r - csa_blk_exscan(eq, tid, S, &all);
-  int cnt = 0;
   for (i64 e0 = j0; e0 < j1; e0 += CSA_CUT_U) {
     csa_TopkElem w[CSA_CUT_U];
     UNROLL for (int u = 0; u < CSA_CUT_U; u++) w[u] = e0 + u < j1 ? q[e0 + u] : csa_TopkElem{0.0f, 0};
     UNROLL for (int u = 0; u < CSA_CUT_U; u++) {
       if (e0 + u >= j1) continue;
       const u32 x = csa_order_key(w[u].v);
-      const bool keep = k > 0 && (x > prefix || (x == prefix && left-- > 0));
-      kept[w[u].i] = keep ? 1 : 0;
-      cnt += keep && e0 + u < lim ? 1 : 0;
+      kept[w[u].i] = k > 0 && (x > prefix || (x == prefix && left-- > 0)) ? 1 : 0;
     }
   }
-  int at = csa_blk_exscan(cnt, tid, S, &all);
-  for (i64 e = j0; e < imin(j1, lim); e++)
-    if (kept[e]) out[at++] = (int)e;
+  __syncthreads();
+  // the kept keys below lim in order (csa_kept_list_blk's last step)
+  csa_blk_compact(imin(n, lim), out, tid, S, [&](i64 e) { return kept[e] != 0; }, [&](i64 e) { return (int)e; });
   __syncthreads();
 }
 #endif
