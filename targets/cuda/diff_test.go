@@ -586,9 +586,21 @@ func TestIndexTiesLow(t *testing.T) {
 		})
 	}
 	t.Run("bad value", func(t *testing.T) {
+		// both targets refuse to open V4.1's plan with an unknown rule, saying why
+		out, err := compiler.Compile(compiler.Options{ModelDir: "../../testdata/tiny-v41-dev", Target: "h200"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := vm.LoadWeights(out.Plan, "../../testdata/tiny-v41-dev")
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Setenv(targets.EnvIndexTies, "lowest")
-		if _, err := targets.IndexTiesLow(); err == nil || !strings.Contains(err.Error(), "want cpu") {
-			t.Fatalf("err %v", err)
+		if _, err := cpu.OpenAny(out.Plan, ws, targets.Options{}); err == nil || !strings.Contains(err.Error(), "want cpu") {
+			t.Errorf("cpu target: err %v", err)
+		}
+		if _, err := cuda.OpenEmulated(out.Plan, ws, targets.Options{MaxTokens: 64}, 4<<30); err == nil || !strings.Contains(err.Error(), "want cpu") {
+			t.Errorf("cuda target: err %v", err)
 		}
 	})
 }
