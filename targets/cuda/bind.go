@@ -45,6 +45,9 @@ type Bind struct {
 	// buffer quantScratch (Quantizes; "" when none)
 	quantizes    string
 	quantScratch int
+	// fp4TiledArgs: the operands [lo, hi) whose FP4 weights the instruction's kernels
+	// read in the tiled layout (fastExperts on the _regt tiles; fp4tiled.go)
+	fp4TiledArgs [2]int
 }
 
 // RoundsOnStore declares that every launch of the instruction passes Step.Round to its

@@ -83,7 +83,7 @@ func fp4FiberSource() (string, error) {
 	}
 	head, _ := kernelFiles()
 	fp4 := cuFile("tensorcore_fp4.cu")
-	ref := regexp.MustCompile(`(?s)#ifdef DI_EMULATE\n(template <int NW>\nDEVM void fp4_tiles\(const FastMoEArgs& a, i64 blocks\) \{.*?\n\})\n#else`).FindStringSubmatch(fp4)
+	ref := regexp.MustCompile(`(?s)#ifdef DI_EMULATE\n(template <int NW, bool TL = false>\nDEVM void fp4_tiles\(const FastMoEArgs& a, i64 blocks\) \{.*?\n\})\n#else`).FindStringSubmatch(fp4)
 	if ref == nil {
 		return "", errors.New("fp4 fiber harness: the emulated fp4_tiles not found in tensorcore_fp4.cu")
 	}

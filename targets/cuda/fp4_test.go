@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"deepinfer/plan"
@@ -840,4 +841,61 @@ func v4Models(t *testing.T) []struct{ name, dir string } {
 func TestSum4SameValues(t *testing.T) {
 	sameAcross(t, v41Fixtures, cuda.EnvSum4, "0", "", 80, "fast_sum ("+cuda.EnvSum4+"=0)", "fast_sum4 (the default)",
 		func(ka, kb map[string]int) string { return someMoved(ka, kb, "fast_sum", "fast_sum4") })
+}
+
+// TestFP4TiledSameLogits: with DEEPINFER_CUDA_FP4_TILED=1 (and =r) the experts' FP4
+// weights of tiny-v41-dev (the V4.1 fixture whose expert shapes are whole 16 × 128
+// tiles: 128 × 256 and 256 × 128) are uploaded in the tiled layout and every expert
+// launch, the 80-token prefill's included, runs the _regb tiles (the _regt ones); the
+// logits are the row layout's (where the prefill takes the wide tiles and the decode
+// steps _rega) bit for bit.
+func TestFP4TiledSameLogits(t *testing.T) {
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
+	for _, c := range []struct{ value, suffix string }{{"1", "_regb"}, {"r", "_regt"}} {
+		t.Run(c.suffix, func(t *testing.T) {
+			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4Tiled, "", c.value, 80)
+			if ka != nil { // (the GPU records no launch counts)
+				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
+					if ka[k+c.suffix] != 0 || kb[k+c.suffix] != ka[k+"_rega"]+ka[k+"_wide"] || kb[k+"_rega"]+kb[k+"_wide"] != 0 || ka[k+"_wide"] == 0 {
+						t.Errorf("%s: _rega %d / %d, _wide %d / %d, %s %d / %d launches in the row / tiled layout", k,
+							ka[k+"_rega"], kb[k+"_rega"], ka[k+"_wide"], kb[k+"_wide"], c.suffix, ka[k+c.suffix], kb[k+c.suffix])
+					}
+				}
+			}
+			sameLogits(t, a, b, "in the row layout", "in the tiled layout ("+cuda.EnvFP4Tiled+"="+c.value+")")
+		})
+	}
+}
+
+// TestFP4TiledRefused: DEEPINFER_CUDA_FP4_TILED=1 (or r) with a program whose FP4
+// weights a kernel other than the _regb and _regt tiles would read (tiny-v41-dev in the
+// exact mode, or in the fast mode with another tile form asked for) fails to open with
+// an error naming the variable, as does a value other than 0, 1 and r.
+func TestFP4TiledRefused(t *testing.T) {
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
+	for _, c := range []struct {
+		name, value, other, otherValue string
+		numerics                       string
+	}{
+		{"exact", "1", "", "", targets.NumericsExact},
+		{"pipe", "1", cuda.EnvFP4Pipe, "1", targets.NumericsFast},
+		{"generic", "1", cuda.EnvFP4Tiles, "0", targets.NumericsFast},
+		{"exact, register tiles", "r", "", "", targets.NumericsExact},
+		{"bad value", "yes", "", "", targets.NumericsFast},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(cuda.EnvFP4Tiled, c.value)
+			if c.other != "" {
+				t.Setenv(c.other, c.otherValue)
+			}
+			r, err := devExec{}.Open(p, ws, targets.Options{Numerics: c.numerics, MaxTokens: 16})
+			if err == nil {
+				r.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), cuda.EnvFP4Tiled) {
+				t.Errorf("the error does not name %s: %v", cuda.EnvFP4Tiled, err)
+			}
+		})
+	}
 }

@@ -998,7 +998,10 @@ type fastExperts struct {
 	// e4: the fp8 numerics' e4m3 tiles (fast_moe_up_fp4_e4, fast_moe_down_fp4_e4) for the
 	// steps that would take the register tiles (e4Step), x's and hid's E4M3 codes and
 	// piece scales in scratch xq and hq (fast_quant_split writes them in those steps)
-	e4     bool
+	e4 bool
+	// tiled: the experts' FP4 weights are in the tiled layout (EnvFP4Tiled; the _regb or
+	// _regt tiles, never the wide ones)
+	tiled  bool
 	e4Name string // "_fp4_e4", or with EnvFP4E4=t "_fp4_e4t"
 	xq, hq int
 }
@@ -1052,7 +1055,7 @@ func (f *fastExperts) fp4Tiles(s *Step) bool {
 		if f.sh.D%32 == 0 && f.sh.I%32 == 0 {
 			f.fp4 = 1
 			for i := range 3 * f.sh.E {
-				if s.Arg(3+int(i)).Fmt != fmtFP4 {
+				if fm := s.Arg(3 + int(i)).Fmt; fm != fmtFP4 && (fm != fmtFP4Tiled || !f.tiled) {
 					f.fp4 = 2
 					break
 				}
@@ -1155,6 +1158,15 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 		if f.fp4Suffix == "_reg8" && os.Getenv(EnvFP4R8) != "1" {
 			f.reg8a = [2]int64{reg8aRows[0], reg8aRows[1]}
 		}
+	}
+	if len(b.weights) > 3 && tiledFP4(b.rt, b.weights[3]) {
+		// the experts' weights in the tiled layout (EnvFP4Tiled): only _rega's form reads it
+		if f.fp4Suffix != "_rega" || f.fp4 == 2 || os.Getenv(EnvFP4E4) != "" {
+			return nil, fmt.Errorf("%s=1: the experts would run on the %s tiles%s, which do not read the tiled FP4 layout (only the fast and fp8 modes' _rega tiles do: V4.1's, and V4's in the fp8 mode, without %s, %s, %s and %s)",
+				EnvFP4Tiled, f.fp4Suffix, map[bool]string{true: " (or the generic or e4m3 ones)"}[f.fp4 == 2 || os.Getenv(EnvFP4E4) != ""], EnvFP4Tiles, EnvFP4Pipe, EnvFP4XE, EnvFP4E4)
+		}
+		f.fp4Suffix, f.wide, f.tiled = b.rt.fp4TiledSuffix, false, true
+		b.fp4TiledArgs = [2]int{3, 3 + int(3*sh.E)}
 	}
 	return f, nil
 }
@@ -1299,7 +1311,11 @@ func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, 
 	}
 	for i, name := range names {
 		wide := i == 0
-		f.b.Launch(name, func(s *Step, a *ArgBuf) int64 {
+		shared := int64(0)
+		if strings.HasSuffix(name, "_regb") {
+			shared = fp4BulkShared // (the warps' rings of weights)
+		}
+		f.b.LaunchShared(name, 128, shared, func(s *Step, a *ArgBuf) int64 {
 			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide || (!wide && f.fp4Name(kernel, s.Arg(0).Rows()) != name) || f.e4Step(s) {
 				return 0
 			}

@@ -55,8 +55,12 @@ type Runtime struct {
 	fp8        bool // the fp8 numerics mode: fast, V4.1's MXFP8 products on e4m3 wgmma
 	// uniformRoute: targets.Options.UniformRoute or EnvRoute=uniform (ops_moe.go)
 	uniformRoute bool
-	errFlag      devptr
-	scratch      devptr
+	// fp4Tiled: EnvFP4Tiled set, the FP4 weights that can be are uploaded in the tiled
+	// layout (fp4tiled.go), and read by the tiles fp4TiledSuffix names
+	fp4Tiled       bool
+	fp4TiledSuffix string
+	errFlag        devptr
+	scratch        devptr
 
 	info     Info
 	prof     profile
@@ -252,6 +256,9 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	rt := &Runtime{plan: p, drv: drv, w: newWorker(), funcs: map[string]function{}, progs: map[string]*prog{}, hook: o.Hook, invariant: o.Invariant,
 		fast: o.Numerics == targets.NumericsFast || o.Numerics == targets.NumericsFP8, fp8: o.Numerics == targets.NumericsFP8,
 		uniformRoute: o.UniformRoute || os.Getenv(EnvRoute) == "uniform"}
+	if rt.fp4Tiled, rt.fp4TiledSuffix, err = fp4TiledEnv(); err != nil {
+		return nil, err
+	}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.profDecode = os.Getenv(EnvProfileDecode) == "1"
@@ -316,7 +323,10 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 					return fmt.Errorf("%w (for %s)", err, c.in.Op)
 				}
 				l.fn = f
-				if l.shared > 48<<10 {
+				// (every launch with dynamic shared memory: the driver's default allowance
+				// is what static shared memory leaves of 48 KB, which a kernel with both
+				// kinds, the FP4 _regb tiles', would exceed below 48 KB of dynamic)
+				if l.shared > 0 {
 					if err := d.FuncShared(f, uint32(l.shared)); err != nil {
 						return fmt.Errorf("kernel %s (for %s): %d bytes of shared memory a block: %w", l.kernel, c.in.Op, l.shared, err)
 					}
@@ -387,6 +397,9 @@ func (rt *Runtime) bindProgram(p *plan.Program) (*prog, error) {
 			bf = func(*Bind) error { return nil }
 		}
 		if err := bf(b); err != nil {
+			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
+		}
+		if err := rt.checkTiledReaders(b); err != nil {
 			return nil, fmt.Errorf("program %s instr %d (%s): %w", p.Phase, i, in.Op, err)
 		}
 		c.launches, c.scratch, c.tables, c.rounds = b.launches, b.scratch, b.tables, b.rounds
@@ -493,7 +506,11 @@ func (rt *Runtime) uploadWeights(ws []targets.Weight) error {
 			return err
 		}
 		var codes []byte
+		scales := w.Scales
 		switch {
+		case f == fmtFP4 && rt.fp4Tiled && tiledFP4Shape(w.Storage, w.Shape):
+			codes, scales = tileFP4(w.Codes, w.Scales, w.Shape[0], w.Shape[1])
+			f = fmtFP4Tiled
 		case w.F32 != nil:
 			codes = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.F32))), 4*len(w.F32))
 		case w.I32 != nil:
@@ -503,9 +520,9 @@ func (rt *Runtime) uploadWeights(ws []targets.Weight) error {
 		}
 		parts[i][0] = part{total, codes}
 		total += align(int64(len(codes)))
-		parts[i][1] = part{total, w.Scales}
-		total += align(int64(len(w.Scales)))
-		rt.weightBytes += int64(len(codes) + len(w.Scales))
+		parts[i][1] = part{total, scales}
+		total += align(int64(len(scales)))
+		rt.weightBytes += int64(len(codes) + len(scales))
 		op := Operand{Fmt: f, Shape: make([]int64, len(w.Shape))}
 		for d, n := range w.Shape {
 			op.Shape[d] = int64(n)

@@ -530,6 +530,48 @@ DEV void fast_cp_wait() {
 }
 #endif
 
+// Bulk copies into shared memory on an mbarrier (Hopper's cp.async.bulk; the FP4 bulk
+// tiles): fast_bar_init sets up a barrier of n arrivals a phase; fast_bar_arrive_tx
+// arrives once, expecting bytes more of copies in the phase; fast_bulk copies bytes
+// (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst,
+// completing them on bar; fast_bar_wait waits until the phase of the given parity is
+// complete (its arrivals in and its bytes landed); fast_bar_fence makes initialized
+// barriers visible to the copies, fast_async_fence orders this thread's earlier reads of
+// shared memory before the copies it issues next. With DI_LANES, the harness's stand-ins
+// (a barrier's copies land only when a wait completes its phase).
+#ifdef DI_LANES
+DEV void fast_bar_init(u64* bar, int n) { lanes_bar_init(bar, n); }
+DEV void fast_bar_arrive_tx(u64* bar, u32 bytes) { lanes_bar_arrive_tx(bar, bytes); }
+DEV void fast_bulk(void* dst, const void* src, u32 bytes, u64* bar) { lanes_bulk(dst, src, bytes, bar); }
+DEV void fast_bar_wait(u64* bar, u32 parity) { lanes_bar_wait(bar, parity); }
+DEV void fast_bar_fence() {}
+DEV void fast_async_fence() {}
+#elif !defined(DI_EMULATE)
+DEV void fast_bar_init(u64* bar, int n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(n) : "memory");
+}
+DEV void fast_bar_arrive_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+DEV void fast_bulk(void* dst, const void* src, u32 bytes, u64* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+DEV void fast_bar_wait(u64* bar, u32 parity) {
+  const u32 at = smem_addr(bar);
+  u32 done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                 : "=r"(done)
+                 : "r"(at), "r"(parity)
+                 : "memory");
+}
+DEV void fast_bar_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+DEV void fast_async_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+#endif
+
 // GemvTile<GT, GN, UT, UN, J> is the shape of gemv_tile: a launch block of 128 threads,
 // 16 lanes × 8 groups (GT × GN); group g holds the chains of UT x rows (tile rows
 // (g / GN)·UT + u) against UN weight rows ((g % GN)·UN + q), so a tile is TT = GT·UT rows

@@ -218,18 +218,47 @@ DEVM Fp4Rows8 fp4_rows8(i64 kb, int t, int K, int cols, const unsigned char* con
   UNROLL for (int p = 0; p < 2; p++) r.w[p] = wa[p] + k0 / 2, r.s[p] = sa[p] + k0 / 32;
   return r;
 }
+// fp4_rows8t: Fp4Rows8 for weights in the tiled layout (fmt 6, DEEPINFER_CUDA_FP4_TILED;
+// fp4_tile_at): lane (g, t)'s 16 code bytes of rows g and g+8 at a step lie 512 bytes
+// apart in the step's 1,024-byte tile of the 16-row group, at 16 · (4g + t), and the
+// next step's tile 1,024 bytes on; its two scale bytes (rows g, g+8) are one 16-bit word
+// at 2 · (4g + t) of the tile's 64 scale bytes. So a warp's load of one half of a step is
+// 512 contiguous bytes (four whole 128-byte lines), where the row layout's is 64 bytes
+// of each of eight rows. (r8 and s8 are not read: the offsets are constants.)
+template <int NW>
+DEVM Fp4Rows8 fp4_rows8t(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0, const bool* oka, int g, int t,
+                         int K) {
+  Fp4Rows8 r;
+  const int k0 = (int)b.kb + 32 * t;
+  r.r8 = 512, r.s8 = 1;
+  r.hk = k0 < K ? (K - k0 + 127) / 128 : 0;
+  UNROLL for (int p = 0; p < 2; p++) {
+    Weight w = fp4_weight<NW>(a, b.e, p);
+    const i64 tile = (oka[p] ? rt0[p] / 16 : 0) * (w.cols / 128) + b.kb / 128;
+    r.w[p] = (const unsigned char*)w.p + tile * 1024 + 16 * (4 * g + t);
+    r.s[p] = w.s + tile * 64 + 2 * (4 * g + t);
+  }
+  return r;
+}
 // fp4_load_regs8: fp4_load_regs for the Fp4Rows8 tiles: the same bytes (okb implies oka,
-// so rows g's pointers are then row g's).
+// so rows g's pointers are then row g's). TL: the tiled layout's places (fp4_rows8t).
+template <bool TL = false>
 DEVM void fp4_load_regs8(const Fp4Rows8& r, int h, const bool* oka, const bool* okb, uint4* qa, uint4* qb, u32* ua,
                          u32* ub) {
   const bool in = h < r.hk;
-  const u32 off = 64u * (u32)h, soff = 4u * (u32)h;
+  const u32 off = (TL ? 1024u : 64u) * (u32)h, soff = (TL ? 64u : 4u) * (u32)h;
   UNROLL for (int p = 0; p < 2; p++) {
     const bool ina = oka[p] && in, inb = okb[p] && in;
     qa[p] = ina ? *(const uint4*)(r.w[p] + off) : make_uint4(0, 0, 0, 0);
-    qb[p] = inb ? *(const uint4*)(r.w[p] + r.r8 + off) : make_uint4(0, 0, 0, 0);
-    ua[p] = ina ? r.s[p][soff] : 127;
-    ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
+    qb[p] = inb ? *(const uint4*)(r.w[p] + (TL ? 512 : r.r8) + off) : make_uint4(0, 0, 0, 0);
+    if constexpr (TL) {
+      const u32 v = ina ? (u32) * (const unsigned short*)(r.s[p] + soff) : 0x7f7fu;
+      ua[p] = v & 255u;
+      ub[p] = inb ? v >> 8 : 127;
+    } else {
+      ua[p] = ina ? r.s[p][soff] : 127;
+      ub[p] = inb ? r.s[p][r.s8 + soff] : 127;
+    }
   }
 }
 // fp4_scales: a step's multipliers for the lane's scale bytes (fp4_m1), and whether any
@@ -267,12 +296,33 @@ DEVM void fp4_store_pass(const FastMoEArgs& a, const Fp4Block& b, const i64* rt0
 }
 #endif
 
+// fp4_codes_at, fp4_scale_at: where the 16 code bytes and the scale byte of values
+// [k, k + 32) of row r lie (k a multiple of 32): in the row layout (fmt 4) at r · cols/2 +
+// k/2 and r · cols/32 + k/32; in the tiled one (fmt 6, TL; DEEPINFER_CUDA_FP4_TILED) in
+// the 16-row × 128-value tile (r / 16, k / 128), 1,024 code bytes and 64 scale bytes a
+// tile, tiles in row-group order then along K: row r % 16 = 8·h8 + g and k % 128 = 32·t
+// at codes 512·h8 + 16·(4g + t), scale 2·(4g + t) + h8 (fp4_rows8t; Go's tileFP4).
+template <bool TL>
+DEVM const unsigned char* fp4_codes_at(const Weight& w, i64 r, i64 k) {
+  if constexpr (!TL) return (const unsigned char*)w.p + r * (w.cols / 2) + k / 2;
+  const i64 tile = (r / 16) * (w.cols / 128) + k / 128;
+  const i64 g = r & 7, h8 = (r >> 3) & 1, t = (k >> 5) & 3;
+  return (const unsigned char*)w.p + tile * 1024 + 512 * h8 + 16 * (4 * g + t);
+}
+template <bool TL>
+DEVM const unsigned char* fp4_scale_at(const Weight& w, i64 r, i64 k) {
+  if constexpr (!TL) return w.s + r * (w.cols / 32) + k / 32;
+  const i64 tile = (r / 16) * (w.cols / 128) + k / 128;
+  const i64 g = r & 7, h8 = (r >> 3) & 1, t = (k >> 5) & 3;
+  return w.s + tile * 64 + 2 * (4 * g + t) + h8;
+}
+
 // The emulated tiles: each weight row's pairs of the slice widened once (wl, wh), then
 // summed with every slot's activations in the device's order: mma i of step k0 takes
 // pairs 2i and 2i + 1 of each lane t's 32 values, hi halves then lo, its sum added to
 // the output's; the lo halves' products only where the activations have them.
 #ifdef DI_EMULATE
-template <int NW>
+template <int NW, bool TL = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
   const int RT = NW == 2 ? 1 : 2;
   const i64 P = a.Kp / 2;
@@ -296,17 +346,16 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
         int plane = NW == 2 ? p : 0;
         i64 rt0 = b.r0 + warp * 16 * RT + (NW == 2 ? 0 : 16 * p);
         for (i64 r = rt0; r < rt0 + 16 && r < a.N; r++) {
-          const unsigned char* wr = (const unsigned char*)w.p + r * (w.cols / 2);
           for (i64 q0 = 0; q0 < np; q0 += 16) {  // lane t's 16 pairs of step k0
             const i64 kl = b.kb + 2 * q0;
             u32 m1 = fp4_m1(127), m2 = fp4_m2(127);
             if (kl < a.K) {
-              u32 sc = w.s[r * (w.cols / 32) + kl / 32];
+              u32 sc = *fp4_scale_at<TL>(w, r, kl);
               m1 = fp4_m1(sc), m2 = fp4_m2(sc);
             }
             for (int u = 0; u < 16; u++) {
               u32 q = 0;
-              if (kl < a.K) memcpy(&q, wr + kl / 2 + 4 * (u >> 2), 4);
+              if (kl < a.K) memcpy(&q, fp4_codes_at<TL>(w, r, kl) + 4 * (u >> 2), 4);
               u32 wp = bf2_mul(bf2_mul(fp4_pair(q, u & 3), m1), m2);
               wl[q0 + u] = fast_lo(wp), wh[q0 + u] = fast_hi(wp);
             }
@@ -356,8 +405,11 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
 // stages of two steps, both halves, xs' two halves of its room the two buffers. The same
 // halves in the same places of the buffer read (zeros for slots past nc, steps past the
 // slice and lo halves of bf16 activations), so the same values.
-template <int NW, bool XE = false, bool R8 = false, bool AX = false>
+// TL (the _regt tiles, DEEPINFER_CUDA_FP4_TILED): _rega's with the weights in the tiled
+// layout (fp4_rows8t); the same values.
+template <int NW, bool XE = false, bool R8 = false, bool AX = false, bool TL = false>
 DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
+  static_assert(!TL || R8, "the tiled layout is read by the Fp4Rows8 loads only");
   static_assert(!AX || R8, "the async staging is compiled with the rows g+8 found from rows g only");
   // ST: steps a stage; BUF (AX without XE): one buffer's uint4s
   constexpr int ST = AX && !XE ? 2 : FP4_STEPS, BUF = FP4_SLOTS * ST * 2 * 16;
@@ -378,7 +430,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
   const int xl = fp4_xl(g, t, ST * 2 * 16);  // (fp4_step)
   Fp4Rows8 r8;
-  if constexpr (R8) r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
+  if constexpr (TL) r8 = fp4_rows8t<NW>(a, b, rt0, oka, g, t, K);
+  else if constexpr (R8) r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
   for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][2][4];
@@ -387,7 +440,7 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     u32 ua[2], ub[2];
     auto load = [&](int h) {
       if constexpr (R8) {
-        fp4_load_regs8(r8, h, oka, okb, qa, qb, ua, ub);
+        fp4_load_regs8<TL>(r8, h, oka, okb, qa, qb, ua, ub);
       } else {
         fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
       }
@@ -455,6 +508,135 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
     fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
   }
   if constexpr (AX) fast_cp_wait<0>();  // nothing in flight at exit
+}
+
+// fp4_tiles_bulk (the _regb tiles, DEEPINFER_CUDA_FP4_TILED=1): the _regt tiles (bf16
+// activations, weights in the tiled layout, the slots' halves copied a stage ahead) with
+// the weights brought into shared memory by bulk copies FP4B_NS − 1 steps ahead instead
+// of loaded into registers one step ahead. Each warp keeps its own ring of FP4B_NS steps
+// (dynamic shared memory, FP4B_STAGE bytes a step: stream 0's 1,024 code bytes, stream
+// 1's, then their 64 scale bytes each) and one mbarrier a ring place: lane 0 arrives on
+// it expecting the step's bytes and issues one bulk copy of each stream's codes and one of
+// its scales (a step's tile of a 16-row group is contiguous in the layout), so that a
+// multiprocessor's warps keep ~3 steps of weights in flight each (run 59's read probe:
+// the tiled layout read at 2.77 TB/s, where the register tiles keep one step in flight).
+// A ring place is taken again only after every lane of the warp has read it (a
+// __syncwarp, then the async proxy fence); a stream past N or a step past K copies
+// nothing (its arrival alone completes the phase) and reads as zero codes with scale 127,
+// as fp4_load_regs8. The lanes read the same codes and scale bytes as _regt's, then run
+// the same fp4_scales and fp4_step: the same values bit for bit.
+#define FP4B_NS 4
+#define FP4B_STAGE 2176
+template <int NW>
+DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
+  constexpr int ST = FP4_STEPS;
+  __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
+  __shared__ i64 srow[FP4_SLOTS];
+  __shared__ __align__(8) u64 bars[4][FP4B_NS];
+  DYN_SHARED(ring_all);
+  Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
+  if (b.e < 0) return;  // the whole block
+  const int tid = (int)(GIDX & 127), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const i64 P = a.Kp / 2;
+  const i64 div = NW == 2 ? a.k : 1;
+  const i64 n = a.counts[b.e], base = a.off[b.e];
+  const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
+  // hk: the slice's steps before K (K a multiple of 128 in the tiled layout)
+  const int hk = b.kb < K ? (int)((K - b.kb + 127) / 128) : 0;
+  unsigned char* ring = ring_all + warp * (FP4B_NS * FP4B_STAGE);
+  u64* bar = bars[warp];
+  // the warp's two streams: their 16-row groups' first tiles of the slice (rt0 past N:
+  // a stream with no rows)
+  i64 rt0[2];
+  bool oka[2], okb[2], live_s[2];
+  const unsigned char* tcode[2];
+  const unsigned char* tscale[2];
+  UNROLL for (int p = 0; p < 2; p++) {
+    const Weight w = fp4_weight<NW>(a, b.e, p);
+    rt0[p] = b.r0 + warp * 16 * (NW == 2 ? 1 : 2) + (NW == 2 ? 0 : 16 * p);
+    live_s[p] = rt0[p] < a.N;
+    oka[p] = rt0[p] + g < a.N, okb[p] = rt0[p] + g + 8 < a.N;
+    const i64 tile = (live_s[p] ? rt0[p] / 16 : 0) * (w.cols / 128) + b.kb / 128;
+    tcode[p] = (const unsigned char*)w.p + tile * 1024;
+    tscale[p] = w.s + tile * 64;
+  }
+  if (lane == 0) {
+    UNROLL for (int q = 0; q < FP4B_NS; q++) fast_bar_init(&bar[q], 1);
+    fast_bar_fence();
+  }
+  __syncwarp();
+  // issue: step h's copies into ring place q (lane 0)
+  auto issue = [&](int h, int q) {
+    unsigned char* st = ring + q * FP4B_STAGE;
+    const bool in = h < hk;
+    const u32 bytes = in ? (live_s[0] ? 1088u : 0u) + (live_s[1] ? 1088u : 0u) : 0u;
+    fast_async_fence();  // (the lanes' reads of this place's last step, before the copies)
+    fast_bar_arrive_tx(&bar[q], bytes);
+    if (in) {
+      UNROLL for (int p = 0; p < 2; p++) {
+        if (!live_s[p]) continue;
+        fast_bulk(st + 1024 * p, tcode[p] + 1024 * (i64)h, 1024, &bar[q]);
+        fast_bulk(st + 2048 + 64 * p, tscale[p] + 64 * (i64)h, 64, &bar[q]);
+      }
+    }
+  };
+  const int xl = fp4_xl(g, t, ST * 2 * 16);  // (fp4_step)
+  u32 used = 0;  // steps this warp has taken from its ring (every pass's)
+  for (i64 c0 = 0; c0 < n; c0 += FP4_SLOTS) {
+    const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
+    float acc[2][2][4];
+    UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
+    // the slots' hi halves of the stage starting at step h0 into buffer (h0 / ST) & 1
+    auto stage_async = [&](int h0) {
+      const int ns = min(ST, nsteps - h0), buf = (h0 / ST) & 1;
+      const int total = live * 8 * ST * 16;
+      for (int i = tid; i < total; i += 128) {
+        const int c4 = i & 3, tt = (i >> 2) & 3;
+        const int q = i >> 4, hh = q & (ST - 1), c = q / ST;
+        const bool in = c < nc && hh < ns;
+        const u32* src = in ? a.xh + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
+        fast_cp16(&xs[((c * ST + hh) * 2 + buf) * 16 + tt * 4 + fp4_sw(c4, tt, c)], src, in);
+      }
+      fast_cp_commit();
+    };
+    __syncthreads();  // the last pass's reads of srow and xs are done
+    const int ci = tid & (FP4_SLOTS - 1);
+    srow[ci] = a.list[base + c0 + imin(ci, nc - 1)] / div;
+    __syncthreads();  // srow written
+    if (nsteps > 0) stage_async(0);
+    if (lane == 0)
+      for (int h = 0; h < FP4B_NS - 1 && h < nsteps; h++) issue(h, (int)((used + h) % FP4B_NS));
+    for (int h = 0; h < nsteps; h++) {
+      if ((h & (ST - 1)) == 0) {
+        fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
+        __syncthreads();    // every thread's; every warp done with the last stage's buffer
+        if (h + ST < nsteps) stage_async(h + ST);
+      }
+      __syncwarp();  // every lane done with step h − 1's place, which takes step h + NS − 1
+      if (lane == 0 && h + FP4B_NS - 1 < nsteps) issue(h + FP4B_NS - 1, (int)((used + h + FP4B_NS - 1) % FP4B_NS));
+      const u32 u = used + (u32)h, q = u % FP4B_NS;
+      fast_bar_wait(&bar[q], (u / FP4B_NS) & 1);
+      const unsigned char* st = ring + q * FP4B_STAGE;
+      uint4 ca[2], cb[2];
+      u32 ua[2], ub[2];
+      const bool in = h < hk;
+      UNROLL for (int p = 0; p < 2; p++) {
+        const bool ina = oka[p] && in, inb = okb[p] && in;
+        ca[p] = ina ? *(const uint4*)(st + 1024 * p + 16 * lane) : make_uint4(0, 0, 0, 0);
+        cb[p] = inb ? *(const uint4*)(st + 1024 * p + 512 + 16 * lane) : make_uint4(0, 0, 0, 0);
+        const u32 v = ina ? (u32) * (const unsigned short*)(st + 2048 + 64 * p + 2 * lane) : 0x7f7fu;
+        ua[p] = v & 255u;
+        ub[p] = inb ? v >> 8 : 127;
+      }
+      u32 m1a[2], m1b[2], m2a[2], m2b[2];
+      const bool big = fp4_scales(ua, ub, m1a, m1b, m2a, m2b);
+      const int hs = h & (ST - 1), buf = (h / ST) & 1;
+      fp4_step(acc, ca, cb, m1a, m1b, m2a, m2b, big, xs + (hs * 2 + buf) * 16, ST * 2 * 16, live, xl, true);
+    }
+    used += (u32)nsteps;
+    fp4_store_pass<NW>(a, b, rt0, base, c0, nc, live, g, t, acc);
+  }
+  fast_cp_wait<0>();  // nothing in flight at exit (every bulk copy issued was waited for)
 }
 
 // fp4_tiles_wide: fp4_tiles for bf16 activations (xexact) with 64 slots (8 activation
@@ -1029,18 +1211,18 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
 // slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
-// on wgmma); only that variant
+// on wgmma), 11 variant 5 on the tiled layout, 12 those by bulk copies; only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
-// the launch's blocks in fp4_tiles' loops (every variant's values; 8: fp4_e4_ref's, the
-// e4m3 tiles' definition).
+// the launch's blocks in fp4_tiles' loops (every variant's values; 8-10: fp4_e4_ref's,
+// the e4m3 tiles' definition; 11 and 12 reading the tiled layout).
 template <int NW, int V>
 DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
 #ifdef DI_EMULATE
   (void)GIDX;
   const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
-  if constexpr (V >= 8) fp4_e4_ref<NW>(a, blocks);
-  else fp4_tiles<NW>(a, blocks);
+  if constexpr (V >= 8 && V <= 10) fp4_e4_ref<NW>(a, blocks);
+  else fp4_tiles<NW, V == 11 || V == 12>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
@@ -1052,6 +1234,8 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 8) fp4_e4_tiles<NW>(a, GIDX);
   else if constexpr (V == 9) fp4_e4_tiles<NW, true>(a, GIDX);
   else if constexpr (V == 10) fp4_e4_tiles<NW, false, true>(a, GIDX);
+  else if constexpr (V == 11) fp4_tiles<NW, true, true, true, true>(a, GIDX);
+  else if constexpr (V == 12) fp4_tiles_bulk<NW>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -1083,6 +1267,11 @@ KERNEL(fast_moe_down_fp4_regx, FastMoEArgs) { fp4_launch<1, 3>(a, GIDX, GSTRIDE)
 // tiles 7.71 → 6.70 ms at batch 256, docs/perf/moe.md); the same values.
 KERNEL(fast_moe_up_fp4_rega, FastMoEArgs) { fp4_launch<2, 5>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_rega, FastMoEArgs) { fp4_launch<1, 5>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_regt, fast_moe_down_fp4_regt: the _rega tiles for weights in the tiled
+// layout (fmt 6: DEEPINFER_CUDA_FP4_TILED=1 lays every FP4 weight out so; fp4_rows8t),
+// whose loads of a step are whole 128-byte lines. The same values.
+KERNEL(fast_moe_up_fp4_regt, FastMoEArgs) { fp4_launch<2, 11>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regt, FastMoEArgs) { fp4_launch<1, 11>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_reg8, fast_moe_down_fp4_reg8: the _reg tiles (any activations: V4's)
 // with rows g+8 found from rows g: their default since run 34 (an H100, the same call:
 // V4's up tiles 3.31 → 3.14 ms at batch 256; DEEPINFER_CUDA_FP4_R8=0 runs _reg); the
@@ -1121,6 +1310,12 @@ KERNEL(fast_moe_down_fp4_e4w, FastMoEArgs) { fp4_launch<1, 10>(a, GIDX, GSTRIDE)
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(128, 3)
 #endif
+// fast_moe_up_fp4_regb, fast_moe_down_fp4_regb: the _regt tiles with each warp's
+// weights copied into shared memory FP4B_NS − 1 steps ahead (fp4_tiles_bulk; Go gives
+// them FP4B_NS · FP4B_STAGE bytes a warp of dynamic shared memory, which with the staged
+// halves hold three blocks a multiprocessor). The same values.
+KERNEL(fast_moe_up_fp4_regb, FastMoEArgs) { fp4_launch<2, 12>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regb, FastMoEArgs) { fp4_launch<1, 12>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_widel, fast_moe_down_fp4_widel: fp4_tiles_wide for activations that

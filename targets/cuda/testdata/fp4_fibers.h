@@ -338,6 +338,87 @@ void lanes_cp_wait(int N) {
   }
 }
 
+// Bulk copies on mbarriers (numerics.h fast_bulk, fast_bar_*): a barrier counts its
+// phase's arrivals and expected bytes; a bulk copy clobbers its destination when issued
+// and lands when a wait finds the phase's arrivals all in, which completes the phase (its
+// copies' bytes must be the bytes expected: fewer would hang the device); a wait for a
+// phase not yet complete sleeps until an arrival, so a wait with the wrong parity, or
+// for copies never issued, leaves the block stuck (reported), and a read of a place
+// before its wait, or a copy into a place still being read, changes the values.
+struct MBar {
+  Bar wake{1};  // (its generation: arrivals, for the fibers' scheduler)
+  int count = 0, pending = 0;
+  long phase = 0, tx = 0;
+  bool init = false;
+  std::vector<Copy> copies;
+};
+static std::vector<std::pair<const void*, MBar*>> g_mbars;
+static MBar* mbar_of(const void* b) {
+  for (auto& m : g_mbars) if (m.first == b) return m.second;
+  return nullptr;
+}
+void lanes_bar_init(unsigned long long* b, int n) {
+  if ((uintptr_t)b % 8) { fprintf(stderr, "misaligned mbarrier %p\n", (void*)b); g_errors++; }
+  MBar* m = mbar_of(b);
+  if (!m) m = new MBar, g_mbars.push_back({b, m});
+  if (m->init) { fprintf(stderr, "mbarrier %p initialized twice in a block\n", (void*)b); g_errors++; }
+  m->count = m->pending = n, m->phase = 0, m->tx = 0, m->init = true, m->copies.clear();
+}
+static MBar* mbar_live(const void* b, const char* what) {
+  MBar* m = mbar_of(b);
+  if (!m || !m->init) { fprintf(stderr, "%s on an mbarrier not initialized (%p)\n", what, b); g_errors++; abort(); }
+  return m;
+}
+void lanes_bar_arrive_tx(unsigned long long* b, unsigned bytes) {
+  MBar* m = mbar_live(b, "arrive");
+  if (m->pending <= 0) { fprintf(stderr, "an arrival past the phase's count\n"); g_errors++; return; }
+  m->tx += bytes, m->pending--;
+  m->wake.gen++, g_opened++;
+}
+void lanes_bulk(void* dst, const void* src, unsigned bytes, unsigned long long* b) {
+  MBar* m = mbar_live(b, "a bulk copy");
+  if ((uintptr_t)dst % 16 || (uintptr_t)src % 16 || bytes % 16 || bytes == 0) {
+    fprintf(stderr, "bulk copy %p -> %p of %u bytes: want 16-byte aligned addresses and size\n", src, dst, bytes);
+    g_errors++;
+  }
+  const char* s = (const char*)src;
+  bool ok = false;
+  for (auto& r : g_valid) if (s >= r.first && s + bytes <= r.second) ok = true;
+  if (!ok) { fprintf(stderr, "bulk copy reads outside the buffers: %p (%u bytes)\n", src, bytes); g_errors++; }
+  memset(dst, 0xA5, bytes);
+  m->copies.push_back(Copy{dst, ok ? src : nullptr, (int)bytes, ok ? (int)bytes : 0});
+}
+void lanes_bar_wait(unsigned long long* b, unsigned parity) {
+  MBar* m = mbar_live(b, "wait");
+  for (;;) {
+    if (m->pending == 0) {  // the phase's arrivals are in: its copies land, it completes
+      long got = 0;
+      for (auto& c : m->copies) {
+        memset(c.dst, 0, c.size);
+        if (c.n) memcpy(c.dst, c.src, c.n);
+        got += c.size;
+      }
+      m->copies.clear();
+      if (got != m->tx) { fprintf(stderr, "an mbarrier phase expected %ld bytes, its copies bring %ld\n", m->tx, got); g_errors++; }
+      m->tx = 0, m->phase++, m->pending = m->count;
+    }
+    if ((m->phase & 1) != (long)parity) return;
+    g_wait_bar[g_cur] = &m->wake, g_wait_gen[g_cur] = m->wake.gen;
+    fiber_yield();
+  }
+}
+// mbar_exit: a block's end: no barrier with arrivals or copies outstanding; forget them
+static void mbar_exit() {
+  for (auto& m : g_mbars) {
+    if (m.second->init && (m.second->pending != m.second->count || !m.second->copies.empty())) {
+      fprintf(stderr, "a block ended with bulk copies in flight\n");
+      g_errors++;
+    }
+    delete m.second;
+  }
+  g_mbars.clear();
+}
+
 // fibers_launch runs a kernel's blocks one after another, each block's 128 threads as
 // fibers; it reports threads left waiting at a barrier and copies left in flight.
 template <class Args> struct FiberLaunch {
@@ -402,6 +483,7 @@ template <class Args> static void fibers_launch_n(void (*fn)(const Args), const 
         setcontext(&g_fib[next]);
       }
     }
+    mbar_exit();
     for (int tid = 0; tid < nt; tid++) {
       CpState& c = g_cps[tid];
       if (!c.open.empty()) { fprintf(stderr, "uncommitted copies at exit\n"); g_errors++; }

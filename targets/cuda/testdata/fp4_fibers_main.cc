@@ -111,10 +111,42 @@ static int run_case(const Case& c, unsigned seed) {
     return n;
   };
   long ddiff = 0, wdiff = 0;
+  bool tiled = false;
   if (c.xexact) {
     ddiff = against_reg(fast_moe_up_fp4_regx, fast_moe_down_fp4_regx, "regx");
     ddiff += against_reg(fast_moe_up_fp4_rega, fast_moe_down_fp4_rega, "rega");
     wdiff = against_reg(fast_moe_up_fp4_wide, fast_moe_down_fp4_wide, "wide");
+    if (c.N % 16 == 0 && c.K % 128 == 0) {
+      // _regt: the same weights in the tiled layout (DEEPINFER_CUDA_FP4_TILED; written
+      // here from its definition, not from the kernels' helpers): value (r, k) of a row
+      // group's 16 × 128 tile at codes 512·((r/8)%2) + 16·(4·(r%8) + (k%128)/32) + (k%32)/2
+      // of the tile's 1,024 bytes, its scale at 2·(4·(r%8) + (k%128)/32) + (r/8)%2 of 64;
+      // tiles in row-group order, then along K
+      std::vector<Weight> tt(3 * E);
+      for (long i = 0; i < 3 * E; i++) {
+        const unsigned char* q = (const unsigned char*)tab[i].p;
+        const unsigned char* sc = tab[i].s;
+        size_t cb = (size_t)c.N * c.K / 2, sb = (size_t)c.N * c.K / 32;
+        unsigned char* tq = (unsigned char*)aligned_alloc(64, (cb + 63) / 64 * 64);
+        unsigned char* ts = (unsigned char*)aligned_alloc(64, (sb + 63) / 64 * 64);
+        for (long r = 0; r < c.N; r++)
+          for (long k = 0; k < c.K; k += 32) {
+            long tile = (r / 16) * (c.K / 128) + k / 128, lane = 4 * (r % 8) + (k % 128) / 32, h8 = (r / 8) % 2;
+            memcpy(tq + tile * 1024 + 512 * h8 + 16 * lane, q + r * (c.K / 2) + k / 2, 16);
+            ts[tile * 64 + 2 * lane + h8] = sc[r * (c.K / 32) + k / 32];
+          }
+        g_valid.push_back({(const char*)tq, (const char*)tq + cb});
+        g_valid.push_back({(const char*)ts, (const char*)ts + sb});
+        mem.push_back(tq), mem.push_back(ts);
+        tt[i] = Weight{tq, ts, 6, c.K};
+      }
+      const Weight* keep = a.tab;
+      a.tab = tt.data();
+      ddiff += against_reg(fast_moe_up_fp4_regt, fast_moe_down_fp4_regt, "regt");
+      ddiff += against_reg(fast_moe_up_fp4_regb, fast_moe_down_fp4_regb, "regb");  // by bulk copies
+      a.tab = keep;
+      tiled = true;
+    }
   } else {
     wdiff = against_reg(fast_moe_up_fp4_widel, fast_moe_down_fp4_widel, "widel");  // both halves, 32 slots a pass
   }
@@ -180,8 +212,8 @@ static int run_case(const Case& c, unsigned seed) {
       if (!(d <= worst)) worst = d;
     }
   }
-  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld regx/rega/reg8/reg8a != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
-         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, wdiff, unwritten, worst, chain,
+  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld regx/rega/reg8/reg8a%s != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
+         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, tiled ? "/regt/regb" : "", wdiff, unwritten, worst, chain,
          (long)g_errors);
   for (void* m : mem) free(m);
   return diff == 0 && ddiff == 0 && wdiff == 0 && unwritten == 0 && worst == 0 && chain == 0 && ediff == 0 && eunw == 0 && g_errors == 0 ? 0 : 1;
@@ -199,6 +231,9 @@ int main(int argc, char** argv) {
       {1, 300, 2048, {5, 16, 17}, 1, true},
       {2, 96, 640, {70, 130, 0, 9}, 6, true},     // many slots an expert (a prefill's): 64-slot passes, partial tiles
       {1, 160, 384, {64, 65, 1}, 1, true},
+      {2, 64, 4096, {6, 17, 0, 2}, 2, true},     // the tiled layout (regt): 4 slices of 8 steps
+      {1, 128, 1408, {2, 7, 1}, 1, true},         // tiled, S 2: slices of 6 and 5 steps
+      {2, 48, 2304, {3, 1, 12}, 2, true},         // tiled, V4.1's I (18 steps), a partial row block
       {2, 96, 640, {70, 130, 0, 9, 32, 33}, 6},   // float32 activations, many slots: 32-slot passes (widel), partial tiles
       {1, 160, 384, {64, 65, 1, 31}, 1},
   };

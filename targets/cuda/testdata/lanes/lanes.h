@@ -35,6 +35,11 @@ void lanes_cp16(void* dst, const void* src, bool in);
 void lanes_ldsm4t(unsigned* r, const unsigned* p);
 void lanes_cp_commit();
 void lanes_cp_wait(int n);
+// bulk copies on mbarriers (numerics.h fast_bulk and fast_bar_*; fp4_fibers.h plays them)
+void lanes_bar_init(unsigned long long* bar, int n);
+void lanes_bar_arrive_tx(unsigned long long* bar, unsigned bytes);
+void lanes_bulk(void* dst, const void* src, unsigned bytes, unsigned long long* bar);
+void lanes_bar_wait(unsigned long long* bar, unsigned parity);
 // the warpgroup's tensor-core operations (wgmma): shared addresses for descriptors, and
 // fence, the product (a: the A fragments in registers, or null with da its descriptor),
 // commit and wait as collective operations of the launch block's 128 threads
