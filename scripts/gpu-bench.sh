@@ -36,7 +36,8 @@
 # PEER_EXPERTS / PEER_COMPILE_EXPERTS, transformers' experts backend of each, default its own /
 # grouped_mm; PEER_COMPILE_MODE regional (default: the modules without the cache compiled one
 # by one, the rest eager) or model (the whole decode step: recompiles every step, run 46b)),
-# CHECK_ENV='SET;SET' runs the check once with each set of assignments (an empty set: the
+# CHECK_TIMEOUT (seconds a check test may take, default 900: the first compiles every
+# unit without a kernel cache), CHECK_ENV='SET;SET' runs the check once with each set of assignments (an empty set: the
 # environment as it is; e.g. CHECK_ENV=';DEEPINFER_CUDA_SUM4=0' as it is, then with
 # fast_sum in place of fast_sum4),
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
@@ -204,7 +205,8 @@ run() {
 		for cset in "${csets[@]}"; do
 			echo "==== check with: ${cset:-the environment as it is}"
 			for tn in $tests; do
-				(cd targets/cuda && env $cset DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer "../../$bin/cuda.test" -test.run "$tn" -device gpu -test.v 2>&1)
+				(cd targets/cuda && env $cset DEEPINFER_TOKENIZER_DIR=$PWD/../../$bin/tokenizer timeout "${CHECK_TIMEOUT:-900}" "../../$bin/cuda.test" -test.run "$tn" -device gpu -test.v 2>&1 ||
+					echo "FAIL: $tn (exit status $?; 124: past CHECK_TIMEOUT)")
 			done
 		done | tee "$out/check.txt" | grep -E "^==== check with|every instruction|relative error|^(--- |ok|FAIL|PASS)"
 	fi
