@@ -851,7 +851,7 @@ func TestSum4SameValues(t *testing.T) {
 // steps _rega) bit for bit.
 func TestFP4TiledSameLogits(t *testing.T) {
 	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
-	for _, c := range []struct{ value, suffix string }{{"1", "_regb"}, {"r", "_regt"}} {
+	for _, c := range []struct{ value, suffix string }{{"1", "_regb"}, {"d", "_regbd"}, {"r", "_regt"}} {
 		t.Run(c.suffix, func(t *testing.T) {
 			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4Tiled, "", c.value, 80)
 			if ka != nil { // (the GPU records no launch counts)

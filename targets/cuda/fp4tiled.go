@@ -14,7 +14,8 @@ import (
 // columns in the tiled layout (Weight.fmt 6, fmtFP4Tiled) instead of row by row, and runs
 // the FP4 expert tiles that read it by bulk copies (fast_moe_up_fp4_regb /
 // _down_fp4_regb: each warp's weights copied into shared memory three steps ahead); set
-// to r, the same layout read by the register tiles (fast_moe_up_fp4_regt /
+// to d, by rings of eight steps at two blocks a multiprocessor (_regbd); set to r, the
+// same layout read by the register tiles (fast_moe_up_fp4_regt /
 // _down_fp4_regt: a warp's loads of a step whole 128-byte lines, one step ahead). Only
 // the fast and fp8 modes' _rega tiles (V4.1's experts, and V4's in the fp8 mode) have
 // forms that read the layout: a program whose FP4 weights another kernel would read
@@ -28,9 +29,18 @@ const EnvFP4Tiled = "DEEPINFER_CUDA_FP4_TILED"
 // keeps it from every other kernel).
 const fmtFP4Tiled = 6
 
-// fp4BulkShared is the _regb tiles' dynamic shared memory: four warps' rings of FP4B_NS
-// (4) steps of FP4B_STAGE (2,176) bytes (tensorcore_fp4.cu fp4_tiles_bulk).
-const fp4BulkShared = 4 * 4 * 2176
+// fp4BulkShared is the dynamic shared memory of the bulk-copy tiles of this suffix:
+// four warps' rings of FP4B_NS (4; _regbd 8) steps of FP4B_STAGE (2,176) bytes
+// (tensorcore_fp4.cu fp4_tiles_bulk); 0 for other kernels.
+func fp4BulkShared(name string) int64 {
+	switch {
+	case strings.HasSuffix(name, "_regb"):
+		return 4 * 4 * 2176
+	case strings.HasSuffix(name, "_regbd"):
+		return 4 * 8 * 2176
+	}
+	return 0
+}
 
 // fp4TiledEnv reads EnvFP4Tiled: whether the layout is tiled, and the suffix of the tiles
 // that read it ("_regb" or "_regt").
@@ -40,10 +50,12 @@ func fp4TiledEnv() (bool, string, error) {
 		return false, "", nil
 	case "1":
 		return true, "_regb", nil
+	case "d":
+		return true, "_regbd", nil
 	case "r":
 		return true, "_regt", nil
 	default:
-		return false, "", fmt.Errorf("%s=%q: want 1 (the tiled FP4 layout, read by bulk copies), r (read by the register tiles) or 0", EnvFP4Tiled, v)
+		return false, "", fmt.Errorf("%s=%q: want 1 (the tiled FP4 layout, read by bulk copies), d (by deeper rings of bulk copies), r (by the register tiles) or 0", EnvFP4Tiled, v)
 	}
 }
 

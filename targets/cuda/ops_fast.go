@@ -1311,11 +1311,7 @@ func (f *fastExperts) tiles(kernel string, fill func(s *Step, a *ArgBuf) int64, 
 	}
 	for i, name := range names {
 		wide := i == 0
-		shared := int64(0)
-		if strings.HasSuffix(name, "_regb") {
-			shared = fp4BulkShared // (the warps' rings of weights)
-		}
-		f.b.LaunchShared(name, 128, shared, func(s *Step, a *ArgBuf) int64 {
+		f.b.LaunchShared(name, 128, fp4BulkShared(name), func(s *Step, a *ArgBuf) int64 {
 			if !f.fp4Tiles(s) || f.fp4Wide(s) != wide || (!wide && f.fp4Name(kernel, s.Arg(0).Rows()) != name) || f.e4Step(s) {
 				return 0
 			}

@@ -525,14 +525,17 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // nothing (its arrival alone completes the phase) and reads as zero codes with scale 127,
 // as fp4_load_regs8. The lanes read the same codes and scale bytes as _regt's, then run
 // the same fp4_scales and fp4_step: the same values bit for bit.
+// NS (FP4B_NS, or 8 for the _regbd tiles: two blocks a multiprocessor, seven steps
+// ahead) is the ring's places.
 #define FP4B_NS 4
 #define FP4B_STAGE 2176
-template <int NW>
+template <int NW, int FP4B_NS_ = FP4B_NS>
 DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
+  constexpr int NS = FP4B_NS_;
   constexpr int ST = FP4_STEPS;
   __shared__ uint4 xs[FP4_SLOTS * FP4_STEPS * 2 * 16];
   __shared__ i64 srow[FP4_SLOTS];
-  __shared__ __align__(8) u64 bars[4][FP4B_NS];
+  __shared__ __align__(8) u64 bars[4][NS];
   DYN_SHARED(ring_all);
   Fp4Block b = fp4_where<NW>(a, GIDX >> 7);
   if (b.e < 0) return;  // the whole block
@@ -543,7 +546,7 @@ DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
   const int nsteps = (int)((b.ke - b.kb) / 128), K = (int)a.K;
   // hk: the slice's steps before K (K a multiple of 128 in the tiled layout)
   const int hk = b.kb < K ? (int)((K - b.kb + 127) / 128) : 0;
-  unsigned char* ring = ring_all + warp * (FP4B_NS * FP4B_STAGE);
+  unsigned char* ring = ring_all + warp * (NS * FP4B_STAGE);
   u64* bar = bars[warp];
   // the warp's two streams: their 16-row groups' first tiles of the slice (rt0 past N:
   // a stream with no rows)
@@ -561,7 +564,7 @@ DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
     tscale[p] = w.s + tile * 64;
   }
   if (lane == 0) {
-    UNROLL for (int q = 0; q < FP4B_NS; q++) fast_bar_init(&bar[q], 1);
+    UNROLL for (int q = 0; q < NS; q++) fast_bar_init(&bar[q], 1);
     fast_bar_fence();
   }
   __syncwarp();
@@ -605,7 +608,7 @@ DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
     __syncthreads();  // srow written
     if (nsteps > 0) stage_async(0);
     if (lane == 0)
-      for (int h = 0; h < FP4B_NS - 1 && h < nsteps; h++) issue(h, (int)((used + h) % FP4B_NS));
+      for (int h = 0; h < NS - 1 && h < nsteps; h++) issue(h, (int)((used + h) % NS));
     for (int h = 0; h < nsteps; h++) {
       if ((h & (ST - 1)) == 0) {
         fast_cp_wait<0>();  // this thread's copies of this stage (the only group in flight)
@@ -613,9 +616,9 @@ DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
         if (h + ST < nsteps) stage_async(h + ST);
       }
       __syncwarp();  // every lane done with step h − 1's place, which takes step h + NS − 1
-      if (lane == 0 && h + FP4B_NS - 1 < nsteps) issue(h + FP4B_NS - 1, (int)((used + h + FP4B_NS - 1) % FP4B_NS));
-      const u32 u = used + (u32)h, q = u % FP4B_NS;
-      fast_bar_wait(&bar[q], (u / FP4B_NS) & 1);
+      if (lane == 0 && h + NS - 1 < nsteps) issue(h + NS - 1, (int)((used + h + NS - 1) % NS));
+      const u32 u = used + (u32)h, q = u % NS;
+      fast_bar_wait(&bar[q], (u / NS) & 1);
       const unsigned char* st = ring + q * FP4B_STAGE;
       uint4 ca[2], cb[2];
       u32 ua[2], ub[2];
@@ -1211,10 +1214,11 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // bf16 activations with their halves copied a stage ahead too, 6 the general ones with
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
 // slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
-// on wgmma), 11 variant 5 on the tiled layout, 12 those by bulk copies; only that variant
+// on wgmma), 11 variant 5 on the tiled layout, 12 those by bulk copies (13 with rings of
+// eight steps); only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
 // the launch's blocks in fp4_tiles' loops (every variant's values; 8-10: fp4_e4_ref's,
-// the e4m3 tiles' definition; 11 and 12 reading the tiled layout).
+// the e4m3 tiles' definition; 11-13 reading the tiled layout).
 template <int NW, int V>
 DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
@@ -1222,7 +1226,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GIDX;
   const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
   if constexpr (V >= 8 && V <= 10) fp4_e4_ref<NW>(a, blocks);
-  else fp4_tiles<NW, V == 11 || V == 12>(a, blocks);
+  else fp4_tiles<NW, V >= 11>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
@@ -1236,6 +1240,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 10) fp4_e4_tiles<NW, false, true>(a, GIDX);
   else if constexpr (V == 11) fp4_tiles<NW, true, true, true, true>(a, GIDX);
   else if constexpr (V == 12) fp4_tiles_bulk<NW>(a, GIDX);
+  else if constexpr (V == 13) fp4_tiles_bulk<NW, 8>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -1323,6 +1328,14 @@ KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE)
 // mma in each chain), for prefills (fp4Wide); the register tiles' values.
 KERNEL(fast_moe_up_fp4_widel, FastMoEArgs) { fp4_launch<2, 7>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_widel, FastMoEArgs) { fp4_launch<1, 7>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_regbd, fast_moe_down_fp4_regbd: the _regb tiles with rings of eight
+// steps (seven ahead), two blocks a multiprocessor (DEEPINFER_CUDA_FP4_TILED=d).
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 2)
+#endif
+KERNEL(fast_moe_up_fp4_regbd, FastMoEArgs) { fp4_launch<2, 13>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_regbd, FastMoEArgs) { fp4_launch<1, 13>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 

@@ -144,6 +144,7 @@ static int run_case(const Case& c, unsigned seed) {
       a.tab = tt.data();
       ddiff += against_reg(fast_moe_up_fp4_regt, fast_moe_down_fp4_regt, "regt");
       ddiff += against_reg(fast_moe_up_fp4_regb, fast_moe_down_fp4_regb, "regb");  // by bulk copies
+      ddiff += against_reg(fast_moe_up_fp4_regbd, fast_moe_down_fp4_regbd, "regbd");  // rings of 8
       a.tab = keep;
       tiled = true;
     }
@@ -213,7 +214,7 @@ static int run_case(const Case& c, unsigned seed) {
     }
   }
   printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld regx/rega/reg8/reg8a%s != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
-         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, tiled ? "/regt/regb" : "", wdiff, unwritten, worst, chain,
+         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, tiled ? "/regt/regb/regbd" : "", wdiff, unwritten, worst, chain,
          (long)g_errors);
   for (void* m : mem) free(m);
   return diff == 0 && ddiff == 0 && wdiff == 0 && unwritten == 0 && worst == 0 && chain == 0 && ediff == 0 && eunw == 0 && g_errors == 0 ? 0 : 1;
@@ -234,6 +235,7 @@ int main(int argc, char** argv) {
       {2, 64, 4096, {6, 17, 0, 2}, 2, true},     // the tiled layout (regt): 4 slices of 8 steps
       {1, 128, 1408, {2, 7, 1}, 1, true},         // tiled, S 2: slices of 6 and 5 steps
       {2, 48, 2304, {3, 1, 12}, 2, true},         // tiled, V4.1's I (18 steps), a partial row block
+      {2, 32, 6144, {3, 20}, 2, true},            // tiled, 12 steps a slice (the rings wrap in a pass), two warps without rows
       {2, 96, 640, {70, 130, 0, 9, 32, 33}, 6},   // float32 activations, many slots: 32-slot passes (widel), partial tiles
       {1, 160, 384, {64, 65, 1, 31}, 1},
   };
