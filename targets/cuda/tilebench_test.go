@@ -1,0 +1,100 @@
+package cuda_test
+
+import (
+	"strings"
+	"testing"
+
+	"deepinfer/targets/cuda"
+)
+
+// fp4TileForms are the FP4 tile kernels BenchmarkFP4Tiles times, the row layout's
+// default first: the others' partial sums must equal its bit for bit.
+var fp4TileForms = []string{"_rega", "_regb", "_regbd", "_regt"}
+
+func fp4TileKernels(up bool) []string {
+	k := "fast_moe_down_fp4"
+	if up {
+		k = "fast_moe_up_fp4"
+	}
+	var ks []string
+	for _, f := range fp4TileForms {
+		ks = append(ks, k+f)
+	}
+	return ks
+}
+
+// TestFP4TilesBenchSameValues: FP4TilesBench runs the row layout's _rega tiles and the
+// tiled layout's _regb, _regbd and _regt on the same random experts, routing and
+// activations, and requires every form's partial sums bit for bit equal to _rega's, for
+// the w1/w3 and the w2 products (on the emulated device, each kernel's emulated branch
+// reading the layout its name says); a bad shape is refused.
+func TestFP4TilesBenchSameValues(t *testing.T) {
+	rt := openProbe(t)
+	defer rt.Close()
+	for _, up := range []bool{true, false} {
+		sh := cuda.FP4TileShape{E: 6, N: 64, K: 640, TopK: 2, Up: up}
+		steps := []cuda.FP4TileStep{{T: 5, S: 2, Ks: 384}, {T: 1, S: 1, Ks: 640}}
+		if !up {
+			sh.N, sh.K = 160, 384
+			steps = []cuda.FP4TileStep{{T: 5, S: 2, Ks: 256}, {T: 2, S: 3, Ks: 128}}
+		}
+		res, err := rt.FP4TilesBench(fp4TileKernels(up), sh, steps, 3, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(fp4TileForms)*len(steps) {
+			t.Fatalf("%d results for %d kernels × %d steps", len(res), len(fp4TileForms), len(steps))
+		}
+		for _, r := range res {
+			if r.Bytes <= 0 || r.Ms < 0 {
+				t.Errorf("%s: %+v", r.Kernel, r)
+			}
+		}
+	}
+	if _, err := rt.FP4TilesBench(fp4TileKernels(true), cuda.FP4TileShape{E: 2, N: 40, K: 256, TopK: 1, Up: true}, []cuda.FP4TileStep{{T: 1, S: 1, Ks: 256}}, 1, 1); err == nil || !strings.Contains(err.Error(), "multiple of 16") {
+		t.Errorf("N 40 accepted or an unclear error: %v", err)
+	}
+}
+
+// BenchmarkFP4Tiles times the FP4 expert tiles alone on V4.1-Flash's expert shapes (384
+// experts, w1/w3 2,304 × 5,120, w2 5,120 × 2,304, six a token, uniform routing, bf16
+// activations), the slices the binder picks at decode (w1/w3 four; w2 two where that
+// still makes enough blocks, else four), at 1, 64 and 256 tokens: the row layout's _rega
+// (the default) against the tiled layout's _regb, _regbd and _regt in one process, each
+// the median of 10 launches, their partial sums checked bit for bit against _rega's,
+// with the copy rate beside them. On the GPU:
+// `cuda.test -test.run '^$' -test.bench FP4Tiles -test.benchtime 1x -device gpu`.
+// On the emulated device a small shape (its times mean nothing there).
+func BenchmarkFP4Tiles(b *testing.B) {
+	rt := openProbe(b)
+	defer rt.Close()
+	for range b.N {
+		bw, err := rt.CopyBandwidth(1<<30, 10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("copy %.0f GB/s (read + write)", bw/1e9)
+		for _, up := range []bool{true, false} {
+			sh := cuda.FP4TileShape{E: 384, N: 2304, K: 5120, TopK: 6, Up: true}
+			steps := []cuda.FP4TileStep{{T: 1, S: 4, Ks: 1280}, {T: 64, S: 4, Ks: 1280}, {T: 256, S: 4, Ks: 1280}}
+			if !up {
+				// (at one token ~6 active experts × 40 row blocks × 2 slices make fewer than
+				// 2,112 blocks: the binder keeps four slices)
+				sh = cuda.FP4TileShape{E: 384, N: 5120, K: 2304, TopK: 6}
+				steps = []cuda.FP4TileStep{{T: 1, S: 4, Ks: 640}, {T: 64, S: 2, Ks: 1152}, {T: 256, S: 2, Ks: 1152}}
+			}
+			if *device != "gpu" {
+				sh.E, sh.N, sh.K = 8, 64, 512
+				steps = []cuda.FP4TileStep{{T: 1, S: 2, Ks: 256}, {T: 4, S: 2, Ks: 256}}
+			}
+			res, err := rt.FP4TilesBench(fp4TileKernels(up), sh, steps, 7, 10)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range res {
+				b.Logf("T %d %s: %.3f ms, %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)", r.T, r.Kernel, r.Ms, float64(r.Bytes)/1e6,
+					float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
+			}
+		}
+	}
+}
