@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -59,7 +60,8 @@ func TestFP4TilesBenchSameValues(t *testing.T) {
 // BenchmarkFP4Tiles times the FP4 expert tiles alone on V4.1-Flash's expert shapes (384
 // experts, w1/w3 2,304 × 5,120, w2 5,120 × 2,304, six a token, uniform routing, bf16
 // activations), the slices the binder picks at decode (w1/w3 four; w2 two where that
-// still makes enough blocks, else four), at 1, 64 and 256 tokens: the row layout's _rega
+// still makes enough blocks, else four), at 256, 64 and 1 tokens (printed as each
+// product's steps finish): the row layout's _rega
 // (the default) against the tiled layout's _regb, _regbd and _regt in one process, each
 // the median of 10 launches, their partial sums checked bit for bit against _rega's,
 // with the copy rate beside them. On the GPU:
@@ -73,15 +75,16 @@ func BenchmarkFP4Tiles(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("copy %.0f GB/s (read + write)", bw/1e9)
+		// (printed as they come, not b.Logf's at the end: a run cut short keeps its lines)
+		fmt.Printf("fp4 tiles: copy %.0f GB/s (read + write)\n", bw/1e9)
 		for _, up := range []bool{true, false} {
 			sh := cuda.FP4TileShape{E: 384, N: 2304, K: 5120, TopK: 6, Up: true}
-			steps := []cuda.FP4TileStep{{T: 1, S: 4, Ks: 1280}, {T: 64, S: 4, Ks: 1280}, {T: 256, S: 4, Ks: 1280}}
+			steps := []cuda.FP4TileStep{{T: 256, S: 4, Ks: 1280}, {T: 64, S: 4, Ks: 1280}, {T: 1, S: 4, Ks: 1280}}
 			if !up {
 				// (at one token ~6 active experts × 40 row blocks × 2 slices make fewer than
 				// 2,112 blocks: the binder keeps four slices)
 				sh = cuda.FP4TileShape{E: 384, N: 5120, K: 2304, TopK: 6}
-				steps = []cuda.FP4TileStep{{T: 1, S: 4, Ks: 640}, {T: 64, S: 2, Ks: 1152}, {T: 256, S: 2, Ks: 1152}}
+				steps = []cuda.FP4TileStep{{T: 256, S: 2, Ks: 1152}, {T: 64, S: 2, Ks: 1152}, {T: 1, S: 4, Ks: 640}}
 			}
 			if *device != "gpu" {
 				sh.E, sh.N, sh.K = 8, 64, 512
@@ -92,7 +95,7 @@ func BenchmarkFP4Tiles(b *testing.B) {
 				b.Fatal(err)
 			}
 			for _, r := range res {
-				b.Logf("T %d %s: %.3f ms, %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)", r.T, r.Kernel, r.Ms, float64(r.Bytes)/1e6,
+				fmt.Printf("fp4 tiles: T %d %s: %.3f ms, %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)\n", r.T, r.Kernel, r.Ms, float64(r.Bytes)/1e6,
 					float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
 			}
 		}
