@@ -124,29 +124,15 @@ KERNEL(read_probe_s, ReadProbeArgs) {
 #define PB_CODES (128 * PB_ST * 64)        // a stage's code bytes (2 matrices × 64 rows)
 #define PB_STAGE (PB_CODES + 128 * PB_ST * 4)  // and its scale bytes
 #ifndef DI_EMULATE
-DEVM void pb_issue(const ReadProbeArgs& a, unsigned char* stage, u32 bar, i64 e, i64 r0, i64 kb, i64 h0, int tid) {
+DEVM void pb_issue(const ReadProbeArgs& a, unsigned char* stage, u64* bar, i64 e, i64 r0, i64 kb, i64 h0, int tid) {
   const int p = tid >> 6, row = tid & 63;
   const i64 r = e * a.N + r0 + row;
   const unsigned char* c = (const unsigned char*)a.w[p] + r * (a.K / 2) + (kb + 128 * h0) / 2;
   const unsigned char* sc = a.s[p] + r * (a.K / 32) + (kb + 128 * h0) / 32;
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // (the generic reads of this stage before)
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(PB_ST * 68) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(stage + tid * PB_ST * 64)),
-               "l"(c), "r"(PB_ST * 64), "r"(bar)
-               : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(stage + PB_CODES + tid * PB_ST * 4)),
-               "l"(sc), "r"(PB_ST * 4), "r"(bar)
-               : "memory");
-}
-DEVM void pb_wait(u32 bar, u32 parity) {
-  u32 done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
+  fast_async_fence();  // (the generic reads of this stage before)
+  fast_bar_arrive_tx(bar, PB_ST * 68);
+  fast_bulk(stage + tid * PB_ST * 64, c, PB_ST * 64, bar);
+  fast_bulk(stage + PB_CODES + tid * PB_ST * 4, sc, PB_ST * 4, bar);
 }
 #endif
 KERNEL(read_probe_b, ReadProbeArgs) {
@@ -161,15 +147,15 @@ KERNEL(read_probe_b, ReadProbeArgs) {
   const i64 e = blk / (rb * a.S), r0 = ((blk / a.S) % rb) * 64, sl = blk % a.S;
   const i64 ks = a.K / a.S, kb = sl * ks;
   const int nst = (int)(ks / (128 * PB_ST));  // stages of the slice
-  if (tid < PB_NS) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(&bars[tid])), "r"(128));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  if (tid < PB_NS) fast_bar_init(&bars[tid], 128);
+  fast_bar_fence();
   __syncthreads();
-  for (int q = 0; q < PB_NS && q < nst; q++) pb_issue(a, pb + q * PB_STAGE, smem_addr(&bars[q]), e, r0, kb, (i64)q * PB_ST, tid);
+  for (int q = 0; q < PB_NS && q < nst; q++) pb_issue(a, pb + q * PB_STAGE, &bars[q], e, r0, kb, (i64)q * PB_ST, tid);
   u32 acc = 0;
   for (int q = 0; q < nst; q++) {
     const int b = q % PB_NS;
     unsigned char* st = pb + b * PB_STAGE;
-    pb_wait(smem_addr(&bars[b]), (u32)((q / PB_NS) & 1));
+    fast_bar_wait(&bars[b], (u32)((q / PB_NS) & 1));
     for (int h = 0; h < PB_ST; h++)
       for (int p = 0; p < 2; p++) {
         const int ra = p * 64 + 16 * warp + g, rb8 = ra + 8;
@@ -178,7 +164,7 @@ KERNEL(read_probe_b, ReadProbeArgs) {
         acc ^= (u32)st[PB_CODES + ra * PB_ST * 4 + 4 * h + t] ^ ((u32)st[PB_CODES + rb8 * PB_ST * 4 + 4 * h + t] << 8);
       }
     __syncthreads();  // every thread done with the stage
-    if (q + PB_NS < nst) pb_issue(a, st, smem_addr(&bars[b]), e, r0, kb, (i64)(q + PB_NS) * PB_ST, tid);
+    if (q + PB_NS < nst) pb_issue(a, st, &bars[b], e, r0, kb, (i64)(q + PB_NS) * PB_ST, tid);
   }
   a.out[GIDX] = acc;
 #endif

@@ -390,6 +390,27 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 blocks) {
   delete[] wh;
 }
 #else
+// fp4_stage_async: this thread's cp.async copies of the slots' halves (XE: the hi ones
+// only) of the stage of ST steps from step h0 into buffer (h0 / ST) & 1 of xs (XE: the two
+// buffers interleaved a step; otherwise BUF uint4s apart), zeros for slots past nc, steps
+// past the slice and lo halves of bf16 activations; one commit group (the AX register
+// tiles and the bulk-copy tiles).
+template <bool XE, int ST, int BUF>
+DEVM void fp4_stage_async(const FastMoEArgs& a, const Fp4Block& b, uint4* xs, const i64* srow, i64 P, int tid, int live,
+                          int nc, int nsteps, int h0) {
+  const int ns = min(ST, nsteps - h0), buf = (h0 / ST) & 1;
+  const int total = live * 8 * ST * (XE ? 1 : 2) * 16;
+  for (int i = tid; i < total; i += 128) {
+    const int c4 = i & 3, tt = (i >> 2) & 3, half = XE ? 0 : (i >> 4) & 1;
+    const int q = i >> (XE ? 4 : 5), hh = q & (ST - 1), c = q / ST;
+    const bool in = c < nc && hh < ns && !(half && a.xexact);
+    const u32* src = in ? (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
+    const int pos = fp4_sw(c4, tt, c);
+    const int at = XE ? ((c * ST + hh) * 2 + buf) * 16 : buf * BUF + ((c * ST + hh) * 2 + half) * 16;
+    fast_cp16(&xs[at + tt * 4 + pos], src, in);
+  }
+  fast_cp_commit();
+}
 // XE: the activations are bf16 values (a.xexact, which Go guarantees for these
 // kernels), known when compiled, so the lo halves' staging, loads and mma are not in the
 // kernel at all (fast_moe_*_fp4_regx); the same operations on every value the others
@@ -445,22 +466,8 @@ DEVM void fp4_tiles(const FastMoEArgs& a, i64 GIDX) {
         fp4_load_regs(b.kb, t, K, h, wa, wb, sa, sb, oka, okb, qa, qb, ua, ub);
       }
     };
-    // stage_async (AX): this thread's copies of the stage starting at step h0 into buffer
-    // (h0 / ST) & 1, one commit group
-    auto stage_async = [&](int h0) {
-      const int ns = min(ST, nsteps - h0), buf = (h0 / ST) & 1;
-      const int total = live * 8 * ST * (XE ? 1 : 2) * 16;
-      for (int i = tid; i < total; i += 128) {
-        const int c4 = i & 3, tt = (i >> 2) & 3, half = XE ? 0 : (i >> 4) & 1;
-        const int q = i >> (XE ? 4 : 5), hh = q & (ST - 1), c = q / ST;
-        const bool in = c < nc && hh < ns && !(half && a.xexact);
-        const u32* src = in ? (half ? a.xl : a.xh) + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
-        const int pos = fp4_sw(c4, tt, c);
-        const int at = XE ? ((c * ST + hh) * 2 + buf) * 16 : buf * BUF + ((c * ST + hh) * 2 + half) * 16;
-        fast_cp16(&xs[at + tt * 4 + pos], src, in);
-      }
-      fast_cp_commit();
-    };
+    // stage_async (AX): this thread's copies of the stage starting at step h0
+    auto stage_async = [&](int h0) { fp4_stage_async<XE, ST, BUF>(a, b, xs, srow, P, tid, live, nc, nsteps, h0); };
     if constexpr (AX) {
       __syncthreads();  // the last pass's reads of srow and xs are done
       // every thread (no branch before the barrier): entry tid % FP4_SLOTS, the last
@@ -589,19 +596,7 @@ DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
     const int nc = (int)imin(FP4_SLOTS, n - c0), live = (nc + 7) / 8;
     float acc[2][2][4];
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < 2; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
-    // the slots' hi halves of the stage starting at step h0 into buffer (h0 / ST) & 1
-    auto stage_async = [&](int h0) {
-      const int ns = min(ST, nsteps - h0), buf = (h0 / ST) & 1;
-      const int total = live * 8 * ST * 16;
-      for (int i = tid; i < total; i += 128) {
-        const int c4 = i & 3, tt = (i >> 2) & 3;
-        const int q = i >> 4, hh = q & (ST - 1), c = q / ST;
-        const bool in = c < nc && hh < ns;
-        const u32* src = in ? a.xh + srow[c] * P + (b.kb + 128 * (h0 + hh)) / 2 + tt * 16 + c4 * 4 : a.xh;
-        fast_cp16(&xs[((c * ST + hh) * 2 + buf) * 16 + tt * 4 + fp4_sw(c4, tt, c)], src, in);
-      }
-      fast_cp_commit();
-    };
+    auto stage_async = [&](int h0) { fp4_stage_async<true, ST, 0>(a, b, xs, srow, P, tid, live, nc, nsteps, h0); };
     __syncthreads();  // the last pass's reads of srow and xs are done
     const int ci = tid & (FP4_SLOTS - 1);
     srow[ci] = a.list[base + c0 + imin(ci, nc - 1)] / div;
