@@ -70,6 +70,9 @@
 # launches is profiled there unless NCU_SKIP skips those launches, as run 42c found:
 # it profiled the 32-row prefill chunks of fast_moe_up_fp4_rega, csa_attn_kdec and
 # csa_index_score_words instead of the decode step's),
+# TILES=1 runs BenchmarkFP4Tiles after the check (and the probe): the FP4 expert tiles
+# alone on V4.1's and V4's shapes in both layouts, every form's sums checked against
+# _rega's (OUT/tiles.txt; TILES_TIMEOUT, default 200),
 # PROBE=1 runs BenchmarkFP4ReadProbe and BenchmarkFP4ReadProbeBulk after the check (the
 # FP4 tiles' reads without their arithmetic in the row and a tiled layout, by bulk copies
 # into shared memory, a stream's and the copy's rates; OUT/probe.txt; PROBE_TIMEOUT,
@@ -216,6 +219,14 @@ run() {
 		echo "==== read probe (BenchmarkFP4ReadProbe)"
 		(cd targets/cuda && timeout "${PROBE_TIMEOUT:-150}" "../../$bin/cuda.test" -test.run '^$' -test.bench FP4ReadProbe -test.benchtime 1x -test.v -device gpu 2>&1) |
 			tee "$out/probe.txt" | grep -E "GB/s|^(ok|FAIL|PASS)"
+	fi
+	if [ -n "${TILES:-}" ]; then
+		# the FP4 expert tiles alone on V4.1's and V4's shapes, the row layout's _rega
+		# against the tiled layout's _regb, _regbd and _regt, their sums checked bit for bit
+		# (BenchmarkFP4Tiles; no checkpoint)
+		echo "==== FP4 tiles alone (BenchmarkFP4Tiles)"
+		(cd targets/cuda && timeout "${TILES_TIMEOUT:-200}" "../../$bin/cuda.test" -test.run '^$' -test.bench FP4Tiles -test.benchtime 1x -test.v -device gpu 2>&1) |
+			tee "$out/tiles.txt" | grep -E "fp4 tiles:|^(ok|FAIL|PASS|---)|tilebench"
 	fi
 	local m cfg layers ctx
 	for m in $(bench_models); do

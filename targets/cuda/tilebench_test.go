@@ -57,11 +57,26 @@ func TestFP4TilesBenchSameValues(t *testing.T) {
 	}
 }
 
-// BenchmarkFP4Tiles times the FP4 expert tiles alone on V4.1-Flash's expert shapes (384
-// experts, w1/w3 2,304 × 5,120, w2 5,120 × 2,304, six a token, uniform routing, bf16
-// activations), the slices the binder picks at decode (w1/w3 four; w2 two where that
-// still makes enough blocks, else four), at 256, 64 and 1 tokens (printed as each
-// product's steps finish): the row layout's _rega
+// fp4TileModels are BenchmarkFP4Tiles' expert products: V4.1-Flash's (384 experts, w1/w3
+// 2,304 × 5,120, w2 5,120 × 2,304) and V4-Flash's (256, 2,048 × 4,096 and 4,096 × 2,048),
+// six experts a token, with the slices the binder picks at decode (w1/w3 four; w2 two
+// where ~nact × D/128 × 2 blocks reach 2,112, four at one token), largest step first.
+var fp4TileModels = []struct {
+	name               string
+	up, down           cuda.FP4TileShape
+	upSteps, downSteps []cuda.FP4TileStep
+}{
+	{"v41", cuda.FP4TileShape{E: 384, N: 2304, K: 5120, TopK: 6, Up: true}, cuda.FP4TileShape{E: 384, N: 5120, K: 2304, TopK: 6},
+		[]cuda.FP4TileStep{{T: 256, S: 4, Ks: 1280}, {T: 64, S: 4, Ks: 1280}, {T: 1, S: 4, Ks: 1280}},
+		[]cuda.FP4TileStep{{T: 256, S: 2, Ks: 1152}, {T: 64, S: 2, Ks: 1152}, {T: 1, S: 4, Ks: 640}}},
+	{"v4", cuda.FP4TileShape{E: 256, N: 2048, K: 4096, TopK: 6, Up: true}, cuda.FP4TileShape{E: 256, N: 4096, K: 2048, TopK: 6},
+		[]cuda.FP4TileStep{{T: 256, S: 4, Ks: 1024}, {T: 64, S: 4, Ks: 1024}, {T: 1, S: 4, Ks: 1024}},
+		[]cuda.FP4TileStep{{T: 256, S: 2, Ks: 1024}, {T: 64, S: 2, Ks: 1024}, {T: 1, S: 4, Ks: 512}}},
+}
+
+// BenchmarkFP4Tiles times the FP4 expert tiles alone on V4.1-Flash's and V4-Flash's
+// expert shapes (fp4TileModels; uniform routing, bf16 activations) at 256, 64 and 1
+// tokens (printed as each product's steps finish): the row layout's _rega
 // (the default) against the tiled layout's _regb, _regbd and _regt in one process, each
 // the median of 10 launches, their partial sums checked bit for bit against _rega's,
 // with the copy rate beside them. On the GPU:
@@ -77,26 +92,24 @@ func BenchmarkFP4Tiles(b *testing.B) {
 		}
 		// (printed as they come, not b.Logf's at the end: a run cut short keeps its lines)
 		fmt.Printf("fp4 tiles: copy %.0f GB/s (read + write)\n", bw/1e9)
-		for _, up := range []bool{true, false} {
-			sh := cuda.FP4TileShape{E: 384, N: 2304, K: 5120, TopK: 6, Up: true}
-			steps := []cuda.FP4TileStep{{T: 256, S: 4, Ks: 1280}, {T: 64, S: 4, Ks: 1280}, {T: 1, S: 4, Ks: 1280}}
-			if !up {
-				// (at one token ~6 active experts × 40 row blocks × 2 slices make fewer than
-				// 2,112 blocks: the binder keeps four slices)
-				sh = cuda.FP4TileShape{E: 384, N: 5120, K: 2304, TopK: 6}
-				steps = []cuda.FP4TileStep{{T: 256, S: 2, Ks: 1152}, {T: 64, S: 2, Ks: 1152}, {T: 1, S: 4, Ks: 640}}
-			}
-			if *device != "gpu" {
-				sh.E, sh.N, sh.K = 8, 64, 512
-				steps = []cuda.FP4TileStep{{T: 1, S: 2, Ks: 256}, {T: 4, S: 2, Ks: 256}}
-			}
-			res, err := rt.FP4TilesBench(fp4TileKernels(up), sh, steps, 7, 10)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, r := range res {
-				fmt.Printf("fp4 tiles: T %d %s: %.3f ms, %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)\n", r.T, r.Kernel, r.Ms, float64(r.Bytes)/1e6,
-					float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
+		for _, m := range fp4TileModels {
+			for _, up := range []bool{true, false} {
+				sh, steps := m.up, m.upSteps
+				if !up {
+					sh, steps = m.down, m.downSteps
+				}
+				if *device != "gpu" {
+					sh.E, sh.N, sh.K = 8, 64, 512
+					steps = []cuda.FP4TileStep{{T: 1, S: 2, Ks: 256}, {T: 4, S: 2, Ks: 256}}
+				}
+				res, err := rt.FP4TilesBench(fp4TileKernels(up), sh, steps, 7, 10)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range res {
+					fmt.Printf("fp4 tiles: %s T %d %s: %.3f ms, %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)\n", m.name, r.T, r.Kernel, r.Ms,
+						float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
+				}
 			}
 		}
 	}
