@@ -845,10 +845,10 @@ func TestSum4SameValues(t *testing.T) {
 
 // TestFP4TiledSameLogits: with DEEPINFER_CUDA_FP4_TILED=1 (and =r) the experts' FP4
 // weights of tiny-v41-dev (the V4.1 fixture whose expert shapes are whole 16 × 128
-// tiles: 128 × 256 and 256 × 128) are uploaded in the tiled layout and every expert
-// launch, the 80-token prefill's included, runs the _regb tiles (the _regt ones); the
-// logits are the row layout's (where the prefill takes the wide tiles and the decode
-// steps _rega) bit for bit.
+// tiles: 128 × 256 and 256 × 128) are uploaded in the tiled layout, the decode steps'
+// expert launches run the _regb tiles (_regbd, _regt) and the 80-token prefill's the
+// _widet ones; the logits are the row layout's (where the prefill takes the wide tiles
+// and the decode steps _rega) bit for bit.
 func TestFP4TiledSameLogits(t *testing.T) {
 	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
 	for _, c := range []struct{ value, suffix string }{{"1", "_regb"}, {"d", "_regbd"}, {"r", "_regt"}} {
@@ -856,9 +856,9 @@ func TestFP4TiledSameLogits(t *testing.T) {
 			a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvFP4Tiled, "", c.value, 80)
 			if ka != nil { // (the GPU records no launch counts)
 				for _, k := range []string{"fast_moe_up_fp4", "fast_moe_down_fp4"} {
-					if ka[k+c.suffix] != 0 || kb[k+c.suffix] != ka[k+"_rega"]+ka[k+"_wide"] || kb[k+"_rega"]+kb[k+"_wide"] != 0 || ka[k+"_wide"] == 0 {
-						t.Errorf("%s: _rega %d / %d, _wide %d / %d, %s %d / %d launches in the row / tiled layout", k,
-							ka[k+"_rega"], kb[k+"_rega"], ka[k+"_wide"], kb[k+"_wide"], c.suffix, ka[k+c.suffix], kb[k+c.suffix])
+					if ka[k+c.suffix]+ka[k+"_widet"] != 0 || kb[k+c.suffix] != ka[k+"_rega"] || kb[k+"_widet"] != ka[k+"_wide"] || kb[k+"_rega"]+kb[k+"_wide"] != 0 || ka[k+"_wide"] == 0 {
+						t.Errorf("%s: _rega %d / %d, _wide %d / %d, %s %d / %d, _widet %d / %d launches in the row / tiled layout", k,
+							ka[k+"_rega"], kb[k+"_rega"], ka[k+"_wide"], kb[k+"_wide"], c.suffix, ka[k+c.suffix], kb[k+c.suffix], ka[k+"_widet"], kb[k+"_widet"])
 					}
 				}
 			}

@@ -999,8 +999,8 @@ type fastExperts struct {
 	// steps that would take the register tiles (e4Step), x's and hid's E4M3 codes and
 	// piece scales in scratch xq and hq (fast_quant_split writes them in those steps)
 	e4 bool
-	// tiled: the experts' FP4 weights are in the tiled layout (EnvFP4Tiled; the _regb or
-	// _regt tiles, never the wide ones)
+	// tiled: the experts' FP4 weights are in the tiled layout (EnvFP4Tiled; the _regb,
+	// _regbd or _regt tiles, and the wide ones' _widet)
 	tiled  bool
 	e4Name string // "_fp4_e4", or with EnvFP4E4=t "_fp4_e4t"
 	xq, hq int
@@ -1077,6 +1077,9 @@ func (f *fastExperts) fp4Wide(s *Step) bool {
 
 // fp4WideName is the wide tiles' kernel of the experts' activations.
 func (f *fastExperts) fp4WideName(kernel string) string {
+	if f.tiled { // (the tiled layout: bf16 activations only)
+		return kernel + "_fp4_widet"
+	}
 	if f.xexact != 0 {
 		return kernel + "_fp4_wide"
 	}
@@ -1165,7 +1168,7 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 			return nil, fmt.Errorf("%s=1: the experts would run on the %s tiles%s, which do not read the tiled FP4 layout (only the fast and fp8 modes' _rega tiles do: V4.1's, and V4's in the fp8 mode, without %s, %s, %s and %s)",
 				EnvFP4Tiled, f.fp4Suffix, map[bool]string{true: " (or the generic or e4m3 ones)"}[f.fp4 == 2 || os.Getenv(EnvFP4E4) != ""], EnvFP4Tiles, EnvFP4Pipe, EnvFP4XE, EnvFP4E4)
 		}
-		f.fp4Suffix, f.wide, f.tiled = b.rt.fp4TiledSuffix, false, true
+		f.fp4Suffix, f.tiled = b.rt.fp4TiledSuffix, true
 		b.fp4TiledArgs = [2]int{3, 3 + int(3*sh.E)}
 	}
 	return f, nil

@@ -653,8 +653,11 @@ DEVM void fp4_tiles_bulk(const FastMoEArgs& a, i64 GIDX) {
 // ones, as fp4_tiles' xs) and the lo mma in each chain, so 32 slots a pass (the buffers
 // the same 32 KB), each output the register tiles' chain of hi and lo mma.
 #define FP4W_SLOTS 64
-template <int NW, bool LO = false>
+// TL (fast_moe_*_fp4_widet): the weights in the tiled layout (fp4_rows8t, as _regt);
+// bf16 activations only. The same values.
+template <int NW, bool LO = false, bool TL = false>
 DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
+  static_assert(!(LO && TL), "the tiled layout's wide tiles are compiled for bf16 activations only");
   // WS: slots a pass; SS: a staged slot's uint4s (its hi pairs, then with LO its lo ones)
   constexpr int WS = LO ? FP4W_SLOTS / 2 : FP4W_SLOTS, SS = LO ? 32 : 16, WJ = WS / 8;
   __shared__ uint4 xs[2][WS * SS];
@@ -672,7 +675,7 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
   fp4_streams<NW>(a, b, warp, g, wa, wb, sa, sb, oka, okb, rt0);
   const int xl = fp4_xl(g, t, SS);  // (fp4_step)
   // (rows g+8 from rows g, as the R8 register tiles)
-  const Fp4Rows8 r8 = fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
+  const Fp4Rows8 r8 = TL ? fp4_rows8t<NW>(a, b, rt0, oka, g, t, K) : fp4_rows8(b.kb, t, K, (int)fp4_weight<NW>(a, b.e, 0).cols, wa, sa);
   // this thread's chunks of a step's copies: chunk c4 of pair group tt of slots
   // (tid >> 4) + 8·it, swizzled as fp4_tiles' xs (the same place in every slot of a
   // thread but for the slot's parity, which is tid >> 4's)
@@ -684,7 +687,7 @@ DEVM void fp4_tiles_wide(const FastMoEArgs& a, i64 GIDX) {
     UNROLL for (int p = 0; p < 2; p++) UNROLL for (int j = 0; j < WJ; j++) UNROLL for (int e = 0; e < 4; e++) acc[p][j][e] = 0;
     uint4 qa[2], qb[2];
     u32 ua[2], ub[2];
-    auto load = [&](int h) { fp4_load_regs8(r8, h, oka, okb, qa, qb, ua, ub); };
+    auto load = [&](int h) { fp4_load_regs8<TL>(r8, h, oka, okb, qa, qb, ua, ub); };
     // issue: this thread's copies of step h's hi pairs (and with LO its lo ones) into
     // xs[h & 1] (zeros for slots past nc), as one group
     auto issue = [&](int h) {
@@ -1210,10 +1213,10 @@ DEVM void fp4_e4_tiles(const FastMoEArgs& a, i64 GIDX) {
 // their halves copied two steps ahead, 7 the wide ones for general activations (32
 // slots a pass, both halves), 8 the fp8 numerics' e4m3 tiles (9 with 16-byte loads, 10
 // on wgmma), 11 variant 5 on the tiled layout, 12 those by bulk copies (13 with rings of
-// eight steps); only that variant
+// eight steps), 14 variant 2 on the tiled layout; only that variant
 // instantiated, so a kernel holds only its own shared memory), on the emulated device
 // the launch's blocks in fp4_tiles' loops (every variant's values; 8-10: fp4_e4_ref's,
-// the e4m3 tiles' definition; 11-13 reading the tiled layout).
+// the e4m3 tiles' definition; 11-14 reading the tiled layout).
 template <int NW, int V>
 DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
@@ -1221,7 +1224,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GIDX;
   const i64 blocks = a.nact * ((a.N + (NW == 2 ? 63 : 127)) / (NW == 2 ? 64 : 128)) * a.S;
   if constexpr (V >= 8 && V <= 10) fp4_e4_ref<NW>(a, blocks);
-  else fp4_tiles<NW, V >= 11>(a, blocks);
+  else fp4_tiles<NW, V >= 11 && V <= 14>(a, blocks);
 #else
   if constexpr (V == 0) fp4_pipe<NW>(a, GIDX);
   else if constexpr (V == 1) fp4_tiles<NW>(a, GIDX);
@@ -1236,6 +1239,7 @@ DEVM void fp4_launch(const FastMoEArgs& a, i64 GIDX, i64 GSTRIDE) {
   else if constexpr (V == 11) fp4_tiles<NW, true, true, true, true>(a, GIDX);
   else if constexpr (V == 12) fp4_tiles_bulk<NW>(a, GIDX);
   else if constexpr (V == 13) fp4_tiles_bulk<NW, 8>(a, GIDX);
+  else if constexpr (V == 14) fp4_tiles_wide<NW, false, true>(a, GIDX);
   else fp4_tiles_wide<NW>(a, GIDX);
 #endif
 }
@@ -1318,6 +1322,10 @@ KERNEL(fast_moe_up_fp4_regb, FastMoEArgs) { fp4_launch<2, 12>(a, GIDX, GSTRIDE);
 KERNEL(fast_moe_down_fp4_regb, FastMoEArgs) { fp4_launch<1, 12>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_up_fp4_wide, FastMoEArgs) { fp4_launch<2, 2>(a, GIDX, GSTRIDE); }
 KERNEL(fast_moe_down_fp4_wide, FastMoEArgs) { fp4_launch<1, 2>(a, GIDX, GSTRIDE); }
+// fast_moe_up_fp4_widet, fast_moe_down_fp4_widet: the wide tiles over the tiled layout
+// (DEEPINFER_CUDA_FP4_TILED's prefills); the same values.
+KERNEL(fast_moe_up_fp4_widet, FastMoEArgs) { fp4_launch<2, 14>(a, GIDX, GSTRIDE); }
+KERNEL(fast_moe_down_fp4_widet, FastMoEArgs) { fp4_launch<1, 14>(a, GIDX, GSTRIDE); }
 // fast_moe_up_fp4_widel, fast_moe_down_fp4_widel: fp4_tiles_wide for activations that
 // are not bf16 values (V4's float32 ones: 32 slots a pass, both halves staged, the lo
 // mma in each chain), for prefills (fp4Wide); the register tiles' values.

@@ -145,6 +145,7 @@ static int run_case(const Case& c, unsigned seed) {
       ddiff += against_reg(fast_moe_up_fp4_regt, fast_moe_down_fp4_regt, "regt");
       ddiff += against_reg(fast_moe_up_fp4_regb, fast_moe_down_fp4_regb, "regb");  // by bulk copies
       ddiff += against_reg(fast_moe_up_fp4_regbd, fast_moe_down_fp4_regbd, "regbd");  // rings of 8
+      wdiff += against_reg(fast_moe_up_fp4_widet, fast_moe_down_fp4_widet, "widet");  // the wide tiles
       a.tab = keep;
       tiled = true;
     }
@@ -213,8 +214,8 @@ static int run_case(const Case& c, unsigned seed) {
       if (!(d <= worst)) worst = d;
     }
   }
-  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld regx/rega/reg8/reg8a%s != reg, %ld wide != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
-         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, tiled ? "/regt/regb/regbd" : "", wdiff, unwritten, worst, chain,
+  printf("NW %d N %ld K %ld (Kp %ld, S %ld, ks %ld) experts %ld slots %ld blocks %ld%s: %ld written, %ld pipe != reg, %ld regx/rega/reg8/reg8a%s != reg, %ld wide%s != reg, %ld written sets differ, worst vs reference %.3g, %ld differ from the whole chain, errors %ld\n",
+         c.NW, c.N, c.K, Kp, S, ks, E, slots, blocks, c.xexact ? " (xexact)" : "", written, diff, ddiff, tiled ? "/regt/regb/regbd" : "", wdiff, tiled ? "/widet" : "", unwritten, worst, chain,
          (long)g_errors);
   for (void* m : mem) free(m);
   return diff == 0 && ddiff == 0 && wdiff == 0 && unwritten == 0 && worst == 0 && chain == 0 && ediff == 0 && eunw == 0 && g_errors == 0 ? 0 : 1;
