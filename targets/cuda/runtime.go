@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -314,6 +315,12 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 	}
 	rt.mods, rt.where = mods, where
 	rt.info.Compile = st
+	// each kernel's allowance of dynamic shared memory: the most any of its launches takes
+	// (every kernel with some: the driver's default allowance is what static shared
+	// memory leaves of 48 KB, which a kernel with both kinds, the FP4 _regb tiles', would
+	// exceed below 48 KB of dynamic; one allowance a kernel, so that a launch taking less
+	// never lowers another's)
+	most := map[string]int64{}
 	for _, pr := range rt.progs {
 		for _, c := range pr.calls {
 			for li := range c.launches {
@@ -323,14 +330,14 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 					return fmt.Errorf("%w (for %s)", err, c.in.Op)
 				}
 				l.fn = f
-				// (every launch with dynamic shared memory: the driver's default allowance
-				// is what static shared memory leaves of 48 KB, which a kernel with both
-				// kinds, the FP4 _regb tiles', would exceed below 48 KB of dynamic)
-				if l.shared > 0 {
-					if err := d.FuncShared(f, uint32(l.shared)); err != nil {
-						return fmt.Errorf("kernel %s (for %s): %d bytes of shared memory a block: %w", l.kernel, c.in.Op, l.shared, err)
-					}
-				}
+				most[l.kernel] = max(most[l.kernel], l.shared)
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(most)) {
+		if n := most[k]; n > 0 {
+			if err := d.FuncShared(rt.funcs[k], uint32(n)); err != nil {
+				return fmt.Errorf("kernel %s: %d bytes of shared memory a block: %w", k, n, err)
 			}
 		}
 	}

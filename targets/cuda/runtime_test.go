@@ -676,3 +676,36 @@ func TestNativeArch(t *testing.T) {
 	}
 	t.Logf("host compiler: %s", h.Version())
 }
+
+// TestSharedAllowanceIsTheMost: every kernel a program launches with dynamic shared
+// memory is allowed the most any of its launches takes, once (a launch taking less never
+// lowers another's allowance): on tiny-v41-dev in the fast mode with the FP4 bulk-copy
+// tiles (DEEPINFER_CUDA_FP4_TILED=1, whose 34 KB of dynamic shared memory sit beside
+// 32 KB of static), the fake driver's allowances against the bound launches.
+func TestSharedAllowanceIsTheMost(t *testing.T) {
+	withCache(t)
+	t.Setenv(EnvFP4Tiled, "1")
+	p, ws := fixturePlan(t, "tiny-v41-dev")
+	d := newFakeDriver(2 << 30)
+	rt, err := open(d, &countingCompiler{}, p, ws, targets.Options{MaxTokens: 16, Numerics: targets.NumericsFast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	most := map[string]int64{}
+	for _, pr := range rt.progs {
+		for _, c := range pr.calls {
+			for _, l := range c.launches {
+				most[l.kernel] = max(most[l.kernel], l.shared)
+			}
+		}
+	}
+	if most["fast_moe_up_fp4_regb"] != fp4BulkShared("_regb") {
+		t.Fatalf("fast_moe_up_fp4_regb bound with %d bytes of dynamic shared memory, want %d", most["fast_moe_up_fp4_regb"], fp4BulkShared("_regb"))
+	}
+	for k, n := range most {
+		if got := d.shared[rt.funcs[k]]; got != uint32(n) {
+			t.Errorf("%s: allowed %d bytes, its launches take at most %d", k, got, n)
+		}
+	}
+}
