@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"unsafe"
 )
 
@@ -34,7 +35,8 @@ type FP4TileResult struct {
 // fast_moe_down_fp4_regb, ...) on random weights and bf16 activations of sh, each the
 // median of reps launches after one warm-up, for a benchmark of the tiles alone
 // (BenchmarkFP4Tiles: no checkpoint, no program). Kernels whose names end in _regb,
-// _regbd or _regt read the weights in the tiled layout (tileFP4), the others in rows.
+// _regbd, _regt or _widet read the weights in the tiled layout (tileFP4), the others in
+// rows.
 // Every kernel's partial sums must equal the first's bit for bit (the same chains), or
 // it returns an error naming the first difference.
 func (rt *Runtime) FP4TilesBench(kernels []string, sh FP4TileShape, steps []FP4TileStep, seed uint64, reps int) ([]FP4TileResult, error) {
@@ -280,7 +282,7 @@ func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileSte
 
 // fp4TiledKernel reports whether an FP4 tile kernel reads the tiled layout.
 func fp4TiledKernel(name string) bool {
-	return fp4BulkShared(name) > 0 || len(name) > 5 && name[len(name)-5:] == "_regt"
+	return fp4BulkShared(name) > 0 || strings.HasSuffix(name, "_regt") || strings.HasSuffix(name, "_widet")
 }
 
 // firstDiff is the first index where a and b differ (-1: none; they have one length).

@@ -24,10 +24,18 @@ func fp4TileKernels(up bool) []string {
 	return ks
 }
 
+// fp4WideKernels are the wide (prefill) tiles in rows and over the tiled layout.
+func fp4WideKernels(up bool) []string {
+	if up {
+		return []string{"fast_moe_up_fp4_wide", "fast_moe_up_fp4_widet"}
+	}
+	return []string{"fast_moe_down_fp4_wide", "fast_moe_down_fp4_widet"}
+}
+
 // TestFP4TilesBenchSameValues: FP4TilesBench runs the row layout's _rega tiles and the
 // tiled layout's _regb, _regbd and _regt on the same random experts, routing and
-// activations, and requires every form's partial sums bit for bit equal to _rega's, for
-// the w1/w3 and the w2 products (on the emulated device, each kernel's emulated branch
+// activations, and requires every form's partial sums bit for bit equal to _rega's (and
+// _widet's to _wide's at a prefill's slots), for the w1/w3 and the w2 products (on the emulated device, each kernel's emulated branch
 // reading the layout its name says); a bad shape is refused.
 func TestFP4TilesBenchSameValues(t *testing.T) {
 	rt := openProbe(t)
@@ -41,6 +49,10 @@ func TestFP4TilesBenchSameValues(t *testing.T) {
 		}
 		res, err := rt.FP4TilesBench(fp4TileKernels(up), sh, steps, 3, 1)
 		if err != nil {
+			t.Fatal(err)
+		}
+		// (the wide tiles, both layouts, at ~13 slots an expert: one 64-slot pass)
+		if _, err := rt.FP4TilesBench(fp4WideKernels(up), sh, []cuda.FP4TileStep{{T: 40, S: steps[0].S, Ks: steps[0].Ks}}, 4, 1); err != nil {
 			t.Fatal(err)
 		}
 		if len(res) != len(fp4TileForms)*len(steps) {
@@ -76,7 +88,8 @@ var fp4TileModels = []struct {
 
 // BenchmarkFP4Tiles times the FP4 expert tiles alone on V4.1-Flash's and V4-Flash's
 // expert shapes (fp4TileModels; uniform routing, bf16 activations) at 256, 64 and 1
-// tokens (printed as each product's steps finish): the row layout's _rega
+// tokens, and the wide (prefill) tiles at 2,048 (printed as each product's steps
+// finish): the row layout's _rega
 // (the default) against the tiled layout's _regb, _regbd and _regt in one process, each
 // the median of 10 launches, their partial sums checked bit for bit against _rega's,
 // with the copy rate beside them. On the GPU:
@@ -106,7 +119,21 @@ func BenchmarkFP4Tiles(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, r := range res {
+				// a prefill chunk of 2,048 tokens (~32 slots an expert of V4.1's): the wide
+				// tiles (64 slots a pass) in rows and over the tiled layout, at the slices
+				// the binder gives them (four)
+				pre := []cuda.FP4TileStep{{T: 2048, S: 4, Ks: steps[0].Ks}}
+				if !up {
+					pre[0].Ks = (sh.K/4 + 127) / 128 * 128
+				}
+				if *device != "gpu" {
+					pre = []cuda.FP4TileStep{{T: 40, S: 2, Ks: 256}}
+				}
+				wide, err := rt.FP4TilesBench(fp4WideKernels(up), sh, pre, 9, 5)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range append(res, wide...) {
 					fmt.Printf("fp4 tiles: %s T %d %s: %.3f ms, %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)\n", m.name, r.T, r.Kernel, r.Ms,
 						float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
 				}
