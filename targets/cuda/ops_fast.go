@@ -1165,8 +1165,8 @@ func newFastExperts(b *Bind, sh fastExpertShape, x func(*Step) devptr, tab, coun
 	if len(b.weights) > 3 && tiledFP4(b.rt, b.weights[3]) {
 		// the experts' weights in the tiled layout (EnvFP4Tiled): only _rega's form reads it
 		if f.fp4Suffix != "_rega" || f.fp4 == 2 || os.Getenv(EnvFP4E4) != "" {
-			return nil, fmt.Errorf("%s=1: the experts would run on the %s tiles%s, which do not read the tiled FP4 layout (only the fast and fp8 modes' _rega tiles do: V4.1's, and V4's in the fp8 mode, without %s, %s, %s and %s)",
-				EnvFP4Tiled, f.fp4Suffix, map[bool]string{true: " (or the generic or e4m3 ones)"}[f.fp4 == 2 || os.Getenv(EnvFP4E4) != ""], EnvFP4Tiles, EnvFP4Pipe, EnvFP4XE, EnvFP4E4)
+			return nil, fmt.Errorf("%s=%s: the experts would run on the %s tiles%s, which do not read the tiled FP4 layout (only the fast and fp8 modes' _rega tiles have forms that do: V4.1's, and V4's in the fp8 mode, without %s, %s, %s and %s)",
+				EnvFP4Tiled, os.Getenv(EnvFP4Tiled), f.fp4Suffix, map[bool]string{true: " (or the generic or e4m3 ones)"}[f.fp4 == 2 || os.Getenv(EnvFP4E4) != ""], EnvFP4Tiles, EnvFP4Pipe, EnvFP4XE, EnvFP4E4)
 		}
 		f.fp4Suffix, f.tiled = b.rt.fp4TiledSuffix, true
 		b.fp4TiledArgs = [2]int{3, 3 + int(3*sh.E)}

@@ -62,14 +62,26 @@ func (rt *Runtime) fp4TilesBench(kernels []string, sh FP4TileShape, steps []FP4T
 			d.Free(b)
 		}
 	}()
-	up := func(b []byte) (devptr, error) {
-		p, err := d.Alloc(uint64(max(len(b), 16)))
+	// alloc: a device buffer of n bytes; zero: one set to zeros; up: one holding b
+	alloc := func(n int64) (devptr, error) {
+		p, err := d.Alloc(uint64(max(n, 16)))
 		if err != nil {
-			return 0, fmt.Errorf("fp4 tiles bench buffer (%d bytes): %w", len(b), err)
+			return 0, fmt.Errorf("fp4 tiles bench buffer (%d bytes): %w", n, err)
 		}
 		bufs = append(bufs, p)
-		if len(b) == 0 {
-			return p, nil
+		return p, nil
+	}
+	zero := func(n int64) (devptr, error) {
+		p, err := alloc(n)
+		if err != nil {
+			return 0, err
+		}
+		return p, d.Memset(p, 0, uint64(n), s)
+	}
+	up := func(b []byte) (devptr, error) {
+		p, err := alloc(int64(len(b)))
+		if err != nil || len(b) == 0 {
+			return p, err
 		}
 		return p, d.HtoD(p, unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b)), s)
 	}
@@ -137,7 +149,7 @@ func (rt *Runtime) fp4TilesBench(kernels []string, sh FP4TileShape, steps []FP4T
 	}
 	var res []FP4TileResult
 	for _, st := range steps {
-		if err := rt.fp4TilesStep(kernels, sh, st, rng, up, rowTab, tTab, mats, cb, sbytes, reps, &res); err != nil {
+		if err := rt.fp4TilesStep(kernels, sh, st, rng, up, zero, rowTab, tTab, mats, cb, sbytes, reps, &res); err != nil {
 			return nil, err
 		}
 	}
@@ -147,7 +159,7 @@ func (rt *Runtime) fp4TilesBench(kernels []string, sh FP4TileShape, steps []FP4T
 // fp4TilesStep is FP4TilesBench's step st: its routing and activations uploaded, then
 // each kernel timed and its partial sums checked against the first's.
 func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileStep, rng *rand.Rand, up func([]byte) (devptr, error),
-	rowTab, tTab devptr, mats, cb, sbytes int64, reps int, res *[]FP4TileResult) error {
+	zero func(int64) (devptr, error), rowTab, tTab devptr, mats, cb, sbytes int64, reps int, res *[]FP4TileResult) error {
 	d, s := rt.drv, rt.stream
 	// the routing: token t's TopK distinct experts, slot t·TopK + j; each expert's slots
 	// in order, the active experts in id order (then -1 up to min(E, slots))
@@ -193,14 +205,13 @@ func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileSte
 	}
 	i64s := func(v []int64) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)) }
 	i32s := func(v []int32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)) }
-	var p struct{ rowTab, tTab, counts, off, list, act, xh, xl, part devptr }
-	p.rowTab, p.tTab = rowTab, tTab
-	for k, b := range [][]byte{i64s(counts), i64s(off), i32s(list), i32s(act), xh, make([]byte, len(xh))} {
+	var p struct{ counts, off, list, act, xh, xl, part devptr }
+	for k, b := range [][]byte{i64s(counts), i64s(off), i32s(list), i32s(act), xh} {
 		ptr, err := up(b)
 		if err != nil {
 			return err
 		}
-		*[]*devptr{&p.counts, &p.off, &p.list, &p.act, &p.xh, &p.xl}[k] = ptr
+		*[]*devptr{&p.counts, &p.off, &p.list, &p.act, &p.xh}[k] = ptr
 	}
 	planes := int64(1)
 	if sh.Up {
@@ -208,7 +219,10 @@ func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileSte
 	}
 	partBytes := planes * st.S * slots * sh.N * 4
 	var err error
-	if p.part, err = up(make([]byte, partBytes)); err != nil {
+	if p.xl, err = zero(int64(len(xh))); err != nil { // (bf16 activations: no lo halves)
+		return err
+	}
+	if p.part, err = zero(partBytes); err != nil {
 		return err
 	}
 	if err := d.Sync(s); err != nil {
@@ -232,9 +246,9 @@ func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileSte
 				return fmt.Errorf("kernel %s: %d bytes of shared memory: %w", name, shared, err)
 			}
 		}
-		tab := p.rowTab
+		tab := rowTab
 		if fp4TiledKernel(name) {
-			tab = p.tTab
+			tab = tTab
 		}
 		var a ArgBuf
 		for _, v := range []devptr{p.xh, p.xl, tab, p.counts, p.off, p.list, 0, 0, p.part, 0, p.act} {
@@ -244,7 +258,7 @@ func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileSte
 		if sh.Up {
 			k = sh.TopK
 		}
-		for _, v := range []int64{slots, k, sh.E, sh.N, sh.K, kp, st.S, st.Ks, nact, 1} {
+		for _, v := range []int64{slots, k, sh.E, sh.N, sh.K, kp, st.S, st.Ks, nact, 1} { // (v41: not read by the tiles)
 			a.I(v)
 		}
 		a.F(10) // (limit: not read by the tiles)
