@@ -20,7 +20,8 @@ import (
 // TestFP8InstructionsNearCPU: the fp8 numerics mode against the cpu target on the V4.1
 // fixtures, every instruction fed the cpu's inputs, with a first prompt of 48 tokens
 // (the prefill's MXFP8 products on fast_gemm_wg_e4m3n, 33 to 64 rows) and, with
-// DEEPINFER_CUDA_WG_E4M3=all, of 100 (fast_gemm_wg_e4m3 above 64 rows); on the emulated
+// DEEPINFER_CUDA_WG_E4M3=all, of 100 (fast_gemm_wg_e4m3 above 64 rows), and with =q of
+// 100 (fast_gemm_wg_e4m3q: a step's blocks four at a time); on the emulated
 // device the launches are counted (a run that never launched the kernel fails) and each
 // instruction is gated as the fast mode's long-prompt check is (6e-6: a block is summed
 // exactly there, so the mode differs from the fast one by float32 roundings only). On a
@@ -37,7 +38,7 @@ func TestFP8InstructionsNearCPU(t *testing.T) {
 		for _, c := range []struct {
 			env, kernel string
 			prompt      int
-		}{{"", "fast_gemm_wg_e4m3n", 48}, {"all", "fast_gemm_wg_e4m3", 100}} {
+		}{{"", "fast_gemm_wg_e4m3n", 48}, {"all", "fast_gemm_wg_e4m3", 100}, {"q", "fast_gemm_wg_e4m3q", 100}} {
 			t.Run(m.name+"/"+c.kernel, func(t *testing.T) {
 				t.Setenv(cuda.EnvWGE4M3, c.env)
 				// (the experts' e4m3 tiles are opt-in: _e4 unless the run asks for _e4t)

@@ -127,7 +127,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// writes the codes (decided by the rows and the setting alone, never by the weight:
 	// a quant_shared successor reads what this launch wrote)
 	e4m3Rows := func(M int64) bool {
-		return xq >= 0 && M > wideMin && (M <= 64 || e4m3Env == "all" || e4m3Env == "128")
+		return xq >= 0 && M > wideMin && (M <= 64 || e4m3Env == "all" || e4m3Env == "128" || e4m3Env == "p" || e4m3Env == "q" || e4m3Env == "w")
 	}
 	b.Launch("fast_quant_split", func(s *Step, a *ArgBuf) int64 {
 		if g.quant == 0 {
@@ -388,6 +388,8 @@ func fastProduct(b *Bind, g fastGemm) int {
 			switch {
 			case e4m3Env == "128":
 				return "fast_gemm_wg_e4m3"
+			case e4m3Env == "p" || e4m3Env == "q" || e4m3Env == "w":
+				return "fast_gemm_wg_e4m3" + e4m3Env
 			case rowsOf(s) <= 64:
 				return "fast_gemm_wg_e4m3n"
 			case e4m3Env == "all":
@@ -465,11 +467,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 		})
 	}
 	if e4m3On {
-		for _, bn := range []int64{128, 64} {
-			name := "fast_gemm_wg_e4m3"
-			if bn == 64 {
-				name += "n"
-			}
+		for _, v := range []struct {
+			suffix string
+			bn     int64
+		}{{"", 128}, {"n", 64}, {"p", 64}, {"q", 64}, {"w", 128}} {
+			name, bn := "fast_gemm_wg_e4m3"+v.suffix, v.bn
 			b.LaunchShared(name, 128, wgE4M3Shared(bn), func(s *Step, a *ArgBuf) int64 {
 				if mt(s) != fastWideRows || s.Arg(g.w).Fmt == 0 || gemvKernel(s) != "" || wideKernel(s) != name {
 					return 0
@@ -1490,8 +1492,10 @@ const EnvWGFP8R = "DEEPINFER_CUDA_WG_FP8R"
 // the H200: fast_gemm_wg_e4m3n 0.664 ms a V4.1 step at batch 64 against
 // fast_gemm_wg_fp8n's 0.811; fast_gemm_wg_e4m3 1.929 at 256 against fast_gemm_wg_fp8a's
 // 1.706); all, fast_gemm_wg_e4m3 above 64 rows too; 128, fast_gemm_wg_e4m3 at every
-// size; 0, the fast mode's kernels everywhere (the bf16 halves). Read when a program is
-// bound.
+// size; p / q, fast_gemm_wg_e4m3p / _e4m3q (fast_gemm_wg_e4m3n's blocks of 64 x rows with
+// a step's 32-value blocks issued two / four at a time: the same values) at every size;
+// w, fast_gemm_wg_e4m3w (the 128-row form, two blocks at a time) at every size;
+// 0, the fast mode's kernels everywhere (the bf16 halves). Read when a program is bound.
 const EnvWGE4M3 = "DEEPINFER_CUDA_WG_E4M3"
 
 // wgE4M3Shared is the dynamic shared memory of fast_gemm_wg_e4m3 (bn 128) and

@@ -154,15 +154,19 @@ func randMXFP8(rng *rand.Rand, M, K int64) (codes []byte, scales []float32, x []
 // swizzle, fragment, scale or step is far outside it), and the log reports how many
 // outputs equal the definition's and the worst distance in units of Σ|x·w|. Shapes: partial last blocks
 // of 128 x rows and more than one, slices (three of one step each), a one-step
-// reduction, reductions ending in a part of a step (7 and 11 blocks of 32).
-// fast_gemm_wg_e4m3n's outputs (blocks of 64 x rows) are fast_gemm_wg_e4m3's bit for bit.
+// reduction, reductions ending in a part of a step (5, 6, 7 and 11 blocks of 32: last steps of
+// 1, 2 and 3 blocks).
+// fast_gemm_wg_e4m3n's outputs (blocks of 64 x rows) are fast_gemm_wg_e4m3's bit for bit,
+// and so are fast_gemm_wg_e4m3p's and _e4m3q's (a step's blocks two and four at a time)
+// and _e4m3w's (128 x rows, two at a time;
+// shapes whose last step holds 1, 2 or 3 blocks test the partial groups).
 func TestWGE4M3GemmNearExact(t *testing.T) {
 	const gate = 1.5e-3
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(41, 7))
 	for _, c := range []struct{ M, N, K, S, ks int64 }{
 		{200, 128, 512, 1, 512}, {40, 64, 1024, 2, 512}, {129, 192, 384, 3, 128}, {300, 64, 128, 1, 128},
-		{70, 64, 224, 1, 256}, {130, 128, 352, 2, 256},
+		{70, 64, 224, 1, 256}, {130, 128, 352, 2, 256}, {72, 64, 160, 1, 256}, {65, 128, 192, 1, 256},
 	} {
 		t.Run(fmtShape(c.M, c.N, c.K, c.S), func(t *testing.T) {
 			M, N, K, S, ks := c.M, c.N, c.K, c.S, c.ks
@@ -183,6 +187,11 @@ func TestWGE4M3GemmNearExact(t *testing.T) {
 			got := run("fast_gemm_wg_e4m3", 128)
 			// blocks of 64 x rows: the same block sums in the same order
 			sameBits(t, "fast_gemm_wg_e4m3n against fast_gemm_wg_e4m3", run("fast_gemm_wg_e4m3n", 64), got)
+			// a step's blocks issued two and four at a time: the same block sums, scaled
+			// and added in the same order
+			sameBits(t, "fast_gemm_wg_e4m3p against fast_gemm_wg_e4m3", run("fast_gemm_wg_e4m3p", 64), got)
+			sameBits(t, "fast_gemm_wg_e4m3q against fast_gemm_wg_e4m3", run("fast_gemm_wg_e4m3q", 64), got)
+			sameBits(t, "fast_gemm_wg_e4m3w against fast_gemm_wg_e4m3", run("fast_gemm_wg_e4m3w", 128), got)
 			sc := (K + 31) / 32
 			same, worst := 0, 0.0
 			for s := range S {

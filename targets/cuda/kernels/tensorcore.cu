@@ -2652,9 +2652,15 @@ DEV void wg_cp4(void* dst, const void* src, bool in) {
 // 4 × BN floats, and 1 KB to align the first to 1024 bytes
 // (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k32 or m64n64k32)
 #define WGE4_SHARED(BN) (2 * (BN) * 128 + 2 * 8192 + 2 * (BN) * 16 + 1024)
-template <int BN>
+// Q (the _e4m3p and _e4m3q forms, blocks of 64 x rows; _e4m3w, 128): a step's 32-value blocks issued Q
+// at a time into Q sets of block sums, one wait for the Q, then each scaled and added in
+// block order, so that the tensor cores' latency is waited for once a Q blocks instead of
+// once a block (run 48: each block's wgmma, wait and scaling a serial chain). The same
+// wgmma a block, the same scaling and the same order: the same values bit for bit.
+template <int BN, int Q = 1>
 DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
   static_assert(BN == 128 || BN == 64, "wg_e4m3_body: 128 or 64 x rows a block");
+  static_assert(Q == 1 || Q == 2 || (BN == 64 && Q == 4), "wg_e4m3_body: 2 blocks at once, or 4 with 64 x rows");
   const FastGemmArgs& f = a.f;
   (void)f, (void)GIDX, (void)GSTRIDE;
 #ifdef DI_EMULATE
@@ -2738,6 +2744,34 @@ DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
     const u64 da = wg_desc(wbase + 8192 * b), db = wg_desc(xbase + BN * 128 * b);
     const float* sx = xsc + b * 4 * BN + 2 * t;
     const i64 nb = imin(4, (ke - kb - 128 * i) / 32);  // the step's blocks
+    if constexpr (Q > 1) {
+      UNROLL for (int s0 = 0; s0 < 4; s0 += Q) {
+        if (s0 >= nb) break;
+        float dq[Q][BN / 2];
+        wg_fence();
+        UNROLL for (int q = 0; q < Q; q++)
+          if (s0 + q < nb) {
+            if constexpr (BN == 128) wg_e4m3_m64n128(dq[q], da + 2 * (s0 + q), db + 2 * (s0 + q));
+            else wg_e4m3_m64n64(dq[q], da + 2 * (s0 + q), db + 2 * (s0 + q));
+          }
+        wg_commit();
+        wg_wait0();
+        UNROLL for (int q = 0; q < Q; q++) {
+          WG_KEEPN(dq[q], BN / 2);
+          if (s0 + q >= nb) break;
+          const float sw = ue8m0_f32((unsigned char)(wcur >> (8 * (s0 + q))));
+          UNROLL for (int j = 0; j < BN / 8; j++) {
+            const float2 x2 = *(const float2*)(sx + (s0 + q) * BN + 8 * j);
+            const float c0 = sw * x2.x, c1 = sw * x2.y;
+            d[4 * j] = fmaf(dq[q][4 * j], c0, d[4 * j]);
+            d[4 * j + 1] = fmaf(dq[q][4 * j + 1], c1, d[4 * j + 1]);
+            d[4 * j + 2] = fmaf(dq[q][4 * j + 2], c0, d[4 * j + 2]);
+            d[4 * j + 3] = fmaf(dq[q][4 * j + 3], c1, d[4 * j + 3]);
+          }
+        }
+      }
+      continue;
+    }
     UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 32-code block
       if (s >= nb) break;
       const float sw = ue8m0_f32((unsigned char)(wcur >> (8 * s)));
@@ -2786,3 +2820,18 @@ KERNEL(fast_gemm_wg_e4m3, WgE4M3Args) { wg_e4m3_body<128>(a, GIDX, GSTRIDE); }
 // 64 rows, where a 128-row block would copy, multiply and scale zero rows for half of it):
 // the same block sums in the same order, the same values
 KERNEL(fast_gemm_wg_e4m3n, WgE4M3Args) { wg_e4m3_body<64>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_e4m3p / _e4m3q (DEEPINFER_CUDA_WG_E4M3=p / q): fast_gemm_wg_e4m3n with a
+// step's blocks issued two / four at a time (wg_e4m3_body's Q): the same values. _e4m3p
+// keeps three blocks a multiprocessor (64 + 32 block sums and accumulators a thread);
+// _e4m3q's 128 + 32 take two.
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 3)
+KERNEL(fast_gemm_wg_e4m3p, WgE4M3Args) { wg_e4m3_body<64, 2>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 2)
+KERNEL(fast_gemm_wg_e4m3q, WgE4M3Args) { wg_e4m3_body<64, 4>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_e4m3w (=w): fast_gemm_wg_e4m3 (128 x rows) with a step's blocks two at a
+// time (128 + 64 block sums and accumulators a thread: two blocks a multiprocessor)
+KERNEL(fast_gemm_wg_e4m3w, WgE4M3Args) { wg_e4m3_body<128, 2>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
