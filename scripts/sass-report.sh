@@ -52,6 +52,16 @@ out=${OUTDIR:-build/sass}
 [ -n "${SASS:-}" ] && mkdir -p "$out"
 failed=0
 printf '%-34s %5s %6s %7s %7s %6s\n' kernel regs stack spill-st spill-ld sass
+# (a unit compiled in parts, source.go's parts: its name stands for every part)
+expanded=()
+for u in "${units[@]}"; do
+	if [ ! -f "$src/$u.cu" ] && compgen -G "$src/$u.[0-9]*.cu" >/dev/null; then
+		for f in "$src/$u".[0-9]*.cu; do expanded+=("$(basename "$f" .cu)"); done
+	else
+		expanded+=("$u")
+	fi
+done
+units=("${expanded[@]}")
 for u in "${units[@]}"; do
 	if [ ! -f "$src/$u.cu" ]; then
 		echo "sass-report: no unit $u (units: $(cd "$src" && ls | sed 's/\.cu$//' | tr '\n' ' '))" >&2

@@ -446,6 +446,8 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 	if len(units) < 8 {
 		t.Fatalf("%d units", len(units))
 	}
+	def := regexp.MustCompile(`(?m)^KERNEL\((\w+),`)
+	parted := map[string]int{}
 	for _, u := range units {
 		for _, k := range u.Kernels {
 			if prev, dup := seen[k]; dup {
@@ -453,6 +455,22 @@ func TestUnitsPartitionTheKernels(t *testing.T) {
 			}
 			seen[k] = u.Name
 		}
+		// what the unit's source defines is what it lists (a unit in parts: its share,
+		// the other parts' kernels as KERNEL_SKIP)
+		var defs []string
+		for _, m := range def.FindAllStringSubmatch(u.Src, -1) {
+			defs = append(defs, m[1])
+		}
+		if !slices.Equal(defs, u.Kernels) {
+			t.Errorf("unit %s defines %d kernels, lists %d", u.Name, len(defs), len(u.Kernels))
+		}
+		if base, _, ok := strings.Cut(u.Name, "."); ok {
+			parted[base]++
+		}
+	}
+	// tensorcore, the slowest unit as one program, compiles as four
+	if parted["tensorcore"] != 4 {
+		t.Errorf("tensorcore in %d parts, want 4", parted["tensorcore"])
 	}
 	for k, n := range all {
 		if n != 1 || seen[k] == "" {

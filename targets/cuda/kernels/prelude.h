@@ -26,6 +26,10 @@
     name##_body(*(const Args*)p, 0, 1);                                      \
   }                                                                          \
   static void name##_body(const Args a, long long GIDX, long long GSTRIDE)
+// KERNEL_SKIP: a kernel another part of a split unit defines (source.go's parts): its
+// body kept as a template never instantiated, so this program neither defines the
+// kernel nor instantiates what the body calls
+#define KERNEL_SKIP(name, Args) template <int DI_SKIP_> static void di_skip_##name(const Args a, long long GIDX, long long GSTRIDE)
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;
@@ -53,6 +57,8 @@ struct alignas(16) float4 { float x, y, z, w; };
                 (long long)gridDim.x * blockDim.x);                           \
   }                                                                           \
   static __device__ void name##_body(const Args& a, long long GIDX, long long GSTRIDE)
+#define KERNEL_SKIP(name, Args) \
+  template <int DI_SKIP_> static __device__ void di_skip_##name(const Args& a, long long GIDX, long long GSTRIDE)
 typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef long long i64;

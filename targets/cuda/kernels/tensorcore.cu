@@ -2770,9 +2770,9 @@ DEVM void wg_e4m3_body(const WgE4M3Args& a, i64 GIDX, i64 GSTRIDE) {
           }
         }
       }
-      continue;
     }
-    UNROLL for (int s = 0; s < 4; s++) {  // + 32 bytes a 32-code block
+    // (Q > 1: no blocks left for this loop)
+    UNROLL for (int s = 0; s < (Q == 1 ? 4 : 0); s++) {  // + 32 bytes a 32-code block
       if (s >= nb) break;
       const float sw = ue8m0_f32((unsigned char)(wcur >> (8 * s)));
       // (the 64-row form: the block's multipliers loaded and formed before its products'
