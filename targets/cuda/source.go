@@ -56,12 +56,14 @@ var joins = map[string]string{"rope.cu": "attention.cu", "moe.cu": "dense41.cu",
 
 // parts names the units compiled as several programs, each defining an equal share of
 // the unit's kernels (every n-th in source order) and keeping the others' bodies as
-// templates it never instantiates (prelude.h's KERNEL_SKIP): tensorcore (tensorcore.cu
-// with its joined files, 103 kernels) compiled as one program took 107 s with CUDA
-// 12.4's nvcc for sm_90a against about 40 s for each of the other units, and on a
-// fresh GPU machine its NVRTC compile was the wait before anything ran; a quarter of it
-// took 34 s.
-var parts = map[string]int{"tensorcore.cu": 4}
+// templates it never instantiates (prelude.h's KERNEL_SKIP): NVRTC compiles a program on
+// one thread, so the slowest unit is the wait before anything runs on a fresh GPU
+// machine. With CUDA 12.4's nvcc for sm_90a (2026-12-07), as one program each: dense41
+// (with moe.cu) 143 s, tensorcore (with tensorcore_fp4.cu and tensorcore_attn.cu) 107 s,
+// mhc 72 s, csa41 54 s, basic 31 s, the rest under 6 s; in these parts the slowest part
+// took 44 s (dense41's: 40, 28, 44, 10, 39 and 8 s; tensorcore's 31, 32, 26 and 23;
+// mhc's 28, 26 and 24; csa41's 23 and 35).
+var parts = map[string]int{"dense41.cu": 6, "tensorcore.cu": 4, "mhc.cu": 3, "csa41.cu": 2}
 
 // Unit is one separately compiled part of the kernels: the headers, then its .cu files.
 type Unit struct {
