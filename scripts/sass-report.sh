@@ -6,7 +6,8 @@
 #   scripts/sass-report.sh [REGEX] [UNIT ...]
 #
 # REGEX picks the kernels reported (default: all); UNITs the translation units compiled
-# (tensorcore, moe, attention, ...; default: every unit, about a minute each). The
+# (tensorcore, dense41, attention, ...; a unit compiled in parts names them all, or
+# tensorcore.2 one part; default: every unit, under a minute each). The
 # compiler is Debian's nvidia-cuda-toolkit (CUDA 12.4, non-free), fetched once with apt
 # from the suite and component named below through this machine's own Debian mirror
 # (nothing installed: the packages are unpacked under CUDA_LOCAL, default
