@@ -98,8 +98,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 	e4m3Env := os.Getenv(EnvWGE4M3)
 	xq := -1
 	if e4m3On {
-		ks = (ks + 127) / 128 * 128
-		S = (kp + ks - 1) / ks
+		S, ks = e4m3Slices(g.N, g.K)
 		xq = b.Scratch(g.K+g.K/8, 0) // per row: K codes, K/32 float scales
 	}
 	xs := b.Scratch(4*kp*g.G, 0) // per row and group: Kp/2 hi pairs and Kp/2 lo pairs, 4 bytes each

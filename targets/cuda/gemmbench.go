@@ -1,0 +1,202 @@
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"unsafe"
+)
+
+// E4M3GemmStep is one product E4M3GemmBench times on the same weights: M activation
+// rows, the reduction in S slices of Ks values (S 0: the slices the binder gives the
+// product in the fp8 numerics mode).
+type E4M3GemmStep struct{ M, S, Ks int64 }
+
+// e4m3Slices is the binder's slices of an e4m3 product of N × K (ops_fast.go: fastSplits'
+// slice length rounded up to the kernels' steps of 128 values).
+func e4m3Slices(N, K int64) (S, ks int64) {
+	_, ks = fastSplits(N, K)
+	ks = (ks + 127) / 128 * 128
+	return ((K+63)/64*64 + ks - 1) / ks, ks
+}
+
+// E4M3GemmResult is one kernel's timing in E4M3GemmBench: the median of the timed
+// launches and the weight bytes (codes and scales) the product reads.
+type E4M3GemmResult struct {
+	Kernel string
+	M, S   int64
+	Ms     float64
+	Bytes  int64
+}
+
+// e4m3Rows is the x rows a launch block of an e4m3 product kernel takes (wgE4M3Shared's
+// bn): 128 for fast_gemm_wg_e4m3 and _e4m3w, 64 for _e4m3n, _e4m3p and _e4m3q; 0 for a
+// name that is none of them.
+func e4m3Rows(name string) int64 {
+	switch strings.TrimPrefix(name, "fast_gemm_wg_e4m3") {
+	case "", "w":
+		if strings.HasPrefix(name, "fast_gemm_wg_e4m3") {
+			return 128
+		}
+	case "n", "p", "q":
+		return 64
+	}
+	return 0
+}
+
+// E4M3GemmBench times the fp8 numerics' e4m3 product kernels named by kernels
+// (fast_gemm_wg_e4m3, _e4m3n, _e4m3p, _e4m3q, _e4m3w) on random FP8 weights of N rows ×
+// K (32 × 32 blocks) and random MXFP8 activations, each step the median of reps launches
+// after one warm-up: a benchmark of the products alone (BenchmarkE4M3Gemm: no
+// checkpoint, no program). Every kernel's outputs must equal the first's bit for bit
+// (the same block sums, scaled and added in the same order), or it returns an error
+// naming the first difference.
+func (rt *Runtime) E4M3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]E4M3GemmResult, error) {
+	var res []E4M3GemmResult
+	var err error
+	rt.w.do(func() { res, err = rt.e4m3GemmBench(kernels, N, K, steps, seed, reps) })
+	return res, err
+}
+
+func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]E4M3GemmResult, error) {
+	bad := N <= 0 || N%64 != 0 || K <= 0 || K%32 != 0 || reps <= 0 || len(kernels) == 0 || len(steps) == 0
+	for _, k := range kernels {
+		bad = bad || e4m3Rows(k) == 0
+	}
+	steps = slices.Clone(steps)
+	for i, st := range steps {
+		if st.S == 0 {
+			steps[i].S, steps[i].Ks = e4m3Slices(N, K)
+			st = steps[i]
+		}
+		bad = bad || st.M <= 0 || st.S <= 0 || st.Ks <= 0 || st.Ks%128 != 0 || st.S*st.Ks < K || (st.S-1)*st.Ks >= K
+	}
+	if bad {
+		return nil, fmt.Errorf("e4m3 gemm bench: N %d, K %d, steps %+v, %d repetitions, kernels %v: want N a multiple of 64, K of 32, Ks of 128, S slices of Ks covering K, e4m3 product kernels", N, K, steps, reps, kernels)
+	}
+	d, s := rt.drv, rt.stream
+	rng := rand.New(rand.NewPCG(seed, 0xe4a3))
+	var bufs []devptr
+	defer func() {
+		for _, b := range bufs {
+			d.Free(b)
+		}
+	}()
+	up := func(b []byte) (devptr, error) {
+		p, err := d.Alloc(uint64(max(len(b), 16)))
+		if err != nil {
+			return 0, fmt.Errorf("e4m3 gemm bench buffer (%d bytes): %w", len(b), err)
+		}
+		bufs = append(bufs, p)
+		if len(b) == 0 {
+			return p, nil
+		}
+		if err := d.HtoD(p, unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b)), s); err != nil {
+			return 0, err
+		}
+		return p, d.Sync(s)
+	}
+	// E4M3 codes without the NaN codes (S.1111.111), so that every output is a number
+	code := func() byte {
+		c := byte(rng.UintN(256))
+		if c&0x7f == 0x7f {
+			c ^= 1
+		}
+		return c
+	}
+	sc := (K + 31) / 32
+	wc, ws := make([]byte, N*K), make([]byte, (N+31)/32*sc)
+	for i := range wc {
+		wc[i] = code()
+	}
+	for i := range ws {
+		ws[i] = byte(120 + rng.IntN(15)) // 2^-7 .. 2^7
+	}
+	wp, err := up(wc)
+	if err != nil {
+		return nil, err
+	}
+	wsp, err := up(ws)
+	if err != nil {
+		return nil, err
+	}
+	w := Operand{Ptr: wp, Scales: wsp, Fmt: 2, Cols: K}
+	bytes := int64(len(wc) + len(ws))
+	var res []E4M3GemmResult
+	for _, st := range steps {
+		xq, xe := make([]byte, st.M*K), make([]float32, st.M*K/32)
+		for i := range xq {
+			xq[i] = code()
+		}
+		for i := range xe {
+			xe[i] = float32(1) / float32(int(1)<<rng.IntN(8)) // 2^-7 .. 1
+		}
+		xqp, err := up(xq)
+		if err != nil {
+			return nil, err
+		}
+		xep, err := up(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(xe))), 4*len(xe)))
+		if err != nil {
+			return nil, err
+		}
+		outBytes := 4 * st.S * st.M * N
+		y, err := up(make([]byte, outBytes))
+		if err != nil {
+			return nil, err
+		}
+		var first []byte
+		for _, name := range kernels {
+			fn, err := rt.function(name)
+			if err != nil {
+				return nil, err
+			}
+			bn := e4m3Rows(name)
+			shared := wgE4M3Shared(bn)
+			if err := d.FuncShared(fn, uint32(shared)); err != nil {
+				return nil, fmt.Errorf("kernel %s: %d bytes of shared memory: %w", name, shared, err)
+			}
+			// (fastProduct's fill: x halves unused, weight, y and the slices' partials —
+			// the same buffer here —, M, N, K, ldx, S, ks, the x tiles, ldy, bf16 out,
+			// groups, prefetch, xexact; then the codes and their scales)
+			var a ArgBuf
+			a.P(0)
+			a.P(0)
+			a.W(w)
+			a.P(y)
+			a.P(y)
+			for _, v := range []int64{st.M, N, K, K, st.S, st.Ks, (st.M + bn - 1) / bn, N, 0, 1, 1, 1} {
+				a.I(v)
+			}
+			a.P(xqp)
+			a.P(xep)
+			blocks := (N + 63) / 64 * st.S * ((st.M + bn - 1) / bn)
+			if err := d.Memset(y, 0, uint64(outBytes), s); err != nil {
+				return nil, err
+			}
+			ms, err := rt.medianMs(reps, func() error {
+				if err := d.Launch(fn, uint32(blocks), launchBlock, uint32(shared), s, a.w); err != nil {
+					return fmt.Errorf("kernel %s: %w", name, err)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			out := make([]byte, outBytes)
+			if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(out)), y, uint64(outBytes), s); err != nil {
+				return nil, err
+			}
+			if err := d.Sync(s); err != nil {
+				return nil, fmt.Errorf("kernel %s: %w", name, err)
+			}
+			if first == nil {
+				first = out
+			} else if i := firstDiff(first, out); i >= 0 {
+				return nil, fmt.Errorf("e4m3 gemm bench: %s's outputs differ from %s's at byte %d of %d (M %d)", name, kernels[0], i, outBytes, st.M)
+			}
+			res = append(res, E4M3GemmResult{Kernel: name, M: st.M, S: st.S, Ms: ms, Bytes: bytes})
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,98 @@
+package cuda_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"deepinfer/targets/cuda"
+)
+
+// e4m3Forms are the e4m3 product kernels BenchmarkE4M3Gemm times, the 64-row form (the
+// fp8 mode's default up to 64 rows) first: the others' outputs must equal its bit for bit.
+var e4m3Forms = []string{"fast_gemm_wg_e4m3n", "fast_gemm_wg_e4m3p", "fast_gemm_wg_e4m3q", "fast_gemm_wg_e4m3", "fast_gemm_wg_e4m3w"}
+
+// TestE4M3GemmBenchSameValues: E4M3GemmBench runs every e4m3 form on the same random
+// weights and activations (a sliced reduction ending in a part of a step, a partial x
+// tile, the binder's slices) and requires their outputs bit for bit equal (on the
+// emulated device each kernel's emulated branch); bad shapes and a kernel that is no
+// e4m3 form are refused.
+func TestE4M3GemmBenchSameValues(t *testing.T) {
+	rt := openProbe(t)
+	defer rt.Close()
+	res, err := rt.E4M3GemmBench(e4m3Forms, 128, 352, []cuda.E4M3GemmStep{{M: 70, S: 2, Ks: 256}, {M: 3, S: 0}}, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2*len(e4m3Forms) {
+		t.Fatalf("%d results for %d kernels × 2 steps", len(res), len(e4m3Forms))
+	}
+	for _, r := range res {
+		if r.Bytes != 128*352+4*11 || r.Ms < 0 || r.S < 1 {
+			t.Errorf("%s: %+v", r.Kernel, r)
+		}
+	}
+	for _, c := range []struct {
+		kernels []string
+		N, K    int64
+		step    cuda.E4M3GemmStep
+		want    string
+	}{
+		{e4m3Forms, 100, 256, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 256}, "N a multiple of 64"},
+		{e4m3Forms, 64, 256, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 192}, "Ks of 128"},
+		{e4m3Forms, 64, 512, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 256}, "covering K"},
+		{[]string{"fast_gemm_wg_fp8a"}, 64, 256, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 256}, "e4m3 product kernels"},
+	} {
+		if _, err := rt.E4M3GemmBench(c.kernels, c.N, c.K, []cuda.E4M3GemmStep{c.step}, 1, 1); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v N %d K %d %+v: accepted or an unclear error: %v", c.kernels, c.N, c.K, c.step, err)
+		}
+	}
+}
+
+// e4m3Products are BenchmarkE4M3Gemm's products: V4.1-Flash's FP8 products of a layer
+// (hidden 5,120): the query's up-projection wq_b (64 heads × 512 from the rank 1,280), the
+// output's wo_b (8 groups × 1,024 to 5,120), the shared expert's w1 (2,304 × 5,120) and
+// the query's down-projection wq_a (1,280 × 5,120), at the binder's slices.
+var e4m3Products = []struct {
+	name string
+	N, K int64
+}{{"wq_b", 32768, 1280}, {"wo_b", 5120, 8192}, {"w1", 2304, 5120}, {"wq_a", 1280, 5120}}
+
+// BenchmarkE4M3Gemm times the fp8 numerics' e4m3 products alone on V4.1-Flash's shapes
+// (e4m3Products) at 64 and 256 rows and a prefill chunk of 2,048: fast_gemm_wg_e4m3n
+// (the default up to 64 rows) against _e4m3p and _e4m3q (a step's blocks two and four at
+// a time), the 128-row fast_gemm_wg_e4m3 and _e4m3w, each the median of 10 launches,
+// their outputs checked bit for bit against _e4m3n's, with the copy rate beside them
+// (printed as each product finishes). On the GPU:
+// `cuda.test -test.run '^$' -test.bench E4M3Gemm -test.benchtime 1x -device gpu`.
+// On the emulated device one small shape (its times mean nothing there).
+func BenchmarkE4M3Gemm(b *testing.B) {
+	rt := openProbe(b)
+	defer rt.Close()
+	for range b.N {
+		bw, err := rt.CopyBandwidth(1<<30, 10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("e4m3 gemm: copy %.0f GB/s (read + write)\n", bw/1e9)
+		for _, p := range e4m3Products {
+			N, K := p.N, p.K
+			steps := []cuda.E4M3GemmStep{{M: 256}, {M: 64}, {M: 2048}}
+			if *device != "gpu" {
+				if p.name != e4m3Products[0].name {
+					continue
+				}
+				N, K, steps = 128, 512, []cuda.E4M3GemmStep{{M: 40}, {M: 130}}
+			}
+			res, err := rt.E4M3GemmBench(e4m3Forms, N, K, steps, 11, 10)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range res {
+				fl := 2 * float64(r.M) * float64(N) * float64(K)
+				fmt.Printf("e4m3 gemm: %s M %d S %d %s: %.4f ms, %.1f MB of weights, %.0f GB/s (%.1f%% of copy), %.0f TFLOP/s\n", p.name, r.M, r.S, r.Kernel,
+					r.Ms, float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12)
+			}
+		}
+	}
+}
