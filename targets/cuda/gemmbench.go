@@ -77,22 +77,12 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 	}
 	d, s := rt.drv, rt.stream
 	rng := rand.New(rand.NewPCG(seed, 0xe4a3))
-	var bufs []devptr
-	defer func() {
-		for _, b := range bufs {
-			d.Free(b)
-		}
-	}()
+	bb := &benchBufs{rt: rt, what: "e4m3 gemm bench"}
+	defer bb.free()
+	// up: a buffer holding b, synchronised (b may go once it returns)
 	up := func(b []byte) (devptr, error) {
-		p, err := d.Alloc(uint64(max(len(b), 16)))
+		p, err := bb.up(b)
 		if err != nil {
-			return 0, fmt.Errorf("e4m3 gemm bench buffer (%d bytes): %w", len(b), err)
-		}
-		bufs = append(bufs, p)
-		if len(b) == 0 {
-			return p, nil
-		}
-		if err := d.HtoD(p, unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b)), s); err != nil {
 			return 0, err
 		}
 		return p, d.Sync(s)

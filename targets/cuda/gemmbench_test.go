@@ -70,11 +70,7 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 	rt := openProbe(b)
 	defer rt.Close()
 	for range b.N {
-		bw, err := rt.CopyBandwidth(1<<30, 10)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Printf("e4m3 gemm: copy %.0f GB/s (read + write)\n", bw/1e9)
+		bw := printCopyRate(b, rt, "e4m3 gemm")
 		for _, p := range e4m3Products {
 			N, K := p.N, p.K
 			steps := []cuda.E4M3GemmStep{{M: 256}, {M: 64}, {M: 2048}}

@@ -56,35 +56,9 @@ func (rt *Runtime) fp4TilesBench(kernels []string, sh FP4TileShape, steps []FP4T
 	}
 	d, s := rt.drv, rt.stream
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	var bufs []devptr
-	defer func() {
-		for _, b := range bufs {
-			d.Free(b)
-		}
-	}()
-	// alloc: a device buffer of n bytes; zero: one set to zeros; up: one holding b
-	alloc := func(n int64) (devptr, error) {
-		p, err := d.Alloc(uint64(max(n, 16)))
-		if err != nil {
-			return 0, fmt.Errorf("fp4 tiles bench buffer (%d bytes): %w", n, err)
-		}
-		bufs = append(bufs, p)
-		return p, nil
-	}
-	zero := func(n int64) (devptr, error) {
-		p, err := alloc(n)
-		if err != nil {
-			return 0, err
-		}
-		return p, d.Memset(p, 0, uint64(n), s)
-	}
-	up := func(b []byte) (devptr, error) {
-		p, err := alloc(int64(len(b)))
-		if err != nil || len(b) == 0 {
-			return p, err
-		}
-		return p, d.HtoD(p, unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b)), s)
-	}
+	bb := &benchBufs{rt: rt, what: "fp4 tiles bench"}
+	defer bb.free()
+	up, zero := bb.up, bb.zero
 	// the weights: matrix m of expert e (Up: m 0 w1, 1 w3; else w2), in both layouts
 	mats := int64(1)
 	if sh.Up {
@@ -292,6 +266,49 @@ func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileSte
 		*res = append(*res, FP4TileResult{Kernel: name, T: st.T, Ms: ms, Bytes: bytes})
 	}
 	return nil
+}
+
+// benchBufs are the device buffers a bench allocates (FP4TilesBench, E4M3GemmBench),
+// freed together by free; what names the bench in their errors.
+type benchBufs struct {
+	rt   *Runtime
+	what string
+	ps   []devptr
+}
+
+// alloc is a device buffer of n bytes.
+func (b *benchBufs) alloc(n int64) (devptr, error) {
+	p, err := b.rt.drv.Alloc(uint64(max(n, 16)))
+	if err != nil {
+		return 0, fmt.Errorf("%s buffer (%d bytes): %w", b.what, n, err)
+	}
+	b.ps = append(b.ps, p)
+	return p, nil
+}
+
+// zero is a device buffer of n bytes set to zeros on the runtime's stream.
+func (b *benchBufs) zero(n int64) (devptr, error) {
+	p, err := b.alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	return p, b.rt.drv.Memset(p, 0, uint64(n), b.rt.stream)
+}
+
+// up is a device buffer holding data, copied on the runtime's stream (data must stay
+// alive until the stream is synchronised).
+func (b *benchBufs) up(data []byte) (devptr, error) {
+	p, err := b.alloc(int64(len(data)))
+	if err != nil || len(data) == 0 {
+		return p, err
+	}
+	return p, b.rt.drv.HtoD(p, unsafe.Pointer(unsafe.SliceData(data)), uint64(len(data)), b.rt.stream)
+}
+
+func (b *benchBufs) free() {
+	for _, p := range b.ps {
+		b.rt.drv.Free(p)
+	}
 }
 
 // fp4TiledKernel reports whether an FP4 tile kernel reads the tiled layout.

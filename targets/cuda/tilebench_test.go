@@ -99,12 +99,7 @@ func BenchmarkFP4Tiles(b *testing.B) {
 	rt := openProbe(b)
 	defer rt.Close()
 	for range b.N {
-		bw, err := rt.CopyBandwidth(1<<30, 10)
-		if err != nil {
-			b.Fatal(err)
-		}
-		// (printed as they come, not b.Logf's at the end: a run cut short keeps its lines)
-		fmt.Printf("fp4 tiles: copy %.0f GB/s (read + write)\n", bw/1e9)
+		bw := printCopyRate(b, rt, "fp4 tiles")
 		for _, m := range fp4TileModels {
 			for _, up := range []bool{true, false} {
 				sh, steps := m.up, m.upSteps
@@ -140,4 +135,16 @@ func BenchmarkFP4Tiles(b *testing.B) {
 			}
 		}
 	}
+}
+
+// printCopyRate measures the device-to-device copy rate (1 GiB, the median of 10) and
+// prints it as a bench's first line, "LABEL: copy N GB/s": the benches print their
+// lines as they come, not with b.Logf at the end, so that a run cut short keeps them.
+func printCopyRate(b *testing.B, rt *cuda.Runtime, label string) float64 {
+	bw, err := rt.CopyBandwidth(1<<30, 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("%s: copy %.0f GB/s (read + write)\n", label, bw/1e9)
+	return bw
 }
