@@ -84,10 +84,14 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			base := map[int64]float64{} // (each form's time over _e4m3n's at the same rows)
 			for _, r := range res {
+				if r.Kernel == e4m3Forms[0] {
+					base[r.M] = r.Ms
+				}
 				fl := 2 * float64(r.M) * float64(N) * float64(K)
-				fmt.Printf("e4m3 gemm: %s M %d S %d %s: %.4f ms, %.1f MB of weights, %.0f GB/s (%.1f%% of copy), %.0f TFLOP/s\n", p.name, r.M, r.S, r.Kernel,
-					r.Ms, float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12)
+				fmt.Printf("e4m3 gemm: %s M %d S %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy), %.0f TFLOP/s\n", p.name, r.M, r.S, r.Kernel,
+					r.Ms, r.Ms/base[r.M], e4m3Forms[0], float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12)
 			}
 		}
 	}

@@ -128,9 +128,16 @@ func BenchmarkFP4Tiles(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for _, r := range append(res, wide...) {
-					fmt.Printf("fp4 tiles: %s T %d %s: %.3f ms, %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)\n", m.name, r.T, r.Kernel, r.Ms,
-						float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
+				// (each form's time over the first form's at the same step: _rega's, _wide's)
+				for _, set := range [][]cuda.FP4TileResult{res, wide} {
+					base := map[int64]float64{}
+					for _, r := range set {
+						if r.Kernel == set[0].Kernel {
+							base[r.T] = r.Ms
+						}
+						fmt.Printf("fp4 tiles: %s T %d %s: %.3f ms (×%.3f of %s), %.1f MB of weights touched, %.0f GB/s (%.1f%% of copy)\n", m.name, r.T, r.Kernel, r.Ms,
+							r.Ms/base[r.T], set[0].Kernel, float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
+					}
 				}
 			}
 		}
