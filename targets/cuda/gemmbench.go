@@ -22,12 +22,27 @@ func e4m3Slices(N, K int64) (S, ks int64) {
 }
 
 // E4M3GemmResult is one kernel's timing in E4M3GemmBench: the median of the timed
-// launches and the weight bytes (codes and scales) the product reads.
+// launches and the weight bytes (codes and scales) the product reads; Halves: a fast
+// mode kernel on bf16 activations, timed beside the e4m3 forms, its values not compared.
 type E4M3GemmResult struct {
 	Kernel string
 	M, S   int64
 	Ms     float64
 	Bytes  int64
+	Halves bool
+}
+
+// halvesRows is the x rows a launch block of the fast mode's wgmma FP8 products takes
+// (fast_gemm_wg_fp8a 128, _fp8n 64: the fp8 mode's kernels above 64 rows and the fast
+// mode's up to 64), which E4M3GemmBench times on bf16 activations; 0 for other names.
+func halvesRows(name string) int64 {
+	switch name {
+	case "fast_gemm_wg_fp8a":
+		return fastWideRows
+	case "fast_gemm_wg_fp8n":
+		return 64
+	}
+	return 0
 }
 
 // e4m3Rows is the x rows a launch block of an e4m3 product kernel takes (wgE4M3Shared's
@@ -49,9 +64,11 @@ func e4m3Rows(name string) int64 {
 // (fast_gemm_wg_e4m3, _e4m3n, _e4m3p, _e4m3q, _e4m3w) on random FP8 weights of N rows ×
 // K (32 × 32 blocks) and random MXFP8 activations, each step the median of reps launches
 // after one warm-up: a benchmark of the products alone (BenchmarkE4M3Gemm: no
-// checkpoint, no program). Every kernel's outputs must equal the first's bit for bit
-// (the same block sums, scaled and added in the same order), or it returns an error
-// naming the first difference.
+// checkpoint, no program). Every e4m3 form's outputs must equal the first one's bit for
+// bit (the same block sums, scaled and added in the same order), or it returns an error
+// naming the first difference. fast_gemm_wg_fp8a and _fp8n (the kernels the fp8 mode
+// runs above 64 rows, and the fast mode up to 64) are timed beside them on random bf16
+// activations, the same weights, their values not compared.
 func (rt *Runtime) E4M3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]E4M3GemmResult, error) {
 	var res []E4M3GemmResult
 	var err error
@@ -62,7 +79,7 @@ func (rt *Runtime) E4M3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]E4M3GemmResult, error) {
 	bad := N <= 0 || N%64 != 0 || K <= 0 || K%32 != 0 || reps <= 0 || len(kernels) == 0 || len(steps) == 0
 	for _, k := range kernels {
-		bad = bad || e4m3Rows(k) == 0
+		bad = bad || e4m3Rows(k)+halvesRows(k) == 0
 	}
 	steps = slices.Clone(steps)
 	for i, st := range steps {
@@ -73,7 +90,7 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 		bad = bad || st.M <= 0 || st.S <= 0 || st.Ks <= 0 || st.Ks%128 != 0 || st.S*st.Ks < K || (st.S-1)*st.Ks >= K
 	}
 	if bad {
-		return nil, fmt.Errorf("e4m3 gemm bench: N %d, K %d, steps %+v, %d repetitions, kernels %v: want N a multiple of 64, K of 32, Ks of 128, S slices of Ks covering K, e4m3 product kernels", N, K, steps, reps, kernels)
+		return nil, fmt.Errorf("e4m3 gemm bench: N %d, K %d, steps %+v, %d repetitions, kernels %v: want N a multiple of 64, K of 32, Ks of 128, S slices of Ks covering K, e4m3 product kernels (or fast_gemm_wg_fp8a / _fp8n)", N, K, steps, reps, kernels)
 	}
 	d, s := rt.drv, rt.stream
 	rng := rand.New(rand.NewPCG(seed, 0xe4a3))
@@ -130,36 +147,67 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 		if err != nil {
 			return nil, err
 		}
+		// the fast mode's kernels' activations: bf16 values as the hi halves of rows of
+		// Kp/2 pairs (lo halves zero: xexact)
+		kp := (K + 63) / 64 * 64
+		xh := make([]byte, st.M*kp*2)
+		for r := int64(0); r < st.M; r++ {
+			for k := int64(0); k < K; k++ {
+				v := uint16(rng.Uint32()&0x8000) | uint16(120+rng.IntN(8))<<7 | uint16(rng.IntN(128))
+				xh[(r*kp+k)*2], xh[(r*kp+k)*2+1] = byte(v), byte(v>>8)
+			}
+		}
+		xhp, err := up(xh)
+		if err != nil {
+			return nil, err
+		}
+		xlp, err := bb.zero(int64(len(xh)))
+		if err != nil {
+			return nil, err
+		}
 		outBytes := 4 * st.S * st.M * N
 		y, err := up(make([]byte, outBytes))
 		if err != nil {
 			return nil, err
 		}
 		var first []byte
+		firstName := ""
 		for _, name := range kernels {
 			fn, err := rt.function(name)
 			if err != nil {
 				return nil, err
 			}
-			bn := e4m3Rows(name)
-			shared := wgE4M3Shared(bn)
-			if err := d.FuncShared(fn, uint32(shared)); err != nil {
-				return nil, fmt.Errorf("kernel %s: %d bytes of shared memory: %w", name, shared, err)
+			bn, halves, shared := e4m3Rows(name), halvesRows(name) > 0, int64(0)
+			if halves {
+				bn = halvesRows(name)
+			} else {
+				shared = wgE4M3Shared(bn)
+				if err := d.FuncShared(fn, uint32(shared)); err != nil {
+					return nil, fmt.Errorf("kernel %s: %d bytes of shared memory: %w", name, shared, err)
+				}
 			}
-			// (fastProduct's fill: x halves unused, weight, y and the slices' partials —
-			// the same buffer here —, M, N, K, ldx, S, ks, the x tiles, ldy, bf16 out,
-			// groups, prefetch, xexact; then the codes and their scales)
+			// (fastProduct's fill: x halves (the e4m3 forms: unused), weight, y and the
+			// slices' partials — the same buffer here —, M, N, K, ldx, S, ks, the x tiles,
+			// ldy, bf16 out, groups, prefetch, xexact; then the e4m3 forms' codes and
+			// their scales)
 			var a ArgBuf
-			a.P(0)
-			a.P(0)
+			if halves {
+				a.P(xhp)
+				a.P(xlp)
+			} else {
+				a.P(0)
+				a.P(0)
+			}
 			a.W(w)
 			a.P(y)
 			a.P(y)
 			for _, v := range []int64{st.M, N, K, K, st.S, st.Ks, (st.M + bn - 1) / bn, N, 0, 1, 1, 1} {
 				a.I(v)
 			}
-			a.P(xqp)
-			a.P(xep)
+			if !halves {
+				a.P(xqp)
+				a.P(xep)
+			}
 			blocks := (N + 63) / 64 * st.S * ((st.M + bn - 1) / bn)
 			if err := d.Memset(y, 0, uint64(outBytes), s); err != nil {
 				return nil, err
@@ -180,12 +228,16 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 			if err := d.Sync(s); err != nil {
 				return nil, fmt.Errorf("kernel %s: %w", name, err)
 			}
-			if first == nil {
-				first = out
-			} else if i := firstDiff(first, out); i >= 0 {
-				return nil, fmt.Errorf("e4m3 gemm bench: %s's outputs differ from %s's at byte %d of %d (M %d)", name, kernels[0], i, outBytes, st.M)
+			switch {
+			case halves: // (other activations and other sums: not compared)
+			case first == nil:
+				first, firstName = out, name
+			default:
+				if i := firstDiff(first, out); i >= 0 {
+					return nil, fmt.Errorf("e4m3 gemm bench: %s's outputs differ from %s's at byte %d of %d (M %d)", name, firstName, i, outBytes, st.M)
+				}
 			}
-			res = append(res, E4M3GemmResult{Kernel: name, M: st.M, S: st.S, Ms: ms, Bytes: bytes})
+			res = append(res, E4M3GemmResult{Kernel: name, M: st.M, S: st.S, Ms: ms, Bytes: bytes, Halves: halves})
 		}
 	}
 	return res, nil

@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,22 +14,23 @@ import (
 var e4m3Forms = []string{"fast_gemm_wg_e4m3n", "fast_gemm_wg_e4m3p", "fast_gemm_wg_e4m3q", "fast_gemm_wg_e4m3", "fast_gemm_wg_e4m3w"}
 
 // TestE4M3GemmBenchSameValues: E4M3GemmBench runs every e4m3 form on the same random
-// weights and activations (a sliced reduction ending in a part of a step, a partial x
-// tile, the binder's slices) and requires their outputs bit for bit equal (on the
-// emulated device each kernel's emulated branch); bad shapes and a kernel that is no
-// e4m3 form are refused.
+// weights and activations (a partial x tile and a sliced reduction, the binder's
+// slices) and requires their outputs bit for bit equal (on the emulated device each
+// kernel's emulated branch), with fast_gemm_wg_fp8a timed beside them on bf16
+// activations; bad shapes and a kernel that is neither are refused.
 func TestE4M3GemmBenchSameValues(t *testing.T) {
 	rt := openProbe(t)
 	defer rt.Close()
-	res, err := rt.E4M3GemmBench(e4m3Forms, 128, 352, []cuda.E4M3GemmStep{{M: 70, S: 2, Ks: 256}, {M: 3, S: 0}}, 5, 1)
+	kernels := append([]string{"fast_gemm_wg_fp8a"}, e4m3Forms...)
+	res, err := rt.E4M3GemmBench(kernels, 128, 384, []cuda.E4M3GemmStep{{M: 70, S: 2, Ks: 256}, {M: 3, S: 0}}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 2*len(e4m3Forms) {
-		t.Fatalf("%d results for %d kernels × 2 steps", len(res), len(e4m3Forms))
+	if len(res) != 2*len(kernels) {
+		t.Fatalf("%d results for %d kernels × 2 steps", len(res), len(kernels))
 	}
 	for _, r := range res {
-		if r.Bytes != 128*352+4*11 || r.Ms < 0 || r.S < 1 {
+		if r.Bytes != 128*384+4*12 || r.Ms < 0 || r.S < 1 || r.Halves != (r.Kernel == "fast_gemm_wg_fp8a") {
 			t.Errorf("%s: %+v", r.Kernel, r)
 		}
 	}
@@ -41,7 +43,7 @@ func TestE4M3GemmBenchSameValues(t *testing.T) {
 		{e4m3Forms, 100, 256, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 256}, "N a multiple of 64"},
 		{e4m3Forms, 64, 256, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 192}, "Ks of 128"},
 		{e4m3Forms, 64, 512, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 256}, "covering K"},
-		{[]string{"fast_gemm_wg_fp8a"}, 64, 256, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 256}, "e4m3 product kernels"},
+		{[]string{"fast_gemm_wide"}, 64, 256, cuda.E4M3GemmStep{M: 4, S: 1, Ks: 256}, "e4m3 product kernels"},
 	} {
 		if _, err := rt.E4M3GemmBench(c.kernels, c.N, c.K, []cuda.E4M3GemmStep{c.step}, 1, 1); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v N %d K %d %+v: accepted or an unclear error: %v", c.kernels, c.N, c.K, c.step, err)
@@ -62,7 +64,9 @@ var e4m3Products = []struct {
 // (e4m3Products) at 64 and 256 rows and a prefill chunk of 2,048: fast_gemm_wg_e4m3n
 // (the default up to 64 rows) against _e4m3p and _e4m3q (a step's blocks two and four at
 // a time), the 128-row fast_gemm_wg_e4m3 and _e4m3w, each the median of 10 launches,
-// their outputs checked bit for bit against _e4m3n's, with the copy rate beside them
+// their outputs checked bit for bit against _e4m3n's, and the fast mode's
+// fast_gemm_wg_fp8n and _fp8a (the fp8 mode's kernel above 64 rows) on bf16 activations
+// beside them, with the copy rate
 // (printed as each product finishes). On the GPU:
 // `cuda.test -test.run '^$' -test.bench E4M3Gemm -test.benchtime 1x -device gpu`.
 // On the emulated device one small shape (its times mean nothing there).
@@ -80,7 +84,7 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 				}
 				N, K, steps = 128, 512, []cuda.E4M3GemmStep{{M: 40}, {M: 130}}
 			}
-			res, err := rt.E4M3GemmBench(e4m3Forms, N, K, steps, 11, 10)
+			res, err := rt.E4M3GemmBench(append(slices.Clone(e4m3Forms), "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8a"), N, K, steps, 11, 10)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -90,8 +94,12 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 					base[r.M] = r.Ms
 				}
 				fl := 2 * float64(r.M) * float64(N) * float64(K)
-				fmt.Printf("e4m3 gemm: %s M %d S %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy), %.0f TFLOP/s\n", p.name, r.M, r.S, r.Kernel,
-					r.Ms, r.Ms/base[r.M], e4m3Forms[0], float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12)
+				note := ""
+				if r.Halves {
+					note = " (bf16 activations, values not compared)"
+				}
+				fmt.Printf("e4m3 gemm: %s M %d S %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy), %.0f TFLOP/s%s\n", p.name, r.M, r.S, r.Kernel,
+					r.Ms, r.Ms/base[r.M], e4m3Forms[0], float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12, note)
 			}
 		}
 	}
