@@ -73,8 +73,9 @@
 # TILES=1 runs BenchmarkFP4Tiles after the check (and the probe): the FP4 expert tiles
 # alone on V4.1's and V4's shapes in both layouts, every form's sums checked against
 # _rega's; then BenchmarkE4M3Gemm: the fp8 mode's e4m3 product forms alone on V4.1's
-# FP8 products, their outputs checked against _e4m3n's (OUT/tiles.txt; TILES_TIMEOUT,
-# default 260),
+# FP8 products, their outputs checked against _e4m3n's, beside the fast mode's wgmma
+# forms; then BenchmarkGemvOne: V4.1's one-row FP8 products alone, each one's rate
+# (OUT/tiles.txt; TILES_TIMEOUT, default 260),
 # PROBE=1 runs BenchmarkFP4ReadProbe and BenchmarkFP4ReadProbeBulk after the check (the
 # FP4 tiles' reads without their arithmetic in the row and a tiled layout, by bulk copies
 # into shared memory, a stream's and the copy's rates; OUT/probe.txt; PROBE_TIMEOUT,
@@ -226,9 +227,9 @@ run() {
 		# the FP4 expert tiles alone on V4.1's and V4's shapes, the row layout's _rega
 		# against the tiled layout's _regb, _regbd and _regt, their sums checked bit for bit
 		# (BenchmarkFP4Tiles; no checkpoint)
-		echo "==== FP4 tiles alone (BenchmarkFP4Tiles), then the fp8 mode's e4m3 products alone (BenchmarkE4M3Gemm)"
-		(cd targets/cuda && timeout "${TILES_TIMEOUT:-260}" "../../$bin/cuda.test" -test.run '^$' -test.bench 'FP4Tiles|E4M3Gemm' -test.benchtime 1x -test.v -device gpu 2>&1) |
-			tee "$out/tiles.txt" | grep -E "fp4 tiles:|e4m3 gemm:|^(ok|FAIL|PASS|---)|tilebench|gemmbench"
+		echo "==== FP4 tiles alone (BenchmarkFP4Tiles), the fp8 mode's e4m3 products (BenchmarkE4M3Gemm), the one-row FP8 products (BenchmarkGemvOne)"
+		(cd targets/cuda && timeout "${TILES_TIMEOUT:-260}" "../../$bin/cuda.test" -test.run '^$' -test.bench 'FP4Tiles|E4M3Gemm|GemvOne' -test.benchtime 1x -test.v -device gpu 2>&1) |
+			tee "$out/tiles.txt" | grep -E "fp4 tiles:|e4m3 gemm:|gemv one:|^(ok|FAIL|PASS|---)|tilebench|gemmbench"
 	fi
 	local m cfg layers ctx
 	for m in $(bench_models); do

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -21,10 +22,11 @@ func e4m3Slices(N, K int64) (S, ks int64) {
 	return ((K+63)/64*64 + ks - 1) / ks, ks
 }
 
-// E4M3GemmResult is one kernel's timing in E4M3GemmBench: the median of the timed
-// launches and the weight bytes (codes and scales) the product reads; Halves: a fast
-// mode kernel on bf16 activations, timed beside the e4m3 forms, its values not compared.
-type E4M3GemmResult struct {
+// GemmBenchResult is one kernel's timing in E4M3GemmBench or GemvOneBench: the median
+// of the timed launches and the weight bytes (codes and scales) the product reads;
+// Halves: a fast mode kernel on bf16 activations, timed beside the e4m3 forms, its values
+// not compared.
+type GemmBenchResult struct {
 	Kernel string
 	M, S   int64
 	Ms     float64
@@ -69,14 +71,14 @@ func e4m3Rows(name string) int64 {
 // naming the first difference. fast_gemm_wg_fp8a and _fp8n (the kernels the fp8 mode
 // runs above 64 rows, and the fast mode up to 64) are timed beside them on random bf16
 // activations, the same weights, their values not compared.
-func (rt *Runtime) E4M3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]E4M3GemmResult, error) {
-	var res []E4M3GemmResult
+func (rt *Runtime) E4M3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]GemmBenchResult, error) {
+	var res []GemmBenchResult
 	var err error
 	rt.w.do(func() { res, err = rt.e4m3GemmBench(kernels, N, K, steps, seed, reps) })
 	return res, err
 }
 
-func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]E4M3GemmResult, error) {
+func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]GemmBenchResult, error) {
 	bad := N <= 0 || N%64 != 0 || K <= 0 || K%32 != 0 || reps <= 0 || len(kernels) == 0 || len(steps) == 0
 	for _, k := range kernels {
 		bad = bad || e4m3Rows(k)+halvesRows(k) == 0
@@ -130,7 +132,7 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 	}
 	w := Operand{Ptr: wp, Scales: wsp, Fmt: 2, Cols: K}
 	bytes := int64(len(wc) + len(ws))
-	var res []E4M3GemmResult
+	var res []GemmBenchResult
 	for _, st := range steps {
 		xq, xe := make([]byte, st.M*K), make([]float32, st.M*K/32)
 		for i := range xq {
@@ -231,14 +233,136 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 			switch {
 			case halves: // (other activations and other sums: not compared)
 			case first == nil:
+				if !slices.ContainsFunc(out, func(b byte) bool { return b != 0 }) {
+					return nil, fmt.Errorf("e4m3 gemm bench: kernel %s wrote only zeros (M %d)", name, st.M)
+				}
 				first, firstName = out, name
 			default:
 				if i := firstDiff(first, out); i >= 0 {
 					return nil, fmt.Errorf("e4m3 gemm bench: %s's outputs differ from %s's at byte %d of %d (M %d)", name, firstName, i, outBytes, st.M)
 				}
 			}
-			res = append(res, E4M3GemmResult{Kernel: name, M: st.M, S: st.S, Ms: ms, Bytes: bytes, Halves: halves})
+			res = append(res, GemmBenchResult{Kernel: name, M: st.M, S: st.S, Ms: ms, Bytes: bytes, Halves: halves})
 		}
+	}
+	return res, nil
+}
+
+// gemvOneKernels are the one-row FP8 product kernels GemvOneBench times (ops_fast.go's
+// EnvGemvOne forms and the products of one to four rows): the same values bit for bit.
+var gemvOneKernels = map[string]bool{"fast_gemv_fp8": true, "fast_gemv1_fp8": true, "fast_gemv1b_fp8": true, "fast_gemv1p_fp8": true}
+
+// GemvOneBench times the one-row FP8 products named by kernels (fast_gemv1p_fp8, the
+// default of a one-row step, fast_gemv1_fp8, _gemv1b_fp8, fast_gemv_fp8) on random FP8
+// weights of N rows × K (32 × 32 blocks) and one random float32 activation row, each the
+// median of reps launches after one warm-up (BenchmarkGemvOne: V4.1's one-row products
+// alone, no checkpoint); every kernel's outputs must equal the first's bit for bit.
+func (rt *Runtime) GemvOneBench(kernels []string, N, K int64, seed uint64, reps int) ([]GemmBenchResult, error) {
+	var res []GemmBenchResult
+	var err error
+	rt.w.do(func() { res, err = rt.gemvOneBench(kernels, N, K, seed, reps) })
+	return res, err
+}
+
+func (rt *Runtime) gemvOneBench(kernels []string, N, K int64, seed uint64, reps int) ([]GemmBenchResult, error) {
+	bad := N <= 0 || N%fastGemvR != 0 || K <= 0 || K%64 != 0 || reps <= 0 || len(kernels) == 0
+	for _, k := range kernels {
+		bad = bad || !gemvOneKernels[k]
+	}
+	if bad {
+		return nil, fmt.Errorf("gemv one bench: N %d, K %d, %d repetitions, kernels %v: want N even, K a multiple of 64, one-row FP8 product kernels", N, K, reps, kernels)
+	}
+	d, s := rt.drv, rt.stream
+	rng := rand.New(rand.NewPCG(seed, 0x9e1))
+	bb := &benchBufs{rt: rt, what: "gemv one bench"}
+	defer bb.free()
+	sc := K / 32
+	wc, ws := make([]byte, N*K), make([]byte, (N+31)/32*sc)
+	for i := range wc {
+		wc[i] = byte(rng.UintN(256))
+		if wc[i]&0x7f == 0x7f { // (no NaN codes)
+			wc[i] ^= 1
+		}
+	}
+	for i := range ws {
+		ws[i] = byte(120 + rng.IntN(15))
+	}
+	x := make([]float32, K)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	var bufs [3]devptr
+	for i, b := range [][]byte{wc, ws, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))} {
+		p, err := bb.up(b)
+		if err != nil {
+			return nil, err
+		}
+		bufs[i] = p
+	}
+	y, err := bb.zero(4 * N)
+	if err != nil {
+		return nil, err
+	}
+	errp, err := bb.zero(8)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Sync(s); err != nil {
+		return nil, err
+	}
+	w := Operand{Ptr: bufs[0], Scales: bufs[1], Fmt: 2, Cols: K}
+	bytes := int64(len(wc) + len(ws))
+	var res []GemmBenchResult
+	var first []byte
+	for _, name := range kernels {
+		fn, err := rt.function(name)
+		if err != nil {
+			return nil, err
+		}
+		// (FastGemvArgs: x, rows, xh, weight, y, M, N, K, Kp, ldx, ldy, bf16 out, groups,
+		// x's rows, err)
+		var a ArgBuf
+		a.P(bufs[2])
+		a.P(0)
+		a.P(0)
+		a.W(w)
+		a.P(y)
+		for _, v := range []int64{1, N, K, K, K, N, 0, 1, 1} {
+			a.I(v)
+		}
+		a.P(errp)
+		blocks := gemvItems(N) / launchBlock
+		ms, err := rt.medianMs(reps, func() error {
+			if err := d.Launch(fn, uint32(blocks), launchBlock, 0, s, a.w); err != nil {
+				return fmt.Errorf("kernel %s: %w", name, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out := make([]byte, 4*N+8)
+		if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(out)), y, uint64(4*N), s); err != nil {
+			return nil, err
+		}
+		if err := d.DtoH(unsafe.Pointer(&out[4*N]), errp, 8, s); err != nil {
+			return nil, err
+		}
+		if err := d.Sync(s); err != nil {
+			return nil, fmt.Errorf("kernel %s: %w", name, err)
+		}
+		if e := binary.LittleEndian.Uint64(out[4*N:]); e != 0 {
+			return nil, fmt.Errorf("gemv one bench: kernel %s set error %d", name, e)
+		}
+		if first == nil {
+			if !slices.ContainsFunc(out[:4*N], func(b byte) bool { return b != 0 }) {
+				return nil, fmt.Errorf("gemv one bench: kernel %s wrote only zeros", name)
+			}
+			first = out
+		} else if i := firstDiff(first, out); i >= 0 {
+			return nil, fmt.Errorf("gemv one bench: %s's outputs differ from %s's at byte %d of %d", name, kernels[0], i, 4*N)
+		}
+		res = append(res, GemmBenchResult{Kernel: name, M: 1, S: 1, Ms: ms, Bytes: bytes})
 	}
 	return res, nil
 }

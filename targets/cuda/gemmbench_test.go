@@ -104,3 +104,85 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 		}
 	}
 }
+
+// gemvOneForms are the one-row FP8 products BenchmarkGemvOne times, the default first:
+// the others' outputs must equal its bit for bit.
+var gemvOneForms = []string{"fast_gemv1p_fp8", "fast_gemv1_fp8", "fast_gemv1b_fp8", "fast_gemv_fp8"}
+
+// TestGemvOneBenchSameValues: GemvOneBench runs the one-row forms on the same random
+// weights and row, four warps a pair of weight rows (N under 2,048) and two, and requires
+// their outputs bit for bit equal (on the emulated device fast_gemv's emulated branch for
+// all); bad shapes and a kernel that is no one-row form are refused.
+func TestGemvOneBenchSameValues(t *testing.T) {
+	rt := openProbe(t)
+	defer rt.Close()
+	for _, c := range []struct{ N, K int64 }{{130, 320}, {2050, 128}} {
+		res, err := rt.GemvOneBench(gemvOneForms, c.N, c.K, 3, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != len(gemvOneForms) {
+			t.Fatalf("%d results for %d kernels", len(res), len(gemvOneForms))
+		}
+		for _, r := range res {
+			if r.Bytes != c.N*c.K+(c.N+31)/32*(c.K/32) || r.Ms < 0 {
+				t.Errorf("%s: %+v", r.Kernel, r)
+			}
+		}
+	}
+	for _, c := range []struct {
+		kernels []string
+		N, K    int64
+		want    string
+	}{
+		{gemvOneForms, 129, 128, "N even"},
+		{gemvOneForms, 128, 96, "K a multiple of 64"},
+		{[]string{"fast_gemv_fp8_q"}, 128, 128, "one-row FP8 product kernels"},
+	} {
+		if _, err := rt.GemvOneBench(c.kernels, c.N, c.K, 1, 1); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v N %d K %d: accepted or an unclear error: %v", c.kernels, c.N, c.K, err)
+		}
+	}
+}
+
+// gemvOneProducts are BenchmarkGemvOne's products: V4.1-Flash's FP8 products of a layer
+// at one row (hidden 5,120): wq_b, wo_b and the shared expert's w1 as in e4m3Products,
+// its w2 (5,120 × 2,304), wq_a, wkv (512 × 5,120) and the indexer's wq_b (32 heads × 128
+// from the rank 1,280).
+var gemvOneProducts = []struct {
+	name string
+	N, K int64
+}{{"wq_b", 32768, 1280}, {"wo_b", 5120, 8192}, {"w1", 2304, 5120}, {"w2", 5120, 2304}, {"wq_a", 1280, 5120}, {"wkv", 512, 5120}, {"index wq_b", 4096, 1280}}
+
+// BenchmarkGemvOne times the one-row FP8 products alone on V4.1-Flash's shapes
+// (gemvOneProducts; a decode step at batch 1 runs these): fast_gemv1p_fp8 (the default)
+// against fast_gemv1_fp8, _gemv1b_fp8 and fast_gemv_fp8, each the median of 20 launches,
+// outputs checked bit for bit against the default's, each product's rate beside the
+// copy rate (printed as each product finishes): how far each one-row product is from
+// the memory's rate, by its size. On the GPU:
+// `cuda.test -test.run '^$' -test.bench GemvOne -test.benchtime 1x -device gpu`.
+// On the emulated device one small shape (its times mean nothing there).
+func BenchmarkGemvOne(b *testing.B) {
+	rt := openProbe(b)
+	defer rt.Close()
+	for range b.N {
+		bw := printCopyRate(b, rt, "gemv one")
+		for _, p := range gemvOneProducts {
+			N, K := p.N, p.K
+			if *device != "gpu" {
+				if p.name != gemvOneProducts[0].name {
+					continue
+				}
+				N, K = 256, 512
+			}
+			res, err := rt.GemvOneBench(gemvOneForms, N, K, 13, 20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range res {
+				fmt.Printf("gemv one: %s N %d K %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy)\n", p.name, N, K, r.Kernel,
+					r.Ms, r.Ms/res[0].Ms, res[0].Kernel, float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
+			}
+		}
+	}
+}
