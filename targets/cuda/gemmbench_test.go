@@ -71,10 +71,7 @@ var e4m3Products = []struct {
 // `cuda.test -test.run '^$' -test.bench E4M3Gemm -test.benchtime 1x -device gpu`.
 // On the emulated device one small shape (its times mean nothing there).
 func BenchmarkE4M3Gemm(b *testing.B) {
-	rt := openProbe(b)
-	defer rt.Close()
-	for range b.N {
-		bw := printCopyRate(b, rt, "e4m3 gemm")
+	runDeviceBench(b, "e4m3 gemm", func(rt *cuda.Runtime, bw float64) {
 		for _, p := range e4m3Products {
 			N, K := p.N, p.K
 			steps := []cuda.E4M3GemmStep{{M: 256}, {M: 64}, {M: 2048}}
@@ -102,7 +99,7 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 					r.Ms, r.Ms/base[r.M], e4m3Forms[0], float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12, note)
 			}
 		}
-	}
+	})
 }
 
 // gemvOneForms are the one-row FP8 products BenchmarkGemvOne times, the default first:
@@ -163,10 +160,7 @@ var gemvOneProducts = []struct {
 // `cuda.test -test.run '^$' -test.bench GemvOne -test.benchtime 1x -device gpu`.
 // On the emulated device one small shape (its times mean nothing there).
 func BenchmarkGemvOne(b *testing.B) {
-	rt := openProbe(b)
-	defer rt.Close()
-	for range b.N {
-		bw := printCopyRate(b, rt, "gemv one")
+	runDeviceBench(b, "gemv one", func(rt *cuda.Runtime, bw float64) {
 		for _, p := range gemvOneProducts {
 			N, K := p.N, p.K
 			if *device != "gpu" {
@@ -184,5 +178,5 @@ func BenchmarkGemvOne(b *testing.B) {
 					r.Ms, r.Ms/res[0].Ms, res[0].Kernel, float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
 			}
 		}
-	}
+	})
 }

@@ -96,10 +96,7 @@ var fp4TileModels = []struct {
 // `cuda.test -test.run '^$' -test.bench FP4Tiles -test.benchtime 1x -device gpu`.
 // On the emulated device a small shape (its times mean nothing there).
 func BenchmarkFP4Tiles(b *testing.B) {
-	rt := openProbe(b)
-	defer rt.Close()
-	for range b.N {
-		bw := printCopyRate(b, rt, "fp4 tiles")
+	runDeviceBench(b, "fp4 tiles", func(rt *cuda.Runtime, bw float64) {
 		for _, m := range fp4TileModels {
 			for _, up := range []bool{true, false} {
 				sh, steps := m.up, m.upSteps
@@ -141,17 +138,22 @@ func BenchmarkFP4Tiles(b *testing.B) {
 				}
 			}
 		}
-	}
+	})
 }
 
-// printCopyRate measures the device-to-device copy rate (1 GiB, the median of 10) and
-// prints it as a bench's first line, "LABEL: copy N GB/s": the benches print their
-// lines as they come, not with b.Logf at the end, so that a run cut short keeps them.
-func printCopyRate(b *testing.B, rt *cuda.Runtime, label string) float64 {
-	bw, err := rt.CopyBandwidth(1<<30, 10)
-	if err != nil {
-		b.Fatal(err)
+// runDeviceBench opens the probe runtime and runs body b.N times, each after measuring
+// the device-to-device copy rate (1 GiB, the median of 10) and printing it as the
+// bench's first line, "LABEL: copy N GB/s": the benches print their lines as they come,
+// not with b.Logf at the end, so that a run cut short keeps them.
+func runDeviceBench(b *testing.B, label string, body func(rt *cuda.Runtime, bw float64)) {
+	rt := openProbe(b)
+	defer rt.Close()
+	for range b.N {
+		bw, err := rt.CopyBandwidth(1<<30, 10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("%s: copy %.0f GB/s (read + write)\n", label, bw/1e9)
+		body(rt, bw)
 	}
-	fmt.Printf("%s: copy %.0f GB/s (read + write)\n", label, bw/1e9)
-	return bw
 }
