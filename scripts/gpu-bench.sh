@@ -75,7 +75,8 @@
 # _rega's; then BenchmarkE4M3Gemm: the fp8 mode's e4m3 product forms alone on V4.1's
 # FP8 products, their outputs checked against _e4m3n's, beside the fast mode's wgmma
 # forms; then BenchmarkGemvOne: V4.1's one-row FP8 products alone, each one's rate
-# (OUT/tiles.txt; TILES_TIMEOUT, default 260),
+# (OUT/tiles.txt; TILES_TIMEOUT, default 260; the summary gives each step's fastest
+# form and its ratio to the step's baseline),
 # PROBE=1 runs BenchmarkFP4ReadProbe and BenchmarkFP4ReadProbeBulk after the check (the
 # FP4 tiles' reads without their arithmetic in the row and a tiled layout, by bulk copies
 # into shared memory, a stream's and the copy's rates; OUT/probe.txt; PROBE_TIMEOUT,
@@ -473,6 +474,25 @@ PY
 	grep -h "peer summary" "$out/peer.txt" "$out/peer.compile.txt" 2>/dev/null || true
 	grep -h "^trace\|scheduler\|idle" "$out"/*.trace.*.txt 2>/dev/null || true
 	grep -h "every instruction\|^--- FAIL\|relative error" "$out/check.txt" 2>/dev/null || true
+	# TILES: each bench step's fastest form against its baseline (the full lines: tiles.txt)
+	[ -f "$out/tiles.txt" ] && tiles_best "$out/tiles.txt"
+	true
+}
+
+# tiles_best FILE: for each step of the tiles.txt benches (lines "... KERNEL: MS ms (×R of
+# BASE), ..."), the form with the least ratio to the step's baseline, one line a step
+tiles_best() {
+	awk '
+	/ \(×[0-9.]+ of [a-z0-9_]+\)/ {
+		split($0, lr, " \\(×")
+		left = lr[1]; split(lr[2], rb, " of "); r = rb[1] + 0; base = rb[2]; sub(/\).*/, "", base)
+		n = split(left, f, " "); ms = f[n - 1]; kern = f[n - 2]; sub(/:$/, "", kern)
+		key = ""; for (i = 1; i <= n - 3; i++) key = key f[i] " "
+		key = key base
+		if (!(key in best) || r < best[key]) { best[key] = r; who[key] = kern; t[key] = ms }
+		if (!(key in seen)) { seen[key] = 1; keys[++nk] = key }
+	}
+	END { for (i = 1; i <= nk; i++) { k = keys[i]; printf "%s: fastest %s ×%.3f (%s ms)\n", k, who[k], best[k], t[k] } }' "$1"
 }
 
 case ${1:-} in
