@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"unsafe"
 )
 
@@ -47,21 +46,6 @@ func halvesRows(name string) int64 {
 	return 0
 }
 
-// e4m3Rows is the x rows a launch block of an e4m3 product kernel takes (wgE4M3Shared's
-// bn): 128 for fast_gemm_wg_e4m3 and _e4m3w, 64 for _e4m3n, _e4m3p and _e4m3q; 0 for a
-// name that is none of them.
-func e4m3Rows(name string) int64 {
-	switch strings.TrimPrefix(name, "fast_gemm_wg_e4m3") {
-	case "", "w":
-		if strings.HasPrefix(name, "fast_gemm_wg_e4m3") {
-			return 128
-		}
-	case "n", "p", "q":
-		return 64
-	}
-	return 0
-}
-
 // E4M3GemmBench times the fp8 numerics' e4m3 product kernels named by kernels
 // (fast_gemm_wg_e4m3, _e4m3n, _e4m3p, _e4m3q, _e4m3w) on random FP8 weights of N rows ×
 // K (32 × 32 blocks) and random MXFP8 activations, each step the median of reps launches
@@ -81,7 +65,7 @@ func (rt *Runtime) E4M3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmStep, seed uint64, reps int) ([]GemmBenchResult, error) {
 	bad := N <= 0 || N%64 != 0 || K <= 0 || K%32 != 0 || reps <= 0 || len(kernels) == 0 || len(steps) == 0
 	for _, k := range kernels {
-		bad = bad || e4m3Rows(k)+halvesRows(k) == 0
+		bad = bad || e4m3BlockRows(k)+halvesRows(k) == 0
 	}
 	steps = slices.Clone(steps)
 	for i, st := range steps {
@@ -179,7 +163,7 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 			if err != nil {
 				return nil, err
 			}
-			bn, halves, shared := e4m3Rows(name), halvesRows(name) > 0, int64(0)
+			bn, halves, shared := e4m3BlockRows(name), halvesRows(name) > 0, int64(0)
 			if halves {
 				bn = halvesRows(name)
 			} else {

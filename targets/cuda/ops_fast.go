@@ -466,11 +466,8 @@ func fastProduct(b *Bind, g fastGemm) int {
 		})
 	}
 	if e4m3On {
-		for _, v := range []struct {
-			suffix string
-			bn     int64
-		}{{"", 128}, {"n", 64}, {"p", 64}, {"q", 64}, {"w", 128}} {
-			name, bn := "fast_gemm_wg_e4m3"+v.suffix, v.bn
+		for _, v := range e4m3Kernels {
+			name, bn := v.name, v.rows
 			b.LaunchShared(name, 128, wgE4M3Shared(bn), func(s *Step, a *ArgBuf) int64 {
 				if mt(s) != fastWideRows || s.Arg(g.w).Fmt == 0 || gemvKernel(s) != "" || wideKernel(s) != name {
 					return 0
@@ -1496,6 +1493,23 @@ const EnvWGFP8R = "DEEPINFER_CUDA_WG_FP8R"
 // w, fast_gemm_wg_e4m3w (the 128-row form, two blocks at a time) at every size;
 // 0, the fast mode's kernels everywhere (the bf16 halves). Read when a program is bound.
 const EnvWGE4M3 = "DEEPINFER_CUDA_WG_E4M3"
+
+// e4m3Kernels are the fp8 numerics' e4m3 product kernels and the x rows a launch block
+// of each takes (tensorcore.cu's wg_e4m3_body BN).
+var e4m3Kernels = []struct {
+	name string
+	rows int64
+}{{"fast_gemm_wg_e4m3", 128}, {"fast_gemm_wg_e4m3n", 64}, {"fast_gemm_wg_e4m3p", 64}, {"fast_gemm_wg_e4m3q", 64}, {"fast_gemm_wg_e4m3w", 128}}
+
+// e4m3BlockRows is e4m3Kernels' rows for kernel name (0: not an e4m3 product kernel).
+func e4m3BlockRows(name string) int64 {
+	for _, v := range e4m3Kernels {
+		if v.name == name {
+			return v.rows
+		}
+	}
+	return 0
+}
 
 // wgE4M3Shared is the dynamic shared memory of fast_gemm_wg_e4m3 (bn 128) and
 // fast_gemm_wg_e4m3n (64): tensorcore.cu's WGE4_SHARED(BN).
