@@ -88,3 +88,17 @@ func SetReg8aRows(lo, hi int64) (restore func()) {
 	reg8aRows = [2]int64{lo, hi}
 	return func() { reg8aRows = old }
 }
+
+// BenchColdBytes and ColdCopies expose the product benches' copies of the weights
+// (gemmbench.go) to TestColdCopies.
+const BenchColdBytes = benchColdBytes
+
+func ColdCopies(bytes int64) (copies, launches int) { return coldCopies(bytes) }
+
+// SetBenchCopies makes the product benches rotate through n copies of the weights
+// (0: coldCopies' own count).
+func SetBenchCopies(n int) (restore func()) {
+	old := benchCopies
+	benchCopies = n
+	return func() { benchCopies = old }
+}

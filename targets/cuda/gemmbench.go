@@ -22,7 +22,8 @@ func e4m3Slices(N, K int64) (S, ks int64) {
 }
 
 // GemmBenchResult is one kernel's timing in E4M3GemmBench or GemvOneBench: the median
-// of the timed launches and the weight bytes (codes and scales) the product reads;
+// time a launch (each timing a run of launches back to back over copies of the weights)
+// and the weight bytes (codes and scales) the product reads;
 // Halves: a fast mode kernel on bf16 activations, timed beside the e4m3 forms, its values
 // not compared.
 type GemmBenchResult struct {
@@ -31,7 +32,29 @@ type GemmBenchResult struct {
 	Ms     float64
 	Bytes  int64
 	Halves bool
+	// Copies of the weights the launches rotated through, Launches a timing (coldCopies)
+	Copies, Launches int
 }
+
+// benchColdBytes is the weight bytes a product bench rotates through: over twice the L2
+// of an H100 or H200 (50 MB), so that each launch reads its weights from HBM, as a step's
+// products do (the other layers' weights pass through L2 between them), not from L2.
+const benchColdBytes = 128 << 20
+
+// coldCopies is how many copies of a weight of this many bytes a product bench rotates
+// through (at least one, at most 64, together at least benchColdBytes where that allows),
+// and the launches of a timing (every copy once, at least 8).
+// benchCopies, when positive, is the copies instead (the tests on the emulated device,
+// where there is no L2 to miss and every launch is slow).
+func coldCopies(bytes int64) (copies, launches int) {
+	copies = int(min(64, max(1, (benchColdBytes+bytes-1)/max(bytes, 1))))
+	if benchCopies > 0 {
+		copies = benchCopies
+	}
+	return copies, max(copies, 8)
+}
+
+var benchCopies int
 
 // halvesRows is the x rows a launch block of the fast mode's wgmma FP8 products takes
 // (fast_gemm_wg_fp8a 128, _fp8n 64: the fp8 mode's kernels above 64 rows and the fast
@@ -48,8 +71,9 @@ func halvesRows(name string) int64 {
 
 // E4M3GemmBench times the fp8 numerics' e4m3 product kernels named by kernels
 // (fast_gemm_wg_e4m3, _e4m3n, _e4m3p, _e4m3q, _e4m3w) on random FP8 weights of N rows ×
-// K (32 × 32 blocks) and random MXFP8 activations, each step the median of reps launches
-// after one warm-up: a benchmark of the products alone (BenchmarkE4M3Gemm: no
+// K (32 × 32 blocks) and random MXFP8 activations, each step the median of reps timings
+// after one warm-up, each a run of launches back to back over copies of the weights
+// (coldCopies: read from HBM, the launches' submission off the clock): a benchmark of the products alone (BenchmarkE4M3Gemm: no
 // checkpoint, no program). Every e4m3 form's outputs must equal the first one's bit for
 // bit (the same block sums, scaled and added in the same order), or it returns an error
 // naming the first difference. fast_gemm_wg_fp8a and _fp8n (the kernels the fp8 mode
@@ -106,16 +130,20 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 	for i := range ws {
 		ws[i] = byte(120 + rng.IntN(15)) // 2^-7 .. 2^7
 	}
-	wp, err := up(wc)
-	if err != nil {
-		return nil, err
-	}
-	wsp, err := up(ws)
-	if err != nil {
-		return nil, err
-	}
-	w := Operand{Ptr: wp, Scales: wsp, Fmt: 2, Cols: K}
 	bytes := int64(len(wc) + len(ws))
+	copies, runs := coldCopies(bytes)
+	ws4 := make([]Operand, copies) // the same weights, copies apart (coldCopies)
+	for c := range ws4 {
+		wp, err := up(wc)
+		if err != nil {
+			return nil, err
+		}
+		wsp, err := up(ws)
+		if err != nil {
+			return nil, err
+		}
+		ws4[c] = Operand{Ptr: wp, Scales: wsp, Fmt: 2, Cols: K}
+	}
 	var res []GemmBenchResult
 	for _, st := range steps {
 		xq, xe := make([]byte, st.M*K), make([]float32, st.M*K/32)
@@ -176,30 +204,33 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 			// slices' partials — the same buffer here —, M, N, K, ldx, S, ks, the x tiles,
 			// ldy, bf16 out, groups, prefetch, xexact; then the e4m3 forms' codes and
 			// their scales)
-			var a ArgBuf
-			if halves {
-				a.P(xhp)
-				a.P(xlp)
-			} else {
-				a.P(0)
-				a.P(0)
-			}
-			a.W(w)
-			a.P(y)
-			a.P(y)
-			for _, v := range []int64{st.M, N, K, K, st.S, st.Ks, (st.M + bn - 1) / bn, N, 0, 1, 1, 1} {
-				a.I(v)
-			}
-			if !halves {
-				a.P(xqp)
-				a.P(xep)
+			args := make([]ArgBuf, copies)
+			for c, w := range ws4 {
+				a := &args[c]
+				if halves {
+					a.P(xhp)
+					a.P(xlp)
+				} else {
+					a.P(0)
+					a.P(0)
+				}
+				a.W(w)
+				a.P(y)
+				a.P(y)
+				for _, v := range []int64{st.M, N, K, K, st.S, st.Ks, (st.M + bn - 1) / bn, N, 0, 1, 1, 1} {
+					a.I(v)
+				}
+				if !halves {
+					a.P(xqp)
+					a.P(xep)
+				}
 			}
 			blocks := (N + 63) / 64 * st.S * ((st.M + bn - 1) / bn)
 			if err := d.Memset(y, 0, uint64(outBytes), s); err != nil {
 				return nil, err
 			}
-			ms, err := rt.medianMs(reps, func() error {
-				if err := d.Launch(fn, uint32(blocks), launchBlock, uint32(shared), s, a.w); err != nil {
+			ms, err := rt.medianMsRun(reps, runs, func(i int) error {
+				if err := d.Launch(fn, uint32(blocks), launchBlock, uint32(shared), s, args[i%copies].w); err != nil {
 					return fmt.Errorf("kernel %s: %w", name, err)
 				}
 				return nil
@@ -220,13 +251,24 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 				if !slices.ContainsFunc(out, func(b byte) bool { return b != 0 }) {
 					return nil, fmt.Errorf("e4m3 gemm bench: kernel %s wrote only zeros (M %d)", name, st.M)
 				}
+				// the copies hold the same weights: the timed output (the last launch's
+				// copy) equals copy 0's
+				if last := (runs - 1) % copies; last != 0 {
+					again, err := rt.launchOut(fn, uint32(blocks), uint32(shared), args[0].w, y, outBytes)
+					if err != nil {
+						return nil, fmt.Errorf("kernel %s: %w", name, err)
+					}
+					if i := firstDiff(out, again); i >= 0 {
+						return nil, fmt.Errorf("e4m3 gemm bench: %s's output from copy %d of the weights differs from copy 0's at byte %d (M %d)", name, last, i, st.M)
+					}
+				}
 				first, firstName = out, name
 			default:
 				if i := firstDiff(first, out); i >= 0 {
 					return nil, fmt.Errorf("e4m3 gemm bench: %s's outputs differ from %s's at byte %d of %d (M %d)", name, firstName, i, outBytes, st.M)
 				}
 			}
-			res = append(res, GemmBenchResult{Kernel: name, M: st.M, S: st.S, Ms: ms, Bytes: bytes, Halves: halves})
+			res = append(res, GemmBenchResult{Kernel: name, M: st.M, S: st.S, Ms: ms, Bytes: bytes, Halves: halves, Copies: copies, Launches: runs})
 		}
 	}
 	return res, nil
@@ -239,7 +281,8 @@ var gemvOneKernels = map[string]bool{"fast_gemv_fp8": true, "fast_gemv1_fp8": tr
 // GemvOneBench times the one-row FP8 products named by kernels (fast_gemv1p_fp8, the
 // default of a one-row step, fast_gemv1_fp8, _gemv1b_fp8, fast_gemv_fp8) on random FP8
 // weights of N rows × K (32 × 32 blocks) and one random float32 activation row, each the
-// median of reps launches after one warm-up (BenchmarkGemvOne: V4.1's one-row products
+// median of reps timings after one warm-up, each a run of launches back to back over
+// copies of the weights (coldCopies) (BenchmarkGemvOne: V4.1's one-row products
 // alone, no checkpoint); every kernel's outputs must equal the first's bit for bit.
 func (rt *Runtime) GemvOneBench(kernels []string, N, K int64, seed uint64, reps int) ([]GemmBenchResult, error) {
 	var res []GemmBenchResult
@@ -275,13 +318,23 @@ func (rt *Runtime) gemvOneBench(kernels []string, N, K int64, seed uint64, reps 
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
-	var bufs [3]devptr
-	for i, b := range [][]byte{wc, ws, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))} {
-		p, err := bb.up(b)
+	bytes := int64(len(wc) + len(ws))
+	copies, runs := coldCopies(bytes)
+	wops := make([]Operand, copies) // the same weights, copies apart (coldCopies)
+	for c := range wops {
+		wp, err := bb.up(wc)
 		if err != nil {
 			return nil, err
 		}
-		bufs[i] = p
+		sp, err := bb.up(ws)
+		if err != nil {
+			return nil, err
+		}
+		wops[c] = Operand{Ptr: wp, Scales: sp, Fmt: 2, Cols: K}
+	}
+	xp, err := bb.up(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x)))
+	if err != nil {
+		return nil, err
 	}
 	y, err := bb.zero(4 * N)
 	if err != nil {
@@ -294,8 +347,6 @@ func (rt *Runtime) gemvOneBench(kernels []string, N, K int64, seed uint64, reps 
 	if err := d.Sync(s); err != nil {
 		return nil, err
 	}
-	w := Operand{Ptr: bufs[0], Scales: bufs[1], Fmt: 2, Cols: K}
-	bytes := int64(len(wc) + len(ws))
 	var res []GemmBenchResult
 	var first []byte
 	for _, name := range kernels {
@@ -305,19 +356,22 @@ func (rt *Runtime) gemvOneBench(kernels []string, N, K int64, seed uint64, reps 
 		}
 		// (FastGemvArgs: x, rows, xh, weight, y, M, N, K, Kp, ldx, ldy, bf16 out, groups,
 		// x's rows, err)
-		var a ArgBuf
-		a.P(bufs[2])
-		a.P(0)
-		a.P(0)
-		a.W(w)
-		a.P(y)
-		for _, v := range []int64{1, N, K, K, K, N, 0, 1, 1} {
-			a.I(v)
+		args := make([]ArgBuf, copies)
+		for c, w := range wops {
+			a := &args[c]
+			a.P(xp)
+			a.P(0)
+			a.P(0)
+			a.W(w)
+			a.P(y)
+			for _, v := range []int64{1, N, K, K, K, N, 0, 1, 1} {
+				a.I(v)
+			}
+			a.P(errp)
 		}
-		a.P(errp)
 		blocks := gemvItems(N) / launchBlock
-		ms, err := rt.medianMs(reps, func() error {
-			if err := d.Launch(fn, uint32(blocks), launchBlock, 0, s, a.w); err != nil {
+		ms, err := rt.medianMsRun(reps, runs, func(i int) error {
+			if err := d.Launch(fn, uint32(blocks), launchBlock, 0, s, args[i%copies].w); err != nil {
 				return fmt.Errorf("kernel %s: %w", name, err)
 			}
 			return nil
@@ -342,11 +396,39 @@ func (rt *Runtime) gemvOneBench(kernels []string, N, K int64, seed uint64, reps 
 			if !slices.ContainsFunc(out[:4*N], func(b byte) bool { return b != 0 }) {
 				return nil, fmt.Errorf("gemv one bench: kernel %s wrote only zeros", name)
 			}
+			// the copies hold the same weights: the timed output (the last launch's
+			// copy) equals copy 0's
+			if last := (runs - 1) % copies; last != 0 {
+				again, err := rt.launchOut(fn, uint32(blocks), 0, args[0].w, y, 4*N)
+				if err != nil {
+					return nil, fmt.Errorf("kernel %s: %w", name, err)
+				}
+				if i := firstDiff(out[:4*N], again); i >= 0 {
+					return nil, fmt.Errorf("gemv one bench: %s's output from copy %d of the weights differs from copy 0's at byte %d", name, last, i)
+				}
+			}
 			first = out
 		} else if i := firstDiff(first, out); i >= 0 {
 			return nil, fmt.Errorf("gemv one bench: %s's outputs differ from %s's at byte %d of %d", name, kernels[0], i, 4*N)
 		}
-		res = append(res, GemmBenchResult{Kernel: name, M: 1, S: 1, Ms: ms, Bytes: bytes})
+		res = append(res, GemmBenchResult{Kernel: name, M: 1, S: 1, Ms: ms, Bytes: bytes, Copies: copies, Launches: runs})
 	}
 	return res, nil
+}
+
+// launchOut launches fn once on the runtime's stream over a zeroed output y of n bytes
+// and returns y's bytes (the stream synchronized).
+func (rt *Runtime) launchOut(fn function, blocks, shared uint32, args []uint64, y devptr, n int64) ([]byte, error) {
+	d, s := rt.drv, rt.stream
+	if err := d.Memset(y, 0, uint64(n), s); err != nil {
+		return nil, err
+	}
+	if err := d.Launch(fn, blocks, launchBlock, shared, s, args); err != nil {
+		return nil, err
+	}
+	out := make([]byte, n)
+	if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(out)), y, uint64(n), s); err != nil {
+		return nil, err
+	}
+	return out, d.Sync(s)
 }

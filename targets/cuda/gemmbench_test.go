@@ -13,6 +13,27 @@ import (
 // fp8 mode's default up to 64 rows) first: the others' outputs must equal its bit for bit.
 var e4m3Forms = []string{"fast_gemm_wg_e4m3n", "fast_gemm_wg_e4m3p", "fast_gemm_wg_e4m3q", "fast_gemm_wg_e4m3", "fast_gemm_wg_e4m3w"}
 
+// TestColdCopies: a product bench's copies of the weights add up to cuda.BenchColdBytes
+// (over twice an H200's L2) unless the cap of 64 stops them, and every copy is launched
+// in each timing.
+func TestColdCopies(t *testing.T) {
+	for _, b := range []int64{1, 1 << 10, 2_621_440, 11_796_480, 42_000_000, cuda.BenchColdBytes, 3 << 30} {
+		c, n := cuda.ColdCopies(b)
+		if c < 1 || c > 64 || n < c || n < 8 {
+			t.Fatalf("%d bytes: %d copies, %d launches", b, c, n)
+		}
+		if c < 64 && int64(c)*b < cuda.BenchColdBytes {
+			t.Fatalf("%d bytes: %d copies hold %d bytes, under %d", b, c, int64(c)*b, cuda.BenchColdBytes)
+		}
+		if c > 1 && int64(c-1)*b >= cuda.BenchColdBytes {
+			t.Fatalf("%d bytes: %d copies where %d would do", b, c, c-1)
+		}
+	}
+	if c, _ := cuda.ColdCopies(2_621_440); c != 52 { // V4.1's wkv, 2.6 MB
+		t.Fatalf("wkv: %d copies, want 52", c)
+	}
+}
+
 // TestE4M3GemmBenchSameValues: E4M3GemmBench runs every e4m3 form on the same random
 // weights and activations (a partial x tile and a sliced reduction, the binder's
 // slices) and requires their outputs bit for bit equal (on the emulated device each
@@ -21,6 +42,7 @@ var e4m3Forms = []string{"fast_gemm_wg_e4m3n", "fast_gemm_wg_e4m3p", "fast_gemm_
 func TestE4M3GemmBenchSameValues(t *testing.T) {
 	rt := openProbe(t)
 	defer rt.Close()
+	defer cuda.SetBenchCopies(3)() // (three copies, eight launches a timing: the last from copy 1)
 	kernels := append([]string{"fast_gemm_wg_fp8a"}, e4m3Forms...)
 	res, err := rt.E4M3GemmBench(kernels, 128, 384, []cuda.E4M3GemmStep{{M: 70, S: 2, Ks: 256}, {M: 3, S: 0}}, 5, 1)
 	if err != nil {
@@ -30,7 +52,7 @@ func TestE4M3GemmBenchSameValues(t *testing.T) {
 		t.Fatalf("%d results for %d kernels × 2 steps", len(res), len(kernels))
 	}
 	for _, r := range res {
-		if r.Bytes != 128*384+4*12 || r.Ms < 0 || r.S < 1 || r.Halves != (r.Kernel == "fast_gemm_wg_fp8a") {
+		if r.Bytes != 128*384+4*12 || r.Ms < 0 || r.S < 1 || r.Halves != (r.Kernel == "fast_gemm_wg_fp8a") || r.Copies != 3 || r.Launches != 8 {
 			t.Errorf("%s: %+v", r.Kernel, r)
 		}
 	}
@@ -95,8 +117,8 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 				if r.Halves {
 					note = " (bf16 activations, values not compared)"
 				}
-				fmt.Printf("e4m3 gemm: %s M %d S %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy), %.0f TFLOP/s%s\n", p.name, r.M, r.S, r.Kernel,
-					r.Ms, r.Ms/base[r.M], e4m3Forms[0], float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12, note)
+				fmt.Printf("e4m3 gemm: %s M %d S %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy), %.0f TFLOP/s%s; %d launches a timing over %d copies\n", p.name, r.M, r.S, r.Kernel,
+					r.Ms, r.Ms/base[r.M], e4m3Forms[0], float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, fl/(r.Ms/1e3)/1e12, note, r.Launches, r.Copies)
 			}
 		}
 	})
@@ -113,6 +135,7 @@ var gemvOneForms = []string{"fast_gemv1p_fp8", "fast_gemv1_fp8", "fast_gemv1b_fp
 func TestGemvOneBenchSameValues(t *testing.T) {
 	rt := openProbe(t)
 	defer rt.Close()
+	defer cuda.SetBenchCopies(3)() // (three copies, eight launches a timing: the last from copy 1)
 	for _, c := range []struct{ N, K int64 }{{130, 320}, {2050, 128}} {
 		res, err := rt.GemvOneBench(gemvOneForms, c.N, c.K, 3, 1)
 		if err != nil {
@@ -122,7 +145,7 @@ func TestGemvOneBenchSameValues(t *testing.T) {
 			t.Fatalf("%d results for %d kernels", len(res), len(gemvOneForms))
 		}
 		for _, r := range res {
-			if r.Bytes != c.N*c.K+(c.N+31)/32*(c.K/32) || r.Ms < 0 {
+			if r.Bytes != c.N*c.K+(c.N+31)/32*(c.K/32) || r.Ms < 0 || r.Copies != 3 || r.Launches != 8 {
 				t.Errorf("%s: %+v", r.Kernel, r)
 			}
 		}
@@ -174,8 +197,8 @@ func BenchmarkGemvOne(b *testing.B) {
 				b.Fatal(err)
 			}
 			for _, r := range res {
-				fmt.Printf("gemv one: %s N %d K %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy)\n", p.name, N, K, r.Kernel,
-					r.Ms, r.Ms/res[0].Ms, res[0].Kernel, float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw)
+				fmt.Printf("gemv one: %s N %d K %d %s: %.4f ms (×%.3f of %s), %.1f MB of weights, %.0f GB/s (%.1f%% of copy); %d launches a timing over %d copies\n", p.name, N, K, r.Kernel,
+					r.Ms, r.Ms/res[0].Ms, res[0].Kernel, float64(r.Bytes)/1e6, float64(r.Bytes)/(r.Ms/1e3)/1e9, 100*float64(r.Bytes)/(r.Ms/1e3)/bw, r.Launches, r.Copies)
 			}
 		}
 	})
