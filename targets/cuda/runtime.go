@@ -60,8 +60,10 @@ type Runtime struct {
 	// layout (fp4tiled.go), and read by the tiles fp4TiledSuffix names
 	fp4Tiled       bool
 	fp4TiledSuffix string
-	errFlag        devptr
-	scratch        devptr
+	// twice: the kernels EnvTwice names, each launch issued twice (twice.go)
+	twice   map[string]bool
+	errFlag devptr
+	scratch devptr
 
 	info     Info
 	prof     profile
@@ -260,6 +262,9 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	if rt.fp4Tiled, rt.fp4TiledSuffix, err = fp4TiledEnv(); err != nil {
 		return nil, err
 	}
+	if rt.twice, err = twiceEnv(); err != nil {
+		return nil, err
+	}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.profDecode = os.Getenv(EnvProfileDecode) == "1"
@@ -314,6 +319,9 @@ func (rt *Runtime) openOnThread(cc compiler, ws []targets.Weight) error {
 		return err
 	}
 	rt.mods, rt.where = mods, where
+	if err := rt.checkTwice(); err != nil {
+		return err
+	}
 	rt.info.Compile = st
 	// each kernel's allowance of dynamic shared memory: the most any of its launches takes
 	// (every kernel with some: the driver's default allowance is what static shared
@@ -759,6 +767,9 @@ func (rt *Runtime) Describe() string {
 	}
 	if n := rt.QuantShares(plan.PhaseDecode); n > 0 {
 		num += fmt.Sprintf(", %d activation quantizations of a decode step shared with the product before", n)
+	}
+	if len(rt.twice) > 0 {
+		num += "; every launch of " + strings.Join(rt.twiceNames(), ", ") + " issued twice (" + EnvTwice + ", a timing tool: a kernel that updates its operands in place no longer gives the model's values)"
 	}
 	if rt.uniformRoute {
 		num += "; routing uniform (" + EnvRoute + "=uniform: every top-k router's expert ids replaced by distinct uniform draws, a benchmark setting; the values are not the model's)"
@@ -1313,6 +1324,12 @@ func (rt *Runtime) launch(c *call) error {
 		}
 		if err := rt.drv.Launch(l.fn, uint32(grid), uint32(block), uint32(l.shared), rt.stream, l.buf.w); err != nil {
 			return fmt.Errorf("kernel %s: %w", l.kernel, err)
+		}
+		if rt.twice[l.kernel] {
+			// (EnvTwice: the same launch again, a timing tool)
+			if err := rt.drv.Launch(l.fn, uint32(grid), uint32(block), uint32(l.shared), rt.stream, l.buf.w); err != nil {
+				return fmt.Errorf("kernel %s, launched twice (%s): %w", l.kernel, EnvTwice, err)
+			}
 		}
 		if span >= 0 {
 			if err := rt.tl.end(rt, span); err != nil {
