@@ -10,9 +10,9 @@ import (
 // EnvTwice names kernels, comma-separated, whose every launch in a step is issued twice,
 // back to back with the same arguments. It is a timing tool. The step time with a kernel
 // doubled, less the step time without, is that kernel's cost inside the step's graph. By
-// contrast, the profiled steps' event times, taken launch by launch, add each launch's
-// submission to the kernel: run 60's V4.1 batch-1 step summed 4.85 ms of event times
-// against a 3.22 ms graph step.
+// contrast, the profiled steps' event times, taken launch by launch, add up to more than
+// the step: run 60's V4.1 batch-1 step summed 4.85 ms of them against a 3.22 ms graph
+// step (the GPU waiting for each launch's submission, on our reading).
 //
 // A doubled kernel that updates its operands in place computes the second time on its own
 // output, so those values are not the model's. A pure kernel's values are unchanged.
