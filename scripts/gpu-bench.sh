@@ -43,7 +43,8 @@
 # GRAPHS_COMPARE=1 times the fast mode again with --graphs=false (first context only),
 # ENV_COMPARE='VAR=VALUE ...' times it again with those variables set (first context, or CMP_CONTEXT,
 # the batch sizes CMP_BATCH if set; in the numerics mode CMP_NUMERICS, default fast, its
-# reports still named $m.fast.cmp*;
+# reports still named $m.fast.cmp*; the summary sets each one's step medians against the
+# main run's, point by point, scripts/cmp-steps.py;
 # and the PREFILL prompt unless PREFILL_COMPARE=0; several sets separated by ';' each
 # time it again, the prefill with the first set only),
 # BASE_BIN=DIR times it again with another build's divm (DIR: that build's bench
@@ -283,6 +284,7 @@ run() {
 				tag=cmp
 				[ $n -gt 1 ] && tag=cmp$n
 				echo "==== $m: $set divm bench --numerics ${CMP_NUMERICS:-fast}"
+				echo "$set" >"$out/$m.fast.$tag.set" # (the summary's label: cmp-steps.py)
 				env $set timeout "${BENCH_TIMEOUT:-420}" "$bin/divm" bench "$ck.dip" --model "$ck" --route "${ROUTE:-uniform}" --batch "${CMP_BATCH:-${BATCH:-1,64,256}}" \
 					--context "${CMP_CONTEXT:-${ctx%%,*}}" --steps "${STEPS:-10}" --warmup "${WARMUP:-3}" --profile-steps "${PROFILE_STEPS:-3}" \
 					--numerics "${CMP_NUMERICS:-fast}" --out "$out/$m.fast.$tag.bench.json" 2>&1 | tee "$out/$m.fast.$tag.bench.txt"
@@ -474,6 +476,15 @@ PY
 			[ -f "$cf" ] && echo "--- $m, fast numerics, ENV_COMPARE: $(basename "$cf")" &&
 				sed -n '/^copy bandwidth/,/^batch 1, context/p' "$cf"
 		done
+		# each ENV_COMPARE set's step medians against the main run's in the same numerics
+		# mode, point by point (with DEEPINFER_CUDA_TWICE: the doubled kernel's cost)
+		local main="$out/$m.${CMP_NUMERICS:-fast}.bench.json" pairs=()
+		for cf in "$out/$m".fast.cmp*.bench.json; do
+			[ -f "$cf" ] && pairs+=("$(cat "${cf%.bench.json}.set" 2>/dev/null || basename "$cf")" "$cf")
+		done
+		if [ -f "$main" ] && [ ${#pairs[@]} -gt 0 ]; then
+			python3 scripts/cmp-steps.py "$main" "${pairs[@]}" || true
+		fi
 		[ -f "$out/$m.fast.sample.bench.txt" ] && echo "--- $m, fast numerics, sampled rows" &&
 			sed -n '/^copy bandwidth/,/^batch 1, context/p' "$out/$m.fast.sample.bench.txt"
 		[ -f "$out/$m.fast.long.bench.txt" ] && echo "--- $m, fast numerics, long context" &&
