@@ -73,8 +73,8 @@ func halvesRows(name string) int64 {
 // (fast_gemm_wg_e4m3, _e4m3n, _e4m3p, _e4m3q, _e4m3w) on random FP8 weights of N rows ×
 // K (32 × 32 blocks) and random MXFP8 activations, each step the median of reps timings
 // after one warm-up, each a run of launches back to back over copies of the weights
-// (coldCopies: read from HBM, the launches' submission off the clock): a benchmark of the products alone (BenchmarkE4M3Gemm: no
-// checkpoint, no program). Every e4m3 form's outputs must equal the first one's bit for
+// (coldCopies: read from HBM, the launches' submission off the clock): a benchmark of
+// the products alone (BenchmarkE4M3Gemm: no checkpoint, no program). Every e4m3 form's outputs must equal the first one's bit for
 // bit (the same block sums, scaled and added in the same order), or it returns an error
 // naming the first difference. fast_gemm_wg_fp8a and _fp8n (the kernels the fp8 mode
 // runs above 64 rows, and the fast mode up to 64) are timed beside them on random bf16
