@@ -8,34 +8,40 @@ import (
 	"deepinfer/targets/cuda"
 )
 
-// TestTwiceDoublesLaunches: DEEPINFER_CUDA_TWICE=fast_quant_split issues every launch of
-// that kernel twice and no other launch more (the emulated device counts them). The
-// kernel writes the split of its input elsewhere, so an 80-token prefill and two decode
-// steps of tiny-v41-dev give the same logits bit for bit, and the runtime's description
-// says what was doubled.
+// twicePure are kernels of docs/perf/README.md's batch-1 attribution call that write
+// only outputs apart from their inputs, so that doubling them leaves the values alone
+// (mhc_mix41_split and csa_index_select, also in the call, change them when doubled).
+var twicePure = []string{"fast_quant_split", "fast_gemv1p_fp8_q", "fast_gemm_m1_f32", "mhc_fast_mix41_rows", "fast_gemm_m1", "csa_tc_out_na", "moe_fast_gate41_tile1"}
+
+// TestTwiceDoublesLaunches: DEEPINFER_CUDA_TWICE=K issues every launch of K twice and no
+// other launch more (the emulated device counts them). For each of twicePure, an
+// 80-token prefill and two decode steps of tiny-v41-dev give the same logits bit for bit;
+// the runtime's description says what was doubled.
 func TestTwiceDoublesLaunches(t *testing.T) {
 	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
-	a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvTwice, "", "fast_quant_split", 80)
-	if ka != nil { // (the GPU records no launch counts)
-		if ka["fast_quant_split"] == 0 {
-			t.Fatal("fast_quant_split never ran")
-		}
-		for k, n := range ka {
-			want := n
-			if k == "fast_quant_split" {
-				want = 2 * n
+	for _, kernel := range twicePure {
+		a, ka, b, kb := twoRuns(t, p, ws, cuda.EnvTwice, "", kernel, 80)
+		if ka != nil { // (the GPU records no launch counts)
+			if ka[kernel] == 0 {
+				t.Fatalf("%s never ran", kernel)
 			}
-			if kb[k] != want {
-				t.Errorf("%s: %d launches, then %d with %s set (want %d)", k, n, kb[k], cuda.EnvTwice, want)
+			for k, n := range ka {
+				want := n
+				if k == kernel {
+					want = 2 * n
+				}
+				if kb[k] != want {
+					t.Errorf("%s=%s: %s: %d launches, then %d (want %d)", cuda.EnvTwice, kernel, k, n, kb[k], want)
+				}
+			}
+			for k := range kb {
+				if _, ok := ka[k]; !ok {
+					t.Errorf("%s=%s: %s launched only with it set", cuda.EnvTwice, kernel, k)
+				}
 			}
 		}
-		for k := range kb {
-			if _, ok := ka[k]; !ok {
-				t.Errorf("%s: launched only with %s set", k, cuda.EnvTwice)
-			}
-		}
+		sameLogits(t, a, b, "once", kernel+" twice")
 	}
-	sameLogits(t, a, b, "once", "twice")
 	t.Setenv(cuda.EnvTwice, "fast_quant_split, rope_one")
 	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFast, MaxTokens: 16})
 	if err != nil {
