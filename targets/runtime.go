@@ -157,6 +157,9 @@ type LaunchProfiler interface {
 	// since the last call, keyed "class: kernel", over the same steps as TakeProfile,
 	// and starts again. Call it before TakeProfile.
 	TakeLaunchProfile() map[string]time.Duration
+	// TakeLaunchCounts returns how many launches of each pair the same steps made, keyed
+	// as TakeLaunchProfile, and starts again. Call it with TakeLaunchProfile.
+	TakeLaunchCounts() map[string]int
 }
 
 // ExpertCensus is a runtime that counts, on the decode steps it runs with the census

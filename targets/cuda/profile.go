@@ -19,6 +19,7 @@ type profile struct {
 	lkeys  []string
 	nl     int
 	launch map[string]time.Duration
+	count  map[string]int // launches by key, over the same steps as launch
 }
 
 var (
@@ -45,6 +46,13 @@ func (rt *Runtime) TakeProfile() (map[string]time.Duration, int) {
 func (rt *Runtime) TakeLaunchProfile() map[string]time.Duration {
 	var out map[string]time.Duration
 	rt.w.do(func() { out, rt.prof.launch = rt.prof.launch, nil })
+	return out
+}
+
+// TakeLaunchCounts implements targets.LaunchProfiler.
+func (rt *Runtime) TakeLaunchCounts() map[string]int {
+	var out map[string]int
+	rt.w.do(func() { out, rt.prof.count = rt.prof.count, nil })
 	return out
 }
 
@@ -117,12 +125,16 @@ func (rt *Runtime) collect(pr *prog, evs []event) error {
 	if rt.prof.launch == nil {
 		rt.prof.launch = map[string]time.Duration{}
 	}
+	if rt.prof.count == nil {
+		rt.prof.count = map[string]int{}
+	}
 	for j := 0; j < rt.prof.nl; j++ {
 		ms, err := rt.drv.Elapsed(rt.prof.lev[2*j], rt.prof.lev[2*j+1])
 		if err != nil {
 			return err
 		}
 		rt.prof.launch[rt.prof.lkeys[j]] += time.Duration(float64(ms) * 1e6)
+		rt.prof.count[rt.prof.lkeys[j]]++
 	}
 	rt.prof.nl = 0
 	return nil

@@ -55,6 +55,7 @@ type Point struct {
 	Bytes          Bytes              // what a step must read
 	ClassMs        map[Class]float64  // per-step device time by kernel class (profiled steps)
 	LaunchMs       map[string]float64 // per-step device time by "class: launched kernel" (profiled steps, when the runtime times launches)
+	LaunchCalls    map[string]float64 // launches a step of each LaunchMs key (the profiled steps' count over the steps)
 	PrefillSeconds float64            // building the context (one sequence; the rest copied)
 	PrefillTFLOPS  float64            // its products' rate: PrefillFLOPs over PrefillSeconds (wall time)
 	// From the device timeline of the timed steps (a runtime with targets.Timeline):
@@ -368,14 +369,19 @@ func runPoint(m *vm.Machine, cfg Config, tmpl *vm.Sequence, prompt []int32, B, c
 		}
 		prof.SetProfile(false)
 		var launches map[string]time.Duration
+		var counts map[string]int
 		if lp, ok := prof.(targets.LaunchProfiler); ok {
-			launches = lp.TakeLaunchProfile()
+			launches, counts = lp.TakeLaunchProfile(), lp.TakeLaunchCounts()
 		}
 		tot, n := prof.TakeProfile()
 		if launches != nil {
 			pt.LaunchMs = map[string]float64{}
 			for k, d := range launches {
 				pt.LaunchMs[k] = d.Seconds() * 1e3 / float64(max(n, 1))
+			}
+			pt.LaunchCalls = map[string]float64{}
+			for k, c := range counts {
+				pt.LaunchCalls[k] = float64(c) / float64(max(n, 1))
 			}
 		}
 		pt.ClassMs = map[Class]float64{}
@@ -475,6 +481,7 @@ func profilePrefill(m *vm.Machine, ctx, chunk int, build func(*vm.Sequence) erro
 	prof.TakeProfile()
 	if lp, ok := prof.(targets.LaunchProfiler); ok {
 		lp.TakeLaunchProfile()
+		lp.TakeLaunchCounts()
 	}
 	prof.SetProfile(true)
 	start := time.Now()
@@ -489,6 +496,7 @@ func profilePrefill(m *vm.Machine, ctx, chunk int, build func(*vm.Sequence) erro
 		for k, d := range lp.TakeLaunchProfile() {
 			pp.LaunchMs[k] = d.Seconds() * 1e3
 		}
+		lp.TakeLaunchCounts() // (not kept for a build)
 	}
 	tot, _ := prof.TakeProfile()
 	for k, d := range tot {
@@ -594,9 +602,13 @@ func (r *Report) Table(w io.Writer) {
 				lk = append(lk, k)
 			}
 			sort.Slice(lk, func(i, j int) bool { return p.LaunchMs[lk[i]] > p.LaunchMs[lk[j]] })
-			fmt.Fprintf(w, "batch %d, context %d, the %d longest launched kernels (class: kernel; event times):\n", p.Batch, p.Context, min(len(lk), launchRows))
+			calls := 0.0
+			for _, c := range p.LaunchCalls {
+				calls += c
+			}
+			fmt.Fprintf(w, "batch %d, context %d, the %d longest launched kernels (class: kernel; event times; launches a step, %.0f in all):\n", p.Batch, p.Context, min(len(lk), launchRows), calls)
 			for _, k := range lk[:min(len(lk), launchRows)] {
-				fmt.Fprintf(w, "  %-60s %10.3f ms\n", k, p.LaunchMs[k])
+				fmt.Fprintf(w, "  %-60s %10.3f ms %6.1f\n", k, p.LaunchMs[k], p.LaunchCalls[k])
 			}
 		}
 	}

@@ -118,6 +118,16 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 		if pt.LaunchMs["deepgemm.m_grouped_fp8_gemm_nt_masked: moe_out"] <= 0 {
 			t.Errorf("batch %d context %d: no launch time for moe_out: %v", pt.Batch, pt.Context, pt.LaunchMs)
 		}
+		// each timed launch has its count a step: the same launches every decode step of
+		// a point, so whole numbers over the two profiled steps
+		if len(pt.LaunchCalls) != len(pt.LaunchMs) {
+			t.Errorf("batch %d context %d: %d launch counts for %d launch times", pt.Batch, pt.Context, len(pt.LaunchCalls), len(pt.LaunchMs))
+		}
+		for k := range pt.LaunchMs {
+			if c := pt.LaunchCalls[k]; c < 1 || c != math.Round(c) {
+				t.Errorf("batch %d context %d: %s launched %v times a step", pt.Batch, pt.Context, k, c)
+			}
+		}
 		perClass := map[string]float64{}
 		for k, ms := range pt.LaunchMs {
 			c, _, _ := strings.Cut(k, ": ")
@@ -143,7 +153,7 @@ func TestRunOnEmulatedDevice(t *testing.T) {
 	if !strings.Contains(rep.Device, rep.Graphs) {
 		t.Errorf("device %q does not carry the run's graphs %q", rep.Device, rep.Graphs)
 	}
-	for _, want := range []string{"graphs on", "idle gap us", "experts touched", "copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "TFLOP/s of products"} {
+	for _, want := range []string{"graphs on", "idle gap us", "experts touched", "copy bandwidth", "of copy", "deepgemm.m_grouped_fp8_gemm_nt_masked", "sum of kernels", "longest launched kernels", "launches a step, ", "TFLOP/s of products"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
