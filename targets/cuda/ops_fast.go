@@ -1490,9 +1490,22 @@ const EnvWGFP8R = "DEEPINFER_CUDA_WG_FP8R"
 // 1.706); all, fast_gemm_wg_e4m3 above 64 rows too; 128, fast_gemm_wg_e4m3 at every
 // size; p / q, fast_gemm_wg_e4m3p / _e4m3q (fast_gemm_wg_e4m3n's blocks of 64 x rows with
 // a step's 32-value blocks issued two / four at a time: the same values) at every size;
-// w, fast_gemm_wg_e4m3w (the 128-row form, two blocks at a time) at every size;
+// w, fast_gemm_wg_e4m3w (the 128-row form, two blocks at a time) at every size (all three
+// slower than the defaults in run 60; kept because removing them changes the default
+// e4m3 kernels' machine code, which run 60 timed: docs/perf/dense-gemm.md);
 // 0, the fast mode's kernels everywhere (the bf16 halves). Read when a program is bound.
 const EnvWGE4M3 = "DEEPINFER_CUDA_WG_E4M3"
+
+// checkWGE4M3Env refuses an EnvWGE4M3 value it does not name (read when the runtime
+// opens: a mistyped value would otherwise run the default silently).
+func checkWGE4M3Env() error {
+	switch v := os.Getenv(EnvWGE4M3); v {
+	case "", "0", "all", "128", "p", "q", "w":
+		return nil
+	default:
+		return fmt.Errorf("%s=%q: want all, 128, p, q, w or 0", EnvWGE4M3, v)
+	}
+}
 
 // e4m3Kernels are the fp8 numerics' e4m3 product kernels and the x rows a launch block
 // of each takes (tensorcore.cu's wg_e4m3_body BN).

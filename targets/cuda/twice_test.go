@@ -69,3 +69,26 @@ func TestTwiceRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestWGE4M3EnvRefused: DEEPINFER_CUDA_WG_E4M3 set to a value it does not name fails
+// the open, naming the variable; a named one opens.
+func TestWGE4M3EnvRefused(t *testing.T) {
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
+	for _, v := range []string{"yes", "P", "all "} {
+		t.Setenv(cuda.EnvWGE4M3, v)
+		r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFP8, MaxTokens: 16})
+		if err == nil {
+			r.Close()
+			t.Fatalf("%s=%q: opened", cuda.EnvWGE4M3, v)
+		}
+		if !strings.Contains(err.Error(), cuda.EnvWGE4M3) {
+			t.Errorf("%s=%q: the error does not name the variable: %v", cuda.EnvWGE4M3, v, err)
+		}
+	}
+	t.Setenv(cuda.EnvWGE4M3, "all")
+	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFP8, MaxTokens: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+}

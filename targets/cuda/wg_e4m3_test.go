@@ -149,8 +149,8 @@ func randMXFP8(rng *rand.Rand, M, K int64) (codes []byte, scales []float32, x []
 // pieces. On the emulated device every output is bit for bit this test's own sum of the
 // kernel's definition: per 32-value block the exact sum (float64) rounded to float32,
 // then d = fma(that, weight scale · piece scale, d) in block order. On either device
-// every output is within 1.5e-3 of Σ|x·w| of the float64 value (the H200 in run 48:
-// worst 6.9e-4, the tensor cores summing each block at their FP8 precision; a wrong
+// every output is within 1e-3 of Σ|x·w| of the float64 value (the H200 in run 48 and an
+// H100 in run 60: worst 6.9e-4, the tensor cores summing each block at their FP8 precision; a wrong
 // swizzle, fragment, scale or step is far outside it), and the log reports how many
 // outputs equal the definition's and the worst distance in units of Σ|x·w|. Shapes: partial last blocks
 // of 128 x rows and more than one, slices (three of one step each), a one-step
@@ -161,7 +161,7 @@ func randMXFP8(rng *rand.Rand, M, K int64) (codes []byte, scales []float32, x []
 // and _e4m3w's (128 x rows, two at a time;
 // shapes whose last step holds 1, 2 or 3 blocks test the partial groups).
 func TestWGE4M3GemmNearExact(t *testing.T) {
-	const gate = 1.5e-3
+	const gate = 1e-3
 	k := newKernels(t)
 	rng := rand.New(rand.NewPCG(41, 7))
 	for _, c := range []struct{ M, N, K, S, ks int64 }{
