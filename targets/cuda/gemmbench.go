@@ -238,11 +238,8 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 			if err != nil {
 				return nil, err
 			}
-			out := make([]byte, outBytes)
-			if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(out)), y, uint64(outBytes), s); err != nil {
-				return nil, err
-			}
-			if err := d.Sync(s); err != nil {
+			out, err := rt.readDev(y, outBytes)
+			if err != nil {
 				return nil, fmt.Errorf("kernel %s: %w", name, err)
 			}
 			switch {
@@ -426,9 +423,15 @@ func (rt *Runtime) launchOut(fn function, blocks, shared uint32, args []uint64, 
 	if err := d.Launch(fn, blocks, launchBlock, shared, s, args); err != nil {
 		return nil, err
 	}
+	return rt.readDev(y, n)
+}
+
+// readDev copies n bytes of device memory p to the host on the runtime's stream and
+// returns them (the stream synchronized: an earlier launch's fault is reported here).
+func (rt *Runtime) readDev(p devptr, n int64) ([]byte, error) {
 	out := make([]byte, n)
-	if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(out)), y, uint64(n), s); err != nil {
+	if err := rt.drv.DtoH(unsafe.Pointer(unsafe.SliceData(out)), p, uint64(n), rt.stream); err != nil {
 		return nil, err
 	}
-	return out, d.Sync(s)
+	return out, rt.drv.Sync(rt.stream)
 }

@@ -251,11 +251,8 @@ func (rt *Runtime) fp4TilesStep(kernels []string, sh FP4TileShape, st FP4TileSte
 		if err != nil {
 			return err
 		}
-		out := make([]byte, partBytes)
-		if err := d.DtoH(unsafe.Pointer(unsafe.SliceData(out)), p.part, uint64(partBytes), s); err != nil {
-			return err
-		}
-		if err := d.Sync(s); err != nil {
+		out, err := rt.readDev(p.part, partBytes)
+		if err != nil {
 			return fmt.Errorf("kernel %s: %w", name, err)
 		}
 		if first == nil {
