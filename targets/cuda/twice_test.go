@@ -53,38 +53,35 @@ func TestTwiceDoublesLaunches(t *testing.T) {
 	}
 }
 
+// refusedOpen requires the open of tiny-v41-dev in the numerics mode to fail, naming
+// env, with env set to each of values.
+func refusedOpen(t *testing.T, env, numerics string, values ...string) {
+	t.Helper()
+	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
+	for _, v := range values {
+		t.Setenv(env, v)
+		r, err := devExec{}.Open(p, ws, targets.Options{Numerics: numerics, MaxTokens: 16})
+		if err == nil {
+			r.Close()
+			t.Fatalf("%s=%q: opened", env, v)
+		}
+		if !strings.Contains(err.Error(), env) {
+			t.Errorf("%s=%q: the error does not name the variable: %v", env, v, err)
+		}
+	}
+}
+
 // TestTwiceRefused: a name that is no kernel of this build, or an empty name, fails the
 // open with an error naming DEEPINFER_CUDA_TWICE.
 func TestTwiceRefused(t *testing.T) {
-	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
-	for _, v := range []string{"no_such_kernel", "fast_quant_split,,rope_one", "fast_quant_split,"} {
-		t.Setenv(cuda.EnvTwice, v)
-		r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFast, MaxTokens: 16})
-		if err == nil {
-			r.Close()
-			t.Fatalf("%s=%q: opened", cuda.EnvTwice, v)
-		}
-		if !strings.Contains(err.Error(), cuda.EnvTwice) {
-			t.Errorf("%s=%q: the error does not name the variable: %v", cuda.EnvTwice, v, err)
-		}
-	}
+	refusedOpen(t, cuda.EnvTwice, targets.NumericsFast, "no_such_kernel", "fast_quant_split,,rope_one", "fast_quant_split,")
 }
 
 // TestWGE4M3EnvRefused: DEEPINFER_CUDA_WG_E4M3 set to a value it does not name fails
 // the open, naming the variable; a named one opens.
 func TestWGE4M3EnvRefused(t *testing.T) {
+	refusedOpen(t, cuda.EnvWGE4M3, targets.NumericsFP8, "yes", "P", "all ")
 	p, ws := cuda.CompileDir(t, "../../testdata/tiny-v41-dev")
-	for _, v := range []string{"yes", "P", "all "} {
-		t.Setenv(cuda.EnvWGE4M3, v)
-		r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFP8, MaxTokens: 16})
-		if err == nil {
-			r.Close()
-			t.Fatalf("%s=%q: opened", cuda.EnvWGE4M3, v)
-		}
-		if !strings.Contains(err.Error(), cuda.EnvWGE4M3) {
-			t.Errorf("%s=%q: the error does not name the variable: %v", cuda.EnvWGE4M3, v, err)
-		}
-	}
 	t.Setenv(cuda.EnvWGE4M3, "all")
 	r, err := devExec{}.Open(p, ws, targets.Options{Numerics: targets.NumericsFP8, MaxTokens: 16})
 	if err != nil {
