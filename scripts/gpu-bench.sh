@@ -76,7 +76,8 @@
 # _rega's; then BenchmarkE4M3Gemm: the fp8 mode's e4m3 product forms alone on V4.1's
 # FP8 products, their outputs checked against _e4m3n's, beside the fast mode's wgmma
 # forms; then BenchmarkGemvOne: V4.1's one-row FP8 products alone, each one's rate
-# (OUT/tiles.txt; TILES_TIMEOUT, default 260; the summary gives each step's fastest
+# (OUT/tiles.txt; TILES_TIMEOUT, default 260; TILES_BENCH, the -test.bench pattern,
+# default 'FP4Tiles|E4M3Gemm|GemvOne'; the summary gives each step's fastest
 # form and its ratio to the step's baseline),
 # PROBE=1 runs BenchmarkFP4ReadProbe and BenchmarkFP4ReadProbeBulk after the check (the
 # FP4 tiles' reads without their arithmetic in the row and a tiled layout, by bulk copies
@@ -242,7 +243,7 @@ run() {
 		# against the tiled layout's _regb, _regbd and _regt, their sums checked bit for bit
 		# (BenchmarkFP4Tiles; no checkpoint)
 		echo "==== FP4 tiles alone (BenchmarkFP4Tiles), the fp8 mode's e4m3 products (BenchmarkE4M3Gemm), the one-row FP8 products (BenchmarkGemvOne)"
-		(cd targets/cuda && timeout "${TILES_TIMEOUT:-260}" "../../$bin/cuda.test" -test.run '^$' -test.bench 'FP4Tiles|E4M3Gemm|GemvOne' -test.benchtime 1x -test.v -device gpu 2>&1) |
+		(cd targets/cuda && timeout "${TILES_TIMEOUT:-260}" "../../$bin/cuda.test" -test.run '^$' -test.bench "${TILES_BENCH:-FP4Tiles|E4M3Gemm|GemvOne}" -test.benchtime 1x -test.v -device gpu 2>&1) |
 			tee "$out/tiles.txt" | grep -E "fp4 tiles:|e4m3 gemm:|gemv one:|^(ok|FAIL|PASS|---)|tilebench|gemmbench"
 	fi
 	local m cfg layers ctx

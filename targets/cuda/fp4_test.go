@@ -451,6 +451,17 @@ func TestHeadWGPairSameValues(t *testing.T) {
 		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_f32p", "fast_gemm_wg_f32p3w") })
 }
 
+// TestWGFP8A2SameValues: with DEEPINFER_CUDA_WG_FP8=a2 the wide FP8 products of more
+// than 64 rows (a 110-token prefill's) run fast_gemm_wg_fp8a2 (two warpgroups a launch
+// block sharing the x rows) instead of fast_gemm_wg_fp8a, every launch moved, and the
+// logits of both V4.1 fixtures are the default's bit for bit (the same products in the
+// same order: on the GPU the device code of both; on the emulated device the launch
+// choice; the device code on the host's lanes: TestFastProductsOnSimulatedLanes).
+func TestWGFP8A2SameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvWGFP8, "", "a2", 110, "fast_gemm_wg_fp8a (the default)", "fast_gemm_wg_fp8a2 ("+cuda.EnvWGFP8+"=a2)",
+		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2") })
+}
+
 // TestHeadWGPipeSameValues: by default V4.1's LM head runs fast_gemm_wg_f32p (two sets
 // of A fragments, the next step's split while a step's products run), with
 // DEEPINFER_CUDA_HEAD_WG=1 fast_gemm_wg_f32, the same products in the same order: the

@@ -61,7 +61,7 @@ var benchCopies int
 // mode's up to 64), which E4M3GemmBench times on bf16 activations; 0 for other names.
 func halvesRows(name string) int64 {
 	switch name {
-	case "fast_gemm_wg_fp8a":
+	case "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2":
 		return fastWideRows
 	case "fast_gemm_wg_fp8n":
 		return 64
@@ -184,7 +184,7 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 		if err != nil {
 			return nil, err
 		}
-		var first []byte
+		var first, fp8a []byte
 		firstName := ""
 		for _, name := range kernels {
 			fn, err := rt.function(name)
@@ -192,8 +192,17 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 				return nil, err
 			}
 			bn, halves, shared := e4m3BlockRows(name), halvesRows(name) > 0, int64(0)
+			// (fast_gemm_wg_fp8a2: blocks of two warpgroups, 128 weight rows, in dynamic
+			// shared memory)
+			threads, wrows := int64(launchBlock), int64(64)
 			if halves {
 				bn = halvesRows(name)
+				if name == "fast_gemm_wg_fp8a2" {
+					threads, wrows, shared = 256, 128, wgFP8A2Shared
+					if err := d.FuncShared(fn, uint32(shared)); err != nil {
+						return nil, fmt.Errorf("kernel %s: %d bytes of shared memory: %w", name, shared, err)
+					}
+				}
 			} else {
 				shared = wgE4M3Shared(bn)
 				if err := d.FuncShared(fn, uint32(shared)); err != nil {
@@ -225,12 +234,12 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 					a.P(xep)
 				}
 			}
-			blocks := (N + 63) / 64 * st.S * ((st.M + bn - 1) / bn)
+			blocks := (N + wrows - 1) / wrows * st.S * ((st.M + bn - 1) / bn)
 			if err := d.Memset(y, 0, uint64(outBytes), s); err != nil {
 				return nil, err
 			}
 			ms, err := rt.medianMsRun(reps, runs, func(i int) error {
-				if err := d.Launch(fn, uint32(blocks), launchBlock, uint32(shared), s, args[i%copies].w); err != nil {
+				if err := d.Launch(fn, uint32(blocks), uint32(threads), uint32(shared), s, args[i%copies].w); err != nil {
 					return fmt.Errorf("kernel %s: %w", name, err)
 				}
 				return nil
@@ -243,6 +252,13 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 				return nil, fmt.Errorf("kernel %s: %w", name, err)
 			}
 			switch {
+			case name == "fast_gemm_wg_fp8a":
+				fp8a = out
+			case name == "fast_gemm_wg_fp8a2" && fp8a != nil:
+				// the same products as fast_gemm_wg_fp8a's in the same order
+				if i := firstDiff(fp8a, out); i >= 0 {
+					return nil, fmt.Errorf("e4m3 gemm bench: fast_gemm_wg_fp8a2's outputs differ from fast_gemm_wg_fp8a's at byte %d of %d (M %d)", i, outBytes, st.M)
+				}
 			case halves: // (other activations and other sums: not compared)
 			case first == nil:
 				if !slices.ContainsFunc(out, func(b byte) bool { return b != 0 }) {

@@ -297,6 +297,12 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					checks = append(checks, check{"fast_gemm_wg_fp8n's device code, warps in step", run(lanes, "wgfp8nx"), ref},
 						check{"fast_gemm_wg_fp8n's device code, warps skewed", run(lanes, "wgfp8nx", "eager"), ref},
 						check{"emulated fast_gemm_wg_fp8n", run(emu, "wgfp8nx"), ref})
+					// two warpgroups a launch block sharing the x rows (each its own 64
+					// weight rows, a partial second one where N is not a multiple of 128):
+					// each output's products in the same order
+					checks = append(checks, check{"fast_gemm_wg_fp8a2's device code, warps in step", run(lanes, "wgfp8a2x"), ref},
+						check{"fast_gemm_wg_fp8a2's device code, warps skewed", run(lanes, "wgfp8a2x", "eager"), ref},
+						check{"emulated fast_gemm_wg_fp8a2", run(emu, "wgfp8a2x"), ref})
 				}
 				if !fp8 {
 					// the two-fragment-set form: the same products in the same order

@@ -381,6 +381,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// (fast_gemm_wg_fp8n, blocks of 64 x rows, for steps of at most 64 rows; EnvWGN64=0
 	// keeps fast_gemm_wg_fp8a there)
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
+	// (EnvWGFP8=a2: fast_gemm_wg_fp8a2, two warpgroups a block, wherever fast_gemm_wg_fp8a
+	// would run)
+	if wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGFP8) == "a2" {
+		wgFP8 = "fast_gemm_wg_fp8a2"
+	}
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
 		if e4m3On && w.Fmt == 2 && w.Cols == g.K && w.Ptr%16 == 0 {
@@ -414,14 +419,20 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wg_f32p3w", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
-		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
+		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8a2", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
 		{"fast_gemm_wg_bf16w", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		launch := b.Launch
-		if v.kernel == "fast_gemm_wg_f32p3w" {
+		switch v.kernel {
+		case "fast_gemm_wg_f32p3w":
 			// (two warpgroups a launch block)
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) { b.LaunchBlocks(kernel, 256, fill) }
+		case "fast_gemm_wg_fp8a2":
+			// (two warpgroups a launch block, and their buffers in dynamic shared memory)
+			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
+				b.LaunchShared(kernel, 256, wgFP8A2Shared, fill)
+			}
 		}
 		launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
 			if mt(s) != v.rows || (s.Arg(g.w).Fmt == 0) != v.f32 || gemvKernel(s) != "" {
@@ -444,7 +455,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
 			}
-			if v.kernel == "fast_gemm_wg_f32p3w" {
+			if v.kernel == "fast_gemm_wg_f32p3w" || v.kernel == "fast_gemm_wg_fp8a2" {
 				// two warpgroups per (128 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 256
 			}
@@ -583,6 +594,29 @@ const gemvStagedBlocks = 4 * 132
 // 0.37 → 0.40 and 1.09 → 1.19 at 64 and 256). The same values either way; for
 // comparisons. Read when a program is bound.
 const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
+
+// EnvWGFP8 set to a2 runs fast_gemm_wg_fp8a2 wherever fast_gemm_wg_fp8a would run (the
+// wide FP8 products of more than 64 rows): launch blocks of two warpgroups, 128 weight
+// rows against one copy of a step's 128 x rows, so that the x rows are read from L2 half
+// as often (docs/perf/dense-gemm.md: the products at 2,048 rows read ~4.9 TB/s from L2).
+// The same values as fast_gemm_wg_fp8a (each warpgroup's products in the same order).
+// Opt-in; any other value fails the open. Read when a program is bound.
+const EnvWGFP8 = "DEEPINFER_CUDA_WG_FP8"
+
+// wgFP8A2Shared is fast_gemm_wg_fp8a2's dynamic shared memory: two steps of 128 x rows
+// and of 128 widened weight rows (64 bf16 values each), and up to 1 KB to align them.
+const wgFP8A2Shared = 2*128*128 + 2*128*128 + 1024
+
+// checkWGFP8Env refuses an EnvWGFP8 value it does not name (read when the runtime
+// opens).
+func checkWGFP8Env() error {
+	switch v := os.Getenv(EnvWGFP8); v {
+	case "", "a2":
+		return nil
+	default:
+		return fmt.Errorf("%s=%q: want a2 or nothing", EnvWGFP8, v)
+	}
+}
 
 // EnvWGN64 set to 0 runs fast_gemm_wg_fp8a instead of fast_gemm_wg_fp8n for the wide
 // FP8 products of at most 64 rows (V4.1's at batch 64). fast_gemm_wg_fp8n's launch

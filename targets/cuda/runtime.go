@@ -268,6 +268,9 @@ func open(drv driver, cc compiler, p *plan.Plan, ws []targets.Weight, o targets.
 	if err := checkWGE4M3Env(); err != nil {
 		return nil, err
 	}
+	if err := checkWGFP8Env(); err != nil {
+		return nil, err
+	}
 	rt.graphs.init(os.Getenv(EnvGraphs) != "0", after)
 	rt.packed = os.Getenv(EnvPacked) != "0"
 	rt.profDecode = os.Getenv(EnvProfileDecode) == "1"

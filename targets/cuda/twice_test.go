@@ -89,3 +89,9 @@ func TestWGE4M3EnvRefused(t *testing.T) {
 	}
 	r.Close()
 }
+
+// TestWGFP8EnvRefused: DEEPINFER_CUDA_WG_FP8 set to anything but a2 fails the open,
+// naming the variable (a2 opens: TestWGFP8A2SameValues).
+func TestWGFP8EnvRefused(t *testing.T) {
+	refusedOpen(t, cuda.EnvWGFP8, targets.NumericsFP8, "a", "A2", "1", "a2 ")
+}

@@ -1935,7 +1935,7 @@ KERNEL(fast_gemm_wg_f32p3w, FastGemmArgs) { wg_f32_body<true, 3, 2>(a, GIDX, GST
 // same bf16 operands; the tensor cores' own order inside a 16-value step), not equal:
 // not used in batch-invariant mode (DEEPINFER_CUDA_WIDE_WG=0 keeps fast_gemm_wide).
 #ifdef DI_EMULATE
-template <bool AHEAD2, int BN = WG_BN>
+template <bool AHEAD2, int BN = WG_BN, int WGS = 1>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // the emulated device: each product as the widened pairs' float32 sum, k in order (a
   // weight row's slice widened once, into wl and wh, for every row of x)
@@ -1983,10 +1983,11 @@ DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_b
 struct WgBlock {
   i64 m0, sl, n0, kb, steps, grp;
 };
-template <int BN>
+// (WGS warpgroups a block: 64·WGS weight rows from n0, each warpgroup 64 of them)
+template <int BN, int WGS = 1>
 DEVM bool wg_block(const FastGemmArgs& a, i64 GIDX, WgBlock& o) {
-  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / 128;
-  o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * 64;
+  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / (128 * WGS);
+  o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * (64 * WGS);
   if (o.n0 >= a.N) return false;
   o.kb = o.sl * a.ks, o.steps = (imin(a.K, o.kb + a.ks) - o.kb) / 64;
   o.grp = a.G > 1 ? o.n0 / (a.N / a.G) : 0;
@@ -1997,21 +1998,42 @@ struct WgFP8Raw {
   uint4 a, b;
   u32 u;
 };
-// (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k16 or m64n64k16)
-template <bool AHEAD2, int BN = WG_BN>
+// (BN: the x rows a block takes, 128 or 64 — wgmma m64n128k16 or m64n64k16; WGS: the
+// warpgroups a block, 1, or 2 sharing one copy of the x rows, each its own 64 weight
+// rows, in 64 KB of dynamic shared memory)
+template <bool AHEAD2, int BN = WG_BN, int WGS = 1>
 DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   static_assert(BN == 128 || BN == 64, "wg_fp8_body: 128 or 64 x rows a block");
-  // xs: x rows, two steps; ws: widened weights, two steps
-  __shared__ __align__(1024) unsigned short xs[2][BN * 64];
-  __shared__ __align__(1024) unsigned short ws[2][64 * 64];
-  const int tid = (int)threadIdx.x;
+  static_assert(WGS == 1 || (WGS == 2 && BN == 128), "wg_fp8_body: two warpgroups with 128 x rows");
+  // xs: x rows, two steps; ws: widened weights, two steps (WGS = 2: each step's 128
+  // rows, warpgroup q's 64 from row 64q)
+  unsigned short(*xs)[BN * 64];
+  unsigned short(*ws)[WGS * 64 * 64];
+  if constexpr (WGS == 1) {
+    __shared__ __align__(1024) unsigned short xs1[2][BN * 64];
+    __shared__ __align__(1024) unsigned short ws1[2][64 * 64];
+    xs = xs1, ws = ws1;
+  } else {
+    DYN_SHARED(wg2_sm);
+    // (the tiles 1,024-byte aligned for the 128-byte swizzle; the DI_LANES harness
+    // aligns its host address instead: its descriptor windows start at the first
+    // address a descriptor names, which must be the first tile's)
+#ifdef DI_LANES
+    unsigned char* sm = (unsigned char*)(((uintptr_t)wg2_sm + 1023) & ~(uintptr_t)1023);
+#else
+    unsigned char* sm = wg2_sm + ((1024 - (smem_addr(wg2_sm) & 1023)) & 1023);
+#endif
+    xs = (unsigned short(*)[BN * 64])sm;
+    ws = (unsigned short(*)[WGS * 64 * 64])(sm + 2 * BN * 128);
+  }
+  const int tid = (int)threadIdx.x, q = WGS == 1 ? 0 : tid >> 7, wt = WGS == 1 ? tid : tid & 127;
   WgBlock blk;
-  if (!wg_block<BN>(a, GIDX, blk)) return;
-  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0, kb = blk.kb, steps = blk.steps;
+  if (!wg_block<BN, WGS>(a, GIDX, blk)) return;  // (a warpgroup past N still widens rows and copies x rows for the other)
+  const i64 m0 = blk.m0, sl = blk.sl, n0 = blk.n0 + 64 * q, kb = blk.kb, steps = blk.steps;
   // this thread's weight piece: row wr of the tile (clamped: rows past N are loaded, not
   // stored), values 32·wh.. of each step, and its scale bytes (one a 2^ssh values)
-  const int wr = tid >> 1, wh = tid & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
+  const int wr = wt >> 1, wh = wt & 1, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
   const i64 row = imin(n0 + wr, a.N - 1);
   const unsigned char* wp = (const unsigned char*)a.w.p + row * a.w.cols + 32 * wh;
   const unsigned char* sp = a.w.s + (fmt == 5 ? (row / 128) * ((a.w.cols + 127) / 128)
@@ -2031,13 +2053,13 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     e4m3_widen16(r.a, r.u, h);
     e4m3_widen16(r.b, r.u, h + 8);
     UNROLL for (int c = 0; c < 4; c++)
-      *(uint4*)&ws[b][wr * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
+      *(uint4*)&ws[b][(64 * q + wr) * 64 + (((4 * wh + c) ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
   };
-  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN>(a, xs[b], m0, k, tid); };
+  auto xcopy = [&](i64 k, int b) { wg_xcopy<BN, 128 * WGS>(a, xs[b], m0, k, tid); };
   float d[BN / 2];
   UNROLL for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
   u32 xbase[2], wbase[2];
-  UNROLL for (int b = 0; b < 2; b++) xbase[b] = smem_addr(&xs[b][0]), wbase[b] = smem_addr(&ws[b][0]);
+  UNROLL for (int b = 0; b < 2; b++) xbase[b] = smem_addr(&xs[b][0]), wbase[b] = smem_addr(&ws[b][64 * 64 * q]);
   if (steps > 0) {
     xcopy(kb, 0);
     wfetch(kb, set0);
@@ -2082,7 +2104,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   } else {
     for (i64 i = 0; i < steps; i++) step(i, set0);
   }
-  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  const int warp = wt >> 5, g = (tid & 31) >> 2, t = tid & 3;
   wg_store<false, BN / 8>(a, sl, n0, m0, warp, g, t, d);
 }
 // wg_bf16w_body: the products of bf16 weights (format 1) as wg_fp8_body's blocks (64
@@ -2139,6 +2161,19 @@ KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 // the same order on the host's lanes; on the device wgmma's order inside a 16-value
 // step, which TestWGFP8NearWide compares.
 KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_fp8a2: fast_gemm_wg_fp8a in launch blocks of two warpgroups (256
+// threads, 64 KB of dynamic shared memory, at most 128 registers a thread for two blocks
+// a multiprocessor): 128 weight rows against one copy of a step's 128 x rows, so each
+// x byte is read from L2 half as often (DEEPINFER_CUDA_WG_FP8=a2, opt-in). Each
+// warpgroup runs fast_gemm_wg_fp8a's products of its 64 rows in the same order: the
+// same values.
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(256, 2)
+#endif
+KERNEL(fast_gemm_wg_fp8a2, FastGemmArgs) { wg_fp8_body<true, WG_BN, 2>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 // fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations
 // (V4.1's wo_a, in groups) on wgmma, both operands copied into shared memory
 // (the default since run 39: 0.332 → 0.226 ms at V4.1 batch 64 and 0.483 → 0.386 at

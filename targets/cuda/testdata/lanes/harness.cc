@@ -461,7 +461,8 @@ int main(int argc, char** argv) {
   // (wgf32p3w: fast_gemm_wg_f32p with a ring of three x buffers, two warpgroups a block)
   bool wgp3w = strcmp(kernel, "wgf32p3w") == 0;
   bool wgp = wgp3w || strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
-       wg8a = strcmp(kernel, "wgfp8a") == 0, wg8 = wg8n || wg8a || strcmp(kernel, "wgfp8") == 0,
+       wg8a2 = strcmp(kernel, "wgfp8a2") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0,
+       wg8 = wg8n || wg8a || wg8a2 || strcmp(kernel, "wgfp8") == 0,
        wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
@@ -546,7 +547,7 @@ int main(int argc, char** argv) {
   i64 rows = wide || wgk ? FAST_WIDE_ROWS : wgb ? WGB_MROWS : blk ? FAST_BLK_ROWS : m1 ? 8 : 32, mtiles = (M + rows - 1) / rows;
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
-                    : wgp3w ? (N + 127) / 128 * S * mtiles * 256
+                    : wgp3w || wg8a2 ? (N + 127) / 128 * S * mtiles * 256
                     : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
                   : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
@@ -563,6 +564,7 @@ int main(int argc, char** argv) {
                 : wgf ? fast_gemm_wg_f32
                 : wgbw ? fast_gemm_wg_bf16w
                 : wg8n ? fast_gemm_wg_fp8n
+                : wg8a2 ? fast_gemm_wg_fp8a2
                 : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
@@ -570,7 +572,7 @@ int main(int argc, char** argv) {
                 : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
                 : m1 ? (f32 ? fast_gemm_m1_f32 : m1o ? fast_gemm_m1_fp8_only : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
-                a, items, wgp3w ? 256 : 128);
+                a, items, wgp3w || wg8a2 ? 256 : 128);
 #else
   (wgb8a ? emu_fast_gemm_wg_fp8ra
    : wgb8 ? emu_fast_gemm_wg_fp8r
@@ -581,6 +583,7 @@ int main(int argc, char** argv) {
    : wgf ? emu_fast_gemm_wg_f32
    : wgbw ? emu_fast_gemm_wg_bf16w
    : wg8n ? emu_fast_gemm_wg_fp8n
+   : wg8a2 ? emu_fast_gemm_wg_fp8a2
    : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide
