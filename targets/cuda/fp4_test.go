@@ -462,6 +462,15 @@ func TestWGFP8A2SameValues(t *testing.T) {
 		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2") })
 }
 
+// TestWGBF16W4SameValues: with DEEPINFER_CUDA_WG_BF16W=4 the wide products of bf16
+// weights (V4.1's grouped wo_a in a 110-token prefill) run fast_gemm_wg_bf16w4 (the same
+// code under a bound of four blocks a multiprocessor) instead of fast_gemm_wg_bf16w,
+// every launch moved, and the logits of both V4.1 fixtures are the default's bit for bit.
+func TestWGBF16W4SameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvWGBF16W, "", "4", 110, "fast_gemm_wg_bf16w (the default)", "fast_gemm_wg_bf16w4 ("+cuda.EnvWGBF16W+"=4)",
+		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_bf16w", "fast_gemm_wg_bf16w4") })
+}
+
 // TestHeadWGPipeSameValues: by default V4.1's LM head runs fast_gemm_wg_f32p (two sets
 // of A fragments, the next step's split while a step's products run), with
 // DEEPINFER_CUDA_HEAD_WG=1 fast_gemm_wg_f32, the same products in the same order: the

@@ -323,7 +323,9 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			if c.fmt == 1 && c.K%64 == 0 && (c.G == 1 || (c.N/c.G)%64 == 0) {
 				ref := run(emu, "wgbf16wx")
 				checks = append(checks, check{"fast_gemm_wg_bf16w's device code, warps in step", run(lanes, "wgbf16wx"), ref},
-					check{"fast_gemm_wg_bf16w's device code, warps skewed", run(lanes, "wgbf16wx", "eager"), ref})
+					check{"fast_gemm_wg_bf16w's device code, warps skewed", run(lanes, "wgbf16wx", "eager"), ref},
+					// (the same code under four blocks' register bound)
+					check{"fast_gemm_wg_bf16w4's device code, warps in step", run(lanes, "wgbf16w4x"), ref})
 			}
 			// fast_gemm_wg_bf16 and fast_gemm_wg_fp8r (bf16 or FP8 weights, x in two halves
 			// or bf16 with xexact, one group, K a multiple of 64): their device code, warps in step and skewed, gives

@@ -374,6 +374,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// 64 —: fast_gemm_wg_bf16w, both operands copied by cp.async; EnvWGBF16W=0 keeps
 	// fast_gemm_wide)
 	wgBF16WOn := os.Getenv(EnvWideWG) != "0" && os.Getenv(EnvWGBF16W) != "0" && (g.G == 1 || (g.N/g.G)%64 == 0) && g.K%64 == 0 && !b.rt.invariant
+	wgBF16W4 := os.Getenv(EnvWGBF16W) == "4"
 	wgFP8 := "fast_gemm_wg_fp8a"
 	if os.Getenv(EnvWGAhead) == "0" {
 		wgFP8 = "fast_gemm_wg_fp8"
@@ -407,6 +408,9 @@ func fastProduct(b *Bind, g fastGemm) int {
 			return wgFP8
 		}
 		if wgBF16WOn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 {
+			if wgBF16W4 {
+				return "fast_gemm_wg_bf16w4"
+			}
 			return "fast_gemm_wg_bf16w"
 		}
 		return "fast_gemm_wide"
@@ -420,7 +424,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wg_f32p3w", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8a2", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
-		{"fast_gemm_wg_bf16w", fastWideRows, false},
+		{"fast_gemm_wg_bf16w", fastWideRows, false}, {"fast_gemm_wg_bf16w4", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		launch := b.Launch
@@ -607,14 +611,19 @@ const EnvWGFP8 = "DEEPINFER_CUDA_WG_FP8"
 // and of 128 widened weight rows (64 bf16 values each), and up to 1 KB to align them.
 const wgFP8A2Shared = 2*128*128 + 2*128*128 + 1024
 
-// checkWGFP8Env refuses an EnvWGFP8 value it does not name (read when the runtime
-// opens).
+// checkWGFP8Env refuses an EnvWGFP8 or EnvWGBF16W value it does not name (read when
+// the runtime opens).
 func checkWGFP8Env() error {
 	switch v := os.Getenv(EnvWGFP8); v {
 	case "", "a2":
-		return nil
 	default:
 		return fmt.Errorf("%s=%q: want a2 or nothing", EnvWGFP8, v)
+	}
+	switch v := os.Getenv(EnvWGBF16W); v {
+	case "", "0", "1", "4":
+		return nil
+	default:
+		return fmt.Errorf("%s=%q: want 0, 1 (the default), 4 or nothing", EnvWGBF16W, v)
 	}
 }
 
@@ -635,8 +644,10 @@ const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
 // fast_gemm_wg_bf16w (wgmma, both operands copied into shared memory by cp.async a step
 // ahead; each launch block's x values its group's): 0.332 → 0.226 ms at V4.1 batch 64
 // and 0.483 → 0.386 ms at 256 in run 39 (H100); the default since. Near fast_gemm_wide's
-// values (the wgmma order), so not in batch-invariant mode. Read when a program is
-// bound.
+// values (the wgmma order), so not in batch-invariant mode. Set to 4, those products
+// (and V4's bf16 LM head in the fp8 mode) run fast_gemm_wg_bf16w4: the same code bounded
+// to four launch blocks a multiprocessor (128 registers against 180; the same values;
+// opt-in, untimed). Read when a program is bound.
 const EnvWGBF16W = "DEEPINFER_CUDA_WG_BF16W"
 
 // EnvGemvStaged set to 1 runs fast_gemv_fp8s and fast_gemv_fp8s_q (each lane's weight

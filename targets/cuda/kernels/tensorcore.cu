@@ -2180,6 +2180,16 @@ KERNEL(fast_gemm_wg_fp8a2, FastGemmArgs) { wg_fp8_body<true, WG_BN, 2>(a, GIDX, 
 // 256 on an H100; DEEPINFER_CUDA_WG_BF16W=0 keeps fast_gemm_wide). The emulated device
 // sums as fast_gemm_wg_fp8's loop does, with the weight pairs as they are (wg_bf16w_body).
 KERNEL(fast_gemm_wg_bf16w, FastGemmArgs) { wg_bf16w_body(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_bf16w4: the same code bounded to four launch blocks a multiprocessor (at
+// most 128 registers a thread; fast_gemm_wg_bf16w takes 180, two blocks): the same
+// products in the same order, the same values (DEEPINFER_CUDA_WG_BF16W=4, opt-in)
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(128, 4)
+#endif
+KERNEL(fast_gemm_wg_bf16w4, FastGemmArgs) { wg_bf16w_body(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
 
 // fast_gemm_wg_bf16 and fast_gemm_wg_fp8r: products of bf16 weights (format 1) or FP8
 // weights (formats 2, 3, 5) and activations in two bf16 halves (fast_split's hi and lo:

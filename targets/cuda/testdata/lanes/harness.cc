@@ -463,7 +463,7 @@ int main(int argc, char** argv) {
   bool wgp = wgp3w || strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
        wg8a2 = strcmp(kernel, "wgfp8a2") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0,
        wg8 = wg8n || wg8a || wg8a2 || strcmp(kernel, "wgfp8") == 0,
-       wgbw = strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
+       wgbw4 = strcmp(kernel, "wgbf16w4") == 0, wgbw = wgbw4 || strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
   bool wgb16a = strcmp(kernel, "wgbf16a") == 0, wgb16 = wgb16a || strcmp(kernel, "wgbf16") == 0, wgb8a = strcmp(kernel, "wgfp8ra") == 0,
@@ -562,6 +562,7 @@ int main(int argc, char** argv) {
                 : wgp3w ? fast_gemm_wg_f32p3w
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
+                : wgbw4 ? fast_gemm_wg_bf16w4
                 : wgbw ? fast_gemm_wg_bf16w
                 : wg8n ? fast_gemm_wg_fp8n
                 : wg8a2 ? fast_gemm_wg_fp8a2
@@ -581,6 +582,7 @@ int main(int argc, char** argv) {
    : wgp3w ? emu_fast_gemm_wg_f32p3w
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
+   : wgbw4 ? emu_fast_gemm_wg_bf16w4
    : wgbw ? emu_fast_gemm_wg_bf16w
    : wg8n ? emu_fast_gemm_wg_fp8n
    : wg8a2 ? emu_fast_gemm_wg_fp8a2
