@@ -462,6 +462,16 @@ func TestWGFP8A2SameValues(t *testing.T) {
 		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2") })
 }
 
+// TestWGFP8PSameValues: with DEEPINFER_CUDA_WG_FP8=p those products run
+// fast_gemm_wg_fp8p (a producer warpgroup widening into a ring two consumer warpgroups
+// multiply from) instead of fast_gemm_wg_fp8a, every launch moved, and the logits of both
+// V4.1 fixtures are the default's bit for bit (on the host's lanes:
+// TestFastProductsOnSimulatedLanes, with the ring wrapping).
+func TestWGFP8PSameValues(t *testing.T) {
+	sameAcross(t, v41Fixtures, cuda.EnvWGFP8, "", "p", 110, "fast_gemm_wg_fp8a (the default)", "fast_gemm_wg_fp8p ("+cuda.EnvWGFP8+"=p)",
+		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8p") })
+}
+
 // TestWGBF16W4SameValues: with DEEPINFER_CUDA_WG_BF16W=4 the wide products of bf16
 // weights (V4.1's grouped wo_a in a 110-token prefill) run fast_gemm_wg_bf16w4 (the same
 // code under a bound of four blocks a multiprocessor) instead of fast_gemm_wg_bf16w,

@@ -61,7 +61,7 @@ var benchCopies int
 // mode's up to 64), which E4M3GemmBench times on bf16 activations; 0 for other names.
 func halvesRows(name string) int64 {
 	switch name {
-	case "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2":
+	case "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2", "fast_gemm_wg_fp8p":
 		return fastWideRows
 	case "fast_gemm_wg_fp8n":
 		return 64
@@ -197,8 +197,13 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 			threads, wrows := int64(launchBlock), int64(64)
 			if halves {
 				bn = halvesRows(name)
-				if name == "fast_gemm_wg_fp8a2" {
+				switch name {
+				case "fast_gemm_wg_fp8a2":
 					threads, wrows, shared = 256, 128, wgFP8A2Shared
+				case "fast_gemm_wg_fp8p":
+					threads, wrows, shared = 384, 128, wgFP8PShared
+				}
+				if shared > 0 {
 					if err := d.FuncShared(fn, uint32(shared)); err != nil {
 						return nil, fmt.Errorf("kernel %s: %d bytes of shared memory: %w", name, shared, err)
 					}
@@ -254,10 +259,10 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 			switch {
 			case name == "fast_gemm_wg_fp8a":
 				fp8a = out
-			case name == "fast_gemm_wg_fp8a2" && fp8a != nil:
+			case (name == "fast_gemm_wg_fp8a2" || name == "fast_gemm_wg_fp8p") && fp8a != nil:
 				// the same products as fast_gemm_wg_fp8a's in the same order
 				if i := firstDiff(fp8a, out); i >= 0 {
-					return nil, fmt.Errorf("e4m3 gemm bench: fast_gemm_wg_fp8a2's outputs differ from fast_gemm_wg_fp8a's at byte %d of %d (M %d)", i, outBytes, st.M)
+					return nil, fmt.Errorf("e4m3 gemm bench: %s's outputs differ from fast_gemm_wg_fp8a's at byte %d of %d (M %d)", name, i, outBytes, st.M)
 				}
 			case halves: // (other activations and other sums: not compared)
 			case first == nil:

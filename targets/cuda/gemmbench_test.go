@@ -37,14 +37,14 @@ func TestColdCopies(t *testing.T) {
 // TestE4M3GemmBenchSameValues: E4M3GemmBench runs every e4m3 form on the same random
 // weights and activations (a partial x tile and a sliced reduction, the binder's
 // slices) and requires their outputs bit for bit equal (on the emulated device each
-// kernel's emulated branch), with fast_gemm_wg_fp8a and _fp8a2 timed beside them on bf16
-// activations (_fp8a2's outputs equal to _fp8a's); bad shapes and a kernel that is
-// neither are refused.
+// kernel's emulated branch), with fast_gemm_wg_fp8a, _fp8a2 and _fp8p timed beside them
+// on bf16 activations (_fp8a2's and _fp8p's outputs equal to _fp8a's); bad shapes and a
+// kernel that is neither are refused.
 func TestE4M3GemmBenchSameValues(t *testing.T) {
 	rt := openProbe(t)
 	defer rt.Close()
 	defer cuda.SetBenchCopies(3)() // (three copies, eight launches a timing: the last from copy 1)
-	kernels := append([]string{"fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2"}, e4m3Forms...)
+	kernels := append([]string{"fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2", "fast_gemm_wg_fp8p"}, e4m3Forms...)
 	res, err := rt.E4M3GemmBench(kernels, 128, 384, []cuda.E4M3GemmStep{{M: 70, S: 2, Ks: 256}, {M: 3, S: 0}}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestE4M3GemmBenchSameValues(t *testing.T) {
 		t.Fatalf("%d results for %d kernels × 2 steps", len(res), len(kernels))
 	}
 	for _, r := range res {
-		if r.Bytes != 128*384+4*12 || r.Ms < 0 || r.S < 1 || r.Halves != strings.HasPrefix(r.Kernel, "fast_gemm_wg_fp8a") || r.Copies != 3 || r.Launches != 8 {
+		if r.Bytes != 128*384+4*12 || r.Ms < 0 || r.S < 1 || r.Halves != strings.HasPrefix(r.Kernel, "fast_gemm_wg_fp8") || r.Copies != 3 || r.Launches != 8 {
 			t.Errorf("%s: %+v", r.Kernel, r)
 		}
 	}
@@ -89,8 +89,9 @@ var e4m3Products = []struct {
 // a time), the 128-row fast_gemm_wg_e4m3 and _e4m3w, each the median of 10 launches,
 // their outputs checked bit for bit against _e4m3n's, and the fast mode's
 // fast_gemm_wg_fp8n and _fp8a (the fp8 mode's kernel above 64 rows) on bf16 activations
-// beside them, and _fp8a2 (two warpgroups a block: its outputs checked bit for bit
-// against _fp8a's), with the copy rate
+// beside them, and _fp8a2 (two warpgroups a block) and _fp8p (a producer warpgroup
+// and two consumers), their outputs checked bit for bit against _fp8a's, with the copy
+// rate
 // (printed as each product finishes). On the GPU:
 // `cuda.test -test.run '^$' -test.bench E4M3Gemm -test.benchtime 1x -device gpu`.
 // On the emulated device one small shape (its times mean nothing there).
@@ -105,7 +106,7 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 				}
 				N, K, steps = 128, 512, []cuda.E4M3GemmStep{{M: 40}, {M: 130}}
 			}
-			res, err := rt.E4M3GemmBench(append(slices.Clone(e4m3Forms), "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2"), N, K, steps, 11, 10)
+			res, err := rt.E4M3GemmBench(append(slices.Clone(e4m3Forms), "fast_gemm_wg_fp8n", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2", "fast_gemm_wg_fp8p"), N, K, steps, 11, 10)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -117,7 +118,7 @@ func BenchmarkE4M3Gemm(b *testing.B) {
 				fl := 2 * float64(r.M) * float64(N) * float64(K)
 				note := ""
 				switch {
-				case r.Kernel == "fast_gemm_wg_fp8a2":
+				case r.Kernel == "fast_gemm_wg_fp8a2" || r.Kernel == "fast_gemm_wg_fp8p":
 					note = " (bf16 activations, values equal to fast_gemm_wg_fp8a's)"
 				case r.Halves:
 					note = " (bf16 activations, values not compared)"

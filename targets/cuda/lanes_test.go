@@ -168,10 +168,11 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			if c.G > 1 && !fastBlockOK(c.N, c.G) {
 				t.Fatalf("%s: fastBlockOK(%d, %d) false", c.name, c.N, c.G)
 			}
+			sArg, ksArg := S, ks // (the slices the runs take: the binder's, unless a check says otherwise)
 			run := func(bin, kernel string, extra ...string) []byte {
 				out := filepath.Join(dir, "out.bin")
 				args := append([]string{kernel, fmt.Sprint(c.fmt), fmt.Sprint(c.N), fmt.Sprint(c.K), fmt.Sprint(c.M), fmt.Sprint(c.G),
-					fmt.Sprint(S), fmt.Sprint(ks), fmt.Sprint(c.bf), "7", out}, extra...)
+					fmt.Sprint(sArg), fmt.Sprint(ksArg), fmt.Sprint(c.bf), "7", out}, extra...)
 				if msg, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 					t.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, msg)
 				}
@@ -303,6 +304,20 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					checks = append(checks, check{"fast_gemm_wg_fp8a2's device code, warps in step", run(lanes, "wgfp8a2x"), ref},
 						check{"fast_gemm_wg_fp8a2's device code, warps skewed", run(lanes, "wgfp8a2x", "eager"), ref},
 						check{"emulated fast_gemm_wg_fp8a2", run(emu, "wgfp8a2x"), ref})
+					// a producer warpgroup widening into a ring the two consumer warpgroups
+					// read, on named barriers: each output's products in the same order
+					checks = append(checks, check{"fast_gemm_wg_fp8p's device code, warps in step", run(lanes, "wgfp8px"), ref},
+						check{"fast_gemm_wg_fp8p's device code, warps skewed", run(lanes, "wgfp8px", "eager"), ref},
+						check{"fast_gemm_wg_fp8p's device code, products at their issue, copies late", run(lanes, "wgfp8px", "wgeager"), ref},
+						check{"emulated fast_gemm_wg_fp8p", run(emu, "wgfp8px"), ref})
+					// the whole reduction in one slice, so that the ring of four stages wraps
+					// (the binder's slices here are four or five steps)
+					sArg, ksArg = 1, (c.K+63)/64*64
+					whole := run(emu, "wgfp8x")
+					checks = append(checks, check{"fast_gemm_wg_fp8p's device code, one slice, warps in step", run(lanes, "wgfp8px"), whole},
+						check{"fast_gemm_wg_fp8p's device code, one slice, warps skewed", run(lanes, "wgfp8px", "eager"), whole},
+						check{"fast_gemm_wg_fp8p's device code, one slice, products at their issue, copies late", run(lanes, "wgfp8px", "wgeager"), whole})
+					sArg, ksArg = S, ks
 				}
 				if !fp8 {
 					// the two-fragment-set form: the same products in the same order

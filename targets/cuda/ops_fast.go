@@ -383,9 +383,14 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// keeps fast_gemm_wg_fp8a there)
 	wgN64 := wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGN64) != "0"
 	// (EnvWGFP8=a2: fast_gemm_wg_fp8a2, two warpgroups a block, wherever fast_gemm_wg_fp8a
-	// would run)
-	if wgFP8 == "fast_gemm_wg_fp8a" && os.Getenv(EnvWGFP8) == "a2" {
-		wgFP8 = "fast_gemm_wg_fp8a2"
+	// would run; =p: fast_gemm_wg_fp8p, a producer warpgroup and two consumers)
+	if wgFP8 == "fast_gemm_wg_fp8a" {
+		switch os.Getenv(EnvWGFP8) {
+		case "a2":
+			wgFP8 = "fast_gemm_wg_fp8a2"
+		case "p":
+			wgFP8 = "fast_gemm_wg_fp8p"
+		}
 	}
 	wideKernel := func(s *Step) string {
 		w := s.Arg(g.w)
@@ -423,7 +428,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_m4_f32", 32, true}, {"fast_gemm_blk", fastBlockRows, false}, {"fast_gemm_blk_f32", fastBlockRows, true},
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wg_f32p3w", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
-		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8a2", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
+		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8a2", fastWideRows, false}, {"fast_gemm_wg_fp8p", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
 		{"fast_gemm_wg_bf16w", fastWideRows, false}, {"fast_gemm_wg_bf16w4", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
@@ -436,6 +441,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 			// (two warpgroups a launch block, and their buffers in dynamic shared memory)
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
 				b.LaunchShared(kernel, 256, wgFP8A2Shared, fill)
+			}
+		case "fast_gemm_wg_fp8p":
+			// (three warpgroups a launch block, the ring in dynamic shared memory)
+			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
+				b.LaunchShared(kernel, 384, wgFP8PShared, fill)
 			}
 		}
 		launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
@@ -462,6 +472,10 @@ func fastProduct(b *Bind, g fastGemm) int {
 			if v.kernel == "fast_gemm_wg_f32p3w" || v.kernel == "fast_gemm_wg_fp8a2" {
 				// two warpgroups per (128 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 256
+			}
+			if v.kernel == "fast_gemm_wg_fp8p" {
+				// three warpgroups per (128 weight rows, slice, 128 rows)
+				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 384
 			}
 			if v.kernel == "fast_gemm_wg_fp8n" {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
@@ -604,20 +618,30 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // rows against one copy of a step's 128 x rows, so that the x rows are read from L2 half
 // as often (docs/perf/dense-gemm.md: the products at 2,048 rows read ~4.9 TB/s from L2).
 // The same values as fast_gemm_wg_fp8a (each warpgroup's products in the same order).
-// Opt-in; any other value fails the open. Read when a program is bound.
+// Set to p, those products run fast_gemm_wg_fp8p: a producer warpgroup widening the
+// weights (and copying the x rows) into a ring of four stages that two consumer
+// warpgroups multiply from, on named barriers instead of a block-wide barrier a step
+// (dense-gemm.md: run 40 read the default as bound by the chain of barrier, widening
+// and wait in the same warps); the same values. Opt-in, not yet run on a GPU; any
+// other value fails the open. Read when a program is bound.
 const EnvWGFP8 = "DEEPINFER_CUDA_WG_FP8"
 
 // wgFP8A2Shared is fast_gemm_wg_fp8a2's dynamic shared memory: two steps of 128 x rows
 // and of 128 widened weight rows (64 bf16 values each), and up to 1 KB to align them.
 const wgFP8A2Shared = 2*128*128 + 2*128*128 + 1024
 
+// wgFP8PShared is fast_gemm_wg_fp8p's dynamic shared memory: a ring of four stages
+// (tensorcore.cu's WGP_S), each a step's 128 x rows and 128 widened weight rows, and up
+// to 1 KB to align them.
+const wgFP8PShared = 4*(128*128+128*128) + 1024
+
 // checkWGFP8Env refuses an EnvWGFP8 or EnvWGBF16W value it does not name (read when
 // the runtime opens).
 func checkWGFP8Env() error {
 	switch v := os.Getenv(EnvWGFP8); v {
-	case "", "a2":
+	case "", "a2", "p":
 	default:
-		return fmt.Errorf("%s=%q: want a2 or nothing", EnvWGFP8, v)
+		return fmt.Errorf("%s=%q: want a2, p or nothing", EnvWGFP8, v)
 	}
 	switch v := os.Getenv(EnvWGBF16W); v {
 	case "", "0", "1", "4":

@@ -1686,6 +1686,9 @@ DEV void wg_proxy_fence() {}
 DEV void wg_fence() { lanes_wg_fence(); }
 DEV void wg_commit() { lanes_wg_commit(); }
 DEV void wg_wait0() { lanes_wg_wait(0); }
+DEV void wg_wait1() { lanes_wg_wait(1); }
+DEV void nbar_sync(int id, int n) { lanes_nbar(id, n, true); }
+DEV void nbar_arrive(int id, int n) { lanes_nbar(id, n, false); }
 DEVM void wg_m64n128(float (&d)[64], const u32 (&a)[4], u64 desc) { lanes_wg_mma(d, a, 0, desc); }
 DEVM void wg_ss_m64n128(float (&d)[64], u64 da, u64 db) { lanes_wg_mma(d, nullptr, da, db); }
 DEVM void wg_ss_m64n64(float (&d)[32], u64 da, u64 db) { lanes_wg_mma_n64(d, da, db); }
@@ -1698,6 +1701,13 @@ DEV void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: 
 DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 DEV void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// wg_wait1: every product group but the last committed complete
+DEV void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// nbar_sync, nbar_arrive: named barrier id (1-15) of n threads: wait for the phase to
+// complete, or count this thread in it and go on (its earlier shared-memory writes seen
+// by the threads the phase releases)
+DEV void nbar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+DEV void nbar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 // WG_KEEP: the accumulators as written by the products just waited for (nothing reads
 // them before the wait)
 #define WG_KEEP(d) WG_KEEPN(d, 64)
@@ -1983,10 +1993,11 @@ DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_b
 struct WgBlock {
   i64 m0, sl, n0, kb, steps, grp;
 };
-// (WGS warpgroups a block: 64·WGS weight rows from n0, each warpgroup 64 of them)
-template <int BN, int WGS = 1>
+// (WGS: 64·WGS weight rows from n0, each of WGS warpgroups 64 of them; TPB: the block's
+// threads)
+template <int BN, int WGS = 1, int TPB = 128 * WGS>
 DEVM bool wg_block(const FastGemmArgs& a, i64 GIDX, WgBlock& o) {
-  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / (128 * WGS);
+  const i64 mtiles = (a.M + BN - 1) / BN, blk = GIDX / TPB;
   o.m0 = blk % mtiles * BN, o.sl = blk / mtiles % a.S, o.n0 = blk / (mtiles * a.S) * (64 * WGS);
   if (o.n0 >= a.N) return false;
   o.kb = o.sl * a.ks, o.steps = (imin(a.K, o.kb + a.ks) - o.kb) / 64;
@@ -2172,6 +2183,129 @@ KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE
 #define KERNEL_BOUNDS __launch_bounds__(256, 2)
 #endif
 KERNEL(fast_gemm_wg_fp8a2, FastGemmArgs) { wg_fp8_body<true, WG_BN, 2>(a, GIDX, GSTRIDE); }
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS
+
+// fast_gemm_wg_fp8p: fast_gemm_wg_fp8a's products with the widening off the products'
+// warps (DEEPINFER_CUDA_WG_FP8=p, opt-in). A launch block is three warpgroups per (128
+// weight rows, slice, 128 x rows): warpgroup 0 the producer, 1 and 2 the consumers of
+// weight rows 0-63 and 64-127. The producer fills a ring of WGP_S stages in dynamic
+// shared memory (a step's 128 x rows by cp.async, WGP_P steps ahead, and its 128 weight
+// rows' FP8 codes widened to bf16 there: each thread one weight row, its 64 codes loaded
+// two steps ahead into registers) and marks a stage full on named barrier 1 + s; each
+// consumer waits for it, issues the step's four wgmma m64n128k16 on its 64 rows, and
+// once the step before's products are done (wgmma.wait_group 1) marks that step's stage
+// empty on barrier 1 + WGP_S + s, which the producer waits for before filling it again.
+// No __syncthreads in the step loop. Each consumer's products are fast_gemm_wg_fp8a's for
+// its rows in the same order on the same widened values: the same values.
+#define WGP_S 4  // stages in the ring
+#define WGP_P 2  // steps the x copies run ahead of the widening
+#define WGP_STAGE (2 * WG_BN * 128)  // bytes a stage: x rows, then weight rows (16 KB each)
+#ifdef DI_EMULATE
+DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
+#else
+DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
+  (void)GSTRIDE;
+  // (a stage is emptied by the consumers' step after the one that read it, so the
+  // producer, WGP_P steps ahead with its copies, needs WGP_P + 2 stages)
+  static_assert(WGP_P >= 1 && WGP_P + 2 <= WGP_S && 2 * WGP_S <= 15, "wg_fp8p_body: the ring and its barriers");
+  DYN_SHARED(wgp_sm);
+#ifdef DI_LANES
+  unsigned char* sm = (unsigned char*)(((uintptr_t)wgp_sm + 1023) & ~(uintptr_t)1023);
+#else
+  unsigned char* sm = wgp_sm + ((1024 - (smem_addr(wgp_sm) & 1023)) & 1023);
+#endif
+  const int tid = (int)threadIdx.x, q = tid >> 7, wt = tid & 127;
+  WgBlock blk;
+  if (!wg_block<WG_BN, 2, 384>(a, GIDX, blk)) return;
+  const i64 m0 = blk.m0, sl = blk.sl, nb = blk.n0, kb = blk.kb, steps = blk.steps;
+  const int NT = 384;  // the threads of a barrier's phase: all of the block's
+  auto xs = [&](i64 i) { return (unsigned short*)(sm + (i % WGP_S) * WGP_STAGE); };
+  auto ws = [&](i64 i) { return (unsigned short*)(sm + (i % WGP_S) * WGP_STAGE + WG_BN * 128); };
+  if (q == 0) {
+    // the producer: thread wt widens weight row wr = wt of the block (clamped: rows past N
+    // are widened, not stored) into every stage, 64 codes a step
+    const int wr = wt, fmt = (int)a.w.fmt, ssh = fmt == 5 ? 7 : 5;
+    const i64 row = imin(nb + wr, a.N - 1);
+    const unsigned char* wp = (const unsigned char*)a.w.p + row * a.w.cols;
+    const unsigned char* sp = a.w.s + (fmt == 5 ? (row / 128) * ((a.w.cols + 127) / 128)
+                                       : fmt == 2 ? (row / 32) * ((a.w.cols + 31) / 32) : row * ((a.w.cols + 31) / 32));
+    struct Raw {
+      uint4 c[4];
+      u32 u0, u1;
+    };
+    Raw set0, set1;
+    auto fetch = [&](i64 k, Raw& r) {
+      UNROLL for (int j = 0; j < 4; j++) r.c[j] = *(const uint4*)(wp + k + 16 * j);
+      r.u0 = sp[k >> ssh], r.u1 = sp[(k + 32) >> ssh];
+    };
+    // step i's x rows into its stage (one group of copies; an empty group past the end,
+    // so that every wait below counts the same groups)
+    auto xcopy = [&](i64 i) {
+      if (i < steps) wg_rows_copy<WG_BN, 128>((const unsigned short*)a.xh, a.Kp, a.M, xs(i), m0, kb + 64 * i, wt);
+      else fast_cp_commit();
+    };
+    auto fill = [&](i64 i, const Raw& r) {
+      u32 h[32];
+      e4m3_widen16(r.c[0], r.u0, h);
+      e4m3_widen16(r.c[1], r.u0, h + 8);
+      e4m3_widen16(r.c[2], r.u1, h + 16);
+      e4m3_widen16(r.c[3], r.u1, h + 24);
+      unsigned short* w = ws(i);
+      UNROLL for (int c = 0; c < 8; c++)
+        *(uint4*)&w[wr * 64 + ((c ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
+    };
+    UNROLL for (int j = 0; j < WGP_P; j++) xcopy(j);  // (the ring's first uses: no wait)
+    if (steps > 0) fetch(kb, set0);
+    if (steps > 1) fetch(kb + 64, set1);
+    // step i: its stage was emptied before step i − WGP_P's x copies were issued (or is
+    // in its first use)
+    auto step = [&](i64 i, Raw& cur) {
+      const i64 j = i + WGP_P;
+      if (j < steps && j >= WGP_S) nbar_sync(1 + WGP_S + (int)(j % WGP_S), NT);  // step j − WGP_S's products done
+      xcopy(j);
+      fill(i, cur);
+      fast_cp_wait<WGP_P>();  // step i's x rows landed (steps i + 1 .. i + WGP_P's may not have)
+      wg_proxy_fence();
+      nbar_arrive(1 + (int)(i % WGP_S), NT);
+      // (after the fence, which CUDA 12.4 lowers with a MEMBAR.ALL.CTA that waits for
+      // this thread's loads in flight: step i + 2's codes get the next step to land)
+      if (i + 2 < steps) fetch(kb + 64 * (i + 2), cur);
+    };
+    for (i64 i = 0; i < steps; i += 2) {
+      step(i, set0);
+      if (i + 1 < steps) step(i + 1, set1);
+    }
+    fast_cp_wait<0>();  // (the empty groups past the end)
+    return;
+  }
+  // a consumer: weight rows 64·(q − 1) .. of the block against its 128 x rows
+  float d[64];
+  UNROLL for (int i = 0; i < 64; i++) d[i] = 0.0f;
+  for (i64 i = 0; i < steps; i++) {
+    // (the stage's own address: the DI_LANES harness maps shared arrays in windows of
+    // 64 KB, which the ring exceeds)
+    const u32 st = smem_addr(sm + (i % WGP_S) * WGP_STAGE);
+    nbar_sync(1 + (int)(i % WGP_S), NT);  // step i's stage full
+    wg_fence();
+    const u64 da = wg_desc(st + WG_BN * 128 + (u32)(q - 1) * 64 * 128), db = wg_desc(st);
+    UNROLL for (int s = 0; s < 4; s++) wg_ss_m64n128(d, da + 2 * s, db + 2 * s);  // + 32 bytes a 16-value piece
+    wg_commit();
+    wg_wait1();  // step i − 1's products done: its stage may be filled again
+    WG_KEEP(d);
+    if (i >= 1 && i - 1 + WGP_S < steps) nbar_arrive(1 + WGP_S + (int)((i - 1) % WGP_S), NT);
+  }
+  wg_wait0();
+  WG_KEEP(d);
+  const int warp = wt >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  wg_store<false>(a, sl, nb + 64 * (q - 1), m0, warp, g, t, d);
+}
+#endif
+#ifndef DI_EMULATE
+#undef KERNEL_BOUNDS
+#define KERNEL_BOUNDS __launch_bounds__(384, 1)
+#endif
+KERNEL(fast_gemm_wg_fp8p, FastGemmArgs) { wg_fp8p_body(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 // fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations

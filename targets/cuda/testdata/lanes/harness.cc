@@ -20,7 +20,8 @@
 // wgfp8r (bf16 or FP8 weights, x in two halves or, wgbf16x, wgfp8rx, bf16; wgbf16a[x], wgfp8ra[x]: the
 // weight rows two steps ahead; wgfp8r reads
 // x's pairs in wgr_pos's order); the file receives y (M×N float32) and, when S > 1, part (S×M×N). With eager
-// (DI_LANES), the warps run skewed (lanes::eager). Or: harness csa_tc_logits[_n] or
+// (DI_LANES), the warps run skewed (lanes::eager); with wgeager, in turn with each
+// wgmma played at its issue and copies landing late (lanes::eager_wg). Or: harness csa_tc_logits[_n] or
 // csa_tc_out[_n] ROWS HEADS DIM LMAX BLOCK SEED OUTFILE [eager]; the file receives pb
 // (ROWS×HEADS×LMAX float32, the logits) or out (ROWS×HEADS×DIM).
 #include <cstdio>
@@ -47,11 +48,15 @@ void* zalloc(size_t n) {
 
 #ifdef DI_LANES
 namespace lanes {
-const int TMAX = 256;     // the most threads a launch block takes here
+const int TMAX = 384;     // the most threads a launch block takes here
 const int WGT = 128;      // a warpgroup's threads
-int T = 128;              // this launch's threads a block (128 or 256: one or two warpgroups)
+int T = 128;              // this launch's threads a block (128, 256 or 384: one to three warpgroups)
 const int STACK = 1 << 17;
-enum { RUN, BAR, WARP, WG, DONE };
+enum { RUN, BAR, WARP, WG, NBAR, DONE };
+// named barriers (bar.sync / bar.arrive with an id and a thread count): per id, the
+// arrivals of its current phase, the count its users named, and each waiting thread's id
+const int NBARS = 16;
+int nb_arrived[NBARS], nb_count[NBARS], nb_wait[TMAX];
 struct Copy {
   void* dst;
   const void* src;
@@ -81,6 +86,10 @@ MmaIn in[TMAX];
 // when issued (the earliest moment); else the warps advance an mma at a time in turn,
 // and a copy lands at the wait that lets it complete (the latest)
 bool eager;
+// eager_wg (wgeager): the warps in turn and each copy landing at the latest wait that lets
+// it, but each wgmma product played at its issue: a stage read as soon as a barrier
+// lets the consumers in, before copies its producer did not wait for have landed
+bool eager_wg;
 float out[TMAX][4];
 std::function<void()> body;  // the kernel on its arguments
 
@@ -190,7 +199,7 @@ bool wg(int q) {
         m.a[i] = wc[i].a;
         m.d[i] = wc[i].d;
       }
-      if (eager) play(m);
+      if (eager || eager_wg) play(m);
       else open.push_back(m);
       break;
     }
@@ -242,6 +251,7 @@ void apply(const std::vector<Copy>& g) {
 // (lanes of a warp at different ones, or some exited) ends the program.
 void run(long long b) {
   blockIdx.x = (unsigned)b;
+  for (int id = 0; id < NBARS; id++) nb_arrived[id] = 0, nb_count[id] = 0;
   for (int i = 0; i < T; i++) {
     th[i].state = RUN;
     started[i] = false;
@@ -273,6 +283,11 @@ void run(long long b) {
     int atwg = 0;
     for (int i = 0; i < T; i++) done += th[i].state == DONE, bar += th[i].state == BAR, atwg += th[i].state == WG;
     if (done == T) {
+      for (int id = 0; id < NBARS; id++)
+        if (nb_arrived[id] != 0) {
+          fprintf(stderr, "block %lld: ended with %d arrivals at named barrier %d that no phase completed\n", b, nb_arrived[id], id);
+          exit(3);
+        }
       for (int q = 0; q < T / WGT; q++)
         if (!wg_open[q].empty() || !wg_groups[q].empty()) {
           fprintf(stderr, "block %lld: ended with wgmma products not waited for\n", b);
@@ -299,7 +314,22 @@ void run(long long b) {
         if (th[i].state == BAR) th[i].state = RUN;
       continue;
     }
-    fprintf(stderr, "block %lld: threads stuck (%d exited, %d at __syncthreads, %d at a wgmma operation, the rest at an mma)\n", b, done, bar, atwg);
+    // a named barrier whose waiting threads and arrivals make its count completes a phase
+    for (int id = 0; id < NBARS; id++) {
+      int waiting = 0;
+      for (int i = 0; i < T; i++) waiting += th[i].state == NBAR && nb_wait[i] == id;
+      if (waiting == 0 || waiting + nb_arrived[id] < nb_count[id]) continue;
+      if (waiting + nb_arrived[id] > nb_count[id]) {
+        fprintf(stderr, "block %lld: named barrier %d: %d threads waiting and %d arrived, more than its count %d\n", b, id, waiting, nb_arrived[id], nb_count[id]);
+        exit(3);
+      }
+      for (int i = 0; i < T; i++)
+        if (th[i].state == NBAR && nb_wait[i] == id) th[i].state = RUN;
+      nb_arrived[id] = 0, nb_count[id] = 0;
+      released++;
+    }
+    if (released) continue;
+    fprintf(stderr, "block %lld: threads stuck (%d exited, %d at __syncthreads, %d at a wgmma operation, the rest at an mma or a named barrier)\n", b, done, bar, atwg);
     exit(3);
   }
 }
@@ -317,6 +347,28 @@ void launch(void (*k)(const A), const A& a, long long items, int threads = 128) 
 }  // namespace lanes
 
 void __syncthreads() { lanes::block(lanes::BAR); }
+// bar.sync id, n (wait) or bar.arrive id, n: every user of a phase must name the same
+// count; an arrival past a phase's count, or left over when the block ends, is an error
+void lanes_nbar(int id, int n, bool wait) {
+  if (id <= 0 || id >= lanes::NBARS || n <= 0 || n % 32 != 0 || n > lanes::T) {
+    fprintf(stderr, "named barrier %d with count %d (block of %d threads)\n", id, n, lanes::T);
+    exit(3);
+  }
+  if (lanes::nb_count[id] != 0 && lanes::nb_count[id] != n) {
+    fprintf(stderr, "named barrier %d: counts %d and %d in one phase\n", id, lanes::nb_count[id], n);
+    exit(3);
+  }
+  lanes::nb_count[id] = n;
+  if (!wait) {
+    if (++lanes::nb_arrived[id] > n) {
+      fprintf(stderr, "named barrier %d: more than %d arrivals in one phase\n", id, n);
+      exit(3);
+    }
+    return;
+  }
+  lanes::nb_wait[lanes::cur] = id;
+  lanes::block(lanes::NBAR);
+}
 void lanes_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
   lanes::MmaIn& m = lanes::in[lanes::cur];
   m.a[0] = a0, m.a[1] = a1, m.a[2] = a2, m.a[3] = a3, m.b[0] = b0, m.b[1] = b1;
@@ -435,12 +487,13 @@ int csa_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && strncmp(argv[1], "csa_tc_", 7) == 0) return csa_main(argc, argv);
-  if (argc != 12 && !(argc == 13 && strcmp(argv[12], "eager") == 0)) {
-    fprintf(stderr, "usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager]\n");
+  if (argc != 12 && !(argc == 13 && (strcmp(argv[12], "eager") == 0 || strcmp(argv[12], "wgeager") == 0))) {
+    fprintf(stderr, "usage: harness KERNEL FMT N K M G S KS OUTBF16 SEED OUTFILE [eager|wgeager]\n");
     return 2;
   }
 #ifdef DI_LANES
-  lanes::eager = argc == 13;
+  lanes::eager = argc == 13 && strcmp(argv[12], "eager") == 0;
+  lanes::eager_wg = argc == 13 && strcmp(argv[12], "wgeager") == 0;
 #endif
   // KERNEL's suffix: "b" rounds x to bf16 (lo halves zero); "x" does and sets xexact
   // (the tiles leave the lo mma out)
@@ -461,8 +514,8 @@ int main(int argc, char** argv) {
   // (wgf32p3w: fast_gemm_wg_f32p with a ring of three x buffers, two warpgroups a block)
   bool wgp3w = strcmp(kernel, "wgf32p3w") == 0;
   bool wgp = wgp3w || strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
-       wg8a2 = strcmp(kernel, "wgfp8a2") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0,
-       wg8 = wg8n || wg8a || wg8a2 || strcmp(kernel, "wgfp8") == 0,
+       wg8a2 = strcmp(kernel, "wgfp8a2") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0, wg8p = strcmp(kernel, "wgfp8p") == 0,
+       wg8 = wg8n || wg8a || wg8a2 || wg8p || strcmp(kernel, "wgfp8") == 0,
        wgbw4 = strcmp(kernel, "wgbf16w4") == 0, wgbw = wgbw4 || strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
@@ -548,6 +601,7 @@ int main(int argc, char** argv) {
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
                     : wgp3w || wg8a2 ? (N + 127) / 128 * S * mtiles * 256
+                    : wg8p ? (N + 127) / 128 * S * mtiles * 384
                     : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
                   : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
@@ -566,6 +620,7 @@ int main(int argc, char** argv) {
                 : wgbw ? fast_gemm_wg_bf16w
                 : wg8n ? fast_gemm_wg_fp8n
                 : wg8a2 ? fast_gemm_wg_fp8a2
+                : wg8p ? fast_gemm_wg_fp8p
                 : wg8a ? fast_gemm_wg_fp8a
                 : wg8 ? fast_gemm_wg_fp8
                 : wide ? fast_gemm_wide
@@ -573,7 +628,7 @@ int main(int argc, char** argv) {
                 : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
                 : m1 ? (f32 ? fast_gemm_m1_f32 : m1o ? fast_gemm_m1_fp8_only : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
-                a, items, wgp3w || wg8a2 ? 256 : 128);
+                a, items, wg8p ? 384 : wgp3w || wg8a2 ? 256 : 128);
 #else
   (wgb8a ? emu_fast_gemm_wg_fp8ra
    : wgb8 ? emu_fast_gemm_wg_fp8r
@@ -586,6 +641,7 @@ int main(int argc, char** argv) {
    : wgbw ? emu_fast_gemm_wg_bf16w
    : wg8n ? emu_fast_gemm_wg_fp8n
    : wg8a2 ? emu_fast_gemm_wg_fp8a2
+   : wg8p ? emu_fast_gemm_wg_fp8p
    : wg8a ? emu_fast_gemm_wg_fp8a
    : wg8 ? emu_fast_gemm_wg_fp8
    : wide ? emu_fast_gemm_wide

@@ -28,6 +28,8 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return
 inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); return f; }
 inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8); return u; }
 void __syncthreads();
+// named barriers: bar.sync (wait) and bar.arrive with an id and a thread count
+void lanes_nbar(int id, int n, bool wait);
 void lanes_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1);
 void lanes_mma_e4m3(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1);
 void lanes_check_align(const void* p, int size);
