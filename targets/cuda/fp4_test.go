@@ -451,34 +451,28 @@ func TestHeadWGPairSameValues(t *testing.T) {
 		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_f32p", "fast_gemm_wg_f32p3w") })
 }
 
-// TestWGFP8A2SameValues: with DEEPINFER_CUDA_WG_FP8=a2 the wide FP8 products of more
-// than 64 rows (a 110-token prefill's) run fast_gemm_wg_fp8a2 (two warpgroups a launch
-// block sharing the x rows) instead of fast_gemm_wg_fp8a, every launch moved, and the
-// logits of both V4.1 fixtures are the default's bit for bit (the same products in the
+// TestWGProductFormsSameValues: the opt-in forms of the wide products (a 110-token
+// prefill's, more than 64 rows) each run in place of the default's kernel, every launch
+// moved, and give the logits of both V4.1 fixtures bit for bit (the same products in the
 // same order: on the GPU the device code of both; on the emulated device the launch
-// choice; the device code on the host's lanes: TestFastProductsOnSimulatedLanes).
-func TestWGFP8A2SameValues(t *testing.T) {
-	sameAcross(t, v41Fixtures, cuda.EnvWGFP8, "", "a2", 110, "fast_gemm_wg_fp8a (the default)", "fast_gemm_wg_fp8a2 ("+cuda.EnvWGFP8+"=a2)",
-		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2") })
-}
-
-// TestWGFP8PSameValues: with DEEPINFER_CUDA_WG_FP8=p those products run
-// fast_gemm_wg_fp8p (a producer warpgroup widening into a ring two consumer warpgroups
-// multiply from) instead of fast_gemm_wg_fp8a, every launch moved, and the logits of both
-// V4.1 fixtures are the default's bit for bit (on the host's lanes:
-// TestFastProductsOnSimulatedLanes, with the ring wrapping).
-func TestWGFP8PSameValues(t *testing.T) {
-	sameAcross(t, v41Fixtures, cuda.EnvWGFP8, "", "p", 110, "fast_gemm_wg_fp8a (the default)", "fast_gemm_wg_fp8p ("+cuda.EnvWGFP8+"=p)",
-		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8p") })
-}
-
-// TestWGBF16W4SameValues: with DEEPINFER_CUDA_WG_BF16W=4 the wide products of bf16
-// weights (V4.1's grouped wo_a in a 110-token prefill) run fast_gemm_wg_bf16w4 (the same
-// code under a bound of four blocks a multiprocessor) instead of fast_gemm_wg_bf16w,
-// every launch moved, and the logits of both V4.1 fixtures are the default's bit for bit.
-func TestWGBF16W4SameValues(t *testing.T) {
-	sameAcross(t, v41Fixtures, cuda.EnvWGBF16W, "", "4", 110, "fast_gemm_wg_bf16w (the default)", "fast_gemm_wg_bf16w4 ("+cuda.EnvWGBF16W+"=4)",
-		func(ka, kb map[string]int) string { return moved(ka, kb, "fast_gemm_wg_bf16w", "fast_gemm_wg_bf16w4") })
+// choice; the device code on the host's lanes: TestFastProductsOnSimulatedLanes):
+//   - DEEPINFER_CUDA_WG_FP8=a2: fast_gemm_wg_fp8a2 (two warpgroups a launch block
+//     sharing the x rows) for fast_gemm_wg_fp8a;
+//   - DEEPINFER_CUDA_WG_FP8=p: fast_gemm_wg_fp8p (a producer warpgroup widening into a
+//     ring two consumer warpgroups multiply from) for fast_gemm_wg_fp8a;
+//   - DEEPINFER_CUDA_WG_BF16W=4: fast_gemm_wg_bf16w4 (the same code under a bound of
+//     four blocks a multiprocessor) for fast_gemm_wg_bf16w (V4.1's grouped wo_a).
+func TestWGProductFormsSameValues(t *testing.T) {
+	for _, c := range []struct{ env, value, from, to string }{
+		{cuda.EnvWGFP8, "a2", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2"},
+		{cuda.EnvWGFP8, "p", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8p"},
+		{cuda.EnvWGBF16W, "4", "fast_gemm_wg_bf16w", "fast_gemm_wg_bf16w4"},
+	} {
+		t.Run(c.to, func(t *testing.T) {
+			sameAcross(t, v41Fixtures, c.env, "", c.value, 110, c.from+" (the default)", c.to+" ("+c.env+"="+c.value+")",
+				func(ka, kb map[string]int) string { return moved(ka, kb, c.from, c.to) })
+		})
+	}
 }
 
 // TestHeadWGPipeSameValues: by default V4.1's LM head runs fast_gemm_wg_f32p (two sets

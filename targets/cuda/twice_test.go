@@ -92,7 +92,7 @@ func TestWGE4M3EnvRefused(t *testing.T) {
 
 // TestWGFP8EnvRefused: DEEPINFER_CUDA_WG_FP8 set to anything but a2 or p, or
 // DEEPINFER_CUDA_WG_BF16W to anything but 0, 1 or 4, fails the open, naming the variable
-// (a2, p and 4 open: TestWGFP8A2SameValues, TestWGFP8PSameValues, TestWGBF16W4SameValues).
+// (a2, p and 4 open: TestWGProductFormsSameValues).
 func TestWGFP8EnvRefused(t *testing.T) {
 	refusedOpen(t, cuda.EnvWGFP8, targets.NumericsFP8, "a", "A2", "1", "a2 ", "P")
 	t.Setenv(cuda.EnvWGFP8, "")

@@ -1986,6 +1986,17 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 // (fast_gemm_wg_bf16w: the same loop, the weight pairs as they are)
 DEVM void wg_bf16w_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 #else
+// wg_align1k: p (dynamic shared memory) rounded up to the next 1,024-byte shared address,
+// where a tile in the 128-byte swizzle starts. The DI_LANES harness aligns the host
+// address instead: its descriptor windows start at the first address a descriptor
+// names, which must be a tile's.
+DEVM unsigned char* wg_align1k(unsigned char* p) {
+#ifdef DI_LANES
+  return (unsigned char*)(((uintptr_t)p + 1023) & ~(uintptr_t)1023);
+#else
+  return p + ((1024 - (smem_addr(p) & 1023)) & 1023);
+#endif
+}
 // WgBlock: a wgmma products block's place (wg_fp8_body's and wg_bf16w_body's launch
 // blocks: 64 weight rows from n0, slice sl, BN x rows from m0, x-tiles fastest), its
 // reduction's start kb and 64-value steps, and its group (G > 1: each group's N / G
@@ -2027,14 +2038,7 @@ DEVM void wg_fp8_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
     xs = xs1, ws = ws1;
   } else {
     DYN_SHARED(wg2_sm);
-    // (the tiles 1,024-byte aligned for the 128-byte swizzle; the DI_LANES harness
-    // aligns its host address instead: its descriptor windows start at the first
-    // address a descriptor names, which must be the first tile's)
-#ifdef DI_LANES
-    unsigned char* sm = (unsigned char*)(((uintptr_t)wg2_sm + 1023) & ~(uintptr_t)1023);
-#else
-    unsigned char* sm = wg2_sm + ((1024 - (smem_addr(wg2_sm) & 1023)) & 1023);
-#endif
+    unsigned char* sm = wg_align1k(wg2_sm);
     xs = (unsigned short(*)[BN * 64])sm;
     ws = (unsigned short(*)[WGS * 64 * 64])(sm + 2 * BN * 128);
   }
@@ -2210,11 +2214,7 @@ DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   // producer, WGP_P steps ahead with its copies, needs WGP_P + 2 stages)
   static_assert(WGP_P >= 1 && WGP_P + 2 <= WGP_S && 2 * WGP_S <= 15, "wg_fp8p_body: the ring and its barriers");
   DYN_SHARED(wgp_sm);
-#ifdef DI_LANES
-  unsigned char* sm = (unsigned char*)(((uintptr_t)wgp_sm + 1023) & ~(uintptr_t)1023);
-#else
-  unsigned char* sm = wgp_sm + ((1024 - (smem_addr(wgp_sm) & 1023)) & 1023);
-#endif
+  unsigned char* sm = wg_align1k(wgp_sm);
   const int tid = (int)threadIdx.x, q = tid >> 7, wt = tid & 127;
   WgBlock blk;
   if (!wg_block<WG_BN, 2, 384>(a, GIDX, blk)) return;

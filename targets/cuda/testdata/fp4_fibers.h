@@ -28,6 +28,7 @@ inline int __ffs(int v) { return __builtin_ffs(v); }
 // e4m3 one, lanes_wg_mma_e4m3, below)
 void lanes_wg_mma(float*, const unsigned*, unsigned long long, unsigned long long) { abort(); }
 void lanes_wg_mma_n64(float*, unsigned long long, unsigned long long) { abort(); }
+void lanes_nbar(int, int, bool) { abort(); }  // (named barriers: the lanes harness plays them)
 
 // the block's 128 threads are fibers run on one host thread; a fiber runs until it waits
 // at a barrier or returns, and the scheduler then resumes the lowest (or, in every other
