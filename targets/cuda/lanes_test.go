@@ -341,6 +341,18 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					check{"fast_gemm_wg_bf16w's device code, warps skewed", run(lanes, "wgbf16wx", "eager"), ref},
 					// (the same code under four blocks' register bound)
 					check{"fast_gemm_wg_bf16w4's device code, warps in step", run(lanes, "wgbf16w4x"), ref})
+				// the producer and consumers' form (each group's weight rows a multiple of
+				// 128), in the binder's slices and in one, so that the ring wraps
+				if c.G == 1 || (c.N/c.G)%128 == 0 {
+					checks = append(checks, check{"fast_gemm_wg_bf16wp's device code, warps in step", run(lanes, "wgbf16wpx"), ref},
+						check{"fast_gemm_wg_bf16wp's device code, warps skewed", run(lanes, "wgbf16wpx", "eager"), ref},
+						check{"fast_gemm_wg_bf16wp's device code, products at their issue, copies late", run(lanes, "wgbf16wpx", "wgeager"), ref})
+					sArg, ksArg = 1, (c.K+63)/64*64
+					whole := run(emu, "wgbf16wx")
+					checks = append(checks, check{"fast_gemm_wg_bf16wp's device code, one slice, products at their issue, copies late", run(lanes, "wgbf16wpx", "wgeager"), whole},
+						check{"fast_gemm_wg_bf16wp's device code, one slice, warps skewed", run(lanes, "wgbf16wpx", "eager"), whole})
+					sArg, ksArg = S, ks
+				}
 			}
 			// fast_gemm_wg_bf16 and fast_gemm_wg_fp8r (bf16 or FP8 weights, x in two halves
 			// or bf16 with xexact, one group, K a multiple of 64): their device code, warps in step and skewed, gives

@@ -374,7 +374,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 	// 64 —: fast_gemm_wg_bf16w, both operands copied by cp.async; EnvWGBF16W=0 keeps
 	// fast_gemm_wide)
 	wgBF16WOn := os.Getenv(EnvWideWG) != "0" && os.Getenv(EnvWGBF16W) != "0" && (g.G == 1 || (g.N/g.G)%64 == 0) && g.K%64 == 0 && !b.rt.invariant
-	wgBF16W4 := os.Getenv(EnvWGBF16W) == "4"
+	wgBF16W4, wgBF16WP := os.Getenv(EnvWGBF16W) == "4", os.Getenv(EnvWGBF16W) == "p"
 	wgFP8 := "fast_gemm_wg_fp8a"
 	if os.Getenv(EnvWGAhead) == "0" {
 		wgFP8 = "fast_gemm_wg_fp8"
@@ -413,8 +413,11 @@ func fastProduct(b *Bind, g fastGemm) int {
 			return wgFP8
 		}
 		if wgBF16WOn && w.Fmt == 1 && w.Cols == g.K && w.Ptr%16 == 0 {
-			if wgBF16W4 {
+			switch {
+			case wgBF16W4:
 				return "fast_gemm_wg_bf16w4"
+			case wgBF16WP && (g.G == 1 || (g.N/g.G)%128 == 0):
+				return "fast_gemm_wg_bf16wp"
 			}
 			return "fast_gemm_wg_bf16w"
 		}
@@ -429,7 +432,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_stage_f32", fastBlockRows, true}, {"fast_gemm_stage_f32_b2", fastBlockRows, true},
 		{"fast_gemm_wg_f32", fastBlockRows, true}, {"fast_gemm_wg_f32p", fastBlockRows, true}, {"fast_gemm_wg_f32p3w", fastBlockRows, true}, {"fast_gemm_wide", fastWideRows, false}, {"fast_gemm_wg_fp8", fastWideRows, false},
 		{"fast_gemm_wg_fp8a", fastWideRows, false}, {"fast_gemm_wg_fp8a2", fastWideRows, false}, {"fast_gemm_wg_fp8p", fastWideRows, false}, {"fast_gemm_wg_fp8n", fastWideRows, false},
-		{"fast_gemm_wg_bf16w", fastWideRows, false}, {"fast_gemm_wg_bf16w4", fastWideRows, false},
+		{"fast_gemm_wg_bf16w", fastWideRows, false}, {"fast_gemm_wg_bf16w4", fastWideRows, false}, {"fast_gemm_wg_bf16wp", fastWideRows, false},
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		launch := b.Launch
@@ -442,7 +445,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
 				b.LaunchShared(kernel, 256, wgFP8A2Shared, fill)
 			}
-		case "fast_gemm_wg_fp8p":
+		case "fast_gemm_wg_fp8p", "fast_gemm_wg_bf16wp":
 			// (three warpgroups a launch block, the ring in dynamic shared memory)
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
 				b.LaunchShared(kernel, 384, wgFP8PShared, fill)
@@ -473,7 +476,7 @@ func fastProduct(b *Bind, g fastGemm) int {
 				// two warpgroups per (128 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 256
 			}
-			if v.kernel == "fast_gemm_wg_fp8p" {
+			if v.kernel == "fast_gemm_wg_fp8p" || v.kernel == "fast_gemm_wg_bf16wp" {
 				// three warpgroups per (128 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 384
 			}
@@ -630,7 +633,7 @@ const EnvWGFP8 = "DEEPINFER_CUDA_WG_FP8"
 // and of 128 widened weight rows (64 bf16 values each), and up to 1 KB to align them.
 const wgFP8A2Shared = 2*128*128 + 2*128*128 + 1024
 
-// wgFP8PShared is fast_gemm_wg_fp8p's dynamic shared memory: a ring of four stages
+// wgFP8PShared is fast_gemm_wg_fp8p's (and fast_gemm_wg_bf16wp's) dynamic shared memory: a ring of four stages
 // (tensorcore.cu's WGP_S), each a step's 128 x rows and 128 widened weight rows, and up
 // to 1 KB to align them.
 const wgFP8PShared = 4*(128*128+128*128) + 1024
@@ -644,10 +647,10 @@ func checkWGFP8Env() error {
 		return fmt.Errorf("%s=%q: want a2, p or nothing", EnvWGFP8, v)
 	}
 	switch v := os.Getenv(EnvWGBF16W); v {
-	case "", "0", "1", "4":
+	case "", "0", "1", "4", "p":
 		return nil
 	default:
-		return fmt.Errorf("%s=%q: want 0, 1 (the default), 4 or nothing", EnvWGBF16W, v)
+		return fmt.Errorf("%s=%q: want 0, 1 (the default), 4, p or nothing", EnvWGBF16W, v)
 	}
 }
 
@@ -671,7 +674,10 @@ const EnvWGN64 = "DEEPINFER_CUDA_WG_N64"
 // values (the wgmma order), so not in batch-invariant mode. Set to 4, those products
 // (and V4's bf16 LM head in the fp8 mode) run fast_gemm_wg_bf16w4: the same code bounded
 // to four launch blocks a multiprocessor (128 registers against 180; the same values;
-// opt-in, untimed). Read when a program is bound.
+// opt-in, untimed). Set to p, they run fast_gemm_wg_bf16wp: fast_gemm_wg_fp8p's blocks,
+// a producer warpgroup copying the weight and x rows into the ring two consumer
+// warpgroups multiply from (where each group's weight rows are a multiple of 128; the
+// same values; opt-in, untimed). Read when a program is bound.
 const EnvWGBF16W = "DEEPINFER_CUDA_WG_BF16W"
 
 // EnvGemvStaged set to 1 runs fast_gemv_fp8s and fast_gemv_fp8s_q (each lane's weight

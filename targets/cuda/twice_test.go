@@ -91,10 +91,10 @@ func TestWGE4M3EnvRefused(t *testing.T) {
 }
 
 // TestWGFP8EnvRefused: DEEPINFER_CUDA_WG_FP8 set to anything but a2 or p, or
-// DEEPINFER_CUDA_WG_BF16W to anything but 0, 1 or 4, fails the open, naming the variable
-// (a2, p and 4 open: TestWGProductFormsSameValues).
+// DEEPINFER_CUDA_WG_BF16W to anything but 0, 1, 4 or p, fails the open, naming the variable
+// (the named values open: TestWGProductFormsSameValues).
 func TestWGFP8EnvRefused(t *testing.T) {
 	refusedOpen(t, cuda.EnvWGFP8, targets.NumericsFP8, "a", "A2", "1", "a2 ", "P")
 	t.Setenv(cuda.EnvWGFP8, "")
-	refusedOpen(t, cuda.EnvWGBF16W, targets.NumericsFP8, "2", "w4", "on")
+	refusedOpen(t, cuda.EnvWGBF16W, targets.NumericsFP8, "2", "w4", "on", "P")
 }

@@ -1764,15 +1764,16 @@ DEVM void wg_ss_m64n64(float (&d)[32], u64 da, u64 db) {
 // buffer of the wgmma kernels: 8 pieces of 16 bytes a row, piece c of row r at piece
 // c ^ (r & 7) (the 128-byte swizzle the descriptors name); rows past nrows zero; one
 // group of copies. The x rows' halves (wg_xcopy) and the bf16 weight rows (wg_wcopy).
-// (THREADS: the block's threads sharing the copies, 128 or 256)
-template <int ROWS = WG_BN, int THREADS = 128>
+// (THREADS: the block's threads sharing the copies, 128 or 256; COMMIT false: the
+// copies join the group the caller commits next)
+template <int ROWS = WG_BN, int THREADS = 128, bool COMMIT = true>
 DEVM void wg_rows_copy(const unsigned short* base, i64 ld, i64 nrows, unsigned short* dst, i64 r0, i64 k, int tid) {
   UNROLL for (int i = 0; i < ROWS * 8 / THREADS; i++) {
     const int p = tid + THREADS * i, r = p >> 3, c = p & 7;
     const bool in = r0 + r < nrows;
     fast_cp16(&dst[r * 64 + ((c ^ (r & 7)) << 3)], base + (in ? (r0 + r) * ld + k + 8 * c : 0), in);
   }
-  fast_cp_commit();
+  if (COMMIT) fast_cp_commit();
 }
 // wg_xcopy: the x rows' hi halves at step k, ROWS rows from m0, into a buffer xb (one
 // group; wg_xcopy_grp: with G groups, group grp's values of each row, x's rows being
@@ -2205,9 +2206,14 @@ KERNEL(fast_gemm_wg_fp8a2, FastGemmArgs) { wg_fp8_body<true, WG_BN, 2>(a, GIDX, 
 #define WGP_S 4  // stages in the ring
 #define WGP_P 2  // steps the x copies run ahead of the widening
 #define WGP_STAGE (2 * WG_BN * 128)  // bytes a stage: x rows, then weight rows (16 KB each)
+// (BF16: bf16 weights, fast_gemm_wg_bf16w's products, in groups of a multiple of 128
+// weight rows too: the producer copies the weight rows by cp.async with the x rows, one
+// group a step, instead of widening them; fast_gemm_wg_bf16wp)
 #ifdef DI_EMULATE
+template <bool BF16 = false>
 DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 #else
+template <bool BF16 = false>
 DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   (void)GSTRIDE;
   // (a stage is emptied by the consumers' step after the one that read it, so the
@@ -2218,7 +2224,7 @@ DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
   const int tid = (int)threadIdx.x, q = tid >> 7, wt = tid & 127;
   WgBlock blk;
   if (!wg_block<WG_BN, 2, 384>(a, GIDX, blk)) return;
-  const i64 m0 = blk.m0, sl = blk.sl, nb = blk.n0, kb = blk.kb, steps = blk.steps;
+  const i64 m0 = blk.m0, sl = blk.sl, nb = blk.n0, kb = blk.kb, steps = blk.steps, grp = blk.grp;
   const int NT = 384;  // the threads of a barrier's phase: all of the block's
   auto xs = [&](i64 i) { return (unsigned short*)(sm + (i % WGP_S) * WGP_STAGE); };
   auto ws = [&](i64 i) { return (unsigned short*)(sm + (i % WGP_S) * WGP_STAGE + WG_BN * 128); };
@@ -2239,11 +2245,16 @@ DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
       UNROLL for (int j = 0; j < 4; j++) r.c[j] = *(const uint4*)(wp + k + 16 * j);
       r.u0 = sp[k >> ssh], r.u1 = sp[(k + 32) >> ssh];
     };
-    // step i's x rows into its stage (one group of copies; an empty group past the end,
-    // so that every wait below counts the same groups)
+    // step i's x rows (group grp's values: x's rows are (m·G + grp)·Kp values in) and,
+    // with BF16, its weight rows into its stage (one group of copies; an empty group past
+    // the end, so that every wait below counts the same groups)
     auto xcopy = [&](i64 i) {
-      if (i < steps) wg_rows_copy<WG_BN, 128>((const unsigned short*)a.xh, a.Kp, a.M, xs(i), m0, kb + 64 * i, wt);
-      else fast_cp_commit();
+      if (i >= steps) {
+        fast_cp_commit();
+        return;
+      }
+      if (BF16) wg_rows_copy<WG_BN, 128, false>((const unsigned short*)a.w.p, a.w.cols, a.N, ws(i), nb, kb + 64 * i, wt);
+      wg_rows_copy<WG_BN, 128>((const unsigned short*)a.xh + grp * a.Kp, a.G * a.Kp, a.M, xs(i), m0, kb + 64 * i, wt);
     };
     auto fill = [&](i64 i, const Raw& r) {
       u32 h[32];
@@ -2256,21 +2267,21 @@ DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
         *(uint4*)&w[wr * 64 + ((c ^ (wr & 7)) << 3)] = make_uint4(h[4 * c], h[4 * c + 1], h[4 * c + 2], h[4 * c + 3]);
     };
     UNROLL for (int j = 0; j < WGP_P; j++) xcopy(j);  // (the ring's first uses: no wait)
-    if (steps > 0) fetch(kb, set0);
-    if (steps > 1) fetch(kb + 64, set1);
+    if (!BF16 && steps > 0) fetch(kb, set0);
+    if (!BF16 && steps > 1) fetch(kb + 64, set1);
     // step i: its stage was emptied before step i − WGP_P's x copies were issued (or is
     // in its first use)
     auto step = [&](i64 i, Raw& cur) {
       const i64 j = i + WGP_P;
       if (j < steps && j >= WGP_S) nbar_sync(1 + WGP_S + (int)(j % WGP_S), NT);  // step j − WGP_S's products done
       xcopy(j);
-      fill(i, cur);
+      if (!BF16) fill(i, cur);
       fast_cp_wait<WGP_P>();  // step i's x rows landed (steps i + 1 .. i + WGP_P's may not have)
       wg_proxy_fence();
       nbar_arrive(1 + (int)(i % WGP_S), NT);
       // (after the fence, which CUDA 12.4 lowers with a MEMBAR.ALL.CTA that waits for
       // this thread's loads in flight: step i + 2's codes get the next step to land)
-      if (i + 2 < steps) fetch(kb + 64 * (i + 2), cur);
+      if (!BF16 && i + 2 < steps) fetch(kb + 64 * (i + 2), cur);
     };
     for (i64 i = 0; i < steps; i += 2) {
       step(i, set0);
@@ -2306,6 +2317,10 @@ DEVM void wg_fp8p_body(const FastGemmArgs& a, i64 GIDX, i64 GSTRIDE) {
 #define KERNEL_BOUNDS __launch_bounds__(384, 1)
 #endif
 KERNEL(fast_gemm_wg_fp8p, FastGemmArgs) { wg_fp8p_body(a, GIDX, GSTRIDE); }
+// fast_gemm_wg_bf16wp: fast_gemm_wg_bf16w's products in fast_gemm_wg_fp8p's blocks, the
+// producer copying the bf16 weight rows with the x rows (DEEPINFER_CUDA_WG_BF16W=p,
+// opt-in; each group's weight rows a multiple of 128): the same values.
+KERNEL(fast_gemm_wg_bf16wp, FastGemmArgs) { wg_fp8p_body<true>(a, GIDX, GSTRIDE); }
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS
 // fast_gemm_wg_bf16w: fast_gemm_wide's products of bf16 weights and bf16 activations

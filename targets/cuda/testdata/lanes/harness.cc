@@ -516,7 +516,8 @@ int main(int argc, char** argv) {
   bool wgp = wgp3w || strcmp(kernel, "wgf32p") == 0, wgf = wgp || strcmp(kernel, "wgf32") == 0, wg8n = strcmp(kernel, "wgfp8n") == 0,
        wg8a2 = strcmp(kernel, "wgfp8a2") == 0, wg8a = strcmp(kernel, "wgfp8a") == 0, wg8p = strcmp(kernel, "wgfp8p") == 0,
        wg8 = wg8n || wg8a || wg8a2 || wg8p || strcmp(kernel, "wgfp8") == 0,
-       wgbw4 = strcmp(kernel, "wgbf16w4") == 0, wgbw = wgbw4 || strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
+       wgbw4 = strcmp(kernel, "wgbf16w4") == 0, wgbwp = strcmp(kernel, "wgbf16wp") == 0,
+       wgbw = wgbw4 || wgbwp || strcmp(kernel, "wgbf16w") == 0, wgk = wgf || wg8 || wgbw;
   // fast_gemm_wg_bf16: bf16 weights, x in two halves (or bf16 with xexact), one group, K
   // a multiple of 64
   bool wgb16a = strcmp(kernel, "wgbf16a") == 0, wgb16 = wgb16a || strcmp(kernel, "wgbf16") == 0, wgb8a = strcmp(kernel, "wgfp8ra") == 0,
@@ -601,7 +602,7 @@ int main(int argc, char** argv) {
   FastGemmArgs a = {xh, xl, w, y, S > 1 ? part : nullptr, M, N, K, Kp, S, ks, mtiles, N, obf, G, 1, xexact ? 1 : 0};
   long long items = wgb ? (N + WG_BN - 1) / WG_BN * S * mtiles * 128
                     : wgp3w || wg8a2 ? (N + 127) / 128 * S * mtiles * 256
-                    : wg8p ? (N + 127) / 128 * S * mtiles * 384
+                    : wg8p || wgbwp ? (N + 127) / 128 * S * mtiles * 384
                     : wg8n ? (N + 63) / 64 * S * ((M + 63) / 64) * 128
                   : wgk ? (N + 63) / 64 * S * mtiles * 128
                     : wide ? (N + FAST_WIDE_N - 1) / FAST_WIDE_N * S * mtiles * 128
@@ -617,6 +618,7 @@ int main(int argc, char** argv) {
                 : wgp ? fast_gemm_wg_f32p
                 : wgf ? fast_gemm_wg_f32
                 : wgbw4 ? fast_gemm_wg_bf16w4
+                : wgbwp ? fast_gemm_wg_bf16wp
                 : wgbw ? fast_gemm_wg_bf16w
                 : wg8n ? fast_gemm_wg_fp8n
                 : wg8a2 ? fast_gemm_wg_fp8a2
@@ -628,7 +630,7 @@ int main(int argc, char** argv) {
                 : blk  ? (f32 ? fast_gemm_blk_f32 : fast_gemm_blk)
                 : m1 ? (f32 ? fast_gemm_m1_f32 : m1o ? fast_gemm_m1_fp8_only : m1p ? fast_gemm_m1_fp8 : fast_gemm_m1)
                      : (f32 ? fast_gemm_m4_f32 : fast_gemm_m4),
-                a, items, wg8p ? 384 : wgp3w || wg8a2 ? 256 : 128);
+                a, items, wg8p || wgbwp ? 384 : wgp3w || wg8a2 ? 256 : 128);
 #else
   (wgb8a ? emu_fast_gemm_wg_fp8ra
    : wgb8 ? emu_fast_gemm_wg_fp8r
@@ -638,6 +640,7 @@ int main(int argc, char** argv) {
    : wgp ? emu_fast_gemm_wg_f32p
    : wgf ? emu_fast_gemm_wg_f32
    : wgbw4 ? emu_fast_gemm_wg_bf16w4
+   : wgbwp ? emu_fast_gemm_wg_bf16wp
    : wgbw ? emu_fast_gemm_wg_bf16w
    : wg8n ? emu_fast_gemm_wg_fp8n
    : wg8a2 ? emu_fast_gemm_wg_fp8a2
