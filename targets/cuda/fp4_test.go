@@ -467,7 +467,7 @@ func TestHeadWGPairSameValues(t *testing.T) {
 func TestWGProductFormsSameValues(t *testing.T) {
 	for _, c := range []struct {
 		env, value, from, to string
-		moves func(ka, kb map[string]int, from, to string) string
+		moves                func(ka, kb map[string]int, from, to string) string
 	}{
 		{cuda.EnvWGFP8, "a2", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8a2", moved},
 		{cuda.EnvWGFP8, "p", "fast_gemm_wg_fp8a", "fast_gemm_wg_fp8p", moved},
