@@ -24,7 +24,9 @@
 # BATCH (1,64,256), CONTEXT (4096; CONTEXT_V4, CONTEXT_V41 per model), STEPS (10), BENCH_DIR (scratch for the checkpoints,
 # default /tmp/deepinfer-bench), OUT (where reports go, default build/bench/out; an
 # earlier run's files there are moved into OUT/previous-TIME first),
-# BENCH_TIMEOUT (seconds per model, default 420), LONG_CONTEXT (a second, longer context
+# PACK (a file: OUT packed into it as one .tgz at the end, for a call whose output folder
+# brings back only a few files; run unpacks build/bench.txz or .tgz itself where
+# build/bench/ is missing), BENCH_TIMEOUT (seconds per model, default 420), LONG_CONTEXT (a second, longer context
 # timed in the fast mode only, for LONG_MODEL (default v4) at LONG_BATCH (default 1,64);
 # LONG_TIMEOUT; LONG_MODEL may name both, "v4 v41"), PREFILL (a prompt length: one prompt prefilled in one chunk in the
 # fast mode, its products' TFLOP/s, then the device's bf16/FP8 GEMM rate through torch,
@@ -519,9 +521,33 @@ tiles_best() {
 	END { for (i = 1; i <= nk; i++) { k = keys[i]; printf "%s: fastest %s ×%.3f (%s ms)\n", k, who[k], best[k], t[k] } }' "$1"
 }
 
+# unpack_bench: on a machine given build/bench.txz or build/bench.tgz (not build/bench/),
+# unpack it first (the GPU machine may lack xz: python3's tarfile reads the .txz)
+unpack_bench() {
+	[ -x "$bin/cuda.test" ] && return
+	if [ -f build/bench.txz ]; then
+		python3 -c 'import tarfile; tarfile.open("build/bench.txz", "r:xz").extractall("build")'
+	elif [ -f build/bench.tgz ]; then
+		tar xzf build/bench.tgz -C build
+	fi
+	[ -x "$bin/cuda.test" ] || { echo "no $bin/cuda.test: run scripts/gpu-bench.sh build first (and carry build/bench.txz)" >&2; exit 1; }
+}
+
 case ${1:-} in
 build) build ;;
 gather) bin=build/bench gather ;;
-run) run ;;
+run)
+	unpack_bench
+	run
+	# PACK=FILE: the whole of OUT as one archive (a call's output folder may bring back
+	# only a few files: run 60b lost its V4.1 reports that way)
+	# (written aside, then moved: PACK may lie inside OUT)
+	if [ -n "${PACK:-}" ]; then
+		mkdir -p "$(dirname "$PACK")"
+		packed=$(mktemp)
+		tar czf "$packed" -C "${OUT:-$bin/out}" . && mv "$packed" "$PACK" &&
+			echo "packed ${OUT:-$bin/out} into $PACK ($(du -h "$PACK" | cut -f1))"
+	fi
+	;;
 *) echo "usage: scripts/gpu-bench.sh build|gather|run" >&2; exit 2 ;;
 esac
