@@ -292,18 +292,21 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					// the weight bytes two steps ahead: the same products in the same order
 					checks = append(checks, check{"fast_gemm_wg_fp8a's device code, warps in step", run(lanes, "wgfp8ax"), ref},
 						check{"fast_gemm_wg_fp8a's device code, warps skewed", run(lanes, "wgfp8ax", "eager"), ref},
-						check{"emulated fast_gemm_wg_fp8a", run(emu, "wgfp8ax"), ref})
+						check{"emulated fast_gemm_wg_fp8a", run(emu, "wgfp8ax"), ref},
+						check{"fast_gemm_wg_fp8a's device code, products at their issue, copies late", run(lanes, "wgfp8ax", "wgeager"), ref})
 					// blocks of 64 x rows (wgmma m64n64k16): each output's products in the
 					// same order
 					checks = append(checks, check{"fast_gemm_wg_fp8n's device code, warps in step", run(lanes, "wgfp8nx"), ref},
 						check{"fast_gemm_wg_fp8n's device code, warps skewed", run(lanes, "wgfp8nx", "eager"), ref},
-						check{"emulated fast_gemm_wg_fp8n", run(emu, "wgfp8nx"), ref})
+						check{"emulated fast_gemm_wg_fp8n", run(emu, "wgfp8nx"), ref},
+						check{"fast_gemm_wg_fp8n's device code, products at their issue, copies late", run(lanes, "wgfp8nx", "wgeager"), ref})
 					// two warpgroups a launch block sharing the x rows (each its own 64
 					// weight rows, a partial second one where N is not a multiple of 128):
 					// each output's products in the same order
 					checks = append(checks, check{"fast_gemm_wg_fp8a2's device code, warps in step", run(lanes, "wgfp8a2x"), ref},
 						check{"fast_gemm_wg_fp8a2's device code, warps skewed", run(lanes, "wgfp8a2x", "eager"), ref},
-						check{"emulated fast_gemm_wg_fp8a2", run(emu, "wgfp8a2x"), ref})
+						check{"emulated fast_gemm_wg_fp8a2", run(emu, "wgfp8a2x"), ref},
+						check{"fast_gemm_wg_fp8a2's device code, products at their issue, copies late", run(lanes, "wgfp8a2x", "wgeager"), ref})
 					// a producer warpgroup widening into a ring the two consumer warpgroups
 					// read, on named barriers: each output's products in the same order
 					checks = append(checks, check{"fast_gemm_wg_fp8p's device code, warps in step", run(lanes, "wgfp8px"), ref},
@@ -323,12 +326,14 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 					// the two-fragment-set form: the same products in the same order
 					checks = append(checks, check{"fast_gemm_wg_f32p's device code, warps in step", run(lanes, "wgf32px"), ref},
 						check{"fast_gemm_wg_f32p's device code, warps skewed", run(lanes, "wgf32px", "eager"), ref},
-						check{"emulated fast_gemm_wg_f32p", run(emu, "wgf32px"), ref})
+						check{"emulated fast_gemm_wg_f32p", run(emu, "wgf32px"), ref},
+						check{"fast_gemm_wg_f32p's device code, products at their issue, copies late", run(lanes, "wgf32px", "wgeager"), ref})
 					// with a ring of three x buffers, two warpgroups a launch block (a copy
 					// landing at the latest wait that lets it, in step; at its issue, skewed)
 					checks = append(checks, check{"fast_gemm_wg_f32p3w's device code, warps in step", run(lanes, "wgf32p3wx"), ref},
 						check{"fast_gemm_wg_f32p3w's device code, warps skewed", run(lanes, "wgf32p3wx", "eager"), ref},
-						check{"emulated fast_gemm_wg_f32p3w", run(emu, "wgf32p3wx"), ref})
+						check{"emulated fast_gemm_wg_f32p3w", run(emu, "wgf32p3wx"), ref},
+						check{"fast_gemm_wg_f32p3w's device code, products at their issue, copies late", run(lanes, "wgf32p3wx", "wgeager"), ref})
 				}
 			}
 			// fast_gemm_wg_bf16w (bf16 weights and bf16 x with xexact, in groups too, K a
@@ -339,6 +344,7 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				ref := run(emu, "wgbf16wx")
 				checks = append(checks, check{"fast_gemm_wg_bf16w's device code, warps in step", run(lanes, "wgbf16wx"), ref},
 					check{"fast_gemm_wg_bf16w's device code, warps skewed", run(lanes, "wgbf16wx", "eager"), ref},
+					check{"fast_gemm_wg_bf16w's device code, products at their issue, copies late", run(lanes, "wgbf16wx", "wgeager"), ref},
 					// (the same code under four blocks' register bound)
 					check{"fast_gemm_wg_bf16w4's device code, warps in step", run(lanes, "wgbf16w4x"), ref})
 				// the producer and consumers' form (each group's weight rows a multiple of
