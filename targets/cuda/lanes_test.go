@@ -206,6 +206,15 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				got  []byte
 				ref  []byte // nil: want
 			}
+			// onLanes: kernel k's device code with the warps in step, skewed, and with each
+			// wgmma product read at its issue and the copies landing late, and its emulated
+			// branch, each against ref (name: the kernel's name in the messages)
+			onLanes := func(name, k string, ref []byte) []check {
+				return []check{{name + "'s device code, warps in step", run(lanes, k), ref},
+					{name + "'s device code, warps skewed", run(lanes, k, "eager"), ref},
+					{name + "'s device code, products at their issue, copies late", run(lanes, k, "wgeager"), ref},
+					{"emulated " + name, run(emu, k), ref}}
+			}
 			checks := []check{
 				{"emulated fast_gemm_blk", run(emu, "blk"), nil},
 				{"emulated fast_gemm_m1", run(emu, "m1"), nil},
@@ -289,51 +298,27 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 				checks = append(checks, check{name + "'s device code, warps in step", run(lanes, k), ref},
 					check{name + "'s device code, warps skewed", run(lanes, k, "eager"), ref})
 				if fp8 {
-					// the weight bytes two steps ahead: the same products in the same order
-					checks = append(checks, check{"fast_gemm_wg_fp8a's device code, warps in step", run(lanes, "wgfp8ax"), ref},
-						check{"fast_gemm_wg_fp8a's device code, warps skewed", run(lanes, "wgfp8ax", "eager"), ref},
-						check{"emulated fast_gemm_wg_fp8a", run(emu, "wgfp8ax"), ref},
-						check{"fast_gemm_wg_fp8a's device code, products at their issue, copies late", run(lanes, "wgfp8ax", "wgeager"), ref})
-					// blocks of 64 x rows (wgmma m64n64k16): each output's products in the
+					// the weight bytes two steps ahead; blocks of 64 x rows (wgmma
+					// m64n64k16); two warpgroups a launch block sharing the x rows (each its
+					// own 64 weight rows, a partial second one where N is not a multiple of
+					// 128); a producer warpgroup widening into a ring the two consumer
+					// warpgroups read, on named barriers: each output's products in the
 					// same order
-					checks = append(checks, check{"fast_gemm_wg_fp8n's device code, warps in step", run(lanes, "wgfp8nx"), ref},
-						check{"fast_gemm_wg_fp8n's device code, warps skewed", run(lanes, "wgfp8nx", "eager"), ref},
-						check{"emulated fast_gemm_wg_fp8n", run(emu, "wgfp8nx"), ref},
-						check{"fast_gemm_wg_fp8n's device code, products at their issue, copies late", run(lanes, "wgfp8nx", "wgeager"), ref})
-					// two warpgroups a launch block sharing the x rows (each its own 64
-					// weight rows, a partial second one where N is not a multiple of 128):
-					// each output's products in the same order
-					checks = append(checks, check{"fast_gemm_wg_fp8a2's device code, warps in step", run(lanes, "wgfp8a2x"), ref},
-						check{"fast_gemm_wg_fp8a2's device code, warps skewed", run(lanes, "wgfp8a2x", "eager"), ref},
-						check{"emulated fast_gemm_wg_fp8a2", run(emu, "wgfp8a2x"), ref},
-						check{"fast_gemm_wg_fp8a2's device code, products at their issue, copies late", run(lanes, "wgfp8a2x", "wgeager"), ref})
-					// a producer warpgroup widening into a ring the two consumer warpgroups
-					// read, on named barriers: each output's products in the same order
-					checks = append(checks, check{"fast_gemm_wg_fp8p's device code, warps in step", run(lanes, "wgfp8px"), ref},
-						check{"fast_gemm_wg_fp8p's device code, warps skewed", run(lanes, "wgfp8px", "eager"), ref},
-						check{"fast_gemm_wg_fp8p's device code, products at their issue, copies late", run(lanes, "wgfp8px", "wgeager"), ref},
-						check{"emulated fast_gemm_wg_fp8p", run(emu, "wgfp8px"), ref})
+					checks = append(checks, onLanes("fast_gemm_wg_fp8a", "wgfp8ax", ref)...)
+					checks = append(checks, onLanes("fast_gemm_wg_fp8n", "wgfp8nx", ref)...)
+					checks = append(checks, onLanes("fast_gemm_wg_fp8a2", "wgfp8a2x", ref)...)
+					checks = append(checks, onLanes("fast_gemm_wg_fp8p", "wgfp8px", ref)...)
 					// the whole reduction in one slice, so that the ring of four stages wraps
 					// (the binder's slices here are four or five steps)
 					sArg, ksArg = 1, (c.K+63)/64*64
-					whole := run(emu, "wgfp8x")
-					checks = append(checks, check{"fast_gemm_wg_fp8p's device code, one slice, warps in step", run(lanes, "wgfp8px"), whole},
-						check{"fast_gemm_wg_fp8p's device code, one slice, warps skewed", run(lanes, "wgfp8px", "eager"), whole},
-						check{"fast_gemm_wg_fp8p's device code, one slice, products at their issue, copies late", run(lanes, "wgfp8px", "wgeager"), whole})
+					checks = append(checks, onLanes("fast_gemm_wg_fp8p (one slice)", "wgfp8px", run(emu, "wgfp8x"))...)
 					sArg, ksArg = S, ks
 				}
 				if !fp8 {
-					// the two-fragment-set form: the same products in the same order
-					checks = append(checks, check{"fast_gemm_wg_f32p's device code, warps in step", run(lanes, "wgf32px"), ref},
-						check{"fast_gemm_wg_f32p's device code, warps skewed", run(lanes, "wgf32px", "eager"), ref},
-						check{"emulated fast_gemm_wg_f32p", run(emu, "wgf32px"), ref},
-						check{"fast_gemm_wg_f32p's device code, products at their issue, copies late", run(lanes, "wgf32px", "wgeager"), ref})
-					// with a ring of three x buffers, two warpgroups a launch block (a copy
-					// landing at the latest wait that lets it, in step; at its issue, skewed)
-					checks = append(checks, check{"fast_gemm_wg_f32p3w's device code, warps in step", run(lanes, "wgf32p3wx"), ref},
-						check{"fast_gemm_wg_f32p3w's device code, warps skewed", run(lanes, "wgf32p3wx", "eager"), ref},
-						check{"emulated fast_gemm_wg_f32p3w", run(emu, "wgf32p3wx"), ref},
-						check{"fast_gemm_wg_f32p3w's device code, products at their issue, copies late", run(lanes, "wgf32p3wx", "wgeager"), ref})
+					// the two-fragment-set form; with a ring of three x buffers, two
+					// warpgroups a launch block: the same products in the same order
+					checks = append(checks, onLanes("fast_gemm_wg_f32p", "wgf32px", ref)...)
+					checks = append(checks, onLanes("fast_gemm_wg_f32p3w", "wgf32p3wx", ref)...)
 				}
 			}
 			// fast_gemm_wg_bf16w (bf16 weights and bf16 x with xexact, in groups too, K a
@@ -342,21 +327,15 @@ func TestFastProductsOnSimulatedLanes(t *testing.T) {
 			// reference: TestWGBF16WNearRef)
 			if c.fmt == 1 && c.K%64 == 0 && (c.G == 1 || (c.N/c.G)%64 == 0) {
 				ref := run(emu, "wgbf16wx")
-				checks = append(checks, check{"fast_gemm_wg_bf16w's device code, warps in step", run(lanes, "wgbf16wx"), ref},
-					check{"fast_gemm_wg_bf16w's device code, warps skewed", run(lanes, "wgbf16wx", "eager"), ref},
-					check{"fast_gemm_wg_bf16w's device code, products at their issue, copies late", run(lanes, "wgbf16wx", "wgeager"), ref},
-					// (the same code under four blocks' register bound)
-					check{"fast_gemm_wg_bf16w4's device code, warps in step", run(lanes, "wgbf16w4x"), ref})
+				checks = append(checks, onLanes("fast_gemm_wg_bf16w", "wgbf16wx", ref)...)
+				// (the same code under four blocks' register bound)
+				checks = append(checks, check{"fast_gemm_wg_bf16w4's device code, warps in step", run(lanes, "wgbf16w4x"), ref})
 				// the producer and consumers' form (each group's weight rows a multiple of
 				// 128), in the binder's slices and in one, so that the ring wraps
 				if c.G == 1 || (c.N/c.G)%128 == 0 {
-					checks = append(checks, check{"fast_gemm_wg_bf16wp's device code, warps in step", run(lanes, "wgbf16wpx"), ref},
-						check{"fast_gemm_wg_bf16wp's device code, warps skewed", run(lanes, "wgbf16wpx", "eager"), ref},
-						check{"fast_gemm_wg_bf16wp's device code, products at their issue, copies late", run(lanes, "wgbf16wpx", "wgeager"), ref})
+					checks = append(checks, onLanes("fast_gemm_wg_bf16wp", "wgbf16wpx", ref)...)
 					sArg, ksArg = 1, (c.K+63)/64*64
-					whole := run(emu, "wgbf16wx")
-					checks = append(checks, check{"fast_gemm_wg_bf16wp's device code, one slice, products at their issue, copies late", run(lanes, "wgbf16wpx", "wgeager"), whole},
-						check{"fast_gemm_wg_bf16wp's device code, one slice, warps skewed", run(lanes, "wgbf16wpx", "eager"), whole})
+					checks = append(checks, onLanes("fast_gemm_wg_bf16wp (one slice)", "wgbf16wpx", run(emu, "wgbf16wx"))...)
 					sArg, ksArg = S, ks
 				}
 			}
