@@ -187,11 +187,7 @@ run() {
 	for kf in ${LOAD_KERNELS:-}; do
 		# compiled units of earlier runs (unchanged units load, changed ones compile)
 		if [ -f "$kf" ]; then
-			case $kf in
-			*.txz) # (the GPU machine may lack xz; python3's tarfile reads it)
-				python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$kf" "$DEEPINFER_KERNEL_CACHE" ;;
-			*) tar xzf "$kf" -C "$DEEPINFER_KERNEL_CACHE" ;;
-			esac
+			untar "$kf" "$DEEPINFER_KERNEL_CACHE"
 		else
 			echo "LOAD_KERNELS: no file $kf" >&2
 		fi
@@ -521,14 +517,23 @@ tiles_best() {
 	END { for (i = 1; i <= nk; i++) { k = keys[i]; printf "%s: fastest %s ×%.3f (%s ms)\n", k, who[k], best[k], t[k] } }' "$1"
 }
 
+# untar FILE DIR: a .txz or .tgz archive unpacked into DIR (the GPU machine may lack xz:
+# python3's tarfile reads the .txz)
+untar() {
+	case $1 in
+	*.txz) python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$1" "$2" ;;
+	*) tar xzf "$1" -C "$2" ;;
+	esac
+}
+
 # unpack_bench: on a machine given build/bench.txz or build/bench.tgz (not build/bench/),
-# unpack it first (the GPU machine may lack xz: python3's tarfile reads the .txz)
+# unpack it first
 unpack_bench() {
 	[ -x "$bin/cuda.test" ] && return
 	if [ -f build/bench.txz ]; then
-		python3 -c 'import tarfile; tarfile.open("build/bench.txz", "r:xz").extractall("build")'
+		untar build/bench.txz build
 	elif [ -f build/bench.tgz ]; then
-		tar xzf build/bench.tgz -C build
+		untar build/bench.tgz build
 	fi
 	[ -x "$bin/cuda.test" ] || { echo "no $bin/cuda.test: run scripts/gpu-bench.sh build first (and carry build/bench.txz)" >&2; exit 1; }
 }

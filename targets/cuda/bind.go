@@ -68,6 +68,7 @@ type launch struct {
 	block  int64 // threads a launch block (0: launchBlock)
 	shared int64 // dynamic shared memory a launch block (bytes)
 	fn     function
+	twice  bool // EnvTwice names the kernel: each launch issued twice (set when bound)
 	buf    ArgBuf
 }
 

@@ -192,16 +192,12 @@ func (rt *Runtime) e4m3GemmBench(kernels []string, N, K int64, steps []E4M3GemmS
 				return nil, err
 			}
 			bn, halves, shared := e4m3BlockRows(name), halvesRows(name) > 0, int64(0)
-			// (fast_gemm_wg_fp8a2: blocks of two warpgroups, 128 weight rows, in dynamic
-			// shared memory)
+			// (the forms of several warpgroups a block: wgMultiForms)
 			threads, wrows := int64(launchBlock), int64(64)
 			if halves {
 				bn = halvesRows(name)
-				switch name {
-				case "fast_gemm_wg_fp8a2":
-					threads, wrows, shared = 256, 128, wgFP8A2Shared
-				case "fast_gemm_wg_fp8p":
-					threads, wrows, shared = 384, 128, wgFP8PShared
+				if mw, ok := wgMultiForms[name]; ok {
+					threads, wrows, shared = mw.threads, mw.wrows, mw.shared
 				}
 				if shared > 0 {
 					if err := d.FuncShared(fn, uint32(shared)); err != nil {

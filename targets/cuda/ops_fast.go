@@ -436,19 +436,14 @@ func fastProduct(b *Bind, g fastGemm) int {
 		{"fast_gemm_wg_bf16", fastBlockRows, false}, {"fast_gemm_wg_bf16a", fastBlockRows, false}, {"fast_gemm_wg_fp8r", fastBlockRows, false},
 		{"fast_gemm_wg_fp8ra", fastBlockRows, false}} {
 		launch := b.Launch
-		switch v.kernel {
-		case "fast_gemm_wg_f32p3w":
+		if v.kernel == "fast_gemm_wg_f32p3w" {
 			// (two warpgroups a launch block)
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) { b.LaunchBlocks(kernel, 256, fill) }
-		case "fast_gemm_wg_fp8a2":
-			// (two warpgroups a launch block, and their buffers in dynamic shared memory)
+		}
+		if mw, ok := wgMultiForms[v.kernel]; ok {
+			// (several warpgroups a launch block, their buffers in dynamic shared memory)
 			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
-				b.LaunchShared(kernel, 256, wgFP8A2Shared, fill)
-			}
-		case "fast_gemm_wg_fp8p", "fast_gemm_wg_bf16wp":
-			// (three warpgroups a launch block, the ring in dynamic shared memory)
-			launch = func(kernel string, fill func(s *Step, a *ArgBuf) int64) {
-				b.LaunchShared(kernel, 384, wgFP8PShared, fill)
+				b.LaunchShared(kernel, mw.threads, mw.shared, fill)
 			}
 		}
 		launch(v.kernel, func(s *Step, a *ArgBuf) int64 {
@@ -472,13 +467,13 @@ func fastProduct(b *Bind, g fastGemm) int {
 				// a launch block (one warpgroup) per (64 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 64) * S * ceilDiv(rowsOf(s), 128) * 128
 			}
-			if v.kernel == "fast_gemm_wg_f32p3w" || v.kernel == "fast_gemm_wg_fp8a2" {
+			if v.kernel == "fast_gemm_wg_f32p3w" {
 				// two warpgroups per (128 weight rows, slice, 128 rows)
 				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 256
 			}
-			if v.kernel == "fast_gemm_wg_fp8p" || v.kernel == "fast_gemm_wg_bf16wp" {
-				// three warpgroups per (128 weight rows, slice, 128 rows)
-				return ceilDiv(g.N, 128) * S * ceilDiv(rowsOf(s), 128) * 384
+			if mw, ok := wgMultiForms[v.kernel]; ok {
+				// a launch block per (its weight rows, slice, 128 rows)
+				return ceilDiv(g.N, mw.wrows) * S * ceilDiv(rowsOf(s), 128) * mw.threads
 			}
 			if v.kernel == "fast_gemm_wg_fp8n" {
 				// one warpgroup per (64 weight rows, slice, 64 rows)
@@ -618,8 +613,9 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 
 // EnvWGFP8 set to a2 runs fast_gemm_wg_fp8a2 wherever fast_gemm_wg_fp8a would run (the
 // wide FP8 products of more than 64 rows): launch blocks of two warpgroups, 128 weight
-// rows against one copy of a step's 128 x rows, so that the x rows are read from L2 half
-// as often (docs/perf/dense-gemm.md: the products at 2,048 rows read ~4.9 TB/s from L2).
+// rows against one copy of a step's 128 x rows, at 128 registers, so two blocks (16
+// warps) a multiprocessor against the default's 12 warps (docs/perf/dense-gemm.md: a
+// test of whether more warps shorten the step's chain, which run 40 read as the bound).
 // The same values as fast_gemm_wg_fp8a (each warpgroup's products in the same order).
 // Set to p, those products run fast_gemm_wg_fp8p: a producer warpgroup widening the
 // weights (and copying the x rows) into a ring of four stages that two consumer
@@ -629,14 +625,17 @@ const EnvWGAhead = "DEEPINFER_CUDA_WG_AHEAD"
 // other value fails the open. Read when a program is bound.
 const EnvWGFP8 = "DEEPINFER_CUDA_WG_FP8"
 
-// wgFP8A2Shared is fast_gemm_wg_fp8a2's dynamic shared memory: two steps of 128 x rows
-// and of 128 widened weight rows (64 bf16 values each), and up to 1 KB to align them.
-const wgFP8A2Shared = 2*128*128 + 2*128*128 + 1024
-
-// wgFP8PShared is fast_gemm_wg_fp8p's (and fast_gemm_wg_bf16wp's) dynamic shared memory: a ring of four stages
-// (tensorcore.cu's WGP_S), each a step's 128 x rows and 128 widened weight rows, and up
-// to 1 KB to align them.
-const wgFP8PShared = 4*(128*128+128*128) + 1024
+// wgMultiForms are the wide products' forms whose launch blocks hold several
+// warpgroups, with their buffers in dynamic shared memory: each one's threads a block,
+// weight rows a block (against 128 x rows) and shared bytes a block. fast_gemm_wg_fp8a2:
+// two steps of 128 x rows and of 128 widened weight rows (128 bytes each a step), and up
+// to 1 KB to align them; fast_gemm_wg_fp8p and fast_gemm_wg_bf16wp: a ring of four such
+// stages (tensorcore.cu's WGP_S) and the alignment.
+var wgMultiForms = map[string]struct{ threads, wrows, shared int64 }{
+	"fast_gemm_wg_fp8a2":  {256, 128, 2*128*128 + 2*128*128 + 1024},
+	"fast_gemm_wg_fp8p":   {384, 128, 4*(128*128+128*128) + 1024},
+	"fast_gemm_wg_bf16wp": {384, 128, 4*(128*128+128*128) + 1024},
+}
 
 // checkWGFP8Env refuses an EnvWGFP8 or EnvWGBF16W value it does not name (read when
 // the runtime opens).

@@ -2179,10 +2179,9 @@ KERNEL(fast_gemm_wg_fp8a, FastGemmArgs) { wg_fp8_body<true>(a, GIDX, GSTRIDE); }
 KERNEL(fast_gemm_wg_fp8n, FastGemmArgs) { wg_fp8_body<true, 64>(a, GIDX, GSTRIDE); }
 // fast_gemm_wg_fp8a2: fast_gemm_wg_fp8a in launch blocks of two warpgroups (256
 // threads, 64 KB of dynamic shared memory, at most 128 registers a thread for two blocks
-// a multiprocessor): 128 weight rows against one copy of a step's 128 x rows, so each
-// x byte is read from L2 half as often (DEEPINFER_CUDA_WG_FP8=a2, opt-in). Each
-// warpgroup runs fast_gemm_wg_fp8a's products of its 64 rows in the same order: the
-// same values.
+// a multiprocessor, 16 warps against fast_gemm_wg_fp8a's 12): 128 weight rows against
+// one copy of a step's 128 x rows (DEEPINFER_CUDA_WG_FP8=a2, opt-in). Each warpgroup
+// runs fast_gemm_wg_fp8a's products of its 64 rows in the same order: the same values.
 #ifndef DI_EMULATE
 #undef KERNEL_BOUNDS
 #define KERNEL_BOUNDS __launch_bounds__(256, 2)
